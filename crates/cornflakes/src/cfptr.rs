@@ -1,0 +1,266 @@
+//! Hybrid pointers: a field's bytes, either to be copied at send time or sent by scatter-gather.
+
+use std::cell::Cell;
+use std::fmt;
+use std::str::Utf8Error;
+
+use crate::arena::Arena;
+use crate::mem::RcBuf;
+
+/// A bytes or string field's value (paper Listing 3).
+///
+/// The copy-or-zero-copy decision is made once, when the pointer is built ([`CFPtr::new`]):
+/// shorter than the arena's threshold → copied into the arena; otherwise, if the bytes lie in a
+/// live pinned buffer, that buffer is recovered and referenced; otherwise copied after all.
+pub enum CFPtr<'a> {
+    /// Bytes copied into the transmit buffer at send time. They live in the arena, or in a
+    /// received packet or caller data that outlives the object.
+    Copy(&'a [u8]),
+    /// A reference to pinned memory, sent as its own scatter-gather entry.
+    ZeroCopy(RcBuf),
+}
+
+impl<'a> CFPtr<'a> {
+    /// Builds a pointer from any bytes, applying the hybrid heuristic of `arena`.
+    #[inline]
+    pub fn new(data: &[u8], arena: &'a Arena) -> CFPtr<'a> {
+        if data.len() >= arena.threshold() {
+            if let Some(mem) = arena.memory() {
+                if let Some(buf) = mem.recover_ptr(data) {
+                    return CFPtr::ZeroCopy(buf);
+                }
+            }
+        }
+        CFPtr::Copy(arena.copy_slice(data))
+    }
+
+    /// Uses an existing pinned buffer: referenced when at least the threshold long, else copied.
+    #[inline]
+    pub fn from_rcbuf(buf: RcBuf, arena: &'a Arena) -> CFPtr<'a> {
+        if buf.len() >= arena.threshold() && !buf.is_empty() {
+            CFPtr::ZeroCopy(buf)
+        } else {
+            CFPtr::Copy(arena.copy_slice(&buf))
+        }
+    }
+
+    /// Borrows bytes that outlive the object; they are copied at send time, never before.
+    #[inline]
+    pub const fn borrowed(data: &'a [u8]) -> CFPtr<'a> {
+        CFPtr::Copy(data)
+    }
+
+    /// The bytes.
+    #[inline]
+    pub fn as_bytes(&self) -> &[u8] {
+        match self {
+            CFPtr::Copy(b) => b,
+            CFPtr::ZeroCopy(r) => r.as_slice(),
+        }
+    }
+
+    /// Length in bytes.
+    #[inline]
+    pub fn len(&self) -> usize {
+        match self {
+            CFPtr::Copy(b) => b.len(),
+            CFPtr::ZeroCopy(r) => r.len(),
+        }
+    }
+
+    /// Whether the value is empty.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Whether the value goes out by scatter-gather.
+    #[inline]
+    pub fn is_zero_copy(&self) -> bool {
+        matches!(self, CFPtr::ZeroCopy(_))
+    }
+
+    /// The pinned buffer, for zero-copy values.
+    #[inline]
+    pub fn as_rcbuf(&self) -> Option<&RcBuf> {
+        match self {
+            CFPtr::ZeroCopy(r) => Some(r),
+            CFPtr::Copy(_) => None,
+        }
+    }
+}
+
+impl Clone for CFPtr<'_> {
+    /// Shares the value: a copied value borrows the same bytes, a zero-copy one adds a reference.
+    fn clone(&self) -> Self {
+        match self {
+            CFPtr::Copy(b) => CFPtr::Copy(b),
+            CFPtr::ZeroCopy(r) => CFPtr::ZeroCopy(r.clone()),
+        }
+    }
+}
+
+impl Default for CFPtr<'_> {
+    fn default() -> Self {
+        CFPtr::Copy(&[])
+    }
+}
+
+impl PartialEq for CFPtr<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_bytes() == other.as_bytes()
+    }
+}
+
+impl fmt::Debug for CFPtr<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = if self.is_zero_copy() {
+            "ZeroCopy"
+        } else {
+            "Copy"
+        };
+        f.debug_struct(kind).field("len", &self.len()).finish()
+    }
+}
+
+/// A `bytes` field value.
+#[derive(Clone, Default, PartialEq)]
+pub struct CFBytes<'a>(pub CFPtr<'a>);
+
+impl<'a> CFBytes<'a> {
+    /// See [`CFPtr::new`].
+    #[inline]
+    pub fn new(data: &[u8], arena: &'a Arena) -> Self {
+        CFBytes(CFPtr::new(data, arena))
+    }
+
+    /// The bytes.
+    #[inline]
+    pub fn as_bytes(&self) -> &[u8] {
+        self.0.as_bytes()
+    }
+
+    /// The hybrid pointer.
+    #[inline]
+    pub fn ptr(&self) -> &CFPtr<'a> {
+        &self.0
+    }
+
+    /// Length in bytes.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether empty.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl<'a> From<CFPtr<'a>> for CFBytes<'a> {
+    fn from(p: CFPtr<'a>) -> Self {
+        CFBytes(p)
+    }
+}
+
+impl fmt::Debug for CFBytes<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "CFBytes({:?})", self.0)
+    }
+}
+
+/// UTF-8 state of a [`CFString`]: 0 unchecked, 1 valid, 2 invalid.
+const UNCHECKED: u8 = 0;
+const VALID: u8 = 1;
+const INVALID: u8 = 2;
+
+/// A `string` field value. Bytes are never trimmed or altered; UTF-8 validity is checked once,
+/// on the first access as `str`, and remembered.
+#[derive(Clone, Default)]
+pub struct CFString<'a> {
+    ptr: CFPtr<'a>,
+    utf8: Cell<u8>,
+}
+
+impl<'a> CFString<'a> {
+    /// From a `&str` (valid by construction).
+    #[inline]
+    pub fn new(s: &str, arena: &'a Arena) -> Self {
+        CFString {
+            ptr: CFPtr::new(s.as_bytes(), arena),
+            utf8: Cell::new(VALID),
+        }
+    }
+
+    /// From bytes not yet checked (e.g. decoded from the wire).
+    #[inline]
+    pub fn from_ptr_unchecked_utf8(ptr: CFPtr<'a>) -> Self {
+        CFString {
+            ptr,
+            utf8: Cell::new(UNCHECKED),
+        }
+    }
+
+    /// The value as `str`, checking UTF-8 on first use.
+    pub fn as_str(&self) -> Result<&str, Utf8Error> {
+        let b = self.ptr.as_bytes();
+        match self.utf8.get() {
+            VALID => {
+                // SAFETY: checked valid earlier (or built from `&str`), and the bytes of a
+                // `CFPtr` never change while it lives.
+                Ok(unsafe { std::str::from_utf8_unchecked(b) })
+            }
+            _ => match std::str::from_utf8(b) {
+                Ok(s) => {
+                    self.utf8.set(VALID);
+                    Ok(s)
+                }
+                Err(e) => {
+                    self.utf8.set(INVALID);
+                    Err(e)
+                }
+            },
+        }
+    }
+
+    /// The raw bytes (no UTF-8 check).
+    #[inline]
+    pub fn as_bytes(&self) -> &[u8] {
+        self.ptr.as_bytes()
+    }
+
+    /// The hybrid pointer.
+    #[inline]
+    pub fn ptr(&self) -> &CFPtr<'a> {
+        &self.ptr
+    }
+
+    /// Length in bytes.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.ptr.len()
+    }
+
+    /// Whether empty.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.ptr.is_empty()
+    }
+}
+
+impl PartialEq for CFString<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_bytes() == other.as_bytes()
+    }
+}
+
+impl fmt::Debug for CFString<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match std::str::from_utf8(self.as_bytes()) {
+            Ok(s) if s.len() <= 64 => write!(f, "CFString({s:?})"),
+            _ => write!(f, "CFString({:?})", self.ptr),
+        }
+    }
+}

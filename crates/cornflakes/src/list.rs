@@ -1,0 +1,375 @@
+//! Arena-allocated lists for repeated fields, keeping their encoded sizes up to date.
+
+use std::ops::{Index, IndexMut};
+
+use bumpalo::collections::Vec as BVec;
+
+use crate::arena::Arena;
+use crate::cfptr::{CFBytes, CFPtr, CFString};
+use crate::mem::RcBuf;
+use crate::obj::{CornflakesObj, Sizes};
+use crate::wire::{Demote, Encoder, Scalar, PAIR};
+
+/// A string/bytes value type that can be a list element.
+pub trait Leaf<'a> {
+    /// The hybrid pointer holding the value.
+    fn cf_ptr(&self) -> &CFPtr<'a>;
+    /// Wraps a decoded value.
+    fn from_ptr(p: CFPtr<'a>) -> Self;
+}
+
+impl<'a> Leaf<'a> for CFPtr<'a> {
+    #[inline]
+    fn cf_ptr(&self) -> &CFPtr<'a> {
+        self
+    }
+    #[inline]
+    fn from_ptr(p: CFPtr<'a>) -> Self {
+        p
+    }
+}
+
+impl<'a> Leaf<'a> for CFBytes<'a> {
+    #[inline]
+    fn cf_ptr(&self) -> &CFPtr<'a> {
+        &self.0
+    }
+    #[inline]
+    fn from_ptr(p: CFPtr<'a>) -> Self {
+        CFBytes(p)
+    }
+}
+
+impl<'a> Leaf<'a> for CFString<'a> {
+    #[inline]
+    fn cf_ptr(&self) -> &CFPtr<'a> {
+        self.ptr()
+    }
+    #[inline]
+    fn from_ptr(p: CFPtr<'a>) -> Self {
+        CFString::from_ptr_unchecked_utf8(p)
+    }
+}
+
+/// A repeated string/bytes field.
+pub struct LeafList<'a, T> {
+    items: BVec<'a, T>,
+    sizes: Sizes,
+}
+
+impl<'a, T: Leaf<'a>> LeafList<'a, T> {
+    /// An empty list with room for `cap` elements.
+    #[inline]
+    pub fn with_capacity_in(cap: usize, arena: &'a Arena) -> Self {
+        LeafList {
+            items: BVec::with_capacity_in(cap, arena.bump()),
+            sizes: Sizes::default(),
+        }
+    }
+
+    /// Appends a value.
+    #[inline]
+    pub fn append(&mut self, v: T) {
+        self.sizes.header += PAIR;
+        self.sizes.add_leaf(v.cf_ptr());
+        self.items.push(v);
+    }
+
+    /// Replaces element `i`, returning the old value (`None` if `i` is out of range).
+    pub fn set(&mut self, i: usize, v: T) -> Option<T> {
+        let slot = self.items.get_mut(i)?;
+        self.sizes.remove_leaf(slot.cf_ptr());
+        self.sizes.add_leaf(v.cf_ptr());
+        Some(std::mem::replace(slot, v))
+    }
+
+    /// Number of elements.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    /// Whether the list is empty.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    /// Element `i`.
+    #[inline]
+    pub fn get(&self, i: usize) -> Option<&T> {
+        self.items.get(i)
+    }
+
+    /// The elements in order.
+    #[inline]
+    pub fn iter(&self) -> std::slice::Iter<'_, T> {
+        self.items.iter()
+    }
+
+    /// The elements as a slice.
+    #[inline]
+    pub fn as_slice(&self) -> &[T] {
+        &self.items
+    }
+
+    /// Encoded sizes: the pair array and the leaves (the field's slot is the parent's).
+    #[inline]
+    pub fn sizes(&self) -> Sizes {
+        self.sizes
+    }
+
+    /// Writes the pair array at `at` (copying copied leaves); returns the end of the array.
+    #[inline]
+    pub fn emit(&self, enc: &mut Encoder<'_>, at: usize) -> usize {
+        let mut p = at;
+        for v in self.items.iter() {
+            enc.leaf(p, v.cf_ptr());
+            p += PAIR;
+        }
+        p
+    }
+
+    /// Calls `f` on each zero-copy element kept by `demote`.
+    #[inline]
+    pub fn for_each_zero_copy<F: FnMut(&RcBuf)>(&self, demote: &mut Demote, f: &mut F) {
+        if self.sizes.zero_copy_count == 0 {
+            return;
+        }
+        for v in self.items.iter() {
+            if let CFPtr::ZeroCopy(b) = v.cf_ptr() {
+                if demote.keep_zero_copy(b.len()) {
+                    f(b);
+                }
+            }
+        }
+    }
+}
+
+impl<'a, T> Index<usize> for LeafList<'a, T> {
+    type Output = T;
+    fn index(&self, i: usize) -> &T {
+        &self.items[i]
+    }
+}
+
+impl<'s, 'a, T> IntoIterator for &'s LeafList<'a, T> {
+    type Item = &'s T;
+    type IntoIter = std::slice::Iter<'s, T>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.items.iter()
+    }
+}
+
+impl<T: std::fmt::Debug> std::fmt::Debug for LeafList<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.items.iter()).finish()
+    }
+}
+
+/// A repeated message field.
+pub struct MessageList<'a, M> {
+    items: BVec<'a, M>,
+}
+
+impl<'a, M: CornflakesObj> MessageList<'a, M> {
+    /// An empty list with room for `cap` elements.
+    #[inline]
+    pub fn with_capacity_in(cap: usize, arena: &'a Arena) -> Self {
+        MessageList {
+            items: BVec::with_capacity_in(cap, arena.bump()),
+        }
+    }
+
+    /// Appends an element.
+    #[inline]
+    pub fn append(&mut self, m: M) {
+        self.items.push(m);
+    }
+
+    /// Number of elements.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    /// Whether the list is empty.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    /// Element `i`.
+    pub fn get(&self, i: usize) -> Option<&M> {
+        self.items.get(i)
+    }
+
+    /// Element `i`, mutably.
+    pub fn get_mut(&mut self, i: usize) -> Option<&mut M> {
+        self.items.get_mut(i)
+    }
+
+    /// The elements in order.
+    pub fn iter(&self) -> std::slice::Iter<'_, M> {
+        self.items.iter()
+    }
+
+    /// The elements in order, mutably.
+    pub fn iter_mut(&mut self) -> std::slice::IterMut<'_, M> {
+        self.items.iter_mut()
+    }
+
+    /// Encoded sizes: the pair array and every element (the field's slot is the parent's).
+    pub fn sizes(&self) -> Sizes {
+        let mut s = Sizes {
+            header: PAIR * self.items.len(),
+            ..Sizes::default()
+        };
+        for m in self.items.iter() {
+            s += m.sizes();
+        }
+        s
+    }
+
+    /// Writes the pair array at `at`, then each element's header after it; returns the end.
+    pub fn emit(&self, enc: &mut Encoder<'_>, at: usize) -> usize {
+        let mut sub = at + PAIR * self.items.len();
+        for (i, m) in self.items.iter().enumerate() {
+            enc.put_pair(at + PAIR * i, 0, sub);
+            sub = m.emit(enc, sub);
+        }
+        sub
+    }
+
+    /// Calls `f` on each zero-copy leaf of every element, in order.
+    pub fn for_each_zero_copy<F: FnMut(&RcBuf)>(&self, demote: &mut Demote, f: &mut F) {
+        for m in self.items.iter() {
+            m.for_each_zero_copy(demote, f);
+        }
+    }
+}
+
+impl<'a, M> Index<usize> for MessageList<'a, M> {
+    type Output = M;
+    fn index(&self, i: usize) -> &M {
+        &self.items[i]
+    }
+}
+
+impl<'a, M> IndexMut<usize> for MessageList<'a, M> {
+    fn index_mut(&mut self, i: usize) -> &mut M {
+        &mut self.items[i]
+    }
+}
+
+impl<'s, 'a, M> IntoIterator for &'s MessageList<'a, M> {
+    type Item = &'s M;
+    type IntoIter = std::slice::Iter<'s, M>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.items.iter()
+    }
+}
+
+impl<M: std::fmt::Debug> std::fmt::Debug for MessageList<'_, M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.items.iter()).finish()
+    }
+}
+
+/// A packed repeated scalar field.
+pub struct PackedList<'a, T> {
+    items: BVec<'a, T>,
+}
+
+impl<'a, T: Scalar> PackedList<'a, T> {
+    /// An empty list with room for `cap` elements.
+    #[inline]
+    pub fn with_capacity_in(cap: usize, arena: &'a Arena) -> Self {
+        PackedList {
+            items: BVec::with_capacity_in(cap, arena.bump()),
+        }
+    }
+
+    /// Decodes `count` little-endian elements from `bytes` (already validated by the decoder).
+    pub fn from_le_bytes(bytes: &[u8], count: usize, arena: &'a Arena) -> Self {
+        let mut l = Self::with_capacity_in(count, arena);
+        for c in bytes.chunks_exact(T::SIZE).take(count) {
+            l.items.push(T::read_le(c).unwrap_or_default());
+        }
+        l
+    }
+
+    /// Appends a value.
+    #[inline]
+    pub fn append(&mut self, v: T) {
+        self.items.push(v);
+    }
+
+    /// Number of elements.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    /// Whether the list is empty.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    /// Element `i`.
+    pub fn get(&self, i: usize) -> Option<T> {
+        self.items.get(i).copied()
+    }
+
+    /// Replaces element `i`; false when out of range.
+    pub fn set(&mut self, i: usize, v: T) -> bool {
+        match self.items.get_mut(i) {
+            Some(x) => {
+                *x = v;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The elements as a slice.
+    pub fn as_slice(&self) -> &[T] {
+        &self.items
+    }
+
+    /// The elements in order.
+    pub fn iter(&self) -> std::iter::Copied<std::slice::Iter<'_, T>> {
+        self.items.iter().copied()
+    }
+
+    /// Encoded sizes: the packed elements in the copy area.
+    #[inline]
+    pub fn sizes(&self) -> Sizes {
+        Sizes {
+            copy: T::SIZE * self.items.len(),
+            ..Sizes::default()
+        }
+    }
+
+    /// Writes the elements little-endian into `out` (exactly `len() * T::SIZE` bytes).
+    #[inline]
+    pub fn write_le(&self, out: &mut [u8]) {
+        for (v, o) in self.items.iter().zip(out.chunks_exact_mut(T::SIZE)) {
+            v.write_le(o);
+        }
+    }
+}
+
+impl<'a, T> Index<usize> for PackedList<'a, T> {
+    type Output = T;
+    fn index(&self, i: usize) -> &T {
+        &self.items[i]
+    }
+}
+
+impl<T: std::fmt::Debug> std::fmt::Debug for PackedList<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.items.iter()).finish()
+    }
+}

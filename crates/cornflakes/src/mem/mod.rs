@@ -1,0 +1,29 @@
+//! Pinned (DMA-safe) memory: regions, size-class pools, reference-counted buffers and pointer
+//! recovery.
+//!
+//! # Layout
+//! A [`PinnedMemory`] owns [`Region`]s (large mappings, see [`region`]). Regions are cut into
+//! 2 MiB chunks; each chunk serves one power-of-two size class, so an item never straddles a chunk
+//! and its index is `(addr - chunk_base) >> shift`. Every item has a `u32` reference count: 0 =
+//! free, [`MUT_FLAG`](rcbuf) = held by one [`RcBufMut`], otherwise the number of [`RcBuf`]s.
+//!
+//! # Threads
+//! A `PinnedMemory` and its buffers belong to one thread (one per core, as in the paper):
+//! reference counts are plain integers, not atomics. The types are therefore neither `Send` nor
+//! `Sync`; the compiler refuses to move a buffer to another thread. Give each core its own
+//! `PinnedMemory` (and its own datapath queue).
+//!
+//! # Lifetime
+//! Buffers keep their memory alive: dropping the last `PinnedMemory` handle while buffers are
+//! still out only unmaps the regions once the last buffer is released.
+
+mod baseline;
+mod pool;
+mod rcbuf;
+pub mod region;
+mod table;
+
+pub use baseline::HashMapRecover;
+pub use pool::{AllocError, MemoryConfig, MemoryStats, PinnedMemory};
+pub use rcbuf::{RcBuf, RcBufMut, RefCountOverflow, MAX_REFS};
+pub use region::{Backing, HugePages, Region, CHUNK_SIZE};

@@ -1,0 +1,508 @@
+//! Size-class pools over pinned regions, and the shared state every buffer points back to.
+
+use std::cell::{Cell, RefCell};
+use std::fmt;
+use std::io;
+use std::marker::PhantomData;
+use std::ptr::NonNull;
+
+use super::rcbuf::{RcBuf, RcBufMut, RefCountOverflow, MUT_FLAG};
+use super::region::{Backing, HugePages, Region, CHUNK_SHIFT, CHUNK_SIZE};
+use super::table::{ChunkTable, Slot};
+
+/// How a [`PinnedMemory`] sizes its items and regions.
+#[derive(Clone, Debug)]
+pub struct MemoryConfig {
+    /// Smallest item size (a power of two, at least 64). Default 64.
+    pub min_item_size: usize,
+    /// Largest item size (a power of two, at most 2 MiB). Default 16 KiB.
+    pub max_item_size: usize,
+    /// Bytes mapped when the memory is created, as one region (rounded up to 2 MiB). A datapath
+    /// that needs all buffers in one registered area (an AF_XDP UMEM) sets this and `grow = false`.
+    /// Default 2 MiB.
+    pub initial_bytes: usize,
+    /// Bytes mapped per later region when the pools run dry. Default 2 MiB.
+    pub region_bytes: usize,
+    /// Whether new regions may be mapped after creation. Default true.
+    pub grow: bool,
+    /// Upper bound on all mapped bytes. Default 1 GiB.
+    pub max_bytes: usize,
+    /// Hugepage policy. Default [`HugePages::Auto`].
+    pub hugepages: HugePages,
+    /// Whether to `mlock` 4 KiB-page regions (failure falls back to populated, unlocked pages).
+    pub lock: bool,
+}
+
+impl Default for MemoryConfig {
+    fn default() -> Self {
+        MemoryConfig {
+            min_item_size: 64,
+            max_item_size: 16 * 1024,
+            initial_bytes: CHUNK_SIZE,
+            region_bytes: CHUNK_SIZE,
+            grow: true,
+            max_bytes: 1 << 30,
+            hugepages: HugePages::Auto,
+            lock: true,
+        }
+    }
+}
+
+/// Why an allocation failed.
+#[derive(Debug)]
+pub enum AllocError {
+    /// The requested size is above the largest size class.
+    TooLarge { requested: usize, max: usize },
+    /// All regions are full and no more may be mapped.
+    Exhausted { mapped: usize, limit: usize },
+    /// The kernel refused a new mapping.
+    Map(io::Error),
+    /// The datapath's registration hook refused a new region.
+    Register(io::Error),
+}
+
+impl fmt::Display for AllocError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AllocError::TooLarge { requested, max } => {
+                write!(f, "pinned allocation of {requested} bytes exceeds the largest size class ({max} bytes)")
+            }
+            AllocError::Exhausted { mapped, limit } => {
+                write!(
+                    f,
+                    "pinned memory exhausted: {mapped} bytes mapped, limit {limit}"
+                )
+            }
+            AllocError::Map(e) => write!(f, "mapping a pinned region failed: {e}"),
+            AllocError::Register(e) => write!(f, "registering a pinned region failed: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for AllocError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            AllocError::Map(e) | AllocError::Register(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// Counters describing a [`PinnedMemory`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MemoryStats {
+    pub regions: usize,
+    pub mapped_bytes: usize,
+    pub chunks_in_use: usize,
+    pub live_items: usize,
+    pub hugepage_regions: usize,
+    pub locked_regions: usize,
+}
+
+/// A 2 MiB chunk serving one size class.
+pub(crate) struct Chunk {
+    pub base: *mut u8,
+    pub shift: u32,
+    pub region: *const Region,
+    pub refcnts: Box<[Cell<u32>]>,
+    pub inner: *const Inner,
+    class: usize,
+}
+
+type Registrar = Box<dyn FnMut(&Region) -> io::Result<Option<u64>>>;
+
+struct State {
+    regions: Vec<Box<Region>>,
+    chunks: Vec<Box<Chunk>>,
+    /// Chunks mapped but not yet given to a size class.
+    spare: Vec<(*mut u8, *const Region)>,
+    /// Free items per size class: (chunk, item index).
+    free: Vec<Vec<(*const Chunk, u32)>>,
+    mapped: usize,
+    registrar: Option<Registrar>,
+}
+
+/// State shared by every handle and buffer of one [`PinnedMemory`]. Freed when the last handle
+/// is dropped and no item is live.
+pub(crate) struct Inner {
+    handles: Cell<usize>,
+    live: Cell<usize>,
+    min_shift: u32,
+    max_shift: u32,
+    config: MemoryConfig,
+    table: RefCell<ChunkTable>,
+    state: RefCell<State>,
+}
+
+/// A per-core pinned memory allocator. Cloning gives another handle to the same pools.
+pub struct PinnedMemory {
+    inner: NonNull<Inner>,
+    _not_send: PhantomData<*const ()>,
+}
+
+impl PinnedMemory {
+    /// Creates the allocator and maps `config.initial_bytes`.
+    pub fn new(config: MemoryConfig) -> Result<PinnedMemory, AllocError> {
+        let min = config.min_item_size.max(64).next_power_of_two();
+        let max = config
+            .max_item_size
+            .next_power_of_two()
+            .clamp(min, CHUNK_SIZE);
+        let min_shift = min.trailing_zeros();
+        let max_shift = max.trailing_zeros();
+        let classes = (max_shift - min_shift + 1) as usize;
+        let inner = Box::new(Inner {
+            handles: Cell::new(1),
+            live: Cell::new(0),
+            min_shift,
+            max_shift,
+            table: RefCell::new(ChunkTable::new()),
+            state: RefCell::new(State {
+                regions: Vec::new(),
+                chunks: Vec::new(),
+                spare: Vec::new(),
+                free: vec![Vec::new(); classes],
+                mapped: 0,
+                registrar: None,
+            }),
+            config,
+        });
+        let mem = PinnedMemory {
+            inner: NonNull::from(Box::leak(inner)),
+            _not_send: PhantomData,
+        };
+        let initial = mem.inner().config.initial_bytes;
+        if initial > 0 {
+            mem.map_region(initial)?;
+        }
+        Ok(mem)
+    }
+
+    /// Creates an allocator with [`MemoryConfig::default`].
+    pub fn with_defaults() -> Result<PinnedMemory, AllocError> {
+        Self::new(MemoryConfig::default())
+    }
+
+    #[inline]
+    fn inner(&self) -> &Inner {
+        // SAFETY: `inner` stays allocated while any handle exists (handles > 0).
+        unsafe { self.inner.as_ref() }
+    }
+
+    /// The configuration in force (sizes normalised to powers of two).
+    pub fn config(&self) -> &MemoryConfig {
+        &self.inner().config
+    }
+
+    /// Largest size one item can have.
+    pub fn max_item_size(&self) -> usize {
+        1 << self.inner().max_shift
+    }
+
+    /// Allocates a fresh, uniquely owned buffer of `len` bytes (its capacity is the size class).
+    /// The bytes are whatever the item held last; callers overwrite them.
+    pub fn alloc(&self, len: usize) -> Result<RcBufMut, AllocError> {
+        let inner = self.inner();
+        let shift = (len.max(1).next_power_of_two().trailing_zeros()).max(inner.min_shift);
+        if shift > inner.max_shift {
+            return Err(AllocError::TooLarge {
+                requested: len,
+                max: 1 << inner.max_shift,
+            });
+        }
+        let class = (shift - inner.min_shift) as usize;
+        let popped = inner.state.borrow_mut().free[class].pop();
+        let (chunk, idx) = match popped {
+            Some(x) => x,
+            None => {
+                self.add_chunk(class, shift)?;
+                inner.state.borrow_mut().free[class]
+                    .pop()
+                    .expect("a new chunk has free items")
+            }
+        };
+        inner.live.set(inner.live.get() + 1);
+        // SAFETY: `chunk` points at a chunk owned by `inner.state.chunks` (boxed, never moved or
+        // freed while `inner` lives) and `idx` < its item count (free lists only hold valid ones).
+        unsafe {
+            Ok(RcBufMut::from_free_item(
+                NonNull::new_unchecked(chunk as *mut Chunk),
+                idx,
+                len,
+            ))
+        }
+    }
+
+    /// Allocates a buffer and copies `data` into it.
+    pub fn alloc_copy(&self, data: &[u8]) -> Result<RcBuf, AllocError> {
+        let mut b = self.alloc(data.len())?;
+        b.copy_from_slice(data);
+        Ok(b.freeze())
+    }
+
+    /// Pointer recovery (paper §3.2.2): if `data` lies wholly inside one live item of this
+    /// memory, returns an [`RcBuf`] for exactly that slice (reference count + 1). Slices that
+    /// straddle items, lie in free items or items still being filled through an [`RcBufMut`],
+    /// lie outside pinned memory, or are empty give `None`; so does a reference count at its
+    /// maximum (see [`try_recover_ptr`](Self::try_recover_ptr)).
+    #[inline]
+    pub fn recover_ptr(&self, data: &[u8]) -> Option<RcBuf> {
+        self.try_recover_ptr(data).ok().flatten()
+    }
+
+    /// [`recover_ptr`](Self::recover_ptr) that reports a saturated reference count as an error.
+    #[inline]
+    pub fn try_recover_ptr(&self, data: &[u8]) -> Result<Option<RcBuf>, RefCountOverflow> {
+        let addr = data.as_ptr() as usize;
+        let len = data.len();
+        if len == 0 {
+            return Ok(None);
+        }
+        let table = self.inner().table.borrow();
+        let Some(slot) = table.get(addr >> CHUNK_SHIFT) else {
+            return Ok(None);
+        };
+        let chunk_base = slot.key << CHUNK_SHIFT;
+        let idx = (addr - chunk_base) >> slot.shift;
+        let last = addr
+            .checked_add(len - 1)
+            .map(|l| l.wrapping_sub(chunk_base) >> slot.shift);
+        if last != Some(idx) {
+            return Ok(None);
+        }
+        // SAFETY: `idx` < items per chunk because `addr` is inside the chunk (same key), and the
+        // refcount array has one entry per item; the chunk outlives this call.
+        let rc = unsafe { &*slot.refcnts.add(idx) };
+        let n = rc.get();
+        if n == 0 || n & MUT_FLAG != 0 {
+            return Ok(None);
+        }
+        let item_base = chunk_base + (idx << slot.shift);
+        // SAFETY: the slice is inside live item `idx` of `slot.chunk`, whose count is non-zero.
+        unsafe {
+            RcBuf::recovered(
+                NonNull::new_unchecked(addr as *mut u8),
+                len,
+                addr - item_base,
+                NonNull::from(rc),
+                NonNull::new_unchecked(slot.chunk as *mut Chunk),
+            )
+        }
+        .map(Some)
+    }
+
+    /// Calls `f` on every region now mapped and on every region mapped later, storing what it
+    /// returns as the region's registration handle. An error for a later region fails the
+    /// allocation that needed it.
+    pub fn set_registrar<F>(&self, mut f: F) -> io::Result<()>
+    where
+        F: FnMut(&Region) -> io::Result<Option<u64>> + 'static,
+    {
+        let regions: Vec<*const Region> = self
+            .inner()
+            .state
+            .borrow()
+            .regions
+            .iter()
+            .map(|r| &**r as *const Region)
+            .collect();
+        for r in regions {
+            // SAFETY: regions are boxed and live as long as `inner`.
+            let r = unsafe { &*r };
+            r.set_registration(f(r)?);
+        }
+        self.inner().state.borrow_mut().registrar = Some(Box::new(f));
+        Ok(())
+    }
+
+    /// Calls `f` on every region now mapped.
+    pub fn for_each_region(&self, mut f: impl FnMut(&Region)) {
+        let regions: Vec<*const Region> = self
+            .inner()
+            .state
+            .borrow()
+            .regions
+            .iter()
+            .map(|r| &**r as *const Region)
+            .collect();
+        for r in regions {
+            // SAFETY: as in `set_registrar`.
+            f(unsafe { &*r });
+        }
+    }
+
+    /// Counters for tests and monitoring.
+    pub fn stats(&self) -> MemoryStats {
+        let inner = self.inner();
+        let st = inner.state.borrow();
+        MemoryStats {
+            regions: st.regions.len(),
+            mapped_bytes: st.mapped,
+            chunks_in_use: st.chunks.len(),
+            live_items: inner.live.get(),
+            hugepage_regions: st
+                .regions
+                .iter()
+                .filter(|r| r.backing() == Backing::HugePages)
+                .count(),
+            locked_regions: st
+                .regions
+                .iter()
+                .filter(|r| r.backing() == Backing::LockedPages)
+                .count(),
+        }
+    }
+
+    /// All chunks as (chunk number, chunk) pairs, for the hash-map baseline.
+    pub(crate) fn chunk_slots(&self) -> Vec<(usize, usize, Slot)> {
+        let st = self.inner().state.borrow();
+        st.chunks
+            .iter()
+            .map(|c| {
+                let key = c.base as usize >> CHUNK_SHIFT;
+                (
+                    c.class,
+                    key,
+                    Slot {
+                        key,
+                        chunk: &**c,
+                        refcnts: c.refcnts.as_ptr(),
+                        shift: c.shift,
+                    },
+                )
+            })
+            .collect()
+    }
+
+    fn map_region(&self, bytes: usize) -> Result<(), AllocError> {
+        let inner = self.inner();
+        let (index, limit, mapped) = {
+            let st = inner.state.borrow();
+            (st.regions.len() as u32, inner.config.max_bytes, st.mapped)
+        };
+        let rounded = bytes.div_ceil(CHUNK_SIZE).max(1) * CHUNK_SIZE;
+        if mapped + rounded > limit {
+            return Err(AllocError::Exhausted { mapped, limit });
+        }
+        let region = Box::new(
+            Region::map(rounded, index, inner.config.hugepages, inner.config.lock)
+                .map_err(AllocError::Map)?,
+        );
+        let registrar = inner.state.borrow_mut().registrar.take();
+        let result = match registrar {
+            Some(mut f) => {
+                let r = f(&region);
+                inner.state.borrow_mut().registrar = Some(f);
+                r.map(|h| region.set_registration(h))
+            }
+            None => Ok(()),
+        };
+        result.map_err(AllocError::Register)?;
+        let mut st = inner.state.borrow_mut();
+        let base = region.base();
+        let rp: *const Region = &*region;
+        for c in (0..region.len() / CHUNK_SIZE).rev() {
+            // SAFETY: `c * CHUNK_SIZE` < region length.
+            st.spare.push((unsafe { base.add(c * CHUNK_SIZE) }, rp));
+        }
+        st.mapped += region.len();
+        st.regions.push(region);
+        Ok(())
+    }
+
+    fn add_chunk(&self, class: usize, shift: u32) -> Result<(), AllocError> {
+        let inner = self.inner();
+        if inner.state.borrow().spare.is_empty() {
+            let (grow, mapped, limit) = {
+                let st = inner.state.borrow();
+                (inner.config.grow, st.mapped, inner.config.max_bytes)
+            };
+            if !grow {
+                return Err(AllocError::Exhausted {
+                    mapped,
+                    limit: limit.min(mapped),
+                });
+            }
+            self.map_region(inner.config.region_bytes)?;
+        }
+        let mut st = inner.state.borrow_mut();
+        let (base, region) = st.spare.pop().expect("spare chunk after mapping");
+        let items = CHUNK_SIZE >> shift;
+        let chunk = Box::new(Chunk {
+            base,
+            shift,
+            region,
+            refcnts: (0..items).map(|_| Cell::new(0)).collect(),
+            inner: inner as *const Inner,
+            class,
+        });
+        let cp: *const Chunk = &*chunk;
+        inner.table.borrow_mut().insert(Slot {
+            key: base as usize >> CHUNK_SHIFT,
+            chunk: cp,
+            refcnts: chunk.refcnts.as_ptr(),
+            shift,
+        });
+        st.chunks.push(chunk);
+        let free = &mut st.free[class];
+        free.reserve(items);
+        for i in (0..items as u32).rev() {
+            free.push((cp, i));
+        }
+        Ok(())
+    }
+}
+
+impl Inner {
+    /// Returns item `idx` of `chunk` to its free list. Called when its count reaches 0.
+    ///
+    /// # Safety
+    /// `this` must be live (the item being released keeps it so) and the item's count must have
+    /// just reached zero.
+    pub(crate) unsafe fn release(this: *const Inner, chunk: *const Chunk, idx: u32) {
+        // SAFETY: caller guarantees `this` is live.
+        let inner = unsafe { &*this };
+        // SAFETY: `chunk` belongs to `inner`.
+        let class = unsafe { (*chunk).class };
+        inner.state.borrow_mut().free[class].push((chunk, idx));
+        let live = inner.live.get() - 1;
+        inner.live.set(live);
+        if live == 0 && inner.handles.get() == 0 {
+            // SAFETY: no handle and no live item remain, so nothing refers to `inner` any more;
+            // it was created by `Box::leak` in `PinnedMemory::new`.
+            drop(unsafe { Box::from_raw(this as *mut Inner) });
+        }
+    }
+}
+
+impl Clone for PinnedMemory {
+    fn clone(&self) -> Self {
+        let inner = self.inner();
+        inner.handles.set(inner.handles.get() + 1);
+        PinnedMemory {
+            inner: self.inner,
+            _not_send: PhantomData,
+        }
+    }
+}
+
+impl Drop for PinnedMemory {
+    fn drop(&mut self) {
+        let inner = self.inner();
+        let h = inner.handles.get() - 1;
+        inner.handles.set(h);
+        if h == 0 && inner.live.get() == 0 {
+            // SAFETY: the last handle is gone and no buffer refers to `inner`; it came from
+            // `Box::leak`.
+            drop(unsafe { Box::from_raw(self.inner.as_ptr()) });
+        }
+    }
+}
+
+impl fmt::Debug for PinnedMemory {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PinnedMemory")
+            .field("stats", &self.stats())
+            .finish()
+    }
+}

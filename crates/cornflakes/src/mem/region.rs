@@ -1,0 +1,232 @@
+//! Large pinned mappings, the unit a datapath registers with a device.
+//!
+//! A [`Region`] is one anonymous mapping aligned to [`CHUNK_SIZE`] (2 MiB). It is backed by 2 MiB
+//! hugepages when the machine has them reserved, and otherwise by 4 KiB pages that are populated
+//! and, where `RLIMIT_MEMLOCK` allows, locked. Both work unprivileged; [`Region::backing`] tells
+//! which one a region got.
+
+use std::cell::Cell;
+use std::fmt;
+use std::io;
+use std::ptr::NonNull;
+
+/// Size and alignment of the chunks regions are cut into (one 2 MiB hugepage).
+pub const CHUNK_SHIFT: u32 = 21;
+/// `1 << CHUNK_SHIFT`.
+pub const CHUNK_SIZE: usize = 1 << CHUNK_SHIFT;
+
+/// Whether regions may, must or must not use hugepages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum HugePages {
+    /// Use 2 MiB hugepages when the kernel has some reserved, else 4 KiB pages.
+    #[default]
+    Auto,
+    /// Always use 4 KiB pages.
+    Never,
+    /// Fail when no hugepages can be had.
+    Require,
+}
+
+/// How a region's memory is backed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backing {
+    /// 2 MiB hugepages (never swapped, physically contiguous per page).
+    HugePages,
+    /// 4 KiB pages, populated and locked with `mlock`.
+    LockedPages,
+    /// 4 KiB pages, populated but not locked (`RLIMIT_MEMLOCK` was too small).
+    UnlockedPages,
+}
+
+/// One pinned mapping. Owned by a [`PinnedMemory`](crate::PinnedMemory); never moved or unmapped
+/// while any buffer inside it lives.
+pub struct Region {
+    base: NonNull<u8>,
+    len: usize,
+    index: u32,
+    backing: Backing,
+    registration: Cell<Option<u64>>,
+}
+
+impl Region {
+    /// Maps `len` bytes (rounded up to a whole number of chunks), aligned to [`CHUNK_SIZE`].
+    pub(crate) fn map(len: usize, index: u32, huge: HugePages, lock: bool) -> io::Result<Region> {
+        let len = len.div_ceil(CHUNK_SIZE).max(1) * CHUNK_SIZE;
+        if huge != HugePages::Never {
+            match map_huge(len) {
+                Ok(base) => {
+                    return Ok(Region {
+                        base,
+                        len,
+                        index,
+                        backing: Backing::HugePages,
+                        registration: Cell::new(None),
+                    })
+                }
+                Err(e) if huge == HugePages::Require => {
+                    return Err(io::Error::new(
+                        e.kind(),
+                        format!("no 2 MiB hugepages for a {len}-byte region ({e}); reserve some in /proc/sys/vm/nr_hugepages"),
+                    ))
+                }
+                Err(_) => {}
+            }
+        }
+        let base = map_aligned(len)?;
+        let backing = populate(base, len, lock);
+        Ok(Region {
+            base,
+            len,
+            index,
+            backing,
+            registration: Cell::new(None),
+        })
+    }
+
+    /// First byte of the region.
+    pub fn base(&self) -> *mut u8 {
+        self.base.as_ptr()
+    }
+
+    /// Length in bytes (a multiple of [`CHUNK_SIZE`]).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Always false: a region has at least one chunk.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// Position of the region in its [`PinnedMemory`](crate::PinnedMemory) (0 for the first).
+    pub fn index(&self) -> u32 {
+        self.index
+    }
+
+    /// What backs the region.
+    pub fn backing(&self) -> Backing {
+        self.backing
+    }
+
+    /// The handle a datapath stored for this region (an ibverbs lkey, an AF_XDP UMEM offset, a
+    /// DPDK IOVA base), if any.
+    #[inline]
+    pub fn registration(&self) -> Option<u64> {
+        self.registration.get()
+    }
+
+    /// Stores the datapath's handle for this region.
+    pub fn set_registration(&self, handle: Option<u64>) {
+        self.registration.set(handle)
+    }
+
+    /// Whether `addr` lies inside the region.
+    pub fn contains(&self, addr: *const u8) -> bool {
+        let a = addr as usize;
+        let b = self.base.as_ptr() as usize;
+        a >= b && a < b + self.len
+    }
+}
+
+impl fmt::Debug for Region {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Region")
+            .field("index", &self.index)
+            .field("base", &self.base)
+            .field("len", &self.len)
+            .field("backing", &self.backing)
+            .field("registration", &self.registration.get())
+            .finish()
+    }
+}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        // SAFETY: `base..base+len` is a mapping this region created and owns alone; the owning
+        // `PinnedMemory` drops regions only after every buffer inside them was released.
+        unsafe {
+            libc::munmap(self.base.as_ptr().cast(), self.len);
+        }
+    }
+}
+
+fn map_huge(len: usize) -> io::Result<NonNull<u8>> {
+    // SAFETY: an anonymous private mapping with no address hint has no preconditions; the result
+    // is checked against MAP_FAILED before use.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_HUGETLB | libc::MAP_POPULATE,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    NonNull::new(p.cast()).ok_or_else(|| io::Error::other("mmap returned NULL"))
+}
+
+/// Maps `len + CHUNK_SIZE` bytes and trims both ends so the result is chunk-aligned.
+fn map_aligned(len: usize) -> io::Result<NonNull<u8>> {
+    let total = len + CHUNK_SIZE;
+    // SAFETY: as in `map_huge`.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            total,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    let start = p as usize;
+    let aligned = (start + CHUNK_SIZE - 1) & !(CHUNK_SIZE - 1);
+    let head = aligned - start;
+    let tail = total - head - len;
+    // SAFETY: both ranges lie inside the mapping just created and outside `aligned..aligned+len`,
+    // which is what we keep; nothing else refers to them.
+    unsafe {
+        if head > 0 {
+            libc::munmap(p, head);
+        }
+        if tail > 0 {
+            libc::munmap((aligned + len) as *mut libc::c_void, tail);
+        }
+    }
+    NonNull::new(aligned as *mut u8).ok_or_else(|| io::Error::other("mmap returned NULL"))
+}
+
+/// Faults every page in and tries to lock the range; reports what it achieved.
+fn populate(base: NonNull<u8>, len: usize, lock: bool) -> Backing {
+    let addr = base.as_ptr().cast::<libc::c_void>();
+    // SAFETY: `addr..addr+len` is a private anonymous mapping owned by the caller; mlock and
+    // madvise only change residency, never contents.
+    let locked = lock && unsafe { libc::mlock(addr, len) } == 0;
+    if !locked {
+        // SAFETY: as above.
+        let ok = unsafe { libc::madvise(addr, len, libc::MADV_POPULATE_WRITE) } == 0;
+        if !ok {
+            // Older kernels: touch one byte per page. The memory is fresh zeroed anonymous memory,
+            // so writing a zero changes nothing but residency.
+            let page = 4096;
+            let mut off = 0;
+            while off < len {
+                // SAFETY: `off < len`, inside the mapping; volatile so the store is not elided.
+                unsafe { std::ptr::write_volatile(base.as_ptr().add(off), 0) };
+                off += page;
+            }
+        }
+    }
+    if locked {
+        Backing::LockedPages
+    } else {
+        Backing::UnlockedPages
+    }
+}

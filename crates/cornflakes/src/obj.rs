@@ -1,0 +1,167 @@
+//! The serialize-and-send interface every generated object implements.
+
+use std::ops::{Add, AddAssign};
+
+use crate::arena::Arena;
+use crate::cfptr::CFPtr;
+use crate::mem::RcBuf;
+use crate::wire::{BufferTooSmall, DecodeError, Decoder, Demote, Encoder, HeaderReader};
+
+/// The sizes of an encoded object's three areas, kept up to date as fields are set so a send
+/// needs no extra walk to size its buffers and descriptors.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Sizes {
+    /// HEADER AREA bytes (all object headers, slots and pair arrays).
+    pub header: usize,
+    /// COPY AREA bytes (copied leaves and packed arrays).
+    pub copy: usize,
+    /// Number of zero-copy leaves (scatter-gather entries beyond the first).
+    pub zero_copy_count: usize,
+    /// ZERO-COPY AREA bytes.
+    pub zero_copy_len: usize,
+}
+
+impl Sizes {
+    /// Length of the whole encoded object.
+    #[inline]
+    pub fn total(&self) -> usize {
+        self.header + self.copy + self.zero_copy_len
+    }
+
+    /// Length of the first scatter-gather entry (header + copy areas).
+    #[inline]
+    pub fn head(&self) -> usize {
+        self.header + self.copy
+    }
+
+    /// Accounts for one string/bytes leaf (its slot or pair is counted by the caller).
+    #[inline]
+    pub fn add_leaf(&mut self, p: &CFPtr<'_>) {
+        if p.is_zero_copy() {
+            self.zero_copy_count += 1;
+            self.zero_copy_len += p.len();
+        } else {
+            self.copy += p.len();
+        }
+    }
+
+    /// Removes one leaf previously added with [`add_leaf`](Self::add_leaf).
+    #[inline]
+    pub fn remove_leaf(&mut self, p: &CFPtr<'_>) {
+        if p.is_zero_copy() {
+            self.zero_copy_count -= 1;
+            self.zero_copy_len -= p.len();
+        } else {
+            self.copy -= p.len();
+        }
+    }
+}
+
+impl Add for Sizes {
+    type Output = Sizes;
+    #[inline]
+    fn add(self, o: Sizes) -> Sizes {
+        Sizes {
+            header: self.header + o.header,
+            copy: self.copy + o.copy,
+            zero_copy_count: self.zero_copy_count + o.zero_copy_count,
+            zero_copy_len: self.zero_copy_len + o.zero_copy_len,
+        }
+    }
+}
+
+impl AddAssign for Sizes {
+    #[inline]
+    fn add_assign(&mut self, o: Sizes) {
+        *self = *self + o;
+    }
+}
+
+/// An object the Cornflakes stack can serialize and send (paper Listing 1).
+///
+/// A datapath sends an object in two walks: [`emit`](Self::emit) writes the HEADER AREA and
+/// COPY AREA into the first transmit buffer (after the packet header), then
+/// [`for_each_zero_copy`](Self::for_each_zero_copy) hands each zero-copy leaf, in wire order,
+/// to a callback that posts it as its own descriptor. [`sizes`](Self::sizes) says up front how
+/// large the first buffer is and how many descriptors follow.
+pub trait CornflakesObj {
+    /// Sizes of the encoded areas.
+    fn sizes(&self) -> Sizes;
+
+    /// Writes this object's header at `pos` (its nested headers and pair arrays after it) and
+    /// its copied leaves at the encoder's copy cursor; returns the end of its header subtree.
+    fn emit(&self, enc: &mut Encoder<'_>, pos: usize) -> usize;
+
+    /// Calls `f` on each zero-copy leaf kept by `demote`, in wire order.
+    fn for_each_zero_copy<F: FnMut(&RcBuf)>(&self, demote: &mut Demote, f: &mut F);
+
+    /// Writes HEADER AREA + COPY AREA into `buf` (at least `sizes.head() + demoted` bytes) and
+    /// returns the bytes written. `sizes` must be `self.sizes()`.
+    #[inline]
+    fn write_header_and_copy(
+        &self,
+        sizes: &Sizes,
+        buf: &mut [u8],
+        demote: Demote,
+        demoted: usize,
+    ) -> usize {
+        let mut enc = Encoder::new(buf, sizes, demote, demoted);
+        self.emit(&mut enc, 0);
+        sizes.head() + demoted
+    }
+
+    /// Lengths of the zero-copy leaves in wire order (for planning a [`Demote`]).
+    fn zero_copy_lens(&self) -> Vec<usize> {
+        let mut v = Vec::new();
+        let mut keep_all = Demote::NONE;
+        self.for_each_zero_copy(&mut keep_all, &mut |b: &RcBuf| v.push(b.len()));
+        v
+    }
+
+    /// Serializes the whole object contiguously into `buf`, for users without a Cornflakes
+    /// datapath; returns its length.
+    fn serialize_into(&self, buf: &mut [u8]) -> Result<usize, BufferTooSmall> {
+        let s = self.sizes();
+        let total = s.total();
+        if buf.len() < total {
+            return Err(BufferTooSmall {
+                needed: total,
+                available: buf.len(),
+            });
+        }
+        let mut pos = self.write_header_and_copy(&s, &mut buf[..total], Demote::NONE, 0);
+        let mut keep_all = Demote::NONE;
+        self.for_each_zero_copy(&mut keep_all, &mut |b: &RcBuf| {
+            buf[pos..pos + b.len()].copy_from_slice(b);
+            pos += b.len();
+        });
+        Ok(total)
+    }
+
+    /// Serializes the whole object into a new vector.
+    fn serialize_to_vec(&self) -> Vec<u8> {
+        let mut v = vec![0u8; self.sizes().total()];
+        let n = self.serialize_into(&mut v).unwrap_or(0);
+        v.truncate(n);
+        v
+    }
+}
+
+/// An object that can be decoded from the wire (implemented by generated code).
+pub trait DecodeObj<'a>: Sized {
+    /// Decodes the object whose header `h` has opened; values reference the input.
+    fn decode_from(h: HeaderReader<'_, 'a>, arena: &'a Arena) -> Result<Self, DecodeError>;
+
+    /// Decodes from plain bytes (values borrow `buf`).
+    fn deserialize_bytes(buf: &'a [u8], arena: &'a Arena) -> Result<Self, DecodeError> {
+        let dec = Decoder::new(buf);
+        Self::decode_from(dec.root()?, arena)
+    }
+
+    /// Decodes from a received packet: values at least the arena's threshold long reference
+    /// the packet, shorter ones borrow it.
+    fn deserialize_rcbuf(pkt: &'a RcBuf, arena: &'a Arena) -> Result<Self, DecodeError> {
+        let dec = Decoder::from_rcbuf(pkt, arena);
+        Self::decode_from(dec.root()?, arena)
+    }
+}

@@ -1,0 +1,405 @@
+//! Zero-copy, validating decoding (see `docs/wire-format.md`, "Decoding must validate").
+//!
+//! A [`Decoder`] reads an object from a received packet ([`RcBuf`]) or any `&[u8]`. Decoded
+//! string/bytes values reference the input: as [`CFPtr::ZeroCopy`] (a new reference to the
+//! packet) when at least the arena's threshold long and the input is a packet, otherwise as
+//! [`CFPtr::Copy`] borrowing the input. Nothing is copied while decoding.
+//!
+//! Every read is bounds-checked; counts are checked against the bytes before anything is sized
+//! by them; the work one object can cause is bounded by its length (shared or cyclic offsets
+//! cannot amplify it).
+
+use std::cell::Cell;
+
+use super::error::{DecodeError, DecodeErrorKind};
+use super::scalar::Scalar;
+use crate::arena::Arena;
+use crate::cfptr::CFPtr;
+use crate::mem::RcBuf;
+
+/// Deepest nesting of objects a decoder follows.
+pub const MAX_DEPTH: u32 = 64;
+/// Largest bitmap (field numbers up to protobuf's 2^29 − 1).
+pub const MAX_BITMAP_WORDS: u32 = 1 << 24;
+
+/// The input of one decode and the budget it may spend.
+pub struct Decoder<'a> {
+    buf: &'a [u8],
+    pkt: Option<&'a RcBuf>,
+    threshold: usize,
+    budget: Cell<usize>,
+}
+
+impl<'a> Decoder<'a> {
+    /// Decodes from plain bytes; values borrow `buf`.
+    pub fn new(buf: &'a [u8]) -> Decoder<'a> {
+        Decoder {
+            buf,
+            pkt: None,
+            threshold: usize::MAX,
+            budget: Cell::new(buf.len()),
+        }
+    }
+
+    /// Decodes from a received packet; values at least `arena.threshold()` long become
+    /// references to `pkt`, shorter ones borrow it.
+    pub fn from_rcbuf(pkt: &'a RcBuf, arena: &Arena) -> Decoder<'a> {
+        Decoder {
+            buf: pkt.as_slice(),
+            pkt: Some(pkt),
+            threshold: arena.threshold().max(1),
+            budget: Cell::new(pkt.len()),
+        }
+    }
+
+    /// The object bytes.
+    pub fn bytes(&self) -> &'a [u8] {
+        self.buf
+    }
+
+    /// Charges `n` bytes of header structure to the budget.
+    #[inline]
+    fn charge(&self, n: usize, at: usize) -> Result<(), DecodeError> {
+        let b = self.budget.get();
+        if n > b {
+            return Err(DecodeError::new(
+                DecodeErrorKind::BudgetExceeded {
+                    object_len: self.buf.len(),
+                },
+                at,
+            ));
+        }
+        self.budget.set(b - n);
+        Ok(())
+    }
+
+    #[inline]
+    fn need(&self, what: &'static str, at: usize, n: usize) -> Result<&'a [u8], DecodeError> {
+        match self.buf.get(at..).and_then(|s| s.get(..n)) {
+            Some(s) => Ok(s),
+            None => Err(DecodeError::new(
+                DecodeErrorKind::Truncated {
+                    what,
+                    need: n,
+                    available: self.buf.len().saturating_sub(at),
+                },
+                at,
+            )),
+        }
+    }
+
+    #[inline]
+    fn range(
+        &self,
+        what: &'static str,
+        off: u32,
+        len: u64,
+        at: usize,
+    ) -> Result<usize, DecodeError> {
+        let end = off as u64 + len;
+        if end > self.buf.len() as u64 {
+            return Err(DecodeError::new(
+                DecodeErrorKind::OutOfBounds {
+                    what,
+                    offset: off as u64,
+                    len,
+                    object_len: self.buf.len(),
+                },
+                at,
+            ));
+        }
+        Ok(off as usize)
+    }
+
+    /// Opens the top-level object's header.
+    pub fn root(&self) -> Result<HeaderReader<'_, 'a>, DecodeError> {
+        self.header(0, 0)
+    }
+
+    /// Opens the object header at `offset`, `depth` levels below the top.
+    pub fn header(&self, offset: usize, depth: u32) -> Result<HeaderReader<'_, 'a>, DecodeError> {
+        if depth > MAX_DEPTH {
+            return Err(DecodeError::new(
+                DecodeErrorKind::TooDeep { max: MAX_DEPTH },
+                offset,
+            ));
+        }
+        let w = u32::from_le_bytes(
+            self.need("object header", offset, 4)?
+                .try_into()
+                .unwrap_or_default(),
+        );
+        if w > MAX_BITMAP_WORDS {
+            return Err(DecodeError::new(
+                DecodeErrorKind::TooManyBitmapWords {
+                    words: w,
+                    max: MAX_BITMAP_WORDS,
+                },
+                offset,
+            ));
+        }
+        let bitmap_len = w as usize * 4;
+        self.need("bitmap", offset + 4, bitmap_len)?;
+        self.charge(4 + bitmap_len, offset)?;
+        Ok(HeaderReader {
+            dec: self,
+            start: offset,
+            words: w,
+            cursor: offset + 4 + bitmap_len,
+            depth,
+        })
+    }
+
+    /// A string/bytes value at `(len, off)`.
+    #[inline]
+    fn value(&self, len: u32, off: u32, at: usize) -> Result<CFPtr<'a>, DecodeError> {
+        let off = self.range("string/bytes value", off, len as u64, at)?;
+        let len = len as usize;
+        if len >= self.threshold {
+            if let Some(pkt) = self.pkt {
+                if let Ok(Some(b)) = pkt.try_slice(off, len) {
+                    return Ok(CFPtr::ZeroCopy(b));
+                }
+            }
+        }
+        Ok(CFPtr::Copy(&self.buf[off..off + len]))
+    }
+}
+
+/// Reads one object's header: presence bits, then slots in increasing field number.
+/// Generated code calls [`has`](Self::has) for each known field in order and reads its slot.
+pub struct HeaderReader<'d, 'a> {
+    dec: &'d Decoder<'a>,
+    start: usize,
+    words: u32,
+    cursor: usize,
+    depth: u32,
+}
+
+impl<'d, 'a> HeaderReader<'d, 'a> {
+    /// Whether field number `n` is present.
+    #[inline]
+    pub fn has(&self, n: u32) -> bool {
+        let i = (n - 1) / 32;
+        if i >= self.words {
+            return false;
+        }
+        let at = self.start + 4 + i as usize * 4;
+        let w = u32::from_le_bytes([
+            self.dec.buf[at],
+            self.dec.buf[at + 1],
+            self.dec.buf[at + 2],
+            self.dec.buf[at + 3],
+        ]);
+        w & (1 << ((n - 1) % 32)) != 0
+    }
+
+    /// Offset of this object's header from the object base.
+    pub fn offset(&self) -> usize {
+        self.start
+    }
+
+    #[inline]
+    fn take(&mut self, what: &'static str, n: usize) -> Result<&'a [u8], DecodeError> {
+        let s = self.dec.need(what, self.cursor, n)?;
+        self.dec.charge(n, self.cursor)?;
+        self.cursor += n;
+        Ok(s)
+    }
+
+    #[inline]
+    fn pair(&mut self, what: &'static str) -> Result<(u32, u32, usize), DecodeError> {
+        let at = self.cursor;
+        let s = self.take(what, 8)?;
+        Ok((
+            u32::from_le_bytes([s[0], s[1], s[2], s[3]]),
+            u32::from_le_bytes([s[4], s[5], s[6], s[7]]),
+            at,
+        ))
+    }
+
+    /// Reads the next slot as a scalar.
+    #[inline]
+    pub fn scalar<T: Scalar>(&mut self) -> Result<T, DecodeError> {
+        let at = self.cursor;
+        let s = self.take("scalar slot", T::SIZE)?;
+        T::read_le(s)
+            .ok_or_else(|| DecodeError::new(DecodeErrorKind::InvalidBool { value: s[0] }, at))
+    }
+
+    /// Reads the next slot as a string/bytes value.
+    #[inline]
+    pub fn leaf(&mut self) -> Result<CFPtr<'a>, DecodeError> {
+        let (len, off, at) = self.pair("string/bytes slot")?;
+        self.dec.value(len, off, at)
+    }
+
+    /// Reads the next slot as a nested message and opens its header.
+    pub fn nested(&mut self) -> Result<HeaderReader<'d, 'a>, DecodeError> {
+        let (zero, off, at) = self.pair("nested message slot")?;
+        if zero != 0 {
+            return Err(DecodeError::new(
+                DecodeErrorKind::NestedSlotLength { value: zero },
+                at,
+            ));
+        }
+        self.dec.header(off as usize, self.depth + 1)
+    }
+
+    /// Reads the next slot as a repeated string/bytes field: its elements, in order.
+    pub fn leaf_list(&mut self) -> Result<LeafIter<'d, 'a>, DecodeError> {
+        let (count, off, at) = self.pair("repeated string/bytes slot")?;
+        let pos = self
+            .dec
+            .range("string/bytes pair array", off, count as u64 * 8, at)?;
+        self.dec.charge(count as usize * 8, at)?;
+        Ok(LeafIter {
+            dec: self.dec,
+            pos,
+            left: count as usize,
+        })
+    }
+
+    /// Reads the next slot as a repeated message field: its elements' headers, in order.
+    pub fn message_list(&mut self) -> Result<MessageIter<'d, 'a>, DecodeError> {
+        let (count, off, at) = self.pair("repeated message slot")?;
+        let pos = self
+            .dec
+            .range("message pair array", off, count as u64 * 8, at)?;
+        self.dec.charge(count as usize * 8, at)?;
+        Ok(MessageIter {
+            dec: self.dec,
+            pos,
+            left: count as usize,
+            depth: self.depth + 1,
+        })
+    }
+
+    /// Reads the next slot as a packed repeated scalar: its element bytes (validated) and count.
+    pub fn packed<T: Scalar>(&mut self) -> Result<(&'a [u8], usize), DecodeError> {
+        let (count, off, at) = self.pair("packed repeated slot")?;
+        let off = self
+            .dec
+            .range("packed array", off, count as u64 * T::SIZE as u64, at)?;
+        let bytes = &self.dec.buf[off..off + count as usize * T::SIZE];
+        if T::SIZE == 1 {
+            // Only bool has one-byte elements; validate them now so later reads cannot fail.
+            if let Some(i) = bytes.iter().position(|&b| T::read_le(&[b]).is_none()) {
+                return Err(DecodeError::new(
+                    DecodeErrorKind::InvalidBool { value: bytes[i] },
+                    off + i,
+                ));
+            }
+        }
+        Ok((bytes, count as usize))
+    }
+
+    /// Checks the presence bits against the fields this reader knows (`known`, a bitmap):
+    /// an unknown field numbered at most `max_known` is an error; higher ones are tolerated.
+    pub fn finish(self, known: &[u32], max_known: u32) -> Result<(), DecodeError> {
+        let limit_words = (max_known as usize).div_ceil(32).min(self.words as usize);
+        for i in 0..limit_words {
+            let at = self.start + 4 + i * 4;
+            let w = u32::from_le_bytes([
+                self.dec.buf[at],
+                self.dec.buf[at + 1],
+                self.dec.buf[at + 2],
+                self.dec.buf[at + 3],
+            ]);
+            let k = known.get(i).copied().unwrap_or(0);
+            let mut unknown = w & !k;
+            // Bits above max_known in its word are tolerated.
+            let first = i as u32 * 32 + 1;
+            if first + 31 > max_known {
+                let keep = max_known + 1 - first; // bits [0, keep) are at or below max_known
+                unknown &= if keep >= 32 {
+                    u32::MAX
+                } else {
+                    (1u32 << keep) - 1
+                };
+            }
+            if unknown != 0 {
+                let field = first + unknown.trailing_zeros();
+                return Err(DecodeError::new(
+                    DecodeErrorKind::UnknownField { field },
+                    at,
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Elements of a repeated string/bytes field.
+pub struct LeafIter<'d, 'a> {
+    dec: &'d Decoder<'a>,
+    pos: usize,
+    left: usize,
+}
+
+impl<'a> LeafIter<'_, 'a> {
+    /// Number of elements not yet read.
+    pub fn len(&self) -> usize {
+        self.left
+    }
+
+    /// Whether all elements were read.
+    pub fn is_empty(&self) -> bool {
+        self.left == 0
+    }
+
+    /// The next element, `None` after the last.
+    #[inline]
+    pub fn next_leaf(&mut self) -> Option<Result<CFPtr<'a>, DecodeError>> {
+        if self.left == 0 {
+            return None;
+        }
+        let at = self.pos;
+        let s = &self.dec.buf[at..at + 8];
+        let len = u32::from_le_bytes([s[0], s[1], s[2], s[3]]);
+        let off = u32::from_le_bytes([s[4], s[5], s[6], s[7]]);
+        self.pos += 8;
+        self.left -= 1;
+        Some(self.dec.value(len, off, at))
+    }
+}
+
+/// Elements of a repeated message field.
+pub struct MessageIter<'d, 'a> {
+    dec: &'d Decoder<'a>,
+    pos: usize,
+    left: usize,
+    depth: u32,
+}
+
+impl<'d, 'a> MessageIter<'d, 'a> {
+    /// Number of elements not yet read.
+    pub fn len(&self) -> usize {
+        self.left
+    }
+
+    /// Whether all elements were read.
+    pub fn is_empty(&self) -> bool {
+        self.left == 0
+    }
+
+    /// The next element's header, `None` after the last.
+    pub fn next_header(&mut self) -> Option<Result<HeaderReader<'d, 'a>, DecodeError>> {
+        if self.left == 0 {
+            return None;
+        }
+        let at = self.pos;
+        let s = &self.dec.buf[at..at + 8];
+        let zero = u32::from_le_bytes([s[0], s[1], s[2], s[3]]);
+        let off = u32::from_le_bytes([s[4], s[5], s[6], s[7]]);
+        self.pos += 8;
+        self.left -= 1;
+        if zero != 0 {
+            return Some(Err(DecodeError::new(
+                DecodeErrorKind::NestedSlotLength { value: zero },
+                at,
+            )));
+        }
+        Some(self.dec.header(off as usize, self.depth))
+    }
+}

@@ -1,0 +1,188 @@
+//! Writing the header and copy areas (see `docs/wire-format.md`).
+
+use super::scalar::Scalar;
+use crate::cfptr::CFPtr;
+use crate::list::PackedList;
+use crate::obj::Sizes;
+
+/// Which zero-copy leaves to send as copies instead, because the device takes fewer
+/// scatter-gather entries than the object has: every leaf shorter than `below`, and the first
+/// `ties` leaves (in wire order) exactly `below` long. Built by [`Demote::plan`]; [`Demote::NONE`]
+/// keeps every zero-copy leaf. Both walks of a send (header and zero-copy entries) start from the
+/// same value, so they agree on every leaf.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Demote {
+    below: usize,
+    ties: usize,
+}
+
+impl Demote {
+    /// Keep every zero-copy leaf.
+    pub const NONE: Demote = Demote { below: 0, ties: 0 };
+
+    /// Whether the next zero-copy leaf of length `len` stays zero-copy (advances the tie count).
+    #[inline]
+    pub fn keep_zero_copy(&mut self, len: usize) -> bool {
+        if len > self.below {
+            return true;
+        }
+        if len < self.below {
+            return false;
+        }
+        if self.ties > 0 {
+            self.ties -= 1;
+            return false;
+        }
+        true
+    }
+
+    /// Demotes the smallest zero-copy leaves of an object with zero-copy leaf lengths `lens`
+    /// (wire order) so that at most `max_zero_copy` remain. Returns the plan and the bytes it
+    /// moves into the copy area.
+    pub fn plan(lens: &[usize], max_zero_copy: usize) -> (Demote, usize) {
+        if lens.len() <= max_zero_copy {
+            return (Demote::NONE, 0);
+        }
+        let k = lens.len() - max_zero_copy;
+        let mut sorted = lens.to_vec();
+        sorted.sort_unstable();
+        let cutoff = sorted[k - 1];
+        let strictly_below = sorted[..k].iter().filter(|&&l| l < cutoff).count();
+        let bytes = sorted[..k].iter().sum();
+        (
+            Demote {
+                below: cutoff,
+                ties: k - strictly_below,
+            },
+            bytes,
+        )
+    }
+}
+
+/// Writes an object's HEADER AREA and COPY AREA into one buffer, keeping the three cursors of
+/// the wire format: headers (given by the caller per object), the copy area and the zero-copy
+/// area (only offsets are assigned there; the bytes are sent by scatter-gather).
+pub struct Encoder<'b> {
+    buf: &'b mut [u8],
+    copy: usize,
+    zc: usize,
+    demote: Demote,
+}
+
+impl<'b> Encoder<'b> {
+    /// An encoder for an object of `sizes` (plus `demoted_bytes` moved by `demote`) writing into
+    /// `buf`, which must hold at least `sizes.header + sizes.copy + demoted_bytes` bytes.
+    #[inline]
+    pub fn new(buf: &'b mut [u8], sizes: &Sizes, demote: Demote, demoted_bytes: usize) -> Self {
+        let copy = sizes.header;
+        let zc = sizes.header + sizes.copy + demoted_bytes;
+        Encoder {
+            buf,
+            copy,
+            zc,
+            demote,
+        }
+    }
+
+    /// Writes a scalar at `pos`.
+    #[inline]
+    pub fn put<T: Scalar>(&mut self, pos: usize, v: T) {
+        v.write_le(&mut self.buf[pos..pos + T::SIZE]);
+    }
+
+    /// Writes a `u32` at `pos`.
+    #[inline]
+    pub fn put_u32(&mut self, pos: usize, v: u32) {
+        self.buf[pos..pos + 4].copy_from_slice(&v.to_le_bytes());
+    }
+
+    /// Writes a slot `(a, b)` of two `u32`s at `pos`.
+    #[inline]
+    pub fn put_pair(&mut self, pos: usize, a: usize, b: usize) {
+        let s = &mut self.buf[pos..pos + 8];
+        s[..4].copy_from_slice(&(a as u32).to_le_bytes());
+        s[4..].copy_from_slice(&(b as u32).to_le_bytes());
+    }
+
+    /// Writes `W` and the smallest bitmap for `words` at `pos`; returns the first slot position.
+    #[inline]
+    pub fn bitmap(&mut self, pos: usize, words: &[u32]) -> usize {
+        let w = used_words(words);
+        self.put_u32(pos, w as u32);
+        let mut p = pos + 4;
+        for &word in &words[..w] {
+            self.put_u32(p, word);
+            p += 4;
+        }
+        p
+    }
+
+    /// Writes a string/bytes slot at `slot` and, for copied leaves, the bytes into the copy area.
+    #[inline]
+    pub fn leaf(&mut self, slot: usize, p: &CFPtr<'_>) {
+        let len = p.len();
+        let off = match p {
+            CFPtr::ZeroCopy(_) if self.demote.keep_zero_copy(len) => {
+                let o = self.zc;
+                self.zc += len;
+                o
+            }
+            _ => {
+                let o = self.copy;
+                self.buf[o..o + len].copy_from_slice(p.as_bytes());
+                self.copy = o + len;
+                o
+            }
+        };
+        self.put_pair(slot, len, off);
+    }
+
+    /// Writes a packed repeated scalar's slot at `slot` and its elements into the copy area.
+    #[inline]
+    pub fn packed<T: Scalar>(&mut self, slot: usize, list: &PackedList<'_, T>) {
+        let o = self.copy;
+        let n = list.len();
+        list.write_le(&mut self.buf[o..o + n * T::SIZE]);
+        self.copy = o + n * T::SIZE;
+        self.put_pair(slot, n, o);
+    }
+
+    /// Next free offset in the copy area.
+    pub fn copy_cursor(&self) -> usize {
+        self.copy
+    }
+
+    /// Next offset in the zero-copy area.
+    pub fn zero_copy_cursor(&self) -> usize {
+        self.zc
+    }
+}
+
+/// Number of bitmap words up to the highest non-zero one (the `W` an encoder writes).
+#[inline]
+pub fn used_words(words: &[u32]) -> usize {
+    let mut w = words.len();
+    while w > 0 && words[w - 1] == 0 {
+        w -= 1;
+    }
+    w
+}
+
+/// Whether field number `n` (1-based) is set in `words`.
+#[inline]
+pub fn bit_is_set(words: &[u32], n: u32) -> bool {
+    let i = ((n - 1) / 32) as usize;
+    i < words.len() && words[i] & (1 << ((n - 1) % 32)) != 0
+}
+
+/// Sets or clears field number `n` in `words` (which must be long enough).
+#[inline]
+pub fn set_bit(words: &mut [u32], n: u32, on: bool) {
+    let i = ((n - 1) / 32) as usize;
+    let m = 1 << ((n - 1) % 32);
+    if on {
+        words[i] |= m;
+    } else {
+        words[i] &= !m;
+    }
+}

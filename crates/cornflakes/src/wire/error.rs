@@ -1,0 +1,148 @@
+//! Decode errors: what was wrong, at which byte, in which field.
+
+use std::fmt;
+
+/// What was wrong with an encoded object.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DecodeErrorKind {
+    /// A header, slot or pair array runs past the end of the object.
+    Truncated {
+        what: &'static str,
+        need: usize,
+        available: usize,
+    },
+    /// An offset + length (or count × element size) points outside the object.
+    OutOfBounds {
+        what: &'static str,
+        offset: u64,
+        len: u64,
+        object_len: usize,
+    },
+    /// The bitmap word count `W` is above the largest field number protobuf allows.
+    TooManyBitmapWords { words: u32, max: u32 },
+    /// Nested objects go deeper than the decoder allows.
+    TooDeep { max: u32 },
+    /// A bool slot or packed bool holds something other than 0 or 1.
+    InvalidBool { value: u8 },
+    /// A field this reader does not know is present below its highest known field number.
+    UnknownField { field: u32 },
+    /// A nested-message slot's first word must be 0.
+    NestedSlotLength { value: u32 },
+    /// Headers and pair arrays reference more bytes than the object holds (shared or cyclic
+    /// offsets used to amplify decoding work).
+    BudgetExceeded { object_len: usize },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Inner {
+    kind: DecodeErrorKind,
+    offset: usize,
+    path: Vec<&'static str>,
+}
+
+/// A malformed object. Boxed so `Result<T, DecodeError>` stays small.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DecodeError(Box<Inner>);
+
+impl DecodeError {
+    /// An error of `kind` found at byte `offset` of the object.
+    #[cold]
+    pub fn new(kind: DecodeErrorKind, offset: usize) -> DecodeError {
+        DecodeError(Box::new(Inner {
+            kind,
+            offset,
+            path: Vec::new(),
+        }))
+    }
+
+    /// Adds the field being decoded (`"Message.field"`), innermost first.
+    #[cold]
+    pub fn within(mut self, field: &'static str) -> DecodeError {
+        self.0.path.push(field);
+        self
+    }
+
+    /// What was wrong.
+    pub fn kind(&self) -> &DecodeErrorKind {
+        &self.0.kind
+    }
+
+    /// Byte offset (from the object base) where the problem was found.
+    pub fn offset(&self) -> usize {
+        self.0.offset
+    }
+
+    /// Fields from the outermost to the innermost, e.g. `["Outer.list", "Inner.b"]`.
+    pub fn path(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.0.path.iter().rev().copied()
+    }
+}
+
+impl fmt::Display for DecodeErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DecodeErrorKind::Truncated { what, need, available } => {
+                write!(f, "{what} needs {need} bytes but only {available} remain")
+            }
+            DecodeErrorKind::OutOfBounds { what, offset, len, object_len } => write!(
+                f,
+                "{what} at offset {offset} with length {len} ends past the object ({object_len} bytes)"
+            ),
+            DecodeErrorKind::TooManyBitmapWords { words, max } => {
+                write!(f, "bitmap of {words} words exceeds the maximum of {max}")
+            }
+            DecodeErrorKind::TooDeep { max } => write!(f, "objects nested deeper than {max} levels"),
+            DecodeErrorKind::InvalidBool { value } => write!(f, "bool byte is {value}, not 0 or 1"),
+            DecodeErrorKind::UnknownField { field } => write!(
+                f,
+                "unknown field {field} is present below the highest known field number"
+            ),
+            DecodeErrorKind::NestedSlotLength { value } => {
+                write!(f, "nested message slot starts with {value}, expected 0")
+            }
+            DecodeErrorKind::BudgetExceeded { object_len } => write!(
+                f,
+                "headers reference more bytes than the {object_len}-byte object holds"
+            ),
+        }
+    }
+}
+
+impl fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "malformed object at byte {}", self.0.offset)?;
+        let mut path = self.path().peekable();
+        if path.peek().is_some() {
+            f.write_str(" in ")?;
+            for (i, p) in path.enumerate() {
+                if i > 0 {
+                    f.write_str(" > ")?;
+                }
+                f.write_str(p)?;
+            }
+        }
+        write!(f, ": {}", self.0.kind)
+    }
+}
+
+impl std::error::Error for DecodeError {}
+
+/// The buffer given to `serialize_into` is too small.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BufferTooSmall {
+    pub needed: usize,
+    pub available: usize,
+}
+
+impl fmt::Display for BufferTooSmall {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "object needs {} bytes but the buffer holds {}",
+            self.needed, self.available
+        )
+    }
+}
+
+impl std::error::Error for BufferTooSmall {}

@@ -1,0 +1,21 @@
+//! The object wire format (`docs/wire-format.md`): primitives used by generated code and by the
+//! schema-driven codec of the `cornflakes` command.
+
+mod decode;
+mod encode;
+mod error;
+mod scalar;
+
+pub use decode::{Decoder, HeaderReader, LeafIter, MessageIter, MAX_BITMAP_WORDS, MAX_DEPTH};
+pub use encode::{bit_is_set, set_bit, used_words, Demote, Encoder};
+pub use error::{BufferTooSmall, DecodeError, DecodeErrorKind};
+pub use scalar::Scalar;
+
+/// Bytes of a slot for a scalar of `size` bytes, or a (len|count, offset) pair.
+pub const PAIR: usize = 8;
+
+/// Bytes of an object header with `words` bitmap words and `slot_bytes` of slots.
+#[inline]
+pub const fn header_len(words: usize, slot_bytes: usize) -> usize {
+    4 + 4 * words + slot_bytes
+}
