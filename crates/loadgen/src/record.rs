@@ -1,0 +1,191 @@
+//! JSON records: one per (mode, shape, offered load) point.
+
+use crate::run::RunReport;
+use serde::{Deserialize, Serialize};
+use std::fs;
+use std::io;
+use std::path::Path;
+
+/// One measured point, as written to JSON.
+///
+/// Percentiles are `null` when no response was verified in the measured
+/// window (e.g. everything was lost).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    /// What was measured, e.g. `"protobuf"` or `"cornflakes-hybrid"`.
+    pub mode: String,
+    /// Message shape, e.g. `"list-2x2048"`.
+    pub shape: String,
+    /// Offered load in requests per second.
+    pub offered_rps: f64,
+    /// Verified responses per second in the measured window.
+    pub achieved_rps: f64,
+    /// Median latency, microseconds.
+    pub p50_us: Option<f64>,
+    /// 99th percentile latency, microseconds.
+    pub p99_us: Option<f64>,
+    /// 99.9th percentile latency, microseconds.
+    pub p999_us: Option<f64>,
+    /// Mean latency, microseconds.
+    pub mean_us: Option<f64>,
+    /// Requests sent (all, including warm-up).
+    pub sent: u64,
+    /// Responses matched to a request (verified + mismatched).
+    pub received: u64,
+    /// Responses the checker accepted.
+    pub verified: u64,
+    /// Responses the checker rejected, or whose id was unreadable.
+    pub mismatched: u64,
+    /// Requests with no response within the timeout.
+    pub lost: u64,
+    /// Responses matching no outstanding request.
+    pub unexpected: u64,
+    /// Sum of all error counters (mismatched, lost, unexpected, I/O errors).
+    pub errors: u64,
+    /// Client threads.
+    pub threads: usize,
+    /// Length of the measured window, seconds.
+    pub measured_s: f64,
+}
+
+impl Record {
+    /// Builds the record of a run.
+    pub fn from_report(mode: &str, shape: &str, r: &RunReport) -> Record {
+        let c = &r.counters;
+        Record {
+            mode: mode.to_owned(),
+            shape: shape.to_owned(),
+            offered_rps: r.offered_rps,
+            achieved_rps: r.achieved_rps,
+            p50_us: r.latency.p50_us(),
+            p99_us: r.latency.p99_us(),
+            p999_us: r.latency.p999_us(),
+            mean_us: r.latency.mean_us(),
+            sent: c.sent,
+            received: c.verified + c.mismatched,
+            verified: c.verified,
+            mismatched: c.mismatched,
+            lost: c.lost,
+            unexpected: c.unexpected,
+            errors: c.errors(),
+            threads: r.threads,
+            measured_s: r.measured_window.as_secs_f64(),
+        }
+    }
+
+    /// True when the achieved load is at least `fraction` of the offered load.
+    pub fn keeps_up(&self, fraction: f64) -> bool {
+        self.achieved_rps >= fraction * self.offered_rps
+    }
+}
+
+/// Serializes records as a pretty-printed JSON array.
+pub fn to_json(records: &[Record]) -> String {
+    // Serializing plain structs of numbers and strings cannot fail.
+    serde_json::to_string_pretty(records).expect("records serialize")
+}
+
+/// Parses a JSON array of records.
+pub fn from_json(text: &str) -> Result<Vec<Record>, serde_json::Error> {
+    serde_json::from_str(text)
+}
+
+/// Writes records to `path` as a JSON array.
+pub fn write_json(path: &Path, records: &[Record]) -> io::Result<()> {
+    fs::write(path, to_json(records) + "\n")
+}
+
+/// Reads records written by [`write_json`].
+pub fn read_json(path: &Path) -> io::Result<Vec<Record>> {
+    let text = fs::read_to_string(path)?;
+    from_json(&text).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::{Counters, LatencyHistogram};
+    use std::time::Duration;
+
+    fn report() -> RunReport {
+        let mut latency = LatencyHistogram::new();
+        for v in 1..=1000 {
+            latency.record(Duration::from_micros(v));
+        }
+        RunReport {
+            offered_rps: 1000.0,
+            achieved_rps: 990.0,
+            measured_window: Duration::from_secs(1),
+            measured_requests: 1000,
+            counters: Counters {
+                sent: 1000,
+                verified: 990,
+                mismatched: 4,
+                lost: 6,
+                ..Counters::default()
+            },
+            latency,
+            threads: 2,
+        }
+    }
+
+    #[test]
+    fn json_has_the_agreed_fields() {
+        let rec = Record::from_report("protobuf", "list-2x2048", &report());
+        let json = to_json(std::slice::from_ref(&rec));
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        let obj = v.as_array().unwrap()[0].as_object().unwrap();
+        for key in [
+            "mode",
+            "shape",
+            "offered_rps",
+            "achieved_rps",
+            "p50_us",
+            "p99_us",
+            "p999_us",
+            "sent",
+            "received",
+            "errors",
+        ] {
+            assert!(obj.contains_key(key), "missing {key}");
+        }
+        assert_eq!(obj["mode"], "protobuf");
+        assert_eq!(obj["shape"], "list-2x2048");
+        assert_eq!(obj["received"], 994);
+        assert_eq!(obj["errors"], 10);
+        assert!((obj["p99_us"].as_f64().unwrap() - 990.0).abs() < 1.0);
+        assert_eq!(from_json(&json).unwrap(), vec![rec]);
+    }
+
+    #[test]
+    fn empty_histogram_gives_null_percentiles() {
+        let mut r = report();
+        r.latency = LatencyHistogram::new();
+        let rec = Record::from_report("m", "s", &r);
+        let v: serde_json::Value = serde_json::to_value(&rec).unwrap();
+        assert!(v["p99_us"].is_null());
+    }
+
+    #[test]
+    fn keeps_up_uses_the_fraction() {
+        let rec = Record::from_report("m", "s", &report());
+        assert!(rec.keeps_up(0.95));
+        assert!(!rec.keeps_up(0.995));
+    }
+
+    #[test]
+    fn file_round_trip_and_bad_file_is_an_error() {
+        let dir = std::env::temp_dir().join(format!("loadgen-json-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("r.json");
+        let recs = vec![Record::from_report("a", "b", &report())];
+        write_json(&path, &recs).unwrap();
+        assert_eq!(read_json(&path).unwrap(), recs);
+        fs::write(&path, "{not json").unwrap();
+        assert_eq!(
+            read_json(&path).unwrap_err().kind(),
+            io::ErrorKind::InvalidData
+        );
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}
