@@ -27,6 +27,7 @@
 
 pub mod arena;
 pub mod cfptr;
+pub mod handwritten;
 pub mod list;
 pub mod mem;
 pub mod obj;

@@ -295,8 +295,9 @@ impl<'d, 'a> HeaderReader<'d, 'a> {
     }
 
     /// Checks the presence bits against the fields this reader knows (`known`, a bitmap):
-    /// an unknown field numbered at most `max_known` is an error; higher ones are tolerated.
-    pub fn finish(self, known: &[u32], max_known: u32) -> Result<(), DecodeError> {
+    /// an unknown field numbered at most `max_known` is an error (its slot would sit between
+    /// known slots); higher ones are tolerated. Call it before reading slots.
+    pub fn check_fields(&self, known: &[u32], max_known: u32) -> Result<(), DecodeError> {
         let limit_words = (max_known as usize).div_ceil(32).min(self.words as usize);
         for i in 0..limit_words {
             let at = self.start + 4 + i * 4;
