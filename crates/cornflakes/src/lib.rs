@@ -27,6 +27,7 @@
 
 pub mod arena;
 pub mod cfptr;
+pub mod datapath;
 pub mod handwritten;
 pub mod list;
 pub mod mem;
@@ -35,6 +36,7 @@ pub mod wire;
 
 pub use arena::{Arena, DEFAULT_THRESHOLD};
 pub use cfptr::{CFBytes, CFPtr, CFString};
+pub use datapath::{ConnId, Datapath, DropCounters, Msg, RxMsg, SendError};
 pub use list::{Leaf, LeafList, MessageList, PackedList};
 pub use mem::{PinnedMemory, RcBuf, RcBufMut};
 pub use obj::{CornflakesObj, DecodeObj, Sizes};

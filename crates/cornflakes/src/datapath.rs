@@ -1,0 +1,318 @@
+//! The interface between the runtime and a datapath: a kernel UDP socket, the in-process
+//! loopback NIC, AF_XDP, or a kernel-bypass NIC driver. See `docs/stack.md`.
+//!
+//! The interface is split into small traits, one per capability, with no optional methods:
+//!
+//! - [`DatapathMemory`]: the pinned memory the datapath sends from and receives into. Each
+//!   region's [`registration`](crate::mem::Region::registration) holds this datapath's handle.
+//! - [`Connect`]: turns a peer address into a [`ConnId`] (a per-connection header template).
+//! - [`Receive`]: a burst of received messages ([`RxMsg`]), each a zero-copy [`RcBuf`] of the
+//!   payload after the framing header, and the drop counters ([`DropCounters`]).
+//! - [`Transmit`]: serialize-and-send ([`Transmit::send_object`]), a prepared scatter-gather
+//!   array ([`Transmit::send_sga`]), contiguous bytes ([`Transmit::send_copy`]), and an explicit
+//!   [`Transmit::flush`] that ends a batch. Capabilities are data: [`Transmit::mtu`],
+//!   [`Transmit::max_segments`], [`Transmit::max_message_len`].
+//! - [`Completions`]: reclaims transmit descriptors the device is done with, dropping the
+//!   [`RcBuf`]s they kept alive.
+//!
+//! [`Datapath`] is all five together (blanket-implemented). The traits take generic objects
+//! (`send_object<O: CornflakesObj>`), so a datapath is chosen at compile time, not behind `dyn`.
+//!
+//! # Buffer ownership on send
+//! A send clones (reference count + 1) every [`RcBuf`] it posts and keeps the clone until the
+//! device completes that descriptor. The application may drop or replace its buffers as soon
+//! as the send call returns; a pinned buffer is never written while any reference exists, so
+//! the bytes on the wire are the bytes at the time of the call.
+
+use std::fmt;
+use std::io;
+use std::net::SocketAddrV4;
+
+use crate::mem::{AllocError, PinnedMemory, RcBuf};
+use crate::obj::CornflakesObj;
+use crate::wire::Demote;
+
+/// A connection (a peer address and its prepared packet header) of one datapath.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ConnId(pub u32);
+
+/// The message identity carried by the framing header of every packet: an id chosen by the
+/// sender (requests and their responses share it) and an application-defined type.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Msg {
+    /// Message id (unique per sender among messages in flight).
+    pub id: u32,
+    /// Message type (application-defined, e.g. which RPC).
+    pub ty: u16,
+}
+
+impl Msg {
+    /// A message header with id `id` and type `ty`.
+    pub const fn new(id: u32, ty: u16) -> Msg {
+        Msg { id, ty }
+    }
+}
+
+/// One received message.
+#[derive(Debug)]
+pub struct RxMsg {
+    /// The connection the message came from (created on first contact).
+    pub conn: ConnId,
+    /// The sender's IPv4 address and UDP port.
+    pub peer: SocketAddrV4,
+    /// Id and type from the framing header.
+    pub msg: Msg,
+    /// The message bytes (after the framing header). For a single-frame message this is a
+    /// view into the receive buffer itself; a message reassembled from several frames is one
+    /// new pinned buffer holding all of them.
+    pub data: RcBuf,
+}
+
+/// Why a send failed. Nothing was queued when a send returns an error.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum SendError {
+    /// The connection id is not one this datapath handed out.
+    UnknownConn(ConnId),
+    /// The peer's link-layer address is still being resolved (ARP); poll and retry.
+    Resolving(ConnId),
+    /// The message is longer than the datapath can send ([`Transmit::max_message_len`]).
+    TooLarge { len: usize, max: usize },
+    /// A scatter-gather array has more entries than one send can carry.
+    TooManySegments { entries: usize, max: usize },
+    /// No transmit descriptors are free: flush, poll completions, then retry.
+    Full,
+    /// A transmit or header buffer could not be allocated.
+    Alloc(AllocError),
+    /// The operating system refused the send.
+    Io(io::Error),
+}
+
+impl fmt::Display for SendError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SendError::UnknownConn(c) => write!(f, "unknown connection {}", c.0),
+            SendError::Resolving(c) => {
+                write!(f, "connection {}: peer address still being resolved", c.0)
+            }
+            SendError::TooLarge { len, max } => {
+                write!(f, "message of {len} bytes exceeds the limit of {max} bytes")
+            }
+            SendError::TooManySegments { entries, max } => {
+                write!(f, "{entries} scatter-gather entries exceed the limit of {max}")
+            }
+            SendError::Full => write!(f, "transmit queue full"),
+            SendError::Alloc(e) => write!(f, "transmit buffer allocation failed: {e}"),
+            SendError::Io(e) => write!(f, "send failed: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for SendError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            SendError::Alloc(e) => Some(e),
+            SendError::Io(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<AllocError> for SendError {
+    fn from(e: AllocError) -> Self {
+        SendError::Alloc(e)
+    }
+}
+
+impl From<io::Error> for SendError {
+    fn from(e: io::Error) -> Self {
+        SendError::Io(e)
+    }
+}
+
+/// Received frames dropped, by reason, and a few receive/transmit totals. Every counter only
+/// grows. A datapath whose lower layers are done by the kernel (the socket datapath) leaves the
+/// link/IP counters at zero.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DropCounters {
+    /// Messages delivered to the application.
+    pub delivered: u64,
+    /// Frames shorter than a header, or whose length fields point past the frame.
+    pub truncated: u64,
+    /// IPv4 header or UDP checksum mismatch.
+    pub bad_checksum: u64,
+    /// EtherType neither IPv4 nor ARP.
+    pub non_ipv4: u64,
+    /// IPv4 protocol other than UDP.
+    pub non_udp: u64,
+    /// IPv4 fragments (more-fragments flag or non-zero offset); reassembly is not supported.
+    pub ip_fragment: u64,
+    /// IPv4 headers with options (IHL > 5), not supported.
+    pub ip_options: u64,
+    /// IPv4 version other than 4, or TTL 0, or other malformed IP header fields.
+    pub bad_ip_header: u64,
+    /// Destination MAC or IP address not ours (and not broadcast, for ARP).
+    pub wrong_dst: u64,
+    /// UDP destination port not bound.
+    pub unknown_port: u64,
+    /// Framing header malformed, or segment headers inconsistent with each other (forged).
+    pub bad_framing: u64,
+    /// Duplicate segment of a message being reassembled.
+    pub duplicate_segment: u64,
+    /// Messages abandoned because their segments did not all arrive in time.
+    pub reassembly_timeout: u64,
+    /// Segments dropped because reassembly hit its memory or message-count limit.
+    pub reassembly_overflow: u64,
+    /// Frames dropped because no receive buffer could be allocated.
+    pub no_rx_buffers: u64,
+    /// Packets from a new peer dropped because the connection table is full.
+    pub conn_table_full: u64,
+    /// ARP packets that were malformed or not for Ethernet/IPv4.
+    pub bad_arp: u64,
+    /// ARP requests for our address that were answered.
+    pub arp_replies_sent: u64,
+    /// ARP resolutions that gave up after the last retry.
+    pub arp_failures: u64,
+}
+
+impl DropCounters {
+    /// Sum of all drop counters (everything except `delivered` and `arp_replies_sent`).
+    pub fn total_drops(&self) -> u64 {
+        self.truncated
+            + self.bad_checksum
+            + self.non_ipv4
+            + self.non_udp
+            + self.ip_fragment
+            + self.ip_options
+            + self.bad_ip_header
+            + self.wrong_dst
+            + self.unknown_port
+            + self.bad_framing
+            + self.duplicate_segment
+            + self.reassembly_timeout
+            + self.reassembly_overflow
+            + self.no_rx_buffers
+            + self.conn_table_full
+            + self.bad_arp
+    }
+}
+
+/// Access to the datapath's pinned memory.
+pub trait DatapathMemory {
+    /// The memory transmit and receive buffers come from. Applications allocate values they
+    /// want to send zero-copy here; each region's `registration()` holds this datapath's
+    /// handle for it (e.g. a UMEM offset), or `None` when the datapath needs none.
+    fn memory(&self) -> &PinnedMemory;
+}
+
+/// Connection setup.
+pub trait Connect {
+    /// The connection to `peer`, creating it (and its header template) if new. For link-layer
+    /// datapaths this also starts address resolution; sends return
+    /// [`SendError::Resolving`] until it completes.
+    fn connect(&mut self, peer: SocketAddrV4) -> io::Result<ConnId>;
+
+    /// The peer of `conn`, if `conn` exists.
+    fn peer_addr(&self, conn: ConnId) -> Option<SocketAddrV4>;
+
+    /// Our IPv4 address and UDP port.
+    fn local_addr(&self) -> SocketAddrV4;
+}
+
+/// Receiving.
+pub trait Receive {
+    /// Polls the device once: receives up to one burst of frames, appends every complete
+    /// message to `out`, and does the housekeeping the poll drives (ARP answers and retries,
+    /// reassembly timeouts). Returns the number of messages appended. Never blocks.
+    fn recv_burst(&mut self, out: &mut Vec<RxMsg>) -> io::Result<usize>;
+
+    /// The drop counters so far.
+    fn counters(&self) -> DropCounters;
+}
+
+/// Transmitting. Sends are queued until [`flush`](Self::flush) (or until the queue fills, when a
+/// datapath may flush on its own); all sends of one connection leave in order.
+pub trait Transmit {
+    /// The IP-level MTU: the largest IPv4 packet one frame carries.
+    fn mtu(&self) -> usize;
+
+    /// The most scatter-gather entries (descriptors) one frame may have, header included.
+    fn max_segments(&self) -> usize;
+
+    /// The largest message (object) this datapath sends; larger objects fail with
+    /// [`SendError::TooLarge`]. Objects above one frame are segmented.
+    fn max_message_len(&self) -> usize;
+
+    /// Serialize-and-send (paper §3.2.3): writes the packet headers, the object's header area
+    /// and copy area into one transmit buffer, then posts each zero-copy entry as its own
+    /// descriptor straight from [`CornflakesObj::for_each_zero_copy`]. When the object has more
+    /// zero-copy entries than the device takes, the smallest are demoted to copies
+    /// ([`Demote::plan`]).
+    fn send_object<O: CornflakesObj>(
+        &mut self,
+        conn: ConnId,
+        msg: Msg,
+        obj: &O,
+    ) -> Result<(), SendError>;
+
+    /// Sends a prepared scatter-gather array: the message is the concatenation of `entries`
+    /// (for the "without serialize-and-send" ablation, see [`object_to_sga`]).
+    fn send_sga(&mut self, conn: ConnId, msg: Msg, entries: &[RcBuf]) -> Result<(), SendError>;
+
+    /// Sends contiguous bytes (copied into transmit buffers).
+    fn send_copy(&mut self, conn: ConnId, msg: Msg, data: &[u8]) -> Result<(), SendError>;
+
+    /// Hands every queued frame to the device (one doorbell / system call per batch).
+    fn flush(&mut self) -> Result<(), SendError>;
+}
+
+/// Transmit completions.
+pub trait Completions {
+    /// Reclaims the descriptors the device has finished with, dropping the buffer references
+    /// they held. Returns how many descriptors were reclaimed.
+    fn poll_completions(&mut self) -> usize;
+
+    /// Descriptors posted and not yet completed (queued or in the device).
+    fn in_flight(&self) -> usize;
+}
+
+/// A complete datapath.
+pub trait Datapath: DatapathMemory + Connect + Receive + Transmit + Completions {}
+
+impl<T: DatapathMemory + Connect + Receive + Transmit + Completions> Datapath for T {}
+
+/// The demotion plan for sending `obj` with at most `max_zero_copy` zero-copy entries, and the
+/// bytes it moves into the copy area. Allocates only when entries must be demoted.
+#[inline]
+pub fn plan_demote<O: CornflakesObj + ?Sized>(obj: &O, max_zero_copy: usize) -> (Demote, usize) {
+    if obj.sizes().zero_copy_count <= max_zero_copy {
+        return (Demote::NONE, 0);
+    }
+    Demote::plan(&obj.zero_copy_lens(), max_zero_copy)
+}
+
+/// Turns an object into a scatter-gather array the way a stack without serialize-and-send
+/// must: a new pinned buffer with the header and copy areas, then one reference per zero-copy
+/// entry, collected into a new vector (at most `max_entries` entries; smaller zero-copy
+/// entries are demoted to copies to fit). Used by the ablation that sends with
+/// [`Transmit::send_sga`].
+pub fn object_to_sga<O: CornflakesObj + ?Sized>(
+    obj: &O,
+    mem: &PinnedMemory,
+    max_entries: usize,
+) -> Result<Vec<RcBuf>, AllocError> {
+    let sizes = obj.sizes();
+    let (demote, demoted) = plan_demote(obj, max_entries.saturating_sub(1));
+    let head_len = sizes.head() + demoted;
+    let mut out = Vec::with_capacity(1 + sizes.zero_copy_count);
+    if head_len > 0 {
+        let mut head = mem.alloc(head_len)?;
+        let n = obj.write_header_and_copy(&sizes, &mut head[..], demote, demoted);
+        head.set_len(n);
+        out.push(head.freeze());
+    }
+    let mut walk = demote;
+    obj.for_each_zero_copy(&mut walk, &mut |b: &RcBuf| out.push(b.clone()));
+    Ok(out)
+}
