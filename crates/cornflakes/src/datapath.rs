@@ -99,7 +99,10 @@ impl fmt::Display for SendError {
                 write!(f, "message of {len} bytes exceeds the limit of {max} bytes")
             }
             SendError::TooManySegments { entries, max } => {
-                write!(f, "{entries} scatter-gather entries exceed the limit of {max}")
+                write!(
+                    f,
+                    "{entries} scatter-gather entries exceed the limit of {max}"
+                )
             }
             SendError::Full => write!(f, "transmit queue full"),
             SendError::Alloc(e) => write!(f, "transmit buffer allocation failed: {e}"),

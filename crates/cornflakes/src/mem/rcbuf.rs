@@ -120,6 +120,16 @@ impl RcBuf {
         self.count().get()
     }
 
+    /// Overwrites the item's reference count. For tests of overflow handling only.
+    ///
+    /// # Safety
+    /// The count must be restored to the true number of live references before any of them is
+    /// dropped, or the item is freed early or never.
+    #[doc(hidden)]
+    pub unsafe fn set_ref_count_for_test(&self, n: u32) {
+        self.count().set(n)
+    }
+
     /// Another reference, or an error when the count is saturated.
     #[inline]
     pub fn try_clone(&self) -> Result<RcBuf, RefCountOverflow> {

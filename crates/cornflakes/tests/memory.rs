@@ -1,0 +1,326 @@
+//! Pinned pools, RcBuf reference counting and pointer recovery.
+
+use cornflakes::mem::{AllocError, HugePages, MemoryConfig, MAX_REFS};
+use cornflakes::{Arena, CFPtr, PinnedMemory};
+
+fn small_mem() -> PinnedMemory {
+    PinnedMemory::new(MemoryConfig {
+        hugepages: HugePages::Never,
+        ..MemoryConfig::default()
+    })
+    .unwrap()
+}
+
+#[test]
+fn clone_drop_and_free_lifecycle() {
+    let mem = small_mem();
+    let mut m = mem.alloc(100).unwrap();
+    assert_eq!(m.capacity(), 128);
+    m.copy_from_slice(&[5u8; 100]);
+    let a = m.freeze();
+    assert_eq!(a.ref_count(), 1);
+    assert_eq!(mem.stats().live_items, 1);
+    let b = a.clone();
+    let c = a.slice(10..20);
+    assert_eq!(a.ref_count(), 3);
+    assert_eq!(&c[..], &[5u8; 10]);
+    drop(b);
+    drop(a);
+    assert_eq!(c.ref_count(), 1);
+    assert_eq!(mem.stats().live_items, 1);
+    let addr = c.as_ptr();
+    drop(c);
+    assert_eq!(mem.stats().live_items, 0);
+    // The freed item is reused by the next allocation of its class.
+    let again = mem.alloc(128).unwrap();
+    assert_eq!(again.as_ref().as_ptr(), unsafe { addr.sub(10) });
+}
+
+#[test]
+fn recover_on_a_freed_item_gives_none() {
+    let mem = small_mem();
+    let buf = mem.alloc_copy(&[1u8; 1000]).unwrap();
+    let raw: &[u8] = unsafe { std::slice::from_raw_parts(buf.as_ptr(), 1000) };
+    assert!(mem.recover_ptr(raw).is_some());
+    drop(buf);
+    assert!(
+        mem.recover_ptr(raw).is_none(),
+        "a free item must not be recovered"
+    );
+}
+
+#[test]
+fn recover_refuses_an_item_being_filled() {
+    let mem = small_mem();
+    let mut m = mem.alloc(256).unwrap();
+    let raw: &[u8] = unsafe { std::slice::from_raw_parts(m.as_mut_ptr(), 256) };
+    assert!(mem.recover_ptr(raw).is_none());
+    let frozen = m.freeze();
+    assert_eq!(mem.recover_ptr(raw).unwrap().ref_count(), 2);
+    drop(frozen);
+}
+
+#[test]
+fn recover_at_item_edges() {
+    let mem = small_mem();
+    let a = mem.alloc(1024).unwrap().freeze();
+    let b = mem.alloc(1024).unwrap().freeze();
+    let (pa, pb) = (a.as_ptr(), b.as_ptr());
+    let span = |p: *const u8, len: usize| unsafe { std::slice::from_raw_parts(p, len) };
+    // Whole item, first byte, last byte.
+    assert_eq!(mem.recover_ptr(span(pa, 1024)).unwrap().len(), 1024);
+    assert_eq!(mem.recover_ptr(span(pa, 1)).unwrap().item_offset(), 0);
+    let last = mem.recover_ptr(span(unsafe { pa.add(1023) }, 1)).unwrap();
+    assert_eq!(last.item_offset(), 1023);
+    assert_eq!(last.as_ptr(), unsafe { pa.add(1023) });
+    drop(last);
+    // One byte past the end of an item straddles into the next: refused.
+    if pb as usize == pa as usize + 1024 {
+        assert!(mem.recover_ptr(span(pa, 1025)).is_none());
+        assert!(mem.recover_ptr(span(unsafe { pa.add(1023) }, 2)).is_none());
+    }
+    // Empty slices and memory outside pinned regions: refused.
+    assert!(mem.recover_ptr(span(pa, 0)).is_none());
+    let heap = vec![0u8; 4096];
+    assert!(mem.recover_ptr(&heap).is_none());
+    assert!(mem.recover_ptr(&[1, 2, 3]).is_none());
+    assert_eq!(a.ref_count(), 1, "all recovered views were dropped");
+    drop(b);
+}
+
+#[test]
+fn recovered_buffer_keeps_item_alive() {
+    let mem = small_mem();
+    let a = mem.alloc_copy(&[9u8; 600]).unwrap();
+    let r = mem.recover_ptr(&a[100..600]).unwrap();
+    drop(a);
+    assert_eq!(r.ref_count(), 1);
+    assert_eq!(&r[..], &[9u8; 500][..]);
+    assert_eq!(mem.stats().live_items, 1);
+    drop(r);
+    assert_eq!(mem.stats().live_items, 0);
+}
+
+#[test]
+fn refcount_overflow_is_an_error_not_a_wrap() {
+    let mem = small_mem();
+    let a = mem.alloc_copy(&[1u8; 64]).unwrap();
+    // SAFETY: restored to 1 (the one live reference) before `a` is dropped.
+    unsafe { a.set_ref_count_for_test(MAX_REFS) };
+    assert!(a.try_clone().is_err());
+    assert!(a.try_slice(0, 1).is_err());
+    assert!(mem.try_recover_ptr(&a).is_err());
+    assert!(
+        mem.recover_ptr(&a).is_none(),
+        "saturated: recovery falls back (to a copy)"
+    );
+    assert_eq!(a.ref_count(), MAX_REFS, "a failed clone changes nothing");
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| a.clone()));
+    assert!(r.is_err(), "Clone panics instead of wrapping");
+    unsafe { a.set_ref_count_for_test(1) };
+    drop(a);
+    assert_eq!(mem.stats().live_items, 0);
+}
+
+#[test]
+fn size_classes_and_limits() {
+    let mem = PinnedMemory::new(MemoryConfig {
+        hugepages: HugePages::Never,
+        max_item_size: 8192,
+        ..MemoryConfig::default()
+    })
+    .unwrap();
+    assert_eq!(mem.alloc(0).unwrap().capacity(), 64);
+    assert_eq!(mem.alloc(65).unwrap().capacity(), 128);
+    assert_eq!(mem.alloc(8192).unwrap().capacity(), 8192);
+    assert!(matches!(
+        mem.alloc(8193),
+        Err(AllocError::TooLarge {
+            requested: 8193,
+            max: 8192
+        })
+    ));
+}
+
+#[test]
+fn growth_across_many_chunks_and_regions_keeps_recovery_exact() {
+    let mem = small_mem();
+    // 40 MiB of 16 KiB items: 20 chunks, 20 regions, forcing table growth.
+    let bufs: Vec<_> = (0..2560u32)
+        .map(|i| mem.alloc_copy(&i.to_le_bytes().repeat(4096)).unwrap())
+        .collect();
+    assert!(mem.stats().regions >= 20);
+    for (i, b) in bufs.iter().enumerate() {
+        let r = mem.recover_ptr(&b[4..16]).unwrap();
+        assert_eq!(&r[..4], &(i as u32).to_le_bytes());
+        assert_eq!(r.item_offset(), 4);
+    }
+    drop(bufs);
+    assert_eq!(mem.stats().live_items, 0);
+}
+
+#[test]
+fn no_growth_means_exhaustion_error() {
+    let mem = PinnedMemory::new(MemoryConfig {
+        hugepages: HugePages::Never,
+        grow: false,
+        initial_bytes: 2 << 20,
+        ..MemoryConfig::default()
+    })
+    .unwrap();
+    let held: Vec<_> = (0..128).map(|_| mem.alloc(16384).unwrap()).collect();
+    assert!(matches!(
+        mem.alloc(16384),
+        Err(AllocError::Exhausted { .. })
+    ));
+    drop(held);
+    assert!(mem.alloc(16384).is_ok(), "freed items are reused");
+}
+
+#[test]
+fn max_bytes_limits_growth() {
+    let mem = PinnedMemory::new(MemoryConfig {
+        hugepages: HugePages::Never,
+        max_bytes: 4 << 20,
+        ..MemoryConfig::default()
+    })
+    .unwrap();
+    let held: Vec<_> = (0..256).map(|_| mem.alloc(16384).unwrap()).collect();
+    let err = mem.alloc(16384).unwrap_err();
+    assert!(err.to_string().contains("exhausted"), "{err}");
+    drop(held);
+}
+
+#[test]
+fn buffers_outlive_every_handle() {
+    let mem = small_mem();
+    let b = mem.alloc_copy(b"still here").unwrap();
+    let c = b.clone();
+    drop(mem);
+    assert_eq!(&b[..], b"still here");
+    drop(b);
+    assert_eq!(&c[..], b"still here");
+    drop(c); // the last reference unmaps the memory
+}
+
+#[test]
+fn registration_slots_are_filled_for_existing_and_new_regions() {
+    let mem = small_mem();
+    let mut next = 100u64;
+    mem.set_registrar(move |r| {
+        next += 1;
+        Ok(Some(next + r.index() as u64 * 1000))
+    })
+    .unwrap();
+    let first = mem.alloc_copy(&[0u8; 16384]).unwrap();
+    assert_eq!(first.region().registration(), Some(101));
+    let many: Vec<_> = (0..200)
+        .map(|_| mem.alloc(16384).unwrap().freeze())
+        .collect();
+    let last = many.last().unwrap();
+    assert!(last.region().index() >= 1);
+    assert_eq!(
+        last.region().registration(),
+        Some(100 + 1 + last.region().index() as u64 * 1001)
+    );
+    assert_eq!(last.region_offset() % 16384, 0);
+}
+
+#[test]
+fn registrar_failure_fails_the_allocation_that_needed_a_region() {
+    let mem = PinnedMemory::new(MemoryConfig {
+        hugepages: HugePages::Never,
+        initial_bytes: 0,
+        ..MemoryConfig::default()
+    })
+    .unwrap();
+    mem.set_registrar(|_| Err(std::io::Error::other("device refused")))
+        .unwrap();
+    let err = mem.alloc(64).unwrap_err();
+    assert!(matches!(err, AllocError::Register(_)), "{err}");
+}
+
+#[test]
+fn hugepages_required_but_absent_is_a_clear_error() {
+    let reserved = std::fs::read_to_string("/proc/sys/vm/nr_hugepages")
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .unwrap_or(0);
+    let r = PinnedMemory::new(MemoryConfig {
+        hugepages: HugePages::Require,
+        ..MemoryConfig::default()
+    });
+    if reserved == 0 {
+        let e = r.unwrap_err().to_string();
+        assert!(e.contains("hugepages"), "{e}");
+    } else {
+        eprintln!("note: {reserved} hugepages reserved; checking the hugepage path instead");
+        let mem = r.unwrap();
+        assert_eq!(mem.stats().hugepage_regions, 1);
+    }
+}
+
+#[test]
+fn cfptr_applies_the_threshold() {
+    let mem = small_mem();
+    let big = mem.alloc_copy(&[3u8; 2048]).unwrap();
+    let small = mem.alloc_copy(&[4u8; 100]).unwrap();
+    let heap = vec![5u8; 4096];
+    for (threshold, big_zc, small_zc) in [
+        (512, true, false),
+        (0, true, true),
+        (usize::MAX, false, false),
+    ] {
+        let arena = Arena::with_memory(&mem).with_threshold(threshold);
+        assert_eq!(
+            CFPtr::new(&big, &arena).is_zero_copy(),
+            big_zc,
+            "threshold {threshold}"
+        );
+        assert_eq!(
+            CFPtr::new(&small, &arena).is_zero_copy(),
+            small_zc,
+            "threshold {threshold}"
+        );
+        assert!(
+            !CFPtr::new(&heap, &arena).is_zero_copy(),
+            "unpinned memory is copied"
+        );
+        assert_eq!(CFPtr::new(&heap, &arena).as_bytes(), &heap[..]);
+    }
+    let arena = Arena::new().with_threshold(0);
+    assert!(
+        !CFPtr::new(&big, &arena).is_zero_copy(),
+        "no pinned memory in the arena: copy"
+    );
+    assert_eq!(big.ref_count(), 1);
+    assert_eq!(small.ref_count(), 1);
+}
+
+#[test]
+fn cfstring_checks_utf8_lazily_and_never_alters_bytes() {
+    use cornflakes::CFString;
+    let bad = CFString::from_ptr_unchecked_utf8(CFPtr::borrowed(b" \xff trailing "));
+    assert!(bad.as_str().is_err());
+    assert_eq!(bad.as_bytes(), b" \xff trailing ");
+    let good = CFString::from_ptr_unchecked_utf8(CFPtr::borrowed(" caf\u{e9} ".as_bytes()));
+    assert_eq!(good.as_str().unwrap(), " caf\u{e9} ");
+    assert_eq!(good.as_str().unwrap(), " caf\u{e9} ");
+}
+
+#[test]
+fn arena_reset_reuses_memory() {
+    let mut arena = Arena::new();
+    for _ in 0..3 {
+        for _ in 0..1000 {
+            let _ = arena.copy_slice(&[1u8; 100]);
+        }
+        let used = arena.allocated_bytes();
+        assert!(used >= 100_000);
+        arena.reset();
+    }
+    assert!(
+        arena.allocated_bytes() < 1 << 20,
+        "reset keeps one chunk, not all"
+    );
+}
