@@ -511,3 +511,52 @@ impl<'a> DecodeObj<'a> for Outer<'a> {
         Ok(m)
     }
 }
+
+impl std::fmt::Debug for GetM<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut d = f.debug_struct("GetM");
+        if self.has_id() {
+            d.field("id", &self.id);
+        }
+        if self.has_keys() {
+            d.field("keys", &self.keys);
+        }
+        if self.has_vals() {
+            d.field("vals", &self.vals);
+        }
+        d.finish()
+    }
+}
+
+impl std::fmt::Debug for Inner<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut d = f.debug_struct("Inner");
+        if self.has_b() {
+            d.field("b", &self.b);
+        }
+        if self.has_f() {
+            d.field("f", &self.f);
+        }
+        d.finish()
+    }
+}
+
+impl std::fmt::Debug for Outer<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut d = f.debug_struct("Outer");
+        let b = self.bitmap[0];
+        if b & 1 != 0 {
+            d.field("a", &self.a);
+        }
+        if b & 2 != 0 {
+            d.field("in", &self.in_.as_deref());
+        }
+        if b & 8 != 0 {
+            d.field("list", &self.list);
+        }
+        if b & 16 != 0 {
+            d.field("nums", &self.nums);
+        }
+        d.finish()
+    }
+}
