@@ -1,0 +1,1 @@
+//! Generated code under test.

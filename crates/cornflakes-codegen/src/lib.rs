@@ -1,0 +1,1 @@
+//! Cornflakes schema compiler.
