@@ -17,40 +17,25 @@ use crate::cfptr::{CFBytes, CFString};
 use crate::list::{Leaf, LeafList, MessageList, PackedList};
 use crate::mem::RcBuf;
 use crate::obj::{CornflakesObj, DecodeObj, Sizes};
-use crate::wire::{self, DecodeError, Demote, Encoder, HeaderReader, PAIR};
-
-/// Bytes of the slots of present fields: `Σ size × popcount(bitmap & mask_of_that_size)`.
-#[inline]
-fn slot_bytes(bitmap: &[u32], m1: &[u32], m4: &[u32], m8: &[u32]) -> usize {
-    let mut n = 0;
-    for i in 0..bitmap.len() {
-        n += (bitmap[i] & m1[i]).count_ones() as usize
-            + 4 * (bitmap[i] & m4[i]).count_ones() as usize
-            + 8 * (bitmap[i] & m8[i]).count_ones() as usize;
-    }
-    n
-}
+use crate::wire::{DecodeError, Demote, Encoder, HeaderReader, Presence, PAIR};
 
 /// `message GetM { uint32 id = 1; repeated string keys = 2; repeated bytes vals = 3; }`
 pub struct GetM<'a> {
     arena: &'a Arena,
-    bitmap: [u32; 1],
+    p: Presence<1>,
     id: u32,
     keys: LeafList<'a, CFString<'a>>,
     vals: LeafList<'a, CFBytes<'a>>,
 }
 
 impl<'a> GetM<'a> {
-    const M1: [u32; 1] = [0];
-    const M4: [u32; 1] = [0b001];
-    const M8: [u32; 1] = [0b110];
     const KNOWN: [u32; 1] = [0b111];
 
     /// An empty object built in `arena`.
     pub fn new_in(arena: &'a Arena) -> Self {
         GetM {
             arena,
-            bitmap: [0],
+            p: Presence::default(),
             id: 0,
             keys: LeafList::with_capacity_in(0, arena),
             vals: LeafList::with_capacity_in(0, arena),
@@ -59,7 +44,7 @@ impl<'a> GetM<'a> {
 
     /// Whether `id` is set.
     pub fn has_id(&self) -> bool {
-        self.bitmap[0] & 1 != 0
+        self.p.words[0] & 1 != 0
     }
     /// `id`, or 0 when absent.
     pub fn get_id(&self) -> u32 {
@@ -68,22 +53,22 @@ impl<'a> GetM<'a> {
     /// Sets `id`.
     pub fn set_id(&mut self, v: u32) {
         self.id = v;
-        self.bitmap[0] |= 1;
+        self.p.set(1, 4);
     }
     /// Clears `id`.
     pub fn clear_id(&mut self) {
         self.id = 0;
-        self.bitmap[0] &= !1;
+        self.p.clear(1, 4);
     }
 
     /// Whether `keys` is present (initialised).
     pub fn has_keys(&self) -> bool {
-        self.bitmap[0] & 2 != 0
+        self.p.words[0] & 2 != 0
     }
     /// Makes `keys` present and empty, with room for `cap` elements.
     pub fn init_keys(&mut self, cap: usize) {
         self.keys = LeafList::with_capacity_in(cap, self.arena);
-        self.bitmap[0] |= 2;
+        self.p.set(2, 8);
     }
     /// `keys` (empty when absent).
     pub fn get_keys(&self) -> &LeafList<'a, CFString<'a>> {
@@ -96,17 +81,17 @@ impl<'a> GetM<'a> {
     /// Clears `keys`.
     pub fn clear_keys(&mut self) {
         self.keys = LeafList::with_capacity_in(0, self.arena);
-        self.bitmap[0] &= !2;
+        self.p.clear(2, 8);
     }
 
     /// Whether `vals` is present (initialised).
     pub fn has_vals(&self) -> bool {
-        self.bitmap[0] & 4 != 0
+        self.p.words[0] & 4 != 0
     }
     /// Makes `vals` present and empty, with room for `cap` elements.
     pub fn init_vals(&mut self, cap: usize) {
         self.vals = LeafList::with_capacity_in(cap, self.arena);
-        self.bitmap[0] |= 4;
+        self.p.set(3, 8);
     }
     /// `vals` (empty when absent).
     pub fn get_vals(&self) -> &LeafList<'a, CFBytes<'a>> {
@@ -119,15 +104,12 @@ impl<'a> GetM<'a> {
     /// Clears `vals`.
     pub fn clear_vals(&mut self) {
         self.vals = LeafList::with_capacity_in(0, self.arena);
-        self.bitmap[0] &= !4;
+        self.p.clear(3, 8);
     }
 
     #[inline]
     fn own_header_len(&self) -> usize {
-        wire::header_len(
-            wire::used_words(&self.bitmap),
-            slot_bytes(&self.bitmap, &Self::M1, &Self::M4, &Self::M8),
-        )
+        self.p.header_len()
     }
 
     /// Decodes from plain bytes; values borrow `buf`.
@@ -143,10 +125,10 @@ impl CornflakesObj for GetM<'_> {
             header: self.own_header_len(),
             ..Sizes::default()
         };
-        if self.bitmap[0] & 2 != 0 {
+        if self.p.words[0] & 2 != 0 {
             s += self.keys.sizes();
         }
-        if self.bitmap[0] & 4 != 0 {
+        if self.p.words[0] & 4 != 0 {
             s += self.vals.sizes();
         }
         s
@@ -154,9 +136,9 @@ impl CornflakesObj for GetM<'_> {
 
     #[inline]
     fn emit(&self, enc: &mut Encoder<'_>, pos: usize) -> usize {
-        let mut slot = enc.bitmap(pos, &self.bitmap);
+        let mut slot = enc.bitmap(pos, &self.p.words);
         let mut sub = pos + self.own_header_len();
-        let b = self.bitmap[0];
+        let b = self.p.words[0];
         if b & 1 != 0 {
             enc.put(slot, self.id);
             slot += 4;
@@ -175,10 +157,10 @@ impl CornflakesObj for GetM<'_> {
 
     #[inline]
     fn for_each_zero_copy<F: FnMut(&RcBuf)>(&self, demote: &mut Demote, f: &mut F) {
-        if self.bitmap[0] & 2 != 0 {
+        if self.p.words[0] & 2 != 0 {
             self.keys.for_each_zero_copy(demote, f);
         }
-        if self.bitmap[0] & 4 != 0 {
+        if self.p.words[0] & 4 != 0 {
             self.vals.for_each_zero_copy(demote, f);
         }
     }
@@ -214,28 +196,25 @@ impl<'a> DecodeObj<'a> for GetM<'a> {
 
 /// `message Inner { bytes b = 1; bool f = 33; }`
 pub struct Inner<'a> {
-    bitmap: [u32; 2],
+    p: Presence<2>,
     b: CFBytes<'a>,
     f: bool,
 }
 
 impl<'a> Inner<'a> {
-    const M1: [u32; 2] = [0, 1];
-    const M4: [u32; 2] = [0, 0];
-    const M8: [u32; 2] = [1, 0];
     const KNOWN: [u32; 2] = [1, 1];
 
     /// An empty object.
     pub fn new_in(_arena: &'a Arena) -> Self {
         Inner {
-            bitmap: [0, 0],
+            p: Presence::default(),
             b: CFBytes::default(),
             f: false,
         }
     }
     /// Whether `b` is set.
     pub fn has_b(&self) -> bool {
-        self.bitmap[0] & 1 != 0
+        self.p.words[0] & 1 != 0
     }
     /// `b` (empty when absent).
     pub fn get_b(&self) -> &CFBytes<'a> {
@@ -244,16 +223,16 @@ impl<'a> Inner<'a> {
     /// Sets `b`.
     pub fn set_b(&mut self, v: CFBytes<'a>) {
         self.b = v;
-        self.bitmap[0] |= 1;
+        self.p.set(1, 8);
     }
     /// Clears `b`.
     pub fn clear_b(&mut self) {
         self.b = CFBytes::default();
-        self.bitmap[0] &= !1;
+        self.p.clear(1, 8);
     }
     /// Whether `f` is set.
     pub fn has_f(&self) -> bool {
-        self.bitmap[1] & 1 != 0
+        self.p.words[1] & 1 != 0
     }
     /// `f` (false when absent).
     pub fn get_f(&self) -> bool {
@@ -262,20 +241,17 @@ impl<'a> Inner<'a> {
     /// Sets `f`.
     pub fn set_f(&mut self, v: bool) {
         self.f = v;
-        self.bitmap[1] |= 1;
+        self.p.set(33, 1);
     }
     /// Clears `f`.
     pub fn clear_f(&mut self) {
         self.f = false;
-        self.bitmap[1] &= !1;
+        self.p.clear(33, 1);
     }
 
     #[inline]
     fn own_header_len(&self) -> usize {
-        wire::header_len(
-            wire::used_words(&self.bitmap),
-            slot_bytes(&self.bitmap, &Self::M1, &Self::M4, &Self::M8),
-        )
+        self.p.header_len()
     }
 }
 
@@ -292,7 +268,7 @@ impl CornflakesObj for Inner<'_> {
     }
 
     fn emit(&self, enc: &mut Encoder<'_>, pos: usize) -> usize {
-        let mut slot = enc.bitmap(pos, &self.bitmap);
+        let mut slot = enc.bitmap(pos, &self.p.words);
         let sub = pos + self.own_header_len();
         if self.has_b() {
             enc.leaf(slot, self.b.ptr());
@@ -333,7 +309,7 @@ impl<'a> DecodeObj<'a> for Inner<'a> {
 /// `message Outer { uint64 a = 1; Inner in = 2; repeated Inner list = 4; repeated int32 nums = 5; }`
 pub struct Outer<'a> {
     arena: &'a Arena,
-    bitmap: [u32; 1],
+    p: Presence<1>,
     a: u64,
     in_: Option<ABox<'a, Inner<'a>>>,
     list: MessageList<'a, Inner<'a>>,
@@ -341,16 +317,13 @@ pub struct Outer<'a> {
 }
 
 impl<'a> Outer<'a> {
-    const M1: [u32; 1] = [0];
-    const M4: [u32; 1] = [0];
-    const M8: [u32; 1] = [0b11011];
     const KNOWN: [u32; 1] = [0b11011];
 
     /// An empty object built in `arena`.
     pub fn new_in(arena: &'a Arena) -> Self {
         Outer {
             arena,
-            bitmap: [0],
+            p: Presence::default(),
             a: 0,
             in_: None,
             list: MessageList::with_capacity_in(0, arena),
@@ -364,11 +337,11 @@ impl<'a> Outer<'a> {
     /// Sets `a`.
     pub fn set_a(&mut self, v: u64) {
         self.a = v;
-        self.bitmap[0] |= 1;
+        self.p.set(1, 8);
     }
     /// Whether `in` is set.
     pub fn has_in(&self) -> bool {
-        self.bitmap[0] & 2 != 0
+        self.p.words[0] & 2 != 0
     }
     /// `in`, if set.
     pub fn get_in(&self) -> Option<&Inner<'a>> {
@@ -376,7 +349,7 @@ impl<'a> Outer<'a> {
     }
     /// `in`, set to an empty `Inner` first when absent.
     pub fn get_mut_in(&mut self) -> &mut Inner<'a> {
-        self.bitmap[0] |= 2;
+        self.p.set(2, 8);
         let arena = self.arena;
         self.in_
             .get_or_insert_with(|| ABox::new_in(Inner::new_in(arena), arena.bump()))
@@ -384,12 +357,12 @@ impl<'a> Outer<'a> {
     /// Sets `in`.
     pub fn set_in(&mut self, v: Inner<'a>) {
         self.in_ = Some(ABox::new_in(v, self.arena.bump()));
-        self.bitmap[0] |= 2;
+        self.p.set(2, 8);
     }
     /// Makes `list` present and empty, with room for `cap` elements.
     pub fn init_list(&mut self, cap: usize) {
         self.list = MessageList::with_capacity_in(cap, self.arena);
-        self.bitmap[0] |= 8;
+        self.p.set(4, 8);
     }
     /// `list`.
     pub fn get_list(&self) -> &MessageList<'a, Inner<'a>> {
@@ -402,7 +375,7 @@ impl<'a> Outer<'a> {
     /// Makes `nums` present and empty, with room for `cap` elements.
     pub fn init_nums(&mut self, cap: usize) {
         self.nums = PackedList::with_capacity_in(cap, self.arena);
-        self.bitmap[0] |= 16;
+        self.p.set(5, 8);
     }
     /// `nums`.
     pub fn get_nums(&self) -> &PackedList<'a, i32> {
@@ -415,10 +388,7 @@ impl<'a> Outer<'a> {
 
     #[inline]
     fn own_header_len(&self) -> usize {
-        wire::header_len(
-            wire::used_words(&self.bitmap),
-            slot_bytes(&self.bitmap, &Self::M1, &Self::M4, &Self::M8),
-        )
+        self.p.header_len()
     }
 }
 
@@ -428,7 +398,7 @@ impl CornflakesObj for Outer<'_> {
             header: self.own_header_len(),
             ..Sizes::default()
         };
-        let b = self.bitmap[0];
+        let b = self.p.words[0];
         if b & 2 != 0 {
             if let Some(m) = &self.in_ {
                 s += m.sizes();
@@ -444,9 +414,9 @@ impl CornflakesObj for Outer<'_> {
     }
 
     fn emit(&self, enc: &mut Encoder<'_>, pos: usize) -> usize {
-        let mut slot = enc.bitmap(pos, &self.bitmap);
+        let mut slot = enc.bitmap(pos, &self.p.words);
         let mut sub = pos + self.own_header_len();
-        let b = self.bitmap[0];
+        let b = self.p.words[0];
         if b & 1 != 0 {
             enc.put(slot, self.a);
             slot += 8;
@@ -470,7 +440,7 @@ impl CornflakesObj for Outer<'_> {
     }
 
     fn for_each_zero_copy<F: FnMut(&RcBuf)>(&self, demote: &mut Demote, f: &mut F) {
-        let b = self.bitmap[0];
+        let b = self.p.words[0];
         if b & 2 != 0 {
             if let Some(m) = &self.in_ {
                 m.for_each_zero_copy(demote, f);
@@ -506,7 +476,7 @@ impl<'a> DecodeObj<'a> for Outer<'a> {
         if h.has(5) {
             let (bytes, n) = h.packed::<i32>().map_err(|e| e.within("Outer.nums"))?;
             m.nums = PackedList::from_le_bytes(bytes, n, arena);
-            m.bitmap[0] |= 16;
+            m.p.set(5, 8);
         }
         Ok(m)
     }
@@ -544,7 +514,7 @@ impl std::fmt::Debug for Inner<'_> {
 impl std::fmt::Debug for Outer<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let mut d = f.debug_struct("Outer");
-        let b = self.bitmap[0];
+        let b = self.p.words[0];
         if b & 1 != 0 {
             d.field("a", &self.a);
         }

@@ -1,6 +1,6 @@
 //! Size-class pools over pinned regions, and the shared state every buffer points back to.
 
-use std::cell::{Cell, RefCell};
+use std::cell::{Cell, RefCell, UnsafeCell};
 use std::fmt;
 use std::io;
 use std::marker::PhantomData;
@@ -130,7 +130,9 @@ pub(crate) struct Inner {
     min_shift: u32,
     max_shift: u32,
     config: MemoryConfig,
-    table: RefCell<ChunkTable>,
+    /// Read on every recovery, so not behind a `RefCell`: only `add_chunk` mutates it, and no
+    /// reference to it is held across calls (see the SAFETY comments at both uses).
+    table: UnsafeCell<ChunkTable>,
     state: RefCell<State>,
 }
 
@@ -156,7 +158,7 @@ impl PinnedMemory {
             live: Cell::new(0),
             min_shift,
             max_shift,
-            table: RefCell::new(ChunkTable::new()),
+            table: UnsafeCell::new(ChunkTable::new()),
             state: RefCell::new(State {
                 regions: Vec::new(),
                 chunks: Vec::new(),
@@ -258,7 +260,10 @@ impl PinnedMemory {
         if len == 0 {
             return Ok(None);
         }
-        let table = self.inner().table.borrow();
+        // SAFETY: the table is only mutated by `add_chunk`, which cannot run during this call
+        // (single thread: `PinnedMemory` is !Sync; nothing here calls back into the allocator),
+        // and the reference does not outlive the call.
+        let table = unsafe { &*self.inner().table.get() };
         let Some(slot) = table.get(addr >> CHUNK_SHIFT) else {
             return Ok(None);
         };
@@ -437,7 +442,8 @@ impl PinnedMemory {
             class,
         });
         let cp: *const Chunk = &*chunk;
-        inner.table.borrow_mut().insert(Slot {
+        // SAFETY: see the field's doc: no other reference to the table exists during this call.
+        unsafe { &mut *inner.table.get() }.insert(Slot {
             key: base as usize >> CHUNK_SHIFT,
             chunk: cp,
             refcnts: chunk.refcnts.as_ptr(),

@@ -186,3 +186,58 @@ pub fn set_bit(words: &mut [u32], n: u32, on: bool) {
         words[i] &= !m;
     }
 }
+
+/// An object's presence bitmap together with the bytes of its present fields' slots, kept up to
+/// date as fields are set and cleared, so the header length costs no walk (generated code holds
+/// one per message; `W` is the number of bitmap words for its highest field number).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Presence<const W: usize> {
+    /// The bitmap words: field `n` is bit `(n-1) % 32` of word `(n-1) / 32`.
+    pub words: [u32; W],
+    slot_bytes: u32,
+}
+
+impl<const W: usize> Default for Presence<W> {
+    fn default() -> Self {
+        Presence {
+            words: [0; W],
+            slot_bytes: 0,
+        }
+    }
+}
+
+impl<const W: usize> Presence<W> {
+    /// Whether field `n` is present.
+    #[inline(always)]
+    pub fn has(&self, n: u32) -> bool {
+        self.words[((n - 1) / 32) as usize] & (1 << ((n - 1) % 32)) != 0
+    }
+
+    /// Marks field `n`, whose slot is `slot` bytes, present.
+    #[inline(always)]
+    pub fn set(&mut self, n: u32, slot: u32) {
+        let w = &mut self.words[((n - 1) / 32) as usize];
+        let m = 1 << ((n - 1) % 32);
+        if *w & m == 0 {
+            *w |= m;
+            self.slot_bytes += slot;
+        }
+    }
+
+    /// Marks field `n`, whose slot is `slot` bytes, absent.
+    #[inline(always)]
+    pub fn clear(&mut self, n: u32, slot: u32) {
+        let w = &mut self.words[((n - 1) / 32) as usize];
+        let m = 1 << ((n - 1) % 32);
+        if *w & m != 0 {
+            *w &= !m;
+            self.slot_bytes -= slot;
+        }
+    }
+
+    /// Length of the object's own header: `W`, the smallest bitmap, and the present slots.
+    #[inline(always)]
+    pub fn header_len(&self) -> usize {
+        4 + 4 * used_words(&self.words) + self.slot_bytes as usize
+    }
+}
