@@ -17,3 +17,10 @@
 
 pub mod plan;
 pub mod ring;
+
+#[cfg(feature = "xdp")]
+pub mod bpf;
+#[cfg(feature = "xdp")]
+pub mod sys;
+#[cfg(feature = "xdp")]
+pub mod xsk;

@@ -1,0 +1,214 @@
+//! Loading and attaching the XDP program (`bpf/cf_xdp.c`, compiled by `build.rs`) with libbpf.
+//!
+//! Only the handful of libbpf calls we need are declared here; the object file is embedded in
+//! the crate, so nothing is read from disk at run time.
+
+use std::ffi::{c_char, c_int, c_void, CStr};
+use std::io;
+use std::os::fd::RawFd;
+use std::ptr::NonNull;
+
+static OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/cf_xdp.o"));
+
+#[repr(C)]
+struct BpfObject {
+    _opaque: [u8; 0],
+}
+
+#[repr(C)]
+struct BpfProgram {
+    _opaque: [u8; 0],
+}
+
+#[link(name = "bpf")]
+extern "C" {
+    fn bpf_object__open_mem(buf: *const c_void, size: usize, opts: *const c_void)
+        -> *mut BpfObject;
+    fn bpf_object__load(obj: *mut BpfObject) -> c_int;
+    fn bpf_object__close(obj: *mut BpfObject);
+    fn bpf_object__find_program_by_name(
+        obj: *const BpfObject,
+        name: *const c_char,
+    ) -> *mut BpfProgram;
+    fn bpf_program__fd(prog: *const BpfProgram) -> c_int;
+    fn bpf_object__find_map_fd_by_name(obj: *const BpfObject, name: *const c_char) -> c_int;
+    fn bpf_xdp_attach(ifindex: c_int, prog_fd: c_int, flags: u32, opts: *const c_void) -> c_int;
+    fn bpf_xdp_detach(ifindex: c_int, flags: u32, opts: *const c_void) -> c_int;
+    fn bpf_map_update_elem(fd: c_int, key: *const c_void, value: *const c_void, flags: u64)
+        -> c_int;
+    fn bpf_map_lookup_elem(fd: c_int, key: *const c_void, value: *mut c_void) -> c_int;
+}
+
+const XDP_FLAGS_UPDATE_IF_NOEXIST: u32 = 1 << 0;
+const XDP_FLAGS_SKB_MODE: u32 = 1 << 1;
+const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
+
+const CFG_PORT: u32 = 0;
+const CFG_ARP_TO_STACK: u32 = 1;
+
+/// Where the program runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AttachMode {
+    /// In the driver (native XDP; veth and most NIC drivers support it).
+    Native,
+    /// On the generic skb path (every device; slower, no multi-buffer on old kernels).
+    Generic,
+}
+
+/// Which program of the object to attach.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Program {
+    /// `cf_xdp_redirect`: our UDP port (and optionally ARP) to the AF_XDP socket.
+    Redirect,
+    /// `cf_xdp_pass`: passes everything (for the far end of a veth pair).
+    Pass,
+}
+
+impl Program {
+    fn name(self) -> &'static CStr {
+        match self {
+            Program::Redirect => c"cf_xdp_redirect",
+            Program::Pass => c"cf_xdp_pass",
+        }
+    }
+}
+
+/// Counters kept by the redirect program.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ProgramStats {
+    /// Frames to our UDP port redirected to the socket.
+    pub redirected: u64,
+    /// ARP frames redirected to the socket.
+    pub arp: u64,
+    /// Frames passed to the kernel.
+    pub passed: u64,
+}
+
+fn neg_errno(r: c_int, what: &str) -> io::Result<c_int> {
+    if r < 0 {
+        let e = io::Error::from_raw_os_error(-r);
+        Err(io::Error::new(e.kind(), format!("{what}: {e}")))
+    } else {
+        Ok(r)
+    }
+}
+
+/// A loaded program attached to one interface; detached and unloaded on drop.
+pub struct XdpProgram {
+    obj: NonNull<BpfObject>,
+    ifindex: u32,
+    flags: u32,
+    xsks: RawFd,
+    config: RawFd,
+    stats: RawFd,
+}
+
+impl XdpProgram {
+    /// Loads the object and attaches `which` to `ifindex` (in the calling thread's network
+    /// namespace). Fails if the interface already has an XDP program.
+    pub fn attach(ifindex: u32, which: Program, mode: AttachMode) -> io::Result<XdpProgram> {
+        // SAFETY: `OBJECT` is a static byte slice; libbpf copies what it needs. NULL opts means
+        // defaults. NULL return means failure with errno set.
+        let obj = unsafe { bpf_object__open_mem(OBJECT.as_ptr().cast(), OBJECT.len(), std::ptr::null()) };
+        let obj = NonNull::new(obj).ok_or_else(|| {
+            let e = io::Error::last_os_error();
+            io::Error::new(e.kind(), format!("opening the embedded BPF object: {e}"))
+        })?;
+        // From here on `guard` closes the object on every error path.
+        let mut guard = XdpProgram {
+            obj,
+            ifindex: 0,
+            flags: 0,
+            xsks: -1,
+            config: -1,
+            stats: -1,
+        };
+        // SAFETY: `obj` is a valid, not yet loaded object.
+        neg_errno(unsafe { bpf_object__load(obj.as_ptr()) }, "loading the XDP program (need root / CAP_BPF)")?;
+        let map = |name: &CStr| -> io::Result<RawFd> {
+            // SAFETY: `obj` is loaded; `name` is NUL-terminated.
+            let fd = unsafe { bpf_object__find_map_fd_by_name(obj.as_ptr(), name.as_ptr()) };
+            neg_errno(fd, "finding a map of the XDP program")
+        };
+        guard.xsks = map(c"cf_xsks")?;
+        guard.config = map(c"cf_config")?;
+        guard.stats = map(c"cf_stats")?;
+        // SAFETY: as above.
+        let prog = unsafe { bpf_object__find_program_by_name(obj.as_ptr(), which.name().as_ptr()) };
+        if prog.is_null() {
+            return Err(io::Error::other("the XDP object lacks its program"));
+        }
+        // SAFETY: `prog` belongs to the loaded object.
+        let prog_fd = neg_errno(unsafe { bpf_program__fd(prog) }, "program fd")?;
+        let flags = XDP_FLAGS_UPDATE_IF_NOEXIST
+            | match mode {
+                AttachMode::Native => XDP_FLAGS_DRV_MODE,
+                AttachMode::Generic => XDP_FLAGS_SKB_MODE,
+            };
+        // SAFETY: plain netlink request; NULL opts means defaults.
+        let r = unsafe { bpf_xdp_attach(ifindex as c_int, prog_fd, flags, std::ptr::null()) };
+        neg_errno(r, "attaching the XDP program")?;
+        guard.ifindex = ifindex;
+        guard.flags = flags & !XDP_FLAGS_UPDATE_IF_NOEXIST;
+        Ok(guard)
+    }
+
+    fn update(&self, map: RawFd, key: u32, value: &[u8], what: &str) -> io::Result<()> {
+        // SAFETY: key and value point at live data of the map's key and value sizes (u32 keys;
+        // callers pass values of the declared size).
+        let r = unsafe {
+            bpf_map_update_elem(map, (&key as *const u32).cast(), value.as_ptr().cast(), 0)
+        };
+        neg_errno(r, what).map(drop)
+    }
+
+    /// Redirects UDP datagrams to `port` (0 redirects none).
+    pub fn set_port(&self, port: u16) -> io::Result<()> {
+        self.update(self.config, CFG_PORT, &u32::from(port).to_ne_bytes(), "setting the port")
+    }
+
+    /// Whether ARP frames go to the socket (our stack answers ARP) or to the kernel.
+    pub fn set_arp_to_stack(&self, on: bool) -> io::Result<()> {
+        self.update(
+            self.config,
+            CFG_ARP_TO_STACK,
+            &u32::from(on).to_ne_bytes(),
+            "setting the ARP policy",
+        )
+    }
+
+    /// Steers queue `queue`'s traffic to the AF_XDP socket `fd`.
+    pub fn register_socket(&self, queue: u32, fd: RawFd) -> io::Result<()> {
+        self.update(self.xsks, queue, &(fd as u32).to_ne_bytes(), "adding the socket to the XSK map")
+    }
+
+    /// The program's counters.
+    pub fn stats(&self) -> io::Result<ProgramStats> {
+        let get = |k: u32| -> io::Result<u64> {
+            let mut v = 0u64;
+            // SAFETY: u32 key and u64 value match the map's declaration.
+            let r = unsafe {
+                bpf_map_lookup_elem(self.stats, (&k as *const u32).cast(), (&mut v as *mut u64).cast())
+            };
+            neg_errno(r, "reading XDP counters").map(|_| v)
+        };
+        Ok(ProgramStats {
+            redirected: get(0)?,
+            arp: get(1)?,
+            passed: get(2)?,
+        })
+    }
+}
+
+impl Drop for XdpProgram {
+    fn drop(&mut self) {
+        if self.ifindex != 0 {
+            // SAFETY: plain netlink request. Failure (interface already gone) leaves nothing
+            // to clean up.
+            unsafe { bpf_xdp_detach(self.ifindex as c_int, self.flags, std::ptr::null()) };
+        }
+        // SAFETY: the object came from `bpf_object__open_mem` and is closed exactly once; map
+        // fds obtained from it are not used after this.
+        unsafe { bpf_object__close(self.obj.as_ptr()) };
+    }
+}

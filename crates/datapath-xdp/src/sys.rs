@@ -1,0 +1,322 @@
+//! The AF_XDP system calls: socket, UMEM registration, ring setup and mapping, bind, kicks and
+//! statistics. Raw libc; every `unsafe` block is here or in `ring.rs`/`bpf.rs`.
+
+use std::ffi::CString;
+use std::io;
+use std::mem::{size_of, MaybeUninit};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::ptr::NonNull;
+
+use libc::{xdp_desc, xdp_mmap_offsets, xdp_ring_offset};
+
+use crate::ring::{Consumer, Producer, RingIdx, RingMem};
+
+/// How the socket moves packets between the device and the UMEM.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BindMode {
+    /// `XDP_COPY`: the kernel copies (works on every device, e.g. veth).
+    Copy,
+    /// `XDP_ZEROCOPY`: the NIC DMAs straight to/from the UMEM (drivers that support it).
+    ZeroCopy,
+}
+
+/// Sizes of the four rings (powers of two).
+#[derive(Clone, Copy, Debug)]
+pub struct RingSizes {
+    pub fill: u32,
+    pub completion: u32,
+    pub rx: u32,
+    pub tx: u32,
+}
+
+/// `socket`/`setsockopt`/`getsockopt` return value check.
+fn check(ret: libc::c_int, what: &str) -> io::Result<libc::c_int> {
+    if ret < 0 {
+        let e = io::Error::last_os_error();
+        Err(io::Error::new(e.kind(), format!("{what}: {e}")))
+    } else {
+        Ok(ret)
+    }
+}
+
+fn setsockopt<T>(fd: RawFd, opt: libc::c_int, val: &T, what: &str) -> io::Result<()> {
+    // SAFETY: `val` is a live `T` of `size_of::<T>()` bytes; the kernel only reads it.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_XDP,
+            opt,
+            (val as *const T).cast(),
+            size_of::<T>() as libc::socklen_t,
+        )
+    };
+    check(r, what).map(drop)
+}
+
+fn getsockopt<T: Copy>(fd: RawFd, opt: libc::c_int, what: &str) -> io::Result<(T, usize)> {
+    let mut v = MaybeUninit::<T>::zeroed();
+    let mut len = size_of::<T>() as libc::socklen_t;
+    // SAFETY: `v` has room for `len` bytes and `len` is a valid in/out length.
+    let r = unsafe { libc::getsockopt(fd, libc::SOL_XDP, opt, v.as_mut_ptr().cast(), &mut len) };
+    check(r, what)?;
+    // SAFETY: zero-initialised, and the kernel wrote at most `len` bytes of a plain-data struct
+    // (all bit patterns are valid for these integer-only structs).
+    Ok((unsafe { v.assume_init() }, len as usize))
+}
+
+/// The index of network interface `name` in the calling thread's network namespace.
+pub fn ifindex(name: &str) -> io::Result<u32> {
+    let c = CString::new(name).map_err(|_| io::Error::other("interface name contains NUL"))?;
+    // SAFETY: `c` is a valid NUL-terminated string.
+    let i = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    if i == 0 {
+        let e = io::Error::last_os_error();
+        return Err(io::Error::new(e.kind(), format!("interface {name}: {e}")));
+    }
+    Ok(i)
+}
+
+/// One shared ring mapping, unmapped on drop.
+struct Mapping {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: `ptr..ptr+len` is a mapping we created and no ring referring to it outlives
+        // the `Xsk` that owns both (rings are dropped before their mappings, see `Xsk`).
+        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+    }
+}
+
+fn map_ring<T>(
+    fd: RawFd,
+    off: &xdp_ring_offset,
+    size: u32,
+    pgoff: u64,
+    what: &str,
+) -> io::Result<(Mapping, RingMem<T>)> {
+    let len = off.desc as usize + size as usize * size_of::<T>();
+    // SAFETY: a shared mapping of the socket's ring at the offset the kernel defines for it; the
+    // result is checked against MAP_FAILED.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED | libc::MAP_POPULATE,
+            fd,
+            pgoff as libc::off_t,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        let e = io::Error::last_os_error();
+        return Err(io::Error::new(e.kind(), format!("mmap {what} ring: {e}")));
+    }
+    let base = NonNull::new(p.cast::<u8>()).ok_or_else(|| io::Error::other("mmap gave NULL"))?;
+    let map = Mapping { ptr: base, len };
+    let at = |o: u64| {
+        // SAFETY: the kernel's offsets lie inside the `len`-byte mapping.
+        unsafe { NonNull::new_unchecked(base.as_ptr().add(o as usize)) }
+    };
+    let idx = RingIdx::new(size).ok_or_else(|| io::Error::other("ring size not a power of 2"))?;
+    // SAFETY: producer, consumer and flags are aligned u32s and `desc` is an array of `size`
+    // entries of the ring's element type, all inside the mapping, which `map` keeps alive as
+    // long as the ring (the caller stores both and drops the ring first).
+    let mem = unsafe {
+        RingMem::new(
+            at(off.producer).cast(),
+            at(off.consumer).cast(),
+            Some(at(off.flags).cast()),
+            at(off.desc).cast(),
+            idx,
+        )
+    };
+    Ok((map, mem))
+}
+
+/// An AF_XDP socket bound to one queue, with its UMEM registered and its four rings mapped.
+pub struct XskSocket {
+    // Field order is drop order: rings, then their mappings, then the socket.
+    pub fill: Producer<u64>,
+    pub completion: Consumer<u64>,
+    pub rx: Consumer<xdp_desc>,
+    pub tx: Producer<xdp_desc>,
+    _maps: [Mapping; 4],
+    fd: OwnedFd,
+    zero_copy: bool,
+}
+
+impl XskSocket {
+    /// Creates the socket, registers `umem_len` bytes at `umem` as its UMEM in frames of
+    /// `frame` bytes, sets up and maps the rings and binds to `queue` of `ifindex`. The fill
+    /// ring starts empty: post frames before expecting packets.
+    ///
+    /// # Safety
+    /// `umem..umem+umem_len` must be a page-aligned mapping that stays mapped, and is not
+    /// reused for anything else, until the socket is dropped (the kernel reads and writes the
+    /// frames handed to it through the rings at any time until then).
+    pub unsafe fn new(
+        umem: *mut u8,
+        umem_len: usize,
+        frame: u32,
+        sizes: RingSizes,
+        ifindex: u32,
+        queue: u32,
+        mode: BindMode,
+        multi_buffer: bool,
+    ) -> io::Result<XskSocket> {
+        // SAFETY: plain socket creation; the result is checked.
+        let raw = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+        let raw = check(raw, "socket(AF_XDP)")?;
+        // SAFETY: `raw` is a fresh descriptor we own.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let s = fd.as_raw_fd();
+        let reg = libc::xdp_umem_reg {
+            addr: umem as u64,
+            len: umem_len as u64,
+            chunk_size: frame,
+            headroom: 0,
+            flags: 0,
+            tx_metadata_len: 0,
+        };
+        setsockopt(s, libc::XDP_UMEM_REG, &reg, "XDP_UMEM_REG")?;
+        setsockopt(s, libc::XDP_UMEM_FILL_RING, &sizes.fill, "fill ring size")?;
+        setsockopt(
+            s,
+            libc::XDP_UMEM_COMPLETION_RING,
+            &sizes.completion,
+            "completion ring size",
+        )?;
+        setsockopt(s, libc::XDP_RX_RING, &sizes.rx, "RX ring size")?;
+        setsockopt(s, libc::XDP_TX_RING, &sizes.tx, "TX ring size")?;
+        let (off, len) = getsockopt::<xdp_mmap_offsets>(s, libc::XDP_MMAP_OFFSETS, "offsets")?;
+        if len != size_of::<xdp_mmap_offsets>() {
+            return Err(io::Error::other(
+                "kernel without ring flags in XDP_MMAP_OFFSETS (pre-5.4) is not supported",
+            ));
+        }
+        let (fm, fill) = map_ring::<u64>(
+            s,
+            &off.fr,
+            sizes.fill,
+            libc::XDP_UMEM_PGOFF_FILL_RING,
+            "fill",
+        )?;
+        let (cm, comp) = map_ring::<u64>(
+            s,
+            &off.cr,
+            sizes.completion,
+            libc::XDP_UMEM_PGOFF_COMPLETION_RING,
+            "completion",
+        )?;
+        let (rm, rx) = map_ring::<xdp_desc>(
+            s,
+            &off.rx,
+            sizes.rx,
+            libc::XDP_PGOFF_RX_RING as u64,
+            "RX",
+        )?;
+        let (tm, tx) = map_ring::<xdp_desc>(
+            s,
+            &off.tx,
+            sizes.tx,
+            libc::XDP_PGOFF_TX_RING as u64,
+            "TX",
+        )?;
+        let mut flags = match mode {
+            BindMode::Copy => libc::XDP_COPY,
+            BindMode::ZeroCopy => libc::XDP_ZEROCOPY,
+        };
+        if multi_buffer {
+            flags |= libc::XDP_USE_SG;
+        }
+        // SAFETY: sockaddr_xdp is plain data; all-zero is a valid value.
+        let mut sa: libc::sockaddr_xdp = unsafe { std::mem::zeroed() };
+        sa.sxdp_family = libc::AF_XDP as u16;
+        sa.sxdp_flags = flags;
+        sa.sxdp_ifindex = ifindex;
+        sa.sxdp_queue_id = queue;
+        // SAFETY: `sa` is a valid sockaddr_xdp of the length passed.
+        let r = unsafe {
+            libc::bind(
+                s,
+                (&sa as *const libc::sockaddr_xdp).cast(),
+                size_of::<libc::sockaddr_xdp>() as libc::socklen_t,
+            )
+        };
+        check(r, "bind(AF_XDP)")?;
+        let zero_copy = getsockopt::<libc::xdp_options>(s, libc::XDP_OPTIONS, "XDP_OPTIONS")
+            .map(|(o, _)| o.flags & libc::XDP_OPTIONS_ZEROCOPY != 0)
+            .unwrap_or(false);
+        Ok(XskSocket {
+            fill: Producer::new(fill),
+            completion: Consumer::new(comp),
+            rx: Consumer::new(rx),
+            tx: Producer::new(tx),
+            _maps: [fm, cm, rm, tm],
+            fd,
+            zero_copy,
+        })
+    }
+
+    /// The socket descriptor (to put in the XSK map).
+    pub fn fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    /// Whether the kernel runs this socket in zero-copy mode.
+    pub fn is_zero_copy(&self) -> bool {
+        self.zero_copy
+    }
+
+    /// Asks the kernel to process the TX ring (copy mode transmits only inside this call).
+    /// "Try again later" answers are not errors: the descriptors stay queued.
+    pub fn kick_tx(&self) -> io::Result<()> {
+        // SAFETY: a zero-length send with no buffer and no address is the documented AF_XDP
+        // TX wake-up.
+        let r = unsafe {
+            libc::sendto(
+                self.fd(),
+                std::ptr::null(),
+                0,
+                libc::MSG_DONTWAIT,
+                std::ptr::null(),
+                0,
+            )
+        };
+        if r >= 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EAGAIN) | Some(libc::EBUSY) | Some(libc::ENOBUFS) | Some(libc::ENETDOWN) => {
+                Ok(())
+            }
+            _ => Err(e),
+        }
+    }
+
+    /// Wakes the kernel's receive path (needed only with `XDP_USE_NEED_WAKEUP`, harmless
+    /// otherwise).
+    pub fn kick_rx(&self) {
+        // SAFETY: a zero-length non-blocking receive is the documented AF_XDP RX wake-up.
+        unsafe {
+            libc::recvfrom(
+                self.fd(),
+                std::ptr::null_mut(),
+                0,
+                libc::MSG_DONTWAIT,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+            )
+        };
+    }
+
+    /// The kernel's per-socket counters.
+    pub fn statistics(&self) -> io::Result<libc::xdp_statistics> {
+        getsockopt::<libc::xdp_statistics>(self.fd(), libc::XDP_STATISTICS, "XDP_STATISTICS")
+            .map(|(s, _)| s)
+    }
+}
