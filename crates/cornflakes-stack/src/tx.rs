@@ -1,0 +1,274 @@
+//! Transmit paths shared by every link-layer datapath: serialize-and-send, scatter-gather and
+//! copy sends over any descriptor queue implementing [`TxSink`].
+//!
+//! Single-frame objects (the common case) take the paper's path: one transmit buffer gets the
+//! Ethernet/IPv4/UDP headers (from the connection's template), the framing header and the
+//! object's header and copy areas; then every zero-copy entry is posted as its own descriptor
+//! from inside [`CornflakesObj::for_each_zero_copy`]. Nothing is collected and nothing is
+//! allocated besides the one transmit buffer. With software UDP checksums the zero-copy
+//! entries are walked once more first, to sum them.
+//!
+//! Objects above one frame are cut by a [`Cursor`]: each frame gets a small header buffer,
+//! the header and copy areas go into one more pinned buffer, and every descriptor references
+//! a slice of that buffer or of a zero-copy entry.
+
+use cornflakes::datapath::plan_demote;
+use cornflakes::{ConnId, CornflakesObj, Msg, PinnedMemory, RcBuf, RcBufMut, SendError};
+
+use crate::checksum::Accumulator;
+use crate::iface::{EthStack, FRAME_OVERHEAD};
+use crate::segment::{Cursor, FramePlan};
+use crate::template::{HeaderTemplate, TEMPLATE_LEN};
+use crate::wire::framing;
+
+/// Shortest Ethernet frame (without FCS); control frames are padded to it.
+pub const MIN_FRAME_LEN: usize = 60;
+
+/// A transmit descriptor queue.
+pub trait TxSink {
+    /// Descriptors that can still be posted before the queue is full.
+    fn free_slots(&self) -> usize;
+
+    /// Posts one descriptor covering all of `buf`; `end_of_frame` marks a frame's last
+    /// descriptor. The queue keeps `buf` (and so its memory) until the device has sent it.
+    fn post(&mut self, buf: RcBuf, end_of_frame: bool);
+}
+
+fn check_len(stack: &EthStack, total: usize) -> Result<FramePlan, SendError> {
+    let max = stack.config().max_message_len;
+    if total > max {
+        return Err(SendError::TooLarge { len: total, max });
+    }
+    FramePlan::new(total, stack.frame_room()).map_err(|e| SendError::TooLarge {
+        len: e.len,
+        max: e.max,
+    })
+}
+
+/// Serialize-and-send of `obj` on `conn` (see the module docs).
+pub fn send_object<S: TxSink, O: CornflakesObj>(
+    stack: &mut EthStack,
+    mem: &PinnedMemory,
+    sink: &mut S,
+    max_segments: usize,
+    conn: ConnId,
+    msg: Msg,
+    obj: &O,
+) -> Result<(), SendError> {
+    let sizes = obj.sizes();
+    let total = sizes.total();
+    let plan = check_len(stack, total)?;
+    if !plan.is_single() {
+        return send_object_segmented(stack, mem, sink, max_segments, conn, msg, obj, plan);
+    }
+    let max_zc = max_segments.saturating_sub(1);
+    if sink.free_slots() < 1 + sizes.zero_copy_count.min(max_zc) {
+        return Err(SendError::Full);
+    }
+    let (demote, demoted) = plan_demote(obj, max_zc);
+    let head = sizes.head() + demoted;
+    let (tmpl, ident) = stack.template(conn, 1)?;
+    let udp_payload = framing::HEADER_LEN + total;
+    let mut hb = mem.alloc(FRAME_OVERHEAD + head)?;
+    tmpl.write(&mut hb, udp_payload, ident);
+    framing::Repr::single(msg.id, msg.ty, total as u32).emit(&mut hb[TEMPLATE_LEN..]);
+    obj.write_header_and_copy(&sizes, &mut hb[FRAME_OVERHEAD..], demote, demoted);
+    if tmpl.caps().udp_tx {
+        let mut acc = Accumulator::new();
+        acc.add(&hb[TEMPLATE_LEN..]);
+        let mut walk = demote;
+        obj.for_each_zero_copy(&mut walk, &mut |b: &RcBuf| acc.add(b));
+        HeaderTemplate::set_udp_checksum(&mut hb, tmpl.udp_checksum(udp_payload, acc.sum()));
+    }
+    // Post one behind, so the last descriptor of the frame is known when it is posted.
+    let mut pending = hb.freeze();
+    let mut walk = demote;
+    obj.for_each_zero_copy(&mut walk, &mut |b: &RcBuf| {
+        if !b.is_empty() {
+            let prev = std::mem::replace(&mut pending, b.clone());
+            sink.post(prev, false);
+        }
+    });
+    sink.post(pending, true);
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn send_object_segmented<S: TxSink, O: CornflakesObj>(
+    stack: &mut EthStack,
+    mem: &PinnedMemory,
+    sink: &mut S,
+    max_segments: usize,
+    conn: ConnId,
+    msg: Msg,
+    obj: &O,
+    plan: FramePlan,
+) -> Result<(), SendError> {
+    let sizes = obj.sizes();
+    // Each frame: its header, at most one slice of the head buffer, and slices of at most
+    // `max_segments - 2` zero-copy entries.
+    let (demote, demoted) = plan_demote(obj, max_segments.saturating_sub(2));
+    let head_len = sizes.head() + demoted;
+    if max_segments < 3 || head_len > mem.max_item_size() {
+        // No room for scatter-gather, or a head too large for one pinned buffer: copy all.
+        let bytes = obj.serialize_to_vec();
+        return send_copy(stack, mem, sink, conn, msg, &bytes);
+    }
+    let mut head = mem.alloc(head_len)?;
+    obj.write_header_and_copy(&sizes, &mut head, demote, demoted);
+    let head = head.freeze();
+    let pieces = 1 + sizes.zero_copy_count;
+    send_pieces(stack, mem, sink, conn, msg, plan, pieces, &mut |f| {
+        f(&head);
+        let mut walk = demote;
+        obj.for_each_zero_copy(&mut walk, &mut |b: &RcBuf| f(b));
+    })
+}
+
+/// Produces a message's pieces in order, each through the callback it is given.
+type PieceWalk<'a> = dyn FnMut(&mut dyn FnMut(&RcBuf)) + 'a;
+
+/// Sends the concatenation of the pieces `walk` produces (called once or twice, producing the
+/// same pieces each time), one header descriptor per frame.
+#[allow(clippy::too_many_arguments)]
+fn send_pieces<S: TxSink>(
+    stack: &mut EthStack,
+    mem: &PinnedMemory,
+    sink: &mut S,
+    conn: ConnId,
+    msg: Msg,
+    plan: FramePlan,
+    pieces: usize,
+    walk: &mut PieceWalk<'_>,
+) -> Result<(), SendError> {
+    // Parts ≤ pieces + frames − 1; plus one header per frame.
+    if sink.free_slots() < pieces + 2 * plan.frames {
+        return Err(SendError::Full);
+    }
+    let (tmpl, ident) = stack.template(conn, plan.frames)?;
+    let mut headers: Vec<RcBufMut> = Vec::with_capacity(plan.frames);
+    for i in 0..plan.frames {
+        let mut h = mem.alloc(FRAME_OVERHEAD)?;
+        tmpl.write(
+            &mut h,
+            framing::HEADER_LEN + plan.frame_len(i),
+            ident.wrapping_add(i as u16),
+        );
+        plan.header(i, msg).emit(&mut h[TEMPLATE_LEN..]);
+        headers.push(h);
+    }
+    if tmpl.caps().udp_tx {
+        let mut accs = vec![Accumulator::new(); plan.frames];
+        for (a, h) in accs.iter_mut().zip(&headers) {
+            a.add(&h[TEMPLATE_LEN..]);
+        }
+        let mut cur = Cursor::new(plan);
+        walk(&mut |b: &RcBuf| {
+            cur.feed(b.len(), |p| {
+                accs[p.frame].add(&b[p.offset..p.offset + p.len])
+            });
+        });
+        for (i, (a, h)) in accs.iter().zip(headers.iter_mut()).enumerate() {
+            let c = tmpl.udp_checksum(framing::HEADER_LEN + plan.frame_len(i), a.sum());
+            HeaderTemplate::set_udp_checksum(h, c);
+        }
+    }
+    let mut hdrs = headers.into_iter().map(RcBufMut::freeze);
+    let mut cur = Cursor::new(plan);
+    walk(&mut |b: &RcBuf| {
+        cur.feed(b.len(), |p| {
+            if p.starts_frame {
+                if let Some(h) = hdrs.next() {
+                    sink.post(h, false);
+                }
+            }
+            sink.post(b.slice(p.offset..p.offset + p.len), p.ends_frame);
+        });
+    });
+    Ok(())
+}
+
+/// Sends a prepared scatter-gather array: one header descriptor per frame, then the entries
+/// (sliced at frame boundaries). At most `max_segments - 1` non-empty entries.
+pub fn send_sga<S: TxSink>(
+    stack: &mut EthStack,
+    mem: &PinnedMemory,
+    sink: &mut S,
+    max_segments: usize,
+    conn: ConnId,
+    msg: Msg,
+    entries: &[RcBuf],
+) -> Result<(), SendError> {
+    let n = entries.iter().filter(|e| !e.is_empty()).count();
+    let max = max_segments.saturating_sub(1);
+    if n > max {
+        return Err(SendError::TooManySegments { entries: n, max });
+    }
+    let total = entries.iter().map(|e| e.len()).sum();
+    let plan = check_len(stack, total)?;
+    if n == 0 {
+        return send_copy(stack, mem, sink, conn, msg, &[]);
+    }
+    send_pieces(stack, mem, sink, conn, msg, plan, n, &mut |f| {
+        for e in entries.iter().filter(|e| !e.is_empty()) {
+            f(e);
+        }
+    })
+}
+
+/// Sends contiguous bytes, copied into one transmit buffer per frame.
+pub fn send_copy<S: TxSink>(
+    stack: &mut EthStack,
+    mem: &PinnedMemory,
+    sink: &mut S,
+    conn: ConnId,
+    msg: Msg,
+    data: &[u8],
+) -> Result<(), SendError> {
+    let plan = check_len(stack, data.len())?;
+    if sink.free_slots() < plan.frames {
+        return Err(SendError::Full);
+    }
+    let (tmpl, ident) = stack.template(conn, plan.frames)?;
+    let mut bufs = Vec::with_capacity(if plan.is_single() { 0 } else { plan.frames });
+    let mut single = None;
+    for i in 0..plan.frames {
+        let len = plan.frame_len(i);
+        let udp_payload = framing::HEADER_LEN + len;
+        let mut b = mem.alloc(FRAME_OVERHEAD + len)?;
+        tmpl.write(&mut b, udp_payload, ident.wrapping_add(i as u16));
+        plan.header(i, msg).emit(&mut b[TEMPLATE_LEN..]);
+        let start = i * plan.per_frame;
+        b[FRAME_OVERHEAD..].copy_from_slice(&data[start..start + len]);
+        if tmpl.caps().udp_tx {
+            let mut acc = Accumulator::new();
+            acc.add(&b[TEMPLATE_LEN..]);
+            HeaderTemplate::set_udp_checksum(&mut b, tmpl.udp_checksum(udp_payload, acc.sum()));
+        }
+        if plan.is_single() {
+            single = Some(b);
+        } else {
+            bufs.push(b);
+        }
+    }
+    for b in single.into_iter().chain(bufs) {
+        sink.post(b.freeze(), true);
+    }
+    Ok(())
+}
+
+/// Sends a control frame (ARP) copied into a pinned buffer, padded to [`MIN_FRAME_LEN`].
+/// Returns false when it could not be queued (the protocol retries).
+pub fn send_control<S: TxSink>(mem: &PinnedMemory, sink: &mut S, frame: &[u8]) -> bool {
+    if sink.free_slots() == 0 {
+        return false;
+    }
+    let len = frame.len().max(MIN_FRAME_LEN);
+    let Ok(mut b) = mem.alloc(len) else {
+        return false;
+    };
+    b[..frame.len()].copy_from_slice(frame);
+    b[frame.len()..].fill(0);
+    sink.post(b.freeze(), true);
+    true
+}

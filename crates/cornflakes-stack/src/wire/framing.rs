@@ -1,0 +1,267 @@
+//! The Cornflakes framing header, after the UDP header of every packet (see
+//! `docs/wire-format.md`, "Packet framing").
+//!
+//! ```text
+//! 0  u8  version (1)
+//! 1  u8  flags (0; reserved)
+//! 2  u16 message type
+//! 4  u32 message id
+//! 8  u16 segment index      (0-based)
+//! 10 u16 segment count      (>= 1)
+//! 12 u32 total length       (bytes of the whole message, all segments)
+//! 16 u32 segment offset     (where this segment's bytes go in the message)
+//! 20 ...  segment bytes
+//! ```
+//! All integers are little-endian, like the object format.
+
+use super::{Error, Result};
+
+mod field {
+    use std::ops::Range;
+    pub const VERSION: usize = 0;
+    pub const FLAGS: usize = 1;
+    pub const MSG_TYPE: Range<usize> = 2..4;
+    pub const MSG_ID: Range<usize> = 4..8;
+    pub const SEG_INDEX: Range<usize> = 8..10;
+    pub const SEG_COUNT: Range<usize> = 10..12;
+    pub const TOTAL_LEN: Range<usize> = 12..16;
+    pub const SEG_OFFSET: Range<usize> = 16..20;
+    pub const PAYLOAD: usize = SEG_OFFSET.end;
+}
+
+/// Length of the framing header.
+pub const HEADER_LEN: usize = field::PAYLOAD;
+/// The only version this stack speaks.
+pub const VERSION: u8 = 1;
+
+/// A view of a framed payload.
+#[derive(Debug, Clone)]
+pub struct Packet<T: AsRef<[u8]>> {
+    buffer: T,
+}
+
+fn le16(b: &[u8], r: std::ops::Range<usize>) -> u16 {
+    u16::from_le_bytes([b[r.start], b[r.start + 1]])
+}
+
+fn le32(b: &[u8], r: std::ops::Range<usize>) -> u32 {
+    u32::from_le_bytes([b[r.start], b[r.start + 1], b[r.start + 2], b[r.start + 3]])
+}
+
+impl<T: AsRef<[u8]>> Packet<T> {
+    /// A view without checks.
+    pub const fn new_unchecked(buffer: T) -> Packet<T> {
+        Packet { buffer }
+    }
+
+    /// A view of a buffer holding at least the header.
+    pub fn new_checked(buffer: T) -> Result<Packet<T>> {
+        let p = Self::new_unchecked(buffer);
+        if p.buffer.as_ref().len() < HEADER_LEN {
+            return Err(Error::Truncated);
+        }
+        Ok(p)
+    }
+
+    /// Version byte.
+    pub fn version(&self) -> u8 {
+        self.buffer.as_ref()[field::VERSION]
+    }
+    /// Flags byte.
+    pub fn flags(&self) -> u8 {
+        self.buffer.as_ref()[field::FLAGS]
+    }
+    /// Message type.
+    pub fn msg_type(&self) -> u16 {
+        le16(self.buffer.as_ref(), field::MSG_TYPE)
+    }
+    /// Message id.
+    pub fn msg_id(&self) -> u32 {
+        le32(self.buffer.as_ref(), field::MSG_ID)
+    }
+    /// Segment index.
+    pub fn seg_index(&self) -> u16 {
+        le16(self.buffer.as_ref(), field::SEG_INDEX)
+    }
+    /// Segment count.
+    pub fn seg_count(&self) -> u16 {
+        le16(self.buffer.as_ref(), field::SEG_COUNT)
+    }
+    /// Total message length.
+    pub fn total_len(&self) -> u32 {
+        le32(self.buffer.as_ref(), field::TOTAL_LEN)
+    }
+    /// Offset of this segment in the message.
+    pub fn seg_offset(&self) -> u32 {
+        le32(self.buffer.as_ref(), field::SEG_OFFSET)
+    }
+}
+
+impl<'a, T: AsRef<[u8]> + ?Sized> Packet<&'a T> {
+    /// The segment bytes.
+    pub fn payload(&self) -> &'a [u8] {
+        &self.buffer.as_ref()[field::PAYLOAD..]
+    }
+}
+
+/// The meaning of a framing header, validated on its own (consistency across segments is the
+/// reassembler's job).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Repr {
+    /// Message type.
+    pub msg_type: u16,
+    /// Message id.
+    pub msg_id: u32,
+    /// Segment index.
+    pub seg_index: u16,
+    /// Segment count.
+    pub seg_count: u16,
+    /// Total message length.
+    pub total_len: u32,
+    /// Offset of this segment in the message.
+    pub seg_offset: u32,
+}
+
+impl Repr {
+    /// A header for a message that fits one frame.
+    pub const fn single(msg_id: u32, msg_type: u16, len: u32) -> Repr {
+        Repr {
+            msg_type,
+            msg_id,
+            seg_index: 0,
+            seg_count: 1,
+            total_len: len,
+            seg_offset: 0,
+        }
+    }
+
+    /// Validates a header given the bytes that follow it (`payload_len`): version 1, flags 0,
+    /// `seg_index < seg_count`, the segment inside the message, a single segment exactly the
+    /// message, and an empty segment only for an empty message.
+    pub fn parse<T: AsRef<[u8]>>(p: &Packet<T>) -> Result<Repr> {
+        let len = p.buffer.as_ref().len();
+        if len < HEADER_LEN {
+            return Err(Error::Truncated);
+        }
+        let payload_len = (len - HEADER_LEN) as u64;
+        let r = Repr {
+            msg_type: p.msg_type(),
+            msg_id: p.msg_id(),
+            seg_index: p.seg_index(),
+            seg_count: p.seg_count(),
+            total_len: p.total_len(),
+            seg_offset: p.seg_offset(),
+        };
+        let end = r.seg_offset as u64 + payload_len;
+        let ok = p.version() == VERSION
+            && p.flags() == 0
+            && r.seg_count >= 1
+            && r.seg_index < r.seg_count
+            && end <= r.total_len as u64
+            && (r.seg_count > 1 || (r.seg_offset == 0 && end == r.total_len as u64))
+            && (payload_len > 0 || r.total_len == 0);
+        if ok {
+            Ok(r)
+        } else {
+            Err(Error::Malformed)
+        }
+    }
+
+    /// Writes the header into the first [`HEADER_LEN`] bytes of `buf`.
+    pub fn emit(&self, buf: &mut [u8]) {
+        let b = &mut buf[..HEADER_LEN];
+        b[field::VERSION] = VERSION;
+        b[field::FLAGS] = 0;
+        b[field::MSG_TYPE].copy_from_slice(&self.msg_type.to_le_bytes());
+        b[field::MSG_ID].copy_from_slice(&self.msg_id.to_le_bytes());
+        b[field::SEG_INDEX].copy_from_slice(&self.seg_index.to_le_bytes());
+        b[field::SEG_COUNT].copy_from_slice(&self.seg_count.to_le_bytes());
+        b[field::TOTAL_LEN].copy_from_slice(&self.total_len.to_le_bytes());
+        b[field::SEG_OFFSET].copy_from_slice(&self.seg_offset.to_le_bytes());
+    }
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    fn framed(r: &Repr, payload: &[u8]) -> Vec<u8> {
+        let mut v = vec![0u8; HEADER_LEN + payload.len()];
+        r.emit(&mut v);
+        v[HEADER_LEN..].copy_from_slice(payload);
+        v
+    }
+
+    #[test]
+    fn roundtrip() {
+        let r = Repr {
+            msg_type: 7,
+            msg_id: 0xdead_beef,
+            seg_index: 1,
+            seg_count: 3,
+            total_len: 30,
+            seg_offset: 10,
+        };
+        let v = framed(&r, &[5; 10]);
+        assert_eq!(&v[..4], &[1, 0, 7, 0]);
+        let p = Packet::new_checked(&v[..]).unwrap();
+        assert_eq!(Repr::parse(&p), Ok(r));
+        assert_eq!(p.payload(), &[5; 10]);
+        let s = Repr::single(1, 2, 0);
+        assert_eq!(
+            Repr::parse(&Packet::new_unchecked(&framed(&s, &[])[..])),
+            Ok(s)
+        );
+    }
+
+    #[test]
+    fn rejects_inconsistent() {
+        let good = Repr::single(1, 0, 4);
+        let bad = [
+            Repr {
+                total_len: 5,
+                ..good
+            },
+            Repr {
+                seg_offset: 1,
+                ..good
+            },
+            Repr {
+                seg_count: 0,
+                ..good
+            },
+            Repr {
+                seg_index: 1,
+                ..good
+            },
+            Repr {
+                seg_count: 2,
+                seg_index: 0,
+                total_len: 3,
+                ..good
+            },
+            Repr {
+                seg_count: 2,
+                seg_index: 1,
+                total_len: 8,
+                seg_offset: 5,
+                ..good
+            },
+        ];
+        for r in bad {
+            let v = framed(&r, &[1, 2, 3, 4]);
+            assert_eq!(
+                Repr::parse(&Packet::new_unchecked(&v[..])),
+                Err(Error::Malformed),
+                "{r:?}"
+            );
+        }
+        let mut v = framed(&good, &[1, 2, 3, 4]);
+        v[0] = 2;
+        assert_eq!(
+            Repr::parse(&Packet::new_unchecked(&v[..])),
+            Err(Error::Malformed)
+        );
+        assert_eq!(Packet::new_checked(&v[..19]).unwrap_err(), Error::Truncated);
+    }
+}
