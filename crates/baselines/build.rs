@@ -3,10 +3,14 @@
 //!
 //! The generators need system tools (protoc, capnp, flatc); a missing tool
 //! stops the build with a message naming the Debian package that provides it.
+//! `PROTOC`, `CAPNP` and `FLATC` override the tool paths.
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed=schemas");
+    for var in ["PROTOC", "CAPNP", "FLATC"] {
+        println!("cargo:rerun-if-env-changed={var}");
+    }
     #[cfg(feature = "baselines")]
     if let Err(msg) = generate::all() {
         eprintln!("error: {msg}");
@@ -22,15 +26,18 @@ mod generate {
 
     /// Checks that `tool` runs; otherwise explains how to install it.
     fn require(tool: &str, apt_package: &str, what: &str) -> Result<(), String> {
+        let name = Path::new(tool)
+            .file_name()
+            .map_or(tool.into(), |n| n.to_string_lossy());
         match Command::new(tool).arg("--version").output() {
             Ok(out) if out.status.success() => Ok(()),
             Ok(out) => Err(format!(
-                "`{tool} --version` failed ({}); {what} needs a working `{tool}`: \
+                "`{tool} --version` failed ({}); {what} needs a working {name}: \
                  apt-get install -y {apt_package}",
                 out.status
             )),
             Err(e) => Err(format!(
-                "`{tool}` not found ({e}). The `baselines` feature needs it for {what}. \
+                "{name} not found: running `{tool}` failed ({e}). The `baselines` feature needs it for {what}. \
                  Install it with `apt-get install -y {apt_package}` (all tools: \
                  crates/baselines/APT_PACKAGES), or build without `--features baselines`."
             )),
@@ -59,8 +66,10 @@ mod generate {
     }
 
     fn capnp(schemas: &Path) -> Result<(), String> {
-        require("capnp", "capnproto", "Cap'n Proto code generation (capnpc)")?;
+        let capnp = env::var("CAPNP").unwrap_or_else(|_| "capnp".into());
+        require(&capnp, "capnproto", "Cap'n Proto code generation (capnpc)")?;
         capnpc::CompilerCommand::new()
+            .capnp_executable(&capnp)
             .src_prefix(schemas)
             .file(schemas.join("echo.capnp"))
             .default_parent_module(vec!["generated".into(), "capnp_gen".into()])

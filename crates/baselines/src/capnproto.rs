@@ -47,14 +47,22 @@ impl CapnpCodec {
     /// A zeroed-on-use prefix of the scratch segment of about `words` words:
     /// only what the message will use is zeroed per message.
     fn allocator(&mut self, words: usize) -> ScratchSpaceHeapAllocator<'_> {
-        let words = words.clamp(8, SCRATCH_WORDS);
+        let words = words.clamp(1, SCRATCH_WORDS);
         ScratchSpaceHeapAllocator::new(capnp::Word::words_to_bytes_mut(&mut self.scratch[..words]))
     }
 }
 
-/// Upper estimate of the words a message with these values occupies.
-fn estimate_words(vals: &[&[u8]]) -> usize {
-    16 + 8 * vals.len() + vals.iter().map(|v| v.len().div_ceil(8)).sum::<usize>()
+/// Words a message of `shape` with these values occupies in one segment:
+/// root pointer, root struct (1 data word + 1 pointer), then per shape the
+/// list pointers or tree nodes (3 pointers each), then the padded values.
+fn message_words(shape: Shape, vals: &[&[u8]]) -> usize {
+    let data: usize = vals.iter().map(|v| v.len().div_ceil(8)).sum();
+    let structure = match shape {
+        Shape::Single => 0,
+        Shape::List => vals.len(),
+        Shape::Tree(_) => 3 * (2 * vals.len()).saturating_sub(1),
+    };
+    3 + structure + data
 }
 
 fn reader_options(input: &[u8]) -> ReaderOptions {
@@ -174,7 +182,7 @@ impl Codec for CapnpCodec {
     fn encode(&mut self, msg: &EchoMsg<'_>, out: &mut [u8]) -> Result<usize, CodecError> {
         precheck(msg, out)?;
         let n = list_len(msg.vals.len())?;
-        let mut alloc = self.allocator(estimate_words(msg.vals));
+        let mut alloc = self.allocator(message_words(msg.shape, msg.vals));
         let mut message = Builder::new(&mut alloc);
         match msg.shape {
             Shape::Single => {

@@ -76,12 +76,13 @@ fn visit_node(
 }
 
 fn encode_into<M: Message>(m: &M, out: &mut [u8]) -> Result<usize, CodecError> {
-    let needed = m.encoded_len();
     let available = out.len();
     let mut buf = out;
-    m.encode(&mut buf)
-        .map_err(|_| CodecError::BufferTooSmall { needed, available })?;
-    Ok(needed)
+    m.encode(&mut buf).map_err(|e| CodecError::BufferTooSmall {
+        needed: e.required_capacity(),
+        available,
+    })?;
+    Ok(available - buf.len())
 }
 
 impl ProstCodec {
