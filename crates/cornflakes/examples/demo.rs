@@ -11,7 +11,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mem = PinnedMemory::with_defaults()?;
     println!("pinned memory: {:?}", mem.stats());
     // Values a KV store keeps in pinned memory, and one it keeps on the heap.
-    let stored: Vec<RcBuf> = [64usize, 2048, 4096].iter().map(|&n| mem.alloc_copy(&vec![b'v'; n])).collect::<Result<_, _>>()?;
+    let stored: Vec<RcBuf> = [64usize, 2048, 4096]
+        .iter()
+        .map(|&n| mem.alloc_copy(&vec![b'v'; n]))
+        .collect::<Result<_, _>>()?;
     let heap_value = vec![b'h'; 3000];
 
     for threshold in [512, 0, usize::MAX] {
@@ -19,12 +22,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let mut reply = GetM::new_in(&arena);
         reply.set_id(42);
         reply.init_keys(1);
-        reply.get_mut_keys().append(CFString::new("user:17", &arena));
+        reply
+            .get_mut_keys()
+            .append(CFString::new("user:17", &arena));
         reply.init_vals(4);
         for v in &stored {
             reply.get_mut_vals().append(CFBytes::new(v, &arena));
         }
-        reply.get_mut_vals().append(CFBytes::new(&heap_value, &arena));
+        reply
+            .get_mut_vals()
+            .append(CFBytes::new(&heap_value, &arena));
 
         let s = reply.sizes();
         let label = match threshold {
@@ -34,7 +41,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         };
         println!("\n== {label}");
         for (i, v) in reply.get_vals().iter().enumerate() {
-            let how = if v.ptr().is_zero_copy() { "zero-copy" } else { "copied" };
+            let how = if v.ptr().is_zero_copy() {
+                "zero-copy"
+            } else {
+                "copied"
+            };
             println!("  vals[{i}]: {:>5} B {how}", v.len());
         }
         println!(
@@ -59,10 +70,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let back = GetM::deserialize_bytes(&wire, &rx)?;
         assert_eq!(back.get_vals().len(), 4);
         for (got, sent) in back.get_vals().iter().zip(reply.get_vals().iter()) {
-            assert_eq!(got.as_bytes(), sent.as_bytes(), "decoded value differs from the sent one");
+            assert_eq!(
+                got.as_bytes(),
+                sent.as_bytes(),
+                "decoded value differs from the sent one"
+            );
         }
         assert_eq!(back.get_keys()[0].as_str()?, "user:17");
-        println!("  decoded: id {}, key {:?}, {} values — identical", back.get_id(), back.get_keys()[0].as_str()?, back.get_vals().len());
+        println!(
+            "  decoded: id {}, key {:?}, {} values — identical",
+            back.get_id(),
+            back.get_keys()[0].as_str()?,
+            back.get_vals().len()
+        );
     }
     Ok(())
 }
