@@ -179,6 +179,7 @@ mod tests {
             mismatched: 0,
             lost: 0,
             unexpected: 0,
+            malformed: 0,
             errors: 0,
             threads: 1,
             measured_s: 1.0,

@@ -34,13 +34,16 @@ pub struct Record {
     pub received: u64,
     /// Responses the checker accepted.
     pub verified: u64,
-    /// Responses the checker rejected, or whose id was unreadable.
+    /// Responses the checker rejected.
     pub mismatched: u64,
     /// Requests with no response within the timeout.
     pub lost: u64,
     /// Responses matching no outstanding request.
     pub unexpected: u64,
-    /// Sum of all error counters (mismatched, lost, unexpected, I/O errors).
+    /// Responses whose request id was unreadable.
+    pub malformed: u64,
+    /// Sum of all error counters (mismatched, lost, unexpected, malformed,
+    /// I/O errors).
     pub errors: u64,
     /// Client threads.
     pub threads: usize,
@@ -67,6 +70,7 @@ impl Record {
             mismatched: c.mismatched,
             lost: c.lost,
             unexpected: c.unexpected,
+            malformed: c.malformed,
             errors: c.errors(),
             threads: r.threads,
             measured_s: r.measured_window.as_secs_f64(),

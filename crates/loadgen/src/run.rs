@@ -256,7 +256,7 @@ fn run_thread<T: ClientTransport, C: ResponseChecker + ?Sized>(
         let polled = transport.poll_responses(&mut |r: Response<'_>| {
             let t = *recv_ns.get_or_insert_with(|| start.elapsed().as_nanos() as u64);
             let Some(id) = r.id else {
-                c.mismatched += 1;
+                c.malformed += 1;
                 return;
             };
             let (thread, seq) = split_request_id(id);

@@ -15,8 +15,9 @@ use std::io;
 /// One response as reported by a transport.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Response<'a> {
-    /// Request id the response claims to answer, or `None` when the transport
-    /// could not even parse an id out of it (counted as a mismatch).
+    /// Request id the response claims to answer, exactly as given to
+    /// [`ClientTransport::send_request`], or `None` when the transport could
+    /// not read an id out of it (counted as malformed).
     pub id: Option<u64>,
     /// The response payload handed to the checker. Its meaning is defined by
     /// the transport and the checker together (e.g. a serialized message).
@@ -30,7 +31,9 @@ pub struct Response<'a> {
 /// them in a loop between scheduled sends.
 pub trait ClientTransport {
     /// Sends the request with this id. The transport decides the content,
-    /// typically deriving it from `id` so a checker can recompute it.
+    /// typically deriving it from `id` so a checker can recompute it, and
+    /// must carry the full 64-bit id (see [`crate::request_id`]) so the
+    /// response can be reported under the same id.
     ///
     /// An error is counted as a send error and the request is not tracked.
     fn send_request(&mut self, id: u64) -> io::Result<()>;

@@ -66,6 +66,7 @@ fn corrupted_are_mismatches_and_dropped_are_losses() {
     assert_eq!(c.mismatched, corrupted, "{c}");
     assert_eq!(c.verified, n - dropped - corrupted, "{c}");
     assert_eq!(c.unexpected, 0);
+    assert_eq!(c.sent, c.verified + c.mismatched + c.lost);
     // Only verified responses carry a latency sample.
     assert_eq!(r.latency.len(), c.verified);
 }
@@ -139,7 +140,7 @@ impl ClientTransport for Stuttering {
 }
 
 #[test]
-fn duplicates_are_unexpected_and_unreadable_ids_are_mismatches() {
+fn duplicates_are_unexpected_and_unreadable_ids_are_malformed() {
     let server = FakeEchoServer::start(FaultPlan::default());
     let s = schedule(400, 1);
     let r = run(
@@ -157,7 +158,8 @@ fn duplicates_are_unexpected_and_unreadable_ids_are_mismatches() {
     let c = r.counters;
     assert_eq!(c.verified, 400, "{c}");
     assert_eq!(c.unexpected, 400, "{c}");
-    assert_eq!(c.mismatched, 1, "{c}");
+    assert_eq!(c.malformed, 1, "{c}");
+    assert_eq!(c.mismatched, 0, "{c}");
     assert_eq!(c.lost, 0, "{c}");
 }
 
