@@ -290,7 +290,8 @@ fn run_thread<T: ClientTransport, C: ResponseChecker + ?Sized>(
         }
 
         // Expire in scheduled order; offsets are sorted, so this is amortized O(1).
-        while expire < next && (state[expire] != OUTSTANDING || offsets[expire] + timeout_ns < now)
+        while expire < next
+            && (state[expire] != OUTSTANDING || offsets[expire].saturating_add(timeout_ns) < now)
         {
             if state[expire] == OUTSTANDING {
                 state[expire] = SETTLED;

@@ -250,3 +250,13 @@ fn sweep_over_the_fake_server_produces_one_record_per_point() {
     assert_eq!(summary.len(), 1);
     assert_eq!(summary[0].points.len(), 3);
 }
+
+#[test]
+fn an_empty_schedule_finishes_with_an_empty_report() {
+    let server = FakeEchoServer::start(FaultPlan::default());
+    let s = schedule(0, 2);
+    let r = run(&s, &cfg(), |_| server.connect(), &check_echo).unwrap();
+    assert_eq!(r.counters, loadgen::Counters::default());
+    assert!(r.latency.is_empty());
+    assert_eq!(r.achieved_rps, 0.0);
+}
