@@ -24,3 +24,8 @@ pub mod bpf;
 pub mod sys;
 #[cfg(feature = "xdp")]
 pub mod xsk;
+#[cfg(feature = "xdp")]
+pub mod datapath;
+
+#[cfg(feature = "xdp")]
+pub use datapath::{XdpConfig, XdpDatapath};

@@ -320,3 +320,53 @@ impl XskSocket {
             .map(|(s, _)| s)
     }
 }
+
+fn ifreq_for(name: &str) -> io::Result<libc::ifreq> {
+    // SAFETY: ifreq is plain data; all-zero is valid.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    let bytes = name.as_bytes();
+    if bytes.len() >= req.ifr_name.len() || bytes.contains(&0) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("bad interface name {name:?}"),
+        ));
+    }
+    for (d, &s) in req.ifr_name.iter_mut().zip(bytes) {
+        *d = s as libc::c_char;
+    }
+    Ok(req)
+}
+
+fn ioctl_ifreq(req: &mut libc::ifreq, op: libc::Ioctl, what: &str) -> io::Result<()> {
+    // SAFETY: plain socket creation; checked.
+    let s = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    let s = check(s, "socket(AF_INET)")?;
+    // SAFETY: `s` is a fresh descriptor we own (closed when `fd` drops).
+    let fd = unsafe { OwnedFd::from_raw_fd(s) };
+    // SAFETY: `req` is a valid ifreq for this request, which reads the name and writes the
+    // union.
+    let r = unsafe { libc::ioctl(fd.as_raw_fd(), op, req as *mut libc::ifreq) };
+    check(r, what).map(drop)
+}
+
+/// The MAC address of interface `name` (calling thread's network namespace).
+pub fn mac_address(name: &str) -> io::Result<[u8; 6]> {
+    let mut req = ifreq_for(name)?;
+    ioctl_ifreq(&mut req, libc::SIOCGIFHWADDR, "SIOCGIFHWADDR")?;
+    // SAFETY: SIOCGIFHWADDR filled the hwaddr member of the union.
+    let sa = unsafe { req.ifr_ifru.ifru_hwaddr };
+    let mut mac = [0u8; 6];
+    for (m, &b) in mac.iter_mut().zip(&sa.sa_data[..6]) {
+        *m = b as u8;
+    }
+    Ok(mac)
+}
+
+/// The MTU of interface `name` (calling thread's network namespace).
+pub fn mtu(name: &str) -> io::Result<usize> {
+    let mut req = ifreq_for(name)?;
+    ioctl_ifreq(&mut req, libc::SIOCGIFMTU, "SIOCGIFMTU")?;
+    // SAFETY: SIOCGIFMTU filled the mtu member of the union.
+    let m = unsafe { req.ifr_ifru.ifru_mtu };
+    usize::try_from(m).map_err(|_| io::Error::other("negative MTU"))
+}

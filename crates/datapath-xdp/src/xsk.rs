@@ -55,8 +55,10 @@ pub struct XskStats {
     pub rx_invalid: u64,
     /// Multi-buffer frames dropped for exceeding the size or part limits.
     pub rx_oversized: u64,
-    /// Receive buffers that could not be allocated (fill ring ran short).
+    /// Receive buffers that could not be allocated (fill ring ran short; not a drop).
     pub rx_alloc_failures: u64,
+    /// Multi-buffer frames dropped because no buffer for the whole frame could be allocated.
+    pub rx_no_buffer: u64,
     /// Frames queued for transmit.
     pub tx_frames: u64,
     /// Descriptors queued for transmit.
@@ -326,7 +328,7 @@ impl Xsk {
         let mut whole = match self.mem.alloc(total) {
             Ok(b) => b,
             Err(_) => {
-                self.stats.rx_alloc_failures += 1;
+                self.stats.rx_no_buffer += 1;
                 return None;
             }
         };
@@ -340,22 +342,37 @@ impl Xsk {
         Some(whole.freeze())
     }
 
-    /// Queues one frame made of `pieces` (all in this UMEM), chained with `XDP_PKT_CONTD`.
-    /// Each descriptor keeps a reference to its buffer until its completion. All or nothing.
-    pub fn send(&mut self, pieces: &[&RcBuf]) -> Result<(), TxError> {
-        let mut needed = 0;
+    /// Free slots in the TX ring (reloading the kernel's index when fewer than `want`).
+    pub fn tx_free(&mut self, want: usize) -> usize {
+        self.sock().tx.free(want.min(u32::MAX as usize) as u32) as usize
+    }
+
+    /// Descriptors `pieces` would take, or `None` when one lies outside this UMEM.
+    pub fn descriptors_for(&self, pieces: &[RcBuf]) -> Option<usize> {
+        let mut n = 0;
         for p in pieces {
-            let addr = self.umem_offset(p).ok_or(TxError::NotInUmem)?;
-            needed += frames_spanned(addr, p.len(), FRAME_SIZE);
+            n += frames_spanned(self.umem_offset(p)?, p.len(), FRAME_SIZE);
         }
+        Some(n)
+    }
+
+    /// Queues one frame made of `pieces` (all in this UMEM, in order), chained with
+    /// `XDP_PKT_CONTD`. On success the pieces are moved out of the vector and kept until their
+    /// descriptors complete; on error nothing was queued and `pieces` is unchanged.
+    pub fn send(&mut self, pieces: &mut Vec<RcBuf>) -> Result<(), TxError> {
+        let needed = self.descriptors_for(pieces).ok_or(TxError::NotInUmem)?;
         if needed > MAX_TX_DESCRIPTORS {
             return Err(TxError::TooManyDescriptors {
                 needed,
                 max: MAX_TX_DESCRIPTORS,
             });
         }
+        if needed == 0 {
+            pieces.clear();
+            return Ok(()); // nothing to send
+        }
         self.scratch.clear();
-        for p in pieces {
+        for p in pieces.iter() {
             let Some(addr) = self.umem_offset(p) else { continue };
             for (a, l) in split_at_frames(addr, p.len(), FRAME_SIZE) {
                 self.scratch.push(xdp_desc {
@@ -365,38 +382,50 @@ impl Xsk {
                 });
             }
         }
-        let Some(last) = self.scratch.last_mut() else {
-            return Ok(()); // nothing to send
-        };
-        last.options = 0;
+        if let Some(last) = self.scratch.last_mut() {
+            last.options = 0;
+        }
         let descs = std::mem::take(&mut self.scratch);
         let ok = self.sock().tx.push_all(&descs);
         self.scratch = descs;
         if !ok {
             return Err(TxError::RingFull);
         }
-        // Keep every buffer alive until its descriptors complete.
-        for p in pieces {
-            let Some(addr) = self.umem_offset(p) else { continue };
+        // Keep every buffer alive until its descriptors complete: one reference per distinct
+        // descriptor address (a count for repeats of the same address).
+        for p in pieces.drain(..) {
+            let Some(addr) = self.umem_offset(&p) else { continue };
             for (a, _) in split_at_frames(addr, p.len(), FRAME_SIZE) {
-                self.in_flight
-                    .entry(a)
-                    .and_modify(|e| e.1 += 1)
-                    .or_insert_with(|| ((*p).clone(), 1));
+                match self.in_flight.get_mut(&a) {
+                    Some(e) => e.1 += 1,
+                    None => {
+                        self.in_flight.insert(a, (p.clone(), 1));
+                    }
+                }
             }
         }
-        self.in_flight_descs += self.scratch.len();
+        self.in_flight_descs += needed;
         self.stats.tx_frames += 1;
-        self.stats.tx_descriptors += self.scratch.len() as u64;
+        self.stats.tx_descriptors += needed as u64;
         Ok(())
     }
 
-    /// Publishes queued descriptors and asks the kernel to transmit them.
+    /// Publishes queued descriptors and asks the kernel to transmit them. In copy mode the
+    /// kernel sends at most 32 frames per wake-up, so this kicks until the ring is drained or
+    /// a kick makes no progress.
     pub fn flush(&mut self) -> io::Result<()> {
         let sock = self.sock();
         sock.tx.submit();
-        if sock.tx.outstanding() > 0 || sock.tx.needs_wakeup() {
+        let mut left = sock.tx.outstanding();
+        let mut kicks = 0;
+        while left > 0 || (kicks == 0 && sock.tx.needs_wakeup()) {
             sock.kick_tx()?;
+            kicks += 1;
+            let now = sock.tx.outstanding();
+            if now >= left || kicks > 4096 {
+                break; // the device is busy; the rest goes at the next flush
+            }
+            left = now;
         }
         Ok(())
     }

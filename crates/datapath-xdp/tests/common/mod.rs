@@ -20,8 +20,12 @@ pub fn skip_reason() -> Option<String> {
         return Some("not running as root (AF_XDP, XDP programs and netns need it)".into());
     }
     match Command::new("ip").arg("-V").output() {
+        Ok(o) if o.status.success() => {}
+        _ => return Some("the `ip` command (iproute2) is missing".into()),
+    }
+    match Command::new("ethtool").arg("--version").output() {
         Ok(o) if o.status.success() => None,
-        _ => Some("the `ip` command (iproute2) is missing".into()),
+        _ => Some("the `ethtool` command is missing".into()),
     }
 }
 
@@ -101,6 +105,19 @@ impl VethPair {
             "dev",
             &v.if_b,
         ])?;
+        // veth hands the kernel's CHECKSUM_PARTIAL packets to XDP with only the pseudo-header
+        // sum in the UDP checksum field (a NIC would complete it on the wire). Make B's kernel
+        // compute full checksums in software, as any packet from a real link has them.
+        let st = Command::new("ip")
+            .args(["netns", "exec", &v.ns_b, "ethtool", "-K", &v.if_b, "tx", "off"])
+            .output()?;
+        if !st.status.success() {
+            return Err(io::Error::other(format!(
+                "ethtool -K {} tx off: {}",
+                v.if_b,
+                String::from_utf8_lossy(&st.stderr).trim()
+            )));
+        }
         v.mac_a = mac_of(&v.ns_a, &v.if_a)?;
         v.mac_b = mac_of(&v.ns_b, &v.if_b)?;
         Ok(v)

@@ -1,0 +1,414 @@
+//! The AF_XDP datapath end to end: namespace A runs `XdpDatapath` on its veth end, namespace B
+//! is a plain kernel whose UDP socket checks the bytes. Needs root and `--features xdp`;
+//! otherwise each test prints why it was skipped (and fails under CORNFLAKES_REQUIRE_XDP=1).
+
+mod common;
+
+#[cfg(not(feature = "xdp"))]
+#[test]
+fn veth_tests_need_the_xdp_feature() {
+    common::skip(
+        "veth",
+        "built without `--features xdp` (needs clang, libbpf-dev, root)",
+    );
+}
+
+#[cfg(feature = "xdp")]
+mod with_xdp {
+    use super::common::{self, in_netns, VethPair};
+    use cornflakes::datapath::{Completions, Connect, DatapathMemory, Receive, Transmit};
+    use cornflakes::handwritten::GetM;
+    use cornflakes::{Arena, CFBytes, CFString, CornflakesObj, Msg, RcBuf, SendError};
+    use cornflakes_stack::wire::{framing, ChecksumCaps};
+    use datapath_xdp::{XdpConfig, XdpDatapath};
+    use std::net::{SocketAddrV4, UdpSocket};
+    use std::time::{Duration, Instant};
+
+    const PORT: u16 = 7200;
+    const PEER_PORT: u16 = 7300;
+
+    struct Ctx {
+        dp: XdpDatapath,
+        peer: UdpSocket,
+        peer_addr: SocketAddrV4,
+        our_addr: SocketAddrV4,
+    }
+
+    /// Runs `test` in namespace A with a datapath on a fresh veth pair of `mtu`, or prints
+    /// why it cannot run.
+    fn with_pair(
+        name: &str,
+        mtu: u32,
+        caps: ChecksumCaps,
+        test: impl FnOnce(&mut Ctx, &VethPairInfo) + Send + 'static,
+    ) {
+        with_pair_cfg(name, mtu, caps, |_| {}, test)
+    }
+
+    fn with_pair_cfg(
+        name: &str,
+        mtu: u32,
+        caps: ChecksumCaps,
+        tweak: impl FnOnce(&mut XdpConfig) + Send + 'static,
+        test: impl FnOnce(&mut Ctx, &VethPairInfo) + Send + 'static,
+    ) {
+        if let Some(why) = common::skip_reason() {
+            common::skip(name, &why);
+            return;
+        }
+        let v = VethPair::create(mtu).expect("create the veth pair");
+        let info = VethPairInfo {
+            ns_b: v.ns_b.clone(),
+            if_b: v.if_b.clone(),
+            mac_a: v.mac_a,
+        };
+        let peer_addr = SocketAddrV4::new(v.ip_b, PEER_PORT);
+        let our_addr = SocketAddrV4::new(v.ip_a, PORT);
+        let peer = in_netns(&v.ns_b, move || UdpSocket::bind(peer_addr))
+            .unwrap()
+            .unwrap();
+        peer.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let if_a = v.if_a.clone();
+        in_netns(&v.ns_a, move || {
+            let mut cfg = XdpConfig::new(&if_a, our_addr);
+            cfg.umem_bytes = 16 << 20;
+            cfg.caps = caps;
+            tweak(&mut cfg);
+            let dp = XdpDatapath::new(cfg).expect("create the AF_XDP datapath");
+            let mut ctx = Ctx {
+                dp,
+                peer,
+                peer_addr,
+                our_addr,
+            };
+            test(&mut ctx, &info);
+        })
+        .unwrap();
+        drop(v);
+    }
+
+    /// What a test needs to know about side B.
+    struct VethPairInfo {
+        ns_b: String,
+        if_b: String,
+        mac_a: [u8; 6],
+    }
+
+    fn connect(ctx: &mut Ctx) -> cornflakes::ConnId {
+        let c = ctx.dp.connect(ctx.peer_addr).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(3);
+        let mut out = Vec::new();
+        loop {
+            match ctx.dp.send_copy(c, Msg::new(0, 0), b"") {
+                Err(SendError::Resolving(_)) if Instant::now() < deadline => {
+                    ctx.dp.recv_burst(&mut out).unwrap();
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                Ok(()) => break,
+                Err(e) => panic!("resolving the peer failed: {e}"),
+            }
+        }
+        ctx.dp.flush().unwrap();
+        // The empty probe message reaches the peer; consume it.
+        let mut buf = [0u8; 64];
+        let (n, _) = ctx.peer.recv_from(&mut buf).unwrap();
+        assert_eq!(n, framing::HEADER_LEN);
+        c
+    }
+
+    /// Receives one datagram at the peer and splits it into its framing header and message.
+    fn peer_recv(ctx: &Ctx) -> (framing::Repr, Vec<u8>) {
+        let mut buf = vec![0u8; 65536];
+        let (n, from) = ctx.peer.recv_from(&mut buf).expect("the peer received a datagram");
+        assert_eq!(from, std::net::SocketAddr::V4(ctx.our_addr));
+        let p = framing::Packet::new_checked(&buf[..n]).unwrap();
+        let hdr = framing::Repr::parse(&p).unwrap();
+        (hdr, p.payload().to_vec())
+    }
+
+    fn wait_completions(ctx: &mut Ctx) {
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while ctx.dp.in_flight() > 0 && Instant::now() < deadline {
+            ctx.dp.flush().unwrap();
+            ctx.dp.poll_completions();
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(ctx.dp.in_flight(), 0, "every descriptor completed");
+    }
+
+    fn pinned(ctx: &Ctx, len: usize, seed: u8) -> RcBuf {
+        let data: Vec<u8> = (0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect();
+        ctx.dp.memory().alloc_copy(&data).unwrap()
+    }
+
+    #[test]
+    fn we_resolve_the_kernel_neighbour_by_arp() {
+        with_pair("arp_we_resolve", 1500, ChecksumCaps::NO_UDP_TX, |ctx, _| {
+            let c = connect(ctx);
+            assert_eq!(ctx.dp.peer_addr(c), Some(ctx.peer_addr));
+            assert!(
+                ctx.dp.program_stats().unwrap().arp >= 1,
+                "the kernel's ARP reply reached us through the XDP program"
+            );
+            assert_eq!(ctx.dp.counters().arp_failures, 0);
+        });
+    }
+
+    #[test]
+    fn the_kernel_resolves_us_by_arp() {
+        with_pair("arp_kernel_resolves", 1500, ChecksumCaps::SOFTWARE, |ctx, info| {
+            // The kernel has never heard of us: it must ARP for our address before sending,
+            // and our stack answers.
+            let mut dgram = vec![0u8; framing::HEADER_LEN + 4];
+            framing::Repr::single(1, 1, 4).emit(&mut dgram);
+            ctx.peer.send_to(&dgram, ctx.our_addr).unwrap();
+            let deadline = Instant::now() + Duration::from_secs(3);
+            let mut out = Vec::new();
+            while out.is_empty() && Instant::now() < deadline {
+                ctx.dp.recv_burst(&mut out).unwrap();
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            assert_eq!(out.len(), 1, "counters {:?}", ctx.dp.counters());
+            assert!(ctx.dp.counters().arp_replies_sent >= 1);
+            let mac_s = info.mac_a.map(|b| format!("{b:02x}")).join(":");
+            let neigh = std::process::Command::new("ip")
+                .args(["-n", &info.ns_b, "neigh", "show", &ctx.our_addr.ip().to_string()])
+                .args(["dev", &info.if_b])
+                .output()
+                .unwrap();
+            let neigh = String::from_utf8_lossy(&neigh.stdout).to_string();
+            assert!(neigh.contains(&mac_s), "kernel neighbour entry {neigh:?} has our MAC {mac_s}");
+            // Answer on the connection learned from the request (no ARP needed).
+            ctx.dp.send_copy(out[0].conn, Msg::new(1, 2), b"pong").unwrap();
+            ctx.dp.flush().unwrap();
+            let (h, b) = peer_recv(ctx);
+            assert_eq!((h.msg_id, h.msg_type, &b[..]), (1, 2, &b"pong"[..]));
+        });
+    }
+
+    fn getm<'a>(ctx: &Ctx, arena: &'a Arena, vals: &[RcBuf], keys: &[&str]) -> GetM<'a> {
+        let _ = ctx;
+        let mut m = GetM::new_in(arena);
+        m.set_id(42);
+        m.init_keys(keys.len());
+        for k in keys {
+            m.get_mut_keys().append(CFString::new(k, arena));
+        }
+        m.init_vals(vals.len());
+        for v in vals {
+            m.get_mut_vals().append(CFBytes::new(v, arena));
+        }
+        m
+    }
+
+    #[test]
+    fn object_goes_out_as_one_descriptor_per_zero_copy_entry() {
+        with_pair("multi_descriptor", 9000, ChecksumCaps::SOFTWARE, |ctx, _| {
+            let c = connect(ctx);
+            let vals: Vec<RcBuf> = (0..3).map(|i| pinned(ctx, 600 + 100 * i, i as u8)).collect();
+            let arena = Arena::with_memory(ctx.dp.memory());
+            let m = getm(ctx, &arena, &vals, &["alpha", "beta"]);
+            assert_eq!(m.sizes().zero_copy_count, 3);
+            let before = ctx.dp.xsk_stats();
+            ctx.dp.send_object(c, Msg::new(7, 3), &m).unwrap();
+            ctx.dp.flush().unwrap();
+            let after = ctx.dp.xsk_stats();
+            // Other frames (an ARP answer) may go out meanwhile, each with one descriptor.
+            let extra = (after.tx_descriptors - before.tx_descriptors)
+                - (after.tx_frames - before.tx_frames);
+            assert_eq!(extra, 3, "one frame of head + 3 zero-copy descriptors: {before:?} {after:?}");
+            let (hdr, bytes) = peer_recv(ctx);
+            assert_eq!((hdr.msg_id, hdr.msg_type, hdr.seg_count), (7, 3, 1));
+            assert_eq!(bytes, m.serialize_to_vec(), "the wire bytes are the object's encoding");
+            // The datapath held one reference per in-flight entry; completions release them.
+            drop(m);
+            wait_completions(ctx);
+            for v in &vals {
+                assert_eq!(v.ref_count(), 1);
+            }
+        });
+    }
+
+    #[test]
+    fn entries_beyond_max_segments_are_demoted() {
+        // A device taking 6 descriptors per frame: of 9 zero-copy entries, the 4 smallest are
+        // demoted into the copy area.
+        let tweak = |c: &mut XdpConfig| c.max_segments = 6;
+        with_pair_cfg("demote", 9000, ChecksumCaps::SOFTWARE, tweak, |ctx, _| {
+            let c = connect(ctx);
+            let vals: Vec<RcBuf> = (0..9).map(|i| pinned(ctx, 900 - 40 * i, i as u8)).collect();
+            let arena = Arena::with_memory(ctx.dp.memory());
+            let m = getm(ctx, &arena, &vals, &["k"]);
+            assert_eq!(m.sizes().zero_copy_count, 9);
+            let before = ctx.dp.xsk_stats();
+            ctx.dp.send_object(c, Msg::new(8, 1), &m).unwrap();
+            ctx.dp.flush().unwrap();
+            let after = ctx.dp.xsk_stats();
+            let extra = (after.tx_descriptors - before.tx_descriptors)
+                - (after.tx_frames - before.tx_frames);
+            assert_eq!(extra, 5, "one frame of 6 descriptors: head + 5 kept entries");
+            let (hdr, bytes) = peer_recv(ctx);
+            assert_eq!(hdr.seg_count, 1);
+            assert_ne!(bytes, m.serialize_to_vec(), "demoted entries moved into the copy area");
+            let arena2 = Arena::new();
+            let d = GetM::deserialize(&bytes, &arena2).unwrap();
+            assert_eq!(d.get_id(), 42);
+            assert_eq!(d.get_vals().len(), 9);
+            for (got, want) in d.get_vals().iter().zip(&vals) {
+                assert_eq!(got.as_bytes(), &want[..]);
+            }
+            drop(m);
+            wait_completions(ctx);
+        });
+    }
+
+    #[test]
+    fn the_longest_chain_the_kernel_takes() {
+        // 17 zero-copy entries of 512 bytes + the head: 18 descriptors in one jumbo frame.
+        with_pair("max_chain", 9000, ChecksumCaps::NO_UDP_TX, |ctx, _| {
+            let c = connect(ctx);
+            let vals: Vec<RcBuf> = (0..17).map(|i| pinned(ctx, 512, i as u8)).collect();
+            let arena = Arena::with_memory(ctx.dp.memory());
+            let m = getm(ctx, &arena, &vals, &[]);
+            let before = ctx.dp.xsk_stats();
+            ctx.dp.send_object(c, Msg::new(11, 1), &m).unwrap();
+            ctx.dp.flush().unwrap();
+            let after = ctx.dp.xsk_stats();
+            let extra = (after.tx_descriptors - before.tx_descriptors)
+                - (after.tx_frames - before.tx_frames);
+            assert_eq!(extra, 17);
+            let (_, bytes) = peer_recv(ctx);
+            assert_eq!(bytes, m.serialize_to_vec());
+            drop(m);
+            wait_completions(ctx);
+        });
+    }
+
+    #[test]
+    fn segments_with_too_many_parts_bounce_their_tail() {
+        let tweak = |c: &mut XdpConfig| c.max_segments = 4;
+        with_pair_cfg("bounce", 1500, ChecksumCaps::SOFTWARE, tweak, |ctx, _| {
+            let c = connect(ctx);
+            let vals: Vec<RcBuf> = (0..12).map(|i| pinned(ctx, 600, 50 + i as u8)).collect();
+            ctx.dp.send_sga(c, Msg::new(12, 1), &vals).unwrap();
+            ctx.dp.flush().unwrap();
+            let want: Vec<u8> = vals.iter().flat_map(|v| v.to_vec()).collect();
+            let mut got = vec![0u8; want.len()];
+            let (first, b) = peer_recv(ctx);
+            got[first.seg_offset as usize..][..b.len()].copy_from_slice(&b);
+            for _ in 1..first.seg_count {
+                let (h, b) = peer_recv(ctx);
+                got[h.seg_offset as usize..][..b.len()].copy_from_slice(&b);
+            }
+            assert_eq!(got, want);
+            wait_completions(ctx);
+            for v in &vals {
+                assert_eq!(v.ref_count(), 1);
+            }
+        });
+    }
+
+    #[test]
+    fn jumbo_frames_both_ways() {
+        with_pair("jumbo", 9000, ChecksumCaps::SOFTWARE, |ctx, _| {
+            let c = connect(ctx);
+            // Out: ~8.5 KB in one frame: head + 4 zero-copy entries of 2 KB (plus frame
+            // splitting of none: 2 KiB items never straddle a 4 KiB frame).
+            let vals: Vec<RcBuf> = (0..4).map(|i| pinned(ctx, 2048, 9 + i as u8)).collect();
+            let arena = Arena::with_memory(ctx.dp.memory());
+            let m = getm(ctx, &arena, &vals, &["jumbo"]);
+            assert!(m.sizes().total() > 8000 && m.sizes().total() <= ctx.dp.mtu());
+            ctx.dp.send_object(c, Msg::new(9, 2), &m).unwrap();
+            ctx.dp.flush().unwrap();
+            let (hdr, bytes) = peer_recv(ctx);
+            assert_eq!(hdr.seg_count, 1, "one jumbo frame, not segments");
+            assert_eq!(bytes, m.serialize_to_vec());
+            // In: the peer sends an 8,900-byte message; it arrives as a multi-buffer frame.
+            let body: Vec<u8> = (0..8900u32).map(|i| (i % 251) as u8).collect();
+            let mut dgram = vec![0u8; framing::HEADER_LEN + body.len()];
+            framing::Repr::single(77, 5, body.len() as u32).emit(&mut dgram);
+            dgram[framing::HEADER_LEN..].copy_from_slice(&body);
+            ctx.peer.send_to(&dgram, ctx.our_addr).unwrap();
+            let mut out = Vec::new();
+            let deadline = Instant::now() + Duration::from_secs(3);
+            while out.is_empty() && Instant::now() < deadline {
+                ctx.dp.recv_burst(&mut out).unwrap();
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            assert_eq!(out.len(), 1, "counters: {:?}", ctx.dp.counters());
+            assert_eq!(out[0].msg, Msg::new(77, 5));
+            assert_eq!(&out[0].data[..], &body[..]);
+            assert!(ctx.dp.xsk_stats().rx_multi_buffer >= 1, "arrived in several buffers");
+            drop(m);
+            wait_completions(ctx);
+        });
+    }
+
+    #[test]
+    fn large_objects_are_segmented_with_zero_copy_parts() {
+        with_pair("segmented", 1500, ChecksumCaps::SOFTWARE, |ctx, _| {
+            let c = connect(ctx);
+            let vals: Vec<RcBuf> = (0..3).map(|i| pinned(ctx, 3000 + i, 20 + i as u8)).collect();
+            let arena = Arena::with_memory(ctx.dp.memory());
+            let m = getm(ctx, &arena, &vals, &["seg", "ment"]);
+            let want = m.serialize_to_vec();
+            ctx.dp.send_object(c, Msg::new(10, 4), &m).unwrap();
+            ctx.dp.flush().unwrap();
+            let mut got = vec![0u8; want.len()];
+            let (first, bytes) = peer_recv(ctx);
+            assert!(first.seg_count > 1);
+            let mut seen = 1;
+            got[first.seg_offset as usize..][..bytes.len()].copy_from_slice(&bytes);
+            while seen < first.seg_count {
+                let (h, b) = peer_recv(ctx);
+                assert_eq!((h.msg_id, h.total_len), (10, want.len() as u32));
+                got[h.seg_offset as usize..][..b.len()].copy_from_slice(&b);
+                seen += 1;
+            }
+            assert_eq!(got, want);
+            drop(m);
+            wait_completions(ctx);
+        });
+    }
+
+    #[test]
+    fn received_messages_are_zero_copy_and_bad_input_is_counted() {
+        with_pair("receive", 1500, ChecksumCaps::SOFTWARE, |ctx, _| {
+            let _c = connect(ctx);
+            let mut dgram = vec![0u8; framing::HEADER_LEN + 300];
+            framing::Repr::single(5, 1, 300).emit(&mut dgram);
+            dgram[framing::HEADER_LEN..].fill(0xab);
+            ctx.peer.send_to(&dgram, ctx.our_addr).unwrap();
+            // Garbage: a datagram too short for the framing header, and one with a bad
+            // version.
+            ctx.peer.send_to(&[1, 2, 3], ctx.our_addr).unwrap();
+            let mut bad = dgram.clone();
+            bad[0] = 99;
+            ctx.peer.send_to(&bad, ctx.our_addr).unwrap();
+            let mut out = Vec::new();
+            let deadline = Instant::now() + Duration::from_secs(3);
+            while ctx.dp.counters().bad_framing < 2 && Instant::now() < deadline {
+                ctx.dp.recv_burst(&mut out).unwrap();
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            assert_eq!(out.len(), 1);
+            assert_eq!(&out[0].data[..], &[0xab; 300][..]);
+            assert_eq!(out[0].peer, ctx.peer_addr);
+            assert!(
+                ctx.dp.memory().recover_ptr(&out[0].data).is_some(),
+                "the message is a view of the pinned receive frame"
+            );
+            assert_eq!(ctx.dp.counters().bad_framing, 2);
+            // Echo it back by reference (send_sga) to the peer.
+            let conn = out[0].conn;
+            let data = out[0].data.clone();
+            ctx.dp.send_sga(conn, Msg::new(5, 2), &[data]).unwrap();
+            ctx.dp.flush().unwrap();
+            let (h, b) = peer_recv(ctx);
+            assert_eq!((h.msg_id, h.msg_type), (5, 2));
+            assert_eq!(b, vec![0xab; 300]);
+            drop(out);
+            wait_completions(ctx);
+        });
+    }
+}
