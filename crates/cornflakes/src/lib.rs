@@ -35,6 +35,8 @@ pub mod obj;
 pub mod wire;
 
 pub use arena::{Arena, DEFAULT_THRESHOLD};
+/// Re-exported for generated code (arena boxes of nested messages).
+pub use bumpalo;
 pub use cfptr::{CFBytes, CFPtr, CFString};
 pub use datapath::{ConnId, Datapath, DropCounters, Msg, RxMsg, SendError};
 pub use list::{Leaf, LeafList, MessageList, PackedList};

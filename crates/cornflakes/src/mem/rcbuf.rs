@@ -33,7 +33,14 @@ impl std::error::Error for RefCountOverflow {}
 /// pool. Cloning and slicing never copy bytes. An `RcBuf` keeps its [`PinnedMemory`]'s regions
 /// mapped, so it cannot dangle.
 ///
-/// `RcBuf` is neither `Send` nor `Sync`: counts are per-core plain integers.
+/// `RcBuf` is neither `Send` nor `Sync`: counts are per-core plain integers, so moving a buffer
+/// to another thread is a compile error:
+///
+/// ```compile_fail
+/// let mem = cornflakes::PinnedMemory::with_defaults().unwrap();
+/// let buf = mem.alloc_copy(b"x").unwrap();
+/// std::thread::spawn(move || drop(buf)); // error: `*const ()` cannot be sent between threads
+/// ```
 ///
 /// [`PinnedMemory`]: crate::PinnedMemory
 pub struct RcBuf {

@@ -298,6 +298,28 @@ impl<'d, 'a> HeaderReader<'d, 'a> {
     /// an unknown field numbered at most `max_known` is an error (its slot would sit between
     /// known slots); higher ones are tolerated. Call it before reading slots.
     pub fn check_fields(&self, known: &[u32], max_known: u32) -> Result<(), DecodeError> {
+        self.check_fields_with(max_known, |i| known.get(i).copied().unwrap_or(0))
+    }
+
+    /// [`check_fields`](Self::check_fields) for a reader whose known fields are sparse:
+    /// `known[k]` is the known-field mask of bitmap word `words[k]` (ascending).
+    pub fn check_fields_sparse(
+        &self,
+        known: &[u32],
+        words: &[u32],
+        max_known: u32,
+    ) -> Result<(), DecodeError> {
+        self.check_fields_with(max_known, |i| match words.binary_search(&(i as u32)) {
+            Ok(k) => known[k],
+            Err(_) => 0,
+        })
+    }
+
+    fn check_fields_with(
+        &self,
+        max_known: u32,
+        known: impl Fn(usize) -> u32,
+    ) -> Result<(), DecodeError> {
         let limit_words = (max_known as usize).div_ceil(32).min(self.words as usize);
         for i in 0..limit_words {
             let at = self.start + 4 + i * 4;
@@ -307,8 +329,7 @@ impl<'d, 'a> HeaderReader<'d, 'a> {
                 self.dec.buf[at + 2],
                 self.dec.buf[at + 3],
             ]);
-            let k = known.get(i).copied().unwrap_or(0);
-            let mut unknown = w & !k;
+            let mut unknown = w & !known(i);
             // Bits above max_known in its word are tolerated.
             let first = i as u32 * 32 + 1;
             if first + 31 > max_known {

@@ -117,6 +117,27 @@ impl<'b> Encoder<'b> {
         p
     }
 
+    /// Like [`bitmap`](Self::bitmap) for a message whose field numbers are sparse: `words[k]`
+    /// is the bitmap word index held in `stored[k]` (ascending); words in between are zero.
+    #[inline]
+    pub fn sparse_bitmap(&mut self, pos: usize, stored: &[u32], words: &[u32]) -> usize {
+        let w = sparse_used_words(stored, words);
+        self.put_u32(pos, w as u32);
+        let mut p = pos + 4;
+        let mut k = 0;
+        for i in 0..w as u32 {
+            let v = if k < words.len() && words[k] == i {
+                k += 1;
+                stored[k - 1]
+            } else {
+                0
+            };
+            self.put_u32(p, v);
+            p += 4;
+        }
+        p
+    }
+
     /// Writes a string/bytes slot at `slot` and, for copied leaves, the bytes into the copy area.
     #[inline]
     pub fn leaf(&mut self, slot: usize, p: &CFPtr<'_>) {
@@ -166,6 +187,16 @@ pub fn used_words(words: &[u32]) -> usize {
         w -= 1;
     }
     w
+}
+
+/// The `W` of a sparse bitmap (see [`Encoder::sparse_bitmap`]): one past the highest wire word
+/// holding a set bit.
+#[inline]
+pub fn sparse_used_words(stored: &[u32], words: &[u32]) -> usize {
+    match stored.iter().rposition(|&w| w != 0) {
+        Some(k) => words[k] as usize + 1,
+        None => 0,
+    }
 }
 
 /// Whether field number `n` (1-based) is set in `words`.
@@ -233,6 +264,12 @@ impl<const W: usize> Presence<W> {
             *w &= !m;
             self.slot_bytes -= slot;
         }
+    }
+
+    /// Bytes of the present fields' slots.
+    #[inline(always)]
+    pub fn slot_bytes(&self) -> usize {
+        self.slot_bytes as usize
     }
 
     /// Length of the object's own header: `W`, the smallest bitmap, and the present slots.
