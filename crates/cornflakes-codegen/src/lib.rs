@@ -1,1 +1,161 @@
-//! Cornflakes schema compiler.
+//! # cornflakes-codegen
+//!
+//! The Cornflakes schema compiler: `.proto` files (proto2 or proto3) → Rust types that build,
+//! serialize and decode Cornflakes objects (`docs/wire-format.md`), in the shape of the paper's
+//! Listing 1. Parsing is pure Rust (no `protoc`), output is formatted without `rustfmt`.
+//!
+//! ## From `build.rs`
+//!
+//! ```no_run
+//! // build.rs
+//! fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     cornflakes_codegen::Config::new().compile_protos(&["schemas/kv.proto"], &["schemas"])?;
+//!     Ok(())
+//! }
+//! ```
+//!
+//! This writes `$OUT_DIR/<package>.rs` (one file per package, `_.rs` without a package), only
+//! when its contents change, and prints `cargo:rerun-if-changed` for every `.proto` read. Include
+//! it where the package's module should be:
+//!
+//! ```ignore
+//! pub mod kv {
+//!     cornflakes::include_schema!("kv");
+//! }
+//! ```
+//!
+//! Packages map onto modules (`a.b` → `a::b`), so types imported from another package are found
+//! when each package's file is included at its module path, as with prost.
+//!
+//! ## Pieces
+//!
+//! - [`Schema`]: the front end (parse, resolve, validate); also drives the [`dynamic`] codec.
+//! - [`Config`]: the back end and its options.
+//! - [`dynamic`]: a schema-driven message model with JSON conversion, behind the `cornflakes`
+//!   command's `encode` and `decode`.
+
+#![forbid(unsafe_code)]
+
+pub mod dynamic;
+mod error;
+mod gen;
+pub mod schema;
+mod source;
+
+use std::path::{Path, PathBuf};
+
+pub use error::{Error, ErrorKind};
+pub use schema::Schema;
+
+/// Options of the code generator (builder style, like `prost_build::Config`).
+#[derive(Clone, Debug)]
+pub struct Config {
+    out_dir: Option<PathBuf>,
+    runtime_path: String,
+    rerun_if_changed: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            out_dir: None,
+            runtime_path: "::cornflakes".to_string(),
+            rerun_if_changed: true,
+        }
+    }
+}
+
+impl Config {
+    /// The default configuration: output in `$OUT_DIR`, runtime at `::cornflakes`.
+    pub fn new() -> Config {
+        Config::default()
+    }
+
+    /// Writes files to `dir` instead of `$OUT_DIR`.
+    pub fn out_dir(&mut self, dir: impl Into<PathBuf>) -> &mut Self {
+        self.out_dir = Some(dir.into());
+        self
+    }
+
+    /// The path generated code uses for the runtime crate, for crates that re-export it
+    /// (default `::cornflakes`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let mut c = cornflakes_codegen::Config::new();
+    /// c.runtime_path("crate::rt");
+    /// ```
+    pub fn runtime_path(&mut self, path: &str) -> &mut Self {
+        self.runtime_path = path.to_string();
+        self
+    }
+
+    /// Whether to print `cargo:rerun-if-changed=<file>` for each `.proto` read (default: yes,
+    /// when running under Cargo, i.e. `OUT_DIR` is set).
+    pub fn rerun_if_changed(&mut self, on: bool) -> &mut Self {
+        self.rerun_if_changed = on;
+        self
+    }
+
+    /// Compiles `protos` (found through `includes`, which must contain them) into one
+    /// `<package>.rs` per package in the output directory. Unchanged files are not rewritten.
+    pub fn compile_protos(
+        &mut self,
+        protos: &[impl AsRef<Path>],
+        includes: &[impl AsRef<Path>],
+    ) -> Result<(), Error> {
+        let out_dir = match &self.out_dir {
+            Some(d) => d.clone(),
+            None => std::env::var_os("OUT_DIR").map(PathBuf::from).ok_or_else(|| {
+                Error::io(
+                    Path::new("$OUT_DIR"),
+                    std::io::Error::new(
+                        std::io::ErrorKind::NotFound,
+                        "OUT_DIR is not set: call compile_protos from a build script, or set Config::out_dir",
+                    ),
+                )
+            })?,
+        };
+        let under_cargo = std::env::var_os("OUT_DIR").is_some();
+        if self.rerun_if_changed && under_cargo {
+            for p in protos {
+                println!("cargo:rerun-if-changed={}", p.as_ref().display());
+            }
+        }
+        let schema = Schema::load(protos, includes)?;
+        if self.rerun_if_changed && under_cargo {
+            for f in schema.files.iter().filter(|f| !f.is_input) {
+                println!("cargo:rerun-if-changed={}", f.path.display());
+            }
+        }
+        std::fs::create_dir_all(&out_dir).map_err(error::io_at(&out_dir))?;
+        for (name, text) in self.generate(&schema)? {
+            write_if_changed(&out_dir.join(name), &text)?;
+        }
+        Ok(())
+    }
+
+    /// Generates the code for the input files of `schema`: `(file name, contents)` per package.
+    pub fn generate(&self, schema: &Schema) -> Result<Vec<(String, String)>, Error> {
+        gen::generate(schema, &self.runtime_path)
+    }
+}
+
+/// [`Config::compile_protos`] with the default configuration.
+pub fn compile_protos(
+    protos: &[impl AsRef<Path>],
+    includes: &[impl AsRef<Path>],
+) -> Result<(), Error> {
+    Config::new().compile_protos(protos, includes)
+}
+
+/// Writes `text` to `path` unless the file already holds exactly that, so Cargo does not
+/// rebuild what includes it.
+pub fn write_if_changed(path: &Path, text: &str) -> Result<bool, Error> {
+    if std::fs::read(path).is_ok_and(|old| old == text.as_bytes()) {
+        return Ok(false);
+    }
+    std::fs::write(path, text).map_err(error::io_at(path))?;
+    Ok(true)
+}

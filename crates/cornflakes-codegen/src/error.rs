@@ -1,0 +1,113 @@
+//! Errors of the schema compiler: what went wrong, where, and how to fix it.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use crate::schema::Place;
+
+/// What kind of problem an [`Error`] reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// A `.proto` file does not parse or type-check.
+    Parse,
+    /// A construct the Cornflakes wire format or this compiler does not support.
+    Unsupported,
+    /// Reading or writing a file failed.
+    Io,
+    /// A bug in the compiler.
+    Internal,
+}
+
+/// An error from [`Config::compile_protos`](crate::Config::compile_protos) or
+/// [`Schema::load`](crate::Schema::load). `Display` starts with `file:line:col` when the
+/// problem has a position.
+#[derive(Debug)]
+pub struct Error {
+    kind: ErrorKind,
+    message: String,
+}
+
+impl Error {
+    /// The kind of problem.
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+
+    pub(crate) fn unsupported(place: Place, what: String) -> Error {
+        Error {
+            kind: ErrorKind::Unsupported,
+            message: format!("{place}: unsupported {what}"),
+        }
+    }
+
+    pub(crate) fn io(path: &Path, e: std::io::Error) -> Error {
+        Error {
+            kind: ErrorKind::Io,
+            message: format!("{}: {e}", path.display()),
+        }
+    }
+
+    pub(crate) fn internal(message: String) -> Error {
+        Error {
+            kind: ErrorKind::Internal,
+            message: format!("internal error in cornflakes-codegen: {message}"),
+        }
+    }
+
+    /// Rewrites protobuf-parse's "error in `f.proto`: at 3:5: msg" as "f.proto:3:5: msg".
+    pub(crate) fn from_parser(e: impl fmt::Display) -> Error {
+        let text = format!("{e:#}");
+        Error {
+            kind: ErrorKind::Parse,
+            message: reformat_parser_error(&text),
+        }
+    }
+}
+
+fn reformat_parser_error(text: &str) -> String {
+    if let Some(rest) = text.strip_prefix("error in `") {
+        if let Some((file, rest)) = rest.split_once("`: ") {
+            if let Some(rest) = rest.strip_prefix("at ") {
+                if let Some((pos, msg)) = rest.split_once(": ") {
+                    if pos.split(':').all(|p| p.parse::<u32>().is_ok()) {
+                        return format!("{file}:{pos}: {msg}");
+                    }
+                }
+            }
+            return format!("{file}: {rest}");
+        }
+    }
+    text.to_string()
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<Error> for std::io::Error {
+    fn from(e: Error) -> std::io::Error {
+        std::io::Error::other(e.to_string())
+    }
+}
+
+/// The path that failed, for I/O errors built by callers.
+pub(crate) fn io_at(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> Error {
+    let path = path.into();
+    move |e| Error::io(&path, e)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn parser_errors_start_with_file_line_col() {
+        assert_eq!(
+            super::reformat_parser_error("error in `a/b.proto`: at 3:14: expecting `;`"),
+            "a/b.proto:3:14: expecting `;`"
+        );
+    }
+}

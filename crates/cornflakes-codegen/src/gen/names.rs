@@ -1,0 +1,170 @@
+//! Rust names for proto names, and paths between generated modules.
+
+use proc_macro2::{Ident, Span, TokenStream};
+use quote::quote;
+
+use crate::schema::{EnumId, MsgId, Schema};
+
+const KEYWORDS: &[&str] = &[
+    "as", "break", "const", "continue", "crate", "else", "enum", "extern", "false", "fn", "for",
+    "if", "impl", "in", "let", "loop", "match", "mod", "move", "mut", "pub", "ref", "return",
+    "self", "Self", "static", "struct", "super", "trait", "true", "type", "unsafe", "use", "where",
+    "while", "async", "await", "dyn", "abstract", "become", "box", "do", "final", "macro",
+    "override", "priv", "typeof", "unsized", "virtual", "yield", "try", "gen", "union",
+];
+
+/// `get_m`, `GetM`, `getM` → `GetM`.
+pub fn upper_camel(name: &str) -> String {
+    let mut out = String::new();
+    for part in name.split('_').filter(|p| !p.is_empty()) {
+        let mut cs = part.chars();
+        if let Some(c) = cs.next() {
+            out.extend(c.to_uppercase());
+            let rest: String = cs.collect();
+            // ALL_CAPS parts (enum values) become Capitalised.
+            if part.chars().all(|c| !c.is_lowercase()) {
+                out.push_str(&rest.to_lowercase());
+            } else {
+                out.push_str(&rest);
+            }
+        }
+    }
+    if out.starts_with(|c: char| c.is_ascii_digit()) || out.is_empty() {
+        out.insert(0, '_');
+    }
+    out
+}
+
+/// `GetM` → `get_m`, `fooBar` → `foo_bar`, `HTTPServer` → `http_server`.
+pub fn snake(name: &str) -> String {
+    let chars: Vec<char> = name.chars().collect();
+    let mut out = String::new();
+    for (i, &c) in chars.iter().enumerate() {
+        if c.is_uppercase() {
+            let prev_lower = i > 0 && (chars[i - 1].is_lowercase() || chars[i - 1].is_ascii_digit());
+            let next_lower = chars.get(i + 1).is_some_and(|n| n.is_lowercase());
+            let prev_upper = i > 0 && chars[i - 1].is_uppercase();
+            if i > 0 && !out.ends_with('_') && (prev_lower || (prev_upper && next_lower)) {
+                out.push('_');
+            }
+            out.extend(c.to_lowercase());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// An identifier for `name`, suffixed with `_` when it is a Rust keyword or in `taken`.
+pub fn ident_avoiding(name: &str, taken: &[&str]) -> Ident {
+    if KEYWORDS.contains(&name) || taken.contains(&name) {
+        Ident::new(&format!("{name}_"), Span::call_site())
+    } else {
+        Ident::new(name, Span::call_site())
+    }
+}
+
+/// A plain identifier (`name` must be valid).
+pub fn ident(name: &str) -> Ident {
+    Ident::new(name, Span::call_site())
+}
+
+/// The module of a message's nested types and oneof cases.
+pub fn module_name(message: &str) -> String {
+    let s = snake(message);
+    if KEYWORDS.contains(&s.as_str()) {
+        format!("{s}_")
+    } else {
+        s
+    }
+}
+
+/// Module path of a package (`a.b_c` → `["a", "b_c"]`).
+pub fn package_modules(package: &str) -> Vec<String> {
+    package
+        .split('.')
+        .filter(|s| !s.is_empty())
+        .map(module_name)
+        .collect()
+}
+
+/// Module path where the item for a declaration with `parents` in `package` lives.
+pub fn scope_modules(package: &str, parents: &[String]) -> Vec<String> {
+    let mut m = package_modules(package);
+    m.extend(parents.iter().map(|p| module_name(p)));
+    m
+}
+
+/// A path from module `from` to item `name` in module `to`.
+pub fn relative_path(from: &[String], to: &[String], name: &str) -> TokenStream {
+    let common = from.iter().zip(to).take_while(|(a, b)| a == b).count();
+    let supers = (common..from.len()).map(|_| quote!(super::));
+    let downs = to[common..].iter().map(|m| {
+        let m = ident(m);
+        quote!(#m::)
+    });
+    let name = ident(name);
+    quote!(#(#supers)* #(#downs)* #name)
+}
+
+/// Path to message `id` from module `from` (without lifetime).
+pub fn message_path(schema: &Schema, from: &[String], id: MsgId) -> TokenStream {
+    let m = &schema.messages[id];
+    relative_path(
+        from,
+        &scope_modules(&m.package, &m.parents),
+        &upper_camel(&m.name),
+    )
+}
+
+/// Path to enum `id` from module `from`.
+pub fn enum_path(schema: &Schema, from: &[String], id: EnumId) -> TokenStream {
+    let e = &schema.enums[id];
+    relative_path(
+        from,
+        &scope_modules(&e.package, &e.parents),
+        &upper_camel(&e.name),
+    )
+}
+
+/// `#[doc = …]` attributes for a proto comment, one per line.
+pub fn doc_attrs(doc: &str) -> TokenStream {
+    let lines = doc.lines().map(|l| {
+        let l = if l.starts_with(' ') || l.is_empty() {
+            l.to_string()
+        } else {
+            format!(" {l}")
+        };
+        // Keep rustdoc from reading proto comments as code blocks or links to nowhere.
+        let l = l.replace('[', "\\[").replace(']', "\\]");
+        quote!(#[doc = #l])
+    });
+    quote!(#(#lines)*)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn case_conversions() {
+        assert_eq!(upper_camel("GetM"), "GetM");
+        assert_eq!(upper_camel("get_m"), "GetM");
+        assert_eq!(upper_camel("OP_GET"), "OpGet");
+        assert_eq!(upper_camel("9lives"), "_9lives");
+        assert_eq!(snake("GetM"), "get_m");
+        assert_eq!(snake("fooBar"), "foo_bar");
+        assert_eq!(snake("HTTPServer"), "http_server");
+        assert_eq!(snake("field_33"), "field_33");
+        assert_eq!(module_name("Type"), "type_");
+    }
+
+    #[test]
+    fn relative_paths() {
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        let p = relative_path(&s(&["a", "outer"]), &s(&["b"]), "T");
+        assert_eq!(p.to_string(), "super :: super :: b :: T");
+        let p = relative_path(&s(&["a"]), &s(&["a", "outer"]), "Inner");
+        assert_eq!(p.to_string(), "outer :: Inner");
+    }
+}

@@ -1,0 +1,355 @@
+//! Where declarations sit in a `.proto` file, and the comments written before them.
+//!
+//! The pure-Rust parser of `protobuf-parse` yields descriptors without source positions or
+//! comments. This scanner walks the same text a second time, only far enough to find each
+//! message, enum, enum value, field and oneof (and the constructs we reject), so errors can say
+//! `file:line:col` and comments can become `///` docs. It never decides what a file means: a
+//! declaration it misses just has no position or docs.
+
+use std::collections::HashMap;
+
+/// A 1-based line and column in a `.proto` file.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Loc {
+    pub line: u32,
+    pub col: u32,
+}
+
+/// A declaration's position and leading comment.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Decl {
+    pub loc: Loc,
+    pub doc: String,
+}
+
+/// What the scanner found in one file. Keys are fully qualified names without a leading dot:
+/// `pkg.Outer.Inner` (messages, enums), `pkg.Outer.field` (fields), `pkg.Outer.Enum.VALUE`
+/// (enum values), `pkg.Outer.choice` (oneofs).
+#[derive(Clone, Debug, Default)]
+pub struct SourceInfo {
+    pub messages: HashMap<String, Decl>,
+    pub enums: HashMap<String, Decl>,
+    pub values: HashMap<String, Decl>,
+    pub fields: HashMap<String, Decl>,
+    pub oneofs: HashMap<String, Decl>,
+    /// `service` and `extend` blocks: (keyword, position).
+    pub blocks: Vec<(&'static str, Loc)>,
+}
+
+#[derive(Clone, Debug)]
+struct Token {
+    text: String,
+    loc: Loc,
+    /// Comment lines directly above the token (no blank line in between).
+    doc: String,
+}
+
+fn tokenize(src: &str) -> Vec<Token> {
+    let chars: Vec<char> = src.chars().collect();
+    let mut out = Vec::new();
+    let (mut i, mut line, mut col) = (0usize, 1u32, 1u32);
+    let mut doc: Vec<String> = Vec::new();
+    // Line of the last token, to tell trailing comments from leading ones.
+    let mut last_tok_line = 0u32;
+    // Line where the pending comment block ended (to drop it when a blank line follows).
+    let mut doc_end_line = 0u32;
+    macro_rules! bump {
+        () => {{
+            if chars[i] == '\n' {
+                line += 1;
+                col = 1;
+            } else {
+                col += 1;
+            }
+            i += 1;
+        }};
+    }
+    while i < chars.len() {
+        let c = chars[i];
+        if c.is_whitespace() {
+            bump!();
+            continue;
+        }
+        if c == '/' && chars.get(i + 1) == Some(&'/') {
+            let start_line = line;
+            let mut text = String::new();
+            bump!();
+            bump!();
+            while i < chars.len() && chars[i] != '\n' {
+                text.push(chars[i]);
+                bump!();
+            }
+            if start_line != last_tok_line {
+                if !doc.is_empty() && start_line > doc_end_line + 1 {
+                    doc.clear();
+                }
+                doc.push(text);
+                doc_end_line = start_line;
+            }
+            continue;
+        }
+        if c == '/' && chars.get(i + 1) == Some(&'*') {
+            let start_line = line;
+            let mut text = String::new();
+            bump!();
+            bump!();
+            while i < chars.len() && !(chars[i] == '*' && chars.get(i + 1) == Some(&'/')) {
+                text.push(chars[i]);
+                bump!();
+            }
+            if i < chars.len() {
+                bump!();
+                bump!();
+            }
+            if start_line != last_tok_line {
+                if !doc.is_empty() && start_line > doc_end_line + 1 {
+                    doc.clear();
+                }
+                for l in text.lines() {
+                    let l = l.trim_start();
+                    doc.push(l.strip_prefix('*').unwrap_or(l).to_string());
+                }
+                doc_end_line = line;
+            }
+            continue;
+        }
+        let loc = Loc { line, col };
+        let mut text = String::new();
+        if c.is_alphanumeric() || c == '_' || c == '.' {
+            while i < chars.len() && (chars[i].is_alphanumeric() || chars[i] == '_' || chars[i] == '.')
+            {
+                text.push(chars[i]);
+                bump!();
+            }
+        } else if c == '"' || c == '\'' {
+            text.push(c);
+            bump!();
+            while i < chars.len() && chars[i] != c && chars[i] != '\n' {
+                if chars[i] == '\\' && i + 1 < chars.len() {
+                    text.push(chars[i]);
+                    bump!();
+                }
+                text.push(chars[i]);
+                bump!();
+            }
+            if i < chars.len() && chars[i] == c {
+                text.push(c);
+                bump!();
+            }
+        } else {
+            text.push(c);
+            bump!();
+        }
+        let attached = if !doc.is_empty() && loc.line <= doc_end_line + 1 {
+            doc.join("\n")
+        } else {
+            String::new()
+        };
+        doc.clear();
+        last_tok_line = line;
+        out.push(Token {
+            text,
+            loc,
+            doc: attached,
+        });
+    }
+    out
+}
+
+#[derive(Debug)]
+enum Frame {
+    Message(String),
+    Enum(String),
+    Oneof,
+    Other,
+}
+
+/// Scans one file's text.
+pub fn scan(src: &str) -> SourceInfo {
+    let toks = tokenize(src);
+    let mut info = SourceInfo::default();
+    let mut package = String::new();
+    let mut stack: Vec<Frame> = Vec::new();
+    let mut i = 0;
+    let text = |i: usize| toks.get(i).map(|t| t.text.as_str()).unwrap_or("");
+    // Skips to the end of the statement starting at `i` (past its `;`), over nested brackets.
+    let skip_statement = |mut i: usize| {
+        let mut depth = 0i32;
+        while i < toks.len() {
+            match toks[i].text.as_str() {
+                "{" | "[" | "(" => depth += 1,
+                "}" | "]" | ")" => depth -= 1,
+                ";" if depth <= 0 => return i + 1,
+                _ => {}
+            }
+            i += 1;
+        }
+        i
+    };
+    let scope = |stack: &[Frame], package: &str| {
+        let mut s = package.to_string();
+        for f in stack {
+            if let Frame::Message(n) | Frame::Enum(n) = f {
+                if !s.is_empty() {
+                    s.push('.');
+                }
+                s.push_str(n);
+            }
+        }
+        s
+    };
+    let join = |scope: &str, name: &str| {
+        if scope.is_empty() {
+            name.to_string()
+        } else {
+            format!("{scope}.{name}")
+        }
+    };
+    while i < toks.len() {
+        let t = &toks[i];
+        let decl = Decl {
+            loc: t.loc,
+            doc: t.doc.clone(),
+        };
+        match t.text.as_str() {
+            "}" => {
+                stack.pop();
+                i += 1;
+                continue;
+            }
+            ";" => {
+                i += 1;
+                continue;
+            }
+            _ => {}
+        }
+        if matches!(stack.last(), Some(Frame::Other)) {
+            if t.text == "{" {
+                stack.push(Frame::Other);
+            }
+            i += 1;
+            continue;
+        }
+        match t.text.as_str() {
+            "syntax" | "edition" | "import" | "option" | "reserved" | "extensions" => {
+                i = skip_statement(i);
+            }
+            "package" => {
+                package = text(i + 1).to_string();
+                i = skip_statement(i);
+            }
+            "message" | "enum" if text(i + 2) == "{" => {
+                let name = text(i + 1).to_string();
+                let full = join(&scope(&stack, &package), &name);
+                if t.text == "message" {
+                    info.messages.insert(full, decl);
+                    stack.push(Frame::Message(name));
+                } else {
+                    info.enums.insert(full, decl);
+                    stack.push(Frame::Enum(name));
+                }
+                i += 3;
+            }
+            "oneof" if text(i + 2) == "{" => {
+                let full = join(&scope(&stack, &package), text(i + 1));
+                info.oneofs.insert(full, decl);
+                stack.push(Frame::Oneof);
+                i += 3;
+            }
+            "service" | "extend" => {
+                info.blocks.push((
+                    if t.text == "service" {
+                        "service"
+                    } else {
+                        "extend"
+                    },
+                    t.loc,
+                ));
+                while i < toks.len() && toks[i].text != "{" {
+                    i += 1;
+                }
+                stack.push(Frame::Other);
+                i += 1;
+            }
+            _ => match stack.last() {
+                Some(Frame::Enum(_)) => {
+                    let full = join(&scope(&stack, &package), &t.text);
+                    info.values.insert(full, decl);
+                    i = skip_statement(i);
+                }
+                Some(Frame::Message(_)) | Some(Frame::Oneof) => {
+                    let mut j = i;
+                    if matches!(text(j), "optional" | "required" | "repeated") {
+                        j += 1;
+                    }
+                    if text(j) == "group" {
+                        let name = text(j + 1).to_string();
+                        let full = join(&scope(&stack, &package), &name.to_lowercase());
+                        info.fields.insert(full, decl);
+                        while i < toks.len() && toks[i].text != "{" {
+                            i += 1;
+                        }
+                        stack.push(Frame::Message(name));
+                        i += 1;
+                        continue;
+                    }
+                    if text(j) == "map" {
+                        // map < K , V > name
+                        while j < toks.len() && toks[j].text != ">" {
+                            j += 1;
+                        }
+                    }
+                    let full = join(&scope(&stack, &package), text(j + 1));
+                    info.fields.insert(full, decl);
+                    i = skip_statement(i);
+                }
+                _ => i = skip_statement(i),
+            },
+        }
+    }
+    info
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_declarations_and_leading_comments() {
+        let src = r#"syntax = "proto3";
+package demo.v1;
+
+// A request.
+// Two lines.
+message Req {
+  // The id.
+  uint32 id = 1; // trailing, not a doc
+  map<string, int32> counts = 2;
+
+  // detached
+
+  repeated bytes vals = 3 [packed = false];
+  message Sub { bool f = 1; }
+  oneof choice {
+    string a = 4;
+  }
+  enum Kind { KIND_A = 0; /* B */ KIND_B = 1; }
+}
+service S { rpc Get(Req) returns (Req) { option deprecated = true; } }
+"#;
+        let s = scan(src);
+        let req = &s.messages["demo.v1.Req"];
+        assert_eq!(req.loc, Loc { line: 6, col: 1 });
+        assert_eq!(req.doc, " A request.\n Two lines.");
+        assert_eq!(s.fields["demo.v1.Req.id"].doc, " The id.");
+        assert_eq!(s.fields["demo.v1.Req.counts"].loc, Loc { line: 9, col: 3 });
+        assert_eq!(s.fields["demo.v1.Req.counts"].doc, "");
+        assert_eq!(s.fields["demo.v1.Req.vals"].doc, "");
+        assert!(s.messages.contains_key("demo.v1.Req.Sub"));
+        assert!(s.fields.contains_key("demo.v1.Req.Sub.f"));
+        assert!(s.fields.contains_key("demo.v1.Req.a"));
+        assert!(s.oneofs.contains_key("demo.v1.Req.choice"));
+        assert_eq!(s.values["demo.v1.Req.Kind.KIND_B"].doc, " B ");
+        assert_eq!(s.blocks, vec![("service", Loc { line: 20, col: 1 })]);
+    }
+}
