@@ -34,8 +34,12 @@ extern "C" {
     fn bpf_object__find_map_fd_by_name(obj: *const BpfObject, name: *const c_char) -> c_int;
     fn bpf_xdp_attach(ifindex: c_int, prog_fd: c_int, flags: u32, opts: *const c_void) -> c_int;
     fn bpf_xdp_detach(ifindex: c_int, flags: u32, opts: *const c_void) -> c_int;
-    fn bpf_map_update_elem(fd: c_int, key: *const c_void, value: *const c_void, flags: u64)
-        -> c_int;
+    fn bpf_map_update_elem(
+        fd: c_int,
+        key: *const c_void,
+        value: *const c_void,
+        flags: u64,
+    ) -> c_int;
     fn bpf_map_lookup_elem(fd: c_int, key: *const c_void, value: *mut c_void) -> c_int;
 }
 
@@ -109,7 +113,8 @@ impl XdpProgram {
     pub fn attach(ifindex: u32, which: Program, mode: AttachMode) -> io::Result<XdpProgram> {
         // SAFETY: `OBJECT` is a static byte slice; libbpf copies what it needs. NULL opts means
         // defaults. NULL return means failure with errno set.
-        let obj = unsafe { bpf_object__open_mem(OBJECT.as_ptr().cast(), OBJECT.len(), std::ptr::null()) };
+        let obj =
+            unsafe { bpf_object__open_mem(OBJECT.as_ptr().cast(), OBJECT.len(), std::ptr::null()) };
         let obj = NonNull::new(obj).ok_or_else(|| {
             let e = io::Error::last_os_error();
             io::Error::new(e.kind(), format!("opening the embedded BPF object: {e}"))
@@ -124,7 +129,8 @@ impl XdpProgram {
             stats: -1,
         };
         // SAFETY: `obj` is a valid, not yet loaded object.
-        neg_errno(unsafe { bpf_object__load(obj.as_ptr()) }, "loading the XDP program (need root / CAP_BPF)")?;
+        let r = unsafe { bpf_object__load(obj.as_ptr()) };
+        neg_errno(r, "loading the XDP program (need root / CAP_BPF)")?;
         let map = |name: &CStr| -> io::Result<RawFd> {
             // SAFETY: `obj` is loaded; `name` is NUL-terminated.
             let fd = unsafe { bpf_object__find_map_fd_by_name(obj.as_ptr(), name.as_ptr()) };
@@ -164,7 +170,12 @@ impl XdpProgram {
 
     /// Redirects UDP datagrams to `port` (0 redirects none).
     pub fn set_port(&self, port: u16) -> io::Result<()> {
-        self.update(self.config, CFG_PORT, &u32::from(port).to_ne_bytes(), "setting the port")
+        self.update(
+            self.config,
+            CFG_PORT,
+            &u32::from(port).to_ne_bytes(),
+            "setting the port",
+        )
     }
 
     /// Whether ARP frames go to the socket (our stack answers ARP) or to the kernel.
@@ -179,7 +190,12 @@ impl XdpProgram {
 
     /// Steers queue `queue`'s traffic to the AF_XDP socket `fd`.
     pub fn register_socket(&self, queue: u32, fd: RawFd) -> io::Result<()> {
-        self.update(self.xsks, queue, &(fd as u32).to_ne_bytes(), "adding the socket to the XSK map")
+        self.update(
+            self.xsks,
+            queue,
+            &(fd as u32).to_ne_bytes(),
+            "adding the socket to the XSK map",
+        )
     }
 
     /// The program's counters.
@@ -188,7 +204,11 @@ impl XdpProgram {
             let mut v = 0u64;
             // SAFETY: u32 key and u64 value match the map's declaration.
             let r = unsafe {
-                bpf_map_lookup_elem(self.stats, (&k as *const u32).cast(), (&mut v as *mut u64).cast())
+                bpf_map_lookup_elem(
+                    self.stats,
+                    (&k as *const u32).cast(),
+                    (&mut v as *mut u64).cast(),
+                )
             };
             neg_errno(r, "reading XDP counters").map(|_| v)
         };

@@ -241,7 +241,11 @@ impl XdpDatapath {
         }
         let mut costs = Vec::with_capacity(parts.len());
         for p in parts.iter() {
-            costs.push(self.xsk.descriptors_for(std::slice::from_ref(p)).unwrap_or(1));
+            costs.push(
+                self.xsk
+                    .descriptors_for(std::slice::from_ref(p))
+                    .unwrap_or(1),
+            );
         }
         let total: usize = hdr_frames + costs.iter().sum::<usize>();
         if total > self.max_segments {
@@ -322,12 +326,11 @@ impl XdpDatapath {
         if total > max {
             return Err(SendError::TooLarge { len: total, max });
         }
-        let plan = FramePlan::new(total, self.stack.frame_room()).map_err(|e| {
-            SendError::TooLarge {
+        let plan =
+            FramePlan::new(total, self.stack.frame_room()).map_err(|e| SendError::TooLarge {
                 len: e.len,
                 max: e.max,
-            }
-        })?;
+            })?;
         // Which bytes of the head and of each buffer land in each frame.
         let mut heads: Vec<Range<usize>> = vec![0..0; plan.frames];
         let mut parts: Vec<Vec<RcBuf>> = (0..plan.frames).map(|_| Vec::new()).collect();
@@ -400,7 +403,8 @@ impl Receive for XdpDatapath {
         let ctrl = &mut self.ctrl;
         let mut tx = |f: &[u8]| ctrl.push(f.to_vec());
         for frame in self.rx.drain(..) {
-            self.stack.process_frame(&self.mem, frame, now, out, &mut tx);
+            self.stack
+                .process_frame(&self.mem, frame, now, out, &mut tx);
         }
         self.stack.poll(now, &mut tx);
         self.send_ctrl();

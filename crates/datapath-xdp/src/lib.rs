@@ -21,11 +21,11 @@ pub mod ring;
 #[cfg(feature = "xdp")]
 pub mod bpf;
 #[cfg(feature = "xdp")]
+pub mod datapath;
+#[cfg(feature = "xdp")]
 pub mod sys;
 #[cfg(feature = "xdp")]
 pub mod xsk;
-#[cfg(feature = "xdp")]
-pub mod datapath;
 
 #[cfg(feature = "xdp")]
 pub use datapath::{XdpConfig, XdpDatapath};

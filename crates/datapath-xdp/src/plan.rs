@@ -251,7 +251,11 @@ mod tests {
             let mut next = addr;
             for (a, l) in v {
                 assert_eq!(a, next, "pieces are contiguous");
-                assert_eq!(a / F as u64, (a + l as u64 - 1) / F as u64, "inside one frame");
+                assert_eq!(
+                    a / F as u64,
+                    (a + l as u64 - 1) / F as u64,
+                    "inside one frame"
+                );
                 next = a + l as u64;
             }
         }
@@ -366,7 +370,10 @@ mod tests {
         let mut r = Reassembly::new(8, 1000);
         assert_eq!(r.push(1, 900, true), Reassembled::Pending);
         assert_eq!(r.push(2, 900, false), Reassembled::Dropped(vec![1, 2]));
-        assert!(!r.in_progress(), "the over-long packet ended with that buffer");
+        assert!(
+            !r.in_progress(),
+            "the over-long packet ended with that buffer"
+        );
         assert_eq!(r.push(3, 10, false), Reassembled::Complete(vec![3]));
     }
 }

@@ -301,8 +301,14 @@ mod tests {
     impl<T: Copy + Default> TestMem<T> {
         fn new(size: u32, start: u32) -> Self {
             TestMem {
-                idx: Box::new([AtomicU32::new(start), AtomicU32::new(start), AtomicU32::new(0)]),
-                entries: (0..size).map(|_| std::cell::Cell::new(T::default())).collect(),
+                idx: Box::new([
+                    AtomicU32::new(start),
+                    AtomicU32::new(start),
+                    AtomicU32::new(0),
+                ]),
+                entries: (0..size)
+                    .map(|_| std::cell::Cell::new(T::default()))
+                    .collect(),
             }
         }
 

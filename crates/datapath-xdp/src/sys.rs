@@ -20,6 +20,23 @@ pub enum BindMode {
     ZeroCopy,
 }
 
+/// Where and how to bind a socket.
+#[derive(Clone, Copy, Debug)]
+pub struct BindParams {
+    /// UMEM frame size.
+    pub frame: u32,
+    /// Ring sizes.
+    pub sizes: RingSizes,
+    /// Interface index.
+    pub ifindex: u32,
+    /// Queue of that interface.
+    pub queue: u32,
+    /// Copy or zero-copy.
+    pub mode: BindMode,
+    /// Bind with `XDP_USE_SG` (multi-buffer frames).
+    pub multi_buffer: bool,
+}
+
 /// Sizes of the four rings (powers of two).
 #[derive(Clone, Copy, Debug)]
 pub struct RingSizes {
@@ -150,23 +167,22 @@ pub struct XskSocket {
 
 impl XskSocket {
     /// Creates the socket, registers `umem_len` bytes at `umem` as its UMEM in frames of
-    /// `frame` bytes, sets up and maps the rings and binds to `queue` of `ifindex`. The fill
-    /// ring starts empty: post frames before expecting packets.
+    /// `p.frame` bytes, sets up and maps the rings and binds to `p.queue` of `p.ifindex`. The
+    /// fill ring starts empty: post frames before expecting packets.
     ///
     /// # Safety
     /// `umem..umem+umem_len` must be a page-aligned mapping that stays mapped, and is not
     /// reused for anything else, until the socket is dropped (the kernel reads and writes the
     /// frames handed to it through the rings at any time until then).
-    pub unsafe fn new(
-        umem: *mut u8,
-        umem_len: usize,
-        frame: u32,
-        sizes: RingSizes,
-        ifindex: u32,
-        queue: u32,
-        mode: BindMode,
-        multi_buffer: bool,
-    ) -> io::Result<XskSocket> {
+    pub unsafe fn new(umem: *mut u8, umem_len: usize, p: &BindParams) -> io::Result<XskSocket> {
+        let BindParams {
+            frame,
+            sizes,
+            ifindex,
+            queue,
+            mode,
+            multi_buffer,
+        } = *p;
         // SAFETY: plain socket creation; the result is checked.
         let raw = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
         let raw = check(raw, "socket(AF_XDP)")?;
@@ -211,20 +227,10 @@ impl XskSocket {
             libc::XDP_UMEM_PGOFF_COMPLETION_RING,
             "completion",
         )?;
-        let (rm, rx) = map_ring::<xdp_desc>(
-            s,
-            &off.rx,
-            sizes.rx,
-            libc::XDP_PGOFF_RX_RING as u64,
-            "RX",
-        )?;
-        let (tm, tx) = map_ring::<xdp_desc>(
-            s,
-            &off.tx,
-            sizes.tx,
-            libc::XDP_PGOFF_TX_RING as u64,
-            "TX",
-        )?;
+        let (rm, rx) =
+            map_ring::<xdp_desc>(s, &off.rx, sizes.rx, libc::XDP_PGOFF_RX_RING as u64, "RX")?;
+        let (tm, tx) =
+            map_ring::<xdp_desc>(s, &off.tx, sizes.tx, libc::XDP_PGOFF_TX_RING as u64, "TX")?;
         let mut flags = match mode {
             BindMode::Copy => libc::XDP_COPY,
             BindMode::ZeroCopy => libc::XDP_ZEROCOPY,

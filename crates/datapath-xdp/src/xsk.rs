@@ -19,7 +19,7 @@ use cornflakes::{PinnedMemory, RcBuf, RcBufMut};
 use libc::xdp_desc;
 
 use crate::plan::{frames_spanned, split_at_frames, Reassembled, Reassembly, FRAME_SIZE};
-use crate::sys::{BindMode, RingSizes, XskSocket};
+use crate::sys::{BindMode, BindParams, RingSizes, XskSocket};
 
 /// Bytes the kernel reserves in front of a received packet in its frame (copy mode:
 /// `XDP_PACKET_HEADROOM`).
@@ -151,7 +151,10 @@ impl Xsk {
         let &[(base, len)] = regions.as_slice() else {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
-                format!("the UMEM memory must have exactly one region, it has {}", regions.len()),
+                format!(
+                    "the UMEM memory must have exactly one region, it has {}",
+                    regions.len()
+                ),
             ));
         };
         // The region's registration is its offset in the UMEM: 0, since the UMEM is the region.
@@ -169,16 +172,21 @@ impl Xsk {
             XskSocket::new(
                 base as *mut u8,
                 len,
-                FRAME_SIZE as u32,
-                cfg.rings,
-                cfg.ifindex,
-                cfg.queue,
-                cfg.mode,
-                true,
+                &BindParams {
+                    frame: FRAME_SIZE as u32,
+                    sizes: cfg.rings,
+                    ifindex: cfg.ifindex,
+                    queue: cfg.queue,
+                    mode: cfg.mode,
+                    multi_buffer: true,
+                },
             )?
         };
         let frames = len / FRAME_SIZE;
-        let rx_target = cfg.rx_frames.min(cfg.rings.fill as usize).min(cfg.rings.rx as usize);
+        let rx_target = cfg
+            .rx_frames
+            .min(cfg.rings.fill as usize)
+            .min(cfg.rings.rx as usize);
         let mut x = Xsk {
             sock: Some(sock),
             rx_slots: (0..frames).map(|_| None).collect(),
@@ -373,7 +381,9 @@ impl Xsk {
         }
         self.scratch.clear();
         for p in pieces.iter() {
-            let Some(addr) = self.umem_offset(p) else { continue };
+            let Some(addr) = self.umem_offset(p) else {
+                continue;
+            };
             for (a, l) in split_at_frames(addr, p.len(), FRAME_SIZE) {
                 self.scratch.push(xdp_desc {
                     addr: a,
@@ -394,7 +404,9 @@ impl Xsk {
         // Keep every buffer alive until its descriptors complete: one reference per distinct
         // descriptor address (a count for repeats of the same address).
         for p in pieces.drain(..) {
-            let Some(addr) = self.umem_offset(&p) else { continue };
+            let Some(addr) = self.umem_offset(&p) else {
+                continue;
+            };
             for (a, _) in split_at_frames(addr, p.len(), FRAME_SIZE) {
                 match self.in_flight.get_mut(&a) {
                     Some(e) => e.1 += 1,

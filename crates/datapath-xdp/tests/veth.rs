@@ -119,7 +119,10 @@ mod with_xdp {
     /// Receives one datagram at the peer and splits it into its framing header and message.
     fn peer_recv(ctx: &Ctx) -> (framing::Repr, Vec<u8>) {
         let mut buf = vec![0u8; 65536];
-        let (n, from) = ctx.peer.recv_from(&mut buf).expect("the peer received a datagram");
+        let (n, from) = ctx
+            .peer
+            .recv_from(&mut buf)
+            .expect("the peer received a datagram");
         assert_eq!(from, std::net::SocketAddr::V4(ctx.our_addr));
         let p = framing::Packet::new_checked(&buf[..n]).unwrap();
         let hdr = framing::Repr::parse(&p).unwrap();
@@ -137,7 +140,9 @@ mod with_xdp {
     }
 
     fn pinned(ctx: &Ctx, len: usize, seed: u8) -> RcBuf {
-        let data: Vec<u8> = (0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect();
+        let data: Vec<u8> = (0..len)
+            .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+            .collect();
         ctx.dp.memory().alloc_copy(&data).unwrap()
     }
 
@@ -156,34 +161,50 @@ mod with_xdp {
 
     #[test]
     fn the_kernel_resolves_us_by_arp() {
-        with_pair("arp_kernel_resolves", 1500, ChecksumCaps::SOFTWARE, |ctx, info| {
-            // The kernel has never heard of us: it must ARP for our address before sending,
-            // and our stack answers.
-            let mut dgram = vec![0u8; framing::HEADER_LEN + 4];
-            framing::Repr::single(1, 1, 4).emit(&mut dgram);
-            ctx.peer.send_to(&dgram, ctx.our_addr).unwrap();
-            let deadline = Instant::now() + Duration::from_secs(3);
-            let mut out = Vec::new();
-            while out.is_empty() && Instant::now() < deadline {
-                ctx.dp.recv_burst(&mut out).unwrap();
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            assert_eq!(out.len(), 1, "counters {:?}", ctx.dp.counters());
-            assert!(ctx.dp.counters().arp_replies_sent >= 1);
-            let mac_s = info.mac_a.map(|b| format!("{b:02x}")).join(":");
-            let neigh = std::process::Command::new("ip")
-                .args(["-n", &info.ns_b, "neigh", "show", &ctx.our_addr.ip().to_string()])
-                .args(["dev", &info.if_b])
-                .output()
-                .unwrap();
-            let neigh = String::from_utf8_lossy(&neigh.stdout).to_string();
-            assert!(neigh.contains(&mac_s), "kernel neighbour entry {neigh:?} has our MAC {mac_s}");
-            // Answer on the connection learned from the request (no ARP needed).
-            ctx.dp.send_copy(out[0].conn, Msg::new(1, 2), b"pong").unwrap();
-            ctx.dp.flush().unwrap();
-            let (h, b) = peer_recv(ctx);
-            assert_eq!((h.msg_id, h.msg_type, &b[..]), (1, 2, &b"pong"[..]));
-        });
+        with_pair(
+            "arp_kernel_resolves",
+            1500,
+            ChecksumCaps::SOFTWARE,
+            |ctx, info| {
+                // The kernel has never heard of us: it must ARP for our address before sending,
+                // and our stack answers.
+                let mut dgram = vec![0u8; framing::HEADER_LEN + 4];
+                framing::Repr::single(1, 1, 4).emit(&mut dgram);
+                ctx.peer.send_to(&dgram, ctx.our_addr).unwrap();
+                let deadline = Instant::now() + Duration::from_secs(3);
+                let mut out = Vec::new();
+                while out.is_empty() && Instant::now() < deadline {
+                    ctx.dp.recv_burst(&mut out).unwrap();
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                assert_eq!(out.len(), 1, "counters {:?}", ctx.dp.counters());
+                assert!(ctx.dp.counters().arp_replies_sent >= 1);
+                let mac_s = info.mac_a.map(|b| format!("{b:02x}")).join(":");
+                let neigh = std::process::Command::new("ip")
+                    .args([
+                        "-n",
+                        &info.ns_b,
+                        "neigh",
+                        "show",
+                        &ctx.our_addr.ip().to_string(),
+                    ])
+                    .args(["dev", &info.if_b])
+                    .output()
+                    .unwrap();
+                let neigh = String::from_utf8_lossy(&neigh.stdout).to_string();
+                assert!(
+                    neigh.contains(&mac_s),
+                    "kernel neighbour entry {neigh:?} has our MAC {mac_s}"
+                );
+                // Answer on the connection learned from the request (no ARP needed).
+                ctx.dp
+                    .send_copy(out[0].conn, Msg::new(1, 2), b"pong")
+                    .unwrap();
+                ctx.dp.flush().unwrap();
+                let (h, b) = peer_recv(ctx);
+                assert_eq!((h.msg_id, h.msg_type, &b[..]), (1, 2, &b"pong"[..]));
+            },
+        );
     }
 
     fn getm<'a>(ctx: &Ctx, arena: &'a Arena, vals: &[RcBuf], keys: &[&str]) -> GetM<'a> {
@@ -203,30 +224,44 @@ mod with_xdp {
 
     #[test]
     fn object_goes_out_as_one_descriptor_per_zero_copy_entry() {
-        with_pair("multi_descriptor", 9000, ChecksumCaps::SOFTWARE, |ctx, _| {
-            let c = connect(ctx);
-            let vals: Vec<RcBuf> = (0..3).map(|i| pinned(ctx, 600 + 100 * i, i as u8)).collect();
-            let arena = Arena::with_memory(ctx.dp.memory());
-            let m = getm(ctx, &arena, &vals, &["alpha", "beta"]);
-            assert_eq!(m.sizes().zero_copy_count, 3);
-            let before = ctx.dp.xsk_stats();
-            ctx.dp.send_object(c, Msg::new(7, 3), &m).unwrap();
-            ctx.dp.flush().unwrap();
-            let after = ctx.dp.xsk_stats();
-            // Other frames (an ARP answer) may go out meanwhile, each with one descriptor.
-            let extra = (after.tx_descriptors - before.tx_descriptors)
-                - (after.tx_frames - before.tx_frames);
-            assert_eq!(extra, 3, "one frame of head + 3 zero-copy descriptors: {before:?} {after:?}");
-            let (hdr, bytes) = peer_recv(ctx);
-            assert_eq!((hdr.msg_id, hdr.msg_type, hdr.seg_count), (7, 3, 1));
-            assert_eq!(bytes, m.serialize_to_vec(), "the wire bytes are the object's encoding");
-            // The datapath held one reference per in-flight entry; completions release them.
-            drop(m);
-            wait_completions(ctx);
-            for v in &vals {
-                assert_eq!(v.ref_count(), 1);
-            }
-        });
+        with_pair(
+            "multi_descriptor",
+            9000,
+            ChecksumCaps::SOFTWARE,
+            |ctx, _| {
+                let c = connect(ctx);
+                let vals: Vec<RcBuf> = (0..3)
+                    .map(|i| pinned(ctx, 600 + 100 * i, i as u8))
+                    .collect();
+                let arena = Arena::with_memory(ctx.dp.memory());
+                let m = getm(ctx, &arena, &vals, &["alpha", "beta"]);
+                assert_eq!(m.sizes().zero_copy_count, 3);
+                let before = ctx.dp.xsk_stats();
+                ctx.dp.send_object(c, Msg::new(7, 3), &m).unwrap();
+                ctx.dp.flush().unwrap();
+                let after = ctx.dp.xsk_stats();
+                // Other frames (an ARP answer) may go out meanwhile, each with one descriptor.
+                let extra = (after.tx_descriptors - before.tx_descriptors)
+                    - (after.tx_frames - before.tx_frames);
+                assert_eq!(
+                    extra, 3,
+                    "one frame of head + 3 zero-copy descriptors: {before:?} {after:?}"
+                );
+                let (hdr, bytes) = peer_recv(ctx);
+                assert_eq!((hdr.msg_id, hdr.msg_type, hdr.seg_count), (7, 3, 1));
+                assert_eq!(
+                    bytes,
+                    m.serialize_to_vec(),
+                    "the wire bytes are the object's encoding"
+                );
+                // The datapath held one reference per in-flight entry; completions release them.
+                drop(m);
+                wait_completions(ctx);
+                for v in &vals {
+                    assert_eq!(v.ref_count(), 1);
+                }
+            },
+        );
     }
 
     #[test]
@@ -246,10 +281,17 @@ mod with_xdp {
             let after = ctx.dp.xsk_stats();
             let extra = (after.tx_descriptors - before.tx_descriptors)
                 - (after.tx_frames - before.tx_frames);
-            assert_eq!(extra, 5, "one frame of 6 descriptors: head + 5 kept entries");
+            assert_eq!(
+                extra, 5,
+                "one frame of 6 descriptors: head + 5 kept entries"
+            );
             let (hdr, bytes) = peer_recv(ctx);
             assert_eq!(hdr.seg_count, 1);
-            assert_ne!(bytes, m.serialize_to_vec(), "demoted entries moved into the copy area");
+            assert_ne!(
+                bytes,
+                m.serialize_to_vec(),
+                "demoted entries moved into the copy area"
+            );
             let arena2 = Arena::new();
             let d = GetM::deserialize(&bytes, &arena2).unwrap();
             assert_eq!(d.get_id(), 42);
@@ -338,7 +380,10 @@ mod with_xdp {
             assert_eq!(out.len(), 1, "counters: {:?}", ctx.dp.counters());
             assert_eq!(out[0].msg, Msg::new(77, 5));
             assert_eq!(&out[0].data[..], &body[..]);
-            assert!(ctx.dp.xsk_stats().rx_multi_buffer >= 1, "arrived in several buffers");
+            assert!(
+                ctx.dp.xsk_stats().rx_multi_buffer >= 1,
+                "arrived in several buffers"
+            );
             drop(m);
             wait_completions(ctx);
         });
@@ -348,7 +393,9 @@ mod with_xdp {
     fn large_objects_are_segmented_with_zero_copy_parts() {
         with_pair("segmented", 1500, ChecksumCaps::SOFTWARE, |ctx, _| {
             let c = connect(ctx);
-            let vals: Vec<RcBuf> = (0..3).map(|i| pinned(ctx, 3000 + i, 20 + i as u8)).collect();
+            let vals: Vec<RcBuf> = (0..3)
+                .map(|i| pinned(ctx, 3000 + i, 20 + i as u8))
+                .collect();
             let arena = Arena::with_memory(ctx.dp.memory());
             let m = getm(ctx, &arena, &vals, &["seg", "ment"]);
             let want = m.serialize_to_vec();

@@ -35,8 +35,10 @@ pub fn skip(test: &str, why: &str) {
     if std::env::var("CORNFLAKES_REQUIRE_XDP").as_deref() == Ok("1") {
         panic!("{test}: cannot run ({why}) but CORNFLAKES_REQUIRE_XDP=1");
     }
-    eprintln!("SKIPPED {test}: {why}");
-    println!("SKIPPED {test}: {why}");
+    // Written to the process's stderr directly: the test harness captures `println!` and
+    // `eprintln!` of passing tests, and a skip must be visible.
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "SKIPPED {test}: {why}");
 }
 
 fn run(args: &[&str]) -> io::Result<String> {
@@ -109,7 +111,9 @@ impl VethPair {
         // sum in the UDP checksum field (a NIC would complete it on the wire). Make B's kernel
         // compute full checksums in software, as any packet from a real link has them.
         let st = Command::new("ip")
-            .args(["netns", "exec", &v.ns_b, "ethtool", "-K", &v.if_b, "tx", "off"])
+            .args([
+                "netns", "exec", &v.ns_b, "ethtool", "-K", &v.if_b, "tx", "off",
+            ])
             .output()?;
         if !st.status.success() {
             return Err(io::Error::other(format!(
