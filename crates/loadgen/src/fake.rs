@@ -206,7 +206,9 @@ mod tests {
             t.send_request(id).unwrap();
         }
         let mut got = Vec::new();
-        while got.len() < 4 {
+        // Bounded so a broken server fails the test instead of hanging it.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while got.len() < 4 && std::time::Instant::now() < deadline {
             t.poll_responses(&mut |r| {
                 got.push((r.id.unwrap(), check_echo(r.id.unwrap(), r.payload)))
             })
