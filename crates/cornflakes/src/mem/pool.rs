@@ -111,6 +111,9 @@ pub(crate) struct Chunk {
 
 type Registrar = Box<dyn FnMut(&Region) -> io::Result<Option<u64>>>;
 
+// Boxed so their addresses stay fixed when the vectors grow: buffers and the lookup table hold
+// raw pointers to regions and chunks.
+#[allow(clippy::vec_box)]
 struct State {
     regions: Vec<Box<Region>>,
     chunks: Vec<Box<Chunk>>,
