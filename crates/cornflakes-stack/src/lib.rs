@@ -29,5 +29,5 @@ pub mod wire;
 pub use iface::{EthStack, StackConfig, FRAME_OVERHEAD, IP_OVERHEAD};
 pub use segment::{Cursor, FramePlan, Part};
 pub use template::{HeaderTemplate, TEMPLATE_LEN};
-pub use tx::TxSink;
+pub use tx::{PieceWalk, TxSink};
 pub use wire::{ChecksumCaps, MacAddr};

@@ -125,8 +125,9 @@ fn send_object_segmented<S: TxSink, O: CornflakesObj>(
     })
 }
 
-/// Produces a message's pieces in order, each through the callback it is given.
-type PieceWalk<'a> = dyn FnMut(&mut dyn FnMut(&RcBuf)) + 'a;
+/// Produces a message's pieces in order, each through the callback it is given (walked once,
+/// or twice when software sums them first).
+pub type PieceWalk<'a> = dyn FnMut(&mut dyn FnMut(&RcBuf)) + 'a;
 
 /// Sends the concatenation of the pieces `walk` produces (called once or twice, producing the
 /// same pieces each time), one header descriptor per frame.

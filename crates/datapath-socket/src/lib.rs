@@ -1,0 +1,604 @@
+//! The Cornflakes datapath over a kernel UDP socket: unprivileged, and the default datapath
+//! of the applications.
+//!
+//! The kernel does Ethernet, IPv4 and UDP; the Cornflakes framing header (message id, type,
+//! segments; `docs/wire-format.md`) still starts every datagram. Sends are queued and leave
+//! with one `sendmmsg` per [`Transmit::flush`], each datagram an iovec list pointing straight at
+//! pinned buffers: for [`Transmit::send_object`], one buffer holding the framing header and the
+//! object's header and copy areas, then one iovec per zero-copy entry, added from inside
+//! [`CornflakesObj::for_each_zero_copy`]. The kernel copies during the call, so buffers are
+//! released (completed) when the flush returns. Receives use `recvmmsg` into pinned buffers that
+//! become the messages' [`RcBuf`]s without a copy. Objects larger than one frame are segmented
+//! (cut into MTU-sized datagrams by the kernel with UDP GSO when it is available) and
+//! reassembled on receive.
+
+#![deny(unsafe_code)]
+#![warn(missing_docs, clippy::undocumented_unsafe_blocks)]
+
+#[allow(unsafe_code)]
+mod sys;
+
+use std::collections::HashMap;
+use std::io;
+use std::net::{SocketAddrV4, UdpSocket};
+use std::os::fd::AsFd;
+use std::time::Instant;
+
+use cornflakes::datapath::{
+    plan_demote, Completions, Connect, DatapathMemory, DropCounters, Receive, Transmit,
+};
+use cornflakes::mem::{AllocError, MemoryConfig};
+use cornflakes::{ConnId, CornflakesObj, Msg, PinnedMemory, RcBuf, RcBufMut, RxMsg, SendError};
+use cornflakes_stack::reassembly::{self, Reassembler, ReassemblyConfig};
+use cornflakes_stack::wire::framing;
+use cornflakes_stack::{Cursor, FramePlan, PieceWalk, IP_OVERHEAD};
+
+use sys::{Datagram, Received, RecvScratch, SendScratch, MAX_GSO_SEGMENTS, MAX_IOV};
+
+/// Configuration of a [`SocketDatapath`].
+#[derive(Clone, Debug)]
+pub struct SocketConfig {
+    /// Address to bind (port 0 picks one).
+    pub bind: SocketAddrV4,
+    /// Pinned memory for transmit and receive buffers.
+    pub memory: MemoryConfig,
+    /// IP MTU the frames are sized for (datagrams carry at most `mtu - 28` bytes).
+    pub mtu: usize,
+    /// Datagrams received per `recvmmsg`.
+    pub rx_batch: usize,
+    /// Most iovecs per frame (header buffer included).
+    pub max_segments: usize,
+    /// Most datagrams queued between flushes.
+    pub tx_queue: usize,
+    /// Largest message sent or accepted (also bounded by the largest pinned item).
+    pub max_message_len: usize,
+    /// Reassembly limits.
+    pub reassembly: ReassemblyConfig,
+    /// Use UDP GSO for segmented messages when the kernel supports it.
+    pub gso: bool,
+    /// Most connections; datagrams from further new peers are dropped and counted.
+    pub max_conns: usize,
+}
+
+impl SocketConfig {
+    /// Defaults: MTU 1500, batches of 32, 64 iovecs, GSO on, 1 MiB messages.
+    pub fn new(bind: SocketAddrV4) -> SocketConfig {
+        SocketConfig {
+            bind,
+            memory: MemoryConfig::default(),
+            mtu: 1500,
+            rx_batch: 32,
+            max_segments: 64,
+            tx_queue: 4096,
+            max_message_len: 1 << 20,
+            reassembly: ReassemblyConfig::default(),
+            gso: true,
+            max_conns: 65536,
+        }
+    }
+}
+
+/// Why a socket datapath could not be created.
+#[derive(Debug)]
+pub enum SetupError {
+    /// The socket could not be created, bound or configured.
+    Io(io::Error),
+    /// The pinned memory could not be created.
+    Memory(AllocError),
+}
+
+impl std::fmt::Display for SetupError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SetupError::Io(e) => write!(f, "socket setup failed: {e}"),
+            SetupError::Memory(e) => write!(f, "pinned memory setup failed: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for SetupError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            SetupError::Io(e) => Some(e),
+            SetupError::Memory(e) => Some(e),
+        }
+    }
+}
+
+/// A datapath over one nonblocking UDP socket.
+pub struct SocketDatapath {
+    sock: UdpSocket,
+    local: SocketAddrV4,
+    mem: PinnedMemory,
+    cfg: SocketConfig,
+    conns: Vec<SocketAddrV4>,
+    by_peer: HashMap<SocketAddrV4, ConnId>,
+    reasm: Reassembler,
+    counters: DropCounters,
+    gso: bool,
+    rx_bufs: Vec<RcBufMut>,
+    rx_meta: Vec<Received>,
+    rx_scratch: RecvScratch,
+    tx_bufs: Vec<RcBuf>,
+    tx_dgrams: Vec<Datagram>,
+    tx_scratch: SendScratch,
+    completed: usize,
+    tx_errors: u64,
+}
+
+/// Bytes of the framing header.
+const FH: usize = framing::HEADER_LEN;
+
+impl SocketDatapath {
+    /// Binds the socket and creates the pinned memory.
+    pub fn new(cfg: SocketConfig) -> Result<SocketDatapath, SetupError> {
+        let sock = UdpSocket::bind(cfg.bind).map_err(SetupError::Io)?;
+        sock.set_nonblocking(true).map_err(SetupError::Io)?;
+        let local = match sock.local_addr().map_err(SetupError::Io)? {
+            std::net::SocketAddr::V4(a) => a,
+            std::net::SocketAddr::V6(_) => {
+                return Err(SetupError::Io(io::Error::other("bound an IPv6 address")))
+            }
+        };
+        let mem = PinnedMemory::new(cfg.memory.clone()).map_err(SetupError::Memory)?;
+        let gso = cfg.gso && sys::gso_supported(sock.as_fd());
+        let mut cfg = cfg;
+        cfg.max_message_len = cfg.max_message_len.min(mem.max_item_size());
+        cfg.max_segments = cfg.max_segments.clamp(1, MAX_IOV / 4);
+        let mut rcfg = cfg.reassembly;
+        rcfg.max_message_len = rcfg.max_message_len.min(cfg.max_message_len);
+        Ok(SocketDatapath {
+            sock,
+            local,
+            mem,
+            reasm: Reassembler::new(rcfg),
+            counters: DropCounters::default(),
+            gso,
+            conns: Vec::new(),
+            by_peer: HashMap::new(),
+            rx_bufs: Vec::with_capacity(cfg.rx_batch),
+            rx_meta: Vec::with_capacity(cfg.rx_batch),
+            rx_scratch: RecvScratch::default(),
+            tx_bufs: Vec::new(),
+            tx_dgrams: Vec::new(),
+            tx_scratch: SendScratch::default(),
+            completed: 0,
+            tx_errors: 0,
+            cfg,
+        })
+    }
+
+    /// Whether segmented messages are sent with UDP GSO.
+    pub fn gso_enabled(&self) -> bool {
+        self.gso
+    }
+
+    /// Datagrams the kernel refused (dropped at flush).
+    pub fn tx_errors(&self) -> u64 {
+        self.tx_errors
+    }
+
+    /// Receive buffers allocated and waiting for datagrams.
+    pub fn rx_buffers_held(&self) -> usize {
+        self.rx_bufs.len()
+    }
+
+    /// Datagrams queued and not yet flushed.
+    pub fn queued_datagrams(&self) -> usize {
+        self.tx_dgrams.len()
+    }
+
+    /// The underlying socket (e.g. to wait for readability with `poll`).
+    pub fn socket(&self) -> &UdpSocket {
+        &self.sock
+    }
+
+    /// Message bytes per frame.
+    fn frame_room(&self) -> usize {
+        self.cfg.mtu.saturating_sub(IP_OVERHEAD).max(1)
+    }
+
+    fn peer(&self, conn: ConnId) -> Result<SocketAddrV4, SendError> {
+        self.conns
+            .get(conn.0 as usize)
+            .copied()
+            .ok_or(SendError::UnknownConn(conn))
+    }
+
+    fn plan(&self, total: usize) -> Result<FramePlan, SendError> {
+        let max = self.cfg.max_message_len;
+        if total > max {
+            return Err(SendError::TooLarge { len: total, max });
+        }
+        FramePlan::new(total, self.frame_room()).map_err(|e| SendError::TooLarge {
+            len: e.len,
+            max: e.max,
+        })
+    }
+
+    fn check_room(&self, datagrams: usize) -> Result<(), SendError> {
+        if self.tx_dgrams.len() + datagrams > self.cfg.tx_queue {
+            Err(SendError::Full)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Queues the frames of a message whose bytes are the pieces `walk` produces: one framing
+    /// header buffer per frame, then slices of the pieces. With GSO the frames of one message
+    /// form one datagram the kernel cuts at `FH + per_frame` bytes.
+    fn queue_pieces(
+        &mut self,
+        peer: SocketAddrV4,
+        msg: Msg,
+        plan: FramePlan,
+        pieces: usize,
+        walk: &mut PieceWalk<'_>,
+    ) -> Result<(), SendError> {
+        let use_gso = self.gso
+            && plan.frames > 1
+            && plan.frames <= MAX_GSO_SEGMENTS
+            && plan.total + FH * plan.frames <= 65_000
+            && pieces + 2 * plan.frames <= MAX_IOV;
+        self.check_room(if use_gso { 1 } else { plan.frames })?;
+        let mut headers = Vec::with_capacity(plan.frames);
+        for i in 0..plan.frames {
+            let mut h = self.mem.alloc(FH)?;
+            plan.header(i, msg).emit(&mut h);
+            headers.push(h.freeze());
+        }
+        let gso = if use_gso {
+            (FH + plan.per_frame) as u16
+        } else {
+            0
+        };
+        if plan.total == 0 {
+            let start = self.tx_bufs.len();
+            self.tx_bufs.extend(headers);
+            self.tx_dgrams.push(Datagram {
+                addr: peer,
+                iov: start..self.tx_bufs.len(),
+                gso: 0,
+            });
+            return Ok(());
+        }
+        let mut hdrs = headers.into_iter();
+        let bufs = &mut self.tx_bufs;
+        let dgrams = &mut self.tx_dgrams;
+        let mut start = bufs.len();
+        let mut cur = Cursor::new(plan);
+        walk(&mut |b: &RcBuf| {
+            cur.feed(b.len(), |p| {
+                if p.starts_frame {
+                    bufs.extend(hdrs.next());
+                }
+                bufs.push(b.slice(p.offset..p.offset + p.len));
+                if p.ends_frame && (!use_gso || p.frame + 1 == plan.frames) {
+                    dgrams.push(Datagram {
+                        addr: peer,
+                        iov: start..bufs.len(),
+                        gso,
+                    });
+                    start = bufs.len();
+                }
+            });
+        });
+        Ok(())
+    }
+
+    /// Copies `data` into pinned buffers (as few as the largest item allows) and queues it.
+    fn queue_copy(&mut self, peer: SocketAddrV4, msg: Msg, data: &[u8]) -> Result<(), SendError> {
+        let plan = self.plan(data.len())?;
+        let item = self.mem.max_item_size();
+        let mut pieces = Vec::with_capacity(data.len().div_ceil(item));
+        for chunk in data.chunks(item) {
+            let mut b = self.mem.alloc(chunk.len())?;
+            b.copy_from_slice(chunk);
+            pieces.push(b.freeze());
+        }
+        let n = pieces.len();
+        self.queue_pieces(peer, msg, plan, n, &mut |f| {
+            for p in &pieces {
+                f(p)
+            }
+        })
+    }
+
+    /// [`Receive::recv_burst`] at a given time (for deterministic timeout tests).
+    pub fn recv_burst_at(&mut self, out: &mut Vec<RxMsg>, now: Instant) -> io::Result<usize> {
+        let before = out.len();
+        self.counters.reassembly_timeout += self.reasm.expire(now) as u64;
+        let size = self.cfg.mtu;
+        while self.rx_bufs.len() < self.cfg.rx_batch {
+            match self.mem.alloc(size) {
+                Ok(b) => self.rx_bufs.push(b),
+                Err(_) => break,
+            }
+        }
+        if self.rx_bufs.is_empty() {
+            // No buffer at all: drain what is waiting so the socket queue does not back up.
+            for _ in 0..self.cfg.rx_batch {
+                if !sys::discard_one(self.sock.as_fd())? {
+                    break;
+                }
+                self.counters.no_rx_buffers += 1;
+            }
+            return Ok(0);
+        }
+        let n = sys::recv_batch(
+            self.sock.as_fd(),
+            &mut self.rx_bufs,
+            &mut self.rx_meta,
+            &mut self.rx_scratch,
+        )?;
+        let meta = std::mem::take(&mut self.rx_meta);
+        let filled: Vec<RcBufMut> = self.rx_bufs.drain(..n).collect();
+        for (mut buf, m) in filled.into_iter().zip(meta.iter()) {
+            let Some(from) = m.from else {
+                self.counters.non_ipv4 += 1;
+                continue;
+            };
+            if m.truncated {
+                self.counters.truncated += 1;
+                continue;
+            }
+            buf.set_len(m.len);
+            self.deliver(buf.freeze(), from, now, out);
+        }
+        self.rx_meta = meta;
+        Ok(out.len() - before)
+    }
+
+    fn deliver(&mut self, pkt: RcBuf, from: SocketAddrV4, now: Instant, out: &mut Vec<RxMsg>) {
+        let fp = framing::Packet::new_unchecked(&pkt[..]);
+        let hdr = match framing::Repr::parse(&fp) {
+            Ok(h) => h,
+            Err(_) => {
+                self.counters.bad_framing += 1;
+                return;
+            }
+        };
+        let conn = match self.by_peer.get(&from) {
+            Some(&c) => c,
+            None if self.conns.len() < self.cfg.max_conns => {
+                let c = ConnId(self.conns.len() as u32);
+                self.conns.push(from);
+                self.by_peer.insert(from, c);
+                c
+            }
+            None => {
+                self.counters.conn_table_full += 1;
+                return;
+            }
+        };
+        if hdr.seg_count == 1 {
+            match pkt.try_slice(FH, pkt.len() - FH) {
+                Ok(Some(data)) => {
+                    self.counters.delivered += 1;
+                    out.push(RxMsg {
+                        conn,
+                        peer: from,
+                        msg: Msg::new(hdr.msg_id, hdr.msg_type),
+                        data,
+                    });
+                }
+                _ => self.counters.truncated += 1,
+            }
+            return;
+        }
+        match self.reasm.push(&self.mem, from, &hdr, fp.payload(), now) {
+            Ok(Some((msg, data))) => {
+                self.counters.delivered += 1;
+                out.push(RxMsg {
+                    conn,
+                    peer: from,
+                    msg,
+                    data,
+                });
+            }
+            Ok(None) => {}
+            Err(reassembly::Drop::BadFraming) => self.counters.bad_framing += 1,
+            Err(reassembly::Drop::Duplicate) => self.counters.duplicate_segment += 1,
+            Err(reassembly::Drop::Overflow) => self.counters.reassembly_overflow += 1,
+            Err(reassembly::Drop::NoBuffer) => self.counters.no_rx_buffers += 1,
+        }
+    }
+}
+
+impl DatapathMemory for SocketDatapath {
+    fn memory(&self) -> &PinnedMemory {
+        &self.mem
+    }
+}
+
+impl Connect for SocketDatapath {
+    fn connect(&mut self, peer: SocketAddrV4) -> io::Result<ConnId> {
+        if let Some(&c) = self.by_peer.get(&peer) {
+            return Ok(c);
+        }
+        if self.conns.len() >= self.cfg.max_conns {
+            return Err(io::Error::other("connection table full"));
+        }
+        let c = ConnId(self.conns.len() as u32);
+        self.conns.push(peer);
+        self.by_peer.insert(peer, c);
+        Ok(c)
+    }
+
+    fn peer_addr(&self, conn: ConnId) -> Option<SocketAddrV4> {
+        self.conns.get(conn.0 as usize).copied()
+    }
+
+    fn local_addr(&self) -> SocketAddrV4 {
+        self.local
+    }
+}
+
+impl Receive for SocketDatapath {
+    fn recv_burst(&mut self, out: &mut Vec<RxMsg>) -> io::Result<usize> {
+        self.recv_burst_at(out, Instant::now())
+    }
+
+    fn counters(&self) -> DropCounters {
+        self.counters
+    }
+}
+
+impl Transmit for SocketDatapath {
+    fn mtu(&self) -> usize {
+        self.cfg.mtu
+    }
+
+    fn max_segments(&self) -> usize {
+        self.cfg.max_segments
+    }
+
+    fn max_message_len(&self) -> usize {
+        self.cfg.max_message_len
+    }
+
+    fn send_object<O: CornflakesObj>(
+        &mut self,
+        conn: ConnId,
+        msg: Msg,
+        obj: &O,
+    ) -> Result<(), SendError> {
+        let peer = self.peer(conn)?;
+        let sizes = obj.sizes();
+        let total = sizes.total();
+        let plan = self.plan(total)?;
+        if plan.is_single() {
+            self.check_room(1)?;
+            let (demote, demoted) = plan_demote(obj, self.cfg.max_segments - 1);
+            let mut hb = self.mem.alloc(FH + sizes.head() + demoted)?;
+            framing::Repr::single(msg.id, msg.ty, total as u32).emit(&mut hb);
+            obj.write_header_and_copy(&sizes, &mut hb[FH..], demote, demoted);
+            let start = self.tx_bufs.len();
+            self.tx_bufs.push(hb.freeze());
+            let bufs = &mut self.tx_bufs;
+            let mut walk = demote;
+            obj.for_each_zero_copy(&mut walk, &mut |b: &RcBuf| {
+                if !b.is_empty() {
+                    bufs.push(b.clone());
+                }
+            });
+            self.tx_dgrams.push(Datagram {
+                addr: peer,
+                iov: start..self.tx_bufs.len(),
+                gso: 0,
+            });
+            return Ok(());
+        }
+        let (demote, demoted) = plan_demote(obj, self.cfg.max_segments.saturating_sub(2));
+        let head_len = sizes.head() + demoted;
+        if self.cfg.max_segments < 3 || head_len > self.mem.max_item_size() {
+            let bytes = obj.serialize_to_vec();
+            return self.queue_copy(peer, msg, &bytes);
+        }
+        let mut head = self.mem.alloc(head_len)?;
+        obj.write_header_and_copy(&sizes, &mut head, demote, demoted);
+        let head = head.freeze();
+        let pieces = 1 + sizes.zero_copy_count;
+        self.queue_pieces(peer, msg, plan, pieces, &mut |f| {
+            f(&head);
+            let mut walk = demote;
+            obj.for_each_zero_copy(&mut walk, &mut |b: &RcBuf| f(b));
+        })
+    }
+
+    fn send_sga(&mut self, conn: ConnId, msg: Msg, entries: &[RcBuf]) -> Result<(), SendError> {
+        let peer = self.peer(conn)?;
+        let n = entries.iter().filter(|e| !e.is_empty()).count();
+        let max = self.cfg.max_segments - 1;
+        if n > max {
+            return Err(SendError::TooManySegments { entries: n, max });
+        }
+        let plan = self.plan(entries.iter().map(|e| e.len()).sum())?;
+        self.queue_pieces(peer, msg, plan, n, &mut |f| {
+            for e in entries.iter().filter(|e| !e.is_empty()) {
+                f(e)
+            }
+        })
+    }
+
+    fn send_copy(&mut self, conn: ConnId, msg: Msg, data: &[u8]) -> Result<(), SendError> {
+        let peer = self.peer(conn)?;
+        self.queue_copy(peer, msg, data)
+    }
+
+    fn flush(&mut self) -> Result<(), SendError> {
+        let mut sent = 0;
+        let mut last_err = None;
+        let mut would_block = false;
+        while sent < self.tx_dgrams.len() {
+            let end = (sent + 64).min(self.tx_dgrams.len());
+            match sys::send_batch(
+                self.sock.as_fd(),
+                &self.tx_dgrams[sent..end],
+                &self.tx_bufs,
+                &mut self.tx_scratch,
+            ) {
+                Ok(n) => sent += n.max(1),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    would_block = true;
+                    break;
+                }
+                Err(e) => {
+                    // The first datagram of the batch was refused: drop it and go on. A GSO
+                    // send refused with EIO/EINVAL means no GSO here: stop using it.
+                    let raw = e.raw_os_error();
+                    if self.tx_dgrams[sent].gso != 0
+                        && (raw == Some(libc::EIO) || raw == Some(libc::EINVAL))
+                    {
+                        self.gso = false;
+                    }
+                    self.tx_errors += 1;
+                    sent += 1;
+                    last_err = Some(e);
+                }
+            }
+        }
+        // Release the buffers of the datagrams handled: the kernel has copied them.
+        let released = if sent == 0 {
+            0
+        } else {
+            self.tx_dgrams[sent - 1].iov.end
+        };
+        self.tx_bufs.drain(..released);
+        self.tx_dgrams.drain(..sent);
+        for d in &mut self.tx_dgrams {
+            d.iov = d.iov.start - released..d.iov.end - released;
+        }
+        self.completed += released;
+        if would_block {
+            return Err(SendError::Full);
+        }
+        match last_err {
+            Some(e) => Err(SendError::Io(e)),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Completions for SocketDatapath {
+    /// The kernel copies during `sendmmsg`, so buffers were already released at the flush;
+    /// this reports how many since the last call.
+    fn poll_completions(&mut self) -> usize {
+        std::mem::take(&mut self.completed)
+    }
+
+    fn in_flight(&self) -> usize {
+        self.tx_bufs.len()
+    }
+}
+
+impl std::fmt::Debug for SocketDatapath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SocketDatapath")
+            .field("local", &self.local)
+            .field("gso", &self.gso)
+            .field("queued", &self.tx_dgrams.len())
+            .field("counters", &self.counters)
+            .finish()
+    }
+}
