@@ -1,36 +1,49 @@
 //! [`XdpDatapath`]: the Cornflakes [`Datapath`](cornflakes::Datapath) over one AF_XDP socket.
 //!
 //! Ethernet/IPv4/UDP, ARP, framing, segmentation and reassembly come from `cornflakes-stack`
-//! ([`EthStack`], [`HeaderTemplate`], [`FramePlan`]/[`Cursor`]); this module turns its frames
-//! into descriptor chains (see [`crate::plan`]) and drives the socket ([`Xsk`]).
+//! ([`EthStack`], [`HeaderTemplate`], and its shared transmit paths in
+//! [`cornflakes_stack::tx`]); this module turns frames into UMEM descriptor chains (see
+//! [`crate::plan`]) and drives the socket ([`Xsk`]).
+//!
+//! Single-frame objects take this crate's own serialize-and-send, which plans the chain with
+//! the real UMEM addresses (a leaf in an item above 4 KiB costs one descriptor per UMEM frame
+//! it touches). Segmented objects, scatter-gather arrays, copies and ARP go through the stack's
+//! shared paths, posted through [`TxSink`].
 
 use std::io;
 use std::net::{Ipv4Addr, SocketAddrV4};
-use std::ops::Range;
 use std::time::Instant;
 
 use cornflakes::datapath::{
     Completions, Connect, DatapathMemory, DropCounters, Receive, RxMsg, Transmit,
 };
 use cornflakes::wire::Demote;
-use cornflakes::{ConnId, CornflakesObj, Msg, PinnedMemory, RcBuf, RcBufMut, SendError};
+use cornflakes::{ConnId, CornflakesObj, Msg, PinnedMemory, RcBuf, SendError};
 use cornflakes_stack::checksum::Accumulator;
 use cornflakes_stack::iface::{EthStack, StackConfig, FRAME_OVERHEAD};
-use cornflakes_stack::segment::{Cursor, FramePlan};
 use cornflakes_stack::template::{HeaderTemplate, TEMPLATE_LEN};
-use cornflakes_stack::wire::{framing, ChecksumCaps, MacAddr};
+use cornflakes_stack::tx::{self, TxSink};
+use cornflakes_stack::wire::{ethernet, framing, ChecksumCaps, MacAddr};
 
 use crate::bpf::{AttachMode, Program, ProgramStats, XdpProgram};
-use crate::plan::{fresh_buffer_frames, plan_chain, Entry, FRAME_SIZE};
+use crate::plan::{bounce_split, plan_chain, Entry, FRAME_SIZE};
 use crate::sys::{self, BindMode, RingSizes};
 use crate::xsk::{umem_memory, TxError, Xsk, XskConfig, XskStats, MAX_TX_DESCRIPTORS};
 
 /// Frames taken from the RX ring per [`Receive::recv_burst`].
 pub const RX_BURST: usize = 64;
-/// Smallest Ethernet frame (without FCS); shorter control frames are zero-padded.
-const MIN_FRAME: usize = 60;
 /// Attempts to find room in the TX ring (flushing and reclaiming between attempts).
 const TX_RETRIES: usize = 64;
+
+/// Transmit counters of the datapath layer.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TxStats {
+    /// Frames whose trailing pieces were copied into a bounce buffer to fit `max_segments`.
+    pub bounced: u64,
+    /// Frames of the stack's shared transmit paths that could not be queued (TX ring still
+    /// full after retries, or no buffer for a copy) and were dropped.
+    pub dropped: u64,
+}
 
 /// How to set up an [`XdpDatapath`].
 #[derive(Clone, Debug)]
@@ -42,7 +55,8 @@ pub struct XdpConfig {
     /// Our IPv4 address and UDP port. The stack owns the address: with `arp_to_stack` it
     /// answers ARP for it.
     pub addr: SocketAddrV4,
-    /// IP MTU; `None` uses the interface's.
+    /// IP MTU; `None` uses the interface's. Clamped to the largest pinned item (16 KiB) minus
+    /// the Ethernet header.
     pub mtu: Option<usize>,
     /// Bytes of pinned memory = the UMEM (rounded up to 2 MiB). Application values meant to
     /// be sent zero-copy must be allocated from [`DatapathMemory::memory`].
@@ -111,9 +125,9 @@ pub struct XdpDatapath {
     ctrl: Vec<Vec<u8>>,
     zc: Vec<RcBuf>,
     entries: Vec<Entry>,
-    head: Vec<u8>,
     pieces: Vec<RcBuf>,
     seen_rx_drops: u64,
+    tx_stats: TxStats,
 }
 
 impl XdpDatapath {
@@ -142,6 +156,9 @@ impl XdpDatapath {
         let xsk = Xsk::new(mem.clone(), &xcfg)?;
         prog.register_socket(cfg.queue, xsk.fd())?;
         prog.set_port(cfg.addr.port())?;
+        // A frame must fit one pinned item (the largest size class) on both paths: received
+        // multi-buffer frames are reassembled into one, and header/bounce buffers are one.
+        let mtu = mtu.min(mem.max_item_size() - ethernet::HEADER_LEN);
         let mut scfg = StackConfig::new(mac, cfg.addr);
         scfg.mtu = mtu;
         scfg.caps = cfg.caps;
@@ -158,9 +175,9 @@ impl XdpDatapath {
             ctrl: Vec::new(),
             zc: Vec::new(),
             entries: Vec::new(),
-            head: Vec::new(),
             pieces: Vec::with_capacity(MAX_TX_DESCRIPTORS),
             seen_rx_drops: 0,
+            tx_stats: TxStats::default(),
         })
     }
 
@@ -195,172 +212,149 @@ impl XdpDatapath {
             return;
         }
         let frames = std::mem::take(&mut self.ctrl);
-        for f in &frames {
-            let len = f.len().max(MIN_FRAME);
-            let Ok(mut b) = self.mem.alloc(len) else {
-                continue; // ARP retries; nothing else to do without a buffer
-            };
-            b[..f.len()].copy_from_slice(f);
-            b[f.len()..].fill(0);
-            let mut one = vec![b.freeze()];
-            // A full ring drops the control frame; ARP retries cover that.
-            let _ = self.xsk.send(&mut one);
+        {
+            let (_, mut sink) = self.stack_and_sink();
+            for f in &frames {
+                // A frame that cannot be queued is lost; ARP retries cover that.
+                tx::send_control(sink.mem, &mut sink, f);
+            }
         }
         self.ctrl = frames;
         self.ctrl.clear();
         let _ = self.xsk.flush();
     }
 
-    /// Queues one frame: `hdr` holds its Ethernet/IPv4/UDP and framing headers and any head
-    /// bytes; `parts` follow it. Fills in the UDP checksum when software computes it, copies
-    /// parts that are not in the UMEM, and if the chain is longer than `max_segments` copies
-    /// the trailing parts into one bounce buffer.
-    fn queue_frame(
-        &mut self,
-        template: &HeaderTemplate,
-        mut hdr: RcBufMut,
-        parts: &mut Vec<RcBuf>,
-        udp_payload_len: usize,
-    ) -> Result<(), SendError> {
-        if self.caps.udp_tx {
-            let mut acc = Accumulator::new();
-            acc.add(&hdr[TEMPLATE_LEN..]);
-            for p in parts.iter() {
-                acc.add(p);
-            }
-            HeaderTemplate::set_udp_checksum(
-                &mut hdr,
-                template.udp_checksum(udp_payload_len, acc.sum()),
-            );
-        }
-        let hdr_frames = fresh_buffer_frames(hdr.len(), FRAME_SIZE);
-        for p in parts.iter_mut() {
-            if self.xsk.umem_offset(p).is_none() {
-                *p = self.mem.alloc_copy(p)?;
-            }
-        }
-        let mut costs = Vec::with_capacity(parts.len());
-        for p in parts.iter() {
-            costs.push(
-                self.xsk
-                    .descriptors_for(std::slice::from_ref(p))
-                    .unwrap_or(1),
-            );
-        }
-        let total: usize = hdr_frames + costs.iter().sum::<usize>();
-        if total > self.max_segments {
-            // Keep the longest prefix of parts that leaves room for a bounce buffer holding
-            // the rest.
-            let mut keep = parts.len();
-            loop {
-                let rest: usize = parts[keep..].iter().map(|p| p.len()).sum();
-                let used: usize = hdr_frames + costs[..keep].iter().sum::<usize>();
-                if used + fresh_buffer_frames(rest, FRAME_SIZE) <= self.max_segments {
-                    break;
-                }
-                if keep == 0 {
-                    return Err(SendError::TooManySegments {
-                        entries: total,
-                        max: self.max_segments,
-                    });
-                }
-                keep -= 1;
-            }
-            let rest: usize = parts[keep..].iter().map(|p| p.len()).sum();
-            let mut bounce = self.mem.alloc(rest)?;
-            let mut at = 0;
-            for p in parts.drain(keep..) {
-                bounce[at..at + p.len()].copy_from_slice(&p);
-                at += p.len();
-            }
-            parts.push(bounce.freeze());
-        }
-        self.pieces.clear();
-        self.pieces.push(hdr.freeze());
-        self.pieces.append(parts);
-        let mut pieces = std::mem::take(&mut self.pieces);
-        let r = self.push_with_retry(&mut pieces);
-        pieces.clear();
-        self.pieces = pieces;
-        r
+    /// The stack and a [`TxSink`] over the socket (after reclaiming completed descriptors),
+    /// borrowed together for the stack's shared transmit paths.
+    fn stack_and_sink(&mut self) -> (&mut EthStack, Sink<'_>) {
+        self.xsk.poll_completions();
+        let free = self.xsk.tx_free(usize::MAX);
+        let sink = Sink {
+            xsk: &mut self.xsk,
+            mem: &self.mem,
+            max_segments: self.max_segments,
+            frame: &mut self.pieces,
+            free,
+            stats: &mut self.tx_stats,
+        };
+        (&mut self.stack, sink)
     }
 
-    fn push_with_retry(&mut self, pieces: &mut Vec<RcBuf>) -> Result<(), SendError> {
-        for attempt in 0..TX_RETRIES {
-            match self.xsk.send(pieces) {
-                Ok(()) => return Ok(()),
-                Err(TxError::RingFull) => {
-                    self.xsk.flush()?;
-                    self.xsk.poll_completions();
-                    if attempt > 8 {
-                        std::thread::yield_now();
-                    }
-                }
-                Err(TxError::TooManyDescriptors { needed, max }) => {
-                    return Err(SendError::TooManySegments {
-                        entries: needed,
-                        max,
-                    })
-                }
-                Err(TxError::NotInUmem) => {
-                    return Err(SendError::Io(io::Error::other(
-                        "internal: a transmit piece outside the UMEM",
-                    )))
+    /// Transmit counters of this layer.
+    pub fn tx_stats(&self) -> TxStats {
+        self.tx_stats
+    }
+}
+
+/// Queues one frame made of `pieces` (its first piece holds the headers): copies pieces that
+/// are not in the UMEM, and if the chain needs more than `max_segments` descriptors copies the
+/// trailing pieces into one bounce buffer. Retries a full TX ring after flushing and
+/// reclaiming completions. Returns the descriptors used; `pieces` is left empty.
+fn queue_chain(
+    xsk: &mut Xsk,
+    mem: &PinnedMemory,
+    max_segments: usize,
+    pieces: &mut Vec<RcBuf>,
+    bounced: &mut u64,
+) -> Result<usize, SendError> {
+    let r = queue_chain_inner(xsk, mem, max_segments, pieces, bounced);
+    pieces.clear();
+    r
+}
+
+fn queue_chain_inner(
+    xsk: &mut Xsk,
+    mem: &PinnedMemory,
+    max_segments: usize,
+    pieces: &mut Vec<RcBuf>,
+    bounced: &mut u64,
+) -> Result<usize, SendError> {
+    for p in pieces.iter_mut() {
+        if xsk.umem_offset(p).is_none() {
+            *p = mem.alloc_copy(p)?;
+        }
+    }
+    let cost = |p: &RcBuf| xsk.descriptors_for(std::slice::from_ref(p)).unwrap_or(1);
+    let total: usize = pieces.iter().map(cost).sum();
+    if total > max_segments {
+        let costs: Vec<usize> = pieces.iter().map(cost).collect();
+        let lens: Vec<usize> = pieces.iter().map(|p| p.len()).collect();
+        let keep = bounce_split(&costs, &lens, max_segments, FRAME_SIZE).ok_or(
+            SendError::TooManySegments {
+                entries: total,
+                max: max_segments,
+            },
+        )?;
+        let rest: usize = lens[keep..].iter().sum();
+        let mut bounce = mem.alloc(rest)?;
+        let mut at = 0;
+        for p in pieces.drain(keep..) {
+            bounce[at..at + p.len()].copy_from_slice(&p);
+            at += p.len();
+        }
+        pieces.push(bounce.freeze());
+        *bounced += 1;
+    }
+    let descs = xsk.descriptors_for(pieces).unwrap_or(0);
+    for attempt in 0..TX_RETRIES {
+        match xsk.send(pieces) {
+            Ok(()) => return Ok(descs),
+            Err(TxError::RingFull) => {
+                xsk.flush()?;
+                xsk.poll_completions();
+                if attempt > 8 {
+                    std::thread::yield_now();
                 }
             }
+            Err(TxError::TooManyDescriptors { needed, max }) => {
+                return Err(SendError::TooManySegments {
+                    entries: needed,
+                    max,
+                })
+            }
+            Err(TxError::NotInUmem) => {
+                return Err(SendError::Io(io::Error::other(
+                    "internal: a transmit piece outside the UMEM",
+                )))
+            }
         }
-        Err(SendError::Full)
+    }
+    Err(SendError::Full)
+}
+
+/// Posts the frames of the stack's shared transmit paths: collects a frame's buffers and
+/// queues them as one chain at its last one.
+struct Sink<'a> {
+    xsk: &'a mut Xsk,
+    mem: &'a PinnedMemory,
+    max_segments: usize,
+    frame: &'a mut Vec<RcBuf>,
+    /// TX ring slots left (a frame may take more descriptors than buffers: each buffer is
+    /// split at UMEM frames).
+    free: usize,
+    stats: &'a mut TxStats,
+}
+
+impl TxSink for Sink<'_> {
+    fn free_slots(&self) -> usize {
+        self.free
     }
 
-    /// Sends a message made of `head` bytes (copied into the frames' header buffers) followed
-    /// by the `zc` buffers (sent by reference), cut into as many frames as needed.
-    fn send_stream(
-        &mut self,
-        conn: ConnId,
-        msg: Msg,
-        head: &[u8],
-        zc: &[RcBuf],
-    ) -> Result<(), SendError> {
-        let total = head.len() + zc.iter().map(|b| b.len()).sum::<usize>();
-        let max = self.stack.config().max_message_len;
-        if total > max {
-            return Err(SendError::TooLarge { len: total, max });
+    fn post(&mut self, buf: RcBuf, end_of_frame: bool) {
+        self.frame.push(buf);
+        if !end_of_frame {
+            return;
         }
-        let plan =
-            FramePlan::new(total, self.stack.frame_room()).map_err(|e| SendError::TooLarge {
-                len: e.len,
-                max: e.max,
-            })?;
-        // Which bytes of the head and of each buffer land in each frame.
-        let mut heads: Vec<Range<usize>> = vec![0..0; plan.frames];
-        let mut parts: Vec<Vec<RcBuf>> = (0..plan.frames).map(|_| Vec::new()).collect();
-        let mut cursor = Cursor::new(plan);
-        cursor.feed(head.len(), |p| heads[p.frame] = p.offset..p.offset + p.len);
-        let mut overflow = false;
-        for b in zc {
-            cursor.feed(b.len(), |p| match b.try_slice(p.offset, p.len) {
-                Ok(Some(s)) => parts[p.frame].push(s),
-                _ => overflow = true,
-            });
+        match queue_chain(
+            self.xsk,
+            self.mem,
+            self.max_segments,
+            self.frame,
+            &mut self.stats.bounced,
+        ) {
+            Ok(n) => self.free = self.free.saturating_sub(n),
+            Err(_) => self.stats.dropped += 1,
         }
-        if overflow {
-            return Err(SendError::Io(io::Error::other(
-                "buffer reference count saturated",
-            )));
-        }
-        let (template, first_ident) = self.stack.template(conn, plan.frames)?;
-        let template = template.clone();
-        for (i, frame_parts) in parts.iter_mut().enumerate() {
-            let body = plan.frame_len(i);
-            let h = &head[heads[i].clone()];
-            let mut hdr = self.mem.alloc(FRAME_OVERHEAD + h.len())?;
-            let ident = first_ident.wrapping_add(i as u16);
-            template.write(&mut hdr, framing::HEADER_LEN + body, ident);
-            plan.header(i, msg).emit(&mut hdr[TEMPLATE_LEN..]);
-            hdr[FRAME_OVERHEAD..].copy_from_slice(h);
-            self.queue_frame(&template, hdr, frame_parts, framing::HEADER_LEN + body)?;
-        }
-        Ok(())
     }
 }
 
@@ -436,41 +430,41 @@ impl Transmit for XdpDatapath {
         msg: Msg,
         obj: &O,
     ) -> Result<(), SendError> {
-        let sizes = obj.sizes();
-        let total = sizes.total();
+        let total = obj.sizes().total();
         let max = self.stack.config().max_message_len;
         if total > max {
             return Err(SendError::TooLarge { len: total, max });
+        }
+        if total > self.stack.frame_room() {
+            // Segmented: the stack's shared path (one header buffer per frame, slices of the
+            // head and of the zero-copy leaves).
+            let max_segments = self.max_segments;
+            let (stack, mut sink) = self.stack_and_sink();
+            let mem = sink.mem;
+            return tx::send_object(stack, mem, &mut sink, max_segments, conn, msg, obj);
         }
         self.stack.template(conn, 0)?; // unknown or unresolved connections fail before any work
         let mut zc = std::mem::take(&mut self.zc);
         zc.clear();
         let mut keep_all = Demote::NONE;
         obj.for_each_zero_copy(&mut keep_all, &mut |b: &RcBuf| zc.push(b.clone()));
-        let r = if total <= self.stack.frame_room() {
-            self.send_object_single(conn, msg, obj, &mut zc)
-        } else {
-            // Segmented: the head is written once into scratch memory and copied into each
-            // frame's header buffer; zero-copy leaves are cut at frame boundaries.
-            let mut head = std::mem::take(&mut self.head);
-            head.clear();
-            head.resize(sizes.head(), 0);
-            obj.write_header_and_copy(&sizes, &mut head, Demote::NONE, 0);
-            let r = self.send_stream(conn, msg, &head, &zc);
-            self.head = head;
-            r
-        };
+        let r = self.send_object_single(conn, msg, obj, &mut zc);
         zc.clear();
         self.zc = zc;
         r
     }
 
     fn send_sga(&mut self, conn: ConnId, msg: Msg, entries: &[RcBuf]) -> Result<(), SendError> {
-        self.send_stream(conn, msg, &[], entries)
+        let max_segments = self.max_segments;
+        let (stack, mut sink) = self.stack_and_sink();
+        let mem = sink.mem;
+        tx::send_sga(stack, mem, &mut sink, max_segments, conn, msg, entries)
     }
 
     fn send_copy(&mut self, conn: ConnId, msg: Msg, data: &[u8]) -> Result<(), SendError> {
-        self.send_stream(conn, msg, data, &[])
+        let (stack, mut sink) = self.stack_and_sink();
+        let mem = sink.mem;
+        tx::send_copy(stack, mem, &mut sink, conn, msg, data)
     }
 
     fn flush(&mut self) -> Result<(), SendError> {
@@ -521,7 +515,30 @@ impl XdpDatapath {
         );
         let mut walk = plan.demote;
         zc.retain(|b| walk.keep_zero_copy(b.len()));
-        self.queue_frame(&template, hdr, zc, framing::HEADER_LEN + total)
+        let udp_payload = framing::HEADER_LEN + total;
+        if self.caps.udp_tx {
+            let mut acc = Accumulator::new();
+            acc.add(&hdr[TEMPLATE_LEN..]);
+            for b in zc.iter() {
+                acc.add(b);
+            }
+            HeaderTemplate::set_udp_checksum(
+                &mut hdr,
+                template.udp_checksum(udp_payload, acc.sum()),
+            );
+        }
+        self.pieces.clear();
+        self.pieces.push(hdr.freeze());
+        self.pieces.append(zc);
+        self.xsk.poll_completions();
+        queue_chain(
+            &mut self.xsk,
+            &self.mem,
+            self.max_segments,
+            &mut self.pieces,
+            &mut self.tx_stats.bounced,
+        )
+        .map(drop)
     }
 }
 

@@ -153,6 +153,31 @@ pub fn plan_chain(
     None
 }
 
+/// For a frame whose pieces cost `costs[i]` descriptors and hold `lens[i]` bytes, the longest
+/// prefix of pieces that can stay as they are when the remaining pieces are copied into one
+/// fresh bounce buffer, so that the frame needs at most `max_descriptors`. `None` when even
+/// copying everything does not fit.
+pub fn bounce_split(
+    costs: &[usize],
+    lens: &[usize],
+    max_descriptors: usize,
+    frame: usize,
+) -> Option<usize> {
+    let n = costs.len().min(lens.len());
+    let mut used: usize = costs[..n].iter().sum();
+    let mut rest = 0;
+    for keep in (0..=n).rev() {
+        if keep < n {
+            used -= costs[keep];
+            rest += lens[keep];
+        }
+        if used + fresh_buffer_frames(rest, frame) <= max_descriptors {
+            return Some(keep);
+        }
+    }
+    None
+}
+
 /// What [`Reassembly::push`] did with a received buffer.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Reassembled<B> {
@@ -343,6 +368,22 @@ mod tests {
         let p = plan_chain(10, &e, 2, F).unwrap();
         assert_eq!(p.descriptors, 2);
         assert_eq!(p.demoted_bytes, 0);
+    }
+
+    #[test]
+    fn bounce_keeps_the_longest_prefix_that_fits() {
+        // Everything fits: keep all.
+        assert_eq!(bounce_split(&[1, 1, 1], &[100, 100, 100], 3, F), Some(3));
+        // Header (1) + 5 one-descriptor parts with room for 4: keep 3, bounce 2 (1 frame).
+        assert_eq!(
+            bounce_split(&[1, 1, 1, 1, 1, 1], &[62, 500, 500, 500, 500, 500], 4, F),
+            Some(3)
+        );
+        // A 2-descriptor part is cheaper to bounce together with the rest.
+        assert_eq!(bounce_split(&[1, 2, 1], &[62, 3000, 100], 2, F), Some(1));
+        // Two pieces that straddle frames: copied together they take 2 frames, not 4.
+        assert_eq!(bounce_split(&[2, 2], &[5000, 3000], 2, F), Some(0));
+        assert_eq!(bounce_split(&[2, 2], &[5000, 3000], 1, F), None);
     }
 
     #[test]
