@@ -331,9 +331,10 @@ impl SocketDatapath {
             &mut self.rx_meta,
             &mut self.rx_scratch,
         )?;
+        // Taken out for the loop (and put back) so nothing is allocated per burst.
         let meta = std::mem::take(&mut self.rx_meta);
-        let filled: Vec<RcBufMut> = self.rx_bufs.drain(..n).collect();
-        for (mut buf, m) in filled.into_iter().zip(meta.iter()) {
+        let mut bufs = std::mem::take(&mut self.rx_bufs);
+        for (mut buf, m) in bufs.drain(..n).zip(meta.iter()) {
             let Some(from) = m.from else {
                 self.counters.non_ipv4 += 1;
                 continue;
@@ -346,6 +347,7 @@ impl SocketDatapath {
             self.deliver(buf.freeze(), from, now, out);
         }
         self.rx_meta = meta;
+        self.rx_bufs = bufs;
         Ok(out.len() - before)
     }
 
