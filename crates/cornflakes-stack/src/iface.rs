@@ -26,7 +26,7 @@ pub struct StackConfig {
     pub mac: MacAddr,
     /// Our IPv4 address and UDP port.
     pub addr: SocketAddrV4,
-    /// IP MTU (largest IPv4 packet), e.g. 1500.
+    /// IP MTU (largest IPv4 packet), e.g. 1500; clamped to `IP_OVERHEAD + 1 ..= 65535`.
     pub mtu: usize,
     /// Which checksums software does.
     pub caps: ChecksumCaps,
@@ -81,7 +81,9 @@ pub struct EthStack {
 
 impl EthStack {
     /// A stack with no connections.
-    pub fn new(cfg: StackConfig) -> EthStack {
+    pub fn new(mut cfg: StackConfig) -> EthStack {
+        // Lengths are 16-bit on the wire: keep frames inside one IPv4 packet.
+        cfg.mtu = cfg.mtu.clamp(IP_OVERHEAD + 1, u16::MAX as usize);
         let mut arp = ArpCache::new(cfg.mac, *cfg.addr.ip(), cfg.arp);
         for (ip, mac) in &cfg.static_arp {
             arp.insert_static(*ip, *mac);

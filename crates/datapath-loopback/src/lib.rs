@@ -10,6 +10,9 @@
 //! may do with its buffers between a send and the device reading them, and when each buffer
 //! is released.
 //!
+//! Control frames (ARP) are sent at once: a poll or connect that sends one makes every queued
+//! descriptor visible, as a flush would.
+//!
 //! Tests can also inject raw frames ([`Loopback::inject_frame`]) and capture every frame put on
 //! the wire ([`Loopback::set_capture`]).
 

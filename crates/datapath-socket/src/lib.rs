@@ -42,7 +42,8 @@ pub struct SocketConfig {
     pub bind: SocketAddrV4,
     /// Pinned memory for transmit and receive buffers.
     pub memory: MemoryConfig,
-    /// IP MTU the frames are sized for (datagrams carry at most `mtu - 28` bytes).
+    /// IP MTU the frames are sized for (datagrams carry at most `mtu - 28` bytes); clamped to
+    /// at most 65535.
     pub mtu: usize,
     /// Datagrams received per `recvmmsg`.
     pub rx_batch: usize,
@@ -145,6 +146,8 @@ impl SocketDatapath {
         let mut cfg = cfg;
         cfg.max_message_len = cfg.max_message_len.min(mem.max_item_size());
         cfg.max_segments = cfg.max_segments.clamp(1, MAX_IOV / 4);
+        // Datagram lengths are 16-bit: keep frames inside one IPv4 packet.
+        cfg.mtu = cfg.mtu.clamp(IP_OVERHEAD + 1, u16::MAX as usize);
         let mut rcfg = cfg.reassembly;
         rcfg.max_message_len = rcfg.max_message_len.min(cfg.max_message_len);
         Ok(SocketDatapath {
