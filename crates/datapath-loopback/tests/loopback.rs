@@ -223,7 +223,7 @@ fn application_drop_right_after_send_then_completion_releases_last_reference() {
 fn objects_larger_than_one_frame_are_segmented_and_reassembled() {
     let (mut a, mut b, conn) = pair();
     let mem = a.memory().clone();
-    let vals: Vec<Vec<u8>> = (0..7).map(|i| pattern(900 + 200 * i, i as u8)).collect();
+    let vals: Vec<Vec<u8>> = (0..7).map(|i| pattern(901 + 200 * i, i as u8)).collect();
     let bufs: Vec<RcBuf> = vals.iter().map(|v| mem.alloc_copy(v).unwrap()).collect();
     let keys = ["a", "bb", "ccc"];
     let arena = Arena::with_memory(&mem);
