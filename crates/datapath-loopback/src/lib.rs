@@ -16,6 +16,30 @@
 //! Tests can also inject raw frames ([`Loopback::inject_frame`]) and capture every frame put on
 //! the wire ([`Loopback::set_capture`]).
 
+//! ```
+//! use std::net::{Ipv4Addr, SocketAddrV4};
+//! use cornflakes::datapath::{Completions, Connect, Receive, Transmit};
+//! use cornflakes::Msg;
+//! use cornflakes_stack::{MacAddr, StackConfig};
+//! use datapath_loopback::{Loopback, LoopbackConfig};
+//!
+//! let a_addr = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 1), 7000);
+//! let b_addr = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 2), 7000);
+//! let a = StackConfig::new(MacAddr([2, 0, 0, 0, 0, 1]), a_addr);
+//! let b = StackConfig::new(MacAddr([2, 0, 0, 0, 0, 2]), b_addr);
+//! let (mut a, mut b) = Loopback::pair(LoopbackConfig::new(a), LoopbackConfig::new(b)).unwrap();
+//!
+//! let conn = a.connect(b_addr).unwrap(); // sends an ARP request
+//! let mut rx = Vec::new();
+//! b.recv_burst(&mut rx).unwrap(); // B answers it
+//! a.recv_burst(&mut rx).unwrap(); // A learns B's MAC address
+//! a.send_copy(conn, Msg::new(1, 0), b"hello").unwrap();
+//! a.flush().unwrap();
+//! b.recv_burst(&mut rx).unwrap(); // B gathers the frame ("DMA")
+//! assert_eq!(&rx[0].data[..], b"hello");
+//! assert_eq!(a.poll_completions(), 2); // the ARP request and the data frame
+//! ```
+
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
