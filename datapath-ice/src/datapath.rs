@@ -1,0 +1,798 @@
+//! The datapath: one DPDK port, one RX and one TX queue, the Cornflakes stack on top.
+//!
+//! # Transmit
+//! The stack's serialize-and-send ([`cornflakes_stack::tx`]) posts descriptors to
+//! [`TxQueue`], which attaches each one to an mbuf as an external buffer (the head buffer with
+//! all headers and the copy area first, then one segment per zero-copy entry) and chains the
+//! segments of a frame. [`Transmit::flush`] hands the queued frames to `rte_eth_tx_burst`.
+//! Each segment holds a clone of its [`RcBuf`] until DPDK frees the mbuf; see
+//! [`crate::ffi::mbuf`].
+//!
+//! # Receive: zero-copy into pinned memory
+//! The RX mempool is made over pinned items (`rte_pktmbuf_pool_create_extbuf`, one item per
+//! mbuf), each held by the datapath as an [`RcBuf`] with count 1 (the "pool reference"). A
+//! received frame is a slice of that item (count 2 and up); the mbuf is kept aside until the
+//! item's count is back to 1, i.e. the application dropped every view, and only then freed to
+//! the pool for the NIC to write again. So the NIC never writes a buffer anyone can read.
+//! The cost is a scan of the held-aside mbufs per receive burst, and a pool that shrinks while
+//! the application holds received buffers (the port then counts `rx_nombuf`, reported as
+//! `no_rx_buffers`).
+//!
+//! Frames in mbufs that are not ours (the `net_ring` PMD hands over the sender's transmit
+//! chains) or that span several segments (scattered jumbo frames) are copied into one fresh
+//! pinned buffer instead, and the mbuf is freed at once.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::io;
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Instant;
+
+use cornflakes::datapath::{Completions, Connect, DatapathMemory, Receive, Transmit};
+use cornflakes::mem::{Backing, MemoryConfig, Region, CHUNK_SIZE};
+use cornflakes::{ConnId, CornflakesObj, DropCounters, Msg, PinnedMemory, RcBuf, RxMsg, SendError};
+use cornflakes_stack::tx::{self, TxSink};
+use cornflakes_stack::wire::{ethernet, ipv4};
+use cornflakes_stack::{EthStack, MacAddr, StackConfig};
+
+use crate::eal_args::EalOptions;
+use crate::ffi::eal::{self, DpdkError, RingLink};
+use crate::ffi::mbuf::{self, ExtCounters, Mbuf, Mempool};
+use crate::ffi::port::{self, DeviceHandle, OffloadBits, PortInfo};
+use crate::limits;
+
+/// Frames taken from the RX queue per poll.
+pub const RX_BURST: usize = 32;
+
+/// Which port a datapath drives. The datapath owns the port: it configures it, and stops and
+/// closes it when dropped.
+#[derive(Clone, Debug)]
+pub enum PortSpec {
+    /// A port the EAL created at start: a PCI address given with `-a` (`0000:3b:00.0`) or a
+    /// `--vdev` name (`net_af_packet0`).
+    Named(String),
+    /// A virtual device probed now from its devargs (`net_af_packet1,iface=veth0`), and
+    /// removed again on drop. It is created in the calling thread's network namespace.
+    Vdev(String),
+    /// One side (0 or 1) of an in-process [`RingLink`].
+    Ring(Rc<RingLink>, usize),
+}
+
+/// Datapath configuration.
+#[derive(Clone, Debug)]
+pub struct IceConfig {
+    /// The port.
+    pub port: PortSpec,
+    /// Our IPv4 address and UDP port.
+    pub addr: SocketAddrV4,
+    /// Our MAC address; `None` = the port's.
+    pub mac: Option<MacAddr>,
+    /// IP MTU (1500).
+    pub mtu: usize,
+    /// RX / TX descriptors (adjusted to the port's limits).
+    pub rx_descs: u16,
+    /// See `rx_descs`.
+    pub tx_descs: u16,
+    /// Receive buffers (pinned items backing the RX mempool).
+    pub rx_buffers: u32,
+    /// Mbufs for transmit segments (each queued or in-flight segment takes one).
+    pub tx_mbufs: u32,
+    /// Lower the scatter-gather limit below the port's (tests; `None` = the port's).
+    pub max_segments: Option<usize>,
+    /// Offload IPv4/UDP transmit checksums when the port offers both.
+    pub checksum_offload: bool,
+    /// Enable promiscuous mode (when `mac` differs from the port's).
+    pub promiscuous: bool,
+    /// Largest message sent or accepted.
+    pub max_message_len: usize,
+    /// Static ARP entries.
+    pub static_arp: Vec<(Ipv4Addr, MacAddr)>,
+    /// The pinned memory. Each region takes one of DPDK's memory-segment lists (128 in all,
+    /// some used by the EAL), so regions are large: 32 MiB by default.
+    pub memory: MemoryConfig,
+}
+
+impl IceConfig {
+    /// Defaults for `port` and `addr`: MTU 1500, 1024 descriptors each way, 4096 receive
+    /// buffers, 8192 transmit mbufs, checksum offload when offered.
+    pub fn new(port: PortSpec, addr: SocketAddrV4) -> IceConfig {
+        IceConfig {
+            port,
+            addr,
+            mac: None,
+            mtu: 1500,
+            rx_descs: 1024,
+            tx_descs: 1024,
+            rx_buffers: 4096,
+            tx_mbufs: 8192,
+            max_segments: None,
+            checksum_offload: true,
+            promiscuous: false,
+            max_message_len: 1 << 20,
+            static_arp: Vec::new(),
+            memory: MemoryConfig {
+                initial_bytes: 32 << 20,
+                region_bytes: 32 << 20,
+                ..MemoryConfig::default()
+            },
+        }
+    }
+}
+
+/// Datapath counters beyond the stack's [`DropCounters`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct IceStats {
+    /// Frames taken from the RX queue.
+    pub rx_frames: u64,
+    /// Frames handed to the stack as views of the mbuf's pinned data room.
+    pub rx_zero_copy: u64,
+    /// Frames copied into a fresh pinned buffer (foreign or multi-segment mbufs).
+    pub rx_copied: u64,
+    /// Frames the port flagged with a bad IPv4 or L4 checksum (also in `bad_checksum`).
+    pub rx_bad_checksum_hw: u64,
+    /// Mbufs whose data lay outside their buffer (also in `truncated`).
+    pub rx_malformed: u64,
+    /// Receive mbufs currently held because the application still has views of them.
+    pub rx_held: u64,
+    /// Frames queued for transmission.
+    pub tx_frames: u64,
+    /// Segments (descriptors) queued.
+    pub tx_segments: u64,
+    /// Frames dropped because an mbuf could not be had mid-frame.
+    pub tx_alloc_failures: u64,
+    /// `rte_eth_tx_burst` calls.
+    pub tx_bursts: u64,
+}
+
+/// Per-region DMA registrations, shared with the registrar closure in the pinned memory.
+#[derive(Debug, Default)]
+struct Registrations {
+    device: Cell<Option<DeviceHandle>>,
+    regions: RefCell<Vec<(usize, usize)>>,
+}
+
+impl Registrations {
+    fn register(&self, r: &Region) -> io::Result<Option<u64>> {
+        let Some(dev) = self.device.get() else {
+            // The datapath is gone; memory mapped from now on is not for its device.
+            return Ok(None);
+        };
+        let page = match r.backing() {
+            Backing::HugePages => CHUNK_SIZE,
+            Backing::LockedPages | Backing::UnlockedPages => 4096,
+        };
+        // SAFETY: the region stays mapped while its `PinnedMemory` lives; the datapath
+        // unregisters every region in its Drop, before its memory handle is released.
+        let iova = unsafe { port::register_memory(dev, r.base(), r.len(), page) }?;
+        self.regions.borrow_mut().push((r.base() as usize, r.len()));
+        Ok(Some(iova))
+    }
+
+    fn unregister_all(&self) {
+        let Some(dev) = self.device.take() else {
+            return;
+        };
+        for (base, len) in self.regions.borrow_mut().drain(..) {
+            // SAFETY: called from the datapath's Drop after the port is stopped and every
+            // mbuf referring to pinned memory has been freed.
+            unsafe { port::unregister_memory(dev, base as *mut u8, len) };
+        }
+    }
+}
+
+/// The IO address of a pinned buffer: its region's IOVA base plus its offset; the virtual
+/// address when the region is not registered (virtual devices do not use it).
+#[inline]
+fn iova_of(buf: &RcBuf) -> u64 {
+    match buf.region().registration() {
+        Some(base) => base + buf.region_offset() as u64,
+        None => buf.as_ptr() as u64,
+    }
+}
+
+/// The transmit side: descriptors posted by the stack become mbuf chains, queued until flush.
+struct TxQueue {
+    pool: Mempool,
+    counters: Rc<ExtCounters>,
+    /// Complete frames not yet given to the PMD.
+    pending: Vec<Mbuf>,
+    pending_segs: usize,
+    /// The frame being built and its segment count.
+    building: Option<Mbuf>,
+    building_segs: usize,
+    /// An mbuf could not be had mid-frame: drop the rest of it.
+    broken: bool,
+    /// Most segments queued before a flush is needed.
+    capacity: usize,
+    offload: bool,
+    frames: u64,
+    segments: u64,
+    alloc_failures: u64,
+}
+
+impl TxQueue {
+    fn abandon_frame(&mut self, end_of_frame: bool) {
+        self.building = None;
+        self.building_segs = 0;
+        self.broken = !end_of_frame;
+        self.alloc_failures += 1;
+    }
+}
+
+impl TxSink for TxQueue {
+    fn free_slots(&self) -> usize {
+        self.capacity
+            .saturating_sub(self.pending_segs + self.building_segs)
+            .min(self.pool.available())
+    }
+
+    fn post(&mut self, buf: RcBuf, end_of_frame: bool) {
+        if self.broken {
+            self.broken = !end_of_frame;
+            return;
+        }
+        let iova = iova_of(&buf);
+        let Some(mut m) = Mbuf::attach(&self.pool, buf, iova, &self.counters) else {
+            self.abandon_frame(end_of_frame);
+            return;
+        };
+        match &mut self.building {
+            None => {
+                if self.offload {
+                    m.request_checksum_offload(
+                        ethernet::HEADER_LEN as u16,
+                        ipv4::HEADER_LEN as u16,
+                    );
+                }
+                self.building = Some(m);
+            }
+            Some(head) => {
+                if head.chain(m).is_err() {
+                    self.abandon_frame(end_of_frame);
+                    return;
+                }
+            }
+        }
+        self.building_segs += 1;
+        self.segments += 1;
+        if end_of_frame {
+            if let Some(f) = self.building.take() {
+                self.pending.push(f);
+                self.pending_segs += self.building_segs;
+                self.frames += 1;
+            }
+            self.building_segs = 0;
+        }
+    }
+}
+
+/// The receive side.
+struct RxState {
+    pool: Mempool,
+    /// The pool reference of each pinned item backing an RX mbuf.
+    items: Vec<RcBuf>,
+    /// Item index by the address of its first byte (an mbuf's `buf_addr`).
+    by_addr: HashMap<usize, u32>,
+    /// Mbufs whose item the application still views, with the item index.
+    held: Vec<(Mbuf, u32)>,
+    burst: Vec<Mbuf>,
+}
+
+impl RxState {
+    /// Frees the held mbufs whose views are all gone.
+    fn reclaim(&mut self) {
+        let items = &self.items;
+        self.held
+            .retain(|(_, i)| items[*i as usize].ref_count() > 1);
+    }
+}
+
+enum Owned {
+    Named,
+    Vdev(String),
+    Ring(Rc<RingLink>),
+}
+
+static POOL_SEQ: AtomicU32 = AtomicU32::new(0);
+
+/// A Cornflakes datapath over one DPDK port. Single-threaded (like its pinned memory): create,
+/// use and drop it on one thread.
+pub struct IceDatapath {
+    stack: EthStack,
+    port: u16,
+    info: PortInfo,
+    owned: Owned,
+    max_segments: usize,
+    tx: TxQueue,
+    rx: RxState,
+    reg: Rc<Registrations>,
+    ctl: Vec<Vec<u8>>,
+    stats: IceStats,
+    released_seen: u64,
+    // Last: dropped after everything that refers to pinned memory.
+    mem: PinnedMemory,
+}
+
+/// Initialises the EAL from `opts` (once per process; see [`eal::init`]).
+pub fn start_eal(opts: &EalOptions) -> Result<&'static [String], DpdkError> {
+    let args = opts.to_args(crate::eal_args::free_hugepages(), std::process::id());
+    eal::init(&args)
+}
+
+fn io_err(e: DpdkError) -> io::Error {
+    e.into()
+}
+
+impl IceDatapath {
+    /// Brings the port up: registers the pinned memory with its device, creates the pools,
+    /// configures one RX and one TX queue, and starts it. The EAL must be initialised.
+    pub fn new(cfg: IceConfig) -> io::Result<IceDatapath> {
+        if !eal::is_initialized() {
+            return Err(io::Error::new(
+                io::ErrorKind::NotConnected,
+                "the DPDK EAL is not initialised (datapath::start_eal first)",
+            ));
+        }
+        let (port, owned) = match &cfg.port {
+            PortSpec::Named(n) => (
+                eal::port_by_name(n).ok_or_else(|| {
+                    io::Error::new(io::ErrorKind::NotFound, format!("no DPDK port named {n}"))
+                })?,
+                Owned::Named,
+            ),
+            PortSpec::Vdev(args) => {
+                let name = args.split(',').next().unwrap_or(args).to_string();
+                (eal::add_vdev(args).map_err(io_err)?, Owned::Vdev(name))
+            }
+            PortSpec::Ring(link, side) => (link.ports()[*side & 1], Owned::Ring(Rc::clone(link))),
+        };
+        let mut guard = PortGuard {
+            port,
+            owned: Some(owned),
+        };
+        let info = port::info(port).map_err(io_err)?;
+        let bits = OffloadBits::get();
+        let caps = limits::checksum_caps(
+            cfg.checksum_offload,
+            info.tx_offload_capa & bits.tx_ipv4_cksum != 0,
+            info.tx_offload_capa & bits.tx_udp_cksum != 0,
+        );
+        let offload = !caps.ipv4_tx;
+        let max_segments =
+            limits::tx_segment_limit(info.nb_seg_max, info.nb_mtu_seg_max, cfg.max_segments);
+
+        let mem = PinnedMemory::new(cfg.memory.clone())
+            .map_err(|e| io::Error::other(format!("pinned memory: {e}")))?;
+        let reg = Rc::new(Registrations::default());
+        reg.device.set(Some(info.device));
+        let r2 = Rc::clone(&reg);
+        if let Err(e) = mem.set_registrar(move |r: &Region| r2.register(r)) {
+            reg.unregister_all();
+            return Err(e);
+        }
+        let built = Self::build_queues(&cfg, port, &info, &bits, offload, &mem);
+        let (rx, tx) = match built {
+            Ok(q) => q,
+            Err(e) => {
+                reg.unregister_all();
+                return Err(e);
+            }
+        };
+        if let Err(e) = port::start(port, cfg.promiscuous) {
+            drop((rx, tx));
+            reg.unregister_all();
+            return Err(e.into());
+        }
+
+        let mut scfg = StackConfig::new(cfg.mac.unwrap_or(info.mac), cfg.addr);
+        scfg.mtu = cfg.mtu;
+        scfg.caps = caps;
+        scfg.max_message_len = cfg.max_message_len;
+        scfg.static_arp = cfg.static_arp.clone();
+        let owned = guard.owned.take().expect("set above");
+        Ok(IceDatapath {
+            stack: EthStack::new(scfg),
+            port,
+            info,
+            owned,
+            max_segments,
+            tx,
+            rx,
+            reg,
+            ctl: Vec::new(),
+            stats: IceStats::default(),
+            released_seen: 0,
+            mem,
+        })
+    }
+
+    fn build_queues(
+        cfg: &IceConfig,
+        port: u16,
+        info: &PortInfo,
+        bits: &OffloadBits,
+        offload: bool,
+        mem: &PinnedMemory,
+    ) -> io::Result<(RxState, TxQueue)> {
+        let seq = POOL_SEQ.fetch_add(1, Ordering::Relaxed);
+        let item = limits::rx_buffer_size(cfg.mtu);
+        let elt = u16::try_from(item).map_err(|_| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "MTU {} needs {item}-byte receive buffers, above 64 KiB",
+                    cfg.mtu
+                ),
+            )
+        })?;
+        let mut items = Vec::with_capacity(cfg.rx_buffers as usize);
+        let mut zones = Vec::with_capacity(cfg.rx_buffers as usize);
+        let mut by_addr = HashMap::with_capacity(cfg.rx_buffers as usize);
+        for i in 0..cfg.rx_buffers {
+            let b = mem
+                .alloc(item)
+                .map_err(|e| io::Error::other(format!("receive buffer {i}: {e}")))?
+                .freeze();
+            zones.push((b.as_ptr() as *mut u8, iova_of(&b)));
+            by_addr.insert(b.as_ptr() as usize, i);
+            items.push(b);
+        }
+        // SAFETY: every zone is a pinned item of `item` bytes held by `items` (count 1, never
+        // read by us while the NIC owns it) for longer than the pool lives: `RxState` drops
+        // its pool before its items, and the datapath stops and closes the port first.
+        let pool =
+            unsafe { Mempool::extbuf(&format!("cfrx{seq}"), &zones, elt) }.map_err(io_err)?;
+        let tx_pool = Mempool::pktmbuf(&format!("cftx{seq}"), cfg.tx_mbufs, 0).map_err(io_err)?;
+
+        let mut tx_off = info.tx_offload_capa & bits.tx_multi_segs;
+        if offload {
+            tx_off |= bits.tx_ipv4_cksum | bits.tx_udp_cksum;
+        }
+        let rx_off = info.rx_offload_capa & (bits.rx_ipv4_cksum | bits.rx_udp_cksum);
+        let mtu = u16::try_from(cfg.mtu)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "MTU above 65535"))?;
+        port::configure(port, tx_off, rx_off, mtu, cfg.rx_descs, cfg.tx_descs, &pool)
+            .map_err(io_err)?;
+        let rx = RxState {
+            pool,
+            items,
+            by_addr,
+            held: Vec::new(),
+            burst: Vec::with_capacity(RX_BURST),
+        };
+        let tx = TxQueue {
+            pool: tx_pool,
+            counters: Rc::new(ExtCounters::default()),
+            pending: Vec::new(),
+            pending_segs: 0,
+            building: None,
+            building_segs: 0,
+            broken: false,
+            capacity: (cfg.tx_mbufs as usize / 2).max(64),
+            offload,
+            frames: 0,
+            segments: 0,
+            alloc_failures: 0,
+        };
+        Ok((rx, tx))
+    }
+
+    /// The port id.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// What the port reported at start.
+    pub fn port_info(&self) -> &PortInfo {
+        &self.info
+    }
+
+    /// Our MAC address.
+    pub fn mac(&self) -> MacAddr {
+        self.stack.config().mac
+    }
+
+    /// Whether IPv4/UDP transmit checksums are offloaded to the port.
+    pub fn checksum_offload(&self) -> bool {
+        self.tx.offload
+    }
+
+    /// The datapath counters.
+    pub fn stats(&self) -> IceStats {
+        IceStats {
+            tx_frames: self.tx.frames,
+            tx_segments: self.tx.segments,
+            tx_alloc_failures: self.tx.alloc_failures,
+            rx_held: self.rx.held.len() as u64,
+            ..self.stats
+        }
+    }
+
+    /// Receive mbufs free in the pool (not posted to the NIC, not held for the application).
+    pub fn rx_free_buffers(&self) -> usize {
+        self.rx.pool.available()
+    }
+
+    /// Frames queued and not yet handed to the port.
+    pub fn queued_frames(&self) -> usize {
+        self.tx.pending.len()
+    }
+
+    /// Sends the control frames (ARP) the stack produced.
+    fn send_control_frames(&mut self) {
+        if self.ctl.is_empty() {
+            return;
+        }
+        for f in std::mem::take(&mut self.ctl) {
+            tx::send_control(&self.mem, &mut self.tx, &f);
+        }
+        // ARP retries cover a frame that could not go out now.
+        let _ = self.flush();
+    }
+
+    /// Runs `send` once, and once more after a flush when the queue was full.
+    fn with_flush_retry(
+        &mut self,
+        mut send: impl FnMut(&mut Self) -> Result<(), SendError>,
+    ) -> Result<(), SendError> {
+        match send(self) {
+            Err(SendError::Full) => {
+                self.flush()?;
+                port::tx_done_cleanup(self.port);
+                send(self)
+            }
+            r => r,
+        }
+    }
+
+    fn receive_one(&mut self, m: Mbuf, now: Instant, out: &mut Vec<RxMsg>) {
+        self.stats.rx_frames += 1;
+        let (ip_ok, l4_ok) = m.rx_checksums();
+        if ip_ok == Some(false) || l4_ok == Some(false) {
+            self.stats.rx_bad_checksum_hw += 1;
+            return;
+        }
+        let own = if m.segments() == 1 {
+            self.rx.by_addr.get(&(m.buf_addr() as usize)).copied()
+        } else {
+            None
+        };
+        let ctl = &mut self.ctl;
+        let mut tx_ctl = |f: &[u8]| ctl.push(f.to_vec());
+        match own {
+            Some(idx) => {
+                let (off, len) = m.data_range();
+                let Ok(Some(frame)) = self.rx.items[idx as usize].try_slice(off, len) else {
+                    // Lengths past the data room (a PMD bug) or a saturated count.
+                    self.stats.rx_malformed += 1;
+                    return;
+                };
+                self.stats.rx_zero_copy += 1;
+                self.stack
+                    .process_frame(&self.mem, frame, now, out, &mut tx_ctl);
+                if self.rx.items[idx as usize].ref_count() > 1 {
+                    self.rx.held.push((m, idx));
+                }
+            }
+            None => {
+                let len = m.pkt_len();
+                let mut buf = match self.mem.alloc(len.max(1)) {
+                    Ok(b) => b,
+                    Err(_) => {
+                        self.stack.count_no_rx_buffer(1);
+                        return;
+                    }
+                };
+                let n = m.copy_to(&mut buf[..]);
+                drop(m);
+                buf.set_len(n);
+                self.stats.rx_copied += 1;
+                self.stack
+                    .process_frame(&self.mem, buf.freeze(), now, out, &mut tx_ctl);
+            }
+        }
+    }
+}
+
+/// Stops (and releases what it created of) a port when `IceDatapath::new` fails half-way.
+struct PortGuard {
+    port: u16,
+    owned: Option<Owned>,
+}
+
+impl Drop for PortGuard {
+    fn drop(&mut self) {
+        if let Some(o) = self.owned.take() {
+            port::stop(self.port);
+            release_port(self.port, o);
+        }
+    }
+}
+
+fn release_port(p: u16, owned: Owned) {
+    match owned {
+        Owned::Named => port::close(p),
+        Owned::Vdev(name) => {
+            port::close(p);
+            // The vdev was ours; failing to remove it only leaks the name.
+            let _ = eal::remove_vdev(&name);
+        }
+        Owned::Ring(link) => {
+            link.drain_tx_of(p);
+        }
+    }
+}
+
+impl Drop for IceDatapath {
+    fn drop(&mut self) {
+        port::stop(self.port);
+        // Frames never handed over: freeing them releases their buffers.
+        self.tx.building = None;
+        self.tx.pending.clear();
+        // Received mbufs held for the application go back to the pool; the application's
+        // views stay valid (they reference pinned memory, not the mbuf).
+        self.rx.held.clear();
+        self.rx.burst.clear();
+        // Closes the port (its queues free what they hold) or, for a ring port, drains the
+        // ring it sends into: afterwards no mbuf of ours is in any queue.
+        let owned = std::mem::replace(&mut self.owned, Owned::Named);
+        release_port(self.port, owned);
+        self.reg.unregister_all();
+        // Pools and the pinned items behind the RX pool are dropped with the fields, RX pool
+        // first (field order in `RxState`), and `mem` last.
+    }
+}
+
+impl std::fmt::Debug for IceDatapath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IceDatapath")
+            .field("port", &self.port)
+            .field("driver", &self.info.driver)
+            .field("max_segments", &self.max_segments)
+            .field("checksum_offload", &self.tx.offload)
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+impl DatapathMemory for IceDatapath {
+    fn memory(&self) -> &PinnedMemory {
+        &self.mem
+    }
+}
+
+impl Connect for IceDatapath {
+    fn connect(&mut self, peer: SocketAddrV4) -> io::Result<ConnId> {
+        let ctl = &mut self.ctl;
+        let c = self
+            .stack
+            .connect(peer, Instant::now(), &mut |f| ctl.push(f.to_vec()))
+            .map_err(|e| match e {
+                SendError::Io(e) => e,
+                other => io::Error::other(other.to_string()),
+            })?;
+        self.send_control_frames();
+        Ok(c)
+    }
+
+    fn peer_addr(&self, conn: ConnId) -> Option<SocketAddrV4> {
+        self.stack.peer_addr(conn)
+    }
+
+    fn local_addr(&self) -> SocketAddrV4 {
+        self.stack.local_addr()
+    }
+}
+
+impl Receive for IceDatapath {
+    fn recv_burst(&mut self, out: &mut Vec<RxMsg>) -> io::Result<usize> {
+        let before = out.len();
+        self.rx.reclaim();
+        let mut burst = std::mem::take(&mut self.rx.burst);
+        mbuf::rx_burst(self.port, &mut burst, RX_BURST);
+        let now = Instant::now();
+        for m in burst.drain(..) {
+            self.receive_one(m, now, out);
+        }
+        self.rx.burst = burst;
+        let ctl = &mut self.ctl;
+        self.stack.poll(now, &mut |f| ctl.push(f.to_vec()));
+        self.send_control_frames();
+        Ok(out.len() - before)
+    }
+
+    fn counters(&self) -> DropCounters {
+        let mut c = self.stack.counters();
+        c.bad_checksum += self.stats.rx_bad_checksum_hw;
+        c.truncated += self.stats.rx_malformed;
+        c.no_rx_buffers += port::rx_nombuf(self.port);
+        c
+    }
+}
+
+impl Transmit for IceDatapath {
+    fn mtu(&self) -> usize {
+        self.stack.config().mtu
+    }
+
+    fn max_segments(&self) -> usize {
+        self.max_segments
+    }
+
+    fn max_message_len(&self) -> usize {
+        self.stack.config().max_message_len
+    }
+
+    fn send_object<O: CornflakesObj>(
+        &mut self,
+        conn: ConnId,
+        msg: Msg,
+        obj: &O,
+    ) -> Result<(), SendError> {
+        self.with_flush_retry(|d| {
+            tx::send_object(
+                &mut d.stack,
+                &d.mem,
+                &mut d.tx,
+                d.max_segments,
+                conn,
+                msg,
+                obj,
+            )
+        })
+    }
+
+    fn send_sga(&mut self, conn: ConnId, msg: Msg, entries: &[RcBuf]) -> Result<(), SendError> {
+        self.with_flush_retry(|d| {
+            tx::send_sga(
+                &mut d.stack,
+                &d.mem,
+                &mut d.tx,
+                d.max_segments,
+                conn,
+                msg,
+                entries,
+            )
+        })
+    }
+
+    fn send_copy(&mut self, conn: ConnId, msg: Msg, data: &[u8]) -> Result<(), SendError> {
+        self.with_flush_retry(|d| tx::send_copy(&mut d.stack, &d.mem, &mut d.tx, conn, msg, data))
+    }
+
+    fn flush(&mut self) -> Result<(), SendError> {
+        let mut idle = 0;
+        while !self.tx.pending.is_empty() {
+            let sent = mbuf::tx_burst(self.port, &mut self.tx.pending);
+            self.stats.tx_bursts += 1;
+            if sent == 0 {
+                // Descriptor ring full: reclaim completed descriptors and retry a few times.
+                idle += 1;
+                port::tx_done_cleanup(self.port);
+                if idle > 3 {
+                    self.tx.pending_segs = self.tx.pending.iter().map(Mbuf::segments).sum();
+                    return Err(SendError::Full);
+                }
+            }
+        }
+        self.tx.pending_segs = 0;
+        Ok(())
+    }
+}
+
+impl Completions for IceDatapath {
+    fn poll_completions(&mut self) -> usize {
+        port::tx_done_cleanup(self.port);
+        let released = self.tx.counters.released.get();
+        let n = released - self.released_seen;
+        self.released_seen = released;
+        n as usize
+    }
+
+    fn in_flight(&self) -> usize {
+        self.tx.counters.in_flight.get()
+    }
+}
