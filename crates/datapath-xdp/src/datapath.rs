@@ -28,7 +28,7 @@ use cornflakes_stack::wire::{ethernet, framing, ChecksumCaps, MacAddr};
 use crate::bpf::{AttachMode, Program, ProgramStats, XdpProgram};
 use crate::plan::{bounce_split, plan_chain, Entry, FRAME_SIZE};
 use crate::sys::{self, BindMode, RingSizes};
-use crate::xsk::{umem_memory, TxError, Xsk, XskConfig, XskStats, MAX_TX_DESCRIPTORS};
+use crate::xsk::{umem_memory, TxError, Xsk, XskConfig, XskStats, MAX_TX_DESCRIPTORS, RX_HEADROOM};
 
 /// Frames taken from the RX ring per [`Receive::recv_burst`].
 pub const RX_BURST: usize = 64;
@@ -76,6 +76,10 @@ pub struct XdpConfig {
     pub rx_frames: usize,
     /// Descriptors per frame (at most [`MAX_TX_DESCRIPTORS`]).
     pub max_segments: usize,
+    /// Multi-buffer frames (`XDP_USE_SG`): zero-copy chains and jumbo frames. When off, or
+    /// when the kernel refuses it (before 6.6), every frame is one descriptor: objects are
+    /// copied into one buffer and the MTU is clamped to what one UMEM frame holds.
+    pub multi_buffer: bool,
     /// Largest message sent or accepted.
     pub max_message_len: usize,
     /// Static ARP entries.
@@ -104,6 +108,7 @@ impl XdpConfig {
             },
             rx_frames: 1024,
             max_segments: MAX_TX_DESCRIPTORS,
+            multi_buffer: true,
             max_message_len: 1 << 20,
             static_arp: Vec::new(),
         }
@@ -152,13 +157,20 @@ impl XdpDatapath {
             rings: cfg.rings,
             rx_frames: cfg.rx_frames,
             max_rx_frame: mem.max_item_size(),
+            multi_buffer: cfg.multi_buffer,
         };
         let xsk = Xsk::new(mem.clone(), &xcfg)?;
+        let (max_segments, frame_limit) = if xsk.is_multi_buffer() {
+            (max_segments, mem.max_item_size())
+        } else {
+            (1, FRAME_SIZE - RX_HEADROOM)
+        };
         prog.register_socket(cfg.queue, xsk.fd())?;
         prog.set_port(cfg.addr.port())?;
         // A frame must fit one pinned item (the largest size class) on both paths: received
         // multi-buffer frames are reassembled into one, and header/bounce buffers are one.
-        let mtu = mtu.min(mem.max_item_size() - ethernet::HEADER_LEN);
+        // Without multi-buffer it must fit one UMEM frame after the receive headroom.
+        let mtu = mtu.min(frame_limit - ethernet::HEADER_LEN);
         let mut scfg = StackConfig::new(mac, cfg.addr);
         scfg.mtu = mtu;
         scfg.caps = cfg.caps;

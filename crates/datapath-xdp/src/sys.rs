@@ -163,6 +163,7 @@ pub struct XskSocket {
     _maps: [Mapping; 4],
     fd: OwnedFd,
     zero_copy: bool,
+    multi_buffer: bool,
 }
 
 impl XskSocket {
@@ -231,28 +232,47 @@ impl XskSocket {
             map_ring::<xdp_desc>(s, &off.rx, sizes.rx, libc::XDP_PGOFF_RX_RING as u64, "RX")?;
         let (tm, tx) =
             map_ring::<xdp_desc>(s, &off.tx, sizes.tx, libc::XDP_PGOFF_TX_RING as u64, "TX")?;
-        let mut flags = match mode {
+        let base = match mode {
             BindMode::Copy => libc::XDP_COPY,
             BindMode::ZeroCopy => libc::XDP_ZEROCOPY,
         };
-        if multi_buffer {
-            flags |= libc::XDP_USE_SG;
-        }
-        // SAFETY: sockaddr_xdp is plain data; all-zero is a valid value.
-        let mut sa: libc::sockaddr_xdp = unsafe { std::mem::zeroed() };
-        sa.sxdp_family = libc::AF_XDP as u16;
-        sa.sxdp_flags = flags;
-        sa.sxdp_ifindex = ifindex;
-        sa.sxdp_queue_id = queue;
-        // SAFETY: `sa` is a valid sockaddr_xdp of the length passed.
-        let r = unsafe {
-            libc::bind(
-                s,
-                (&sa as *const libc::sockaddr_xdp).cast(),
-                size_of::<libc::sockaddr_xdp>() as libc::socklen_t,
-            )
+        let bind = |flags: u16| -> io::Result<()> {
+            // SAFETY: sockaddr_xdp is plain data; all-zero is a valid value.
+            let mut sa: libc::sockaddr_xdp = unsafe { std::mem::zeroed() };
+            sa.sxdp_family = libc::AF_XDP as u16;
+            sa.sxdp_flags = flags;
+            sa.sxdp_ifindex = ifindex;
+            sa.sxdp_queue_id = queue;
+            // SAFETY: `sa` is a valid sockaddr_xdp of the length passed.
+            let r = unsafe {
+                libc::bind(
+                    s,
+                    (&sa as *const libc::sockaddr_xdp).cast(),
+                    size_of::<libc::sockaddr_xdp>() as libc::socklen_t,
+                )
+            };
+            check(r, "bind(AF_XDP)").map(drop)
         };
-        check(r, "bind(AF_XDP)")?;
+        // Kernels before 6.6 (and drivers without multi-buffer support) refuse XDP_USE_SG
+        // with EINVAL/EOPNOTSUPP: fall back to single-buffer frames.
+        let multi_buffer = if multi_buffer {
+            match bind(base | libc::XDP_USE_SG) {
+                Ok(()) => true,
+                Err(e)
+                    if matches!(
+                        e.raw_os_error(),
+                        Some(libc::EINVAL) | Some(libc::EOPNOTSUPP)
+                    ) =>
+                {
+                    bind(base)?;
+                    false
+                }
+                Err(e) => return Err(e),
+            }
+        } else {
+            bind(base)?;
+            false
+        };
         let zero_copy = getsockopt::<libc::xdp_options>(s, libc::XDP_OPTIONS, "XDP_OPTIONS")
             .map(|(o, _)| o.flags & libc::XDP_OPTIONS_ZEROCOPY != 0)
             .unwrap_or(false);
@@ -264,6 +284,7 @@ impl XskSocket {
             _maps: [fm, cm, rm, tm],
             fd,
             zero_copy,
+            multi_buffer,
         })
     }
 
@@ -275,6 +296,11 @@ impl XskSocket {
     /// Whether the kernel runs this socket in zero-copy mode.
     pub fn is_zero_copy(&self) -> bool {
         self.zero_copy
+    }
+
+    /// Whether the socket is bound with `XDP_USE_SG` (frames of several descriptors).
+    pub fn is_multi_buffer(&self) -> bool {
+        self.multi_buffer
     }
 
     /// Asks the kernel to process the TX ring (copy mode transmits only inside this call).

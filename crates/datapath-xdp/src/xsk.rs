@@ -42,6 +42,8 @@ pub struct XskConfig {
     pub rx_frames: usize,
     /// Largest frame accepted when reassembling a multi-buffer receive.
     pub max_rx_frame: usize,
+    /// Bind with `XDP_USE_SG` (falls back to single-buffer frames where the kernel refuses).
+    pub multi_buffer: bool,
 }
 
 /// Counters of the socket layer.
@@ -178,7 +180,7 @@ impl Xsk {
                     ifindex: cfg.ifindex,
                     queue: cfg.queue,
                     mode: cfg.mode,
-                    multi_buffer: true,
+                    multi_buffer: cfg.multi_buffer,
                 },
             )?
         };
@@ -221,6 +223,21 @@ impl Xsk {
     /// Whether the kernel runs the socket zero-copy.
     pub fn is_zero_copy(&self) -> bool {
         self.sock.as_ref().is_some_and(|s| s.is_zero_copy())
+    }
+
+    /// Whether frames may have several descriptors; when false, [`send`](Self::send) refuses
+    /// chains longer than one.
+    pub fn is_multi_buffer(&self) -> bool {
+        self.sock.as_ref().is_some_and(|s| s.is_multi_buffer())
+    }
+
+    /// Most descriptors one transmitted frame may have.
+    pub fn max_descriptors(&self) -> usize {
+        if self.is_multi_buffer() {
+            MAX_TX_DESCRIPTORS
+        } else {
+            1
+        }
     }
 
     /// The pinned memory that is the UMEM.
@@ -369,11 +386,9 @@ impl Xsk {
     /// descriptors complete; on error nothing was queued and `pieces` is unchanged.
     pub fn send(&mut self, pieces: &mut Vec<RcBuf>) -> Result<(), TxError> {
         let needed = self.descriptors_for(pieces).ok_or(TxError::NotInUmem)?;
-        if needed > MAX_TX_DESCRIPTORS {
-            return Err(TxError::TooManyDescriptors {
-                needed,
-                max: MAX_TX_DESCRIPTORS,
-            });
+        let max = self.max_descriptors();
+        if needed > max {
+            return Err(TxError::TooManyDescriptors { needed, max });
         }
         if needed == 0 {
             pieces.clear();

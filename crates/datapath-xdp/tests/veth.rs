@@ -748,4 +748,46 @@ mod with_xdp {
             assert_eq!(ctx.dp.kernel_stats().unwrap().tx_invalid_descs, 0);
         });
     }
+
+    #[test]
+    fn without_multi_buffer_every_frame_is_one_descriptor() {
+        // The fallback for kernels without XDP_USE_SG, forced here: objects are copied into
+        // one buffer per frame and still arrive intact.
+        let tweak = |c: &mut XdpConfig| c.multi_buffer = false;
+        with_pair_cfg(
+            "single_buffer",
+            1500,
+            ChecksumCaps::SOFTWARE,
+            tweak,
+            |ctx, _| {
+                assert_eq!(ctx.dp.max_segments(), 1);
+                let c = connect(ctx);
+                let vals: Vec<RcBuf> = (0..2).map(|i| pinned(ctx, 600, 90 + i as u8)).collect();
+                let arena = Arena::with_memory(ctx.dp.memory());
+                let m = getm(ctx, &arena, &vals, &["one"]);
+                let before = ctx.dp.xsk_stats();
+                ctx.dp.send_object(c, Msg::new(14, 1), &m).unwrap();
+                let big: Vec<u8> = (0..5000u32).map(|i| (i % 253) as u8).collect();
+                ctx.dp.send_copy(c, Msg::new(15, 1), &big).unwrap();
+                ctx.dp.flush().unwrap();
+                let after = ctx.dp.xsk_stats();
+                assert_eq!(
+                    after.tx_descriptors - before.tx_descriptors,
+                    after.tx_frames - before.tx_frames,
+                    "one descriptor per frame"
+                );
+                let (h, bytes) = peer_recv_message(ctx);
+                assert_eq!(h.msg_id, 14);
+                let arena2 = Arena::new();
+                let d = GetM::deserialize(&bytes, &arena2).unwrap();
+                for (got, want) in d.get_vals().iter().zip(&vals) {
+                    assert_eq!(got.as_bytes(), &want[..]);
+                }
+                let (h, bytes) = peer_recv_message(ctx);
+                assert_eq!((h.msg_id, bytes), (15, big));
+                drop(m);
+                wait_completions(ctx);
+            },
+        );
+    }
 }

@@ -36,6 +36,7 @@ mod with_xdp {
             },
             rx_frames: 512,
             max_rx_frame: 16 * 1024,
+            multi_buffer: true,
         }
     }
 
