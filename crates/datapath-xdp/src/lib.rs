@@ -12,19 +12,27 @@
 //! - With the `xdp` feature (needs clang, libbpf and root at run time): the socket, the XDP
 //!   program loader and the datapath itself.
 
-#![deny(unsafe_op_in_unsafe_fn)]
+#![deny(unsafe_op_in_unsafe_fn, unsafe_code)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 pub mod plan;
+// Ring memory shared with the kernel: raw pointers.
+#[allow(unsafe_code)]
 pub mod ring;
 
+// FFI: libbpf.
 #[cfg(feature = "xdp")]
+#[allow(unsafe_code)]
 pub mod bpf;
 #[cfg(feature = "xdp")]
 pub mod datapath;
+// FFI: the AF_XDP system calls.
 #[cfg(feature = "xdp")]
+#[allow(unsafe_code)]
 pub mod sys;
+// Hands the pinned region to the kernel as the UMEM (one `unsafe` call).
 #[cfg(feature = "xdp")]
+#[allow(unsafe_code)]
 pub mod xsk;
 
 #[cfg(feature = "xdp")]
