@@ -1,0 +1,349 @@
+//! [`Mlx5Datapath`]: the Cornflakes datapath interface over a ConnectX queue pair, generic
+//! over where the queues live (hardware or [`crate::emu`]).
+//!
+//! Transmit reuses the stack's serialize-and-send ([`cornflakes_stack::tx`]) with the send
+//! queue as its [`TxSink`](cornflakes_stack::TxSink): every descriptor the stack posts becomes
+//! a data segment written into the WQE on the spot. Receive polls the receive CQ, hands each
+//! frame to the stack ([`EthStack::process_frame`]) and refills the receive queue.
+
+use std::io;
+use std::net::SocketAddrV4;
+use std::time::Instant;
+
+use cornflakes::datapath::{Completions, Connect, DatapathMemory, Receive, Transmit};
+use cornflakes::{ConnId, CornflakesObj, DropCounters, Msg, PinnedMemory, RcBuf, RxMsg, SendError};
+use cornflakes_stack::iface::{EthStack, StackConfig};
+use cornflakes_stack::tx;
+use cornflakes_stack::wire::{ethernet, ChecksumCaps};
+
+use crate::prm::*;
+use crate::queue::{CqPoller, QueueMemory, RecvQueue, RxCompletion, SendQueue, TxStats};
+
+/// What the device can do, from its capabilities (hardware: `ibv_query_device_ex`, the QP's
+/// granted caps and the port; emulated: the emulator's config).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeviceCaps {
+    /// Gather entries per send WQE the QP was created with.
+    pub max_send_sge: usize,
+    /// Header bytes each WQE inlines in its Ethernet segment (at least 18: the L2 header the
+    /// device needs to steer/loop back; more when the device requires L3/L4 inline).
+    pub inline_len: usize,
+    /// The port's IP MTU.
+    pub mtu: usize,
+    /// IPv4/UDP checksums offloaded on transmit and verified on receive.
+    pub csum_offload: bool,
+}
+
+/// Configuration of a [`Mlx5Datapath`].
+#[derive(Clone, Debug)]
+pub struct Mlx5Config {
+    /// The UDP stack (address, MAC, MTU cap, ARP, reassembly). Its MTU is lowered to the
+    /// device's; its checksum capabilities are set from [`DeviceCaps::csum_offload`].
+    pub stack: StackConfig,
+    /// Bytes per receive buffer (at least one full frame).
+    pub rx_buf_size: usize,
+    /// Receive completions handled per [`Receive::recv_burst`].
+    pub rx_burst: usize,
+}
+
+impl Mlx5Config {
+    /// Defaults for `stack`: 2 KiB receive buffers, bursts of 32.
+    pub fn new(stack: StackConfig) -> Mlx5Config {
+        Mlx5Config {
+            stack,
+            rx_buf_size: 2048,
+            rx_burst: 32,
+        }
+    }
+}
+
+/// Device-level counters (the stack's drop counters are in [`Receive::counters`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Mlx5Stats {
+    pub tx: TxStats,
+    /// Receive completions with a frame.
+    pub rx_frames: u64,
+    /// Receive error completions (`MLX5_CQE_RESP_ERR`).
+    pub rx_error_cqes: u64,
+    /// Syndrome of the last receive error.
+    pub rx_last_syndrome: u8,
+    /// Receive completions that named no posted WQE or claimed more bytes than the buffer.
+    pub rx_bogus_cqes: u64,
+    /// Frames whose IPv4 or UDP checksum the device found wrong.
+    pub rx_bad_csum: u64,
+    /// Control frames (ARP) sent.
+    pub control_sent: u64,
+    /// Receive completions discarded while resetting the queue pair after an error.
+    pub rx_discarded: u64,
+    /// Queue-pair resets that failed (retried on the next poll).
+    pub reset_failures: u64,
+}
+
+/// The ConnectX datapath of one queue pair.
+pub struct Mlx5Datapath<Q: QueueMemory> {
+    q: Q,
+    mem: PinnedMemory,
+    stack: EthStack,
+    sq: SendQueue,
+    scq: CqPoller,
+    rq: RecvQueue,
+    rcq: CqPoller,
+    caps: DeviceCaps,
+    max_segments: usize,
+    rx_burst: usize,
+    stats: Mlx5Stats,
+}
+
+impl<Q: QueueMemory> Mlx5Datapath<Q> {
+    /// A datapath over the queues `q` of a device with `caps`. Every region of `mem` must be
+    /// registered with that device (its registration holds the lkey); receive buffers are
+    /// posted at once.
+    pub fn new(q: Q, mem: PinnedMemory, caps: DeviceCaps, cfg: Mlx5Config) -> io::Result<Self> {
+        let mut scfg = cfg.stack;
+        scfg.mtu = scfg.mtu.min(caps.mtu);
+        scfg.caps = if caps.csum_offload {
+            ChecksumCaps::OFFLOAD
+        } else {
+            ChecksumCaps::SOFTWARE
+        };
+        let frame_max = scfg.mtu + ethernet::HEADER_LEN;
+        if cfg.rx_buf_size < frame_max || cfg.rx_buf_size > mem.max_item_size() {
+            return Err(io::Error::other(format!(
+                "receive buffers of {} bytes cannot hold {frame_max}-byte frames (or exceed the \
+                 pool's {}-byte items)",
+                cfg.rx_buf_size,
+                mem.max_item_size()
+            )));
+        }
+        let cs_flags = if caps.csum_offload {
+            MLX5_ETH_WQE_L3_CSUM | MLX5_ETH_WQE_L4_CSUM
+        } else {
+            0
+        };
+        let sq = SendQueue::new(q.sq(), q.sq_dbrec(), q.qpn(), caps.inline_len, cs_flags)?;
+        let max_segments = caps.max_send_sge.min(sq.max_data_segments()).max(1);
+        let scq = CqPoller::new(q.send_cq(), q.send_cq_dbrec())?;
+        let rcq = CqPoller::new(q.recv_cq(), q.recv_cq_dbrec())?;
+        let mut rq = RecvQueue::new(q.rq(), q.rq_dbrec(), cfg.rx_buf_size)?;
+        let mut stack = EthStack::new(scfg);
+        let (_, failed) = rq.refill(&mem);
+        stack.count_no_rx_buffer(failed as u64);
+        Ok(Mlx5Datapath {
+            q,
+            mem,
+            stack,
+            sq,
+            scq,
+            rq,
+            rcq,
+            caps,
+            max_segments,
+            rx_burst: cfg.rx_burst.max(1),
+            stats: Mlx5Stats::default(),
+        })
+    }
+
+    /// Device-level counters.
+    pub fn stats(&self) -> Mlx5Stats {
+        Mlx5Stats {
+            tx: self.sq.stats(),
+            ..self.stats
+        }
+    }
+
+    /// The device capabilities in force.
+    pub fn caps(&self) -> DeviceCaps {
+        self.caps
+    }
+
+    /// Receive buffers currently posted.
+    pub fn rx_posted(&self) -> usize {
+        self.rq.posted()
+    }
+
+    /// The queue memory (for the device-specific owner).
+    pub fn queues(&self) -> &Q {
+        &self.q
+    }
+
+    /// Sends the control frames (ARP) the stack produced, then rings the doorbell for them.
+    fn with_control<R>(&mut self, f: impl FnOnce(&mut EthStack, &mut dyn FnMut(&[u8])) -> R) -> R {
+        let Mlx5Datapath { stack, mem, sq, .. } = self;
+        let mut sent = 0;
+        let r = f(stack, &mut |frame: &[u8]| {
+            if tx::send_control(mem, sq, frame) {
+                sent += 1;
+            }
+        });
+        if sent > 0 {
+            self.stats.control_sent += sent;
+            self.sq.flush(&mut self.q);
+        }
+        r
+    }
+
+    /// Resets the queue pair after a send error flushed it: completions still queued for the
+    /// receive queue are discarded (counted), both queues restart empty, receive buffers are
+    /// posted again. A failed reset leaves the queue in error (sends report `Full`); the next
+    /// poll tries again.
+    fn recover(&mut self) {
+        while self.rcq.poll().is_some() {
+            self.stats.rx_discarded += 1;
+        }
+        self.rcq.update_ci();
+        if self.q.reset_qp().is_err() {
+            self.stats.reset_failures += 1;
+            return;
+        }
+        self.sq.reset();
+        self.rq.reset();
+        let (_, failed) = self.rq.refill(&self.mem);
+        self.stack.count_no_rx_buffer(failed as u64);
+    }
+
+    /// Whether the device's checksum verdict on a received frame is a failure.
+    fn bad_rx_csum(&self, cqe: &Cqe) -> bool {
+        if !self.caps.csum_offload || cqe.l3_hdr_type() != MLX5_CQE_L3_HDR_TYPE_IPV4 {
+            return false;
+        }
+        let l3 = cqe.hds_ip_ext & MLX5_CQE_L3_OK != 0;
+        let l4 = cqe.l4_hdr_type() != CQE_L4_HDR_TYPE_UDP || cqe.hds_ip_ext & MLX5_CQE_L4_OK != 0;
+        !(l3 && l4)
+    }
+}
+
+impl<Q: QueueMemory> DatapathMemory for Mlx5Datapath<Q> {
+    fn memory(&self) -> &PinnedMemory {
+        &self.mem
+    }
+}
+
+impl<Q: QueueMemory> Connect for Mlx5Datapath<Q> {
+    fn connect(&mut self, peer: SocketAddrV4) -> io::Result<ConnId> {
+        let now = Instant::now();
+        self.with_control(|stack, txf| stack.connect(peer, now, txf))
+            .map_err(|e| match e {
+                SendError::Io(e) => e,
+                other => io::Error::other(other.to_string()),
+            })
+    }
+
+    fn peer_addr(&self, conn: ConnId) -> Option<SocketAddrV4> {
+        self.stack.peer_addr(conn)
+    }
+
+    fn local_addr(&self) -> SocketAddrV4 {
+        self.stack.local_addr()
+    }
+}
+
+impl<Q: QueueMemory> Receive for Mlx5Datapath<Q> {
+    fn recv_burst(&mut self, out: &mut Vec<RxMsg>) -> io::Result<usize> {
+        let now = Instant::now();
+        let before = out.len();
+        for _ in 0..self.rx_burst {
+            let Some(cqe) = self.rcq.poll() else { break };
+            match self.rq.complete(&cqe) {
+                RxCompletion::Frame(buf) => {
+                    self.stats.rx_frames += 1;
+                    if self.bad_rx_csum(&cqe) {
+                        self.stats.rx_bad_csum += 1;
+                        continue;
+                    }
+                    let frame = buf.freeze();
+                    let mem = self.mem.clone();
+                    self.with_control(|stack, txf| stack.process_frame(&mem, frame, now, out, txf));
+                }
+                RxCompletion::Error { syndrome } => {
+                    self.stats.rx_error_cqes += 1;
+                    self.stats.rx_last_syndrome = syndrome;
+                }
+                RxCompletion::Bogus => self.stats.rx_bogus_cqes += 1,
+            }
+        }
+        self.rcq.update_ci();
+        if !self.sq.in_error() {
+            // While the QP is in error the device would only flush new buffers.
+            let (_, failed) = self.rq.refill(&self.mem);
+            self.stack.count_no_rx_buffer(failed as u64);
+        }
+        self.with_control(|stack, txf| stack.poll(now, txf));
+        Ok(out.len() - before)
+    }
+
+    fn counters(&self) -> DropCounters {
+        let mut c = self.stack.counters();
+        c.bad_checksum += self.stats.rx_bad_csum;
+        c
+    }
+}
+
+impl<Q: QueueMemory> Transmit for Mlx5Datapath<Q> {
+    fn mtu(&self) -> usize {
+        self.stack.config().mtu
+    }
+
+    fn max_segments(&self) -> usize {
+        self.max_segments
+    }
+
+    fn max_message_len(&self) -> usize {
+        self.stack.config().max_message_len
+    }
+
+    fn send_object<O: CornflakesObj>(
+        &mut self,
+        conn: ConnId,
+        msg: Msg,
+        obj: &O,
+    ) -> Result<(), SendError> {
+        tx::send_object(
+            &mut self.stack,
+            &self.mem,
+            &mut self.sq,
+            self.max_segments,
+            conn,
+            msg,
+            obj,
+        )
+    }
+
+    fn send_sga(&mut self, conn: ConnId, msg: Msg, entries: &[RcBuf]) -> Result<(), SendError> {
+        tx::send_sga(
+            &mut self.stack,
+            &self.mem,
+            &mut self.sq,
+            self.max_segments,
+            conn,
+            msg,
+            entries,
+        )
+    }
+
+    fn send_copy(&mut self, conn: ConnId, msg: Msg, data: &[u8]) -> Result<(), SendError> {
+        tx::send_copy(&mut self.stack, &self.mem, &mut self.sq, conn, msg, data)
+    }
+
+    fn flush(&mut self) -> Result<(), SendError> {
+        self.sq.flush(&mut self.q);
+        Ok(())
+    }
+}
+
+impl<Q: QueueMemory> Completions for Mlx5Datapath<Q> {
+    fn poll_completions(&mut self) -> usize {
+        let mut released = 0;
+        while let Some(cqe) = self.scq.poll() {
+            released += self.sq.complete(&cqe);
+        }
+        self.scq.update_ci();
+        if self.sq.ready_for_reset() {
+            self.recover();
+        }
+        released
+    }
+
+    fn in_flight(&self) -> usize {
+        self.sq.outstanding()
+    }
+}

@@ -1,0 +1,95 @@
+//! # datapath-mlx5: Cornflakes on NVIDIA/Mellanox ConnectX
+//!
+//! A kernel-bypass datapath over rdma-core's mlx5 direct verbs. Setup (device, protection
+//! domain, memory regions, raw-packet QP, CQs, flow rules) goes through libibverbs/mlx5dv; the
+//! transmit and receive hot paths are ours: [`Datapath::send_object`](cornflakes::datapath::Transmit::send_object)
+//! writes the control segment, the Ethernet segment with the inlined headers and one data
+//! segment per gather entry straight into the send queue while walking the object, and the
+//! completion queues are polled with the owner-bit protocol.
+//!
+//! - [`prm`]: the mlx5 layouts and constants (quarantined).
+//! - [`mmio`]: the one place that reads/writes device-shared memory and the doorbell.
+//! - [`queue`]: the hot path, generic over [`queue::QueueMemory`].
+//! - [`emu`]: an emulated ConnectX the tests run the hot path against.
+//! - [`datapath`]: [`Mlx5Datapath`], the `cornflakes::Datapath` over any queue memory.
+//! - `hw` (feature `mlx5`): the rdma-core bindings and the hardware queue memory.
+
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(clippy::undocumented_unsafe_blocks)]
+
+pub mod datapath;
+pub mod emu;
+pub mod mmio;
+#[rustfmt::skip]
+pub mod prm;
+pub mod queue;
+
+#[cfg(feature = "mlx5")]
+pub mod hw;
+
+pub use datapath::{DeviceCaps, Mlx5Config, Mlx5Datapath, Mlx5Stats};
+
+use cornflakes_stack::wire::{ethernet, ipv4, udp, MacAddr};
+
+/// EtherType of IPv4.
+pub const ETHERTYPE_IPV4: u16 = 0x0800;
+/// EtherType of ARP.
+pub const ETHERTYPE_ARP: u16 = 0x0806;
+
+/// One steering rule: frames to `dst_mac` with `ethertype` (and, for IPv4/UDP, destination
+/// port `udp_dst_port`) go to our receive queue. The hardware path installs these with
+/// `ibv_create_flow`; the emulated device applies the same rules.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FlowRule {
+    pub dst_mac: MacAddr,
+    pub ethertype: u16,
+    pub udp_dst_port: Option<u16>,
+}
+
+impl FlowRule {
+    /// Whether `frame` matches.
+    pub fn matches(&self, frame: &[u8]) -> bool {
+        let Ok(eth) = ethernet::Frame::new_checked(frame) else {
+            return false;
+        };
+        if eth.dst_addr() != self.dst_mac {
+            return false;
+        }
+        let et = u16::from_be_bytes([frame[12], frame[13]]);
+        if et != self.ethertype {
+            return false;
+        }
+        let Some(port) = self.udp_dst_port else {
+            return true;
+        };
+        let Ok(ip) = ipv4::Packet::new_checked(eth.payload()) else {
+            return false;
+        };
+        if ip.protocol() != ipv4::PROTO_UDP {
+            return false;
+        }
+        udp::Packet::new_checked(ip.payload()).is_ok_and(|u| u.dst_port() == port)
+    }
+}
+
+/// The rules a datapath at `mac` / UDP `port` installs: our UDP traffic, ARP replies to us,
+/// and broadcast ARP requests (so peers can resolve us).
+pub fn flow_rules(mac: MacAddr, port: u16) -> Vec<FlowRule> {
+    vec![
+        FlowRule {
+            dst_mac: mac,
+            ethertype: ETHERTYPE_IPV4,
+            udp_dst_port: Some(port),
+        },
+        FlowRule {
+            dst_mac: mac,
+            ethertype: ETHERTYPE_ARP,
+            udp_dst_port: None,
+        },
+        FlowRule {
+            dst_mac: MacAddr::BROADCAST,
+            ethertype: ETHERTYPE_ARP,
+            udp_dst_port: None,
+        },
+    ]
+}
