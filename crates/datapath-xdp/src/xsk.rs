@@ -417,24 +417,36 @@ impl Xsk {
             return Err(TxError::RingFull);
         }
         // Keep every buffer alive until its descriptors complete: one reference per distinct
-        // descriptor address (a count for repeats of the same address).
+        // descriptor address (a count for repeats of the same address). The caller's
+        // reference moves in; only a buffer spanning several frames is cloned.
         for p in pieces.drain(..) {
             let Some(addr) = self.umem_offset(&p) else {
                 continue;
             };
-            for (a, _) in split_at_frames(addr, p.len(), FRAME_SIZE) {
-                match self.in_flight.get_mut(&a) {
-                    Some(e) => e.1 += 1,
-                    None => {
-                        self.in_flight.insert(a, (p.clone(), 1));
-                    }
-                }
+            let mut split = split_at_frames(addr, p.len(), FRAME_SIZE).map(|(a, _)| a);
+            let Some(first) = split.next() else {
+                continue;
+            };
+            for a in split {
+                self.hold(a, || p.clone());
             }
+            self.hold(first, || p);
         }
         self.in_flight_descs += needed;
         self.stats.tx_frames += 1;
         self.stats.tx_descriptors += needed as u64;
         Ok(())
+    }
+
+    /// Records one more in-flight descriptor at UMEM address `addr`, keeping the buffer `buf`
+    /// gives (only called for the first descriptor at that address).
+    fn hold(&mut self, addr: u64, buf: impl FnOnce() -> RcBuf) {
+        match self.in_flight.get_mut(&addr) {
+            Some(e) => e.1 += 1,
+            None => {
+                self.in_flight.insert(addr, (buf(), 1));
+            }
+        }
     }
 
     /// Publishes queued descriptors and asks the kernel to transmit them. In copy mode the
