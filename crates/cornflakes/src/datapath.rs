@@ -319,3 +319,70 @@ pub fn object_to_sga<O: CornflakesObj + ?Sized>(
     obj.for_each_zero_copy(&mut walk, &mut |b: &RcBuf| out.push(b.clone()));
     Ok(out)
 }
+
+#[cfg(test)]
+mod test {
+    use super::*;
+    use crate::handwritten::GetM;
+    use crate::{Arena, CFBytes, CFPtr};
+
+    fn getm<'a>(arena: &'a Arena, mem: &PinnedMemory, lens: &[usize]) -> GetM<'a> {
+        let mut m = GetM::new_in(arena);
+        m.set_id(3);
+        m.init_vals(lens.len());
+        for (i, &n) in lens.iter().enumerate() {
+            let b = mem.alloc_copy(&vec![i as u8 + 1; n]).unwrap();
+            m.get_mut_vals()
+                .append(CFBytes(CFPtr::from_rcbuf(b, arena)));
+        }
+        m
+    }
+
+    #[test]
+    fn sga_concatenates_to_the_serialized_object() {
+        let mem = PinnedMemory::with_defaults().unwrap();
+        let arena = Arena::with_memory(&mem);
+        let m = getm(&arena, &mem, &[600, 10, 700, 800]);
+        let flat = m.serialize_to_vec();
+        for max in [1, 2, 3, 4, 16] {
+            let sga = object_to_sga(&m, &mem, max).unwrap();
+            assert!(sga.len() <= max.max(1), "{max}: {}", sga.len());
+            let joined: Vec<u8> = sga.iter().flat_map(|b| b.iter().copied()).collect();
+            if max >= 4 {
+                // Nothing demoted: the same bytes as a contiguous serialization.
+                assert_eq!(joined, flat, "max {max}");
+            }
+            // Demoted values move to the copy area; the object decodes the same.
+            let a2 = Arena::new();
+            let d = GetM::deserialize(&joined, &a2).unwrap();
+            let vals: Vec<&[u8]> = d.get_vals().iter().map(|v| v.as_bytes()).collect();
+            let want: Vec<&[u8]> = m.get_vals().iter().map(|v| v.as_bytes()).collect();
+            assert_eq!((d.get_id(), vals), (3, want), "max {max}");
+        }
+    }
+
+    #[test]
+    fn plan_demote_keeps_all_when_they_fit() {
+        let mem = PinnedMemory::with_defaults().unwrap();
+        let arena = Arena::with_memory(&mem);
+        let m = getm(&arena, &mem, &[600, 700]);
+        assert_eq!(plan_demote(&m, 2), (Demote::NONE, 0));
+        let (d, bytes) = plan_demote(&m, 1);
+        assert_ne!(d, Demote::NONE);
+        assert_eq!(bytes, 600);
+    }
+
+    #[test]
+    fn total_drops_excludes_deliveries_and_replies() {
+        let c = DropCounters {
+            delivered: 5,
+            arp_replies_sent: 2,
+            arp_failures: 1,
+            truncated: 1,
+            bad_framing: 2,
+            ..DropCounters::default()
+        };
+        assert_eq!(c.total_drops(), 3);
+        assert!(SendError::Full.to_string().contains("full"));
+    }
+}
