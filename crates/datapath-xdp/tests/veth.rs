@@ -790,4 +790,49 @@ mod with_xdp {
             },
         );
     }
+
+    #[test]
+    fn an_empty_fill_ring_drops_in_the_kernel_and_recovers() {
+        // 8 receive frames only: a burst of 100 datagrams overruns them while we are not
+        // polling. The kernel drops the rest (and counts them); we deliver what was placed and
+        // keep working once the frames are recycled.
+        let tweak = |c: &mut XdpConfig| c.rx_frames = 8;
+        with_pair_cfg(
+            "fill_ring",
+            1500,
+            ChecksumCaps::SOFTWARE,
+            tweak,
+            |ctx, _| {
+                let _c = connect(ctx);
+                let mut dgram = vec![0u8; framing::HEADER_LEN + 200];
+                for i in 0..100u32 {
+                    framing::Repr::single(i, 1, 200).emit(&mut dgram);
+                    ctx.peer.send_to(&dgram, ctx.our_addr).unwrap();
+                }
+                std::thread::sleep(Duration::from_millis(100));
+                let mut out = Vec::new();
+                for _ in 0..10 {
+                    ctx.dp.recv_burst(&mut out).unwrap();
+                }
+                let ks = ctx.dp.kernel_stats().unwrap();
+                assert!(!out.is_empty() && out.len() <= 8, "delivered {}", out.len());
+                assert!(
+                    ks.rx_dropped + ks.rx_fill_ring_empty_descs > 0,
+                    "the kernel counted the overrun"
+                );
+                drop(out);
+                // Frames were recycled to the fill ring: the next datagram arrives.
+                framing::Repr::single(1000, 1, 200).emit(&mut dgram);
+                ctx.peer.send_to(&dgram, ctx.our_addr).unwrap();
+                let mut out = Vec::new();
+                let deadline = Instant::now() + Duration::from_secs(3);
+                while out.is_empty() && Instant::now() < deadline {
+                    ctx.dp.recv_burst(&mut out).unwrap();
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                assert_eq!(out.len(), 1);
+                assert_eq!(out[0].msg.id, 1000);
+            },
+        );
+    }
 }
