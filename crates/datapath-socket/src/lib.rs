@@ -59,10 +59,13 @@ pub struct SocketConfig {
     pub gso: bool,
     /// Most connections; datagrams from further new peers are dropped and counted.
     pub max_conns: usize,
+    /// Kernel socket buffer size to ask for (send and receive), if any.
+    pub socket_buffer: Option<usize>,
 }
 
 impl SocketConfig {
-    /// Defaults: MTU 1500, batches of 32, 64 iovecs, GSO on, 1 MiB messages.
+    /// Defaults: MTU 1500, batches of 32, 64 iovecs, GSO on, 1 MiB messages (bounded by the
+    /// largest pinned item), 4 MiB socket buffers requested.
     pub fn new(bind: SocketAddrV4) -> SocketConfig {
         SocketConfig {
             bind,
@@ -75,6 +78,7 @@ impl SocketConfig {
             reassembly: ReassemblyConfig::default(),
             gso: true,
             max_conns: 65536,
+            socket_buffer: Some(4 << 20),
         }
     }
 }
@@ -143,6 +147,9 @@ impl SocketDatapath {
         };
         let mem = PinnedMemory::new(cfg.memory.clone()).map_err(SetupError::Memory)?;
         let gso = cfg.gso && sys::gso_supported(sock.as_fd());
+        if let Some(bytes) = cfg.socket_buffer {
+            sys::set_buffer_sizes(sock.as_fd(), bytes);
+        }
         let mut cfg = cfg;
         cfg.max_message_len = cfg.max_message_len.min(mem.max_item_size());
         cfg.max_segments = cfg.max_segments.clamp(1, MAX_IOV / 4);

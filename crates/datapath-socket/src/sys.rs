@@ -134,6 +134,24 @@ pub(crate) fn send_batch(
     Ok(r as usize)
 }
 
+/// Asks for `bytes` of kernel send and receive buffer (the kernel caps it at
+/// `net.core.{w,r}mem_max`). Failure is not an error: the default buffers still work.
+pub(crate) fn set_buffer_sizes(fd: BorrowedFd<'_>, bytes: usize) {
+    let v = bytes.min(libc::c_int::MAX as usize) as libc::c_int;
+    for opt in [libc::SO_SNDBUF, libc::SO_RCVBUF] {
+        // SAFETY: `v` is a live c_int and its size is passed; setsockopt only reads it.
+        unsafe {
+            libc::setsockopt(
+                fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                opt,
+                &v as *const libc::c_int as *const libc::c_void,
+                size_of::<libc::c_int>() as libc::socklen_t,
+            );
+        }
+    }
+}
+
 /// Whether the kernel accepts UDP GSO on this socket.
 pub(crate) fn gso_supported(fd: BorrowedFd<'_>) -> bool {
     let v: libc::c_int = 0;

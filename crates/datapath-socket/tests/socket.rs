@@ -433,3 +433,26 @@ fn running_out_of_receive_buffers_drops_and_counts() {
     let got = recv_n(&mut b, 1);
     assert_eq!(&got[0].data[..], b"after");
 }
+
+#[test]
+fn batches_larger_than_one_sendmmsg_arrive_complete() {
+    let (mut a, mut b, conn) = pair(|_| {});
+    let n = 100u32;
+    for i in 0..n {
+        a.send_copy(conn, Msg::new(i, 0), &i.to_le_bytes()).unwrap();
+    }
+    assert_eq!(a.queued_datagrams(), n as usize);
+    a.flush().unwrap();
+    assert_eq!(a.queued_datagrams(), 0);
+    let got = recv_n(&mut b, n as usize);
+    let mut ids: Vec<u32> = got
+        .iter()
+        .map(|r| {
+            assert_eq!(&r.data[..], &r.msg.id.to_le_bytes());
+            r.msg.id
+        })
+        .collect();
+    ids.sort_unstable();
+    assert_eq!(ids, (0..n).collect::<Vec<_>>());
+    assert_eq!(a.tx_errors(), 0);
+}
