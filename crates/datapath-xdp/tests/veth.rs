@@ -23,6 +23,7 @@ mod with_xdp {
     use cornflakes_stack::iface::FRAME_OVERHEAD;
     use cornflakes_stack::template::{HeaderTemplate, TEMPLATE_LEN};
     use cornflakes_stack::wire::{framing, ChecksumCaps, MacAddr};
+    use datapath_xdp::sys::BindMode;
     use datapath_xdp::{XdpConfig, XdpDatapath};
     use std::net::{SocketAddrV4, UdpSocket};
     use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -834,5 +835,47 @@ mod with_xdp {
                 assert_eq!(out[0].msg.id, 1000);
             },
         );
+    }
+
+    #[test]
+    fn refused_setups_clean_up_after_themselves() {
+        if let Some(why) = common::skip_reason() {
+            common::skip("setup_errors", &why);
+            return;
+        }
+        let v = VethPair::create(1500).expect("create the veth pair");
+        let (ns_a, if_a) = (v.ns_a.clone(), v.if_a.clone());
+        let addr = SocketAddrV4::new(v.ip_a, PORT);
+        let has_program = move || {
+            let out = std::process::Command::new("ip")
+                .args(["-n", &ns_a, "link", "show", &if_a])
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&out.stdout).contains("prog/xdp")
+        };
+        let if_a = v.if_a.clone();
+        in_netns(&v.ns_a, move || {
+            // veth has no AF_XDP zero-copy support: refused, and the program attached on the
+            // way is detached again.
+            let mut zc = XdpConfig::new(&if_a, addr);
+            zc.mode = BindMode::ZeroCopy;
+            assert!(
+                XdpDatapath::new(zc).is_err(),
+                "zero-copy bind refused on veth"
+            );
+            assert!(!has_program(), "the failed setup detached its program");
+            let dp = XdpDatapath::new(XdpConfig::new(&if_a, addr)).expect("copy mode works");
+            assert!(!dp.is_zero_copy());
+            assert!(has_program());
+            // A second datapath on the same interface is refused without touching the first.
+            assert!(XdpDatapath::new(XdpConfig::new(&if_a, addr)).is_err());
+            assert!(
+                has_program(),
+                "the refused setup left the first program attached"
+            );
+            drop(dp);
+            assert!(!has_program(), "dropping the datapath detached its program");
+        })
+        .unwrap();
     }
 }
