@@ -516,7 +516,6 @@ impl XdpDatapath {
         })?;
         let mut hdr = self.mem.alloc(plan.head_len)?;
         let (template, ident) = self.stack.template(conn, 1)?;
-        let template = template.clone();
         template.write(&mut hdr, framing::HEADER_LEN + total, ident);
         framing::Repr::single(msg.id, msg.ty, total as u32).emit(&mut hdr[TEMPLATE_LEN..]);
         obj.write_header_and_copy(
