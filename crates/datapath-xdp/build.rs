@@ -1,5 +1,5 @@
 //! With the `xdp` feature: compiles `bpf/cf_xdp.c` to a BPF object in `OUT_DIR` (embedded by
-//! `src/bpf.rs`) and links libbpf. Without it: nothing (the crate is pure logic and docs).
+//! `src/bpf.rs`, which also links libbpf). Without it: nothing (the crate is pure logic and docs).
 
 use std::env;
 use std::io;
@@ -27,7 +27,7 @@ fn main() -> io::Result<()> {
     let mut last_err = None;
     for clang in &candidates {
         let status = Command::new(clang)
-            .args(["-O2", "-g", "-Wall", "-Werror", "-target", "bpf"])
+            .args(["-O2", "-g", "-Wall", "-target", "bpf"])
             .arg(format!("-I/usr/include/{multiarch}"))
             .arg("-c")
             .arg("bpf/cf_xdp.c")
@@ -35,10 +35,8 @@ fn main() -> io::Result<()> {
             .arg(&obj)
             .status();
         match status {
-            Ok(s) if s.success() => {
-                println!("cargo:rustc-link-lib=bpf");
-                return Ok(());
-            }
+            // libbpf itself is linked by the `#[link(name = "bpf")]` block in src/bpf.rs.
+            Ok(s) if s.success() => return Ok(()),
             Ok(s) => {
                 return Err(io::Error::other(format!(
                     "{clang} failed ({s}) compiling bpf/cf_xdp.c; install the packages in \
