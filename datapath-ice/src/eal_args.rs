@@ -3,7 +3,8 @@
 //!
 //! The defaults are chosen so a run leaves nothing behind: `--in-memory` (no shared runtime
 //! files or hugepage files in `/dev/hugepages`), a unique `--file-prefix`, and `--no-huge` when
-//! no 2 MiB hugepages are free. `--iova-mode=va` is the default because pinned regions are
+//! no 2 MiB hugepages are free (then `--no-shconf` instead of `--in-memory`, which the EAL
+//! refuses without hugepages). `--iova-mode=va` is the default because pinned regions are
 //! registered with their virtual addresses as IOVAs (that needs the IOMMU with vfio-pci on a
 //! real NIC; see the README).
 
@@ -38,7 +39,8 @@ pub struct EalOptions {
     pub vdevs: Vec<String>,
     /// `--file-prefix`; `None` = `cf-ice-<pid>`.
     pub file_prefix: Option<String>,
-    /// `--in-memory`: no runtime files at all (default true).
+    /// `--in-memory` (with hugepages) or `--no-shconf` (without): no runtime files at all
+    /// (default true).
     pub in_memory: bool,
     /// `--iova-mode=va` (default true).
     pub iova_va: bool,
@@ -124,8 +126,10 @@ impl EalOptions {
                 .unwrap_or_else(|| format!("cf-ice-{pid}"));
             a.push(format!("--file-prefix={prefix}"));
         }
-        if self.in_memory && !overridden(ex, "--in-memory") {
-            a.push("--in-memory".into());
+        // `--in-memory` needs hugepages (`--no-huge` implies legacy memory, which it refuses);
+        // without them `--no-shconf` keeps the EAL from writing its shared configuration.
+        if self.in_memory && !overridden(ex, "--in-memory") && !overridden(ex, "--no-shconf") {
+            a.push(if no_huge { "--no-shconf" } else { "--in-memory" }.into());
         }
         if self.iova_va && !overridden(ex, "--iova-mode") {
             a.push("--iova-mode=va".into());
@@ -233,7 +237,8 @@ mod tests {
         assert_eq!(a[0], "cornflakes-ice");
         assert!(has(&a, "--no-huge"));
         assert!(has(&a, "--no-pci"));
-        assert!(has(&a, "--in-memory"));
+        assert!(has(&a, "--no-shconf"));
+        assert!(!has(&a, "--in-memory"), "the EAL refuses --in-memory with --no-huge");
         assert!(has(&a, "--iova-mode=va"));
         assert!(has(&a, "--file-prefix=cf-ice-4242"));
         let m = a.iter().position(|x| x == "-m").expect("-m with --no-huge");
@@ -249,6 +254,7 @@ mod tests {
         let a = o.to_args(512, 1);
         assert!(!has(&a, "--no-huge"));
         assert!(!has(&a, "-m"));
+        assert!(has(&a, "--in-memory"));
         assert!(!has(&a, "--no-pci"));
         let i = a.iter().position(|x| x == "-a").expect("-a");
         assert_eq!(a[i + 1], "0000:3b:00.0");
