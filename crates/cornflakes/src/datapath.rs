@@ -74,7 +74,9 @@ pub struct RxMsg {
 pub enum SendError {
     /// The connection id is not one this datapath handed out.
     UnknownConn(ConnId),
-    /// The peer's link-layer address is still being resolved (ARP); poll and retry.
+    /// The peer's link-layer address is still being resolved (ARP); poll and retry. A
+    /// resolution that gave up (counted in [`DropCounters::arp_failures`]) is restarted by
+    /// calling [`Connect::connect`] again.
     Resolving(ConnId),
     /// The message is longer than the datapath can send ([`Transmit::max_message_len`]).
     TooLarge { len: usize, max: usize },
