@@ -1,0 +1,344 @@
+//! The benchmark: for each mode, a server thread and load-generator client thread(s) over the
+//! socket datapath on 127.0.0.1, an offered-load sweep, then a table, JSON and a plot.
+
+use std::fmt::Write as _;
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use datapath_socket::{SocketConfig, SocketDatapath};
+use loadgen::{
+    max_kept_up, plot_p99_curves, run, sweep, write_json, Bound, Record, RunConfig, Schedule,
+    ScheduleConfig, SweepConfig, DEFAULT_KEEP_UP,
+};
+
+use crate::client::{EchoClient, Verifier};
+use crate::mode::{Mode, DEFAULT_HYBRID_THRESHOLD};
+use crate::server::{ServerConfig, ServerHandle, ServerStats};
+use crate::shape::ShapeSpec;
+
+/// Default offered loads (requests per second), lowest first; the lowest is also the fixed
+/// load the latency columns report.
+pub const DEFAULT_RATES: [f64; 9] = [
+    10_000.0, 20_000.0, 40_000.0, 60_000.0, 80_000.0, 100_000.0, 130_000.0, 160_000.0, 200_000.0,
+];
+
+/// IP MTU of the socket datapath in the benchmark: a jumbo frame, as in the paper (§6.1), so a
+/// 2 × 2048 B message is one datagram. `lo` takes up to 65536.
+pub const DEFAULT_MTU: usize = 9000;
+
+/// Everything the benchmark does.
+#[derive(Clone, Debug)]
+pub struct BenchConfig {
+    /// Modes to run, in order.
+    pub modes: Vec<Mode>,
+    /// Message shape.
+    pub shape: ShapeSpec,
+    /// Offered loads, requests per second.
+    pub rates: Vec<f64>,
+    /// The load whose p50/p99 the table reports (added to `rates` if missing).
+    pub fixed_rps: f64,
+    /// Measured time per load point.
+    pub duration: Duration,
+    /// Warm-up before each measured window (verified, not measured).
+    pub warmup: Duration,
+    /// A request unanswered this long is lost.
+    pub timeout: Duration,
+    /// Client threads.
+    pub threads: usize,
+    /// Hybrid threshold of the `cornflakes` modes.
+    pub threshold: usize,
+    /// IP MTU of the socket datapath.
+    pub mtu: usize,
+    /// Stop a mode's sweep after this many consecutive points below 95 % (0: run all).
+    pub stop_after_misses: usize,
+    /// Busy-poll: the server never blocks and the client never yields (the paper's setup;
+    /// on a shared 2-core machine it mostly measures the scheduler).
+    pub spin: bool,
+    /// Where the JSON, plot and table go.
+    pub out_dir: PathBuf,
+    /// JSON path (default `out_dir/echo.json`).
+    pub json: Option<PathBuf>,
+}
+
+impl Default for BenchConfig {
+    fn default() -> Self {
+        BenchConfig {
+            modes: Mode::ALL.to_vec(),
+            shape: ShapeSpec::default(),
+            rates: DEFAULT_RATES.to_vec(),
+            fixed_rps: DEFAULT_RATES[0],
+            duration: Duration::from_millis(400),
+            warmup: Duration::from_millis(100),
+            timeout: Duration::from_millis(200),
+            threads: 1,
+            threshold: DEFAULT_HYBRID_THRESHOLD,
+            mtu: DEFAULT_MTU,
+            stop_after_misses: 2,
+            spin: false,
+            out_dir: PathBuf::from("results/echo"),
+            json: None,
+        }
+    }
+}
+
+impl BenchConfig {
+    /// The loads to run: `rates` plus the fixed load, ascending, without duplicates.
+    pub fn loads(&self) -> Vec<f64> {
+        let mut v = self.rates.clone();
+        v.push(self.fixed_rps);
+        v.retain(|r| r.is_finite() && *r > 0.0);
+        v.sort_by(f64::total_cmp);
+        v.dedup();
+        v
+    }
+
+    /// The JSON output path.
+    pub fn json_path(&self) -> PathBuf {
+        self.json
+            .clone()
+            .unwrap_or_else(|| self.out_dir.join("echo.json"))
+    }
+}
+
+/// How one client measures one mode against a running server.
+#[derive(Clone, Debug)]
+pub struct SweepPlan {
+    /// Mode (decides the request format and the label).
+    pub mode: Mode,
+    /// Message shape.
+    pub shape: ShapeSpec,
+    /// Server address.
+    pub server: SocketAddrV4,
+    /// Address the client sockets bind (port 0).
+    pub bind: Ipv4Addr,
+    /// Offered loads.
+    pub loads: Vec<f64>,
+    /// Measured time per point.
+    pub duration: Duration,
+    /// Warm-up per point.
+    pub warmup: Duration,
+    /// Loss timeout.
+    pub timeout: Duration,
+    /// Client threads.
+    pub threads: usize,
+    /// IP MTU.
+    pub mtu: usize,
+    /// See [`BenchConfig::stop_after_misses`].
+    pub stop_after_misses: usize,
+    /// Client threads busy-poll instead of yielding when idle.
+    pub busy_poll: bool,
+}
+
+/// Sweeps the offered loads of `plan` against its server; one record per point.
+pub fn sweep_mode(plan: &SweepPlan) -> Result<Vec<Record>, String> {
+    let verifier = Verifier::new(plan.mode, plan.shape)?;
+    let checker = |id: u64, payload: &[u8]| verifier.check(id, payload);
+    let cfg = SweepConfig {
+        mode: plan.mode.name().to_owned(),
+        shape: plan.shape.to_string(),
+        loads_rps: plan.loads.clone(),
+        keep_up: DEFAULT_KEEP_UP,
+        stop_after_misses: plan.stop_after_misses,
+        progress: true,
+    };
+    let run_cfg = RunConfig {
+        warmup: plan.warmup,
+        timeout: plan.timeout,
+        busy_poll: plan.busy_poll,
+        progress: false,
+    };
+    let mut seed = 1u64;
+    sweep(&cfg, |rate| {
+        seed += 1;
+        let schedule = Schedule::poisson(&ScheduleConfig {
+            rate_rps: rate,
+            bound: Bound::Duration(plan.warmup + plan.duration),
+            threads: plan.threads,
+            seed,
+        })
+        .map_err(|e| format!("schedule at {rate} req/s: {e}"))?;
+        let make = |thread: usize| {
+            let mut sc = SocketConfig::new(SocketAddrV4::new(plan.bind, 0));
+            sc.mtu = plan.mtu;
+            let dp = SocketDatapath::new(sc).map_err(std::io::Error::other)?;
+            EchoClient::new(dp, plan.server, thread, plan.mode, plan.shape)
+        };
+        run(&schedule, &run_cfg, make, &checker).map_err(|e| e.to_string())
+    })
+}
+
+/// What a benchmark run produced.
+#[derive(Debug, Default)]
+pub struct BenchOutcome {
+    /// Every measured point.
+    pub records: Vec<Record>,
+    /// Modes not run, with the reason.
+    pub skipped: Vec<(Mode, String)>,
+    /// Each mode's server counters at the end of its sweep.
+    pub servers: Vec<(Mode, ServerStats)>,
+}
+
+/// Runs every mode of `cfg` (a fresh server per mode) and writes JSON, plot and table.
+pub fn run_bench(cfg: &BenchConfig) -> Result<BenchOutcome, String> {
+    let mut out = BenchOutcome::default();
+    let loads = cfg.loads();
+    if loads.is_empty() {
+        return Err("no offered load to run".to_owned());
+    }
+    let runnable: Vec<Mode> = cfg
+        .modes
+        .iter()
+        .copied()
+        .filter(|m| match m.available() {
+            Ok(()) => true,
+            Err(why) => {
+                eprintln!("[bench] skipping {m}: {why}");
+                out.skipped.push((*m, why.to_owned()));
+                false
+            }
+        })
+        .collect();
+    eprintln!(
+        "[bench] {} modes x {} loads, shape {}, {:?} per point (+{:?} warm-up), {} client thread(s), socket datapath on 127.0.0.1, MTU {}",
+        runnable.len(),
+        loads.len(),
+        cfg.shape,
+        cfg.duration,
+        cfg.warmup,
+        cfg.threads,
+        cfg.mtu
+    );
+    for (i, &mode) in runnable.iter().enumerate() {
+        let mut sc = SocketConfig::new(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0));
+        sc.mtu = cfg.mtu;
+        let server = ServerHandle::spawn(
+            ServerConfig {
+                mode,
+                threshold: cfg.threshold,
+            },
+            sc,
+            None,
+            cfg.spin,
+        )?;
+        eprintln!(
+            "[bench] mode {}/{}: {mode} (server {})",
+            i + 1,
+            runnable.len(),
+            server.addr()
+        );
+        let plan = SweepPlan {
+            mode,
+            shape: cfg.shape,
+            server: server.addr(),
+            bind: Ipv4Addr::LOCALHOST,
+            loads: loads.clone(),
+            duration: cfg.duration,
+            warmup: cfg.warmup,
+            timeout: cfg.timeout,
+            threads: cfg.threads,
+            mtu: cfg.mtu,
+            stop_after_misses: cfg.stop_after_misses,
+            busy_poll: cfg.spin,
+        };
+        let records = sweep_mode(&plan);
+        let stats = server.stop().map_err(|e| e.to_string())?;
+        eprintln!("[bench] {mode} server: {stats}");
+        out.records.extend(records?);
+        out.servers.push((mode, stats));
+    }
+    write_outputs(cfg, &out)?;
+    Ok(out)
+}
+
+/// Writes `echo.json`, `echo.svg`/`echo.png` and `table.md`.
+fn write_outputs(cfg: &BenchConfig, out: &BenchOutcome) -> Result<(), String> {
+    std::fs::create_dir_all(&cfg.out_dir)
+        .map_err(|e| format!("creating {}: {e}", cfg.out_dir.display()))?;
+    let json = cfg.json_path();
+    if let Some(dir) = json.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    }
+    write_json(&json, &out.records).map_err(|e| format!("writing {}: {e}", json.display()))?;
+    eprintln!("[bench] wrote {}", json.display());
+    let table = table(&out.records, cfg.fixed_rps, &out.servers, &out.skipped);
+    let table_path = cfg.out_dir.join("table.md");
+    std::fs::write(&table_path, &table)
+        .map_err(|e| format!("writing {}: {e}", table_path.display()))?;
+    print!("{table}");
+    let (svg, png) = (cfg.out_dir.join("echo.svg"), cfg.out_dir.join("echo.png"));
+    let title = format!("echo, {} over the socket datapath (127.0.0.1)", cfg.shape);
+    match plot_p99_curves(&out.records, &title, &svg, &png) {
+        Ok(()) => eprintln!("[bench] wrote {} and {}", svg.display(), png.display()),
+        // A run where nothing was verified has nothing to draw; the table says so.
+        Err(e) => eprintln!("[bench] no plot: {e}"),
+    }
+    Ok(())
+}
+
+fn us(v: Option<f64>) -> String {
+    v.map_or_else(|| "–".to_owned(), |v| format!("{v:.1}"))
+}
+
+/// The comparison table (Markdown): per mode, the highest achieved load within 95 % of
+/// offered, its ratio to `raw`, p50/p99 at the fixed load, and anything that went wrong.
+pub fn table(
+    records: &[Record],
+    fixed_rps: f64,
+    servers: &[(Mode, ServerStats)],
+    skipped: &[(Mode, String)],
+) -> String {
+    let mut modes: Vec<&str> = Vec::new();
+    for r in records {
+        if !modes.contains(&r.mode.as_str()) {
+            modes.push(&r.mode);
+        }
+    }
+    let best = |m: &str| {
+        let rs: Vec<Record> = records.iter().filter(|r| r.mode == m).cloned().collect();
+        max_kept_up(&rs, DEFAULT_KEEP_UP).cloned()
+    };
+    let raw = best("raw").map(|r| r.achieved_rps);
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "| mode | max req/s within 95% of offered | vs raw | p99 there (µs) | p50 @ {:.0} req/s (µs) | p99 @ {:.0} req/s (µs) | mismatched | lost | server malformed |",
+        fixed_rps, fixed_rps
+    );
+    let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for m in modes {
+        let b = best(m);
+        let fixed = records
+            .iter()
+            .find(|r| r.mode == m && (r.offered_rps - fixed_rps).abs() < 0.5);
+        let mismatched: u64 = records
+            .iter()
+            .filter(|r| r.mode == m)
+            .map(|r| r.mismatched)
+            .sum();
+        let lost: u64 = records.iter().filter(|r| r.mode == m).map(|r| r.lost).sum();
+        let malformed = servers
+            .iter()
+            .find(|(sm, _)| sm.name() == m)
+            .map_or_else(|| "–".to_owned(), |(_, st)| st.malformed.to_string());
+        let ratio = match (&b, raw) {
+            (Some(b), Some(raw)) if raw > 0.0 => format!("{:.2}", b.achieved_rps / raw),
+            _ => "–".to_owned(),
+        };
+        let _ = writeln!(
+            s,
+            "| {m} | {} | {ratio} | {} | {} | {} | {mismatched} | {lost} | {malformed} |",
+            b.as_ref().map_or_else(
+                || "none kept up".to_owned(),
+                |b| format!("{:.0}", b.achieved_rps)
+            ),
+            us(b.as_ref().and_then(|b| b.p99_us)),
+            us(fixed.and_then(|r| r.p50_us)),
+            us(fixed.and_then(|r| r.p99_us)),
+        );
+    }
+    for (m, why) in skipped {
+        let _ = writeln!(s, "\nskipped {m}: {why}");
+    }
+    s
+}

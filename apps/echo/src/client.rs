@@ -1,0 +1,208 @@
+//! The client side: building each mode's requests, checking responses, and the load
+//! generator's [`ClientTransport`] over a datapath.
+
+use std::cell::RefCell;
+use std::io;
+use std::net::SocketAddrV4;
+use std::sync::Mutex;
+
+use cornflakes::{Arena, ConnId, Datapath, Msg, RxMsg, SendError};
+use loadgen::{request_id, split_request_id, ClientTransport, Response};
+
+use crate::cf;
+use crate::libs::LibCodec;
+use crate::manual;
+use crate::mode::{Format, Mode};
+use crate::shape::{fill_values, ShapeSpec};
+
+/// Builds and sends the requests of one mode and shape. The values of request `id` are
+/// [`crate::shape::fill_values`]`(id)`, so a response can be checked from its id alone.
+pub struct RequestBuilder {
+    format: Format,
+    spec: ShapeSpec,
+    vals: Vec<u8>,
+    buf: Vec<u8>,
+    arena: Arena,
+    codec: Option<LibCodec>,
+}
+
+impl RequestBuilder {
+    /// A builder for `mode`'s wire format; fails when the mode is unavailable in this build.
+    pub fn new(mode: Mode, spec: ShapeSpec) -> Result<Self, String> {
+        mode.available()
+            .map_err(|why| format!("mode {mode}: {why}"))?;
+        let codec = match mode.format() {
+            Format::Library(lib) => Some(LibCodec::new(lib).map_err(str::to_owned)?),
+            _ => None,
+        };
+        Ok(RequestBuilder {
+            format: mode.format(),
+            spec,
+            vals: Vec::new(),
+            buf: Vec::new(),
+            arena: Arena::new(),
+            codec,
+        })
+    }
+
+    /// The message header request `id` travels with: the low 32 bits of its sequence number
+    /// (the transport adds the thread back) and the shape's message type.
+    pub fn msg(&self, id: u64) -> Msg {
+        let (_, seq) = split_request_id(id);
+        Msg::new(seq as u32, self.spec.kind.msg_type())
+    }
+
+    /// Queues request `id` on `conn` (the caller flushes).
+    pub fn send<D: Datapath>(
+        &mut self,
+        dp: &mut D,
+        conn: ConnId,
+        id: u64,
+    ) -> Result<(), SendError> {
+        let msg = self.msg(id);
+        match self.format {
+            Format::Manual => {
+                manual::encode_request(id, &self.spec, &mut self.vals, &mut self.buf);
+                dp.send_copy(conn, msg, &self.buf)
+            }
+            Format::Cornflakes => {
+                fill_values(id, &self.spec, &mut self.vals);
+                self.arena.reset();
+                cf::send_request(dp, conn, msg, id, &self.spec, &self.vals, &self.arena)
+            }
+            Format::Library(_) => {
+                fill_values(id, &self.spec, &mut self.vals);
+                let codec = self
+                    .codec
+                    .as_mut()
+                    .ok_or_else(|| SendError::Io(io::Error::other("no codec")))?;
+                codec
+                    .encode_request(id, &self.spec, &self.vals, &mut self.buf)
+                    .map_err(|e| SendError::Io(io::Error::other(e)))?;
+                dp.send_copy(conn, msg, &self.buf)
+            }
+        }
+    }
+}
+
+thread_local! {
+    static CHECK_ARENA: RefCell<Arena> = RefCell::new(Arena::new());
+}
+
+/// Decides whether a response is the correct echo of request `id`: deserializes it in the
+/// mode's format and compares every value with what was sent. Shared by client threads.
+pub struct Verifier {
+    format: Format,
+    spec: ShapeSpec,
+    codec: Option<Mutex<LibCodec>>,
+}
+
+impl Verifier {
+    /// A verifier for `mode`'s responses of shape `spec`.
+    pub fn new(mode: Mode, spec: ShapeSpec) -> Result<Self, String> {
+        mode.available()
+            .map_err(|why| format!("mode {mode}: {why}"))?;
+        let codec = match mode.format() {
+            Format::Library(lib) => Some(Mutex::new(LibCodec::new(lib).map_err(str::to_owned)?)),
+            _ => None,
+        };
+        Ok(Verifier {
+            format: mode.format(),
+            spec,
+            codec,
+        })
+    }
+
+    /// Whether `payload` is exactly request `id` echoed.
+    pub fn check(&self, id: u64, payload: &[u8]) -> bool {
+        match self.format {
+            Format::Manual => manual::check_response(id, &self.spec, payload),
+            Format::Cornflakes => CHECK_ARENA.with(|a| {
+                let mut arena = a.borrow_mut();
+                arena.reset();
+                cf::check_response(id, &self.spec, payload, &arena)
+            }),
+            Format::Library(_) => match &self.codec {
+                Some(c) => match c.lock() {
+                    Ok(mut codec) => codec.check(id, &self.spec, payload),
+                    Err(_) => false,
+                },
+                None => false,
+            },
+        }
+    }
+}
+
+/// One load-generator thread's connection to the server over datapath `D`.
+pub struct EchoClient<D: Datapath> {
+    dp: D,
+    conn: ConnId,
+    thread: usize,
+    req: RequestBuilder,
+    rx: Vec<RxMsg>,
+}
+
+impl<D: Datapath> EchoClient<D> {
+    /// A client of `server` sending `mode`'s requests of shape `spec`, for load-generator
+    /// thread `thread`.
+    pub fn new(
+        mut dp: D,
+        server: SocketAddrV4,
+        thread: usize,
+        mode: Mode,
+        spec: ShapeSpec,
+    ) -> io::Result<Self> {
+        let conn = dp.connect(server)?;
+        let req = RequestBuilder::new(mode, spec).map_err(io::Error::other)?;
+        Ok(EchoClient {
+            dp,
+            conn,
+            thread,
+            req,
+            rx: Vec::with_capacity(64),
+        })
+    }
+
+    /// The datapath.
+    pub fn datapath(&mut self) -> &mut D {
+        &mut self.dp
+    }
+
+    /// Pushes queued requests out. A full socket buffer is not an error: what is still
+    /// queued goes out at the next flush.
+    fn flush(&mut self) -> io::Result<()> {
+        let r = match self.dp.flush() {
+            Ok(()) | Err(SendError::Full) => Ok(()),
+            Err(e) => Err(io::Error::other(e.to_string())),
+        };
+        self.dp.poll_completions();
+        r
+    }
+}
+
+impl<D: Datapath> ClientTransport for EchoClient<D> {
+    fn send_request(&mut self, id: u64) -> io::Result<()> {
+        let mut r = self.req.send(&mut self.dp, self.conn, id);
+        if let Err(SendError::Full) = r {
+            self.flush()?;
+            r = self.req.send(&mut self.dp, self.conn, id);
+        }
+        r.map_err(|e| io::Error::other(e.to_string()))?;
+        self.flush()
+    }
+
+    fn poll_responses(&mut self, on_response: &mut dyn FnMut(Response<'_>)) -> io::Result<usize> {
+        self.flush()?;
+        self.rx.clear();
+        self.dp.recv_burst(&mut self.rx)?;
+        for m in &self.rx {
+            on_response(Response {
+                id: Some(request_id(self.thread, u64::from(m.msg.id))),
+                payload: &m.data,
+            });
+        }
+        let n = self.rx.len();
+        self.rx.clear();
+        Ok(n)
+    }
+}

@@ -1,0 +1,35 @@
+//! The echo server and benchmark of the Cornflakes paper (§2.2 Figures 1–2, §6.1).
+//!
+//! A client sends a message of some [shape](shape::ShapeSpec) — one bytes field, a list of K
+//! fields, or a tree of depth 1–5 — and the server deserializes it and sends it back
+//! re-serialized, in one of the [modes](mode::Mode): no serialization (`raw`), the
+//! hand-written zero-, one- and two-copy baselines of Figure 1 ([`manual`]), Cornflakes with the
+//! hybrid, all-scatter-gather or all-copy policy, with or without serialize-and-send ([`cf`]),
+//! and protobuf, Cap'n Proto and FlatBuffers ([`libs`], feature `baselines`). Everything runs
+//! over one [`cornflakes::Datapath`]; the benchmark uses the kernel UDP socket datapath.
+//!
+//! - [`server::EchoServer`]: the server loop over any datapath.
+//! - [`client::EchoClient`]: the load generator's transport; [`client::Verifier`] checks that
+//!   each response deserializes to exactly the values sent.
+//! - [`bench`]: sweeps, table, JSON and plot.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod bench;
+pub mod cf;
+pub mod client;
+pub mod libs;
+pub mod manual;
+pub mod mode;
+pub mod server;
+pub mod shape;
+
+/// The echo messages generated from `schemas/echo.proto` by `cornflakes-codegen` (build.rs).
+#[allow(missing_docs)]
+pub mod schema {
+    cornflakes::include_schema!("echo");
+}
+
+pub use mode::Mode;
+pub use shape::ShapeSpec;

@@ -1,0 +1,420 @@
+//! The echo server: receives a burst, echoes each message the way its mode says, flushes once
+//! per burst. It runs over any [`Datapath`]; bad input is counted and dropped, never fatal.
+
+use std::fmt;
+use std::io;
+use std::net::SocketAddrV4;
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use cornflakes::datapath::{Connect as _, DropCounters};
+use cornflakes::{Arena, Datapath, RcBuf, RxMsg, SendError};
+use datapath_socket::{SocketConfig, SocketDatapath};
+
+use crate::cf::{self, CfError, SendPath};
+use crate::libs::LibCodec;
+use crate::manual;
+use crate::mode::{Format, Mode};
+use crate::shape::Kind;
+
+/// What the server does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ServerConfig {
+    /// How each message is echoed.
+    pub mode: Mode,
+    /// The hybrid threshold of the `cornflakes` and `cornflakes-no-ssend` modes.
+    pub threshold: usize,
+}
+
+/// What the server has seen so far.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ServerStats {
+    /// Messages the datapath delivered.
+    pub received: u64,
+    /// Replies queued.
+    pub echoed: u64,
+    /// Messages that did not parse (unknown type, bad encoding): dropped.
+    pub malformed: u64,
+    /// Replies that could not be sent (e.g. too large, no buffer): dropped.
+    pub send_failed: u64,
+    /// Errors from the datapath's receive or flush calls.
+    pub io_errors: u64,
+    /// The datapath's own drop counters (frames it discarded before they became messages).
+    pub datapath: DropCounters,
+}
+
+impl fmt::Display for ServerStats {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "received={} echoed={} malformed={} send_failed={} io_errors={} datapath_drops={}",
+            self.received,
+            self.echoed,
+            self.malformed,
+            self.send_failed,
+            self.io_errors,
+            self.datapath.total_drops()
+        )
+    }
+}
+
+/// Why one message was not echoed.
+enum Skip {
+    Malformed,
+    Send(SendError),
+}
+
+impl From<SendError> for Skip {
+    fn from(e: SendError) -> Self {
+        Skip::Send(e)
+    }
+}
+
+impl From<CfError> for Skip {
+    fn from(e: CfError) -> Self {
+        match e {
+            CfError::Decode(_) | CfError::IncompleteTree => Skip::Malformed,
+            CfError::Send(e) => Skip::Send(e),
+        }
+    }
+}
+
+/// An echo server on one datapath queue (one per core, as in the paper).
+pub struct EchoServer<D: Datapath> {
+    dp: D,
+    mode: Mode,
+    arena: Arena,
+    codec: Option<LibCodec>,
+    rx: Vec<RxMsg>,
+    fields: Vec<Range<usize>>,
+    scratch: Vec<u8>,
+    sga: Vec<RcBuf>,
+    stats: ServerStats,
+}
+
+impl<D: Datapath> EchoServer<D> {
+    /// A server on `dp`; fails when the mode is not available in this build.
+    pub fn new(dp: D, cfg: ServerConfig) -> Result<Self, String> {
+        cfg.mode
+            .available()
+            .map_err(|why| format!("mode {}: {why}", cfg.mode))?;
+        let codec = match cfg.mode.format() {
+            Format::Library(lib) => Some(LibCodec::new(lib).map_err(str::to_owned)?),
+            _ => None,
+        };
+        let arena =
+            Arena::with_memory(dp.memory()).with_threshold(cfg.mode.threshold(cfg.threshold));
+        Ok(EchoServer {
+            dp,
+            mode: cfg.mode,
+            arena,
+            codec,
+            rx: Vec::with_capacity(64),
+            fields: Vec::new(),
+            scratch: Vec::new(),
+            sga: Vec::new(),
+            stats: ServerStats::default(),
+        })
+    }
+
+    /// The datapath (e.g. for its local address).
+    pub fn datapath(&self) -> &D {
+        &self.dp
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> ServerStats {
+        ServerStats {
+            datapath: self.dp.counters(),
+            ..self.stats
+        }
+    }
+
+    /// Receives one burst, echoes every message in it and flushes. Returns the messages
+    /// received. Never blocks; errors are counted, not returned.
+    pub fn poll(&mut self) -> usize {
+        let mut rx = std::mem::take(&mut self.rx);
+        rx.clear();
+        if self.dp.recv_burst(&mut rx).is_err() {
+            self.stats.io_errors += 1;
+        }
+        let n = rx.len();
+        for m in rx.drain(..) {
+            self.stats.received += 1;
+            let outcome = match self.echo_one(&m) {
+                Err(Skip::Send(SendError::Full)) => {
+                    // The transmit queue is full: push it out and try once more.
+                    self.flush();
+                    self.echo_one(&m)
+                }
+                r => r,
+            };
+            match outcome {
+                Ok(()) => self.stats.echoed += 1,
+                Err(Skip::Malformed) => self.stats.malformed += 1,
+                Err(Skip::Send(_)) => self.stats.send_failed += 1,
+            }
+        }
+        self.rx = rx;
+        if n > 0 {
+            self.flush();
+        }
+        self.dp.poll_completions();
+        n
+    }
+
+    fn flush(&mut self) {
+        if self.dp.flush().is_err() {
+            self.stats.io_errors += 1;
+        }
+        self.dp.poll_completions();
+    }
+
+    /// Polls until `stop` is set. After [`IDLE_SPINS`] empty polls in a row it calls `idle`
+    /// (which may block briefly, e.g. until the socket is readable) so an idle server leaves
+    /// the CPU to the client threads it shares cores with. With `report`, prints the counters
+    /// on stderr that often.
+    pub fn run(&mut self, stop: &AtomicBool, report: Option<Duration>, idle: &mut dyn FnMut(&D)) {
+        let mut empty = 0u32;
+        let mut iter = 0u32;
+        let mut last = Instant::now();
+        while !stop.load(Ordering::Relaxed) {
+            if self.poll() == 0 {
+                empty += 1;
+                if empty >= IDLE_SPINS {
+                    idle(&self.dp);
+                    empty = 0;
+                }
+            } else {
+                empty = 0;
+            }
+            iter = iter.wrapping_add(1);
+            if let Some(every) = report {
+                if iter % 1024 == 0 && last.elapsed() >= every {
+                    last = Instant::now();
+                    eprintln!("[server {}] {}", self.mode, self.stats());
+                }
+            }
+        }
+    }
+
+    fn echo_one(&mut self, m: &RxMsg) -> Result<(), Skip> {
+        if self.mode == Mode::Raw {
+            return Ok(self
+                .dp
+                .send_sga(m.conn, m.msg, std::slice::from_ref(&m.data))?);
+        }
+        let kind = Kind::from_msg_type(m.msg.ty).ok_or(Skip::Malformed)?;
+        match self.mode.format() {
+            Format::Manual => {
+                manual::parse(&m.data, kind, &mut self.fields).map_err(|_| Skip::Malformed)?;
+                match self.mode {
+                    Mode::ZeroCopy => self.zero_copy(m),
+                    Mode::OneCopy => self.one_copy(m),
+                    _ => self.two_copy(m),
+                }
+            }
+            Format::Cornflakes => {
+                self.arena.reset();
+                let path = if self.mode == Mode::CornflakesNoSsend {
+                    SendPath::SgaThenSend
+                } else {
+                    SendPath::SerializeAndSend
+                };
+                Ok(cf::echo(
+                    &mut self.dp,
+                    m.conn,
+                    m.msg,
+                    kind,
+                    &m.data,
+                    &self.arena,
+                    path,
+                )?)
+            }
+            Format::Library(_) => {
+                let Some(codec) = self.codec.as_mut() else {
+                    return Err(Skip::Malformed);
+                };
+                let mem = self.dp.memory();
+                let cap = (m.data.len() * 2 + 1024).min(mem.max_item_size());
+                let mut out = mem.alloc(cap).map_err(SendError::from)?;
+                let n = codec
+                    .echo(kind, &m.data, &mut out)
+                    .map_err(|_| Skip::Malformed)?;
+                out.set_len(n);
+                Ok(self.dp.send_sga(m.conn, m.msg, &[out.freeze()])?)
+            }
+        }
+    }
+
+    /// A new header, then each field as a reference into the received buffer. Fields beyond
+    /// what one send takes are copied into one trailing buffer.
+    fn zero_copy(&mut self, m: &RxMsg) -> Result<(), Skip> {
+        let max_entries = self.dp.max_segments().saturating_sub(1);
+        if max_entries < 3 {
+            return self.one_copy(m);
+        }
+        let n = self.fields.len();
+        let mut hdr = self
+            .dp
+            .memory()
+            .alloc(manual::header_len(n))
+            .map_err(SendError::from)?;
+        manual::write_header(&mut hdr, n, self.fields.iter().map(|r| r.len()));
+        self.sga.clear();
+        self.sga.push(hdr.freeze());
+        let by_ref = if n < max_entries { n } else { max_entries - 2 };
+        for r in &self.fields[..by_ref] {
+            self.sga.push(m.data.slice(r.clone()));
+        }
+        if by_ref < n {
+            let rest = &self.fields[by_ref..];
+            let len = rest.iter().map(|r| r.len()).sum();
+            let mut tail = self.dp.memory().alloc(len).map_err(SendError::from)?;
+            let mut at = 0;
+            for r in rest {
+                tail[at..at + r.len()].copy_from_slice(&m.data[r.clone()]);
+                at += r.len();
+            }
+            self.sga.push(tail.freeze());
+        }
+        let res = self.dp.send_sga(m.conn, m.msg, &self.sga);
+        self.sga.clear();
+        Ok(res?)
+    }
+
+    /// Header and fields copied into one transmit buffer.
+    fn one_copy(&mut self, m: &RxMsg) -> Result<(), Skip> {
+        let h = manual::header_len(self.fields.len());
+        let total = h + self.fields.iter().map(|r| r.len()).sum::<usize>();
+        let mut buf = self.dp.memory().alloc(total).map_err(SendError::from)?;
+        manual::write_header(
+            &mut buf,
+            self.fields.len(),
+            self.fields.iter().map(|r| r.len()),
+        );
+        let mut at = h;
+        for r in &self.fields {
+            buf[at..at + r.len()].copy_from_slice(&m.data[r.clone()]);
+            at += r.len();
+        }
+        Ok(self.dp.send_sga(m.conn, m.msg, &[buf.freeze()])?)
+    }
+
+    /// Header and fields copied into an intermediate buffer, which the datapath copies into
+    /// its transmit buffer.
+    fn two_copy(&mut self, m: &RxMsg) -> Result<(), Skip> {
+        let h = manual::header_len(self.fields.len());
+        self.scratch.clear();
+        self.scratch.resize(h, 0);
+        manual::write_header(
+            &mut self.scratch,
+            self.fields.len(),
+            self.fields.iter().map(|r| r.len()),
+        );
+        for r in &self.fields {
+            self.scratch.extend_from_slice(&m.data[r.clone()]);
+        }
+        Ok(self.dp.send_copy(m.conn, m.msg, &self.scratch)?)
+    }
+}
+
+/// Empty polls before the server's idle hook runs.
+pub const IDLE_SPINS: u32 = 64;
+
+/// How long an idle socket server blocks waiting for a datagram before polling again (and
+/// checking whether it should stop).
+pub const IDLE_WAIT: Duration = Duration::from_millis(2);
+
+/// Blocks until `dp`'s socket has a datagram or `timeout` passes, without consuming it; the
+/// socket is nonblocking again afterwards. Errors just end the wait early.
+pub fn wait_readable(dp: &SocketDatapath, timeout: Duration) {
+    let sock = dp.socket();
+    if sock.set_nonblocking(false).is_ok() {
+        if sock.set_read_timeout(Some(timeout)).is_ok() {
+            let mut one = [0u8; 1];
+            let _ = sock.peek_from(&mut one);
+        }
+        let _ = sock.set_nonblocking(true);
+    }
+}
+
+/// A socket server's idle hook: block ([`wait_readable`]) unless `spin`, then just yield.
+pub fn socket_idle(spin: bool) -> impl FnMut(&SocketDatapath) {
+    move |dp| {
+        if spin {
+            std::thread::yield_now();
+        } else {
+            wait_readable(dp, IDLE_WAIT);
+        }
+    }
+}
+
+/// A server running on its own thread over the socket datapath.
+pub struct ServerHandle {
+    addr: SocketAddrV4,
+    stop: Arc<AtomicBool>,
+    join: JoinHandle<ServerStats>,
+}
+
+impl ServerHandle {
+    /// Binds `sock.bind` and starts serving on a new thread (blocking briefly when idle, or
+    /// yielding when `spin`). Returns once the socket is bound.
+    pub fn spawn(
+        cfg: ServerConfig,
+        sock: SocketConfig,
+        report: Option<Duration>,
+        spin: bool,
+    ) -> Result<ServerHandle, String> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (tx, rx) = mpsc::channel();
+        let stop2 = stop.clone();
+        let join = std::thread::Builder::new()
+            .name(format!("echo-server-{}", cfg.mode))
+            .spawn(move || {
+                let dp = match SocketDatapath::new(sock) {
+                    Ok(dp) => dp,
+                    Err(e) => {
+                        let _ = tx.send(Err(format!("server socket: {e}")));
+                        return ServerStats::default();
+                    }
+                };
+                let addr = dp.local_addr();
+                let mut server = match EchoServer::new(dp, cfg) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        let _ = tx.send(Err(e));
+                        return ServerStats::default();
+                    }
+                };
+                let _ = tx.send(Ok(addr));
+                server.run(&stop2, report, &mut socket_idle(spin));
+                server.stats()
+            })
+            .map_err(|e| format!("spawning the server thread: {e}"))?;
+        match rx.recv() {
+            Ok(Ok(addr)) => Ok(ServerHandle { addr, stop, join }),
+            Ok(Err(e)) => {
+                let _ = join.join();
+                Err(e)
+            }
+            Err(_) => Err("the server thread exited during setup".to_owned()),
+        }
+    }
+
+    /// The address the server listens on.
+    pub fn addr(&self) -> SocketAddrV4 {
+        self.addr
+    }
+
+    /// Stops the server and returns its final counters.
+    pub fn stop(self) -> io::Result<ServerStats> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.join
+            .join()
+            .map_err(|_| io::Error::other("the server thread panicked"))
+    }
+}
