@@ -113,6 +113,7 @@ mod dpdk {
             .allowlist_function("rte_eal_init")
             .allowlist_function("rte_eal_cleanup")
             .allowlist_function("rte_eal_iova_mode")
+            .allowlist_function("rte_eal_get_runtime_dir")
             .allowlist_function("rte_eal_hotplug_add")
             .allowlist_function("rte_eal_hotplug_remove")
             .allowlist_function("rte_strerror")

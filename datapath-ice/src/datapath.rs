@@ -77,6 +77,10 @@ pub struct IceConfig {
     pub tx_descs: u16,
     /// Receive buffers (pinned items backing the RX mempool).
     pub rx_buffers: u32,
+    /// Size of each receive buffer (a power of two, at most 32 KiB); `None` = just enough for
+    /// the MTU ([`limits::rx_buffer_size`]). `net_af_packet` with its default 2048-byte frames
+    /// needs 4096.
+    pub rx_buffer_size: Option<usize>,
     /// Mbufs for transmit segments (each queued or in-flight segment takes one).
     pub tx_mbufs: u32,
     /// Lower the scatter-gather limit below the port's (tests; `None` = the port's).
@@ -106,6 +110,7 @@ impl IceConfig {
             rx_descs: 1024,
             tx_descs: 1024,
             rx_buffers: 4096,
+            rx_buffer_size: None,
             tx_mbufs: 8192,
             max_segments: None,
             checksum_offload: true,
@@ -418,7 +423,10 @@ impl IceDatapath {
         mem: &PinnedMemory,
     ) -> io::Result<(RxState, TxQueue)> {
         let seq = POOL_SEQ.fetch_add(1, Ordering::Relaxed);
-        let item = limits::rx_buffer_size(cfg.mtu);
+        let item = cfg
+            .rx_buffer_size
+            .unwrap_or_else(|| limits::rx_buffer_size(cfg.mtu))
+            .next_power_of_two();
         let elt = u16::try_from(item).map_err(|_| {
             io::Error::new(
                 io::ErrorKind::InvalidInput,

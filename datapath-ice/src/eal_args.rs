@@ -129,7 +129,18 @@ impl EalOptions {
         // `--in-memory` needs hugepages (`--no-huge` implies legacy memory, which it refuses);
         // without them `--no-shconf` keeps the EAL from writing its shared configuration.
         if self.in_memory && !overridden(ex, "--in-memory") && !overridden(ex, "--no-shconf") {
-            a.push(if no_huge { "--no-shconf" } else { "--in-memory" }.into());
+            a.push(
+                if no_huge {
+                    "--no-shconf"
+                } else {
+                    "--in-memory"
+                }
+                .into(),
+            );
+        }
+        if self.in_memory && !overridden(ex, "--telemetry") && !overridden(ex, "--no-telemetry") {
+            // The telemetry socket would live in the runtime directory.
+            a.push("--no-telemetry".into());
         }
         if self.iova_va && !overridden(ex, "--iova-mode") {
             a.push("--iova-mode=va".into());
@@ -238,8 +249,12 @@ mod tests {
         assert!(has(&a, "--no-huge"));
         assert!(has(&a, "--no-pci"));
         assert!(has(&a, "--no-shconf"));
-        assert!(!has(&a, "--in-memory"), "the EAL refuses --in-memory with --no-huge");
+        assert!(
+            !has(&a, "--in-memory"),
+            "the EAL refuses --in-memory with --no-huge"
+        );
         assert!(has(&a, "--iova-mode=va"));
+        assert!(has(&a, "--no-telemetry"));
         assert!(has(&a, "--file-prefix=cf-ice-4242"));
         let m = a.iter().position(|x| x == "-m").expect("-m with --no-huge");
         assert_eq!(a[m + 1], "256");

@@ -81,6 +81,17 @@ pub fn init(args: &[String]) -> Result<&'static [String], DpdkError> {
         if ret < 0 {
             return Err(DpdkError::last(format!("rte_eal_init({})", args.join(" "))));
         }
+        let no_files = args
+            .iter()
+            .any(|a| a == "--no-shconf" || a == "--in-memory");
+        if no_files {
+            // Without shared configuration (and so without IPC) and telemetry, the EAL's runtime
+            // directory stays empty; remove it now so a run leaves nothing behind. It is left
+            // alone if something did create files in it.
+            // SAFETY: returns a pointer to the EAL's static NUL-terminated path string.
+            let dir = unsafe { CStr::from_ptr(sys::rte_eal_get_runtime_dir()) };
+            let _ = std::fs::remove_dir(dir.to_string_lossy().as_ref());
+        }
         Ok(args.to_vec())
     });
     match r {
