@@ -22,6 +22,9 @@ mod mlx5 {
             .allowlist_function("ibv_.*|mlx5dv_.*|cf_.*")
             .allowlist_type("ibv_.*|mlx5dv_.*|mlx5_wqe_.*|mlx5_cqe64|mlx5_err_cqe")
             .allowlist_var("IBV_.*|MLX5_.*|MLX5DV_.*")
+            // Packed and 4-aligned in C, which Rust cannot express: keep it an opaque blob
+            // of the right size; its field offsets come from the C shim (cf_ctrl_seg_offsets).
+            .opaque_type("mlx5_wqe_ctrl_seg")
             .default_enum_style(bindgen::EnumVariation::Consts)
             .prepend_enum_name(false)
             .derive_default(true)

@@ -21,7 +21,8 @@ pub const MLX5_OPCODE_SEND: u8 = 0x0a;
 pub const MLX5_WQE_CTRL_CQ_UPDATE: u8 = 2 << 2;
 pub const MLX5_ETH_WQE_L3_CSUM: u8 = 1 << 6;
 pub const MLX5_ETH_WQE_L4_CSUM: u8 = 1 << 7;
-/// Ethernet header + one VLAN tag: what the Ethernet segment inlines without spilling.
+/// Ethernet header + one VLAN tag: what the Ethernet segment inlines without spilling (rdma-core
+/// provider `mlx5.h`, not exported by mlx5dv.h; equals [`ETH_SEG_INLINE`]).
 pub const MLX5_ETH_L2_INLINE_HEADER_SIZE: usize = 18;
 pub const MLX5_INVALID_LKEY: u32 = 0x100;
 pub const MLX5_INLINE_SEG: u32 = 0x8000_0000;
@@ -336,6 +337,7 @@ mod tests {
         assert_eq!(size_of::<EthSeg>(), 32);
         assert_eq!(offset_of!(EthSeg, inline_hdr_start), 14);
         assert_eq!(size_of::<DataSeg>(), 16);
+        assert_eq!(MLX5_ETH_L2_INLINE_HEADER_SIZE, ETH_SEG_INLINE);
         assert_eq!(size_of::<Cqe64>(), 64);
         assert_eq!(offset_of!(Cqe64, hds_ip_ext), cqe_off::HDS_IP_EXT);
         assert_eq!(offset_of!(Cqe64, l4_hdr_type_etc), cqe_off::L4_HDR_TYPE_ETC);

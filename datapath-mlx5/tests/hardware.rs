@@ -1,0 +1,138 @@
+//! Tests on a real ConnectX. They run when `CORNFLAKES_MLX5_DEV` names a device (verbs name or
+//! PCI address) and print why they were skipped otherwise; the echo round trip also needs
+//! `CORNFLAKES_MLX5_IP` (our IPv4 address) and `CORNFLAKES_MLX5_PEER` (an echo server's
+//! `ip:port`, e.g. the echo app on another host). Built without the `mlx5` feature, the one
+//! test here says so.
+
+#[cfg(not(feature = "mlx5"))]
+#[test]
+fn hardware_tests_need_the_mlx5_feature() {
+    eprintln!(
+        "SKIPPED: datapath-mlx5 hardware tests: built without the `mlx5` feature \
+         (cargo test -p datapath-mlx5 --features mlx5)"
+    );
+}
+
+#[cfg(feature = "mlx5")]
+mod hw {
+    use std::env;
+    use std::io;
+    use std::net::{Ipv4Addr, SocketAddrV4};
+    use std::time::{Duration, Instant};
+
+    use cornflakes::datapath::{Completions, Connect, DatapathMemory, Receive, Transmit};
+    use cornflakes::handwritten::GetM;
+    use cornflakes::mem::MemoryConfig;
+    use cornflakes::{Arena, CFBytes, CFPtr, CornflakesObj, Msg, PinnedMemory, SendError};
+    use cornflakes_stack::iface::StackConfig;
+    use cornflakes_stack::wire::MacAddr;
+    use datapath_mlx5::hw::{self, HwConfig};
+    use datapath_mlx5::Mlx5Config;
+
+    fn device() -> Option<String> {
+        match env::var("CORNFLAKES_MLX5_DEV") {
+            Ok(d) if !d.is_empty() => Some(d),
+            _ => {
+                eprintln!(
+                    "SKIPPED: no ConnectX named; set CORNFLAKES_MLX5_DEV=<mlx5_0 | PCI address> \
+                     to run the hardware tests"
+                );
+                None
+            }
+        }
+    }
+
+    #[test]
+    fn device_list_works_with_or_without_rdma() {
+        // Without RDMA support (here: ENOSYS) the list is empty, not an error or a crash.
+        let devs = hw::devices().expect("ibv_get_device_list");
+        eprintln!("RDMA devices: {devs:?}");
+        if let Some(d) = device() {
+            assert!(
+                devs.iter()
+                    .any(|x| x.name == d || x.pci.as_deref() == Some(d.as_str())),
+                "CORNFLAKES_MLX5_DEV={d} is not among {devs:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn opening_a_missing_device_is_an_error() {
+        let mem = PinnedMemory::with_defaults().unwrap();
+        let cfg = Mlx5Config::new(StackConfig::new(
+            MacAddr::ZERO,
+            SocketAddrV4::new(Ipv4Addr::new(192, 0, 2, 1), 4791),
+        ));
+        let err = hw::open(&HwConfig::new("no-such-mlx5-device"), mem, cfg)
+            .err()
+            .expect("opening a device that does not exist fails");
+        assert_eq!(err.kind(), io::ErrorKind::NotFound, "{err}");
+    }
+
+    #[test]
+    fn open_register_and_echo_on_hardware() {
+        let Some(dev) = device() else { return };
+        let ip: Ipv4Addr = env::var("CORNFLAKES_MLX5_IP")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(Ipv4Addr::new(192, 0, 2, 1));
+        let mem = PinnedMemory::new(MemoryConfig {
+            max_item_size: 64 * 1024,
+            ..MemoryConfig::default()
+        })
+        .unwrap();
+        let cfg = Mlx5Config::new(StackConfig::new(MacAddr::ZERO, SocketAddrV4::new(ip, 4791)));
+        let mut dp = hw::open(&HwConfig::new(dev), mem, cfg).expect("open the device");
+        let mut regions = 0;
+        dp.memory().for_each_region(|r| {
+            assert!(
+                r.registration().is_some(),
+                "region {} has no lkey",
+                r.index()
+            );
+            regions += 1;
+        });
+        assert!(regions > 0);
+        assert!(dp.mtu() >= 576 && dp.max_segments() >= 2, "{:?}", dp.caps());
+        assert!(dp.rx_posted() > 0);
+        let Some(peer) = env::var("CORNFLAKES_MLX5_PEER")
+            .ok()
+            .and_then(|s| s.parse::<SocketAddrV4>().ok())
+        else {
+            eprintln!(
+                "SKIPPED: echo round trip; set CORNFLAKES_MLX5_IP and CORNFLAKES_MLX5_PEER=ip:port \
+                 of an echo server"
+            );
+            return;
+        };
+        let conn = dp.connect(peer).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mem = dp.memory().clone();
+        let value = mem.alloc_copy(&[0xab; 1024]).unwrap();
+        let mut got = 0;
+        let mut sent = 0;
+        let mut out = Vec::new();
+        while got < 100 && Instant::now() < deadline {
+            if sent < 100 {
+                let arena = Arena::with_memory(&mem);
+                let mut m = GetM::new_in(&arena);
+                m.set_id(sent);
+                m.init_vals(1);
+                m.get_mut_vals()
+                    .append(CFBytes(CFPtr::from_rcbuf(value.clone(), &arena)));
+                match dp.send_object(conn, Msg::new(sent, 1), &m) {
+                    Ok(()) => sent += 1,
+                    Err(SendError::Resolving(_)) | Err(SendError::Full) => {}
+                    Err(e) => panic!("send: {e}"),
+                }
+                let _ = m.sizes();
+            }
+            dp.flush().unwrap();
+            dp.poll_completions();
+            out.clear();
+            dp.recv_burst(&mut out).unwrap();
+            got += out.len();
+        }
+        assert_eq!(got, 100, "echoes received; stats {:?}", dp.stats());
+    }
+}
