@@ -46,6 +46,9 @@ use crate::limits;
 /// Frames taken from the RX queue per poll.
 pub const RX_BURST: usize = 32;
 
+/// Transmit mbufs that may sit in the mempool's per-lcore cache, out of `free_slots`' sight.
+const MEMPOOL_CACHE_SLACK: usize = 256;
+
 /// Which port a datapath drives. The datapath owns the port: it configures it, and stops and
 /// closes it when dropped.
 #[derive(Clone, Debug)]
@@ -212,6 +215,8 @@ struct TxQueue {
     broken: bool,
     /// Most segments queued before a flush is needed.
     capacity: usize,
+    /// Mbufs in `pool`, less a margin for the per-lcore caches.
+    pool_size: usize,
     offload: bool,
     frames: u64,
     segments: u64,
@@ -229,9 +234,12 @@ impl TxQueue {
 
 impl TxSink for TxQueue {
     fn free_slots(&self) -> usize {
+        // Every attached mbuf is counted in `in_flight` until DPDK frees it, so the pool's free
+        // mbufs are known without asking it (rte_mempool_avail_count walks every lcore cache).
+        let pool_free = self.pool_size.saturating_sub(self.counters.in_flight.get());
         self.capacity
             .saturating_sub(self.pending_segs + self.building_segs)
-            .min(self.pool.available())
+            .min(pool_free)
     }
 
     fn post(&mut self, buf: RcBuf, end_of_frame: bool) {
@@ -325,6 +333,30 @@ pub struct IceDatapath {
 pub fn start_eal(opts: &EalOptions) -> Result<&'static [String], DpdkError> {
     let args = opts.to_args(crate::eal_args::free_hugepages(), std::process::id());
     eal::init(&args)
+}
+
+/// What an application's command line gives (`--dpdk-args "..."`, `--bind IP:PORT`,
+/// `--mtu N`): starts the EAL with those arguments (plus the defaults of [`EalOptions`], which
+/// they override) and opens a datapath on the first device they name (`-a` PCI address, else
+/// `--vdev`). For example `-l 2 -a 0000:3b:00.0` drives an E810 port bound to vfio-pci.
+pub fn open(dpdk_args: &str, addr: SocketAddrV4, mtu: usize) -> io::Result<IceDatapath> {
+    let extra = crate::eal_args::split_args(dpdk_args)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    let device = crate::eal_args::first_device(&extra).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "the DPDK arguments name no device: add -a <PCI address> or --vdev <devargs>",
+        )
+    })?;
+    let opts = EalOptions {
+        pci_allow: Vec::new(),
+        extra,
+        ..EalOptions::default()
+    };
+    start_eal(&opts).map_err(io_err)?;
+    let mut cfg = IceConfig::new(PortSpec::Named(device), addr);
+    cfg.mtu = mtu;
+    IceDatapath::new(cfg)
 }
 
 fn io_err(e: DpdkError) -> io::Error {
@@ -480,6 +512,7 @@ impl IceDatapath {
             building_segs: 0,
             broken: false,
             capacity: (cfg.tx_mbufs as usize / 2).max(64),
+            pool_size: (cfg.tx_mbufs as usize).saturating_sub(MEMPOOL_CACHE_SLACK),
             offload,
             frames: 0,
             segments: 0,

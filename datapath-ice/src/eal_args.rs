@@ -155,6 +155,33 @@ impl EalOptions {
     }
 }
 
+/// The device a datapath should drive, from EAL arguments: the first `-a`/`--allow` PCI
+/// address (without its `,key=value` device arguments), else the first `--vdev` name. `None`
+/// when the arguments name no device.
+pub fn first_device(args: &[String]) -> Option<String> {
+    let mut it = args.iter();
+    let mut vdev = None;
+    while let Some(a) = it.next() {
+        let value = |flag: &str, a: &String, it: &mut std::slice::Iter<'_, String>| {
+            if a == flag {
+                it.next().cloned()
+            } else {
+                a.strip_prefix(flag)
+                    .and_then(|r| r.strip_prefix('='))
+                    .map(str::to_string)
+            }
+        };
+        let name = |v: String| v.split(',').next().unwrap_or_default().to_string();
+        if let Some(v) = value("-a", a, &mut it).or_else(|| value("--allow", a, &mut it)) {
+            return Some(name(v));
+        }
+        if let Some(v) = value("--vdev", a, &mut it) {
+            vdev.get_or_insert(name(v));
+        }
+    }
+    vdev
+}
+
 /// Free 2 MiB hugepages on this machine (0 when unknown).
 pub fn free_hugepages() -> u64 {
     free_hugepages_at(Path::new(
@@ -330,6 +357,25 @@ mod tests {
         assert_eq!(split_args("'open"), Err(UnterminatedQuote));
         assert_eq!(split_args("\"open"), Err(UnterminatedQuote));
         assert_eq!(split_args("trailing\\"), Err(UnterminatedQuote));
+    }
+
+    #[test]
+    fn first_device_prefers_pci_then_vdev() {
+        let w = |s: &str| split_args(s).unwrap();
+        assert_eq!(
+            first_device(&w("-l 1 --vdev net_ring0 -a 0000:3b:00.0,rx_low_latency=1")),
+            Some("0000:3b:00.0".into())
+        );
+        assert_eq!(
+            first_device(&w("--allow=0000:5e:00.1 -a 0000:3b:00.0")),
+            Some("0000:5e:00.1".into())
+        );
+        assert_eq!(
+            first_device(&w("--vdev=net_af_packet0,iface=eth1 --vdev net_ring0")),
+            Some("net_af_packet0".into())
+        );
+        assert_eq!(first_device(&w("-l 0-3 --no-huge")), None);
+        assert_eq!(first_device(&w("-a")), None, "a flag without its value");
     }
 
     #[test]

@@ -36,12 +36,13 @@ mod with_dpdk {
         Arena, CFBytes, CFString, ConnId, CornflakesObj, DecodeObj, Msg, PinnedMemory, RcBuf,
         RxMsg, SendError,
     };
+    use cornflakes_stack::tx::{self, TxSink};
     use cornflakes_stack::wire::{framing, MacAddr};
     use cornflakes_stack::{EthStack, StackConfig};
     use datapath_ice::datapath::start_eal;
     use datapath_ice::eal_args::{EalOptions, HugePolicy};
     use datapath_ice::ffi::eal::RingLink;
-    use datapath_ice::ffi::mbuf::{self, Mempool};
+    use datapath_ice::ffi::mbuf::{self, ExtCounters, Mempool};
     use datapath_ice::ffi::port;
     use datapath_ice::{IceConfig, IceDatapath, PortSpec};
 
@@ -166,6 +167,42 @@ mod with_dpdk {
                 mem: PinnedMemory::with_defaults().unwrap(),
                 _pool: pool,
             }
+        }
+
+        /// Transmits `frames` as they are (one single-segment mbuf each) towards the datapath.
+        fn send_raw(&self, frames: &[Vec<u8>]) {
+            let counters = Rc::new(ExtCounters::default());
+            let mut q: Vec<mbuf::Mbuf> = frames
+                .iter()
+                .map(|f| {
+                    let b = self.mem.alloc_copy(f).expect("copy");
+                    let iova = b.as_ptr() as u64;
+                    mbuf::Mbuf::attach(&self._pool, b, iova, &counters).expect("mbuf")
+                })
+                .collect();
+            let n = q.len();
+            assert_eq!(mbuf::tx_burst(self.port, &mut q), n);
+        }
+
+        /// A well-formed frame carrying `data` from this peer to `to` (MAC `mac`).
+        fn valid_frame(&mut self, to: SocketAddrV4, mac: MacAddr, data: &[u8]) -> Vec<u8> {
+            struct Collect(Vec<RcBuf>);
+            impl TxSink for Collect {
+                fn free_slots(&self) -> usize {
+                    usize::MAX
+                }
+                fn post(&mut self, buf: RcBuf, _end_of_frame: bool) {
+                    self.0.push(buf);
+                }
+            }
+            let mut cfg = self.stack.config().clone();
+            cfg.static_arp = vec![(*to.ip(), mac)];
+            let mut st = EthStack::new(cfg);
+            let c = st.connect(to, Instant::now(), &mut |_| {}).unwrap();
+            let mut sink = Collect(Vec::new());
+            tx::send_copy(&mut st, &self.mem, &mut sink, c, Msg::new(99, 1), data).unwrap();
+            assert_eq!(sink.0.len(), 1);
+            sink.0[0].to_vec()
         }
 
         /// Every frame waiting, as (segments, bytes); the mbufs are freed.
@@ -354,6 +391,64 @@ mod with_dpdk {
             let mut want = e1.to_vec();
             want.extend_from_slice(&e2);
             assert_eq!(&rx[1].data[..], &want[..]);
+        }
+
+        step("ring: every region, also ones mapped later, is registered with IOVA = VA");
+        {
+            let regions = mem.stats().regions;
+            let hold: Vec<RcBuf> = (0..700).map(|i| pinned(&mem, 16384, i as u8)).collect();
+            assert!(
+                mem.stats().regions > regions,
+                "the allocations mapped a new region"
+            );
+            let mut n = 0;
+            mem.for_each_region(|r| {
+                assert_eq!(r.registration(), Some(r.base() as u64), "{r:?}");
+                n += 1;
+            });
+            assert_eq!(n, mem.stats().regions);
+            // A zero-copy entry from the newest region goes out like any other.
+            let last = hold.last().unwrap().slice(0..1000);
+            let o = getm(&arena, 13, &[], &[&last]);
+            a.send_object(conn, Msg::new(9, 1), &o).unwrap();
+            a.flush().unwrap();
+            let f = raw.frames();
+            assert_eq!(f[0].0, 2);
+            assert_eq!(&raw.parse(&f)[0].data[..], &o.serialize_to_vec()[..]);
+        }
+
+        step("ring: malformed frames are counted and dropped, the next good one delivered");
+        {
+            let good = raw.valid_frame(a.local_addr(), MAC_A, b"after the junk");
+            let mut bad_ip_csum = good.clone();
+            bad_ip_csum[24] ^= 0xff; // IPv4 header checksum
+            let mut non_ipv4 = good.clone();
+            non_ipv4[12..14].copy_from_slice(&[0x86, 0xdd]);
+            let cut = good[..good.len() - 5].to_vec(); // IPv4 total length past the end
+            let frames = vec![
+                Vec::new(),
+                vec![0xffu8; 10],
+                non_ipv4,
+                bad_ip_csum,
+                cut,
+                good.clone(),
+            ];
+            let drops0 = a.counters().total_drops();
+            raw.send_raw(&frames);
+            let mut got = Vec::new();
+            let deadline = Instant::now() + Duration::from_secs(3);
+            while got.is_empty() {
+                a.recv_burst(&mut got).unwrap();
+                assert!(Instant::now() < deadline, "the good frame never arrived");
+            }
+            assert_eq!(got.len(), 1);
+            assert_eq!(&got[0].data[..], b"after the junk");
+            let c = a.counters();
+            assert_eq!(c.total_drops() - drops0, 5, "{c:?}");
+            assert!(
+                c.truncated >= 3 && c.non_ipv4 >= 1 && c.bad_checksum >= 1,
+                "{c:?}"
+            );
         }
 
         step("ring: frames left in the ring are released when the datapath goes away");
@@ -551,6 +646,9 @@ mod with_dpdk {
             let mut dgram = vec![0u8; framing::HEADER_LEN + enc.len()];
             framing::Repr::single(77, 5, enc.len() as u32).emit(&mut dgram);
             dgram[framing::HEADER_LEN..].copy_from_slice(&enc);
+            // A datagram too short for the framing header first: dropped and counted, its
+            // mbuf returned at once.
+            sock.send_to(b"junk", our).unwrap();
             sock.send_to(&dgram, our).unwrap();
             let deadline = Instant::now() + Duration::from_secs(5);
             let mut got = Vec::new();
@@ -571,6 +669,7 @@ mod with_dpdk {
                 "a view of the mbuf's data room"
             );
             assert_eq!(s.rx_held, 1, "the mbuf is held while the message is");
+            assert_eq!(d.counters().bad_framing, 1, "the junk datagram");
             let free_held = d.rx_free_buffers();
             {
                 let arena = Arena::with_memory(&mem).with_threshold(64);
@@ -655,7 +754,8 @@ mod with_dpdk {
         }
 
         let c = d.counters();
-        assert_eq!(c.bad_checksum + c.truncated + c.bad_framing, 0, "{c:?}");
+        assert_eq!(c.bad_checksum + c.truncated, 0, "{c:?}");
+        assert_eq!(c.bad_framing, 1, "only the junk datagram: {c:?}");
         drop(d);
     }
 }
