@@ -28,6 +28,7 @@ use std::io;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Mutex;
 use std::time::Instant;
 
 use cornflakes::datapath::{Completions, Connect, DatapathMemory, Receive, Transmit};
@@ -354,8 +355,13 @@ pub fn open(dpdk_args: &str, addr: SocketAddrV4, mtu: usize) -> io::Result<IceDa
         ..EalOptions::default()
     };
     start_eal(&opts).map_err(io_err)?;
+    let af_packet = device.starts_with("net_af_packet");
     let mut cfg = IceConfig::new(PortSpec::Named(device), addr);
     cfg.mtu = mtu;
+    if af_packet {
+        // It copies whole socket frames (2 KiB by default) into the mbufs.
+        cfg.rx_buffer_size = Some(limits::rx_buffer_size(mtu).max(4096));
+    }
     IceDatapath::new(cfg)
 }
 
@@ -386,6 +392,14 @@ impl IceDatapath {
             }
             PortSpec::Ring(link, side) => (link.ports()[*side & 1], Owned::Ring(Rc::clone(link))),
         };
+        if !claim_port(port) {
+            // Not ours to stop or close: another datapath drives it. A vdev we just probed
+            // cannot be in use, so `owned` needs no cleanup here.
+            return Err(io::Error::new(
+                io::ErrorKind::AddrInUse,
+                format!("DPDK port {port} already has a datapath"),
+            ));
+        }
         let mut guard = PortGuard {
             port,
             owned: Some(owned),
@@ -653,7 +667,23 @@ impl Drop for PortGuard {
     }
 }
 
+/// Ports driven by a datapath in this process.
+static PORTS_IN_USE: Mutex<Vec<u16>> = Mutex::new(Vec::new());
+
+fn claim_port(p: u16) -> bool {
+    let mut v = PORTS_IN_USE.lock().unwrap_or_else(|e| e.into_inner());
+    if v.contains(&p) {
+        return false;
+    }
+    v.push(p);
+    true
+}
+
 fn release_port(p: u16, owned: Owned) {
+    PORTS_IN_USE
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .retain(|&q| q != p);
     match owned {
         Owned::Named => port::close(p),
         Owned::Vdev(name) => {

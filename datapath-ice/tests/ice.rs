@@ -245,6 +245,12 @@ mod with_dpdk {
         let mut a = IceDatapath::new(cfg).expect("datapath on ring side a");
         let mut raw = RawPeer::new(link.ports()[1], MAC_B, SocketAddrV4::new(ip(2), 7001));
         assert_eq!(a.port_info().driver, "net_ring");
+        let again = IceDatapath::new(ring_cfg(&link, 0, MAC_A, 1));
+        assert_eq!(
+            again.map(|_| ()).unwrap_err().kind(),
+            std::io::ErrorKind::AddrInUse,
+            "one datapath per port"
+        );
         assert_eq!(a.max_segments(), LIMIT, "limit lowered from the port's");
         assert!(!a.checksum_offload(), "net_ring offers no checksum offload");
         let conn = a.connect(SocketAddrV4::new(ip(2), 7001)).unwrap();
