@@ -278,7 +278,8 @@ mod tests {
         assert!(check_value(7, 0, 13, &a));
         assert!(!check_value(8, 0, 13, &a));
         assert!(!check_value(7, 1, 13, &a));
-        assert!(!check_value(7, 0, 12, &a[..12]));
+        assert!(!check_value(7, 0, 13, &a[..12]));
+        assert!(check_value(7, 0, 12, &a[..12]));
         a[12] ^= 1;
         assert!(!check_value(7, 0, 13, &a));
     }

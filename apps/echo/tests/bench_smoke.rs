@@ -1,0 +1,80 @@
+//! `echo bench` end to end with tiny durations: it runs every available mode, says which it
+//! skipped, and writes JSON records with the fields the results need, a plot and a table.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use echo::Mode;
+
+#[test]
+fn bench_writes_records_plot_and_table() {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("bench-smoke-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let json = dir.join("out.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_echo"))
+        .args([
+            "bench",
+            "--duration",
+            "0.05",
+            "--warmup",
+            "0.01",
+            "--rates",
+            "500,1000",
+        ])
+        .args(["--timeout-ms", "2000", "--out"])
+        .arg(&dir)
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .expect("run echo bench");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "echo bench failed:\n{stderr}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+
+    let text = std::fs::read_to_string(&json).expect("json written");
+    let v: serde_json::Value = serde_json::from_str(&text).expect("valid json");
+    let recs = v.as_array().expect("an array of records");
+    let expected: Vec<Mode> = Mode::ALL
+        .into_iter()
+        .filter(|m| m.available().is_ok())
+        .collect();
+    for m in &expected {
+        let mine: Vec<_> = recs.iter().filter(|r| r["mode"] == m.name()).collect();
+        assert!(!mine.is_empty(), "no record for {m}");
+        assert!(
+            stdout.contains(&format!("| {} |", m.name())),
+            "{m} missing from table:\n{stdout}"
+        );
+    }
+    for r in recs {
+        for f in [
+            "mode",
+            "shape",
+            "offered_rps",
+            "achieved_rps",
+            "p50_us",
+            "p99_us",
+            "p999_us",
+        ] {
+            assert!(r.get(f).is_some(), "record without {f}: {r}");
+        }
+        assert_eq!(r["shape"], "list-2x2048");
+        assert!(r["offered_rps"].as_f64().unwrap() > 0.0);
+        assert_eq!(r["mismatched"], 0, "{r}");
+    }
+    for m in Mode::ALL.into_iter().filter(|m| m.available().is_err()) {
+        assert!(
+            stderr.contains(&format!("skipping {m}")),
+            "{m} not reported as skipped:\n{stderr}"
+        );
+        assert!(recs.iter().all(|r| r["mode"] != m.name()));
+    }
+    assert!(dir.join("table.md").exists());
+    // At 500 req/s with a 2 s loss timeout at least one point verifies, so there is a curve.
+    assert!(
+        dir.join("echo.svg").exists() && dir.join("echo.png").exists(),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
