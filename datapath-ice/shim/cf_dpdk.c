@@ -138,6 +138,7 @@ uint16_t cf_mbuf_data_len(const struct rte_mbuf *m) { return m->data_len; }
 uint32_t cf_mbuf_pkt_len(const struct rte_mbuf *m) { return m->pkt_len; }
 uint16_t cf_mbuf_nb_segs(const struct rte_mbuf *m) { return m->nb_segs; }
 struct rte_mbuf *cf_mbuf_next(const struct rte_mbuf *m) { return m->next; }
+struct rte_mempool *cf_mbuf_pool(const struct rte_mbuf *m) { return m->pool; }
 
 int cf_mbuf_rx_ip_cksum(const struct rte_mbuf *m)
 {

@@ -2,7 +2,7 @@
 //!
 //! # Transmit
 //! The stack's serialize-and-send ([`cornflakes_stack::tx`]) posts descriptors to
-//! [`TxQueue`], which attaches each one to an mbuf as an external buffer (the head buffer with
+//! `TxQueue`, which attaches each one to an mbuf as an external buffer (the head buffer with
 //! all headers and the copy area first, then one segment per zero-copy entry) and chains the
 //! segments of a frame. [`Transmit::flush`] hands the queued frames to `rte_eth_tx_burst`.
 //! Each segment holds a clone of its [`RcBuf`] until DPDK frees the mbuf; see
@@ -424,18 +424,21 @@ impl IceDatapath {
             reg.unregister_all();
             return Err(e);
         }
-        let built = Self::build_queues(&cfg, port, &info, &bits, offload, &mem);
-        let (rx, tx) = match built {
+        let (rx, tx) = match Self::build_queues(&cfg, &mem, offload) {
             Ok(q) => q,
             Err(e) => {
                 reg.unregister_all();
                 return Err(e);
             }
         };
-        if let Err(e) = port::start(port, cfg.promiscuous) {
+        let up = Self::configure_port(&cfg, port, &info, &bits, offload, &rx.pool)
+            .and_then(|()| port::start(port, cfg.promiscuous).map_err(io_err));
+        if let Err(e) = up {
+            // The port first (its queues may refer to the pools), then the pools.
+            drop(guard);
             drop((rx, tx));
             reg.unregister_all();
-            return Err(e.into());
+            return Err(e);
         }
 
         let mut scfg = StackConfig::new(cfg.mac.unwrap_or(info.mac), cfg.addr);
@@ -460,13 +463,37 @@ impl IceDatapath {
         })
     }
 
-    fn build_queues(
+    fn configure_port(
         cfg: &IceConfig,
         port: u16,
         info: &PortInfo,
         bits: &OffloadBits,
         offload: bool,
+        rx_pool: &Mempool,
+    ) -> io::Result<()> {
+        let mut tx_off = info.tx_offload_capa & bits.tx_multi_segs;
+        if offload {
+            tx_off |= bits.tx_ipv4_cksum | bits.tx_udp_cksum;
+        }
+        let rx_off = info.rx_offload_capa & (bits.rx_ipv4_cksum | bits.rx_udp_cksum);
+        let mtu = u16::try_from(cfg.mtu)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "MTU above 65535"))?;
+        port::configure(
+            port,
+            tx_off,
+            rx_off,
+            mtu,
+            cfg.rx_descs,
+            cfg.tx_descs,
+            rx_pool,
+        )
+        .map_err(io_err)
+    }
+
+    fn build_queues(
+        cfg: &IceConfig,
         mem: &PinnedMemory,
+        offload: bool,
     ) -> io::Result<(RxState, TxQueue)> {
         let seq = POOL_SEQ.fetch_add(1, Ordering::Relaxed);
         let item = cfg
@@ -501,15 +528,6 @@ impl IceDatapath {
             unsafe { Mempool::extbuf(&format!("cfrx{seq}"), &zones, elt) }.map_err(io_err)?;
         let tx_pool = Mempool::pktmbuf(&format!("cftx{seq}"), cfg.tx_mbufs, 0).map_err(io_err)?;
 
-        let mut tx_off = info.tx_offload_capa & bits.tx_multi_segs;
-        if offload {
-            tx_off |= bits.tx_ipv4_cksum | bits.tx_udp_cksum;
-        }
-        let rx_off = info.rx_offload_capa & (bits.rx_ipv4_cksum | bits.rx_udp_cksum);
-        let mtu = u16::try_from(cfg.mtu)
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "MTU above 65535"))?;
-        port::configure(port, tx_off, rx_off, mtu, cfg.rx_descs, cfg.tx_descs, &pool)
-            .map_err(io_err)?;
         let rx = RxState {
             pool,
             items,
@@ -610,7 +628,7 @@ impl IceDatapath {
             self.stats.rx_bad_checksum_hw += 1;
             return;
         }
-        let own = if m.segments() == 1 {
+        let own = if m.segments() == 1 && m.is_from(&self.rx.pool) {
             self.rx.by_addr.get(&(m.buf_addr() as usize)).copied()
         } else {
             None

@@ -19,8 +19,8 @@
 //!   data with no copy, and the mbuf returns to the pool when the last view is dropped.
 //!
 //! Modules: [`eal_args`] and [`limits`] are pure logic, always compiled and tested. With the
-//! `ice` feature (DPDK 22.11 via pkg-config; see `APT_PACKAGES` and the README), [`ffi`]
-//! holds every DPDK call (the only `unsafe` code) and [`datapath`] the datapath.
+//! `ice` feature (DPDK 22.11 via pkg-config; see `APT_PACKAGES` and the README), `ffi`
+//! holds every DPDK call (the only `unsafe` code) and `datapath` the datapath.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]

@@ -240,6 +240,11 @@ mod with_dpdk {
 
     fn ring_raw_scenarios() {
         let link = Rc::new(RingLink::new("cfice", 1024).expect("ring link"));
+        let mut bad = ring_cfg(&link, 0, MAC_A, 1);
+        bad.rx_buffer_size = Some(1 << 17);
+        let err = IceDatapath::new(bad).map(|_| ()).unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput, "{err}");
+        // The failed attempt released the port: it can be opened now.
         let mut cfg = ring_cfg(&link, 0, MAC_A, 1);
         cfg.static_arp = vec![(ip(2), MAC_B)];
         let mut a = IceDatapath::new(cfg).expect("datapath on ring side a");

@@ -3,8 +3,8 @@
 //!
 //! # External buffers and who frees them
 //! [`Mbuf::attach`] takes an [`RcBuf`] clone and attaches its bytes to a fresh mbuf as an
-//! external buffer. The clone lives in a heap [`ExtCtx`] whose first field is the
-//! `rte_mbuf_ext_shared_info` DPDK is given; its free callback is [`ext_free`], with the
+//! external buffer. The clone lives in a heap `ExtCtx` whose first field is the
+//! `rte_mbuf_ext_shared_info` DPDK is given; its free callback is `ext_free`, with the
 //! context as opaque pointer. DPDK calls it when the last mbuf using the buffer is freed
 //! (by the PMD after transmission, by `rte_eth_tx_done_cleanup`, or by whoever frees the chain),
 //! and that drops the clone: the pinned buffer outlives the NIC's use of it, and no longer.
@@ -239,6 +239,12 @@ impl Mbuf {
     pub fn pkt_len(&self) -> usize {
         // SAFETY: a live mbuf we own.
         unsafe { sys::cf_mbuf_pkt_len(self.0.as_ptr()) as usize }
+    }
+
+    /// Whether this mbuf came from `pool`.
+    pub fn is_from(&self, pool: &Mempool) -> bool {
+        // SAFETY: a live mbuf we own.
+        unsafe { sys::cf_mbuf_pool(self.0.as_ptr()) == pool.as_ptr() }
     }
 
     /// Start of the mbuf's data buffer (its data room, or the external buffer).
