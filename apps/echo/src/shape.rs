@@ -184,7 +184,7 @@ pub fn check_value(id: u64, index: usize, len: usize, got: &[u8]) -> bool {
     }
     let w = word(id, index);
     let mut chunks = got.chunks_exact(8);
-    let body = (&mut chunks).all(|c| c == w);
+    let body = chunks.all(|c| c == w);
     let rest = chunks.remainder();
     body && rest == &w[..rest.len()]
 }
