@@ -5,7 +5,7 @@ use std::fmt;
 use std::os::raw::{c_char, c_int, c_uint};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 
 use super::sys;
 
@@ -60,24 +60,41 @@ impl From<DpdkError> for std::io::Error {
 
 static EAL: OnceLock<Result<Vec<String>, DpdkError>> = OnceLock::new();
 
+/// The NUL-terminated argument strings given to `rte_eal_init`.
+static ARGV: Mutex<Vec<Box<[u8]>>> = Mutex::new(Vec::new());
+
 /// Initialises the EAL with `args` (program name first, see
 /// [`EalOptions::to_args`](crate::eal_args::EalOptions::to_args)). The EAL can be initialised
 /// only once per process: later calls return the first call's outcome, and the arguments it was
 /// started with, whatever `args` they pass. The calling thread becomes the main lcore.
 pub fn init(args: &[String]) -> Result<&'static [String], DpdkError> {
     let r = EAL.get_or_init(|| {
-        let cargs: Vec<CString> = args
+        if args.iter().any(|a| a.contains('\0')) {
+            return Err(DpdkError::new(
+                "EAL argument contains a NUL byte",
+                libc::EINVAL,
+            ));
+        }
+        // The EAL keeps pointers into the argument strings (and getopt may permute the
+        // array), so the strings live in a static for the rest of the process.
+        let mut strings = ARGV.lock().unwrap_or_else(|e| e.into_inner());
+        *strings = args
             .iter()
-            .map(|a| CString::new(a.as_str()))
-            .collect::<Result<_, _>>()
-            .map_err(|_| DpdkError::new("EAL argument contains a NUL byte", libc::EINVAL))?;
-        // rte_eal_init may permute argv; it gets its own array of pointers into `cargs`, which
-        // are leaked so the strings outlive the EAL (it keeps pointers to some of them).
-        let mut argv: Vec<*mut c_char> = cargs.into_iter().map(CString::into_raw).collect();
+            .map(|a| {
+                let mut b = a.clone().into_bytes();
+                b.push(0);
+                b.into_boxed_slice()
+            })
+            .collect();
+        let mut argv: Vec<*mut c_char> = strings
+            .iter_mut()
+            .map(|b| b.as_mut_ptr().cast::<c_char>())
+            .collect();
         let argc = argv.len() as c_int;
-        // SAFETY: argv holds argc valid NUL-terminated strings that are never freed.
+        // SAFETY: argv holds argc NUL-terminated strings that stay allocated (in `ARGV`) and
+        // are not touched by Rust again; the array itself is only used during the call.
         let ret = unsafe { sys::rte_eal_init(argc, argv.as_mut_ptr()) };
-        std::mem::forget(argv);
+        drop(strings);
         if ret < 0 {
             return Err(DpdkError::last(format!("rte_eal_init({})", args.join(" "))));
         }
