@@ -6,6 +6,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "protos/features.proto",
             "protos/common/types.proto",
             "protos/legacy.proto",
+            "protos/examples.proto",
             "../../../schemas/echo.proto",
             "../../../schemas/kv.proto",
         ],

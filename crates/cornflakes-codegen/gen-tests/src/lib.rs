@@ -20,6 +20,11 @@ pub mod legacy {
     cornflakes::include_schema!("legacy");
 }
 
+/// The worked examples of the wire-format spec.
+pub mod examples {
+    cornflakes::include_schema!("examples");
+}
+
 /// `schemas/echo.proto`
 pub mod echo {
     cornflakes::include_schema!("echo");
