@@ -140,6 +140,15 @@ uint16_t cf_mbuf_nb_segs(const struct rte_mbuf *m) { return m->nb_segs; }
 struct rte_mbuf *cf_mbuf_next(const struct rte_mbuf *m) { return m->next; }
 struct rte_mempool *cf_mbuf_pool(const struct rte_mbuf *m) { return m->pool; }
 
+int cf_mbuf_tx_cksum_offload(const struct rte_mbuf *m, uint16_t *l2, uint16_t *l3)
+{
+	const uint64_t want = RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM | RTE_MBUF_F_TX_UDP_CKSUM;
+
+	*l2 = m->l2_len;
+	*l3 = m->l3_len;
+	return (m->ol_flags & want) == want;
+}
+
 int cf_mbuf_rx_ip_cksum(const struct rte_mbuf *m)
 {
 	uint64_t f = m->ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK;

@@ -73,6 +73,9 @@ uint32_t cf_mbuf_pkt_len(const struct rte_mbuf *m);
 uint16_t cf_mbuf_nb_segs(const struct rte_mbuf *m);
 struct rte_mbuf *cf_mbuf_next(const struct rte_mbuf *m);
 struct rte_mempool *cf_mbuf_pool(const struct rte_mbuf *m);
+/* 1 when the mbuf requests IPv4 header and UDP checksum offload (with l2/l3 lengths stored in
+ * *l2 / *l3), else 0. */
+int cf_mbuf_tx_cksum_offload(const struct rte_mbuf *m, uint16_t *l2, uint16_t *l3);
 /* 1 when the IPv4 / L4 checksum is known good (RTE_MBUF_F_RX_*_CKSUM_GOOD), -1 when known bad,
  * 0 when unknown. */
 int cf_mbuf_rx_ip_cksum(const struct rte_mbuf *m);

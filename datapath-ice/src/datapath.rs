@@ -91,6 +91,11 @@ pub struct IceConfig {
     pub max_segments: Option<usize>,
     /// Offload IPv4/UDP transmit checksums when the port offers both.
     pub checksum_offload: bool,
+    /// Tests only: mark frames for checksum offload although the port does not offer it
+    /// (the offloads are not enabled on the port, so a virtual device passes the frames on
+    /// with the IPv4 checksum 0 and the UDP pseudo-header sum, as a NIC would receive them).
+    #[doc(hidden)]
+    pub pretend_checksum_offload: bool,
     /// Enable promiscuous mode (when `mac` differs from the port's).
     pub promiscuous: bool,
     /// Largest message sent or accepted.
@@ -118,6 +123,7 @@ impl IceConfig {
             tx_mbufs: 8192,
             max_segments: None,
             checksum_offload: true,
+            pretend_checksum_offload: false,
             promiscuous: false,
             max_message_len: 1 << 20,
             static_arp: Vec::new(),
@@ -406,10 +412,11 @@ impl IceDatapath {
         };
         let info = port::info(port).map_err(io_err)?;
         let bits = OffloadBits::get();
+        let offered = |bit: u64| info.tx_offload_capa & bit != 0 || cfg.pretend_checksum_offload;
         let caps = limits::checksum_caps(
             cfg.checksum_offload,
-            info.tx_offload_capa & bits.tx_ipv4_cksum != 0,
-            info.tx_offload_capa & bits.tx_udp_cksum != 0,
+            offered(bits.tx_ipv4_cksum),
+            offered(bits.tx_udp_cksum),
         );
         let offload = !caps.ipv4_tx;
         let max_segments =
@@ -473,7 +480,7 @@ impl IceDatapath {
     ) -> io::Result<()> {
         let mut tx_off = info.tx_offload_capa & bits.tx_multi_segs;
         if offload {
-            tx_off |= bits.tx_ipv4_cksum | bits.tx_udp_cksum;
+            tx_off |= info.tx_offload_capa & (bits.tx_ipv4_cksum | bits.tx_udp_cksum);
         }
         let rx_off = info.rx_offload_capa & (bits.rx_ipv4_cksum | bits.rx_udp_cksum);
         let mtu = u16::try_from(cfg.mtu)

@@ -36,6 +36,7 @@ mod with_dpdk {
         Arena, CFBytes, CFString, ConnId, CornflakesObj, DecodeObj, Msg, PinnedMemory, RcBuf,
         RxMsg, SendError,
     };
+    use cornflakes_stack::checksum;
     use cornflakes_stack::tx::{self, TxSink};
     use cornflakes_stack::wire::{framing, MacAddr};
     use cornflakes_stack::{EthStack, StackConfig};
@@ -147,6 +148,10 @@ mod with_dpdk {
 
     /// The far end of a ring, read raw: frames as the segments they arrived in, parsed by a
     /// stack of its own (so headers, checksums and framing are checked).
+    /// A frame read raw: segments, bytes, and the (l2, l3) lengths of a checksum offload
+    /// request.
+    type Frame = (usize, Vec<u8>, Option<(u16, u16)>);
+
     struct RawPeer {
         port: u16,
         stack: EthStack,
@@ -205,8 +210,9 @@ mod with_dpdk {
             sink.0[0].to_vec()
         }
 
-        /// Every frame waiting, as (segments, bytes); the mbufs are freed.
-        fn frames(&self) -> Vec<(usize, Vec<u8>)> {
+        /// Every frame waiting, as (segments, bytes, checksum offload request); the mbufs are
+        /// freed.
+        fn frames(&self) -> Vec<Frame> {
             let mut got = Vec::new();
             let mut out = Vec::new();
             while mbuf::rx_burst(self.port, &mut got, 32) > 0 {
@@ -214,16 +220,16 @@ mod with_dpdk {
                     let mut b = vec![0u8; m.pkt_len()];
                     let n = m.copy_to(&mut b);
                     assert_eq!(n, b.len(), "segment lengths add up to pkt_len");
-                    out.push((m.segments(), b));
+                    out.push((m.segments(), b, m.tx_checksum_offload()));
                 }
             }
             out
         }
 
         /// The messages the frames make up; every frame must be accepted.
-        fn parse(&mut self, frames: &[(usize, Vec<u8>)]) -> Vec<RxMsg> {
+        fn parse(&mut self, frames: &[Frame]) -> Vec<RxMsg> {
             let mut out = Vec::new();
-            for (_, f) in frames {
+            for (_, f, _) in frames {
                 let buf = self.mem.alloc_copy(f).expect("copy");
                 self.stack
                     .process_frame(&self.mem, buf, Instant::now(), &mut out, &mut |_| {});
@@ -376,9 +382,9 @@ mod with_dpdk {
             a.flush().unwrap();
             let f = raw.frames();
             assert!(f.len() >= 4, "{} frames", f.len());
-            assert!(f.iter().all(|(s, b)| *s <= LIMIT && b.len() <= 1514));
+            assert!(f.iter().all(|(s, b, _)| *s <= LIMIT && b.len() <= 1514));
             assert!(
-                f.iter().any(|(s, _)| *s > 1),
+                f.iter().any(|(s, _, _)| *s > 1),
                 "zero-copy slices, not copies"
             );
             let rx = raw.parse(&f);
@@ -473,6 +479,48 @@ mod with_dpdk {
             drop(a);
             assert_eq!(v.ref_count(), rc - 1, "the in-flight clone was dropped");
             assert!(raw.frames().is_empty(), "the ring was drained");
+        }
+
+        step("ring: checksum offload marks the frame head and leaves the sums to the NIC");
+        {
+            let mut cfg = ring_cfg(&link, 0, MAC_A, 1);
+            cfg.static_arp = vec![(ip(2), MAC_B)];
+            cfg.pretend_checksum_offload = true;
+            let mut a2 = IceDatapath::new(cfg).expect("the port is free again");
+            assert!(a2.checksum_offload());
+            let conn = a2.connect(SocketAddrV4::new(ip(2), 7001)).unwrap();
+            let mem2 = a2.memory().clone();
+            let arena2 = Arena::with_memory(&mem2).with_threshold(64);
+            let big = pinned(&mem2, 500, 9);
+            let o = getm(&arena2, 14, &["k"], &[b"x", &big]);
+            a2.send_object(conn, Msg::new(10, 1), &o).unwrap();
+            a2.flush().unwrap();
+            let mut f = raw.frames();
+            assert_eq!(f.len(), 1);
+            assert_eq!(
+                (f[0].0, f[0].2),
+                (2, Some((14, 20))),
+                "head requests IPv4+UDP offload"
+            );
+            let frame = &mut f[0].1;
+            assert_eq!(&frame[24..26], &[0, 0], "IPv4 checksum left to the NIC");
+            let udp_len = (frame.len() - 34) as u16;
+            let pseudo = checksum::pseudo_header(ip(1).octets(), ip(2).octets(), udp_len);
+            assert_eq!(
+                u16::from_be_bytes([frame[40], frame[41]]),
+                checksum::fold(pseudo),
+                "the UDP field holds the pseudo-header sum"
+            );
+            // Complete both sums as the NIC does; then the frame must be accepted as is.
+            let ipc = checksum::finish(checksum::data(&frame[14..34]));
+            frame[24..26].copy_from_slice(&ipc.to_be_bytes());
+            let udpc = match checksum::finish(checksum::data(&frame[34..])) {
+                0 => 0xffff,
+                c => c,
+            };
+            frame[40..42].copy_from_slice(&udpc.to_be_bytes());
+            let rx = raw.parse(&f);
+            assert_eq!(&rx[0].data[..], &o.serialize_to_vec()[..]);
         }
     }
 

@@ -241,6 +241,15 @@ impl Mbuf {
         unsafe { sys::cf_mbuf_pkt_len(self.0.as_ptr()) as usize }
     }
 
+    /// The `(l2_len, l3_len)` of a frame head that requests IPv4 and UDP checksum offload,
+    /// `None` when it requests none.
+    pub fn tx_checksum_offload(&self) -> Option<(u16, u16)> {
+        let (mut l2, mut l3) = (0u16, 0u16);
+        // SAFETY: a live mbuf we own; `l2`/`l3` are valid out-pointers for the call.
+        let on = unsafe { sys::cf_mbuf_tx_cksum_offload(self.0.as_ptr(), &mut l2, &mut l3) };
+        (on != 0).then_some((l2, l3))
+    }
+
     /// Whether this mbuf came from `pool`.
     pub fn is_from(&self, pool: &Mempool) -> bool {
         // SAFETY: a live mbuf we own.
