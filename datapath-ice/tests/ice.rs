@@ -468,6 +468,44 @@ mod with_dpdk {
             );
         }
 
+        step("ring: a full queue flushes itself; a full ring reports Full, then recovers");
+        {
+            let v = pinned(&mem, 600, 6);
+            let o = getm(&arena, 15, &[], &[&v]);
+            // 2 segments each: 300 sends pass the queue's 512-segment capacity, so sends
+            // flush on their own; the 1024 transmit mbufs and the ring hold all 300 frames.
+            for i in 0..300u32 {
+                a.send_object(conn, Msg::new(1000 + i, 1), &o).unwrap();
+            }
+            a.flush().unwrap();
+            let f = raw.frames();
+            assert_eq!(f.len(), 300);
+            let ids: Vec<u32> = raw.parse(&f).iter().map(|m| m.msg.id).collect();
+            assert_eq!(ids, (1000..1300).collect::<Vec<_>>(), "in order");
+            // Nobody reads now: every transmit mbuf ends up in the ring, and sending fails with
+            // Full, queueing nothing.
+            let mut sent = 0u32;
+            let full = loop {
+                match a.send_object(conn, Msg::new(sent, 1), &o) {
+                    Ok(()) => sent += 1,
+                    Err(e) => break e,
+                }
+                assert!(sent < 5000, "the ring never filled");
+            };
+            assert!(matches!(full, SendError::Full), "{full}");
+            assert!(sent >= 300, "{sent} frames before Full");
+            assert!(a.in_flight() >= 2 * sent as usize - 2);
+            let got = raw.frames().len() as u32;
+            a.flush().unwrap();
+            let rest = raw.frames().len() as u32;
+            assert_eq!(got + rest, sent, "every accepted send arrives once");
+            assert_eq!(a.stats().tx_alloc_failures, 0);
+            a.send_object(conn, Msg::new(1, 1), &o).unwrap();
+            a.flush().unwrap();
+            assert_eq!(raw.frames().len(), 1);
+            assert_eq!(a.in_flight(), 0);
+        }
+
         step("ring: frames left in the ring are released when the datapath goes away");
         {
             let v = pinned(&mem, 600, 5);
