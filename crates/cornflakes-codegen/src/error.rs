@@ -66,19 +66,56 @@ impl Error {
 }
 
 fn reformat_parser_error(text: &str) -> String {
-    if let Some(rest) = text.strip_prefix("error in `") {
-        if let Some((file, rest)) = rest.split_once("`: ") {
-            if let Some(rest) = rest.strip_prefix("at ") {
-                if let Some((pos, msg)) = rest.split_once(": ") {
-                    if pos.split(':').all(|p| p.parse::<u32>().is_ok()) {
-                        return format!("{file}:{pos}: {msg}");
-                    }
-                }
+    let Some(start) = text.find("error in `") else {
+        return text.to_string();
+    };
+    let rest = &text[start + "error in `".len()..];
+    let Some((file, rest)) = rest.split_once("`: ") else {
+        return text.to_string();
+    };
+    // "at 3:15: incorrect input: at 3:15: incorrect input: incorrect input"
+    let mut pos = None;
+    let mut parts: Vec<&str> = Vec::new();
+    for part in rest.split(": ") {
+        if let Some(p) = part.strip_prefix("at ") {
+            if p.split(':').all(|n| n.parse::<u32>().is_ok()) {
+                pos.get_or_insert(p.to_string());
+                continue;
             }
-            return format!("{file}: {rest}");
+        }
+        if parts.last() != Some(&part) && !parts.contains(&part) {
+            parts.push(part);
         }
     }
-    text.to_string()
+    let msg = parts.join(": ");
+    match pos {
+        Some(p) => {
+            let mut out = format!("{file}:{p}: {msg}");
+            out.push_str(&snippet(file, &p));
+            out
+        }
+        None => format!("{file}: {msg}"),
+    }
+}
+
+/// The offending line of `file` with a caret under column `pos` (`line:col`).
+fn snippet(file: &str, pos: &str) -> String {
+    let mut it = pos.split(':').filter_map(|n| n.parse::<usize>().ok());
+    let (Some(line), Some(col)) = (it.next(), it.next()) else {
+        return String::new();
+    };
+    let Ok(text) = std::fs::read_to_string(file) else {
+        return String::new();
+    };
+    let Some(src) = text.lines().nth(line.saturating_sub(1)) else {
+        return String::new();
+    };
+    let num = line.to_string();
+    format!(
+        "\n{num} | {src}\n{} | {}^",
+        " ".repeat(num.len()),
+        " ".repeat(col.saturating_sub(1))
+    )
 }
 
 impl fmt::Display for Error {
@@ -108,6 +145,12 @@ mod tests {
         assert_eq!(
             super::reformat_parser_error("error in `a/b.proto`: at 3:14: expecting `;`"),
             "a/b.proto:3:14: expecting `;`"
+        );
+        assert_eq!(
+            super::reformat_parser_error(
+                "using pure parser: error in `x.proto`: at 3:15: incorrect input: at 3:15: incorrect input: incorrect input"
+            ),
+            "x.proto:3:15: incorrect input"
         );
     }
 }

@@ -106,8 +106,11 @@ fn tokenize(src: &str) -> Vec<Token> {
                     doc.clear();
                 }
                 for l in text.lines() {
-                    let l = l.trim_start();
-                    doc.push(l.strip_prefix('*').unwrap_or(l).to_string());
+                    let l = l.trim();
+                    let l = l.strip_prefix('*').unwrap_or(l).trim_end();
+                    if !(l.is_empty() && doc.is_empty()) {
+                        doc.push(l.to_string());
+                    }
                 }
                 doc_end_line = line;
             }
@@ -333,7 +336,11 @@ message Req {
   oneof choice {
     string a = 4;
   }
-  enum Kind { KIND_A = 0; /* B */ KIND_B = 1; }
+  enum Kind {
+    KIND_A = 0; /* trailing */
+    /* B */
+    KIND_B = 1;
+  }
 }
 service S { rpc Get(Req) returns (Req) { option deprecated = true; } }
 "#;
@@ -349,7 +356,8 @@ service S { rpc Get(Req) returns (Req) { option deprecated = true; } }
         assert!(s.fields.contains_key("demo.v1.Req.Sub.f"));
         assert!(s.fields.contains_key("demo.v1.Req.a"));
         assert!(s.oneofs.contains_key("demo.v1.Req.choice"));
-        assert_eq!(s.values["demo.v1.Req.Kind.KIND_B"].doc, " B ");
-        assert_eq!(s.blocks, vec![("service", Loc { line: 20, col: 1 })]);
+        assert_eq!(s.values["demo.v1.Req.Kind.KIND_B"].doc, "B");
+        assert_eq!(s.values["demo.v1.Req.Kind.KIND_A"].doc, "");
+        assert_eq!(s.blocks, vec![("service", Loc { line: 24, col: 1 })]);
     }
 }
