@@ -181,14 +181,16 @@ impl<D: Datapath> EchoClient<D> {
 }
 
 impl<D: Datapath> ClientTransport for EchoClient<D> {
+    /// Queues the request; it leaves at the next [`poll_responses`](Self::poll_responses),
+    /// which the load generator calls right after sending everything that is due, so
+    /// requests due together share one `sendmmsg`.
     fn send_request(&mut self, id: u64) -> io::Result<()> {
         let mut r = self.req.send(&mut self.dp, self.conn, id);
         if let Err(SendError::Full) = r {
             self.flush()?;
             r = self.req.send(&mut self.dp, self.conn, id);
         }
-        r.map_err(|e| io::Error::other(e.to_string()))?;
-        self.flush()
+        r.map_err(|e| io::Error::other(e.to_string()))
     }
 
     fn poll_responses(&mut self, on_response: &mut dyn FnMut(Response<'_>)) -> io::Result<usize> {

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use cornflakes::datapath::{Connect as _, DropCounters};
 use cornflakes::{Arena, Datapath, RcBuf, RxMsg, SendError};
 use datapath_socket::{SocketConfig, SocketDatapath};
+use loadgen::LatencyHistogram;
 
 use crate::cf::{self, CfError, SendPath};
 use crate::libs::LibCodec;
@@ -30,7 +31,7 @@ pub struct ServerConfig {
 }
 
 /// What the server has seen so far.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default)]
 pub struct ServerStats {
     /// Messages the datapath delivered.
     pub received: u64,
@@ -42,21 +43,33 @@ pub struct ServerStats {
     pub send_failed: u64,
     /// Errors from the datapath's receive or flush calls.
     pub io_errors: u64,
+    /// Time to handle each received message (deserialize, build the reply, queue it),
+    /// excluding the receive and flush system calls. On a shared machine a sample can include
+    /// the thread being preempted, so read the median, not the mean.
+    pub work: LatencyHistogram,
     /// The datapath's own drop counters (frames it discarded before they became messages).
     pub datapath: DropCounters,
+}
+
+impl ServerStats {
+    /// Median handling time per message, in nanoseconds (see [`Self::work`]).
+    pub fn work_p50_ns(&self) -> Option<f64> {
+        self.work.p50_us().map(|us| us * 1000.0)
+    }
 }
 
 impl fmt::Display for ServerStats {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "received={} echoed={} malformed={} send_failed={} io_errors={} datapath_drops={}",
+            "received={} echoed={} malformed={} send_failed={} io_errors={} datapath_drops={} work_p50={:.0}ns",
             self.received,
             self.echoed,
             self.malformed,
             self.send_failed,
             self.io_errors,
-            self.datapath.total_drops()
+            self.datapath.total_drops(),
+            self.work_p50_ns().unwrap_or(0.0)
         )
     }
 }
@@ -129,7 +142,7 @@ impl<D: Datapath> EchoServer<D> {
     pub fn stats(&self) -> ServerStats {
         ServerStats {
             datapath: self.dp.counters(),
-            ..self.stats
+            ..self.stats.clone()
         }
     }
 
@@ -144,6 +157,7 @@ impl<D: Datapath> EchoServer<D> {
         let n = rx.len();
         for m in rx.drain(..) {
             self.stats.received += 1;
+            let start = Instant::now();
             let outcome = match self.echo_one(&m) {
                 Err(Skip::Send(SendError::Full)) => {
                     // The transmit queue is full: push it out and try once more.
@@ -152,6 +166,7 @@ impl<D: Datapath> EchoServer<D> {
                 }
                 r => r,
             };
+            self.stats.work.record(start.elapsed());
             match outcome {
                 Ok(()) => self.stats.echoed += 1,
                 Err(Skip::Malformed) => self.stats.malformed += 1,
