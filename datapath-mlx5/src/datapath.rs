@@ -120,6 +120,18 @@ impl<Q: QueueMemory> Mlx5Datapath<Q> {
         } else {
             0
         };
+        // Every WQE may end in a CQE (signalled, or flushed after an error), so the send CQ
+        // must hold one per WQEBB; the receive CQ one per receive WQE.
+        if q.send_cq().entries < q.sq().entries || q.recv_cq().entries < q.rq().entries {
+            return Err(io::Error::other(format!(
+                "completion queues ({} send / {} receive entries) smaller than their work \
+                 queues ({} WQEBBs / {} receive WQEs)",
+                q.send_cq().entries,
+                q.recv_cq().entries,
+                q.sq().entries,
+                q.rq().entries
+            )));
+        }
         let sq = SendQueue::new(q.sq(), q.sq_dbrec(), q.qpn(), caps.inline_len, cs_flags)?;
         let max_segments = caps.max_send_sge.min(sq.max_data_segments()).max(1);
         let scq = CqPoller::new(q.send_cq(), q.send_cq_dbrec())?;
@@ -187,7 +199,10 @@ impl<Q: QueueMemory> Mlx5Datapath<Q> {
     /// posted again. A failed reset leaves the queue in error (sends report `Full`); the next
     /// poll tries again.
     fn recover(&mut self) {
-        while self.rcq.poll().is_some() {
+        for _ in 0..self.rcq.entries() {
+            if self.rcq.poll().is_none() {
+                break;
+            }
             self.stats.rx_discarded += 1;
         }
         self.rcq.update_ci();
@@ -333,7 +348,9 @@ impl<Q: QueueMemory> Transmit for Mlx5Datapath<Q> {
 impl<Q: QueueMemory> Completions for Mlx5Datapath<Q> {
     fn poll_completions(&mut self) -> usize {
         let mut released = 0;
-        while let Some(cqe) = self.scq.poll() {
+        // At most one CQ's worth per call, so a misbehaving device cannot keep us here.
+        for _ in 0..self.scq.entries() {
+            let Some(cqe) = self.scq.poll() else { break };
             released += self.sq.complete(&cqe);
         }
         self.scq.update_ci();

@@ -389,6 +389,7 @@ impl TxSink for SendQueue {
                 b
             }
         };
+        debug_assert!(b.units <= MLX5_MAX_DS, "WQE of {} units", b.units);
         if end_of_frame {
             self.finish(b);
         } else {
@@ -444,6 +445,11 @@ impl CqPoller {
         self.ci = self.ci.wrapping_add(1);
         self.dirty = true;
         Some(Cqe::decode(&raw))
+    }
+
+    /// Number of entries.
+    pub fn entries(&self) -> u32 {
+        self.entries
     }
 
     /// Tells the device which entries it may overwrite (once per poll burst).

@@ -140,6 +140,17 @@ fn getm<'a>(
     m
 }
 
+/// Sends `m`, letting the device drain the send queue whenever it is full.
+fn send<O: CornflakesObj>(a: &mut Node, conn: ConnId, msg: Msg, m: &O) {
+    loop {
+        match a.dp.send_object(conn, msg, m) {
+            Ok(()) => return,
+            Err(SendError::Full) => drive(a),
+            Err(e) => panic!("send {msg:?}: {e}"),
+        }
+    }
+}
+
 fn drive(a: &mut Node) {
     a.dp.flush().expect("flush");
     a.nic.process();
@@ -182,11 +193,12 @@ fn shape(rng: &mut SmallRng, id: u32) -> (usize, Vec<usize>) {
 
 #[test]
 fn wire_bytes_equal_the_contiguous_encoding_across_sq_and_cq_wraparound() {
-    // A small SQ (32 WQEBBs) and CQ (16 entries): hundreds of sends wrap both many times, and
+    // A small SQ (32 WQEBBs) and CQ (32 entries): hundreds of sends wrap both many times, and
     // WQEs of several blocks straddle the end of the ring.
     let emu = EmuConfig {
         sq_wqebbs: 32,
-        cq_entries: 16,
+        rq_entries: 32,
+        cq_entries: 32,
         ..EmuConfig::default()
     };
     let spill = Caps {
@@ -205,13 +217,7 @@ fn wire_bytes_equal_the_contiguous_encoding_across_sq_and_cq_wraparound() {
             let (keys, vals) = shape(&mut rng, id);
             let m = getm(&arena, &mem, id, keys, &vals);
             want.push(m.serialize_to_vec());
-            loop {
-                match a.dp.send_object(conn, Msg::new(id, 1), &m) {
-                    Ok(()) => break,
-                    Err(SendError::Full) => drive(&mut a),
-                    Err(e) => panic!("send {id}: {e}"),
-                }
-            }
+            send(&mut a, conn, Msg::new(id, 1), &m);
             if id % 3 == 0 {
                 drive(&mut a);
             }
@@ -397,21 +403,22 @@ fn recv_all(n: &mut Node) -> Vec<RxMsg> {
 #[test]
 fn receive_path_end_to_end_into_rxmsg_and_back() {
     let emu = EmuConfig {
+        sq_wqebbs: 32,
         rq_entries: 16,
-        cq_entries: 16,
+        cq_entries: 32,
         ..EmuConfig::default()
     };
     let (mut a, mut b) = pair(emu, CAPS);
     let conn = connect(&mut a, IP_B);
     let mem = a.dp.memory().clone();
     let mut rng = SmallRng::seed_from_u64(11);
-    // 100 messages through a 16-entry receive queue: the RQ and its CQ wrap several times.
+    // 100 messages through a 16-entry receive queue and a 32-entry CQ: both wrap several times.
     let mut sent = Vec::new();
     for id in 0..100u32 {
         let arena = Arena::with_memory(&mem);
         let (keys, vals) = shape(&mut rng, id);
         let m = getm(&arena, &mem, id, keys, &vals);
-        a.dp.send_object(conn, Msg::new(id, 3), &m).unwrap();
+        send(&mut a, conn, Msg::new(id, 3), &m);
         sent.push((id, m.serialize_to_vec()));
         if id % 8 == 7 {
             drive(&mut a);
@@ -643,4 +650,86 @@ fn arp_resolves_through_the_emulated_wire() {
     let got = recv_all(&mut a);
     assert_eq!(got.len(), 1);
     assert_eq!(&got[0].data[..], b"hello");
+}
+
+#[test]
+fn wqes_straddling_the_end_of_the_ring_are_gathered_whole() {
+    // 16 WQEBBs; each WQE is control + Ethernet + 7 data segments = 10 units = 3 WQEBBs, so
+    // WQEs start at 0, 3, 6, 9, 12, then 15 (wrapping to 0 and 1), 2, ...
+    let emu = EmuConfig {
+        sq_wqebbs: 16,
+        ..EmuConfig::default()
+    };
+    let (mut a, _b) = pair(emu, CAPS);
+    let conn = connect(&mut a, IP_B);
+    let mem = a.dp.memory().clone();
+    let mut want = Vec::new();
+    for id in 0..20 {
+        let arena = Arena::with_memory(&mem).with_threshold(64);
+        let m = getm(&arena, &mem, id, 1, &[100, 90, 80, 70, 120, 110]);
+        a.dp.send_object(conn, Msg::new(id, 1), &m).unwrap();
+        want.push(m.serialize_to_vec());
+        drive(&mut a);
+    }
+    let st = a.nic.stats();
+    assert_eq!(
+        (st.frames_sent, st.max_data_segments, st.tx_errors),
+        (20, 7, 0)
+    );
+    for (frame, want) in a.nic.wire().iter().zip(&want) {
+        assert_eq!(&message_of(frame), want);
+    }
+}
+
+#[test]
+fn completions_naming_no_outstanding_wqe_are_ignored() {
+    use cornflakes_stack::TxSink;
+    use datapath_mlx5::prm::{Cqe, MLX5_CQE_REQ};
+    use datapath_mlx5::queue::{QueueMemory, SendQueue};
+    let nic = EmuNic::new(EmuConfig::default()).unwrap();
+    let mem = memory();
+    nic.register(&mem).unwrap();
+    let q = nic.queues();
+    let mut sq = SendQueue::new(q.sq(), q.sq_dbrec(), q.qpn(), 18, 0).unwrap();
+    let frame = mem.alloc_copy(&[1u8; 100]).unwrap();
+    sq.post(frame.clone(), true);
+    assert_eq!((sq.outstanding(), frame.ref_count()), (1, 2));
+    for wqe_counter in [1, 5, 0xffff, 0x8000] {
+        let cqe = Cqe {
+            opcode: MLX5_CQE_REQ,
+            wqe_counter,
+            ..Cqe::default()
+        };
+        assert_eq!(sq.complete(&cqe), 0);
+    }
+    assert_eq!(sq.stats().stale_cqes, 4);
+    assert_eq!((sq.outstanding(), frame.ref_count()), (1, 2));
+    let cqe = Cqe {
+        opcode: MLX5_CQE_REQ,
+        wqe_counter: 0,
+        ..Cqe::default()
+    };
+    assert_eq!(sq.complete(&cqe), 1);
+    assert_eq!((sq.outstanding(), frame.ref_count()), (0, 1));
+    assert_eq!(sq.complete(&cqe), 0, "a repeated CQE is stale");
+}
+
+#[test]
+fn completion_queues_smaller_than_their_work_queues_are_refused() {
+    let nic = EmuNic::new(EmuConfig {
+        sq_wqebbs: 256,
+        cq_entries: 64,
+        ..EmuConfig::default()
+    })
+    .unwrap();
+    let mem = memory();
+    nic.register(&mem).unwrap();
+    let caps = DeviceCaps {
+        max_send_sge: 8,
+        inline_len: 18,
+        mtu: 1500,
+        csum_offload: false,
+    };
+    let cfg = Mlx5Config::new(StackConfig::new(MAC_A, SocketAddrV4::new(IP_A, PORT)));
+    assert!(Mlx5Datapath::new(nic.queues(), mem, caps, cfg).is_err());
 }
