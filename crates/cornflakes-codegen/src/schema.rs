@@ -261,7 +261,10 @@ pub struct Schema {
 
 impl Schema {
     /// Parses `inputs` (searched in `includes`) and everything they import.
-    pub fn load(inputs: &[impl AsRef<Path>], includes: &[impl AsRef<Path>]) -> Result<Schema, Error> {
+    pub fn load(
+        inputs: &[impl AsRef<Path>],
+        includes: &[impl AsRef<Path>],
+    ) -> Result<Schema, Error> {
         for p in inputs {
             let p = p.as_ref();
             if !p.is_file() {
@@ -657,9 +660,10 @@ impl Builder {
                 let f = &mut self.schema.messages[id].fields[i];
                 match ty {
                     Type::TYPE_MESSAGE => {
-                        f.kind = FieldKind::Message(*self.schema.by_name.get(key).ok_or_else(
-                            || Error::internal(format!("unresolved message type `{name}`")),
-                        )?)
+                        f.kind =
+                            FieldKind::Message(*self.schema.by_name.get(key).ok_or_else(|| {
+                                Error::internal(format!("unresolved message type `{name}`"))
+                            })?)
                     }
                     Type::TYPE_ENUM => {
                         f.kind = FieldKind::Enum(*self.enum_by_name.get(key).ok_or_else(|| {

@@ -119,7 +119,8 @@ fn tokenize(src: &str) -> Vec<Token> {
         let loc = Loc { line, col };
         let mut text = String::new();
         if c.is_alphanumeric() || c == '_' || c == '.' {
-            while i < chars.len() && (chars[i].is_alphanumeric() || chars[i] == '_' || chars[i] == '.')
+            while i < chars.len()
+                && (chars[i].is_alphanumeric() || chars[i] == '_' || chars[i] == '.')
             {
                 text.push(chars[i]);
                 bump!();

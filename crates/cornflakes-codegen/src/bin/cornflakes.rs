@@ -11,7 +11,11 @@ use cornflakes_codegen::dynamic::DynMessage;
 use cornflakes_codegen::{Config, Schema};
 
 #[derive(Parser)]
-#[command(name = "cornflakes", version, about = "Cornflakes schema compiler and wire-format codec")]
+#[command(
+    name = "cornflakes",
+    version,
+    about = "Cornflakes schema compiler and wire-format codec"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,

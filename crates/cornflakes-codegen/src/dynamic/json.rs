@@ -41,7 +41,10 @@ fn err(path: &str, message: impl Into<String>) -> JsonError {
 fn describe(v: &Json) -> String {
     let s = v.to_string();
     if s.len() > 40 {
-        format!("{}…", &s[..s.char_indices().nth(40).map_or(s.len(), |(i, _)| i)])
+        format!(
+            "{}…",
+            &s[..s.char_indices().nth(40).map_or(s.len(), |(i, _)| i)]
+        )
     } else {
         s
     }
@@ -218,7 +221,10 @@ fn field_value<'a>(
                 }
                 if let Some(vf) = edef.fields.iter().position(|x| x.number == 2) {
                     if !val.is_null() {
-                        e.set(vf, single(schema, edef.fields[vf].kind, val, arena, &kpath)?);
+                        e.set(
+                            vf,
+                            single(schema, edef.fields[vf].kind, val, arena, &kpath)?,
+                        );
                     }
                 }
                 list.append(e);
@@ -247,10 +253,22 @@ fn field_value<'a>(
     Ok(match f.kind {
         FieldKind::Scalar(k) => match k {
             Bool => packed!(Bool, parse_bool),
-            Int32 | Sint32 | Sfixed32 => packed!(I32, |x, p| parse_int::<i32>(x, p, "a 32-bit integer")),
-            Uint32 | Fixed32 => packed!(U32, |x, p| parse_int::<u32>(x, p, "an unsigned 32-bit integer")),
-            Int64 | Sint64 | Sfixed64 => packed!(I64, |x, p| parse_int::<i64>(x, p, "a 64-bit integer")),
-            Uint64 | Fixed64 => packed!(U64, |x, p| parse_int::<u64>(x, p, "an unsigned 64-bit integer")),
+            Int32 | Sint32 | Sfixed32 => {
+                packed!(I32, |x, p| parse_int::<i32>(x, p, "a 32-bit integer"))
+            }
+            Uint32 | Fixed32 => packed!(U32, |x, p| parse_int::<u32>(
+                x,
+                p,
+                "an unsigned 32-bit integer"
+            )),
+            Int64 | Sint64 | Sfixed64 => {
+                packed!(I64, |x, p| parse_int::<i64>(x, p, "a 64-bit integer"))
+            }
+            Uint64 | Fixed64 => packed!(U64, |x, p| parse_int::<u64>(
+                x,
+                p,
+                "an unsigned 64-bit integer"
+            )),
             Float => packed!(F32, |x, p| parse_float(x, p).map(|v| v as f32)),
             Double => packed!(F64, parse_float),
         },
@@ -413,7 +431,12 @@ fn enum_text(schema: &Schema, e: usize, n: i32) -> String {
     }
 }
 
-fn scalar_text(schema: &Schema, kind: FieldKind, v: &Value<'_>, path: &str) -> Result<String, JsonError> {
+fn scalar_text(
+    schema: &Schema,
+    kind: FieldKind,
+    v: &Value<'_>,
+    path: &str,
+) -> Result<String, JsonError> {
     Ok(match v {
         Value::Bool(x) => x.to_string(),
         Value::I32(x) => match kind {

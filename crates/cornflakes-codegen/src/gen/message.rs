@@ -310,12 +310,18 @@ impl<'s> MessageGen<'s> {
     }
 
     fn set_bit_on(recv: TokenStream, f: &Field<'_>) -> TokenStream {
-        let (n, sz) = (Literal::u32_unsuffixed(f.bit_number), Literal::u32_unsuffixed(f.slot as u32));
+        let (n, sz) = (
+            Literal::u32_unsuffixed(f.bit_number),
+            Literal::u32_unsuffixed(f.slot as u32),
+        );
         quote!(#recv.p.set(#n, #sz);)
     }
 
     fn clear_bit(f: &Field<'_>) -> TokenStream {
-        let (n, sz) = (Literal::u32_unsuffixed(f.bit_number), Literal::u32_unsuffixed(f.slot as u32));
+        let (n, sz) = (
+            Literal::u32_unsuffixed(f.bit_number),
+            Literal::u32_unsuffixed(f.slot as u32),
+        );
         quote!(self.p.clear(#n, #sz);)
     }
 
@@ -373,7 +379,10 @@ impl<'s> MessageGen<'s> {
         get_doc.push(')');
         let proto_doc = doc_attrs(&d.doc);
         let has_doc = if d.repeated {
-            format!(" Whether `{}` is present (initialised, possibly empty).", d.name)
+            format!(
+                " Whether `{}` is present (initialised, possibly empty).",
+                d.name
+            )
         } else {
             format!(" Whether `{}` is set.", d.name)
         };
@@ -594,13 +603,16 @@ impl<'s> MessageGen<'s> {
                 (false, FieldKind::String | FieldKind::Bytes) => {
                     parts.push(quote!(if #has { s.add_leaf(self.#s.ptr()); }))
                 }
-                (false, FieldKind::Message(_)) => {
-                    parts.push(quote!(if let ::core::option::Option::Some(m) = &self.#s { s += m.sizes(); }))
-                }
+                (false, FieldKind::Message(_)) => parts.push(
+                    quote!(if let ::core::option::Option::Some(m) = &self.#s { s += m.sizes(); }),
+                ),
                 _ => {}
             }
         }
-        let own = quote!(cf::Sizes { header: self.own_header_len(), ..cf::Sizes::default() });
+        let own = quote!(cf::Sizes {
+            header: self.own_header_len(),
+            ..cf::Sizes::default()
+        });
         let body = if parts.is_empty() {
             own
         } else {
