@@ -3,15 +3,16 @@
 //!
 //! # External buffers and who frees them
 //! [`Mbuf::attach`] takes an [`RcBuf`] clone and attaches its bytes to a fresh mbuf as an
-//! external buffer. The clone lives in a heap `ExtCtx` whose first field is the
-//! `rte_mbuf_ext_shared_info` DPDK is given; its free callback is `ext_free`, with the
-//! context as opaque pointer. DPDK calls it when the last mbuf using the buffer is freed
+//! external buffer. The clone lives in a heap `ExtCtx` (allocations are recycled per thread)
+//! whose first field is the `rte_mbuf_ext_shared_info` DPDK is given; its free callback is
+//! `ext_free`, with the context as opaque pointer. DPDK calls it when the last mbuf using the buffer is freed
 //! (by the PMD after transmission, by `rte_eth_tx_done_cleanup`, or by whoever frees the chain),
 //! and that drops the clone: the pinned buffer outlives the NIC's use of it, and no longer.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::ffi::{c_void, CString};
 use std::fmt;
+use std::mem::MaybeUninit;
 use std::os::raw::{c_int, c_uint};
 use std::ptr::NonNull;
 use std::rc::Rc;
@@ -39,16 +40,48 @@ struct ExtCtx {
     counters: Rc<ExtCounters>,
 }
 
-/// DPDK's free callback for [`ExtCtx`] buffers.
+/// Most recycled context allocations kept per thread.
+const SPARE_CTX_MAX: usize = 8192;
+
+thread_local! {
+    /// Allocations of finished contexts (their fields already dropped), reused by
+    /// `Mbuf::attach` so a transmitted segment costs no `malloc`/`free` in steady state. Boxed
+    /// on purpose: DPDK holds each context's address while its segment is attached.
+    #[allow(clippy::vec_box)]
+    static SPARE_CTX: RefCell<Vec<Box<MaybeUninit<ExtCtx>>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A context allocation: a recycled one, or a new one.
+fn ctx_slot() -> Box<MaybeUninit<ExtCtx>> {
+    SPARE_CTX
+        .try_with(|s| s.borrow_mut().pop())
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| Box::new(MaybeUninit::uninit()))
+}
+
+/// DPDK's free callback for `ExtCtx` buffers.
 unsafe extern "C" fn ext_free(_addr: *mut c_void, opaque: *mut c_void) {
-    // SAFETY: `opaque` is the `Box<ExtCtx>` leaked in `Mbuf::attach`; DPDK calls this exactly
-    // once, when the shared-info refcount (set to 1 there) drops to 0, on the thread that frees
-    // the mbuf (the datapath's own: a PinnedMemory and its buffers are single-threaded).
-    let ctx = unsafe { Box::from_raw(opaque.cast::<ExtCtx>()) };
-    let c = &ctx.counters;
-    c.in_flight.set(c.in_flight.get() - 1);
-    c.released.set(c.released.get() + 1);
-    drop(ctx);
+    let ctx = opaque.cast::<ExtCtx>();
+    // SAFETY: `opaque` is the context `Mbuf::attach` initialised and leaked; DPDK calls this
+    // exactly once, when the shared-info refcount (set to 1 there) drops to 0, on the thread
+    // that frees the mbuf (the datapath's own: a PinnedMemory and its buffers are
+    // single-threaded). Its fields are read, then dropped in place exactly once.
+    unsafe {
+        let c = &(*ctx).counters;
+        c.in_flight.set(c.in_flight.get() - 1);
+        c.released.set(c.released.get() + 1);
+        std::ptr::drop_in_place(ctx);
+    }
+    // SAFETY: the allocation came from a `Box<MaybeUninit<ExtCtx>>` (`ctx_slot`) and its
+    // contents were just dropped, so it is an uninitialised slot again, owned by us.
+    let slot = unsafe { Box::from_raw(ctx.cast::<MaybeUninit<ExtCtx>>()) };
+    let _ = SPARE_CTX.try_with(|s| {
+        let mut s = s.borrow_mut();
+        if s.len() < SPARE_CTX_MAX {
+            s.push(slot);
+        }
+    });
 }
 
 /// An owned mempool, freed on drop. All of its mbufs must have been returned by then.
@@ -183,17 +216,20 @@ impl Mbuf {
         let len = u16::try_from(buf.len()).ok()?;
         let m = pool.alloc()?;
         let addr = buf.as_ptr() as *mut c_void;
-        let ctx = Box::into_raw(Box::new(ExtCtx {
-            shinfo: sys::rte_mbuf_ext_shared_info {
-                free_cb: Some(ext_free),
-                fcb_opaque: std::ptr::null_mut(),
-                ..Default::default()
-            },
-            buf,
-            counters: Rc::clone(counters),
-        }));
-        // SAFETY: `ctx` was just leaked from a Box and is exclusively ours until attached.
-        unsafe { (*ctx).shinfo.fcb_opaque = ctx.cast() };
+        let ctx = Box::into_raw(ctx_slot()).cast::<ExtCtx>();
+        // SAFETY: `ctx` is an uninitialised, exclusively owned allocation for an `ExtCtx`;
+        // writing initialises it without dropping anything. It stays ours until attached.
+        unsafe {
+            ctx.write(ExtCtx {
+                shinfo: sys::rte_mbuf_ext_shared_info {
+                    free_cb: Some(ext_free),
+                    fcb_opaque: ctx.cast(),
+                    ..Default::default()
+                },
+                buf,
+                counters: Rc::clone(counters),
+            })
+        };
         counters.in_flight.set(counters.in_flight.get() + 1);
         // SAFETY: `m` is a fresh direct mbuf with refcount 1; `addr..addr+len` is the pinned
         // buffer kept alive by `ctx.buf` until `ext_free` runs; DPDK only reads it (transmit).
