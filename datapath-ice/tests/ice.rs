@@ -77,6 +77,9 @@ mod with_dpdk {
         af_packet_scenarios();
 
         // --no-shconf: no runtime directory or hugepage files with our prefix.
+        let rt = datapath_ice::ffi::eal::runtime_dir();
+        assert!(rt.to_string_lossy().contains("cf-ice-"), "{rt:?}");
+        assert!(!rt.exists(), "{rt:?} left behind");
         let prefix = format!("cf-ice-{}", std::process::id());
         for dir in ["/var/run/dpdk", "/run/dpdk", "/dev/hugepages"] {
             if let Ok(rd) = std::fs::read_dir(dir) {

@@ -105,9 +105,7 @@ pub fn init(args: &[String]) -> Result<&'static [String], DpdkError> {
             // Without shared configuration (and so without IPC) and telemetry, the EAL's runtime
             // directory stays empty; remove it now so a run leaves nothing behind. It is left
             // alone if something did create files in it.
-            // SAFETY: returns a pointer to the EAL's static NUL-terminated path string.
-            let dir = unsafe { CStr::from_ptr(sys::rte_eal_get_runtime_dir()) };
-            let _ = std::fs::remove_dir(dir.to_string_lossy().as_ref());
+            let _ = std::fs::remove_dir(runtime_dir());
         }
         Ok(args.to_vec())
     });
@@ -115,6 +113,16 @@ pub fn init(args: &[String]) -> Result<&'static [String], DpdkError> {
         Ok(a) => Ok(a.as_slice()),
         Err(e) => Err(e.clone()),
     }
+}
+
+/// The EAL's runtime directory for this process (`/var/run/dpdk/<file-prefix>` for root).
+/// With `--no-shconf`/`--in-memory`, [`init`] removes it again (the parent, shared by every
+/// DPDK process, stays).
+pub fn runtime_dir() -> std::path::PathBuf {
+    // SAFETY: returns a pointer to the EAL's static NUL-terminated path string (empty before
+    // init).
+    let dir = unsafe { CStr::from_ptr(sys::rte_eal_get_runtime_dir()) };
+    std::path::PathBuf::from(dir.to_string_lossy().into_owned())
 }
 
 /// Whether [`init`] has succeeded in this process.
