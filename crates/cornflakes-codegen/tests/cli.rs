@@ -256,6 +256,11 @@ fn json_errors_name_the_field() {
         "{err}"
     );
     let err = fails(
+        &["encode", "--schema", schema, "--message", "examples.Outer"],
+        br#"{"nums": [1, 2.5]}"#,
+    );
+    assert!(err.contains("Outer.nums[1]: expected a 32-bit integer, got 2.5"), "{err}");
+    let err = fails(
         &["encode", "--schema", schema, "--message", "examples.GetM"],
         br#"{"id": 1"#,
     );
@@ -289,7 +294,7 @@ fn truncated_or_malformed_bytes_fail_cleanly() {
                 "examples.Outer",
                 "--hex",
             ],
-            full[..cut].as_bytes(),
+            &full.as_bytes()[..cut],
         );
         let err = stderr(&o);
         assert_eq!(

@@ -138,7 +138,7 @@ fn random_message(schema: &Schema, id: MsgId, rng: &mut SmallRng, depth: u32) ->
         };
         let value = if !f.repeated {
             random_single(schema, f.kind, rng, depth)
-        } else if let FieldKind::Message(entry) = f.kind.clone() {
+        } else if let FieldKind::Message(entry) = f.kind {
             if schema.messages[entry].map_entry {
                 let edef = &schema.messages[entry];
                 let mut m = Map::new();

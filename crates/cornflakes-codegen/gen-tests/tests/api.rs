@@ -1,0 +1,211 @@
+//! The generated API: presence, oneofs, enums with unknown numbers, proto2 defaults, maps,
+//! recursion, imports, decode errors with field paths, and tolerance of newer fields.
+
+use cornflakes::{Arena, CFBytes, CFString, CornflakesObj, DecodeErrorKind};
+use cornflakes_codegen_tests::common::{Color, Point};
+use cornflakes_codegen_tests::features::everything::{self, ByIdEntry, Choice, Kind, Nested};
+use cornflakes_codegen_tests::features::{Everything, Tree};
+use cornflakes_codegen_tests::{kv, legacy};
+
+#[test]
+fn scalars_are_absent_until_set_and_default_when_absent() {
+    let arena = Arena::new();
+    let mut m = Everything::new_in(&arena);
+    assert!(!m.has_i64() && m.get_i64() == 0);
+    m.set_i64(-5);
+    m.set_fl(1.5);
+    m.set_flag(false);
+    assert!(m.has_i64() && m.has_flag());
+    assert_eq!(m.get_i64(), -5);
+    let bytes = m.serialize_to_vec();
+    let back = Everything::deserialize(&bytes, &arena).unwrap();
+    assert_eq!((back.get_i64(), back.get_fl(), back.has_flag()), (-5, 1.5, true));
+    assert!(!back.has_u64());
+    m.clear_i64();
+    assert!(!m.has_i64() && m.get_i64() == 0);
+    // proto3 `optional` tracks presence like everything else.
+    m.set_maybe(0);
+    assert!(m.has_maybe());
+}
+
+#[test]
+fn oneof_members_exclude_each_other_last_set_wins() {
+    let arena = Arena::new();
+    let mut m = Everything::new_in(&arena);
+    assert_eq!(m.which_choice(), None);
+    m.set_name(CFString::new("n", &arena));
+    assert_eq!(m.which_choice(), Some(Choice::Name));
+    m.set_number(9);
+    assert_eq!(m.which_choice(), Some(Choice::Number));
+    assert!(!m.has_name());
+    m.get_mut_sub().set_leaf(CFBytes::new(b"x", &arena));
+    assert_eq!(m.which_choice(), Some(Choice::Sub));
+    assert!(!m.has_number());
+    let bytes = m.serialize_to_vec();
+    let back = Everything::deserialize(&bytes, &arena).unwrap();
+    assert_eq!(back.which_choice(), Some(Choice::Sub));
+    assert_eq!(back.get_sub().unwrap().get_leaf().as_bytes(), b"x");
+}
+
+#[test]
+fn enums_keep_unknown_numbers() {
+    let arena = Arena::new();
+    let mut m = Everything::new_in(&arena);
+    assert_eq!(m.get_kind(), Ok(Kind::Unspecified));
+    m.set_kind(Kind::Negative);
+    assert_eq!(m.get_kind_raw(), -3);
+    m.set_color(Color::Blue);
+    let bytes = m.serialize_to_vec();
+    let back = Everything::deserialize(&bytes, &arena).unwrap();
+    assert_eq!(back.get_kind(), Ok(Kind::Negative));
+    assert_eq!(back.get_color(), Ok(Color::Blue));
+    m.set_kind_raw(77);
+    let bytes = m.serialize_to_vec();
+    let back = Everything::deserialize(&bytes, &arena).unwrap();
+    assert_eq!(back.get_kind(), Err(77));
+    assert_eq!(Kind::try_from(2), Ok(Kind::Large));
+    assert_eq!(Kind::from_str_name("KIND_SMALL"), Some(Kind::Small));
+    assert_eq!(Kind::Small.as_str_name(), "KIND_SMALL");
+    assert_eq!(i32::from(Kind::Negative), -3);
+    m.init_r_kind(2);
+    m.get_mut_r_kind().append(Kind::Large as i32);
+    m.get_mut_r_kind().append(1234);
+    let bytes = m.serialize_to_vec();
+    let back = Everything::deserialize(&bytes, &arena).unwrap();
+    assert_eq!(back.get_r_kind().as_slice(), &[2, 1234]);
+}
+
+#[test]
+fn proto2_defaults_apply_when_absent() {
+    let arena = Arena::new();
+    let r = legacy::Record::new_in(&arena);
+    assert!(!r.has_name());
+    assert_eq!(r.get_name().as_str().unwrap(), "anon");
+    assert_eq!(r.get_score(), -7);
+    assert_eq!(r.get_ratio(), 0.5);
+    assert!(r.get_on());
+    assert_eq!(r.get_level(), Ok(legacy::record::Level::High));
+    assert_eq!(r.get_temp(), f32::NEG_INFINITY);
+    assert_eq!(r.get_big(), u64::MAX);
+    // Absent fields take no space, defaults or not.
+    assert_eq!(r.serialize_to_vec(), [0, 0, 0, 0]);
+    let mut r = r;
+    r.set_score(3);
+    r.clear_score();
+    assert_eq!(r.get_score(), -7);
+}
+
+#[test]
+fn maps_are_repeated_entry_messages() {
+    let arena = Arena::new();
+    let mut m = Everything::new_in(&arena);
+    m.init_by_id(1);
+    let mut e = ByIdEntry::new_in(&arena);
+    e.set_key(42);
+    e.get_mut_value().set_leaf(CFBytes::new(b"v", &arena));
+    m.get_mut_by_id().append(e);
+    m.init_counts(0);
+    let bytes = m.serialize_to_vec();
+    let back = Everything::deserialize(&bytes, &arena).unwrap();
+    let e = &back.get_by_id()[0];
+    assert_eq!(e.get_key(), 42);
+    assert_eq!(e.get_value().unwrap().get_leaf().as_bytes(), b"v");
+    assert!(back.has_counts() && back.get_counts().is_empty());
+}
+
+#[test]
+fn nested_imported_and_recursive_messages_round_trip() {
+    let arena = Arena::new();
+    let mut m = Everything::new_in(&arena);
+    let mut p = Point::new_in(&arena);
+    p.set_x(-1);
+    m.set_point(p);
+    let deeper = m.get_mut_nested().get_mut_deeper();
+    deeper.init_notes(1);
+    deeper
+        .get_mut_notes()
+        .append(CFString::new("note", &arena));
+    deeper.set_kind(Kind::Small);
+    m.get_mut_child().get_mut_child().set_u32(3);
+    m.init_children(2);
+    m.get_mut_children().append(Everything::new_in(&arena));
+    let mut c = Everything::new_in(&arena);
+    c.init_r_nested(1);
+    c.get_mut_r_nested().append(Nested::new_in(&arena));
+    m.get_mut_children().append(c);
+    let bytes = m.serialize_to_vec();
+    assert_eq!(bytes.len(), m.sizes().total());
+    let back = Everything::deserialize(&bytes, &arena).unwrap();
+    assert_eq!(back.get_point().unwrap().get_x(), -1);
+    let d = back.get_nested().unwrap().get_deeper().unwrap();
+    assert_eq!(d.get_notes()[0].as_str().unwrap(), "note");
+    assert_eq!(d.get_kind(), Ok(Kind::Small));
+    assert_eq!(back.get_child().unwrap().get_child().unwrap().get_u32(), 3);
+    assert_eq!(back.get_children().len(), 2);
+    assert_eq!(back.get_children()[1].get_r_nested().len(), 1);
+    assert_eq!(back.serialize_to_vec(), bytes);
+    let dbg = format!("{back:?}");
+    assert!(dbg.contains("point: Point { x: -1 }"), "{dbg}");
+
+    // A deep recursive tree.
+    fn tree<'a>(arena: &'a Arena, depth: u32) -> Tree<'a> {
+        let mut t = Tree::new_in(arena);
+        t.set_val(CFBytes::new(&depth.to_le_bytes(), arena));
+        if depth > 0 {
+            t.set_left(tree(arena, depth - 1));
+            t.set_right(tree(arena, depth - 1));
+        }
+        t
+    }
+    let t = tree(&arena, 6);
+    let bytes = t.serialize_to_vec();
+    let back = Tree::deserialize(&bytes, &arena).unwrap();
+    let mut leftmost = &back;
+    let mut depth = 0;
+    while let Some(l) = leftmost.get_left() {
+        leftmost = l;
+        depth += 1;
+    }
+    assert_eq!(depth, 6);
+    assert_eq!(back.serialize_to_vec(), bytes);
+}
+
+#[test]
+fn decode_errors_name_the_field_path() {
+    let arena = Arena::new();
+    let mut m = Everything::new_in(&arena);
+    m.get_mut_nested().set_leaf(CFBytes::new(b"abcdef", &arena));
+    let mut bytes = m.serialize_to_vec();
+    bytes.truncate(bytes.len() - 2);
+    let e = Everything::deserialize(&bytes, &arena).unwrap_err();
+    let path: Vec<&str> = e.path().collect();
+    assert_eq!(path, ["Everything.nested", "Everything.Nested.leaf"]);
+    assert!(matches!(e.kind(), DecodeErrorKind::OutOfBounds { .. }));
+    assert!(e.to_string().contains("Everything.nested > Everything.Nested.leaf"));
+    let e = Everything::deserialize(&[1, 0], &arena).unwrap_err();
+    assert!(matches!(e.kind(), DecodeErrorKind::Truncated { .. }));
+}
+
+#[test]
+fn newer_fields_above_the_known_ones_are_tolerated() {
+    let arena = Arena::new();
+    let mut put = kv::PutReq::new_in(&arena);
+    put.set_id(5);
+    put.set_key(CFString::new("k", &arena));
+    put.set_val(CFBytes::new(b"v", &arena));
+    let bytes = put.serialize_to_vec();
+    // PutResp knows only field 1; fields 2 and 3 come after its slots.
+    let resp = kv::PutResp::deserialize(&bytes, &arena).unwrap();
+    assert_eq!(resp.get_id(), 5);
+    // Read as GetMReq, whose field 2 is a list, the string slot is taken for (count, offset)
+    // of a pair array that runs past the object: an error, not garbage.
+    let as_getm = kv::GetMReq::deserialize(&bytes, &arena);
+    assert!(as_getm.is_err());
+}
+
+#[test]
+fn the_nested_module_exposes_nested_types() {
+    let arena = Arena::new();
+    let n = everything::nested::Deeper::new_in(&arena);
+    assert!(!n.has_kind());
+}
