@@ -120,19 +120,22 @@ impl<Q: QueueMemory> Mlx5Datapath<Q> {
         } else {
             0
         };
-        // Every WQE may end in a CQE (signalled, or flushed after an error), so the send CQ
-        // must hold one per WQEBB; the receive CQ one per receive WQE.
-        if q.send_cq().entries < q.sq().entries || q.recv_cq().entries < q.rq().entries {
+        // Every receive WQE ends in a CQE: the receive CQ must hold them all.
+        if q.recv_cq().entries < q.rq().entries {
             return Err(io::Error::other(format!(
-                "completion queues ({} send / {} receive entries) smaller than their work \
-                 queues ({} WQEBBs / {} receive WQEs)",
-                q.send_cq().entries,
+                "receive completion queue ({} entries) smaller than the receive queue ({})",
                 q.recv_cq().entries,
-                q.sq().entries,
                 q.rq().entries
             )));
         }
-        let sq = SendQueue::new(q.sq(), q.sq_dbrec(), q.qpn(), caps.inline_len, cs_flags)?;
+        let sq = SendQueue::new(
+            q.sq(),
+            q.sq_dbrec(),
+            q.qpn(),
+            caps.inline_len,
+            cs_flags,
+            q.send_cq().entries as usize,
+        )?;
         let max_segments = caps.max_send_sge.min(sq.max_data_segments()).max(1);
         let scq = CqPoller::new(q.send_cq(), q.send_cq_dbrec())?;
         let rcq = CqPoller::new(q.recv_cq(), q.recv_cq_dbrec())?;

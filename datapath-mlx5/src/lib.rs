@@ -14,17 +14,21 @@
 //! - [`datapath`]: [`Mlx5Datapath`], the `cornflakes::Datapath` over any queue memory.
 //! - `hw` (feature `mlx5`): the rdma-core bindings and the hardware queue memory.
 
-#![deny(unsafe_op_in_unsafe_fn)]
+#![deny(unsafe_code, unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 pub mod datapath;
+#[allow(unsafe_code)] // the emulated device's side of the queue memory
 pub mod emu;
+#[allow(unsafe_code)] // volatile access to device-shared memory
 pub mod mmio;
 #[rustfmt::skip]
 pub mod prm;
+#[allow(unsafe_code)] // ring pointer arithmetic, the QueueMemory contract
 pub mod queue;
 
 #[cfg(feature = "mlx5")]
+#[allow(unsafe_code)] // rdma-core FFI
 pub mod hw;
 
 pub use datapath::{DeviceCaps, Mlx5Config, Mlx5Datapath, Mlx5Stats};

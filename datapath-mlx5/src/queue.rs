@@ -118,6 +118,7 @@ pub struct SendQueue {
     unrung: bool,
     unsignaled: u32,
     outstanding: usize,
+    max_outstanding: usize,
     error: bool,
     stats: TxStats,
 }
@@ -125,13 +126,15 @@ pub struct SendQueue {
 impl SendQueue {
     /// A send queue over `ring` (stride 64, at most 2^15 WQEBBs). Every frame inlines its
     /// first `inline_len` bytes (at least the Ethernet header) and asks the device for
-    /// the checksums in `cs_flags`.
+    /// the checksums in `cs_flags`. At most `max_outstanding` WQEs are in flight: every WQE
+    /// may end in a CQE (signalled, or flushed after an error), so this is the send CQ's size.
     pub fn new(
         ring: Ring,
         dbrec: NonNull<u32>,
         qpn: u32,
         inline_len: usize,
         cs_flags: u8,
+        max_outstanding: usize,
     ) -> io::Result<SendQueue> {
         if ring.stride as usize != MLX5_SEND_WQE_BB
             || !ring.entries.is_power_of_two()
@@ -148,8 +151,14 @@ impl SendQueue {
                 "inline header length {inline_len} outside {ETH_SEG_INLINE}..=256"
             )));
         }
+        if max_outstanding == 0 {
+            return Err(io::Error::other(
+                "a send queue needs a non-empty completion queue",
+            ));
+        }
         let n = ring.entries as usize;
         Ok(SendQueue {
+            max_outstanding,
             base: ring.base,
             wqebbs: n as u16,
             dbrec,
@@ -367,7 +376,8 @@ impl SendQueue {
 impl TxSink for SendQueue {
     /// A conservative count: each post takes at most one unit, and each frame at most the
     /// control + Ethernet units plus three units of padding, so `units / (4 + eth_units + 1)`
-    /// posts always fit however they are split into frames.
+    /// posts always fit however they are split into frames. Each post also ends at most one
+    /// WQE, so no more posts than WQEs the completion queue still has room for.
     fn free_slots(&self) -> usize {
         if self.error {
             return 0;
@@ -375,7 +385,11 @@ impl TxSink for SendQueue {
         let free_bbs = self.wqebbs as usize - self.pi.wrapping_sub(self.ci) as usize;
         let building = self.building.as_ref().map_or(0, |b| b.units);
         let units = (free_bbs * UNITS_PER_BB).saturating_sub(building + UNITS_PER_BB);
-        units / (UNITS_PER_BB + self.eth_units() + 1)
+        let by_ring = units / (UNITS_PER_BB + self.eth_units() + 1);
+        let by_cq = self
+            .max_outstanding
+            .saturating_sub(self.outstanding + usize::from(self.building.is_some()));
+        by_ring.min(by_cq)
     }
 
     fn post(&mut self, buf: RcBuf, end_of_frame: bool) {

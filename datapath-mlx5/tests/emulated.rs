@@ -690,7 +690,7 @@ fn completions_naming_no_outstanding_wqe_are_ignored() {
     let mem = memory();
     nic.register(&mem).unwrap();
     let q = nic.queues();
-    let mut sq = SendQueue::new(q.sq(), q.sq_dbrec(), q.qpn(), 18, 0).unwrap();
+    let mut sq = SendQueue::new(q.sq(), q.sq_dbrec(), q.qpn(), 18, 0, 64).unwrap();
     let frame = mem.alloc_copy(&[1u8; 100]).unwrap();
     sq.post(frame.clone(), true);
     assert_eq!((sq.outstanding(), frame.ref_count()), (1, 2));
@@ -715,9 +715,36 @@ fn completions_naming_no_outstanding_wqe_are_ignored() {
 }
 
 #[test]
-fn completion_queues_smaller_than_their_work_queues_are_refused() {
-    let nic = EmuNic::new(EmuConfig {
+fn a_small_send_cq_bounds_the_wqes_in_flight() {
+    // 256 WQEBBs but only 8 CQEs: at most 8 WQEs may be outstanding, or flush errors could
+    // overrun the CQ.
+    let emu = EmuConfig {
         sq_wqebbs: 256,
+        rq_entries: 8,
+        cq_entries: 8,
+        ..EmuConfig::default()
+    };
+    let (mut a, _b) = pair(emu, CAPS);
+    let conn = connect(&mut a, IP_B);
+    let mut n = 0;
+    while a.dp.send_copy(conn, Msg::new(n, 0), b"ping").is_ok() {
+        n += 1;
+    }
+    assert_eq!(n, 8);
+    drive(&mut a);
+    assert_eq!(a.dp.in_flight(), 0);
+    a.dp.send_copy(conn, Msg::new(n, 0), b"ping").unwrap();
+    drive(&mut a);
+    assert_eq!(
+        (a.nic.stats().frames_sent, a.nic.stats().cq_overruns),
+        (9, 0)
+    );
+}
+
+#[test]
+fn a_receive_cq_smaller_than_the_receive_queue_is_refused() {
+    let nic = EmuNic::new(EmuConfig {
+        rq_entries: 128,
         cq_entries: 64,
         ..EmuConfig::default()
     })
@@ -732,4 +759,53 @@ fn completion_queues_smaller_than_their_work_queues_are_refused() {
     };
     let cfg = Mlx5Config::new(StackConfig::new(MAC_A, SocketAddrV4::new(IP_A, PORT)));
     assert!(Mlx5Datapath::new(nic.queues(), mem, caps, cfg).is_err());
+}
+
+#[test]
+fn random_frames_are_counted_never_fatal() {
+    for csum in [true, false] {
+        random_frames(Caps { csum, ..CAPS });
+    }
+}
+
+fn random_frames(caps: Caps) {
+    let (mut a, mut b) = pair(EmuConfig::default(), caps);
+    let conn = connect(&mut a, IP_B);
+    let mem = a.dp.memory().clone();
+    let arena = Arena::with_memory(&mem);
+    let m = getm(&arena, &mem, 1, 2, &[700]);
+    a.dp.send_object(conn, Msg::new(1, 1), &m).unwrap();
+    drive(&mut a);
+    let good = a.nic.wire()[0].clone();
+    recv_all(&mut b);
+    let mut rng = SmallRng::seed_from_u64(3);
+    for i in 0..3000 {
+        // Keep the steering-relevant header bytes of a real frame most of the time, so the
+        // garbage reaches the driver and the stack; corrupt the rest.
+        let len = rng.gen_range(0..1600);
+        let mut f: Vec<u8> = (0..len).map(|_| rng.gen()).collect();
+        if i % 4 != 0 {
+            let keep = 38.min(len);
+            f[..keep].copy_from_slice(&good[..keep]);
+        }
+        if i % 3 == 0 && len > good.len() {
+            f[..good.len()].copy_from_slice(&good);
+            let k = rng.gen_range(38..good.len());
+            f[k] ^= 1 << rng.gen_range(0..8);
+        }
+        b.nic.inject(&f);
+        if i % 64 == 0 {
+            recv_all(&mut b);
+        }
+    }
+    recv_all(&mut b);
+    b.nic.inject(&good);
+    let got = recv_all(&mut b);
+    assert_eq!(got.len(), 1, "a good frame still gets through");
+    let st = b.dp.stats();
+    let e = b.nic.stats();
+    assert!(st.rx_frames > 300, "{st:?} {e:?}");
+    assert!(b.dp.counters().total_drops() + st.rx_bad_csum > 0);
+    assert_eq!(st.rx_bogus_cqes, 0);
+    assert_eq!(b.dp.rx_posted(), 128);
 }
