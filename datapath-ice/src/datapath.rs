@@ -22,8 +22,6 @@
 //! chains) or that span several segments (scattered jumbo frames) are copied into one fresh
 //! pinned buffer instead, and the mbuf is freed at once.
 
-use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
 use std::io;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::rc::Rc;
@@ -32,7 +30,7 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use cornflakes::datapath::{Completions, Connect, DatapathMemory, Receive, Transmit};
-use cornflakes::mem::{Backing, MemoryConfig, Region, CHUNK_SIZE};
+use cornflakes::mem::{MemoryConfig, Region};
 use cornflakes::{ConnId, CornflakesObj, DropCounters, Msg, PinnedMemory, RcBuf, RxMsg, SendError};
 use cornflakes_stack::tx::{self, TxSink};
 use cornflakes_stack::wire::{ethernet, ipv4};
@@ -41,7 +39,8 @@ use cornflakes_stack::{EthStack, MacAddr, StackConfig};
 use crate::eal_args::EalOptions;
 use crate::ffi::eal::{self, DpdkError, RingLink};
 use crate::ffi::mbuf::{self, ExtCounters, Mbuf, Mempool};
-use crate::ffi::port::{self, DeviceHandle, OffloadBits, PortInfo};
+use crate::ffi::pinned::{iova_of, DmaRegistrations, PinnedRxPool};
+use crate::ffi::port::{self, OffloadBits, PortInfo};
 use crate::limits;
 
 /// Frames taken from the RX queue per poll.
@@ -162,52 +161,6 @@ pub struct IceStats {
     pub tx_bursts: u64,
 }
 
-/// Per-region DMA registrations, shared with the registrar closure in the pinned memory.
-#[derive(Debug, Default)]
-struct Registrations {
-    device: Cell<Option<DeviceHandle>>,
-    regions: RefCell<Vec<(usize, usize)>>,
-}
-
-impl Registrations {
-    fn register(&self, r: &Region) -> io::Result<Option<u64>> {
-        let Some(dev) = self.device.get() else {
-            // The datapath is gone; memory mapped from now on is not for its device.
-            return Ok(None);
-        };
-        let page = match r.backing() {
-            Backing::HugePages => CHUNK_SIZE,
-            Backing::LockedPages | Backing::UnlockedPages => 4096,
-        };
-        // SAFETY: the region stays mapped while its `PinnedMemory` lives; the datapath
-        // unregisters every region in its Drop, before its memory handle is released.
-        let iova = unsafe { port::register_memory(dev, r.base(), r.len(), page) }?;
-        self.regions.borrow_mut().push((r.base() as usize, r.len()));
-        Ok(Some(iova))
-    }
-
-    fn unregister_all(&self) {
-        let Some(dev) = self.device.take() else {
-            return;
-        };
-        for (base, len) in self.regions.borrow_mut().drain(..) {
-            // SAFETY: called from the datapath's Drop after the port is stopped and every
-            // mbuf referring to pinned memory has been freed.
-            unsafe { port::unregister_memory(dev, base as *mut u8, len) };
-        }
-    }
-}
-
-/// The IO address of a pinned buffer: its region's IOVA base plus its offset; the virtual
-/// address when the region is not registered (virtual devices do not use it).
-#[inline]
-fn iova_of(buf: &RcBuf) -> u64 {
-    match buf.region().registration() {
-        Some(base) => base + buf.region_offset() as u64,
-        None => buf.as_ptr() as u64,
-    }
-}
-
 /// The transmit side: descriptors posted by the stack become mbuf chains, queued until flush.
 struct TxQueue {
     pool: Mempool,
@@ -291,11 +244,7 @@ impl TxSink for TxQueue {
 
 /// The receive side.
 struct RxState {
-    pool: Mempool,
-    /// The pool reference of each pinned item backing an RX mbuf.
-    items: Vec<RcBuf>,
-    /// Item index by the address of its first byte (an mbuf's `buf_addr`).
-    by_addr: HashMap<usize, u32>,
+    pins: PinnedRxPool,
     /// Mbufs whose item the application still views, with the item index.
     held: Vec<(Mbuf, u32)>,
     burst: Vec<Mbuf>,
@@ -304,9 +253,8 @@ struct RxState {
 impl RxState {
     /// Frees the held mbufs whose views are all gone.
     fn reclaim(&mut self) {
-        let items = &self.items;
-        self.held
-            .retain(|(_, i)| items[*i as usize].ref_count() > 1);
+        let pins = &self.pins;
+        self.held.retain(|(_, i)| pins.in_use(*i));
     }
 }
 
@@ -328,7 +276,7 @@ pub struct IceDatapath {
     max_segments: usize,
     tx: TxQueue,
     rx: RxState,
-    reg: Rc<Registrations>,
+    reg: Rc<DmaRegistrations>,
     ctl: Vec<Vec<u8>>,
     stats: IceStats,
     released_seen: u64,
@@ -424,8 +372,7 @@ impl IceDatapath {
 
         let mem = PinnedMemory::new(cfg.memory.clone())
             .map_err(|e| io::Error::other(format!("pinned memory: {e}")))?;
-        let reg = Rc::new(Registrations::default());
-        reg.device.set(Some(info.device));
+        let reg = Rc::new(DmaRegistrations::new(info.device));
         let r2 = Rc::clone(&reg);
         if let Err(e) = mem.set_registrar(move |r: &Region| r2.register(r)) {
             reg.unregister_all();
@@ -438,7 +385,7 @@ impl IceDatapath {
                 return Err(e);
             }
         };
-        let up = Self::configure_port(&cfg, port, &info, &bits, offload, &rx.pool)
+        let up = Self::configure_port(&cfg, port, &info, &bits, offload, rx.pins.pool())
             .and_then(|()| port::start(port, cfg.promiscuous).map_err(io_err));
         if let Err(e) = up {
             // The port first (its queues may refer to the pools), then the pools.
@@ -507,38 +454,11 @@ impl IceDatapath {
             .rx_buffer_size
             .unwrap_or_else(|| limits::rx_buffer_size(cfg.mtu))
             .next_power_of_two();
-        let elt = u16::try_from(item).map_err(|_| {
-            io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!(
-                    "MTU {} needs {item}-byte receive buffers, above 64 KiB",
-                    cfg.mtu
-                ),
-            )
-        })?;
-        let mut items = Vec::with_capacity(cfg.rx_buffers as usize);
-        let mut zones = Vec::with_capacity(cfg.rx_buffers as usize);
-        let mut by_addr = HashMap::with_capacity(cfg.rx_buffers as usize);
-        for i in 0..cfg.rx_buffers {
-            let b = mem
-                .alloc(item)
-                .map_err(|e| io::Error::other(format!("receive buffer {i}: {e}")))?
-                .freeze();
-            zones.push((b.as_ptr() as *mut u8, iova_of(&b)));
-            by_addr.insert(b.as_ptr() as usize, i);
-            items.push(b);
-        }
-        // SAFETY: every zone is a pinned item of `item` bytes held by `items` (count 1, never
-        // read by us while the NIC owns it) for longer than the pool lives: `RxState` drops
-        // its pool before its items, and the datapath stops and closes the port first.
-        let pool =
-            unsafe { Mempool::extbuf(&format!("cfrx{seq}"), &zones, elt) }.map_err(io_err)?;
+        let pins = PinnedRxPool::new(&format!("cfrx{seq}"), mem, cfg.rx_buffers, item)?;
         let tx_pool = Mempool::pktmbuf(&format!("cftx{seq}"), cfg.tx_mbufs, 0).map_err(io_err)?;
 
         let rx = RxState {
-            pool,
-            items,
-            by_addr,
+            pins,
             held: Vec::new(),
             burst: Vec::with_capacity(RX_BURST),
         };
@@ -593,7 +513,7 @@ impl IceDatapath {
 
     /// Receive mbufs free in the pool (not posted to the NIC, not held for the application).
     pub fn rx_free_buffers(&self) -> usize {
-        self.rx.pool.available()
+        self.rx.pins.pool().available()
     }
 
     /// Frames queued and not yet handed to the port.
@@ -635,17 +555,12 @@ impl IceDatapath {
             self.stats.rx_bad_checksum_hw += 1;
             return;
         }
-        let own = if m.segments() == 1 && m.is_from(&self.rx.pool) {
-            self.rx.by_addr.get(&(m.buf_addr() as usize)).copied()
-        } else {
-            None
-        };
+        let own = self.rx.pins.item_of(&m);
         let ctl = &mut self.ctl;
         let mut tx_ctl = |f: &[u8]| ctl.push(f.to_vec());
         match own {
             Some(idx) => {
-                let (off, len) = m.data_range();
-                let Ok(Some(frame)) = self.rx.items[idx as usize].try_slice(off, len) else {
+                let Some(frame) = self.rx.pins.view(idx, &m) else {
                     // Lengths past the data room (a PMD bug) or a saturated count.
                     self.stats.rx_malformed += 1;
                     return;
@@ -653,7 +568,7 @@ impl IceDatapath {
                 self.stats.rx_zero_copy += 1;
                 self.stack
                     .process_frame(&self.mem, frame, now, out, &mut tx_ctl);
-                if self.rx.items[idx as usize].ref_count() > 1 {
+                if self.rx.pins.in_use(idx) {
                     self.rx.held.push((m, idx));
                 }
             }

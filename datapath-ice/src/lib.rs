@@ -20,15 +20,19 @@
 //!
 //! Modules: [`eal_args`] and [`limits`] are pure logic, always compiled and tested. With the
 //! `ice` feature (DPDK 22.11 via pkg-config; see `APT_PACKAGES` and the README), `ffi`
-//! holds every DPDK call (the only `unsafe` code) and `datapath` the datapath.
+//! holds every DPDK call and all of the crate's `unsafe` code (the other modules forbid it), and
+//! `datapath` holds the datapath.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
+#[forbid(unsafe_code)]
 pub mod eal_args;
+#[forbid(unsafe_code)]
 pub mod limits;
 
 #[cfg(feature = "ice")]
+#[forbid(unsafe_code)]
 pub mod datapath;
 #[cfg(feature = "ice")]
 pub mod ffi;

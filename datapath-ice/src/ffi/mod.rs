@@ -3,5 +3,6 @@
 
 pub mod eal;
 pub mod mbuf;
+pub mod pinned;
 pub mod port;
 mod sys;
