@@ -28,6 +28,13 @@ const PORT: u16 = 4791;
 
 type Dp = Mlx5Datapath<EmuQueues>;
 
+/// The datapath is a complete `cornflakes::Datapath` (usable by generic apps such as the echo
+/// server).
+const _: fn() = || {
+    fn is_datapath<D: cornflakes::Datapath>() {}
+    is_datapath::<Dp>();
+};
+
 struct Node {
     nic: EmuNic,
     dp: Dp,
