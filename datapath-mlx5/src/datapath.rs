@@ -73,6 +73,8 @@ pub struct Mlx5Stats {
     pub rx_bad_csum: u64,
     /// Control frames (ARP) sent.
     pub control_sent: u64,
+    /// Receive WQEs the device flushed while the queue pair was in error (buffers returned).
+    pub rx_flushed: u64,
     /// Receive completions discarded while resetting the queue pair after an error.
     pub rx_discarded: u64,
     /// Queue-pair resets that failed (retried on the next poll).
@@ -272,6 +274,9 @@ impl<Q: QueueMemory> Receive for Mlx5Datapath<Q> {
                     let mem = self.mem.clone();
                     self.with_control(|stack, txf| stack.process_frame(&mem, frame, now, out, txf));
                 }
+                RxCompletion::Error {
+                    syndrome: MLX5_CQE_SYNDROME_WR_FLUSH_ERR,
+                } => self.stats.rx_flushed += 1,
                 RxCompletion::Error { syndrome } => {
                     self.stats.rx_error_cqes += 1;
                     self.stats.rx_last_syndrome = syndrome;

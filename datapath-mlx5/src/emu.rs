@@ -95,6 +95,8 @@ pub struct EmuStats {
     pub cq_overruns: u64,
     /// Frames dropped because the queue pair was in the error state.
     pub rx_qp_error: u64,
+    /// Receive WQEs completed with a flush error (queue pair in error).
+    pub rx_flushed: u64,
     /// Queue-pair resets.
     pub resets: u64,
 }
@@ -430,6 +432,9 @@ impl State {
 
     fn run_sq(&mut self) -> Vec<Vec<u8>> {
         let mut frames = Vec::new();
+        if self.error {
+            self.flush_rq();
+        }
         while self.sq_ci != self.sq_db_pi {
             let start = self.sq_ci;
             let ctrl = CtrlSeg::from_bytes(&self.sq_unit(start, 0));
@@ -472,6 +477,7 @@ impl State {
                         self.stats.tx_errors += 1;
                     }
                     self.error = true;
+                    self.flush_rq();
                     self.post_cqe(
                         true,
                         Cqe {
@@ -492,11 +498,41 @@ impl State {
         self.flows.iter().any(|r| r.matches(frame))
     }
 
+    /// In the error state the device completes every posted receive WQE with a flush error,
+    /// as the whole queue pair is in error.
+    fn flush_rq(&mut self) {
+        // SAFETY: the RQ doorbell record inside the doorbell area.
+        let pi = unsafe {
+            mmio::read_dbrec(
+                self.dbrec
+                    .ptr
+                    .as_ptr()
+                    .add(DB_QP)
+                    .cast::<u32>()
+                    .add(MLX5_RCV_DBR),
+            )
+        } as u16;
+        while self.rq_ci as u16 != pi {
+            let counter = self.rq_ci as u16;
+            self.rq_ci = self.rq_ci.wrapping_add(1);
+            self.stats.rx_flushed += 1;
+            self.post_cqe(
+                false,
+                Cqe {
+                    opcode: MLX5_CQE_RESP_ERR,
+                    wqe_counter: counter,
+                    syndrome: MLX5_CQE_SYNDROME_WR_FLUSH_ERR,
+                    ..Cqe::default()
+                },
+            );
+        }
+    }
+
     fn deliver(&mut self, frame: &[u8]) {
         if self.error {
-            // Simplification: hardware would flush the posted receive WQEs with error CQEs;
-            // the driver discards receive completions when it resets the QP either way.
+            // The QP is in error: frames are not received, posted WQEs are flushed.
             self.stats.rx_qp_error += 1;
+            self.flush_rq();
             return;
         }
         if !self.steer(frame) {
