@@ -4,7 +4,7 @@
 //! Parsing and type checking are done by `protobuf-parse`'s pure-Rust parser; this module turns
 //! its descriptors into [`Schema`], rejects what the wire format cannot carry (each error names
 //! the file, line and construct), and attaches positions and comments found by
-//! [`source::scan`](crate::source::scan).
+//! the crate's source scanner.
 
 use std::collections::HashMap;
 use std::fmt;

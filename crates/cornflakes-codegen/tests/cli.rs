@@ -262,7 +262,10 @@ fn json_errors_name_the_field() {
         &["encode", "--schema", schema, "--message", "examples.Outer"],
         br#"{"nums": [1, 2.5]}"#,
     );
-    assert!(err.contains("Outer.nums[1]: expected a 32-bit integer, got 2.5"), "{err}");
+    assert!(
+        err.contains("Outer.nums[1]: expected a 32-bit integer, got 2.5"),
+        "{err}"
+    );
     let err = fails(
         &["encode", "--schema", schema, "--message", "examples.GetM"],
         br#"{"id": 1"#,

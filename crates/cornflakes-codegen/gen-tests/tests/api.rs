@@ -19,7 +19,10 @@ fn scalars_are_absent_until_set_and_default_when_absent() {
     assert_eq!(m.get_i64(), -5);
     let bytes = m.serialize_to_vec();
     let back = Everything::deserialize(&bytes, &arena).unwrap();
-    assert_eq!((back.get_i64(), back.get_fl(), back.has_flag()), (-5, 1.5, true));
+    assert_eq!(
+        (back.get_i64(), back.get_fl(), back.has_flag()),
+        (-5, 1.5, true)
+    );
     assert!(!back.has_u64());
     m.clear_i64();
     assert!(!m.has_i64() && m.get_i64() == 0);
@@ -122,9 +125,7 @@ fn nested_imported_and_recursive_messages_round_trip() {
     m.set_point(p);
     let deeper = m.get_mut_nested().get_mut_deeper();
     deeper.init_notes(1);
-    deeper
-        .get_mut_notes()
-        .append(CFString::new("note", &arena));
+    deeper.get_mut_notes().append(CFString::new("note", &arena));
     deeper.set_kind(Kind::Small);
     m.get_mut_child().get_mut_child().set_u32(3);
     m.init_children(2);
@@ -181,7 +182,9 @@ fn decode_errors_name_the_field_path() {
     let path: Vec<&str> = e.path().collect();
     assert_eq!(path, ["Everything.nested", "Everything.Nested.leaf"]);
     assert!(matches!(e.kind(), DecodeErrorKind::OutOfBounds { .. }));
-    assert!(e.to_string().contains("Everything.nested > Everything.Nested.leaf"));
+    assert!(e
+        .to_string()
+        .contains("Everything.nested > Everything.Nested.leaf"));
     let e = Everything::deserialize(&[1, 0], &arena).unwrap_err();
     assert!(matches!(e.kind(), DecodeErrorKind::Truncated { .. }));
 }
@@ -208,4 +211,25 @@ fn the_nested_module_exposes_nested_types() {
     let arena = Arena::new();
     let n = everything::nested::Deeper::new_in(&arena);
     assert!(!n.has_kind());
+}
+
+#[test]
+fn several_oneof_members_on_the_wire_last_one_wins_in_both_codecs() {
+    // Everything with `name` (40) = "n" and `number` (41) = 9 both present: W = 2,
+    // bitmap words 0 and 0x180, two 8-byte slots, then "n" at offset 28.
+    let mut bytes = vec![2, 0, 0, 0, 0, 0, 0, 0, 0x80, 0x01, 0, 0];
+    bytes.extend_from_slice(&1u32.to_le_bytes());
+    bytes.extend_from_slice(&28u32.to_le_bytes());
+    bytes.extend_from_slice(&9u64.to_le_bytes());
+    bytes.push(b'n');
+    let arena = Arena::new();
+    let g = Everything::deserialize(&bytes, &arena).unwrap();
+    assert_eq!(g.which_choice(), Some(Choice::Number));
+    assert!(!g.has_name());
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("protos");
+    let schema = cornflakes_codegen::Schema::load(&[dir.join("features.proto")], &[&dir]).unwrap();
+    let id = schema.message("features.Everything").unwrap();
+    let d = cornflakes_codegen::dynamic::DynMessage::decode(&schema, id, &bytes, &arena).unwrap();
+    assert_eq!(d.to_json().unwrap(), "{\n  \"number\": \"9\"\n}");
+    assert_eq!(d.serialize_to_vec(), g.serialize_to_vec());
 }
