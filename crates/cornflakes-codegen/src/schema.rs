@@ -610,7 +610,11 @@ impl Builder {
             fields.push((
                 FieldDef {
                     name: f.name().to_string(),
-                    json_name: lower_camel(f.name()),
+                    json_name: if f.has_json_name() {
+                        f.json_name().to_string()
+                    } else {
+                        lower_camel(f.name())
+                    },
                     number: f.number() as u32,
                     kind,
                     repeated: f.label() == Label::LABEL_REPEATED,
