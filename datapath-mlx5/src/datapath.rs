@@ -93,6 +93,8 @@ pub struct Mlx5Datapath<Q: QueueMemory> {
     caps: DeviceCaps,
     max_segments: usize,
     rx_burst: usize,
+    /// The queue pair is in RESET (recovery half done).
+    qp_down: bool,
     stats: Mlx5Stats,
 }
 
@@ -156,6 +158,7 @@ impl<Q: QueueMemory> Mlx5Datapath<Q> {
             caps,
             max_segments,
             rx_burst: cfg.rx_burst.max(1),
+            qp_down: false,
             stats: Mlx5Stats::default(),
         })
     }
@@ -199,24 +202,35 @@ impl<Q: QueueMemory> Mlx5Datapath<Q> {
         r
     }
 
-    /// Resets the queue pair after a send error flushed it: completions still queued for the
-    /// receive queue are discarded (counted), both queues restart empty, receive buffers are
-    /// posted again. A failed reset leaves the queue in error (sends report `Full`); the next
-    /// poll tries again.
+    /// Resets the queue pair after a send error (once every send WQE has completed):
+    /// RESET, which stops the device; then the receive completions it wrote before are
+    /// consumed and their buffers released (counted as discarded), both queues restart empty
+    /// with zeroed doorbell records, the QP goes back to ready-to-send and receive buffers are
+    /// posted again. A failed step is counted and retried on the next poll (sends report
+    /// `Full` meanwhile).
     fn recover(&mut self) {
-        for _ in 0..self.rcq.entries() {
-            if self.rcq.poll().is_none() {
-                break;
+        if !self.qp_down {
+            if self.q.qp_reset().is_err() {
+                self.stats.reset_failures += 1;
+                return;
             }
-            self.stats.rx_discarded += 1;
+            self.qp_down = true;
+            for _ in 0..self.rcq.entries() {
+                let Some(cqe) = self.rcq.poll() else { break };
+                // Frames, errors and flushes alike: the buffer goes back to the pool.
+                drop(self.rq.complete(&cqe));
+                self.stats.rx_discarded += 1;
+            }
+            self.rcq.update_ci();
+            self.sq.reset();
+            self.rq.reset();
         }
-        self.rcq.update_ci();
-        if self.q.reset_qp().is_err() {
+        if self.q.qp_ready().is_err() {
             self.stats.reset_failures += 1;
             return;
         }
-        self.sq.reset();
-        self.rq.reset();
+        self.qp_down = false;
+        self.sq.resume();
         let (_, failed) = self.rq.refill(&self.mem);
         self.stack.count_no_rx_buffer(failed as u64);
     }

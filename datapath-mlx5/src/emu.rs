@@ -93,7 +93,7 @@ pub struct EmuStats {
     pub rx_errors: u64,
     /// CQEs not written because the CQ was full.
     pub cq_overruns: u64,
-    /// Frames dropped because the queue pair was in the error state.
+    /// Frames dropped because the queue pair was in the error or reset state.
     pub rx_qp_error: u64,
     /// Receive WQEs completed with a flush error (queue pair in error).
     pub rx_flushed: u64,
@@ -155,6 +155,8 @@ struct State {
     sq_ci: u16,
     sq_db_pi: u16,
     error: bool,
+    /// Queue pair in RESET: nothing is sent or received.
+    in_reset: bool,
     scq_pi: u32,
     rcq_pi: u32,
     rq_ci: u32,
@@ -201,6 +203,7 @@ impl EmuNic {
             sq_ci: 0,
             sq_db_pi: 0,
             error: false,
+            in_reset: false,
             scq_pi: 0,
             rcq_pi: 0,
             rq_ci: 0,
@@ -355,6 +358,10 @@ impl State {
 
     fn doorbell(&mut self, word: u64) {
         self.stats.doorbells += 1;
+        if self.in_reset {
+            self.stats.bad_doorbells += 1;
+            return;
+        }
         // SAFETY: the SQ doorbell record inside the doorbell area.
         let pi = unsafe {
             mmio::read_dbrec(
@@ -432,6 +439,9 @@ impl State {
 
     fn run_sq(&mut self) -> Vec<Vec<u8>> {
         let mut frames = Vec::new();
+        if self.in_reset {
+            return frames;
+        }
         if self.error {
             self.flush_rq();
         }
@@ -529,6 +539,10 @@ impl State {
     }
 
     fn deliver(&mut self, frame: &[u8]) {
+        if self.in_reset {
+            self.stats.rx_qp_error += 1;
+            return;
+        }
         if self.error {
             // The QP is in error: frames are not received, posted WQEs are flushed.
             self.stats.rx_qp_error += 1;
@@ -743,16 +757,35 @@ unsafe impl QueueMemory for EmuQueues {
         self.st.borrow_mut().doorbell(word);
     }
 
-    fn reset_qp(&mut self) -> io::Result<()> {
+    fn qp_reset(&mut self) -> io::Result<()> {
         let mut st = self.st.borrow_mut();
         if st.sq_ci != st.sq_db_pi {
             return Err(io::Error::other("send queue still has WQEs in the device"));
         }
+        st.in_reset = true;
         st.error = false;
         st.sq_ci = 0;
         st.sq_db_pi = 0;
         st.rq_ci = 0;
         st.stats.resets += 1;
+        Ok(())
+    }
+
+    fn qp_ready(&mut self) -> io::Result<()> {
+        let mut st = self.st.borrow_mut();
+        // SAFETY: the QP doorbell records inside the doorbell area.
+        let (rq, sq) = unsafe {
+            let db = st.dbrec.ptr.as_ptr().add(DB_QP).cast::<u32>();
+            (
+                mmio::read_dbrec(db.add(MLX5_RCV_DBR)),
+                mmio::read_dbrec(db.add(MLX5_SND_DBR)),
+            )
+        };
+        if rq != 0 || sq != 0 {
+            // A device leaving RESET would take stale doorbell records as posted WQEs.
+            return Err(io::Error::other("doorbell records not cleared before RTS"));
+        }
+        st.in_reset = false;
         Ok(())
     }
 }

@@ -401,9 +401,14 @@ unsafe impl QueueMemory for HwQueues {
         }
     }
 
-    fn reset_qp(&mut self) -> io::Result<()> {
+    fn qp_reset(&mut self) -> io::Result<()> {
+        // Synchronous in firmware: when it returns, the QP does no more DMA and writes no CQEs.
         self.modify(sys::IBV_QPS_RESET, false)?;
         self.bf_offset = 0;
+        Ok(())
+    }
+
+    fn qp_ready(&mut self) -> io::Result<()> {
         self.bring_up()
     }
 }

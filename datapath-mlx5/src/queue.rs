@@ -59,10 +59,13 @@ pub unsafe trait QueueMemory {
     /// Writes the first 8 bytes of the last posted WQE to the doorbell register, telling the
     /// device new WQEs are ready (called after the SQ doorbell record was updated).
     fn ring_doorbell(&mut self, word: u64);
-    /// Brings the queue pair back from the error state (called once every posted send WQE
-    /// has completed): RESET, then ready to receive and send again. Both work queues restart at
-    /// WQE index 0 and the device forgets every posted receive WQE.
-    fn reset_qp(&mut self) -> io::Result<()>;
+    /// Moves the queue pair to RESET (called after an error, once every posted send WQE has
+    /// completed). When this returns the device no longer touches the queues: no DMA into
+    /// receive buffers, no more CQEs; it has forgotten every posted WQE.
+    fn qp_reset(&mut self) -> io::Result<()>;
+    /// Moves the queue pair from RESET back to ready-to-send. Both work queues restart at WQE
+    /// index 0 (the driver zeroed the doorbell records while it was in RESET).
+    fn qp_ready(&mut self) -> io::Result<()>;
 }
 
 /// A WQE is signalled (asks for a CQE) at least this often, so buffers come back while a long
@@ -360,7 +363,8 @@ impl SendQueue {
         self.error && self.pi == self.ci && self.building.is_none() && !self.unrung
     }
 
-    /// Restarts at WQE index 0 after the device's queue pair was reset.
+    /// Restarts at WQE index 0 while the device's queue pair is in RESET (sends stay refused
+    /// until [`resume`](Self::resume)).
     pub fn reset(&mut self) {
         self.pi = 0;
         self.ci = 0;
@@ -368,6 +372,10 @@ impl SendQueue {
         self.unsignaled = 0;
         // SAFETY: the SQ doorbell record of this queue.
         unsafe { mmio::write_dbrec(self.dbrec.as_ptr(), 0) };
+    }
+
+    /// Accepts sends again once the queue pair is ready.
+    pub fn resume(&mut self) {
         self.error = false;
         self.stats.recoveries += 1;
     }
@@ -572,8 +580,8 @@ impl RecvQueue {
         (posted, failed)
     }
 
-    /// Forgets every posted buffer (back to the pool) and restarts at WQE index 0, after the
-    /// device's queue pair was reset.
+    /// Forgets every posted buffer (back to the pool) and restarts at WQE index 0, while the
+    /// device's queue pair is in RESET (it no longer writes into them).
     pub fn reset(&mut self) {
         for b in self.bufs.iter_mut() {
             *b = None;
