@@ -342,7 +342,7 @@ pub const IDLE_SPINS: u32 = 64;
 
 /// How long an idle socket server blocks waiting for a datagram before polling again (and
 /// checking whether it should stop).
-pub const IDLE_WAIT: Duration = Duration::from_millis(2);
+pub const IDLE_WAIT: Duration = Duration::from_millis(10);
 
 /// Blocks until `dp`'s socket has a datagram or `timeout` passes, without consuming it; the
 /// socket is nonblocking again afterwards. Errors just end the wait early.
