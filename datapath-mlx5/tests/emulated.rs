@@ -386,6 +386,13 @@ fn a_forged_lkey_is_refused_by_the_device_and_the_queue_recovers() {
             round as u64,
             "nothing of the batch went out"
         );
+        // The whole QP was in error: the device flushed every posted receive WQE, and the
+        // recovery consumed those completions (releasing the buffers) before reposting.
+        let e = a.nic.stats();
+        assert_eq!(e.rx_flushed, 128 * (round as u64 + 1));
+        assert_eq!(a.dp.stats().rx_discarded, 128 * (round as u64 + 1));
+        assert_eq!((e.resets, e.bad_doorbells), (round as u64 + 1, 0));
+        assert_eq!(a.dp.stats().reset_failures, 0);
         // After recovery the queue works again.
         a.dp.send_object(conn, Msg::new(3, 1), &good).unwrap();
         drive(&mut a);
