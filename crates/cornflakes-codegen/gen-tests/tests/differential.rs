@@ -234,6 +234,36 @@ macro_rules! differential {
                     .serialize_to_vec();
             same("JSON round trip", &again, &a, &ctx);
 
+            // Damaged bytes: both decoders accept or reject alike, and agree on what they accept.
+            for _ in 0..4 {
+                let mut bad = a.clone();
+                if bad.is_empty() || rng.gen_bool(0.3) {
+                    bad.truncate(rng.gen_range(0..=a.len()));
+                } else {
+                    for _ in 0..rng.gen_range(1..4) {
+                        let i = rng.gen_range(0..bad.len());
+                        bad[i] = rng.gen();
+                    }
+                }
+                let g = <$ty>::deserialize(&bad, &arena);
+                let d = DynMessage::decode(schema, id, &bad, &arena);
+                match (&g, &d) {
+                    (Ok(g), Ok(d)) => same(
+                        "damaged input",
+                        &g.serialize_to_vec(),
+                        &d.serialize_to_vec(),
+                        &ctx,
+                    ),
+                    (Err(ge), Err(de)) => assert_eq!(ge.offset(), de.error.offset(), "{}", ctx()),
+                    _ => panic!(
+                        "decoders disagree on damaged input: generated {:?}, dynamic {:?}\n{}",
+                        g.as_ref().err(),
+                        d.as_ref().err(),
+                        ctx()
+                    ),
+                }
+            }
+
             // Long values in pinned memory travel zero-copy.
             let zarena = Arena::with_memory(&mem).with_threshold(64);
             let dynz = DynMessage::from_json(schema, id, &json, &zarena).unwrap();

@@ -134,11 +134,16 @@ impl fmt::Display for DecodeFailure {
 
 impl std::error::Error for DecodeFailure {}
 
-fn slot_size(f: &FieldDef) -> usize {
-    if f.repeated {
-        PAIR
-    } else {
-        f.kind.slot_size()
+impl Value<'_> {
+    /// Bytes of this value's slot. Taken from the value, not the schema, so sizing and
+    /// emitting always agree even for a value that does not match its field's type.
+    fn slot_size(&self) -> usize {
+        match self {
+            Value::Bool(_) => 1,
+            Value::I32(_) | Value::U32(_) | Value::F32(_) => 4,
+            Value::I64(_) | Value::U64(_) | Value::F64(_) => 8,
+            _ => PAIR,
+        }
     }
 }
 
@@ -176,8 +181,9 @@ impl<'a> DynMessage<'a> {
             .map(|k| &self.fields[k].1)
     }
 
-    /// Sets field `index`; a member of a oneof clears the other members. The value must match
-    /// the field's kind (checked by [`from_json`](Self::from_json) and [`decode`](Self::decode)).
+    /// Sets field `index`; a member of a oneof clears the other members. The value should match
+    /// the field's type ([`from_json`](Self::from_json) and [`decode`](Self::decode) ensure it);
+    /// one that does not is encoded as it is. Panics if `index` is not a field index.
     pub fn set(&mut self, index: usize, v: Value<'a>) {
         let def = self.def();
         if let Some(o) = def.fields[index].oneof {
@@ -215,11 +221,7 @@ impl<'a> DynMessage<'a> {
             .fields
             .last()
             .map_or(0, |(i, _)| (def.fields[*i].number as usize).div_ceil(32));
-        let slots: usize = self
-            .fields
-            .iter()
-            .map(|(i, _)| slot_size(&def.fields[*i]))
-            .sum();
+        let slots: usize = self.fields.iter().map(|(_, v)| v.slot_size()).sum();
         cornflakes::wire::header_len(words, slots)
     }
 
@@ -348,10 +350,9 @@ impl CornflakesObj for DynMessage<'_> {
     }
 
     fn emit(&self, enc: &mut Encoder<'_>, pos: usize) -> usize {
-        let def = self.def();
         let mut slot = enc.bitmap(pos, &self.bitmap());
         let mut sub = pos + self.own_header_len();
-        for (i, v) in &self.fields {
+        for (_, v) in &self.fields {
             match v {
                 Value::Bool(x) => enc.put(slot, *x),
                 Value::I32(x) => enc.put(slot, *x),
@@ -375,7 +376,7 @@ impl CornflakesObj for DynMessage<'_> {
                     sub = l.emit(enc, sub);
                 }
             }
-            slot += slot_size(&def.fields[*i]);
+            slot += v.slot_size();
         }
         sub
     }
