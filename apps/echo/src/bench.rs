@@ -317,18 +317,21 @@ fn write_outputs(cfg: &BenchConfig, out: &BenchOutcome) -> Result<(), String> {
     print!("{table}");
     let (svg, png) = (cfg.out_dir.join("echo.svg"), cfg.out_dir.join("echo.png"));
     // Saturated points (achieved far below offered, p99 = the loss timeout) would squash the
-    // curves into the x axis; the JSON has them all.
+    // curves into the x axis; the JSON has them all. (Very short runs may have no point
+    // within 95 %: then everything is drawn.)
     let kept: Vec<Record> = out
         .records
         .iter()
         .filter(|r| r.keeps_up(DEFAULT_KEEP_UP))
         .cloned()
         .collect();
-    let title = format!(
-        "echo {}, socket datapath on 127.0.0.1 (points within 95% of offered)",
-        cfg.shape
-    );
-    match plot_p99_curves(&kept, &title, &svg, &png) {
+    let (points, which) = if kept.is_empty() {
+        (&out.records, "all points")
+    } else {
+        (&kept, "points within 95% of offered")
+    };
+    let title = format!("echo {}, socket datapath on 127.0.0.1 ({which})", cfg.shape);
+    match plot_p99_curves(points, &title, &svg, &png) {
         Ok(()) => eprintln!("[bench] wrote {} and {}", svg.display(), png.display()),
         // A run where nothing was verified has nothing to draw; the table says so.
         Err(e) => eprintln!("[bench] no plot: {e}"),
