@@ -46,9 +46,10 @@ cargo test --workspace $features
 
 # --- AddressSanitizer ------------------------------------------------------------------------
 # The crates with `unsafe` (pinned memory, FFI datapaths) run their tests again under ASan.
+# (Default features: the feature-gated FFI needs hardware or root, tested above.)
 asan_pkgs="cornflakes"
-for p in datapath-loopback datapath-socket; do
-  [ -d "crates/$p" ] && asan_pkgs="$asan_pkgs $p"
+for p in datapath-loopback datapath-socket datapath-xdp datapath-mlx5; do
+  if [ -d "crates/$p" ] || [ -d "$p" ]; then asan_pkgs="$asan_pkgs $p"; fi
 done
 if rustup toolchain list 2>/dev/null | grep -q '^nightly'; then
   say "AddressSanitizer (nightly): $asan_pkgs"
