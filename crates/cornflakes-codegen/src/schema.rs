@@ -270,7 +270,10 @@ impl Schema {
             if !p.is_file() {
                 return Err(Error::io(
                     p,
-                    std::io::Error::new(std::io::ErrorKind::NotFound, "no such file"),
+                    std::io::Error::new(
+                        std::io::ErrorKind::NotFound,
+                        "no such .proto file (relative paths start at the current directory, which is the package directory in a build script)",
+                    ),
                 ));
             }
         }
