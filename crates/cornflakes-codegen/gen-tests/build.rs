@@ -12,5 +12,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ],
         &["protos", "../../../schemas"],
     )?;
+    // The same through one module tree (`Config::include_file`), in its own directory.
+    let tree = std::path::PathBuf::from(std::env::var("OUT_DIR")?).join("tree");
+    cornflakes_codegen::Config::new()
+        .out_dir(&tree)
+        .include_file("mod.rs")
+        .compile_protos(
+            &[
+                "protos/examples.proto",
+                "protos/nested/pkg.proto",
+                "protos/common/types.proto",
+            ],
+            &["protos"],
+        )?;
     Ok(())
 }

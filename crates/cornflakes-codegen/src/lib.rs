@@ -53,6 +53,7 @@ pub struct Config {
     out_dir: Option<PathBuf>,
     runtime_path: String,
     rerun_if_changed: bool,
+    include_file: Option<PathBuf>,
 }
 
 impl Default for Config {
@@ -61,6 +62,7 @@ impl Default for Config {
             out_dir: None,
             runtime_path: "::cornflakes".to_string(),
             rerun_if_changed: true,
+            include_file: None,
         }
     }
 }
@@ -98,6 +100,25 @@ impl Config {
         self
     }
 
+    /// Also writes `name` (in the output directory): the nested `pub mod` tree of every
+    /// generated package, each including its file, so one `include!` brings in all packages at
+    /// module paths where references across packages resolve.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// // build.rs
+    /// cornflakes_codegen::Config::new()
+    ///     .include_file("schemas.rs")
+    ///     .compile_protos(&["schemas/kv.proto", "schemas/echo.proto"], &["schemas"])
+    ///     .unwrap();
+    /// // lib.rs: include!(concat!(env!("OUT_DIR"), "/schemas.rs")); // kv::…, echo::…
+    /// ```
+    pub fn include_file(&mut self, name: impl Into<PathBuf>) -> &mut Self {
+        self.include_file = Some(name.into());
+        self
+    }
+
     /// Compiles `protos` (found through `includes`, which must contain them) into one
     /// `<package>.rs` per package in the output directory. Unchanged files are not rewritten.
     pub fn compile_protos(
@@ -130,8 +151,13 @@ impl Config {
             }
         }
         std::fs::create_dir_all(&out_dir).map_err(error::io_at(&out_dir))?;
-        for (name, text) in self.generate(&schema)? {
-            write_if_changed(&out_dir.join(name), &text)?;
+        let files = self.generate(&schema)?;
+        for (name, text) in &files {
+            write_if_changed(&out_dir.join(name), text)?;
+        }
+        if let Some(inc) = &self.include_file {
+            let text = gen::include_file(&files);
+            write_if_changed(&out_dir.join(inc), &text)?;
         }
         Ok(())
     }

@@ -34,3 +34,9 @@ pub mod echo {
 pub mod kv {
     cornflakes::include_schema!("kv");
 }
+
+/// The packages of `examples.proto`, `nested/pkg.proto` and `common/types.proto` again, included
+/// through the module tree written by `Config::include_file`.
+pub mod tree {
+    include!(concat!(env!("OUT_DIR"), "/tree/mod.rs"));
+}

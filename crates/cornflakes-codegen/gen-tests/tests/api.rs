@@ -233,3 +233,20 @@ fn several_oneof_members_on_the_wire_last_one_wins_in_both_codecs() {
     assert_eq!(d.to_json().unwrap(), "{\n  \"number\": \"9\"\n}");
     assert_eq!(d.serialize_to_vec(), g.serialize_to_vec());
 }
+
+#[test]
+fn the_include_file_builds_the_package_module_tree() {
+    use cornflakes_codegen_tests::tree;
+    let arena = Arena::new();
+    let mut s = tree::outer::inner::Shape::new_in(&arena);
+    s.init_points(1);
+    let mut p = tree::common::Point::new_in(&arena);
+    p.set_y(4);
+    s.get_mut_points().append(p);
+    s.set_color(tree::common::Color::Green);
+    let bytes = s.serialize_to_vec();
+    let back = tree::outer::inner::Shape::deserialize(&bytes, &arena).unwrap();
+    assert_eq!(back.get_points()[0].get_y(), 4);
+    assert_eq!(back.get_color(), Ok(tree::common::Color::Green));
+    let _ = tree::examples::GetM::new_in(&arena);
+}
