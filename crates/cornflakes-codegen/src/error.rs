@@ -66,6 +66,11 @@ impl Error {
 }
 
 fn reformat_parser_error(text: &str) -> String {
+    let text = text.strip_prefix("using pure parser: ").unwrap_or(text);
+    if text.contains("must reside in include path") || text.contains("is not found in import path")
+    {
+        return format!("{text}: add the directory holding it to the include paths (`-I`)");
+    }
     let Some(start) = text.find("error in `") else {
         return text.to_string();
     };
@@ -94,8 +99,36 @@ fn reformat_parser_error(text: &str) -> String {
             out.push_str(&snippet(file, &p));
             out
         }
-        None => format!("{file}: {msg}"),
+        None => match locate_name(file, &msg) {
+            // Type-check errors carry no position: point at the name they quote.
+            Some(p) => format!("{file}:{p}: {msg}{}", snippet(file, &p)),
+            None => format!("{file}: {msg}"),
+        },
     }
+}
+
+/// `line:col` of the first use, outside comments, of the last `name` quoted in `msg`.
+fn locate_name(file: &str, msg: &str) -> Option<String> {
+    let name = msg.rsplit('`').nth(1)?.rsplit('.').next()?;
+    if name.is_empty() || !name.chars().all(|c| c.is_alphanumeric() || c == '_') {
+        return None;
+    }
+    let text = std::fs::read_to_string(file).ok()?;
+    for (i, line) in text.lines().enumerate() {
+        let code = line.split("//").next().unwrap_or("");
+        let mut from = 0;
+        while let Some(k) = code[from..].find(name) {
+            let at = from + k;
+            let before = code[..at].chars().next_back();
+            let after = code[at + name.len()..].chars().next();
+            let word = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+            if !word(before) && !word(after) && before != Some('"') {
+                return Some(format!("{}:{}", i + 1, code[..at].chars().count() + 1));
+            }
+            from = at + name.len();
+        }
+    }
+    None
 }
 
 /// The offending line of `file` with a caret under column `pos` (`line:col`).
