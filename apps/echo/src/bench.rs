@@ -28,9 +28,30 @@ pub const DEFAULT_RATES: [f64; 12] = [
 /// 2 × 2048 B message is one datagram. `lo` takes up to 65536.
 pub const DEFAULT_MTU: usize = 9000;
 
+/// Which datapath the server uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DatapathKind {
+    /// Kernel UDP sockets on 127.0.0.1 (server and clients in this process).
+    Socket,
+    /// AF_XDP on a veth in a network namespace (server in a child process, clients on kernel
+    /// sockets at the other end of the veth). Feature `xdp`, root.
+    Xdp,
+}
+
+impl DatapathKind {
+    fn label(self) -> &'static str {
+        match self {
+            DatapathKind::Socket => "socket datapath on 127.0.0.1",
+            DatapathKind::Xdp => "AF_XDP server on a veth",
+        }
+    }
+}
+
 /// Everything the benchmark does.
 #[derive(Clone, Debug)]
 pub struct BenchConfig {
+    /// The server's datapath.
+    pub datapath: DatapathKind,
     /// Modes to run, in order.
     pub modes: Vec<Mode>,
     /// Message shape.
@@ -65,6 +86,7 @@ pub struct BenchConfig {
 impl Default for BenchConfig {
     fn default() -> Self {
         BenchConfig {
+            datapath: DatapathKind::Socket,
             modes: Mode::ALL.to_vec(),
             shape: ShapeSpec::default(),
             rates: DEFAULT_RATES.to_vec(),
@@ -195,24 +217,15 @@ pub struct BenchOutcome {
 /// Runs every mode of `cfg` (one server each, loads interleaved across modes) and writes JSON,
 /// plot and table.
 pub fn run_bench(cfg: &BenchConfig) -> Result<BenchOutcome, String> {
+    if cfg.datapath == DatapathKind::Xdp {
+        return run_bench_xdp(cfg);
+    }
     let mut out = BenchOutcome::default();
     let loads = cfg.loads();
     if loads.is_empty() {
         return Err("no offered load to run".to_owned());
     }
-    let runnable: Vec<Mode> = cfg
-        .modes
-        .iter()
-        .copied()
-        .filter(|m| match m.available() {
-            Ok(()) => true,
-            Err(why) => {
-                eprintln!("[bench] skipping {m}: {why}");
-                out.skipped.push((*m, why.to_owned()));
-                false
-            }
-        })
-        .collect();
+    let runnable = runnable_modes(cfg, &mut out.skipped);
     eprintln!(
         "[bench] {} modes x {} loads, shape {}, {:?} per point (+{:?} warm-up), {} client thread(s), socket datapath on 127.0.0.1, MTU {}",
         runnable.len(),
@@ -300,6 +313,81 @@ pub fn run_bench(cfg: &BenchConfig) -> Result<BenchOutcome, String> {
     Ok(out)
 }
 
+/// The runnable modes of `cfg`; the others go to `skipped` with the reason.
+fn runnable_modes(cfg: &BenchConfig, skipped: &mut Vec<(Mode, String)>) -> Vec<Mode> {
+    cfg.modes
+        .iter()
+        .copied()
+        .filter(|m| match m.available() {
+            Ok(()) => true,
+            Err(why) => {
+                eprintln!("[bench] skipping {m}: {why}");
+                skipped.push((*m, why.to_owned()));
+                false
+            }
+        })
+        .collect()
+}
+
+/// The AF_XDP variant: a namespace with a veth pair, then per mode a server process in the
+/// namespace and a sweep from this side (modes one after another: one XDP program per
+/// interface).
+#[cfg(feature = "xdp")]
+fn run_bench_xdp(cfg: &BenchConfig) -> Result<BenchOutcome, String> {
+    use crate::xdp::{Netns, ServerProcess};
+    let mut out = BenchOutcome::default();
+    let loads = cfg.loads();
+    let runnable = runnable_modes(cfg, &mut out.skipped);
+    let ns = Netns::create(cfg.mtu)?;
+    eprintln!(
+        "[bench] namespace {} with {} (AF_XDP server, {}) <-> {} (clients, {}), MTU {}",
+        ns.name, ns.server_if, ns.server_ip, ns.client_if, ns.client_ip, cfg.mtu
+    );
+    for (i, &mode) in runnable.iter().enumerate() {
+        let server = ServerProcess::spawn(
+            &ns,
+            ServerConfig {
+                mode,
+                threshold: cfg.threshold,
+            },
+            7000 + i as u16,
+        )?;
+        eprintln!("[bench] mode {}/{}: {mode}", i + 1, runnable.len());
+        let plan = SweepPlan {
+            mode,
+            shape: cfg.shape,
+            server: server.addr,
+            bind: ns.client_ip,
+            loads: loads.clone(),
+            duration: cfg.duration,
+            warmup: cfg.warmup,
+            timeout: cfg.timeout,
+            threads: cfg.threads,
+            mtu: cfg.mtu,
+            stop_after_misses: cfg.stop_after_misses,
+            busy_poll: cfg.spin,
+        };
+        let records = sweep_mode(&plan);
+        let stats = server.stop()?;
+        out.records.extend(records?);
+        out.servers.push((mode, stats));
+    }
+    drop(ns);
+    write_outputs(cfg, &out)?;
+    Ok(out)
+}
+
+/// Without the `xdp` feature: says how to get it.
+#[cfg(not(feature = "xdp"))]
+fn run_bench_xdp(_cfg: &BenchConfig) -> Result<BenchOutcome, String> {
+    Err(
+        "--datapath xdp needs the `xdp` feature (clang and libbpf-dev: \
+         crates/datapath-xdp/APT_PACKAGES) and root: \
+         cargo run --release -p echo --features xdp -- bench --datapath xdp"
+            .to_owned(),
+    )
+}
+
 /// Writes `echo.json`, `echo.svg`/`echo.png` and `table.md`.
 fn write_outputs(cfg: &BenchConfig, out: &BenchOutcome) -> Result<(), String> {
     std::fs::create_dir_all(&cfg.out_dir)
@@ -330,7 +418,7 @@ fn write_outputs(cfg: &BenchConfig, out: &BenchOutcome) -> Result<(), String> {
     } else {
         (&kept, "points within 95% of offered")
     };
-    let title = format!("echo {}, socket datapath on 127.0.0.1 ({which})", cfg.shape);
+    let title = format!("echo {}, {} ({which})", cfg.shape, cfg.datapath.label());
     match plot_p99_curves(points, &title, &svg, &png) {
         Ok(()) => eprintln!("[bench] wrote {} and {}", svg.display(), png.display()),
         // A run where nothing was verified has nothing to draw; the table says so.

@@ -12,6 +12,7 @@
 //! - [`client::EchoClient`]: the load generator's transport; [`client::Verifier`] checks that
 //!   each response deserializes to exactly the values sent.
 //! - [`bench`]: sweeps, table, JSON and plot.
+//! - `xdp` (feature `xdp`, root): the server over AF_XDP in a network namespace.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -24,6 +25,8 @@ pub mod manual;
 pub mod mode;
 pub mod server;
 pub mod shape;
+#[cfg(feature = "xdp")]
+pub mod xdp;
 
 /// The echo messages generated from `schemas/echo.proto` by `cornflakes-codegen` (build.rs).
 #[allow(missing_docs)]

@@ -5,11 +5,11 @@
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use datapath_socket::{SocketConfig, SocketDatapath};
-use echo::bench::{self, BenchConfig, SweepPlan, DEFAULT_MTU};
+use echo::bench::{self, BenchConfig, DatapathKind, SweepPlan, DEFAULT_MTU};
 use echo::mode::DEFAULT_HYBRID_THRESHOLD;
 use echo::server::{socket_idle, EchoServer, ServerConfig};
 use echo::{Mode, ShapeSpec};
@@ -23,9 +23,13 @@ usage:
       mode (or --modes), one offered-load sweep each; prints the comparison table and writes
       DIR/echo.json (or --json), DIR/echo.svg, DIR/echo.png and DIR/table.md
       (DIR defaults to results/echo). Idle server threads block on the socket and idle
-      client threads yield; --spin busy-polls both instead.
+      client threads yield; --spin busy-polls both instead. --datapath xdp (feature `xdp`,
+      root): the server runs over AF_XDP in a network namespace the command creates and
+      deletes, one mode after another; the clients use kernel sockets on the veth's peer.
   echo server --mode M [--bind IP:PORT] [--threshold N] [--mtu N] [--seconds SECS] [--spin]
-      Serves until killed (or for SECS), printing its counters every second on stderr.
+              [--until-stdin-closes] [--datapath socket|xdp --ifname IF [--peer IP=MAC]]
+      Serves until killed (or for SECS, or until stdin closes), printing its counters every
+      second on stderr. With --datapath xdp (feature `xdp`, root) over AF_XDP on IF.
   echo client --server IP:PORT --mode M [--shape S] [--rates R,..] [--duration SECS]
               [--warmup SECS] [--timeout-ms MS] [--threads N] [--mtu N] [--bind IP]
               [--out DIR] [--json PATH] [--spin]
@@ -112,15 +116,7 @@ fn bench_cmd(mut a: Args) -> Result<(), String> {
     let mut cfg = BenchConfig::default();
     match a.take("--datapath")?.as_deref() {
         None | Some("socket") => {}
-        Some("xdp") => {
-            return Err(
-                "--datapath xdp is not available yet: datapath-xdp's veth/netns setup \
-                        lives in its test harness (crates/datapath-xdp/tests/common), not in \
-                        its library, so the bench cannot create the namespaces; see \
-                        docs/results.md"
-                    .to_owned(),
-            )
-        }
+        Some("xdp") => cfg.datapath = DatapathKind::Xdp,
         Some(other) => return Err(format!("unknown datapath {other:?} (socket or xdp)")),
     }
     if let Some(m) = a.list::<Mode>("--modes")? {
@@ -197,23 +193,90 @@ fn server_cmd(mut a: Args) -> Result<(), String> {
     let mtu = a.parse("--mtu")?.unwrap_or(DEFAULT_MTU);
     let seconds = a.secs("--seconds")?;
     let spin = a.switch("--spin");
+    let until_stdin_closes = a.switch("--until-stdin-closes");
+    let datapath = a.take("--datapath")?.unwrap_or_else(|| "socket".to_owned());
+    let ifname = a.take("--ifname")?;
+    let peer = a.take("--peer")?;
     a.finish()?;
-    let dp = SocketDatapath::new(socket_config(bind, mtu)).map_err(|e| e.to_string())?;
-    let mut server = EchoServer::new(dp, ServerConfig { mode, threshold })?;
-    eprintln!("[server] {mode} on {bind}");
+    let cfg = ServerConfig { mode, threshold };
     let stop = AtomicBool::new(false);
-    std::thread::scope(|s| {
+    let report = Some(Duration::from_secs(1));
+    let stats = std::thread::scope(|s| -> Result<_, String> {
+        let stop = &stop;
         if let Some(d) = seconds {
-            let stop = &stop;
             s.spawn(move || {
                 std::thread::sleep(d);
-                stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                stop.store(true, Ordering::Relaxed);
             });
         }
-        server.run(&stop, Some(Duration::from_secs(1)), &mut socket_idle(spin));
-    });
-    eprintln!("[server] {mode} done: {}", server.stats());
+        if until_stdin_closes {
+            s.spawn(move || {
+                let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
+                stop.store(true, Ordering::Relaxed);
+            });
+        }
+        let r = match datapath.as_str() {
+            "socket" => SocketDatapath::new(socket_config(bind, mtu))
+                .map_err(|e| e.to_string())
+                .and_then(|dp| EchoServer::new(dp, cfg))
+                .map(|mut server| {
+                    eprintln!("[server] ready: {mode} on {bind} (socket datapath)");
+                    server.run(stop, report, &mut socket_idle(spin));
+                    server.stats()
+                }),
+            "xdp" => xdp_server(ifname, peer, bind, cfg, stop, report),
+            other => Err(format!("unknown datapath {other:?} (socket or xdp)")),
+        };
+        // Let the helper threads end too.
+        stop.store(true, Ordering::Relaxed);
+        r
+    })?;
+    eprintln!("[server] {mode} done: {stats}");
     Ok(())
+}
+
+#[cfg(feature = "xdp")]
+fn xdp_server(
+    ifname: Option<String>,
+    peer: Option<String>,
+    bind: SocketAddrV4,
+    cfg: ServerConfig,
+    stop: &AtomicBool,
+    report: Option<Duration>,
+) -> Result<echo::server::ServerStats, String> {
+    let ifname = ifname.ok_or("--datapath xdp needs --ifname")?;
+    let peer = peer
+        .map(|p| {
+            let (ip, mac) = p.split_once('=').ok_or("--peer IP=MAC")?;
+            let ip: Ipv4Addr = ip.parse().map_err(|e| format!("--peer {ip}: {e}"))?;
+            let mac = echo::xdp::parse_mac(mac).ok_or_else(|| format!("--peer: bad MAC {mac}"))?;
+            Ok::<_, String>((ip, mac))
+        })
+        .transpose()?;
+    let mut server = echo::xdp::server(&ifname, bind, peer, cfg)?;
+    eprintln!(
+        "{} {} on {bind} (AF_XDP on {ifname})",
+        echo::xdp::READY,
+        cfg.mode
+    );
+    // No file descriptor to sleep on: yield when idle.
+    server.run(stop, report, &mut |_| std::thread::yield_now());
+    Ok(server.stats())
+}
+
+#[cfg(not(feature = "xdp"))]
+fn xdp_server(
+    _ifname: Option<String>,
+    _peer: Option<String>,
+    _bind: SocketAddrV4,
+    _cfg: ServerConfig,
+    _stop: &AtomicBool,
+    _report: Option<Duration>,
+) -> Result<echo::server::ServerStats, String> {
+    Err(
+        "--datapath xdp needs the `xdp` feature: cargo run --release -p echo --features xdp -- ..."
+            .to_owned(),
+    )
 }
 
 fn client_cmd(mut a: Args) -> Result<(), String> {

@@ -1,0 +1,90 @@
+//! `echo bench --datapath xdp` end to end (feature `xdp`): the server over AF_XDP in a network
+//! namespace the command creates and deletes, every response verified. Needs root; without
+//! it the test says SKIPPED on stderr, and fails instead when `CORNFLAKES_REQUIRE_XDP=1` (as
+//! the datapath-xdp tests do).
+#![cfg(feature = "xdp")]
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .and_then(|l| l.split_whitespace().nth(2).map(|euid| euid == "0"))
+        })
+        .unwrap_or(false)
+}
+
+#[test]
+fn bench_runs_over_af_xdp_and_verifies_every_reply() {
+    if !is_root() {
+        let required = std::env::var("CORNFLAKES_REQUIRE_XDP").is_ok_and(|v| v == "1");
+        assert!(!required, "CORNFLAKES_REQUIRE_XDP=1 but not root");
+        eprintln!("SKIPPED bench_runs_over_af_xdp_and_verifies_every_reply: needs root");
+        return;
+    }
+    let dir =
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("xdp-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let modes = [
+        "raw",
+        "zero-copy",
+        "two-copy",
+        "cornflakes",
+        "cornflakes-no-ssend",
+    ];
+    let out = Command::new(env!("CARGO_BIN_EXE_echo"))
+        .args(["bench", "--datapath", "xdp", "--modes", &modes.join(",")])
+        .args([
+            "--rates",
+            "300",
+            "--duration",
+            "0.2",
+            "--warmup",
+            "0.05",
+            "--timeout-ms",
+            "3000",
+        ])
+        .arg("--out")
+        .arg(&dir)
+        .output()
+        .expect("run echo bench");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "echo bench --datapath xdp failed:\n{stderr}"
+    );
+    let text = std::fs::read_to_string(dir.join("echo.json")).expect("json written");
+    let recs: serde_json::Value = serde_json::from_str(&text).unwrap();
+    for m in modes {
+        let r = recs
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["mode"] == m)
+            .unwrap_or_else(|| panic!("no record for {m}"));
+        assert!(
+            r["verified"].as_u64().unwrap() > 0,
+            "{m}: nothing verified: {r}"
+        );
+        assert_eq!(r["mismatched"], 0, "{m}: {r}");
+    }
+    // The namespace the command reported is gone again.
+    let name = stderr
+        .split("[bench] namespace ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .expect("namespace reported");
+    let list = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    let list = String::from_utf8_lossy(&list.stdout);
+    assert!(
+        !list
+            .lines()
+            .any(|l| l.split_whitespace().next() == Some(name)),
+        "{name} left behind"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
