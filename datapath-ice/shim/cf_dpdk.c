@@ -132,13 +132,10 @@ uint16_t cf_rx_burst(uint16_t port, uint16_t queue, struct rte_mbuf **pkts, uint
 }
 
 void *cf_mbuf_data(const struct rte_mbuf *m) { return rte_pktmbuf_mtod(m, void *); }
-void *cf_mbuf_buf_addr(const struct rte_mbuf *m) { return m->buf_addr; }
-uint16_t cf_mbuf_data_off(const struct rte_mbuf *m) { return m->data_off; }
 uint16_t cf_mbuf_data_len(const struct rte_mbuf *m) { return m->data_len; }
 uint32_t cf_mbuf_pkt_len(const struct rte_mbuf *m) { return m->pkt_len; }
 uint16_t cf_mbuf_nb_segs(const struct rte_mbuf *m) { return m->nb_segs; }
 struct rte_mbuf *cf_mbuf_next(const struct rte_mbuf *m) { return m->next; }
-struct rte_mempool *cf_mbuf_pool(const struct rte_mbuf *m) { return m->pool; }
 
 int cf_mbuf_tx_cksum_offload(const struct rte_mbuf *m, uint16_t *l2, uint16_t *l3)
 {
@@ -167,4 +164,16 @@ int cf_mbuf_rx_l4_cksum(const struct rte_mbuf *m)
 	if (f == RTE_MBUF_F_RX_L4_CKSUM_BAD)
 		return -1;
 	return 0;
+}
+
+void cf_mbuf_rx_info(const struct rte_mbuf *m, struct cf_rx_info *out)
+{
+	out->buf_addr = m->buf_addr;
+	out->pool = m->pool;
+	out->pkt_len = m->pkt_len;
+	out->data_off = m->data_off;
+	out->data_len = m->data_len;
+	out->nb_segs = m->nb_segs;
+	out->ip_cksum = (int8_t)cf_mbuf_rx_ip_cksum(m);
+	out->l4_cksum = (int8_t)cf_mbuf_rx_l4_cksum(m);
 }

@@ -65,14 +65,24 @@ unsigned int cf_ring_drain(struct rte_ring *r);
 uint16_t cf_tx_burst(uint16_t port, uint16_t queue, struct rte_mbuf **pkts, uint16_t n);
 uint16_t cf_rx_burst(uint16_t port, uint16_t queue, struct rte_mbuf **pkts, uint16_t n);
 
+/* Everything the receive path reads from a received mbuf, in one call. */
+struct cf_rx_info {
+	void *buf_addr;
+	struct rte_mempool *pool;
+	uint32_t pkt_len;
+	uint16_t data_off;
+	uint16_t data_len;
+	uint16_t nb_segs;
+	int8_t ip_cksum; /* 1 good, -1 bad, 0 unknown */
+	int8_t l4_cksum; /* likewise */
+};
+void cf_mbuf_rx_info(const struct rte_mbuf *m, struct cf_rx_info *out);
+
 void *cf_mbuf_data(const struct rte_mbuf *m);
-void *cf_mbuf_buf_addr(const struct rte_mbuf *m);
-uint16_t cf_mbuf_data_off(const struct rte_mbuf *m);
 uint16_t cf_mbuf_data_len(const struct rte_mbuf *m);
 uint32_t cf_mbuf_pkt_len(const struct rte_mbuf *m);
 uint16_t cf_mbuf_nb_segs(const struct rte_mbuf *m);
 struct rte_mbuf *cf_mbuf_next(const struct rte_mbuf *m);
-struct rte_mempool *cf_mbuf_pool(const struct rte_mbuf *m);
 /* 1 when the mbuf requests IPv4 header and UDP checksum offload (with l2/l3 lengths stored in
  * *l2 / *l3), else 0. */
 int cf_mbuf_tx_cksum_offload(const struct rte_mbuf *m, uint16_t *l2, uint16_t *l3);

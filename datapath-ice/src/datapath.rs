@@ -550,17 +550,17 @@ impl IceDatapath {
 
     fn receive_one(&mut self, m: Mbuf, now: Instant, out: &mut Vec<RxMsg>) {
         self.stats.rx_frames += 1;
-        let (ip_ok, l4_ok) = m.rx_checksums();
-        if ip_ok == Some(false) || l4_ok == Some(false) {
+        let info = m.rx_info();
+        if info.ip_checksum_ok == Some(false) || info.l4_checksum_ok == Some(false) {
             self.stats.rx_bad_checksum_hw += 1;
             return;
         }
-        let own = self.rx.pins.item_of(&m);
+        let own = self.rx.pins.item_of(&info);
         let ctl = &mut self.ctl;
         let mut tx_ctl = |f: &[u8]| ctl.push(f.to_vec());
         match own {
             Some(idx) => {
-                let Some(frame) = self.rx.pins.view(idx, &m) else {
+                let Some(frame) = self.rx.pins.view(idx, &info) else {
                     // Lengths past the data room (a PMD bug) or a saturated count.
                     self.stats.rx_malformed += 1;
                     return;
@@ -573,8 +573,7 @@ impl IceDatapath {
                 }
             }
             None => {
-                let len = m.pkt_len();
-                let mut buf = match self.mem.alloc(len.max(1)) {
+                let mut buf = match self.mem.alloc(info.pkt_len.max(1)) {
                     Ok(b) => b,
                     Err(_) => {
                         self.stack.count_no_rx_buffer(1);

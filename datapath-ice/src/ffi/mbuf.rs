@@ -163,6 +163,11 @@ impl Mempool {
         self.mp.as_ptr()
     }
 
+    /// The pool's identity, as [`RxInfo::pool`] reports it.
+    pub fn id(&self) -> usize {
+        self.mp.as_ptr() as usize
+    }
+
     /// Mbufs currently free in the pool.
     pub fn available(&self) -> usize {
         // SAFETY: the pool is live.
@@ -196,6 +201,27 @@ impl fmt::Debug for Mempool {
             .field("available", &self.available())
             .finish()
     }
+}
+
+/// A received mbuf's fields ([`Mbuf::rx_info`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RxInfo {
+    /// Address of the data buffer (data room or external buffer).
+    pub buf_addr: usize,
+    /// The mempool the mbuf belongs to (compare with [`Mempool::id`]).
+    pub pool: usize,
+    /// Bytes in the whole chain.
+    pub pkt_len: usize,
+    /// Offset of the first data byte in the buffer.
+    pub data_off: usize,
+    /// Bytes of data in the first segment.
+    pub data_len: usize,
+    /// Segments in the chain.
+    pub segments: usize,
+    /// The port's IPv4 checksum verdict, when it checked.
+    pub ip_checksum_ok: Option<bool>,
+    /// The port's L4 checksum verdict, when it checked.
+    pub l4_checksum_ok: Option<bool>,
 }
 
 /// An owned mbuf chain (its head); dropping it frees every segment.
@@ -286,44 +312,25 @@ impl Mbuf {
         (on != 0).then_some((l2, l3))
     }
 
-    /// Whether this mbuf came from `pool`.
-    pub fn is_from(&self, pool: &Mempool) -> bool {
-        // SAFETY: a live mbuf we own.
-        unsafe { sys::cf_mbuf_pool(self.0.as_ptr()) == pool.as_ptr() }
-    }
-
-    /// Start of the mbuf's data buffer (its data room, or the external buffer).
-    pub fn buf_addr(&self) -> *const u8 {
-        // SAFETY: a live mbuf we own.
-        unsafe { sys::cf_mbuf_buf_addr(self.0.as_ptr()).cast() }
-    }
-
-    /// Offset of the first data byte from [`buf_addr`](Self::buf_addr), and the first
-    /// segment's data length.
-    pub fn data_range(&self) -> (usize, usize) {
-        // SAFETY: a live mbuf we own.
-        unsafe {
-            (
-                usize::from(sys::cf_mbuf_data_off(self.0.as_ptr())),
-                usize::from(sys::cf_mbuf_data_len(self.0.as_ptr())),
-            )
-        }
-    }
-
-    /// The checksum verdicts the port attached on receive: (IPv4, L4), each `Some(ok)` when
-    /// the port checked, `None` when it did not.
-    pub fn rx_checksums(&self) -> (Option<bool>, Option<bool>) {
-        let v = |r: c_int| match r {
+    /// What the receive path needs to know about this mbuf, read in one call.
+    pub fn rx_info(&self) -> RxInfo {
+        let mut i = sys::cf_rx_info::default();
+        // SAFETY: a live mbuf we own; `i` is a valid out-pointer for the call.
+        unsafe { sys::cf_mbuf_rx_info(self.0.as_ptr(), &mut i) };
+        let verdict = |v: i8| match v {
             1 => Some(true),
             -1 => Some(false),
             _ => None,
         };
-        // SAFETY: a live mbuf we own.
-        unsafe {
-            (
-                v(sys::cf_mbuf_rx_ip_cksum(self.0.as_ptr())),
-                v(sys::cf_mbuf_rx_l4_cksum(self.0.as_ptr())),
-            )
+        RxInfo {
+            buf_addr: i.buf_addr as usize,
+            pool: i.pool as usize,
+            pkt_len: i.pkt_len as usize,
+            data_off: usize::from(i.data_off),
+            data_len: usize::from(i.data_len),
+            segments: usize::from(i.nb_segs),
+            ip_checksum_ok: verdict(i.ip_cksum),
+            l4_checksum_ok: verdict(i.l4_cksum),
         }
     }
 

@@ -3,12 +3,13 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::io;
 
 use cornflakes::mem::{Backing, Region, CHUNK_SIZE};
 use cornflakes::{PinnedMemory, RcBuf};
 
-use super::mbuf::{Mbuf, Mempool};
+use super::mbuf::{Mempool, RxInfo};
 use super::port::{self, DeviceHandle};
 
 /// The IO address of a pinned buffer: its region's IOVA base plus its offset; the virtual
@@ -82,8 +83,31 @@ pub struct PinnedRxPool {
     // Field order is drop order: the pool goes before the items backing it.
     pool: Mempool,
     items: Vec<RcBuf>,
-    by_addr: HashMap<usize, u32>,
+    by_addr: HashMap<usize, u32, BuildHasherDefault<AddrHasher>>,
     item_size: usize,
+}
+
+/// Hashes buffer addresses (distinct multiples of the item size) with one multiplication,
+/// instead of SipHash, on the per-packet lookup.
+#[derive(Default)]
+struct AddrHasher(u64);
+
+impl Hasher for AddrHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8 | u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+
+    fn write_usize(&mut self, v: usize) {
+        // Fibonacci hashing; the low bits of item addresses are all zero, the multiplication
+        // spreads the rest over the high bits hashbrown uses.
+        self.0 = (v as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
 }
 
 impl PinnedRxPool {
@@ -108,7 +132,8 @@ impl PinnedRxPool {
             })?;
         let mut items = Vec::with_capacity(n as usize);
         let mut zones = Vec::with_capacity(n as usize);
-        let mut by_addr = HashMap::with_capacity(n as usize);
+        let mut by_addr =
+            HashMap::with_capacity_and_hasher(n as usize, BuildHasherDefault::default());
         for i in 0..n {
             let b = mem
                 .alloc(item_size)
@@ -141,21 +166,22 @@ impl PinnedRxPool {
         self.item_size
     }
 
-    /// The item behind `m`, when `m` is a single-segment mbuf of this pool.
-    pub fn item_of(&self, m: &Mbuf) -> Option<u32> {
-        if m.segments() != 1 || !m.is_from(&self.pool) {
+    /// The item behind a received mbuf, when it is a single-segment mbuf of this pool.
+    #[inline]
+    pub fn item_of(&self, m: &RxInfo) -> Option<u32> {
+        if m.segments != 1 || m.pool != self.pool.id() {
             return None;
         }
-        self.by_addr.get(&(m.buf_addr() as usize)).copied()
+        self.by_addr.get(&m.buf_addr).copied()
     }
 
-    /// A view of the frame `m` holds in item `idx`; `None` when its data lies outside the item
-    /// (a PMD bug) or the item's count is saturated.
-    pub fn view(&self, idx: u32, m: &Mbuf) -> Option<RcBuf> {
-        let (off, len) = m.data_range();
+    /// A view of the frame a received mbuf holds in item `idx`; `None` when its data lies
+    /// outside the item (a PMD bug) or the item's count is saturated.
+    #[inline]
+    pub fn view(&self, idx: u32, m: &RxInfo) -> Option<RcBuf> {
         self.items
             .get(idx as usize)?
-            .try_slice(off, len)
+            .try_slice(m.data_off, m.data_len)
             .ok()
             .flatten()
     }
