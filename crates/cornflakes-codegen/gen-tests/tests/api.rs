@@ -250,3 +250,16 @@ fn the_include_file_builds_the_package_module_tree() {
     assert_eq!(back.get_color(), Ok(tree::common::Color::Green));
     let _ = tree::examples::GetM::new_in(&arena);
 }
+
+#[test]
+fn a_oneof_named_like_a_nested_type_gets_a_case_suffix() {
+    use cornflakes_codegen_tests::features::{envelope, Envelope};
+    let arena = Arena::new();
+    let mut e = Envelope::new_in(&arena);
+    e.get_mut_one().set_n(1);
+    assert_eq!(e.which_payload(), Some(envelope::PayloadCase::One));
+    e.set_text(CFString::new("t", &arena));
+    assert_eq!(e.which_payload(), Some(envelope::PayloadCase::Text));
+    assert!(e.get_one().is_none());
+    let _: envelope::Payload = envelope::Payload::new_in(&arena);
+}

@@ -47,6 +47,7 @@ fn word_array(v: &[u32]) -> TokenStream {
 
 pub(crate) struct MessageGen<'s> {
     schema: &'s Schema,
+    id: MsgId,
     msg: &'s MessageDef,
     /// Module holding the struct.
     module: Vec<String>,
@@ -93,6 +94,7 @@ impl<'s> MessageGen<'s> {
                 .any(|f| matches!(f.kind, FieldKind::String | FieldKind::Bytes));
         MessageGen {
             schema,
+            id,
             msg,
             module,
             fields,
@@ -568,9 +570,9 @@ impl<'s> MessageGen<'s> {
     }
 
     fn oneof_fns(&self) -> TokenStream {
-        let fns = self.msg.oneofs.iter().map(|o| {
+        let fns = self.msg.oneofs.iter().enumerate().map(|(oi, o)| {
             let which = format_ident!("which_{}", snake(&o.name));
-            let case = names::upper_camel(&o.name);
+            let case = names::oneof_case_name(self.schema, self.id, oi);
             let mut module = self.module.clone();
             module.push(names::module_name(&self.msg.name));
             let case_path = names::relative_path(&self.module, &module, &case);

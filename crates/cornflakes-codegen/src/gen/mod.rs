@@ -137,8 +137,8 @@ fn module_items(
         }
         let module = ident(&module_name(&m.name));
         let doc = format!(" Nested types and oneof cases of `{}`.", m.name);
-        let cases = m.oneofs.iter().map(|o| {
-            let case = ident(&upper_camel(&o.name));
+        let cases = m.oneofs.iter().enumerate().map(|(oi, o)| {
+            let case = ident(&names::oneof_case_name(schema, id, oi));
             let doc = format!(" The member of oneof `{}` that is set.", o.name);
             let proto_doc = doc_attrs(&o.doc);
             let variants = o.fields.iter().map(|&i| {

@@ -128,6 +128,24 @@ pub fn enum_path(schema: &Schema, from: &[String], id: EnumId) -> TokenStream {
     )
 }
 
+/// Name of the enum of oneof `oneof`'s cases, in the module of `msg`'s nested types: the
+/// oneof's name in UpperCamel, with `Case` appended if a nested type already has that name.
+pub fn oneof_case_name(schema: &Schema, msg: MsgId, oneof: usize) -> String {
+    let m = &schema.messages[msg];
+    let name = upper_camel(&m.oneofs[oneof].name);
+    let taken = m
+        .nested_messages
+        .iter()
+        .map(|&i| &schema.messages[i].name)
+        .chain(m.nested_enums.iter().map(|&i| &schema.enums[i].name))
+        .any(|n| upper_camel(n) == name);
+    if taken {
+        format!("{name}Case")
+    } else {
+        name
+    }
+}
+
 /// `#[doc = …]` attributes for a proto comment, one per line.
 pub fn doc_attrs(doc: &str) -> TokenStream {
     let lines = doc.lines().map(|l| {
