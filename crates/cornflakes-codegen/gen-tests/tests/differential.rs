@@ -316,6 +316,7 @@ fn every_feature_agrees_byte_for_byte() {
     differential!(&s, "features.Sparse", features::Sparse, 200, 3);
     differential!(&s, "features.Empty", features::Empty, 5, 4);
     differential!(&s, "features.Tree", features::Tree, 200, 5);
+    differential!(&s, "features.Envelope", features::Envelope, 100, 16);
 }
 
 #[test]
