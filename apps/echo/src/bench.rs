@@ -388,7 +388,8 @@ fn run_bench_xdp(_cfg: &BenchConfig) -> Result<BenchOutcome, String> {
     )
 }
 
-/// Writes `echo.json`, `echo.svg`/`echo.png` and `table.md`.
+/// Writes `echo.json` (the load generator's records), `servers.json` (each mode's server
+/// counters and handling time), `echo.svg`/`echo.png` and `table.md`.
 fn write_outputs(cfg: &BenchConfig, out: &BenchOutcome) -> Result<(), String> {
     std::fs::create_dir_all(&cfg.out_dir)
         .map_err(|e| format!("creating {}: {e}", cfg.out_dir.display()))?;
@@ -398,6 +399,31 @@ fn write_outputs(cfg: &BenchConfig, out: &BenchOutcome) -> Result<(), String> {
     }
     write_json(&json, &out.records).map_err(|e| format!("writing {}: {e}", json.display()))?;
     eprintln!("[bench] wrote {}", json.display());
+    let servers_path = cfg.out_dir.join("servers.json");
+    let servers: Vec<serde_json::Value> = out
+        .servers
+        .iter()
+        .map(|(m, st)| {
+            serde_json::json!({
+                "mode": m.name(),
+                "datapath": cfg.datapath.label(),
+                "received": st.received,
+                "echoed": st.echoed,
+                "malformed": st.malformed,
+                "send_failed": st.send_failed,
+                "io_errors": st.io_errors,
+                "datapath_drops": st.datapath.total_drops(),
+                "work_p50_ns": st.work_p50_ns(),
+                // The AF_XDP server (a child process) reports only its median.
+                "work_p99_ns": (cfg.datapath == DatapathKind::Socket)
+                    .then(|| st.work.p99_us().map(|us| us * 1000.0))
+                    .flatten(),
+            })
+        })
+        .collect();
+    let text = serde_json::to_string_pretty(&servers).map_err(|e| e.to_string())?;
+    std::fs::write(&servers_path, text)
+        .map_err(|e| format!("writing {}: {e}", servers_path.display()))?;
     let table = table(&out.records, cfg.fixed_rps, &out.servers, &out.skipped);
     let table_path = cfg.out_dir.join("table.md");
     std::fs::write(&table_path, &table)

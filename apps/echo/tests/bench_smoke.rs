@@ -71,6 +71,19 @@ fn bench_writes_records_plot_and_table() {
         assert!(recs.iter().all(|r| r["mode"] != m.name()));
     }
     assert!(dir.join("table.md").exists());
+    let servers: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("servers.json")).unwrap()).unwrap();
+    for m in &expected {
+        let s = servers
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["mode"] == m.name())
+            .unwrap_or_else(|| panic!("no server stats for {m}"));
+        assert_eq!(s["malformed"], 0, "{s}");
+        assert!(s["echoed"].as_u64().unwrap() > 0, "{s}");
+        assert!(s["work_p50_ns"].as_f64().unwrap() > 0.0, "{s}");
+    }
     // At 500 req/s with a 2 s loss timeout at least one point verifies, so there is a curve.
     assert!(
         dir.join("echo.svg").exists() && dir.join("echo.png").exists(),
