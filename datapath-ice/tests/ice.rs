@@ -63,14 +63,23 @@ mod with_dpdk {
 
     #[test]
     fn dpdk_virtual_devices() {
+        // Hugepages only when asked (CF_ICE_HUGEPAGES=1 and some reserved): the default run
+        // must not depend on, or use up, the machine's hugepages.
+        let huge = if std::env::var("CF_ICE_HUGEPAGES").as_deref() == Ok("1") {
+            HugePolicy::Auto
+        } else {
+            HugePolicy::Never
+        };
         let opts = EalOptions {
-            huge: HugePolicy::Never,
+            huge,
             log_level: Some("warning".into()),
             ..EalOptions::default()
         };
         let args = start_eal(&opts).expect("EAL init");
         eprintln!("EAL started with: {}", args.join(" "));
-        assert!(args.iter().any(|a| a == "--no-shconf"));
+        assert!(args
+            .iter()
+            .any(|a| a == "--no-shconf" || a == "--in-memory"));
 
         ring_raw_scenarios();
         ring_datapath_scenarios();
@@ -427,6 +436,11 @@ mod with_dpdk {
                 n += 1;
             });
             assert_eq!(n, mem.stats().regions);
+            let st = mem.stats();
+            eprintln!(
+                "    {} regions: {} on hugepages (registered in 2 MiB pages), {} locked 4 KiB pages",
+                st.regions, st.hugepage_regions, st.locked_regions
+            );
             // A zero-copy entry from the newest region goes out like any other.
             let last = hold.last().unwrap().slice(0..1000);
             let o = getm(&arena, 13, &[], &[&last]);
