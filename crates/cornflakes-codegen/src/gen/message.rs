@@ -226,7 +226,8 @@ impl<'s> MessageGen<'s> {
         let words_const = if self.dense() {
             quote!()
         } else {
-            let w = word_array(&self.words);
+            let items = self.words.iter().map(|&w| Literal::u32_unsuffixed(w));
+            let w = quote!([#(#items),*]);
             quote! {
                 /// Wire bitmap word of each stored word (field numbers are sparse).
                 const WORDS: [u32; #k] = #w;
