@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use cornflakes::datapath::Connect as _;
 use datapath_socket::{SocketConfig, SocketDatapath};
 use echo::bench::{self, BenchConfig, DatapathKind, SweepPlan, DEFAULT_MTU};
 use echo::mode::DEFAULT_HYBRID_THRESHOLD;
@@ -220,7 +221,8 @@ fn server_cmd(mut a: Args) -> Result<(), String> {
                 .map_err(|e| e.to_string())
                 .and_then(|dp| EchoServer::new(dp, cfg))
                 .map(|mut server| {
-                    eprintln!("[server] ready: {mode} on {bind} (socket datapath)");
+                    let addr = server.datapath().local_addr();
+                    eprintln!("[server] ready: {mode} on {addr} (socket datapath)");
                     server.run(stop, report, &mut socket_idle(spin));
                     server.stats()
                 }),
