@@ -223,7 +223,8 @@ fn server_cmd(mut a: Args) -> Result<(), String> {
                 .map(|mut server| {
                     let addr = server.datapath().local_addr();
                     eprintln!("[server] ready: {mode} on {addr} (socket datapath)");
-                    server.run(stop, report, &mut socket_idle(spin));
+                    let (after, mut hook) = socket_idle(spin);
+                    server.run(stop, report, after, &mut hook);
                     server.stats()
                 }),
             "xdp" => xdp_server(ifname, peer, bind, cfg, stop, report),
@@ -255,6 +256,7 @@ fn xdp_server(
             Ok::<_, String>((ip, mac))
         })
         .transpose()?;
+    use echo::server::IDLE_SPINS;
     let mut server = echo::xdp::server(&ifname, bind, peer, cfg)?;
     eprintln!(
         "{} {} on {bind} (AF_XDP on {ifname})",
@@ -262,7 +264,7 @@ fn xdp_server(
         cfg.mode
     );
     // No file descriptor to sleep on: yield when idle.
-    server.run(stop, report, &mut |_| std::thread::yield_now());
+    server.run(stop, report, IDLE_SPINS, &mut |_| std::thread::yield_now());
     Ok(server.stats())
 }
 

@@ -188,18 +188,24 @@ impl<D: Datapath> EchoServer<D> {
         self.dp.poll_completions();
     }
 
-    /// Polls until `stop` is set. After [`IDLE_SPINS`] empty polls in a row it calls `idle`
+    /// Polls until `stop` is set. After `idle_after` empty polls in a row it calls `idle`
     /// (which may block briefly, e.g. until the socket is readable) so an idle server leaves
     /// the CPU to the client threads it shares cores with. With `report`, prints the counters
     /// on stderr that often.
-    pub fn run(&mut self, stop: &AtomicBool, report: Option<Duration>, idle: &mut dyn FnMut(&D)) {
+    pub fn run(
+        &mut self,
+        stop: &AtomicBool,
+        report: Option<Duration>,
+        idle_after: u32,
+        idle: &mut dyn FnMut(&D),
+    ) {
         let mut empty = 0u32;
         let mut iter = 0u32;
         let mut last = Instant::now();
         while !stop.load(Ordering::Relaxed) {
             if self.poll() == 0 {
                 empty += 1;
-                if empty >= IDLE_SPINS {
+                if empty >= idle_after {
                     idle(&self.dp);
                     empty = 0;
                 }
@@ -337,35 +343,50 @@ impl<D: Datapath> EchoServer<D> {
     }
 }
 
-/// Empty polls before the server's idle hook runs.
+/// Empty polls before a server that only yields when idle calls its idle hook (polling a
+/// kernel-bypass ring is cheap).
 pub const IDLE_SPINS: u32 = 64;
+
+/// Empty polls before a socket server blocks: each poll is a `recvmmsg` system call, so
+/// spinning on an idle socket burns the CPU the client threads need.
+pub const SOCKET_IDLE_SPINS: u32 = 2;
 
 /// How long an idle socket server blocks waiting for a datagram before polling again (and
 /// checking whether it should stop).
 pub const IDLE_WAIT: Duration = Duration::from_millis(10);
 
-/// Blocks until `dp`'s socket has a datagram or `timeout` passes, without consuming it; the
+/// Blocks until `dp`'s socket has a datagram or its receive timeout (`SO_RCVTIMEO`, which the
+/// datapath's own `MSG_DONTWAIT` calls ignore) passes, without consuming the datagram; the
 /// socket is nonblocking again afterwards. Errors just end the wait early.
-pub fn wait_readable(dp: &SocketDatapath, timeout: Duration) {
+pub fn wait_readable(dp: &SocketDatapath) {
     let sock = dp.socket();
     if sock.set_nonblocking(false).is_ok() {
-        if sock.set_read_timeout(Some(timeout)).is_ok() {
-            let mut one = [0u8; 1];
-            let _ = sock.peek_from(&mut one);
-        }
+        let mut one = [0u8; 1];
+        let _ = sock.peek_from(&mut one);
         let _ = sock.set_nonblocking(true);
     }
 }
 
-/// A socket server's idle hook: block ([`wait_readable`]) unless `spin`, then just yield.
-pub fn socket_idle(spin: bool) -> impl FnMut(&SocketDatapath) {
-    move |dp| {
+/// A socket server's idle policy: how many empty polls, then what. Blocks on the socket
+/// ([`wait_readable`], at most [`IDLE_WAIT`]) unless `spin`, which polls [`IDLE_SPINS`] times
+/// and yields.
+pub fn socket_idle(spin: bool) -> (u32, impl FnMut(&SocketDatapath)) {
+    let mut armed = false;
+    let hook = move |dp: &SocketDatapath| {
         if spin {
             std::thread::yield_now();
-        } else {
-            wait_readable(dp, IDLE_WAIT);
+            return;
         }
-    }
+        if !armed {
+            armed = dp.socket().set_read_timeout(Some(IDLE_WAIT)).is_ok();
+        }
+        if armed {
+            wait_readable(dp);
+        } else {
+            std::thread::yield_now();
+        }
+    };
+    (if spin { IDLE_SPINS } else { SOCKET_IDLE_SPINS }, hook)
 }
 
 /// A server running on its own thread over the socket datapath.
@@ -406,7 +427,8 @@ impl ServerHandle {
                     }
                 };
                 let _ = tx.send(Ok(addr));
-                server.run(&stop2, report, &mut socket_idle(spin));
+                let (after, mut hook) = socket_idle(spin);
+                server.run(&stop2, report, after, &mut hook);
                 server.stats()
             })
             .map_err(|e| format!("spawning the server thread: {e}"))?;
