@@ -525,3 +525,66 @@ pub fn table(
     }
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(mode: &str, offered: f64, achieved: f64, p50: f64, p99: f64) -> Record {
+        Record {
+            mode: mode.to_owned(),
+            shape: "list-2x2048".to_owned(),
+            offered_rps: offered,
+            achieved_rps: achieved,
+            p50_us: Some(p50),
+            p99_us: Some(p99),
+            p999_us: Some(p99),
+            mean_us: Some(p50),
+            sent: 10,
+            received: 10,
+            verified: 10,
+            mismatched: 0,
+            lost: 1,
+            unexpected: 0,
+            malformed: 0,
+            errors: 1,
+            threads: 1,
+            measured_s: 1.0,
+        }
+    }
+
+    #[test]
+    fn loads_are_sorted_unique_and_include_the_fixed_load() {
+        let cfg = BenchConfig {
+            rates: vec![30.0, 10.0, 30.0, -1.0, f64::NAN],
+            fixed_rps: 5.0,
+            ..BenchConfig::default()
+        };
+        assert_eq!(cfg.loads(), vec![5.0, 10.0, 30.0]);
+    }
+
+    #[test]
+    fn table_reports_best_kept_up_point_ratio_and_fixed_load() {
+        let records = vec![
+            rec("raw", 10.0, 10.0, 5.0, 9.0),
+            rec("raw", 20.0, 19.5, 6.0, 12.0),
+            rec("raw", 40.0, 20.0, 7.0, 900.0),
+            rec("cornflakes", 10.0, 10.0, 4.0, 8.0),
+            rec("cornflakes", 20.0, 10.0, 50.0, 700.0),
+        ];
+        let t = table(&records, 10.0, &[], &[(Mode::Capnp, "no tools".to_owned())]);
+        let raw = t.lines().find(|l| l.starts_with("| raw ")).unwrap();
+        // Best kept-up raw point is 19.5 (40 offered / 20 achieved did not keep up).
+        assert!(
+            raw.starts_with("| raw | 20 | 1.00 | 12.0 | 5.0 | 9.0 |"),
+            "{raw}"
+        );
+        let cf = t.lines().find(|l| l.starts_with("| cornflakes ")).unwrap();
+        assert!(
+            cf.starts_with("| cornflakes | 10 | 0.51 | 8.0 | 4.0 | 8.0 |"),
+            "{cf}"
+        );
+        assert!(cf.ends_with("| 0 | 2 | – |"), "{cf}");
+        assert!(t.contains("skipped capnp: no tools"));
+    }
+}
