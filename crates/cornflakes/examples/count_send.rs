@@ -24,41 +24,57 @@ struct Desc {
     buf: Option<RcBuf>,
 }
 
-/// Builds the object (measured alone with `--toggle-collect="*build_object*"`).
+/// The application's side of one request: build `GetM { id; vals }` in the arena.
+macro_rules! build {
+    ($arena:expr, $values:expr, $id:expr) => {{
+        let mut m = GetM::new_in($arena);
+        m.set_id($id);
+        m.init_vals($values.len());
+        for v in $values {
+            m.get_mut_vals()
+                .append(CFBytes::new(black_box(&v[..]), $arena));
+        }
+        m
+    }};
+}
+
+/// Serialize-and-send up to the descriptors being written: sizes, header + copy area into the
+/// transmit buffer after a 42-byte packet header, one descriptor per zero-copy entry.
+macro_rules! send {
+    ($m:expr, $tx:expr, $ring:expr) => {{
+        let m = &$m;
+        let s = m.sizes();
+        let head = m.write_header_and_copy(&s, &mut $tx[42..], Demote::NONE, 0);
+        $ring[0].addr = $tx.as_ptr() as u64;
+        $ring[0].len = (42 + head) as u32;
+        let mut slot = 1;
+        let mut keep = Demote::NONE;
+        m.for_each_zero_copy(&mut keep, &mut |b: &RcBuf| {
+            let d = &mut $ring[slot];
+            d.addr = b.as_ptr() as u64;
+            d.len = b.len() as u32;
+            d.buf = Some(b.clone());
+            slot += 1;
+        });
+        slot
+    }};
+}
+
+/// Build alone (`--toggle-collect="*build_object*"`); the object is returned by value, which
+/// adds a copy of the struct that the combined function does not have.
 #[inline(never)]
 fn build_object<'a>(arena: &'a Arena, values: &[RcBuf], id: u32) -> GetM<'a> {
-    let mut m = GetM::new_in(arena);
-    m.set_id(id);
-    m.init_vals(values.len());
-    for v in values {
-        m.get_mut_vals()
-            .append(CFBytes::new(black_box(&v[..]), arena));
-    }
-    m
+    build!(arena, values, id)
 }
 
-/// Serialize-and-send into `tx` and `ring`, up to the descriptors being written; returns the
-/// descriptors used (measured alone with `--toggle-collect="*send_object*"`).
+/// Serialize-and-send alone (`--toggle-collect="*send_object*"`).
 #[inline(never)]
 fn send_object(m: &GetM<'_>, tx: &mut [u8], ring: &mut [Desc]) -> usize {
-    let s = m.sizes();
-    let head = m.write_header_and_copy(&s, &mut tx[42..], Demote::NONE, 0);
-    ring[0].addr = tx.as_ptr() as u64;
-    ring[0].len = (42 + head) as u32;
-    let mut slot = 1;
-    let mut keep = Demote::NONE;
-    m.for_each_zero_copy(&mut keep, &mut |b: &RcBuf| {
-        let d = &mut ring[slot];
-        d.addr = b.as_ptr() as u64;
-        d.len = b.len() as u32;
-        d.buf = Some(b.clone());
-        slot += 1;
-    });
-    slot
+    send!(*m, tx, ring)
 }
 
-/// Build, send, drop the object: the whole per-message cost of the application side
-/// (`--toggle-collect="*build_and_send*"`).
+/// Build, send and drop the object in one function: the whole per-message cost of the
+/// application side (`--toggle-collect="*build_and_send*"`).
 #[inline(never)]
 fn build_and_send(
     arena: &Arena,
@@ -67,14 +83,16 @@ fn build_and_send(
     tx: &mut [u8],
     ring: &mut [Desc],
 ) -> usize {
-    let m = build_object(arena, values, id);
-    send_object(&m, tx, ring)
+    let m = build!(arena, values, id);
+    send!(m, tx, ring)
 }
 
 fn main() {
     let mut args = std::env::args().skip(1);
     let shape = args.next().unwrap_or_else(|| "2x2048".into());
     let n: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(1000);
+    // "combined" (default): build_and_send; "split": build_object then send_object.
+    let mode = args.next().unwrap_or_else(|| "combined".into());
     let (count, size) = match shape.as_str() {
         "2x2048" => (2, 2048),
         "1x64" => (1, 64),
@@ -98,7 +116,13 @@ fn main() {
         .collect();
     let mut total = 0usize;
     for i in 0..n {
-        let used = build_and_send(&arena, &values, i as u32, &mut tx, &mut ring);
+        let used = match mode.as_str() {
+            "split" => {
+                let m = build_object(&arena, &values, i as u32);
+                send_object(&m, &mut tx, &mut ring)
+            }
+            _ => build_and_send(&arena, &values, i as u32, &mut tx, &mut ring),
+        };
         total += used;
         // completion: the device is done; release the references
         for d in &mut ring[1..used] {
