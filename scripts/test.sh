@@ -32,12 +32,20 @@ if [ -n "$missing" ]; then
 fi
 
 # --- static checks ---------------------------------------------------------------------------
-say "cargo fmt --check"
-cargo fmt --all -- --check
+if cargo fmt --version >/dev/null 2>&1; then
+  say "cargo fmt --check"
+  cargo fmt --all -- --check
+else
+  say "SKIPPED: cargo fmt --check — rustfmt is not installed (rustup component add rustfmt)"
+fi
 
-say "cargo clippy"
-# shellcheck disable=SC2086
-cargo clippy --workspace --all-targets $features -- -D warnings
+if cargo clippy --version >/dev/null 2>&1; then
+  say "cargo clippy"
+  # shellcheck disable=SC2086
+  cargo clippy --workspace --all-targets $features -- -D warnings
+else
+  say "SKIPPED: cargo clippy — clippy is not installed (rustup component add clippy)"
+fi
 
 # --- tests -----------------------------------------------------------------------------------
 say "cargo test --workspace $features"
