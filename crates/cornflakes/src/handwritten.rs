@@ -136,7 +136,7 @@ impl CornflakesObj for GetM<'_> {
 
     #[inline]
     fn emit(&self, enc: &mut Encoder<'_>, pos: usize) -> usize {
-        let mut slot = enc.bitmap(pos, &self.p.words);
+        let mut slot = enc.presence(pos, &self.p);
         let mut sub = pos + self.own_header_len();
         let b = self.p.words[0];
         if b & 1 != 0 {
@@ -268,7 +268,7 @@ impl CornflakesObj for Inner<'_> {
     }
 
     fn emit(&self, enc: &mut Encoder<'_>, pos: usize) -> usize {
-        let mut slot = enc.bitmap(pos, &self.p.words);
+        let mut slot = enc.presence(pos, &self.p);
         let sub = pos + self.own_header_len();
         if self.has_b() {
             enc.leaf(slot, self.b.ptr());
@@ -414,7 +414,7 @@ impl CornflakesObj for Outer<'_> {
     }
 
     fn emit(&self, enc: &mut Encoder<'_>, pos: usize) -> usize {
-        let mut slot = enc.bitmap(pos, &self.p.words);
+        let mut slot = enc.presence(pos, &self.p);
         let mut sub = pos + self.own_header_len();
         let b = self.p.words[0];
         if b & 1 != 0 {

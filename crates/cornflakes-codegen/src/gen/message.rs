@@ -635,7 +635,7 @@ impl<'s> MessageGen<'s> {
 
     fn emit_fn(&self) -> TokenStream {
         let bitmap = if self.dense() {
-            quote!(enc.bitmap(pos, &self.p.words))
+            quote!(enc.presence(pos, &self.p))
         } else {
             quote!(enc.sparse_bitmap(pos, &self.p.words, &Self::WORDS))
         };

@@ -138,6 +138,21 @@ impl<'b> Encoder<'b> {
         p
     }
 
+    /// Writes `W` and the smallest bitmap of `p` at `pos`; returns the first slot position.
+    /// The number of words is known at compile time, so for the common one-word bitmap this is
+    /// one bounds check and two stores.
+    #[inline(always)]
+    pub fn presence<const W: usize>(&mut self, pos: usize, p: &Presence<W>) -> usize {
+        let w = used_words(&p.words);
+        let end = pos + 4 + 4 * w;
+        let out = &mut self.buf[pos..end];
+        out[..4].copy_from_slice(&(w as u32).to_le_bytes());
+        for (o, word) in out[4..].chunks_exact_mut(4).zip(&p.words[..w]) {
+            o.copy_from_slice(&word.to_le_bytes());
+        }
+        end
+    }
+
     /// Writes a string/bytes slot at `slot` and, for copied leaves, the bytes into the copy area.
     #[inline]
     pub fn leaf(&mut self, slot: usize, p: &CFPtr<'_>) {
