@@ -23,6 +23,7 @@ pub mod client;
 pub mod libs;
 pub mod manual;
 pub mod mode;
+pub mod nic;
 pub mod server;
 pub mod shape;
 #[cfg(feature = "xdp")]

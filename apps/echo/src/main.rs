@@ -12,6 +12,7 @@ use cornflakes::datapath::Connect as _;
 use datapath_socket::{SocketConfig, SocketDatapath};
 use echo::bench::{self, BenchConfig, DatapathKind, SweepPlan, DEFAULT_MTU};
 use echo::mode::DEFAULT_HYBRID_THRESHOLD;
+use echo::nic::NicSpec;
 use echo::server::{socket_idle, EchoServer, ServerConfig};
 use echo::{Mode, ShapeSpec};
 
@@ -29,8 +30,11 @@ usage:
       deletes, one mode after another; the clients use kernel sockets on the veth's peer.
   echo server --mode M [--bind IP:PORT] [--threshold N] [--mtu N] [--seconds SECS] [--spin]
               [--until-stdin-closes] [--datapath socket|xdp --ifname IF [--peer IP=MAC]]
+              [--datapath mlx5 --mlx5-dev DEV] [--datapath ice --dpdk-args ARGS]
       Serves until killed (or for SECS, or until stdin closes), printing its counters every
-      second on stderr. With --datapath xdp (feature `xdp`, root) over AF_XDP on IF.
+      second on stderr. With --datapath xdp (feature `xdp`, root) over AF_XDP on IF; with
+      mlx5 (feature `mlx5`) on a ConnectX device (RDMA name or PCI address); with ice
+      (feature `ice`) on the DPDK port the EAL arguments name (e.g. '-l 2 -a 0000:3b:00.0').
   echo client --server IP:PORT --mode M [--shape S] [--rates R,..] [--duration SECS]
               [--warmup SECS] [--timeout-ms MS] [--threads N] [--mtu N] [--bind IP]
               [--out DIR] [--json PATH] [--spin]
@@ -198,7 +202,18 @@ fn server_cmd(mut a: Args) -> Result<(), String> {
     let datapath = a.take("--datapath")?.unwrap_or_else(|| "socket".to_owned());
     let ifname = a.take("--ifname")?;
     let peer = a.take("--peer")?;
+    let mlx5_dev = a.take("--mlx5-dev")?;
+    let dpdk_args = a.take("--dpdk-args")?;
     a.finish()?;
+    let nic = match datapath.as_str() {
+        "mlx5" => Some(NicSpec::Mlx5 {
+            device: mlx5_dev.ok_or("--datapath mlx5 needs --mlx5-dev <mlx5_N | PCI address>")?,
+        }),
+        "ice" => Some(NicSpec::Ice {
+            dpdk_args: dpdk_args.ok_or("--datapath ice needs --dpdk-args \"<EAL arguments>\"")?,
+        }),
+        _ => None,
+    };
     let cfg = ServerConfig { mode, threshold };
     let stop = AtomicBool::new(false);
     let report = Some(Duration::from_secs(1));
@@ -228,7 +243,13 @@ fn server_cmd(mut a: Args) -> Result<(), String> {
                     server.stats()
                 }),
             "xdp" => xdp_server(ifname, peer, bind, cfg, stop, report),
-            other => Err(format!("unknown datapath {other:?} (socket or xdp)")),
+            "mlx5" | "ice" => match &nic {
+                Some(nic) => echo::nic::serve(nic, bind, mtu, cfg, stop, report),
+                None => Err("no NIC given".to_owned()),
+            },
+            other => Err(format!(
+                "unknown datapath {other:?} (socket, xdp, mlx5 or ice)"
+            )),
         };
         // Let the helper threads end too.
         stop.store(true, Ordering::Relaxed);

@@ -1,0 +1,123 @@
+//! `echo server --datapath mlx5 | ice`: the echo server on a kernel-bypass NIC.
+//!
+//! Each datapath is behind the cargo feature of the same name (they need rdma-core or DPDK at
+//! build time, and the NIC at run time). The server loop is the same generic
+//! [`EchoServer`](crate::server::EchoServer) as over sockets; a NIC has no file descriptor to
+//! sleep on, so an idle server spins and yields.
+
+use std::net::SocketAddrV4;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use crate::server::{ServerConfig, ServerStats};
+
+/// Where a NIC server runs.
+#[derive(Clone, Debug)]
+pub enum NicSpec {
+    /// A ConnectX device.
+    Mlx5 {
+        /// RDMA device name (`mlx5_0`) or PCI address (`0000:3b:00.0`).
+        device: String,
+    },
+    /// A DPDK port (Intel E810 through the ice driver, or any DPDK device).
+    Ice {
+        /// EAL arguments naming the port (e.g. `-l 2 -a 0000:3b:00.0`).
+        dpdk_args: String,
+    },
+}
+
+/// Runs the echo server on `nic` at `bind` until `stop` is set.
+pub fn serve(
+    nic: &NicSpec,
+    bind: SocketAddrV4,
+    mtu: usize,
+    cfg: ServerConfig,
+    stop: &AtomicBool,
+    report: Option<Duration>,
+) -> Result<ServerStats, String> {
+    match nic {
+        NicSpec::Mlx5 { device } => mlx5(device, bind, mtu, cfg, stop, report),
+        NicSpec::Ice { dpdk_args } => ice(dpdk_args, bind, mtu, cfg, stop, report),
+    }
+}
+
+#[cfg(feature = "mlx5")]
+fn mlx5(
+    device: &str,
+    bind: SocketAddrV4,
+    mtu: usize,
+    cfg: ServerConfig,
+    stop: &AtomicBool,
+    report: Option<Duration>,
+) -> Result<ServerStats, String> {
+    use cornflakes::mem::{MemoryConfig, PinnedMemory};
+    use cornflakes_stack::{iface::StackConfig, wire::MacAddr};
+    use datapath_mlx5::{hw, Mlx5Config};
+
+    let mem = PinnedMemory::new(MemoryConfig {
+        max_item_size: (mtu + 64).next_power_of_two().max(16 * 1024),
+        ..Default::default()
+    })
+    .map_err(|e| format!("pinned memory: {e}"))?;
+    // MacAddr::ZERO: the interface's own MAC (read from sysfs by `hw::open`).
+    let stack = StackConfig::new(MacAddr::ZERO, bind);
+    let dp = hw::open(&hw::HwConfig::new(device), mem, Mlx5Config::new(stack)).map_err(|e| {
+        format!(
+            "opening ConnectX device {device:?}: {e} (devices: {:?})",
+            hw::devices()
+        )
+    })?;
+    let mut server = crate::server::EchoServer::new(dp, cfg)?;
+    eprintln!("[server] ready: {} on {bind} (ConnectX {device})", cfg.mode);
+    server.run(stop, report, crate::server::IDLE_SPINS, &mut |_| {
+        std::thread::yield_now()
+    });
+    Ok(server.stats())
+}
+
+#[cfg(not(feature = "mlx5"))]
+fn mlx5(
+    _device: &str,
+    _bind: SocketAddrV4,
+    _mtu: usize,
+    _cfg: ServerConfig,
+    _stop: &AtomicBool,
+    _report: Option<Duration>,
+) -> Result<ServerStats, String> {
+    Err("--datapath mlx5 needs the `mlx5` feature (rdma-core: apt-get install -y $(cat datapath-mlx5/APT_PACKAGES)): \
+         cargo run --release -p echo --features mlx5 -- server ..."
+        .to_owned())
+}
+
+#[cfg(feature = "ice")]
+fn ice(
+    dpdk_args: &str,
+    bind: SocketAddrV4,
+    mtu: usize,
+    cfg: ServerConfig,
+    stop: &AtomicBool,
+    report: Option<Duration>,
+) -> Result<ServerStats, String> {
+    let dp = datapath_ice::datapath::open(dpdk_args, bind, mtu)
+        .map_err(|e| format!("starting DPDK with {dpdk_args:?}: {e}"))?;
+    let mut server = crate::server::EchoServer::new(dp, cfg)?;
+    eprintln!("[server] ready: {} on {bind} (DPDK: {dpdk_args})", cfg.mode);
+    server.run(stop, report, crate::server::IDLE_SPINS, &mut |_| {
+        std::thread::yield_now()
+    });
+    Ok(server.stats())
+}
+
+#[cfg(not(feature = "ice"))]
+fn ice(
+    _dpdk_args: &str,
+    _bind: SocketAddrV4,
+    _mtu: usize,
+    _cfg: ServerConfig,
+    _stop: &AtomicBool,
+    _report: Option<Duration>,
+) -> Result<ServerStats, String> {
+    Err("--datapath ice needs the `ice` feature (DPDK: apt-get install -y $(cat datapath-ice/APT_PACKAGES)): \
+         cargo run --release -p echo --features ice -- server ..."
+        .to_owned())
+}
