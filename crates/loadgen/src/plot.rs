@@ -91,21 +91,26 @@ fn draw<DB: DrawingBackend>(
         .iter()
         .flat_map(|(_, p)| p.iter().map(|q| q.0))
         .fold(0.0f64, f64::max);
-    let max_y = lines
-        .iter()
-        .flat_map(|(_, p)| p.iter().map(|q| q.1))
-        .fold(0.0f64, f64::max);
+    let ys = || lines.iter().flat_map(|(_, p)| p.iter().map(|q| q.1));
+    let max_y = ys().fold(0.0f64, f64::max);
+    // Latency spans orders of magnitude (tens of µs idle, ms under overload): a log axis keeps
+    // the low-load differences visible. Its floor is the smallest positive value seen.
+    let min_y = ys().filter(|&y| y > 0.0).fold(f64::INFINITY, f64::min);
+    let min_y = if min_y.is_finite() { min_y * 0.8 } else { 1.0 };
     let mut chart = ChartBuilder::on(&root)
         .caption(title, ("sans-serif", 26))
         .margin(16)
         .x_label_area_size(48)
         .y_label_area_size(72)
-        .build_cartesian_2d(0.0..(max_x * 1.05).max(1.0), 0.0..(max_y * 1.1).max(1.0))
+        .build_cartesian_2d(
+            0.0..(max_x * 1.05).max(1.0),
+            (min_y..(max_y * 1.25).max(min_y * 10.0)).log_scale(),
+        )
         .map_err(err)?;
     chart
         .configure_mesh()
         .x_desc("achieved load (k req/s)")
-        .y_desc("p99 latency (us)")
+        .y_desc("p99 latency (us, log scale)")
         .label_style(("sans-serif", 16))
         .axis_desc_style(("sans-serif", 18))
         .draw()
@@ -113,14 +118,21 @@ fn draw<DB: DrawingBackend>(
     for (i, (label, pts)) in lines.iter().enumerate() {
         let color = Palette99::pick(i).to_rgba();
         chart
-            .draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(2)))
+            .draw_series(LineSeries::new(
+                pts.iter().copied().filter(|p| p.1 > 0.0),
+                color.stroke_width(2),
+            ))
             .map_err(err)?
             .label(label.as_str())
             .legend(move |(x, y)| {
                 PathElement::new(vec![(x, y), (x + 24, y)], color.stroke_width(2))
             });
         chart
-            .draw_series(pts.iter().map(|&p| Circle::new(p, 4, color.filled())))
+            .draw_series(
+                pts.iter()
+                    .filter(|p| p.1 > 0.0)
+                    .map(|&p| Circle::new(p, 4, color.filled())),
+            )
             .map_err(err)?;
     }
     chart
