@@ -79,9 +79,19 @@ pub enum SendError {
     /// calling [`Connect::connect`] again.
     Resolving(ConnId),
     /// The message is longer than the datapath can send ([`Transmit::max_message_len`]).
-    TooLarge { len: usize, max: usize },
+    TooLarge {
+        /// Length of the message.
+        len: usize,
+        /// The datapath's limit.
+        max: usize,
+    },
     /// A scatter-gather array has more entries than one send can carry.
-    TooManySegments { entries: usize, max: usize },
+    TooManySegments {
+        /// Entries in the array.
+        entries: usize,
+        /// The most one send carries.
+        max: usize,
+    },
     /// No transmit descriptors are free: flush, poll completions, then retry.
     Full,
     /// A transmit or header buffer could not be allocated.

@@ -23,7 +23,6 @@
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs, clippy::undocumented_unsafe_blocks)]
-#![allow(missing_docs)]
 
 pub mod arena;
 pub mod cfptr;

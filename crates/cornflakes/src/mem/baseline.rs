@@ -13,7 +13,8 @@ use super::table::Slot;
 /// A snapshot of a [`PinnedMemory`]'s chunks as a chain of `HashMap`s (one per size class).
 /// For benchmarks only: it does not see chunks added after it was built.
 pub struct HashMapRecover {
-    mem: PinnedMemory,
+    /// Keeps the chunks the maps point into alive.
+    _mem: PinnedMemory,
     pools: Vec<HashMap<usize, Slot>>,
 }
 
@@ -28,14 +29,13 @@ impl HashMapRecover {
             pools[class].insert(key, slot);
         }
         HashMapRecover {
-            mem: mem.clone(),
+            _mem: mem.clone(),
             pools,
         }
     }
 
     /// Same contract as [`PinnedMemory::recover_ptr`].
     pub fn recover_ptr(&self, data: &[u8]) -> Option<RcBuf> {
-        let _ = &self.mem;
         let addr = data.as_ptr() as usize;
         if data.is_empty() {
             return None;

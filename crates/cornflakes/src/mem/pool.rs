@@ -52,9 +52,19 @@ impl Default for MemoryConfig {
 #[derive(Debug)]
 pub enum AllocError {
     /// The requested size is above the largest size class.
-    TooLarge { requested: usize, max: usize },
+    TooLarge {
+        /// Bytes requested.
+        requested: usize,
+        /// The largest size class.
+        max: usize,
+    },
     /// All regions are full and no more may be mapped.
-    Exhausted { mapped: usize, limit: usize },
+    Exhausted {
+        /// Bytes mapped now.
+        mapped: usize,
+        /// The most that may be mapped.
+        limit: usize,
+    },
     /// The kernel refused a new mapping.
     Map(io::Error),
     /// The datapath's registration hook refused a new region.
@@ -91,11 +101,17 @@ impl std::error::Error for AllocError {
 /// Counters describing a [`PinnedMemory`].
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct MemoryStats {
+    /// Regions mapped.
     pub regions: usize,
+    /// Bytes mapped in all regions.
     pub mapped_bytes: usize,
+    /// 2 MiB chunks given to a size class.
     pub chunks_in_use: usize,
+    /// Items allocated and not yet returned (held by an `RcBuf` or `RcBufMut`).
     pub live_items: usize,
+    /// Regions backed by hugepages.
     pub hugepage_regions: usize,
+    /// Regions of 4 KiB pages locked in memory.
     pub locked_regions: usize,
 }
 

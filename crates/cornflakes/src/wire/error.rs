@@ -8,30 +8,57 @@ use std::fmt;
 pub enum DecodeErrorKind {
     /// A header, slot or pair array runs past the end of the object.
     Truncated {
+        /// The structure being read.
         what: &'static str,
+        /// Bytes it needs.
         need: usize,
+        /// Bytes left in the object from its start.
         available: usize,
     },
     /// An offset + length (or count × element size) points outside the object.
     OutOfBounds {
+        /// What the offset points at.
         what: &'static str,
+        /// The offset read from the wire.
         offset: u64,
+        /// The length it covers.
         len: u64,
+        /// Length of the whole object.
         object_len: usize,
     },
     /// The bitmap word count `W` is above the largest field number protobuf allows.
-    TooManyBitmapWords { words: u32, max: u32 },
+    TooManyBitmapWords {
+        /// `W` as read.
+        words: u32,
+        /// The largest accepted.
+        max: u32,
+    },
     /// Nested objects go deeper than the decoder allows.
-    TooDeep { max: u32 },
+    TooDeep {
+        /// The deepest nesting followed.
+        max: u32,
+    },
     /// A bool slot or packed bool holds something other than 0 or 1.
-    InvalidBool { value: u8 },
+    InvalidBool {
+        /// The byte found.
+        value: u8,
+    },
     /// A field this reader does not know is present below its highest known field number.
-    UnknownField { field: u32 },
+    UnknownField {
+        /// Its field number.
+        field: u32,
+    },
     /// A nested-message slot's first word must be 0.
-    NestedSlotLength { value: u32 },
+    NestedSlotLength {
+        /// The word found.
+        value: u32,
+    },
     /// Headers and pair arrays reference more bytes than the object holds (shared or cyclic
     /// offsets used to amplify decoding work).
-    BudgetExceeded { object_len: usize },
+    BudgetExceeded {
+        /// Length of the whole object.
+        object_len: usize,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -131,7 +158,9 @@ impl std::error::Error for DecodeError {}
 /// The buffer given to `serialize_into` is too small.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BufferTooSmall {
+    /// Bytes the object needs.
     pub needed: usize,
+    /// Bytes the buffer holds.
     pub available: usize,
 }
 
