@@ -15,7 +15,7 @@ mod common;
 #[cfg(not(feature = "ice"))]
 #[test]
 fn dpdk_tests_need_the_ice_feature() {
-    common::skip(
+    common::ICE.skip(
         "datapath-ice DPDK tests",
         "built without `--features ice` (needs DPDK 22.11, see datapath-ice/APT_PACKAGES)",
     );
@@ -47,7 +47,7 @@ mod with_dpdk {
     use datapath_ice::ffi::port;
     use datapath_ice::{IceConfig, IceDatapath, PortSpec};
 
-    use super::common::{self, in_netns, NetnsGuard, VethPair};
+    use super::common::{in_netns, NetnsGuard, VethPair, ICE};
 
     const MAC_A: MacAddr = MacAddr([0x02, 0, 0, 0x78, 0, 1]);
     const MAC_B: MacAddr = MacAddr([0x02, 0, 0, 0x78, 0, 2]);
@@ -722,16 +722,16 @@ mod with_dpdk {
     }
 
     fn af_packet_scenarios() {
-        if let Some(why) = common::netns_skip_reason() {
-            common::skip("af_packet scenarios", &why);
+        if let Some(why) = ICE.skip_reason() {
+            ICE.skip("af_packet scenarios", &why);
             return;
         }
-        let v = match VethPair::create() {
+        let v = match VethPair::create(&ICE, 1500) {
             Ok(v) => v,
             Err(e) => {
                 // Root without the capabilities (e.g. an unprivileged container): an
                 // environment limit, not a datapath failure (CORNFLAKES_REQUIRE_ICE=1 fails).
-                common::skip(
+                ICE.skip(
                     "af_packet scenarios",
                     &format!("cannot create network namespaces and a veth pair: {e}"),
                 );

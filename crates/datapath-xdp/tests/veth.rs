@@ -7,7 +7,7 @@ mod common;
 #[cfg(not(feature = "xdp"))]
 #[test]
 fn veth_tests_need_the_xdp_feature() {
-    common::skip(
+    common::XDP.skip(
         "veth",
         "built without `--features xdp` (needs clang, libbpf-dev, root)",
     );
@@ -15,7 +15,7 @@ fn veth_tests_need_the_xdp_feature() {
 
 #[cfg(feature = "xdp")]
 mod with_xdp {
-    use super::common::{self, in_netns, VethPair};
+    use super::common::{in_netns, VethPair, XDP};
     use cornflakes::datapath::{Completions, Connect, DatapathMemory, Receive, Transmit};
     use cornflakes::handwritten::GetM;
     use cornflakes::{Arena, CFBytes, CFString, CornflakesObj, Msg, RcBuf, SendError};
@@ -57,11 +57,11 @@ mod with_xdp {
         tweak: impl FnOnce(&mut XdpConfig) + Send + 'static,
         test: impl FnOnce(&mut Ctx, &VethPairInfo) + Send + 'static,
     ) {
-        if let Some(why) = common::skip_reason() {
-            common::skip(name, &why);
+        if let Some(why) = XDP.skip_reason() {
+            XDP.skip(name, &why);
             return;
         }
-        let v = VethPair::create(mtu).expect("create the veth pair");
+        let v = VethPair::create(&XDP, mtu).expect("create the veth pair");
         let info = VethPairInfo {
             ns_b: v.ns_b.clone(),
             if_b: v.if_b.clone(),
@@ -839,11 +839,11 @@ mod with_xdp {
 
     #[test]
     fn refused_setups_clean_up_after_themselves() {
-        if let Some(why) = common::skip_reason() {
-            common::skip("setup_errors", &why);
+        if let Some(why) = XDP.skip_reason() {
+            XDP.skip("setup_errors", &why);
             return;
         }
-        let v = VethPair::create(1500).expect("create the veth pair");
+        let v = VethPair::create(&XDP, 1500).expect("create the veth pair");
         let (ns_a, if_a) = (v.ns_a.clone(), v.if_a.clone());
         let addr = SocketAddrV4::new(v.ip_a, PORT);
         let has_program = move || {

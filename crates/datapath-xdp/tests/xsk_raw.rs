@@ -6,7 +6,7 @@ mod common;
 #[cfg(not(feature = "xdp"))]
 #[test]
 fn xsk_raw_tests_need_the_xdp_feature() {
-    common::skip(
+    common::XDP.skip(
         "xsk_raw",
         "built without `--features xdp` (needs clang, libbpf-dev, root)",
     );
@@ -14,7 +14,7 @@ fn xsk_raw_tests_need_the_xdp_feature() {
 
 #[cfg(feature = "xdp")]
 mod with_xdp {
-    use super::common::{self, in_netns, Held, VethPair};
+    use super::common::{in_netns, Held, VethPair, XDP};
     use datapath_xdp::bpf::{AttachMode, Program, XdpProgram};
     use datapath_xdp::sys::{ifindex, BindMode, RingSizes};
     use datapath_xdp::xsk::{umem_memory, Xsk, XskConfig};
@@ -43,11 +43,11 @@ mod with_xdp {
     /// Sends `payloads` from a kernel socket in B to our port on A and returns what our socket
     /// received (whole Ethernet frames).
     fn receive_from_peer(mtu: u32, payloads: Vec<Vec<u8>>, peer_pass: bool) -> Vec<Vec<u8>> {
-        if let Some(why) = common::skip_reason() {
-            common::skip("xsk_raw", &why);
+        if let Some(why) = XDP.skip_reason() {
+            XDP.skip("xsk_raw", &why);
             return Vec::new();
         }
-        let v = VethPair::create(mtu).expect("create the veth pair");
+        let v = VethPair::create(&XDP, mtu).expect("create the veth pair");
         let (ip_a, ip_b, mac_a) = (v.ip_a, v.ip_b, v.mac_a);
         // A static neighbour entry in B: this test has no ARP responder on A.
         let mac = mac_a.map(|b| format!("{b:02x}")).join(":");
@@ -132,7 +132,7 @@ mod with_xdp {
     fn small_datagrams_arrive_in_pinned_frames() {
         let payloads: Vec<Vec<u8>> = (0..20u8).map(|i| vec![i; 100 + i as usize]).collect();
         let got = receive_from_peer(1500, payloads.clone(), false);
-        if got.is_empty() && common::skip_reason().is_some() {
+        if got.is_empty() && XDP.skip_reason().is_some() {
             return;
         }
         assert_eq!(got.len(), payloads.len());
@@ -147,7 +147,7 @@ mod with_xdp {
             .map(|i| (0..8900u32).map(|k| (k * 7 + i) as u8).collect())
             .collect();
         let got = receive_from_peer(9000, payloads.clone(), false);
-        if got.is_empty() && common::skip_reason().is_some() {
+        if got.is_empty() && XDP.skip_reason().is_some() {
             return;
         }
         assert_eq!(got.len(), payloads.len());
@@ -164,7 +164,7 @@ mod with_xdp {
             .map(|i| (0..8500u32).map(|k| (k * 3 + i) as u8).collect())
             .collect();
         let got = receive_from_peer(9000, payloads.clone(), true);
-        if got.is_empty() && common::skip_reason().is_some() {
+        if got.is_empty() && XDP.skip_reason().is_some() {
             return;
         }
         assert_eq!(got.len(), payloads.len());
