@@ -214,7 +214,7 @@ impl<D: Datapath> EchoServer<D> {
             }
             iter = iter.wrapping_add(1);
             if let Some(every) = report {
-                if iter % 1024 == 0 && last.elapsed() >= every {
+                if iter.is_multiple_of(1024) && last.elapsed() >= every {
                     last = Instant::now();
                     eprintln!("[server {}] {}", self.mode, self.stats());
                 }

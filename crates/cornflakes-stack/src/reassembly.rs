@@ -168,7 +168,7 @@ impl Reassembler {
         // Derive the common segment length L and check the header against it.
         let seg_len = if hdr.seg_index as u64 == count - 1 {
             let off = hdr.seg_offset as u64;
-            if off == 0 || off % (count - 1) != 0 || off + payload_len as u64 != total {
+            if off == 0 || !off.is_multiple_of(count - 1) || off + payload_len as u64 != total {
                 return Err(Drop::BadFraming);
             }
             let l = off / (count - 1);

@@ -87,7 +87,7 @@ impl FakeEchoServer {
             let mut seen = 0u64;
             for mut req in rx {
                 seen += 1;
-                let hit = |every: u64| every != 0 && seen % every == 0;
+                let hit = |every: u64| every != 0 && seen.is_multiple_of(every);
                 if hit(plan.drop_every) {
                     continue;
                 }

@@ -122,7 +122,7 @@ fn parse_hex(text: &[u8]) -> Result<Vec<u8>, String> {
         .copied()
         .filter(|c| !c.is_ascii_whitespace())
         .collect();
-    if digits.len() % 2 != 0 {
+    if !digits.len().is_multiple_of(2) {
         return Err(format!(
             "hex input has an odd number of digits ({})",
             digits.len()
