@@ -45,13 +45,17 @@ fn temp_dir(name: &str) -> PathBuf {
     d
 }
 
-const EXAMPLE1: &str =
-    "0100000005000000070000000200000014000000050000002400000006000000290000006865\
-6c6c6f776f726c6421";
-const EXAMPLE2: &str =
-    "010000001b00000001000000000000000000000028000000020000003d00000002000000630000\
-00020000000100000001000000020000006100000001000000004d000000000000005d0000000100000001000000030000\
-006b000000000000006162ffffffff0200000078797a";
+#[path = "../../cornflakes/tests/common/mod.rs"]
+mod vectors;
+
+/// The worked examples as `--hex` prints them.
+fn example1() -> String {
+    vectors::compact(vectors::EXAMPLE1)
+}
+
+fn example2() -> String {
+    vectors::compact(vectors::EXAMPLE2)
+}
 
 const EXAMPLE1_JSON: &str = r#"{"id": 7, "vals": ["aGVsbG8=", "d29ybGQh"]}"#;
 const EXAMPLE2_JSON: &str =
@@ -69,11 +73,11 @@ fn example1_encodes_to_the_spec_bytes() {
     ];
     let o = run(&[&args[..], &["--hex"]].concat(), EXAMPLE1_JSON.as_bytes());
     assert!(o.status.success(), "{}", stderr(&o));
-    assert_eq!(String::from_utf8(o.stdout).unwrap().trim(), EXAMPLE1);
+    assert_eq!(String::from_utf8(o.stdout).unwrap().trim(), example1());
     // Raw output is the same bytes.
     let raw = run(&args, EXAMPLE1_JSON.as_bytes());
     let hex: String = raw.stdout.iter().map(|b| format!("{b:02x}")).collect();
-    assert_eq!(hex, EXAMPLE1);
+    assert_eq!(hex, example1());
 }
 
 #[test]
@@ -88,7 +92,7 @@ fn example1_decodes_to_json() {
             "GetM",
             "--hex",
         ],
-        EXAMPLE1.as_bytes(),
+        example1().as_bytes(),
     );
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(
@@ -116,7 +120,7 @@ fn example2_encodes_to_the_spec_bytes_with_a_zero_copy_leaf() {
         EXAMPLE2_JSON.as_bytes(),
     );
     assert!(o.status.success(), "{}", stderr(&o));
-    assert_eq!(String::from_utf8(o.stdout).unwrap().trim(), EXAMPLE2);
+    assert_eq!(String::from_utf8(o.stdout).unwrap().trim(), example2());
 }
 
 #[test]
@@ -131,7 +135,7 @@ fn example2_decodes_to_json() {
             "examples.Outer",
             "--hex",
         ],
-        EXAMPLE2.as_bytes(),
+        example2().as_bytes(),
     );
     assert!(o.status.success(), "{}", stderr(&o));
     let out: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
@@ -289,7 +293,7 @@ fn truncated_or_malformed_bytes_fail_cleanly() {
     let p = examples_proto();
     let schema = p.to_str().unwrap();
     // Every proper prefix of the worked example is an error, never a panic.
-    let full = EXAMPLE2;
+    let full = example2();
     for cut in (0..full.len()).step_by(2) {
         let o = run(
             &[
@@ -325,7 +329,7 @@ fn truncated_or_malformed_bytes_fail_cleanly() {
     );
     assert!(err.contains("odd number of digits"), "{err}");
     // A bool byte that is not 0/1, with the field path in the message.
-    let bad_bool = EXAMPLE2.replace("6100000001", "6100000007");
+    let bad_bool = example2().replace("6100000001", "6100000007");
     let err = fails(
         &[
             "decode",

@@ -1,26 +1,14 @@
 //! Thousands of random and mutated byte strings through the decoder: errors, never panics;
 //! reference counts always balance.
 
+mod common;
+use common::{hex, EXAMPLE1, EXAMPLE2};
+
 use cornflakes::handwritten::{GetM, Outer};
 use cornflakes::mem::{HugePages, MemoryConfig};
 use cornflakes::{Arena, CornflakesObj, DecodeErrorKind, DecodeObj, PinnedMemory};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-
-fn hex(s: &str) -> Vec<u8> {
-    let s: String = s.split_whitespace().collect();
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-        .collect()
-}
-
-const EXAMPLE2: &str = "01000000 1b000000 01000000 00000000 00000000 28000000
-    02000000 3d000000 02000000 63000000 02000000 01000000 01000000 02000000 61000000 01
-    00000000 4d000000 00000000 5d000000 01000000 01000000 03000000 6b000000 00000000
-    6162 ffffffff 02000000 78797a";
-const EXAMPLE1: &str = "01000000 05000000 07000000 02000000 14000000
-    05000000 24000000 06000000 29000000 68656c6c6f 776f726c6421";
 
 fn decode_all(mem: &PinnedMemory, arena: &Arena, bytes: &[u8]) -> (bool, bool) {
     let a = Outer::deserialize_bytes(bytes, arena)
