@@ -65,7 +65,7 @@ pub fn send_object<S: TxSink, O: CornflakesObj>(
     if sink.free_slots() < 1 + sizes.zero_copy_count.min(max_zc) {
         return Err(SendError::Full);
     }
-    let (demote, demoted) = plan_demote(obj, max_zc);
+    let (demote, demoted) = plan_demote(obj, &sizes, max_zc);
     let head = sizes.head() + demoted;
     let (tmpl, ident) = stack.template(conn, 1)?;
     let udp_payload = framing::HEADER_LEN + total;
@@ -107,7 +107,7 @@ fn send_object_segmented<S: TxSink, O: CornflakesObj>(
     let sizes = obj.sizes();
     // Each frame: its header, at most one slice of the head buffer, and slices of at most
     // `max_segments - 2` zero-copy entries.
-    let (demote, demoted) = plan_demote(obj, max_segments.saturating_sub(2));
+    let (demote, demoted) = plan_demote(obj, &sizes, max_segments.saturating_sub(2));
     let head_len = sizes.head() + demoted;
     if max_segments < 3 || head_len > mem.max_item_size() {
         // No room for scatter-gather, or a head too large for one pinned buffer: copy all.

@@ -29,7 +29,7 @@ use std::io;
 use std::net::SocketAddrV4;
 
 use crate::mem::{AllocError, PinnedMemory, RcBuf};
-use crate::obj::CornflakesObj;
+use crate::obj::{CornflakesObj, Sizes};
 use crate::wire::Demote;
 
 /// A connection (a peer address and its prepared packet header) of one datapath.
@@ -297,11 +297,16 @@ pub trait Datapath: DatapathMemory + Connect + Receive + Transmit + Completions 
 
 impl<T: DatapathMemory + Connect + Receive + Transmit + Completions> Datapath for T {}
 
-/// The demotion plan for sending `obj` with at most `max_zero_copy` zero-copy entries, and the
-/// bytes it moves into the copy area. Allocates only when entries must be demoted.
+/// The demotion plan for sending `obj` (whose [`sizes`](CornflakesObj::sizes) the caller has
+/// already computed) with at most `max_zero_copy` zero-copy entries, and the bytes it moves into
+/// the copy area. Allocates only when entries must be demoted.
 #[inline]
-pub fn plan_demote<O: CornflakesObj + ?Sized>(obj: &O, max_zero_copy: usize) -> (Demote, usize) {
-    if obj.sizes().zero_copy_count <= max_zero_copy {
+pub fn plan_demote<O: CornflakesObj + ?Sized>(
+    obj: &O,
+    sizes: &Sizes,
+    max_zero_copy: usize,
+) -> (Demote, usize) {
+    if sizes.zero_copy_count <= max_zero_copy {
         return (Demote::NONE, 0);
     }
     Demote::plan(&obj.zero_copy_lens(), max_zero_copy)
@@ -318,7 +323,7 @@ pub fn object_to_sga<O: CornflakesObj + ?Sized>(
     max_entries: usize,
 ) -> Result<Vec<RcBuf>, AllocError> {
     let sizes = obj.sizes();
-    let (demote, demoted) = plan_demote(obj, max_entries.saturating_sub(1));
+    let (demote, demoted) = plan_demote(obj, &sizes, max_entries.saturating_sub(1));
     let head_len = sizes.head() + demoted;
     let mut out = Vec::with_capacity(1 + sizes.zero_copy_count);
     if head_len > 0 {
@@ -378,8 +383,8 @@ mod test {
         let mem = PinnedMemory::with_defaults().unwrap();
         let arena = Arena::with_memory(&mem);
         let m = getm(&arena, &mem, &[600, 700]);
-        assert_eq!(plan_demote(&m, 2), (Demote::NONE, 0));
-        let (d, bytes) = plan_demote(&m, 1);
+        assert_eq!(plan_demote(&m, &m.sizes(), 2), (Demote::NONE, 0));
+        let (d, bytes) = plan_demote(&m, &m.sizes(), 1);
         assert_ne!(d, Demote::NONE);
         assert_eq!(bytes, 600);
     }

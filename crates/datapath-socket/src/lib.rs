@@ -481,7 +481,7 @@ impl Transmit for SocketDatapath {
         let plan = self.plan(total)?;
         if plan.is_single() {
             self.check_room(1)?;
-            let (demote, demoted) = plan_demote(obj, self.cfg.max_segments - 1);
+            let (demote, demoted) = plan_demote(obj, &sizes, self.cfg.max_segments - 1);
             let mut hb = self.mem.alloc(FH + sizes.head() + demoted)?;
             framing::Repr::single(msg.id, msg.ty, total as u32).emit(&mut hb);
             obj.write_header_and_copy(&sizes, &mut hb[FH..], demote, demoted);
@@ -501,7 +501,7 @@ impl Transmit for SocketDatapath {
             });
             return Ok(());
         }
-        let (demote, demoted) = plan_demote(obj, self.cfg.max_segments.saturating_sub(2));
+        let (demote, demoted) = plan_demote(obj, &sizes, self.cfg.max_segments.saturating_sub(2));
         let head_len = sizes.head() + demoted;
         if self.cfg.max_segments < 3 || head_len > self.mem.max_item_size() {
             let bytes = obj.serialize_to_vec();
