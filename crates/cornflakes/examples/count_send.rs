@@ -44,7 +44,10 @@ macro_rules! send {
     ($m:expr, $tx:expr, $ring:expr) => {{
         let m = &$m;
         let s = m.sizes();
-        let head = m.write_header_and_copy(&s, &mut $tx[42..], Demote::NONE, 0);
+        let head = match m.write_header_and_copy(&s, &mut $tx[42..], Demote::NONE, 0) {
+            Ok(n) => n,
+            Err(_) => return 0,
+        };
         $ring[0].addr = $tx.as_ptr() as u64;
         $ring[0].len = (42 + head) as u32;
         let mut slot = 1;

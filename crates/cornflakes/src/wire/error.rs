@@ -155,7 +155,8 @@ impl fmt::Display for DecodeError {
 
 impl std::error::Error for DecodeError {}
 
-/// The buffer given to `serialize_into` is too small.
+/// The buffer given to `serialize_into`, `write_header_and_copy` or `SendPlan::write_head` is
+/// too small (nothing was written).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BufferTooSmall {
     /// Bytes the object needs.
