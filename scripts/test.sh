@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 say() { printf '\n==> %s\n' "$*"; }
 
 # --- system packages -------------------------------------------------------------------------
-pkgs=$(cat crates/*/APT_PACKAGES apps/*/APT_PACKAGES datapath-*/APT_PACKAGES 2>/dev/null \
+pkgs=$(cat crates/*/APT_PACKAGES apps/*/APT_PACKAGES datapath-*/APT_PACKAGES tests/*/APT_PACKAGES 2>/dev/null \
   | sed 's/#.*//' | tr -s ' \t' '\n' | sed '/^$/d' | sort -u || true)
 missing=""
 for p in $pkgs; do
@@ -51,6 +51,30 @@ fi
 say "cargo test --workspace $features"
 # shellcheck disable=SC2086
 cargo test --workspace $features
+
+# --- a user crate outside the workspace -----------------------------------------------------
+# tests/external-user depends on the crates by path as another project would and compiles a
+# .proto with cornflakes-codegen and prost-build (needs protoc) side by side. Its own lock file;
+# it shares the workspace's target directory so the common dependencies are built once.
+if command -v protoc >/dev/null; then
+  say "external user crate (tests/external-user): fmt, clippy, test"
+  (
+    cd tests/external-user
+    export CARGO_TARGET_DIR="$PWD/../../target"
+    if cargo fmt --version >/dev/null 2>&1; then cargo fmt -- --check; fi
+    if cargo clippy --version >/dev/null 2>&1; then cargo clippy --all-targets -- -D warnings; fi
+    cargo test
+  )
+else
+  say "SKIPPED: tests/external-user — protoc is not installed (tests/external-user/APT_PACKAGES)"
+fi
+
+# --- packaging -------------------------------------------------------------------------------
+# The crates meant for publishing must package (metadata, readme, versions on path
+# dependencies). Packaged together, so each finds the others without crates.io; --no-verify
+# skips rebuilding them from the archives (the tests above built them). Needs the crates.io index.
+say "cargo package --no-verify: cornflakes, cornflakes-codegen, cornflakes-cli"
+cargo package --no-verify --allow-dirty -p cornflakes -p cornflakes-codegen -p cornflakes-cli
 
 # --- AddressSanitizer ------------------------------------------------------------------------
 # The crates with `unsafe` (pinned memory, FFI datapaths) run their tests again under ASan.
