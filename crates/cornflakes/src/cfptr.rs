@@ -31,9 +31,18 @@ impl<'a> CFPtr<'a> {
                     return CFPtr::ZeroCopy(buf);
                 }
             }
-            if !data.is_empty() {
-                arena.count_fallback(data);
-            }
+            return Self::fallback(data, arena);
+        }
+        CFPtr::Copy(arena.copy_slice(data))
+    }
+
+    /// A value at least the threshold long that could not be referenced: counted, then copied.
+    /// Out of line, so the zero-copy path keeps its registers.
+    #[cold]
+    #[inline(never)]
+    fn fallback(data: &[u8], arena: &'a Arena) -> CFPtr<'a> {
+        if !data.is_empty() {
+            arena.count_fallback(data);
         }
         CFPtr::Copy(arena.copy_slice(data))
     }

@@ -109,10 +109,7 @@ pub trait CornflakesObj {
     ) -> Result<usize, BufferTooSmall> {
         let need = sizes.head() + demoted;
         if buf.len() < need {
-            return Err(BufferTooSmall {
-                needed: need,
-                available: buf.len(),
-            });
+            return Err(BufferTooSmall::new(need, buf.len()));
         }
         let mut enc = Encoder::new(buf, sizes, demote, demoted);
         self.emit(&mut enc, 0);

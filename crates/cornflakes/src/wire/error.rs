@@ -165,6 +165,15 @@ pub struct BufferTooSmall {
     pub available: usize,
 }
 
+impl BufferTooSmall {
+    /// `needed` bytes were needed, `available` given (out of line: only on the error path).
+    #[cold]
+    #[inline(never)]
+    pub fn new(needed: usize, available: usize) -> BufferTooSmall {
+        BufferTooSmall { needed, available }
+    }
+}
+
 impl fmt::Display for BufferTooSmall {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
