@@ -14,7 +14,7 @@ use crate::wire::{BufferTooSmall, Demote};
 /// [`total_len`](Self::total_len) bytes.
 ///
 /// ```
-/// use cornflakes::{handwritten::GetM, Arena, CFBytes, PinnedMemory, SendPlan};
+/// use cornflakes::{handwritten::GetM, Arena, CFBytes, PinnedMemory, RcBuf, SendPlan};
 /// let mem = PinnedMemory::with_defaults().unwrap();
 /// let arena = Arena::with_memory(&mem);
 /// let value = mem.alloc_copy(&[7u8; 4096]).unwrap();
@@ -26,10 +26,12 @@ use crate::wire::{BufferTooSmall, Demote};
 /// let plan = SendPlan::new(&m, 4 - 1);
 /// let mut tx = vec![0u8; 16 + plan.head_len()]; // or a pinned transmit buffer
 /// let head = plan.write_head(&mut tx[16..]).unwrap();
-/// let mut descriptors = vec![&tx[..16 + head]];
-/// plan.for_each_zero_copy(|b| descriptors.push(&value[..])); // post `b.clone()` to the NIC
-/// assert_eq!(descriptors.iter().map(|d| d.len()).sum::<usize>(), 16 + plan.total_len());
-/// assert_eq!(plan.zero_copy_entries(), 1);
+/// // Post `tx[..16 + head]`, then each zero-copy entry, keeping a clone until completion.
+/// let mut entries: Vec<RcBuf> = Vec::new();
+/// plan.for_each_zero_copy(|b| entries.push(b.clone()));
+/// let sent: usize = head + entries.iter().map(|b| b.len()).sum::<usize>();
+/// assert_eq!((sent, entries.len()), (plan.total_len(), plan.zero_copy_entries()));
+/// assert_eq!(value.ref_count(), 3); // ours, the object's, the posted entry's
 /// ```
 #[derive(Clone, Copy, Debug)]
 pub struct SendPlan<'o, O: ?Sized> {
