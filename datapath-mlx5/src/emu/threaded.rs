@@ -76,18 +76,18 @@ impl RxPort<'_> {
 
     /// Delivers a frame of `len` bytes written by `write` straight into the receive buffer
     /// (which holds exactly `len` bytes), with precomputed CQE checksum flags
-    /// ([`super::rx_offload_flags`] of the frame). `headers` (at least the frame's Ethernet,
-    /// IPv4 and UDP headers) are what the flow rules look at. This is the cheap path for a
-    /// load generator: one copy into the buffer, no parsing.
+    /// ([`super::rx_offload_flags`] of the frame). `steer` is the frame as the flow rules see
+    /// it (a template with the same headers and length will do). This is the cheap path for a
+    /// load generator: one copy into the buffer, no checksum computation.
     pub fn deliver_prepared(
         &mut self,
         len: usize,
         flags: (u8, u8),
-        headers: &[u8],
+        steer: &[u8],
         write: &mut dyn FnMut(&mut [u8]),
     ) -> bool {
         self.dev
-            .deliver_with(self.sh, len, Some(flags), headers, write)
+            .deliver_with(self.sh, len, Some(flags), steer, write)
     }
 
     /// The device's counters so far.
@@ -104,6 +104,9 @@ pub struct DeviceOptions {
     pub delay_per_segment: Duration,
     /// Pin the device thread to this CPU.
     pub core: Option<usize>,
+    /// Yield the CPU when a loop iteration found nothing to do (for unpinned runs sharing
+    /// cores, e.g. tests); a pinned device spins, as hardware polls.
+    pub yield_when_idle: bool,
 }
 
 const REQ_NONE: u32 = 0;
@@ -178,7 +181,7 @@ impl<W: Wire> EmuDevice<W> {
                 dev.delay_per_segment = opts.delay_per_segment;
                 let mut wire = wire;
                 let clock = if ok {
-                    device_loop(&sh2, &ctl2, &mut dev, &mut wire)
+                    device_loop(&sh2, &ctl2, &mut dev, &mut wire, opts.yield_when_idle)
                 } else {
                     DeviceClock::default()
                 };
@@ -250,7 +253,13 @@ impl<W: Wire> Drop for EmuDevice<W> {
     }
 }
 
-fn device_loop<W: Wire>(sh: &Shared, ctl: &Control, dev: &mut Device, wire: &mut W) -> DeviceClock {
+fn device_loop<W: Wire>(
+    sh: &Shared,
+    ctl: &Control,
+    dev: &mut Device,
+    wire: &mut W,
+    yield_when_idle: bool,
+) -> DeviceClock {
     let t0 = Instant::now();
     let mut clock = DeviceClock::default();
     let mut prev_busy = false;
@@ -295,7 +304,11 @@ fn device_loop<W: Wire>(sh: &Shared, ctl: &Control, dev: &mut Device, wire: &mut
         }
         prev_busy = work;
         if !work {
-            std::hint::spin_loop();
+            if yield_when_idle {
+                std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
+            }
         }
     }
 }
