@@ -12,6 +12,8 @@
 //! - [`client::EchoClient`]: the load generator's transport; [`client::Verifier`] checks that
 //!   each response deserializes to exactly the values sent.
 //! - [`bench`]: sweeps, table, JSON and plot.
+//! - [`emu`]: `bench --datapath emu`, the server core against the emulated ConnectX on a
+//!   second core (the default with 2 CPUs).
 //! - `xdp` (feature `xdp`, root): the server over AF_XDP in a network namespace.
 
 #![forbid(unsafe_code)]
@@ -20,6 +22,7 @@
 pub mod bench;
 pub mod cf;
 pub mod client;
+pub mod emu;
 pub mod libs;
 pub mod manual;
 pub mod mode;
