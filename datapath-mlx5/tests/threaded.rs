@@ -393,3 +393,60 @@ fn dropping_the_datapath_detaches_the_device_from_its_buffers() {
     assert_eq!(report.stats.frames_received, 0);
     assert_eq!(report.stats.rx_qp_error, 10, "{:?}", report.stats);
 }
+
+#[test]
+fn a_small_send_cq_bounds_the_wqes_in_flight_against_a_concurrent_device() {
+    // 256 WQEBBs but 8 CQEs: at most 8 WQEs in flight, or the device (running concurrently)
+    // would overrun the CQ; then an error flushes everything in flight, still without overrun.
+    let mut n = node(EmuConfig {
+        sq_wqebbs: 256,
+        rq_entries: 8,
+        cq_entries: 8,
+        ..EmuConfig::default()
+    });
+    let conn =
+        n.dp.connect(SocketAddrV4::new(IP_B, PORT))
+            .expect("connect");
+    let mem = n.mem.clone();
+    let mut rng = SmallRng::seed_from_u64(5);
+    let mut expected = Vec::new();
+    for id in 0..500u32 {
+        let arena = Arena::with_memory(&mem);
+        let m = random_object(&mut rng, &arena, &mem, id);
+        expected.push(m.serialize_to_vec());
+        send_obj(&mut n, conn, Msg::new(id, 1), &m);
+        assert!(n.dp.in_flight() <= 8);
+    }
+    settle(&mut n);
+    let frames: Vec<Vec<u8>> = n.sent.try_iter().collect();
+    assert_eq!(frames.len(), expected.len());
+    for (f, want) in frames.iter().zip(&expected) {
+        assert_eq!(&message_of(f), want);
+    }
+    let unregistered = memory();
+    let bad = unregistered.alloc_copy(&[9u8; 700]).unwrap();
+    for id in 0..6u32 {
+        let arena = Arena::with_memory(&mem);
+        let mut m = GetM::new_in(&arena);
+        m.init_vals(1);
+        let v = if id == 0 {
+            bad.clone()
+        } else {
+            mem.alloc_copy(&[3u8; 700]).unwrap()
+        };
+        m.get_mut_vals()
+            .append(CFBytes(CFPtr::from_rcbuf(v, &arena)));
+        n.dp.send_object(conn, Msg::new(id, 1), &m).unwrap();
+    }
+    settle(&mut n);
+    let st = n.dp.stats();
+    assert_eq!(
+        (st.tx.error_cqes, st.tx.flushed_cqes, st.tx.recoveries),
+        (1, 5, 1)
+    );
+    let Node { dev, dp, mem, .. } = n;
+    drop(dp);
+    assert_eq!(mem.stats().live_items, 0);
+    let (_, report) = dev.stop().expect("device");
+    assert_eq!(report.stats.cq_overruns, 0);
+}
