@@ -17,6 +17,12 @@
 //!
 //! Memory regions come from [`EmuNic::register`], which installs a registrar on a
 //! [`PinnedMemory`] exactly like the hardware path does with `ibv_reg_mr`.
+//!
+//! Two ways to run the same device logic (`device.rs`):
+//! - [`EmuNic`]: driven from the driver's thread ([`EmuNic::process`]), deterministic, for unit
+//!   tests; two of them can be linked back to back;
+//! - [`threaded::EmuDevice`]: on its own thread, concurrently with the driver, with a
+//!   [`threaded::Wire`] behind its port (benchmarks: `crates/emu-bench`).
 
 use std::cell::RefCell;
 use std::io;
