@@ -6,7 +6,8 @@
 //! hand-written zero-, one- and two-copy baselines of Figure 1 ([`manual`]), Cornflakes with the
 //! hybrid, all-scatter-gather or all-copy policy, with or without serialize-and-send ([`cf`]),
 //! and protobuf, Cap'n Proto and FlatBuffers ([`libs`], feature `baselines`). Everything runs
-//! over one [`cornflakes::Datapath`]; the benchmark uses the kernel UDP socket datapath.
+//! over one [`cornflakes::Datapath`]; the benchmark uses the ConnectX driver against an emulated
+//! device on a second core ([`emu`]), the kernel UDP socket datapath, or AF_XDP.
 //!
 //! - [`server::EchoServer`]: the server loop over any datapath.
 //! - [`client::EchoClient`]: the load generator's transport; [`client::Verifier`] checks that
