@@ -450,3 +450,20 @@ fn a_small_send_cq_bounds_the_wqes_in_flight_against_a_concurrent_device() {
     let (_, report) = dev.stop().expect("device");
     assert_eq!(report.stats.cq_overruns, 0);
 }
+
+#[test]
+fn fewer_than_two_cpus_is_a_clear_error_not_a_silent_slowdown() {
+    use datapath_mlx5::emu::threaded::{allowed_cores, pin_current_thread, two_cores};
+    let first = allowed_cores().expect("affinity")[0];
+    // A thread restricted to one CPU sees a one-CPU machine.
+    let err = std::thread::spawn(move || {
+        pin_current_thread(first).expect("pin");
+        assert_eq!(allowed_cores().unwrap(), vec![first]);
+        two_cores().expect_err("one CPU")
+    })
+    .join()
+    .unwrap();
+    let msg = err.to_string();
+    assert!(msg.contains("needs 2 CPUs"), "{msg}");
+    assert!(msg.contains(&format!("[{first}]")), "{msg}");
+}
