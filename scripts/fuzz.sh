@@ -71,6 +71,7 @@ seeds() {
     proto_parse) echo fuzz/seeds/proto ;;
     stack_frame) echo fuzz/seeds/frames ;;
     stack_sequence) echo fuzz/seeds/sequences ;;
+    mlx5_completions) echo fuzz/seeds/mlx5 ;;
     *) echo "fuzz/seeds/$1" ;;
   esac
 }

@@ -177,3 +177,28 @@ write("sequences", "interleaved-dup-expire", bytes([0]) + cons(1, 3000, 1200, 2,
 write("sequences", "fuzzed-header", bytes([1]) + seg(1, 1, 0, 2, 10, 0, b"abcde")
       + seg(1, 1, 1, 2, 10, 5, b"fghij"))
 print("seeds written under", HERE)
+
+# The mlx5 target (fuzz_targets/mlx5_completions.rs): byte 0 = checksum offload, then ops
+# (0/1 garbage receive/send CQE, 2 raw frame, 3 UDP frame, 4 send, 5 device runs, 6 poll send
+# completions, 7 receive burst).
+def send(mid, lens):
+    return bytes([4, mid, len(lens)]) + b"".join(struct.pack("<H", l) for l in lens)
+def cqe(which, idx, body):
+    return bytes([which, idx]) + body.ljust(64, b"\0")[:64]
+udp_body = framing(1, 9, 0, 1, 5, 0, b"hello")
+write("mlx5", "send-receive", bytes([1]) + send(1, [10, 700]) + bytes([6, 7])
+      + send(2, [2000, 2000]) + bytes([5, 6, 7, 7]))
+write("mlx5", "inject-receive", bytes([0]) + bytes([3]) + struct.pack("<H", len(udp_body))
+      + bytes([1]) + udp_body + bytes([7]) + bytes([2, 60, 0]) + frame(1, udp_body)[:60]
+      + bytes([7]))
+# A receive CQE (opcode RESP_SEND 0x2 in op_own's high nibble, owner 0) naming WQE 0 with a
+# byte count larger than the buffer, then an error CQE, then garbage on the send CQ.
+resp = bytearray(64)
+resp[44:48] = struct.pack(">I", 0xFFFFFF)
+resp[60:62] = struct.pack(">H", 0)
+resp[63] = 0x20
+err = bytearray(64)
+err[55] = 0x04
+err[63] = 0xD0
+write("mlx5", "garbage-cqes", bytes([1]) + cqe(0, 0, bytes(resp)) + bytes([7])
+      + cqe(0, 1, bytes(err)) + bytes([7]) + send(3, [100]) + cqe(1, 0, bytes(err)) + bytes([6, 5, 6, 7]))
