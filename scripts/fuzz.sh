@@ -35,7 +35,7 @@ build() {
   say "building fuzz targets:" "$@"
   # --target keeps build scripts and proc macros uninstrumented, as cargo-fuzz does.
   # shellcheck disable=SC2086
-  RUSTFLAGS="$flags" cargo +nightly build --release --locked --manifest-path fuzz/Cargo.toml \
+  RUSTFLAGS="$flags" cargo +nightly build --release --manifest-path fuzz/Cargo.toml \
     --target "$triple" $bins
 }
 
