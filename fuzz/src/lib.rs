@@ -113,8 +113,8 @@ pub struct Gen {
 /// The round-trip oracle of one generated type `$ty` (lifetime elided):
 ///
 /// 1. decode `bytes` from plain memory; rejection ends the check (but the error must format);
-/// 2. read every field (`Debug` walks them all, strings through UTF-8 validation) and
-///    re-encode: `sizes()` must predict the encoded length;
+/// 2. read every field (`Debug` walks them all; strings also through `CFString::as_str`, which
+///    must agree with a fresh UTF-8 check) and re-encode: `sizes()` must predict the length;
 /// 3. the re-encoding must decode, to a value with the same fields (`Debug`) that re-encodes to
 ///    the same bytes (a fixpoint);
 /// 4. the same bytes decoded zero-copy from a pinned packet (`deserialize_rcbuf`, with a small
@@ -123,8 +123,22 @@ pub struct Gen {
 #[macro_export]
 macro_rules! roundtrip {
     ($ty:ty) => {
+        $crate::roundtrip!(
+            $ty,
+            |_: &$ty, _: &mut dyn FnMut(&cornflakes::CFString<'_>)| {}
+        )
+    };
+    ($ty:ty, $strings:expr) => {
         |bytes: &[u8]| -> Option<Vec<u8>> {
             use cornflakes::CornflakesObj as _;
+            let strings = $strings;
+            // `as_str` (validated once, then `from_utf8_unchecked`) agrees with a fresh check,
+            // on first use and from its cache.
+            let mut check = |s: &cornflakes::CFString<'_>| {
+                let want = std::str::from_utf8(s.as_bytes()).ok();
+                assert_eq!(s.as_str().ok(), want, "CFString::as_str");
+                assert_eq!(s.as_str().ok(), want, "CFString::as_str, cached");
+            };
             let arena = cornflakes::Arena::new();
             let first = <$ty>::deserialize(bytes, &arena);
             let pkt = $crate::memory().alloc_copy(bytes).ok();
@@ -143,6 +157,7 @@ macro_rules! roundtrip {
                     return None;
                 }
             };
+            strings(&m, &mut check);
             let shown = format!("{m:?}");
             let once = m.serialize_to_vec();
             assert_eq!(
@@ -173,6 +188,7 @@ macro_rules! roundtrip {
                         stringify!($ty)
                     )
                 });
+                strings(&z, &mut check);
                 assert!(!format!("{z:?}").is_empty());
                 // Long values now sit in the ZERO-COPY AREA, so the bytes differ; the value
                 // must not: read back from plain bytes it encodes canonically as before.
@@ -197,10 +213,20 @@ macro_rules! roundtrip {
     };
 }
 
+/// `"pkg.Name" => Type` and, for types with string fields, `[m, f => ...]`: an expression
+/// calling `f` on every string of `m`, which the oracle then reads as `&str`.
 macro_rules! messages {
-    ($($name:literal => $ty:ty),* $(,)?) => {
+    ($($name:literal => $ty:ty $([$m:ident, $f:ident => $body:expr])?),* $(,)?) => {
         /// Every generated message type the decoder targets exercise.
-        pub const MESSAGES: &[Gen] = &[$(Gen { name: $name, roundtrip: roundtrip!($ty) }),*];
+        pub const MESSAGES: &[Gen] = &[$(Gen {
+            name: $name,
+            roundtrip: roundtrip!(
+                $ty
+                $(, |$m: &$ty, $f: &mut dyn FnMut(&cornflakes::CFString<'_>)| {
+                    $body;
+                })?
+            ),
+        }),*];
     };
 }
 
@@ -208,17 +234,17 @@ use cornflakes_codegen_tests::{echo, examples, features, kv, legacy};
 
 messages! {
     // schemas/kv.proto
-    "kv.GetReq" => kv::GetReq<'_>,
+    "kv.GetReq" => kv::GetReq<'_> [m, f => f(m.get_key())],
     "kv.GetResp" => kv::GetResp<'_>,
-    "kv.PutReq" => kv::PutReq<'_>,
+    "kv.PutReq" => kv::PutReq<'_> [m, f => f(m.get_key())],
     "kv.PutResp" => kv::PutResp<'_>,
-    "kv.GetMReq" => kv::GetMReq<'_>,
+    "kv.GetMReq" => kv::GetMReq<'_> [m, f => m.get_keys().iter().for_each(f)],
     "kv.GetMResp" => kv::GetMResp<'_>,
-    "kv.PutMReq" => kv::PutMReq<'_>,
+    "kv.PutMReq" => kv::PutMReq<'_> [m, f => m.get_keys().iter().for_each(f)],
     "kv.PutMResp" => kv::PutMResp<'_>,
-    "kv.GetListReq" => kv::GetListReq<'_>,
+    "kv.GetListReq" => kv::GetListReq<'_> [m, f => f(m.get_key())],
     "kv.GetListResp" => kv::GetListResp<'_>,
-    "kv.AppendReq" => kv::AppendReq<'_>,
+    "kv.AppendReq" => kv::AppendReq<'_> [m, f => f(m.get_key())],
     "kv.AppendResp" => kv::AppendResp<'_>,
     // schemas/echo.proto
     "echo.Single" => echo::Single<'_>,
@@ -230,16 +256,21 @@ messages! {
     "echo.Tree5" => echo::Tree5<'_>,
     // The rich schema: every scalar, > 32 fields, packed lists, oneofs, maps, nesting and
     // recursion (Everything), sparse and huge field numbers (Sparse, Far), empty messages.
-    "features.Everything" => features::Everything<'_>,
+    "features.Everything" => features::Everything<'_> [m, f => {
+        f(m.get_text());
+        f(m.get_name());
+        m.get_r_text().iter().for_each(f)
+    }],
     "features.Everything.Nested" => features::everything::Nested<'_>,
-    "features.Everything.Nested.Deeper" => features::everything::nested::Deeper<'_>,
+    "features.Everything.Nested.Deeper" => features::everything::nested::Deeper<'_>
+        [m, f => m.get_notes().iter().for_each(f)],
     "features.Sparse" => features::Sparse<'_>,
     "features.Far" => features::Far<'_>,
     "features.Empty" => features::Empty<'_>,
-    "features.Envelope" => features::Envelope<'_>,
+    "features.Envelope" => features::Envelope<'_> [m, f => f(m.get_text())],
     "features.Tree" => features::Tree<'_>,
     // proto2 (defaults, required/optional) and the spec's worked examples.
-    "legacy.Record" => legacy::Record<'_>,
+    "legacy.Record" => legacy::Record<'_> [m, f => f(m.get_name())],
     "examples.GetM" => examples::GetM<'_>,
     "examples.Outer" => examples::Outer<'_>,
 }
