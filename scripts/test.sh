@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test of the workspace: formatting, clippy, all unit/integration/doc tests with all
-# features, and the runtime's tests again under AddressSanitizer (nightly).
+# features, the tests of every crate with `unsafe` again under AddressSanitizer (nightly), and
+# every fuzz target briefly (nightly).
 #
 # System packages the feature-gated crates need are listed in */APT_PACKAGES; they are installed
 # here when missing (as root, with apt). Without root they are reported, and the crates that need
@@ -35,6 +36,8 @@ fi
 if cargo fmt --version >/dev/null 2>&1; then
   say "cargo fmt --check"
   cargo fmt --all -- --check
+  # fuzz/ is its own workspace (nightly only); its formatting is checked all the same.
+  rustfmt --edition 2021 --check fuzz/src/*.rs fuzz/fuzz_targets/*.rs
 else
   say "SKIPPED: cargo fmt --check — rustfmt is not installed (rustup component add rustfmt)"
 fi
@@ -77,22 +80,37 @@ say "cargo package --no-verify: cornflakes, cornflakes-codegen, cornflakes-cli"
 cargo package --no-verify --allow-dirty -p cornflakes -p cornflakes-codegen -p cornflakes-cli
 
 # --- AddressSanitizer ------------------------------------------------------------------------
-# The crates with `unsafe` (pinned memory, FFI datapaths) run their tests again under ASan.
-# (Default features: the feature-gated FFI needs hardware or root, tested above.)
-asan_pkgs="cornflakes"
-for p in datapath-loopback datapath-socket datapath-xdp datapath-mlx5; do
+# Every crate with `unsafe` (pinned memory, FFI datapaths, the netns harness; docs/fuzzing.md
+# lists them) runs its tests again under ASan with leak detection. Default features: the
+# feature-gated FFI needs hardware or root and is tested above.
+asan_pkgs=""
+for p in cornflakes datapath-loopback datapath-socket datapath-xdp datapath-mlx5 datapath-ice \
+  netns-harness; do
   if [ -d "crates/$p" ] || [ -d "$p" ]; then asan_pkgs="$asan_pkgs $p"; fi
 done
-if rustup toolchain list 2>/dev/null | grep -q '^nightly'; then
-  say "AddressSanitizer (nightly): $asan_pkgs"
+nightly=""
+if rustup toolchain list 2>/dev/null | grep -q '^nightly'; then nightly=1; fi
+if [ -n "$nightly" ]; then
+  say "AddressSanitizer + LeakSanitizer (nightly):$asan_pkgs"
   args=""
   for p in $asan_pkgs; do args="$args -p $p"; done
   # shellcheck disable=SC2086
-  RUSTFLAGS="-Zsanitizer=address" RUSTDOCFLAGS="-Zsanitizer=address" \
+  ASAN_OPTIONS="detect_leaks=1:${ASAN_OPTIONS:-}" \
+    RUSTFLAGS="-Zsanitizer=address" RUSTDOCFLAGS="-Zsanitizer=address" \
     CARGO_TARGET_DIR=target/asan \
     cargo +nightly test $args --target x86_64-unknown-linux-gnu --tests
 else
   say "SKIPPED: AddressSanitizer run — no nightly toolchain (rustup toolchain install nightly)"
+fi
+
+# --- fuzzing ---------------------------------------------------------------------------------
+# Builds every libFuzzer target of fuzz/ and runs each briefly from the committed seeds; a
+# crash or a broken oracle fails here (scripts/fuzz.sh, docs/fuzzing.md).
+if [ -n "$nightly" ]; then
+  say "fuzz targets (nightly): build, then ${FUZZ_CI_SECONDS:-15}s each"
+  scripts/fuzz.sh ci "${FUZZ_CI_SECONDS:-15}"
+else
+  say "SKIPPED: fuzz targets — no nightly toolchain (rustup toolchain install nightly)"
 fi
 
 say "all tests passed"
