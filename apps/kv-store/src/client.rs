@@ -1,0 +1,341 @@
+//! The client side: sending requests in each serialization, decoding replies, the load
+//! generator's [`ClientTransport`] over a datapath, and the [`Expected`] checker that verifies
+//! every reply against what the store must hold.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::hash::{DefaultHasher, Hash as _, Hasher as _};
+use std::io;
+use std::net::SocketAddrV4;
+use std::sync::Arc;
+
+use cornflakes::{Arena, ConnId, Datapath, Msg, RxMsg, SendError};
+use loadgen::{request_id, split_request_id, ClientTransport, Response};
+
+use crate::cf::{self, SendRequest};
+use crate::ops::{Op, OpKind, Reply, Status};
+use crate::resp;
+use crate::serialization::Serialization;
+
+/// Queues request `op` on `conn` with framing header `msg` (the caller flushes). Cornflakes
+/// requests are serialized-and-sent (values copied: the client's values are not pinned);
+/// RESP requests are copied as one buffer. `buf` and `arena` are scratch space.
+pub fn send_op<D: Datapath>(
+    dp: &mut D,
+    conn: ConnId,
+    msg: Msg,
+    ser: Serialization,
+    op: &Op,
+    arena: &mut Arena,
+    buf: &mut Vec<u8>,
+) -> Result<(), SendError> {
+    if ser.is_cornflakes() {
+        arena.reset();
+        cf::with_request(op, msg.id, arena, SendRequest { dp, conn, msg })
+    } else {
+        buf.clear();
+        resp::encode_request(op, buf);
+        dp.send_copy(conn, msg, buf)
+    }
+}
+
+thread_local! {
+    static DECODE_ARENA: RefCell<Arena> = RefCell::new(Arena::new());
+}
+
+/// Decodes a reply to a request of `kind` in `ser`. The Cornflakes formats also return the
+/// id the reply carries.
+pub fn decode_reply(
+    ser: Serialization,
+    kind: OpKind,
+    payload: &[u8],
+) -> Result<(Option<u32>, Reply), String> {
+    if ser.is_cornflakes() {
+        DECODE_ARENA.with(|a| {
+            let mut arena = a.borrow_mut();
+            arena.reset();
+            cf::decode_reply(kind, payload, &arena).map(|(id, r)| (Some(id), r))
+        })
+    } else {
+        resp::decode_reply(kind, payload).map(|r| (None, r))
+    }
+}
+
+/// Which request of a run's list load-generator request `id` sends: thread `t`'s `seq`-th
+/// request is element `(seq · threads + t) mod n`, so the threads together walk the list in
+/// order and cycle when it runs out.
+pub fn request_index(id: u64, threads: usize, n: usize) -> usize {
+    let (t, seq) = split_request_id(id);
+    ((seq as u128 * threads.max(1) as u128 + t as u128) % n.max(1) as u128) as usize
+}
+
+/// The requests of a run, shared by the client threads and the checker.
+#[derive(Debug)]
+pub struct RunRequests {
+    /// The requests, in order.
+    pub ops: Vec<Op>,
+    /// Client threads of the run (see [`request_index`]).
+    pub threads: usize,
+}
+
+impl RunRequests {
+    /// The request load-generator request `id` sends.
+    pub fn op(&self, id: u64) -> &Op {
+        &self.ops[request_index(id, self.threads, self.ops.len())]
+    }
+}
+
+/// One load-generator thread's connection to the server over datapath `D`.
+pub struct KvClient<D: Datapath> {
+    dp: D,
+    conn: ConnId,
+    thread: usize,
+    ser: Serialization,
+    reqs: Arc<RunRequests>,
+    arena: Arena,
+    buf: Vec<u8>,
+    rx: Vec<RxMsg>,
+}
+
+impl<D: Datapath> KvClient<D> {
+    /// A client of `server` for load-generator thread `thread`, sending `reqs` in `ser`.
+    pub fn new(
+        mut dp: D,
+        server: SocketAddrV4,
+        thread: usize,
+        ser: Serialization,
+        reqs: Arc<RunRequests>,
+    ) -> io::Result<Self> {
+        let conn = dp.connect(server)?;
+        Ok(KvClient {
+            dp,
+            conn,
+            thread,
+            ser,
+            reqs,
+            arena: Arena::new(),
+            buf: Vec::new(),
+            rx: Vec::with_capacity(64),
+        })
+    }
+
+    /// The datapath.
+    pub fn datapath(&mut self) -> &mut D {
+        &mut self.dp
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        let r = match self.dp.flush() {
+            Ok(()) | Err(SendError::Full) => Ok(()),
+            Err(e) => Err(io::Error::other(e.to_string())),
+        };
+        self.dp.poll_completions();
+        r
+    }
+
+    fn send(&mut self, id: u64) -> Result<(), SendError> {
+        let op = self.reqs.op(id);
+        let (_, seq) = split_request_id(id);
+        let msg = Msg::new(seq as u32, op.kind().msg_type());
+        send_op(
+            &mut self.dp,
+            self.conn,
+            msg,
+            self.ser,
+            op,
+            &mut self.arena,
+            &mut self.buf,
+        )
+    }
+}
+
+impl<D: Datapath> ClientTransport for KvClient<D> {
+    fn send_request(&mut self, id: u64) -> io::Result<()> {
+        let mut r = self.send(id);
+        if let Err(SendError::Full) = r {
+            self.flush()?;
+            r = self.send(id);
+        }
+        r.map_err(|e| io::Error::other(e.to_string()))
+    }
+
+    fn poll_responses(&mut self, on_response: &mut dyn FnMut(Response<'_>)) -> io::Result<usize> {
+        self.flush()?;
+        self.rx.clear();
+        self.dp.recv_burst(&mut self.rx)?;
+        for m in &self.rx {
+            on_response(Response {
+                id: Some(request_id(self.thread, u64::from(m.msg.id))),
+                payload: &m.data,
+            });
+        }
+        let n = self.rx.len();
+        self.rx.clear();
+        Ok(n)
+    }
+}
+
+fn hash(v: &[u8]) -> u64 {
+    let mut h = DefaultHasher::new();
+    v.hash(&mut h);
+    h.finish()
+}
+
+/// A key's list as the checker remembers it: one hash per value.
+type ListState = Vec<u64>;
+
+/// What the store must hold: for every key, each state its list passes through during a run
+/// (the loaded list, then the list after each write of the run, in request order; `None` when
+/// the key is absent). A read is correct when its reply, byte for byte, matches one of those
+/// states: open-loop requests to one key may be reordered on the way (several client threads),
+/// so a read may legitimately see the state before or after a concurrent write, but never a
+/// value that was not stored, a wrong element, or a missing key that exists (and vice versa).
+/// Writes must succeed (`OK`; a delete of an absent key answers `NOT_FOUND`).
+#[derive(Debug, Default)]
+pub struct Expected {
+    states: HashMap<String, Vec<Option<ListState>>>,
+}
+
+impl Expected {
+    /// The states after loading `load` and applying the writes of `ops` in order.
+    pub fn new<'a>(load: impl IntoIterator<Item = (&'a str, &'a [Vec<u8>])>, ops: &[Op]) -> Self {
+        let mut e = Expected::default();
+        for (k, vals) in load {
+            e.states.insert(
+                k.to_owned(),
+                vec![Some(vals.iter().map(|v| hash(v)).collect())],
+            );
+        }
+        for op in ops {
+            e.apply(op);
+        }
+        e
+    }
+
+    /// Records a loaded key (before any [`apply`](Self::apply)).
+    pub fn load(&mut self, key: &str, vals: &[Vec<u8>]) {
+        self.states.insert(
+            key.to_owned(),
+            vec![Some(vals.iter().map(|v| hash(v)).collect())],
+        );
+    }
+
+    fn push(&mut self, key: &str, f: impl FnOnce(Option<&ListState>) -> Option<ListState>) {
+        let states = self
+            .states
+            .entry(key.to_owned())
+            .or_insert_with(|| vec![None]);
+        let next = f(states.last().and_then(Option::as_ref));
+        if !states.contains(&next) {
+            states.push(next);
+        }
+    }
+
+    /// Records the effect of a write.
+    pub fn apply(&mut self, op: &Op) {
+        match op {
+            Op::Put { key, val } => self.push(key, |_| Some(vec![hash(val)])),
+            Op::PutM { keys, vals } if keys.len() == vals.len() => {
+                for (k, v) in keys.iter().zip(vals) {
+                    self.push(k, |_| Some(vec![hash(v)]));
+                }
+            }
+            Op::Append { key, val } => self.push(key, |last| {
+                let mut l = last.cloned().unwrap_or_default();
+                l.push(hash(val));
+                Some(l)
+            }),
+            Op::Delete { key } => self.push(key, |_| None),
+            _ => {}
+        }
+    }
+
+    fn states(&self, key: &str) -> &[Option<ListState>] {
+        const ABSENT: &[Option<ListState>] = &[None];
+        self.states.get(key).map_or(ABSENT, Vec::as_slice)
+    }
+
+    /// Whether `(status, value)` is a correct answer for element `index` of `key`.
+    fn element_ok(&self, key: &str, index: usize, status: Status, val: Option<&[u8]>) -> bool {
+        self.states(key).iter().any(|s| match (s, status, val) {
+            (None, Status::NotFound, _) => true,
+            (Some(l), Status::Ok, Some(v)) => l.get(index) == Some(&hash(v)),
+            (Some(l), Status::BadIndex, _) => index >= l.len(),
+            _ => false,
+        })
+    }
+
+    /// Whether `reply` is a correct answer to `op`.
+    pub fn check(&self, op: &Op, reply: &Reply) -> bool {
+        let first = reply.vals.first().map(Vec::as_slice);
+        match op {
+            Op::Get { key } => {
+                reply.vals.len() <= 1 && self.element_ok(key, 0, reply.status, first)
+            }
+            Op::GetFromList { key, index } => {
+                reply.vals.len() <= 1 && self.element_ok(key, *index as usize, reply.status, first)
+            }
+            Op::GetList { key } => self.states(key).iter().any(|s| match (s, reply.status) {
+                (None, Status::NotFound) => true,
+                (Some(l), Status::Ok) => {
+                    l.len() == reply.vals.len()
+                        && l.iter().zip(&reply.vals).all(|(h, v)| *h == hash(v))
+                }
+                _ => false,
+            }),
+            Op::GetM { keys } => {
+                // RESP has no per-key statuses beyond found / missing; both carry one per key.
+                let statuses = &reply.statuses;
+                statuses.len() == keys.len()
+                    && reply.vals.len() == keys.len()
+                    && reply.status
+                        == statuses
+                            .iter()
+                            .copied()
+                            .find(|s| *s != Status::Ok)
+                            .unwrap_or(Status::Ok)
+                    && keys
+                        .iter()
+                        .zip(statuses)
+                        .zip(&reply.vals)
+                        .all(|((k, s), v)| {
+                            let v = (*s == Status::Ok).then_some(v.as_slice());
+                            self.element_ok(k, 0, *s, v)
+                        })
+            }
+            Op::Delete { key } => match reply.status {
+                Status::Ok => self.states(key).iter().any(Option::is_some),
+                Status::NotFound => self.states(key).iter().any(Option::is_none),
+                _ => false,
+            },
+            Op::Put { .. } | Op::PutM { .. } | Op::Append { .. } => {
+                reply.status == Status::Ok && reply.vals.is_empty()
+            }
+        }
+    }
+}
+
+/// The load generator's checker for one serialization: decodes each reply and verifies it
+/// with [`Expected`].
+pub struct Checker {
+    /// The run's requests.
+    pub reqs: Arc<RunRequests>,
+    /// What the store holds.
+    pub expected: Arc<Expected>,
+    /// The serialization replies are in.
+    pub ser: Serialization,
+}
+
+impl Checker {
+    /// Whether `payload` is a correct reply to load-generator request `id`.
+    pub fn check(&self, id: u64, payload: &[u8]) -> bool {
+        let op = self.reqs.op(id);
+        match decode_reply(self.ser, op.kind(), payload) {
+            Ok((wire_id, reply)) => {
+                let (_, seq) = split_request_id(id);
+                wire_id.is_none_or(|w| w == seq as u32) && self.expected.check(op, &reply)
+            }
+            Err(_) => false,
+        }
+    }
+}
