@@ -128,6 +128,7 @@ impl fmt::Display for PlanError {
 impl std::error::Error for PlanError {}
 
 /// One run of a workload against one peer.
+#[derive(Debug)]
 pub struct Plan {
     /// Which protocol.
     pub peer: Peer,
@@ -527,4 +528,161 @@ fn take_u32(p: &[u8]) -> Option<(u32, &[u8])> {
 fn take_u64(p: &[u8]) -> Option<(u64, &[u8])> {
     let (h, rest) = p.split_at_checked(8)?;
     Some((u64::from_le_bytes(h.try_into().ok()?), rest))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kv_workloads::{Twitter, TwitterConfig, Ycsb, YcsbAccess, YcsbConfig};
+
+    fn id(seq: u64) -> u64 {
+        loadgen::request_id(0, seq)
+    }
+
+    #[test]
+    fn correct_payloads_pass_and_wrong_ones_fail() {
+        let w = Ycsb::new(YcsbConfig {
+            keys: 50,
+            ..YcsbConfig::with_shape("2x64", YcsbAccess::GetM).unwrap()
+        })
+        .unwrap();
+        let reqs = w.requests(20, 1);
+        let plan = Plan::new(Peer::Redis, &w, reqs.clone()).unwrap();
+        assert_eq!(plan.layout, Layout::Strings);
+        assert_eq!(plan.units.len(), 20);
+        let Request::GetM { keys } = &reqs[3] else {
+            panic!()
+        };
+        let good: Vec<u64> = keys
+            .iter()
+            .map(|k| hash_bytes(&w.initial_value(k).unwrap()[0]))
+            .collect();
+        let mut p = Vec::new();
+        push_values(&mut p, &good);
+        assert!(plan.check(id(3), 1, &p));
+        assert!(!plan.check(id(4), 1, &p), "another request's values");
+        let mut bad = Vec::new();
+        push_values(&mut bad, &[good[0], good[0] ^ 1]);
+        assert!(!plan.check(id(3), 1, &bad));
+        let mut missing = Vec::new();
+        push_values(&mut missing, &[good[0], NONE_HASH]);
+        assert!(
+            !plan.check(id(3), 1, &missing),
+            "a loaded key must not be missing"
+        );
+        assert!(!plan.check(id(3), 1, &p[..p.len() - 1]), "truncated");
+        let mut longer = p.clone();
+        longer.push(b'O');
+        assert!(!plan.check(id(3), 1, &longer), "trailing bytes");
+        let mut err = Vec::new();
+        push_error(&mut err, "ERR boom");
+        assert!(!plan.check(id(3), 1, &err));
+        assert!(!plan.check(id(3), 1, b""));
+        // Replies reduce to the same payloads.
+        let mut out = Vec::new();
+        let items = keys
+            .iter()
+            .map(|k| resp::Value::Bulk(Some(w.initial_value(k).unwrap()[0].clone())))
+            .collect();
+        plan.reduce_resp(3, &[resp::Value::Array(Some(items))], &mut out);
+        assert_eq!(out, p);
+        out.clear();
+        plan.reduce_resp(3, &[resp::Value::Error(b"ERR x".to_vec())], &mut out);
+        assert_eq!(out[0], b'E');
+        out.clear();
+        plan.reduce_resp(3, &[resp::Value::Integer(1)], &mut out);
+        assert!(!plan.check(id(3), 1, &out), "a reply of the wrong type");
+    }
+
+    #[test]
+    fn reads_may_see_any_state_a_write_of_the_run_made() {
+        let w = Twitter::new(TwitterConfig {
+            keys: 20,
+            write_share: 0.5,
+            ..TwitterConfig::default()
+        })
+        .unwrap();
+        let reqs = w.requests(200, 2);
+        let (put_i, key, val) = reqs
+            .iter()
+            .enumerate()
+            .find_map(|(i, r)| match r {
+                Request::Put { key, val } => Some((i, key.clone(), val.clone())),
+                _ => None,
+            })
+            .unwrap();
+        let get_i = reqs
+            .iter()
+            .position(|r| matches!(r, Request::Get { key: k } if *k == key))
+            .expect("the key is read too");
+        let plan = Plan::new(Peer::Memcached, &w, reqs.clone()).unwrap();
+        for v in [w.initial_value(&key).unwrap()[0].clone(), val] {
+            let mut out = Vec::new();
+            plan.reduce_memcache(
+                get_i,
+                &[memcache::Reply::Values(vec![(key.clone().into_bytes(), v)])],
+                &mut out,
+            );
+            assert!(plan.check(id(get_i as u64), 1, &out));
+        }
+        let mut out = Vec::new();
+        plan.reduce_memcache(
+            get_i,
+            &[memcache::Reply::Values(vec![(
+                key.into_bytes(),
+                b"forged".to_vec(),
+            )])],
+            &mut out,
+        );
+        assert!(!plan.check(id(get_i as u64), 1, &out));
+        let mut ok = Vec::new();
+        plan.reduce_memcache(put_i, &[memcache::Reply::Status("STORED".into())], &mut ok);
+        assert_eq!(ok, b"O");
+        assert!(plan.check(id(put_i as u64), 1, &ok));
+        let mut e = Vec::new();
+        plan.reduce_memcache(
+            put_i,
+            &[memcache::Reply::Error("SERVER_ERROR out of memory".into())],
+            &mut e,
+        );
+        assert!(!plan.check(id(put_i as u64), 1, &e));
+    }
+
+    #[test]
+    fn ids_spread_over_units_and_wrap() {
+        let w = Ycsb::new(YcsbConfig {
+            keys: 10,
+            ..YcsbConfig::default()
+        })
+        .unwrap();
+        let plan = Plan::new(Peer::Redis, &w, w.requests(10, 1)).unwrap();
+        let units: Vec<usize> = (0..5)
+            .flat_map(|s| (0..2).map(move |t| (t, s)))
+            .map(|(t, s)| plan.unit_of(loadgen::request_id(t, s), 2))
+            .collect();
+        assert_eq!(units, vec![0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+        assert_eq!(plan.unit_of(loadgen::request_id(0, 5), 2), 0);
+    }
+
+    #[test]
+    fn memcached_lists_with_writes_are_refused_and_bad_keys_too() {
+        let w = kv_workloads::Google::new(kv_workloads::GoogleConfig {
+            keys: 10,
+            ..Default::default()
+        })
+        .unwrap();
+        let mut reqs = w.requests(5, 1);
+        assert!(Plan::new(Peer::Memcached, &w, reqs.clone()).is_ok());
+        reqs.push(Request::Delete {
+            key: "google-1".into(),
+        });
+        let e = Plan::new(Peer::Memcached, &w, reqs.clone()).unwrap_err();
+        assert!(e.0.contains("no lists"), "{e}");
+        assert!(Plan::new(Peer::Redis, &w, reqs).is_ok());
+        let bad = vec![Request::Get {
+            key: "has space".into(),
+        }];
+        let e = Plan::new(Peer::Memcached, &w, bad).unwrap_err();
+        assert!(e.0.contains("0x20"), "{e}");
+    }
 }
