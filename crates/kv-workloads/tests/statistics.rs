@@ -274,6 +274,7 @@ fn cdn_sizes_match_tc1_and_objects_are_fetched_piecewise() {
     near("<= 155 KB", share(&|s| s <= 155_000), 0.99, 0.002);
     assert!(sizes.iter().all(|&s| (1000..=116_000_000).contains(&s)));
     let mean = sizes.iter().sum::<u64>() as f64 / n;
+    println!("{}", big.describe(&[]).notes.join("\n"));
     near("population mean", mean / 20_800.0, 1.0, 0.12);
     let counts = big.requests_per_pass();
     let per_object = counts.iter().map(|&c| f64::from(c)).sum::<f64>() / n;
