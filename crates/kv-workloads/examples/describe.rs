@@ -9,7 +9,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Some(n) => vec![n.as_str()],
         None => vec!["ycsb", "google", "twitter", "cdn"],
     };
-    let count: usize = args.get(1).map(|s| s.parse()).transpose()?.unwrap_or(200_000);
+    let count: usize = args
+        .get(1)
+        .map(|s| s.parse())
+        .transpose()?
+        .unwrap_or(200_000);
     for name in names {
         let w = WorkloadConfig::default_for(name)?.build()?;
         let t = std::time::Instant::now();
