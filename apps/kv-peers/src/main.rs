@@ -145,6 +145,19 @@ fn workload(a: &mut Args) -> Result<WorkloadConfig, String> {
     Ok(w)
 }
 
+/// A file-name-safe form of a workload name: `ycsb-c 2x2048 getm` → `ycsb-c-2x2048-getm`.
+fn slug(name: &str) -> String {
+    let mut out = String::new();
+    for c in name.chars() {
+        if c.is_ascii_alphanumeric() {
+            out.push(c.to_ascii_lowercase());
+        } else if !out.ends_with('-') && !out.is_empty() {
+            out.push('-');
+        }
+    }
+    out.trim_end_matches('-').to_owned()
+}
+
 fn main_inner() -> Result<(), String> {
     let mut a = Args {
         rest: std::env::args().skip(1).collect(),
@@ -210,10 +223,7 @@ fn main_inner() -> Result<(), String> {
 
     let (stats, results) = run_bench(&cfg)?;
     let name = cfg.workload.build().map_err(|e| e.to_string())?.name();
-    let file = format!(
-        "peers-{}",
-        name.split_whitespace().next().unwrap_or("workload")
-    );
+    let file = format!("peers-{}", slug(&name));
     std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
     let records: Vec<loadgen::Record> = results.iter().flat_map(|r| r.records.clone()).collect();
     let json = json.unwrap_or_else(|| out.join(format!("{file}.json")));

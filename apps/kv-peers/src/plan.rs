@@ -679,6 +679,35 @@ mod tests {
         let e = Plan::new(Peer::Memcached, &w, reqs.clone()).unwrap_err();
         assert!(e.0.contains("no lists"), "{e}");
         assert!(Plan::new(Peer::Redis, &w, reqs).is_ok());
+        // A put into a list key replaces the list atomically: four replies, one verdict.
+        let mut with_put = w.requests(3, 1);
+        with_put.push(Request::Put {
+            key: "google-2".into(),
+            val: b"new".to_vec(),
+        });
+        let plan = Plan::new(Peer::Redis, &w, with_put).unwrap();
+        let mut cmds = Vec::new();
+        assert_eq!(plan.encode(3, &mut cmds), 4);
+        assert!(cmds.starts_with(b"*1\r\n$5\r\nMULTI\r\n"));
+        use resp::Value as V;
+        let replies = [
+            V::Simple(b"OK".to_vec()),
+            V::Simple(b"QUEUED".to_vec()),
+            V::Simple(b"QUEUED".to_vec()),
+            V::Array(Some(vec![V::Integer(1), V::Integer(1)])),
+        ];
+        let mut out = Vec::new();
+        plan.reduce_resp(3, &replies, &mut out);
+        assert_eq!(out, b"O");
+        out.clear();
+        let aborted = [
+            replies[0].clone(),
+            replies[1].clone(),
+            replies[2].clone(),
+            V::Array(None),
+        ];
+        plan.reduce_resp(3, &aborted, &mut out);
+        assert_eq!(out[0], b'E', "an aborted transaction is an error");
         let bad = vec![Request::Get {
             key: "has space".into(),
         }];
