@@ -181,6 +181,9 @@ fn hash(v: &[u8]) -> u64 {
     h.finish()
 }
 
+/// The loaded list of a key (`None`: not loaded), as a workload recomputes it.
+pub type InitialValue = Box<dyn Fn(&str) -> Option<Vec<Vec<u8>>> + Send + Sync>;
+
 /// A key's list as the checker remembers it: one hash per value.
 type ListState = Vec<u64>;
 
@@ -191,20 +194,33 @@ type ListState = Vec<u64>;
 /// so a read may legitimately see the state before or after a concurrent write, but never a
 /// value that was not stored, a wrong element, or a missing key that exists (and vice versa).
 /// Writes must succeed (`OK`; a delete of an absent key answers `NOT_FOUND`).
-#[derive(Debug, Default)]
+///
+/// The loaded value of every key the run names is computed once, up front, by `initial` (the
+/// workload's [`kv_workloads::Workload::initial_value`]); checking a reply then hashes only
+/// the reply.
 pub struct Expected {
-    states: HashMap<String, Vec<Option<ListState>>>,
+    written: HashMap<String, Vec<Option<ListState>>>,
+    initial: InitialValue,
+}
+
+fn list_state(vals: &[Vec<u8>]) -> ListState {
+    vals.iter().map(|v| hash(v)).collect()
 }
 
 impl Expected {
-    /// The states after loading `load` and applying the writes of `ops` in order.
-    pub fn new<'a>(load: impl IntoIterator<Item = (&'a str, &'a [Vec<u8>])>, ops: &[Op]) -> Self {
-        let mut e = Expected::default();
-        for (k, vals) in load {
-            e.states.insert(
-                k.to_owned(),
-                vec![Some(vals.iter().map(|v| hash(v)).collect())],
-            );
+    /// The states of a store loaded as `initial` says, after the writes of `ops` in order.
+    pub fn new(initial: InitialValue, ops: &[Op]) -> Self {
+        let mut e = Expected {
+            written: HashMap::new(),
+            initial,
+        };
+        for op in ops {
+            for k in op.keys() {
+                if !e.written.contains_key(k) {
+                    let first = (e.initial)(k).map(|v| list_state(&v));
+                    e.written.insert(k.to_owned(), vec![first]);
+                }
+            }
         }
         for op in ops {
             e.apply(op);
@@ -212,19 +228,17 @@ impl Expected {
         e
     }
 
-    /// Records a loaded key (before any [`apply`](Self::apply)).
-    pub fn load(&mut self, key: &str, vals: &[Vec<u8>]) {
-        self.states.insert(
-            key.to_owned(),
-            vec![Some(vals.iter().map(|v| hash(v)).collect())],
-        );
+    /// The states of a workload's store after the writes of `ops`.
+    pub fn for_workload(w: Arc<dyn kv_workloads::Workload>, ops: &[Op]) -> Self {
+        Expected::new(Box::new(move |k| w.initial_value(k)), ops)
     }
 
     fn push(&mut self, key: &str, f: impl FnOnce(Option<&ListState>) -> Option<ListState>) {
-        let states = self
-            .states
-            .entry(key.to_owned())
-            .or_insert_with(|| vec![None]);
+        if !self.written.contains_key(key) {
+            let first = (self.initial)(key).map(|v| list_state(&v));
+            self.written.insert(key.to_owned(), vec![first]);
+        }
+        let states = self.written.get_mut(key).expect("inserted above");
         let next = f(states.last().and_then(Option::as_ref));
         if !states.contains(&next) {
             states.push(next);
@@ -250,16 +264,19 @@ impl Expected {
         }
     }
 
-    fn states(&self, key: &str) -> &[Option<ListState>] {
-        const ABSENT: &[Option<ListState>] = &[None];
-        self.states.get(key).map_or(ABSENT, Vec::as_slice)
+    fn any_state(&self, key: &str, mut f: impl FnMut(Option<&ListState>) -> bool) -> bool {
+        match self.written.get(key) {
+            Some(states) => states.iter().any(|s| f(s.as_ref())),
+            None => f((self.initial)(key).map(|v| list_state(&v)).as_ref()),
+        }
     }
 
     /// Whether `(status, value)` is a correct answer for element `index` of `key`.
     fn element_ok(&self, key: &str, index: usize, status: Status, val: Option<&[u8]>) -> bool {
-        self.states(key).iter().any(|s| match (s, status, val) {
+        let h = val.map(hash);
+        self.any_state(key, |s| match (s, status, h) {
             (None, Status::NotFound, _) => true,
-            (Some(l), Status::Ok, Some(v)) => l.get(index) == Some(&hash(v)),
+            (Some(l), Status::Ok, Some(h)) => l.get(index) == Some(&h),
             (Some(l), Status::BadIndex, _) => index >= l.len(),
             _ => false,
         })
@@ -275,16 +292,15 @@ impl Expected {
             Op::GetFromList { key, index } => {
                 reply.vals.len() <= 1 && self.element_ok(key, *index as usize, reply.status, first)
             }
-            Op::GetList { key } => self.states(key).iter().any(|s| match (s, reply.status) {
-                (None, Status::NotFound) => true,
-                (Some(l), Status::Ok) => {
-                    l.len() == reply.vals.len()
-                        && l.iter().zip(&reply.vals).all(|(h, v)| *h == hash(v))
-                }
-                _ => false,
-            }),
+            Op::GetList { key } => {
+                let got = list_state(&reply.vals);
+                self.any_state(key, |s| match (s, reply.status) {
+                    (None, Status::NotFound) => true,
+                    (Some(l), Status::Ok) => *l == got,
+                    _ => false,
+                })
+            }
             Op::GetM { keys } => {
-                // RESP has no per-key statuses beyond found / missing; both carry one per key.
                 let statuses = &reply.statuses;
                 statuses.len() == keys.len()
                     && reply.vals.len() == keys.len()
@@ -304,8 +320,8 @@ impl Expected {
                         })
             }
             Op::Delete { key } => match reply.status {
-                Status::Ok => self.states(key).iter().any(Option::is_some),
-                Status::NotFound => self.states(key).iter().any(Option::is_none),
+                Status::Ok => self.any_state(key, |s| s.is_some()),
+                Status::NotFound => self.any_state(key, |s| s.is_none()),
                 _ => false,
             },
             Op::Put { .. } | Op::PutM { .. } | Op::Append { .. } => {
@@ -337,5 +353,80 @@ impl Checker {
             }
             Err(_) => false,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn expected(ops: &[Op]) -> Expected {
+        Expected::new(
+            Box::new(|k: &str| match k {
+                "a" => Some(vec![b"a0".to_vec()]),
+                "l" => Some(vec![b"x".to_vec(), b"y".to_vec()]),
+                _ => None,
+            }),
+            ops,
+        )
+    }
+
+    fn reply(status: Status, vals: &[&[u8]]) -> Reply {
+        Reply {
+            status,
+            vals: vals.iter().map(|v| v.to_vec()).collect(),
+            statuses: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn wrong_values_statuses_and_elements_are_rejected() {
+        let put = Op::Put {
+            key: "a".into(),
+            val: b"a1".to_vec(),
+        };
+        let e = expected(&[Op::Get { key: "a".into() }, put.clone()]);
+        let get = Op::Get { key: "a".into() };
+        // Before or after the run's put: both correct.
+        assert!(e.check(&get, &reply(Status::Ok, &[b"a0"])));
+        assert!(e.check(&get, &reply(Status::Ok, &[b"a1"])));
+        assert!(!e.check(&get, &reply(Status::Ok, &[b"a2"])));
+        assert!(!e.check(&get, &reply(Status::NotFound, &[])));
+        assert!(e.check(&put, &reply(Status::Ok, &[])));
+        assert!(!e.check(&put, &reply(Status::StoreFull, &[])));
+        let missing = Op::Get { key: "zz".into() };
+        assert!(e.check(&missing, &reply(Status::NotFound, &[])));
+        assert!(!e.check(&missing, &reply(Status::Ok, &[b""])));
+        let el = |i| Op::GetFromList {
+            key: "l".into(),
+            index: i,
+        };
+        assert!(e.check(&el(1), &reply(Status::Ok, &[b"y"])));
+        assert!(!e.check(&el(0), &reply(Status::Ok, &[b"y"])));
+        assert!(e.check(&el(2), &reply(Status::BadIndex, &[])));
+        assert!(!e.check(&el(1), &reply(Status::BadIndex, &[])));
+        let list = Op::GetList { key: "l".into() };
+        assert!(e.check(&list, &reply(Status::Ok, &[b"x", b"y"])));
+        assert!(!e.check(&list, &reply(Status::Ok, &[b"y", b"x"])));
+        let getm = Op::GetM {
+            keys: vec!["a".into(), "zz".into()],
+        };
+        let mut r = reply(Status::NotFound, &[b"a0", b""]);
+        r.statuses = vec![Status::Ok, Status::NotFound];
+        assert!(e.check(&getm, &r));
+        r.status = Status::Ok;
+        assert!(
+            !e.check(&getm, &r),
+            "overall status must be the first failure"
+        );
+    }
+
+    #[test]
+    fn request_indexes_interleave_threads_and_cycle() {
+        let id = |t, s| request_id(t, s);
+        assert_eq!(request_index(id(0, 0), 2, 10), 0);
+        assert_eq!(request_index(id(1, 0), 2, 10), 1);
+        assert_eq!(request_index(id(0, 1), 2, 10), 2);
+        assert_eq!(request_index(id(1, 5), 2, 10), 1);
     }
 }

@@ -135,12 +135,41 @@ impl Op {
         }
     }
 
+    /// The keys the operation names, in order.
+    pub fn keys(&self) -> Vec<&str> {
+        match self {
+            Op::Get { key }
+            | Op::Put { key, .. }
+            | Op::GetList { key }
+            | Op::GetFromList { key, .. }
+            | Op::Append { key, .. }
+            | Op::Delete { key } => vec![key.as_str()],
+            Op::GetM { keys } | Op::PutM { keys, .. } => keys.iter().map(String::as_str).collect(),
+        }
+    }
+
     /// Whether the operation changes the store.
     pub fn is_write(&self) -> bool {
         matches!(
             self,
             Op::Put { .. } | Op::PutM { .. } | Op::Append { .. } | Op::Delete { .. }
         )
+    }
+}
+
+impl From<kv_workloads::Request> for Op {
+    fn from(r: kv_workloads::Request) -> Op {
+        use kv_workloads::Request as R;
+        match r {
+            R::Get { key } => Op::Get { key },
+            R::Put { key, val } => Op::Put { key, val },
+            R::GetM { keys } => Op::GetM { keys },
+            R::PutM { keys, vals } => Op::PutM { keys, vals },
+            R::GetList { key } => Op::GetList { key },
+            R::GetFromList { key, index } => Op::GetFromList { key, index },
+            R::Append { key, val } => Op::Append { key, val },
+            R::Delete { key } => Op::Delete { key },
+        }
     }
 }
 

@@ -45,7 +45,7 @@ impl ServerConfig {
 
 /// Largest pinned buffer of a KV server's memory by default: values up to this size are one
 /// buffer (sent by one scatter-gather entry); larger ones are stored in pieces.
-pub const DEFAULT_MAX_ITEM: usize = 64 * 1024;
+pub const DEFAULT_MAX_ITEM: usize = 256 * 1024;
 
 /// The pinned-memory settings of a KV server: items up to `max_item` bytes, at most
 /// `max_bytes` mapped.

@@ -10,7 +10,7 @@
 //!
 //! # Values larger than one pinned buffer
 //! A pinned buffer holds at most [`PinnedMemory::max_item_size`] bytes (a datapath setting,
-//! up to 2 MiB; the KV server's default is 64 KiB). A value that fits one buffer but not one
+//! up to 2 MiB; the KV server's default is 256 KiB). A value that fits one buffer but not one
 //! frame is sent whole: the stack segments the reply. A larger value (only a local load can
 //! store one: a request is itself at most one buffer) is stored as several buffers
 //! ("pieces"), in order. `get` sends them as the `pieces` field of its reply, each by
