@@ -30,9 +30,34 @@ pub const DEFAULT_RATES: [f64; 8] = [
 /// IP MTU of the socket datapath: a jumbo frame, as in the paper (§6.1).
 pub const DEFAULT_MTU: usize = 9000;
 
+/// Which datapath the benchmark's server runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DatapathKind {
+    /// Kernel UDP sockets on 127.0.0.1: server and client threads in this process.
+    Socket,
+    /// The ConnectX driver (datapath-mlx5) against the emulated ConnectX on its own core,
+    /// which plays the wire and the open-loop clients (crates/emu-bench).
+    Emu,
+}
+
+impl DatapathKind {
+    /// How tables and JSON name it.
+    pub fn label(self) -> &'static str {
+        match self {
+            DatapathKind::Socket => DATAPATH_LABEL,
+            DatapathKind::Emu => EMU_LABEL,
+        }
+    }
+}
+
+/// The emulated NIC, as reported with every table.
+pub const EMU_LABEL: &str = "the ConnectX driver (datapath-mlx5) on one core against the emulated ConnectX on another, which plays the wire and the clients (emu-bench): the server core's work, not a network";
+
 /// Everything the benchmark does.
 #[derive(Clone, Debug)]
 pub struct BenchConfig {
+    /// The server's datapath.
+    pub datapath: DatapathKind,
     /// The workload (generator and its knobs).
     pub workload: WorkloadConfig,
     /// Serializations to run, in order.
@@ -72,6 +97,7 @@ pub struct BenchConfig {
 impl Default for BenchConfig {
     fn default() -> Self {
         BenchConfig {
+            datapath: DatapathKind::Socket,
             workload: WorkloadConfig::default_for("ycsb").expect("ycsb is a workload"),
             serializations: Serialization::ALL.to_vec(),
             rates: DEFAULT_RATES.to_vec(),
@@ -138,6 +164,11 @@ pub struct BenchOutcome {
     pub stats: Option<Stats>,
     /// Requests per unit (1, or the mean number of pieces per CDN object).
     pub requests_per_unit: f64,
+    /// The datapath, described.
+    pub datapath: String,
+    /// Per serialization, what bounded its sweep when the datapath can tell (the emulated
+    /// NIC reports whether the server or the device saturated).
+    pub bounds: Vec<(String, String)>,
 }
 
 /// Loads the store with the workload `cfg` describes (run on the server's thread).
@@ -160,6 +191,37 @@ pub fn load_store(cfg: &WorkloadConfig, store: &mut Store) -> Result<String, Str
         bytes as f64 / 1e6,
         start.elapsed().as_secs_f64()
     ))
+}
+
+/// A run's requests and what their replies must be.
+pub(crate) struct Prepared {
+    pub(crate) workload: Arc<dyn Workload>,
+    pub(crate) stats: Stats,
+    pub(crate) per_unit: f64,
+    pub(crate) expected: Arc<Expected>,
+    pub(crate) reqs: Arc<RunRequests>,
+}
+
+pub(crate) fn prepare(cfg: &BenchConfig) -> Result<Prepared, String> {
+    let workload: Arc<dyn Workload> = Arc::from(cfg.workload.build().map_err(|e| e.to_string())?);
+    let requests = workload.requests(cfg.requests.max(1), cfg.seed);
+    let units = workload.unit_boundaries(&requests).len().max(1);
+    let stats = workload.describe(&requests);
+    let per_unit = requests.len() as f64 / units as f64;
+    let ops: Vec<Op> = requests.into_iter().map(Op::from).collect();
+    eprintln!("[bench] workload {}:\n{stats}", workload.name());
+    let expected = Arc::new(Expected::for_workload(workload.clone(), &ops));
+    let reqs = Arc::new(RunRequests {
+        ops,
+        threads: cfg.threads.max(1),
+    });
+    Ok(Prepared {
+        workload,
+        stats,
+        per_unit,
+        expected,
+        reqs,
+    })
 }
 
 struct Lane {
@@ -225,18 +287,19 @@ fn run_sweeps(cfg: &BenchConfig, remote: Option<SocketAddrV4>) -> Result<BenchOu
     if cfg.serializations.is_empty() {
         return Err("no serialization to run".to_owned());
     }
-    let workload: Arc<dyn Workload> = Arc::from(cfg.workload.build().map_err(|e| e.to_string())?);
-    let requests = workload.requests(cfg.requests.max(1), cfg.seed);
-    let units = workload.unit_boundaries(&requests).len().max(1);
-    let stats = workload.describe(&requests);
-    let per_unit = requests.len() as f64 / units as f64;
-    let ops: Vec<Op> = requests.into_iter().map(Op::from).collect();
-    eprintln!("[bench] workload {}:\n{stats}", workload.name());
-    let expected = Arc::new(Expected::for_workload(workload.clone(), &ops));
-    let reqs = Arc::new(RunRequests {
-        ops,
-        threads: cfg.threads.max(1),
-    });
+    if cfg.datapath == DatapathKind::Emu {
+        if remote.is_some() {
+            return Err("kv client runs on the socket datapath".to_owned());
+        }
+        return crate::emu::run_emu(cfg, &loads, prepare(cfg)?);
+    }
+    let Prepared {
+        workload,
+        stats,
+        per_unit,
+        expected,
+        reqs,
+    } = prepare(cfg)?;
     eprintln!(
         "[bench] {} serializations x {} loads, {:?} per point (+{:?} warm-up), {} client thread(s), {DATAPATH_LABEL}, MTU {}",
         cfg.serializations.len(),
@@ -318,6 +381,7 @@ fn run_sweeps(cfg: &BenchConfig, remote: Option<SocketAddrV4>) -> Result<BenchOu
         workload: name,
         stats: Some(stats),
         requests_per_unit: per_unit,
+        datapath: DATAPATH_LABEL.to_owned(),
         ..BenchOutcome::default()
     };
     for lane in lanes {
@@ -333,7 +397,7 @@ fn run_sweeps(cfg: &BenchConfig, remote: Option<SocketAddrV4>) -> Result<BenchOu
     Ok(out)
 }
 
-fn write_outputs(cfg: &BenchConfig, out: &BenchOutcome) -> Result<(), String> {
+pub(crate) fn write_outputs(cfg: &BenchConfig, out: &BenchOutcome) -> Result<(), String> {
     std::fs::create_dir_all(&cfg.out_dir)
         .map_err(|e| format!("creating {}: {e}", cfg.out_dir.display()))?;
     let json = cfg.json_path();
@@ -349,7 +413,7 @@ fn write_outputs(cfg: &BenchConfig, out: &BenchOutcome) -> Result<(), String> {
             serde_json::json!({
                 "serialization": s.name(),
                 "workload": out.workload,
-                "datapath": DATAPATH_LABEL,
+                "datapath": out.datapath,
                 "received": st.received,
                 "replied": st.replied,
                 "malformed": st.malformed,
@@ -368,7 +432,8 @@ fn write_outputs(cfg: &BenchConfig, out: &BenchOutcome) -> Result<(), String> {
         "workload_config": cfg.workload,
         "stats": out.stats,
         "requests_per_unit": out.requests_per_unit,
-        "datapath": DATAPATH_LABEL,
+        "datapath": out.datapath,
+        "bounds": out.bounds,
         "servers": servers,
     });
     let meta_path = cfg.out_dir.join("run.json");
@@ -394,7 +459,11 @@ fn write_outputs(cfg: &BenchConfig, out: &BenchOutcome) -> Result<(), String> {
         (&kept, "points within 95% of offered")
     };
     let (svg, png) = (cfg.out_dir.join("kv.svg"), cfg.out_dir.join("kv.png"));
-    let title = format!("kv {}, socket datapath ({which})", out.workload);
+    let dp = match cfg.datapath {
+        DatapathKind::Socket => "socket datapath",
+        DatapathKind::Emu => "emulated ConnectX",
+    };
+    let title = format!("kv {}, {dp} ({which})", out.workload);
     match plot_p99_curves(points, &title, &svg, &png) {
         Ok(()) => eprintln!("[bench] wrote {} and {}", svg.display(), png.display()),
         Err(e) => eprintln!("[bench] no plot: {e}"),
@@ -500,7 +569,7 @@ pub fn tables(workload: &WorkloadConfig, out: &BenchOutcome) -> String {
     let per_unit = out.requests_per_unit.max(1.0);
     let mut s = String::new();
     let _ = writeln!(s, "## kv bench: {}\n", out.workload);
-    let _ = writeln!(s, "Datapath: {DATAPATH_LABEL}.");
+    let _ = writeln!(s, "Datapath: {}.", out.datapath);
     let _ = writeln!(
         s,
         "Not the paper's testbed (a 100 Gbit/s ConnectX NIC, kernel bypass, dedicated cores): compare ratios between serializations, not absolute numbers.\n"
@@ -544,7 +613,10 @@ pub fn tables(workload: &WorkloadConfig, out: &BenchOutcome) -> String {
             st.and_then(ServerStats::work_p50_ns)
                 .map_or("–".to_owned(), |w| format!("{w:.0}")),
             st.map_or("–".to_owned(), |st| st.malformed.to_string()),
-            bound_note(&mine, st),
+            out.bounds
+                .iter()
+                .find(|(b, _)| b == m)
+                .map_or_else(|| bound_note(&mine, st), |(_, why)| why.clone()),
         );
     }
     let ours = |m: &str| best(recs, m).map(|b| b.achieved_rps);
@@ -671,6 +743,7 @@ mod tests {
             ],
             workload: "google 1-4".to_owned(),
             requests_per_unit: 1.0,
+            datapath: DATAPATH_LABEL.to_owned(),
             ..Default::default()
         };
         let t = tables(&wl, &out);

@@ -18,6 +18,7 @@
 pub mod bench;
 pub mod cf;
 pub mod client;
+mod emu;
 pub mod ops;
 pub mod resp;
 pub mod serialization;

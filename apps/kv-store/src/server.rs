@@ -118,9 +118,15 @@ pub struct KvServer<D: Datapath> {
 impl<D: Datapath> KvServer<D> {
     /// A server with an empty store on `dp`.
     pub fn new(dp: D, cfg: ServerConfig) -> KvServer<D> {
+        let store = Store::new(dp.memory(), cfg.store);
+        KvServer::with_store(dp, cfg, store)
+    }
+
+    /// A server on `dp` with a store loaded beforehand, whose values must live in `dp`'s
+    /// pinned memory (e.g. loaded before the datapath was opened on the same memory).
+    pub fn with_store(dp: D, cfg: ServerConfig, store: Store) -> KvServer<D> {
         let arena = Arena::with_memory(dp.memory())
             .with_threshold(cfg.serialization.threshold(cfg.threshold));
-        let store = Store::new(dp.memory(), cfg.store);
         KvServer {
             dp,
             ser: cfg.serialization,

@@ -142,7 +142,7 @@ fn bad_arguments_say_what_is_wrong() {
             &["bench", "--serializations", "capnp"][..],
             "not built into the KV store",
         ),
-        (&["bench", "--datapath", "xdp"][..], "socket datapath only"),
+        (&["bench", "--datapath", "xdp"][..], "socket or emu"),
         (&["client", "--serialization", "resp"][..], "--server"),
         (&["frobnicate"][..], "unknown command"),
     ] {
@@ -153,5 +153,45 @@ fn bad_arguments_say_what_is_wrong() {
         assert!(!out.status.success());
         let e = String::from_utf8_lossy(&out.stderr);
         assert!(e.contains(want), "{args:?}: {e}");
+    }
+}
+
+#[test]
+fn bench_on_the_emulated_nic() {
+    let dir = tmp("kv-bench-emu");
+    let out = Command::new(env!("CARGO_BIN_EXE_kv"))
+        .args([
+            "bench",
+            "--datapath",
+            "emu",
+            "--workload",
+            "ycsb",
+            "--keys",
+            "200",
+        ])
+        .args(["--serializations", "cornflakes,cornflakes-no-ssend,resp"])
+        .args(["--rates", "2000", "--duration", "0.05", "--warmup", "0.01"])
+        .args(["--timeout-ms", "2000", "--requests", "200", "--out"])
+        .arg(&dir)
+        .output()
+        .expect("run kv bench --datapath emu");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() && stderr.contains("CPU") {
+        println!("SKIPPED bench_on_the_emulated_nic: {}", stderr.trim());
+        return;
+    }
+    assert!(
+        out.status.success(),
+        "kv bench --datapath emu failed:\n{stderr}"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("emulated ConnectX"), "{stdout}");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("kv.json")).unwrap()).unwrap();
+    let recs = v.as_array().unwrap();
+    assert_eq!(recs.len(), 3);
+    for r in recs {
+        assert_eq!(r["mismatched"], 0, "{r}");
+        assert!(r["verified"].as_u64().unwrap() > 0, "{r}");
     }
 }
