@@ -19,7 +19,7 @@ use crate::serialization::Serialization;
 
 /// Queues request `op` on `conn` with framing header `msg` (the caller flushes). Cornflakes
 /// requests are serialized-and-sent (values copied: the client's values are not pinned);
-/// RESP requests are copied as one buffer. `buf` and `arena` are scratch space.
+/// the other formats' requests are encoded, then copied as one buffer. `buf` and `arena` are scratch space.
 pub fn send_op<D: Datapath>(
     dp: &mut D,
     conn: ConnId,
@@ -32,6 +32,9 @@ pub fn send_op<D: Datapath>(
     if ser.is_cornflakes() {
         arena.reset();
         cf::with_request(op, msg.id, arena, SendRequest { dp, conn, msg })
+    } else if let Some(lib) = ser.library() {
+        crate::libs::encode_request(lib, op, msg.id, buf);
+        dp.send_copy(conn, msg, buf)
     } else {
         buf.clear();
         resp::encode_request(op, buf);
@@ -56,6 +59,8 @@ pub fn decode_reply(
             arena.reset();
             cf::decode_reply(kind, payload, &arena).map(|(id, r)| (Some(id), r))
         })
+    } else if let Some(lib) = ser.library() {
+        crate::libs::decode_reply(lib, kind, payload).map(|(id, r)| (Some(id), r))
     } else {
         resp::decode_reply(kind, payload).map(|r| (None, r))
     }

@@ -27,6 +27,8 @@ fn encode(ser: Serialization, ops: &[crate::Op]) -> Vec<Request> {
             let mut payload = Vec::new();
             if ser.is_cornflakes() {
                 cf::encode_request(op, 0, &arena, &mut payload);
+            } else if let Some(lib) = ser.library() {
+                crate::libs::encode_request(lib, op, 0, &mut payload);
             } else {
                 resp::encode_request(op, &mut payload);
             }

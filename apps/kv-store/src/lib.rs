@@ -19,6 +19,7 @@ pub mod bench;
 pub mod cf;
 pub mod client;
 mod emu;
+pub mod libs;
 pub mod ops;
 pub mod resp;
 pub mod serialization;

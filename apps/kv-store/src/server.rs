@@ -77,6 +77,8 @@ pub struct ServerStats {
     pub datapath: DropCounters,
     /// The store's counters.
     pub store: StoreStats,
+    /// Why the last malformed request was dropped.
+    pub last_malformed: Option<String>,
 }
 
 impl ServerStats {
@@ -101,7 +103,11 @@ impl fmt::Display for ServerStats {
             self.store.used_bytes,
             self.store.full,
             self.work_p50_ns().unwrap_or(0.0)
-        )
+        )?;
+        if let Some(why) = &self.last_malformed {
+            write!(f, " last_malformed={why:?}")?;
+        }
+        Ok(())
     }
 }
 
@@ -193,7 +199,10 @@ impl<D: Datapath> KvServer<D> {
             self.stats.work.record(start.elapsed());
             match outcome {
                 Ok(()) => self.stats.replied += 1,
-                Err(ServeError::Malformed(_)) => self.stats.malformed += 1,
+                Err(ServeError::Malformed(why)) => {
+                    self.stats.malformed += 1;
+                    self.stats.last_malformed = Some(why);
+                }
                 Err(ServeError::Send(_)) => self.stats.send_failed += 1,
             }
         }
@@ -216,6 +225,13 @@ impl<D: Datapath> KvServer<D> {
         match self.ser {
             Serialization::Resp => {
                 resp::serve(&mut self.dp, &mut self.store, m.conn, m.msg, &m.data)
+            }
+            ser if ser.library().is_some() => {
+                let lib = ser.library().expect("checked");
+                let (dp, store) = (&mut self.dp, &mut self.store);
+                crate::libs::with_codec(lib, |c| {
+                    crate::libs::serve(dp, store, c, m.conn, m.msg, &m.data)
+                })
             }
             ser => {
                 self.arena.reset();

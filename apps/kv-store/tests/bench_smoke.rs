@@ -139,8 +139,8 @@ fn bad_arguments_say_what_is_wrong() {
     for (args, want) in [
         (&["bench", "--workload", "nope"][..], "unknown workload"),
         (
-            &["bench", "--serializations", "capnp"][..],
-            "not built into the KV store",
+            &["bench", "--serializations", "thrift"][..],
+            "unknown serialization",
         ),
         (&["bench", "--datapath", "xdp"][..], "socket or emu"),
         (&["client", "--serialization", "resp"][..], "--server"),

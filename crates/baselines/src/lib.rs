@@ -19,6 +19,7 @@
 
 mod capnproto;
 mod flatbuf;
+pub mod kv;
 mod protobuf;
 mod shape;
 

@@ -4,15 +4,19 @@
 /// prost types, one module per protobuf package.
 pub mod proto {
     pub mod echo;
+    pub mod kvpb;
 }
 
 /// Cap'n Proto types (capnpc), one module per schema.
 pub mod capnp_gen {
     pub mod echo_capnp;
+    pub mod kv_capnp;
 }
 
 /// FlatBuffers types (flatc), one module per schema, re-exported.
 pub mod fb {
     pub mod echo_generated;
+    pub mod kv_generated;
     pub use echo_generated::*;
+    pub use kv_generated::*;
 }
