@@ -204,6 +204,8 @@ type ListState = Vec<u64>;
 /// workload's [`kv_workloads::Workload::initial_value`]); checking a reply then hashes only
 /// the reply.
 pub struct Expected {
+    /// Longest value a reply of the run may carry (loaded or written), bytes.
+    max_value: usize,
     written: HashMap<String, Vec<Option<ListState>>>,
     initial: InitialValue,
 }
@@ -216,13 +218,17 @@ impl Expected {
     /// The states of a store loaded as `initial` says, after the writes of `ops` in order.
     pub fn new(initial: InitialValue, ops: &[Op]) -> Self {
         let mut e = Expected {
+            max_value: 0,
             written: HashMap::new(),
             initial,
         };
         for op in ops {
             for k in op.keys() {
                 if !e.written.contains_key(k) {
-                    let first = (e.initial)(k).map(|v| list_state(&v));
+                    let init = (e.initial)(k);
+                    let longest = init.iter().flatten().map(Vec::len).max().unwrap_or(0);
+                    e.max_value = e.max_value.max(longest);
+                    let first = init.map(|v| list_state(&v));
                     e.written.insert(k.to_owned(), vec![first]);
                 }
             }
@@ -250,8 +256,20 @@ impl Expected {
         }
     }
 
+    /// The longest value a reply of the run may carry (loaded or written), bytes.
+    pub fn max_value_len(&self) -> usize {
+        self.max_value
+    }
+
     /// Records the effect of a write.
     pub fn apply(&mut self, op: &Op) {
+        for v in match op {
+            Op::Put { val, .. } | Op::Append { val, .. } => std::slice::from_ref(val),
+            Op::PutM { vals, .. } => vals.as_slice(),
+            _ => &[],
+        } {
+            self.max_value = self.max_value.max(v.len());
+        }
         match op {
             Op::Put { key, val } => self.push(key, |_| Some(vec![hash(val)])),
             Op::PutM { keys, vals } if keys.len() == vals.len() => {

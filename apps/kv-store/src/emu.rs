@@ -59,6 +59,27 @@ pub(crate) fn run_emu(
         .iter()
         .map(|&s| encode(s, &p.reqs.ops))
         .collect();
+    // The emulated wire carries single-frame requests and replies: raise the MTU (on both
+    // ends) when a request or a reply (e.g. a Twitter value of 30 KB) does not fit one frame
+    // of `--mtu`. Replies of several values (getm, getlist) are bounded by the request's
+    // values for writes and, for reads, by the workload's frame budget.
+    let largest_req = encoded
+        .iter()
+        .flatten()
+        .map(|r| r.payload.len())
+        .max()
+        .unwrap_or(0);
+    let largest = largest_req.max(p.expected.max_value_len() + 256);
+    let mtu = if largest + 128 > cfg.mtu {
+        let m = (largest + 128).next_multiple_of(1024).min(65_000);
+        eprintln!(
+            "[bench] emu: MTU raised from {} to {m} so that the largest request or value ({largest} B) is one frame (the emulated wire carries single-frame messages)",
+            cfg.mtu
+        );
+        m
+    } else {
+        cfg.mtu
+    };
     let mut records: Vec<Vec<Record>> = vec![Vec::new(); cfg.serializations.len()];
     let mut misses = vec![0usize; cfg.serializations.len()];
     let mut last: Vec<Option<(ServerStats, String)>> = vec![None; cfg.serializations.len()];
@@ -74,9 +95,11 @@ pub(crate) fn run_emu(
                 timeout: cfg.timeout,
                 seed: cfg.seed + 1 + li as u64,
                 sample_every: 1,
-                mtu: cfg.mtu,
+                mtu,
                 ..EmuRunConfig::default()
             };
+            let mut ecfg = ecfg;
+            ecfg.emu.mtu = ecfg.emu.mtu.max(mtu);
             let reqs = p.reqs.clone();
             let expected = p.expected.clone();
             let check = move |i: usize, reply: &[u8]| {
