@@ -20,6 +20,7 @@ pub mod cf;
 pub mod client;
 mod emu;
 pub mod libs;
+pub mod nic;
 pub mod ops;
 pub mod resp;
 pub mod serialization;

@@ -32,8 +32,10 @@ usage:
       CPUs; measures the server core's work); the store is reloaded for every point.
   kv server --serialization S [--bind IP:PORT] [--threshold N] [--mtu N] [--max-item BYTES]
             [--memory-limit BYTES] [--workload W [workload options]] [--seconds SECS] [--spin]
-      Serves until killed (or for SECS) on the socket datapath, printing its counters every
-      second; with --workload, loads that workload's contents first.
+            [--datapath socket | mlx5 --mlx5-dev DEV | ice --dpdk-args ARGS]
+      Serves until killed (or for SECS), printing its counters every second; with --workload,
+      loads that workload's contents first. mlx5 (feature `mlx5`): a ConnectX device (RDMA
+      name or PCI address); ice (feature `ice`): the DPDK port the EAL arguments name.
   kv client --server IP:PORT --serialization S --workload W [workload options] [--rates ..]
             [--duration SECS] [--warmup SECS] [--timeout-ms MS] [--threads N] [--requests N]
             [--seed N] [--out DIR] [--json PATH] [--spin]
@@ -267,24 +269,20 @@ fn server_cmd(mut a: Args) -> Result<(), String> {
         None => None,
     };
     let seconds = a.secs("--seconds")?;
+    let nic = match a.take("--datapath")?.as_deref() {
+        None | Some("socket") => None,
+        Some("mlx5") => Some(kv_store::nic::NicSpec::Mlx5(
+            a.take("--mlx5-dev")?
+                .ok_or("--datapath mlx5 needs --mlx5-dev DEV")?,
+        )),
+        Some("ice") => Some(kv_store::nic::NicSpec::Ice(
+            a.take("--dpdk-args")?
+                .ok_or("--datapath ice needs --dpdk-args ARGS")?,
+        )),
+        Some(o) => return Err(format!("--datapath {o:?}: socket, mlx5 or ice")),
+    };
     common(&mut a, &mut bc)?;
     a.finish()?;
-    let dp = SocketDatapath::new(bc.socket(bind)).map_err(|e| format!("binding {bind}: {e}"))?;
-    let addr = cornflakes::datapath::Connect::local_addr(&dp);
-    let mut server = KvServer::new(
-        dp,
-        ServerConfig {
-            serialization: ser,
-            threshold,
-            store: StoreConfig {
-                memory_limit: bc.memory_limit,
-            },
-        },
-    );
-    if let Some(wl) = wl {
-        eprintln!("[server] {}", load_store(&wl, server.store_mut())?);
-    }
-    eprintln!("[server] ready: {ser} on {addr} (socket datapath)");
     let stop = std::sync::Arc::new(AtomicBool::new(false));
     if let Some(s) = seconds {
         let stop = stop.clone();
@@ -293,6 +291,34 @@ fn server_cmd(mut a: Args) -> Result<(), String> {
             stop.store(true, std::sync::atomic::Ordering::Relaxed);
         });
     }
+    let cfg = ServerConfig {
+        serialization: ser,
+        threshold,
+        store: StoreConfig {
+            memory_limit: bc.memory_limit,
+        },
+    };
+    if let Some(nic) = nic {
+        let st = kv_store::nic::serve(
+            &nic,
+            bind,
+            bc.mtu,
+            bc.max_item,
+            cfg,
+            wl.as_ref(),
+            &stop,
+            Some(Duration::from_secs(1)),
+        )?;
+        eprintln!("[server] {st}");
+        return Ok(());
+    }
+    let dp = SocketDatapath::new(bc.socket(bind)).map_err(|e| format!("binding {bind}: {e}"))?;
+    let addr = cornflakes::datapath::Connect::local_addr(&dp);
+    let mut server = KvServer::new(dp, cfg);
+    if let Some(wl) = wl {
+        eprintln!("[server] {}", load_store(&wl, server.store_mut())?);
+    }
+    eprintln!("[server] ready: {ser} on {addr} (socket datapath)");
     let (after, mut hook) = datapath_socket::idle::socket_idle(bc.spin);
     server.run(&stop, Some(Duration::from_secs(1)), after, &mut hook);
     eprintln!("[server] {}", server.stats());
