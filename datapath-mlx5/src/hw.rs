@@ -444,6 +444,35 @@ fn create_cq(ctx: &Context, entries: u32) -> io::Result<NonNull<sys::ibv_cq>> {
     NonNull::new(cq).ok_or_else(|| io::Error::other("ibv_cq_ex_to_cq returned NULL"))
 }
 
+/// A server's datapath on ConnectX `device` (RDMA name or PCI address) answering at `bind`:
+/// pinned memory whose items hold a frame of IP MTU `mtu` and at least `min_item` bytes
+/// (16 KiB when smaller), the interface's own MAC. Shared by the echo and KV servers'
+/// `--datapath mlx5`. The error names the devices present.
+pub fn open_server(
+    device: &str,
+    bind: std::net::SocketAddrV4,
+    mtu: usize,
+    min_item: usize,
+) -> Result<Mlx5Datapath<HwQueues>, String> {
+    use cornflakes::mem::MemoryConfig;
+    let mem = PinnedMemory::new(MemoryConfig {
+        max_item_size: (mtu + 64)
+            .next_power_of_two()
+            .max(min_item.next_power_of_two())
+            .max(16 * 1024),
+        ..Default::default()
+    })
+    .map_err(|e| format!("pinned memory: {e}"))?;
+    // MacAddr::ZERO: the interface's own MAC (read from sysfs by `open`).
+    let stack = cornflakes_stack::iface::StackConfig::new(MacAddr::ZERO, bind);
+    open(&HwConfig::new(device), mem, Mlx5Config::new(stack)).map_err(|e| {
+        format!(
+            "opening ConnectX device {device:?}: {e} (devices: {:?})",
+            devices()
+        )
+    })
+}
+
 /// Opens the device and builds a [`Mlx5Datapath`] on it. `mem` is registered with the
 /// device (now and as it grows). When `cfg.stack.mac` is all zeros, the interface's MAC is
 /// used. Needs `CAP_NET_RAW` (raw-packet QP) and the device's Ethernet port up.

@@ -220,8 +220,6 @@ pub fn sweep_mode(plan: &SweepPlan) -> Result<Vec<Record>, String> {
 pub struct BenchOutcome {
     /// Every measured point.
     pub records: Vec<Record>,
-    /// Modes not run, with the reason.
-    pub skipped: Vec<(Mode, String)>,
     /// Each mode's server counters at the end of its sweep (`emu`: at its best point).
     pub servers: Vec<(Mode, ServerStats)>,
     /// `emu` only: the device's view of every point.
@@ -244,7 +242,7 @@ pub fn run_bench(cfg: &BenchConfig) -> Result<BenchOutcome, String> {
     if loads.is_empty() {
         return Err("no offered load to run".to_owned());
     }
-    let runnable = runnable_modes(cfg, &mut out.skipped);
+    let runnable = &cfg.modes;
     eprintln!(
         "[bench] {} modes x {} loads, shape {}, {:?} per point (+{:?} warm-up), {} client thread(s), socket datapath on 127.0.0.1, MTU {}",
         runnable.len(),
@@ -259,7 +257,7 @@ pub fn run_bench(cfg: &BenchConfig) -> Result<BenchOutcome, String> {
     // load is then run for every mode in turn (not mode after mode), so a burst of
     // background load on this shared machine hits all modes alike rather than one.
     let mut servers = Vec::with_capacity(runnable.len());
-    for &mode in &runnable {
+    for &mode in runnable {
         let mut sc = SocketConfig::new(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0));
         sc.mtu = cfg.mtu;
         let server = ServerHandle::spawn(
@@ -332,22 +330,6 @@ pub fn run_bench(cfg: &BenchConfig) -> Result<BenchOutcome, String> {
     Ok(out)
 }
 
-/// The runnable modes of `cfg`; the others go to `skipped` with the reason.
-pub(crate) fn runnable_modes(cfg: &BenchConfig, skipped: &mut Vec<(Mode, String)>) -> Vec<Mode> {
-    cfg.modes
-        .iter()
-        .copied()
-        .filter(|m| match m.available() {
-            Ok(()) => true,
-            Err(why) => {
-                eprintln!("[bench] skipping {m}: {why}");
-                skipped.push((*m, why.to_owned()));
-                false
-            }
-        })
-        .collect()
-}
-
 /// The AF_XDP variant: a namespace with a veth pair, then per mode a server process in the
 /// namespace and a sweep from this side (modes one after another: one XDP program per
 /// interface).
@@ -356,7 +338,7 @@ fn run_bench_xdp(cfg: &BenchConfig) -> Result<BenchOutcome, String> {
     use crate::xdp::{Netns, ServerProcess};
     let mut out = BenchOutcome::default();
     let loads = cfg.loads();
-    let runnable = runnable_modes(cfg, &mut out.skipped);
+    let runnable = &cfg.modes;
     let ns = Netns::create(cfg.mtu)?;
     eprintln!(
         "[bench] namespace {} with {} (AF_XDP server, {}) <-> {} (clients, {}), MTU {}",
@@ -448,9 +430,9 @@ fn write_outputs(cfg: &BenchConfig, out: &BenchOutcome) -> Result<(), String> {
         let text = serde_json::to_string_pretty(&crate::emu::points_json(&out.emu))
             .map_err(|e| e.to_string())?;
         std::fs::write(&p, text).map_err(|e| format!("writing {}: {e}", p.display()))?;
-        crate::emu::table(&out.records, &out.emu, &out.skipped)
+        crate::emu::table(&out.records, &out.emu)
     } else {
-        table(&out.records, cfg.fixed_rps, &out.servers, &out.skipped)
+        table(&out.records, cfg.fixed_rps, &out.servers)
     };
     let table_path = cfg.out_dir.join("table.md");
     std::fs::write(&table_path, &table)
@@ -487,12 +469,7 @@ fn us(v: Option<f64>) -> String {
 /// The comparison table (Markdown): per mode, the highest achieved load within 95 % of
 /// offered, its ratio to `raw`, p50/p99 at the fixed load, the server's handling time per
 /// message (no system calls), and anything that went wrong.
-pub fn table(
-    records: &[Record],
-    fixed_rps: f64,
-    servers: &[(Mode, ServerStats)],
-    skipped: &[(Mode, String)],
-) -> String {
+pub fn table(records: &[Record], fixed_rps: f64, servers: &[(Mode, ServerStats)]) -> String {
     let mut modes: Vec<&str> = Vec::new();
     for r in records {
         if !modes.contains(&r.mode.as_str()) {
@@ -546,10 +523,6 @@ pub fn table(
             us(fixed.and_then(|r| r.p99_us)),
         );
     }
-    if let Some((_, why)) = skipped.first() {
-        let names: Vec<&str> = skipped.iter().map(|(m, _)| m.name()).collect();
-        let _ = writeln!(s, "\nskipped {}: {why}", names.join(", "));
-    }
     s
 }
 
@@ -599,7 +572,7 @@ mod tests {
             rec("cornflakes", 10.0, 10.0, 4.0, 8.0),
             rec("cornflakes", 20.0, 10.0, 50.0, 700.0),
         ];
-        let t = table(&records, 10.0, &[], &[(Mode::Capnp, "no tools".to_owned())]);
+        let t = table(&records, 10.0, &[]);
         let raw = t.lines().find(|l| l.starts_with("| raw ")).unwrap();
         // Best kept-up raw point is 19.5 (40 offered / 20 achieved did not keep up).
         assert!(
@@ -612,6 +585,5 @@ mod tests {
             "{cf}"
         );
         assert!(cf.ends_with("| 0 | 2 | – |"), "{cf}");
-        assert!(t.contains("skipped capnp: no tools"));
     }
 }

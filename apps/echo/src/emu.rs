@@ -197,7 +197,7 @@ pub fn run_bench_emu(cfg: &BenchConfig) -> Result<BenchOutcome, String> {
     if loads.is_empty() {
         return Err("no offered load to run".to_owned());
     }
-    let runnable = crate::bench::runnable_modes(cfg, &mut out.skipped);
+    let runnable = cfg.modes.clone();
     eprintln!(
         "[bench] {} modes x up to {} loads, shape {}, {:?} per point (+{:?} warm-up), MTU {}: \
          the SERVER CORE's throughput with an emulated ConnectX (server on CPU {server_core}, \
@@ -280,7 +280,7 @@ fn us(v: Option<f64>) -> String {
 /// The comparison table of an emulated-NIC run (Markdown): per mode, the highest load within
 /// 95 % of offered, its ratio to `raw`, its p99, the device's utilisation and the server's
 /// median handling time there, and the first point that did not keep up with what limited it.
-pub fn table(records: &[Record], points: &[EmuPoint], skipped: &[(Mode, String)]) -> String {
+pub fn table(records: &[Record], points: &[EmuPoint]) -> String {
     let mut modes: Vec<Mode> = Vec::new();
     for p in points {
         if !modes.contains(&p.mode) {
@@ -343,10 +343,6 @@ pub fn table(records: &[Record], points: &[EmuPoint], skipped: &[(Mode, String)]
                 p.offered_rps, p.achieved_rps, p.bottleneck
             )),
         );
-    }
-    if let Some((_, why)) = skipped.first() {
-        let names: Vec<&str> = skipped.iter().map(|(m, _)| m.name()).collect();
-        let _ = writeln!(s, "\nskipped {}: {why}", names.join(", "));
     }
     s
 }

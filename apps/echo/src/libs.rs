@@ -1,140 +1,82 @@
-//! The protobuf / Cap'n Proto / FlatBuffers modes, through crate `baselines`. Without the
-//! `baselines` feature [`LibCodec::new`] says why the modes are unavailable and no value of
-//! the type can exist.
+//! The protobuf / Cap'n Proto / FlatBuffers modes, through crate `baselines`.
 
 use crate::mode::Lib;
-use crate::shape::ShapeSpec;
+use crate::shape::{Kind, ShapeSpec, ValueChecker};
+use baselines::{Codec, CodecError, EchoMsg, Library, Shape};
 
-#[cfg(feature = "baselines")]
-mod imp {
-    use super::*;
-    use crate::shape::{Kind, ValueChecker};
-    use baselines::{Codec, CodecError, EchoMsg, Library, Shape};
+/// One library's codec (not shared between threads).
+pub struct LibCodec {
+    codec: Box<dyn Codec + Send>,
+}
 
-    /// One library's codec (not shared between threads).
-    pub struct LibCodec {
-        codec: Box<dyn Codec + Send>,
+fn shape(kind: Kind) -> Shape {
+    match kind {
+        Kind::Single => Shape::Single,
+        Kind::List => Shape::List,
+        Kind::Tree(d) => Shape::Tree(d),
     }
+}
 
-    fn shape(kind: Kind) -> Shape {
-        match kind {
-            Kind::Single => Shape::Single,
-            Kind::List => Shape::List,
-            Kind::Tree(d) => Shape::Tree(d),
+impl LibCodec {
+    /// The codec of `lib`.
+    pub fn new(lib: Lib) -> LibCodec {
+        let library = match lib {
+            Lib::Protobuf => Library::Protobuf,
+            Lib::Capnp => Library::Capnp,
+            Lib::Flatbuffers => Library::Flatbuffers,
+        };
+        LibCodec {
+            codec: library.codec(),
         }
     }
 
-    impl LibCodec {
-        /// The codec of `lib`.
-        pub fn new(lib: Lib) -> Result<LibCodec, &'static str> {
-            let library = match lib {
-                Lib::Protobuf => Library::Protobuf,
-                Lib::Capnp => Library::Capnp,
-                Lib::Flatbuffers => Library::Flatbuffers,
-            };
-            Ok(LibCodec {
-                codec: library.codec(),
-            })
-        }
-
-        /// Encodes request `id` of `spec` with values `vals` (back to back) into `out`.
-        pub fn encode_request(
-            &mut self,
-            id: u64,
-            spec: &ShapeSpec,
-            vals: &[u8],
-            out: &mut Vec<u8>,
-        ) -> Result<(), String> {
-            let parts: Vec<&[u8]> = (0..spec.count)
-                .map(|i| &vals[i * spec.len..(i + 1) * spec.len])
-                .collect();
-            let msg = EchoMsg {
-                id: id as u32,
-                shape: shape(spec.kind),
-                vals: &parts,
-            };
-            let mut cap = vals.len() * 2 + 64 * spec.count + 1024;
-            loop {
-                out.resize(cap, 0);
-                match self.codec.encode(&msg, out) {
-                    Ok(n) => {
-                        out.truncate(n);
-                        return Ok(());
-                    }
-                    Err(CodecError::BufferTooSmall { .. }) if cap < 1 << 24 => cap *= 2,
-                    Err(e) => return Err(e.to_string()),
+    /// Encodes request `id` of `spec` with values `vals` (back to back) into `out`.
+    pub fn encode_request(
+        &mut self,
+        id: u64,
+        spec: &ShapeSpec,
+        vals: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<(), String> {
+        let parts: Vec<&[u8]> = (0..spec.count)
+            .map(|i| &vals[i * spec.len..(i + 1) * spec.len])
+            .collect();
+        let msg = EchoMsg {
+            id: id as u32,
+            shape: shape(spec.kind),
+            vals: &parts,
+        };
+        let mut cap = vals.len() * 2 + 64 * spec.count + 1024;
+        loop {
+            out.resize(cap, 0);
+            match self.codec.encode(&msg, out) {
+                Ok(n) => {
+                    out.truncate(n);
+                    return Ok(());
                 }
-            }
-        }
-
-        /// The server's step: deserialize `input` as `kind`, reserialize into `out`; returns
-        /// the length written.
-        pub fn echo(&mut self, kind: Kind, input: &[u8], out: &mut [u8]) -> Result<usize, String> {
-            self.codec
-                .echo(shape(kind), input, out)
-                .map_err(|e| e.to_string())
-        }
-
-        /// Whether `payload` decodes as request `id` of `spec`.
-        pub fn check(&mut self, id: u64, spec: &ShapeSpec, payload: &[u8]) -> bool {
-            let mut c = ValueChecker::new(id, spec);
-            match self
-                .codec
-                .decode(shape(spec.kind), payload, &mut |v| c.visit(v))
-            {
-                Ok(got) => got == id as u32 && c.finish(),
-                Err(_) => false,
+                Err(CodecError::BufferTooSmall { .. }) if cap < 1 << 24 => cap *= 2,
+                Err(e) => return Err(e.to_string()),
             }
         }
     }
-}
 
-#[cfg(not(feature = "baselines"))]
-mod imp {
-    use super::*;
-    use crate::shape::Kind;
-
-    /// Stands for a library codec in a build without the `baselines` feature: it cannot be
-    /// created, so the methods below can never run.
-    pub struct LibCodec {
-        never: std::convert::Infallible,
+    /// The server's step: deserialize `input` as `kind`, reserialize into `out`; returns
+    /// the length written.
+    pub fn echo(&mut self, kind: Kind, input: &[u8], out: &mut [u8]) -> Result<usize, String> {
+        self.codec
+            .echo(shape(kind), input, out)
+            .map_err(|e| e.to_string())
     }
 
-    impl LibCodec {
-        /// Always fails: the libraries were not compiled in.
-        pub fn new(_lib: Lib) -> Result<LibCodec, &'static str> {
-            Err(crate::mode::Mode::Protobuf
-                .available()
-                .err()
-                .unwrap_or("the baselines feature is off"))
-        }
-
-        /// Unreachable (no value exists).
-        pub fn encode_request(
-            &mut self,
-            _id: u64,
-            _spec: &ShapeSpec,
-            _vals: &[u8],
-            _out: &mut Vec<u8>,
-        ) -> Result<(), String> {
-            match self.never {}
-        }
-
-        /// Unreachable (no value exists).
-        pub fn echo(
-            &mut self,
-            _kind: Kind,
-            _input: &[u8],
-            _out: &mut [u8],
-        ) -> Result<usize, String> {
-            match self.never {}
-        }
-
-        /// Unreachable (no value exists).
-        pub fn check(&mut self, _id: u64, _spec: &ShapeSpec, _payload: &[u8]) -> bool {
-            match self.never {}
+    /// Whether `payload` decodes as request `id` of `spec`.
+    pub fn check(&mut self, id: u64, spec: &ShapeSpec, payload: &[u8]) -> bool {
+        let mut c = ValueChecker::new(id, spec);
+        match self
+            .codec
+            .decode(shape(spec.kind), payload, &mut |v| c.visit(v))
+        {
+            Ok(got) => got == id as u32 && c.finish(),
+            Err(_) => false,
         }
     }
 }
-
-pub use imp::LibCodec;

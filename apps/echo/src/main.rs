@@ -50,7 +50,6 @@ usage:
 
 modes:  raw zero-copy one-copy two-copy cornflakes cornflakes-sg cornflakes-copy
         cornflakes-no-ssend protobuf capnp flatbuffers
-        (the last three need `--features baselines`, which needs protoc, capnp and flatc)
 shapes: single-N, list-KxN, treeD-N (D = 1..5; N bytes per field); default list-2x2048
 ";
 
@@ -196,13 +195,6 @@ fn bench_cmd(mut a: Args) -> Result<(), String> {
     }
     a.finish()?;
     let out = bench::run_bench(&cfg)?;
-    if !out.skipped.is_empty() {
-        eprintln!(
-            "[bench] skipped {} mode(s); to include them: apt-get install -y $(cat crates/baselines/APT_PACKAGES) \
-             && cargo run --release -p echo --features baselines -- bench",
-            out.skipped.len()
-        );
-    }
     let bad: u64 = out.records.iter().map(|r| r.mismatched).sum();
     if bad > 0 {
         return Err(format!("{bad} responses did not verify"));
@@ -373,7 +365,7 @@ fn client_cmd(mut a: Args) -> Result<(), String> {
     }
     loadgen::write_json(&json, &records).map_err(|e| format!("writing {}: {e}", json.display()))?;
     let fixed = plan.loads.first().copied().unwrap_or(0.0);
-    print!("{}", bench::table(&records, fixed, &[], &[]));
+    print!("{}", bench::table(&records, fixed, &[]));
     eprintln!("[client] wrote {}", json.display());
     Ok(())
 }

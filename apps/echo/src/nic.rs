@@ -50,23 +50,7 @@ fn mlx5(
     stop: &AtomicBool,
     report: Option<Duration>,
 ) -> Result<ServerStats, String> {
-    use cornflakes::mem::{MemoryConfig, PinnedMemory};
-    use cornflakes_stack::{iface::StackConfig, wire::MacAddr};
-    use datapath_mlx5::{hw, Mlx5Config};
-
-    let mem = PinnedMemory::new(MemoryConfig {
-        max_item_size: (mtu + 64).next_power_of_two().max(16 * 1024),
-        ..Default::default()
-    })
-    .map_err(|e| format!("pinned memory: {e}"))?;
-    // MacAddr::ZERO: the interface's own MAC (read from sysfs by `hw::open`).
-    let stack = StackConfig::new(MacAddr::ZERO, bind);
-    let dp = hw::open(&hw::HwConfig::new(device), mem, Mlx5Config::new(stack)).map_err(|e| {
-        format!(
-            "opening ConnectX device {device:?}: {e} (devices: {:?})",
-            hw::devices()
-        )
-    })?;
+    let dp = datapath_mlx5::hw::open_server(device, bind, mtu, 0)?;
     let mut server = crate::server::EchoServer::new(dp, cfg)?;
     eprintln!("[server] ready: {} on {bind} (ConnectX {device})", cfg.mode);
     server.run(stop, report, crate::server::IDLE_SPINS, &mut |_| {

@@ -90,10 +90,7 @@ fn sync(server: &ServerHandle, mode: Mode) {
 
 #[test]
 fn malformed_requests_are_counted_and_the_server_survives() {
-    for mode in Mode::ALL
-        .into_iter()
-        .filter(|m| m.available().is_ok() && *m != Mode::Raw)
-    {
+    for mode in Mode::ALL.into_iter().filter(|m| *m != Mode::Raw) {
         let server = start(mode);
         let sock = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
         let to = server.addr();

@@ -2,7 +2,7 @@
 //! buffer: 2 x 2048 B (the paper's Figure 2 message) and 1 x 64 B, for each
 //! library and a plain memcpy lower bound.
 //!
-//! `cargo bench -p baselines --features baselines --bench serialize`
+//! `cargo bench -p baselines --bench serialize`
 
 use baselines::{memcpy_baseline, CapnpCodec, Codec, EchoMsg, FlatbuffersCodec, ProstCodec, Shape};
 use criterion::measurement::WallTime;

@@ -1,4 +1,4 @@
-//! FlatBuffers through the `flatbuffers` crate (2.1.2, flatc 2.0.8 code).
+//! FlatBuffers through the `flatbuffers` crate (25.12.19, flatc 25.12.19 code).
 //!
 //! The builder writes back to front into its own buffer (one copy of each
 //! value); the finished bytes are then copied into the transmit buffer.
@@ -64,7 +64,7 @@ impl FlatbuffersCodec {
 
     fn build_single(&mut self, id: u32, val: &[u8]) {
         self.fbb.reset();
-        let val = Some(self.fbb.create_vector_direct(val));
+        let val = Some(self.fbb.create_vector(val));
         let root = Single::create(&mut self.fbb, &SingleArgs { id, val });
         self.fbb.finish_minimal(root);
     }
@@ -74,7 +74,7 @@ impl FlatbuffersCodec {
         fbb.reset();
         self.offsets.clear();
         for v in vals {
-            let data = Some(fbb.create_vector_direct(v));
+            let data = Some(fbb.create_vector(v));
             self.offsets
                 .push(Bytes::create(fbb, &BytesArgs { data }).value());
         }
@@ -93,7 +93,7 @@ fn build_node<'v>(
     vals: &mut impl Iterator<Item = &'v [u8]>,
 ) -> WIPOffset<Node<'static>> {
     if depth == 0 {
-        let val = Some(fbb.create_vector_direct(vals.next().unwrap_or_default()));
+        let val = Some(fbb.create_vector(vals.next().unwrap_or_default()));
         Node::create(
             fbb,
             &NodeArgs {
@@ -135,12 +135,12 @@ fn visit_node<'a>(
 ) -> Result<(), ShapeError> {
     match (node.left(), node.right()) {
         (None, None) if level == depth => {
-            visit(node.val().unwrap_or_default());
+            visit(node.val().map_or(&[][..], |v| v.bytes()));
             Ok(())
         }
         _ if level == depth => Err(ShapeError::TooDeep),
         (Some(l), Some(r)) => {
-            if !node.val().unwrap_or_default().is_empty() {
+            if !node.val().map_or(&[][..], |v| v.bytes()).is_empty() {
                 return Err(ShapeError::InteriorValue { level });
             }
             visit_node(l, level + 1, depth, visit)?;
@@ -201,12 +201,12 @@ impl Codec for FlatbuffersCodec {
     ) -> Result<u32, CodecError> {
         match self.open(shape, input)? {
             Root::Single(s) => {
-                visit(s.val().unwrap_or_default());
+                visit(s.val().map_or(&[][..], |v| v.bytes()));
                 Ok(s.id())
             }
             Root::List(l) => {
                 for b in l.vals().iter().flatten() {
-                    visit(b.data().unwrap_or_default());
+                    visit(b.data().map_or(&[][..], |v| v.bytes()));
                 }
                 Ok(l.id())
             }
@@ -219,13 +219,13 @@ impl Codec for FlatbuffersCodec {
 
     fn echo(&mut self, shape: Shape, input: &[u8], out: &mut [u8]) -> Result<usize, CodecError> {
         match self.open(shape, input)? {
-            Root::Single(s) => self.build_single(s.id(), s.val().unwrap_or_default()),
+            Root::Single(s) => self.build_single(s.id(), s.val().map_or(&[][..], |v| v.bytes())),
             Root::List(l) => self.build_list(
                 l.id(),
                 l.vals()
                     .iter()
                     .flatten()
-                    .map(|b| b.data().unwrap_or_default()),
+                    .map(|b| b.data().map_or(&[][..], |v| v.bytes())),
             ),
             Root::Tree(t, node, depth) => {
                 let mut leaves = Vec::with_capacity(1 << depth);

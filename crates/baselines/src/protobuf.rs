@@ -5,7 +5,7 @@
 //! buffer: the classic two-copy path. The structs are kept in the codec and
 //! reused, so steady-state encoding does not allocate.
 
-use crate::generated::proto::{ListMsg as List, Node, Single, Tree};
+use crate::generated::proto::echo::{ListMsg as List, Node, Single, Tree};
 use crate::shape::{precheck, tree_depth, Codec, CodecError, EchoMsg, Shape, ShapeError};
 use prost::Message;
 

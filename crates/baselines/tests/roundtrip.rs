@@ -1,5 +1,4 @@
 //! Every library round-trips every shape; bad input is an error, not a panic.
-#![cfg(feature = "baselines")]
 
 use baselines::generated::fb::echo_fb;
 use baselines::{Codec, CodecError, EchoMsg, Library, Shape, ShapeError};

@@ -1,0 +1,261 @@
+//! `kv-peers`: redis-server and memcached, loaded with the KV workloads and driven open-loop over
+//! kernel TCP, reported in the same records and table shape as `kv bench`.
+
+#![forbid(unsafe_code)]
+
+use kv_peers::bench::{run_bench, table, BenchConfig};
+use kv_peers::server::Peer;
+use kv_workloads::{GoogleConfig, WorkloadConfig, YcsbAccess, YcsbConfig};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+const USAGE: &str = "\
+usage: kv-peers [--peers redis,memcached] [--workload ycsb|google|twitter|cdn]
+                [--shape NxSIZE] [--access getm|getlist] [--keys N]       (ycsb)
+                [--lists MIN-MAX] [--prototype-lists] [--keys N]          (google)
+                [--trace PATH] [--keys N]                                 (twitter)
+                [--total-mb N] [--max-object N]                           (cdn)
+                [--rates R,R,..] [--duration SECS] [--warmup SECS] [--timeout-ms MS]
+                [--requests N] [--threads N] [--connections N] [--seed N] [--all-points]
+                [--memcached-threads N] [--memcached-mb N] [--out DIR] [--json PATH] [--quiet]
+
+Starts each peer (redis-server, memcached; from PATH) on 127.0.0.1 at a free port, loads it
+with the workload's initial contents, sweeps the offered loads (units/s: requests, or objects
+for cdn) with Poisson arrivals over --threads client threads x --connections TCP connections
+(pipelined), verifies every reply, and stops the server. Writes DIR/peers-WORKLOAD.json
+(loadgen records, as `kv bench`), DIR/peers-WORKLOAD.svg/.png (p99 vs throughput) and
+DIR/peers-WORKLOAD.md (tables); DIR defaults to results/kv-peers. These are different systems
+from the Cornflakes KV store: their own servers, over kernel TCP.
+";
+
+struct Args {
+    rest: Vec<String>,
+}
+
+impl Args {
+    fn take(&mut self, flag: &str) -> Result<Option<String>, String> {
+        match self.rest.iter().position(|a| a == flag) {
+            None => Ok(None),
+            Some(i) if i + 1 < self.rest.len() => {
+                let v = self.rest.remove(i + 1);
+                self.rest.remove(i);
+                Ok(Some(v))
+            }
+            Some(_) => Err(format!("{flag} needs a value")),
+        }
+    }
+
+    fn switch(&mut self, flag: &str) -> bool {
+        match self.rest.iter().position(|a| a == flag) {
+            Some(i) => {
+                self.rest.remove(i);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn parse<T: std::str::FromStr>(&mut self, flag: &str) -> Result<Option<T>, String>
+    where
+        T::Err: std::fmt::Display,
+    {
+        self.take(flag)?
+            .map(|v| v.parse::<T>().map_err(|e| format!("{flag} {v:?}: {e}")))
+            .transpose()
+    }
+
+    fn secs(&mut self, flag: &str) -> Result<Option<Duration>, String> {
+        match self.parse::<f64>(flag)? {
+            Some(s) if s.is_finite() && s >= 0.0 => Ok(Some(Duration::from_secs_f64(s))),
+            Some(s) => Err(format!("{flag} {s}: not a duration")),
+            None => Ok(None),
+        }
+    }
+
+    fn list<T: std::str::FromStr>(&mut self, flag: &str) -> Result<Option<Vec<T>>, String>
+    where
+        T::Err: std::fmt::Display,
+    {
+        self.take(flag)?
+            .map(|v| {
+                v.split(',')
+                    .filter(|s| !s.is_empty())
+                    .map(|s| {
+                        s.trim()
+                            .parse::<T>()
+                            .map_err(|e| format!("{flag} {s:?}: {e}"))
+                    })
+                    .collect()
+            })
+            .transpose()
+    }
+}
+
+fn workload(a: &mut Args) -> Result<WorkloadConfig, String> {
+    let name = a.take("--workload")?.unwrap_or_else(|| "ycsb".to_owned());
+    let mut w = WorkloadConfig::default_for(&name).map_err(|e| e.to_string())?;
+    let keys: Option<u64> = a.parse("--keys")?;
+    match &mut w {
+        WorkloadConfig::Ycsb(c) => {
+            let access = match a.take("--access")?.as_deref() {
+                None | Some("getm") => YcsbAccess::GetM,
+                Some("getlist") => YcsbAccess::GetList,
+                Some(o) => return Err(format!("--access {o:?}: expected getm or getlist")),
+            };
+            if let Some(shape) = a.take("--shape")? {
+                *c = YcsbConfig::with_shape(&shape, access).map_err(|e| e.to_string())?;
+            }
+            c.access = access;
+            if let Some(k) = keys {
+                c.keys = k;
+            }
+        }
+        WorkloadConfig::Google(c) => {
+            if let Some(l) = a.take("--lists")? {
+                let (lo, hi) = match l.split_once('-') {
+                    Some((lo, hi)) => (lo.parse(), hi.parse()),
+                    None => (l.parse(), l.parse()),
+                };
+                let (Ok(lo), Ok(hi)) = (lo, hi) else {
+                    return Err(format!("--lists {l:?}: expected N or MIN-MAX"));
+                };
+                *c = GoogleConfig::with_lists(lo, hi);
+            }
+            c.prototype_exclusive_max = a.switch("--prototype-lists");
+            if let Some(k) = keys {
+                c.keys = k;
+            }
+        }
+        WorkloadConfig::Twitter(c) => {
+            c.trace = a.take("--trace")?.map(PathBuf::from);
+            if let Some(k) = keys {
+                c.keys = k;
+            }
+        }
+        WorkloadConfig::Cdn(c) => {
+            if let Some(mb) = a.parse::<u64>("--total-mb")? {
+                c.total_bytes = mb << 20;
+            }
+            if let Some(m) = a.parse::<u64>("--max-object")? {
+                c.max_object = m;
+            }
+        }
+    }
+    Ok(w)
+}
+
+/// A file-name-safe form of a workload name: `ycsb-c 2x2048 getm` → `ycsb-c-2x2048-getm`.
+fn slug(name: &str) -> String {
+    let mut out = String::new();
+    for c in name.chars() {
+        if c.is_ascii_alphanumeric() {
+            out.push(c.to_ascii_lowercase());
+        } else if !out.ends_with('-') && !out.is_empty() {
+            out.push('-');
+        }
+    }
+    out.trim_end_matches('-').to_owned()
+}
+
+fn main_inner() -> Result<(), String> {
+    let mut a = Args {
+        rest: std::env::args().skip(1).collect(),
+    };
+    if a.switch("--help") || a.switch("-h") {
+        print!("{USAGE}");
+        return Ok(());
+    }
+    let mut cfg = BenchConfig {
+        workload: workload(&mut a)?,
+        ..BenchConfig::default()
+    };
+    if let Some(p) = a.list::<Peer>("--peers")? {
+        cfg.peers = p;
+    }
+    if let Some(r) = a.list::<f64>("--rates")? {
+        cfg.loads = r;
+    }
+    if let Some(d) = a.secs("--duration")? {
+        cfg.duration = d;
+    }
+    if let Some(d) = a.secs("--warmup")? {
+        cfg.warmup = d;
+    }
+    if let Some(ms) = a.parse::<u64>("--timeout-ms")? {
+        cfg.timeout = Duration::from_millis(ms);
+    }
+    if let Some(n) = a.parse("--requests")? {
+        cfg.requests = n;
+    }
+    if let Some(n) = a.parse("--threads")? {
+        cfg.threads = n;
+    }
+    if let Some(n) = a.parse("--connections")? {
+        cfg.connections = n;
+    }
+    if let Some(n) = a.parse("--seed")? {
+        cfg.seed = n;
+    }
+    if a.switch("--all-points") {
+        cfg.stop_after_misses = 0;
+    }
+    if let Some(n) = a.parse("--memcached-threads")? {
+        cfg.server.memcached_threads = n;
+    }
+    if let Some(n) = a.parse("--memcached-mb")? {
+        cfg.server.memory_mib = n;
+    }
+    cfg.progress = !a.switch("--quiet");
+    let out = PathBuf::from(
+        a.take("--out")?
+            .unwrap_or_else(|| "results/kv-peers".to_owned()),
+    );
+    let json = a.take("--json")?.map(PathBuf::from);
+    if let Some(x) = a.rest.first() {
+        return Err(format!("unexpected argument {x:?}\n\n{USAGE}"));
+    }
+    if cfg.threads == 0 || cfg.connections == 0 || cfg.requests == 0 || cfg.loads.is_empty() {
+        return Err(
+            "--threads, --connections, --requests and --rates must be non-empty / >= 1".into(),
+        );
+    }
+
+    let (stats, results) = run_bench(&cfg)?;
+    let name = cfg.workload.build().map_err(|e| e.to_string())?.name();
+    let file = format!("peers-{}", slug(&name));
+    std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
+    let records: Vec<loadgen::Record> = results.iter().flat_map(|r| r.records.clone()).collect();
+    let json = json.unwrap_or_else(|| out.join(format!("{file}.json")));
+    loadgen::write_json(&json, &records).map_err(|e| format!("{}: {e}", json.display()))?;
+    let md = table(&name, &stats, &results);
+    let md_path = out.join(format!("{file}.md"));
+    std::fs::write(&md_path, &md).map_err(|e| format!("{}: {e}", md_path.display()))?;
+    let (svg, png) = (
+        out.join(format!("{file}.svg")),
+        out.join(format!("{file}.png")),
+    );
+    let title = format!("peers (TCP): {name}");
+    if let Err(e) = loadgen::plot_p99_curves(&records, &title, &svg, &png) {
+        eprintln!("[kv-peers] no plot: {e}");
+    }
+    print!("{md}");
+    eprintln!(
+        "[kv-peers] wrote {}, {}, {} and {}",
+        json.display(),
+        md_path.display(),
+        svg.display(),
+        png.display()
+    );
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    match main_inner() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("kv-peers: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

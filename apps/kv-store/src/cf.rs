@@ -1,0 +1,450 @@
+//! The Cornflakes serializations (`schemas/kv.proto`): the server's handling of each request
+//! against the [`Store`], and the client's encoding of requests and decoding of replies.
+//!
+//! The server builds each reply from the store's pinned buffers with
+//! [`CFPtr::from_rcbuf`](cornflakes::CFPtr::from_rcbuf): a value at least the arena's
+//! threshold long goes out by reference (scatter-gather, no copy), a shorter one is copied
+//! into the packet. The threshold is the serialization's (hybrid, 0 or infinite).
+
+use cornflakes::datapath::object_to_sga;
+use cornflakes::{
+    Arena, CFBytes, CFPtr, CFString, ConnId, CornflakesObj, Datapath, DecodeError, Msg, RcBuf,
+    SendError,
+};
+
+use crate::ops::{status_from_raw, Op, OpKind, Reply, Status};
+use crate::schema::*;
+use crate::store::{Store, Value};
+
+/// Why the server answered nothing.
+#[derive(Debug)]
+pub enum ServeError {
+    /// The request did not decode (unknown type, bad encoding, key not UTF-8): counted, dropped.
+    Malformed(String),
+    /// The reply could not be sent.
+    Send(SendError),
+}
+
+impl From<DecodeError> for ServeError {
+    fn from(e: DecodeError) -> Self {
+        ServeError::Malformed(e.to_string())
+    }
+}
+
+impl From<SendError> for ServeError {
+    fn from(e: SendError) -> Self {
+        ServeError::Send(e)
+    }
+}
+
+/// How the server hands a reply to the datapath.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SendPath {
+    /// Serialize-and-send: the datapath walks the object.
+    SerializeAndSend,
+    /// First a scatter-gather array ([`object_to_sga`]), then [`cornflakes::datapath::Transmit::send_sga`].
+    SgaThenSend,
+}
+
+fn send<D: Datapath, O: CornflakesObj>(
+    dp: &mut D,
+    conn: ConnId,
+    msg: Msg,
+    obj: &O,
+    path: SendPath,
+) -> Result<(), SendError> {
+    match path {
+        SendPath::SerializeAndSend => dp.send_object(conn, msg, obj),
+        SendPath::SgaThenSend => {
+            let sga = object_to_sga(obj, dp.memory(), dp.max_segments().saturating_sub(1))?;
+            dp.send_sga(conn, msg, &sga)
+        }
+    }
+}
+
+/// Sends `obj`, or, when it is longer than the datapath sends, `too_large()` (the same reply
+/// with status `TOO_LARGE` and no values).
+fn reply<D: Datapath, O: CornflakesObj, P: CornflakesObj>(
+    dp: &mut D,
+    conn: ConnId,
+    msg: Msg,
+    obj: &O,
+    path: SendPath,
+    too_large: impl FnOnce() -> P,
+) -> Result<(), SendError> {
+    if obj.sizes().total() > dp.max_message_len() {
+        return send(dp, conn, msg, &too_large(), path);
+    }
+    match send(dp, conn, msg, obj, path) {
+        Err(SendError::TooLarge { .. }) => send(dp, conn, msg, &too_large(), path),
+        r => r,
+    }
+}
+
+fn key<'a>(s: &'a CFString<'_>) -> Result<&'a str, ServeError> {
+    s.as_str()
+        .map_err(|e| ServeError::Malformed(format!("key is not UTF-8: {e}")))
+}
+
+fn bytes<'a>(b: &RcBuf, arena: &'a Arena) -> CFBytes<'a> {
+    CFBytes(CFPtr::from_rcbuf(b.clone(), arena))
+}
+
+/// One buffer of a stored value, or `TOO_LARGE` for a value in pieces.
+fn single(v: &Value) -> Result<&RcBuf, Status> {
+    v.single().ok_or(Status::TooLarge)
+}
+
+macro_rules! status_only {
+    ($ty:ident, $arena:expr, $id:expr, $status:expr) => {{
+        let mut r = $ty::new_in($arena);
+        r.set_id($id);
+        r.set_status($status);
+        r
+    }};
+}
+
+/// Handles one request: decodes `data` as the request `kind` names, applies it to `store`,
+/// and queues the reply (same message id and type) on `conn`. `arena` holds this request's
+/// objects (the caller resets it).
+#[allow(clippy::too_many_arguments)]
+pub fn serve<D: Datapath>(
+    dp: &mut D,
+    store: &mut Store,
+    conn: ConnId,
+    msg: Msg,
+    data: &RcBuf,
+    arena: &Arena,
+    path: SendPath,
+) -> Result<(), ServeError> {
+    let kind = OpKind::from_msg_type(msg.ty)
+        .ok_or_else(|| ServeError::Malformed(format!("unknown message type {}", msg.ty)))?;
+    match kind {
+        OpKind::Get => {
+            let req = GetReq::deserialize_rcbuf(data, arena)?;
+            let id = req.get_id();
+            let mut resp = GetResp::new_in(arena);
+            resp.set_id(id);
+            let status = match store.get(key(req.get_key())?) {
+                Ok(Value::One(b)) => {
+                    resp.set_val(bytes(b, arena));
+                    Status::Ok
+                }
+                Ok(Value::Pieces(ps)) => {
+                    resp.init_pieces(ps.len());
+                    for p in ps {
+                        resp.get_mut_pieces().append(bytes(p, arena));
+                    }
+                    Status::Ok
+                }
+                Err(s) => s,
+            };
+            resp.set_status(status);
+            Ok(reply(dp, conn, msg, &resp, path, || {
+                status_only!(GetResp, arena, id, Status::TooLarge)
+            })?)
+        }
+        OpKind::Put => {
+            let req = PutReq::deserialize_rcbuf(data, arena)?;
+            let status = store
+                .put(key(req.get_key())?, req.get_val().as_bytes())
+                .err()
+                .unwrap_or(Status::Ok);
+            let resp = status_only!(PutResp, arena, req.get_id(), status);
+            Ok(send(dp, conn, msg, &resp, path)?)
+        }
+        OpKind::GetM => {
+            let req = GetMReq::deserialize_rcbuf(data, arena)?;
+            let id = req.get_id();
+            let n = req.get_keys().len();
+            let mut resp = GetMResp::new_in(arena);
+            resp.set_id(id);
+            resp.init_vals(n);
+            resp.init_statuses(n);
+            let mut first = Status::Ok;
+            for k in req.get_keys().iter() {
+                let (v, s) = match store.get(key(k)?).and_then(single) {
+                    Ok(b) => (bytes(b, arena), Status::Ok),
+                    Err(s) => (CFBytes::default(), s),
+                };
+                if first == Status::Ok {
+                    first = s;
+                }
+                resp.get_mut_vals().append(v);
+                resp.get_mut_statuses().append(s as i32);
+            }
+            resp.set_status(first);
+            Ok(reply(dp, conn, msg, &resp, path, || {
+                status_only!(GetMResp, arena, id, Status::TooLarge)
+            })?)
+        }
+        OpKind::PutM => {
+            let req = PutMReq::deserialize_rcbuf(data, arena)?;
+            let (keys, vals) = (req.get_keys(), req.get_vals());
+            let mut status = Status::Ok;
+            if keys.len() != vals.len() {
+                status = Status::BadRequest;
+            } else {
+                for (k, v) in keys.iter().zip(vals.iter()) {
+                    if let Err(s) = store.put(key(k)?, v.as_bytes()) {
+                        status = s;
+                        break;
+                    }
+                }
+            }
+            let resp = status_only!(PutMResp, arena, req.get_id(), status);
+            Ok(send(dp, conn, msg, &resp, path)?)
+        }
+        OpKind::GetList => {
+            let req = GetListReq::deserialize_rcbuf(data, arena)?;
+            let id = req.get_id();
+            let mut resp = GetListResp::new_in(arena);
+            resp.set_id(id);
+            let list = store
+                .get_list(key(req.get_key())?)
+                .and_then(|list| list.iter().map(single).collect::<Result<Vec<&RcBuf>, _>>());
+            let status = match list {
+                Ok(bufs) => {
+                    resp.init_vals(bufs.len());
+                    for b in bufs {
+                        resp.get_mut_vals().append(bytes(b, arena));
+                    }
+                    Status::Ok
+                }
+                Err(s) => s,
+            };
+            resp.set_status(status);
+            Ok(reply(dp, conn, msg, &resp, path, || {
+                status_only!(GetListResp, arena, id, Status::TooLarge)
+            })?)
+        }
+        OpKind::GetFromList => {
+            let req = GetFromListReq::deserialize_rcbuf(data, arena)?;
+            let id = req.get_id();
+            let mut resp = GetFromListResp::new_in(arena);
+            resp.set_id(id);
+            let status = match store
+                .get_from_list(key(req.get_key())?, req.get_index() as usize)
+                .and_then(single)
+            {
+                Ok(b) => {
+                    resp.set_val(bytes(b, arena));
+                    Status::Ok
+                }
+                Err(s) => s,
+            };
+            resp.set_status(status);
+            Ok(reply(dp, conn, msg, &resp, path, || {
+                status_only!(GetFromListResp, arena, id, Status::TooLarge)
+            })?)
+        }
+        OpKind::Append => {
+            let req = AppendReq::deserialize_rcbuf(data, arena)?;
+            let status = store
+                .append(key(req.get_key())?, req.get_val().as_bytes())
+                .err()
+                .unwrap_or(Status::Ok);
+            let resp = status_only!(AppendResp, arena, req.get_id(), status);
+            Ok(send(dp, conn, msg, &resp, path)?)
+        }
+        OpKind::Delete => {
+            let req = DeleteReq::deserialize_rcbuf(data, arena)?;
+            let status = store
+                .delete(key(req.get_key())?)
+                .err()
+                .unwrap_or(Status::Ok);
+            let resp = status_only!(DeleteResp, arena, req.get_id(), status);
+            Ok(send(dp, conn, msg, &resp, path)?)
+        }
+    }
+}
+
+fn s<'a>(v: &str, arena: &'a Arena) -> CFString<'a> {
+    CFString::new(v, arena)
+}
+
+fn b<'a>(v: &[u8], arena: &'a Arena) -> CFBytes<'a> {
+    CFBytes::new(v, arena)
+}
+
+/// What to do with a request object once it is built (see [`with_request`]).
+pub trait RequestVisitor {
+    /// The result.
+    type Out;
+    /// Called once with the request.
+    fn visit<O: CornflakesObj>(self, obj: &O) -> Self::Out;
+}
+
+/// Builds request `op` with id `id` and hands it to `v` (to send or serialize). Values are
+/// copied into `arena` unless they lie in its pinned memory and reach its threshold.
+pub fn with_request<V: RequestVisitor>(op: &Op, id: u32, arena: &Arena, v: V) -> V::Out {
+    match op {
+        Op::Get { key } => {
+            let mut m = GetReq::new_in(arena);
+            m.set_id(id);
+            m.set_key(s(key, arena));
+            v.visit(&m)
+        }
+        Op::Put { key, val } => {
+            let mut m = PutReq::new_in(arena);
+            m.set_id(id);
+            m.set_key(s(key, arena));
+            m.set_val(b(val, arena));
+            v.visit(&m)
+        }
+        Op::GetM { keys } => {
+            let mut m = GetMReq::new_in(arena);
+            m.set_id(id);
+            m.init_keys(keys.len());
+            for k in keys {
+                m.get_mut_keys().append(s(k, arena));
+            }
+            v.visit(&m)
+        }
+        Op::PutM { keys, vals } => {
+            let mut m = PutMReq::new_in(arena);
+            m.set_id(id);
+            m.init_keys(keys.len());
+            for k in keys {
+                m.get_mut_keys().append(s(k, arena));
+            }
+            m.init_vals(vals.len());
+            for x in vals {
+                m.get_mut_vals().append(b(x, arena));
+            }
+            v.visit(&m)
+        }
+        Op::GetList { key } => {
+            let mut m = GetListReq::new_in(arena);
+            m.set_id(id);
+            m.set_key(s(key, arena));
+            v.visit(&m)
+        }
+        Op::GetFromList { key, index } => {
+            let mut m = GetFromListReq::new_in(arena);
+            m.set_id(id);
+            m.set_key(s(key, arena));
+            m.set_index(*index);
+            v.visit(&m)
+        }
+        Op::Append { key, val } => {
+            let mut m = AppendReq::new_in(arena);
+            m.set_id(id);
+            m.set_key(s(key, arena));
+            m.set_val(b(val, arena));
+            v.visit(&m)
+        }
+        Op::Delete { key } => {
+            let mut m = DeleteReq::new_in(arena);
+            m.set_id(id);
+            m.set_key(s(key, arena));
+            v.visit(&m)
+        }
+    }
+}
+
+/// Queues a request on a datapath (serialize-and-send).
+pub struct SendRequest<'d, D> {
+    /// The datapath.
+    pub dp: &'d mut D,
+    /// The server's connection.
+    pub conn: ConnId,
+    /// Framing header.
+    pub msg: Msg,
+}
+
+impl<D: Datapath> RequestVisitor for SendRequest<'_, D> {
+    type Out = Result<(), SendError>;
+    fn visit<O: CornflakesObj>(self, obj: &O) -> Self::Out {
+        self.dp.send_object(self.conn, self.msg, obj)
+    }
+}
+
+struct ToVec<'o>(&'o mut Vec<u8>);
+
+impl RequestVisitor for ToVec<'_> {
+    type Out = ();
+    fn visit<O: CornflakesObj>(self, obj: &O) {
+        self.0.extend_from_slice(&obj.serialize_to_vec());
+    }
+}
+
+/// The Cornflakes encoding of request `op` with id `id`, appended to `out`.
+pub fn encode_request(op: &Op, id: u32, arena: &Arena, out: &mut Vec<u8>) {
+    with_request(op, id, arena, ToVec(out));
+}
+
+fn status_of(raw: i32) -> Result<Status, String> {
+    status_from_raw(raw)
+}
+
+/// Decodes the reply to a request of `kind`: its id and contents.
+pub fn decode_reply(kind: OpKind, payload: &[u8], arena: &Arena) -> Result<(u32, Reply), String> {
+    let e = |e: DecodeError| format!("{} reply: {e}", kind.name());
+    let vals = |l: &cornflakes::LeafList<'_, CFBytes<'_>>| -> Vec<Vec<u8>> {
+        l.iter().map(|v| v.as_bytes().to_vec()).collect()
+    };
+    Ok(match kind {
+        OpKind::Get => {
+            let m = GetResp::deserialize(payload, arena).map_err(e)?;
+            let status = status_of(m.get_status_raw())?;
+            let mut r = Reply::status(status);
+            if status == Status::Ok {
+                if m.has_pieces() {
+                    r.vals.push(
+                        m.get_pieces()
+                            .iter()
+                            .flat_map(|p| p.as_bytes())
+                            .copied()
+                            .collect(),
+                    );
+                } else {
+                    r.vals.push(m.get_val().as_bytes().to_vec());
+                }
+            }
+            (m.get_id(), r)
+        }
+        OpKind::GetM => {
+            let m = GetMResp::deserialize(payload, arena).map_err(e)?;
+            let mut r = Reply::status(status_of(m.get_status_raw())?);
+            r.vals = vals(m.get_vals());
+            r.statuses = m
+                .get_statuses()
+                .iter()
+                .map(status_of)
+                .collect::<Result<_, _>>()?;
+            (m.get_id(), r)
+        }
+        OpKind::GetList => {
+            let m = GetListResp::deserialize(payload, arena).map_err(e)?;
+            let mut r = Reply::status(status_of(m.get_status_raw())?);
+            r.vals = vals(m.get_vals());
+            (m.get_id(), r)
+        }
+        OpKind::GetFromList => {
+            let m = GetFromListResp::deserialize(payload, arena).map_err(e)?;
+            let status = status_of(m.get_status_raw())?;
+            let mut r = Reply::status(status);
+            if status == Status::Ok {
+                r.vals.push(m.get_val().as_bytes().to_vec());
+            }
+            (m.get_id(), r)
+        }
+        OpKind::Put => {
+            let m = PutResp::deserialize(payload, arena).map_err(e)?;
+            (m.get_id(), Reply::status(status_of(m.get_status_raw())?))
+        }
+        OpKind::PutM => {
+            let m = PutMResp::deserialize(payload, arena).map_err(e)?;
+            (m.get_id(), Reply::status(status_of(m.get_status_raw())?))
+        }
+        OpKind::Append => {
+            let m = AppendResp::deserialize(payload, arena).map_err(e)?;
+            (m.get_id(), Reply::status(status_of(m.get_status_raw())?))
+        }
+        OpKind::Delete => {
+            let m = DeleteResp::deserialize(payload, arena).map_err(e)?;
+            (m.get_id(), Reply::status(status_of(m.get_status_raw())?))
+        }
+    })
+}

@@ -1,0 +1,455 @@
+//! The client side: sending requests in each serialization, decoding replies, the load
+//! generator's [`ClientTransport`] over a datapath, and the [`Expected`] checker that verifies
+//! every reply against what the store must hold.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::hash::{DefaultHasher, Hash as _, Hasher as _};
+use std::io;
+use std::net::SocketAddrV4;
+use std::sync::Arc;
+
+use cornflakes::{Arena, ConnId, Datapath, Msg, RxMsg, SendError};
+use loadgen::{request_id, split_request_id, ClientTransport, Response};
+
+use crate::cf::{self, SendRequest};
+use crate::ops::{Op, OpKind, Reply, Status};
+use crate::resp;
+use crate::serialization::Serialization;
+
+/// Queues request `op` on `conn` with framing header `msg` (the caller flushes). Cornflakes
+/// requests are serialized-and-sent (values copied: the client's values are not pinned);
+/// the other formats' requests are encoded, then copied as one buffer. `buf` and `arena` are scratch space.
+pub fn send_op<D: Datapath>(
+    dp: &mut D,
+    conn: ConnId,
+    msg: Msg,
+    ser: Serialization,
+    op: &Op,
+    arena: &mut Arena,
+    buf: &mut Vec<u8>,
+) -> Result<(), SendError> {
+    if ser.is_cornflakes() {
+        arena.reset();
+        cf::with_request(op, msg.id, arena, SendRequest { dp, conn, msg })
+    } else if let Some(lib) = ser.library() {
+        crate::libs::encode_request(lib, op, msg.id, buf);
+        dp.send_copy(conn, msg, buf)
+    } else {
+        buf.clear();
+        resp::encode_request(op, buf);
+        dp.send_copy(conn, msg, buf)
+    }
+}
+
+thread_local! {
+    static DECODE_ARENA: RefCell<Arena> = RefCell::new(Arena::new());
+}
+
+/// Decodes a reply to a request of `kind` in `ser`. The Cornflakes formats also return the
+/// id the reply carries.
+pub fn decode_reply(
+    ser: Serialization,
+    kind: OpKind,
+    payload: &[u8],
+) -> Result<(Option<u32>, Reply), String> {
+    if ser.is_cornflakes() {
+        DECODE_ARENA.with(|a| {
+            let mut arena = a.borrow_mut();
+            arena.reset();
+            cf::decode_reply(kind, payload, &arena).map(|(id, r)| (Some(id), r))
+        })
+    } else if let Some(lib) = ser.library() {
+        crate::libs::decode_reply(lib, kind, payload).map(|(id, r)| (Some(id), r))
+    } else {
+        resp::decode_reply(kind, payload).map(|r| (None, r))
+    }
+}
+
+/// Which request of a run's list load-generator request `id` sends: thread `t`'s `seq`-th
+/// request is element `(seq · threads + t) mod n`, so the threads together walk the list in
+/// order and cycle when it runs out.
+pub fn request_index(id: u64, threads: usize, n: usize) -> usize {
+    let (t, seq) = split_request_id(id);
+    ((seq as u128 * threads.max(1) as u128 + t as u128) % n.max(1) as u128) as usize
+}
+
+/// The requests of a run, shared by the client threads and the checker.
+#[derive(Debug)]
+pub struct RunRequests {
+    /// The requests, in order.
+    pub ops: Vec<Op>,
+    /// Client threads of the run (see [`request_index`]).
+    pub threads: usize,
+}
+
+impl RunRequests {
+    /// The request load-generator request `id` sends.
+    pub fn op(&self, id: u64) -> &Op {
+        &self.ops[request_index(id, self.threads, self.ops.len())]
+    }
+}
+
+/// One load-generator thread's connection to the server over datapath `D`.
+pub struct KvClient<D: Datapath> {
+    dp: D,
+    conn: ConnId,
+    thread: usize,
+    ser: Serialization,
+    reqs: Arc<RunRequests>,
+    arena: Arena,
+    buf: Vec<u8>,
+    rx: Vec<RxMsg>,
+}
+
+impl<D: Datapath> KvClient<D> {
+    /// A client of `server` for load-generator thread `thread`, sending `reqs` in `ser`.
+    pub fn new(
+        mut dp: D,
+        server: SocketAddrV4,
+        thread: usize,
+        ser: Serialization,
+        reqs: Arc<RunRequests>,
+    ) -> io::Result<Self> {
+        let conn = dp.connect(server)?;
+        Ok(KvClient {
+            dp,
+            conn,
+            thread,
+            ser,
+            reqs,
+            arena: Arena::new(),
+            buf: Vec::new(),
+            rx: Vec::with_capacity(64),
+        })
+    }
+
+    /// The datapath.
+    pub fn datapath(&mut self) -> &mut D {
+        &mut self.dp
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        let r = match self.dp.flush() {
+            Ok(()) | Err(SendError::Full) => Ok(()),
+            Err(e) => Err(io::Error::other(e.to_string())),
+        };
+        self.dp.poll_completions();
+        r
+    }
+
+    fn send(&mut self, id: u64) -> Result<(), SendError> {
+        let op = self.reqs.op(id);
+        let (_, seq) = split_request_id(id);
+        let msg = Msg::new(seq as u32, op.kind().msg_type());
+        send_op(
+            &mut self.dp,
+            self.conn,
+            msg,
+            self.ser,
+            op,
+            &mut self.arena,
+            &mut self.buf,
+        )
+    }
+}
+
+impl<D: Datapath> ClientTransport for KvClient<D> {
+    fn send_request(&mut self, id: u64) -> io::Result<()> {
+        let mut r = self.send(id);
+        if let Err(SendError::Full) = r {
+            self.flush()?;
+            r = self.send(id);
+        }
+        r.map_err(|e| io::Error::other(e.to_string()))
+    }
+
+    fn poll_responses(&mut self, on_response: &mut dyn FnMut(Response<'_>)) -> io::Result<usize> {
+        self.flush()?;
+        self.rx.clear();
+        self.dp.recv_burst(&mut self.rx)?;
+        for m in &self.rx {
+            on_response(Response {
+                id: Some(request_id(self.thread, u64::from(m.msg.id))),
+                payload: &m.data,
+            });
+        }
+        let n = self.rx.len();
+        self.rx.clear();
+        Ok(n)
+    }
+}
+
+fn hash(v: &[u8]) -> u64 {
+    let mut h = DefaultHasher::new();
+    v.hash(&mut h);
+    h.finish()
+}
+
+/// The loaded list of a key (`None`: not loaded), as a workload recomputes it.
+pub type InitialValue = Box<dyn Fn(&str) -> Option<Vec<Vec<u8>>> + Send + Sync>;
+
+/// A key's list as the checker remembers it: one hash per value.
+type ListState = Vec<u64>;
+
+/// What the store must hold: for every key, each state its list passes through during a run
+/// (the loaded list, then the list after each write of the run, in request order; `None` when
+/// the key is absent). A read is correct when its reply, byte for byte, matches one of those
+/// states: open-loop requests to one key may be reordered on the way (several client threads),
+/// so a read may legitimately see the state before or after a concurrent write, but never a
+/// value that was not stored, a wrong element, or a missing key that exists (and vice versa).
+/// Writes must succeed (`OK`; a delete of an absent key answers `NOT_FOUND`).
+///
+/// The loaded value of every key the run names is computed once, up front, by `initial` (the
+/// workload's [`kv_workloads::Workload::initial_value`]); checking a reply then hashes only
+/// the reply.
+pub struct Expected {
+    /// Longest value a reply of the run may carry (loaded or written), bytes.
+    max_value: usize,
+    written: HashMap<String, Vec<Option<ListState>>>,
+    initial: InitialValue,
+}
+
+fn list_state(vals: &[Vec<u8>]) -> ListState {
+    vals.iter().map(|v| hash(v)).collect()
+}
+
+impl Expected {
+    /// The states of a store loaded as `initial` says, after the writes of `ops` in order.
+    pub fn new(initial: InitialValue, ops: &[Op]) -> Self {
+        let mut e = Expected {
+            max_value: 0,
+            written: HashMap::new(),
+            initial,
+        };
+        for op in ops {
+            for k in op.keys() {
+                if !e.written.contains_key(k) {
+                    let init = (e.initial)(k);
+                    let longest = init.iter().flatten().map(Vec::len).max().unwrap_or(0);
+                    e.max_value = e.max_value.max(longest);
+                    let first = init.map(|v| list_state(&v));
+                    e.written.insert(k.to_owned(), vec![first]);
+                }
+            }
+        }
+        for op in ops {
+            e.apply(op);
+        }
+        e
+    }
+
+    /// The states of a workload's store after the writes of `ops`.
+    pub fn for_workload(w: Arc<dyn kv_workloads::Workload>, ops: &[Op]) -> Self {
+        Expected::new(Box::new(move |k| w.initial_value(k)), ops)
+    }
+
+    fn push(&mut self, key: &str, f: impl FnOnce(Option<&ListState>) -> Option<ListState>) {
+        if !self.written.contains_key(key) {
+            let first = (self.initial)(key).map(|v| list_state(&v));
+            self.written.insert(key.to_owned(), vec![first]);
+        }
+        let states = self.written.get_mut(key).expect("inserted above");
+        let next = f(states.last().and_then(Option::as_ref));
+        if !states.contains(&next) {
+            states.push(next);
+        }
+    }
+
+    /// The longest value a reply of the run may carry (loaded or written), bytes.
+    pub fn max_value_len(&self) -> usize {
+        self.max_value
+    }
+
+    /// Records the effect of a write.
+    pub fn apply(&mut self, op: &Op) {
+        for v in match op {
+            Op::Put { val, .. } | Op::Append { val, .. } => std::slice::from_ref(val),
+            Op::PutM { vals, .. } => vals.as_slice(),
+            _ => &[],
+        } {
+            self.max_value = self.max_value.max(v.len());
+        }
+        match op {
+            Op::Put { key, val } => self.push(key, |_| Some(vec![hash(val)])),
+            Op::PutM { keys, vals } if keys.len() == vals.len() => {
+                for (k, v) in keys.iter().zip(vals) {
+                    self.push(k, |_| Some(vec![hash(v)]));
+                }
+            }
+            Op::Append { key, val } => self.push(key, |last| {
+                let mut l = last.cloned().unwrap_or_default();
+                l.push(hash(val));
+                Some(l)
+            }),
+            Op::Delete { key } => self.push(key, |_| None),
+            _ => {}
+        }
+    }
+
+    fn any_state(&self, key: &str, mut f: impl FnMut(Option<&ListState>) -> bool) -> bool {
+        match self.written.get(key) {
+            Some(states) => states.iter().any(|s| f(s.as_ref())),
+            None => f((self.initial)(key).map(|v| list_state(&v)).as_ref()),
+        }
+    }
+
+    /// Whether `(status, value)` is a correct answer for element `index` of `key`.
+    fn element_ok(&self, key: &str, index: usize, status: Status, val: Option<&[u8]>) -> bool {
+        let h = val.map(hash);
+        self.any_state(key, |s| match (s, status, h) {
+            (None, Status::NotFound, _) => true,
+            (Some(l), Status::Ok, Some(h)) => l.get(index) == Some(&h),
+            (Some(l), Status::BadIndex, _) => index >= l.len(),
+            _ => false,
+        })
+    }
+
+    /// Whether `reply` is a correct answer to `op`.
+    pub fn check(&self, op: &Op, reply: &Reply) -> bool {
+        let first = reply.vals.first().map(Vec::as_slice);
+        match op {
+            Op::Get { key } => {
+                reply.vals.len() <= 1 && self.element_ok(key, 0, reply.status, first)
+            }
+            Op::GetFromList { key, index } => {
+                reply.vals.len() <= 1 && self.element_ok(key, *index as usize, reply.status, first)
+            }
+            Op::GetList { key } => {
+                let got = list_state(&reply.vals);
+                self.any_state(key, |s| match (s, reply.status) {
+                    (None, Status::NotFound) => true,
+                    (Some(l), Status::Ok) => *l == got,
+                    _ => false,
+                })
+            }
+            Op::GetM { keys } => {
+                let statuses = &reply.statuses;
+                statuses.len() == keys.len()
+                    && reply.vals.len() == keys.len()
+                    && reply.status
+                        == statuses
+                            .iter()
+                            .copied()
+                            .find(|s| *s != Status::Ok)
+                            .unwrap_or(Status::Ok)
+                    && keys
+                        .iter()
+                        .zip(statuses)
+                        .zip(&reply.vals)
+                        .all(|((k, s), v)| {
+                            let v = (*s == Status::Ok).then_some(v.as_slice());
+                            self.element_ok(k, 0, *s, v)
+                        })
+            }
+            Op::Delete { key } => match reply.status {
+                Status::Ok => self.any_state(key, |s| s.is_some()),
+                Status::NotFound => self.any_state(key, |s| s.is_none()),
+                _ => false,
+            },
+            Op::Put { .. } | Op::PutM { .. } | Op::Append { .. } => {
+                reply.status == Status::Ok && reply.vals.is_empty()
+            }
+        }
+    }
+}
+
+/// The load generator's checker for one serialization: decodes each reply and verifies it
+/// with [`Expected`].
+pub struct Checker {
+    /// The run's requests.
+    pub reqs: Arc<RunRequests>,
+    /// What the store holds.
+    pub expected: Arc<Expected>,
+    /// The serialization replies are in.
+    pub ser: Serialization,
+}
+
+impl Checker {
+    /// Whether `payload` is a correct reply to load-generator request `id`.
+    pub fn check(&self, id: u64, payload: &[u8]) -> bool {
+        let op = self.reqs.op(id);
+        match decode_reply(self.ser, op.kind(), payload) {
+            Ok((wire_id, reply)) => {
+                let (_, seq) = split_request_id(id);
+                wire_id.is_none_or(|w| w == seq as u32) && self.expected.check(op, &reply)
+            }
+            Err(_) => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn expected(ops: &[Op]) -> Expected {
+        Expected::new(
+            Box::new(|k: &str| match k {
+                "a" => Some(vec![b"a0".to_vec()]),
+                "l" => Some(vec![b"x".to_vec(), b"y".to_vec()]),
+                _ => None,
+            }),
+            ops,
+        )
+    }
+
+    fn reply(status: Status, vals: &[&[u8]]) -> Reply {
+        Reply {
+            status,
+            vals: vals.iter().map(|v| v.to_vec()).collect(),
+            statuses: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn wrong_values_statuses_and_elements_are_rejected() {
+        let put = Op::Put {
+            key: "a".into(),
+            val: b"a1".to_vec(),
+        };
+        let e = expected(&[Op::Get { key: "a".into() }, put.clone()]);
+        let get = Op::Get { key: "a".into() };
+        // Before or after the run's put: both correct.
+        assert!(e.check(&get, &reply(Status::Ok, &[b"a0"])));
+        assert!(e.check(&get, &reply(Status::Ok, &[b"a1"])));
+        assert!(!e.check(&get, &reply(Status::Ok, &[b"a2"])));
+        assert!(!e.check(&get, &reply(Status::NotFound, &[])));
+        assert!(e.check(&put, &reply(Status::Ok, &[])));
+        assert!(!e.check(&put, &reply(Status::StoreFull, &[])));
+        let missing = Op::Get { key: "zz".into() };
+        assert!(e.check(&missing, &reply(Status::NotFound, &[])));
+        assert!(!e.check(&missing, &reply(Status::Ok, &[b""])));
+        let el = |i| Op::GetFromList {
+            key: "l".into(),
+            index: i,
+        };
+        assert!(e.check(&el(1), &reply(Status::Ok, &[b"y"])));
+        assert!(!e.check(&el(0), &reply(Status::Ok, &[b"y"])));
+        assert!(e.check(&el(2), &reply(Status::BadIndex, &[])));
+        assert!(!e.check(&el(1), &reply(Status::BadIndex, &[])));
+        let list = Op::GetList { key: "l".into() };
+        assert!(e.check(&list, &reply(Status::Ok, &[b"x", b"y"])));
+        assert!(!e.check(&list, &reply(Status::Ok, &[b"y", b"x"])));
+        let getm = Op::GetM {
+            keys: vec!["a".into(), "zz".into()],
+        };
+        let mut r = reply(Status::NotFound, &[b"a0", b""]);
+        r.statuses = vec![Status::Ok, Status::NotFound];
+        assert!(e.check(&getm, &r));
+        r.status = Status::Ok;
+        assert!(
+            !e.check(&getm, &r),
+            "overall status must be the first failure"
+        );
+    }
+
+    #[test]
+    fn request_indexes_interleave_threads_and_cycle() {
+        let id = |t, s| request_id(t, s);
+        assert_eq!(request_index(id(0, 0), 2, 10), 0);
+        assert_eq!(request_index(id(1, 0), 2, 10), 1);
+        assert_eq!(request_index(id(0, 1), 2, 10), 2);
+        assert_eq!(request_index(id(1, 5), 2, 10), 1);
+    }
+}

@@ -1,0 +1,222 @@
+//! The protobuf, Cap'n Proto and FlatBuffers serializations of the store (crate `baselines`,
+//! `baselines::kv`): one request and one response message per library.
+//!
+//! Network path (paper §6.1.3): each library serializes the response straight into one pinned
+//! transmit buffer, sent as a single scatter-gather entry, so none pays a copy a careful
+//! deployment would not make; the copies left are the library's own (prost copies values into
+//! its message struct, then into the buffer; Cap'n Proto and FlatBuffers build in their own
+//! segments / builder and are written out).
+
+use std::cell::RefCell;
+
+use baselines::kv::{KvCodec, KvRequestView, KvResponseView};
+use baselines::Library;
+use cornflakes::{ConnId, Datapath, Msg, RcBuf, SendError};
+
+use crate::cf::ServeError;
+use crate::ops::{status_from_raw, Op, OpKind, Reply, Status};
+use crate::store::{Store, Value};
+
+/// What a request produced: a status, the stored buffers to return, per-key statuses.
+#[derive(Default)]
+struct Outcome {
+    status: i32,
+    /// `None`: a missing key of a `getm` (an empty value in the reply).
+    vals: Vec<Option<RcBuf>>,
+    statuses: Vec<i32>,
+}
+
+fn single(v: &Value) -> Result<&RcBuf, Status> {
+    v.single().ok_or(Status::TooLarge)
+}
+
+fn st(r: Result<(), Status>) -> i32 {
+    r.err().unwrap_or(Status::Ok) as i32
+}
+
+fn execute(store: &mut Store, r: &KvRequestView<'_>) -> Result<Outcome, ServeError> {
+    let kind = OpKind::from_msg_type(r.op)
+        .ok_or_else(|| ServeError::Malformed(format!("unknown operation {}", r.op)))?;
+    let key = || {
+        r.keys
+            .first()
+            .copied()
+            .ok_or_else(|| ServeError::Malformed(format!("{} without a key", kind.name())))
+    };
+    let mut o = Outcome::default();
+    match kind {
+        OpKind::Get | OpKind::GetFromList => {
+            let got = if kind == OpKind::Get {
+                store.get(key()?)
+            } else {
+                store.get_from_list(key()?, r.index as usize)
+            };
+            match got.and_then(single) {
+                Ok(b) => o.vals.push(Some(b.clone())),
+                Err(s) => o.status = s as i32,
+            }
+        }
+        OpKind::GetList => match store
+            .get_list(key()?)
+            .and_then(|l| l.iter().map(single).collect::<Result<Vec<_>, _>>())
+        {
+            Ok(bufs) => o.vals.extend(bufs.into_iter().map(|b| Some(b.clone()))),
+            Err(s) => o.status = s as i32,
+        },
+        OpKind::GetM => {
+            for k in &r.keys {
+                let s = match store.get(k).and_then(single) {
+                    Ok(b) => {
+                        o.vals.push(Some(b.clone()));
+                        Status::Ok
+                    }
+                    Err(s) => {
+                        o.vals.push(None);
+                        s
+                    }
+                };
+                if o.status == 0 {
+                    o.status = s as i32;
+                }
+                o.statuses.push(s as i32);
+            }
+        }
+        OpKind::Put => {
+            let v = r
+                .vals
+                .first()
+                .ok_or_else(|| ServeError::Malformed("put without a value".to_owned()))?;
+            o.status = st(store.put(key()?, v));
+        }
+        OpKind::PutM => {
+            if r.keys.len() != r.vals.len() {
+                o.status = Status::BadRequest as i32;
+            } else {
+                for (k, v) in r.keys.iter().zip(&r.vals) {
+                    o.status = st(store.put(k, v));
+                    if o.status != 0 {
+                        break;
+                    }
+                }
+            }
+        }
+        OpKind::Append => {
+            let v = r
+                .vals
+                .first()
+                .ok_or_else(|| ServeError::Malformed("append without a value".to_owned()))?;
+            o.status = st(store.append(key()?, v).map(|_| ()));
+        }
+        OpKind::Delete => o.status = st(store.delete(key()?)),
+    }
+    Ok(o)
+}
+
+/// Handles one request in `codec`'s format: decode, apply to `store`, serialize the response
+/// into one pinned transmit buffer and queue it.
+pub fn serve<D: Datapath>(
+    dp: &mut D,
+    store: &mut Store,
+    codec: &mut dyn KvCodec,
+    conn: ConnId,
+    msg: Msg,
+    data: &[u8],
+) -> Result<(), ServeError> {
+    let mut result: Option<Result<(u32, Outcome), ServeError>> = None;
+    codec
+        .with_request(data, &mut |r| {
+            result = Some(execute(store, r).map(|o| (r.id, o)));
+        })
+        .map_err(|e| ServeError::Malformed(e.to_string()))?;
+    let (id, o) = result.ok_or_else(|| ServeError::Malformed("no request".to_owned()))??;
+    let mut view = KvResponseView {
+        id,
+        status: o.status,
+        vals: o
+            .vals
+            .iter()
+            .map(|b| b.as_ref().map_or(&[][..], |b| &b[..]))
+            .collect(),
+        statuses: o.statuses.clone(),
+    };
+    let mem = dp.memory();
+    let limit = mem.max_item_size().min(dp.max_message_len());
+    if codec.response_len_bound(&view) > limit {
+        view = KvResponseView {
+            id,
+            status: Status::TooLarge as i32,
+            ..KvResponseView::default()
+        };
+    }
+    let mut out = mem
+        .alloc(codec.response_len_bound(&view))
+        .map_err(SendError::from)?;
+    let n = codec
+        .encode_response(&view, &mut out)
+        .map_err(|e| ServeError::Send(SendError::Io(std::io::Error::other(e.to_string()))))?;
+    out.set_len(n);
+    Ok(dp.send_sga(conn, msg, &[out.freeze()])?)
+}
+
+thread_local! {
+    static CODECS: RefCell<Vec<(Library, Box<dyn KvCodec + Send>)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Runs `f` with this thread's codec of `lib`.
+pub fn with_codec<R>(lib: Library, f: impl FnOnce(&mut dyn KvCodec) -> R) -> R {
+    CODECS.with(|c| {
+        let mut c = c.borrow_mut();
+        let i = match c.iter().position(|(l, _)| *l == lib) {
+            Some(i) => i,
+            None => {
+                c.push((lib, lib.kv_codec()));
+                c.len() - 1
+            }
+        };
+        f(c[i].1.as_mut())
+    })
+}
+
+/// The encoding of request `op` with id `id` in `lib`'s format, into `out`.
+pub fn encode_request(lib: Library, op: &Op, id: u32, out: &mut Vec<u8>) {
+    let index;
+    let mut view = KvRequestView {
+        id,
+        op: op.kind().msg_type(),
+        ..KvRequestView::default()
+    };
+    match op {
+        Op::Get { key } | Op::GetList { key } | Op::Delete { key } => view.keys.push(key),
+        Op::Put { key, val } | Op::Append { key, val } => {
+            view.keys.push(key);
+            view.vals.push(val);
+        }
+        Op::GetM { keys } => view.keys.extend(keys.iter().map(String::as_str)),
+        Op::PutM { keys, vals } => {
+            view.keys.extend(keys.iter().map(String::as_str));
+            view.vals.extend(vals.iter().map(Vec::as_slice));
+        }
+        Op::GetFromList { key, index: i } => {
+            index = *i;
+            view.keys.push(key);
+            view.index = index;
+        }
+    }
+    with_codec(lib, |c| c.encode_request(&view, out));
+}
+
+/// Decodes a response in `lib`'s format: its id and contents.
+pub fn decode_reply(lib: Library, kind: OpKind, payload: &[u8]) -> Result<(u32, Reply), String> {
+    let r = with_codec(lib, |c| c.decode_response(payload)).map_err(|e| e.to_string())?;
+    let status = status_from_raw(r.status)?;
+    let mut reply = Reply::status(status);
+    reply.statuses = r
+        .statuses
+        .into_iter()
+        .map(status_from_raw)
+        .collect::<Result<_, _>>()?;
+    if kind == OpKind::GetM || status == Status::Ok {
+        reply.vals = r.vals;
+    }
+    Ok((r.id, reply))
+}

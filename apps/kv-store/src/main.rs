@@ -1,0 +1,353 @@
+//! `kv bench | server | client`: the key-value store of the Cornflakes paper (§6.2).
+
+#![forbid(unsafe_code)]
+
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use datapath_socket::SocketDatapath;
+use kv_store::bench::{self, load_store, BenchConfig};
+use kv_store::server::{KvServer, ServerConfig};
+use kv_store::store::StoreConfig;
+use kv_store::Serialization;
+use kv_workloads::{
+    CdnConfig, GoogleConfig, TwitterConfig, WorkloadConfig, YcsbAccess, YcsbConfig,
+};
+
+const USAGE: &str = "\
+usage:
+  kv bench  [--workload ycsb|google|twitter|cdn] [workload options] [--serializations S,S,..]
+            [--rates R,R,..] [--duration SECS] [--warmup SECS] [--timeout-ms MS] [--threads N]
+            [--threshold N] [--mtu N] [--max-item BYTES] [--memory-limit BYTES]
+            [--requests N] [--seed N] [--out DIR] [--json PATH] [--spin] [--datapath socket|emu]
+      One server thread per serialization (each loads the workload's contents) and open-loop
+      client threads over kernel UDP sockets on 127.0.0.1; offered loads interleaved across
+      serializations; every reply verified against what the store must hold. Prints the tables
+      and writes DIR/kv.json (or --json), DIR/run.json, DIR/kv.svg, DIR/kv.png and
+      DIR/tables.md (DIR defaults to results/kv). --datapath emu: the server on the ConnectX
+      driver on one core, the emulated ConnectX on the other playing wire and clients (needs 2
+      CPUs; measures the server core's work); the store is reloaded for every point.
+  kv server --serialization S [--bind IP:PORT] [--threshold N] [--mtu N] [--max-item BYTES]
+            [--memory-limit BYTES] [--workload W [workload options]] [--seconds SECS] [--spin]
+            [--datapath socket | mlx5 --mlx5-dev DEV | ice --dpdk-args ARGS]
+      Serves until killed (or for SECS), printing its counters every second; with --workload,
+      loads that workload's contents first. mlx5 (feature `mlx5`): a ConnectX device (RDMA
+      name or PCI address); ice (feature `ice`): the DPDK port the EAL arguments name.
+  kv client --server IP:PORT --serialization S --workload W [workload options] [--rates ..]
+            [--duration SECS] [--warmup SECS] [--timeout-ms MS] [--threads N] [--requests N]
+            [--seed N] [--out DIR] [--json PATH] [--spin]
+      Sweeps the offered loads against a running `kv server` loaded with the same workload.
+
+workload options:
+  ycsb:    --keys N  --shape COUNTxSIZE (1x4096, 2x2048, 4x1024)  --access getm|getlist
+  google:  --keys N  --list-lens MIN-MAX (1, 1-4, 1-8, 1-16)  --no-resample
+  twitter: --keys N  --trace PATH (CSV of twitter/cache-trace; synthetic cluster-4 model without)
+  cdn:     --total-mb N  --piece-size BYTES
+serializations: cornflakes cornflakes-sg cornflakes-copy cornflakes-no-ssend resp
+";
+
+struct Args {
+    rest: Vec<String>,
+}
+
+impl Args {
+    fn take(&mut self, flag: &str) -> Result<Option<String>, String> {
+        match self.rest.iter().position(|a| a == flag) {
+            None => Ok(None),
+            Some(i) if i + 1 < self.rest.len() => {
+                let v = self.rest.remove(i + 1);
+                self.rest.remove(i);
+                Ok(Some(v))
+            }
+            Some(_) => Err(format!("{flag} needs a value")),
+        }
+    }
+
+    fn switch(&mut self, flag: &str) -> bool {
+        let i = self.rest.iter().position(|a| a == flag);
+        i.map(|i| self.rest.remove(i)).is_some()
+    }
+
+    fn parse<T: std::str::FromStr>(&mut self, flag: &str) -> Result<Option<T>, String>
+    where
+        T::Err: std::fmt::Display,
+    {
+        self.take(flag)?
+            .map(|v| v.parse::<T>().map_err(|e| format!("{flag} {v:?}: {e}")))
+            .transpose()
+    }
+
+    fn secs(&mut self, flag: &str) -> Result<Option<Duration>, String> {
+        match self.parse::<f64>(flag)? {
+            Some(s) if s.is_finite() && s >= 0.0 => Ok(Some(Duration::from_secs_f64(s))),
+            Some(s) => Err(format!("{flag} {s}: not a duration")),
+            None => Ok(None),
+        }
+    }
+
+    fn list<T: std::str::FromStr>(&mut self, flag: &str) -> Result<Option<Vec<T>>, String>
+    where
+        T::Err: std::fmt::Display,
+    {
+        self.take(flag)?
+            .map(|v| {
+                v.split(',')
+                    .filter(|s| !s.is_empty())
+                    .map(|s| {
+                        s.trim()
+                            .parse::<T>()
+                            .map_err(|e| format!("{flag} {s:?}: {e}"))
+                    })
+                    .collect()
+            })
+            .transpose()
+    }
+
+    fn finish(self) -> Result<(), String> {
+        match self.rest.first() {
+            None => Ok(()),
+            Some(a) => Err(format!("unexpected argument {a:?}")),
+        }
+    }
+}
+
+fn workload(a: &mut Args, name: &str) -> Result<WorkloadConfig, String> {
+    let keys = a.parse::<u64>("--keys")?;
+    Ok(match name {
+        "ycsb" => {
+            let access = match a.take("--access")?.as_deref() {
+                None | Some("getm") => YcsbAccess::GetM,
+                Some("getlist") => YcsbAccess::GetList,
+                Some(o) => return Err(format!("--access {o:?}: getm or getlist")),
+            };
+            let mut c = match a.take("--shape")? {
+                Some(s) => YcsbConfig::with_shape(&s, access).map_err(|e| e.to_string())?,
+                None => YcsbConfig {
+                    access,
+                    ..YcsbConfig::default()
+                },
+            };
+            c.keys = keys.unwrap_or(c.keys);
+            WorkloadConfig::Ycsb(c)
+        }
+        "google" => {
+            let mut c = match a.take("--list-lens")? {
+                Some(l) => {
+                    let (lo, hi) = l.split_once('-').unwrap_or((&l, &l));
+                    let p = |s: &str| {
+                        s.trim()
+                            .parse::<usize>()
+                            .map_err(|e| format!("--list-lens {l:?}: {e}"))
+                    };
+                    GoogleConfig::with_lists(p(lo)?, p(hi)?)
+                }
+                None => GoogleConfig::default(),
+            };
+            if a.switch("--no-resample") {
+                c.resample_over_frame = false;
+            }
+            c.keys = keys.unwrap_or(c.keys);
+            WorkloadConfig::Google(c)
+        }
+        "twitter" => {
+            let mut c = TwitterConfig::default();
+            c.trace = a.take("--trace")?.map(PathBuf::from);
+            c.keys = keys.unwrap_or(c.keys);
+            WorkloadConfig::Twitter(c)
+        }
+        "cdn" => {
+            let mut c = CdnConfig::default();
+            if let Some(mb) = a.parse::<u64>("--total-mb")? {
+                c.total_bytes = mb << 20;
+            }
+            if let Some(p) = a.parse::<usize>("--piece-size")? {
+                c.piece_size = p;
+            }
+            WorkloadConfig::Cdn(c)
+        }
+        other => {
+            return Err(format!(
+                "unknown workload {other:?} (ycsb, google, twitter or cdn)"
+            ))
+        }
+    })
+}
+
+fn common(a: &mut Args, cfg: &mut BenchConfig) -> Result<(), String> {
+    if let Some(r) = a.list::<f64>("--rates")? {
+        cfg.rates = r;
+    }
+    if let Some(d) = a.secs("--duration")? {
+        cfg.duration = d;
+    }
+    if let Some(d) = a.secs("--warmup")? {
+        cfg.warmup = d;
+    }
+    if let Some(ms) = a.parse::<u64>("--timeout-ms")? {
+        cfg.timeout = Duration::from_millis(ms);
+    }
+    if let Some(t) = a.parse::<usize>("--threads")? {
+        cfg.threads = t.max(1);
+    }
+    if let Some(n) = a.parse::<usize>("--requests")? {
+        cfg.requests = n.max(1);
+    }
+    if let Some(n) = a.parse::<u64>("--seed")? {
+        cfg.seed = n;
+    }
+    if let Some(d) = a.take("--out")? {
+        cfg.out_dir = PathBuf::from(d);
+    }
+    cfg.json = a.take("--json")?.map(PathBuf::from);
+    cfg.spin = a.switch("--spin");
+    if let Some(m) = a.parse::<usize>("--mtu")? {
+        cfg.mtu = m;
+    }
+    if let Some(m) = a.parse::<usize>("--max-item")? {
+        cfg.max_item = m;
+    }
+    if let Some(m) = a.parse::<usize>("--memory-limit")? {
+        cfg.memory_limit = m;
+    }
+    Ok(())
+}
+
+fn bench_cmd(mut a: Args) -> Result<(), String> {
+    let mut cfg = BenchConfig::default();
+    match a.take("--datapath")?.as_deref() {
+        None | Some("socket") => {}
+        Some("emu") => cfg.datapath = bench::DatapathKind::Emu,
+        Some(other) => {
+            return Err(format!(
+                "--datapath {other:?}: kv bench runs on socket or emu (AF_XDP, mlx5 and ice are not wired into the KV store yet; see apps/kv-store/README.md)"
+            ))
+        }
+    }
+    let name = a.take("--workload")?.unwrap_or_else(|| "ycsb".to_owned());
+    cfg.workload = workload(&mut a, &name)?;
+    if let Some(s) = a.list::<Serialization>("--serializations")? {
+        cfg.serializations = s;
+    }
+    if let Some(t) = a.parse::<usize>("--threshold")? {
+        cfg.threshold = t;
+    }
+    common(&mut a, &mut cfg)?;
+    a.finish()?;
+    bench::run_bench(&cfg).map(|_| ())
+}
+
+fn client_cmd(mut a: Args) -> Result<(), String> {
+    let mut cfg = BenchConfig::default();
+    let server = a
+        .parse::<SocketAddrV4>("--server")?
+        .ok_or("--server IP:PORT is required")?;
+    let ser = a
+        .parse::<Serialization>("--serialization")?
+        .ok_or("--serialization is required")?;
+    cfg.serializations = vec![ser];
+    let name = a.take("--workload")?.ok_or("--workload is required")?;
+    cfg.workload = workload(&mut a, &name)?;
+    common(&mut a, &mut cfg)?;
+    a.finish()?;
+    bench::run_client(&cfg, server).map(|_| ())
+}
+
+fn server_cmd(mut a: Args) -> Result<(), String> {
+    let ser = a
+        .parse::<Serialization>("--serialization")?
+        .ok_or("--serialization is required")?;
+    let bind = a
+        .parse::<SocketAddrV4>("--bind")?
+        .unwrap_or(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 7878));
+    let mut bc = BenchConfig::default();
+    let threshold = a.parse::<usize>("--threshold")?.unwrap_or(bc.threshold);
+    let wl = match a.take("--workload")? {
+        Some(n) => Some(workload(&mut a, &n)?),
+        None => None,
+    };
+    let seconds = a.secs("--seconds")?;
+    let nic = match a.take("--datapath")?.as_deref() {
+        None | Some("socket") => None,
+        Some("mlx5") => Some(kv_store::nic::NicSpec::Mlx5(
+            a.take("--mlx5-dev")?
+                .ok_or("--datapath mlx5 needs --mlx5-dev DEV")?,
+        )),
+        Some("ice") => Some(kv_store::nic::NicSpec::Ice(
+            a.take("--dpdk-args")?
+                .ok_or("--datapath ice needs --dpdk-args ARGS")?,
+        )),
+        Some(o) => return Err(format!("--datapath {o:?}: socket, mlx5 or ice")),
+    };
+    common(&mut a, &mut bc)?;
+    a.finish()?;
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    if let Some(s) = seconds {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(s);
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        });
+    }
+    let cfg = ServerConfig {
+        serialization: ser,
+        threshold,
+        store: StoreConfig {
+            memory_limit: bc.memory_limit,
+        },
+    };
+    if let Some(nic) = nic {
+        let st = kv_store::nic::serve(
+            &nic,
+            bind,
+            bc.mtu,
+            bc.max_item,
+            cfg,
+            wl.as_ref(),
+            &stop,
+            Some(Duration::from_secs(1)),
+        )?;
+        eprintln!("[server] {st}");
+        return Ok(());
+    }
+    let dp = SocketDatapath::new(bc.socket(bind)).map_err(|e| format!("binding {bind}: {e}"))?;
+    let addr = cornflakes::datapath::Connect::local_addr(&dp);
+    let mut server = KvServer::new(dp, cfg);
+    if let Some(wl) = wl {
+        eprintln!("[server] {}", load_store(&wl, server.store_mut())?);
+    }
+    eprintln!("[server] ready: {ser} on {addr} (socket datapath)");
+    let (after, mut hook) = datapath_socket::idle::socket_idle(bc.spin);
+    server.run(&stop, Some(Duration::from_secs(1)), after, &mut hook);
+    eprintln!("[server] {}", server.stats());
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    if args.is_empty() || args.iter().any(|a| a == "-h" || a == "--help") {
+        print!("{USAGE}");
+        return if args.is_empty() {
+            ExitCode::FAILURE
+        } else {
+            ExitCode::SUCCESS
+        };
+    }
+    let cmd = args.remove(0);
+    let a = Args { rest: args };
+    let r = match cmd.as_str() {
+        "bench" => bench_cmd(a),
+        "server" => server_cmd(a),
+        "client" => client_cmd(a),
+        other => Err(format!("unknown command {other:?}\n{USAGE}")),
+    };
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("kv: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

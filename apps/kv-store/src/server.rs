@@ -1,0 +1,366 @@
+//! The KV server: receives a burst, answers each request from the [`Store`] in its
+//! serialization, flushes once per burst. It runs over any [`Datapath`]; malformed requests are
+//! counted and dropped, never fatal.
+
+use std::fmt;
+use std::io;
+use std::net::SocketAddrV4;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use cornflakes::datapath::{Connect as _, DropCounters};
+use cornflakes::mem::MemoryConfig;
+use cornflakes::{Arena, Datapath, RxMsg, SendError};
+use datapath_socket::{SocketConfig, SocketDatapath};
+use loadgen::LatencyHistogram;
+
+use crate::cf::{self, SendPath, ServeError};
+use crate::resp;
+use crate::serialization::{Serialization, DEFAULT_THRESHOLD};
+use crate::store::{Store, StoreConfig, StoreStats};
+
+/// What the server does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ServerConfig {
+    /// Wire format and send path.
+    pub serialization: Serialization,
+    /// The hybrid threshold of `cornflakes` and `cornflakes-no-ssend`.
+    pub threshold: usize,
+    /// The store's settings.
+    pub store: StoreConfig,
+}
+
+impl ServerConfig {
+    /// `serialization` with the default threshold and store.
+    pub fn new(serialization: Serialization) -> ServerConfig {
+        ServerConfig {
+            serialization,
+            threshold: DEFAULT_THRESHOLD,
+            store: StoreConfig::default(),
+        }
+    }
+}
+
+/// Largest pinned buffer of a KV server's memory by default: values up to this size are one
+/// buffer (sent by one scatter-gather entry); larger ones are stored in pieces.
+pub const DEFAULT_MAX_ITEM: usize = 256 * 1024;
+
+/// The pinned-memory settings of a KV server: items up to `max_item` bytes, at most
+/// `max_bytes` mapped.
+pub fn memory_config(max_item: usize, max_bytes: usize) -> MemoryConfig {
+    MemoryConfig {
+        max_item_size: max_item.next_power_of_two().clamp(64, 2 << 20),
+        max_bytes,
+        ..MemoryConfig::default()
+    }
+}
+
+/// What the server has seen so far.
+#[derive(Clone, Debug, Default)]
+pub struct ServerStats {
+    /// Messages the datapath delivered.
+    pub received: u64,
+    /// Replies queued.
+    pub replied: u64,
+    /// Requests that did not parse (unknown type, bad encoding, key not UTF-8): dropped.
+    pub malformed: u64,
+    /// Replies that could not be sent (e.g. no buffer): dropped.
+    pub send_failed: u64,
+    /// Errors from the datapath's receive or flush calls.
+    pub io_errors: u64,
+    /// Time to handle each request (decode, store, build and queue the reply), without the
+    /// receive and flush system calls. Read the median: a sample may include preemption.
+    pub work: LatencyHistogram,
+    /// The datapath's drop counters.
+    pub datapath: DropCounters,
+    /// The store's counters.
+    pub store: StoreStats,
+    /// Why the last malformed request was dropped.
+    pub last_malformed: Option<String>,
+}
+
+impl ServerStats {
+    /// Median handling time per request, nanoseconds.
+    pub fn work_p50_ns(&self) -> Option<f64> {
+        self.work.p50_us().map(|us| us * 1000.0)
+    }
+}
+
+impl fmt::Display for ServerStats {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "received={} replied={} malformed={} send_failed={} io_errors={} datapath_drops={} keys={} store_bytes={} store_full={} work_p50={:.0}ns",
+            self.received,
+            self.replied,
+            self.malformed,
+            self.send_failed,
+            self.io_errors,
+            self.datapath.total_drops(),
+            self.store.keys,
+            self.store.used_bytes,
+            self.store.full,
+            self.work_p50_ns().unwrap_or(0.0)
+        )?;
+        if let Some(why) = &self.last_malformed {
+            write!(f, " last_malformed={why:?}")?;
+        }
+        Ok(())
+    }
+}
+
+/// A KV server on one datapath queue.
+pub struct KvServer<D: Datapath> {
+    dp: D,
+    ser: Serialization,
+    store: Store,
+    arena: Arena,
+    rx: Vec<RxMsg>,
+    stats: ServerStats,
+}
+
+impl<D: Datapath> KvServer<D> {
+    /// A server with an empty store on `dp`.
+    pub fn new(dp: D, cfg: ServerConfig) -> KvServer<D> {
+        let store = Store::new(dp.memory(), cfg.store);
+        KvServer::with_store(dp, cfg, store)
+    }
+
+    /// A server on `dp` with a store loaded beforehand, whose values must live in `dp`'s
+    /// pinned memory (e.g. loaded before the datapath was opened on the same memory).
+    pub fn with_store(dp: D, cfg: ServerConfig, store: Store) -> KvServer<D> {
+        let arena = Arena::with_memory(dp.memory())
+            .with_threshold(cfg.serialization.threshold(cfg.threshold));
+        KvServer {
+            dp,
+            ser: cfg.serialization,
+            store,
+            arena,
+            rx: Vec::with_capacity(64),
+            stats: ServerStats::default(),
+        }
+    }
+
+    /// The store (to load it, or inspect it).
+    pub fn store_mut(&mut self) -> &mut Store {
+        &mut self.store
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The datapath.
+    pub fn datapath(&self) -> &D {
+        &self.dp
+    }
+
+    /// The datapath, mutably (tests drive completions through it).
+    pub fn datapath_mut(&mut self) -> &mut D {
+        &mut self.dp
+    }
+
+    /// The serialization.
+    pub fn serialization(&self) -> Serialization {
+        self.ser
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> ServerStats {
+        ServerStats {
+            datapath: self.dp.counters(),
+            store: self.store.stats(),
+            ..self.stats.clone()
+        }
+    }
+
+    /// Receives one burst, answers every request in it and flushes. Returns the messages
+    /// received. Never blocks; errors are counted, not returned.
+    pub fn poll(&mut self) -> usize {
+        let mut rx = std::mem::take(&mut self.rx);
+        rx.clear();
+        if self.dp.recv_burst(&mut rx).is_err() {
+            self.stats.io_errors += 1;
+        }
+        let n = rx.len();
+        for m in rx.drain(..) {
+            self.stats.received += 1;
+            let start = Instant::now();
+            let outcome = match self.serve_one(&m) {
+                Err(ServeError::Send(SendError::Full)) => {
+                    self.flush();
+                    self.serve_one(&m)
+                }
+                r => r,
+            };
+            self.stats.work.record(start.elapsed());
+            match outcome {
+                Ok(()) => self.stats.replied += 1,
+                Err(ServeError::Malformed(why)) => {
+                    self.stats.malformed += 1;
+                    self.stats.last_malformed = Some(why);
+                }
+                Err(ServeError::Send(_)) => self.stats.send_failed += 1,
+            }
+        }
+        self.rx = rx;
+        if n > 0 {
+            self.flush();
+        }
+        self.dp.poll_completions();
+        n
+    }
+
+    fn flush(&mut self) {
+        if self.dp.flush().is_err() {
+            self.stats.io_errors += 1;
+        }
+        self.dp.poll_completions();
+    }
+
+    fn serve_one(&mut self, m: &RxMsg) -> Result<(), ServeError> {
+        match self.ser {
+            Serialization::Resp => {
+                resp::serve(&mut self.dp, &mut self.store, m.conn, m.msg, &m.data)
+            }
+            ser if ser.library().is_some() => {
+                let lib = ser.library().expect("checked");
+                let (dp, store) = (&mut self.dp, &mut self.store);
+                crate::libs::with_codec(lib, |c| {
+                    crate::libs::serve(dp, store, c, m.conn, m.msg, &m.data)
+                })
+            }
+            ser => {
+                self.arena.reset();
+                let path = if ser == Serialization::CornflakesNoSsend {
+                    SendPath::SgaThenSend
+                } else {
+                    SendPath::SerializeAndSend
+                };
+                cf::serve(
+                    &mut self.dp,
+                    &mut self.store,
+                    m.conn,
+                    m.msg,
+                    &m.data,
+                    &self.arena,
+                    path,
+                )
+            }
+        }
+    }
+
+    /// Polls until `stop` is set; after `idle_after` empty polls in a row calls `idle` (which
+    /// may block briefly). With `report`, prints the counters on stderr that often.
+    pub fn run(
+        &mut self,
+        stop: &AtomicBool,
+        report: Option<Duration>,
+        idle_after: u32,
+        idle: &mut dyn FnMut(&D),
+    ) {
+        let mut empty = 0u32;
+        let mut iter = 0u32;
+        let mut last = Instant::now();
+        while !stop.load(Ordering::Relaxed) {
+            if self.poll() == 0 {
+                empty += 1;
+                if empty >= idle_after {
+                    idle(&self.dp);
+                    empty = 0;
+                }
+            } else {
+                empty = 0;
+            }
+            iter = iter.wrapping_add(1);
+            if let Some(every) = report {
+                if iter.is_multiple_of(1024) && last.elapsed() >= every {
+                    last = Instant::now();
+                    eprintln!("[server {}] {}", self.ser, self.stats());
+                }
+            }
+        }
+    }
+}
+
+/// Loads a store before the server starts serving (runs on the server's thread, where the
+/// pinned memory lives). Returns a description for the log, or why loading failed.
+pub type Loader = Box<dyn FnOnce(&mut Store) -> Result<String, String> + Send>;
+
+/// A server running on its own thread over the socket datapath.
+pub struct ServerHandle {
+    addr: SocketAddrV4,
+    stop: Arc<AtomicBool>,
+    join: JoinHandle<ServerStats>,
+}
+
+impl ServerHandle {
+    /// Binds `sock.bind`, loads the store with `load`, and serves on a new thread (blocking
+    /// briefly on the socket when idle, or yielding when `spin`). Returns once loaded.
+    pub fn spawn(
+        cfg: ServerConfig,
+        sock: SocketConfig,
+        load: Loader,
+        report: Option<Duration>,
+        spin: bool,
+    ) -> Result<ServerHandle, String> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (tx, rx) = mpsc::channel();
+        let stop2 = stop.clone();
+        let join = std::thread::Builder::new()
+            .name(format!("kv-server-{}", cfg.serialization))
+            .spawn(move || {
+                let dp = match SocketDatapath::new(sock) {
+                    Ok(dp) => dp,
+                    Err(e) => {
+                        let _ = tx.send(Err(format!("server socket: {e}")));
+                        return ServerStats::default();
+                    }
+                };
+                let addr = dp.local_addr();
+                let mut server = KvServer::new(dp, cfg);
+                match load(server.store_mut()) {
+                    Ok(what) => {
+                        let _ = tx.send(Ok((addr, what)));
+                    }
+                    Err(e) => {
+                        let _ = tx.send(Err(format!("loading the store: {e}")));
+                        return server.stats();
+                    }
+                }
+                let (after, mut hook) = datapath_socket::idle::socket_idle(spin);
+                server.run(&stop2, report, after, &mut hook);
+                server.stats()
+            })
+            .map_err(|e| format!("spawning the server thread: {e}"))?;
+        match rx.recv() {
+            Ok(Ok((addr, what))) => {
+                if !what.is_empty() {
+                    eprintln!("[server {}] {what}", cfg.serialization);
+                }
+                Ok(ServerHandle { addr, stop, join })
+            }
+            Ok(Err(e)) => {
+                let _ = join.join();
+                Err(e)
+            }
+            Err(_) => Err("the server thread exited during setup".to_owned()),
+        }
+    }
+
+    /// The address the server listens on.
+    pub fn addr(&self) -> SocketAddrV4 {
+        self.addr
+    }
+
+    /// Stops the server and returns its final counters.
+    pub fn stop(self) -> io::Result<ServerStats> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.join
+            .join()
+            .map_err(|_| io::Error::other("the server thread panicked"))
+    }
+}

@@ -1,0 +1,197 @@
+//! `kv bench`, `kv server` and `kv client` end to end on tiny parameters: every serialization
+//! runs, every reply is verified (no mismatch), and the JSON, tables and plots are written.
+//! Nothing is timed.
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use kv_store::Serialization;
+
+fn tmp(name: &str) -> PathBuf {
+    let d =
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+#[test]
+fn bench_writes_records_tables_and_plots_for_every_serialization() {
+    for (workload, extra) in [
+        ("google", &["--list-lens", "1-4", "--keys", "300"][..]),
+        ("twitter", &["--keys", "500"][..]),
+        ("cdn", &["--total-mb", "2"][..]),
+    ] {
+        let dir = tmp(&format!("kv-bench-{workload}"));
+        let out = Command::new(env!("CARGO_BIN_EXE_kv"))
+            .args(["bench", "--workload", workload])
+            .args(extra)
+            .args([
+                "--rates",
+                "300,600",
+                "--duration",
+                "0.05",
+                "--warmup",
+                "0.01",
+                "--timeout-ms",
+                "2000",
+                "--requests",
+                "300",
+                "--out",
+            ])
+            .arg(&dir)
+            .output()
+            .expect("run kv bench");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success(),
+            "kv bench {workload} failed:\n{stderr}"
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("kv.json")).unwrap()).unwrap();
+        let recs = v.as_array().unwrap();
+        for s in Serialization::ALL {
+            let mine: Vec<_> = recs.iter().filter(|r| r["mode"] == s.name()).collect();
+            assert!(!mine.is_empty(), "{workload}: no record for {s}");
+            assert!(stdout.contains(&format!("| {} |", s.name())), "{stdout}");
+        }
+        for r in recs {
+            assert_eq!(r["mismatched"], 0, "{workload}: {r}");
+            assert!(r["verified"].as_u64().unwrap() > 0, "{workload}: {r}");
+        }
+        assert!(stdout.contains("Datapath: kernel UDP sockets"), "{stdout}");
+        assert!(stdout.contains("Table 5 form"), "{stdout}");
+        match workload {
+            "google" => assert!(stdout.contains("Table 1 form"), "{stdout}"),
+            "cdn" => assert!(stdout.contains("objects/s"), "{stdout}"),
+            _ => {}
+        }
+        let run: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("run.json")).unwrap()).unwrap();
+        assert_eq!(
+            run["servers"].as_array().unwrap().len(),
+            Serialization::ALL.len()
+        );
+        for s in run["servers"].as_array().unwrap() {
+            assert_eq!(s["malformed"], 0, "{s}");
+        }
+        assert!(dir.join("tables.md").exists());
+        assert!(dir.join("kv.svg").exists() && dir.join("kv.png").exists());
+    }
+}
+
+#[test]
+fn server_and_client_as_two_processes() {
+    let mut server = Command::new(env!("CARGO_BIN_EXE_kv"))
+        .args([
+            "server",
+            "--serialization",
+            "cornflakes",
+            "--bind",
+            "127.0.0.1:0",
+            "--workload",
+            "ycsb",
+            "--keys",
+            "200",
+            "--seconds",
+            "60",
+        ])
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start kv server");
+    let mut lines = BufReader::new(server.stderr.take().unwrap()).lines();
+    let addr = loop {
+        let l = lines.next().expect("server output").unwrap();
+        if let Some(rest) = l.split(" on ").nth(1).filter(|_| l.contains("ready")) {
+            break rest.split_whitespace().next().unwrap().to_owned();
+        }
+    };
+    let dir = tmp("kv-client");
+    let out = Command::new(env!("CARGO_BIN_EXE_kv"))
+        .args(["client", "--server", &addr, "--serialization", "cornflakes"])
+        .args(["--workload", "ycsb", "--keys", "200", "--rates", "300"])
+        .args([
+            "--duration",
+            "0.05",
+            "--warmup",
+            "0.01",
+            "--timeout-ms",
+            "2000",
+            "--out",
+        ])
+        .arg(&dir)
+        .output()
+        .expect("run kv client");
+    let _ = server.kill();
+    let _ = server.wait();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "kv client failed:\n{stderr}");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("kv.json")).unwrap()).unwrap();
+    let r = &v.as_array().unwrap()[0];
+    assert_eq!(r["mismatched"], 0, "{r}");
+    assert!(r["verified"].as_u64().unwrap() > 0, "{r}");
+}
+
+#[test]
+fn bad_arguments_say_what_is_wrong() {
+    for (args, want) in [
+        (&["bench", "--workload", "nope"][..], "unknown workload"),
+        (
+            &["bench", "--serializations", "thrift"][..],
+            "unknown serialization",
+        ),
+        (&["bench", "--datapath", "xdp"][..], "socket or emu"),
+        (&["client", "--serialization", "resp"][..], "--server"),
+        (&["frobnicate"][..], "unknown command"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_kv"))
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        let e = String::from_utf8_lossy(&out.stderr);
+        assert!(e.contains(want), "{args:?}: {e}");
+    }
+}
+
+#[test]
+fn bench_on_the_emulated_nic() {
+    let dir = tmp("kv-bench-emu");
+    let out = Command::new(env!("CARGO_BIN_EXE_kv"))
+        .args([
+            "bench",
+            "--datapath",
+            "emu",
+            "--workload",
+            "ycsb",
+            "--keys",
+            "200",
+        ])
+        .args(["--serializations", "cornflakes,cornflakes-no-ssend,resp"])
+        .args(["--rates", "2000", "--duration", "0.05", "--warmup", "0.01"])
+        .args(["--timeout-ms", "2000", "--requests", "200", "--out"])
+        .arg(&dir)
+        .output()
+        .expect("run kv bench --datapath emu");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() && stderr.contains("CPU") {
+        println!("SKIPPED bench_on_the_emulated_nic: {}", stderr.trim());
+        return;
+    }
+    assert!(
+        out.status.success(),
+        "kv bench --datapath emu failed:\n{stderr}"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("emulated ConnectX"), "{stdout}");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("kv.json")).unwrap()).unwrap();
+    let recs = v.as_array().unwrap();
+    assert_eq!(recs.len(), 3);
+    for r in recs {
+        assert_eq!(r["mismatched"], 0, "{r}");
+        assert!(r["verified"].as_u64().unwrap() > 0, "{r}");
+    }
+}

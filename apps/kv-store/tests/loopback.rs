@@ -1,0 +1,444 @@
+//! The server over the in-process loopback NIC: every request type in every serialization with
+//! byte-exact values, missing keys and bad indexes, values in pieces, the pointer-swap safety
+//! of puts while a reply is in flight, and malformed requests. Nothing is timed.
+
+use std::net::{Ipv4Addr, SocketAddrV4};
+
+use cornflakes::datapath::{Completions, Connect, DatapathMemory, Receive, Transmit};
+use cornflakes::mem::MemoryConfig;
+use cornflakes::{Arena, ConnId, Msg, RxMsg};
+use cornflakes_stack::{MacAddr, StackConfig};
+use datapath_loopback::{Loopback, LoopbackConfig};
+use kv_store::client::{decode_reply, send_op};
+use kv_store::server::{memory_config, KvServer, ServerConfig};
+use kv_store::store::StoreConfig;
+use kv_store::{Op, OpKind, Reply, Serialization, Status};
+
+const SERVER: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 1), 7000);
+const CLIENT: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 2), 7000);
+
+struct Rig {
+    server: KvServer<Loopback>,
+    client: Loopback,
+    conn: ConnId,
+    ser: Serialization,
+    arena: Arena,
+    buf: Vec<u8>,
+    next_id: u32,
+}
+
+fn rig_with(ser: Serialization, mem: MemoryConfig, store: StoreConfig) -> Rig {
+    let mut a = LoopbackConfig::new(StackConfig::new(MacAddr([2, 0, 0, 0, 0, 1]), SERVER));
+    a.memory = mem.clone();
+    let mut b = LoopbackConfig::new(StackConfig::new(MacAddr([2, 0, 0, 0, 0, 2]), CLIENT));
+    b.memory = mem;
+    let (a, mut b) = Loopback::pair(a, b).unwrap();
+    let conn = b.connect(SERVER).unwrap();
+    let mut server = KvServer::new(
+        a,
+        ServerConfig {
+            store,
+            ..ServerConfig::new(ser)
+        },
+    );
+    let mut rx = Vec::new();
+    server.poll(); // answers the ARP request
+    b.recv_burst(&mut rx).unwrap();
+    Rig {
+        server,
+        client: b,
+        conn,
+        ser,
+        arena: Arena::new(),
+        buf: Vec::new(),
+        next_id: 1,
+    }
+}
+
+fn rig(ser: Serialization) -> Rig {
+    rig_with(
+        ser,
+        memory_config(16 * 1024, 1 << 30),
+        StoreConfig::default(),
+    )
+}
+
+impl Rig {
+    fn send(&mut self, op: &Op) -> Msg {
+        let msg = Msg::new(self.next_id, op.kind().msg_type());
+        self.next_id += 1;
+        send_op(
+            &mut self.client,
+            self.conn,
+            msg,
+            self.ser,
+            op,
+            &mut self.arena,
+            &mut self.buf,
+        )
+        .unwrap();
+        self.client.flush().unwrap();
+        msg
+    }
+
+    fn recv(&mut self) -> Vec<RxMsg> {
+        let mut rx = Vec::new();
+        self.client.recv_burst(&mut rx).unwrap();
+        self.client.poll_completions();
+        rx
+    }
+
+    /// Sends `op`, lets the server answer, and decodes the reply.
+    fn call(&mut self, op: &Op) -> Reply {
+        let msg = self.send(op);
+        assert_eq!(self.server.poll(), 1);
+        let rx = self.recv();
+        assert_eq!(rx.len(), 1, "{} {op:?}: one reply", self.ser);
+        assert_eq!(rx[0].msg, msg, "reply carries the request's id and type");
+        let (id, reply) = decode_reply(self.ser, op.kind(), &rx[0].data)
+            .unwrap_or_else(|e| panic!("{} {op:?}: {e}", self.ser));
+        if let Some(id) = id {
+            assert_eq!(id, msg.id);
+        }
+        reply
+    }
+}
+
+fn val(n: usize, seed: u8) -> Vec<u8> {
+    (0..n)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
+
+fn ok(vals: Vec<Vec<u8>>) -> Reply {
+    Reply {
+        status: Status::Ok,
+        vals,
+        statuses: Vec::new(),
+    }
+}
+
+fn st(s: Status) -> Reply {
+    Reply::status(s)
+}
+
+fn k(s: &str) -> String {
+    s.to_owned()
+}
+
+#[test]
+fn every_request_in_every_serialization() {
+    for ser in Serialization::ALL {
+        let mut r = rig(ser);
+        // Sizes on both sides of the hybrid threshold, empty, and bigger than one 1500-byte frame.
+        let (small, big, huge) = (val(40, 1), val(2048, 2), val(9000, 3));
+        assert_eq!(
+            r.call(&Op::Put {
+                key: k("a"),
+                val: small.clone()
+            }),
+            st(Status::Ok)
+        );
+        assert_eq!(
+            r.call(&Op::Get { key: k("a") }),
+            ok(vec![small.clone()]),
+            "{ser}"
+        );
+        r.call(&Op::Put {
+            key: k("b"),
+            val: big.clone(),
+        });
+        r.call(&Op::Put {
+            key: k("e"),
+            val: Vec::new(),
+        });
+        assert_eq!(
+            r.call(&Op::Get { key: k("b") }),
+            ok(vec![big.clone()]),
+            "{ser}"
+        );
+        assert_eq!(r.call(&Op::Get { key: k("e") }), ok(vec![vec![]]), "{ser}");
+        assert_eq!(
+            r.call(&Op::PutM {
+                keys: vec![k("c"), k("d")],
+                vals: vec![huge.clone(), small.clone()],
+            }),
+            st(Status::Ok)
+        );
+        let getm = r.call(&Op::GetM {
+            keys: vec![k("c"), k("missing"), k("d")],
+        });
+        assert_eq!(getm.status, Status::NotFound, "{ser}");
+        assert_eq!(
+            getm.statuses,
+            vec![Status::Ok, Status::NotFound, Status::Ok]
+        );
+        assert_eq!(
+            getm.vals,
+            vec![huge.clone(), vec![], small.clone()],
+            "{ser}"
+        );
+        assert_eq!(
+            r.call(&Op::Append {
+                key: k("l"),
+                val: big.clone()
+            }),
+            st(Status::Ok)
+        );
+        r.call(&Op::Append {
+            key: k("l"),
+            val: small.clone(),
+        });
+        assert_eq!(
+            r.call(&Op::GetList { key: k("l") }),
+            ok(vec![big.clone(), small.clone()]),
+            "{ser}"
+        );
+        assert_eq!(
+            r.call(&Op::GetFromList {
+                key: k("l"),
+                index: 1
+            }),
+            ok(vec![small.clone()]),
+            "{ser}"
+        );
+        assert_eq!(
+            r.call(&Op::GetFromList {
+                key: k("l"),
+                index: 2
+            }),
+            st(Status::BadIndex),
+            "{ser}"
+        );
+        assert_eq!(
+            r.call(&Op::GetFromList {
+                key: k("nope"),
+                index: 0
+            }),
+            st(Status::NotFound),
+            "{ser}"
+        );
+        assert_eq!(
+            r.call(&Op::GetList { key: k("nope") }),
+            st(Status::NotFound)
+        );
+        assert_eq!(r.call(&Op::Get { key: k("nope") }), st(Status::NotFound));
+        assert_eq!(r.call(&Op::Delete { key: k("a") }), st(Status::Ok));
+        assert_eq!(r.call(&Op::Delete { key: k("a") }), st(Status::NotFound));
+        assert_eq!(r.call(&Op::Get { key: k("a") }), st(Status::NotFound));
+        let stats = r.server.stats();
+        assert_eq!(
+            (stats.malformed, stats.send_failed),
+            (0, 0),
+            "{ser}: {stats}"
+        );
+    }
+}
+
+#[test]
+fn resp_replies_are_byte_exact() {
+    let mut r = rig(Serialization::Resp);
+    r.call(&Op::Put {
+        key: k("x"),
+        val: b"hello".to_vec(),
+    });
+    r.send(&Op::Get { key: k("x") });
+    r.server.poll();
+    assert_eq!(&r.recv()[0].data[..], b"$5\r\nhello\r\n");
+    r.send(&Op::GetM {
+        keys: vec![k("x"), k("y")],
+    });
+    r.server.poll();
+    assert_eq!(&r.recv()[0].data[..], b"*2\r\n$5\r\nhello\r\n$-1\r\n");
+}
+
+#[test]
+fn cornflakes_replies_reference_stored_values_above_the_threshold() {
+    // The hybrid mode sends a 2048-byte value by reference: while the reply is in flight the
+    // stored buffer has a second reference (the descriptor's); the copy mode never does.
+    for (ser, refs) in [
+        (Serialization::Cornflakes, 2),
+        (Serialization::CornflakesSg, 2),
+        (Serialization::CornflakesCopy, 1),
+        (Serialization::Resp, 1),
+    ] {
+        let mut r = rig(ser);
+        r.server.store_mut().put("v", &val(2048, 9)).unwrap();
+        r.send(&Op::Get { key: k("v") });
+        r.server.poll();
+        let stored = r.server.store().get("v").unwrap().single().unwrap();
+        // The store's reference, plus the transmit descriptor's when sent by reference.
+        if refs == 1 {
+            assert_eq!(stored.ref_count(), 1, "{ser}");
+        } else {
+            assert!(stored.ref_count() >= 2, "{ser}");
+        }
+        r.recv();
+    }
+}
+
+/// A value above one pinned buffer (4 KiB items here) is stored in pieces. No reply can carry
+/// it: a message is received into one pinned buffer, so the datapaths cap messages at one
+/// item. The server answers TOO_LARGE (never a crash or a cut value) and keeps the value.
+#[test]
+fn values_larger_than_one_pinned_buffer_are_kept_and_answered_too_large() {
+    for ser in Serialization::ALL {
+        let mut r = rig_with(ser, memory_config(4096, 1 << 30), StoreConfig::default());
+        let v = val(10_000, 5);
+        r.server.store_mut().put("big", &v).unwrap();
+        assert_eq!(r.server.store().get("big").unwrap().pieces().len(), 3);
+        assert_eq!(
+            r.call(&Op::Get { key: k("big") }),
+            st(Status::TooLarge),
+            "{ser}"
+        );
+        assert_eq!(
+            r.call(&Op::GetList { key: k("big") }),
+            st(Status::TooLarge),
+            "{ser}"
+        );
+        assert!(r.server.store().get("big").unwrap().to_vec() == v);
+        // A value that fits one item but not one 1500-byte frame is segmented by the stack.
+        let fits = val(3000, 6);
+        r.server.store_mut().put("fits", &fits).unwrap();
+        let reply = r.call(&Op::Get { key: k("fits") });
+        assert!(reply == ok(vec![fits]), "{ser}: {reply}");
+    }
+}
+
+#[test]
+fn memory_limit_answers_store_full() {
+    for ser in Serialization::ALL {
+        let mut r = rig_with(
+            ser,
+            memory_config(16 * 1024, 1 << 30),
+            StoreConfig { memory_limit: 3000 },
+        );
+        assert_eq!(
+            r.call(&Op::Put {
+                key: k("a"),
+                val: val(2000, 1)
+            }),
+            st(Status::Ok)
+        );
+        assert_eq!(
+            r.call(&Op::Put {
+                key: k("b"),
+                val: val(2000, 1)
+            }),
+            st(Status::StoreFull),
+            "{ser}"
+        );
+        assert_eq!(r.call(&Op::Get { key: k("b") }), st(Status::NotFound));
+        assert_eq!(r.server.stats().store.full, 1);
+    }
+}
+
+/// The paper's update model: a get's reply references the stored buffer; a put of the same
+/// key while that reply is in flight swaps in a new buffer. The wire carries the old bytes,
+/// and the old buffer goes back to its pool only when the send completes.
+#[test]
+fn a_put_never_writes_a_buffer_in_flight() {
+    for ser in [
+        Serialization::Cornflakes,
+        Serialization::CornflakesSg,
+        Serialization::CornflakesNoSsend,
+    ] {
+        let mut r = rig(ser);
+        let (old, new) = (val(3000, 1), val(3000, 2));
+        r.server.store_mut().put("k", &old).unwrap();
+        let old_addr = r
+            .server
+            .store()
+            .get("k")
+            .unwrap()
+            .single()
+            .unwrap()
+            .as_ptr() as usize;
+        // Both requests reach the server in one burst: the get's reply is queued (by
+        // reference) before the put runs.
+        r.send(&Op::Get { key: k("k") });
+        r.send(&Op::Put {
+            key: k("k"),
+            val: new.clone(),
+        });
+        assert_eq!(r.server.poll(), 2);
+        assert_eq!(r.server.store().get("k").unwrap().to_vec(), new);
+        let mem = r.server.datapath().memory().clone();
+        // In flight: the old item is still allocated, so a new 3000-byte allocation (same size
+        // class, last freed first) gets another item.
+        let probe = mem.alloc(3000).unwrap();
+        assert_ne!(
+            probe.as_ptr() as usize,
+            old_addr,
+            "{ser}: old buffer freed too early"
+        );
+        drop(probe);
+        let (_, visible, _) = r.server.datapath().ring_state();
+        assert!(visible > 0, "replies flushed, not yet read by the NIC");
+        // The NIC reads the frames now: the get's reply carries the old bytes.
+        let rx = r.recv();
+        assert_eq!(rx.len(), 2);
+        let (_, get) = decode_reply(ser, OpKind::Get, &rx[0].data).unwrap();
+        assert_eq!(get, ok(vec![old.clone()]), "{ser}");
+        // Completion: the old buffer returns to its pool.
+        let live = mem.stats().live_items;
+        r.server.datapath_mut().poll_completions();
+        assert!(mem.stats().live_items < live);
+        let probe = mem.alloc(3000).unwrap();
+        assert_eq!(
+            probe.as_ptr() as usize,
+            old_addr,
+            "{ser}: old buffer returned at completion"
+        );
+    }
+}
+
+#[test]
+fn malformed_requests_are_counted_and_the_server_keeps_answering() {
+    for ser in Serialization::ALL {
+        let mut r = rig(ser);
+        r.server.store_mut().put("k", b"v").unwrap();
+        let junk: [&[u8]; 5] = [
+            b"",
+            b"\xff\xff\xff\xff\xff\xff\xff\xff",
+            b"*1\r\n$9\r\nGET\r\n",
+            &[1, 0, 0, 0, 6, 0, 0, 0],
+            b"*2\r\n$3\r\nGET\r\n$1\r\n\xff\r\n",
+        ];
+        let mut sent = 0;
+        for (i, j) in junk.iter().enumerate() {
+            for ty in [1u16, 5, 99] {
+                r.client
+                    .send_copy(r.conn, Msg::new(1000 + i as u32, ty), j)
+                    .unwrap();
+                sent += 1;
+            }
+        }
+        // A cornflakes GetReq whose key is not UTF-8.
+        let mut bad_key = Vec::new();
+        let arena = Arena::new();
+        let mut m = kv_store::schema::GetReq::new_in(&arena);
+        m.set_key(cornflakes::CFString::from_ptr_unchecked_utf8(
+            cornflakes::CFPtr::borrowed(b"\xff\xfe"),
+        ));
+        bad_key.extend(cornflakes::CornflakesObj::serialize_to_vec(&m));
+        r.client
+            .send_copy(r.conn, Msg::new(2000, OpKind::Get.msg_type()), &bad_key)
+            .unwrap();
+        sent += 1;
+        r.client.flush().unwrap();
+        while r.server.poll() > 0 {}
+        let replies = r.recv();
+        let stats = r.server.stats();
+        let ids: Vec<(u32, u16)> = replies.iter().map(|m| (m.msg.id, m.msg.ty)).collect();
+        assert!(replies.is_empty(), "{ser}: replies to junk {ids:?}");
+        assert_eq!(stats.received, sent, "{ser}: {stats}");
+        assert_eq!(stats.malformed, sent, "{ser}: {stats}");
+        assert_eq!(
+            r.call(&Op::Get { key: k("k") }),
+            ok(vec![b"v".to_vec()]),
+            "{ser}"
+        );
+    }
+}
