@@ -2,6 +2,7 @@
 
 #![forbid(unsafe_code)]
 
+use loadgen::args::Args;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -52,77 +53,6 @@ modes:  raw zero-copy one-copy two-copy cornflakes cornflakes-sg cornflakes-copy
         cornflakes-no-ssend protobuf capnp flatbuffers
 shapes: single-N, list-KxN, treeD-N (D = 1..5; N bytes per field); default list-2x2048
 ";
-
-/// `--flag value` pairs after the subcommand.
-struct Args {
-    rest: Vec<String>,
-}
-
-impl Args {
-    fn take(&mut self, flag: &str) -> Result<Option<String>, String> {
-        match self.rest.iter().position(|a| a == flag) {
-            None => Ok(None),
-            Some(i) if i + 1 < self.rest.len() => {
-                let v = self.rest.remove(i + 1);
-                self.rest.remove(i);
-                Ok(Some(v))
-            }
-            Some(_) => Err(format!("{flag} needs a value")),
-        }
-    }
-
-    fn switch(&mut self, flag: &str) -> bool {
-        match self.rest.iter().position(|a| a == flag) {
-            Some(i) => {
-                self.rest.remove(i);
-                true
-            }
-            None => false,
-        }
-    }
-
-    fn parse<T: std::str::FromStr>(&mut self, flag: &str) -> Result<Option<T>, String>
-    where
-        T::Err: std::fmt::Display,
-    {
-        self.take(flag)?
-            .map(|v| v.parse::<T>().map_err(|e| format!("{flag} {v:?}: {e}")))
-            .transpose()
-    }
-
-    fn secs(&mut self, flag: &str) -> Result<Option<Duration>, String> {
-        match self.parse::<f64>(flag)? {
-            Some(s) if s.is_finite() && s >= 0.0 => Ok(Some(Duration::from_secs_f64(s))),
-            Some(s) => Err(format!("{flag} {s}: not a duration")),
-            None => Ok(None),
-        }
-    }
-
-    fn list<T: std::str::FromStr>(&mut self, flag: &str) -> Result<Option<Vec<T>>, String>
-    where
-        T::Err: std::fmt::Display,
-    {
-        self.take(flag)?
-            .map(|v| {
-                v.split(',')
-                    .filter(|s| !s.is_empty())
-                    .map(|s| {
-                        s.trim()
-                            .parse::<T>()
-                            .map_err(|e| format!("{flag} {s:?}: {e}"))
-                    })
-                    .collect()
-            })
-            .transpose()
-    }
-
-    fn finish(self) -> Result<(), String> {
-        match self.rest.first() {
-            None => Ok(()),
-            Some(a) => Err(format!("unexpected argument {a:?}")),
-        }
-    }
-}
 
 fn bench_cmd(mut a: Args) -> Result<(), String> {
     let mut cfg = BenchConfig::default();
@@ -381,7 +311,7 @@ fn main() -> ExitCode {
         };
     }
     let cmd = argv.remove(0);
-    let args = Args { rest: argv };
+    let args = Args::new(argv);
     let r = match cmd.as_str() {
         "bench" => bench_cmd(args),
         "server" => server_cmd(args),

@@ -6,6 +6,7 @@
 use kv_peers::bench::{run_bench, table, BenchConfig};
 use kv_peers::server::Peer;
 use kv_workloads::{GoogleConfig, WorkloadConfig, YcsbAccess, YcsbConfig};
+use loadgen::args::Args;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -28,69 +29,6 @@ for cdn) with Poisson arrivals over --threads client threads x --connections TCP
 DIR/peers-WORKLOAD.md (tables); DIR defaults to results/kv-peers. These are different systems
 from the Cornflakes KV store: their own servers, over kernel TCP.
 ";
-
-struct Args {
-    rest: Vec<String>,
-}
-
-impl Args {
-    fn take(&mut self, flag: &str) -> Result<Option<String>, String> {
-        match self.rest.iter().position(|a| a == flag) {
-            None => Ok(None),
-            Some(i) if i + 1 < self.rest.len() => {
-                let v = self.rest.remove(i + 1);
-                self.rest.remove(i);
-                Ok(Some(v))
-            }
-            Some(_) => Err(format!("{flag} needs a value")),
-        }
-    }
-
-    fn switch(&mut self, flag: &str) -> bool {
-        match self.rest.iter().position(|a| a == flag) {
-            Some(i) => {
-                self.rest.remove(i);
-                true
-            }
-            None => false,
-        }
-    }
-
-    fn parse<T: std::str::FromStr>(&mut self, flag: &str) -> Result<Option<T>, String>
-    where
-        T::Err: std::fmt::Display,
-    {
-        self.take(flag)?
-            .map(|v| v.parse::<T>().map_err(|e| format!("{flag} {v:?}: {e}")))
-            .transpose()
-    }
-
-    fn secs(&mut self, flag: &str) -> Result<Option<Duration>, String> {
-        match self.parse::<f64>(flag)? {
-            Some(s) if s.is_finite() && s >= 0.0 => Ok(Some(Duration::from_secs_f64(s))),
-            Some(s) => Err(format!("{flag} {s}: not a duration")),
-            None => Ok(None),
-        }
-    }
-
-    fn list<T: std::str::FromStr>(&mut self, flag: &str) -> Result<Option<Vec<T>>, String>
-    where
-        T::Err: std::fmt::Display,
-    {
-        self.take(flag)?
-            .map(|v| {
-                v.split(',')
-                    .filter(|s| !s.is_empty())
-                    .map(|s| {
-                        s.trim()
-                            .parse::<T>()
-                            .map_err(|e| format!("{flag} {s:?}: {e}"))
-                    })
-                    .collect()
-            })
-            .transpose()
-    }
-}
 
 fn workload(a: &mut Args) -> Result<WorkloadConfig, String> {
     let name = a.take("--workload")?.unwrap_or_else(|| "ycsb".to_owned());
@@ -159,9 +97,7 @@ fn slug(name: &str) -> String {
 }
 
 fn main_inner() -> Result<(), String> {
-    let mut a = Args {
-        rest: std::env::args().skip(1).collect(),
-    };
+    let mut a = Args::new(std::env::args().skip(1).collect());
     if a.switch("--help") || a.switch("-h") {
         print!("{USAGE}");
         return Ok(());
@@ -212,8 +148,8 @@ fn main_inner() -> Result<(), String> {
             .unwrap_or_else(|| "results/kv-peers".to_owned()),
     );
     let json = a.take("--json")?.map(PathBuf::from);
-    if let Some(x) = a.rest.first() {
-        return Err(format!("unexpected argument {x:?}\n\n{USAGE}"));
+    if let Err(e) = a.finish() {
+        return Err(format!("{e}\n\n{USAGE}"));
     }
     if cfg.threads == 0 || cfg.connections == 0 || cfg.requests == 0 || cfg.loads.is_empty() {
         return Err(

@@ -208,7 +208,7 @@ pub(crate) fn prepare(cfg: &BenchConfig) -> Result<Prepared, String> {
     let units = workload.unit_boundaries(&requests).len().max(1);
     let stats = workload.describe(&requests);
     let per_unit = requests.len() as f64 / units as f64;
-    let ops: Vec<Op> = requests.into_iter().map(Op::from).collect();
+    let ops: Vec<Op> = requests;
     eprintln!("[bench] workload {}:\n{stats}", workload.name());
     let expected = Arc::new(Expected::for_workload(workload.clone(), &ops));
     let reqs = Arc::new(RunRequests {

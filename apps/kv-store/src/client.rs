@@ -141,7 +141,7 @@ impl<D: Datapath> KvClient<D> {
     fn send(&mut self, id: u64) -> Result<(), SendError> {
         let op = self.reqs.op(id);
         let (_, seq) = split_request_id(id);
-        let msg = Msg::new(seq as u32, op.kind().msg_type());
+        let msg = Msg::new(seq as u32, OpKind::of(op).msg_type());
         send_op(
             &mut self.dp,
             self.conn,
@@ -369,7 +369,7 @@ impl Checker {
     /// Whether `payload` is a correct reply to load-generator request `id`.
     pub fn check(&self, id: u64, payload: &[u8]) -> bool {
         let op = self.reqs.op(id);
-        match decode_reply(self.ser, op.kind(), payload) {
+        match decode_reply(self.ser, OpKind::of(op), payload) {
             Ok((wire_id, reply)) => {
                 let (_, seq) = split_request_id(id);
                 wire_id.is_none_or(|w| w == seq as u32) && self.expected.check(op, &reply)

@@ -15,6 +15,7 @@ use loadgen::{Record, DEFAULT_KEEP_UP};
 use crate::bench::{load_store, write_outputs, BenchConfig, BenchOutcome, Prepared, EMU_LABEL};
 use crate::cf;
 use crate::client::decode_reply;
+use crate::ops::OpKind;
 use crate::resp;
 use crate::serialization::Serialization;
 use crate::server::{KvServer, ServerConfig, ServerStats};
@@ -33,7 +34,7 @@ fn encode(ser: Serialization, ops: &[crate::Op]) -> Vec<Request> {
                 resp::encode_request(op, &mut payload);
             }
             Request {
-                msg_type: op.kind().msg_type(),
+                msg_type: OpKind::of(op).msg_type(),
                 payload,
             }
         })
@@ -104,13 +105,13 @@ pub(crate) fn run_emu(
             let expected = p.expected.clone();
             let check = move |i: usize, reply: &[u8]| {
                 let op = &reqs.ops[i];
-                let (_, r) = decode_reply(ser, op.kind(), reply)?;
+                let (_, r) = decode_reply(ser, OpKind::of(op), reply)?;
                 if expected.check(op, &r) {
                     Ok(())
                 } else {
                     Err(format!(
                         "request {i} ({}): wrong reply {r}",
-                        op.kind().name()
+                        OpKind::of(op).name()
                     ))
                 }
             };

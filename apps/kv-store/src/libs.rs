@@ -182,7 +182,7 @@ pub fn encode_request(lib: Library, op: &Op, id: u32, out: &mut Vec<u8>) {
     let index;
     let mut view = KvRequestView {
         id,
-        op: op.kind().msg_type(),
+        op: OpKind::of(op).msg_type(),
         ..KvRequestView::default()
     };
     match op {

@@ -2,6 +2,7 @@
 
 #![forbid(unsafe_code)]
 
+use loadgen::args::Args;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -48,71 +49,6 @@ workload options:
   cdn:     --total-mb N  --piece-size BYTES
 serializations: cornflakes cornflakes-sg cornflakes-copy cornflakes-no-ssend resp
 ";
-
-struct Args {
-    rest: Vec<String>,
-}
-
-impl Args {
-    fn take(&mut self, flag: &str) -> Result<Option<String>, String> {
-        match self.rest.iter().position(|a| a == flag) {
-            None => Ok(None),
-            Some(i) if i + 1 < self.rest.len() => {
-                let v = self.rest.remove(i + 1);
-                self.rest.remove(i);
-                Ok(Some(v))
-            }
-            Some(_) => Err(format!("{flag} needs a value")),
-        }
-    }
-
-    fn switch(&mut self, flag: &str) -> bool {
-        let i = self.rest.iter().position(|a| a == flag);
-        i.map(|i| self.rest.remove(i)).is_some()
-    }
-
-    fn parse<T: std::str::FromStr>(&mut self, flag: &str) -> Result<Option<T>, String>
-    where
-        T::Err: std::fmt::Display,
-    {
-        self.take(flag)?
-            .map(|v| v.parse::<T>().map_err(|e| format!("{flag} {v:?}: {e}")))
-            .transpose()
-    }
-
-    fn secs(&mut self, flag: &str) -> Result<Option<Duration>, String> {
-        match self.parse::<f64>(flag)? {
-            Some(s) if s.is_finite() && s >= 0.0 => Ok(Some(Duration::from_secs_f64(s))),
-            Some(s) => Err(format!("{flag} {s}: not a duration")),
-            None => Ok(None),
-        }
-    }
-
-    fn list<T: std::str::FromStr>(&mut self, flag: &str) -> Result<Option<Vec<T>>, String>
-    where
-        T::Err: std::fmt::Display,
-    {
-        self.take(flag)?
-            .map(|v| {
-                v.split(',')
-                    .filter(|s| !s.is_empty())
-                    .map(|s| {
-                        s.trim()
-                            .parse::<T>()
-                            .map_err(|e| format!("{flag} {s:?}: {e}"))
-                    })
-                    .collect()
-            })
-            .transpose()
-    }
-
-    fn finish(self) -> Result<(), String> {
-        match self.rest.first() {
-            None => Ok(()),
-            Some(a) => Err(format!("unexpected argument {a:?}")),
-        }
-    }
-}
 
 fn workload(a: &mut Args, name: &str) -> Result<WorkloadConfig, String> {
     let keys = a.parse::<u64>("--keys")?;
@@ -336,7 +272,7 @@ fn main() -> ExitCode {
         };
     }
     let cmd = args.remove(0);
-    let a = Args { rest: args };
+    let a = Args::new(args);
     let r = match cmd.as_str() {
         "bench" => bench_cmd(a),
         "server" => server_cmd(a),

@@ -66,64 +66,14 @@ impl OpKind {
     }
 }
 
-/// One request, owned. The same shape as the workload generators' request type
-/// (`kv_workloads::Request`), which converts into it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Op {
-    /// Read `key`.
-    Get {
-        /// The key.
-        key: String,
-    },
-    /// Store `val` at `key` (replacing its list).
-    Put {
-        /// The key.
-        key: String,
-        /// The value.
-        val: Vec<u8>,
-    },
-    /// Read several keys.
-    GetM {
-        /// The keys.
-        keys: Vec<String>,
-    },
-    /// Write `vals[i]` at `keys[i]`.
-    PutM {
-        /// The keys.
-        keys: Vec<String>,
-        /// One value per key.
-        vals: Vec<Vec<u8>>,
-    },
-    /// Read the list at `key`.
-    GetList {
-        /// The key.
-        key: String,
-    },
-    /// Read element `index` of the list at `key`.
-    GetFromList {
-        /// The key.
-        key: String,
-        /// Position in the list, from 0.
-        index: u32,
-    },
-    /// Append `val` to the list at `key`.
-    Append {
-        /// The key.
-        key: String,
-        /// The value.
-        val: Vec<u8>,
-    },
-    /// Remove `key`.
-    Delete {
-        /// The key.
-        key: String,
-    },
-}
+/// One request, owned: the workload generators' request type, so a generated workload is
+/// sent as it is.
+pub use kv_workloads::Request as Op;
 
-impl Op {
-    /// Which operation this is.
-    pub fn kind(&self) -> OpKind {
-        match self {
+impl OpKind {
+    /// Which operation `op` is.
+    pub fn of(op: &Op) -> OpKind {
+        match op {
             Op::Get { .. } => OpKind::Get,
             Op::Put { .. } => OpKind::Put,
             Op::GetM { .. } => OpKind::GetM,
@@ -132,43 +82,6 @@ impl Op {
             Op::GetFromList { .. } => OpKind::GetFromList,
             Op::Append { .. } => OpKind::Append,
             Op::Delete { .. } => OpKind::Delete,
-        }
-    }
-
-    /// The keys the operation names, in order.
-    pub fn keys(&self) -> Vec<&str> {
-        match self {
-            Op::Get { key }
-            | Op::Put { key, .. }
-            | Op::GetList { key }
-            | Op::GetFromList { key, .. }
-            | Op::Append { key, .. }
-            | Op::Delete { key } => vec![key.as_str()],
-            Op::GetM { keys } | Op::PutM { keys, .. } => keys.iter().map(String::as_str).collect(),
-        }
-    }
-
-    /// Whether the operation changes the store.
-    pub fn is_write(&self) -> bool {
-        matches!(
-            self,
-            Op::Put { .. } | Op::PutM { .. } | Op::Append { .. } | Op::Delete { .. }
-        )
-    }
-}
-
-impl From<kv_workloads::Request> for Op {
-    fn from(r: kv_workloads::Request) -> Op {
-        use kv_workloads::Request as R;
-        match r {
-            R::Get { key } => Op::Get { key },
-            R::Put { key, val } => Op::Put { key, val },
-            R::GetM { keys } => Op::GetM { keys },
-            R::PutM { keys, vals } => Op::PutM { keys, vals },
-            R::GetList { key } => Op::GetList { key },
-            R::GetFromList { key, index } => Op::GetFromList { key, index },
-            R::Append { key, val } => Op::Append { key, val },
-            R::Delete { key } => Op::Delete { key },
         }
     }
 }

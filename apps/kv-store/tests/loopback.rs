@@ -65,7 +65,7 @@ fn rig(ser: Serialization) -> Rig {
 
 impl Rig {
     fn send(&mut self, op: &Op) -> Msg {
-        let msg = Msg::new(self.next_id, op.kind().msg_type());
+        let msg = Msg::new(self.next_id, OpKind::of(op).msg_type());
         self.next_id += 1;
         send_op(
             &mut self.client,
@@ -95,7 +95,7 @@ impl Rig {
         let rx = self.recv();
         assert_eq!(rx.len(), 1, "{} {op:?}: one reply", self.ser);
         assert_eq!(rx[0].msg, msg, "reply carries the request's id and type");
-        let (id, reply) = decode_reply(self.ser, op.kind(), &rx[0].data)
+        let (id, reply) = decode_reply(self.ser, OpKind::of(op), &rx[0].data)
             .unwrap_or_else(|e| panic!("{} {op:?}: {e}", self.ser));
         if let Some(id) = id {
             assert_eq!(id, msg.id);

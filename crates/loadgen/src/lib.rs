@@ -35,6 +35,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
 
+pub mod args;
 pub mod fake;
 mod plot;
 mod record;
