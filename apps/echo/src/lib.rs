@@ -12,12 +12,16 @@
 //! - [`client::EchoClient`]: the load generator's transport; [`client::Verifier`] checks that
 //!   each response deserializes to exactly the values sent.
 //! - [`bench`]: sweeps, table, JSON and plot.
+//! - [`calibrate`]: the copy-threshold calibration (paper §5): copy vs scatter-gather of K
+//!   segments of S bytes from a large pinned array, a heatmap and a recommended threshold.
 //! - `xdp` (feature `xdp`, root): the server over AF_XDP in a network namespace.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod bench;
+pub mod calib_server;
+pub mod calibrate;
 pub mod cf;
 pub mod client;
 pub mod libs;
