@@ -619,12 +619,12 @@ pub fn heatmap(cfg: &CalibConfig, c: &Calibration) -> Heatmap {
             .and_then(CellResult::ratio)
     };
     let threshold = c.recommended.map_or_else(
-        || "none (scatter-gather never won at every K)".to_owned(),
+        || "none".to_owned(),
         |t| format!("{t} B"),
     );
     Heatmap {
         title: format!(
-            "scatter-gather vs copy, max throughput ({}); threshold {threshold}",
+            "sg vs copy max throughput, {}; threshold {threshold}",
             label(cfg.datapath)
         ),
         x_desc: "segment size S (bytes)".into(),

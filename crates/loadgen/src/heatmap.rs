@@ -47,13 +47,14 @@ fn color(ratio: Option<f64>) -> RGBColor {
 
 fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, h: &Heatmap) -> Result<(), PlotError> {
     root.fill(&WHITE).map_err(err)?;
+    // An integer range into_segmented() has one bucket per value, ends included.
     let (nx, ny) = (h.x_labels.len() as i32, h.y_labels.len() as i32);
     let mut chart = ChartBuilder::on(&root)
-        .caption(&h.title, ("sans-serif", 24))
+        .caption(&h.title, ("sans-serif", 20))
         .margin(16)
         .x_label_area_size(56)
         .y_label_area_size(72)
-        .build_cartesian_2d((0..nx).into_segmented(), (0..ny).into_segmented())
+        .build_cartesian_2d((0..nx - 1).into_segmented(), (0..ny - 1).into_segmented())
         .map_err(err)?;
     let label = |labels: &[String], v: &SegmentValue<i32>| match v {
         SegmentValue::CenterOf(i) => labels.get(*i as usize).cloned().unwrap_or_default(),
