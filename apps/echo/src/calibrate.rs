@@ -618,10 +618,9 @@ pub fn heatmap(cfg: &CalibConfig, c: &Calibration) -> Heatmap {
             .find(|x| x.size == size && x.count == count)
             .and_then(CellResult::ratio)
     };
-    let threshold = c.recommended.map_or_else(
-        || "none".to_owned(),
-        |t| format!("{t} B"),
-    );
+    let threshold = c
+        .recommended
+        .map_or_else(|| "none".to_owned(), |t| format!("{t} B"));
     Heatmap {
         title: format!(
             "sg vs copy max throughput, {}; threshold {threshold}",
