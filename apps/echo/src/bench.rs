@@ -36,6 +36,10 @@ pub enum DatapathKind {
     /// AF_XDP on a veth in a network namespace (server in a child process, clients on kernel
     /// sockets at the other end of the veth). Feature `xdp`, root.
     Xdp,
+    /// The ConnectX driver on one core against the emulated ConnectX on a second core, which
+    /// also plays the clients ([`crate::emu`]): the server core's throughput, not a network
+    /// measurement. Needs 2 CPUs.
+    Emu,
 }
 
 impl DatapathKind {
@@ -43,6 +47,7 @@ impl DatapathKind {
         match self {
             DatapathKind::Socket => "socket datapath on 127.0.0.1",
             DatapathKind::Xdp => "AF_XDP server on a veth",
+            DatapathKind::Emu => "server core with an emulated ConnectX on a second core",
         }
     }
 }
@@ -82,6 +87,11 @@ pub struct BenchConfig {
     pub out_dir: PathBuf,
     /// JSON path (default `out_dir/echo.json`).
     pub json: Option<PathBuf>,
+    /// `emu` only: every n-th reply is deserialized and compared (the first reply to each
+    /// distinct request always is; every reply's headers, length and id are checked).
+    pub sample_every: u64,
+    /// `emu` only: the device's time per gather entry (default 0).
+    pub delay_per_segment: Duration,
 }
 
 impl Default for BenchConfig {
@@ -104,6 +114,8 @@ impl Default for BenchConfig {
             spin: false,
             out_dir: PathBuf::from("results/echo"),
             json: None,
+            sample_every: 64,
+            delay_per_segment: Duration::ZERO,
         }
     }
 }
@@ -212,8 +224,10 @@ pub struct BenchOutcome {
     pub records: Vec<Record>,
     /// Modes not run, with the reason.
     pub skipped: Vec<(Mode, String)>,
-    /// Each mode's server counters at the end of its sweep.
+    /// Each mode's server counters at the end of its sweep (`emu`: at its best point).
     pub servers: Vec<(Mode, ServerStats)>,
+    /// `emu` only: the device's view of every point.
+    pub emu: Vec<crate::emu::EmuPoint>,
 }
 
 /// Runs every mode of `cfg` (one server each, loads interleaved across modes) and writes JSON,
@@ -221,6 +235,11 @@ pub struct BenchOutcome {
 pub fn run_bench(cfg: &BenchConfig) -> Result<BenchOutcome, String> {
     if cfg.datapath == DatapathKind::Xdp {
         return run_bench_xdp(cfg);
+    }
+    if cfg.datapath == DatapathKind::Emu {
+        let out = crate::emu::run_bench_emu(cfg)?;
+        write_outputs(cfg, &out)?;
+        return Ok(out);
     }
     let mut out = BenchOutcome::default();
     let loads = cfg.loads();
@@ -316,7 +335,7 @@ pub fn run_bench(cfg: &BenchConfig) -> Result<BenchOutcome, String> {
 }
 
 /// The runnable modes of `cfg`; the others go to `skipped` with the reason.
-fn runnable_modes(cfg: &BenchConfig, skipped: &mut Vec<(Mode, String)>) -> Vec<Mode> {
+pub(crate) fn runnable_modes(cfg: &BenchConfig, skipped: &mut Vec<(Mode, String)>) -> Vec<Mode> {
     cfg.modes
         .iter()
         .copied()
@@ -417,7 +436,7 @@ fn write_outputs(cfg: &BenchConfig, out: &BenchOutcome) -> Result<(), String> {
                 "datapath_drops": st.datapath.total_drops(),
                 "work_p50_ns": st.work_p50_ns(),
                 // The AF_XDP server (a child process) reports only its median.
-                "work_p99_ns": (cfg.datapath == DatapathKind::Socket)
+                "work_p99_ns": (cfg.datapath != DatapathKind::Xdp)
                     .then(|| st.work.p99_us().map(|us| us * 1000.0))
                     .flatten(),
             })
@@ -426,7 +445,15 @@ fn write_outputs(cfg: &BenchConfig, out: &BenchOutcome) -> Result<(), String> {
     let text = serde_json::to_string_pretty(&servers).map_err(|e| e.to_string())?;
     std::fs::write(&servers_path, text)
         .map_err(|e| format!("writing {}: {e}", servers_path.display()))?;
-    let table = table(&out.records, cfg.fixed_rps, &out.servers, &out.skipped);
+    let table = if cfg.datapath == DatapathKind::Emu {
+        let p = cfg.out_dir.join("emu-points.json");
+        let text = serde_json::to_string_pretty(&crate::emu::points_json(&out.emu))
+            .map_err(|e| e.to_string())?;
+        std::fs::write(&p, text).map_err(|e| format!("writing {}: {e}", p.display()))?;
+        crate::emu::table(&out.records, &out.emu, &out.skipped)
+    } else {
+        table(&out.records, cfg.fixed_rps, &out.servers, &out.skipped)
+    };
     let table_path = cfg.out_dir.join("table.md");
     std::fs::write(&table_path, &table)
         .map_err(|e| format!("writing {}: {e}", table_path.display()))?;

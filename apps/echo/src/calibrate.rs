@@ -355,7 +355,11 @@ fn run_point(
     })
 }
 
-fn measure(cfg: &CalibConfig, t: &Target) -> Result<(Vec<CellResult>, Vec<Record>), String> {
+fn measure(
+    cfg: &CalibConfig,
+    t: &Target,
+    mut point: impl FnMut(Cell, f64, u64) -> Result<RunReport, String>,
+) -> Result<(Vec<CellResult>, Vec<Record>), String> {
     let mut cells = Vec::new();
     let mut records = Vec::new();
     let mut seed = 1u64;
@@ -372,7 +376,7 @@ fn measure(cfg: &CalibConfig, t: &Target) -> Result<(Vec<CellResult>, Vec<Record
                 ))
             } else if count * size + REPLY_OVERHEAD > t.max_reply {
                 Some(format!(
-                    "a copied reply of {count} x {size} B exceeds the datapath's {} B buffers",
+                    "a copied reply of {count} x {size} B exceeds the datapath's largest reply ({} B)",
                     t.max_reply
                 ))
             } else {
@@ -417,7 +421,7 @@ fn measure(cfg: &CalibConfig, t: &Target) -> Result<(Vec<CellResult>, Vec<Record
                 };
                 let recs = sweep(&sc, |rate| {
                     seed += 1;
-                    run_point(cfg, t, cell, rate, seed)
+                    point(cell, rate, seed)
                 })?;
                 let best = max_kept_up(&recs, DEFAULT_KEEP_UP);
                 let r = PolicyResult {
@@ -446,18 +450,13 @@ fn fmt_opt(v: Option<f64>, digits: usize) -> String {
     v.map_or_else(|| "–".to_owned(), |v| format!("{v:.digits$}"))
 }
 
-/// Why `calibrate --datapath mlx5|ice|emu` does not run here, and what to do instead.
-pub fn unsupported_datapath(name: &str) -> String {
-    match name {
-        "emu" => "SKIPPED calibrate --datapath emu: the emulated ConnectX on its own core (branch `emu`, \
-                  crate emu-bench) is not part of this build yet; see docs/calibration.md"
-            .to_owned(),
-        nic => format!(
-            "SKIPPED calibrate --datapath {nic}: needs the NIC; on a machine with one, run the \
-             calibration server there (`echo calibrate-server` is socket/xdp only today) — the \
-             commands and what is missing are in docs/calibration.md (\"NIC datapaths\")"
-        ),
-    }
+/// Why `calibrate --datapath mlx5|ice` does not run here, and what to do instead.
+pub fn unsupported_datapath(nic: &str) -> String {
+    format!(
+        "SKIPPED calibrate --datapath {nic}: needs the NIC; on a machine with one, run the \
+         calibration server there (`echo calibrate-server` is socket/xdp only today) — the \
+         commands and what is missing are in docs/calibration.md (\"NIC datapaths\")"
+    )
 }
 
 /// Runs the calibration and writes its outputs.
@@ -494,7 +493,9 @@ pub fn run_calibration(cfg: &CalibConfig) -> Result<Calibration, String> {
                 max_segments: server.max_segments,
                 max_reply: SOCKET_MAX_ITEM,
             };
-            let measured = measure(cfg, &t);
+            let measured = measure(cfg, &t, |cell, rate, seed| {
+                run_point(cfg, &t, cell, rate, seed)
+            });
             let stats = server.stop()?;
             let (cells, records) = measured?;
             Calibration {
@@ -506,6 +507,7 @@ pub fn run_calibration(cfg: &CalibConfig) -> Result<Calibration, String> {
             }
         }
         DatapathKind::Xdp => run_xdp(cfg, array_bytes)?,
+        DatapathKind::Emu => run_emu(cfg, array_bytes)?,
     };
     out.array_bytes = array_bytes;
     out.array_why = array_why;
@@ -518,7 +520,102 @@ fn label(d: DatapathKind) -> &'static str {
     match d {
         DatapathKind::Socket => "socket datapath on 127.0.0.1",
         DatapathKind::Xdp => "AF_XDP server on a veth",
+        DatapathKind::Emu => "server core vs an emulated ConnectX on a second core",
     }
+}
+
+/// Distinct requests per cell on the emulated NIC (its clients cycle through prepared frames).
+pub const EMU_DISTINCT_REQUESTS: usize = 1024;
+
+/// The emulated-ConnectX variant: per load point, the calibration server on one core drives
+/// the ConnectX driver against the emulated device on another, whose thread plays the clients
+/// (crate `emu-bench`). It measures the **server core's side of the trade-off only**: copying
+/// vs building descriptors and handling completions, with no DMA, PCIe or wire cost.
+fn run_emu(cfg: &CalibConfig, array_bytes: usize) -> Result<Calibration, String> {
+    use cornflakes::PinnedMemory;
+    use emu_bench::{EmuRunConfig, Request};
+
+    let items = array_bytes.div_ceil(ARRAY_ITEM).max(1);
+    let defaults = EmuRunConfig::default();
+    let t = Target {
+        server: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0),
+        bind: Ipv4Addr::UNSPECIFIED,
+        items,
+        max_segments: defaults.max_send_sge,
+        // Replies must fit one frame of the emulated wire.
+        max_reply: cfg.mtu,
+    };
+    let mut server_stats = ServerStats::default();
+    let measured = measure(cfg, &t, |cell, rate, seed| {
+        let (mut offs, mut buf) = (Vec::new(), Vec::new());
+        let requests: Vec<Request> = (0..EMU_DISTINCT_REQUESTS as u64)
+            .map(|i| {
+                cell.offsets(i, &mut offs);
+                cell.encode(&offs, &mut buf);
+                Request {
+                    msg_type: crate::calib_server::CALIB_MSG_TYPE,
+                    payload: buf.clone(),
+                }
+            })
+            .collect();
+        let run_cfg = EmuRunConfig {
+            rate_rps: rate,
+            duration: cfg.duration,
+            warmup: cfg.warmup,
+            timeout: cfg.timeout,
+            seed,
+            mtu: cfg.mtu,
+            ..EmuRunConfig::default()
+        };
+        let mut check_offs = Vec::new();
+        // Runs on the device thread, for sampled replies (an arena is per-thread, so per call).
+        let checker = move |i: usize, reply: &[u8]| {
+            let arena = Arena::new();
+            if cell.check_with_id(i as u64, None, reply, &arena, &mut check_offs) {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{} {}x{}: reply to request {i} does not hold its segments",
+                    cell.policy.name(),
+                    cell.count,
+                    cell.size
+                ))
+            }
+        };
+        let (report, stats) = emu_bench::run(&run_cfg, &requests, checker, move |port| {
+            let mem = PinnedMemory::new(MemoryConfig {
+                // The array in one region from the start, registered with the device.
+                initial_bytes: items * ARRAY_ITEM + (32 << 20),
+                max_bytes: items * ARRAY_ITEM + (256 << 20),
+                ..port.memory_config()
+            })
+            .map_err(|e| format!("server memory: {e}"))?;
+            let dp = port
+                .datapath(mem)
+                .map_err(|e| format!("server datapath: {e}"))?;
+            let mut server = CalibServer::new(dp, items * ARRAY_ITEM)?;
+            server.run(
+                port.stop_flag(),
+                None,
+                crate::server::IDLE_SPINS,
+                &mut |_| std::hint::spin_loop(),
+            );
+            Ok::<ServerStats, String>(server.stats())
+        })?;
+        for f in &report.failures {
+            eprintln!("[calibrate]   {f}");
+        }
+        server_stats = stats?;
+        Ok(report.run)
+    });
+    let (cells, records) = measured?;
+    Ok(Calibration {
+        cells,
+        records,
+        server: server_stats,
+        max_segments: t.max_segments,
+        ..Calibration::default()
+    })
 }
 
 /// The AF_XDP variant: the server in a child process in a namespace (see [`crate::xdp`]).
@@ -544,7 +641,9 @@ fn run_xdp(cfg: &CalibConfig, array_bytes: usize) -> Result<Calibration, String>
         // The UMEM's largest buffer (datapath_xdp::umem_memory).
         max_reply: 16 * 1024,
     };
-    let measured = measure(cfg, &t);
+    let measured = measure(cfg, &t, |cell, rate, seed| {
+        run_point(cfg, &t, cell, rate, seed)
+    });
     let stats = server.stop()?;
     drop(ns);
     let (cells, records) = measured?;
