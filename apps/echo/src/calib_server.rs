@@ -449,6 +449,38 @@ impl<D: Datapath + cornflakes::datapath::Connect> ClientTransport for CalibClien
     }
 }
 
+/// The calibration server as a [`crate::nic::NicApp`] (`calibrate-server --datapath mlx5|ice`).
+pub struct CalibNicApp {
+    /// Bytes of the array.
+    pub array_bytes: usize,
+}
+
+impl crate::nic::NicApp for CalibNicApp {
+    fn extra_bytes(&self) -> usize {
+        self.array_bytes
+    }
+
+    fn serve<D: Datapath>(
+        self,
+        dp: D,
+        bind: SocketAddrV4,
+        what: &str,
+        stop: &AtomicBool,
+        report: Option<Duration>,
+    ) -> Result<ServerStats, String> {
+        let mut server = CalibServer::new(dp, self.array_bytes)?;
+        eprintln!(
+            "[server] ready: calibrate on {bind} ({what}), {} array items, {} descriptors per packet",
+            server.items(),
+            server.datapath().max_segments()
+        );
+        server.run(stop, report, crate::server::IDLE_SPINS, &mut |_| {
+            std::thread::yield_now()
+        });
+        Ok(server.stats())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -71,7 +71,26 @@ pub struct CalibConfig {
     pub spin: bool,
     /// Where the outputs go.
     pub out_dir: PathBuf,
+    /// Measure a `calibrate-server` running elsewhere instead of starting one.
+    pub remote: Option<Remote>,
 }
+
+/// A calibration server started separately (`echo calibrate-server`, e.g. on a NIC machine).
+#[derive(Clone, Debug)]
+pub struct Remote {
+    /// Its address.
+    pub server: SocketAddrV4,
+    /// The clients' address (`0.0.0.0`: any).
+    pub bind: Ipv4Addr,
+    /// Its descriptors per packet (header included; cells needing more are skipped).
+    pub max_segments: usize,
+    /// The largest reply it can copy into one buffer.
+    pub max_reply: usize,
+}
+
+/// Descriptor limit assumed for `--server` without `--max-segments` (the E810's 8, the
+/// smaller of the paper's NICs; a ConnectX takes 30).
+pub const REMOTE_MAX_SEGMENTS: usize = 8;
 
 /// Offered loads from `start` growing by `factor` up to `end`.
 pub fn geometric_loads(start: f64, end: f64, factor: f64) -> Vec<f64> {
@@ -100,6 +119,7 @@ impl Default for CalibConfig {
             stop_after_misses: 2,
             spin: false,
             out_dir: PathBuf::from("results/calibrate"),
+            remote: None,
         }
     }
 }
@@ -453,9 +473,10 @@ fn fmt_opt(v: Option<f64>, digits: usize) -> String {
 /// Why `calibrate --datapath mlx5|ice` does not run here, and what to do instead.
 pub fn unsupported_datapath(nic: &str) -> String {
     format!(
-        "SKIPPED calibrate --datapath {nic}: needs the NIC; on a machine with one, run the \
-         calibration server there (`echo calibrate-server` is socket/xdp only today) — the \
-         commands and what is missing are in docs/calibration.md (\"NIC datapaths\")"
+        "SKIPPED calibrate --datapath {nic}: the server needs the NIC and the clients another \
+         machine; run `echo calibrate-server --datapath {nic} ...` on the NIC machine and \
+         `echo calibrate --server IP:PORT ...` on a client machine (docs/calibration.md, \
+         \"NIC datapaths\")"
     )
 }
 
@@ -476,8 +497,26 @@ pub fn run_calibration(cfg: &CalibConfig) -> Result<Calibration, String> {
         cfg.warmup,
         label(cfg.datapath)
     );
-    let mut out = match cfg.datapath {
-        DatapathKind::Socket => {
+    let mut out = match (&cfg.remote, cfg.datapath) {
+        (Some(r), _) => {
+            let t = Target {
+                server: r.server,
+                bind: r.bind,
+                items: array_bytes.div_ceil(ARRAY_ITEM).max(1),
+                max_segments: r.max_segments,
+                max_reply: r.max_reply,
+            };
+            let (cells, records) = measure(cfg, &t, |cell, rate, seed| {
+                run_point(cfg, &t, cell, rate, seed)
+            })?;
+            Calibration {
+                cells,
+                records,
+                max_segments: t.max_segments,
+                ..Calibration::default()
+            }
+        }
+        (None, DatapathKind::Socket) => {
             let mut sc = SocketConfig::new(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0));
             sc.mtu = cfg.mtu;
             sc.memory = MemoryConfig {
@@ -506,8 +545,8 @@ pub fn run_calibration(cfg: &CalibConfig) -> Result<Calibration, String> {
                 ..Calibration::default()
             }
         }
-        DatapathKind::Xdp => run_xdp(cfg, array_bytes)?,
-        DatapathKind::Emu => run_emu(cfg, array_bytes)?,
+        (None, DatapathKind::Xdp) => run_xdp(cfg, array_bytes)?,
+        (None, DatapathKind::Emu) => run_emu(cfg, array_bytes)?,
     };
     out.array_bytes = array_bytes;
     out.array_why = array_why;
@@ -684,7 +723,10 @@ pub fn to_json(cfg: &CalibConfig, c: &Calibration) -> serde_json::Value {
         })
         .collect();
     let mut v = json!({
-        "datapath": label(cfg.datapath),
+        "datapath": cfg.remote.as_ref().map_or_else(
+            || label(cfg.datapath).to_owned(),
+            |r| format!("remote calibrate-server at {}", r.server),
+        ),
         "max_segments": c.max_segments,
         "array_bytes": c.array_bytes,
         "array_size_from": c.array_why,

@@ -51,15 +51,20 @@ usage:
   echo calibrate [--sizes S,S,..] [--counts K,K,..] [--array-mib MIB] [--rates R,R,..]
               [--duration SECS] [--warmup SECS] [--timeout-ms MS] [--threads N] [--mtu N]
               [--out DIR] [--spin] [--datapath socket|xdp|emu]
+              [--server IP:PORT [--bind IP] [--max-segments N] [--max-reply BYTES]]
       The copy-threshold calibration (paper §5, docs/calibration.md): per segment size S
       and count K, copy vs scatter-gather of K random S-byte segments of a pinned array
       (default 10 x the last-level cache), load raised until each saturates. Writes
       DIR/calibration.json, DIR/heatmap.svg, DIR/heatmap.png (DIR defaults to
       results/calibrate) and prints the recommended threshold; run a program with
-      CORNFLAKES_CALIBRATION=DIR/calibration.json to use it.
-  echo calibrate-server --array-bytes N [--bind IP:PORT] [--mtu N] [--until-stdin-closes]
-              [--datapath socket|xdp --ifname IF [--peer IP=MAC]]
-      The calibration's server alone (what `calibrate --datapath xdp` runs in its namespace).
+      CORNFLAKES_CALIBRATION=DIR/calibration.json to use it. With --server, only the
+      clients run here, against a `calibrate-server` elsewhere (e.g. on a NIC) started with
+      the same --array-mib (its --array-bytes).
+  echo calibrate-server --array-bytes N [--bind IP:PORT] [--mtu N] [--seconds SECS]
+              [--until-stdin-closes] [--datapath socket|xdp --ifname IF [--peer IP=MAC]]
+              [--datapath mlx5 --mlx5-dev DEV] [--datapath ice --dpdk-args ARGS]
+      The calibration's server alone (what `calibrate --datapath xdp` runs in its namespace;
+      on a NIC machine, what `calibrate --server` on a client machine measures).
 
 modes:  raw zero-copy one-copy two-copy cornflakes cornflakes-sg cornflakes-copy
         cornflakes-no-ssend protobuf capnp flatbuffers
@@ -461,6 +466,18 @@ fn calibrate_cmd(mut a: Args) -> Result<(), String> {
     if a.switch("--all-points") {
         cfg.stop_after_misses = 0;
     }
+    if let Some(server) = a.parse::<SocketAddrV4>("--server")? {
+        cfg.remote = Some(calibrate::Remote {
+            server,
+            bind: a.parse("--bind")?.unwrap_or(Ipv4Addr::UNSPECIFIED),
+            max_segments: a
+                .parse("--max-segments")?
+                .unwrap_or(calibrate::REMOTE_MAX_SEGMENTS),
+            max_reply: a
+                .parse("--max-reply")?
+                .unwrap_or(calibrate::SOCKET_MAX_ITEM),
+        });
+    }
     a.finish()?;
     let out = calibrate::run_calibration(&cfg)?;
     let bad: u64 = out.records.iter().map(|r| r.mismatched).sum();
@@ -482,11 +499,29 @@ fn calibrate_server_cmd(mut a: Args) -> Result<(), String> {
     let datapath = a.take("--datapath")?.unwrap_or_else(|| "socket".to_owned());
     let ifname = a.take("--ifname")?;
     let peer = a.take("--peer")?;
+    let mlx5_dev = a.take("--mlx5-dev")?;
+    let dpdk_args = a.take("--dpdk-args")?;
+    let seconds = a.secs("--seconds")?;
     a.finish()?;
+    let nic = match datapath.as_str() {
+        "mlx5" => Some(NicSpec::Mlx5 {
+            device: mlx5_dev.ok_or("--datapath mlx5 needs --mlx5-dev <mlx5_N | PCI address>")?,
+        }),
+        "ice" => Some(NicSpec::Ice {
+            dpdk_args: dpdk_args.ok_or("--datapath ice needs --dpdk-args \"<EAL arguments>\"")?,
+        }),
+        _ => None,
+    };
     let stop = AtomicBool::new(false);
     let report = Some(Duration::from_secs(1));
     let stats = std::thread::scope(|s| -> Result<_, String> {
         let stop = &stop;
+        if let Some(d) = seconds {
+            s.spawn(move || {
+                std::thread::sleep(d);
+                stop.store(true, Ordering::Relaxed);
+            });
+        }
         if until_stdin_closes {
             s.spawn(move || {
                 let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
@@ -510,7 +545,20 @@ fn calibrate_server_cmd(mut a: Args) -> Result<(), String> {
                     })
             }
             "xdp" => xdp_calibrate_server(ifname, peer, bind, array_bytes, stop, report),
-            other => Err(format!("unknown datapath {other:?} (socket or xdp)")),
+            "mlx5" | "ice" => match &nic {
+                Some(nic) => echo::nic::serve_app(
+                    nic,
+                    bind,
+                    mtu,
+                    echo::calib_server::CalibNicApp { array_bytes },
+                    stop,
+                    report,
+                ),
+                None => Err("no NIC given".to_owned()),
+            },
+            other => Err(format!(
+                "unknown datapath {other:?} (socket, xdp, mlx5 or ice)"
+            )),
         };
         stop.store(true, Ordering::Relaxed);
         r

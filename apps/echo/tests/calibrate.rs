@@ -261,11 +261,70 @@ fn a_tiny_calibration_on_the_emulated_nic_verifies_replies() {
     };
     let out = run_calibration(&cfg).unwrap();
     // 2 x 8192 B does not fit one 9000 B frame of the emulated wire: skipped with the reason.
-    assert!(out.cells[1].skipped.as_deref().unwrap().contains("largest reply"));
+    assert!(out.cells[1]
+        .skipped
+        .as_deref()
+        .unwrap()
+        .contains("largest reply"));
     assert_eq!(out.records.len(), 2, "copy and sg at one load");
     for r in &out.records {
         assert!(r.verified > 0 && r.mismatched == 0, "{r:?}");
     }
     assert!(dir.join("calibration.json").exists() && dir.join("heatmap.png").exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn calibrate_measures_a_separately_started_server() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_echo"))
+        .args(["calibrate-server", "--array-bytes", "1048576"])
+        .args(["--bind", "127.0.0.1:0", "--until-stdin-closes"])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let addr: SocketAddrV4 = loop {
+        let line = lines.next().expect("server output").unwrap();
+        if let Some(rest) = line.strip_prefix("[server] ready: calibrate on ") {
+            break rest.split_whitespace().next().unwrap().parse().unwrap();
+        }
+    };
+    let dir = std::env::temp_dir().join(format!("echo-calibrate-remote-{}", std::process::id()));
+    let cfg = CalibConfig {
+        sizes: vec![256],
+        counts: vec![2, 9],
+        array_bytes: Some(1 << 20),
+        rates: vec![500.0],
+        duration: Duration::from_millis(60),
+        warmup: Duration::from_millis(20),
+        timeout: Duration::from_millis(500),
+        out_dir: dir.clone(),
+        remote: Some(echo::calibrate::Remote {
+            server: addr,
+            bind: Ipv4Addr::LOCALHOST,
+            max_segments: 8,
+            max_reply: 64 * 1024,
+        }),
+        ..CalibConfig::default()
+    };
+    let out = run_calibration(&cfg);
+    drop(child.stdin.take()); // the server stops when its stdin closes
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    assert!(child.wait().unwrap().success(), "{rest:?}");
+    let out = out.unwrap();
+    assert!(
+        out.cells[1].skipped.as_deref().unwrap().contains("takes 8"),
+        "K = 9 > 8 - 1"
+    );
+    assert_eq!(out.records.len(), 2);
+    assert!(out
+        .records
+        .iter()
+        .all(|r| r.verified > 0 && r.mismatched == 0));
+    let done = rest.iter().find(|l| l.contains("calibrate done")).unwrap();
+    assert!(done.contains("malformed=0"), "{done}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
