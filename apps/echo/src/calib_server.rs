@@ -19,7 +19,7 @@ use std::net::SocketAddrV4;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use cornflakes::{Arena, CFBytes, ConnId, Datapath, Msg, RcBuf, RxMsg, SendError};
+use cornflakes::{Arena, CFBytes, ConnId, Datapath, Msg, PinnedMemory, RcBuf, RxMsg, SendError};
 use loadgen::{request_id, split_request_id, ClientTransport, Response, SeededRng};
 
 use crate::schema::List;
@@ -216,6 +216,34 @@ fn parse_into(
     Some((policy, size))
 }
 
+/// Allocates the array — at least `array_bytes`, in whole [`ARRAY_ITEM`] buffers — from `mem`
+/// and fills it with the [`pattern_byte`]s.
+pub fn fill_array(mem: &PinnedMemory, array_bytes: usize) -> Result<Vec<RcBuf>, String> {
+    let items = array_bytes.div_ceil(ARRAY_ITEM).max(1);
+    if mem.max_item_size() < ARRAY_ITEM {
+        return Err(format!(
+            "the datapath's largest pinned buffer is {} B; the array needs {ARRAY_ITEM} B items",
+            mem.max_item_size()
+        ));
+    }
+    // The pattern is 251-periodic: every item is a window of one table (memcpy speed).
+    let table: Vec<u8> = (0..ARRAY_ITEM + 251).map(pattern_byte).collect();
+    let mut array = Vec::with_capacity(items);
+    for i in 0..items {
+        let mut b = mem.alloc(ARRAY_ITEM).map_err(|e| {
+            format!(
+                "allocating the {} MiB array in pinned memory (item {i} of {items}): {e}",
+                (items * ARRAY_ITEM) >> 20
+            )
+        })?;
+        b.set_len(ARRAY_ITEM);
+        let start = (i * ARRAY_ITEM) % 251;
+        b.full_mut()[..ARRAY_ITEM].copy_from_slice(&table[start..start + ARRAY_ITEM]);
+        array.push(b.freeze());
+    }
+    Ok(array)
+}
+
 /// The calibration server on one datapath queue.
 pub struct CalibServer<D: Datapath> {
     dp: D,
@@ -231,33 +259,17 @@ impl<D: Datapath> CalibServer<D> {
     /// A server on `dp` holding an array of at least `array_bytes` (whole [`ARRAY_ITEM`]s)
     /// allocated from the datapath's pinned memory and filled with the [`pattern_byte`]s.
     pub fn new(dp: D, array_bytes: usize) -> Result<Self, String> {
-        let items = array_bytes.div_ceil(ARRAY_ITEM).max(1);
+        let array = fill_array(dp.memory(), array_bytes)?;
+        Ok(Self::with_array(dp, array))
+    }
+
+    /// A server on `dp` over an array already made by [`fill_array`] from `dp`'s memory (so it
+    /// can be filled before the datapath starts receiving).
+    pub fn with_array(dp: D, array: Vec<RcBuf>) -> Self {
         let mem = dp.memory();
-        if mem.max_item_size() < ARRAY_ITEM {
-            return Err(format!(
-                "the datapath's largest pinned buffer is {} B; the array needs {ARRAY_ITEM} B items",
-                mem.max_item_size()
-            ));
-        }
-        // The pattern is 251-periodic: every item is a window of one table (memcpy speed, so
-        // a server started per load point is filling for milliseconds, not seconds).
-        let table: Vec<u8> = (0..ARRAY_ITEM + 251).map(pattern_byte).collect();
-        let mut array = Vec::with_capacity(items);
-        for i in 0..items {
-            let mut b = mem.alloc(ARRAY_ITEM).map_err(|e| {
-                format!(
-                    "allocating the {} MiB array in pinned memory (item {i} of {items}): {e}",
-                    (items * ARRAY_ITEM) >> 20
-                )
-            })?;
-            b.set_len(ARRAY_ITEM);
-            let start = (i * ARRAY_ITEM) % 251;
-            b.full_mut()[..ARRAY_ITEM].copy_from_slice(&table[start..start + ARRAY_ITEM]);
-            array.push(b.freeze());
-        }
         let copy_arena = Arena::with_memory(mem).with_threshold(Policy::Copy.threshold());
         let sg_arena = Arena::with_memory(mem).with_threshold(Policy::ScatterGather.threshold());
-        Ok(CalibServer {
+        CalibServer {
             dp,
             array,
             copy_arena,
@@ -265,7 +277,7 @@ impl<D: Datapath> CalibServer<D> {
             rx: Vec::with_capacity(64),
             segments: Vec::with_capacity(MAX_SEGMENTS),
             stats: ServerStats::default(),
-        })
+        }
     }
 
     /// Buffers in the array.

@@ -53,7 +53,8 @@ pub struct CalibConfig {
     pub counts: Vec<usize>,
     /// The array's size; `None`: [`LLC_MULTIPLE`] × the last-level cache.
     pub array_bytes: Option<usize>,
-    /// Offered loads, ascending; each policy's sweep stops once it saturates.
+    /// Offered loads, ascending; each policy's sweep stops once it saturates (default:
+    /// [`default_rates`] of the datapath).
     pub rates: Vec<f64>,
     /// Measured time per point.
     pub duration: Duration,
@@ -103,6 +104,15 @@ pub fn geometric_loads(start: f64, end: f64, factor: f64) -> Vec<f64> {
     v
 }
 
+/// The default offered loads of `datapath`: from 10 k req/s (kernel datapaths), or 100 k
+/// (emulated NIC: one core's throughput, no kernel), growing by 1.3× to 2 M / 5 M.
+pub fn default_rates(datapath: DatapathKind) -> Vec<f64> {
+    match datapath {
+        DatapathKind::Emu => geometric_loads(100_000.0, 5_000_000.0, 1.3),
+        _ => geometric_loads(10_000.0, 2_000_000.0, 1.3),
+    }
+}
+
 impl Default for CalibConfig {
     fn default() -> Self {
         CalibConfig {
@@ -110,7 +120,7 @@ impl Default for CalibConfig {
             sizes: DEFAULT_SIZES.to_vec(),
             counts: DEFAULT_COUNTS.to_vec(),
             array_bytes: None,
-            rates: geometric_loads(10_000.0, 2_000_000.0, 1.3),
+            rates: default_rates(DatapathKind::Socket),
             duration: Duration::from_millis(300),
             warmup: Duration::from_millis(100),
             timeout: Duration::from_millis(200),
@@ -629,10 +639,12 @@ fn run_emu(cfg: &CalibConfig, array_bytes: usize) -> Result<Calibration, String>
                 ..port.memory_config()
             })
             .map_err(|e| format!("server memory: {e}"))?;
+            // Filled before the datapath exists: requests arrive once it does.
+            let array = crate::calib_server::fill_array(&mem, items * ARRAY_ITEM)?;
             let dp = port
                 .datapath(mem)
                 .map_err(|e| format!("server datapath: {e}"))?;
-            let mut server = CalibServer::new(dp, items * ARRAY_ITEM)?;
+            let mut server = CalibServer::with_array(dp, array);
             server.run(
                 port.stop_flag(),
                 None,

@@ -425,6 +425,7 @@ fn calibrate_cmd(mut a: Args) -> Result<(), String> {
         Some(nic @ ("mlx5" | "ice")) => return Err(calibrate::unsupported_datapath(nic)),
         Some(other) => return Err(format!("unknown datapath {other:?} (socket, xdp or emu)")),
     }
+    cfg.rates = calibrate::default_rates(cfg.datapath);
     if let Some(s) = a.list::<usize>("--sizes")? {
         cfg.sizes = s;
     }
