@@ -11,7 +11,7 @@
 //! 3. otherwise [`DEFAULT_THRESHOLD`] (512).
 //!
 //! A value that cannot be used (not a number, unreadable file, no recommendation in it) is
-//! reported once on stderr and the built-in default is used; [`threshold_source`] says so too.
+//! reported once on stderr and the built-in default is used; [`threshold_setting`] says so too.
 //! The per-arena API ([`Arena::with_threshold`](crate::Arena::with_threshold)) is unchanged and
 //! always wins.
 
