@@ -446,21 +446,25 @@ fn create_cq(ctx: &Context, entries: u32) -> io::Result<NonNull<sys::ibv_cq>> {
 
 /// A server's datapath on ConnectX `device` (RDMA name or PCI address) answering at `bind`:
 /// pinned memory whose items hold a frame of IP MTU `mtu` and at least `min_item` bytes
-/// (16 KiB when smaller), the interface's own MAC. Shared by the echo and KV servers'
-/// `--datapath mlx5`. The error names the devices present.
+/// (16 KiB when smaller), `extra_bytes` more than the default memory limit (e.g. a
+/// calibration array), the interface's own MAC. Shared by the echo, calibration and KV
+/// servers' `--datapath mlx5`. The error names the devices present.
 pub fn open_server(
     device: &str,
     bind: std::net::SocketAddrV4,
     mtu: usize,
     min_item: usize,
+    extra_bytes: usize,
 ) -> Result<Mlx5Datapath<HwQueues>, String> {
     use cornflakes::mem::MemoryConfig;
+    let defaults = MemoryConfig::default();
     let mem = PinnedMemory::new(MemoryConfig {
         max_item_size: (mtu + 64)
             .next_power_of_two()
             .max(min_item.next_power_of_two())
             .max(16 * 1024),
-        ..Default::default()
+        max_bytes: defaults.max_bytes + extra_bytes,
+        ..defaults
     })
     .map_err(|e| format!("pinned memory: {e}"))?;
     // MacAddr::ZERO: the interface's own MAC (read from sysfs by `open`).

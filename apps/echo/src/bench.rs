@@ -13,7 +13,7 @@ use loadgen::{
 };
 
 use crate::client::{EchoClient, Verifier};
-use crate::mode::{Mode, DEFAULT_HYBRID_THRESHOLD};
+use crate::mode::Mode;
 use crate::server::{ServerConfig, ServerHandle, ServerStats};
 use crate::shape::ShapeSpec;
 
@@ -73,7 +73,8 @@ pub struct BenchConfig {
     pub timeout: Duration,
     /// Client threads.
     pub threads: usize,
-    /// Hybrid threshold of the `cornflakes` modes.
+    /// Hybrid threshold of the `cornflakes` modes (default: the process default,
+    /// [`cornflakes::threshold_setting`]).
     pub threshold: usize,
     /// IP MTU of the socket datapath.
     pub mtu: usize,
@@ -105,7 +106,8 @@ impl Default for BenchConfig {
             warmup: Duration::from_millis(100),
             timeout: Duration::from_millis(200),
             threads: 1,
-            threshold: DEFAULT_HYBRID_THRESHOLD,
+            // The process default: 512 B unless CORNFLAKES_THRESHOLD / CORNFLAKES_CALIBRATION.
+            threshold: cornflakes::default_threshold(),
             mtu: DEFAULT_MTU,
             // Three, not one: on a shared machine a single point can miss by bad luck.
             stop_after_misses: 3,

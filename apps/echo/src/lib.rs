@@ -13,6 +13,8 @@
 //! - [`client::EchoClient`]: the load generator's transport; [`client::Verifier`] checks that
 //!   each response deserializes to exactly the values sent.
 //! - [`bench`]: sweeps, table, JSON and plot.
+//! - [`calibrate`]: the copy-threshold calibration (paper §5): copy vs scatter-gather of K
+//!   segments of S bytes from a large pinned array, a heatmap and a recommended threshold.
 //! - [`emu`]: `bench --datapath emu`, the server core against the emulated ConnectX on a
 //!   second core (the default with 2 CPUs).
 //! - `xdp` (feature `xdp`, root): the server over AF_XDP in a network namespace.
@@ -21,6 +23,8 @@
 #![warn(missing_docs)]
 
 pub mod bench;
+pub mod calib_server;
+pub mod calibrate;
 pub mod cf;
 pub mod client;
 pub mod emu;

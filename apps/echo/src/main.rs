@@ -12,7 +12,8 @@ use std::time::Duration;
 use cornflakes::datapath::Connect as _;
 use datapath_socket::{SocketConfig, SocketDatapath};
 use echo::bench::{self, BenchConfig, DatapathKind, SweepPlan, DEFAULT_MTU};
-use echo::mode::DEFAULT_HYBRID_THRESHOLD;
+use echo::calib_server::CalibServer;
+use echo::calibrate::{self, CalibConfig};
 use echo::nic::NicSpec;
 use echo::server::{socket_idle, EchoServer, ServerConfig};
 use echo::{Mode, ShapeSpec};
@@ -48,6 +49,23 @@ usage:
               [--warmup SECS] [--timeout-ms MS] [--threads N] [--mtu N] [--bind IP]
               [--out DIR] [--json PATH] [--spin]
       Sweeps the offered loads against a running `echo server` of the same mode.
+  echo calibrate [--sizes S,S,..] [--counts K,K,..] [--array-mib MIB] [--rates R,R,..]
+              [--duration SECS] [--warmup SECS] [--timeout-ms MS] [--threads N] [--mtu N]
+              [--out DIR] [--spin] [--datapath socket|xdp|emu]
+              [--server IP:PORT [--bind IP] [--max-segments N] [--max-reply BYTES]]
+      The copy-threshold calibration (paper §5, docs/calibration.md): per segment size S
+      and count K, copy vs scatter-gather of K random S-byte segments of a pinned array
+      (default 10 x the last-level cache), load raised until each saturates. Writes
+      DIR/calibration.json, DIR/heatmap.svg, DIR/heatmap.png (DIR defaults to
+      results/calibrate) and prints the recommended threshold; run a program with
+      CORNFLAKES_CALIBRATION=DIR/calibration.json to use it. With --server, only the
+      clients run here, against a `calibrate-server` elsewhere (e.g. on a NIC) started with
+      the same --array-mib (its --array-bytes).
+  echo calibrate-server --array-bytes N [--bind IP:PORT] [--mtu N] [--seconds SECS]
+              [--until-stdin-closes] [--datapath socket|xdp --ifname IF [--peer IP=MAC]]
+              [--datapath mlx5 --mlx5-dev DEV] [--datapath ice --dpdk-args ARGS]
+      The calibration's server alone (what `calibrate --datapath xdp` runs in its namespace;
+      on a NIC machine, what `calibrate --server` on a client machine measures).
 
 modes:  raw zero-copy one-copy two-copy cornflakes cornflakes-sg cornflakes-copy
         cornflakes-no-ssend protobuf capnp flatbuffers
@@ -56,6 +74,13 @@ shapes: single-N, list-KxN, treeD-N (D = 1..5; N bytes per field); default list-
 
 fn bench_cmd(mut a: Args) -> Result<(), String> {
     let mut cfg = BenchConfig::default();
+    let explicit_threshold = a.has("--threshold");
+    if !explicit_threshold {
+        eprintln!(
+            "[bench] hybrid threshold: {}",
+            cornflakes::threshold_setting()
+        );
+    }
     match a.take("--datapath")?.as_deref() {
         None => match datapath_mlx5::emu::threaded::two_cores() {
             Ok(_) => cfg.datapath = DatapathKind::Emu,
@@ -107,6 +132,7 @@ fn bench_cmd(mut a: Args) -> Result<(), String> {
     }
     if let Some(t) = a.parse::<usize>("--threshold")? {
         cfg.threshold = t;
+        eprintln!("[bench] hybrid threshold: {t} B (from --threshold)");
     }
     if let Some(m) = a.parse::<usize>("--mtu")? {
         cfg.mtu = m;
@@ -143,7 +169,19 @@ fn server_cmd(mut a: Args) -> Result<(), String> {
     let bind = a
         .parse::<SocketAddrV4>("--bind")?
         .unwrap_or(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 7000));
-    let threshold = a.parse("--threshold")?.unwrap_or(DEFAULT_HYBRID_THRESHOLD);
+    let threshold = match a.parse("--threshold")? {
+        Some(t) => {
+            eprintln!("[server] hybrid threshold: {t} B (from --threshold)");
+            t
+        }
+        None => {
+            eprintln!(
+                "[server] hybrid threshold: {}",
+                cornflakes::threshold_setting()
+            );
+            cornflakes::default_threshold()
+        }
+    };
     let mtu = a.parse("--mtu")?.unwrap_or(DEFAULT_MTU);
     let seconds = a.secs("--seconds")?;
     let spin = a.switch("--spin");
@@ -300,6 +338,215 @@ fn client_cmd(mut a: Args) -> Result<(), String> {
     Ok(())
 }
 
+fn calibrate_cmd(mut a: Args) -> Result<(), String> {
+    let mut cfg = CalibConfig::default();
+    match a.take("--datapath")?.as_deref() {
+        None | Some("socket") => {}
+        Some("xdp") => cfg.datapath = DatapathKind::Xdp,
+        Some("emu") => cfg.datapath = DatapathKind::Emu,
+        Some(nic @ ("mlx5" | "ice")) => return Err(calibrate::unsupported_datapath(nic)),
+        Some(other) => return Err(format!("unknown datapath {other:?} (socket, xdp or emu)")),
+    }
+    cfg.rates = calibrate::default_rates(cfg.datapath);
+    if let Some(s) = a.list::<usize>("--sizes")? {
+        cfg.sizes = s;
+    }
+    if let Some(k) = a.list::<usize>("--counts")? {
+        cfg.counts = k;
+    }
+    if let Some(m) = a.parse::<f64>("--array-mib")? {
+        if !(m > 0.0 && m.is_finite()) {
+            return Err(format!("--array-mib {m}: must be positive"));
+        }
+        cfg.array_bytes = Some((m * f64::from(1u32 << 20)) as usize);
+    }
+    if let Some(mut r) = a.list::<f64>("--rates")? {
+        r.retain(|x| x.is_finite() && *x > 0.0);
+        r.sort_by(f64::total_cmp);
+        cfg.rates = r;
+    }
+    if let Some(d) = a.secs("--duration")? {
+        cfg.duration = d;
+    }
+    if let Some(d) = a.secs("--warmup")? {
+        cfg.warmup = d;
+    }
+    if let Some(ms) = a.parse::<u64>("--timeout-ms")? {
+        cfg.timeout = Duration::from_millis(ms);
+    }
+    if let Some(t) = a.parse::<usize>("--threads")? {
+        cfg.threads = t.max(1);
+    }
+    if let Some(m) = a.parse::<usize>("--mtu")? {
+        cfg.mtu = m;
+    }
+    if let Some(o) = a.take("--out")? {
+        cfg.out_dir = PathBuf::from(o);
+    }
+    if a.switch("--spin") {
+        cfg.spin = true;
+    }
+    if a.switch("--all-points") {
+        cfg.stop_after_misses = 0;
+    }
+    if let Some(server) = a.parse::<SocketAddrV4>("--server")? {
+        cfg.remote = Some(calibrate::Remote {
+            server,
+            bind: a.parse("--bind")?.unwrap_or(Ipv4Addr::UNSPECIFIED),
+            max_segments: a
+                .parse("--max-segments")?
+                .unwrap_or(calibrate::REMOTE_MAX_SEGMENTS),
+            max_reply: a
+                .parse("--max-reply")?
+                .unwrap_or(calibrate::SOCKET_MAX_ITEM),
+        });
+    }
+    a.finish()?;
+    let out = calibrate::run_calibration(&cfg)?;
+    let bad: u64 = out.records.iter().map(|r| r.mismatched).sum();
+    if bad > 0 {
+        return Err(format!("{bad} responses did not verify"));
+    }
+    Ok(())
+}
+
+fn calibrate_server_cmd(mut a: Args) -> Result<(), String> {
+    let array_bytes: usize = a
+        .parse("--array-bytes")?
+        .ok_or("--array-bytes is required")?;
+    let bind = a
+        .parse::<SocketAddrV4>("--bind")?
+        .unwrap_or(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 7000));
+    let mtu = a.parse("--mtu")?.unwrap_or(DEFAULT_MTU);
+    let until_stdin_closes = a.switch("--until-stdin-closes");
+    let datapath = a.take("--datapath")?.unwrap_or_else(|| "socket".to_owned());
+    let ifname = a.take("--ifname")?;
+    let peer = a.take("--peer")?;
+    let mlx5_dev = a.take("--mlx5-dev")?;
+    let dpdk_args = a.take("--dpdk-args")?;
+    let seconds = a.secs("--seconds")?;
+    a.finish()?;
+    let nic = match datapath.as_str() {
+        "mlx5" => Some(NicSpec::Mlx5 {
+            device: mlx5_dev.ok_or("--datapath mlx5 needs --mlx5-dev <mlx5_N | PCI address>")?,
+        }),
+        "ice" => Some(NicSpec::Ice {
+            dpdk_args: dpdk_args.ok_or("--datapath ice needs --dpdk-args \"<EAL arguments>\"")?,
+        }),
+        _ => None,
+    };
+    let stop = AtomicBool::new(false);
+    let report = Some(Duration::from_secs(1));
+    let stats = std::thread::scope(|s| -> Result<_, String> {
+        let stop = &stop;
+        if let Some(d) = seconds {
+            s.spawn(move || {
+                std::thread::sleep(d);
+                stop.store(true, Ordering::Relaxed);
+            });
+        }
+        if until_stdin_closes {
+            s.spawn(move || {
+                let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
+                stop.store(true, Ordering::Relaxed);
+            });
+        }
+        let r = match datapath.as_str() {
+            "socket" => {
+                let mut sc = socket_config(bind, mtu);
+                sc.memory.max_item_size = calibrate::SOCKET_MAX_ITEM;
+                sc.memory.max_bytes = array_bytes + (256 << 20);
+                SocketDatapath::new(sc)
+                    .map_err(|e| e.to_string())
+                    .and_then(|dp| CalibServer::new(dp, array_bytes))
+                    .map(|mut server| {
+                        let addr = server.datapath().local_addr();
+                        eprintln!("[server] ready: calibrate on {addr} (socket datapath)");
+                        let (after, mut hook) = socket_idle(false);
+                        server.run(stop, report, after, &mut hook);
+                        server.stats()
+                    })
+            }
+            "xdp" => xdp_calibrate_server(ifname, peer, bind, array_bytes, stop, report),
+            "mlx5" | "ice" => match &nic {
+                Some(nic) => echo::nic::serve_app(
+                    nic,
+                    bind,
+                    mtu,
+                    echo::calib_server::CalibNicApp { array_bytes },
+                    stop,
+                    report,
+                ),
+                None => Err("no NIC given".to_owned()),
+            },
+            other => Err(format!(
+                "unknown datapath {other:?} (socket, xdp, mlx5 or ice)"
+            )),
+        };
+        stop.store(true, Ordering::Relaxed);
+        r
+    })?;
+    eprintln!("[server] calibrate done: {stats}");
+    Ok(())
+}
+
+fn parse_peer(peer: Option<String>) -> Result<Option<(Ipv4Addr, String)>, String> {
+    peer.map(|p| {
+        let (ip, mac) = p.split_once('=').ok_or("--peer IP=MAC")?;
+        let ip: Ipv4Addr = ip.parse().map_err(|e| format!("--peer {ip}: {e}"))?;
+        Ok((ip, mac.to_owned()))
+    })
+    .transpose()
+}
+
+#[cfg(feature = "xdp")]
+fn xdp_calibrate_server(
+    ifname: Option<String>,
+    peer: Option<String>,
+    bind: SocketAddrV4,
+    array_bytes: usize,
+    stop: &AtomicBool,
+    report: Option<Duration>,
+) -> Result<echo::server::ServerStats, String> {
+    let ifname = ifname.ok_or("--datapath xdp needs --ifname")?;
+    let peer = parse_peer(peer)?
+        .map(|(ip, mac)| {
+            echo::xdp::parse_mac(&mac)
+                .map(|m| (ip, m))
+                .ok_or_else(|| format!("--peer: bad MAC {mac}"))
+        })
+        .transpose()?;
+    // The array lives in the UMEM, so zero-copy segments are in registered memory.
+    let umem = array_bytes + (64 << 20);
+    let dp = echo::xdp::datapath_with_umem(&ifname, bind, peer, umem)
+        .map_err(|e| format!("AF_XDP on {ifname}: {e}"))?;
+    let mut server = CalibServer::new(dp, array_bytes)?;
+    eprintln!(
+        "{} calibrate on {bind} (AF_XDP on {ifname})",
+        echo::xdp::READY
+    );
+    server.run(stop, report, echo::server::IDLE_SPINS, &mut |_| {
+        std::thread::yield_now()
+    });
+    Ok(server.stats())
+}
+
+#[cfg(not(feature = "xdp"))]
+fn xdp_calibrate_server(
+    _ifname: Option<String>,
+    peer: Option<String>,
+    _bind: SocketAddrV4,
+    _array_bytes: usize,
+    _stop: &AtomicBool,
+    _report: Option<Duration>,
+) -> Result<echo::server::ServerStats, String> {
+    parse_peer(peer)?;
+    Err(
+        "--datapath xdp needs the `xdp` feature: cargo run --release -p echo --features xdp -- ..."
+            .to_owned(),
+    )
+}
+
 fn main() -> ExitCode {
     let mut argv: Vec<String> = std::env::args().skip(1).collect();
     if argv.is_empty() || argv.iter().any(|a| a == "-h" || a == "--help") {
@@ -316,6 +563,8 @@ fn main() -> ExitCode {
         "bench" => bench_cmd(args),
         "server" => server_cmd(args),
         "client" => client_cmd(args),
+        "calibrate" => calibrate_cmd(args),
+        "calibrate-server" => calibrate_server_cmd(args),
         other => Err(format!("unknown command {other:?}\n{USAGE}")),
     };
     match r {

@@ -9,6 +9,8 @@ use std::net::SocketAddrV4;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
+use cornflakes::Datapath;
+
 use crate::server::{ServerConfig, ServerStats};
 
 /// Where a NIC server runs.
@@ -26,6 +28,46 @@ pub enum NicSpec {
     },
 }
 
+/// A server loop that runs on whichever NIC datapath was opened (the echo server, or the
+/// calibration server).
+pub trait NicApp {
+    /// Extra pinned memory the app allocates beyond packet buffers (e.g. the calibration's
+    /// array), so the NIC's memory is sized for it.
+    fn extra_bytes(&self) -> usize {
+        0
+    }
+    /// Serves on `dp` until `stop`; `what` names the device for the ready line.
+    fn serve<D: Datapath>(
+        self,
+        dp: D,
+        bind: SocketAddrV4,
+        what: &str,
+        stop: &AtomicBool,
+        report: Option<Duration>,
+    ) -> Result<ServerStats, String>;
+}
+
+/// The echo server as a [`NicApp`].
+struct Echo(ServerConfig);
+
+impl NicApp for Echo {
+    fn serve<D: Datapath>(
+        self,
+        dp: D,
+        bind: SocketAddrV4,
+        what: &str,
+        stop: &AtomicBool,
+        report: Option<Duration>,
+    ) -> Result<ServerStats, String> {
+        let mut server = crate::server::EchoServer::new(dp, self.0)?;
+        eprintln!("[server] ready: {} on {bind} ({what})", self.0.mode);
+        server.run(stop, report, crate::server::IDLE_SPINS, &mut |_| {
+            std::thread::yield_now()
+        });
+        Ok(server.stats())
+    }
+}
+
 /// Runs the echo server on `nic` at `bind` until `stop` is set.
 pub fn serve(
     nic: &NicSpec,
@@ -35,36 +77,43 @@ pub fn serve(
     stop: &AtomicBool,
     report: Option<Duration>,
 ) -> Result<ServerStats, String> {
+    serve_app(nic, bind, mtu, Echo(cfg), stop, report)
+}
+
+/// Opens `nic` at `bind` and runs `app` on it until `stop` is set.
+pub fn serve_app<A: NicApp>(
+    nic: &NicSpec,
+    bind: SocketAddrV4,
+    mtu: usize,
+    app: A,
+    stop: &AtomicBool,
+    report: Option<Duration>,
+) -> Result<ServerStats, String> {
     match nic {
-        NicSpec::Mlx5 { device } => mlx5(device, bind, mtu, cfg, stop, report),
-        NicSpec::Ice { dpdk_args } => ice(dpdk_args, bind, mtu, cfg, stop, report),
+        NicSpec::Mlx5 { device } => mlx5(device, bind, mtu, app, stop, report),
+        NicSpec::Ice { dpdk_args } => ice(dpdk_args, bind, mtu, app, stop, report),
     }
 }
 
 #[cfg(feature = "mlx5")]
-fn mlx5(
+fn mlx5<A: NicApp>(
     device: &str,
     bind: SocketAddrV4,
     mtu: usize,
-    cfg: ServerConfig,
+    app: A,
     stop: &AtomicBool,
     report: Option<Duration>,
 ) -> Result<ServerStats, String> {
-    let dp = datapath_mlx5::hw::open_server(device, bind, mtu, 0)?;
-    let mut server = crate::server::EchoServer::new(dp, cfg)?;
-    eprintln!("[server] ready: {} on {bind} (ConnectX {device})", cfg.mode);
-    server.run(stop, report, crate::server::IDLE_SPINS, &mut |_| {
-        std::thread::yield_now()
-    });
-    Ok(server.stats())
+    let dp = datapath_mlx5::hw::open_server(device, bind, mtu, 0, app.extra_bytes())?;
+    app.serve(dp, bind, &format!("ConnectX {device}"), stop, report)
 }
 
 #[cfg(not(feature = "mlx5"))]
-fn mlx5(
+fn mlx5<A: NicApp>(
     _device: &str,
     _bind: SocketAddrV4,
     _mtu: usize,
-    _cfg: ServerConfig,
+    _app: A,
     _stop: &AtomicBool,
     _report: Option<Duration>,
 ) -> Result<ServerStats, String> {
@@ -74,30 +123,25 @@ fn mlx5(
 }
 
 #[cfg(feature = "ice")]
-fn ice(
+fn ice<A: NicApp>(
     dpdk_args: &str,
     bind: SocketAddrV4,
     mtu: usize,
-    cfg: ServerConfig,
+    app: A,
     stop: &AtomicBool,
     report: Option<Duration>,
 ) -> Result<ServerStats, String> {
     let dp = datapath_ice::datapath::open(dpdk_args, bind, mtu)
         .map_err(|e| format!("starting DPDK with {dpdk_args:?}: {e}"))?;
-    let mut server = crate::server::EchoServer::new(dp, cfg)?;
-    eprintln!("[server] ready: {} on {bind} (DPDK: {dpdk_args})", cfg.mode);
-    server.run(stop, report, crate::server::IDLE_SPINS, &mut |_| {
-        std::thread::yield_now()
-    });
-    Ok(server.stats())
+    app.serve(dp, bind, &format!("DPDK: {dpdk_args}"), stop, report)
 }
 
 #[cfg(not(feature = "ice"))]
-fn ice(
+fn ice<A: NicApp>(
     _dpdk_args: &str,
     _bind: SocketAddrV4,
     _mtu: usize,
-    _cfg: ServerConfig,
+    _app: A,
     _stop: &AtomicBool,
     _report: Option<Duration>,
 ) -> Result<ServerStats, String> {

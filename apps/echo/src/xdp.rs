@@ -28,6 +28,19 @@ pub fn datapath(
     XdpDatapath::new(cfg)
 }
 
+/// [`datapath`] with a UMEM of `umem_bytes` (e.g. to hold the calibration's array).
+pub fn datapath_with_umem(
+    ifname: &str,
+    addr: SocketAddrV4,
+    peer: Option<(Ipv4Addr, MacAddr)>,
+    umem_bytes: usize,
+) -> io::Result<XdpDatapath> {
+    let mut cfg = XdpConfig::new(ifname, addr);
+    cfg.static_arp.extend(peer);
+    cfg.umem_bytes = umem_bytes;
+    XdpDatapath::new(cfg)
+}
+
 /// An echo server over an [`XdpDatapath`].
 pub fn server(
     ifname: &str,
@@ -183,6 +196,20 @@ impl ServerProcess {
     /// Starts this executable as a server of `cfg` in `ns`, port `port`, and waits until it
     /// is ready. It stops when its standard input closes ([`Self::stop`]).
     pub fn spawn(ns: &Netns, cfg: ServerConfig, port: u16) -> Result<ServerProcess, String> {
+        let args = [
+            "server",
+            "--mode",
+            cfg.mode.name(),
+            "--threshold",
+            &cfg.threshold.to_string(),
+        ]
+        .map(str::to_owned);
+        Self::spawn_args(ns, port, &args)
+    }
+
+    /// Starts this executable with `args` (a server subcommand and its own flags) plus the
+    /// AF_XDP flags in `ns`, port `port`, and waits until it prints [`READY`].
+    pub fn spawn_args(ns: &Netns, port: u16, args: &[String]) -> Result<ServerProcess, String> {
         let exe = std::env::current_exe().map_err(|e| format!("own executable: {e}"))?;
         let addr = SocketAddrV4::new(ns.server_ip, port);
         let mac = ns.client_mac.0;
@@ -193,9 +220,9 @@ impl ServerProcess {
         let mut child = Command::new("ip")
             .args(["netns", "exec", &ns.name])
             .arg(exe)
-            .args(["server", "--datapath", "xdp", "--ifname", &ns.server_if])
-            .args(["--bind", &addr.to_string(), "--mode", cfg.mode.name()])
-            .args(["--threshold", &cfg.threshold.to_string()])
+            .args(args)
+            .args(["--datapath", "xdp", "--ifname", &ns.server_if])
+            .args(["--bind", &addr.to_string()])
             .args([
                 "--peer",
                 &format!("{}={mac}", ns.client_ip),

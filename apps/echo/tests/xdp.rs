@@ -88,3 +88,46 @@ fn bench_runs_over_af_xdp_and_verifies_every_reply() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn calibrate_runs_over_af_xdp_and_verifies_every_reply() {
+    if !is_root() {
+        let required = std::env::var("CORNFLAKES_REQUIRE_XDP").is_ok_and(|v| v == "1");
+        assert!(!required, "CORNFLAKES_REQUIRE_XDP=1 but not root");
+        eprintln!("SKIPPED calibrate_runs_over_af_xdp_and_verifies_every_reply: needs root");
+        return;
+    }
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("xdp-calibrate-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = Command::new(env!("CARGO_BIN_EXE_echo"))
+        .args(["calibrate", "--datapath", "xdp", "--array-mib", "4"])
+        .args(["--sizes", "64,4096", "--counts", "2,8", "--rates", "300"])
+        .args([
+            "--duration",
+            "0.2",
+            "--warmup",
+            "0.05",
+            "--timeout-ms",
+            "3000",
+        ])
+        .arg("--out")
+        .arg(&dir)
+        .output()
+        .expect("run echo calibrate");
+    let err = String::from_utf8_lossy(&out.stderr);
+    // The command fails when any reply did not verify.
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("skipping K=8 S=4096"),
+        "8 x 4096 B does not fit a 16 KiB UMEM buffer: {err}"
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("calibration.json")).unwrap())
+            .unwrap();
+    let records = v["records"].as_array().unwrap();
+    assert_eq!(records.len(), 6, "3 measured cells x 2 policies");
+    assert!(records.iter().all(|r| r["verified"].as_u64() > Some(0)));
+    assert!(dir.join("heatmap.png").exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}

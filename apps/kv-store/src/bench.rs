@@ -18,7 +18,7 @@ use loadgen::{
 
 use crate::client::{Checker, Expected, KvClient, RunRequests};
 use crate::ops::Op;
-use crate::serialization::{Serialization, DEFAULT_THRESHOLD};
+use crate::serialization::Serialization;
 use crate::server::{memory_config, ServerConfig, ServerHandle, ServerStats, DEFAULT_MAX_ITEM};
 use crate::store::{Store, StoreConfig, DEFAULT_MEMORY_LIMIT};
 
@@ -105,7 +105,7 @@ impl Default for BenchConfig {
             warmup: Duration::from_millis(100),
             timeout: Duration::from_millis(200),
             threads: 1,
-            threshold: DEFAULT_THRESHOLD,
+            threshold: cornflakes::default_threshold(),
             mtu: DEFAULT_MTU,
             max_item: DEFAULT_MAX_ITEM,
             memory_limit: DEFAULT_MEMORY_LIMIT,

@@ -167,8 +167,15 @@ fn bench_cmd(mut a: Args) -> Result<(), String> {
     if let Some(s) = a.list::<Serialization>("--serializations")? {
         cfg.serializations = s;
     }
-    if let Some(t) = a.parse::<usize>("--threshold")? {
-        cfg.threshold = t;
+    match a.parse::<usize>("--threshold")? {
+        Some(t) => {
+            cfg.threshold = t;
+            eprintln!("[bench] hybrid threshold: {t} B (from --threshold)");
+        }
+        None => eprintln!(
+            "[bench] hybrid threshold: {}",
+            cornflakes::threshold_setting()
+        ),
     }
     common(&mut a, &mut cfg)?;
     a.finish()?;
@@ -199,7 +206,19 @@ fn server_cmd(mut a: Args) -> Result<(), String> {
         .parse::<SocketAddrV4>("--bind")?
         .unwrap_or(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 7878));
     let mut bc = BenchConfig::default();
-    let threshold = a.parse::<usize>("--threshold")?.unwrap_or(bc.threshold);
+    let threshold = match a.parse::<usize>("--threshold")? {
+        Some(t) => {
+            eprintln!("[server] hybrid threshold: {t} B (from --threshold)");
+            t
+        }
+        None => {
+            eprintln!(
+                "[server] hybrid threshold: {}",
+                cornflakes::threshold_setting()
+            );
+            bc.threshold
+        }
+    };
     let wl = match a.take("--workload")? {
         Some(n) => Some(workload(&mut a, &n)?),
         None => None,

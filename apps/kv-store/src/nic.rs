@@ -75,7 +75,7 @@ fn mlx5(
     stop: &AtomicBool,
     report: Option<Duration>,
 ) -> Result<ServerStats, String> {
-    let dp = datapath_mlx5::hw::open_server(dev, bind, mtu, max_item)?;
+    let dp = datapath_mlx5::hw::open_server(dev, bind, mtu, max_item, 0)?;
     serve_on(
         dp,
         cfg,

@@ -3,10 +3,6 @@
 use std::fmt;
 use std::str::FromStr;
 
-/// The hybrid threshold of the `cornflakes` mode by default (paper §3.1): values at least this
-/// long are sent by reference.
-pub const DEFAULT_THRESHOLD: usize = cornflakes::DEFAULT_THRESHOLD;
-
 /// How requests and replies are encoded, and how replies reach the NIC.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Serialization {

@@ -18,7 +18,7 @@ use loadgen::LatencyHistogram;
 
 use crate::cf::{self, SendPath, ServeError};
 use crate::resp;
-use crate::serialization::{Serialization, DEFAULT_THRESHOLD};
+use crate::serialization::Serialization;
 use crate::store::{Store, StoreConfig, StoreStats};
 
 /// What the server does.
@@ -37,7 +37,7 @@ impl ServerConfig {
     pub fn new(serialization: Serialization) -> ServerConfig {
         ServerConfig {
             serialization,
-            threshold: DEFAULT_THRESHOLD,
+            threshold: cornflakes::default_threshold(),
             store: StoreConfig::default(),
         }
     }

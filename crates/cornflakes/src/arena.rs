@@ -82,7 +82,9 @@ impl ZeroCopyFallbacks {
 /// The arena starts small and grows in chunks as needed; [`reset`](Self::reset) after each
 /// batch keeps the largest chunk for reuse. Nothing is reserved up front.
 ///
-/// Thresholds: [`DEFAULT_THRESHOLD`] normally; `0` makes every pinned field zero-copy;
+/// Thresholds: the process default normally ([`crate::threshold::default_threshold`]:
+/// [`DEFAULT_THRESHOLD`] unless `CORNFLAKES_THRESHOLD` or `CORNFLAKES_CALIBRATION` says
+/// otherwise, resolved once per process); `0` makes every pinned field zero-copy;
 /// `usize::MAX` copies every field (the ablations of the paper).
 ///
 /// # Per request
@@ -115,11 +117,12 @@ pub struct Arena {
 }
 
 impl Arena {
-    /// An arena with no pinned memory: every field is copied.
+    /// An arena with no pinned memory: every field is copied. Its threshold is the process
+    /// default ([`crate::threshold::default_threshold`]).
     pub fn new() -> Arena {
         Arena {
             bump: Bump::with_capacity(16 * 1024),
-            threshold: DEFAULT_THRESHOLD,
+            threshold: crate::threshold::default_threshold(),
             mem: None,
             fallbacks: Cell::new(ZeroCopyFallbacks::default()),
         }

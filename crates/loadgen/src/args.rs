@@ -30,6 +30,11 @@ impl Args {
         }
     }
 
+    /// Whether `flag` is present, without reading it.
+    pub fn has(&self, flag: &str) -> bool {
+        self.rest.iter().any(|a| a == flag)
+    }
+
     /// Whether the switch `flag` (no value) is present.
     pub fn switch(&mut self, flag: &str) -> bool {
         let i = self.rest.iter().position(|a| a == flag);
@@ -98,6 +103,7 @@ mod tests {
             a.list::<f64>("--rates").unwrap(),
             Some(vec![1000.0, 2000.0])
         );
+        assert!(a.has("--spin"));
         assert!(a.switch("--spin"));
         assert!(!a.switch("--spin"));
         assert_eq!(

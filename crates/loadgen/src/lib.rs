@@ -14,7 +14,7 @@
 //! 4. [`sweep`] repeats runs over offered loads; [`summarize`] reports the
 //!    highest load achieved within 95 % of offered per mode.
 //! 5. [`Record`]s go to JSON ([`write_json`]) and to throughput–p99 plots
-//!    ([`plot_p99_curves`]).
+//!    ([`plot_p99_curves`]); grids of ratios to heatmaps ([`plot_heatmap`]).
 //!
 //! ```
 //! use loadgen::fake::{check_echo, FakeEchoServer, FaultPlan};
@@ -37,6 +37,7 @@
 
 pub mod args;
 pub mod fake;
+mod heatmap;
 mod plot;
 mod record;
 mod run;
@@ -45,6 +46,7 @@ mod stats;
 mod sweep;
 mod transport;
 
+pub use heatmap::{plot_heatmap, Heatmap};
 pub use plot::{plot_p99_curves, PlotError, PLOT_SIZE};
 pub use record::{from_json, read_json, to_json, write_json, Record};
 pub use run::{run, RunConfig, RunError, RunReport};

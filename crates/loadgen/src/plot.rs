@@ -29,14 +29,14 @@ impl fmt::Display for PlotError {
 
 impl std::error::Error for PlotError {}
 
-fn err(e: impl fmt::Display) -> PlotError {
+pub(crate) fn err(e: impl fmt::Display) -> PlotError {
     PlotError {
         message: e.to_string(),
     }
 }
 
 /// Registers the embedded DejaVu Sans as plotters' "sans-serif", once.
-fn register_font() -> Result<(), PlotError> {
+pub(crate) fn register_font() -> Result<(), PlotError> {
     static FONT_OK: OnceLock<bool> = OnceLock::new();
     let ok = *FONT_OK.get_or_init(|| {
         plotters::style::register_font("sans-serif", FontStyle::Normal, dejavu::sans::regular())

@@ -1,0 +1,547 @@
+//! The copy-threshold microbenchmark's server and client (paper §5; docs/calibration.md).
+//!
+//! The server holds a large array of pinned memory (default 10 × the last-level cache, so
+//! segments are cold in cache as a key-value store's values would be) cut into
+//! [`ARRAY_ITEM`]-byte pinned buffers. A request names a policy and K segments of S bytes by
+//! their offsets in the array; the server answers with one Cornflakes `List` object holding the
+//! K segments, built through the ordinary runtime API (`CFBytes::new` on a slice of pinned
+//! memory) in an arena whose threshold is `usize::MAX` (**copy**: every segment copied into the
+//! one transmit buffer) or `0` (**scatter-gather**: every segment recovered as a reference and
+//! posted as its own descriptor). So the two policies differ only in the threshold, as the
+//! paper's two configurations do.
+//!
+//! Request (little-endian): `k: u16, policy: u8, 0: u8, s: u32, k × offset: u64`. Offsets are
+//! byte positions in the array; a segment must not cross an item boundary. Anything else is
+//! counted as malformed and dropped. The reply has the same message type and id.
+
+use std::io;
+use std::net::SocketAddrV4;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use cornflakes::{Arena, CFBytes, ConnId, Datapath, Msg, PinnedMemory, RcBuf, RxMsg, SendError};
+use loadgen::{request_id, split_request_id, ClientTransport, Response, SeededRng};
+
+use crate::schema::List;
+use crate::server::ServerStats;
+
+/// Bytes per pinned buffer of the array (the runtime's default largest size class).
+pub const ARRAY_ITEM: usize = 16 * 1024;
+/// Segment offsets are multiples of this (a cache line, as an allocator would place values).
+pub const SEGMENT_ALIGN: usize = 64;
+/// Most segments one request may name.
+pub const MAX_SEGMENTS: usize = 64;
+/// Framing-header message type of calibration requests (echo shapes use 1..=15).
+pub const CALIB_MSG_TYPE: u16 = 40;
+/// Request header bytes before the offsets.
+pub const REQUEST_HEADER: usize = 8;
+
+/// How the server answers: copy every segment, or scatter-gather every segment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Policy {
+    /// Threshold `usize::MAX`: the segments are copied into one transmit buffer.
+    Copy,
+    /// Threshold 0: each segment is its own scatter-gather entry.
+    ScatterGather,
+}
+
+impl Policy {
+    /// Both, in the order they are measured.
+    pub const BOTH: [Policy; 2] = [Policy::Copy, Policy::ScatterGather];
+
+    /// The name in results (`copy` / `sg`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Policy::Copy => "copy",
+            Policy::ScatterGather => "sg",
+        }
+    }
+
+    fn code(self) -> u8 {
+        match self {
+            Policy::Copy => 0,
+            Policy::ScatterGather => 1,
+        }
+    }
+
+    fn from_code(c: u8) -> Option<Policy> {
+        match c {
+            0 => Some(Policy::Copy),
+            1 => Some(Policy::ScatterGather),
+            _ => None,
+        }
+    }
+
+    /// The arena threshold that makes the runtime apply this policy.
+    pub fn threshold(self) -> usize {
+        match self {
+            Policy::Copy => usize::MAX,
+            Policy::ScatterGather => 0,
+        }
+    }
+}
+
+/// The array's byte at global offset `at`: a 251-periodic pattern, so any segment can be
+/// checked against [`pattern`] with one comparison.
+#[inline]
+pub fn pattern_byte(at: usize) -> u8 {
+    (at % 251) as u8
+}
+
+/// The bytes a segment of `len` bytes at `at` must hold.
+pub fn pattern(at: usize, len: usize) -> Vec<u8> {
+    (at..at + len).map(pattern_byte).collect()
+}
+
+/// One calibration cell: K segments of S bytes, answered by `policy`, from an array of
+/// `items` buffers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cell {
+    /// Segment size S in bytes.
+    pub size: usize,
+    /// Segments per request K.
+    pub count: usize,
+    /// The server's policy.
+    pub policy: Policy,
+    /// Buffers of [`ARRAY_ITEM`] bytes in the server's array.
+    pub items: usize,
+}
+
+impl Cell {
+    /// The offsets of request `id`: derived from the id alone, so the checker can recompute
+    /// them. Each segment lies inside one item, at a multiple of [`SEGMENT_ALIGN`].
+    pub fn offsets(&self, id: u64, out: &mut Vec<u64>) {
+        let mut rng = SeededRng::new(id ^ 0x5eed_ca11_b4a7_e000);
+        let slots = ((ARRAY_ITEM - self.size.min(ARRAY_ITEM)) / SEGMENT_ALIGN + 1) as u64;
+        out.clear();
+        for _ in 0..self.count {
+            let item = rng.next_u64() % self.items.max(1) as u64;
+            let slot = rng.next_u64() % slots;
+            out.push(item * ARRAY_ITEM as u64 + slot * SEGMENT_ALIGN as u64);
+        }
+    }
+
+    /// Encodes the request for `offsets`.
+    pub fn encode(&self, offsets: &[u64], out: &mut Vec<u8>) {
+        out.clear();
+        out.extend_from_slice(&(offsets.len() as u16).to_le_bytes());
+        out.push(self.policy.code());
+        out.push(0);
+        out.extend_from_slice(&(self.size as u32).to_le_bytes());
+        for o in offsets {
+            out.extend_from_slice(&o.to_le_bytes());
+        }
+    }
+
+    /// Whether `payload` is the right answer to request `id`: a `List` with the id and the K
+    /// segments' bytes.
+    pub fn check(&self, id: u64, payload: &[u8], arena: &Arena, offsets: &mut Vec<u64>) -> bool {
+        self.check_with_id(id, Some(id as u32), payload, arena, offsets)
+    }
+
+    /// [`Self::check`] for the segments of request `id`, and the `List` id when `want_id` is
+    /// given (the emulated NIC rewrites message ids, so its replies are checked without).
+    pub fn check_with_id(
+        &self,
+        id: u64,
+        want_id: Option<u32>,
+        payload: &[u8],
+        arena: &Arena,
+        offsets: &mut Vec<u64>,
+    ) -> bool {
+        let Ok(m) = List::deserialize(payload, arena) else {
+            return false;
+        };
+        self.offsets(id, offsets);
+        let vals = m.get_vals();
+        want_id.is_none_or(|w| m.get_id() == w)
+            && vals.len() == offsets.len()
+            && vals.iter().zip(offsets.iter()).all(|(v, &o)| {
+                let v = v.as_bytes();
+                v.len() == self.size
+                    && v.iter()
+                        .enumerate()
+                        .all(|(i, &b)| b == pattern_byte(o as usize + i))
+            })
+    }
+}
+
+/// A parsed request.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Request {
+    /// The policy to answer with.
+    pub policy: Policy,
+    /// Segment size.
+    pub size: usize,
+    /// Where the segments are: (item, offset in the item).
+    pub segments: Vec<(usize, usize)>,
+}
+
+/// Parses a request against an array of `items` buffers; `None` when it is malformed.
+pub fn parse_request(data: &[u8], items: usize) -> Option<Request> {
+    let mut segments = Vec::new();
+    let (policy, size) = parse_into(data, items, &mut segments)?;
+    Some(Request {
+        policy,
+        size,
+        segments,
+    })
+}
+
+fn parse_into(
+    data: &[u8],
+    items: usize,
+    segments: &mut Vec<(usize, usize)>,
+) -> Option<(Policy, usize)> {
+    let head = data.get(..REQUEST_HEADER)?;
+    let k = usize::from(u16::from_le_bytes([head[0], head[1]]));
+    let policy = Policy::from_code(head[2])?;
+    let size = u32::from_le_bytes([head[4], head[5], head[6], head[7]]) as usize;
+    if k == 0 || k > MAX_SEGMENTS || size == 0 || size > ARRAY_ITEM {
+        return None;
+    }
+    if data.len() != REQUEST_HEADER + 8 * k {
+        return None;
+    }
+    segments.clear();
+    for c in data[REQUEST_HEADER..].chunks_exact(8) {
+        let off = u64::from_le_bytes(c.try_into().ok()?);
+        let off = usize::try_from(off).ok()?;
+        let (item, at) = (off / ARRAY_ITEM, off % ARRAY_ITEM);
+        if item >= items || at + size > ARRAY_ITEM {
+            return None;
+        }
+        segments.push((item, at));
+    }
+    Some((policy, size))
+}
+
+/// Allocates the array — at least `array_bytes`, in whole [`ARRAY_ITEM`] buffers — from `mem`
+/// and fills it with the [`pattern_byte`]s.
+pub fn fill_array(mem: &PinnedMemory, array_bytes: usize) -> Result<Vec<RcBuf>, String> {
+    let items = array_bytes.div_ceil(ARRAY_ITEM).max(1);
+    if mem.max_item_size() < ARRAY_ITEM {
+        return Err(format!(
+            "the datapath's largest pinned buffer is {} B; the array needs {ARRAY_ITEM} B items",
+            mem.max_item_size()
+        ));
+    }
+    // The pattern is 251-periodic: every item is a window of one table (memcpy speed).
+    let table: Vec<u8> = (0..ARRAY_ITEM + 251).map(pattern_byte).collect();
+    let mut array = Vec::with_capacity(items);
+    for i in 0..items {
+        let mut b = mem.alloc(ARRAY_ITEM).map_err(|e| {
+            format!(
+                "allocating the {} MiB array in pinned memory (item {i} of {items}): {e}",
+                (items * ARRAY_ITEM) >> 20
+            )
+        })?;
+        b.set_len(ARRAY_ITEM);
+        let start = (i * ARRAY_ITEM) % 251;
+        b.full_mut()[..ARRAY_ITEM].copy_from_slice(&table[start..start + ARRAY_ITEM]);
+        array.push(b.freeze());
+    }
+    Ok(array)
+}
+
+/// The calibration server on one datapath queue.
+pub struct CalibServer<D: Datapath> {
+    dp: D,
+    array: Vec<RcBuf>,
+    copy_arena: Arena,
+    sg_arena: Arena,
+    rx: Vec<RxMsg>,
+    segments: Vec<(usize, usize)>,
+    stats: ServerStats,
+}
+
+impl<D: Datapath> CalibServer<D> {
+    /// A server on `dp` holding an array of at least `array_bytes` (whole [`ARRAY_ITEM`]s)
+    /// allocated from the datapath's pinned memory and filled with the [`pattern_byte`]s.
+    pub fn new(dp: D, array_bytes: usize) -> Result<Self, String> {
+        let array = fill_array(dp.memory(), array_bytes)?;
+        Ok(Self::with_array(dp, array))
+    }
+
+    /// A server on `dp` over an array already made by [`fill_array`] from `dp`'s memory (so it
+    /// can be filled before the datapath starts receiving).
+    pub fn with_array(dp: D, array: Vec<RcBuf>) -> Self {
+        let mem = dp.memory();
+        let copy_arena = Arena::with_memory(mem).with_threshold(Policy::Copy.threshold());
+        let sg_arena = Arena::with_memory(mem).with_threshold(Policy::ScatterGather.threshold());
+        CalibServer {
+            dp,
+            array,
+            copy_arena,
+            sg_arena,
+            rx: Vec::with_capacity(64),
+            segments: Vec::with_capacity(MAX_SEGMENTS),
+            stats: ServerStats::default(),
+        }
+    }
+
+    /// Buffers in the array.
+    pub fn items(&self) -> usize {
+        self.array.len()
+    }
+
+    /// The datapath.
+    pub fn datapath(&self) -> &D {
+        &self.dp
+    }
+
+    /// Counters so far (`work` is the time to build and queue each reply).
+    pub fn stats(&self) -> ServerStats {
+        ServerStats {
+            datapath: self.dp.counters(),
+            ..self.stats.clone()
+        }
+    }
+
+    /// Receives one burst, answers every request, flushes. Returns the messages received.
+    pub fn poll(&mut self) -> usize {
+        let mut rx = std::mem::take(&mut self.rx);
+        rx.clear();
+        if self.dp.recv_burst(&mut rx).is_err() {
+            self.stats.io_errors += 1;
+        }
+        let n = rx.len();
+        for m in rx.drain(..) {
+            self.stats.received += 1;
+            let start = Instant::now();
+            let r = match self.answer(&m) {
+                Err(Some(SendError::Full)) => {
+                    self.flush();
+                    self.answer(&m)
+                }
+                r => r,
+            };
+            self.stats.work.record(start.elapsed());
+            match r {
+                Ok(()) => self.stats.echoed += 1,
+                Err(None) => self.stats.malformed += 1,
+                Err(Some(_)) => self.stats.send_failed += 1,
+            }
+        }
+        self.rx = rx;
+        if n > 0 {
+            self.flush();
+        }
+        self.dp.poll_completions();
+        n
+    }
+
+    fn flush(&mut self) {
+        if self.dp.flush().is_err() {
+            self.stats.io_errors += 1;
+        }
+        self.dp.poll_completions();
+    }
+
+    /// `Err(None)`: malformed; `Err(Some(e))`: the reply could not be sent.
+    fn answer(&mut self, m: &RxMsg) -> Result<(), Option<SendError>> {
+        if m.msg.ty != CALIB_MSG_TYPE {
+            return Err(None);
+        }
+        let (policy, size) =
+            parse_into(&m.data, self.array.len(), &mut self.segments).ok_or(None)?;
+        let arena = match policy {
+            Policy::Copy => &mut self.copy_arena,
+            Policy::ScatterGather => &mut self.sg_arena,
+        };
+        arena.reset();
+        let arena = &*arena;
+        let mut resp = List::new_in(arena);
+        resp.set_id(m.msg.id);
+        resp.init_vals(self.segments.len());
+        for &(item, at) in &self.segments {
+            // The ordinary API: a slice of pinned memory; the arena's threshold decides.
+            let seg = &self.array[item].as_slice()[at..at + size];
+            resp.get_mut_vals().append(CFBytes::new(seg, arena));
+        }
+        // The reply carries the request's type (the emulated NIC's clients check it).
+        let reply = Msg::new(m.msg.id, CALIB_MSG_TYPE);
+        self.dp.send_object(m.conn, reply, &resp).map_err(Some)
+    }
+
+    /// Polls until `stop`; after `idle_after` empty polls calls `idle` (see
+    /// [`crate::server::EchoServer::run`]). With `report`, prints the counters that often.
+    pub fn run(
+        &mut self,
+        stop: &AtomicBool,
+        report: Option<Duration>,
+        idle_after: u32,
+        idle: &mut dyn FnMut(&D),
+    ) {
+        let (mut empty, mut iter, mut last) = (0u32, 0u32, Instant::now());
+        while !stop.load(Ordering::Relaxed) {
+            if self.poll() == 0 {
+                empty += 1;
+                if empty >= idle_after {
+                    idle(&self.dp);
+                    empty = 0;
+                }
+            } else {
+                empty = 0;
+            }
+            iter = iter.wrapping_add(1);
+            if let Some(every) = report {
+                if iter.is_multiple_of(1024) && last.elapsed() >= every {
+                    last = Instant::now();
+                    eprintln!("[server calibrate] {}", self.stats());
+                }
+            }
+        }
+    }
+}
+
+/// One load-generator thread's connection to the calibration server.
+pub struct CalibClient<D: Datapath> {
+    dp: D,
+    conn: ConnId,
+    thread: usize,
+    cell: Cell,
+    offsets: Vec<u64>,
+    buf: Vec<u8>,
+    rx: Vec<RxMsg>,
+}
+
+impl<D: Datapath> CalibClient<D> {
+    /// A client of `server` for `cell`, as load-generator thread `thread`.
+    pub fn new(mut dp: D, server: SocketAddrV4, thread: usize, cell: Cell) -> io::Result<Self> {
+        let conn = cornflakes::datapath::Connect::connect(&mut dp, server)?;
+        Ok(CalibClient {
+            dp,
+            conn,
+            thread,
+            cell,
+            offsets: Vec::new(),
+            buf: Vec::new(),
+            rx: Vec::with_capacity(64),
+        })
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        let r = match self.dp.flush() {
+            Ok(()) | Err(SendError::Full) => Ok(()),
+            Err(e) => Err(io::Error::other(e.to_string())),
+        };
+        self.dp.poll_completions();
+        r
+    }
+}
+
+impl<D: Datapath + cornflakes::datapath::Connect> ClientTransport for CalibClient<D> {
+    fn send_request(&mut self, id: u64) -> io::Result<()> {
+        self.cell.offsets(id, &mut self.offsets);
+        self.cell.encode(&self.offsets, &mut self.buf);
+        let (_, seq) = split_request_id(id);
+        let msg = Msg::new(seq as u32, CALIB_MSG_TYPE);
+        let mut r = self.dp.send_copy(self.conn, msg, &self.buf);
+        if let Err(SendError::Full) = r {
+            self.flush()?;
+            r = self.dp.send_copy(self.conn, msg, &self.buf);
+        }
+        r.map_err(|e| io::Error::other(e.to_string()))
+    }
+
+    fn poll_responses(&mut self, on_response: &mut dyn FnMut(Response<'_>)) -> io::Result<usize> {
+        self.flush()?;
+        self.rx.clear();
+        self.dp.recv_burst(&mut self.rx)?;
+        for m in &self.rx {
+            on_response(Response {
+                id: Some(request_id(self.thread, u64::from(m.msg.id))),
+                payload: &m.data,
+            });
+        }
+        let n = self.rx.len();
+        self.rx.clear();
+        Ok(n)
+    }
+}
+
+/// The calibration server as a [`crate::nic::NicApp`] (`calibrate-server --datapath mlx5|ice`).
+pub struct CalibNicApp {
+    /// Bytes of the array.
+    pub array_bytes: usize,
+}
+
+impl crate::nic::NicApp for CalibNicApp {
+    fn extra_bytes(&self) -> usize {
+        self.array_bytes
+    }
+
+    fn serve<D: Datapath>(
+        self,
+        dp: D,
+        bind: SocketAddrV4,
+        what: &str,
+        stop: &AtomicBool,
+        report: Option<Duration>,
+    ) -> Result<ServerStats, String> {
+        let mut server = CalibServer::new(dp, self.array_bytes)?;
+        eprintln!(
+            "[server] ready: calibrate on {bind} ({what}), {} array items, {} descriptors per packet",
+            server.items(),
+            server.datapath().max_segments()
+        );
+        server.run(stop, report, crate::server::IDLE_SPINS, &mut |_| {
+            std::thread::yield_now()
+        });
+        Ok(server.stats())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cell(size: usize, count: usize) -> Cell {
+        Cell {
+            size,
+            count,
+            policy: Policy::ScatterGather,
+            items: 8,
+        }
+    }
+
+    #[test]
+    fn requests_round_trip_and_stay_inside_items() {
+        let c = cell(4096, 5);
+        let (mut offs, mut buf) = (Vec::new(), Vec::new());
+        for id in 0..200 {
+            c.offsets(id, &mut offs);
+            c.encode(&offs, &mut buf);
+            let r = parse_request(&buf, 8).unwrap();
+            assert_eq!(
+                (r.policy, r.size, r.segments.len()),
+                (Policy::ScatterGather, 4096, 5)
+            );
+            for (item, at) in r.segments {
+                assert!(item < 8 && at + 4096 <= ARRAY_ITEM && at % SEGMENT_ALIGN == 0);
+            }
+        }
+    }
+
+    #[test]
+    fn malformed_requests_are_rejected() {
+        let c = cell(64, 2);
+        let mut buf = Vec::new();
+        c.encode(&[0, 64], &mut buf);
+        assert!(parse_request(&buf, 8).is_some());
+        assert!(parse_request(&buf[..buf.len() - 1], 8).is_none(), "short");
+        assert!(parse_request(&buf[..4], 8).is_none(), "no header");
+        let mut bad = buf.clone();
+        bad[2] = 7;
+        assert!(parse_request(&bad, 8).is_none(), "unknown policy");
+        c.encode(&[8 * ARRAY_ITEM as u64, 0], &mut bad);
+        assert!(parse_request(&bad, 8).is_none(), "past the array");
+        c.encode(&[ARRAY_ITEM as u64 - 32, 0], &mut bad);
+        assert!(parse_request(&bad, 8).is_none(), "crosses an item");
+        c.encode(&[], &mut bad);
+        assert!(parse_request(&bad, 8).is_none(), "no segments");
+        c.encode(&[u64::MAX, 0], &mut bad);
+        assert!(parse_request(&bad, 8).is_none(), "huge offset");
+    }
+}

@@ -1,0 +1,330 @@
+//! The calibration's plumbing on tiny parameters (no speed is asserted): the server answers
+//! both policies correctly and survives malformed requests; `run_calibration` writes the JSON,
+//! the heatmap and a recommendation the runtime can read back; the CLI reports datapaths it
+//! cannot run here.
+
+use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use cornflakes::datapath::{Connect as _, Transmit as _};
+use cornflakes::{Arena, Msg};
+use datapath_socket::{SocketConfig, SocketDatapath};
+use echo::calib_server::{CalibClient, CalibServer, Cell, Policy, CALIB_MSG_TYPE};
+use echo::calibrate::{run_calibration, CalibConfig};
+use echo::server::socket_idle;
+use loadgen::{run, Bound, RunConfig, Schedule, ScheduleConfig};
+
+fn socket(port: u16) -> SocketDatapath {
+    SocketDatapath::new(SocketConfig::new(SocketAddrV4::new(
+        Ipv4Addr::LOCALHOST,
+        port,
+    )))
+    .unwrap()
+}
+
+#[test]
+fn server_answers_both_policies_and_survives_bad_requests() {
+    let stop = AtomicBool::new(false);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::scope(|s| {
+        let stop = &stop;
+        let server = s.spawn(move || {
+            let mut server = CalibServer::new(socket(0), 1 << 20).unwrap();
+            tx.send((server.datapath().local_addr(), server.items()))
+                .unwrap();
+            let (after, mut hook) = socket_idle(false);
+            server.run(stop, None, after, &mut hook);
+            server.stats()
+        });
+        let (addr, items) = rx.recv().unwrap();
+        assert_eq!(items, 64, "1 MiB in 16 KiB items");
+
+        // Not even a framed message, then framed ones with bad bodies.
+        let raw = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        raw.send_to(b"\xff\x00garbage", addr).unwrap();
+        let mut dp = socket(0);
+        let conn = dp.connect(addr).unwrap();
+        let bad_policy = [1, 0, 9, 0, 64, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+        let past_the_array = {
+            let mut v = vec![1, 0, 0, 0, 64, 0, 0, 0];
+            v.extend_from_slice(&(64u64 << 14).to_le_bytes());
+            v
+        };
+        for body in [&bad_policy[..], &past_the_array, &[0u8; 3]] {
+            dp.send_copy(conn, Msg::new(1, CALIB_MSG_TYPE), body)
+                .unwrap();
+        }
+        dp.send_copy(conn, Msg::new(2, 2), &bad_policy).unwrap(); // not a calibration type
+        dp.flush().unwrap();
+
+        // Then real requests of both policies, every response checked byte for byte.
+        for policy in Policy::BOTH {
+            let cell = Cell {
+                size: 512,
+                count: 3,
+                policy,
+                items,
+            };
+            let schedule = Schedule::poisson(&ScheduleConfig {
+                rate_rps: 2000.0,
+                bound: Bound::Count(100),
+                threads: 1,
+                seed: 7,
+            })
+            .unwrap();
+            let check = move |id: u64, payload: &[u8]| {
+                let arena = Arena::new();
+                cell.check(id, payload, &arena, &mut Vec::new())
+            };
+            let cfg = RunConfig {
+                timeout: Duration::from_secs(2),
+                busy_poll: false,
+                ..RunConfig::default()
+            };
+            let report = run(
+                &schedule,
+                &cfg,
+                |t| CalibClient::new(socket(0), addr, t, cell),
+                &check,
+            )
+            .unwrap();
+            assert_eq!(
+                report.counters.verified, 100,
+                "{policy:?}: {}",
+                report.counters
+            );
+            assert_eq!(report.counters.mismatched, 0);
+        }
+        stop.store(true, Ordering::Relaxed);
+        let stats = server.join().unwrap();
+        assert_eq!(stats.malformed, 4, "{stats}");
+        assert_eq!(stats.echoed, 200, "{stats}");
+        assert!(
+            stats.datapath.total_drops() >= 1,
+            "the unframed datagram: {stats}"
+        );
+    });
+}
+
+#[test]
+fn a_tiny_calibration_writes_json_heatmap_and_a_readable_recommendation() {
+    let dir = std::env::temp_dir().join(format!("echo-calibrate-{}", std::process::id()));
+    let cfg = CalibConfig {
+        sizes: vec![64, 1024],
+        counts: vec![1, 2, 100],
+        array_bytes: Some(2 << 20),
+        rates: vec![300.0],
+        duration: Duration::from_millis(60),
+        warmup: Duration::from_millis(20),
+        timeout: Duration::from_millis(500),
+        out_dir: dir.clone(),
+        ..CalibConfig::default()
+    };
+    let out = run_calibration(&cfg).unwrap();
+    assert_eq!(out.cells.len(), 6);
+    let skipped: Vec<_> = out.cells.iter().filter(|c| c.skipped.is_some()).collect();
+    assert_eq!(
+        skipped.len(),
+        2,
+        "K = 100 exceeds MAX_SEGMENTS: {skipped:?}"
+    );
+    assert!(out.records.iter().all(|r| r.mismatched == 0));
+    assert_eq!(
+        out.records.len(),
+        8,
+        "4 measured cells x 2 policies x 1 load"
+    );
+    assert_eq!(out.array_bytes, 2 << 20);
+
+    let text = std::fs::read_to_string(dir.join("calibration.json")).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["cells"].as_array().unwrap().len(), 6);
+    assert_eq!(v["records"].as_array().unwrap().len(), 8);
+    assert_eq!(
+        v["recommended_threshold"].as_u64().map(|t| t as usize),
+        out.recommended
+    );
+    // The runtime reads the same file (CORNFLAKES_CALIBRATION).
+    match (
+        cornflakes::threshold::threshold_from_calibration(&text),
+        out.recommended,
+    ) {
+        (Ok(t), Some(r)) => assert_eq!(t, r),
+        (Err(e), None) => assert!(e.contains("null"), "{e}"),
+        other => panic!("runtime and calibration disagree: {other:?}"),
+    }
+    let svg = std::fs::read_to_string(dir.join("heatmap.svg")).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("segment size"));
+    assert_eq!(
+        &std::fs::read(dir.join("heatmap.png")).unwrap()[..4],
+        b"\x89PNG"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+fn echo(args: &[&str], env: &[(&str, &str)]) -> (bool, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_echo"))
+        .args(args)
+        .envs(env.iter().copied())
+        .output()
+        .expect("run echo");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn cli_rejects_what_it_cannot_run_here_with_the_reason() {
+    for nic in ["mlx5", "ice"] {
+        let (ok, err) = echo(&["calibrate", "--datapath", nic], &[]);
+        assert!(
+            !ok && err.contains(&format!("SKIPPED calibrate --datapath {nic}")),
+            "{err}"
+        );
+    }
+    let (ok, err) = echo(&["calibrate", "--sizes", "64,big"], &[]);
+    assert!(!ok && err.contains("--sizes \"big\""), "{err}");
+    let (ok, err) = echo(&["calibrate", "--array-mib", "0"], &[]);
+    assert!(!ok && err.contains("must be positive"), "{err}");
+}
+
+#[test]
+fn the_server_says_which_threshold_it_uses_and_where_it_came_from() {
+    let dir = std::env::temp_dir().join(format!("echo-calib-env-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("calibration.json");
+    std::fs::write(&file, "{\"recommended_threshold\": 1024}").unwrap();
+    let file = file.to_str().unwrap();
+    let serve = [
+        "server",
+        "--mode",
+        "cornflakes",
+        "--bind",
+        "127.0.0.1:0",
+        "--seconds",
+        "0.1",
+    ];
+    let cases: [(&[(&str, &str)], &str); 4] = [
+        (&[], "512 B (built-in default"),
+        (
+            &[("CORNFLAKES_THRESHOLD", "256")],
+            "256 B (from CORNFLAKES_THRESHOLD)",
+        ),
+        (
+            &[("CORNFLAKES_CALIBRATION", file)],
+            "1024 B (from calibration file",
+        ),
+        (
+            &[("CORNFLAKES_THRESHOLD", "lots")],
+            "512 B (built-in default: CORNFLAKES_THRESHOLD ignored",
+        ),
+    ];
+    for (env, want) in cases {
+        let mut args = serve.to_vec();
+        let (ok, err) = echo(&args, env);
+        assert!(ok, "{err}");
+        assert!(
+            err.contains(&format!("hybrid threshold: {want}")),
+            "{env:?}: {err}"
+        );
+        args.extend(["--threshold", "64"]);
+        let (_, err) = echo(&args, env);
+        assert!(
+            err.contains("hybrid threshold: 64 B (from --threshold)"),
+            "{err}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_tiny_calibration_on_the_emulated_nic_verifies_replies() {
+    if let Err(e) = datapath_mlx5::emu::threaded::two_cores() {
+        eprintln!("SKIPPED a_tiny_calibration_on_the_emulated_nic_verifies_replies: {e}");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("echo-calibrate-emu-{}", std::process::id()));
+    let cfg = CalibConfig {
+        datapath: echo::bench::DatapathKind::Emu,
+        sizes: vec![64, 8192],
+        counts: vec![2],
+        array_bytes: Some(2 << 20),
+        rates: vec![2000.0],
+        duration: Duration::from_millis(100),
+        warmup: Duration::from_millis(50),
+        timeout: Duration::from_millis(500),
+        out_dir: dir.clone(),
+        ..CalibConfig::default()
+    };
+    let out = run_calibration(&cfg).unwrap();
+    // 2 x 8192 B does not fit one 9000 B frame of the emulated wire: skipped with the reason.
+    assert!(out.cells[1]
+        .skipped
+        .as_deref()
+        .unwrap()
+        .contains("largest reply"));
+    assert_eq!(out.records.len(), 2, "copy and sg at one load");
+    for r in &out.records {
+        assert!(r.verified > 0 && r.mismatched == 0, "{r:?}");
+    }
+    assert!(dir.join("calibration.json").exists() && dir.join("heatmap.png").exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn calibrate_measures_a_separately_started_server() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_echo"))
+        .args(["calibrate-server", "--array-bytes", "1048576"])
+        .args(["--bind", "127.0.0.1:0", "--until-stdin-closes"])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let addr: SocketAddrV4 = loop {
+        let line = lines.next().expect("server output").unwrap();
+        if let Some(rest) = line.strip_prefix("[server] ready: calibrate on ") {
+            break rest.split_whitespace().next().unwrap().parse().unwrap();
+        }
+    };
+    let dir = std::env::temp_dir().join(format!("echo-calibrate-remote-{}", std::process::id()));
+    let cfg = CalibConfig {
+        sizes: vec![256],
+        counts: vec![2, 9],
+        array_bytes: Some(1 << 20),
+        rates: vec![500.0],
+        duration: Duration::from_millis(60),
+        warmup: Duration::from_millis(20),
+        timeout: Duration::from_millis(500),
+        out_dir: dir.clone(),
+        remote: Some(echo::calibrate::Remote {
+            server: addr,
+            bind: Ipv4Addr::LOCALHOST,
+            max_segments: 8,
+            max_reply: 64 * 1024,
+        }),
+        ..CalibConfig::default()
+    };
+    let out = run_calibration(&cfg);
+    drop(child.stdin.take()); // the server stops when its stdin closes
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    assert!(child.wait().unwrap().success(), "{rest:?}");
+    let out = out.unwrap();
+    assert!(
+        out.cells[1].skipped.as_deref().unwrap().contains("takes 8"),
+        "K = 9 > 8 - 1"
+    );
+    assert_eq!(out.records.len(), 2);
+    assert!(out
+        .records
+        .iter()
+        .all(|r| r.verified > 0 && r.mismatched == 0));
+    let done = rest.iter().find(|l| l.contains("calibrate done")).unwrap();
+    assert!(done.contains("malformed=0"), "{done}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
