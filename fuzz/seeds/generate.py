@@ -23,6 +23,7 @@ MESSAGES = [
     "echo.Tree4", "echo.Tree5", "features.Everything", "features.Everything.Nested",
     "features.Everything.Nested.Deeper", "features.Sparse", "features.Far", "features.Empty",
     "features.Envelope", "features.Tree", "legacy.Record", "examples.GetM", "examples.Outer",
+    "kv.GetFromListReq", "kv.GetFromListResp", "kv.DeleteReq", "kv.DeleteResp",
 ]
 FILES = {"kv": (SCHEMAS, "kv.proto"), "echo": (SCHEMAS, "echo.proto"),
          "features": (PROTOS, "features.proto"), "legacy": (PROTOS, "legacy.proto"),
@@ -81,6 +82,10 @@ SAMPLES = {
                        "level": "LOW", "stamps": ["-1", "2"], "parent": {"id": 2},
                        "temp": "-Infinity", "big": "1"}, {"id": 0}],
     "examples.GetM": [], "examples.Outer": [],
+    "kv.GetFromListReq": [{"id": 8, "key": "obj", "index": 3}],
+    "kv.GetFromListResp": [{"id": 8, "val": b64("p" * 700)}],
+    "kv.DeleteReq": [{"id": 9, "key": "gone"}],
+    "kv.DeleteResp": [{"id": 9}],
 }
 
 def encode(name, sample, threshold=None):

@@ -273,6 +273,12 @@ messages! {
     "legacy.Record" => legacy::Record<'_> [m, f => f(m.get_name())],
     "examples.GetM" => examples::GetM<'_>,
     "examples.Outer" => examples::Outer<'_>,
+    // schemas/kv.proto, messages added after the first seeds (appended: a seed's first byte
+    // keeps naming the same type)
+    "kv.GetFromListReq" => kv::GetFromListReq<'_> [m, f => f(m.get_key())],
+    "kv.GetFromListResp" => kv::GetFromListResp<'_>,
+    "kv.DeleteReq" => kv::DeleteReq<'_> [m, f => f(m.get_key())],
+    "kv.DeleteResp" => kv::DeleteResp<'_>,
 }
 
 /// Picks a message type from the first byte; the rest is the object.
