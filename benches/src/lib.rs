@@ -1,6 +1,6 @@
 //! The benchmark matrix of `cargo bench -p benches` and of the `count` command: Cornflakes
 //! (hybrid, only-copy, only-scatter-gather) against prost, capnp and flatbuffers (crate
-//! `baselines`), on the paper's shapes, serializing and deserializing, with hot or cold values.
+//! `baselines`) and rkyv (zero-copy deserialization), on the paper's shapes, serializing and deserializing, with hot or cold values.
 //!
 //! - **serialize**: build the message from values in a [`Store`] and write it into a reused
 //!   transmit buffer. For Cornflakes this is serialize-and-send up to the descriptors: sizes,
@@ -27,6 +27,9 @@ use cornflakes::{Arena, CFBytes, CornflakesObj, DecodeObj, PinnedMemory, RcBuf};
 pub mod schema {
     cornflakes::include_schema!("echo");
 }
+
+mod rk;
+pub use rk::Rkyv;
 
 use schema::{List, Tree1, Tree2, Tree3, Tree4, Tree5};
 
@@ -232,7 +235,11 @@ impl Store {
                 }
                 for _ in 0..4096 {
                     let k = rng.range(1, 16);
-                    msgs.push((0..k).map(|_| rng.range(0, vals.len() - 1) as u32).collect());
+                    msgs.push(
+                        (0..k)
+                            .map(|_| rng.range(0, vals.len() - 1) as u32)
+                            .collect(),
+                    );
                 }
             }
             (_, temp) => {
@@ -297,17 +304,19 @@ pub fn libraries(mem: &PinnedMemory) -> Vec<Box<dyn Lib>> {
         Box::new(Baseline::new("prost", ProstCodec::new())),
         Box::new(Baseline::new("capnp", CapnpCodec::new())),
         Box::new(Baseline::new("flatbuffers", FlatbuffersCodec::new())),
+        Box::new(Rkyv),
     ]
 }
 
 /// Library names accepted by [`library`].
-pub const LIBRARY_NAMES: [&str; 6] = [
+pub const LIBRARY_NAMES: [&str; 7] = [
     "cf-hybrid",
     "cf-copy",
     "cf-sg",
     "prost",
     "capnp",
     "flatbuffers",
+    "rkyv",
 ];
 
 /// One library by name.
@@ -627,11 +636,16 @@ mod tests {
             for mut lib in libraries(&store.mem) {
                 let rx = received(lib.as_mut(), &store, Temp::Hot);
                 for (i, r) in rx.iter().enumerate().take(4) {
-                    let want: usize = store.msg(i).iter().map(|&v| store.vals[v as usize].len()).sum();
+                    let want: usize = store
+                        .msg(i)
+                        .iter()
+                        .map(|&v| store.vals[v as usize].len())
+                        .sum();
                     let got = lib.deserialize(shape, r);
                     lib.after();
-                    // List reads add the id (42); trees have none.
-                    let id = if matches!(shape, Shape::Tree { .. }) && lib.name().starts_with("cf") {
+                    // Reads add the id (42); the Cornflakes and rkyv trees have none.
+                    let no_id = lib.name().starts_with("cf") || lib.name() == "rkyv";
+                    let id = if matches!(shape, Shape::Tree { .. }) && no_id {
                         0
                     } else {
                         42
@@ -652,7 +666,9 @@ mod tests {
         let share = small as f64 / n as f64;
         assert!((0.32..0.36).contains(&share), "{share}");
         let mut rng = Rng::new(9);
-        assert!((0..n).map(|_| google_size(&mut rng)).all(|s| (1..=16384).contains(&s)));
+        assert!((0..n)
+            .map(|_| google_size(&mut rng))
+            .all(|s| (1..=16384).contains(&s)));
     }
 
     #[test]
