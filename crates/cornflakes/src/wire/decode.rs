@@ -297,6 +297,7 @@ impl<'d, 'a> HeaderReader<'d, 'a> {
     /// Checks the presence bits against the fields this reader knows (`known`, a bitmap):
     /// an unknown field numbered at most `max_known` is an error (its slot would sit between
     /// known slots); higher ones are tolerated. Call it before reading slots.
+    #[inline]
     pub fn check_fields(&self, known: &[u32], max_known: u32) -> Result<(), DecodeError> {
         self.check_fields_with(max_known, |i| known.get(i).copied().unwrap_or(0))
     }
@@ -315,6 +316,7 @@ impl<'d, 'a> HeaderReader<'d, 'a> {
         })
     }
 
+    #[inline]
     fn check_fields_with(
         &self,
         max_known: u32,
@@ -323,12 +325,11 @@ impl<'d, 'a> HeaderReader<'d, 'a> {
         let limit_words = (max_known as usize).div_ceil(32).min(self.words as usize);
         for i in 0..limit_words {
             let at = self.start + 4 + i * 4;
-            let w = u32::from_le_bytes([
-                self.dec.buf[at],
-                self.dec.buf[at + 1],
-                self.dec.buf[at + 2],
-                self.dec.buf[at + 3],
-            ]);
+            // One bounds check for the word (the header's words were checked to be in the
+            // buffer when it was opened).
+            let mut word = [0u8; 4];
+            word.copy_from_slice(&self.dec.buf[at..at + 4]);
+            let w = u32::from_le_bytes(word);
             let mut unknown = w & !known(i);
             // Bits above max_known in its word are tolerated.
             let first = i as u32 * 32 + 1;
