@@ -43,6 +43,7 @@ impl<'a> Decoder<'a> {
 
     /// Decodes from a received packet; values at least `arena.threshold()` long become
     /// references to `pkt`, shorter ones borrow it.
+    #[inline]
     pub fn from_rcbuf(pkt: &'a RcBuf, arena: &Arena) -> Decoder<'a> {
         Decoder {
             buf: pkt.as_slice(),
@@ -112,11 +113,13 @@ impl<'a> Decoder<'a> {
     }
 
     /// Opens the top-level object's header.
+    #[inline]
     pub fn root(&self) -> Result<HeaderReader<'_, 'a>, DecodeError> {
         self.header(0, 0)
     }
 
     /// Opens the object header at `offset`, `depth` levels below the top.
+    #[inline]
     pub fn header(&self, offset: usize, depth: u32) -> Result<HeaderReader<'_, 'a>, DecodeError> {
         if depth > MAX_DEPTH {
             return Err(DecodeError::new(
@@ -247,6 +250,7 @@ impl<'d, 'a> HeaderReader<'d, 'a> {
     }
 
     /// Reads the next slot as a repeated string/bytes field: its elements, in order.
+    #[inline]
     pub fn leaf_list(&mut self) -> Result<LeafIter<'d, 'a>, DecodeError> {
         let (count, off, at) = self.pair("repeated string/bytes slot")?;
         let pos = self
@@ -261,6 +265,7 @@ impl<'d, 'a> HeaderReader<'d, 'a> {
     }
 
     /// Reads the next slot as a repeated message field: its elements' headers, in order.
+    #[inline]
     pub fn message_list(&mut self) -> Result<MessageIter<'d, 'a>, DecodeError> {
         let (count, off, at) = self.pair("repeated message slot")?;
         let pos = self
