@@ -188,13 +188,10 @@ impl<'d, 'a> HeaderReader<'d, 'a> {
             return false;
         }
         let at = self.start + 4 + i as usize * 4;
-        let w = u32::from_le_bytes([
-            self.dec.buf[at],
-            self.dec.buf[at + 1],
-            self.dec.buf[at + 2],
-            self.dec.buf[at + 3],
-        ]);
-        w & (1 << ((n - 1) % 32)) != 0
+        // One bounds check for the word (opening the header checked the bitmap is there).
+        let mut word = [0u8; 4];
+        word.copy_from_slice(&self.dec.buf[at..at + 4]);
+        u32::from_le_bytes(word) & (1 << ((n - 1) % 32)) != 0
     }
 
     /// Offset of this object's header from the object base.
@@ -231,13 +228,14 @@ impl<'d, 'a> HeaderReader<'d, 'a> {
     }
 
     /// Reads the next slot as a string/bytes value.
-    #[inline]
+    #[inline(always)]
     pub fn leaf(&mut self) -> Result<CFPtr<'a>, DecodeError> {
         let (len, off, at) = self.pair("string/bytes slot")?;
         self.dec.value(len, off, at)
     }
 
     /// Reads the next slot as a nested message and opens its header.
+    #[inline]
     pub fn nested(&mut self) -> Result<HeaderReader<'d, 'a>, DecodeError> {
         let (zero, off, at) = self.pair("nested message slot")?;
         if zero != 0 {
