@@ -291,8 +291,9 @@ pub trait Lib {
     /// Per-message housekeeping outside the measurement (the Cornflakes arena reset).
     fn after(&mut self) {}
 
-    /// The serialized bytes of message `idx`, contiguous (for building received buffers).
-    fn encode(&mut self, store: &Store, idx: &[u32]) -> Vec<u8>;
+    /// Serializes message `idx` contiguously at the start of `out` (for building received
+    /// buffers); returns its length.
+    fn encode(&mut self, store: &Store, idx: &[u32], out: &mut [u8]) -> usize;
 }
 
 /// Every library of the matrix, in table order.
@@ -326,17 +327,21 @@ pub fn library(name: &str, mem: &PinnedMemory) -> Option<Box<dyn Lib>> {
 
 /// Received buffers: `store`'s messages encoded by `lib`, each in its own pinned buffer.
 pub fn received(lib: &mut dyn Lib, store: &Store, temp: Temp) -> Vec<RcBuf> {
+    let mut scratch = tx_buffer();
     let n = match temp {
         Temp::Hot => store.msgs.len(),
         Temp::Cold => {
-            let one = lib.encode(store, store.msg(0)).len().max(64);
-            (COLD_BYTES / one).clamp(store.msgs.len(), 1 << 20)
+            let one = lib.encode(store, store.msg(0), &mut scratch).max(64);
+            (COLD_BYTES / one).clamp(store.msgs.len(), 1 << 19)
         }
     };
     (0..n)
         .map(|i| {
-            let bytes = lib.encode(store, store.msg(i));
-            store.mem.alloc_copy(&bytes).expect("pinned receive buffer")
+            let len = lib.encode(store, store.msg(i), &mut scratch);
+            store
+                .mem
+                .alloc_copy(&scratch[..len])
+                .expect("pinned receive buffer")
         })
         .collect()
 }
@@ -395,11 +400,8 @@ impl<C: Codec> Lib for Baseline<C> {
         n + id as usize
     }
 
-    fn encode(&mut self, store: &Store, idx: &[u32]) -> Vec<u8> {
-        let mut tx = vec![0u8; TX_BYTES];
-        let n = self.serialize(store, idx, &mut tx);
-        tx.truncate(n);
-        tx
+    fn encode(&mut self, store: &Store, idx: &[u32], out: &mut [u8]) -> usize {
+        self.serialize(store, idx, out)
     }
 }
 
@@ -593,7 +595,7 @@ impl Lib for Cf {
         self.arena.reset();
     }
 
-    fn encode(&mut self, store: &Store, idx: &[u32]) -> Vec<u8> {
+    fn encode(&mut self, store: &Store, idx: &[u32], out: &mut [u8]) -> usize {
         let arena = Arena::new();
         let mut it = idx.iter();
         let mut next = || {
@@ -601,11 +603,11 @@ impl Lib for Cf {
             CFBytes::new(v, &arena)
         };
         match store.shape {
-            Shape::Tree { depth: 1, .. } => Tree1::build(&arena, &mut next).serialize_to_vec(),
-            Shape::Tree { depth: 2, .. } => Tree2::build(&arena, &mut next).serialize_to_vec(),
-            Shape::Tree { depth: 3, .. } => Tree3::build(&arena, &mut next).serialize_to_vec(),
-            Shape::Tree { depth: 4, .. } => Tree4::build(&arena, &mut next).serialize_to_vec(),
-            Shape::Tree { .. } => Tree5::build(&arena, &mut next).serialize_to_vec(),
+            Shape::Tree { depth: 1, .. } => Tree1::build(&arena, &mut next).serialize_into(out),
+            Shape::Tree { depth: 2, .. } => Tree2::build(&arena, &mut next).serialize_into(out),
+            Shape::Tree { depth: 3, .. } => Tree3::build(&arena, &mut next).serialize_into(out),
+            Shape::Tree { depth: 4, .. } => Tree4::build(&arena, &mut next).serialize_into(out),
+            Shape::Tree { .. } => Tree5::build(&arena, &mut next).serialize_into(out),
             _ => {
                 let mut m = List::new_in(&arena);
                 m.set_id(42);
@@ -613,9 +615,10 @@ impl Lib for Cf {
                 for _ in idx {
                     m.get_mut_vals().append(next());
                 }
-                m.serialize_to_vec()
+                m.serialize_into(out)
             }
         }
+        .expect("message fits the scratch buffer")
     }
 }
 

@@ -158,10 +158,7 @@ impl Lib for Rkyv {
         }
     }
 
-    fn encode(&mut self, store: &Store, idx: &[u32]) -> Vec<u8> {
-        let mut tx = crate::tx_buffer();
-        let n = self.serialize(store, idx, &mut tx);
-        tx.truncate(n);
-        tx
+    fn encode(&mut self, store: &Store, idx: &[u32], out: &mut [u8]) -> usize {
+        self.serialize(store, idx, out)
     }
 }
