@@ -197,6 +197,8 @@ pub struct Store {
 
 fn pinned(bytes: usize) -> PinnedMemory {
     let config = MemoryConfig {
+        // A received only-copy Google message holds up to 16 values of 16 KiB.
+        max_item_size: 512 << 10,
         max_bytes: bytes.saturating_mul(3).max(256 << 20),
         ..MemoryConfig::default()
     };
@@ -672,6 +674,13 @@ mod tests {
         assert!((0..n)
             .map(|_| google_size(&mut rng))
             .all(|s| (1..=16384).contains(&s)));
+    }
+
+    #[test]
+    fn the_largest_message_fits_a_receive_buffer() {
+        let store = Store::new(Shape::Google, Temp::Hot);
+        let largest = vec![7u8; 16 * 16384 + 4096];
+        assert!(store.mem.alloc_copy(&largest).is_ok());
     }
 
     #[test]
