@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test of the workspace: formatting, clippy, all unit/integration/doc tests with all
-# features, and the runtime's tests again under AddressSanitizer (nightly).
+# features, the tests of every crate with `unsafe` again under AddressSanitizer (nightly), and
+# every fuzz target briefly (nightly).
 #
 # System packages the feature-gated crates need are listed in */APT_PACKAGES; they are installed
 # here when missing (as root, with apt). Without root they are reported, and the crates that need
@@ -11,7 +12,7 @@ cd "$(dirname "$0")/.."
 say() { printf '\n==> %s\n' "$*"; }
 
 # --- system packages -------------------------------------------------------------------------
-pkgs=$(cat crates/*/APT_PACKAGES apps/*/APT_PACKAGES datapath-*/APT_PACKAGES 2>/dev/null \
+pkgs=$(cat crates/*/APT_PACKAGES apps/*/APT_PACKAGES datapath-*/APT_PACKAGES tests/*/APT_PACKAGES 2>/dev/null \
   | sed 's/#.*//' | tr -s ' \t' '\n' | sed '/^$/d' | sort -u || true)
 missing=""
 for p in $pkgs; do
@@ -44,6 +45,8 @@ fi
 if cargo fmt --version >/dev/null 2>&1; then
   say "cargo fmt --check"
   cargo fmt --all -- --check
+  # fuzz/ is its own workspace (nightly only); its formatting is checked all the same.
+  rustfmt --edition 2021 --check fuzz/src/*.rs fuzz/fuzz_targets/*.rs
 else
   say "SKIPPED: cargo fmt --check — rustfmt is not installed (rustup component add rustfmt)"
 fi
@@ -61,23 +64,62 @@ say "cargo test --workspace $features"
 # shellcheck disable=SC2086
 cargo test --workspace $features
 
+# --- a user crate outside the workspace -----------------------------------------------------
+# tests/external-user depends on the crates by path as another project would and compiles a
+# .proto with cornflakes-codegen and prost-build (needs protoc) side by side. Its own lock file;
+# it shares the workspace's target directory so the common dependencies are built once.
+if command -v protoc >/dev/null; then
+  say "external user crate (tests/external-user): fmt, clippy, test"
+  (
+    cd tests/external-user
+    export CARGO_TARGET_DIR="$PWD/../../target"
+    if cargo fmt --version >/dev/null 2>&1; then cargo fmt -- --check; fi
+    if cargo clippy --version >/dev/null 2>&1; then cargo clippy --all-targets -- -D warnings; fi
+    cargo test
+  )
+else
+  say "SKIPPED: tests/external-user — protoc is not installed (tests/external-user/APT_PACKAGES)"
+fi
+
+# --- packaging -------------------------------------------------------------------------------
+# The crates meant for publishing must package (metadata, readme, versions on path
+# dependencies). Packaged together, so each finds the others without crates.io; --no-verify
+# skips rebuilding them from the archives (the tests above built them). Needs the crates.io index.
+say "cargo package --no-verify: cornflakes, cornflakes-codegen, cornflakes-cli"
+cargo package --no-verify --allow-dirty -p cornflakes -p cornflakes-codegen -p cornflakes-cli
+
 # --- AddressSanitizer ------------------------------------------------------------------------
-# The crates with `unsafe` (pinned memory, FFI datapaths) run their tests again under ASan.
-# (Default features: the feature-gated FFI needs hardware or root, tested above.)
-asan_pkgs="cornflakes"
-for p in datapath-loopback datapath-socket datapath-xdp datapath-mlx5; do
+# Every crate with `unsafe` (pinned memory, FFI datapaths, the netns harness; docs/fuzzing.md
+# lists them) runs its tests again under ASan with leak detection. Default features: the
+# feature-gated FFI needs hardware or root and is tested above.
+asan_pkgs=""
+for p in cornflakes datapath-loopback datapath-socket datapath-xdp datapath-mlx5 datapath-ice \
+  netns-harness; do
   if [ -d "crates/$p" ] || [ -d "$p" ]; then asan_pkgs="$asan_pkgs $p"; fi
 done
-if rustup toolchain list 2>/dev/null | grep -q '^nightly'; then
-  say "AddressSanitizer (nightly): $asan_pkgs"
+nightly=""
+if rustup toolchain list 2>/dev/null | grep -q '^nightly'; then nightly=1; fi
+if [ -n "$nightly" ]; then
+  say "AddressSanitizer + LeakSanitizer (nightly):$asan_pkgs"
   args=""
   for p in $asan_pkgs; do args="$args -p $p"; done
   # shellcheck disable=SC2086
-  RUSTFLAGS="-Zsanitizer=address" RUSTDOCFLAGS="-Zsanitizer=address" \
+  ASAN_OPTIONS="detect_leaks=1:${ASAN_OPTIONS:-}" \
+    RUSTFLAGS="-Zsanitizer=address" RUSTDOCFLAGS="-Zsanitizer=address" \
     CARGO_TARGET_DIR=target/asan \
     cargo +nightly test $args --target x86_64-unknown-linux-gnu --tests
 else
   say "SKIPPED: AddressSanitizer run — no nightly toolchain (rustup toolchain install nightly)"
+fi
+
+# --- fuzzing ---------------------------------------------------------------------------------
+# Builds every libFuzzer target of fuzz/ and runs each briefly from the committed seeds; a
+# crash or a broken oracle fails here (scripts/fuzz.sh, docs/fuzzing.md).
+if [ -n "$nightly" ]; then
+  say "fuzz targets (nightly): build, then ${FUZZ_CI_SECONDS:-15}s each"
+  scripts/fuzz.sh ci "${FUZZ_CI_SECONDS:-15}"
+else
+  say "SKIPPED: fuzz targets — no nightly toolchain (rustup toolchain install nightly)"
 fi
 
 say "all tests passed"

@@ -199,7 +199,9 @@ fn pinned(bytes: usize) -> PinnedMemory {
     let config = MemoryConfig {
         // A received only-copy Google message holds up to 16 values of 16 KiB.
         max_item_size: 512 << 10,
-        max_bytes: bytes.saturating_mul(3).max(256 << 20),
+        // Values round up to their size class (a 1-byte value takes 64), and the received
+        // buffers of a cold run come on top.
+        max_bytes: bytes.saturating_mul(8).max(256 << 20),
         ..MemoryConfig::default()
     };
     PinnedMemory::new(config).expect("pinned memory for the benchmark store")
@@ -460,7 +462,9 @@ impl Cf {
 #[inline(always)]
 fn send<O: CornflakesObj>(m: &O, tx: &mut [u8], ring: &mut [Desc]) -> usize {
     let s = m.sizes();
-    let head = m.write_header_and_copy(&s, &mut tx[PACKET_HEADER..], Demote::NONE, 0);
+    let head = m
+        .write_header_and_copy(&s, &mut tx[PACKET_HEADER..], Demote::NONE, 0)
+        .expect("the transmit buffer holds the header and copy areas");
     ring[0].addr = tx.as_ptr() as u64;
     ring[0].len = (PACKET_HEADER + head) as u32;
     let mut slot = 1;

@@ -4,8 +4,20 @@
 //!
 //! Callers pass pointers they got from a [`QueueMemory`](crate::queue::QueueMemory), whose
 //! contract makes them valid; the functions check alignment in debug builds.
+//!
+//! # The words that synchronize
+//! A device (real, or the emulated one on its own thread, [`crate::emu::threaded`]) runs
+//! concurrently with the driver. The bulk of queue memory (WQEs, CQE bodies, packet buffers) is
+//! written by one side and read by the other only after a hand-over, so plain volatile
+//! accesses suffice. The hand-over words themselves are accessed **atomically**, so the hand-over
+//! is a release/acquire pair in the Rust memory model too, not only on x86:
+//! - doorbell records ([`write_dbrec`] is a release store, [`read_dbrec`] an acquire load): the
+//!   driver publishes WQEs and consumer indices, the device publishes nothing through them;
+//! - a CQE's `op_own` byte ([`write_u8`] / [`read_u8`] are atomic): the device fills the entry,
+//!   then release-stores `op_own` ([`write_cqe`]); the driver loads it and issues
+//!   [`from_device_barrier`] (acquire) before reading the rest.
 
-use std::sync::atomic::{fence, Ordering};
+use std::sync::atomic::{fence, AtomicU32, AtomicU8, Ordering};
 
 /// Orders all earlier stores to queue memory before later ones (rdma-core's
 /// `udma_to_device_barrier`: WQE contents before the doorbell record).
@@ -68,24 +80,29 @@ pub unsafe fn read_unit(src: *const u8) -> [u8; 16] {
     out
 }
 
-/// Writes one byte (a WQE flag byte, a CQE's `op_own`).
+/// Writes one byte atomically (a WQE flag byte, a CQE's `op_own`); callers order it with a
+/// barrier before it.
 ///
 /// # Safety
-/// `dst` must be valid for a one-byte write.
+/// `dst` must be valid for a one-byte write, and every access to it that may race with this
+/// one must be atomic too.
 #[inline]
 pub unsafe fn write_u8(dst: *mut u8, v: u8) {
-    // SAFETY: the caller guarantees a writable byte.
-    unsafe { std::ptr::write_volatile(dst, v) }
+    // SAFETY: the caller guarantees a valid byte whose racing accesses are atomic; a byte is
+    // always aligned for `AtomicU8`.
+    unsafe { AtomicU8::from_ptr(dst) }.store(v, Ordering::Relaxed)
 }
 
-/// Reads one byte (a CQE's `op_own`).
+/// Reads one byte atomically (a CQE's `op_own`); callers issue [`from_device_barrier`] before
+/// reading what it guards.
 ///
 /// # Safety
-/// `src` must be valid for a one-byte read.
+/// `src` must be valid for a one-byte read, and every access to it that may race with this
+/// one must be atomic too.
 #[inline]
 pub unsafe fn read_u8(src: *const u8) -> u8 {
-    // SAFETY: the caller guarantees a readable byte.
-    unsafe { std::ptr::read_volatile(src) }
+    // SAFETY: as in `write_u8`; the atomic is only loaded from.
+    unsafe { AtomicU8::from_ptr(src.cast_mut()) }.load(Ordering::Relaxed)
 }
 
 /// Reads a whole 64-byte CQE.
@@ -105,42 +122,47 @@ pub unsafe fn read_cqe(src: *const u8) -> [u8; 64] {
 /// Writes a whole 64-byte CQE (the emulated device).
 ///
 /// # Safety
-/// `dst` must be valid for writes of 64 bytes and 16-byte aligned.
+/// `dst` must be valid for writes of 64 bytes and 16-byte aligned; the poller may be reading
+/// the entry's `op_own` byte (atomically) meanwhile, but nothing else of it.
 #[inline]
 pub unsafe fn write_cqe(dst: *mut u8, cqe: &[u8; 64]) {
-    // Everything but the last unit first, then the unit holding `op_own`, as the device does:
-    // a poller that sees the new owner bit sees the whole entry.
+    // Everything but `op_own` first, then `op_own` with release ordering, as the device does:
+    // a poller that sees the new owner bit (and then issues an acquire barrier) sees the whole
+    // entry.
     for i in 0..3 {
         let mut u = [0u8; 16];
         u.copy_from_slice(&cqe[i * 16..i * 16 + 16]);
         // SAFETY: inside the caller's 64 bytes.
         unsafe { write_unit(dst.add(i * 16), &u) };
     }
+    for (i, &b) in cqe[48..63].iter().enumerate() {
+        // SAFETY: bytes 48..63 of the entry: inside the caller's range, not `op_own`.
+        unsafe { std::ptr::write_volatile(dst.add(48 + i), b) };
+    }
     to_device_barrier();
-    let mut u = [0u8; 16];
-    u.copy_from_slice(&cqe[48..64]);
-    // SAFETY: as above.
-    unsafe { write_unit(dst.add(48), &u) };
+    // SAFETY: byte 63 (`op_own`), whose only racing access is the poller's atomic load.
+    unsafe { write_u8(dst.add(63), cqe[63]) };
 }
 
-/// Writes a big-endian doorbell record.
+/// Writes a big-endian doorbell record: a release store, so everything written before it
+/// (WQEs, or reads of consumed CQEs) is visible to a device that acquires the record.
 ///
 /// # Safety
-/// `dst` must be valid for a 4-byte aligned write.
+/// `dst` must be valid for a 4-byte aligned write and only ever accessed atomically.
 #[inline]
 pub unsafe fn write_dbrec(dst: *mut u32, v: u32) {
-    // SAFETY: the caller guarantees an aligned, writable u32.
-    unsafe { std::ptr::write_volatile(dst, v.to_be()) }
+    // SAFETY: the caller guarantees an aligned, valid u32 accessed only atomically.
+    unsafe { AtomicU32::from_ptr(dst) }.store(v.to_be(), Ordering::Release)
 }
 
-/// Reads a big-endian doorbell record.
+/// Reads a big-endian doorbell record: an acquire load (pairs with [`write_dbrec`]).
 ///
 /// # Safety
-/// `src` must be valid for a 4-byte aligned read.
+/// `src` must be valid for a 4-byte aligned read and only ever accessed atomically.
 #[inline]
 pub unsafe fn read_dbrec(src: *const u32) -> u32 {
-    // SAFETY: the caller guarantees an aligned, readable u32.
-    u32::from_be(unsafe { std::ptr::read_volatile(src) })
+    // SAFETY: as in `write_dbrec`; the atomic is only loaded from.
+    u32::from_be(unsafe { AtomicU32::from_ptr(src.cast_mut()) }.load(Ordering::Acquire))
 }
 
 /// Writes the 8-byte doorbell word to a device register (UAR / BlueFlame page).

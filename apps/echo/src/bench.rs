@@ -36,6 +36,10 @@ pub enum DatapathKind {
     /// AF_XDP on a veth in a network namespace (server in a child process, clients on kernel
     /// sockets at the other end of the veth). Feature `xdp`, root.
     Xdp,
+    /// The ConnectX driver on one core against the emulated ConnectX on a second core, which
+    /// also plays the clients ([`crate::emu`]): the server core's throughput, not a network
+    /// measurement. Needs 2 CPUs.
+    Emu,
 }
 
 impl DatapathKind {
@@ -43,6 +47,7 @@ impl DatapathKind {
         match self {
             DatapathKind::Socket => "socket datapath on 127.0.0.1",
             DatapathKind::Xdp => "AF_XDP server on a veth",
+            DatapathKind::Emu => "server core with an emulated ConnectX on a second core",
         }
     }
 }
@@ -81,6 +86,11 @@ pub struct BenchConfig {
     pub out_dir: PathBuf,
     /// JSON path (default `out_dir/echo.json`).
     pub json: Option<PathBuf>,
+    /// `emu` only: every n-th reply is deserialized and compared (the first reply to each
+    /// distinct request always is; every reply's headers, length and id are checked).
+    pub sample_every: u64,
+    /// `emu` only: the device's time per gather entry (default 0).
+    pub delay_per_segment: Duration,
 }
 
 impl Default for BenchConfig {
@@ -102,6 +112,8 @@ impl Default for BenchConfig {
             spin: false,
             out_dir: PathBuf::from("results/echo"),
             json: None,
+            sample_every: 64,
+            delay_per_segment: Duration::ZERO,
         }
     }
 }
@@ -208,8 +220,10 @@ pub fn sweep_mode(plan: &SweepPlan) -> Result<Vec<Record>, String> {
 pub struct BenchOutcome {
     /// Every measured point.
     pub records: Vec<Record>,
-    /// Each mode's server counters at the end of its sweep.
+    /// Each mode's server counters at the end of its sweep (`emu`: at its best point).
     pub servers: Vec<(Mode, ServerStats)>,
+    /// `emu` only: the device's view of every point.
+    pub emu: Vec<crate::emu::EmuPoint>,
 }
 
 /// Runs every mode of `cfg` (one server each, loads interleaved across modes) and writes JSON,
@@ -217,6 +231,11 @@ pub struct BenchOutcome {
 pub fn run_bench(cfg: &BenchConfig) -> Result<BenchOutcome, String> {
     if cfg.datapath == DatapathKind::Xdp {
         return run_bench_xdp(cfg);
+    }
+    if cfg.datapath == DatapathKind::Emu {
+        let out = crate::emu::run_bench_emu(cfg)?;
+        write_outputs(cfg, &out)?;
+        return Ok(out);
     }
     let mut out = BenchOutcome::default();
     let loads = cfg.loads();
@@ -397,7 +416,7 @@ fn write_outputs(cfg: &BenchConfig, out: &BenchOutcome) -> Result<(), String> {
                 "datapath_drops": st.datapath.total_drops(),
                 "work_p50_ns": st.work_p50_ns(),
                 // The AF_XDP server (a child process) reports only its median.
-                "work_p99_ns": (cfg.datapath == DatapathKind::Socket)
+                "work_p99_ns": (cfg.datapath != DatapathKind::Xdp)
                     .then(|| st.work.p99_us().map(|us| us * 1000.0))
                     .flatten(),
             })
@@ -406,7 +425,15 @@ fn write_outputs(cfg: &BenchConfig, out: &BenchOutcome) -> Result<(), String> {
     let text = serde_json::to_string_pretty(&servers).map_err(|e| e.to_string())?;
     std::fs::write(&servers_path, text)
         .map_err(|e| format!("writing {}: {e}", servers_path.display()))?;
-    let table = table(&out.records, cfg.fixed_rps, &out.servers);
+    let table = if cfg.datapath == DatapathKind::Emu {
+        let p = cfg.out_dir.join("emu-points.json");
+        let text = serde_json::to_string_pretty(&crate::emu::points_json(&out.emu))
+            .map_err(|e| e.to_string())?;
+        std::fs::write(&p, text).map_err(|e| format!("writing {}: {e}", p.display()))?;
+        crate::emu::table(&out.records, &out.emu)
+    } else {
+        table(&out.records, cfg.fixed_rps, &out.servers)
+    };
     let table_path = cfg.out_dir.join("table.md");
     std::fs::write(&table_path, &table)
         .map_err(|e| format!("writing {}: {e}", table_path.display()))?;

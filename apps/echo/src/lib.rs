@@ -6,12 +6,15 @@
 //! hand-written zero-, one- and two-copy baselines of Figure 1 ([`manual`]), Cornflakes with the
 //! hybrid, all-scatter-gather or all-copy policy, with or without serialize-and-send ([`cf`]),
 //! and protobuf, Cap'n Proto and FlatBuffers ([`libs`], feature `baselines`). Everything runs
-//! over one [`cornflakes::Datapath`]; the benchmark uses the kernel UDP socket datapath.
+//! over one [`cornflakes::Datapath`]; the benchmark uses the ConnectX driver against an emulated
+//! device on a second core ([`emu`]), the kernel UDP socket datapath, or AF_XDP.
 //!
 //! - [`server::EchoServer`]: the server loop over any datapath.
 //! - [`client::EchoClient`]: the load generator's transport; [`client::Verifier`] checks that
 //!   each response deserializes to exactly the values sent.
 //! - [`bench`]: sweeps, table, JSON and plot.
+//! - [`emu`]: `bench --datapath emu`, the server core against the emulated ConnectX on a
+//!   second core (the default with 2 CPUs).
 //! - `xdp` (feature `xdp`, root): the server over AF_XDP in a network namespace.
 
 #![forbid(unsafe_code)]
@@ -20,6 +23,7 @@
 pub mod bench;
 pub mod cf;
 pub mod client;
+pub mod emu;
 pub mod libs;
 pub mod manual;
 pub mod mode;

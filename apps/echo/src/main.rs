@@ -20,14 +20,22 @@ const USAGE: &str = "\
 usage:
   echo bench  [--modes M,M,..] [--shape S] [--rates R,R,..] [--fixed-rps R] [--duration SECS]
               [--warmup SECS] [--timeout-ms MS] [--threads N] [--threshold N] [--mtu N]
-              [--out DIR] [--json PATH] [--all-points] [--spin] [--datapath socket|xdp]
-      Server and client threads in this process over the socket datapath on 127.0.0.1, every
-      mode (or --modes), one offered-load sweep each; prints the comparison table and writes
-      DIR/echo.json (or --json), DIR/echo.svg, DIR/echo.png and DIR/table.md
-      (DIR defaults to results/echo). Idle server threads block on the socket and idle
-      client threads yield; --spin busy-polls both instead. --datapath xdp (feature `xdp`,
-      root): the server runs over AF_XDP in a network namespace the command creates and
-      deletes, one mode after another; the clients use kernel sockets on the veth's peer.
+              [--out DIR] [--json PATH] [--all-points] [--spin] [--datapath emu|socket|xdp]
+              [--sample-every N] [--delay-ns NS]
+      Every mode (or --modes), one offered-load sweep each; prints the comparison table and
+      writes DIR/echo.json (or --json), DIR/echo.svg, DIR/echo.png and DIR/table.md
+      (DIR defaults to results/echo).
+      --datapath emu (the default with at least 2 CPUs): the server core's throughput, not a
+      network measurement. Each mode's server runs the ConnectX driver on one CPU against
+      the emulated ConnectX on a second CPU, which also injects the clients' prepared
+      requests at Poisson times and checks every reply (headers, length, id; every
+      --sample-every'th one, default 64, deserialized). --delay-ns: device time per gather
+      entry (default 0). Writes DIR/emu-points.json (device utilisation per point) too.
+      --datapath socket (the default with 1 CPU): server and client threads over the socket
+      datapath on 127.0.0.1. Idle server threads block on the socket and idle client threads
+      yield; --spin busy-polls both instead. --datapath xdp (feature `xdp`, root): the
+      server runs over AF_XDP in a network namespace the command creates and deletes, one
+      mode after another; the clients use kernel sockets on the veth's peer.
   echo server --mode M [--bind IP:PORT] [--threshold N] [--mtu N] [--seconds SECS] [--spin]
               [--until-stdin-closes] [--datapath socket|xdp --ifname IF [--peer IP=MAC]]
               [--datapath mlx5 --mlx5-dev DEV] [--datapath ice --dpdk-args ARGS]
@@ -119,9 +127,28 @@ impl Args {
 fn bench_cmd(mut a: Args) -> Result<(), String> {
     let mut cfg = BenchConfig::default();
     match a.take("--datapath")?.as_deref() {
-        None | Some("socket") => {}
+        None => match datapath_mlx5::emu::threaded::two_cores() {
+            Ok(_) => cfg.datapath = DatapathKind::Emu,
+            Err(e) => eprintln!("[bench] socket datapath: {e}"),
+        },
+        Some("socket") => {}
         Some("xdp") => cfg.datapath = DatapathKind::Xdp,
-        Some(other) => return Err(format!("unknown datapath {other:?} (socket or xdp)")),
+        Some("emu") => cfg.datapath = DatapathKind::Emu,
+        Some(other) => return Err(format!("unknown datapath {other:?} (emu, socket or xdp)")),
+    }
+    if cfg.datapath == DatapathKind::Emu {
+        cfg.rates = echo::emu::EMU_RATES.to_vec();
+        cfg.fixed_rps = echo::emu::EMU_RATES[0];
+        cfg.duration = echo::emu::EMU_DURATION;
+        cfg.warmup = echo::emu::EMU_WARMUP;
+        cfg.timeout = echo::emu::EMU_TIMEOUT;
+        cfg.stop_after_misses = 2;
+    }
+    if let Some(n) = a.parse::<u64>("--sample-every")? {
+        cfg.sample_every = n.max(1);
+    }
+    if let Some(ns) = a.parse::<u64>("--delay-ns")? {
+        cfg.delay_per_segment = Duration::from_nanos(ns);
     }
     if let Some(m) = a.list::<Mode>("--modes")? {
         cfg.modes = m;

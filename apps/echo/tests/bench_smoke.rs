@@ -1,5 +1,5 @@
-//! `echo bench` end to end with tiny durations: it runs every available mode, says which it
-//! skipped, and writes JSON records with the fields the results need, a plot and a table.
+//! `echo bench` end to end with tiny durations: it runs every mode (the library ones
+//! included) and writes JSON records with the fields the results need, a plot and a table.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -80,5 +80,56 @@ fn bench_writes_records_plot_and_table() {
         dir.join("echo.svg").exists() && dir.join("echo.png").exists(),
         "{stderr}"
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `--datapath emu`: every available mode against the emulated ConnectX on a second core,
+/// every reply deserialized and compared (`--sample-every 1`).
+#[test]
+fn bench_on_the_emulated_nic_verifies_every_reply_of_every_mode() {
+    if let Err(e) = datapath_mlx5::emu::threaded::two_cores() {
+        eprintln!("SKIPPED bench_on_the_emulated_nic_verifies_every_reply_of_every_mode: {e}");
+        return;
+    }
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("bench-emu-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = Command::new(env!("CARGO_BIN_EXE_echo"))
+        .args(["bench", "--datapath", "emu", "--sample-every", "1"])
+        .args(["--duration", "0.05", "--warmup", "0.01", "--rates", "2000"])
+        .args(["--timeout-ms", "2000", "--out"])
+        .arg(&dir)
+        .output()
+        .expect("run echo bench");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "echo bench failed:\n{stderr}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("not a network measurement"), "{stdout}");
+    let recs: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("echo.json")).unwrap()).unwrap();
+    let points: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("emu-points.json")).unwrap())
+            .unwrap();
+    for m in Mode::ALL {
+        let r = recs
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["mode"] == m.name())
+            .unwrap_or_else(|| panic!("no record for {m}"));
+        assert_eq!(r["mismatched"], 0, "{r}");
+        assert_eq!(r["malformed"], 0, "{r}");
+        assert!(r["verified"].as_u64().unwrap() > 0, "{r}");
+        let p = points
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["mode"] == m.name())
+            .unwrap_or_else(|| panic!("no device point for {m}"));
+        // Every verified reply was read whole (sample 1 in 1).
+        assert_eq!(p["sampled"], r["verified"], "{p} {r}");
+        let busy = p["device_busy"].as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&busy), "{p}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -14,8 +14,9 @@
 //! }
 //! ```
 //!
-//! This writes `$OUT_DIR/<package>.rs` (one file per package, `_.rs` without a package), only
-//! when its contents change, and prints `cargo:rerun-if-changed` for every `.proto` read. Include
+//! This writes `$OUT_DIR/<package>.cornflakes.rs` (one file per package, `_.cornflakes.rs`
+//! without a package; a name of its own, so prost-build's `<package>.rs` from the same `.proto`
+//! in the same `$OUT_DIR` is left alone), only when its contents change, and prints `cargo:rerun-if-changed` for every `.proto` read. Include
 //! it where the package's module should be:
 //!
 //! ```ignore
@@ -31,8 +32,13 @@
 //!
 //! - [`Schema`]: the front end (parse, resolve, validate); also drives the [`dynamic`] codec.
 //! - [`Config`]: the back end and its options.
-//! - [`dynamic`]: a schema-driven message model with JSON conversion, behind the `cornflakes`
-//!   command's `encode` and `decode`.
+//! - [`dynamic`]: a schema-driven message model, with JSON conversion behind the `json` feature;
+//!   the `cornflakes` command's `encode` and `decode` (crate `cornflakes-cli`) use it.
+//!
+//! ## Features
+//!
+//! - `json` (off): JSON conversion of the dynamic codec (pulls `serde_json` and `base64`).
+//!   A `build.rs` needs nothing beyond the default.
 
 #![forbid(unsafe_code)]
 
@@ -120,7 +126,7 @@ impl Config {
     }
 
     /// Compiles `protos` (found through `includes`, which must contain them) into one
-    /// `<package>.rs` per package in the output directory. Unchanged files are not rewritten.
+    /// `<package>.cornflakes.rs` per package in the output directory. Unchanged files are not rewritten.
     pub fn compile_protos(
         &mut self,
         protos: &[impl AsRef<Path>],

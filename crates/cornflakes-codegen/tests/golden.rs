@@ -35,3 +35,17 @@ fn small_schema_matches_its_golden_file() {
 fn sparse_proto2_schema_matches_its_golden_file() {
     check_fixture("sparse", "sparse.proto");
 }
+
+/// Generated files have a name of their own, so prost-build's `<package>.rs` from the same
+/// `.proto` in the same `$OUT_DIR` is not overwritten (it was `<package>.rs`).
+#[test]
+fn generated_files_do_not_take_prost_builds_names() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/small");
+    let schema = Schema::load(&[dir.join("small.proto")], &[&dir]).unwrap();
+    let files = Config::new().generate(&schema).unwrap();
+    let names: Vec<&str> = files.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["small.cornflakes.rs"]);
+    assert!(files[0]
+        .1
+        .contains("cornflakes::include_schema!(\"small\")"));
+}

@@ -121,6 +121,12 @@ impl EthStack {
         self.counters
     }
 
+    /// The reassembler, so the fuzz targets can check its memory bound (fuzzing builds only).
+    #[cfg(fuzzing)]
+    pub fn reassembly(&self) -> &Reassembler {
+        &self.reasm
+    }
+
     /// Counts frames dropped for lack of receive buffers (the datapath noticed).
     pub fn count_no_rx_buffer(&mut self, n: u64) {
         self.counters.no_rx_buffers += n;

@@ -12,8 +12,7 @@
 //! the header and copy areas go into one more pinned buffer, and every descriptor references
 //! a slice of that buffer or of a zero-copy entry.
 
-use cornflakes::datapath::plan_demote;
-use cornflakes::{ConnId, CornflakesObj, Msg, PinnedMemory, RcBuf, RcBufMut, SendError};
+use cornflakes::{ConnId, CornflakesObj, Msg, PinnedMemory, RcBuf, RcBufMut, SendError, SendPlan};
 
 use crate::checksum::Accumulator;
 use crate::iface::{EthStack, FRAME_OVERHEAD};
@@ -65,25 +64,22 @@ pub fn send_object<S: TxSink, O: CornflakesObj>(
     if sink.free_slots() < 1 + sizes.zero_copy_count.min(max_zc) {
         return Err(SendError::Full);
     }
-    let (demote, demoted) = plan_demote(obj, &sizes, max_zc);
-    let head = sizes.head() + demoted;
+    let send = SendPlan::with_sizes(obj, sizes, max_zc);
     let (tmpl, ident) = stack.template(conn, 1)?;
     let udp_payload = framing::HEADER_LEN + total;
-    let mut hb = mem.alloc(FRAME_OVERHEAD + head)?;
+    let mut hb = mem.alloc(FRAME_OVERHEAD + send.head_len())?;
     tmpl.write(&mut hb, udp_payload, ident);
     framing::Repr::single(msg.id, msg.ty, total as u32).emit(&mut hb[TEMPLATE_LEN..]);
-    obj.write_header_and_copy(&sizes, &mut hb[FRAME_OVERHEAD..], demote, demoted);
+    send.write_head(&mut hb[FRAME_OVERHEAD..])?;
     if tmpl.caps().udp_tx {
         let mut acc = Accumulator::new();
         acc.add(&hb[TEMPLATE_LEN..]);
-        let mut walk = demote;
-        obj.for_each_zero_copy(&mut walk, &mut |b: &RcBuf| acc.add(b));
+        send.for_each_zero_copy(|b: &RcBuf| acc.add(b));
         HeaderTemplate::set_udp_checksum(&mut hb, tmpl.udp_checksum(udp_payload, acc.sum()));
     }
     // Post one behind, so the last descriptor of the frame is known when it is posted.
     let mut pending = hb.freeze();
-    let mut walk = demote;
-    obj.for_each_zero_copy(&mut walk, &mut |b: &RcBuf| {
+    send.for_each_zero_copy(|b: &RcBuf| {
         if !b.is_empty() {
             let prev = std::mem::replace(&mut pending, b.clone());
             sink.post(prev, false);
@@ -107,21 +103,20 @@ fn send_object_segmented<S: TxSink, O: CornflakesObj>(
     let sizes = obj.sizes();
     // Each frame: its header, at most one slice of the head buffer, and slices of at most
     // `max_segments - 2` zero-copy entries.
-    let (demote, demoted) = plan_demote(obj, &sizes, max_segments.saturating_sub(2));
-    let head_len = sizes.head() + demoted;
+    let send = SendPlan::with_sizes(obj, sizes, max_segments.saturating_sub(2));
+    let head_len = send.head_len();
     if max_segments < 3 || head_len > mem.max_item_size() {
         // No room for scatter-gather, or a head too large for one pinned buffer: copy all.
         let bytes = obj.serialize_to_vec();
         return send_copy(stack, mem, sink, conn, msg, &bytes);
     }
     let mut head = mem.alloc(head_len)?;
-    obj.write_header_and_copy(&sizes, &mut head, demote, demoted);
+    send.write_head(&mut head)?;
     let head = head.freeze();
     let pieces = 1 + sizes.zero_copy_count;
     send_pieces(stack, mem, sink, conn, msg, plan, pieces, &mut |f| {
         f(&head);
-        let mut walk = demote;
-        obj.for_each_zero_copy(&mut walk, &mut |b: &RcBuf| f(b));
+        send.for_each_zero_copy(|b: &RcBuf| f(b));
     })
 }
 

@@ -4,8 +4,9 @@
 //! result. `cargo run --release -p cornflakes --example demo`
 
 use cornflakes::handwritten::GetM;
-use cornflakes::wire::Demote;
-use cornflakes::{Arena, CFBytes, CFString, CornflakesObj, DecodeObj, PinnedMemory, RcBuf};
+use cornflakes::{
+    Arena, CFBytes, CFString, CornflakesObj, DecodeObj, PinnedMemory, RcBuf, SendPlan,
+};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mem = PinnedMemory::with_defaults()?;
@@ -57,11 +58,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             s.total()
         );
         // What a datapath posts: one entry for header + copy area, one per zero-copy leaf.
-        let mut head = vec![0u8; s.head()];
-        reply.write_header_and_copy(&s, &mut head, Demote::NONE, 0);
+        let plan = SendPlan::with_sizes(&reply, s, usize::MAX);
+        let mut head = vec![0u8; plan.head_len()];
+        plan.write_head(&mut head)?;
         let mut entries = vec![head.len()];
         let mut wire = head;
-        reply.for_each_zero_copy(&mut { Demote::NONE }, &mut |b: &RcBuf| {
+        plan.for_each_zero_copy(|b: &RcBuf| {
             entries.push(b.len());
             wire.extend_from_slice(b);
         });

@@ -11,7 +11,8 @@ use crate::mem::RcBuf;
 ///
 /// The copy-or-zero-copy decision is made once, when the pointer is built ([`CFPtr::new`]):
 /// shorter than the arena's threshold → copied into the arena; otherwise, if the bytes lie in a
-/// live pinned buffer, that buffer is recovered and referenced; otherwise copied after all.
+/// live pinned buffer, that buffer is recovered and referenced; otherwise copied after all, and
+/// counted in the arena's [`zero_copy_fallbacks`](Arena::zero_copy_fallbacks).
 pub enum CFPtr<'a> {
     /// Bytes copied into the transmit buffer at send time. They live in the arena, or in a
     /// received packet or caller data that outlives the object.
@@ -30,6 +31,18 @@ impl<'a> CFPtr<'a> {
                     return CFPtr::ZeroCopy(buf);
                 }
             }
+            return Self::fallback(data, arena);
+        }
+        CFPtr::Copy(arena.copy_slice(data))
+    }
+
+    /// A value at least the threshold long that could not be referenced: counted, then copied.
+    /// Out of line, so the zero-copy path keeps its registers.
+    #[cold]
+    #[inline(never)]
+    fn fallback(data: &[u8], arena: &'a Arena) -> CFPtr<'a> {
+        if !data.is_empty() {
+            arena.count_fallback(data);
         }
         CFPtr::Copy(arena.copy_slice(data))
     }

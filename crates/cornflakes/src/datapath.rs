@@ -30,7 +30,8 @@ use std::net::SocketAddrV4;
 
 use crate::mem::{AllocError, PinnedMemory, RcBuf};
 use crate::obj::{CornflakesObj, Sizes};
-use crate::wire::Demote;
+use crate::send::SendPlan;
+use crate::wire::{BufferTooSmall, Demote};
 
 /// A connection (a peer address and its prepared packet header) of one datapath.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -96,6 +97,9 @@ pub enum SendError {
     Full,
     /// A transmit or header buffer could not be allocated.
     Alloc(AllocError),
+    /// The buffer given for an object's head was shorter than the plan needs (a datapath
+    /// that sized it from something other than [`SendPlan::head_len`](crate::SendPlan::head_len)).
+    BufferTooSmall(BufferTooSmall),
     /// The operating system refused the send.
     Io(io::Error),
 }
@@ -118,6 +122,7 @@ impl fmt::Display for SendError {
             }
             SendError::Full => write!(f, "transmit queue full"),
             SendError::Alloc(e) => write!(f, "transmit buffer allocation failed: {e}"),
+            SendError::BufferTooSmall(e) => write!(f, "transmit buffer too small: {e}"),
             SendError::Io(e) => write!(f, "send failed: {e}"),
         }
     }
@@ -128,6 +133,7 @@ impl std::error::Error for SendError {
         match self {
             SendError::Alloc(e) => Some(e),
             SendError::Io(e) => Some(e),
+            SendError::BufferTooSmall(e) => Some(e),
             _ => None,
         }
     }
@@ -136,6 +142,12 @@ impl std::error::Error for SendError {
 impl From<AllocError> for SendError {
     fn from(e: AllocError) -> Self {
         SendError::Alloc(e)
+    }
+}
+
+impl From<BufferTooSmall> for SendError {
+    fn from(e: BufferTooSmall) -> Self {
+        SendError::BufferTooSmall(e)
     }
 }
 
@@ -322,18 +334,18 @@ pub fn object_to_sga<O: CornflakesObj + ?Sized>(
     mem: &PinnedMemory,
     max_entries: usize,
 ) -> Result<Vec<RcBuf>, AllocError> {
-    let sizes = obj.sizes();
-    let (demote, demoted) = plan_demote(obj, &sizes, max_entries.saturating_sub(1));
-    let head_len = sizes.head() + demoted;
-    let mut out = Vec::with_capacity(1 + sizes.zero_copy_count);
+    let plan = SendPlan::new(obj, max_entries.saturating_sub(1));
+    let head_len = plan.head_len();
+    let mut out = Vec::with_capacity(1 + plan.zero_copy_entries());
     if head_len > 0 {
         let mut head = mem.alloc(head_len)?;
-        let n = obj.write_header_and_copy(&sizes, &mut head[..], demote, demoted);
-        head.set_len(n);
-        out.push(head.freeze());
+        // `alloc(head_len)` gives exactly `head_len` bytes: the head fits.
+        if let Ok(n) = plan.write_head(&mut head[..]) {
+            head.set_len(n);
+            out.push(head.freeze());
+        }
     }
-    let mut walk = demote;
-    obj.for_each_zero_copy(&mut walk, &mut |b: &RcBuf| out.push(b.clone()));
+    plan.for_each_zero_copy(|b| out.push(b.clone()));
     Ok(out)
 }
 

@@ -74,8 +74,10 @@ impl<'a> GetM<'a> {
     pub fn get_keys(&self) -> &LeafList<'a, CFString<'a>> {
         &self.keys
     }
-    /// `keys`, mutably (call `init_keys` first to make the field present).
+    /// `keys`, mutably; makes the field present (empty) when absent, so appended values are
+    /// always sent.
     pub fn get_mut_keys(&mut self) -> &mut LeafList<'a, CFString<'a>> {
+        self.p.set(2, 8);
         &mut self.keys
     }
     /// Clears `keys`.
@@ -97,8 +99,10 @@ impl<'a> GetM<'a> {
     pub fn get_vals(&self) -> &LeafList<'a, CFBytes<'a>> {
         &self.vals
     }
-    /// `vals`, mutably (call `init_vals` first to make the field present).
+    /// `vals`, mutably; makes the field present (empty) when absent, so appended values are
+    /// always sent.
     pub fn get_mut_vals(&mut self) -> &mut LeafList<'a, CFBytes<'a>> {
+        self.p.set(3, 8);
         &mut self.vals
     }
     /// Clears `vals`.
@@ -368,8 +372,9 @@ impl<'a> Outer<'a> {
     pub fn get_list(&self) -> &MessageList<'a, Inner<'a>> {
         &self.list
     }
-    /// `list`, mutably.
+    /// `list`, mutably; makes the field present (empty) when absent.
     pub fn get_mut_list(&mut self) -> &mut MessageList<'a, Inner<'a>> {
+        self.p.set(4, 8);
         &mut self.list
     }
     /// Makes `nums` present and empty, with room for `cap` elements.
@@ -381,8 +386,9 @@ impl<'a> Outer<'a> {
     pub fn get_nums(&self) -> &PackedList<'a, i32> {
         &self.nums
     }
-    /// `nums`, mutably.
+    /// `nums`, mutably; makes the field present (empty) when absent.
     pub fn get_mut_nums(&mut self) -> &mut PackedList<'a, i32> {
+        self.p.set(5, 8);
         &mut self.nums
     }
 

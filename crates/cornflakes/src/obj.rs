@@ -95,8 +95,10 @@ pub trait CornflakesObj {
     /// Calls `f` on each zero-copy leaf kept by `demote`, in wire order.
     fn for_each_zero_copy<F: FnMut(&RcBuf)>(&self, demote: &mut Demote, f: &mut F);
 
-    /// Writes HEADER AREA + COPY AREA into `buf` (at least `sizes.head() + demoted` bytes) and
-    /// returns the bytes written. `sizes` must be `self.sizes()`.
+    /// Writes HEADER AREA + COPY AREA into the start of `buf` and returns the bytes written,
+    /// `sizes.head() + demoted`; a shorter `buf` is refused with [`BufferTooSmall`] before
+    /// anything is written. `sizes` must be `self.sizes()` and `(demote, demoted)` a plan for
+    /// this object ([`Demote::plan`]); [`SendPlan`](crate::SendPlan) keeps the three together.
     #[inline]
     fn write_header_and_copy(
         &self,
@@ -104,10 +106,14 @@ pub trait CornflakesObj {
         buf: &mut [u8],
         demote: Demote,
         demoted: usize,
-    ) -> usize {
+    ) -> Result<usize, BufferTooSmall> {
+        let need = sizes.head() + demoted;
+        if buf.len() < need {
+            return Err(BufferTooSmall::new(need, buf.len()));
+        }
         let mut enc = Encoder::new(buf, sizes, demote, demoted);
         self.emit(&mut enc, 0);
-        sizes.head() + demoted
+        Ok(need)
     }
 
     /// Lengths of the zero-copy leaves in wire order (for planning a [`Demote`]).
@@ -129,7 +135,7 @@ pub trait CornflakesObj {
                 available: buf.len(),
             });
         }
-        let mut pos = self.write_header_and_copy(&s, &mut buf[..total], Demote::NONE, 0);
+        let mut pos = self.write_header_and_copy(&s, &mut buf[..total], Demote::NONE, 0)?;
         let mut keep_all = Demote::NONE;
         self.for_each_zero_copy(&mut keep_all, &mut |b: &RcBuf| {
             buf[pos..pos + b.len()].copy_from_slice(b);

@@ -168,7 +168,8 @@ fn two_walk<O: CornflakesObj>(obj: &O, max_zc: usize) -> (Vec<u8>, usize) {
         (Demote::NONE, 0)
     };
     let mut wire = vec![0u8; s.head() + demoted];
-    obj.write_header_and_copy(&s, &mut wire, plan, demoted);
+    obj.write_header_and_copy(&s, &mut wire, plan, demoted)
+        .expect("sized by the plan");
     let mut entries = 1;
     let mut walk = plan;
     obj.for_each_zero_copy(&mut walk, &mut |b: &RcBuf| {

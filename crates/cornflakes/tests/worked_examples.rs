@@ -69,7 +69,8 @@ fn example2_encodes_byte_for_byte_with_a_zero_copy_leaf() {
 
     // The two-walk send path gives the same bytes: first entry, then each zero-copy entry.
     let mut head = vec![0u8; s.head()];
-    o.write_header_and_copy(&s, &mut head, cornflakes::wire::Demote::NONE, 0);
+    o.write_header_and_copy(&s, &mut head, cornflakes::wire::Demote::NONE, 0)
+        .expect("sized by sizes()");
     let mut wire = head;
     let mut keep_all = cornflakes::wire::Demote::NONE;
     o.for_each_zero_copy(&mut keep_all, &mut |b: &cornflakes::RcBuf| {

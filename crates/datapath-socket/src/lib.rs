@@ -24,11 +24,11 @@ use std::net::{SocketAddrV4, UdpSocket};
 use std::os::fd::AsFd;
 use std::time::Instant;
 
-use cornflakes::datapath::{
-    plan_demote, Completions, Connect, DatapathMemory, DropCounters, Receive, Transmit,
-};
+use cornflakes::datapath::{Completions, Connect, DatapathMemory, DropCounters, Receive, Transmit};
 use cornflakes::mem::{AllocError, MemoryConfig};
-use cornflakes::{ConnId, CornflakesObj, Msg, PinnedMemory, RcBuf, RcBufMut, RxMsg, SendError};
+use cornflakes::{
+    ConnId, CornflakesObj, Msg, PinnedMemory, RcBuf, RcBufMut, RxMsg, SendError, SendPlan,
+};
 use cornflakes_stack::reassembly::{self, Reassembler, ReassemblyConfig};
 use cornflakes_stack::wire::framing;
 use cornflakes_stack::{Cursor, FramePlan, PieceWalk, IP_OVERHEAD};
@@ -481,15 +481,14 @@ impl Transmit for SocketDatapath {
         let plan = self.plan(total)?;
         if plan.is_single() {
             self.check_room(1)?;
-            let (demote, demoted) = plan_demote(obj, &sizes, self.cfg.max_segments - 1);
-            let mut hb = self.mem.alloc(FH + sizes.head() + demoted)?;
+            let send = SendPlan::with_sizes(obj, sizes, self.cfg.max_segments - 1);
+            let mut hb = self.mem.alloc(FH + send.head_len())?;
             framing::Repr::single(msg.id, msg.ty, total as u32).emit(&mut hb);
-            obj.write_header_and_copy(&sizes, &mut hb[FH..], demote, demoted);
+            send.write_head(&mut hb[FH..])?;
             let start = self.tx_bufs.len();
             self.tx_bufs.push(hb.freeze());
             let bufs = &mut self.tx_bufs;
-            let mut walk = demote;
-            obj.for_each_zero_copy(&mut walk, &mut |b: &RcBuf| {
+            send.for_each_zero_copy(|b: &RcBuf| {
                 if !b.is_empty() {
                     bufs.push(b.clone());
                 }
@@ -501,20 +500,19 @@ impl Transmit for SocketDatapath {
             });
             return Ok(());
         }
-        let (demote, demoted) = plan_demote(obj, &sizes, self.cfg.max_segments.saturating_sub(2));
-        let head_len = sizes.head() + demoted;
+        let send = SendPlan::with_sizes(obj, sizes, self.cfg.max_segments.saturating_sub(2));
+        let head_len = send.head_len();
         if self.cfg.max_segments < 3 || head_len > self.mem.max_item_size() {
             let bytes = obj.serialize_to_vec();
             return self.queue_copy(peer, msg, &bytes);
         }
         let mut head = self.mem.alloc(head_len)?;
-        obj.write_header_and_copy(&sizes, &mut head, demote, demoted);
+        send.write_head(&mut head)?;
         let head = head.freeze();
         let pieces = 1 + sizes.zero_copy_count;
         self.queue_pieces(peer, msg, plan, pieces, &mut |f| {
             f(&head);
-            let mut walk = demote;
-            obj.for_each_zero_copy(&mut walk, &mut |b: &RcBuf| f(b));
+            send.for_each_zero_copy(|b: &RcBuf| f(b));
         })
     }
 

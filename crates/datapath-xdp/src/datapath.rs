@@ -523,7 +523,7 @@ impl XdpDatapath {
             &mut hdr[FRAME_OVERHEAD..],
             plan.demote,
             plan.demoted_bytes,
-        );
+        )?;
         let mut walk = plan.demote;
         zc.retain(|b| walk.keep_zero_copy(b.len()));
         let udp_payload = framing::HEADER_LEN + total;

@@ -263,3 +263,31 @@ fn a_oneof_named_like_a_nested_type_gets_a_case_suffix() {
     assert!(e.get_one().is_none());
     let _: envelope::Payload = envelope::Payload::new_in(&arena);
 }
+
+/// `get_mut_*` of a repeated field makes it present: appending without `init_*` used to leave
+/// the field absent, so the values were silently not encoded (issue 16).
+#[test]
+fn appending_without_init_is_encoded() {
+    let arena = Arena::new();
+    let mut m = kv::PutMReq::new_in(&arena);
+    assert!(!m.has_keys());
+    m.get_mut_keys().append(CFString::new("k", &arena));
+    m.get_mut_vals().append(CFBytes::new(b"v", &arena));
+    let mut e = Everything::new_in(&arena);
+    e.get_mut_r_i32().append(-1);
+    assert!(m.has_keys() && m.has_vals() && e.has_r_i32());
+    let rx = Arena::new();
+    let mb = m.serialize_to_vec();
+    let back = kv::PutMReq::deserialize(&mb, &rx).unwrap();
+    assert_eq!(back.get_keys()[0].as_str(), Ok("k"));
+    assert_eq!(back.get_vals()[0].as_bytes(), b"v");
+    let eb = e.serialize_to_vec();
+    let back = Everything::deserialize(&eb, &rx).unwrap();
+    assert_eq!(back.get_r_i32().as_slice(), &[-1]);
+    // Only asking for the list makes it present, and empty.
+    let mut m = kv::PutMReq::new_in(&arena);
+    let _ = m.get_mut_keys();
+    let mb = m.serialize_to_vec();
+    let back = kv::PutMReq::deserialize(&mb, &rx).unwrap();
+    assert!(back.has_keys() && back.get_keys().is_empty());
+}

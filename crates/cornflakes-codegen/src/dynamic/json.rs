@@ -569,9 +569,10 @@ fn write_map(
         out.push_str("{}");
         return Ok(());
     }
-    out.push_str("{\n");
-    let n = l.len();
-    for (i, e) in l.iter().enumerate() {
+    // Every entry as (key, value) text first: the wire may repeat a key, a JSON object must
+    // not, and protobuf keeps the last entry of a repeated key.
+    let mut entries = Vec::with_capacity(l.len());
+    for e in l.iter() {
         let key_field = edef.fields.iter().find(|x| x.number == 1);
         let val_field = edef.fields.iter().find(|x| x.number == 2);
         let mut key = String::new();
@@ -601,8 +602,21 @@ fn write_map(
             (None, Some(f)) => default_json(f.kind),
             (None, None) => "null".into(),
         };
+        entries.push((key, val));
+    }
+    let mut seen = std::collections::HashSet::new();
+    let mut last: Vec<bool> = entries
+        .iter()
+        .rev()
+        .map(|(k, _)| seen.insert(k.as_str()))
+        .collect();
+    last.reverse();
+    out.push_str("{\n");
+    let n = last.iter().filter(|&&l| l).count();
+    let kept = entries.iter().zip(&last).filter(|(_, &l)| l);
+    for (i, ((key, val), _)) in kept.enumerate() {
         indent(out, level + 1);
-        let _ = write!(out, "{}: {}", quote_str(&key), val);
+        let _ = write!(out, "{}: {}", quote_str(key), val);
         out.push_str(if i + 1 < n { ",\n" } else { "\n" });
     }
     indent(out, level);

@@ -3,7 +3,12 @@
 //! values in the runtime's lists and hybrid pointers, so it lays out bytes with the same
 //! [`Encoder`] and reads them with the same [`HeaderReader`] as generated code.
 //!
+//! JSON conversion (`from_json`, `to_json`) needs the crate's `json` feature (the `cornflakes`
+//! command, crate `cornflakes-cli`, turns it on).
+//!
 //! ```
+//! # #[cfg(not(feature = "json"))] fn main() {}
+//! # #[cfg(feature = "json")]
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! use cornflakes::{Arena, CornflakesObj};
 //! use cornflakes_codegen::{dynamic::DynMessage, Schema};
@@ -21,6 +26,7 @@
 //! # Ok(()) }
 //! ```
 
+#[cfg(feature = "json")]
 mod json;
 
 use std::fmt;
@@ -32,6 +38,7 @@ use cornflakes::{
 
 use crate::schema::{FieldDef, FieldKind, MessageDef, MsgId, ScalarKind, Schema};
 
+#[cfg(feature = "json")]
 pub use json::JsonError;
 
 /// A packed repeated scalar (enums as `I32`).
@@ -182,7 +189,7 @@ impl<'a> DynMessage<'a> {
     }
 
     /// Sets field `index`; a member of a oneof clears the other members. The value should match
-    /// the field's type ([`from_json`](Self::from_json) and [`decode`](Self::decode) ensure it);
+    /// the field's type (`from_json` and [`decode`](Self::decode) ensure it);
     /// one that does not is encoded as it is. Panics if `index` is not a field index.
     pub fn set(&mut self, index: usize, v: Value<'a>) {
         let def = self.def();

@@ -80,12 +80,13 @@ pub(crate) fn enumeration(e: &EnumDef) -> TokenStream {
     quote! {
         #doc
         #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
-        #[allow(clippy::enum_variant_names)]
+        #[allow(dead_code, clippy::enum_variant_names)]
         #[repr(i32)]
         pub enum #name {
             #(#variants)*
         }
 
+        #[allow(dead_code)]
         impl #name {
             /// The value's name as written in the `.proto`.
             pub fn as_str_name(&self) -> &'static str {

@@ -253,10 +253,12 @@ impl<'s> MessageGen<'s> {
 
         quote! {
             #doc
+            #[allow(dead_code)]
             pub struct #name<'a> {
                 #(#storage)*
             }
 
+            #[allow(dead_code)]
             impl<'a> #name<'a> {
                 const KNOWN: [u32; #k] = #known_t;
                 #words_const
@@ -420,7 +422,7 @@ impl<'s> MessageGen<'s> {
                 d.name
             );
             let mut_doc = format!(
-                " `{}`, mutably (call `init_{b}` first to make the field present).",
+                " `{}`, mutably; makes the field present (empty) when absent, so what is appended is always sent.",
                 d.name
             );
             return quote! {
@@ -439,6 +441,7 @@ impl<'s> MessageGen<'s> {
                 #[doc = #mut_doc]
                 #[inline]
                 pub fn #get_mut(&mut self) -> &mut #t {
+                    #set_bit
                     &mut self.#s
                 }
             };

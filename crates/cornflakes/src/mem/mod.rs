@@ -24,6 +24,6 @@ pub mod region;
 mod table;
 
 pub use baseline::HashMapRecover;
-pub use pool::{AllocError, MemoryConfig, MemoryStats, PinnedMemory};
+pub use pool::{AllocError, ConfigError, MemoryConfig, MemoryStats, PinnedMemory};
 pub use rcbuf::{RcBuf, RcBufMut, RefCountOverflow, MAX_REFS};
 pub use region::{Backing, HugePages, Region, CHUNK_SIZE};

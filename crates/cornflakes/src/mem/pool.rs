@@ -9,13 +9,23 @@ use std::ptr::NonNull;
 use super::rcbuf::{RcBuf, RcBufMut, RefCountOverflow, MUT_FLAG};
 use super::region::{Backing, HugePages, Region, CHUNK_SHIFT, CHUNK_SIZE};
 use super::table::{ChunkTable, Slot};
+use crate::arena::ZeroCopyFallback;
 
 /// How a [`PinnedMemory`] sizes its items and regions.
+///
+/// # Limits
+/// Every buffer is one *item*: a contiguous piece of one 2 MiB chunk ([`CHUNK_SIZE`]) of a size
+/// class, so no single buffer (a value sent zero-copy, a transmit or receive buffer) can be
+/// larger than [`MemoryConfig::MAX_ITEM_SIZE`] = 2 MiB. Values larger than `max_item_size` must
+/// be split by the application (e.g. into a repeated field). [`PinnedMemory::new`] checks the
+/// configuration with [`validate`](Self::validate) and refuses an invalid one with
+/// [`AllocError::InvalidConfig`], so `config()` always reports what is in force.
 #[derive(Clone, Debug)]
 pub struct MemoryConfig {
     /// Smallest item size (a power of two, at least 64). Default 64.
     pub min_item_size: usize,
-    /// Largest item size (a power of two, at most 2 MiB). Default 16 KiB.
+    /// Largest item size (a power of two, at least `min_item_size`, at most
+    /// [`MAX_ITEM_SIZE`](Self::MAX_ITEM_SIZE) = 2 MiB). Default 16 KiB.
     pub max_item_size: usize,
     /// Bytes mapped when the memory is created, as one region (rounded up to 2 MiB). A datapath
     /// that needs all buffers in one registered area (an AF_XDP UMEM) sets this and `grow = false`.
@@ -48,9 +58,92 @@ impl Default for MemoryConfig {
     }
 }
 
+impl MemoryConfig {
+    /// The largest item size any configuration may ask for: one 2 MiB chunk.
+    pub const MAX_ITEM_SIZE: usize = CHUNK_SIZE;
+
+    /// The smallest item size any configuration may ask for.
+    pub const MIN_ITEM_SIZE: usize = 64;
+
+    /// Checks the sizes: item sizes powers of two within
+    /// [`MIN_ITEM_SIZE`](Self::MIN_ITEM_SIZE)..=[`MAX_ITEM_SIZE`](Self::MAX_ITEM_SIZE), the smallest
+    /// not above the largest, `initial_bytes` not above `max_bytes`, and a non-zero
+    /// `region_bytes` when the memory may grow.
+    ///
+    /// ```
+    /// use cornflakes::mem::MemoryConfig;
+    /// let too_big = MemoryConfig { max_item_size: 256 << 20, ..MemoryConfig::default() };
+    /// let e = too_big.validate().unwrap_err();
+    /// assert!(e.to_string().contains("max_item_size"), "{e}");
+    /// assert!(MemoryConfig::default().validate().is_ok());
+    /// ```
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let item = |field: &'static str, v: usize| {
+            if !v.is_power_of_two() || !(Self::MIN_ITEM_SIZE..=Self::MAX_ITEM_SIZE).contains(&v) {
+                Err(ConfigError {
+                    field,
+                    value: v,
+                    reason: "must be a power of two from 64 bytes to 2 MiB (one item is contiguous and lies in one 2 MiB chunk)",
+                })
+            } else {
+                Ok(())
+            }
+        };
+        item("min_item_size", self.min_item_size)?;
+        item("max_item_size", self.max_item_size)?;
+        if self.min_item_size > self.max_item_size {
+            return Err(ConfigError {
+                field: "min_item_size",
+                value: self.min_item_size,
+                reason: "must not be above max_item_size",
+            });
+        }
+        if self.initial_bytes > self.max_bytes {
+            return Err(ConfigError {
+                field: "initial_bytes",
+                value: self.initial_bytes,
+                reason: "must not be above max_bytes",
+            });
+        }
+        if self.grow && self.region_bytes == 0 {
+            return Err(ConfigError {
+                field: "region_bytes",
+                value: 0,
+                reason: "must be non-zero when grow is true",
+            });
+        }
+        Ok(())
+    }
+}
+
+/// A [`MemoryConfig`] field with a value the allocator cannot honour.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigError {
+    /// The field's name.
+    pub field: &'static str,
+    /// The value given.
+    pub value: usize,
+    /// What the value must be.
+    pub reason: &'static str,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "invalid MemoryConfig: {} = {} {}",
+            self.field, self.value, self.reason
+        )
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
 /// Why an allocation failed.
 #[derive(Debug)]
 pub enum AllocError {
+    /// The [`MemoryConfig`] given to [`PinnedMemory::new`] is invalid.
+    InvalidConfig(ConfigError),
     /// The requested size is above the largest size class.
     TooLarge {
         /// Bytes requested.
@@ -83,6 +176,7 @@ impl fmt::Display for AllocError {
                     "pinned memory exhausted: {mapped} bytes mapped, limit {limit}"
                 )
             }
+            AllocError::InvalidConfig(e) => e.fmt(f),
             AllocError::Map(e) => write!(f, "mapping a pinned region failed: {e}"),
             AllocError::Register(e) => write!(f, "registering a pinned region failed: {e}"),
         }
@@ -93,6 +187,7 @@ impl std::error::Error for AllocError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             AllocError::Map(e) | AllocError::Register(e) => Some(e),
+            AllocError::InvalidConfig(e) => Some(e),
             _ => None,
         }
     }
@@ -162,13 +257,12 @@ pub struct PinnedMemory {
 }
 
 impl PinnedMemory {
-    /// Creates the allocator and maps `config.initial_bytes`.
+    /// Creates the allocator and maps `config.initial_bytes`. An invalid configuration (see
+    /// [`MemoryConfig::validate`]) is refused with [`AllocError::InvalidConfig`].
     pub fn new(config: MemoryConfig) -> Result<PinnedMemory, AllocError> {
-        let min = config.min_item_size.max(64).next_power_of_two();
-        let max = config
-            .max_item_size
-            .next_power_of_two()
-            .clamp(min, CHUNK_SIZE);
+        config.validate().map_err(AllocError::InvalidConfig)?;
+        let min = config.min_item_size;
+        let max = config.max_item_size;
         let min_shift = min.trailing_zeros();
         let max_shift = max.trailing_zeros();
         let classes = (max_shift - min_shift + 1) as usize;
@@ -210,7 +304,7 @@ impl PinnedMemory {
         unsafe { self.inner.as_ref() }
     }
 
-    /// The configuration in force (sizes normalised to powers of two).
+    /// The configuration in force (as given: [`new`](Self::new) refuses invalid ones).
     pub fn config(&self) -> &MemoryConfig {
         &self.inner().config
     }
@@ -313,6 +407,39 @@ impl PinnedMemory {
             )
         }
         .map(Some)
+    }
+
+    /// Why [`recover_ptr`](Self::recover_ptr) gives `None` for `data` (for the fallback
+    /// counters of [`Arena`](crate::Arena); off the fast path). `None` when it would succeed.
+    pub fn why_not_recoverable(&self, data: &[u8]) -> Option<ZeroCopyFallback> {
+        let addr = data.as_ptr() as usize;
+        let len = data.len();
+        if len == 0 {
+            return Some(ZeroCopyFallback::NotPinned);
+        }
+        // SAFETY: as in `try_recover_ptr`: the table is not mutated during this call and the
+        // reference does not outlive it.
+        let table = unsafe { &*self.inner().table.get() };
+        let Some(slot) = table.get(addr >> CHUNK_SHIFT) else {
+            return Some(ZeroCopyFallback::NotPinned);
+        };
+        let chunk_base = slot.key << CHUNK_SHIFT;
+        let idx = (addr - chunk_base) >> slot.shift;
+        let last = addr
+            .checked_add(len - 1)
+            .map(|l| l.wrapping_sub(chunk_base) >> slot.shift);
+        if last != Some(idx) {
+            return Some(ZeroCopyFallback::SpansItems);
+        }
+        // SAFETY: as in `try_recover_ptr`: `idx` is in range and the chunk outlives this call.
+        let n = unsafe { &*slot.refcnts.add(idx) }.get();
+        if n == 0 || n & MUT_FLAG != 0 {
+            return Some(ZeroCopyFallback::NotFrozen);
+        }
+        if n >= super::rcbuf::MAX_REFS {
+            return Some(ZeroCopyFallback::RefCountSaturated);
+        }
+        None
     }
 
     /// Calls `f` on every region now mapped and on every region mapped later, storing what it

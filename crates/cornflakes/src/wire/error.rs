@@ -155,13 +155,23 @@ impl fmt::Display for DecodeError {
 
 impl std::error::Error for DecodeError {}
 
-/// The buffer given to `serialize_into` is too small.
+/// The buffer given to `serialize_into`, `write_header_and_copy` or `SendPlan::write_head` is
+/// too small (nothing was written).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BufferTooSmall {
     /// Bytes the object needs.
     pub needed: usize,
     /// Bytes the buffer holds.
     pub available: usize,
+}
+
+impl BufferTooSmall {
+    /// `needed` bytes were needed, `available` given (out of line: only on the error path).
+    #[cold]
+    #[inline(never)]
+    pub fn new(needed: usize, available: usize) -> BufferTooSmall {
+        BufferTooSmall { needed, available }
+    }
 }
 
 impl fmt::Display for BufferTooSmall {

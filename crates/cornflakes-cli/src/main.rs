@@ -39,7 +39,7 @@ struct SchemaArgs {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Generate Rust code: one `<package>.rs` per package in the output directory.
+    /// Generate Rust code: one `<package>.cornflakes.rs` per package in the output directory.
     Gen {
         /// .proto files to compile.
         #[arg(required = true)]

@@ -1,0 +1,171 @@
+//! Request frames, built once before a run from the caller's payloads.
+
+use std::net::SocketAddrV4;
+
+use cornflakes_stack::iface::FRAME_OVERHEAD;
+use cornflakes_stack::template::HeaderTemplate;
+use cornflakes_stack::wire::{ethernet, framing, ipv4, udp, ChecksumCaps, MacAddr};
+use datapath_mlx5::emu::rx_offload_flags;
+
+/// One request a client sends: its message type and payload (the serialized message).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Request {
+    /// The framing header's message type.
+    pub msg_type: u16,
+    /// The message bytes.
+    pub payload: Vec<u8>,
+}
+
+/// Where the message id sits in a frame (little-endian u32 of the framing header).
+pub(crate) const MSG_ID_AT: usize = FRAME_OVERHEAD - framing::HEADER_LEN + 4;
+/// Where the UDP checksum sits.
+const UDP_CSUM_AT: usize = ethernet::HEADER_LEN + ipv4::HEADER_LEN + udp::CHECKSUM_OFFSET;
+
+/// Complete Ethernet/IPv4/UDP/framing frames with message id 0 and correct checksums, plus the
+/// receive-CQE checksum flags a NIC would report for them.
+pub struct RequestFrames {
+    frames: Vec<Vec<u8>>,
+    types: Vec<u16>,
+    flags: Vec<(u8, u8)>,
+}
+
+impl RequestFrames {
+    /// Builds the frames from `client` (`client_mac`) to `server` (`server_mac`). Every
+    /// request must fit one frame of IP MTU `mtu`.
+    pub fn build(
+        requests: &[Request],
+        client: (MacAddr, SocketAddrV4),
+        server: (MacAddr, SocketAddrV4),
+        mtu: usize,
+    ) -> Result<RequestFrames, String> {
+        if requests.is_empty() {
+            return Err("no requests to send".to_owned());
+        }
+        let t = HeaderTemplate::new(
+            client.0,
+            server.0,
+            client.1,
+            server.1,
+            64,
+            ChecksumCaps::SOFTWARE,
+        );
+        let room = mtu.saturating_sub(FRAME_OVERHEAD - ethernet::HEADER_LEN);
+        let mut out = RequestFrames {
+            frames: Vec::with_capacity(requests.len()),
+            types: Vec::with_capacity(requests.len()),
+            flags: Vec::with_capacity(requests.len()),
+        };
+        for (i, r) in requests.iter().enumerate() {
+            if r.payload.len() > room {
+                return Err(format!(
+                    "request {i} has {} bytes, but one frame of IP MTU {mtu} carries at most \
+                     {room}: the emulated wire sends single-frame requests (raise the MTU)",
+                    r.payload.len()
+                ));
+            }
+            let mut f = vec![0u8; FRAME_OVERHEAD + r.payload.len()];
+            t.write(&mut f, framing::HEADER_LEN + r.payload.len(), i as u16);
+            framing::Repr::single(0, r.msg_type, r.payload.len() as u32)
+                .emit(&mut f[FRAME_OVERHEAD - framing::HEADER_LEN..]);
+            f[FRAME_OVERHEAD..].copy_from_slice(&r.payload);
+            let (src, dst) = (*client.1.ip(), *server.1.ip());
+            let ip_bytes = &mut f[ethernet::HEADER_LEN..];
+            ipv4::Packet::new_unchecked(&mut ip_bytes[..]).fill_checksum();
+            udp::Packet::new_unchecked(&mut ip_bytes[ipv4::HEADER_LEN..]).fill_checksum(src, dst);
+            out.flags.push(rx_offload_flags(&f));
+            out.types.push(r.msg_type);
+            out.frames.push(f);
+        }
+        Ok(out)
+    }
+
+    /// Number of distinct requests.
+    pub fn len(&self) -> usize {
+        self.frames.len()
+    }
+
+    /// Whether there are none (never, once built).
+    pub fn is_empty(&self) -> bool {
+        self.frames.is_empty()
+    }
+
+    /// Frame `i` (message id 0).
+    pub fn frame(&self, i: usize) -> &[u8] {
+        &self.frames[i]
+    }
+
+    /// The message type of request `i`.
+    pub fn msg_type(&self, i: usize) -> u16 {
+        self.types[i]
+    }
+
+    /// The receive-CQE checksum flags of frame `i`.
+    pub fn flags(&self, i: usize) -> (u8, u8) {
+        self.flags[i]
+    }
+
+    /// Writes frame `i` into `out` (exactly its length) with message id `id`, updating the
+    /// UDP checksum incrementally (RFC 1624), as a client would have sent it.
+    #[inline]
+    pub fn write(&self, i: usize, id: u32, out: &mut [u8]) {
+        out.copy_from_slice(&self.frames[i]);
+        let b = id.to_le_bytes();
+        let w0 = u16::from_be_bytes([b[0], b[1]]);
+        let w1 = u16::from_be_bytes([b[2], b[3]]);
+        out[MSG_ID_AT..MSG_ID_AT + 4].copy_from_slice(&b);
+        let old = u16::from_be_bytes([out[UDP_CSUM_AT], out[UDP_CSUM_AT + 1]]);
+        let c = cornflakes_stack::checksum::update(old, 0, w0);
+        let mut c = cornflakes_stack::checksum::update(c, 0, w1);
+        if c == 0 {
+            c = 0xffff;
+        }
+        out[UDP_CSUM_AT..UDP_CSUM_AT + 2].copy_from_slice(&c.to_be_bytes());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::Ipv4Addr;
+
+    #[test]
+    fn patched_frames_keep_valid_checksums_and_carry_the_id() {
+        let reqs: Vec<Request> = (0..5)
+            .map(|i| Request {
+                msg_type: 7,
+                payload: (0..(i * 37 + 1)).map(|b| b as u8).collect(),
+            })
+            .collect();
+        let c = (
+            MacAddr([2, 0, 0, 0, 0, 1]),
+            SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 1), 5000),
+        );
+        let s = (
+            MacAddr([2, 0, 0, 0, 0, 2]),
+            SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 2), 7000),
+        );
+        let f = RequestFrames::build(&reqs, c, s, 1500).unwrap();
+        for (i, req) in reqs.iter().enumerate() {
+            for id in [0u32, 1, 0xffff, 0x1234_5678, u32::MAX] {
+                let mut out = vec![0u8; f.frame(i).len()];
+                f.write(i, id, &mut out);
+                assert_eq!(rx_offload_flags(&out), f.flags(i), "request {i} id {id}");
+                let ip = ipv4::Packet::new_checked(&out[14..]).unwrap();
+                let u = udp::Packet::new_checked(ip.payload()).unwrap();
+                assert!(u.verify_checksum(ip.src_addr(), ip.dst_addr()));
+                let fr = framing::Packet::new_checked(u.payload()).unwrap();
+                assert_eq!(fr.msg_id(), id);
+                assert_eq!(fr.msg_type(), 7);
+                assert_eq!(&out[FRAME_OVERHEAD..], &req.payload[..]);
+            }
+        }
+        let big = [Request {
+            msg_type: 1,
+            payload: vec![0; 2000],
+        }];
+        assert!(RequestFrames::build(&big, c, s, 1500)
+            .err()
+            .unwrap()
+            .contains("single-frame"));
+    }
+}

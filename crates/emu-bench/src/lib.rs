@@ -1,0 +1,76 @@
+//! # emu-bench: the server core's throughput, with an emulated NIC on a second core
+//!
+//! The paper measures every serialization mode with one server core saturated behind a
+//! 100 Gbit/s NIC. This crate reproduces that setup on any Linux box with two cores: the server
+//! runs the real ConnectX driver ([`datapath_mlx5::Mlx5Datapath`]) on one core, and the
+//! emulated ConnectX ([`datapath_mlx5::emu::threaded::EmuDevice`]) runs on another, where it
+//! also plays the wire and the clients ([`LoadWire`]):
+//!
+//! - requests are **prepared frames** (built once from the caller's payloads), injected into
+//!   the server's receive queue at open-loop Poisson times ([`loadgen::Schedule`]): an
+//!   injection is one frame copy plus a message-id patch, never a serialization;
+//! - every reply the server sends is matched to its request by message id, its latency (from
+//!   the *scheduled* send time) goes into an HDR histogram ([`loadgen::LatencyHistogram`]),
+//!   and its headers, length, message type and id are checked; a sample (default 1 in 64, and
+//!   the first reply of every distinct request) is read whole and given to the caller's
+//!   [`ReplyCheck`];
+//! - the device thread reports how busy it was, so every result says whether the server or
+//!   the device saturated ([`EmuReport::bottleneck`]).
+//!
+//! What this measures is the **server core's** work per request with a NIC that costs it
+//! nothing but descriptor writes and completion polls. It is not a network measurement: see
+//! `datapath-mlx5/README.md` for what the model leaves out.
+//!
+//! ```no_run
+//! use std::sync::atomic::Ordering;
+//! use cornflakes::datapath::{Receive, Transmit, Completions};
+//! use cornflakes::PinnedMemory;
+//! use emu_bench::{run, EmuRunConfig, Request};
+//!
+//! let requests: Vec<Request> = (0..64u8)
+//!     .map(|i| Request { msg_type: 1, payload: vec![i; 100] })
+//!     .collect();
+//! let expected: Vec<Vec<u8>> = requests.iter().map(|r| r.payload.clone()).collect();
+//! let cfg = EmuRunConfig { rate_rps: 200_000.0, ..EmuRunConfig::default() };
+//! let (report, echoed) = run(
+//!     &cfg,
+//!     &requests,
+//!     // Called for sampled replies: request index, reply payload.
+//!     move |i: usize, reply: &[u8]| {
+//!         if reply == expected[i] { Ok(()) } else { Err(format!("request {i}: wrong echo")) }
+//!     },
+//!     // Runs on the server core until told to stop.
+//!     |port| {
+//!         let mem = PinnedMemory::new(port.memory_config()).unwrap();
+//!         let mut dp = port.datapath(mem).unwrap();
+//!         let mut rx = Vec::new();
+//!         let mut n = 0u64;
+//!         while !port.stopped() {
+//!             rx.clear();
+//!             dp.recv_burst(&mut rx).unwrap();
+//!             for m in &rx {
+//!                 if dp.send_sga(m.conn, m.msg, std::slice::from_ref(&m.data)).is_ok() {
+//!                     n += 1;
+//!                 }
+//!             }
+//!             dp.flush().unwrap();
+//!             dp.poll_completions();
+//!         }
+//!         n
+//!     },
+//! )
+//! .unwrap();
+//! println!("{:.0} req/s, p99 {:?} us, device busy {:.0} %, {}", report.run.achieved_rps,
+//!          report.run.latency.p99_us(), report.device_busy * 100.0, report.bottleneck());
+//! ```
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod frames;
+mod run;
+mod wire;
+
+pub use frames::{Request, RequestFrames};
+pub use run::{run, Bottleneck, EmuReport, EmuRunConfig, ServerPort, DEVICE_SATURATED};
+pub use wire::{LoadWire, ReplyCheck, MAX_FAILURES_KEPT};

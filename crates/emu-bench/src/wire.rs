@@ -1,0 +1,352 @@
+//! [`LoadWire`]: the clients, on the device thread. It injects prepared request frames at
+//! their scheduled times, matches every transmitted reply to its request, checks it, and
+//! records latency.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use cornflakes_stack::iface::FRAME_OVERHEAD;
+use cornflakes_stack::wire::{ethernet, framing, ipv4, udp, MacAddr};
+use datapath_mlx5::emu::threaded::{DeviceClock, RxPort, Wire};
+use datapath_mlx5::emu::TxFrame;
+use loadgen::{Counters, LatencyHistogram};
+
+use crate::frames::RequestFrames;
+
+/// Decides whether a reply payload is the correct answer to request `request` (an index into
+/// the requests given to [`crate::run`]). Runs on the device thread.
+pub trait ReplyCheck: Send + 'static {
+    /// `Ok` when `reply` (the reply message's bytes) is right; otherwise why not.
+    fn check(&mut self, request: usize, reply: &[u8]) -> Result<(), String>;
+}
+
+impl<F> ReplyCheck for F
+where
+    F: FnMut(usize, &[u8]) -> Result<(), String> + Send + 'static,
+{
+    fn check(&mut self, request: usize, reply: &[u8]) -> Result<(), String> {
+        self(request, reply)
+    }
+}
+
+/// Descriptions of failed replies kept per run (the counters count all of them).
+pub const MAX_FAILURES_KEPT: usize = 16;
+
+/// Most requests injected per device-loop iteration, so transmitted replies are still taken
+/// (and their buffers returned) while injection catches up after a stall.
+const INJECT_BURST: usize = 32;
+
+const UNSENT: u8 = 0;
+const OUTSTANDING: u8 = 1;
+const SETTLED: u8 = 2;
+
+/// Addresses of the two ends.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Ends {
+    pub client_mac: MacAddr,
+    pub client_port: u16,
+    pub server_port: u16,
+}
+
+/// The open-loop clients of one run, as a [`Wire`] of the emulated device.
+pub struct LoadWire<C: ReplyCheck> {
+    frames: RequestFrames,
+    offsets: Vec<u64>,
+    state: Vec<u8>,
+    ends: Ends,
+    warmup_ns: u64,
+    timeout_ns: u64,
+    sample_every: u64,
+    checker: C,
+    ready: Arc<AtomicBool>,
+    /// Device time of schedule offset 0 (set when the server is ready).
+    t0: Option<u64>,
+    next: usize,
+    expire: usize,
+    outstanding: usize,
+    /// The reply length of each request, learned from its first (fully verified) reply.
+    reply_len: Vec<Option<usize>>,
+    scratch: Vec<u8>,
+    pub(crate) counters: Counters,
+    pub(crate) latency: LatencyHistogram,
+    pub(crate) measured_verified: u64,
+    pub(crate) last_measured_reply_ns: u64,
+    /// Replies read whole and given to the checker.
+    pub(crate) sampled: u64,
+    /// Requests the device could not deliver (no receive buffer posted): lost.
+    pub(crate) not_delivered: u64,
+    /// Largest delay between a request's scheduled time and its injection.
+    pub(crate) max_inject_lag_ns: u64,
+    /// Device clock when the first measured request was injected and when the last was.
+    pub(crate) window_start: Option<DeviceClock>,
+    pub(crate) window_end: Option<DeviceClock>,
+    pub(crate) failures: Vec<String>,
+}
+
+impl<C: ReplyCheck> LoadWire<C> {
+    pub(crate) fn new(
+        frames: RequestFrames,
+        offsets: Vec<u64>,
+        ends: Ends,
+        cfg: &crate::EmuRunConfig,
+        checker: C,
+        ready: Arc<AtomicBool>,
+    ) -> LoadWire<C> {
+        let n = offsets.len();
+        let k = frames.len();
+        LoadWire {
+            frames,
+            offsets,
+            state: vec![UNSENT; n],
+            ends,
+            warmup_ns: cfg.warmup.as_nanos() as u64,
+            timeout_ns: u64::try_from(cfg.timeout.as_nanos()).unwrap_or(u64::MAX),
+            sample_every: cfg.sample_every.max(1),
+            checker,
+            ready,
+            t0: None,
+            next: 0,
+            expire: 0,
+            outstanding: 0,
+            reply_len: vec![None; k],
+            scratch: Vec::with_capacity(16 * 1024),
+            counters: Counters::default(),
+            latency: LatencyHistogram::new(),
+            measured_verified: 0,
+            last_measured_reply_ns: 0,
+            sampled: 0,
+            not_delivered: 0,
+            max_inject_lag_ns: 0,
+            window_start: None,
+            window_end: None,
+            failures: Vec::new(),
+        }
+    }
+
+    /// The schedule's offsets (ns from the start of the run).
+    pub(crate) fn offsets(&self) -> &[u64] {
+        &self.offsets
+    }
+
+    fn fail(&mut self, why: impl FnOnce() -> String) {
+        if self.failures.len() < MAX_FAILURES_KEPT {
+            self.failures.push(why());
+        }
+    }
+
+    /// Checks headers and framing of a reply of `len` bytes whose first bytes are `head`;
+    /// returns `(message id, message type, payload length)`.
+    fn parse_head(&self, head: &[u8], len: usize) -> Result<(u32, u16, usize), String> {
+        if head.len() < FRAME_OVERHEAD {
+            return Err(format!(
+                "reply frame of {len} bytes is shorter than its headers"
+            ));
+        }
+        let eth = ethernet::Frame::new_unchecked(head);
+        if eth.dst_addr() != self.ends.client_mac {
+            return Err(format!("reply to MAC {:?}, not the client", eth.dst_addr()));
+        }
+        if eth.ethertype() != ethernet::EtherType::Ipv4 {
+            return Err("reply is not IPv4".to_owned());
+        }
+        let ip = ipv4::Packet::new_unchecked(&head[ethernet::HEADER_LEN..]);
+        let total = ip.total_len() as usize;
+        if ip.version() != 4
+            || ip.header_len() as usize != ipv4::HEADER_LEN
+            || ip.protocol() != ipv4::PROTO_UDP
+            || ethernet::HEADER_LEN + total != len
+        {
+            return Err(format!(
+                "bad IPv4 header (total length {total} in a {len}-byte frame)"
+            ));
+        }
+        let u = udp::Packet::new_unchecked(&head[ethernet::HEADER_LEN + ipv4::HEADER_LEN..]);
+        if u.dst_port() != self.ends.client_port
+            || u.src_port() != self.ends.server_port
+            || u.len() as usize != total - ipv4::HEADER_LEN
+        {
+            return Err(format!(
+                "bad UDP header (ports {} -> {}, length {})",
+                u.src_port(),
+                u.dst_port(),
+                u.len()
+            ));
+        }
+        let f = framing::Packet::new_unchecked(&head[FRAME_OVERHEAD - framing::HEADER_LEN..]);
+        let payload = len - FRAME_OVERHEAD;
+        if f.version() != framing::VERSION
+            || f.seg_count() != 1
+            || f.seg_index() != 0
+            || f.seg_offset() != 0
+            || f.total_len() as usize != payload
+        {
+            return Err(format!(
+                "bad framing header (segment {}/{}, total {} for {payload} bytes): the emulated \
+                 wire takes single-frame replies",
+                f.seg_index(),
+                f.seg_count(),
+                f.total_len()
+            ));
+        }
+        Ok((f.msg_id(), f.msg_type(), payload))
+    }
+
+    /// Reads a whole reply, checks its checksums and gives its payload to the checker.
+    fn verify_full(&mut self, frame: &TxFrame<'_>, request: usize) -> Result<(), String> {
+        let mut buf = std::mem::take(&mut self.scratch);
+        frame.gather(&mut buf);
+        let r = (|| {
+            let ip = ipv4::Packet::new_checked(&buf[ethernet::HEADER_LEN..])
+                .map_err(|e| format!("reply IPv4: {e:?}"))?;
+            if !ip.verify_checksum() {
+                return Err("reply IPv4 checksum wrong".to_owned());
+            }
+            let u = udp::Packet::new_checked(ip.payload()).map_err(|e| format!("{e:?}"))?;
+            if !u.verify_checksum(ip.src_addr(), ip.dst_addr()) {
+                return Err("reply UDP checksum wrong".to_owned());
+            }
+            self.checker
+                .check(request, &buf[FRAME_OVERHEAD..frame.len()])
+        })();
+        self.scratch = buf;
+        self.sampled += 1;
+        r
+    }
+
+    fn inject(&mut self, clock: &DeviceClock, rx: &mut RxPort<'_>) -> bool {
+        let Some(t0) = self.t0 else { return false };
+        let now = clock.now_ns;
+        let mut did = 0;
+        while self.next < self.offsets.len() && did < INJECT_BURST {
+            let due = t0 + self.offsets[self.next];
+            if due > now {
+                break;
+            }
+            let seq = self.next;
+            let k = seq % self.frames.len();
+            let frame = self.frames.frame(k);
+            let frames = &self.frames;
+            let ok = rx.deliver_prepared(frame.len(), frames.flags(k), frame, &mut |buf| {
+                frames.write(k, seq as u32, buf)
+            });
+            if self.offsets[seq] >= self.warmup_ns && self.window_start.is_none() {
+                self.window_start = Some(*clock);
+            }
+            if ok {
+                self.state[seq] = OUTSTANDING;
+                self.outstanding += 1;
+                self.counters.sent += 1;
+            } else {
+                // Dropped at the NIC (no receive buffer): the client sent it, it is lost.
+                self.state[seq] = SETTLED;
+                self.counters.sent += 1;
+                self.counters.lost += 1;
+                self.not_delivered += 1;
+            }
+            self.max_inject_lag_ns = self.max_inject_lag_ns.max(now - due);
+            self.next += 1;
+            did += 1;
+            if self.next == self.offsets.len() {
+                self.window_end = Some(*clock);
+            }
+        }
+        did > 0
+    }
+
+    fn expire(&mut self, now: u64) {
+        let Some(t0) = self.t0 else { return };
+        while self.expire < self.next
+            && (self.state[self.expire] != OUTSTANDING
+                || t0 + self.offsets[self.expire] + self.timeout_ns < now)
+        {
+            if self.state[self.expire] == OUTSTANDING {
+                self.state[self.expire] = SETTLED;
+                self.outstanding -= 1;
+                self.counters.lost += 1;
+            }
+            self.expire += 1;
+        }
+    }
+}
+
+impl<C: ReplyCheck> Wire for LoadWire<C> {
+    fn transmit(&mut self, frame: &TxFrame<'_>, now_ns: u64) {
+        let mut head = [0u8; FRAME_OVERHEAD];
+        let got = frame.read_prefix(&mut head);
+        let (id, ty, payload_len) = match self.parse_head(&head[..got], frame.len()) {
+            Ok(x) => x,
+            Err(e) => {
+                self.counters.malformed += 1;
+                self.fail(|| e);
+                return;
+            }
+        };
+        let seq = id as usize;
+        let Some(t0) = self.t0 else {
+            self.counters.unexpected += 1;
+            return;
+        };
+        if seq >= self.next || self.state[seq] != OUTSTANDING {
+            self.counters.unexpected += 1;
+            return;
+        }
+        self.state[seq] = SETTLED;
+        self.outstanding -= 1;
+        let lat = now_ns.saturating_sub(t0 + self.offsets[seq]);
+        if lat > self.timeout_ns {
+            self.counters.lost += 1;
+            return;
+        }
+        let k = seq % self.frames.len();
+        let verdict = if ty != self.frames.msg_type(k) {
+            Err(format!(
+                "reply to request {k} (id {id}) has message type {ty}, expected {}",
+                self.frames.msg_type(k)
+            ))
+        } else {
+            match self.reply_len[k] {
+                Some(l) if l != payload_len => Err(format!(
+                    "reply to request {k} (id {id}) has {payload_len} bytes, earlier ones {l}"
+                )),
+                Some(_) if !(seq as u64).is_multiple_of(self.sample_every) => Ok(()),
+                // Sampled, or the first reply to this request: read it whole.
+                known => self.verify_full(frame, k).map(|()| {
+                    if known.is_none() {
+                        self.reply_len[k] = Some(payload_len);
+                    }
+                }),
+            }
+        };
+        match verdict {
+            Ok(()) => {
+                self.counters.verified += 1;
+                if self.offsets[seq] >= self.warmup_ns {
+                    self.measured_verified += 1;
+                    self.last_measured_reply_ns = self.last_measured_reply_ns.max(now_ns - t0);
+                    self.latency.record(Duration::from_nanos(lat));
+                }
+            }
+            Err(e) => {
+                self.counters.mismatched += 1;
+                self.fail(|| e);
+            }
+        }
+    }
+
+    fn poll(&mut self, clock: &DeviceClock, rx: &mut RxPort<'_>) -> bool {
+        if self.t0.is_none() {
+            if !self.ready.load(Ordering::Acquire) {
+                return false;
+            }
+            self.t0 = Some(clock.now_ns);
+        }
+        let did = self.inject(clock, rx);
+        self.expire(clock.now_ns);
+        did
+    }
+
+    fn finished(&self) -> bool {
+        self.t0.is_some() && self.next == self.offsets.len() && self.outstanding == 0
+    }
+}

@@ -1,0 +1,181 @@
+//! End-to-end runs: an echo server on the driver side of the threaded emulated ConnectX, the
+//! clients on the device thread. No test asserts a speed.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// One run at a time: each spins two threads, and the machine running the tests may have two
+/// cores.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+use cornflakes::datapath::{Completions, Receive, Transmit};
+use cornflakes::PinnedMemory;
+use emu_bench::{run, Bottleneck, EmuRunConfig, Request, ServerPort};
+
+fn requests(n: usize) -> Vec<Request> {
+    (0..n)
+        .map(|i| Request {
+            msg_type: 3,
+            payload: (0..(64 + i * 97)).map(|b| (b * 31 + i) as u8).collect(),
+        })
+        .collect()
+}
+
+/// Echoes every message (zero-copy, the received buffer goes back); `corrupt_every`-th replies
+/// get one byte changed (copied first). Returns (echoed, live items after the datapath is gone).
+fn echo_server(port: ServerPort, corrupt_every: u64) -> (u64, usize) {
+    let mem = PinnedMemory::new(port.memory_config()).expect("memory");
+    let mut dp = port.datapath(mem.clone()).expect("datapath");
+    let mut rx = Vec::new();
+    let mut n = 0u64;
+    while !port.stopped() {
+        rx.clear();
+        dp.recv_burst(&mut rx).expect("recv");
+        for m in &rx {
+            n += 1;
+            let r = if corrupt_every > 0 && n.is_multiple_of(corrupt_every) {
+                let mut v = m.data.to_vec();
+                v[0] ^= 0x55;
+                dp.send_copy(m.conn, m.msg, &v)
+            } else {
+                dp.send_sga(m.conn, m.msg, std::slice::from_ref(&m.data))
+            };
+            r.expect("send");
+        }
+        dp.flush().expect("flush");
+        dp.poll_completions();
+    }
+    drop(rx);
+    drop(dp);
+    (n, mem.stats().live_items)
+}
+
+fn cfg(rate: f64) -> EmuRunConfig {
+    EmuRunConfig {
+        rate_rps: rate,
+        duration: Duration::from_millis(150),
+        warmup: Duration::from_millis(20),
+        // Generous: the test machine is shared and the threads are not pinned.
+        timeout: Duration::from_millis(500),
+        sample_every: 1,
+        pin: false,
+        ..EmuRunConfig::default()
+    }
+}
+
+#[test]
+fn every_reply_is_matched_verified_and_every_buffer_returns() {
+    let _g = serial();
+    let reqs = requests(16);
+    let expected: Vec<Vec<u8>> = reqs.iter().map(|r| r.payload.clone()).collect();
+    let (report, (echoed, live)) = run(
+        &cfg(20_000.0),
+        &reqs,
+        move |i: usize, reply: &[u8]| {
+            if reply == expected[i] {
+                Ok(())
+            } else {
+                Err(format!("request {i}: reply differs"))
+            }
+        },
+        |port| echo_server(port, 0),
+    )
+    .expect("run");
+    let c = report.run.counters;
+    assert!(c.sent > 1000, "{c}");
+    // A request the device dropped for want of a posted receive buffer (an unpinned server
+    // on a busy machine can fall that far behind) never reaches the server; every other one
+    // must come back right.
+    let delivered = c.sent - report.not_delivered;
+    assert_eq!(c.verified, delivered, "{c} {:?}", report.failures);
+    assert_eq!(c.mismatched + c.unexpected + c.malformed, 0, "{c}");
+    assert_eq!(c.lost, report.not_delivered, "{c}");
+    assert!(delivered > c.sent / 2, "{c}");
+    assert_eq!(
+        report.sampled, delivered,
+        "sample_every 1 reads every reply"
+    );
+    assert_eq!(echoed, delivered);
+    assert_eq!(live, 0, "every pinned buffer back in its pool");
+    assert!(!report.run.latency.is_empty());
+    assert!(report.failures.is_empty());
+}
+
+#[test]
+fn wrong_replies_are_counted_and_described() {
+    let _g = serial();
+    let reqs = requests(4);
+    let expected: Vec<Vec<u8>> = reqs.iter().map(|r| r.payload.clone()).collect();
+    let (report, (echoed, _)) = run(
+        &cfg(10_000.0),
+        &reqs,
+        move |i: usize, reply: &[u8]| {
+            if reply == expected[i] {
+                Ok(())
+            } else {
+                Err(format!("request {i}: reply differs"))
+            }
+        },
+        |port| echo_server(port, 10),
+    )
+    .expect("run");
+    let c = report.run.counters;
+    assert_eq!(c.mismatched, echoed / 10, "{c}");
+    assert_eq!(c.verified + c.mismatched, echoed, "{c}");
+    assert_eq!(c.lost, report.not_delivered, "{c}");
+    assert!(report.failures[0].contains("reply differs"));
+}
+
+#[test]
+fn the_device_reports_its_own_saturation() {
+    let _g = serial();
+    // 50 µs per gather entry: the device cannot pass more than 20 000 frames per second, so at
+    // 40 000 req/s offered it is the bottleneck, whatever the server does.
+    let mut c = cfg(40_000.0);
+    c.delay_per_segment = Duration::from_micros(50);
+    c.sample_every = 64;
+    let reqs = requests(2);
+    let (report, _) = run(
+        &c,
+        &reqs,
+        |_: usize, _: &[u8]| Ok(()),
+        |p| echo_server(p, 0),
+    )
+    .expect("run");
+    assert!(
+        report.device_busy >= emu_bench::DEVICE_SATURATED,
+        "device busy {:.2}",
+        report.device_busy
+    );
+    assert_eq!(report.bottleneck(), Bottleneck::Device);
+    // And without the delay, at a load far below what either side can do, nothing saturates.
+    let (report, _) = run(
+        &cfg(5_000.0),
+        &reqs,
+        |_: usize, _: &[u8]| Ok(()),
+        |p| echo_server(p, 0),
+    )
+    .expect("run");
+    assert!(
+        report.device_busy < emu_bench::DEVICE_SATURATED,
+        "{}",
+        report.device_busy
+    );
+}
+
+#[test]
+fn requests_larger_than_a_frame_are_refused_clearly() {
+    let mut c = cfg(1000.0);
+    c.mtu = 1500;
+    let big = vec![Request {
+        msg_type: 1,
+        payload: vec![0; 3000],
+    }];
+    let err =
+        run(&c, &big, |_: usize, _: &[u8]| Ok(()), |p| echo_server(p, 0)).expect_err("refused");
+    assert!(err.contains("single-frame"), "{err}");
+}

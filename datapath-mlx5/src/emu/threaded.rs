@@ -1,0 +1,503 @@
+//! The emulated ConnectX on its own thread, running concurrently with the driver as the
+//! hardware does, and playing the wire (and whatever sits behind it: clients, a peer) there too.
+//!
+//! The driver side is the unchanged hot path ([`crate::queue`], [`crate::Mlx5Datapath`]) over
+//! [`ThreadedQueues`]. The device thread loops:
+//! 1. it acquires the SQ doorbell record and consumes every WQE below it: validates the
+//!    segments (lkeys, ranges, MTU), hands the frame to the [`Wire`] (which reads as much of it
+//!    as it needs), then writes the send CQE (release on `op_own`) if the WQE asked for one;
+//! 2. it lets the wire inject frames ([`RxPort`]): each takes the next posted receive WQE
+//!    (below the acquired RQ doorbell record), is written into its buffer, and gets a receive
+//!    CQE;
+//! 3. it answers the rare control requests of the driver (QP reset, ready, detach) through an
+//!    atomic request word.
+//!
+//! Nothing on the hot path takes a lock: the shared queue memory is handed over by the
+//! release/acquire words described in [`crate::mmio`], and the memory-region table is
+//! append-only with an atomic count.
+//!
+//! The thread measures how busy it is: an iteration of its loop that did any work counts as
+//! busy time. A wire reads that time ([`DeviceClock`]) to tell whether the device, not the
+//! driver, was the bottleneck.
+
+use std::io;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use cornflakes::PinnedMemory;
+
+use super::device::{Device, Shared, DB_QP, DB_RCQ, DB_SCQ};
+use super::{register_with, EmuConfig, EmuStats, TxFrame};
+use crate::prm::*;
+use crate::queue::{QueueMemory, Ring};
+use crate::FlowRule;
+
+/// The device thread's time: nanoseconds since it started, and how many of them it was busy.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DeviceClock {
+    /// Now, in nanoseconds since the device thread started.
+    pub now_ns: u64,
+    /// Nanoseconds of loop iterations that did work (sending, receiving, the wire's work)
+    /// since the device thread started.
+    pub busy_ns: u64,
+}
+
+/// What is on the other side of the port, running on the device thread: it receives every
+/// frame the device sends and injects frames into the device's receive queue.
+pub trait Wire: Send + 'static {
+    /// A frame the device sent (at `now_ns`, device time). Read what is needed now: the
+    /// frame's buffers go back to the driver when this returns.
+    fn transmit(&mut self, frame: &TxFrame<'_>, now_ns: u64);
+
+    /// Called once per device loop iteration: inject whatever is due through `rx`. Returns
+    /// whether it did any work (for the busy time).
+    fn poll(&mut self, clock: &DeviceClock, rx: &mut RxPort<'_>) -> bool;
+
+    /// Whether the wire has nothing left to do (then [`EmuDevice::wire_finished`] says so).
+    fn finished(&self) -> bool;
+}
+
+/// The device's receive side, lent to [`Wire::poll`].
+pub struct RxPort<'a> {
+    dev: &'a mut Device,
+    sh: &'a Shared,
+}
+
+impl RxPort<'_> {
+    /// Delivers a frame as if it came off the wire: steered by the flow rules, written into the
+    /// next posted receive buffer, completed with checksum verdicts computed from it. Returns
+    /// whether a receive WQE took it (drops are counted in [`EmuStats`]).
+    pub fn deliver(&mut self, frame: &[u8]) -> bool {
+        self.dev.deliver(self.sh, frame)
+    }
+
+    /// Delivers a frame of `len` bytes written by `write` straight into the receive buffer
+    /// (which holds exactly `len` bytes), with precomputed CQE checksum flags
+    /// ([`super::rx_offload_flags`] of the frame). `steer` is the frame as the flow rules see
+    /// it (a template with the same headers and length will do). This is the cheap path for a
+    /// load generator: one copy into the buffer, no checksum computation.
+    pub fn deliver_prepared(
+        &mut self,
+        len: usize,
+        flags: (u8, u8),
+        steer: &[u8],
+        write: &mut dyn FnMut(&mut [u8]),
+    ) -> bool {
+        self.dev
+            .deliver_with(self.sh, len, Some(flags), steer, write)
+    }
+
+    /// The device's counters so far.
+    pub fn stats(&self) -> EmuStats {
+        self.dev.stats
+    }
+}
+
+/// How the device thread runs.
+#[derive(Clone, Debug, Default)]
+pub struct DeviceOptions {
+    /// Time the device spends per data segment (gather entry) it reads: a model of a slower
+    /// gather engine. Zero (the default) models a device that costs nothing per descriptor.
+    pub delay_per_segment: Duration,
+    /// Pin the device thread to this CPU.
+    pub core: Option<usize>,
+    /// Yield the CPU when a loop iteration found nothing to do (for unpinned runs sharing
+    /// cores, e.g. tests); a pinned device spins, as hardware polls.
+    pub yield_when_idle: bool,
+}
+
+const REQ_NONE: u32 = 0;
+const REQ_RESET: u32 = 1;
+const REQ_READY: u32 = 2;
+const REQ_DETACH: u32 = 3;
+
+/// The control channel between the driver side and the device thread (not on the hot path).
+struct Control {
+    /// A request from the driver; the device answers by storing `result` and resetting this
+    /// to `REQ_NONE` (release).
+    req: AtomicU32,
+    /// 0: done; 1: refused (send WQEs pending); 2: refused (stale doorbell records).
+    result: AtomicU32,
+    /// The device thread runs.
+    alive: AtomicBool,
+    /// The owner asks the device thread to end.
+    stop: AtomicBool,
+    /// The wire said it is finished.
+    wire_done: AtomicBool,
+    /// Doorbell words written to the stand-in BlueFlame register.
+    bf_word: AtomicU64,
+}
+
+/// What the device thread did, returned when it ends.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DeviceReport {
+    /// The device's counters.
+    pub stats: EmuStats,
+    /// The device clock when it ended (busy and total time).
+    pub clock: DeviceClock,
+}
+
+/// An emulated ConnectX running on its own thread, with `W` on its wire.
+pub struct EmuDevice<W: Wire> {
+    sh: Arc<Shared>,
+    ctl: Arc<Control>,
+    join: Option<JoinHandle<(W, DeviceReport)>>,
+}
+
+impl<W: Wire> EmuDevice<W> {
+    /// Starts the device thread with queue geometry `cfg`, receive steering `flows` and `wire`
+    /// attached. The driver side is [`port`](Self::port).
+    pub fn spawn(
+        cfg: EmuConfig,
+        flows: Vec<FlowRule>,
+        opts: DeviceOptions,
+        wire: W,
+    ) -> io::Result<EmuDevice<W>> {
+        let sh = Arc::new(Shared::new(cfg)?);
+        let ctl = Arc::new(Control {
+            req: AtomicU32::new(REQ_NONE),
+            result: AtomicU32::new(0),
+            alive: AtomicBool::new(true),
+            stop: AtomicBool::new(false),
+            wire_done: AtomicBool::new(false),
+            bf_word: AtomicU64::new(0),
+        });
+        let (sh2, ctl2) = (sh.clone(), ctl.clone());
+        let (tx, rx) = std::sync::mpsc::channel();
+        let join = std::thread::Builder::new()
+            .name("emu-nic".to_owned())
+            .spawn(move || {
+                let pinned = match opts.core {
+                    Some(c) => pin_current_thread(c),
+                    None => Ok(()),
+                };
+                let ok = pinned.is_ok();
+                let _ = tx.send(pinned);
+                let mut dev = Device::new();
+                dev.flows = flows;
+                dev.delay_per_segment = opts.delay_per_segment;
+                let mut wire = wire;
+                let clock = if ok {
+                    device_loop(&sh2, &ctl2, &mut dev, &mut wire, opts.yield_when_idle)
+                } else {
+                    DeviceClock::default()
+                };
+                ctl2.alive.store(false, Ordering::Release);
+                (
+                    wire,
+                    DeviceReport {
+                        stats: dev.stats,
+                        clock,
+                    },
+                )
+            })?;
+        let pinned = rx
+            .recv()
+            .unwrap_or_else(|_| Err(io::Error::other("the device thread exited at start")));
+        let mut d = EmuDevice {
+            sh,
+            ctl,
+            join: Some(join),
+        };
+        if let Err(e) = pinned {
+            let _ = d.finish();
+            return Err(e);
+        }
+        Ok(d)
+    }
+
+    /// The driver's side of the device (queue memory and registration), for the thread that
+    /// runs the driver.
+    pub fn port(&self) -> EmuPort {
+        EmuPort {
+            sh: self.sh.clone(),
+            ctl: self.ctl.clone(),
+        }
+    }
+
+    /// Whether the wire reported it is finished.
+    pub fn wire_finished(&self) -> bool {
+        self.ctl.wire_done.load(Ordering::Acquire)
+    }
+
+    /// Whether the device thread is still running.
+    pub fn is_running(&self) -> bool {
+        self.ctl.alive.load(Ordering::Acquire)
+    }
+
+    fn finish(&mut self) -> io::Result<(W, DeviceReport)> {
+        self.ctl.stop.store(true, Ordering::Release);
+        match self.join.take() {
+            Some(j) => j
+                .join()
+                .map_err(|_| io::Error::other("the emulated device thread panicked")),
+            None => Err(io::Error::other("the device thread was already stopped")),
+        }
+    }
+
+    /// Stops the device thread and returns the wire and what the device did. The driver should
+    /// be gone first (or idle): a stopped device processes nothing.
+    pub fn stop(mut self) -> io::Result<(W, DeviceReport)> {
+        self.finish()
+    }
+}
+
+impl<W: Wire> Drop for EmuDevice<W> {
+    fn drop(&mut self) {
+        if self.join.is_some() {
+            let _ = self.finish();
+        }
+    }
+}
+
+fn device_loop<W: Wire>(
+    sh: &Shared,
+    ctl: &Control,
+    dev: &mut Device,
+    wire: &mut W,
+    yield_when_idle: bool,
+) -> DeviceClock {
+    let t0 = Instant::now();
+    let mut clock = DeviceClock::default();
+    let mut prev_busy = false;
+    let mut done = false;
+    loop {
+        let now = t0.elapsed().as_nanos() as u64;
+        if prev_busy {
+            clock.busy_ns += now - clock.now_ns;
+        }
+        clock.now_ns = now;
+        let mut work = false;
+        let req = ctl.req.load(Ordering::Acquire);
+        if req != REQ_NONE {
+            let result = match req {
+                REQ_RESET => dev.qp_reset().map_or(1, |_| 0),
+                REQ_READY => dev.qp_ready(sh).map_or(2, |_| 0),
+                _ => {
+                    // Detach: the driver is going away with its memory; never touch the queues
+                    // or its buffers again.
+                    dev.in_reset = true;
+                    0
+                }
+            };
+            ctl.result.store(result, Ordering::Relaxed);
+            ctl.req.store(REQ_NONE, Ordering::Release);
+            work = true;
+        }
+        if ctl.stop.load(Ordering::Acquire) {
+            return clock;
+        }
+        if dev.poll_doorbell_record(sh) || dev.sq_ci != dev.sq_db_pi {
+            dev.run_sq(sh, &mut |f| wire.transmit(f, now));
+            work = true;
+        }
+        if dev.error && !dev.in_reset {
+            dev.flush_rq(sh);
+        }
+        work |= wire.poll(&clock, &mut RxPort { dev, sh });
+        if !done && wire.finished() {
+            done = true;
+            ctl.wire_done.store(true, Ordering::Release);
+        }
+        prev_busy = work;
+        if !work {
+            if yield_when_idle {
+                std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+    }
+}
+
+/// The driver's side of an [`EmuDevice`]: register memory, get the queue memory.
+#[derive(Clone)]
+pub struct EmuPort {
+    sh: Arc<Shared>,
+    ctl: Arc<Control>,
+}
+
+impl EmuPort {
+    /// Registers every region of `mem` (now and later) as a memory region of the device.
+    /// `mem` must outlive the queues' use of its buffers, which it does when it is the memory
+    /// of the datapath built on [`queues`](Self::queues) (dropping the datapath detaches the
+    /// device first).
+    pub fn register(&self, mem: &PinnedMemory) -> io::Result<()> {
+        register_with(&self.sh, mem)
+    }
+
+    /// The queue memory for one driver. Dropping it detaches the device: it stops touching the
+    /// queues and every buffer posted in them.
+    pub fn queues(&self) -> ThreadedQueues {
+        ThreadedQueues {
+            sh: self.sh.clone(),
+            ctl: self.ctl.clone(),
+        }
+    }
+
+    /// The port MTU.
+    pub fn mtu(&self) -> usize {
+        self.sh.cfg.mtu
+    }
+}
+
+/// Queue memory shared with a device thread ([`QueueMemory`] for the driver).
+pub struct ThreadedQueues {
+    sh: Arc<Shared>,
+    ctl: Arc<Control>,
+}
+
+/// How long the driver waits for the device thread to answer a control request.
+const CONTROL_TIMEOUT: Duration = Duration::from_secs(10);
+
+impl ThreadedQueues {
+    fn request(&self, req: u32) -> io::Result<u32> {
+        if !self.ctl.alive.load(Ordering::Acquire) {
+            return Err(io::Error::other(
+                "the emulated device thread is not running",
+            ));
+        }
+        self.ctl.req.store(req, Ordering::Release);
+        let deadline = Instant::now() + CONTROL_TIMEOUT;
+        while self.ctl.req.load(Ordering::Acquire) != REQ_NONE {
+            if !self.ctl.alive.load(Ordering::Acquire) {
+                return Err(io::Error::other("the emulated device thread ended"));
+            }
+            if Instant::now() > deadline {
+                return Err(io::Error::other(
+                    "the emulated device thread did not answer a control request in 10 s",
+                ));
+            }
+            std::thread::yield_now();
+        }
+        Ok(self.ctl.result.load(Ordering::Relaxed))
+    }
+
+    /// Doorbell words rung so far (the last one).
+    pub fn last_doorbell(&self) -> u64 {
+        self.ctl.bf_word.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for ThreadedQueues {
+    fn drop(&mut self) {
+        // A device thread that already ended touches nothing.
+        let _ = self.request(REQ_DETACH);
+    }
+}
+
+// SAFETY: every pointer handed out points into a `DmaArea` of the `Shared` this value keeps
+// alive (Arc); the areas are sized from the same config the rings report and aligned to 4096.
+// The device thread accesses them only through `mmio` under the queue protocol (see `Shared`'s
+// Send/Sync argument), and once `qp_reset` returns (or the value is dropped) it touches neither
+// the queues nor any posted buffer until `qp_ready`.
+unsafe impl QueueMemory for ThreadedQueues {
+    fn sq(&self) -> Ring {
+        self.sh.sq_ring()
+    }
+
+    fn rq(&self) -> Ring {
+        self.sh.rq_ring()
+    }
+
+    fn send_cq(&self) -> Ring {
+        self.sh.send_cq_ring()
+    }
+
+    fn recv_cq(&self) -> Ring {
+        self.sh.recv_cq_ring()
+    }
+
+    fn sq_dbrec(&self) -> NonNull<u32> {
+        self.sh.dbrec_ptr(DB_QP, MLX5_SND_DBR)
+    }
+
+    fn rq_dbrec(&self) -> NonNull<u32> {
+        self.sh.dbrec_ptr(DB_QP, MLX5_RCV_DBR)
+    }
+
+    fn send_cq_dbrec(&self) -> NonNull<u32> {
+        self.sh.dbrec_ptr(DB_SCQ, 0)
+    }
+
+    fn recv_cq_dbrec(&self) -> NonNull<u32> {
+        self.sh.dbrec_ptr(DB_RCQ, 0)
+    }
+
+    fn qpn(&self) -> u32 {
+        self.sh.cfg.qpn
+    }
+
+    /// The device thread polls the doorbell record (written just before this), so the word
+    /// is only kept for inspection.
+    fn ring_doorbell(&mut self, word: u64) {
+        self.ctl.bf_word.store(word, Ordering::Relaxed);
+    }
+
+    fn qp_reset(&mut self) -> io::Result<()> {
+        match self.request(REQ_RESET)? {
+            0 => Ok(()),
+            _ => Err(io::Error::other("send queue still has WQEs in the device")),
+        }
+    }
+
+    fn qp_ready(&mut self) -> io::Result<()> {
+        match self.request(REQ_READY)? {
+            0 => Ok(()),
+            _ => Err(io::Error::other("doorbell records not cleared before RTS")),
+        }
+    }
+}
+
+/// The CPUs this process may run on (its affinity mask), ascending.
+pub fn allowed_cores() -> io::Result<Vec<usize>> {
+    // SAFETY: `cpu_set_t` is plain data; all-zero is a valid (empty) set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: pid 0 is this thread; `set` is a valid, writable cpu_set_t of the size passed.
+    let r = unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((0..libc::CPU_SETSIZE as usize)
+        // SAFETY: `c` < CPU_SETSIZE, inside the set.
+        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+        .collect())
+}
+
+/// Pins the calling thread to CPU `core`.
+pub fn pin_current_thread(core: usize) -> io::Result<()> {
+    if core >= libc::CPU_SETSIZE as usize {
+        return Err(io::Error::other(format!("CPU {core} out of range")));
+    }
+    // SAFETY: as in `allowed_cores`.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `core` < CPU_SETSIZE (checked above).
+    unsafe { libc::CPU_SET(core, &mut set) };
+    // SAFETY: pid 0 is this thread; `set` is a valid cpu_set_t of the size passed.
+    let r = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+    if r != 0 {
+        let e = io::Error::last_os_error();
+        return Err(io::Error::other(format!(
+            "pinning a thread to CPU {core}: {e}"
+        )));
+    }
+    Ok(())
+}
+
+/// Two distinct CPUs for a driver (server) thread and a device thread: the first two this
+/// process may use. A clear error when there are fewer: on one core the two threads would
+/// take turns, and the benchmark would measure the scheduler instead of the server.
+pub fn two_cores() -> io::Result<(usize, usize)> {
+    let cores = allowed_cores()?;
+    match cores.as_slice() {
+        [a, b, ..] => Ok((*a, *b)),
+        _ => Err(io::Error::other(format!(
+            "the emulated NIC needs 2 CPUs (one for the server, one for the device), but this \
+             process may only run on {:?}; run on a machine (or cgroup/taskset) with at least 2",
+            cores
+        ))),
+    }
+}

@@ -1,0 +1,50 @@
+//! Target 4a: the `.proto` front end (protobuf-parse, then our resolution and validation) and
+//! the code generator on arbitrary text. A schema that loads must generate code (or be refused
+//! as unsupported); anything else is an error that says what and where, never a panic and
+//! never an "internal error".
+#![no_main]
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+use cornflakes_codegen::{Config, ErrorKind, Schema};
+use libfuzzer_sys::fuzz_target;
+
+fn dir() -> &'static PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let d = std::env::temp_dir().join(format!("cornflakes-fuzz-proto-{}", std::process::id()));
+        std::fs::create_dir_all(&d).expect("temporary directory");
+        d
+    })
+}
+
+fuzz_target!(|data: &[u8]| {
+    let file = dir().join("fuzz.proto");
+    std::fs::write(&file, data).expect("write the input");
+    match Schema::load(&[&file], &[dir()]) {
+        Ok(schema) => match Config::new().rerun_if_changed(false).generate(&schema) {
+            Ok(files) => {
+                for (_, text) in files {
+                    assert!(text.starts_with("// @generated"));
+                }
+            }
+            Err(e) => assert_eq!(
+                e.kind(),
+                ErrorKind::Unsupported,
+                "a loaded schema fails to generate: {e}"
+            ),
+        },
+        Err(e) => {
+            let text = e.to_string();
+            assert_ne!(e.kind(), ErrorKind::Internal, "{text}");
+            assert!(!text.is_empty());
+            if e.kind() == ErrorKind::Parse && std::str::from_utf8(data).is_ok() {
+                assert!(
+                    text.contains("fuzz.proto"),
+                    "a parse error does not say where: {text}"
+                );
+            }
+        }
+    }
+});
