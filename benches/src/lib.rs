@@ -335,8 +335,12 @@ pub fn received(lib: &mut dyn Lib, store: &Store, temp: Temp) -> Vec<RcBuf> {
     let n = match temp {
         Temp::Hot => store.msgs.len(),
         Temp::Cold => {
-            let one = lib.encode(store, store.msg(0), &mut scratch).max(64);
-            (COLD_BYTES / one).clamp(store.msgs.len(), 1 << 19)
+            // Enough messages of the average encoded length to fill COLD_BYTES.
+            let sample = store.msgs.len().min(64);
+            let bytes: usize = (0..sample)
+                .map(|i| lib.encode(store, store.msg(i), &mut scratch).max(64))
+                .sum();
+            (COLD_BYTES * sample / bytes.max(1)).clamp(store.msgs.len().min(4096), 1 << 19)
         }
     };
     (0..n)
