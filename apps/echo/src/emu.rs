@@ -197,7 +197,7 @@ pub fn run_bench_emu(cfg: &BenchConfig) -> Result<BenchOutcome, String> {
     if loads.is_empty() {
         return Err("no offered load to run".to_owned());
     }
-    let runnable = cfg.modes.clone();
+    let runnable = &cfg.modes;
     eprintln!(
         "[bench] {} modes x up to {} loads, shape {}, {:?} per point (+{:?} warm-up), MTU {}: \
          the SERVER CORE's throughput with an emulated ConnectX (server on CPU {server_core}, \
@@ -209,7 +209,7 @@ pub fn run_bench_emu(cfg: &BenchConfig) -> Result<BenchOutcome, String> {
         cfg.warmup,
         cfg.mtu
     );
-    for &mode in &runnable {
+    for &mode in runnable {
         let requests = request_payloads(mode, cfg.shape, DISTINCT_REQUESTS, cfg.mtu)?;
         let sweep_cfg = SweepConfig {
             mode: mode.name().to_owned(),

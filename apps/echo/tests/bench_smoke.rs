@@ -1,5 +1,5 @@
-//! `echo bench` end to end with tiny durations: it runs every available mode, says which it
-//! skipped, and writes JSON records with the fields the results need, a plot and a table.
+//! `echo bench` end to end with tiny durations: it runs every mode (the library ones
+//! included) and writes JSON records with the fields the results need, a plot and a table.
 
 use std::path::PathBuf;
 use std::process::Command;

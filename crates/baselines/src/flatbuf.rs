@@ -199,6 +199,14 @@ impl Codec for FlatbuffersCodec {
         input: &[u8],
         visit: &mut dyn FnMut(&[u8]),
     ) -> Result<u32, CodecError> {
+        if let Shape::Tree(_) = shape {
+            // One walk both checks the structure and visits the leaves.
+            let depth = tree_depth(shape)?;
+            let tree = flatbuffers::root_with_opts::<Tree<'_>>(&self.opts, input)?;
+            let node = tree.root().ok_or(ShapeError::MissingField("Tree.root"))?;
+            visit_node(node, 0, depth, &mut |v| visit(v))?;
+            return Ok(tree.id());
+        }
         match self.open(shape, input)? {
             Root::Single(s) => {
                 visit(s.val().map_or(&[][..], |v| v.bytes()));

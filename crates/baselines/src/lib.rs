@@ -27,8 +27,7 @@ pub use capnproto::CapnpCodec;
 pub use flatbuf::FlatbuffersCodec;
 pub use protobuf::ProstCodec;
 pub use shape::{
-    memcpy_baseline, Codec, CodecError, EchoMsg, Library, ParseError, Shape, ShapeError,
-    MAX_TREE_DEPTH,
+    Codec, CodecError, EchoMsg, Library, ParseError, Shape, ShapeError, MAX_TREE_DEPTH,
 };
 
 /// Code generated from `schemas/` by `cargo run -p baselines --example regen`

@@ -150,21 +150,28 @@ impl Codec for ProstCodec {
         input: &[u8],
         visit: &mut dyn FnMut(&[u8]),
     ) -> Result<u32, CodecError> {
+        if let Shape::Tree(_) = shape {
+            // One walk both checks the structure and visits the leaves.
+            let depth = tree_depth(shape)?;
+            self.tree.clear();
+            self.tree.merge(input)?;
+            let root = self
+                .tree
+                .root
+                .as_ref()
+                .ok_or(ShapeError::MissingField("Tree.root"))?;
+            visit_node(root, 0, depth, visit)?;
+            return Ok(self.tree.id);
+        }
         self.load(shape, input)?;
         match shape {
-            Shape::Single => {
-                visit(&self.single.val);
-                Ok(self.single.id)
-            }
             Shape::List => {
                 self.list.vals.iter().for_each(|v| visit(v));
                 Ok(self.list.id)
             }
-            Shape::Tree(depth) => {
-                if let Some(root) = &self.tree.root {
-                    visit_node(root, 0, depth, visit)?;
-                }
-                Ok(self.tree.id)
+            _ => {
+                visit(&self.single.val);
+                Ok(self.single.id)
             }
         }
     }

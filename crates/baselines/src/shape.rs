@@ -333,25 +333,6 @@ impl FromStr for Library {
     }
 }
 
-/// Lower bound for the benchmarks, not a format: copies the 4-byte id and
-/// the values back to back into `out`, once, and returns the length.
-pub fn memcpy_baseline(id: u32, vals: &[&[u8]], out: &mut [u8]) -> Result<usize, CodecError> {
-    let needed = 4 + vals.iter().map(|v| v.len()).sum::<usize>();
-    if needed > out.len() {
-        return Err(CodecError::BufferTooSmall {
-            needed,
-            available: out.len(),
-        });
-    }
-    out[..4].copy_from_slice(&id.to_le_bytes());
-    let mut at = 4;
-    for v in vals {
-        out[at..at + v.len()].copy_from_slice(v);
-        at += v.len();
-    }
-    Ok(at)
-}
-
 /// Checks `msg` before encoding and fails early if `out` is obviously too
 /// small (smaller than the raw values).
 pub(crate) fn precheck(msg: &EchoMsg<'_>, out: &[u8]) -> Result<(), CodecError> {
@@ -411,19 +392,5 @@ mod tests {
         assert_eq!("prost".parse::<Library>().unwrap(), Library::Protobuf);
         let e = "json".parse::<Library>().unwrap_err();
         assert!(e.to_string().contains("json"));
-    }
-
-    #[test]
-    fn memcpy_baseline_copies_and_checks_room() {
-        let mut out = [0u8; 16];
-        let n = memcpy_baseline(0x0102_0304, &[b"ab", b"cde"], &mut out).unwrap();
-        assert_eq!(&out[..n], b"\x04\x03\x02\x01abcde");
-        assert!(matches!(
-            memcpy_baseline(1, &[&[0u8; 13]], &mut out),
-            Err(CodecError::BufferTooSmall {
-                needed: 17,
-                available: 16
-            })
-        ));
     }
 }

@@ -43,6 +43,7 @@ impl<'a> Decoder<'a> {
 
     /// Decodes from a received packet; values at least `arena.threshold()` long become
     /// references to `pkt`, shorter ones borrow it.
+    #[inline]
     pub fn from_rcbuf(pkt: &'a RcBuf, arena: &Arena) -> Decoder<'a> {
         Decoder {
             buf: pkt.as_slice(),
@@ -112,11 +113,13 @@ impl<'a> Decoder<'a> {
     }
 
     /// Opens the top-level object's header.
+    #[inline]
     pub fn root(&self) -> Result<HeaderReader<'_, 'a>, DecodeError> {
         self.header(0, 0)
     }
 
     /// Opens the object header at `offset`, `depth` levels below the top.
+    #[inline]
     pub fn header(&self, offset: usize, depth: u32) -> Result<HeaderReader<'_, 'a>, DecodeError> {
         if depth > MAX_DEPTH {
             return Err(DecodeError::new(
@@ -185,13 +188,10 @@ impl<'d, 'a> HeaderReader<'d, 'a> {
             return false;
         }
         let at = self.start + 4 + i as usize * 4;
-        let w = u32::from_le_bytes([
-            self.dec.buf[at],
-            self.dec.buf[at + 1],
-            self.dec.buf[at + 2],
-            self.dec.buf[at + 3],
-        ]);
-        w & (1 << ((n - 1) % 32)) != 0
+        // One bounds check for the word (opening the header checked the bitmap is there).
+        let mut word = [0u8; 4];
+        word.copy_from_slice(&self.dec.buf[at..at + 4]);
+        u32::from_le_bytes(word) & (1 << ((n - 1) % 32)) != 0
     }
 
     /// Offset of this object's header from the object base.
@@ -228,13 +228,14 @@ impl<'d, 'a> HeaderReader<'d, 'a> {
     }
 
     /// Reads the next slot as a string/bytes value.
-    #[inline]
+    #[inline(always)]
     pub fn leaf(&mut self) -> Result<CFPtr<'a>, DecodeError> {
         let (len, off, at) = self.pair("string/bytes slot")?;
         self.dec.value(len, off, at)
     }
 
     /// Reads the next slot as a nested message and opens its header.
+    #[inline]
     pub fn nested(&mut self) -> Result<HeaderReader<'d, 'a>, DecodeError> {
         let (zero, off, at) = self.pair("nested message slot")?;
         if zero != 0 {
@@ -247,6 +248,7 @@ impl<'d, 'a> HeaderReader<'d, 'a> {
     }
 
     /// Reads the next slot as a repeated string/bytes field: its elements, in order.
+    #[inline]
     pub fn leaf_list(&mut self) -> Result<LeafIter<'d, 'a>, DecodeError> {
         let (count, off, at) = self.pair("repeated string/bytes slot")?;
         let pos = self
@@ -261,6 +263,7 @@ impl<'d, 'a> HeaderReader<'d, 'a> {
     }
 
     /// Reads the next slot as a repeated message field: its elements' headers, in order.
+    #[inline]
     pub fn message_list(&mut self) -> Result<MessageIter<'d, 'a>, DecodeError> {
         let (count, off, at) = self.pair("repeated message slot")?;
         let pos = self
@@ -297,6 +300,7 @@ impl<'d, 'a> HeaderReader<'d, 'a> {
     /// Checks the presence bits against the fields this reader knows (`known`, a bitmap):
     /// an unknown field numbered at most `max_known` is an error (its slot would sit between
     /// known slots); higher ones are tolerated. Call it before reading slots.
+    #[inline]
     pub fn check_fields(&self, known: &[u32], max_known: u32) -> Result<(), DecodeError> {
         self.check_fields_with(max_known, |i| known.get(i).copied().unwrap_or(0))
     }
@@ -315,6 +319,7 @@ impl<'d, 'a> HeaderReader<'d, 'a> {
         })
     }
 
+    #[inline]
     fn check_fields_with(
         &self,
         max_known: u32,
@@ -323,12 +328,11 @@ impl<'d, 'a> HeaderReader<'d, 'a> {
         let limit_words = (max_known as usize).div_ceil(32).min(self.words as usize);
         for i in 0..limit_words {
             let at = self.start + 4 + i * 4;
-            let w = u32::from_le_bytes([
-                self.dec.buf[at],
-                self.dec.buf[at + 1],
-                self.dec.buf[at + 2],
-                self.dec.buf[at + 3],
-            ]);
+            // One bounds check for the word (the header's words were checked to be in the
+            // buffer when it was opened).
+            let mut word = [0u8; 4];
+            word.copy_from_slice(&self.dec.buf[at..at + 4]);
+            let w = u32::from_le_bytes(word);
             let mut unknown = w & !known(i);
             // Bits above max_known in its word are tolerated.
             let first = i as u32 * 32 + 1;
