@@ -27,6 +27,22 @@ pub const DEFAULT_RATES: [f64; 8] = [
     5_000.0, 10_000.0, 20_000.0, 30_000.0, 40_000.0, 60_000.0, 80_000.0, 100_000.0,
 ];
 
+/// Default offered loads on the emulated NIC (`--datapath emu`), where the server core
+/// saturates between a few hundred thousand and a million requests per second.
+pub const EMU_RATES: [f64; 11] = [
+    100_000.0,
+    200_000.0,
+    300_000.0,
+    400_000.0,
+    500_000.0,
+    600_000.0,
+    800_000.0,
+    1_000_000.0,
+    1_250_000.0,
+    1_500_000.0,
+    2_000_000.0,
+];
+
 /// IP MTU of the socket datapath: a jumbo frame, as in the paper (§6.1).
 pub const DEFAULT_MTU: usize = 9000;
 

@@ -155,7 +155,10 @@ fn bench_cmd(mut a: Args) -> Result<(), String> {
     let mut cfg = BenchConfig::default();
     match a.take("--datapath")?.as_deref() {
         None | Some("socket") => {}
-        Some("emu") => cfg.datapath = bench::DatapathKind::Emu,
+        Some("emu") => {
+            cfg.datapath = bench::DatapathKind::Emu;
+            cfg.rates = bench::EMU_RATES.to_vec();
+        }
         Some(other) => {
             return Err(format!(
                 "--datapath {other:?}: kv bench runs on socket or emu (AF_XDP, mlx5 and ice are not wired into the KV store yet; see apps/kv-store/README.md)"
