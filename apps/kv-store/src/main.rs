@@ -23,14 +23,15 @@ usage:
   kv bench  [--workload ycsb|google|twitter|cdn] [workload options] [--serializations S,S,..]
             [--rates R,R,..] [--duration SECS] [--warmup SECS] [--timeout-ms MS] [--threads N]
             [--threshold N] [--mtu N] [--max-item BYTES] [--memory-limit BYTES]
-            [--requests N] [--seed N] [--out DIR] [--json PATH] [--spin] [--datapath socket|emu]
-      One server thread per serialization (each loads the workload's contents) and open-loop
-      client threads over kernel UDP sockets on 127.0.0.1; offered loads interleaved across
-      serializations; every reply verified against what the store must hold. Prints the tables
-      and writes DIR/kv.json (or --json), DIR/run.json, DIR/kv.svg, DIR/kv.png and
-      DIR/tables.md (DIR defaults to results/kv). --datapath emu: the server on the ConnectX
-      driver on one core, the emulated ConnectX on the other playing wire and clients (needs 2
-      CPUs; measures the server core's work); the store is reloaded for every point.
+            [--requests N] [--seed N] [--out DIR] [--json PATH] [--spin] [--datapath emu|socket]
+      One server per serialization (each loads the workload's contents), offered loads
+      interleaved across serializations, every reply verified against what the store must
+      hold. Prints the tables and writes DIR/kv.json (or --json), DIR/run.json, DIR/kv.svg,
+      DIR/kv.png and DIR/tables.md (DIR defaults to results/kv). --datapath emu (the default
+      with 2+ CPUs): the server on the ConnectX driver on one core, the emulated ConnectX on
+      the other playing wire and clients (measures the server core's work; the store is
+      reloaded for every point). --datapath socket: open-loop client threads over kernel UDP
+      sockets on 127.0.0.1.
   kv server --serialization S [--bind IP:PORT] [--threshold N] [--mtu N] [--max-item BYTES]
             [--memory-limit BYTES] [--workload W [workload options]] [--seconds SECS] [--spin]
             [--datapath socket | mlx5 --mlx5-dev DEV | ice --dpdk-args ARGS]
@@ -153,17 +154,27 @@ fn common(a: &mut Args, cfg: &mut BenchConfig) -> Result<(), String> {
 
 fn bench_cmd(mut a: Args) -> Result<(), String> {
     let mut cfg = BenchConfig::default();
-    match a.take("--datapath")?.as_deref() {
-        None | Some("socket") => {}
-        Some("emu") => {
-            cfg.datapath = bench::DatapathKind::Emu;
-            cfg.rates = bench::EMU_RATES.to_vec();
-        }
+    // As `echo bench`: the emulated NIC when there are two CPUs for it (the server core is
+    // then what the run measures), else the kernel sockets.
+    let emu = match a.take("--datapath")?.as_deref() {
+        None => match emu_bench::two_cores() {
+            Ok(_) => true,
+            Err(e) => {
+                eprintln!("[bench] socket datapath: {e}");
+                false
+            }
+        },
+        Some("socket") => false,
+        Some("emu") => true,
         Some(other) => {
             return Err(format!(
                 "--datapath {other:?}: kv bench runs on socket or emu (AF_XDP, mlx5 and ice are not wired into the KV store yet; see apps/kv-store/README.md)"
             ))
         }
+    };
+    if emu {
+        cfg.datapath = bench::DatapathKind::Emu;
+        cfg.rates = bench::EMU_RATES.to_vec();
     }
     let name = a.take("--workload")?.unwrap_or_else(|| "ycsb".to_owned());
     cfg.workload = workload(&mut a, &name)?;

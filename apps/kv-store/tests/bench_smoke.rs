@@ -24,7 +24,7 @@ fn bench_writes_records_tables_and_plots_for_every_serialization() {
     ] {
         let dir = tmp(&format!("kv-bench-{workload}"));
         let out = Command::new(env!("CARGO_BIN_EXE_kv"))
-            .args(["bench", "--workload", workload])
+            .args(["bench", "--datapath", "socket", "--workload", workload])
             .args(extra)
             .args([
                 "--rates",

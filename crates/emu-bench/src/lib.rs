@@ -71,6 +71,8 @@ mod frames;
 mod run;
 mod wire;
 
+/// Whether this machine has the two CPUs a run needs (server and device), and which.
+pub use datapath_mlx5::emu::threaded::two_cores;
 pub use frames::{Request, RequestFrames};
 pub use run::{run, Bottleneck, EmuReport, EmuRunConfig, ServerPort, DEVICE_SATURATED};
 pub use wire::{LoadWire, ReplyCheck, MAX_FAILURES_KEPT};
