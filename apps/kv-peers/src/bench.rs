@@ -83,7 +83,7 @@ pub fn mode_label(peer: Peer, version: &str) -> String {
 
 /// Runs the benchmark: per peer, start the server, load it, sweep, stop it. Returns the
 /// workload's statistics (of the generated run) and each peer's results. A peer whose binary
-/// is missing is an error naming the package.
+/// is missing is skipped with a `SKIPPED` line on stderr; none installed is an error.
 pub fn run_bench(cfg: &BenchConfig) -> Result<(Stats, Vec<PeerResult>), String> {
     let workload = cfg.workload.build().map_err(|e| e.to_string())?;
     let requests = workload.requests(cfg.requests, cfg.seed);
@@ -95,8 +95,14 @@ pub fn run_bench(cfg: &BenchConfig) -> Result<(Stats, Vec<PeerResult>), String> 
     for &peer in &cfg.peers {
         let plan =
             Plan::new(peer, workload.as_ref(), requests.clone()).map_err(|e| e.to_string())?;
-        let server =
-            ServerProcess::start(peer, &cfg.server).map_err(|e: StartError| e.to_string())?;
+        let server = match ServerProcess::start(peer, &cfg.server) {
+            Ok(s) => s,
+            Err(StartError::NotInstalled(bin)) => {
+                eprintln!("[kv-peers] SKIPPED {bin}: not installed (apps/kv-peers/APT_PACKAGES)");
+                continue;
+            }
+            Err(e) => return Err(e.to_string()),
+        };
         let version = server.version().to_owned();
         let mode = mode_label(peer, &version);
         if cfg.progress {
@@ -156,6 +162,9 @@ pub fn run_bench(cfg: &BenchConfig) -> Result<(Stats, Vec<PeerResult>), String> 
             loaded,
             records,
         });
+    }
+    if out.is_empty() {
+        return Err("no peer could run: none of the selected servers is installed".into());
     }
     Ok((stats, out))
 }

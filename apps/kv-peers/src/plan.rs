@@ -186,6 +186,14 @@ impl Plan {
                     .into(),
             ));
         }
+        if peer == Peer::Redis
+            && layout == Layout::Lists
+            && requests.iter().any(|r| matches!(r, Request::GetM { .. }))
+        {
+            return Err(PlanError(
+                "redis: getm over list keys is not mapped (MGET reads strings only)".into(),
+            ));
+        }
         let bounds = workload.unit_boundaries(&requests);
         let mut units = Vec::with_capacity(bounds.len());
         for (i, &b) in bounds.iter().enumerate() {
@@ -276,7 +284,8 @@ impl Plan {
             Peer::Redis => {
                 let b = |s: &str| s.as_bytes().to_vec();
                 let args: Vec<Vec<u8>> = match (r, self.layout) {
-                    (Request::Get { key }, _) => vec![b("GET"), b(key)],
+                    (Request::Get { key }, Layout::Strings) => vec![b("GET"), b(key)],
+                    (Request::Get { key }, Layout::Lists) => vec![b("LINDEX"), b(key), b("0")],
                     (Request::Put { key, val }, Layout::Strings) => {
                         vec![b("SET"), b(key), val.clone()]
                     }

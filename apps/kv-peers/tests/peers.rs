@@ -246,3 +246,48 @@ fn garbage_replies_are_errors_not_panics() {
         );
     }
 }
+
+#[test]
+fn a_trace_with_appends_and_deletes_replays_verified() {
+    let dir = std::env::temp_dir().join(format!("kv-peers-trace-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("trace.csv");
+    let mut text = String::new();
+    let ops = [
+        "get", "set", "get", "append", "get", "delete", "get", "add", "gets", "incr",
+    ];
+    for i in 0..200 {
+        let key = format!("key{}", i % 7);
+        let op = ops[i % ops.len()];
+        let size = 20 + (i * 37) % 900;
+        text.push_str(&format!("{i},{key},12,{size},{},{op},0\n", i % 3));
+    }
+    std::fs::write(&path, text).unwrap();
+    let w = Twitter::new(TwitterConfig {
+        trace: Some(path),
+        ..Default::default()
+    })
+    .unwrap();
+    for peer in [Peer::Redis, Peer::Memcached] {
+        let Some(server) = start_or_skip(peer, "a_trace_with_appends_and_deletes_replays_verified")
+        else {
+            continue;
+        };
+        let reqs = w.requests(400, 0);
+        for kind in ["append", "delete", "put", "get"] {
+            assert!(reqs.iter().any(|r| r.kind() == kind), "{kind}");
+        }
+        let plan = Plan::new(peer, &w, reqs).unwrap();
+        load(peer, server.addr(), &w, plan.layout).unwrap();
+        let r = drive(&plan, server.addr(), 400, 1);
+        println!("{} trace: {}", peer.binary(), r.counters);
+        assert_eq!(
+            r.counters.verified,
+            400,
+            "{}: {}",
+            peer.binary(),
+            r.counters
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
