@@ -59,6 +59,12 @@ else
   say "SKIPPED: cargo clippy — clippy is not installed (rustup component add clippy)"
 fi
 
+# Documentation builds without broken or private intra-doc links (the public API's docs are
+# part of the API).
+say "cargo doc (rustdoc warnings are errors)"
+# shellcheck disable=SC2086
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace $features
+
 # --- tests -----------------------------------------------------------------------------------
 say "cargo test --workspace $features"
 # shellcheck disable=SC2086

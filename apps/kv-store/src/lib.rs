@@ -9,7 +9,7 @@
 //! - [`server::KvServer`]: the server loop over any [`cornflakes::Datapath`].
 //! - [`client`]: requests over a datapath, the load generator's transport, and the checker
 //!   that verifies every reply against what the store must hold.
-//! - [`bench`]: `kv bench` — load a workload, sweep offered loads per serialization, tables,
+//! - [`mod@bench`]: `kv bench` — load a workload, sweep offered loads per serialization, tables,
 //!   JSON and plots.
 
 #![forbid(unsafe_code)]

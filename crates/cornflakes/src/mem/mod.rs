@@ -5,7 +5,7 @@
 //! A [`PinnedMemory`] owns [`Region`]s (large mappings, see [`region`]). Regions are cut into
 //! 2 MiB chunks; each chunk serves one power-of-two size class, so an item never straddles a chunk
 //! and its index is `(addr - chunk_base) >> shift`. Every item has a `u32` reference count: 0 =
-//! free, [`MUT_FLAG`](rcbuf) = held by one [`RcBufMut`], otherwise the number of [`RcBuf`]s.
+//! free, `MUT_FLAG` = held by one [`RcBufMut`], otherwise the number of [`RcBuf`]s.
 //!
 //! # Threads
 //! A `PinnedMemory` and its buffers belong to one thread (one per core, as in the paper):
