@@ -87,6 +87,7 @@ impl<S> EmuTrial<S> {
             "sampled": r.sampled,
             "not_delivered": r.not_delivered,
             "max_inject_lag_ns": r.max_inject_lag_ns,
+            "verified": self.record.verified,
             "mismatched": self.record.mismatched,
             "lost": self.record.lost,
             "failures": r.failures,
