@@ -236,7 +236,7 @@ pub fn run_bench_emu(cfg: &BenchConfig) -> Result<(BenchOutcome, EmuOutcome), St
         eprintln!("[bench] {mode}: {}", summary.bound_note());
         // The server counters reported for the mode: its best load's median trial's.
         let stats = s
-            .best()
+            .best_achieved()
             .or(s.loads.first())
             .map(|v| v.median().server.clone())
             .unwrap_or_default();

@@ -175,7 +175,7 @@ pub(crate) fn run_emu(
     for (&ser, s) in cfg.serializations.iter().zip(&searches) {
         let summary = EmuSummary::of(ser.name(), s);
         // The server counters reported: those of the best load's median trial.
-        if let Some(v) = s.best().or(s.loads.first()) {
+        if let Some(v) = s.best_achieved().or(s.loads.first()) {
             let st = v.median().server.clone();
             eprintln!("[bench] {ser} server (median trial of its best load): {st}");
             out.servers.push((ser, st));

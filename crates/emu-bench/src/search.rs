@@ -188,7 +188,7 @@ impl Bound {
 pub struct EmuSummary {
     /// Mode (or serialization).
     pub mode: String,
-    /// The highest load whose median trial kept up.
+    /// The load kept up (by its median trial) whose median achieved the most.
     pub best: Option<LoadSummary>,
     /// The lowest load above it whose median trial missed.
     pub first_miss: Option<LoadSummary>,
@@ -207,7 +207,8 @@ pub struct EmuSummary {
 impl EmuSummary {
     /// Summarizes the search of `mode`.
     pub fn of<S>(mode: &str, s: &Search<EmuTrial<S>>) -> EmuSummary {
-        let best = s.best().map(LoadSummary::of);
+        // As `loadgen::max_kept_up` over the median records: the highest median kept up.
+        let best = s.best_achieved().map(LoadSummary::of);
         let first_miss = s.first_miss().map(LoadSummary::of);
         let device = |l: &Option<LoadSummary>| {
             l.as_ref()

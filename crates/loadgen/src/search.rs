@@ -227,6 +227,17 @@ impl<T: Trial> Search<T> {
             .max_by(|a, b| a.offered_rps.total_cmp(&b.offered_rps))
     }
 
+    /// Among the loads kept up, the one whose median trial achieved the most (usually
+    /// [`best`](Self::best); it can be a slightly lower load when the best one's median fell
+    /// between 95 % and 100 % of offered). This is what "the highest load within 95 % of
+    /// offered" reports, as [`crate::max_kept_up`] does for single points.
+    pub fn best_achieved(&self) -> Option<&Verdict<T>> {
+        self.loads
+            .iter()
+            .filter(|v| v.kept_up)
+            .max_by(|a, b| a.median_rps().total_cmp(&b.median_rps()))
+    }
+
     /// The lowest load above [`best`](Self::best) (or the lowest of all, when nothing kept up)
     /// whose verdict missed: the upper end of the saturation bracket.
     pub fn first_miss(&self) -> Option<&Verdict<T>> {
@@ -476,6 +487,8 @@ mod tests {
                 miss.offered_rps
             );
             assert_eq!(best.median_rps(), best.offered_rps.min(cap));
+            // The best load's median is also the highest median kept up.
+            assert_eq!(s.best_achieved().unwrap().median_rps(), best.median_rps());
             assert!(!s.above_grid);
             // Consistent trials: two per load (the median of 3 is settled by two agreeing).
             assert!(s.loads.iter().all(|v| v.trials.len() == 2));
@@ -621,6 +634,36 @@ mod tests {
         c.take_flags(&mut a).unwrap();
         assert_eq!((c.trials, c.resolution), (5, 0.1));
         a.finish().unwrap();
+    }
+
+    #[test]
+    fn best_achieved_is_the_highest_median_kept_up() {
+        let v = |offered: f64, achieved: &[f64], kept_up: bool| Verdict {
+            offered_rps: offered,
+            phase: Phase::Bisect,
+            trials: achieved
+                .iter()
+                .map(|&a| Fake {
+                    offered,
+                    achieved: a,
+                })
+                .collect(),
+            kept_up,
+        };
+        let s = Search {
+            loads: vec![
+                v(1000.0, &[990.0, 995.0], true),
+                v(1040.0, &[989.0, 999.0, 700.0], true),
+                v(1080.0, &[900.0, 950.0], false),
+            ],
+            above_grid: false,
+        };
+        assert_eq!(s.best().unwrap().offered_rps, 1040.0);
+        assert_eq!(s.best_achieved().unwrap().offered_rps, 1000.0);
+        assert_eq!(s.best_achieved().unwrap().median_rps(), 990.0);
+        assert_eq!(s.loads[1].median_rps(), 989.0);
+        assert_eq!(s.first_miss().unwrap().offered_rps, 1080.0);
+        assert_eq!(s.trials_run(), 7);
     }
 
     #[test]
