@@ -110,6 +110,8 @@ pub(crate) fn run_emu(
             timeout: cfg.timeout,
             seed: cfg.seed + runs,
             sample_every: cfg.sample_every,
+            // A write changes what later reads of its key return (e.g. an append).
+            replies_vary: true,
             mtu,
             ..EmuRunConfig::default()
         };

@@ -59,6 +59,7 @@ pub struct LoadWire<C: ReplyCheck> {
     warmup_ns: u64,
     timeout_ns: u64,
     sample_every: u64,
+    replies_vary: bool,
     checker: C,
     ready: Arc<AtomicBool>,
     /// Device time of schedule offset 0 (set when the server is ready).
@@ -104,6 +105,7 @@ impl<C: ReplyCheck> LoadWire<C> {
             warmup_ns: cfg.warmup.as_nanos() as u64,
             timeout_ns: u64::try_from(cfg.timeout.as_nanos()).unwrap_or(u64::MAX),
             sample_every: cfg.sample_every.max(1),
+            replies_vary: cfg.replies_vary,
             checker,
             ready,
             t0: None,
@@ -317,15 +319,16 @@ impl<C: ReplyCheck> Wire for LoadWire<C> {
             ))
         } else {
             match self.reply_len[k] {
-                Some(l) if l != payload_len => Err(format!(
+                Some(l) if l != payload_len && !self.replies_vary => Err(format!(
                     "reply to request {k} (id {id}) has {payload_len} bytes, earlier ones {l}"
                 )),
-                Some(_) if !(seq as u64).is_multiple_of(self.sample_every) => Ok(()),
-                // Sampled, or the first reply to this request: read it whole.
-                known => self.verify_full(frame, k).map(|()| {
-                    if known.is_none() {
-                        self.reply_len[k] = Some(payload_len);
-                    }
+                Some(l) if l == payload_len && !(seq as u64).is_multiple_of(self.sample_every) => {
+                    Ok(())
+                }
+                // Sampled, the first reply to this request, or (replies_vary) one whose length
+                // changed: read it whole, and remember its length once it is right.
+                _ => self.verify_full(frame, k).map(|()| {
+                    self.reply_len[k] = Some(payload_len);
                 }),
             }
         };
