@@ -166,7 +166,7 @@ pub fn run_point(
 pub struct EmuOutcome {
     /// Per mode, its saturation search summarized.
     pub summaries: Vec<EmuSummary>,
-    /// Every trial of every mode (JSON), in the order run.
+    /// Every trial (JSON), grouped by mode, in the order each mode ran them.
     pub trials: Vec<serde_json::Value>,
     /// The search's K (trials per load at most).
     pub k: usize,
@@ -195,8 +195,8 @@ pub fn run_bench_emu(cfg: &BenchConfig) -> Result<(BenchOutcome, EmuOutcome), St
         "[bench] {} modes, shape {}: saturation search over {:?} req/s, median of up to {} \
          trials per load, bisection to {:.0}%; {:?} per trial (+{:?} warm-up), MTU {}: the \
          SERVER CORE's throughput with an emulated ConnectX (server on CPU {server_core}, \
-         device and clients on CPU {device_core}); not a network measurement. Budget: ~{} \
-         trials per mode when trials agree, at most {}",
+         device and clients on CPU {device_core}); not a network measurement. Budget per mode: \
+         up to ~{} trials when trials agree, at most {}",
         modes.len(),
         cfg.shape,
         scfg.grid,

@@ -91,8 +91,8 @@ pub(crate) fn run_emu(
     };
     eprintln!(
         "[bench] saturation search: median of up to {} trials per load, grid then bisection to \
-         {:.0}%, serializations interleaved trial by trial; ~{} trials per serialization when \
-         trials agree, at most {}",
+         {:.0}%, serializations interleaved trial by trial; per serialization up to ~{} trials \
+         when trials agree, at most {}",
         scfg.trials,
         scfg.resolution * 100.0,
         scfg.typical_trials(),
@@ -132,7 +132,7 @@ pub(crate) fn run_emu(
             }
         };
         let wl = cfg.workload.clone();
-        let scfg = ServerConfig {
+        let server_cfg = ServerConfig {
             serialization: ser,
             threshold: cfg.threshold,
             store: StoreConfig {
@@ -145,12 +145,12 @@ pub(crate) fn run_emu(
             mc.max_item_size = mc.max_item_size.max(max_item.next_power_of_two());
             mc.max_bytes = limit.saturating_add(256 << 20);
             let mem = PinnedMemory::new(mc).map_err(|e| format!("pinned memory: {e}"))?;
-            let mut store = Store::new(&mem, scfg.store);
+            let mut store = Store::new(&mem, server_cfg.store);
             let loaded = load_store(&wl, &mut store)?;
             let dp = port
                 .datapath(mem)
                 .map_err(|e| format!("emulated ConnectX: {e}"))?;
-            let mut server = KvServer::with_store(dp, scfg, store);
+            let mut server = KvServer::with_store(dp, server_cfg, store);
             while !port.stopped() {
                 server.poll();
             }
