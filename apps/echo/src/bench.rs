@@ -92,6 +92,10 @@ pub struct BenchConfig {
     pub sample_every: u64,
     /// `emu` only: the device's time per gather entry (default 0).
     pub delay_per_segment: Duration,
+    /// `emu` only: trials per load of the saturation search (its median decides).
+    pub trials: usize,
+    /// `emu` only: the search bisects until the saturation bracket is within this fraction.
+    pub resolution: f64,
 }
 
 impl Default for BenchConfig {
@@ -116,6 +120,8 @@ impl Default for BenchConfig {
             json: None,
             sample_every: 64,
             delay_per_segment: Duration::ZERO,
+            trials: loadgen::search::DEFAULT_TRIALS,
+            resolution: loadgen::search::DEFAULT_RESOLUTION,
         }
     }
 }
@@ -224,8 +230,8 @@ pub struct BenchOutcome {
     pub records: Vec<Record>,
     /// Each mode's server counters at the end of its sweep (`emu`: at its best point).
     pub servers: Vec<(Mode, ServerStats)>,
-    /// `emu` only: the device's view of every point.
-    pub emu: Vec<crate::emu::EmuPoint>,
+    /// `emu` only: each mode's saturation search and every trial.
+    pub emu: Option<crate::emu::EmuOutcome>,
 }
 
 /// Runs every mode of `cfg` (one server each, loads interleaved across modes) and writes JSON,
@@ -235,7 +241,8 @@ pub fn run_bench(cfg: &BenchConfig) -> Result<BenchOutcome, String> {
         return run_bench_xdp(cfg);
     }
     if cfg.datapath == DatapathKind::Emu {
-        let out = crate::emu::run_bench_emu(cfg)?;
+        let (mut out, emu) = crate::emu::run_bench_emu(cfg)?;
+        out.emu = Some(emu);
         write_outputs(cfg, &out)?;
         return Ok(out);
     }
@@ -427,12 +434,19 @@ fn write_outputs(cfg: &BenchConfig, out: &BenchOutcome) -> Result<(), String> {
     let text = serde_json::to_string_pretty(&servers).map_err(|e| e.to_string())?;
     std::fs::write(&servers_path, text)
         .map_err(|e| format!("writing {}: {e}", servers_path.display()))?;
-    let table = if cfg.datapath == DatapathKind::Emu {
-        let p = cfg.out_dir.join("emu-points.json");
-        let text = serde_json::to_string_pretty(&crate::emu::points_json(&out.emu))
-            .map_err(|e| e.to_string())?;
-        std::fs::write(&p, text).map_err(|e| format!("writing {}: {e}", p.display()))?;
-        crate::emu::table(&out.records, &out.emu)
+    let table = if let Some(emu) = &out.emu {
+        for (name, v) in [
+            (
+                "emu-points.json",
+                serde_json::Value::Array(emu.trials.clone()),
+            ),
+            ("emu-summary.json", crate::emu::summary_json(emu)),
+        ] {
+            let p = cfg.out_dir.join(name);
+            let text = serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?;
+            std::fs::write(&p, text).map_err(|e| format!("writing {}: {e}", p.display()))?;
+        }
+        crate::emu::table(emu)
     } else {
         table(&out.records, cfg.fixed_rps, &out.servers)
     };

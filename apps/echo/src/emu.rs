@@ -3,7 +3,6 @@
 //! ([`emu_bench`]). What it measures is the **server core's** throughput with a NIC that costs
 //! it nothing beyond descriptors and completions; it is not a network measurement.
 
-use std::fmt::Write as _;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::Duration;
 
@@ -14,8 +13,10 @@ use cornflakes_stack::iface::{StackConfig, FRAME_OVERHEAD};
 use cornflakes_stack::wire::{ethernet, framing, ipv4, MacAddr};
 use datapath_mlx5::emu::{EmuConfig, EmuNic};
 use datapath_mlx5::{flow_rules, DeviceCaps, Mlx5Config, Mlx5Datapath};
-use emu_bench::{EmuReport, EmuRunConfig, Request};
-use loadgen::{max_kept_up, sweep, Record, SweepConfig, DEFAULT_KEEP_UP};
+use emu_bench::{
+    median_records, trials_json, EmuReport, EmuRunConfig, EmuSummary, EmuTrial, Request,
+};
+use loadgen::search::{search, SearchConfig};
 
 use crate::bench::{BenchConfig, BenchOutcome};
 use crate::client::{RequestBuilder, Verifier};
@@ -23,48 +24,20 @@ use crate::mode::Mode;
 use crate::server::{EchoServer, ServerConfig, ServerStats, IDLE_SPINS};
 use crate::shape::ShapeSpec;
 
-/// Default offered loads of the emulated-NIC sweep (requests per second): from well below to
-/// well above what one core serves for the default shape.
-pub const EMU_RATES: [f64; 12] = [
-    100_000.0,
+/// Default coarse grid of the emulated-NIC saturation search (requests per second): doubling
+/// from well below what one core serves for any mode to well above (bisection refines it).
+pub const EMU_RATES: [f64; 7] = [
+    125_000.0,
     250_000.0,
     500_000.0,
-    750_000.0,
     1_000_000.0,
-    1_250_000.0,
-    1_500_000.0,
     2_000_000.0,
-    2_500_000.0,
-    3_000_000.0,
     4_000_000.0,
-    5_000_000.0,
+    8_000_000.0,
 ];
 
 /// Distinct requests per mode (the schedule cycles through them).
 pub const DISTINCT_REQUESTS: usize = 64;
-
-/// What the device saw at one load point of one mode.
-#[derive(Clone, Debug)]
-pub struct EmuPoint {
-    /// Mode.
-    pub mode: Mode,
-    /// Offered load.
-    pub offered_rps: f64,
-    /// Verified replies per second.
-    pub achieved_rps: f64,
-    /// Fraction of the window the device thread was busy.
-    pub device_busy: f64,
-    /// "kept up", "server saturated" or "device saturated".
-    pub bottleneck: String,
-    /// The server's median handling time per message at this point.
-    pub work_p50_ns: Option<f64>,
-    /// Replies read whole and deserialized by the mode's codec.
-    pub sampled: u64,
-    /// Requests the device dropped (no receive buffer posted: the server fell behind).
-    pub not_delivered: u64,
-    /// First failure descriptions.
-    pub failures: Vec<String>,
-}
 
 const C_MAC: MacAddr = MacAddr([0x02, 0, 0, 0, 0xee, 0x01]);
 const S_MAC: MacAddr = MacAddr([0x02, 0, 0, 0, 0xee, 0x02]);
@@ -188,185 +161,102 @@ pub fn run_point(
     Ok((report, stats?))
 }
 
-/// Runs every mode's sweep on the emulated NIC.
-pub fn run_bench_emu(cfg: &BenchConfig) -> Result<BenchOutcome, String> {
+/// What an emulated-NIC run found, per mode.
+#[derive(Clone, Debug, Default)]
+pub struct EmuOutcome {
+    /// Per mode, its saturation search summarized.
+    pub summaries: Vec<EmuSummary>,
+    /// Every trial (JSON), grouped by mode, in the order each mode ran them.
+    pub trials: Vec<serde_json::Value>,
+    /// The search's K (trials per load at most).
+    pub k: usize,
+}
+
+/// The saturation search of `cfg` (grid `cfg.loads()`, `cfg.trials` per load, bisection to
+/// `cfg.resolution`; with `stop_after_misses == 0` every grid load is run).
+pub fn search_config(cfg: &BenchConfig) -> SearchConfig {
+    SearchConfig {
+        trials: cfg.trials,
+        resolution: cfg.resolution,
+        whole_grid: cfg.stop_after_misses == 0,
+        ..SearchConfig::new(cfg.loads())
+    }
+}
+
+/// Searches every mode's saturation load on the emulated NIC, the modes interleaved trial by
+/// trial ([`loadgen::search`]).
+pub fn run_bench_emu(cfg: &BenchConfig) -> Result<(BenchOutcome, EmuOutcome), String> {
     let (server_core, device_core) =
         datapath_mlx5::emu::threaded::two_cores().map_err(|e| e.to_string())?;
-    let mut out = BenchOutcome::default();
-    let loads = cfg.loads();
-    if loads.is_empty() {
-        return Err("no offered load to run".to_owned());
-    }
-    let runnable = &cfg.modes;
+    let mut scfg = search_config(cfg);
+    scfg.validate()?;
+    let modes = &cfg.modes;
     eprintln!(
-        "[bench] {} modes x up to {} loads, shape {}, {:?} per point (+{:?} warm-up), MTU {}: \
-         the SERVER CORE's throughput with an emulated ConnectX (server on CPU {server_core}, \
-         device and clients on CPU {device_core}); not a network measurement",
-        runnable.len(),
-        loads.len(),
+        "[bench] {} modes, shape {}: saturation search over {:?} req/s, median of up to {} \
+         trials per load, bisection to {:.0}%; {:?} per trial (+{:?} warm-up), MTU {}: the \
+         SERVER CORE's throughput with an emulated ConnectX (server on CPU {server_core}, \
+         device and clients on CPU {device_core}); not a network measurement. Budget per mode: \
+         up to ~{} trials when trials agree, at most {}",
+        modes.len(),
         cfg.shape,
+        scfg.grid,
+        scfg.trials,
+        scfg.resolution * 100.0,
         cfg.duration,
         cfg.warmup,
-        cfg.mtu
+        cfg.mtu,
+        scfg.typical_trials(),
+        scfg.max_trials(),
     );
-    for &mode in runnable {
-        let requests = request_payloads(mode, cfg.shape, DISTINCT_REQUESTS, cfg.mtu)?;
-        let sweep_cfg = SweepConfig {
-            mode: mode.name().to_owned(),
-            shape: cfg.shape.to_string(),
-            loads_rps: loads.clone(),
-            keep_up: DEFAULT_KEEP_UP,
-            stop_after_misses: cfg.stop_after_misses,
-            progress: false,
-        };
-        let mut points: Vec<(EmuPoint, ServerStats)> = Vec::new();
-        let mut seed = 1u64;
-        let records = sweep(&sweep_cfg, |rate| {
-            seed += 1;
-            let (report, stats) = run_point(cfg, mode, &requests, rate, seed)?;
-            let p = EmuPoint {
-                mode,
-                offered_rps: rate,
-                achieved_rps: report.run.achieved_rps,
-                device_busy: report.device_busy,
-                bottleneck: report.bottleneck().to_string(),
-                work_p50_ns: stats.work_p50_ns(),
-                sampled: report.sampled,
-                not_delivered: report.not_delivered,
-                failures: report.failures.clone(),
-            };
-            eprintln!(
-                "[bench] {:<20} offered {:>9.0}  achieved {:>9.0}  p99 {:>8}  device busy {:>3.0}%  \
-                 server work p50 {:>6}  {}  ({})",
-                mode.name(),
-                rate,
-                p.achieved_rps,
-                report
-                    .run
-                    .latency
-                    .p99_us()
-                    .map_or("–".to_owned(), |v| format!("{v:.1}µs")),
-                p.device_busy * 100.0,
-                p.work_p50_ns
-                    .map_or("–".to_owned(), |v| format!("{v:.0}ns")),
-                p.bottleneck,
-                report.run.counters
-            );
-            for f in &p.failures {
-                eprintln!("[bench]   {mode}: {f}");
-            }
-            points.push((p, stats));
-            Ok::<_, String>(report.run)
-        })?;
-        // The server counters reported for the mode: those of its best point within 95 %.
-        let best = max_kept_up(&records, DEFAULT_KEEP_UP).map(|r| r.offered_rps);
-        let stats = points
-            .iter()
-            .find(|(p, _)| Some(p.offered_rps) == best)
-            .or(points.first())
-            .map(|(_, s)| s.clone())
+    let requests = modes
+        .iter()
+        .map(|&m| request_payloads(m, cfg.shape, DISTINCT_REQUESTS, cfg.mtu))
+        .collect::<Result<Vec<_>, _>>()?;
+    let shape = cfg.shape.to_string();
+    let mut seed = 1u64;
+    let searches = search(&scfg, modes.len(), |p| {
+        seed += 1;
+        let mode = modes[p.lane];
+        let (report, stats) = run_point(cfg, mode, &requests[p.lane], p.offered_rps, seed)?;
+        let work = stats.work_p50_ns();
+        let t = EmuTrial::new(p, mode.name(), &shape, report, work, stats);
+        eprintln!("[bench] {}", t.progress());
+        for f in &t.report.failures {
+            eprintln!("[bench]   {mode}: {f}");
+        }
+        Ok::<_, String>(t)
+    })?;
+    let mut out = BenchOutcome::default();
+    let mut emu = EmuOutcome {
+        k: scfg.trials,
+        ..EmuOutcome::default()
+    };
+    for (&mode, s) in modes.iter().zip(&searches) {
+        let summary = EmuSummary::of(mode.name(), s);
+        eprintln!("[bench] {mode}: {}", summary.bound_note());
+        // The server counters reported for the mode: its best load's median trial's.
+        let stats = s
+            .best_achieved()
+            .or(s.loads.first())
+            .map(|v| v.median().server.clone())
             .unwrap_or_default();
         out.servers.push((mode, stats));
-        out.emu.extend(points.into_iter().map(|(p, _)| p));
-        out.records.extend(records);
+        out.records.extend(median_records(s));
+        emu.trials.extend(trials_json(s));
+        emu.summaries.push(summary);
     }
-    Ok(out)
+    Ok((out, emu))
 }
 
-fn us(v: Option<f64>) -> String {
-    v.map_or_else(|| "–".to_owned(), |v| format!("{v:.1}"))
+/// The comparison table of an emulated-NIC run (Markdown), ratios to `raw`.
+pub fn table(emu: &EmuOutcome) -> String {
+    emu_bench::table(&emu.summaries, Some(Mode::Raw.name()), emu.k)
 }
 
-/// The comparison table of an emulated-NIC run (Markdown): per mode, the highest load within
-/// 95 % of offered, its ratio to `raw`, its p99, the device's utilisation and the server's
-/// median handling time there, and the first point that did not keep up with what limited it.
-pub fn table(records: &[Record], points: &[EmuPoint]) -> String {
-    let mut modes: Vec<Mode> = Vec::new();
-    for p in points {
-        if !modes.contains(&p.mode) {
-            modes.push(p.mode);
-        }
-    }
-    let best = |m: Mode| {
-        let rs: Vec<Record> = records
-            .iter()
-            .filter(|r| r.mode == m.name())
-            .cloned()
-            .collect();
-        max_kept_up(&rs, DEFAULT_KEEP_UP).cloned()
-    };
-    let raw = best(Mode::Raw).map(|r| r.achieved_rps);
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "Server core's throughput with an emulated ConnectX on a second core (not a network \
-         measurement).\n"
-    );
-    let _ = writeln!(
-        s,
-        "| mode | max req/s within 95% of offered | vs raw | p99 there (µs) | device busy there | server work p50 there (ns) | first point not kept up | mismatched | lost |"
-    );
-    let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---|---:|---:|");
-    for m in modes {
-        let b = best(m);
-        let at = |offered: f64| {
-            points
-                .iter()
-                .find(|p| p.mode == m && (p.offered_rps - offered).abs() < 0.5)
-        };
-        let bp = b.as_ref().and_then(|b| at(b.offered_rps));
-        let miss = points
-            .iter()
-            .find(|p| p.mode == m && p.achieved_rps < DEFAULT_KEEP_UP * p.offered_rps);
-        let mine = records.iter().filter(|r| r.mode == m.name());
-        let (mismatched, lost) = mine.fold((0, 0), |(a, b), r| (a + r.mismatched, b + r.lost));
-        let ratio = match (&b, raw) {
-            (Some(b), Some(raw)) if raw > 0.0 => format!("{:.2}", b.achieved_rps / raw),
-            _ => "–".to_owned(),
-        };
-        let _ = writeln!(
-            s,
-            "| {m} | {} | {ratio} | {} | {} | {} | {} | {mismatched} | {lost} |",
-            b.as_ref().map_or_else(
-                || "none kept up".to_owned(),
-                |b| format!("{:.0}", b.achieved_rps)
-            ),
-            us(b.as_ref().and_then(|b| b.p99_us)),
-            bp.map_or("–".to_owned(), |p| format!(
-                "{:.0}%",
-                p.device_busy * 100.0
-            )),
-            bp.and_then(|p| p.work_p50_ns)
-                .map_or("–".to_owned(), |w| format!("{w:.0}")),
-            miss.map_or("none (raise --rates)".to_owned(), |p| format!(
-                "{:.0} → {:.0}, {}",
-                p.offered_rps, p.achieved_rps, p.bottleneck
-            )),
-        );
-    }
-    s
-}
-
-/// The per-point device data as JSON (`emu-points.json` next to the records).
-pub fn points_json(points: &[EmuPoint]) -> serde_json::Value {
-    serde_json::Value::Array(
-        points
-            .iter()
-            .map(|p| {
-                serde_json::json!({
-                    "mode": p.mode.name(),
-                    "offered_rps": p.offered_rps,
-                    "achieved_rps": p.achieved_rps,
-                    "device_busy": p.device_busy,
-                    "bottleneck": p.bottleneck,
-                    "work_p50_ns": p.work_p50_ns,
-                    "sampled": p.sampled,
-                    "not_delivered": p.not_delivered,
-                    "failures": p.failures,
-                })
-            })
-            .collect(),
-    )
+/// The JSON written next to the records: per mode its summary (`emu-summary.json`) and
+/// every trial (`emu-points.json`).
+pub fn summary_json(emu: &EmuOutcome) -> serde_json::Value {
+    serde_json::Value::Array(emu.summaries.iter().map(EmuSummary::to_json).collect())
 }
 
 /// The default per-point time of an emulated run (the device is fast; more points matter

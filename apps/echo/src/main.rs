@@ -23,7 +23,7 @@ usage:
   echo bench  [--modes M,M,..] [--shape S] [--rates R,R,..] [--fixed-rps R] [--duration SECS]
               [--warmup SECS] [--timeout-ms MS] [--threads N] [--threshold N] [--mtu N]
               [--out DIR] [--json PATH] [--all-points] [--spin] [--datapath emu|socket|xdp]
-              [--sample-every N] [--delay-ns NS]
+              [--sample-every N] [--delay-ns NS] [--trials K] [--resolution F]
       Every mode (or --modes), one offered-load sweep each; prints the comparison table and
       writes DIR/echo.json (or --json), DIR/echo.svg, DIR/echo.png and DIR/table.md
       (DIR defaults to results/echo).
@@ -32,7 +32,14 @@ usage:
       the emulated ConnectX on a second CPU, which also injects the clients' prepared
       requests at Poisson times and checks every reply (headers, length, id; every
       --sample-every'th one, default 64, deserialized). --delay-ns: device time per gather
-      entry (default 0). Writes DIR/emu-points.json (device utilisation per point) too.
+      entry (default 0). Each mode's saturation load is searched, the modes interleaved trial
+      by trial: a doubling grid of --rates (default 0.125 to 8 M req/s) until a load's
+      median of up to --trials K trials (default 3) misses 95 % of offered, then bisection
+      until the bracket is within --resolution F (default 0.05); --all-points runs the whole
+      grid first. The table gives per mode the highest load kept up (median), the spread of
+      its trials, p99, device utilisation, server time and what bounded it (server or
+      device). About 1-2 minutes for all modes. Writes DIR/emu-summary.json (per mode) and
+      DIR/emu-points.json (every trial) too.
       --datapath socket (the default with 1 CPU): server and client threads over the socket
       datapath on 127.0.0.1. Idle server threads block on the socket and idle client threads
       yield; --spin busy-polls both instead. --datapath xdp (feature `xdp`, root): the
@@ -97,10 +104,15 @@ fn bench_cmd(mut a: Args) -> Result<(), String> {
         cfg.duration = echo::emu::EMU_DURATION;
         cfg.warmup = echo::emu::EMU_WARMUP;
         cfg.timeout = echo::emu::EMU_TIMEOUT;
-        cfg.stop_after_misses = 2;
     }
     if let Some(n) = a.parse::<u64>("--sample-every")? {
         cfg.sample_every = n.max(1);
+    }
+    if let Some(k) = a.parse::<usize>("--trials")? {
+        cfg.trials = k;
+    }
+    if let Some(r) = a.parse::<f64>("--resolution")? {
+        cfg.resolution = r;
     }
     if let Some(ns) = a.parse::<u64>("--delay-ns")? {
         cfg.delay_per_segment = Duration::from_nanos(ns);

@@ -97,6 +97,7 @@ fn bench_on_the_emulated_nic_verifies_every_reply_of_every_mode() {
     let out = Command::new(env!("CARGO_BIN_EXE_echo"))
         .args(["bench", "--datapath", "emu", "--sample-every", "1"])
         .args(["--duration", "0.05", "--warmup", "0.01", "--rates", "2000"])
+        .args(["--trials", "1"])
         .args(["--timeout-ms", "2000", "--out"])
         .arg(&dir)
         .output()
@@ -130,6 +131,16 @@ fn bench_on_the_emulated_nic_verifies_every_reply_of_every_mode() {
         assert_eq!(p["sampled"], r["verified"], "{p} {r}");
         let busy = p["device_busy"].as_f64().unwrap();
         assert!((0.0..=1.0).contains(&busy), "{p}");
+    }
+    // Per mode, what its saturation search found and what bounded it (here: the grid of one
+    // load, kept up).
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("emu-summary.json")).unwrap())
+            .unwrap();
+    assert_eq!(summary.as_array().unwrap().len(), Mode::ALL.len());
+    for s in summary.as_array().unwrap() {
+        assert_eq!(s["trials"], 1, "{s}");
+        assert!(s["bounded_by"].is_string(), "{s}");
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -27,20 +27,16 @@ pub const DEFAULT_RATES: [f64; 8] = [
     5_000.0, 10_000.0, 20_000.0, 30_000.0, 40_000.0, 60_000.0, 80_000.0, 100_000.0,
 ];
 
-/// Default offered loads on the emulated NIC (`--datapath emu`), where the server core
-/// saturates between a few hundred thousand and a million requests per second.
-pub const EMU_RATES: [f64; 11] = [
+/// Default coarse grid on the emulated NIC (`--datapath emu`), where the server core saturates
+/// between a few hundred thousand and a few million requests per second; the saturation search
+/// bisects between its points.
+pub const EMU_RATES: [f64; 6] = [
     100_000.0,
     200_000.0,
-    300_000.0,
     400_000.0,
-    500_000.0,
-    600_000.0,
     800_000.0,
-    1_000_000.0,
-    1_250_000.0,
-    1_500_000.0,
-    2_000_000.0,
+    1_600_000.0,
+    3_200_000.0,
 ];
 
 /// IP MTU of the socket datapath: a jumbo frame, as in the paper (§6.1).
@@ -108,6 +104,13 @@ pub struct BenchConfig {
     pub out_dir: PathBuf,
     /// JSON path (default `out_dir/kv.json`).
     pub json: Option<PathBuf>,
+    /// `emu` only: every n-th reply is decoded and verified (the first reply to each distinct
+    /// request always is; every reply's headers, length, type and id are checked).
+    pub sample_every: u64,
+    /// `emu` only: trials per load of the saturation search (its median decides).
+    pub trials: usize,
+    /// `emu` only: the search bisects until the saturation bracket is within this fraction.
+    pub resolution: f64,
 }
 
 impl Default for BenchConfig {
@@ -131,6 +134,9 @@ impl Default for BenchConfig {
             spin: false,
             out_dir: PathBuf::from("results/kv"),
             json: None,
+            sample_every: 64,
+            trials: loadgen::search::DEFAULT_TRIALS,
+            resolution: loadgen::search::DEFAULT_RESOLUTION,
         }
     }
 }

@@ -4,13 +4,16 @@
 //!
 //! Each point is one `emu_bench::run`: the server's pinned memory is created on the server
 //! core, the store loaded into it (before the datapath opens, so loading is not measured),
-//! then requests arrive. Every reply's headers, length, type and id are checked by the device,
-//! and every reply is decoded and verified against the store's expected contents (the
-//! `sample_every` of the run is 1).
+//! then requests arrive. Every reply's headers, length, type and id are checked by the device;
+//! every `--sample-every`'th reply (default 1 in 64) and the first reply to each distinct
+//! request are decoded and verified against the store's expected contents, so the device
+//! thread does not bound large values. Each serialization's saturation load is found by the
+//! shared search ([`loadgen::search`]: median of `--trials` per load, grid then bisection,
+//! serializations interleaved trial by trial), reported with [`emu_bench::EmuSummary`].
 
 use cornflakes::PinnedMemory;
-use emu_bench::{EmuRunConfig, Request};
-use loadgen::{Record, DEFAULT_KEEP_UP};
+use emu_bench::{median_records, trials_json, EmuRunConfig, EmuSummary, EmuTrial, Request};
+use loadgen::search::{search, SearchConfig};
 
 use crate::bench::{load_store, write_outputs, BenchConfig, BenchOutcome, Prepared, EMU_LABEL};
 use crate::cf;
@@ -18,7 +21,7 @@ use crate::client::decode_reply;
 use crate::ops::OpKind;
 use crate::resp;
 use crate::serialization::Serialization;
-use crate::server::{KvServer, ServerConfig, ServerStats};
+use crate::server::{KvServer, ServerConfig};
 use crate::store::{Store, StoreConfig};
 
 fn encode(ser: Serialization, ops: &[crate::Op]) -> Vec<Request> {
@@ -48,9 +51,9 @@ pub(crate) fn run_emu(
 ) -> Result<BenchOutcome, String> {
     let name = p.workload.name();
     eprintln!(
-        "[bench] {} serializations x {} loads, {:?} per point (+{:?} warm-up), {EMU_LABEL}, MTU {}",
+        "[bench] {} serializations, grid {:?} req/s, {:?} per trial (+{:?} warm-up), {EMU_LABEL}, MTU {}",
         cfg.serializations.len(),
-        loads.len(),
+        loads,
         cfg.duration,
         cfg.warmup,
         cfg.mtu
@@ -81,99 +84,87 @@ pub(crate) fn run_emu(
     } else {
         cfg.mtu
     };
-    let mut records: Vec<Vec<Record>> = vec![Vec::new(); cfg.serializations.len()];
-    let mut misses = vec![0usize; cfg.serializations.len()];
-    let mut last: Vec<Option<(ServerStats, String)>> = vec![None; cfg.serializations.len()];
-    for (li, &load) in loads.iter().enumerate() {
-        for (si, &ser) in cfg.serializations.iter().enumerate() {
-            if cfg.stop_after_misses > 0 && misses[si] >= cfg.stop_after_misses {
-                continue;
-            }
-            let ecfg = EmuRunConfig {
-                rate_rps: load,
-                duration: cfg.duration,
-                warmup: cfg.warmup,
-                timeout: cfg.timeout,
-                seed: cfg.seed + 1 + li as u64,
-                sample_every: 1,
-                mtu,
-                ..EmuRunConfig::default()
-            };
-            let mut ecfg = ecfg;
-            ecfg.emu.mtu = ecfg.emu.mtu.max(mtu);
-            let reqs = p.reqs.clone();
-            let expected = p.expected.clone();
-            let check = move |i: usize, reply: &[u8]| {
-                let op = &reqs.ops[i];
-                let (_, r) = decode_reply(ser, OpKind::of(op), reply)?;
-                if expected.check(op, &r) {
-                    Ok(())
-                } else {
-                    Err(format!(
-                        "request {i} ({}): wrong reply {r}",
-                        OpKind::of(op).name()
-                    ))
-                }
-            };
-            let wl = cfg.workload.clone();
-            let scfg = ServerConfig {
-                serialization: ser,
-                threshold: cfg.threshold,
-                store: StoreConfig {
-                    memory_limit: cfg.memory_limit,
-                },
-            };
-            let (max_item, limit) = (cfg.max_item, cfg.memory_limit);
-            let (report, served) = emu_bench::run(&ecfg, &encoded[si], check, move |port| {
-                let mut mc = port.memory_config();
-                mc.max_item_size = mc.max_item_size.max(max_item.next_power_of_two());
-                mc.max_bytes = limit.saturating_add(256 << 20);
-                let mem = PinnedMemory::new(mc).map_err(|e| format!("pinned memory: {e}"))?;
-                let mut store = Store::new(&mem, scfg.store);
-                let loaded = load_store(&wl, &mut store)?;
-                let dp = port
-                    .datapath(mem)
-                    .map_err(|e| format!("emulated ConnectX: {e}"))?;
-                let mut server = KvServer::with_store(dp, scfg, store);
-                while !port.stopped() {
-                    server.poll();
-                }
-                Ok::<_, String>((server.stats(), loaded))
-            })?;
-            let (stats, loaded) = served?;
-            let rec = Record::from_report(ser.name(), &name, &report.run);
-            eprintln!(
-                "[bench] load {}/{} {:>7.0} req/s  {:<20} achieved {:>7.0}  p99 {:>8}  device busy {:.0}%  {}  ({}; {loaded})",
-                li + 1,
-                loads.len(),
-                load,
-                ser.name(),
-                rec.achieved_rps,
-                rec.p99_us.map_or("–".to_owned(), |v| format!("{v:.1}")),
-                report.device_busy * 100.0,
-                report.bottleneck(),
-                report.run.counters,
-            );
-            for f in &report.failures {
-                eprintln!("[bench] {ser}: {f}");
-            }
-            misses[si] = if rec.keeps_up(DEFAULT_KEEP_UP) {
-                0
+    let scfg = SearchConfig {
+        trials: cfg.trials,
+        resolution: cfg.resolution,
+        ..SearchConfig::new(loads.to_vec())
+    };
+    eprintln!(
+        "[bench] saturation search: median of up to {} trials per load, grid then bisection to \
+         {:.0}%, serializations interleaved trial by trial; per serialization up to ~{} trials \
+         when trials agree, at most {}",
+        scfg.trials,
+        scfg.resolution * 100.0,
+        scfg.typical_trials(),
+        scfg.max_trials()
+    );
+    let mut runs = 0u64;
+    let searches = search(&scfg, cfg.serializations.len(), |pt| {
+        runs += 1;
+        let (si, load) = (pt.lane, pt.offered_rps);
+        let ser = cfg.serializations[si];
+        let ecfg = EmuRunConfig {
+            rate_rps: load,
+            duration: cfg.duration,
+            warmup: cfg.warmup,
+            timeout: cfg.timeout,
+            seed: cfg.seed + runs,
+            sample_every: cfg.sample_every,
+            // A write changes what later reads of its key return (e.g. an append).
+            replies_vary: true,
+            mtu,
+            ..EmuRunConfig::default()
+        };
+        let mut ecfg = ecfg;
+        ecfg.emu.mtu = ecfg.emu.mtu.max(mtu);
+        let reqs = p.reqs.clone();
+        let expected = p.expected.clone();
+        let check = move |i: usize, reply: &[u8]| {
+            let op = &reqs.ops[i];
+            let (_, r) = decode_reply(ser, OpKind::of(op), reply)?;
+            if expected.check(op, &r) {
+                Ok(())
             } else {
-                misses[si] + 1
-            };
-            last[si] = Some((
-                stats,
-                format!(
-                    "emulated NIC: {} at {:.0} req/s offered (device busy {:.0}%)",
-                    report.bottleneck(),
-                    load,
-                    report.device_busy * 100.0
-                ),
-            ));
-            records[si].push(rec);
+                Err(format!(
+                    "request {i} ({}): wrong reply {r}",
+                    OpKind::of(op).name()
+                ))
+            }
+        };
+        let wl = cfg.workload.clone();
+        let server_cfg = ServerConfig {
+            serialization: ser,
+            threshold: cfg.threshold,
+            store: StoreConfig {
+                memory_limit: cfg.memory_limit,
+            },
+        };
+        let (max_item, limit) = (cfg.max_item, cfg.memory_limit);
+        let (report, served) = emu_bench::run(&ecfg, &encoded[si], check, move |port| {
+            let mut mc = port.memory_config();
+            mc.max_item_size = mc.max_item_size.max(max_item.next_power_of_two());
+            mc.max_bytes = limit.saturating_add(256 << 20);
+            let mem = PinnedMemory::new(mc).map_err(|e| format!("pinned memory: {e}"))?;
+            let mut store = Store::new(&mem, server_cfg.store);
+            let loaded = load_store(&wl, &mut store)?;
+            let dp = port
+                .datapath(mem)
+                .map_err(|e| format!("emulated ConnectX: {e}"))?;
+            let mut server = KvServer::with_store(dp, server_cfg, store);
+            while !port.stopped() {
+                server.poll();
+            }
+            Ok::<_, String>((server.stats(), loaded))
+        })?;
+        let (stats, loaded) = served?;
+        let work = stats.work_p50_ns();
+        let t = EmuTrial::new(pt, ser.name(), &name, report, work, stats);
+        eprintln!("[bench] {}  ({loaded})", t.progress());
+        for f in &t.report.failures {
+            eprintln!("[bench] {ser}: {f}");
         }
-    }
+        Ok::<_, String>(t)
+    })?;
     let mut out = BenchOutcome {
         workload: name,
         stats: Some(p.stats),
@@ -181,14 +172,52 @@ pub(crate) fn run_emu(
         datapath: EMU_LABEL.to_owned(),
         ..BenchOutcome::default()
     };
-    for (si, &ser) in cfg.serializations.iter().enumerate() {
-        if let Some((st, bound)) = last[si].take() {
-            eprintln!("[bench] {ser} server (last point): {st}");
+    let mut summaries = Vec::new();
+    let mut trials = Vec::new();
+    for (&ser, s) in cfg.serializations.iter().zip(&searches) {
+        let summary = EmuSummary::of(ser.name(), s);
+        // The server counters reported: those of the best load's median trial.
+        if let Some(v) = s.best_achieved().or(s.loads.first()) {
+            let st = v.median().server.clone();
+            eprintln!("[bench] {ser} server (median trial of its best load): {st}");
             out.servers.push((ser, st));
-            out.bounds.push((ser.name().to_owned(), bound));
         }
+        out.bounds.push((
+            ser.name().to_owned(),
+            format!(
+                "emulated NIC: {}{}",
+                summary.bound_note(),
+                summary.best.as_ref().map_or(String::new(), |b| format!(
+                    "; best load's {} trials {:.0}–{:.0} req/s, device busy {:.0}%",
+                    b.trials,
+                    b.min_rps,
+                    b.max_rps,
+                    b.device_busy * 100.0
+                ))
+            ),
+        ));
+        out.records.extend(median_records(s));
+        trials.extend(trials_json(s));
+        summaries.push(summary);
     }
-    out.records = records.into_iter().flatten().collect();
     write_outputs(cfg, &out)?;
+    let table = emu_bench::table(&summaries, None, scfg.trials);
+    println!("\n### The saturation search on the emulated NIC\n\n{table}");
+    let summary = serde_json::Value::Array(summaries.iter().map(EmuSummary::to_json).collect());
+    for (file, text) in [
+        (
+            "emu-summary.json",
+            serde_json::to_string_pretty(&summary).map_err(|e| e.to_string())?,
+        ),
+        (
+            "emu-points.json",
+            serde_json::to_string_pretty(&serde_json::Value::Array(trials))
+                .map_err(|e| e.to_string())?,
+        ),
+        ("emu.md", table),
+    ] {
+        let path = cfg.out_dir.join(file);
+        std::fs::write(&path, text).map_err(|e| format!("writing {}: {e}", path.display()))?;
+    }
     Ok(out)
 }

@@ -24,13 +24,20 @@ usage:
             [--rates R,R,..] [--duration SECS] [--warmup SECS] [--timeout-ms MS] [--threads N]
             [--threshold N] [--mtu N] [--max-item BYTES] [--memory-limit BYTES]
             [--requests N] [--seed N] [--out DIR] [--json PATH] [--spin] [--datapath emu|socket]
+            [--sample-every N] [--trials K] [--resolution F]
       One server per serialization (each loads the workload's contents), offered loads
       interleaved across serializations, every reply verified against what the store must
       hold. Prints the tables and writes DIR/kv.json (or --json), DIR/run.json, DIR/kv.svg,
       DIR/kv.png and DIR/tables.md (DIR defaults to results/kv). --datapath emu (the default
       with 2+ CPUs): the server on the ConnectX driver on one core, the emulated ConnectX on
       the other playing wire and clients (measures the server core's work; the store is
-      reloaded for every point). --datapath socket: open-loop client threads over kernel UDP
+      reloaded for every trial). Every reply's headers, length, type and id are checked; every
+      --sample-every'th (default 64) and the first to each distinct request are decoded and
+      verified. Each serialization's saturation load is searched: a doubling grid of --rates
+      (default 0.1 to 3.2 M req/s) until a load's median of up to --trials K trials (default
+      3) misses 95 % of offered, then bisection until the bracket is within --resolution F
+      (default 0.05); also writes DIR/emu.md, DIR/emu-summary.json and DIR/emu-points.json.
+      --datapath socket: open-loop client threads over kernel UDP
       sockets on 127.0.0.1.
   kv server --serialization S [--bind IP:PORT] [--threshold N] [--mtu N] [--max-item BYTES]
             [--memory-limit BYTES] [--workload W [workload options]] [--seconds SECS] [--spin]
@@ -175,6 +182,15 @@ fn bench_cmd(mut a: Args) -> Result<(), String> {
     if emu {
         cfg.datapath = bench::DatapathKind::Emu;
         cfg.rates = bench::EMU_RATES.to_vec();
+    }
+    if let Some(n) = a.parse::<u64>("--sample-every")? {
+        cfg.sample_every = n.max(1);
+    }
+    if let Some(k) = a.parse::<usize>("--trials")? {
+        cfg.trials = k;
+    }
+    if let Some(r) = a.parse::<f64>("--resolution")? {
+        cfg.resolution = r;
     }
     let name = a.take("--workload")?.unwrap_or_else(|| "ycsb".to_owned());
     cfg.workload = workload(&mut a, &name)?;

@@ -171,6 +171,7 @@ fn bench_on_the_emulated_nic() {
         ])
         .args(["--serializations", "cornflakes,cornflakes-no-ssend,resp"])
         .args(["--rates", "2000", "--duration", "0.05", "--warmup", "0.01"])
+        .args(["--sample-every", "1", "--trials", "1"])
         .args(["--timeout-ms", "2000", "--requests", "200", "--out"])
         .arg(&dir)
         .output()
@@ -194,4 +195,19 @@ fn bench_on_the_emulated_nic() {
         assert_eq!(r["mismatched"], 0, "{r}");
         assert!(r["verified"].as_u64().unwrap() > 0, "{r}");
     }
+    // The saturation search's summary per serialization, and every trial: with
+    // --sample-every 1 every verified reply was decoded.
+    let read = |f: &str| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(dir.join(f)).unwrap()).unwrap()
+    };
+    let summary = read("emu-summary.json");
+    assert_eq!(summary.as_array().unwrap().len(), 3);
+    for s in summary.as_array().unwrap() {
+        assert_eq!(s["trials"], 1, "{s}");
+        assert!(s["bounded_by"].is_string(), "{s}");
+    }
+    for p in read("emu-points.json").as_array().unwrap() {
+        assert_eq!(p["sampled"], p["verified"], "{p}");
+    }
+    assert!(dir.join("emu.md").exists());
 }

@@ -15,7 +15,11 @@
 //!   the first reply of every distinct request) is read whole and given to the caller's
 //!   [`ReplyCheck`];
 //! - the device thread reports how busy it was, so every result says whether the server or
-//!   the device saturated ([`EmuReport::bottleneck`]).
+//!   the device saturated ([`EmuReport::bottleneck`]);
+//! - a benchmark searches each mode's saturation load with [`loadgen::search`] (median of K
+//!   trials per load, grid then bisection, modes interleaved) over [`EmuTrial`]s, and reports
+//!   it with [`EmuSummary`] and [`table`]: the highest load kept up, the spread of its trials,
+//!   p99, device utilisation, server handling time and what bounded it ([`Bound`]).
 //!
 //! What this measures is the **server core's** work per request with a NIC that costs it
 //! nothing but descriptor writes and completion polls. It is not a network measurement: see
@@ -69,10 +73,12 @@
 
 mod frames;
 mod run;
+mod search;
 mod wire;
 
 /// Whether this machine has the two CPUs a run needs (server and device), and which.
 pub use datapath_mlx5::emu::threaded::two_cores;
 pub use frames::{Request, RequestFrames};
 pub use run::{run, Bottleneck, EmuReport, EmuRunConfig, ServerPort, DEVICE_SATURATED};
+pub use search::{median_records, table, trials_json, Bound, EmuSummary, EmuTrial, LoadSummary};
 pub use wire::{LoadWire, ReplyCheck, MAX_FAILURES_KEPT};

@@ -46,6 +46,10 @@ pub struct EmuRunConfig {
     /// the first reply to each distinct request always is. Every reply's headers, length,
     /// type and id are checked.
     pub sample_every: u64,
+    /// Replies to one request may change length during the run (a key-value store's writes
+    /// change what a read returns): a reply whose length differs from the last reply to the
+    /// same request is then read whole and checked, instead of counted as mismatched.
+    pub replies_vary: bool,
     /// The device's time per data segment (gather entry); zero by default.
     pub delay_per_segment: Duration,
     /// Pin the server and device threads to two distinct CPUs (an error with fewer than 2).
@@ -67,6 +71,7 @@ impl Default for EmuRunConfig {
             timeout: Duration::from_millis(20),
             seed: 1,
             sample_every: 64,
+            replies_vary: false,
             delay_per_segment: Duration::ZERO,
             pin: true,
             mtu: 9000,

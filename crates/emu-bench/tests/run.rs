@@ -130,6 +130,70 @@ fn wrong_replies_are_counted_and_described() {
     assert!(report.failures[0].contains("reply differs"));
 }
 
+/// Echoes every message, with one byte appended to every third reply.
+fn growing_echo_server(port: ServerPort) -> u64 {
+    let mem = PinnedMemory::new(port.memory_config()).expect("memory");
+    let mut dp = port.datapath(mem).expect("datapath");
+    let mut rx = Vec::new();
+    let mut n = 0u64;
+    while !port.stopped() {
+        rx.clear();
+        dp.recv_burst(&mut rx).expect("recv");
+        for m in &rx {
+            n += 1;
+            let mut v = m.data.to_vec();
+            if n.is_multiple_of(3) {
+                v.push(0xaa);
+            }
+            dp.send_copy(m.conn, m.msg, &v).expect("send");
+        }
+        dp.flush().expect("flush");
+        dp.poll_completions();
+    }
+    n
+}
+
+#[test]
+fn replies_that_change_length_fail_unless_they_may_vary_and_then_are_read_whole() {
+    let _g = serial();
+    let reqs = requests(4);
+    let expected: Vec<Vec<u8>> = reqs.iter().map(|r| r.payload.clone()).collect();
+    let check = move |i: usize, reply: &[u8]| {
+        let e = &expected[i];
+        if reply == &e[..] || (reply.len() == e.len() + 1 && reply[..e.len()] == e[..]) {
+            Ok(())
+        } else {
+            Err(format!("request {i}: reply differs"))
+        }
+    };
+    // Few samples: a length change, not the sampling, is what reads these replies.
+    let mut c = EmuRunConfig {
+        sample_every: 1 << 20,
+        ..cfg(10_000.0)
+    };
+    let (report, echoed) = run(&c, &reqs, check.clone(), growing_echo_server).expect("run");
+    let k = report.run.counters;
+    assert!(k.mismatched > 0, "{k}");
+    assert!(
+        report.failures[0].contains("earlier ones"),
+        "{:?}",
+        report.failures
+    );
+    assert!(echoed > 0);
+
+    c.replies_vary = true;
+    let (report, echoed) = run(&c, &reqs, check, growing_echo_server).expect("run");
+    let k = report.run.counters;
+    assert_eq!(k.mismatched, 0, "{k} {:?}", report.failures);
+    assert_eq!(k.verified + k.lost, k.sent, "{k}");
+    // Every reply whose length changed was read whole: far more than the 4 first replies.
+    assert!(
+        report.sampled > 4 + echoed / 6,
+        "{} of {echoed}",
+        report.sampled
+    );
+}
+
 #[test]
 fn the_device_reports_its_own_saturation() {
     let _g = serial();

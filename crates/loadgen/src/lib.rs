@@ -12,7 +12,9 @@
 //!    percentiles and achieved throughput with warm-up excluded, merged over
 //!    threads.
 //! 4. [`sweep`] repeats runs over offered loads; [`summarize`] reports the
-//!    highest load achieved within 95 % of offered per mode.
+//!    highest load achieved within 95 % of offered per mode. [`search::search`] finds that
+//!    load robustly on a noisy machine: the median of K trials per load, a coarse grid then
+//!    bisection, stopping only on a sustained miss, modes interleaved trial by trial.
 //! 5. [`Record`]s go to JSON ([`write_json`]) and to throughput–p99 plots
 //!    ([`plot_p99_curves`]); grids of ratios to heatmaps ([`plot_heatmap`]).
 //!
@@ -42,6 +44,7 @@ mod plot;
 mod record;
 mod run;
 mod schedule;
+pub mod search;
 mod stats;
 mod sweep;
 mod transport;

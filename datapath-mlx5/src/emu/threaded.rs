@@ -16,9 +16,10 @@
 //! release/acquire words described in [`crate::mmio`], and the memory-region table is
 //! append-only with an atomic count.
 //!
-//! The thread measures how busy it is: an iteration of its loop that did any work counts as
-//! busy time. A wire reads that time ([`DeviceClock`]) to tell whether the device, not the
-//! driver, was the bottleneck.
+//! The thread measures how busy it is: the time of every loop iteration that did any work,
+//! from its start to the end of that work (a device thread descheduled between iterations is
+//! not counted busy). A wire reads that time ([`DeviceClock`]) to tell whether the device,
+//! not the driver, was the bottleneck.
 
 use std::io;
 use std::ptr::NonNull;
@@ -262,13 +263,9 @@ fn device_loop<W: Wire>(
 ) -> DeviceClock {
     let t0 = Instant::now();
     let mut clock = DeviceClock::default();
-    let mut prev_busy = false;
     let mut done = false;
     loop {
         let now = t0.elapsed().as_nanos() as u64;
-        if prev_busy {
-            clock.busy_ns += now - clock.now_ns;
-        }
         clock.now_ns = now;
         let mut work = false;
         let req = ctl.req.load(Ordering::Acquire);
@@ -302,7 +299,11 @@ fn device_loop<W: Wire>(
             done = true;
             ctl.wire_done.store(true, Ordering::Release);
         }
-        prev_busy = work;
+        if work {
+            // Busy time is the work itself, from this iteration's clock read to now (not up to
+            // the next iteration: a thread descheduled between iterations was not busy).
+            clock.busy_ns += (t0.elapsed().as_nanos() as u64).saturating_sub(now);
+        }
         if !work {
             if yield_when_idle {
                 std::thread::yield_now();

@@ -1,0 +1,443 @@
+//! The saturation search on the emulated NIC ([`loadgen::search`]), shared by the echo and KV
+//! benches: what a trial keeps ([`EmuTrial`]), what a mode's search comes to ([`EmuSummary`]:
+//! the highest load kept up by the median of its trials, its spread, p99, device utilisation,
+//! server handling time, and what bounded it), and the table and JSON of a run.
+
+use std::fmt::Write as _;
+
+use loadgen::search::{Point, Search, Trial};
+use loadgen::Record;
+use serde_json::{json, Value};
+
+use crate::run::{Bottleneck, EmuReport};
+
+/// One trial of one mode at one load: the device's report, the record of it, and what the
+/// server (of type `S`) reported.
+#[derive(Clone, Debug)]
+pub struct EmuTrial<S> {
+    /// Where the search ran it.
+    pub point: Point,
+    /// What the device and clients measured.
+    pub report: EmuReport,
+    /// The same as a load-generator record (mode, shape, latency, counters).
+    pub record: Record,
+    /// The server's median handling time per request, nanoseconds.
+    pub work_p50_ns: Option<f64>,
+    /// The server's own counters.
+    pub server: S,
+}
+
+impl<S> EmuTrial<S> {
+    /// A trial of `mode` and `shape` at `point`.
+    pub fn new(
+        point: Point,
+        mode: &str,
+        shape: &str,
+        report: EmuReport,
+        work_p50_ns: Option<f64>,
+        server: S,
+    ) -> EmuTrial<S> {
+        let record = Record::from_report(mode, shape, &report.run);
+        EmuTrial {
+            point,
+            report,
+            record,
+            work_p50_ns,
+            server,
+        }
+    }
+
+    /// One progress line (for stderr).
+    pub fn progress(&self) -> String {
+        let r = &self.report;
+        format!(
+            "{:<20} {:>6} offered {:>9.0} trial {}  achieved {:>9.0}  p99 {:>9}  device busy {:>3.0}%  server work p50 {:>6}  {}  ({})",
+            self.record.mode,
+            self.point.phase,
+            self.point.offered_rps,
+            self.point.trial + 1,
+            r.run.achieved_rps,
+            r.run
+                .latency
+                .p99_us()
+                .map_or("–".to_owned(), |v| format!("{v:.1}µs")),
+            r.device_busy * 100.0,
+            self.work_p50_ns
+                .map_or("–".to_owned(), |v| format!("{v:.0}ns")),
+            r.bottleneck(),
+            r.run.counters
+        )
+    }
+
+    /// The trial as JSON (every trial goes to the run's points file).
+    pub fn to_json(&self) -> Value {
+        let r = &self.report;
+        json!({
+            "mode": self.record.mode,
+            "shape": self.record.shape,
+            "phase": self.point.phase.to_string(),
+            "offered_rps": self.point.offered_rps,
+            "trial": self.point.trial,
+            "achieved_rps": r.run.achieved_rps,
+            "p50_us": self.record.p50_us,
+            "p99_us": self.record.p99_us,
+            "device_busy": r.device_busy,
+            "bottleneck": r.bottleneck().to_string(),
+            "work_p50_ns": self.work_p50_ns,
+            "sampled": r.sampled,
+            "not_delivered": r.not_delivered,
+            "max_inject_lag_ns": r.max_inject_lag_ns,
+            "verified": self.record.verified,
+            "mismatched": self.record.mismatched,
+            "lost": self.record.lost,
+            "failures": r.failures,
+        })
+    }
+}
+
+impl<S> Trial for EmuTrial<S> {
+    fn achieved_rps(&self) -> f64 {
+        self.report.run.achieved_rps
+    }
+}
+
+/// One load of a mode's search, summarized by its median trial.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LoadSummary {
+    /// Offered load.
+    pub offered_rps: f64,
+    /// The median trial's achieved load.
+    pub median_rps: f64,
+    /// Lowest and highest achieved load of the trials.
+    pub min_rps: f64,
+    /// See `min_rps`.
+    pub max_rps: f64,
+    /// Trials run at this load.
+    pub trials: usize,
+    /// The median trial's p99 latency, microseconds.
+    pub p99_us: Option<f64>,
+    /// The median trial's device utilisation (0–1).
+    pub device_busy: f64,
+    /// The median trial's server handling time, nanoseconds.
+    pub work_p50_ns: Option<f64>,
+    /// What the median trial says limited it.
+    pub bottleneck: Bottleneck,
+}
+
+impl LoadSummary {
+    fn of<S>(v: &loadgen::search::Verdict<EmuTrial<S>>) -> LoadSummary {
+        let m = v.median();
+        let (min_rps, max_rps) = v.spread();
+        LoadSummary {
+            offered_rps: v.offered_rps,
+            median_rps: m.report.run.achieved_rps,
+            min_rps,
+            max_rps,
+            trials: v.trials.len(),
+            p99_us: m.record.p99_us,
+            device_busy: m.report.device_busy,
+            work_p50_ns: m.work_p50_ns,
+            bottleneck: m.report.bottleneck(),
+        }
+    }
+
+    fn to_json(&self) -> Value {
+        json!({
+            "offered_rps": self.offered_rps,
+            "median_rps": self.median_rps,
+            "min_rps": self.min_rps,
+            "max_rps": self.max_rps,
+            "trials": self.trials,
+            "p99_us": self.p99_us,
+            "device_busy": self.device_busy,
+            "work_p50_ns": self.work_p50_ns,
+            "bottleneck": self.bottleneck.to_string(),
+        })
+    }
+}
+
+/// What limited a mode's search.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bound {
+    /// The server fell behind (the first sustained miss, with the device thread below
+    /// [`crate::DEVICE_SATURATED`]).
+    Server,
+    /// The device thread was saturated at the best point or the first sustained miss: the
+    /// result understates the server.
+    Device,
+    /// The highest load of the grid was kept up: raise the loads.
+    Grid,
+    /// No load kept up.
+    NothingKept,
+}
+
+impl Bound {
+    /// Short name, as the table and JSON give it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Bound::Server => "server",
+            Bound::Device => "device",
+            Bound::Grid => "grid (raise --rates)",
+            Bound::NothingKept => "nothing kept up",
+        }
+    }
+}
+
+/// A mode's search, summarized.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EmuSummary {
+    /// Mode (or serialization).
+    pub mode: String,
+    /// The load kept up (by its median trial) whose median achieved the most.
+    pub best: Option<LoadSummary>,
+    /// The lowest load above it whose median trial missed.
+    pub first_miss: Option<LoadSummary>,
+    /// What limited the search.
+    pub bound: Bound,
+    /// Loads decided and trials run.
+    pub loads: usize,
+    /// See `loads`.
+    pub trials: usize,
+    /// Replies that failed verification, over every trial (must be 0).
+    pub mismatched: u64,
+    /// Requests lost, over every trial.
+    pub lost: u64,
+}
+
+impl EmuSummary {
+    /// Summarizes the search of `mode`.
+    pub fn of<S>(mode: &str, s: &Search<EmuTrial<S>>) -> EmuSummary {
+        // As `loadgen::max_kept_up` over the median records: the highest median kept up.
+        let best = s.best_achieved().map(LoadSummary::of);
+        let first_miss = s.first_miss().map(LoadSummary::of);
+        let device = |l: &Option<LoadSummary>| {
+            l.as_ref()
+                .is_some_and(|l| l.bottleneck == Bottleneck::Device)
+        };
+        let bound = if device(&best) || device(&first_miss) {
+            Bound::Device
+        } else if best.is_none() {
+            Bound::NothingKept
+        } else if s.above_grid {
+            Bound::Grid
+        } else {
+            Bound::Server
+        };
+        let all = s.loads.iter().flat_map(|v| v.trials.iter());
+        let (mismatched, lost) = all.fold((0, 0), |(m, l), t| {
+            (m + t.record.mismatched, l + t.record.lost)
+        });
+        EmuSummary {
+            mode: mode.to_owned(),
+            best,
+            first_miss,
+            bound,
+            loads: s.loads.len(),
+            trials: s.trials_run(),
+            mismatched,
+            lost,
+        }
+    }
+
+    /// The bracket and what bounded it, in words.
+    pub fn bound_note(&self) -> String {
+        let miss = self.first_miss.as_ref().map(|m| {
+            format!(
+                "first sustained miss {:.0} req/s (median {:.0}, device busy {:.0}%, {})",
+                m.offered_rps,
+                m.median_rps,
+                m.device_busy * 100.0,
+                m.bottleneck
+            )
+        });
+        match (self.bound, miss) {
+            (Bound::Grid, _) => "the grid: its highest load was kept up (raise --rates)".to_owned(),
+            (b, Some(m)) => format!("{}: {m}", b.name()),
+            (b, None) => b.name().to_owned(),
+        }
+    }
+
+    /// The summary as JSON.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "mode": self.mode,
+            "max_rps_within_95pct": self.best.as_ref().map(|b| b.median_rps),
+            "best": self.best.as_ref().map(LoadSummary::to_json),
+            "first_sustained_miss": self.first_miss.as_ref().map(LoadSummary::to_json),
+            "bounded_by": self.bound.name(),
+            "bound_note": self.bound_note(),
+            "loads": self.loads,
+            "trials": self.trials,
+            "mismatched": self.mismatched,
+            "lost": self.lost,
+        })
+    }
+}
+
+/// One record per load of a search, the median trial's (in order of offered load): what a
+/// run's JSON and plots take, so that no single lucky trial stands for a load.
+pub fn median_records<S>(s: &Search<EmuTrial<S>>) -> Vec<Record> {
+    let mut v: Vec<Record> = s.loads.iter().map(|v| v.median().record.clone()).collect();
+    v.sort_by(|a, b| a.offered_rps.total_cmp(&b.offered_rps));
+    v
+}
+
+/// Every trial of a search as JSON.
+pub fn trials_json<S>(s: &Search<EmuTrial<S>>) -> Vec<Value> {
+    s.loads
+        .iter()
+        .flat_map(|v| v.trials.iter().map(EmuTrial::to_json))
+        .collect()
+}
+
+fn k(v: f64) -> String {
+    format!("{:.0}", v)
+}
+
+/// The comparison table of an emulated-NIC run (Markdown): per mode, the highest load whose
+/// median trial kept up within 95 % of offered, the spread of its trials, its ratio to
+/// `baseline` (e.g. `raw`), p99, device utilisation and server handling time there, what
+/// bounded the mode, and the verification counters. `trials` is the search's K.
+pub fn table(summaries: &[EmuSummary], baseline: Option<&str>, trials: usize) -> String {
+    let base = baseline.and_then(|b| {
+        summaries
+            .iter()
+            .find(|s| s.mode == b)
+            .and_then(|s| s.best.as_ref())
+            .map(|b| b.median_rps)
+    });
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "Server core's throughput with an emulated ConnectX on a second core (not a network \
+         measurement). Each load: median of up to {trials} trials; saturation bracketed by a \
+         grid, then bisection.\n"
+    );
+    let vs = baseline.map_or(String::new(), |b| format!(" vs {b} |"));
+    let _ = writeln!(
+        s,
+        "| mode | max req/s within 95% of offered (median) | trials there: min–max req/s |{vs} p99 there (µs) | device busy there | server work p50 there (ns) | bounded by | mismatched | lost | loads / trials |"
+    );
+    let _ = writeln!(
+        s,
+        "|---|---:|---:|{}---:|---:|---:|---|---:|---:|---:|",
+        if baseline.is_some() { "---:|" } else { "" }
+    );
+    for m in summaries {
+        let b = m.best.as_ref();
+        let ratio = match (b, base) {
+            (Some(b), Some(base)) if base > 0.0 => format!(" {:.2} |", b.median_rps / base),
+            _ if baseline.is_some() => " – |".to_owned(),
+            _ => String::new(),
+        };
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} |{ratio} {} | {} | {} | {} | {} | {} | {} / {} |",
+            m.mode,
+            b.map_or("none kept up".to_owned(), |b| format!(
+                "{} (offered {})",
+                k(b.median_rps),
+                k(b.offered_rps)
+            )),
+            b.map_or("–".to_owned(), |b| format!(
+                "{}–{} ({} trials)",
+                k(b.min_rps),
+                k(b.max_rps),
+                b.trials
+            )),
+            b.and_then(|b| b.p99_us)
+                .map_or("–".to_owned(), |v| format!("{v:.1}")),
+            b.map_or("–".to_owned(), |b| format!(
+                "{:.0}%",
+                b.device_busy * 100.0
+            )),
+            b.and_then(|b| b.work_p50_ns)
+                .map_or("–".to_owned(), |w| format!("{w:.0}")),
+            m.bound_note(),
+            m.mismatched,
+            m.lost,
+            m.loads,
+            m.trials,
+        );
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use loadgen::search::{search, SearchConfig};
+    use loadgen::{Counters, LatencyHistogram, RunReport};
+    use std::time::Duration;
+
+    fn report(offered: f64, achieved: f64, busy: f64) -> EmuReport {
+        let mut latency = LatencyHistogram::new();
+        latency.record(Duration::from_micros(7));
+        EmuReport {
+            run: RunReport {
+                offered_rps: offered,
+                achieved_rps: achieved,
+                measured_window: Duration::from_millis(200),
+                measured_requests: 10,
+                counters: Counters::default(),
+                latency,
+                threads: 1,
+            },
+            device_busy: busy,
+            device: Default::default(),
+            sampled: 1,
+            not_delivered: 0,
+            max_inject_lag_ns: 0,
+            failures: Vec::new(),
+        }
+    }
+
+    /// Two modes: `a` server-bound at 300, `b` device-bound at 500 (device busy near it).
+    fn run() -> Vec<Search<EmuTrial<u32>>> {
+        let cfg = SearchConfig::new(vec![100.0, 200.0, 400.0, 800.0]);
+        search::<_, String, _>(&cfg, 2, |p| {
+            let (cap, dev) = [(300.0, 0.3), (500.0, 0.95)][p.lane];
+            let achieved = p.offered_rps.min(cap);
+            let busy = if p.offered_rps >= cap { dev } else { 0.2 };
+            let mode = ["a", "b"][p.lane];
+            Ok(EmuTrial::new(
+                p,
+                mode,
+                "s",
+                report(p.offered_rps, achieved, busy),
+                Some(100.0),
+                7,
+            ))
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn summaries_say_what_bounded_each_mode_and_tables_show_it() {
+        let searches = run();
+        let a = EmuSummary::of("a", &searches[0]);
+        let b = EmuSummary::of("b", &searches[1]);
+        assert_eq!(a.bound, Bound::Server);
+        assert_eq!(b.bound, Bound::Device);
+        let best = a.best.as_ref().unwrap();
+        assert!(best.offered_rps > 280.0 && best.offered_rps <= 300.0 / 0.95);
+        assert_eq!(
+            (best.trials, best.min_rps, best.max_rps),
+            (2, best.median_rps, best.median_rps)
+        );
+        assert!(a.first_miss.as_ref().unwrap().offered_rps > best.offered_rps);
+        let t = table(&[a.clone(), b], Some("a"), 3);
+        assert!(t.contains("| a | "), "{t}");
+        assert!(t.contains(" 1.00 |"), "{t}");
+        assert!(t.contains("device: first sustained miss"), "{t}");
+        assert!(t.contains("server: first sustained miss"), "{t}");
+        let j = a.to_json();
+        assert_eq!(j["bounded_by"], "server");
+        assert_eq!(j["best"]["trials"], 2);
+        // One record per load (the median trial's), ascending; every trial in the points.
+        let recs = median_records(&searches[0]);
+        assert_eq!(recs.len(), searches[0].loads.len());
+        assert!(recs.windows(2).all(|w| w[0].offered_rps < w[1].offered_rps));
+        assert_eq!(trials_json(&searches[0]).len(), searches[0].trials_run());
+    }
+}
