@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use cornflakes::datapath::{Completions, Connect, Receive, Transmit};
@@ -218,8 +219,9 @@ impl Wire for ClientWire {
 }
 
 /// Core `port.queue_index()`'s server on its own thread, until `stop`: its own pinned
-/// memory, datapath and counters. Returns the requests it saw.
-fn run_core(port: EmuPort, stop: &AtomicBool) -> Vec<usize> {
+/// memory, datapath and counters; waits at `ready` once its receive queue is posted.
+/// Returns the requests it saw.
+fn run_core(port: EmuPort, ready: &Barrier, stop: &AtomicBool) -> Vec<usize> {
     let core = port.queue_index();
     let mem = memory();
     port.register(&mem).expect("register");
@@ -231,6 +233,7 @@ fn run_core(port: EmuPort, stop: &AtomicBool) -> Vec<usize> {
         Mlx5Config::new(StackConfig::new(MAC_S, bind)),
     )
     .expect("core datapath");
+    ready.wait();
     let (mut got, mut seen) = (Vec::new(), Vec::new());
     while !stop.load(Ordering::Acquire) {
         serve_burst(&mut dp, core, &mut got, &mut seen);
@@ -275,15 +278,18 @@ fn two_cores_on_the_threaded_device_answer_exactly_the_requests_steered_to_their
     assert_eq!(dev.queue_count(), CORES);
     assert!(dev.port_of(CORES).is_none());
     let stop = AtomicBool::new(false);
+    let ready = Barrier::new(CORES + 1);
     let (replies, seen) = std::thread::scope(|s| {
         let cores: Vec<_> = dev
             .ports()
             .into_iter()
             .map(|port| {
-                let stop = &stop;
-                s.spawn(move || run_core(port, stop))
+                let (ready, stop) = (&ready, &stop);
+                s.spawn(move || run_core(port, ready, stop))
             })
             .collect();
+        // Every core's receive queue is posted before the first frame arrives.
+        ready.wait();
         let mut replies = Vec::new();
         let deadline = Instant::now() + Duration::from_secs(60);
         let mut next = 0;
