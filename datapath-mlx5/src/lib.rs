@@ -123,3 +123,28 @@ pub fn core_flow_rules(mac: MacAddr, base_port: u16, core: usize) -> Result<Vec<
     }
     Ok(rules)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_core_gets_its_own_port_and_only_core_0_takes_arp() {
+        let mac = MacAddr([2, 0, 0, 0, 0, 1]);
+        assert_eq!(core_port(7000, 0), Ok(7000));
+        assert_eq!(core_port(7000, 3), Ok(7003));
+        assert!(core_port(65535, 1).unwrap_err().contains("65535"));
+        assert!(core_port(7000, 1 << 20).is_err());
+        let r0 = core_flow_rules(mac, 7000, 0).unwrap();
+        assert_eq!(r0, flow_rules(mac, 7000));
+        let r1 = core_flow_rules(mac, 7000, 1).unwrap();
+        assert_eq!(
+            r1,
+            vec![FlowRule {
+                dst_mac: mac,
+                ethertype: ETHERTYPE_IPV4,
+                udp_dst_port: Some(7001),
+            }]
+        );
+    }
+}

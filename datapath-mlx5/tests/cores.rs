@@ -4,7 +4,8 @@
 //! device (the one benchmarks use), with each core's datapath on its own thread, and the
 //! single-threaded `EmuNic` with the cores polled in turn from one thread. Every request must
 //! arrive at, and be answered by, the queue set that owns its port, none lost or duplicated;
-//! frames to a port no core owns are dropped and counted. These tests also run under
+//! frames to a port no core owns are dropped and counted; broadcast ARP reaches core 0 only,
+//! which answers it. These tests also run under
 //! AddressSanitizer (scripts/test.sh).
 
 use std::collections::BTreeMap;
@@ -98,6 +99,24 @@ fn request_frames() -> Vec<Vec<u8>> {
     let frames = nic.wire();
     assert_eq!(frames.len(), REQUESTS + STRAYS, "one frame per request");
     frames
+}
+
+/// A broadcast ARP request from the client for the server's address.
+fn arp_request() -> Vec<u8> {
+    let mut f = Vec::with_capacity(60);
+    f.extend_from_slice(&[0xff; 6]);
+    f.extend_from_slice(&MAC_C.0);
+    f.extend_from_slice(&[0x08, 0x06, 0, 1, 0x08, 0x00, 6, 4, 0, 1]);
+    f.extend_from_slice(&MAC_C.0);
+    f.extend_from_slice(&IP_C.octets());
+    f.extend_from_slice(&[0; 6]);
+    f.extend_from_slice(&IP_S.octets());
+    f.resize(60, 0);
+    f
+}
+
+fn is_arp(frame: &[u8]) -> bool {
+    frame.len() >= 14 && frame[12..14] == [0x08, 0x06]
 }
 
 /// One reply as it left the device: which queue set sent it, from which UDP port, and what
@@ -279,7 +298,7 @@ fn two_cores_on_the_threaded_device_answer_exactly_the_requests_steered_to_their
     assert!(dev.port_of(CORES).is_none());
     let stop = AtomicBool::new(false);
     let ready = Barrier::new(CORES + 1);
-    let (replies, seen) = std::thread::scope(|s| {
+    let (replies, seen, arp_replies) = std::thread::scope(|s| {
         let cores: Vec<_> = dev
             .ports()
             .into_iter()
@@ -291,8 +310,11 @@ fn two_cores_on_the_threaded_device_answer_exactly_the_requests_steered_to_their
         // Every core's receive queue is posted before the first frame arrives.
         ready.wait();
         let mut replies = Vec::new();
+        let mut arp_replies = Vec::new();
         let deadline = Instant::now() + Duration::from_secs(60);
         let mut next = 0;
+        // Broadcast ARP goes to core 0 only (the other cores have no ARP rule).
+        inject.send(arp_request()).unwrap();
         // The strays go first (they must be dropped, not answered), then the requests, at
         // most 64 unanswered at a time: fewer than one core's receive queue, so nothing is
         // dropped for want of buffers.
@@ -303,7 +325,11 @@ fn two_cores_on_the_threaded_device_answer_exactly_the_requests_steered_to_their
                 next += 1;
             }
             while let Ok((q, f)) = sent.try_recv() {
-                replies.push(parse_reply(q, &f));
+                if is_arp(&f) {
+                    arp_replies.push(q);
+                } else {
+                    replies.push(parse_reply(q, &f));
+                }
             }
             if Instant::now() > deadline {
                 stop.store(true, Ordering::Release);
@@ -316,19 +342,31 @@ fn two_cores_on_the_threaded_device_answer_exactly_the_requests_steered_to_their
             .into_iter()
             .map(|c| c.join().expect("core thread"))
             .collect();
-        replies.extend(sent.try_iter().map(|(q, f)| parse_reply(q, &f)));
-        (replies, seen)
+        for (q, f) in sent.try_iter() {
+            if is_arp(&f) {
+                arp_replies.push(q);
+            } else {
+                replies.push(parse_reply(q, &f));
+            }
+        }
+        (replies, seen, arp_replies)
     });
     check(&replies, &seen);
+    assert_eq!(arp_replies, vec![0], "one ARP reply, from core 0");
     let (_, report) = dev.stop().expect("device");
     assert_eq!(report.per_queue.len(), CORES);
     for (c, q) in report.per_queue.iter().enumerate() {
-        assert_eq!(q.frames_received, seen[c].len() as u64, "queue set {c}");
-        assert_eq!(q.frames_sent, seen[c].len() as u64, "queue set {c}");
+        let arp = u64::from(c == 0);
+        assert_eq!(
+            q.frames_received,
+            seen[c].len() as u64 + arp,
+            "queue set {c}"
+        );
+        assert_eq!(q.frames_sent, seen[c].len() as u64 + arp, "queue set {c}");
         assert_eq!((q.rx_no_wqe, q.tx_errors, q.cq_overruns), (0, 0, 0));
     }
     assert_eq!(report.stats.rx_steered_away, STRAYS as u64);
-    assert_eq!(report.stats.frames_received, REQUESTS as u64);
+    assert_eq!(report.stats.frames_received, REQUESTS as u64 + 1);
 }
 
 #[test]

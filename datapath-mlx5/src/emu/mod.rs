@@ -143,8 +143,10 @@ impl EmuConfig {
     /// core on hardware.
     pub fn for_queue(&self, i: usize) -> EmuConfig {
         EmuConfig {
-            qpn: self.qpn + i as u32,
-            lkey_base: self.lkey_base + (i * MAX_MRS) as u32,
+            qpn: self.qpn.wrapping_add(i as u32) & 0x00ff_ffff,
+            lkey_base: self
+                .lkey_base
+                .wrapping_add((i as u32).wrapping_mul(MAX_MRS as u32)),
             ..self.clone()
         }
     }
