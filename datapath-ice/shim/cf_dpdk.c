@@ -1,6 +1,7 @@
 /* See cf_dpdk.h. */
 #include <string.h>
 #include <errno.h>
+#include <stdio.h>
 
 #include "cf_dpdk.h"
 
@@ -43,20 +44,28 @@ int cf_port_info(uint16_t port, struct cf_port_info *out)
 
 int cf_port_configure(uint16_t port, uint64_t tx_offloads, uint64_t rx_offloads, uint16_t mtu)
 {
+	return cf_port_configure_queues(port, 1, tx_offloads, rx_offloads, mtu);
+}
+
+int cf_port_configure_queues(uint16_t port, uint16_t nb_queues, uint64_t tx_offloads,
+			     uint64_t rx_offloads, uint16_t mtu)
+{
 	struct rte_eth_conf conf;
-	int ret;
 
 	memset(&conf, 0, sizeof(conf));
 	conf.rxmode.mtu = mtu;
 	conf.rxmode.offloads = rx_offloads;
 	conf.txmode.offloads = tx_offloads;
-	ret = rte_eth_dev_configure(port, 1, 1, &conf);
-	if (ret != 0)
-		return ret;
-	return 0;
+	return rte_eth_dev_configure(port, nb_queues, nb_queues, &conf);
 }
 
 int cf_port_setup_queues(uint16_t port, uint16_t nb_rxd, uint16_t nb_txd, struct rte_mempool *rx_pool)
+{
+	return cf_port_setup_queue(port, 0, nb_rxd, nb_txd, rx_pool);
+}
+
+int cf_port_setup_queue(uint16_t port, uint16_t queue, uint16_t nb_rxd, uint16_t nb_txd,
+			struct rte_mempool *rx_pool)
 {
 	struct rte_eth_dev_info info;
 	struct rte_eth_txconf txconf;
@@ -74,10 +83,63 @@ int cf_port_setup_queues(uint16_t port, uint16_t nb_rxd, uint16_t nb_txd, struct
 		return ret;
 	rxconf = info.default_rxconf;
 	txconf = info.default_txconf;
-	ret = rte_eth_rx_queue_setup(port, 0, nb_rxd, (unsigned int)socket, &rxconf, rx_pool);
+	ret = rte_eth_rx_queue_setup(port, queue, nb_rxd, (unsigned int)socket, &rxconf, rx_pool);
 	if (ret != 0)
 		return ret;
-	return rte_eth_tx_queue_setup(port, 0, nb_txd, (unsigned int)socket, &txconf);
+	return rte_eth_tx_queue_setup(port, queue, nb_txd, (unsigned int)socket, &txconf);
+}
+
+int cf_port_stop_queue(uint16_t port, uint16_t queue)
+{
+	int rx = rte_eth_dev_rx_queue_stop(port, queue);
+	int tx = rte_eth_dev_tx_queue_stop(port, queue);
+
+	return rx != 0 ? rx : tx;
+}
+
+void *cf_flow_udp_dst_to_queue(uint16_t port, uint16_t udp_dst, uint16_t queue, int *err,
+			       char *msg, size_t msg_len)
+{
+	struct rte_flow_attr attr;
+	struct rte_flow_item_udp spec, mask;
+	struct rte_flow_item pattern[4];
+	struct rte_flow_action_queue q;
+	struct rte_flow_action actions[2];
+	struct rte_flow_error fe;
+	struct rte_flow *flow;
+
+	memset(&attr, 0, sizeof(attr));
+	memset(&spec, 0, sizeof(spec));
+	memset(&mask, 0, sizeof(mask));
+	memset(pattern, 0, sizeof(pattern));
+	memset(actions, 0, sizeof(actions));
+	memset(&fe, 0, sizeof(fe));
+	attr.ingress = 1;
+	spec.hdr.dst_port = rte_cpu_to_be_16(udp_dst);
+	mask.hdr.dst_port = RTE_BE16(0xffff);
+	pattern[0].type = RTE_FLOW_ITEM_TYPE_ETH;
+	pattern[1].type = RTE_FLOW_ITEM_TYPE_IPV4;
+	pattern[2].type = RTE_FLOW_ITEM_TYPE_UDP;
+	pattern[2].spec = &spec;
+	pattern[2].mask = &mask;
+	pattern[3].type = RTE_FLOW_ITEM_TYPE_END;
+	q.index = queue;
+	actions[0].type = RTE_FLOW_ACTION_TYPE_QUEUE;
+	actions[0].conf = &q;
+	actions[1].type = RTE_FLOW_ACTION_TYPE_END;
+	flow = rte_flow_create(port, &attr, pattern, actions, &fe);
+	if (flow == NULL) {
+		*err = rte_errno != 0 ? rte_errno : EINVAL;
+		snprintf(msg, msg_len, "%s", fe.message != NULL ? fe.message : "no message");
+	}
+	return flow;
+}
+
+int cf_flow_destroy(uint16_t port, void *flow)
+{
+	struct rte_flow_error fe;
+
+	return rte_flow_destroy(port, (struct rte_flow *)flow, &fe);
 }
 
 uint64_t cf_port_rx_nombuf(uint16_t port)

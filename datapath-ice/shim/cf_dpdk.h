@@ -18,6 +18,7 @@
 #include <rte_ethdev.h>
 #include <rte_ring.h>
 #include <rte_eth_ring.h>
+#include <rte_flow.h>
 
 /* What datapath-ice needs to know about a port. */
 struct cf_port_info {
@@ -46,6 +47,20 @@ int cf_port_info(uint16_t port, struct cf_port_info *out);
 /* One RX and one TX queue; returns 0 or a negative errno. */
 int cf_port_configure(uint16_t port, uint64_t tx_offloads, uint64_t rx_offloads, uint16_t mtu);
 int cf_port_setup_queues(uint16_t port, uint16_t nb_rxd, uint16_t nb_txd, struct rte_mempool *rx_pool);
+/* `nb_queues` RX and TX queues (one pair per server core); returns 0 or a negative errno. */
+int cf_port_configure_queues(uint16_t port, uint16_t nb_queues, uint64_t tx_offloads,
+			     uint64_t rx_offloads, uint16_t mtu);
+/* Sets up RX and TX queue `queue` (receive buffers from `rx_pool`). */
+int cf_port_setup_queue(uint16_t port, uint16_t queue, uint16_t nb_rxd, uint16_t nb_txd,
+			struct rte_mempool *rx_pool);
+/* Stops RX and TX queue `queue` of a started port; 0 or a negative errno (-ENOTSUP when the
+ * PMD cannot stop single queues). */
+int cf_port_stop_queue(uint16_t port, uint16_t queue);
+/* rte_flow: IPv4/UDP with destination port `udp_dst` to RX queue `queue`. Returns the flow, or
+ * NULL with the errno in *err and the PMD's message in msg. */
+void *cf_flow_udp_dst_to_queue(uint16_t port, uint16_t udp_dst, uint16_t queue, int *err,
+			       char *msg, size_t msg_len);
+int cf_flow_destroy(uint16_t port, void *flow);
 uint64_t cf_port_rx_nombuf(uint16_t port);
 
 struct rte_mbuf *cf_pktmbuf_alloc(struct rte_mempool *mp);

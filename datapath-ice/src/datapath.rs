@@ -26,7 +26,7 @@ use std::io;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use cornflakes::datapath::{Completions, Connect, DatapathMemory, Receive, Transmit};
@@ -60,7 +60,7 @@ pub enum PortSpec {
     /// removed again on drop. It is created in the calling thread's network namespace.
     Vdev(String),
     /// One side (0 or 1) of an in-process [`RingLink`].
-    Ring(Rc<RingLink>, usize),
+    Ring(Arc<RingLink>, usize),
 }
 
 /// Datapath configuration.
@@ -162,7 +162,7 @@ pub struct IceStats {
 }
 
 /// The transmit side: descriptors posted by the stack become mbuf chains, queued until flush.
-struct TxQueue {
+pub(crate) struct TxQueue {
     pool: Mempool,
     counters: Rc<ExtCounters>,
     /// Complete frames not yet given to the PMD.
@@ -243,8 +243,8 @@ impl TxSink for TxQueue {
 }
 
 /// The receive side.
-struct RxState {
-    pins: PinnedRxPool,
+pub(crate) struct RxState {
+    pub(crate) pins: PinnedRxPool,
     /// Mbufs whose item the application still views, with the item index.
     held: Vec<(Mbuf, u32)>,
     burst: Vec<Mbuf>,
@@ -258,10 +258,13 @@ impl RxState {
     }
 }
 
-enum Owned {
+pub(crate) enum Owned {
     Named,
     Vdev(String),
-    Ring(Rc<RingLink>),
+    Ring(Arc<RingLink>),
+    /// One queue pair of a port shared by several cores; the port is released with the
+    /// [`CorePort`](crate::cores::CorePort).
+    Core(Arc<crate::cores::CorePort>),
 }
 
 static POOL_SEQ: AtomicU32 = AtomicU32::new(0);
@@ -271,6 +274,8 @@ static POOL_SEQ: AtomicU32 = AtomicU32::new(0);
 pub struct IceDatapath {
     stack: EthStack,
     port: u16,
+    /// The RX/TX queue pair this datapath polls (0 unless the port is shared by cores).
+    queue: u16,
     info: PortInfo,
     owned: Owned,
     max_segments: usize,
@@ -295,6 +300,31 @@ pub fn start_eal(opts: &EalOptions) -> Result<&'static [String], DpdkError> {
 /// they override) and opens a datapath on the first device they name (`-a` PCI address, else
 /// `--vdev`). For example `-l 2 -a 0000:3b:00.0` drives an E810 port bound to vfio-pci.
 pub fn open(dpdk_args: &str, addr: SocketAddrV4, mtu: usize) -> io::Result<IceDatapath> {
+    IceDatapath::new(config_from_args(dpdk_args, addr, mtu)?)
+}
+
+/// As [`open`], for `cores` server cores sharing the port: one RX/TX queue pair each, core
+/// `i` answering at `addr`'s IP and UDP port `addr.port() + i`. Then call
+/// [`CorePort::open_core`](crate::cores::CorePort::open_core)`(i)` on each core's thread:
+///
+/// ```text
+/// let port = datapath_ice::datapath::open_cores(dpdk_args, bind, mtu, n)?;
+/// std::thread::scope(|s| for i in 0..n {
+///     let port = port.clone();
+///     s.spawn(move || { let dp = port.open_core(i)?; serve(dp) });
+/// });
+/// ```
+pub fn open_cores(
+    dpdk_args: &str,
+    addr: SocketAddrV4,
+    mtu: usize,
+    cores: usize,
+) -> io::Result<Arc<crate::cores::CorePort>> {
+    crate::cores::open_cores(config_from_args(dpdk_args, addr, mtu)?, cores)
+}
+
+/// Starts the EAL with `dpdk_args` and the configuration of the first device they name.
+fn config_from_args(dpdk_args: &str, addr: SocketAddrV4, mtu: usize) -> io::Result<IceConfig> {
     let extra = crate::eal_args::split_args(dpdk_args)
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
     let device = crate::eal_args::first_device(&extra).ok_or_else(|| {
@@ -316,10 +346,10 @@ pub fn open(dpdk_args: &str, addr: SocketAddrV4, mtu: usize) -> io::Result<IceDa
         // It copies whole socket frames (2 KiB by default) into the mbufs.
         cfg.rx_buffer_size = Some(limits::rx_buffer_size(mtu).max(4096));
     }
-    IceDatapath::new(cfg)
+    Ok(cfg)
 }
 
-fn io_err(e: DpdkError) -> io::Error {
+pub(crate) fn io_err(e: DpdkError) -> io::Error {
     e.into()
 }
 
@@ -327,65 +357,16 @@ impl IceDatapath {
     /// Brings the port up: registers the pinned memory with its device, creates the pools,
     /// configures one RX and one TX queue, and starts it. The EAL must be initialised.
     pub fn new(cfg: IceConfig) -> io::Result<IceDatapath> {
-        if !eal::is_initialized() {
-            return Err(io::Error::new(
-                io::ErrorKind::NotConnected,
-                "the DPDK EAL is not initialised (datapath::start_eal first)",
-            ));
-        }
-        let (port, owned) = match &cfg.port {
-            PortSpec::Named(n) => (
-                eal::port_by_name(n).ok_or_else(|| {
-                    io::Error::new(io::ErrorKind::NotFound, format!("no DPDK port named {n}"))
-                })?,
-                Owned::Named,
-            ),
-            PortSpec::Vdev(args) => {
-                let name = args.split(',').next().unwrap_or(args).to_string();
-                (eal::add_vdev(args).map_err(io_err)?, Owned::Vdev(name))
-            }
-            PortSpec::Ring(link, side) => (link.ports()[*side & 1], Owned::Ring(Rc::clone(link))),
-        };
-        if !claim_port(port) {
-            // Not ours to stop or close: another datapath drives it. A vdev we just probed
-            // cannot be in use, so `owned` needs no cleanup here.
-            return Err(io::Error::new(
-                io::ErrorKind::AddrInUse,
-                format!("DPDK port {port} already has a datapath"),
-            ));
-        }
-        let mut guard = PortGuard {
+        let (port, owned) = resolve_port(&cfg.port)?;
+        let guard = PortGuard {
             port,
             owned: Some(owned),
         };
         let info = port::info(port).map_err(io_err)?;
         let bits = OffloadBits::get();
-        let offered = |bit: u64| info.tx_offload_capa & bit != 0 || cfg.pretend_checksum_offload;
-        let caps = limits::checksum_caps(
-            cfg.checksum_offload,
-            offered(bits.tx_ipv4_cksum),
-            offered(bits.tx_udp_cksum),
-        );
-        let offload = !caps.ipv4_tx;
-        let max_segments =
-            limits::tx_segment_limit(info.nb_seg_max, info.nb_mtu_seg_max, cfg.max_segments);
-
-        let mem = PinnedMemory::new(cfg.memory.clone())
-            .map_err(|e| io::Error::other(format!("pinned memory: {e}")))?;
-        let reg = Rc::new(DmaRegistrations::new(info.device));
-        let r2 = Rc::clone(&reg);
-        if let Err(e) = mem.set_registrar(move |r: &Region| r2.register(r)) {
-            reg.unregister_all();
-            return Err(e);
-        }
-        let (rx, tx) = match Self::build_queues(&cfg, &mem, offload) {
-            Ok(q) => q,
-            Err(e) => {
-                reg.unregister_all();
-                return Err(e);
-            }
-        };
-        let up = Self::configure_port(&cfg, port, &info, &bits, offload, rx.pins.pool())
+        let plan = Plan::new(&cfg, &info, &bits);
+        let (mem, reg, rx, tx) = Self::build_memory(&cfg, &info, plan.offload)?;
+        let up = Self::configure_port(&cfg, port, &info, &bits, plan.offload, rx.pins.pool())
             .and_then(|()| port::start(port, cfg.promiscuous).map_err(io_err));
         if let Err(e) = up {
             // The port first (its queues may refer to the pools), then the pools.
@@ -394,19 +375,65 @@ impl IceDatapath {
             reg.unregister_all();
             return Err(e);
         }
-
-        let mut scfg = StackConfig::new(cfg.mac.unwrap_or(info.mac), cfg.addr);
-        scfg.mtu = cfg.mtu;
-        scfg.caps = caps;
-        scfg.max_message_len = cfg.max_message_len;
-        scfg.static_arp = cfg.static_arp.clone();
+        let mut guard = guard;
         let owned = guard.owned.take().expect("set above");
-        Ok(IceDatapath {
-            stack: EthStack::new(scfg),
-            port,
+        Ok(Self::assemble(
+            &cfg,
+            cfg.addr,
+            (port, 0),
             info,
             owned,
-            max_segments,
+            plan,
+            (mem, reg, rx, tx),
+        ))
+    }
+
+    /// The pinned memory registered with the port's device, and the receive and transmit
+    /// pools over it (on failure, nothing stays registered).
+    pub(crate) fn build_memory(
+        cfg: &IceConfig,
+        info: &PortInfo,
+        offload: bool,
+    ) -> io::Result<CoreMemory> {
+        let mem = PinnedMemory::new(cfg.memory.clone())
+            .map_err(|e| io::Error::other(format!("pinned memory: {e}")))?;
+        let reg = Rc::new(DmaRegistrations::new(info.device));
+        let r2 = Rc::clone(&reg);
+        if let Err(e) = mem.set_registrar(move |r: &Region| r2.register(r)) {
+            reg.unregister_all();
+            return Err(e);
+        }
+        match Self::build_queues(cfg, &mem, offload) {
+            Ok((rx, tx)) => Ok((mem, reg, rx, tx)),
+            Err(e) => {
+                reg.unregister_all();
+                Err(e)
+            }
+        }
+    }
+
+    /// The datapath over queue pair `queue` of a started `port`, answering at `addr`.
+    pub(crate) fn assemble(
+        cfg: &IceConfig,
+        addr: SocketAddrV4,
+        (port, queue): (u16, u16),
+        info: PortInfo,
+        owned: Owned,
+        plan: Plan,
+        (mem, reg, rx, tx): CoreMemory,
+    ) -> IceDatapath {
+        let mut scfg = StackConfig::new(cfg.mac.unwrap_or(info.mac), addr);
+        scfg.mtu = cfg.mtu;
+        scfg.caps = plan.caps;
+        scfg.max_message_len = cfg.max_message_len;
+        scfg.static_arp = cfg.static_arp.clone();
+        IceDatapath {
+            stack: EthStack::new(scfg),
+            port,
+            queue,
+            info,
+            owned,
+            max_segments: plan.max_segments,
             tx,
             rx,
             reg,
@@ -414,10 +441,15 @@ impl IceDatapath {
             stats: IceStats::default(),
             released_seen: 0,
             mem,
-        })
+        }
     }
 
-    fn configure_port(
+    /// The RX/TX queue pair this datapath polls (0 unless the port is shared by cores).
+    pub fn queue(&self) -> u16 {
+        self.queue
+    }
+
+    pub(crate) fn configure_port(
         cfg: &IceConfig,
         port: u16,
         info: &PortInfo,
@@ -425,11 +457,7 @@ impl IceDatapath {
         offload: bool,
         rx_pool: &Mempool,
     ) -> io::Result<()> {
-        let mut tx_off = info.tx_offload_capa & bits.tx_multi_segs;
-        if offload {
-            tx_off |= info.tx_offload_capa & (bits.tx_ipv4_cksum | bits.tx_udp_cksum);
-        }
-        let rx_off = info.rx_offload_capa & (bits.rx_ipv4_cksum | bits.rx_udp_cksum);
+        let (tx_off, rx_off) = Self::port_offloads(info, bits, offload);
         let mtu = u16::try_from(cfg.mtu)
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "MTU above 65535"))?;
         port::configure(
@@ -444,7 +472,18 @@ impl IceDatapath {
         .map_err(io_err)
     }
 
-    fn build_queues(
+    /// The TX and RX offloads to enable on a port: multi-segment transmit, checksums when
+    /// `offload`, receive checksum verdicts when offered.
+    pub(crate) fn port_offloads(info: &PortInfo, bits: &OffloadBits, offload: bool) -> (u64, u64) {
+        let mut tx_off = info.tx_offload_capa & bits.tx_multi_segs;
+        if offload {
+            tx_off |= info.tx_offload_capa & (bits.tx_ipv4_cksum | bits.tx_udp_cksum);
+        }
+        let rx_off = info.rx_offload_capa & (bits.rx_ipv4_cksum | bits.rx_udp_cksum);
+        (tx_off, rx_off)
+    }
+
+    pub(crate) fn build_queues(
         cfg: &IceConfig,
         mem: &PinnedMemory,
         offload: bool,
@@ -541,7 +580,7 @@ impl IceDatapath {
         match send(self) {
             Err(SendError::Full) => {
                 self.flush()?;
-                port::tx_done_cleanup(self.port);
+                port::tx_done_cleanup_queue(self.port, self.queue);
                 send(self)
             }
             r => r,
@@ -591,10 +630,74 @@ impl IceDatapath {
     }
 }
 
+/// What a datapath's port setup decided: checksum capabilities, whether the port offloads
+/// them, the scatter-gather limit.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Plan {
+    pub(crate) caps: cornflakes_stack::wire::ChecksumCaps,
+    pub(crate) offload: bool,
+    pub(crate) max_segments: usize,
+}
+
+impl Plan {
+    pub(crate) fn new(cfg: &IceConfig, info: &PortInfo, bits: &OffloadBits) -> Plan {
+        let offered = |bit: u64| info.tx_offload_capa & bit != 0 || cfg.pretend_checksum_offload;
+        let caps = limits::checksum_caps(
+            cfg.checksum_offload,
+            offered(bits.tx_ipv4_cksum),
+            offered(bits.tx_udp_cksum),
+        );
+        Plan {
+            caps,
+            offload: !caps.ipv4_tx,
+            max_segments: limits::tx_segment_limit(
+                info.nb_seg_max,
+                info.nb_mtu_seg_max,
+                cfg.max_segments,
+            ),
+        }
+    }
+}
+
+/// One core's pinned memory, its DMA registrations and the queues' pools over it.
+pub(crate) type CoreMemory = (PinnedMemory, Rc<DmaRegistrations>, RxState, TxQueue);
+
+/// The port `spec` names, claimed for one owner (an error when a datapath already drives it).
+pub(crate) fn resolve_port(spec: &PortSpec) -> io::Result<(u16, Owned)> {
+    if !eal::is_initialized() {
+        return Err(io::Error::new(
+            io::ErrorKind::NotConnected,
+            "the DPDK EAL is not initialised (datapath::start_eal first)",
+        ));
+    }
+    let (port, owned) = match spec {
+        PortSpec::Named(n) => (
+            eal::port_by_name(n).ok_or_else(|| {
+                io::Error::new(io::ErrorKind::NotFound, format!("no DPDK port named {n}"))
+            })?,
+            Owned::Named,
+        ),
+        PortSpec::Vdev(args) => {
+            let name = args.split(',').next().unwrap_or(args).to_string();
+            (eal::add_vdev(args).map_err(io_err)?, Owned::Vdev(name))
+        }
+        PortSpec::Ring(link, side) => (link.ports()[*side & 1], Owned::Ring(Arc::clone(link))),
+    };
+    if !claim_port(port) {
+        // Not ours to stop or close: another datapath drives it. A vdev we just probed
+        // cannot be in use, so `owned` needs no cleanup here.
+        return Err(io::Error::new(
+            io::ErrorKind::AddrInUse,
+            format!("DPDK port {port} already has a datapath"),
+        ));
+    }
+    Ok((port, owned))
+}
+
 /// Stops (and releases what it created of) a port when `IceDatapath::new` fails half-way.
-struct PortGuard {
-    port: u16,
-    owned: Option<Owned>,
+pub(crate) struct PortGuard {
+    pub(crate) port: u16,
+    pub(crate) owned: Option<Owned>,
 }
 
 impl Drop for PortGuard {
@@ -618,7 +721,7 @@ fn claim_port(p: u16) -> bool {
     true
 }
 
-fn release_port(p: u16, owned: Owned) {
+pub(crate) fn release_port(p: u16, owned: Owned) {
     PORTS_IN_USE
         .lock()
         .unwrap_or_else(|e| e.into_inner())
@@ -633,12 +736,19 @@ fn release_port(p: u16, owned: Owned) {
         Owned::Ring(link) => {
             link.drain_tx_of(p);
         }
+        // Released by the CorePort when its last core is gone.
+        Owned::Core(_) => {}
     }
 }
 
 impl Drop for IceDatapath {
     fn drop(&mut self) {
-        port::stop(self.port);
+        match &self.owned {
+            // Only this core's queue pair (or, when the PMD cannot stop one queue, the whole
+            // port: the NIC must not write into this core's buffers once they are freed).
+            Owned::Core(cp) => cp.stop_queue(self.queue),
+            _ => port::stop(self.port),
+        }
         // Frames never handed over: freeing them releases their buffers.
         self.tx.building = None;
         self.tx.pending.clear();
@@ -649,7 +759,12 @@ impl Drop for IceDatapath {
         // Closes the port (its queues free what they hold) or, for a ring port, drains the
         // ring it sends into: afterwards no mbuf of ours is in any queue.
         let owned = std::mem::replace(&mut self.owned, Owned::Named);
-        release_port(self.port, owned);
+        match owned {
+            // Drains this core's TX ring (ring ports); the port itself is released when the
+            // last core and the CorePort are gone.
+            Owned::Core(cp) => cp.release_queue(self.queue),
+            owned => release_port(self.port, owned),
+        }
         self.reg.unregister_all();
         // Pools and the pinned items behind the RX pool are dropped with the fields, RX pool
         // first (field order in `RxState`), and `mem` last.
@@ -702,7 +817,7 @@ impl Receive for IceDatapath {
         let before = out.len();
         self.rx.reclaim();
         let mut burst = std::mem::take(&mut self.rx.burst);
-        mbuf::rx_burst(self.port, &mut burst, RX_BURST);
+        mbuf::rx_burst_queue(self.port, self.queue, &mut burst, RX_BURST);
         let now = Instant::now();
         for m in burst.drain(..) {
             self.receive_one(m, now, out);
@@ -776,12 +891,12 @@ impl Transmit for IceDatapath {
     fn flush(&mut self) -> Result<(), SendError> {
         let mut idle = 0;
         while !self.tx.pending.is_empty() {
-            let sent = mbuf::tx_burst(self.port, &mut self.tx.pending);
+            let sent = mbuf::tx_burst_queue(self.port, self.queue, &mut self.tx.pending);
             self.stats.tx_bursts += 1;
             if sent == 0 {
                 // Descriptor ring full: reclaim completed descriptors and retry a few times.
                 idle += 1;
-                port::tx_done_cleanup(self.port);
+                port::tx_done_cleanup_queue(self.port, self.queue);
                 if idle > 3 {
                     self.tx.pending_segs = self.tx.pending.iter().map(Mbuf::segments).sum();
                     return Err(SendError::Full);
@@ -795,7 +910,7 @@ impl Transmit for IceDatapath {
 
 impl Completions for IceDatapath {
     fn poll_completions(&mut self) -> usize {
-        port::tx_done_cleanup(self.port);
+        port::tx_done_cleanup_queue(self.port, self.queue);
         let released = self.tx.counters.released.get();
         let n = released - self.released_seen;
         self.released_seen = released;

@@ -21,7 +21,7 @@
 //! Modules: [`eal_args`] and [`limits`] are pure logic, always compiled and tested. With the
 //! `ice` feature (DPDK 22.11 via pkg-config; see `APT_PACKAGES` and the README), `ffi`
 //! holds every DPDK call and all of the crate's `unsafe` code (the other modules forbid it), and
-//! `datapath` holds the datapath.
+//! `datapath` holds the datapath, `cores` several cores on one port (one queue pair each).
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]
@@ -33,9 +33,14 @@ pub mod limits;
 
 #[cfg(feature = "ice")]
 #[forbid(unsafe_code)]
+pub mod cores;
+#[cfg(feature = "ice")]
+#[forbid(unsafe_code)]
 pub mod datapath;
 #[cfg(feature = "ice")]
 pub mod ffi;
 
+#[cfg(feature = "ice")]
+pub use cores::{open_cores, CorePort, Steering};
 #[cfg(feature = "ice")]
 pub use datapath::{IceConfig, IceDatapath, IceStats, PortSpec};

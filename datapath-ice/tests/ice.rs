@@ -25,6 +25,7 @@ fn dpdk_tests_need_the_ice_feature() {
 mod with_dpdk {
     use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
     use std::rc::Rc;
+    use std::sync::Arc;
     use std::time::{Duration, Instant};
 
     use cornflakes::cfptr::CFPtr;
@@ -144,9 +145,9 @@ mod with_dpdk {
         }
     }
 
-    fn ring_cfg(link: &Rc<RingLink>, side: usize, mac: MacAddr, last: u8) -> IceConfig {
+    fn ring_cfg(link: &Arc<RingLink>, side: usize, mac: MacAddr, last: u8) -> IceConfig {
         let mut c = IceConfig::new(
-            PortSpec::Ring(Rc::clone(link), side),
+            PortSpec::Ring(Arc::clone(link), side),
             SocketAddrV4::new(ip(last), 7000 + side as u16),
         );
         c.mac = Some(mac);
@@ -257,7 +258,7 @@ mod with_dpdk {
     }
 
     fn ring_raw_scenarios() {
-        let link = Rc::new(RingLink::new("cfice", 1024).expect("ring link"));
+        let link = Arc::new(RingLink::new("cfice", 1024).expect("ring link"));
         let mut bad = ring_cfg(&link, 0, MAC_A, 1);
         bad.rx_buffer_size = Some(1 << 17);
         let err = IceDatapath::new(bad).map(|_| ()).unwrap_err();
@@ -600,7 +601,7 @@ mod with_dpdk {
     }
 
     fn ring_datapath_scenarios() {
-        let link = Rc::new(RingLink::new("cficedp", 1024).expect("ring link"));
+        let link = Arc::new(RingLink::new("cficedp", 1024).expect("ring link"));
         let mut a = IceDatapath::new(ring_cfg(&link, 0, MAC_A, 1)).unwrap();
         let mut b = IceDatapath::new(ring_cfg(&link, 1, MAC_B, 2)).unwrap();
         let b_addr = b.local_addr();

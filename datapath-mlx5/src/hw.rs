@@ -4,7 +4,8 @@
 //! PCI address), allocates a protection domain, registers every region of the pinned memory
 //! (`ibv_reg_mr`, lkey stored as the region's registration, later regions through the
 //! registrar), creates two CQs and a raw-packet QP through mlx5dv, moves the QP to
-//! ready-to-send, installs the flow rules ([`crate::flow_rules`]) and exposes the queue
+//! ready-to-send, installs the flow rules ([`crate::flow_rules`]: one per destination UDP
+//! port, so several QPs, one per server core, can share a port) and exposes the queue
 //! buffers, doorbell records and BlueFlame register from `mlx5dv_init_obj` as a
 //! [`QueueMemory`] for the generic hot path.
 
@@ -60,6 +61,9 @@ pub struct HwConfig {
     pub inline_len: usize,
     /// Offload IPv4/UDP checksums when the device can.
     pub csum_offload: bool,
+    /// Steer ARP (to our MAC and broadcast) to this QP as well as our UDP port. When several
+    /// QPs share a port (one per server core), only one of them (core 0) should take ARP.
+    pub steer_arp: bool,
 }
 
 impl HwConfig {
@@ -75,6 +79,7 @@ impl HwConfig {
             max_send_sge: 16,
             inline_len: 18,
             csum_offload: true,
+            steer_arp: true,
         }
     }
 }
@@ -456,7 +461,45 @@ pub fn open_server(
     min_item: usize,
     extra_bytes: usize,
 ) -> Result<Mlx5Datapath<HwQueues>, String> {
+    open_server_with(&HwConfig::new(device), bind, mtu, min_item, extra_bytes)
+}
+
+/// Server core `core`'s datapath on ConnectX `device`, one of several sharing its port (the
+/// many-core server of issue 12): its own device context, protection domain, pinned memory,
+/// QP and CQs, answering at `base`'s address and UDP port [`crate::core_port`]`(base.port(),
+/// core)`, with one `ibv_create_flow` rule steering that destination port to its QP (plus
+/// ARP on core 0: [`crate::core_flow_rules`]). A client picks the core, and so the key
+/// shard, by destination port. Other arguments as in [`open_server`].
+///
+/// Call it **on the thread that will run the core**: the datapath is `!Send`, like its
+/// pinned memory. For N cores, spawn N threads and call this with `core` = 0..N on each; the
+/// cores share nothing (the device serves their QPs in parallel).
+pub fn open_server_core(
+    device: &str,
+    base: std::net::SocketAddrV4,
+    core: usize,
+    mtu: usize,
+    min_item: usize,
+    extra_bytes: usize,
+) -> Result<Mlx5Datapath<HwQueues>, String> {
+    let port = crate::core_port(base.port(), core)?;
+    let hw = HwConfig {
+        steer_arp: core == 0,
+        ..HwConfig::new(device)
+    };
+    let bind = std::net::SocketAddrV4::new(*base.ip(), port);
+    open_server_with(&hw, bind, mtu, min_item, extra_bytes).map_err(|e| format!("core {core}: {e}"))
+}
+
+fn open_server_with(
+    hw: &HwConfig,
+    bind: std::net::SocketAddrV4,
+    mtu: usize,
+    min_item: usize,
+    extra_bytes: usize,
+) -> Result<Mlx5Datapath<HwQueues>, String> {
     use cornflakes::mem::MemoryConfig;
+    let device = hw.device.as_str();
     let defaults = MemoryConfig::default();
     let mem = PinnedMemory::new(MemoryConfig {
         max_item_size: (mtu + 64)
@@ -469,7 +512,7 @@ pub fn open_server(
     .map_err(|e| format!("pinned memory: {e}"))?;
     // MacAddr::ZERO: the interface's own MAC (read from sysfs by `open`).
     let stack = cornflakes_stack::iface::StackConfig::new(MacAddr::ZERO, bind);
-    open(&HwConfig::new(device), mem, Mlx5Config::new(stack)).map_err(|e| {
+    open(hw, mem, Mlx5Config::new(stack)).map_err(|e| {
         format!(
             "opening ConnectX device {device:?}: {e} (devices: {:?})",
             devices()
@@ -596,7 +639,11 @@ pub fn open(
     }
     q.check_geometry()?;
     q.bring_up()?;
-    for rule in crate::flow_rules(cfg.stack.mac, cfg.stack.addr.port()) {
+    let mut rules = crate::flow_rules(cfg.stack.mac, cfg.stack.addr.port());
+    if !hw.steer_arp {
+        rules.retain(|r| r.ethertype == crate::ETHERTYPE_IPV4);
+    }
+    for rule in rules {
         let port = rule.udp_dst_port.map_or(-1, i32::from);
         // SAFETY: a live QP; the MAC is 6 readable bytes.
         let f = unsafe {

@@ -97,3 +97,54 @@ pub fn flow_rules(mac: MacAddr, port: u16) -> Vec<FlowRule> {
         },
     ]
 }
+
+/// The UDP port of server core `core` when the cores of one NIC port listen at consecutive
+/// ports from `base_port` (the client picks the core, and so the key shard, by destination
+/// port). An error when the port number would pass 65535.
+pub fn core_port(base_port: u16, core: usize) -> Result<u16, String> {
+    u16::try_from(core)
+        .ok()
+        .and_then(|c| base_port.checked_add(c))
+        .ok_or_else(|| {
+            format!("server core {core} at UDP port {base_port} + {core} passes port 65535")
+        })
+}
+
+/// The rules of server core `core` when each core owns one queue set and listens at
+/// [`core_port`]`(base_port, core)`: IPv4/UDP to that port goes to this core's receive queue.
+/// Core 0 also takes ARP (to our MAC and broadcast), so the port answers ARP once; the other
+/// cores learn their peers' MACs from the requests they receive. Hardware installs these with
+/// `ibv_create_flow` on the core's QP; the emulated device applies them per queue set.
+pub fn core_flow_rules(mac: MacAddr, base_port: u16, core: usize) -> Result<Vec<FlowRule>, String> {
+    let port = core_port(base_port, core)?;
+    let mut rules = flow_rules(mac, port);
+    if core != 0 {
+        rules.retain(|r| r.ethertype == ETHERTYPE_IPV4);
+    }
+    Ok(rules)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_core_gets_its_own_port_and_only_core_0_takes_arp() {
+        let mac = MacAddr([2, 0, 0, 0, 0, 1]);
+        assert_eq!(core_port(7000, 0), Ok(7000));
+        assert_eq!(core_port(7000, 3), Ok(7003));
+        assert!(core_port(65535, 1).unwrap_err().contains("65535"));
+        assert!(core_port(7000, 1 << 20).is_err());
+        let r0 = core_flow_rules(mac, 7000, 0).unwrap();
+        assert_eq!(r0, flow_rules(mac, 7000));
+        let r1 = core_flow_rules(mac, 7000, 1).unwrap();
+        assert_eq!(
+            r1,
+            vec![FlowRule {
+                dst_mac: mac,
+                ethertype: ETHERTYPE_IPV4,
+                udp_dst_port: Some(7001),
+            }]
+        );
+    }
+}

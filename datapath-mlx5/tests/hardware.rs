@@ -74,6 +74,58 @@ mod hw {
     }
 
     #[test]
+    fn opening_a_core_of_a_missing_device_names_the_core() {
+        // The per-core opening of the many-core server goes through the same checks; with
+        // no ConnectX here it reaches `ibv_get_device_list` and fails cleanly.
+        let base = SocketAddrV4::new(Ipv4Addr::new(192, 0, 2, 1), 7000);
+        let err = hw::open_server_core("no-such-mlx5-device", base, 1, 1500, 0, 0)
+            .err()
+            .expect("opening a device that does not exist fails");
+        assert!(err.starts_with("core 1: "), "{err}");
+        assert!(err.contains("no-such-mlx5-device"), "{err}");
+        let err = hw::open_server_core("no-such-mlx5-device", base, 70000, 1500, 0, 0)
+            .err()
+            .expect("a port beyond 65535 is refused");
+        assert!(err.contains("65535"), "{err}");
+    }
+
+    #[test]
+    fn cores_of_one_port_on_hardware() {
+        let Some(dev) = device() else { return };
+        let ip: Ipv4Addr = match env::var("CORNFLAKES_MLX5_IP")
+            .ok()
+            .and_then(|s| s.parse().ok())
+        {
+            Some(ip) => ip,
+            None => {
+                eprintln!("SKIPPED: per-core QPs on hardware: set CORNFLAKES_MLX5_IP as well");
+                return;
+            }
+        };
+        // Two cores, each opened on its own thread (the datapath is !Send): two QPs with one
+        // flow rule each on the same port.
+        let base = SocketAddrV4::new(ip, 7000);
+        // Both QPs exist at once (each core waits for the other before dropping its own).
+        let both = std::sync::Barrier::new(2);
+        let caps: Vec<_> = std::thread::scope(|s| {
+            let ts: Vec<_> = (0..2)
+                .map(|core| {
+                    let (dev, both) = (dev.clone(), &both);
+                    s.spawn(move || {
+                        let dp = hw::open_server_core(&dev, base, core, 1500, 0, 0);
+                        both.wait();
+                        let dp = dp.unwrap_or_else(|e| panic!("{e}"));
+                        (dp.local_addr(), dp.caps())
+                    })
+                })
+                .collect();
+            ts.into_iter().map(|t| t.join().unwrap()).collect()
+        });
+        assert_eq!(caps[0].0.port(), 7000);
+        assert_eq!(caps[1].0.port(), 7001);
+    }
+
+    #[test]
     fn open_register_and_echo_on_hardware() {
         let Some(dev) = device() else { return };
         let ip: Ipv4Addr = env::var("CORNFLAKES_MLX5_IP")

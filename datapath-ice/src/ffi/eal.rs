@@ -197,18 +197,44 @@ static RING_SEQ: AtomicU32 = AtomicU32::new(0);
 /// Two DPDK rings joined as a cable between two `net_ring` ports: what one port transmits the
 /// other receives (the mbufs themselves move, so multi-segment external-buffer chains arrive
 /// as they were sent). Shared by both ends' datapaths; dropped with the last one.
+///
+/// With several queues ([`with_queues`](Self::with_queues)) there is one ring per queue and
+/// direction: what port a sends on TX queue `q` arrives on port b's RX queue `q`, and back.
+/// The sender picks the queue, so this exercises one queue pair per core but steers nothing
+/// (`net_ring` has no `rte_flow` and no RSS).
 pub struct RingLink {
-    rings: [NonNull<sys::rte_ring>; 2],
+    /// Rings `0..queues`: into port a (its RX queues); `queues..2 * queues`: into port b.
+    rings: Vec<NonNull<sys::rte_ring>>,
     ports: [u16; 2],
+    queues: usize,
 }
+
+// SAFETY: the link holds DPDK rings and port ids. Rings are DPDK objects usable from any
+// thread; each is single-producer/single-consumer, and the link's own accesses (draining a
+// port's TX rings when that port's datapath for the queue goes away, freeing in Drop) happen
+// when that side no longer transmits on it, as documented on `drain_tx_of`.
+unsafe impl Send for RingLink {}
+// SAFETY: as above; `&RingLink` offers only `ports`, `queues` and the drains.
+unsafe impl Sync for RingLink {}
 
 impl RingLink {
     /// Creates the rings and both ports (`<name>_a`, `<name>_b`, made unique per process).
     pub fn new(name: &str, size: u32) -> Result<RingLink, DpdkError> {
+        Self::with_queues(name, size, 1)
+    }
+
+    /// As [`new`](Self::new), with `queues` RX/TX queue pairs on each port.
+    pub fn with_queues(name: &str, size: u32, queues: usize) -> Result<RingLink, DpdkError> {
         require_eal("RingLink::new")?;
+        if queues == 0 || queues > 16 {
+            return Err(DpdkError::new(
+                format!("a ring link with {queues} queues (net_ring takes 1 to 16)"),
+                libc::EINVAL,
+            ));
+        }
         let seq = RING_SEQ.fetch_add(1, Ordering::Relaxed);
-        let mut rings = Vec::with_capacity(2);
-        for i in 0..2 {
+        let mut rings = Vec::with_capacity(2 * queues);
+        for i in 0..2 * queues {
             let rn = CString::new(format!("cfr{seq}_{i}"))
                 .map_err(|_| DpdkError::new("ring name", libc::EINVAL))?;
             // SAFETY: valid name; the ring is freed in Drop (or below on failure).
@@ -232,33 +258,44 @@ impl RingLink {
                 }
             }
         }
-        let rings = [rings[0], rings[1]];
-        let mut ports = [0u16; 2];
-        for (i, port) in ports.iter_mut().enumerate() {
+        let mut link = RingLink {
+            rings,
+            ports: [u16::MAX; 2],
+            queues,
+        };
+        for i in 0..2 {
             let side = if i == 0 { 'a' } else { 'b' };
             let pn = CString::new(format!("{name}{seq}_{side}"))
                 .map_err(|_| DpdkError::new("port name", libc::EINVAL))?;
-            // Port a receives from ring 0 and sends into ring 1; port b the other way round.
-            let rx = [rings[i].as_ptr()];
-            let tx = [rings[1 - i].as_ptr()];
-            // SAFETY: one-element arrays of live rings; the rings outlive the ports (Drop
-            // closes both ports before freeing them).
+            // Port a receives from rings 0..q and sends into rings q..2q; port b the other
+            // way round.
+            let (rx, tx) = link.rings.split_at(queues);
+            let (rx, tx) = if i == 0 { (rx, tx) } else { (tx, rx) };
+            let rx: Vec<*mut sys::rte_ring> = rx.iter().map(|r| r.as_ptr()).collect();
+            let tx: Vec<*mut sys::rte_ring> = tx.iter().map(|r| r.as_ptr()).collect();
+            // SAFETY: arrays of `queues` live rings; the rings outlive the ports (Drop closes
+            // both ports before freeing them).
             let p = unsafe {
                 sys::rte_eth_from_rings(
                     pn.as_ptr(),
                     rx.as_ptr(),
-                    1,
+                    queues as c_uint,
                     tx.as_ptr(),
-                    1,
+                    queues as c_uint,
                     sys::rte_socket_id() as c_uint,
                 )
             };
             if p < 0 {
                 return Err(DpdkError::last(format!("rte_eth_from_rings({name})")));
             }
-            *port = p as u16;
+            link.ports[i] = p as u16;
         }
-        Ok(RingLink { rings, ports })
+        Ok(link)
+    }
+
+    /// Queue pairs per port.
+    pub fn queues(&self) -> usize {
+        self.queues
     }
 
     /// The two ports.
@@ -270,15 +307,29 @@ impl RingLink {
     /// cable that is unplugged). Called when that port's datapath goes away, so none of its
     /// mbufs outlives its pools.
     pub(crate) fn drain_tx_of(&self, port: u16) -> u32 {
-        let i = usize::from(self.ports[1] == port);
+        (0..self.queues).map(|q| self.drain_tx_queue(port, q)).sum()
+    }
+
+    /// Frees every mbuf waiting in the ring TX queue `queue` of `port` transmits into (when
+    /// that queue's datapath goes away; the peer must not be reading that ring meanwhile).
+    pub(crate) fn drain_tx_queue(&self, port: u16, queue: usize) -> u32 {
+        if queue >= self.queues {
+            return 0;
+        }
+        // Port a transmits into rings q..2q, port b into 0..q.
+        let base = if self.ports[1] == port {
+            0
+        } else {
+            self.queues
+        };
         // SAFETY: the ring is live; mbufs in it are owned by the ring and freed exactly once.
-        unsafe { sys::cf_ring_drain(self.rings[1 - i].as_ptr()) }
+        unsafe { sys::cf_ring_drain(self.rings[base + queue].as_ptr()) }
     }
 }
 
 impl Drop for RingLink {
     fn drop(&mut self) {
-        for p in self.ports {
+        for p in self.ports.into_iter().filter(|&p| p != u16::MAX) {
             // SAFETY: the ports were created by this link; their datapaths (which hold the
             // link) are gone, so nothing polls them. Stop is a no-op for a stopped port.
             unsafe {
@@ -286,7 +337,7 @@ impl Drop for RingLink {
                 sys::rte_eth_dev_close(p);
             }
         }
-        for r in self.rings {
+        for r in &self.rings {
             // SAFETY: both ports are closed; no one enqueues any more.
             unsafe {
                 sys::cf_ring_drain(r.as_ptr());

@@ -391,6 +391,11 @@ impl fmt::Debug for Mbuf {
 /// Hands the frames at the front of `pkts` to the port's TX queue 0; the ones it took are
 /// removed from `pkts` (now owned by the PMD), the rest stay. Returns how many were taken.
 pub fn tx_burst(port: u16, pkts: &mut Vec<Mbuf>) -> usize {
+    tx_burst_queue(port, 0, pkts)
+}
+
+/// As [`tx_burst`], on TX queue `queue` (a port with one queue pair per core).
+pub fn tx_burst_queue(port: u16, queue: u16, pkts: &mut Vec<Mbuf>) -> usize {
     let n = pkts.len().min(u16::MAX as usize) as u16;
     if n == 0 {
         return 0;
@@ -399,7 +404,7 @@ pub fn tx_burst(port: u16, pkts: &mut Vec<Mbuf>) -> usize {
     let arr = pkts.as_mut_ptr().cast::<*mut sys::rte_mbuf>();
     // SAFETY: `arr` holds `n` live mbuf chains we own; the PMD takes ownership of the first
     // `sent`, which are then forgotten below (never freed by us).
-    let sent = usize::from(unsafe { sys::cf_tx_burst(port, 0, arr, n) });
+    let sent = usize::from(unsafe { sys::cf_tx_burst(port, queue, arr, n) });
     for m in pkts.drain(..sent) {
         m.into_raw();
     }
@@ -408,13 +413,18 @@ pub fn tx_burst(port: u16, pkts: &mut Vec<Mbuf>) -> usize {
 
 /// Receives up to `max` frames from the port's RX queue 0, appended to `out`.
 pub fn rx_burst(port: u16, out: &mut Vec<Mbuf>, max: usize) -> usize {
+    rx_burst_queue(port, 0, out, max)
+}
+
+/// As [`rx_burst`], from RX queue `queue`.
+pub fn rx_burst_queue(port: u16, queue: u16, out: &mut Vec<Mbuf>, max: usize) -> usize {
     let max = max.min(u16::MAX as usize);
     out.reserve(max);
     let len = out.len();
     // SAFETY: `out` has room for `max` more pointers after `len`.
     let arr = unsafe { out.as_mut_ptr().add(len).cast::<*mut sys::rte_mbuf>() };
     // SAFETY: the PMD writes at most `max` non-NULL mbuf pointers it hands over to us.
-    let got = usize::from(unsafe { sys::cf_rx_burst(port, 0, arr, max as u16) });
+    let got = usize::from(unsafe { sys::cf_rx_burst(port, queue, arr, max as u16) });
     // SAFETY: the first `got` new slots were initialised with owned, non-NULL mbufs.
     unsafe { out.set_len(len + got) };
     got

@@ -129,6 +129,116 @@ pub fn configure(
     Ok(())
 }
 
+/// Configures `queues` RX and TX queues (one pair per server core) with the given offloads and
+/// MTU. The port must be stopped; each queue is then set up with [`setup_queue`].
+pub fn configure_queues(
+    port: u16,
+    queues: u16,
+    tx_offloads: u64,
+    rx_offloads: u64,
+    mtu: u16,
+) -> Result<(), DpdkError> {
+    // SAFETY: plain values; the port id is checked by DPDK.
+    let ret = unsafe { sys::cf_port_configure_queues(port, queues, tx_offloads, rx_offloads, mtu) };
+    if ret != 0 {
+        return Err(DpdkError::new(
+            format!("rte_eth_dev_configure({port}, {queues} queues)"),
+            ret,
+        ));
+    }
+    Ok(())
+}
+
+/// Sets up RX and TX queue `queue` of a port configured by [`configure_queues`], receive
+/// buffers from `rx_pool`. Setups of different queues must not run concurrently (DPDK's
+/// control path is not thread-safe); the caller serializes them.
+pub fn setup_queue(
+    port: u16,
+    queue: u16,
+    rx_descs: u16,
+    tx_descs: u16,
+    rx_pool: &Mempool,
+) -> Result<(), DpdkError> {
+    // SAFETY: `rx_pool` is live; the caller keeps it alive until the queue is stopped (or the
+    // port is stopped) and the port closed.
+    let ret =
+        unsafe { sys::cf_port_setup_queue(port, queue, rx_descs, tx_descs, rx_pool.as_ptr()) };
+    if ret != 0 {
+        return Err(DpdkError::new(
+            format!("setting up queue {queue} of port {port}"),
+            ret,
+        ));
+    }
+    Ok(())
+}
+
+/// Stops RX and TX queue `queue` of a started port (no more DMA into its buffers). Fails
+/// with `ENOTSUP` when the PMD cannot stop single queues (`net_ring`, `net_af_packet`).
+pub fn stop_queue(port: u16, queue: u16) -> Result<(), DpdkError> {
+    // SAFETY: plain values.
+    let ret = unsafe { sys::cf_port_stop_queue(port, queue) };
+    if ret != 0 {
+        return Err(DpdkError::new(
+            format!("stopping queue {queue} of port {port}"),
+            ret,
+        ));
+    }
+    Ok(())
+}
+
+/// An `rte_flow` rule of a port: IPv4/UDP to one destination port goes to one RX queue.
+/// Destroyed on drop (before the port is closed).
+#[derive(Debug)]
+pub struct UdpFlow {
+    port: u16,
+    flow: std::ptr::NonNull<libc::c_void>,
+}
+
+impl UdpFlow {
+    /// Installs the rule on a configured port. PMDs without `rte_flow` (the virtual devices)
+    /// fail with `ENOTSUP` or `ENOSYS`; the error carries the PMD's message.
+    pub fn create(port: u16, udp_dst: u16, queue: u16) -> Result<UdpFlow, DpdkError> {
+        let mut err: libc::c_int = 0;
+        let mut msg = [0 as c_char; 256];
+        // SAFETY: `err` and `msg` are valid out-buffers of the sizes passed.
+        let f = unsafe {
+            sys::cf_flow_udp_dst_to_queue(
+                port,
+                udp_dst,
+                queue,
+                &mut err,
+                msg.as_mut_ptr(),
+                msg.len(),
+            )
+        };
+        match std::ptr::NonNull::new(f) {
+            Some(flow) => Ok(UdpFlow { port, flow }),
+            None => {
+                // SAFETY: the shim NUL-terminates `msg` (snprintf into the whole buffer).
+                let m = unsafe { CStr::from_ptr(msg.as_ptr()) }.to_string_lossy();
+                Err(DpdkError::new(
+                    format!(
+                        "rte_flow_create(port {port}: UDP dst {udp_dst} -> queue {queue}): {m}"
+                    ),
+                    err,
+                ))
+            }
+        }
+    }
+}
+
+// SAFETY: the handle is only passed back to DPDK's control path (destroy), by whichever thread
+// owns the value; DPDK flow handles are not tied to the thread that created them.
+unsafe impl Send for UdpFlow {}
+
+impl Drop for UdpFlow {
+    fn drop(&mut self) {
+        // SAFETY: created by `create` on this port, destroyed once; the port is not closed yet
+        // (its owner drops the flows first).
+        unsafe { sys::cf_flow_destroy(self.port, self.flow.as_ptr()) };
+    }
+}
+
 /// Starts the port (and enables promiscuous mode when asked: needed when the port's MAC
 /// address is not the one peers send to, e.g. a veth end whose kernel MAC differs).
 pub fn start(port: u16, promiscuous: bool) -> Result<(), DpdkError> {
@@ -162,8 +272,13 @@ pub fn close(port: u16) {
 /// Asks the PMD to free transmitted mbufs now (`rte_eth_tx_done_cleanup`). Returns how many
 /// it freed; 0 when the PMD does not support it (then it frees them as the ring wraps).
 pub fn tx_done_cleanup(port: u16) -> usize {
+    tx_done_cleanup_queue(port, 0)
+}
+
+/// As [`tx_done_cleanup`], for TX queue `queue`.
+pub fn tx_done_cleanup_queue(port: u16, queue: u16) -> usize {
     // SAFETY: plain arguments.
-    let r = unsafe { sys::rte_eth_tx_done_cleanup(port, 0, 0) };
+    let r = unsafe { sys::rte_eth_tx_done_cleanup(port, queue, 0) };
     usize::try_from(r).unwrap_or(0)
 }
 

@@ -245,9 +245,15 @@ pub struct TxFrame<'a> {
     spill: usize,
     len: usize,
     data_segments: usize,
+    queue: usize,
 }
 
 impl TxFrame<'_> {
+    /// Index of the queue set whose send queue this frame came from (0 on a device with one).
+    pub fn queue(&self) -> usize {
+        self.queue
+    }
+
     /// Frame length before padding.
     pub fn len(&self) -> usize {
         self.len
@@ -343,11 +349,14 @@ pub(crate) struct Device {
     /// Time the device spends per data segment it validates and reads (the gather engine's
     /// cost, a model knob; zero by default).
     pub(crate) delay_per_segment: Duration,
+    /// Index of this queue set on its port (several per port: one per server core).
+    pub(crate) queue: usize,
 }
 
 impl Device {
     pub(crate) fn new() -> Device {
         Device {
+            queue: 0,
             sq_ci: 0,
             sq_db_pi: 0,
             error: false,
@@ -474,6 +483,7 @@ impl Device {
             spill,
             len,
             data_segments,
+            queue: self.queue,
         })
     }
 
@@ -595,7 +605,7 @@ impl Device {
             self.flush_rq(sh);
             return false;
         }
-        if !self.flows.iter().any(|r| r.matches(steer)) {
+        if !self.accepts(steer) {
             self.stats.rx_steered_away += 1;
             return false;
         }
@@ -657,6 +667,11 @@ impl Device {
             },
         );
         true
+    }
+
+    /// Whether one of this queue set's flow rules matches `frame`.
+    pub(crate) fn accepts(&self, frame: &[u8]) -> bool {
+        self.flows.iter().any(|r| r.matches(frame))
     }
 
     /// Delivers a whole frame (copied into the receive buffer, checksum flags computed).

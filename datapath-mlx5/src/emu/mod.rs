@@ -112,12 +112,75 @@ pub struct EmuStats {
     pub resets: u64,
 }
 
-struct State {
+impl EmuStats {
+    /// Adds `o`'s counts to these (the maximum for `max_data_segments`): a port's totals
+    /// over its queue sets.
+    pub fn accumulate(&mut self, o: &EmuStats) {
+        self.doorbells += o.doorbells;
+        self.bad_doorbells += o.bad_doorbells;
+        self.wqes += o.wqes;
+        self.frames_sent += o.frames_sent;
+        self.data_segments += o.data_segments;
+        self.max_data_segments = self.max_data_segments.max(o.max_data_segments);
+        self.tx_errors += o.tx_errors;
+        self.tx_flushed += o.tx_flushed;
+        self.frames_received += o.frames_received;
+        self.rx_steered_away += o.rx_steered_away;
+        self.rx_no_wqe += o.rx_no_wqe;
+        self.rx_oversize += o.rx_oversize;
+        self.rx_errors += o.rx_errors;
+        self.cq_overruns += o.cq_overruns;
+        self.rx_qp_error += o.rx_qp_error;
+        self.rx_flushed += o.rx_flushed;
+        self.resets += o.resets;
+    }
+}
+
+impl EmuConfig {
+    /// The configuration of queue set `i` of a port with several: its own QP number
+    /// (`qpn + i`) and its own lkey range (`lkey_base + i * MAX_MRS`), so an lkey of one
+    /// core's memory is refused on another core's queues, as with one protection domain per
+    /// core on hardware.
+    pub fn for_queue(&self, i: usize) -> EmuConfig {
+        EmuConfig {
+            qpn: self.qpn.wrapping_add(i as u32) & 0x00ff_ffff,
+            lkey_base: self
+                .lkey_base
+                .wrapping_add((i as u32).wrapping_mul(MAX_MRS as u32)),
+            ..self.clone()
+        }
+    }
+}
+
+/// One queue set (QP, its CQs, memory regions) and the device's state of it.
+struct QueueSet {
     sh: Arc<Shared>,
     dev: Device,
+}
+
+struct State {
+    sets: Vec<QueueSet>,
     memories: Vec<PinnedMemory>,
     peer: Option<Weak<RefCell<State>>>,
-    wire: Vec<Vec<u8>>,
+    /// Frames sent, with the queue set that sent each.
+    wire: Vec<(usize, Vec<u8>)>,
+}
+
+impl State {
+    /// The queue set that receives `frame`: the first whose flow rules match it; a frame no
+    /// rule matches goes to queue set 0, which counts it as steered away.
+    fn deliver(&mut self, frame: &[u8]) {
+        let i = if self.sets.len() == 1 {
+            0
+        } else {
+            self.sets
+                .iter()
+                .position(|q| q.dev.accepts(frame))
+                .unwrap_or(0)
+        };
+        let q = &mut self.sets[i];
+        q.dev.deliver(&q.sh, frame);
+    }
 }
 
 /// A handle to an emulated device.
@@ -129,9 +192,31 @@ pub struct EmuNic {
 impl EmuNic {
     /// A device with `cfg` and no memory regions, flow rules or peer.
     pub fn new(cfg: EmuConfig) -> io::Result<EmuNic> {
+        Self::with_queues(cfg, 1)
+    }
+
+    /// A device with `n` queue sets (one per server core), queue set `i` with the geometry
+    /// `cfg.for_queue(i)`, and no memory regions, flow rules or peer. Received frames go to
+    /// the queue set whose flow rules ([`set_queue_flows`](Self::set_queue_flows)) match.
+    /// The methods without a queue index act on queue set 0.
+    pub fn with_queues(cfg: EmuConfig, n: usize) -> io::Result<EmuNic> {
+        if n == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "an emulated NIC needs at least one queue set",
+            ));
+        }
+        let mut sets = Vec::with_capacity(n);
+        for i in 0..n {
+            let mut dev = Device::new();
+            dev.queue = i;
+            sets.push(QueueSet {
+                sh: Arc::new(Shared::new(cfg.for_queue(i))?),
+                dev,
+            });
+        }
         let st = State {
-            sh: Arc::new(Shared::new(cfg)?),
-            dev: Device::new(),
+            sets,
             memories: Vec::new(),
             peer: None,
             wire: Vec::new(),
@@ -141,20 +226,50 @@ impl EmuNic {
         })
     }
 
+    /// How many queue sets the device has.
+    pub fn queue_count(&self) -> usize {
+        self.st.borrow().sets.len()
+    }
+
+    fn no_queue(i: usize) -> io::Error {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("the emulated NIC has no queue set {i}"),
+        )
+    }
+
     /// Registers every region of `mem` (now and later) as a memory region of this device and
     /// stores each one's lkey as the region's registration.
     pub fn register(&self, mem: &PinnedMemory) -> io::Result<()> {
+        self.register_queue(0, mem)
+    }
+
+    /// As [`register`](Self::register), for queue set `i` (each has its own memory regions,
+    /// as each core has its own protection domain on hardware).
+    pub fn register_queue(&self, i: usize, mem: &PinnedMemory) -> io::Result<()> {
         let sh = {
             let mut st = self.st.borrow_mut();
+            let sh = st.sets.get(i).ok_or_else(|| Self::no_queue(i))?.sh.clone();
             st.memories.push(mem.clone());
-            st.sh.clone()
+            sh
         };
         register_with(&sh, mem)
     }
 
     /// Installs flow rules (replacing earlier ones): received frames matching none are dropped.
     pub fn set_flows(&self, rules: &[FlowRule]) {
-        self.st.borrow_mut().dev.flows = rules.to_vec();
+        self.st.borrow_mut().sets[0].dev.flows = rules.to_vec();
+    }
+
+    /// Installs the flow rules of queue set `i` (replacing earlier ones).
+    pub fn set_queue_flows(&self, i: usize, rules: &[FlowRule]) -> io::Result<()> {
+        let mut st = self.st.borrow_mut();
+        st.sets
+            .get_mut(i)
+            .ok_or_else(|| Self::no_queue(i))?
+            .dev
+            .flows = rules.to_vec();
+        Ok(())
     }
 
     /// Connects two devices back to back: frames one sends arrive at the other.
@@ -163,27 +278,39 @@ impl EmuNic {
         b.st.borrow_mut().peer = Some(Rc::downgrade(&a.st));
     }
 
-    /// The queue memory the driver uses ([`QueueMemory`]).
+    /// The queue memory the driver uses ([`QueueMemory`]), of queue set 0.
     pub fn queues(&self) -> EmuQueues {
         EmuQueues {
             st: self.st.clone(),
+            i: 0,
         }
     }
 
-    /// Runs the device until its send queue is idle: consumes every doorbelled WQE, writes
-    /// completions and delivers the frames. Returns the frames sent.
+    /// The queue memory of queue set `i` (`None` when there is no such queue set).
+    pub fn queues_of(&self, i: usize) -> Option<EmuQueues> {
+        (i < self.queue_count()).then(|| EmuQueues {
+            st: self.st.clone(),
+            i,
+        })
+    }
+
+    /// Runs the device until its send queues are idle: consumes every doorbelled WQE of each
+    /// queue set in turn, writes completions and delivers the frames. Returns the frames sent.
     pub fn process(&self) -> usize {
         let (frames, peer, loopback) = {
             let mut st = self.st.borrow_mut();
             let st = &mut *st;
             let mut frames = Vec::new();
-            st.dev.run_sq(&st.sh, &mut |f| {
-                let mut v = Vec::with_capacity(f.len().max(60));
-                f.gather(&mut v);
-                frames.push(v);
-            });
+            for q in st.sets.iter_mut() {
+                let i = q.dev.queue;
+                q.dev.run_sq(&q.sh, &mut |f| {
+                    let mut v = Vec::with_capacity(f.len().max(60));
+                    f.gather(&mut v);
+                    frames.push((i, v));
+                });
+            }
             st.wire.extend(frames.iter().cloned());
-            (frames, st.peer.clone(), st.sh.cfg.loopback)
+            (frames, st.peer.clone(), st.sets[0].sh.cfg.loopback)
         };
         let n = frames.len();
         let target = match peer.and_then(|w| w.upgrade()) {
@@ -193,23 +320,31 @@ impl EmuNic {
         };
         if let Some(t) = target {
             let mut t = t.borrow_mut();
-            let t = &mut *t;
-            for f in &frames {
-                t.dev.deliver(&t.sh, f);
+            for (_, f) in &frames {
+                t.deliver(f);
             }
         }
         n
     }
 
-    /// Delivers a raw frame to this device's receive side, as if it came off the wire.
+    /// Delivers a raw frame to this device's receive side, as if it came off the wire
+    /// (steered to the queue set whose flow rules match it).
     pub fn inject(&self, frame: &[u8]) {
-        let mut st = self.st.borrow_mut();
-        let st = &mut *st;
-        st.dev.deliver(&st.sh, frame);
+        self.st.borrow_mut().deliver(frame);
     }
 
     /// Every frame sent so far, as it went on the wire.
     pub fn wire(&self) -> Vec<Vec<u8>> {
+        self.st
+            .borrow()
+            .wire
+            .iter()
+            .map(|(_, f)| f.clone())
+            .collect()
+    }
+
+    /// Every frame sent so far, with the queue set that sent it.
+    pub fn wire_by_queue(&self) -> Vec<(usize, Vec<u8>)> {
         self.st.borrow().wire.clone()
     }
 
@@ -218,14 +353,23 @@ impl EmuNic {
         self.st.borrow_mut().wire.clear();
     }
 
-    /// Counters so far.
+    /// Counters so far, summed over the queue sets.
     pub fn stats(&self) -> EmuStats {
-        self.st.borrow().dev.stats
+        let mut s = EmuStats::default();
+        for q in &self.st.borrow().sets {
+            s.accumulate(&q.dev.stats);
+        }
+        s
+    }
+
+    /// The counters of queue set `i` (`None` when there is no such queue set).
+    pub fn queue_stats(&self, i: usize) -> Option<EmuStats> {
+        self.st.borrow().sets.get(i).map(|q| q.dev.stats)
     }
 
     /// Port MTU.
     pub fn mtu(&self) -> usize {
-        self.st.borrow().sh.cfg.mtu
+        self.st.borrow().sets[0].sh.cfg.mtu
     }
 }
 
@@ -245,11 +389,13 @@ fn register_with(sh: &Arc<Shared>, mem: &PinnedMemory) -> io::Result<()> {
 /// The emulated device's queue memory, handed to the driver.
 pub struct EmuQueues {
     st: Rc<RefCell<State>>,
+    /// Which queue set.
+    i: usize,
 }
 
 impl EmuQueues {
     fn shared(&self) -> Arc<Shared> {
-        self.st.borrow().sh.clone()
+        self.st.borrow().sets[self.i].sh.clone()
     }
 }
 
@@ -295,19 +441,19 @@ unsafe impl QueueMemory for EmuQueues {
 
     fn ring_doorbell(&mut self, word: u64) {
         let mut st = self.st.borrow_mut();
-        let st = &mut *st;
+        let q = &mut st.sets[self.i];
         // SAFETY: the 64-byte stand-in register area, 8-aligned; only this thread uses it.
-        unsafe { mmio::write_reg64(st.sh.bf.ptr.as_ptr().cast(), word) };
-        st.dev.doorbell(&st.sh, word);
+        unsafe { mmio::write_reg64(q.sh.bf.ptr.as_ptr().cast(), word) };
+        q.dev.doorbell(&q.sh, word);
     }
 
     fn qp_reset(&mut self) -> io::Result<()> {
-        self.st.borrow_mut().dev.qp_reset()
+        self.st.borrow_mut().sets[self.i].dev.qp_reset()
     }
 
     fn qp_ready(&mut self) -> io::Result<()> {
         let mut st = self.st.borrow_mut();
-        let st = &mut *st;
-        st.dev.qp_ready(&st.sh)
+        let q = &mut st.sets[self.i];
+        q.dev.qp_ready(&q.sh)
     }
 }

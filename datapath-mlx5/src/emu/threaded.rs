@@ -12,6 +12,13 @@
 //! 3. it answers the rare control requests of the driver (QP reset, ready, detach) through an
 //!    atomic request word.
 //!
+//! A port may have several **queue sets** ([`EmuDevice::spawn_queues`]): one QP (send and
+//! receive queue) with its two CQs, its own memory-region table and its own flow rules per
+//! server core. The device thread serves all of them in turn; a received frame goes to the
+//! queue set whose flow rules match it (one rule per destination UDP port makes them
+//! disjoint: the client picks the core by port), and each [`EmuPort`] is the driver side of
+//! one queue set, to be used on that core's thread.
+//!
 //! Nothing on the hot path takes a lock: the shared queue memory is handed over by the
 //! release/acquire words described in [`crate::mmio`], and the memory-region table is
 //! append-only with an atomic count.
@@ -61,18 +68,38 @@ pub trait Wire: Send + 'static {
     fn finished(&self) -> bool;
 }
 
+/// One queue set as the device thread sees it: the memory shared with its driver, the
+/// control word, and the device's own state of it.
+struct DevQueue {
+    sh: Arc<Shared>,
+    ctl: Arc<QueueCtl>,
+    dev: Device,
+}
+
 /// The device's receive side, lent to [`Wire::poll`].
 pub struct RxPort<'a> {
-    dev: &'a mut Device,
-    sh: &'a Shared,
+    queues: &'a mut [DevQueue],
 }
 
 impl RxPort<'_> {
+    /// The queue set that receives `steer`: the first whose flow rules match it. A frame no
+    /// rule matches goes to queue set 0, which counts it as steered away.
+    fn steer(&self, steer: &[u8]) -> usize {
+        if self.queues.len() == 1 {
+            return 0;
+        }
+        self.queues
+            .iter()
+            .position(|q| q.dev.accepts(steer))
+            .unwrap_or(0)
+    }
+
     /// Delivers a frame as if it came off the wire: steered by the flow rules, written into the
     /// next posted receive buffer, completed with checksum verdicts computed from it. Returns
     /// whether a receive WQE took it (drops are counted in [`EmuStats`]).
     pub fn deliver(&mut self, frame: &[u8]) -> bool {
-        self.dev.deliver(self.sh, frame)
+        let q = &mut self.queues[self.steer(frame)];
+        q.dev.deliver(&q.sh, frame)
     }
 
     /// Delivers a frame of `len` bytes written by `write` straight into the receive buffer
@@ -87,13 +114,27 @@ impl RxPort<'_> {
         steer: &[u8],
         write: &mut dyn FnMut(&mut [u8]),
     ) -> bool {
-        self.dev
-            .deliver_with(self.sh, len, Some(flags), steer, write)
+        let q = &mut self.queues[self.steer(steer)];
+        q.dev.deliver_with(&q.sh, len, Some(flags), steer, write)
     }
 
-    /// The device's counters so far.
+    /// The device's counters so far, summed over its queue sets.
     pub fn stats(&self) -> EmuStats {
-        self.dev.stats
+        let mut s = EmuStats::default();
+        for q in self.queues.iter() {
+            s.accumulate(&q.dev.stats);
+        }
+        s
+    }
+
+    /// The counters of queue set `i` so far (`None` when there is no such queue set).
+    pub fn queue_stats(&self, i: usize) -> Option<EmuStats> {
+        self.queues.get(i).map(|q| q.dev.stats)
+    }
+
+    /// How many queue sets the port has.
+    pub fn queue_count(&self) -> usize {
+        self.queues.len()
     }
 }
 
@@ -115,58 +156,105 @@ const REQ_RESET: u32 = 1;
 const REQ_READY: u32 = 2;
 const REQ_DETACH: u32 = 3;
 
-/// The control channel between the driver side and the device thread (not on the hot path).
-struct Control {
+/// The control channel between one queue set's driver and the device thread (not on the hot
+/// path).
+#[derive(Default)]
+struct QueueCtl {
     /// A request from the driver; the device answers by storing `result` and resetting this
     /// to `REQ_NONE` (release).
     req: AtomicU32,
     /// 0: done; 1: refused (send WQEs pending); 2: refused (stale doorbell records).
     result: AtomicU32,
+    /// Doorbell words written to the stand-in BlueFlame register.
+    bf_word: AtomicU64,
+}
+
+/// The device thread's own state, shared with its owner and every queue set's driver.
+struct Control {
     /// The device thread runs.
     alive: AtomicBool,
     /// The owner asks the device thread to end.
     stop: AtomicBool,
     /// The wire said it is finished.
     wire_done: AtomicBool,
-    /// Doorbell words written to the stand-in BlueFlame register.
-    bf_word: AtomicU64,
 }
 
 /// What the device thread did, returned when it ends.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct DeviceReport {
-    /// The device's counters.
+    /// The device's counters, summed over its queue sets.
     pub stats: EmuStats,
+    /// The counters of each queue set.
+    pub per_queue: Vec<EmuStats>,
     /// The device clock when it ended (busy and total time).
     pub clock: DeviceClock,
 }
 
 /// An emulated ConnectX running on its own thread, with `W` on its wire.
 pub struct EmuDevice<W: Wire> {
-    sh: Arc<Shared>,
+    queues: Vec<(Arc<Shared>, Arc<QueueCtl>)>,
     ctl: Arc<Control>,
     join: Option<JoinHandle<(W, DeviceReport)>>,
 }
 
 impl<W: Wire> EmuDevice<W> {
     /// Starts the device thread with queue geometry `cfg`, receive steering `flows` and `wire`
-    /// attached. The driver side is [`port`](Self::port).
+    /// attached: one queue set. The driver side is [`port`](Self::port).
     pub fn spawn(
         cfg: EmuConfig,
         flows: Vec<FlowRule>,
         opts: DeviceOptions,
         wire: W,
     ) -> io::Result<EmuDevice<W>> {
-        let sh = Arc::new(Shared::new(cfg)?);
+        Self::spawn_queues(cfg, vec![flows], opts, wire)
+    }
+
+    /// Starts the device thread with one queue set per entry of `flows` (one per server
+    /// core), each steering the frames its rules match to its receive queue. Queue set `i` has
+    /// the geometry `cfg.for_queue(i)` (its own QP number and lkey range); its driver side is
+    /// [`port_of(i)`](Self::port_of). Use [`crate::core_flow_rules`] for one destination
+    /// UDP port per core.
+    pub fn spawn_queues(
+        cfg: EmuConfig,
+        flows: Vec<Vec<FlowRule>>,
+        opts: DeviceOptions,
+        wire: W,
+    ) -> io::Result<EmuDevice<W>> {
+        if flows.is_empty() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "an emulated port needs at least one queue set",
+            ));
+        }
+        let mut queues = Vec::with_capacity(flows.len());
+        for i in 0..flows.len() {
+            queues.push((
+                Arc::new(Shared::new(cfg.for_queue(i))?),
+                Arc::new(QueueCtl::default()),
+            ));
+        }
         let ctl = Arc::new(Control {
-            req: AtomicU32::new(REQ_NONE),
-            result: AtomicU32::new(0),
             alive: AtomicBool::new(true),
             stop: AtomicBool::new(false),
             wire_done: AtomicBool::new(false),
-            bf_word: AtomicU64::new(0),
         });
-        let (sh2, ctl2) = (sh.clone(), ctl.clone());
+        let ctl2 = ctl.clone();
+        let mut dev_queues: Vec<DevQueue> = queues
+            .iter()
+            .zip(flows)
+            .enumerate()
+            .map(|(i, ((sh, qc), flows))| {
+                let mut dev = Device::new();
+                dev.flows = flows;
+                dev.queue = i;
+                dev.delay_per_segment = opts.delay_per_segment;
+                DevQueue {
+                    sh: sh.clone(),
+                    ctl: qc.clone(),
+                    dev,
+                }
+            })
+            .collect();
         let (tx, rx) = std::sync::mpsc::channel();
         let join = std::thread::Builder::new()
             .name("emu-nic".to_owned())
@@ -177,20 +265,23 @@ impl<W: Wire> EmuDevice<W> {
                 };
                 let ok = pinned.is_ok();
                 let _ = tx.send(pinned);
-                let mut dev = Device::new();
-                dev.flows = flows;
-                dev.delay_per_segment = opts.delay_per_segment;
                 let mut wire = wire;
                 let clock = if ok {
-                    device_loop(&sh2, &ctl2, &mut dev, &mut wire, opts.yield_when_idle)
+                    device_loop(&ctl2, &mut dev_queues, &mut wire, opts.yield_when_idle)
                 } else {
                     DeviceClock::default()
                 };
                 ctl2.alive.store(false, Ordering::Release);
+                let per_queue: Vec<EmuStats> = dev_queues.iter().map(|q| q.dev.stats).collect();
+                let mut stats = EmuStats::default();
+                for q in &per_queue {
+                    stats.accumulate(q);
+                }
                 (
                     wire,
                     DeviceReport {
-                        stats: dev.stats,
+                        stats,
+                        per_queue,
                         clock,
                     },
                 )
@@ -199,7 +290,7 @@ impl<W: Wire> EmuDevice<W> {
             .recv()
             .unwrap_or_else(|_| Err(io::Error::other("the device thread exited at start")));
         let mut d = EmuDevice {
-            sh,
+            queues,
             ctl,
             join: Some(join),
         };
@@ -210,12 +301,35 @@ impl<W: Wire> EmuDevice<W> {
         Ok(d)
     }
 
-    /// The driver's side of the device (queue memory and registration), for the thread that
-    /// runs the driver.
+    /// The driver's side of the device (queue memory and registration) for queue set 0, for
+    /// the thread that runs the driver.
     pub fn port(&self) -> EmuPort {
+        self.port_at(0)
+    }
+
+    /// The driver's side of queue set `i` (`None` when there is no such queue set). The
+    /// [`EmuPort`] is `Send`: hand it to the core that will run that queue set's driver.
+    pub fn port_of(&self, i: usize) -> Option<EmuPort> {
+        (i < self.queues.len()).then(|| self.port_at(i))
+    }
+
+    /// The driver's side of every queue set, in order.
+    pub fn ports(&self) -> Vec<EmuPort> {
+        (0..self.queues.len()).map(|i| self.port_at(i)).collect()
+    }
+
+    /// How many queue sets the port has.
+    pub fn queue_count(&self) -> usize {
+        self.queues.len()
+    }
+
+    fn port_at(&self, i: usize) -> EmuPort {
+        let (sh, qc) = &self.queues[i];
         EmuPort {
-            sh: self.sh.clone(),
+            sh: sh.clone(),
             ctl: self.ctl.clone(),
+            qc: qc.clone(),
+            index: i,
         }
     }
 
@@ -255,9 +369,8 @@ impl<W: Wire> Drop for EmuDevice<W> {
 }
 
 fn device_loop<W: Wire>(
-    sh: &Shared,
     ctl: &Control,
-    dev: &mut Device,
+    queues: &mut [DevQueue],
     wire: &mut W,
     yield_when_idle: bool,
 ) -> DeviceClock {
@@ -268,33 +381,39 @@ fn device_loop<W: Wire>(
         let now = t0.elapsed().as_nanos() as u64;
         clock.now_ns = now;
         let mut work = false;
-        let req = ctl.req.load(Ordering::Acquire);
-        if req != REQ_NONE {
-            let result = match req {
-                REQ_RESET => dev.qp_reset().map_or(1, |_| 0),
-                REQ_READY => dev.qp_ready(sh).map_or(2, |_| 0),
-                _ => {
-                    // Detach: the driver is going away with its memory; never touch the queues
-                    // or its buffers again.
-                    dev.in_reset = true;
-                    0
-                }
-            };
-            ctl.result.store(result, Ordering::Relaxed);
-            ctl.req.store(REQ_NONE, Ordering::Release);
-            work = true;
+        for q in queues.iter_mut() {
+            let (sh, dev) = (&*q.sh, &mut q.dev);
+            let req = q.ctl.req.load(Ordering::Acquire);
+            if req != REQ_NONE {
+                let result = match req {
+                    REQ_RESET => dev.qp_reset().map_or(1, |_| 0),
+                    REQ_READY => dev.qp_ready(sh).map_or(2, |_| 0),
+                    _ => {
+                        // Detach: the driver is going away with its memory; never touch the
+                        // queues or its buffers again.
+                        dev.in_reset = true;
+                        0
+                    }
+                };
+                q.ctl.result.store(result, Ordering::Relaxed);
+                q.ctl.req.store(REQ_NONE, Ordering::Release);
+                work = true;
+            }
         }
         if ctl.stop.load(Ordering::Acquire) {
             return clock;
         }
-        if dev.poll_doorbell_record(sh) || dev.sq_ci != dev.sq_db_pi {
-            dev.run_sq(sh, &mut |f| wire.transmit(f, now));
-            work = true;
+        for q in queues.iter_mut() {
+            let (sh, dev) = (&*q.sh, &mut q.dev);
+            if dev.poll_doorbell_record(sh) || dev.sq_ci != dev.sq_db_pi {
+                dev.run_sq(sh, &mut |f| wire.transmit(f, now));
+                work = true;
+            }
+            if dev.error && !dev.in_reset {
+                dev.flush_rq(sh);
+            }
         }
-        if dev.error && !dev.in_reset {
-            dev.flush_rq(sh);
-        }
-        work |= wire.poll(&clock, &mut RxPort { dev, sh });
+        work |= wire.poll(&clock, &mut RxPort { queues });
         if !done && wire.finished() {
             done = true;
             ctl.wire_done.store(true, Ordering::Release);
@@ -314,11 +433,14 @@ fn device_loop<W: Wire>(
     }
 }
 
-/// The driver's side of an [`EmuDevice`]: register memory, get the queue memory.
+/// The driver's side of one queue set of an [`EmuDevice`]: register memory, get the queue
+/// memory.
 #[derive(Clone)]
 pub struct EmuPort {
     sh: Arc<Shared>,
     ctl: Arc<Control>,
+    qc: Arc<QueueCtl>,
+    index: usize,
 }
 
 impl EmuPort {
@@ -336,6 +458,7 @@ impl EmuPort {
         ThreadedQueues {
             sh: self.sh.clone(),
             ctl: self.ctl.clone(),
+            qc: self.qc.clone(),
         }
     }
 
@@ -343,12 +466,18 @@ impl EmuPort {
     pub fn mtu(&self) -> usize {
         self.sh.cfg.mtu
     }
+
+    /// Which queue set of the port this is.
+    pub fn queue_index(&self) -> usize {
+        self.index
+    }
 }
 
 /// Queue memory shared with a device thread ([`QueueMemory`] for the driver).
 pub struct ThreadedQueues {
     sh: Arc<Shared>,
     ctl: Arc<Control>,
+    qc: Arc<QueueCtl>,
 }
 
 /// How long the driver waits for the device thread to answer a control request.
@@ -361,9 +490,9 @@ impl ThreadedQueues {
                 "the emulated device thread is not running",
             ));
         }
-        self.ctl.req.store(req, Ordering::Release);
+        self.qc.req.store(req, Ordering::Release);
         let deadline = Instant::now() + CONTROL_TIMEOUT;
-        while self.ctl.req.load(Ordering::Acquire) != REQ_NONE {
+        while self.qc.req.load(Ordering::Acquire) != REQ_NONE {
             if !self.ctl.alive.load(Ordering::Acquire) {
                 return Err(io::Error::other("the emulated device thread ended"));
             }
@@ -374,12 +503,12 @@ impl ThreadedQueues {
             }
             std::thread::yield_now();
         }
-        Ok(self.ctl.result.load(Ordering::Relaxed))
+        Ok(self.qc.result.load(Ordering::Relaxed))
     }
 
     /// Doorbell words rung so far (the last one).
     pub fn last_doorbell(&self) -> u64 {
-        self.ctl.bf_word.load(Ordering::Relaxed)
+        self.qc.bf_word.load(Ordering::Relaxed)
     }
 }
 
@@ -435,7 +564,7 @@ unsafe impl QueueMemory for ThreadedQueues {
     /// The device thread polls the doorbell record (written just before this), so the word
     /// is only kept for inspection.
     fn ring_doorbell(&mut self, word: u64) {
-        self.ctl.bf_word.store(word, Ordering::Relaxed);
+        self.qc.bf_word.store(word, Ordering::Relaxed);
     }
 
     fn qp_reset(&mut self) -> io::Result<()> {
