@@ -1,4 +1,4 @@
-//! Test harness for root-only network tests (dev-only, not published).
+//! Network namespaces and veth pairs for root-only tests and the apps' AF_XDP benchmarks (not published).
 //!
 //! A test creates a [`VethPair`]: two network namespaces, A and B, joined by a veth pair, with
 //! unique names derived from the process id and a per-process counter, and removed again by
@@ -27,7 +27,14 @@
 //! # drop(sock);
 //! ```
 
+//!
+//! The apps' AF_XDP benchmarks use the same machinery with one namespace and the host: see
+//! [`host`] ([`HostVeth`], [`ChildServer`]).
+
 #![warn(missing_docs)]
+
+pub mod host;
+pub use host::{ChildServer, HostVeth};
 
 use std::ffi::CString;
 use std::io;
@@ -39,7 +46,7 @@ use std::sync::mpsc;
 use std::thread::JoinHandle;
 
 /// Longest interface name the kernel accepts (`IFNAMSIZ` less the terminating NUL).
-const MAX_IFNAME: usize = 15;
+pub(crate) const MAX_IFNAME: usize = 15;
 
 /// What one test suite's harness differs in.
 #[derive(Clone, Copy, Debug)]
@@ -135,7 +142,7 @@ impl Suite {
 }
 
 /// Runs `ip` with `args` and returns its stdout, or an error with its stderr.
-fn run(args: &[&str]) -> io::Result<String> {
+pub(crate) fn run(args: &[&str]) -> io::Result<String> {
     let out = Command::new("ip").args(args).output()?;
     if !out.status.success() {
         return Err(io::Error::other(format!(
@@ -147,7 +154,7 @@ fn run(args: &[&str]) -> io::Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-static NEXT: AtomicU32 = AtomicU32::new(0);
+pub(crate) static NEXT: AtomicU32 = AtomicU32::new(0);
 
 /// Two namespaces and the veth pair between them; `Drop` removes both namespaces (and with
 /// them the pair).
@@ -278,8 +285,16 @@ impl Drop for VethPair {
     }
 }
 
-fn mac_of(ns: &str, ifname: &str) -> io::Result<[u8; 6]> {
-    let out = run(&["-n", ns, "-o", "link", "show", ifname])?;
+pub(crate) fn mac_of(ns: &str, ifname: &str) -> io::Result<[u8; 6]> {
+    mac_in(&run(&["-n", ns, "-o", "link", "show", ifname])?)
+}
+
+/// MAC address of `ifname` in the calling process's namespace.
+pub(crate) fn mac_of_here(ifname: &str) -> io::Result<[u8; 6]> {
+    mac_in(&run(&["-o", "link", "show", ifname])?)
+}
+
+fn mac_in(out: &str) -> io::Result<[u8; 6]> {
     let text = out
         .split("link/ether ")
         .nth(1)
@@ -288,7 +303,8 @@ fn mac_of(ns: &str, ifname: &str) -> io::Result<[u8; 6]> {
     parse_mac(text)
 }
 
-fn parse_mac(text: &str) -> io::Result<[u8; 6]> {
+/// Parses a MAC address written `aa:bb:cc:dd:ee:ff`.
+pub fn parse_mac(text: &str) -> io::Result<[u8; 6]> {
     let parts: Vec<&str> = text.split(':').collect();
     if parts.len() != 6 {
         return Err(io::Error::other(format!("bad MAC `{text}`")));
