@@ -11,6 +11,7 @@
 //!   that verifies every reply against what the store must hold.
 //! - [`bench`]: `kv bench` — load a workload, sweep offered loads per serialization, tables,
 //!   JSON and plots.
+//! - `xdp` (feature `xdp`): the server over AF_XDP in a network namespace.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -26,6 +27,8 @@ pub mod resp;
 pub mod serialization;
 pub mod server;
 pub mod store;
+#[cfg(feature = "xdp")]
+pub mod xdp;
 
 /// The KV messages generated from `schemas/kv.proto` by `cornflakes-codegen` (build.rs).
 #[allow(missing_docs)]

@@ -2,6 +2,8 @@
 //! byte-exact values, missing keys and bad indexes, values in pieces, the pointer-swap safety
 //! of puts while a reply is in flight, and malformed requests. Nothing is timed.
 
+mod common;
+
 use std::net::{Ipv4Addr, SocketAddrV4};
 
 use cornflakes::datapath::{Completions, Connect, DatapathMemory, Receive, Transmit};
@@ -104,128 +106,13 @@ impl Rig {
     }
 }
 
-fn val(n: usize, seed: u8) -> Vec<u8> {
-    (0..n)
-        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
-        .collect()
-}
-
-fn ok(vals: Vec<Vec<u8>>) -> Reply {
-    Reply {
-        status: Status::Ok,
-        vals,
-        statuses: Vec::new(),
-    }
-}
-
-fn st(s: Status) -> Reply {
-    Reply::status(s)
-}
-
-fn k(s: &str) -> String {
-    s.to_owned()
-}
+use common::{k, ok, st, val};
 
 #[test]
 fn every_request_in_every_serialization() {
     for ser in Serialization::ALL {
         let mut r = rig(ser);
-        // Sizes on both sides of the hybrid threshold, empty, and bigger than one 1500-byte frame.
-        let (small, big, huge) = (val(40, 1), val(2048, 2), val(9000, 3));
-        assert_eq!(
-            r.call(&Op::Put {
-                key: k("a"),
-                val: small.clone()
-            }),
-            st(Status::Ok)
-        );
-        assert_eq!(
-            r.call(&Op::Get { key: k("a") }),
-            ok(vec![small.clone()]),
-            "{ser}"
-        );
-        r.call(&Op::Put {
-            key: k("b"),
-            val: big.clone(),
-        });
-        r.call(&Op::Put {
-            key: k("e"),
-            val: Vec::new(),
-        });
-        assert_eq!(
-            r.call(&Op::Get { key: k("b") }),
-            ok(vec![big.clone()]),
-            "{ser}"
-        );
-        assert_eq!(r.call(&Op::Get { key: k("e") }), ok(vec![vec![]]), "{ser}");
-        assert_eq!(
-            r.call(&Op::PutM {
-                keys: vec![k("c"), k("d")],
-                vals: vec![huge.clone(), small.clone()],
-            }),
-            st(Status::Ok)
-        );
-        let getm = r.call(&Op::GetM {
-            keys: vec![k("c"), k("missing"), k("d")],
-        });
-        assert_eq!(getm.status, Status::NotFound, "{ser}");
-        assert_eq!(
-            getm.statuses,
-            vec![Status::Ok, Status::NotFound, Status::Ok]
-        );
-        assert_eq!(
-            getm.vals,
-            vec![huge.clone(), vec![], small.clone()],
-            "{ser}"
-        );
-        assert_eq!(
-            r.call(&Op::Append {
-                key: k("l"),
-                val: big.clone()
-            }),
-            st(Status::Ok)
-        );
-        r.call(&Op::Append {
-            key: k("l"),
-            val: small.clone(),
-        });
-        assert_eq!(
-            r.call(&Op::GetList { key: k("l") }),
-            ok(vec![big.clone(), small.clone()]),
-            "{ser}"
-        );
-        assert_eq!(
-            r.call(&Op::GetFromList {
-                key: k("l"),
-                index: 1
-            }),
-            ok(vec![small.clone()]),
-            "{ser}"
-        );
-        assert_eq!(
-            r.call(&Op::GetFromList {
-                key: k("l"),
-                index: 2
-            }),
-            st(Status::BadIndex),
-            "{ser}"
-        );
-        assert_eq!(
-            r.call(&Op::GetFromList {
-                key: k("nope"),
-                index: 0
-            }),
-            st(Status::NotFound),
-            "{ser}"
-        );
-        assert_eq!(
-            r.call(&Op::GetList { key: k("nope") }),
-            st(Status::NotFound)
-        );
-        assert_eq!(r.call(&Op::Get { key: k("nope") }), st(Status::NotFound));
-        assert_eq!(r.call(&Op::Delete { key: k("a") }), st(Status::Ok));
-        assert_eq!(r.call(&Op::Delete { key: k("a") }), st(Status::NotFound));
-        assert_eq!(r.call(&Op::Get { key: k("a") }), st(Status::NotFound));
+        common::every_request(ser, &mut |op| r.call(op));
         let stats = r.server.stats();
         assert_eq!(
             (stats.malformed, stats.send_failed),
