@@ -164,6 +164,31 @@ fn cornflakes_replies_reference_stored_values_above_the_threshold() {
     }
 }
 
+#[test]
+fn capnp_replies_go_out_as_the_segment_table_and_one_entry_per_segment() {
+    // While a reply is in flight its transmit buffers are live pinned items: protobuf and
+    // FlatBuffers write one buffer; Cap'n Proto builds in a pinned segment and sends the
+    // segment table beside it, so one more. The bytes on the wire are checked by decoding.
+    let live_in_flight = |ser: Serialization| {
+        let mut r = rig(ser);
+        let v = val(2048, 9);
+        r.server.store_mut().put("v", &v).unwrap();
+        let before = r.server.datapath().memory().stats().live_items;
+        let msg = r.send(&Op::Get { key: k("v") });
+        r.server.poll();
+        let during = r.server.datapath().memory().stats().live_items;
+        let rx = r.recv();
+        assert_eq!(rx.len(), 1);
+        assert_eq!(rx[0].msg, msg);
+        let (_, reply) = decode_reply(ser, OpKind::Get, &rx[0].data).unwrap();
+        assert_eq!(reply, ok(vec![v]), "{ser}");
+        during - before
+    };
+    let protobuf = live_in_flight(Serialization::Protobuf);
+    assert_eq!(live_in_flight(Serialization::Flatbuffers), protobuf);
+    assert_eq!(live_in_flight(Serialization::Capnp), protobuf + 1);
+}
+
 /// A value above one pinned buffer (4 KiB items here) is stored in pieces. No reply can carry
 /// it: a message is received into one pinned buffer, so the datapaths cap messages at one
 /// item. The server answers TOO_LARGE (never a crash or a cut value) and keeps the value.
