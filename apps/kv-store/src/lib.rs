@@ -11,6 +11,7 @@
 //!   that verifies every reply against what the store must hold.
 //! - [`bench`]: `kv bench` — load a workload, sweep offered loads per serialization, tables,
 //!   JSON and plots.
+//! - [`peers`]: `kv bench --peers` — redis-server and memcached beside the store.
 //! - `xdp` (feature `xdp`): the server over AF_XDP in a network namespace.
 
 #![forbid(unsafe_code)]
@@ -23,6 +24,7 @@ mod emu;
 pub mod libs;
 pub mod nic;
 pub mod ops;
+pub mod peers;
 pub mod resp;
 pub mod serialization;
 pub mod server;

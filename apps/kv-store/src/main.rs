@@ -24,6 +24,7 @@ usage:
             [--rates R,R,..] [--duration SECS] [--warmup SECS] [--timeout-ms MS] [--threads N]
             [--threshold N] [--mtu N] [--max-item BYTES] [--memory-limit BYTES]
             [--requests N] [--seed N] [--out DIR] [--json PATH] [--spin] [--datapath emu|socket|xdp]
+            [--peers redis,memcached]
       One server per serialization (each loads the workload's contents), offered loads
       interleaved across serializations, every reply verified against what the store must
       hold. Prints the tables and writes DIR/kv.json (or --json), DIR/run.json, DIR/kv.svg,
@@ -33,7 +34,10 @@ usage:
       reloaded for every point). --datapath socket: open-loop client threads over kernel UDP
       sockets on 127.0.0.1. --datapath xdp (feature `xdp`, root): each server a process over
       AF_XDP in a network namespace on a veth pair, the clients on kernel sockets at the other
-      end; serializations run one after another.
+      end; serializations run one after another. --peers (with --datapath socket): then
+      redis-server and memcached (apps/kv-peers: different systems, their own servers over
+      kernel TCP) with the same workload, requests and loads; DIR/peers.json, DIR/peers.md,
+      and a side-by-side table appended to DIR/tables.md.
   kv server --serialization S [--bind IP:PORT] [--threshold N] [--mtu N] [--max-item BYTES]
             [--memory-limit BYTES] [--workload W [workload options]] [--seconds SECS] [--spin]
             [--until-stdin-closes]
@@ -199,9 +203,17 @@ fn bench_cmd(mut a: Args) -> Result<(), String> {
             cornflakes::threshold_setting()
         ),
     }
+    let peers = a.list::<kv_peers::server::Peer>("--peers")?;
     common(&mut a, &mut cfg)?;
     a.finish()?;
-    bench::run_bench(&cfg).map(|_| ())
+    if peers.is_some() && cfg.datapath != bench::DatapathKind::Socket {
+        return Err("--peers runs redis-server/memcached over kernel TCP beside the store: use it with --datapath socket".to_owned());
+    }
+    let out = bench::run_bench(&cfg)?;
+    if let Some(p) = peers {
+        kv_store::peers::run_beside(&cfg, &p, &out)?;
+    }
+    Ok(())
 }
 
 fn client_cmd(mut a: Args) -> Result<(), String> {
