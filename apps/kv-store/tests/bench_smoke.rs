@@ -136,16 +136,43 @@ fn server_and_client_as_two_processes() {
 
 #[test]
 fn bad_arguments_say_what_is_wrong() {
-    for (args, want) in [
+    let mut cases = vec![
         (&["bench", "--workload", "nope"][..], "unknown workload"),
         (
             &["bench", "--serializations", "thrift"][..],
             "unknown serialization",
         ),
-        (&["bench", "--datapath", "xdp"][..], "socket or emu"),
+        (&["bench", "--datapath", "mlx5"][..], "emu, socket or xdp"),
+        (
+            &["bench", "--datapath", "socket", "--peers", "mysql"][..],
+            "mysql",
+        ),
+        (
+            &["server", "--serialization", "resp", "--datapath", "xdp"][..],
+            "--ifname",
+        ),
         (&["client", "--serialization", "resp"][..], "--server"),
         (&["frobnicate"][..], "unknown command"),
-    ] {
+    ];
+    if !cfg!(feature = "xdp") {
+        cases.push((
+            &["bench", "--datapath", "xdp"][..],
+            "needs the `xdp` feature",
+        ));
+        cases.push((
+            &[
+                "server",
+                "--serialization",
+                "resp",
+                "--datapath",
+                "xdp",
+                "--ifname",
+                "lo",
+            ][..],
+            "needs the `xdp` feature",
+        ));
+    }
+    for (args, want) in cases {
         let out = Command::new(env!("CARGO_BIN_EXE_kv"))
             .args(args)
             .output()

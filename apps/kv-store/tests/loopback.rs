@@ -11,7 +11,7 @@ use cornflakes::mem::MemoryConfig;
 use cornflakes::{Arena, ConnId, Msg, RxMsg};
 use cornflakes_stack::{MacAddr, StackConfig};
 use datapath_loopback::{Loopback, LoopbackConfig};
-use kv_store::client::{decode_reply, send_op};
+use kv_store::client::decode_reply;
 use kv_store::server::{memory_config, KvServer, ServerConfig};
 use kv_store::store::StoreConfig;
 use kv_store::{Op, OpKind, Reply, Serialization, Status};
@@ -24,9 +24,7 @@ struct Rig {
     client: Loopback,
     conn: ConnId,
     ser: Serialization,
-    arena: Arena,
-    buf: Vec<u8>,
-    next_id: u32,
+    requests: common::Requests,
 }
 
 fn rig_with(ser: Serialization, mem: MemoryConfig, store: StoreConfig) -> Rig {
@@ -51,9 +49,7 @@ fn rig_with(ser: Serialization, mem: MemoryConfig, store: StoreConfig) -> Rig {
         client: b,
         conn,
         ser,
-        arena: Arena::new(),
-        buf: Vec::new(),
-        next_id: 1,
+        requests: common::Requests::new(conn, ser),
     }
 }
 
@@ -67,20 +63,7 @@ fn rig(ser: Serialization) -> Rig {
 
 impl Rig {
     fn send(&mut self, op: &Op) -> Msg {
-        let msg = Msg::new(self.next_id, OpKind::of(op).msg_type());
-        self.next_id += 1;
-        send_op(
-            &mut self.client,
-            self.conn,
-            msg,
-            self.ser,
-            op,
-            &mut self.arena,
-            &mut self.buf,
-        )
-        .unwrap();
-        self.client.flush().unwrap();
-        msg
+        self.requests.send(&mut self.client, op)
     }
 
     fn recv(&mut self) -> Vec<RxMsg> {

@@ -13,9 +13,9 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use cornflakes::datapath::{Connect, Receive, Transmit};
-use cornflakes::{Arena, Msg, RxMsg};
+use cornflakes::{Msg, RxMsg};
 use datapath_socket::{SocketConfig, SocketDatapath};
-use kv_store::client::{decode_reply, send_op};
+use kv_store::client::decode_reply;
 use kv_store::server::memory_config;
 use kv_store::xdp::{parse_stats, READY, SUITE};
 use netns_harness::Suite;
@@ -33,31 +33,16 @@ fn namespace_exists(name: &str) -> bool {
         .any(|l| l.split_whitespace().next() == Some(name))
 }
 
-/// One request at a time to a server at `server`, waiting for its reply.
+/// One request at a time to a server, waiting for its reply.
 struct Client {
     dp: SocketDatapath,
-    conn: cornflakes::ConnId,
     ser: Serialization,
-    arena: Arena,
-    buf: Vec<u8>,
-    next_id: u32,
+    requests: common::Requests,
 }
 
 impl Client {
     fn call(&mut self, op: &Op) -> Reply {
-        let msg = Msg::new(self.next_id, OpKind::of(op).msg_type());
-        self.next_id += 1;
-        send_op(
-            &mut self.dp,
-            self.conn,
-            msg,
-            self.ser,
-            op,
-            &mut self.arena,
-            &mut self.buf,
-        )
-        .unwrap();
-        self.dp.flush().unwrap();
+        let msg = self.requests.send(&mut self.dp, op);
         let deadline = Instant::now() + Duration::from_secs(5);
         let mut rx: Vec<RxMsg> = Vec::new();
         loop {
@@ -113,11 +98,8 @@ fn every_request_in_every_serialization_over_af_xdp() {
         let conn = dp.connect(server.addr).unwrap();
         let mut client = Client {
             dp,
-            conn,
             ser,
-            arena: Arena::new(),
-            buf: Vec::new(),
-            next_id: 1,
+            requests: common::Requests::new(conn, ser),
         };
         common::every_request(ser, &mut |op| client.call(op));
         // A malformed request is counted and dropped; the server keeps answering.

@@ -91,19 +91,7 @@ impl HostVeth {
             "dev",
             &v.client_if,
         ])?;
-        // veth hands the kernel's CHECKSUM_PARTIAL packets on to XDP with only the
-        // pseudo-header sum in the UDP checksum field; have the client side compute full
-        // checksums in software, as packets from a real link carry.
-        let st = Command::new("ethtool")
-            .args(["-K", &v.client_if, "tx", "off"])
-            .output()?;
-        if !st.status.success() {
-            return Err(io::Error::other(format!(
-                "ethtool -K {} tx off: {}",
-                v.client_if,
-                String::from_utf8_lossy(&st.stderr).trim()
-            )));
-        }
+        crate::software_checksums(None, &v.client_if)?;
         v.client_mac = mac_of_here(&v.client_if)?;
         // The server end's MAC must exist too (a sanity check that the pair is complete).
         mac_of(&v.name, &v.server_if)?;
@@ -112,9 +100,7 @@ impl HostVeth {
 
     /// Names and addresses for pair number `n` of process `pid`; nothing is created.
     fn named(suite: &Suite, pid: u32, n: u32) -> HostVeth {
-        let pid = pid % 100_000;
-        let tag = format!("{pid}x{n}");
-        let subnet = (pid.wrapping_mul(7).wrapping_add(n) % 250 + 1) as u8;
+        let (tag, subnet) = crate::tag_and_subnet(pid, n);
         HostVeth {
             name: format!("{}-{tag}", suite.ns_prefix),
             server_if: format!("{}{tag}s", suite.if_prefix),

@@ -215,22 +215,7 @@ impl VethPair {
             "dev",
             &v.if_b,
         ])?;
-        // veth hands the kernel's CHECKSUM_PARTIAL packets on (to XDP, or to a packet socket)
-        // with only the pseudo-header sum in the UDP checksum field (a NIC would complete it on
-        // the wire). Make B's kernel compute full checksums in software, as any packet from a
-        // real link has them.
-        let st = Command::new("ip")
-            .args([
-                "netns", "exec", &v.ns_b, "ethtool", "-K", &v.if_b, "tx", "off",
-            ])
-            .output()?;
-        if !st.status.success() {
-            return Err(io::Error::other(format!(
-                "ethtool -K {} tx off: {}",
-                v.if_b,
-                String::from_utf8_lossy(&st.stderr).trim()
-            )));
-        }
+        software_checksums(Some(&v.ns_b), &v.if_b)?;
         v.mac_a = mac_of(&v.ns_a, &v.if_a)?;
         v.mac_b = mac_of(&v.ns_b, &v.if_b)?;
         Ok(v)
@@ -238,9 +223,7 @@ impl VethPair {
 
     /// Names and addresses for pair number `n` of process `pid`; nothing is created.
     fn named(suite: &Suite, pid: u32, n: u32, mtu: u32) -> VethPair {
-        let pid = pid % 100_000;
-        let tag = format!("{pid}x{n}");
-        let subnet = (pid.wrapping_mul(7).wrapping_add(n) % 250 + 1) as u8;
+        let (tag, subnet) = tag_and_subnet(pid, n);
         VethPair {
             ns_a: format!("{}-{tag}-a", suite.ns_prefix),
             ns_b: format!("{}-{tag}-b", suite.ns_prefix),
@@ -283,6 +266,36 @@ impl Drop for VethPair {
         let _ = run(&["netns", "del", &self.ns_a]);
         let _ = run(&["netns", "del", &self.ns_b]);
     }
+}
+
+/// The name tag (`{pid}x{n}`) and the third address octet of pair `n` of process `pid`.
+pub(crate) fn tag_and_subnet(pid: u32, n: u32) -> (String, u8) {
+    let pid = pid % 100_000;
+    let subnet = (pid.wrapping_mul(7).wrapping_add(n) % 250 + 1) as u8;
+    (format!("{pid}x{n}"), subnet)
+}
+
+/// Turns off transmit checksum offload on `ifname` (in namespace `ns`, or here). veth hands
+/// the kernel's CHECKSUM_PARTIAL packets on (to XDP, or to a packet socket) with only the
+/// pseudo-header sum in the UDP checksum field (a NIC would complete it on the wire); this
+/// makes the kernel compute full checksums in software, as any packet from a real link has.
+pub(crate) fn software_checksums(ns: Option<&str>, ifname: &str) -> io::Result<()> {
+    let mut cmd = match ns {
+        Some(ns) => {
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", ns, "ethtool"]);
+            c
+        }
+        None => Command::new("ethtool"),
+    };
+    let st = cmd.args(["-K", ifname, "tx", "off"]).output()?;
+    if !st.status.success() {
+        return Err(io::Error::other(format!(
+            "ethtool -K {ifname} tx off: {}",
+            String::from_utf8_lossy(&st.stderr).trim()
+        )));
+    }
+    Ok(())
 }
 
 pub(crate) fn mac_of(ns: &str, ifname: &str) -> io::Result<[u8; 6]> {

@@ -4,7 +4,48 @@
 
 #![allow(dead_code)]
 
-use kv_store::{Op, Reply, Serialization, Status};
+use cornflakes::{Arena, ConnId, Datapath, Msg};
+use kv_store::client::send_op;
+use kv_store::{Op, OpKind, Reply, Serialization, Status};
+
+/// A client's request side: numbers requests and sends them in `ser` on `conn`.
+pub struct Requests {
+    pub conn: ConnId,
+    pub ser: Serialization,
+    arena: Arena,
+    buf: Vec<u8>,
+    next_id: u32,
+}
+
+impl Requests {
+    pub fn new(conn: ConnId, ser: Serialization) -> Requests {
+        Requests {
+            conn,
+            ser,
+            arena: Arena::new(),
+            buf: Vec::new(),
+            next_id: 1,
+        }
+    }
+
+    /// Sends `op` with the next id over `dp`, flushed; returns its framing header.
+    pub fn send<D: Datapath>(&mut self, dp: &mut D, op: &Op) -> Msg {
+        let msg = Msg::new(self.next_id, OpKind::of(op).msg_type());
+        self.next_id += 1;
+        send_op(
+            dp,
+            self.conn,
+            msg,
+            self.ser,
+            op,
+            &mut self.arena,
+            &mut self.buf,
+        )
+        .unwrap();
+        dp.flush().unwrap();
+        msg
+    }
+}
 
 pub fn val(n: usize, seed: u8) -> Vec<u8> {
     (0..n)
