@@ -44,8 +44,9 @@ usage:
             [--datapath socket | xdp --ifname IF [--peer IP=MAC] | mlx5 --mlx5-dev DEV | ice --dpdk-args ARGS]
       Serves until killed (or for SECS, or until its stdin closes), printing its counters
       every second; with --workload, loads that workload's contents first. xdp (feature
-      `xdp`, root): AF_XDP on interface IF, with a static ARP entry for the peer. mlx5 (feature `mlx5`): a ConnectX device (RDMA
-      name or PCI address); ice (feature `ice`): the DPDK port the EAL arguments name.
+      `xdp`, root): AF_XDP on interface IF, with a static ARP entry for the peer; mlx5
+      (feature `mlx5`): a ConnectX device (RDMA name or PCI address); ice (feature `ice`):
+      the DPDK port the EAL arguments name.
   kv client --server IP:PORT --serialization S --workload W [workload options] [--rates ..]
             [--duration SECS] [--warmup SECS] [--timeout-ms MS] [--threads N] [--requests N]
             [--seed N] [--out DIR] [--json PATH] [--spin]
