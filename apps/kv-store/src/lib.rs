@@ -9,7 +9,7 @@
 //! - [`server::KvServer`]: the server loop over any [`cornflakes::Datapath`].
 //! - [`client`]: requests over a datapath, the load generator's transport, and the checker
 //!   that verifies every reply against what the store must hold.
-//! - [`bench`]: `kv bench` — load a workload, sweep offered loads per serialization, tables,
+//! - [`bench`](mod@bench): `kv bench` — load a workload, sweep offered loads per serialization, tables,
 //!   JSON and plots.
 //! - [`peers`]: `kv bench --peers` — redis-server and memcached beside the store.
 //! - `xdp` (feature `xdp`): the server over AF_XDP in a network namespace.
