@@ -303,6 +303,15 @@ fn run_point(
         .map_err(|e| format!("{} at {rate} req/s: {e}", lane.ser))
 }
 
+/// The clients' address: 127.0.0.1 for the bench's own servers and a loopback `kv server`;
+/// any address for another host's (a socket bound to 127.0.0.1 cannot reach it).
+fn client_bind(remote: Option<SocketAddrV4>) -> Ipv4Addr {
+    match remote {
+        Some(r) if !r.ip().is_loopback() => Ipv4Addr::UNSPECIFIED,
+        _ => Ipv4Addr::LOCALHOST,
+    }
+}
+
 /// Runs load point `li` (of `n`, offered `load`) of `lane` unless its sweep has stopped,
 /// prints it, and keeps the record.
 fn run_lane_point(
@@ -447,7 +456,7 @@ fn run_sweeps(cfg: &BenchConfig, remote: Option<SocketAddrV4>) -> Result<BenchOu
                 || remote.expect("remote when no local server"),
                 |s| s.addr(),
             ),
-            bind: Ipv4Addr::LOCALHOST,
+            bind: client_bind(remote),
             server,
             checker: Arc::new(Checker {
                 reqs: reqs.clone(),

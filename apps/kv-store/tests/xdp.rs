@@ -188,3 +188,51 @@ fn bench_over_af_xdp_verifies_every_reply_and_removes_its_namespace() {
     assert!(!namespace_exists(name), "{name} left behind");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn kv_client_reaches_a_server_on_another_address() {
+    // `kv client` against a `kv server` that is not on 127.0.0.1 (here: AF_XDP behind a veth,
+    // as a server on another machine would be): its sockets must not be bound to loopback.
+    let test = "kv_client_reaches_a_server_on_another_address";
+    const CLIENT: Suite = Suite::new("cfkvc", "ckc", 75, "CORNFLAKES_REQUIRE_XDP");
+    if let Some(why) = CLIENT.skip_reason() {
+        CLIENT.skip(test, &why);
+        return;
+    }
+    let ns = HostVeth::create(&CLIENT, 9000).expect("namespace and veth");
+    let workload = ["--workload", "ycsb", "--keys", "300"].map(str::to_owned);
+    let args: Vec<String> = ["server", "--serialization", "protobuf"]
+        .map(str::to_owned)
+        .into_iter()
+        .chain(workload.clone())
+        .chain(["--memory-limit".to_owned(), (32usize << 20).to_string()])
+        .collect();
+    let exe = Path::new(env!("CARGO_BIN_EXE_kv"));
+    let server = ChildServer::spawn(&ns, exe, &args, 7100, READY, Duration::from_secs(30))
+        .expect("server up");
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("kv-xdp-client-{}", std::process::id()));
+    let out = Command::new(exe)
+        .args(["client", "--server", &server.addr.to_string()])
+        .args(["--serialization", "protobuf"])
+        .args(&workload)
+        .args(["--rates", "300", "--duration", "0.2", "--warmup", "0.05"])
+        .args(["--timeout-ms", "3000", "--out"])
+        .arg(&dir)
+        .output()
+        .expect("run kv client");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "kv client failed:\n{stderr}");
+    let recs: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("kv.json")).unwrap()).unwrap();
+    let r = &recs.as_array().unwrap()[0];
+    assert!(r["verified"].as_u64().unwrap() > 0, "{r}\n{stderr}");
+    assert_eq!(
+        (r["mismatched"].as_u64(), r["lost"].as_u64()),
+        (Some(0), Some(0)),
+        "{r}"
+    );
+    let stats = parse_stats(&server.stop().unwrap());
+    assert!(stats.replied > 0, "{stats}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
