@@ -95,12 +95,13 @@ say "cargo package --no-verify: cornflakes, cornflakes-codegen, cornflakes-cli"
 cargo package --no-verify --allow-dirty -p cornflakes -p cornflakes-codegen -p cornflakes-cli
 
 # --- AddressSanitizer ------------------------------------------------------------------------
-# Every crate with `unsafe` (pinned memory, FFI datapaths, the netns harness; docs/fuzzing.md
+# Every crate with `unsafe` (pinned memory, FFI datapaths, the netns harness, capnp's segment
+# allocator in baselines; docs/fuzzing.md
 # lists them) runs its tests again under ASan with leak detection. Default features: the
 # feature-gated FFI needs hardware or root and is tested above.
 asan_pkgs=""
 for p in cornflakes datapath-loopback datapath-socket datapath-xdp datapath-mlx5 datapath-ice \
-  netns-harness; do
+  netns-harness baselines; do
   if [ -d "crates/$p" ] || [ -d "$p" ]; then asan_pkgs="$asan_pkgs $p"; fi
 done
 nightly=""

@@ -344,11 +344,11 @@ pub fn run_bench(cfg: &BenchConfig) -> Result<BenchOutcome, String> {
 /// interface).
 #[cfg(feature = "xdp")]
 fn run_bench_xdp(cfg: &BenchConfig) -> Result<BenchOutcome, String> {
-    use crate::xdp::{Netns, ServerProcess};
+    use crate::xdp::{create_netns, ServerProcess};
     let mut out = BenchOutcome::default();
     let loads = cfg.loads();
     let runnable = &cfg.modes;
-    let ns = Netns::create(cfg.mtu)?;
+    let ns = create_netns(cfg.mtu)?;
     eprintln!(
         "[bench] namespace {} with {} (AF_XDP server, {}) <-> {} (clients, {}), MTU {}",
         ns.name, ns.server_if, ns.server_ip, ns.client_if, ns.client_ip, cfg.mtu

@@ -692,8 +692,8 @@ fn run_emu(cfg: &CalibConfig, array_bytes: usize) -> Result<Calibration, String>
 /// The AF_XDP variant: the server in a child process in a namespace (see [`crate::xdp`]).
 #[cfg(feature = "xdp")]
 fn run_xdp(cfg: &CalibConfig, array_bytes: usize) -> Result<Calibration, String> {
-    use crate::xdp::{Netns, ServerProcess};
-    let ns = Netns::create(cfg.mtu)?;
+    use crate::xdp::{create_netns, ServerProcess};
+    let ns = create_netns(cfg.mtu)?;
     let items = array_bytes.div_ceil(ARRAY_ITEM).max(1);
     let server = ServerProcess::spawn_args(
         &ns,

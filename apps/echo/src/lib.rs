@@ -12,7 +12,7 @@
 //! - [`server::EchoServer`]: the server loop over any datapath.
 //! - [`client::EchoClient`]: the load generator's transport; [`client::Verifier`] checks that
 //!   each response deserializes to exactly the values sent.
-//! - [`mod@bench`]: sweeps, table, JSON and plot.
+//! - [`bench`](mod@bench): sweeps, table, JSON and plot.
 //! - [`calibrate`]: the copy-threshold calibration (paper §5): copy vs scatter-gather of K
 //!   segments of S bytes from a large pinned array, a heatmap and a recommended threshold.
 //! - [`emu`]: `bench --datapath emu`, the server core against the emulated ConnectX on a

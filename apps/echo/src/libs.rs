@@ -1,4 +1,6 @@
-//! The protobuf / Cap'n Proto / FlatBuffers modes, through crate `baselines`.
+//! The protobuf / Cap'n Proto / FlatBuffers modes, through crate `baselines`. Protobuf and
+//! FlatBuffers reserialize into one pinned buffer; the server sends Cap'n Proto's reply as its
+//! segments (`baselines::capnp_echo_sga`), the path that suits its output (paper §6.1.3).
 
 use crate::mode::Lib;
 use crate::shape::{Kind, ShapeSpec, ValueChecker};
@@ -9,7 +11,8 @@ pub struct LibCodec {
     codec: Box<dyn Codec + Send>,
 }
 
-fn shape(kind: Kind) -> Shape {
+/// The library shape of an echo message kind.
+pub(crate) fn shape(kind: Kind) -> Shape {
     match kind {
         Kind::Single => Shape::Single,
         Kind::List => Shape::List,

@@ -18,7 +18,7 @@ use loadgen::LatencyHistogram;
 use crate::cf::{self, CfError, SendPath};
 use crate::libs::LibCodec;
 use crate::manual;
-use crate::mode::{Format, Mode};
+use crate::mode::{Format, Lib, Mode};
 use crate::shape::Kind;
 
 /// What the server does.
@@ -251,6 +251,15 @@ impl<D: Datapath> EchoServer<D> {
                     &self.arena,
                     path,
                 )?)
+            }
+            Format::Library(Lib::Capnp) => {
+                // Cap'n Proto's own network path (paper §6.1.3): the reply is built in pinned
+                // segments, sent as the segment table plus one entry per segment.
+                let sga =
+                    baselines::capnp_echo_sga(crate::libs::shape(kind), &m.data, self.dp.memory())
+                        .map_err(|_| Skip::Malformed)?
+                        .map_err(SendError::from)?;
+                Ok(self.dp.send_sga(m.conn, m.msg, &sga)?)
             }
             Format::Library(_) => {
                 let Some(codec) = self.codec.as_mut() else {

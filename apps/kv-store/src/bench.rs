@@ -22,6 +22,23 @@ use crate::serialization::Serialization;
 use crate::server::{memory_config, ServerConfig, ServerHandle, ServerStats, DEFAULT_MAX_ITEM};
 use crate::store::{Store, StoreConfig, DEFAULT_MEMORY_LIMIT};
 
+/// How the AF_XDP runs are labelled in tables and JSON.
+pub const XDP_LABEL: &str = "AF_XDP in copy mode on a veth pair (datapath-xdp): each server a process in its own network namespace, the clients on kernel UDP sockets at the other end";
+
+#[cfg(feature = "xdp")]
+use crate::xdp::run_xdp;
+
+/// Without the `xdp` feature: says how to get it.
+#[cfg(not(feature = "xdp"))]
+fn run_xdp(_: &BenchConfig, _: &[f64], _: Prepared) -> Result<BenchOutcome, String> {
+    Err(
+        "--datapath xdp needs the `xdp` feature (clang and libbpf-dev: \
+         crates/datapath-xdp/APT_PACKAGES) and root: \
+         cargo run --release -p kv-store --features xdp --bin kv -- bench --datapath xdp"
+            .to_owned(),
+    )
+}
+
 /// Default offered loads (requests per second), lowest first.
 pub const DEFAULT_RATES: [f64; 8] = [
     5_000.0, 10_000.0, 20_000.0, 30_000.0, 40_000.0, 60_000.0, 80_000.0, 100_000.0,
@@ -50,6 +67,9 @@ pub enum DatapathKind {
     /// The ConnectX driver (datapath-mlx5) against the emulated ConnectX on its own core,
     /// which plays the wire and the open-loop clients (crates/emu-bench).
     Emu,
+    /// AF_XDP on a veth pair (feature `xdp`, root): each server a process in a network
+    /// namespace, the clients on kernel sockets at the other end (see [`crate::xdp`]).
+    Xdp,
 }
 
 impl DatapathKind {
@@ -58,6 +78,7 @@ impl DatapathKind {
         match self {
             DatapathKind::Socket => DATAPATH_LABEL,
             DatapathKind::Emu => EMU_LABEL,
+            DatapathKind::Xdp => XDP_LABEL,
         }
     }
 }
@@ -249,6 +270,8 @@ pub(crate) fn prepare(cfg: &BenchConfig) -> Result<Prepared, String> {
 struct Lane {
     ser: Serialization,
     addr: SocketAddrV4,
+    /// The clients' address (127.0.0.1, or the veth end facing an AF_XDP server).
+    bind: Ipv4Addr,
     server: Option<ServerHandle>,
     checker: Arc<Checker>,
     misses: usize,
@@ -277,13 +300,88 @@ fn run_point(
     .map_err(|e| format!("schedule at {rate} req/s: {e}"))?;
     let server = lane.addr;
     let make = |thread: usize| {
-        let dp = SocketDatapath::new(cfg.socket(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0)))
+        let dp = SocketDatapath::new(cfg.socket(SocketAddrV4::new(lane.bind, 0)))
             .map_err(std::io::Error::other)?;
         KvClient::new(dp, server, thread, lane.ser, reqs.clone())
     };
     let checker = |id: u64, payload: &[u8]| lane.checker.check(id, payload);
     run(&schedule, &run_cfg, make, &checker)
         .map_err(|e| format!("{} at {rate} req/s: {e}", lane.ser))
+}
+
+/// The clients' address: 127.0.0.1 for the bench's own servers and a loopback `kv server`;
+/// any address for another host's (a socket bound to 127.0.0.1 cannot reach it).
+fn client_bind(remote: Option<SocketAddrV4>) -> Ipv4Addr {
+    match remote {
+        Some(r) if !r.ip().is_loopback() => Ipv4Addr::UNSPECIFIED,
+        _ => Ipv4Addr::LOCALHOST,
+    }
+}
+
+/// Runs load point `li` (of `n`, offered `load`) of `lane` unless its sweep has stopped,
+/// prints it, and keeps the record.
+fn run_lane_point(
+    cfg: &BenchConfig,
+    lane: &mut Lane,
+    reqs: &Arc<RunRequests>,
+    name: &str,
+    li: usize,
+    n: usize,
+    load: f64,
+) -> Result<(), String> {
+    if cfg.stop_after_misses > 0 && lane.misses >= cfg.stop_after_misses {
+        return Ok(());
+    }
+    let report = run_point(cfg, lane, reqs, load, cfg.seed + 1 + li as u64)?;
+    let rec = Record::from_report(lane.ser.name(), name, &report);
+    eprintln!(
+        "[bench] load {}/{} {:>7.0} req/s  {:<20} achieved {:>7.0}  p50 {:>8}  p99 {:>8}  ({})",
+        li + 1,
+        n,
+        load,
+        lane.ser.name(),
+        rec.achieved_rps,
+        us(rec.p50_us),
+        us(rec.p99_us),
+        report.counters
+    );
+    lane.misses = if rec.keeps_up(DEFAULT_KEEP_UP) {
+        0
+    } else {
+        lane.misses + 1
+    };
+    if cfg.stop_after_misses > 0 && lane.misses == cfg.stop_after_misses {
+        eprintln!("[bench] {}: saturated, no higher loads", lane.ser);
+    }
+    lane.records.push(rec);
+    Ok(())
+}
+
+/// Sweeps `loads` for one serialization against a server at `server` (already loaded) from
+/// clients bound to `bind`: the AF_XDP bench's per-server sweep.
+#[cfg_attr(not(feature = "xdp"), allow(dead_code))]
+pub(crate) fn sweep_one(
+    cfg: &BenchConfig,
+    server: SocketAddrV4,
+    bind: Ipv4Addr,
+    checker: Arc<Checker>,
+    reqs: &Arc<RunRequests>,
+    name: &str,
+    loads: &[f64],
+) -> Result<Vec<Record>, String> {
+    let mut lane = Lane {
+        ser: checker.ser,
+        addr: server,
+        bind,
+        server: None,
+        checker,
+        misses: 0,
+        records: Vec::new(),
+    };
+    for (li, &load) in loads.iter().enumerate() {
+        run_lane_point(cfg, &mut lane, reqs, name, li, loads.len(), load)?;
+    }
+    Ok(lane.records)
 }
 
 /// Runs every serialization of `cfg` (one loaded server each, loads interleaved) and writes
@@ -314,6 +412,14 @@ fn run_sweeps(cfg: &BenchConfig, remote: Option<SocketAddrV4>) -> Result<BenchOu
             return Err("kv client runs on the socket datapath".to_owned());
         }
         return crate::emu::run_emu(cfg, &loads, prepare(cfg)?);
+    }
+    if cfg.datapath == DatapathKind::Xdp {
+        if remote.is_some() {
+            return Err("kv client runs on the socket datapath".to_owned());
+        }
+        let out = run_xdp(cfg, &loads, prepare(cfg)?)?;
+        write_outputs(cfg, &out)?;
+        return Ok(out);
     }
     let Prepared {
         workload,
@@ -356,6 +462,7 @@ fn run_sweeps(cfg: &BenchConfig, remote: Option<SocketAddrV4>) -> Result<BenchOu
                 || remote.expect("remote when no local server"),
                 |s| s.addr(),
             ),
+            bind: client_bind(remote),
             server,
             checker: Arc::new(Checker {
                 reqs: reqs.clone(),
@@ -370,31 +477,7 @@ fn run_sweeps(cfg: &BenchConfig, remote: Option<SocketAddrV4>) -> Result<BenchOu
     let result = (|| {
         for (li, &load) in loads.iter().enumerate() {
             for lane in lanes.iter_mut() {
-                if cfg.stop_after_misses > 0 && lane.misses >= cfg.stop_after_misses {
-                    continue;
-                }
-                let report = run_point(cfg, lane, &reqs, load, cfg.seed + 1 + li as u64)?;
-                let rec = Record::from_report(lane.ser.name(), &name, &report);
-                eprintln!(
-                    "[bench] load {}/{} {:>7.0} req/s  {:<20} achieved {:>7.0}  p50 {:>8}  p99 {:>8}  ({})",
-                    li + 1,
-                    loads.len(),
-                    load,
-                    lane.ser.name(),
-                    rec.achieved_rps,
-                    us(rec.p50_us),
-                    us(rec.p99_us),
-                    report.counters
-                );
-                lane.misses = if rec.keeps_up(DEFAULT_KEEP_UP) {
-                    0
-                } else {
-                    lane.misses + 1
-                };
-                if cfg.stop_after_misses > 0 && lane.misses == cfg.stop_after_misses {
-                    eprintln!("[bench] {}: saturated, no higher loads", lane.ser);
-                }
-                lane.records.push(rec);
+                run_lane_point(cfg, lane, &reqs, &name, li, loads.len(), load)?;
             }
         }
         Ok::<(), String>(())
@@ -484,6 +567,7 @@ pub(crate) fn write_outputs(cfg: &BenchConfig, out: &BenchOutcome) -> Result<(),
     let dp = match cfg.datapath {
         DatapathKind::Socket => "socket datapath",
         DatapathKind::Emu => "emulated ConnectX",
+        DatapathKind::Xdp => "AF_XDP on veth",
     };
     let title = format!("kv {}, {dp} ({which})", out.workload);
     match plot_p99_curves(points, &title, &svg, &png) {

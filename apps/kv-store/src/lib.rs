@@ -9,8 +9,10 @@
 //! - [`server::KvServer`]: the server loop over any [`cornflakes::Datapath`].
 //! - [`client`]: requests over a datapath, the load generator's transport, and the checker
 //!   that verifies every reply against what the store must hold.
-//! - [`mod@bench`]: `kv bench` — load a workload, sweep offered loads per serialization, tables,
+//! - [`bench`](mod@bench): `kv bench` — load a workload, sweep offered loads per serialization, tables,
 //!   JSON and plots.
+//! - [`peers`]: `kv bench --peers` — redis-server and memcached beside the store.
+//! - `xdp` (feature `xdp`): the server over AF_XDP in a network namespace.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -22,10 +24,13 @@ mod emu;
 pub mod libs;
 pub mod nic;
 pub mod ops;
+pub mod peers;
 pub mod resp;
 pub mod serialization;
 pub mod server;
 pub mod store;
+#[cfg(feature = "xdp")]
+pub mod xdp;
 
 /// The KV messages generated from `schemas/kv.proto` by `cornflakes-codegen` (build.rs).
 #[allow(missing_docs)]

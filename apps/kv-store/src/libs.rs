@@ -1,11 +1,14 @@
 //! The protobuf, Cap'n Proto and FlatBuffers serializations of the store (crate `baselines`,
 //! `baselines::kv`): one request and one response message per library.
 //!
-//! Network path (paper §6.1.3): each library serializes the response straight into one pinned
-//! transmit buffer, sent as a single scatter-gather entry, so none pays a copy a careful
-//! deployment would not make; the copies left are the library's own (prost copies values into
-//! its message struct, then into the buffer; Cap'n Proto and FlatBuffers build in their own
-//! segments / builder and are written out).
+//! Network path (paper §6.1.3): each library gets the path that suits its output, so none pays
+//! a copy a careful deployment would not make. Protobuf and FlatBuffers serialize the response
+//! straight into one pinned transmit buffer, sent as a single scatter-gather entry (the copies
+//! left are the library's own: prost copies values into its message struct, then into the
+//! buffer; FlatBuffers builds in its builder and is written out). Cap'n Proto builds the
+//! response in segments allocated from the datapath's pinned memory and sends the segment
+//! table and each segment as one scatter-gather entry (`baselines::segments`): its builder
+//! writes the wire format in place, so each value is copied once, into the segment.
 
 use std::cell::RefCell;
 
@@ -148,6 +151,9 @@ pub fn serve<D: Datapath>(
             ..KvResponseView::default()
         };
     }
+    if codec.library() == Library::Capnp {
+        return send_capnp_segments(dp, conn, msg, &view);
+    }
     let mut out = mem
         .alloc(codec.response_len_bound(&view))
         .map_err(SendError::from)?;
@@ -156,6 +162,20 @@ pub fn serve<D: Datapath>(
         .map_err(|e| ServeError::Send(SendError::Io(std::io::Error::other(e.to_string()))))?;
     out.set_len(n);
     Ok(dp.send_sga(conn, msg, &[out.freeze()])?)
+}
+
+/// Cap'n Proto's path: the response built in pinned segments, sent as the segment table plus
+/// one scatter-gather entry per segment.
+fn send_capnp_segments<D: Datapath>(
+    dp: &mut D,
+    conn: ConnId,
+    msg: Msg,
+    view: &KvResponseView<'_>,
+) -> Result<(), ServeError> {
+    let sga = baselines::kv::capnp_response_sga(view, dp.memory())
+        .map_err(|e| ServeError::Send(SendError::Io(std::io::Error::other(e.to_string()))))?
+        .map_err(SendError::from)?;
+    Ok(dp.send_sga(conn, msg, &sga)?)
 }
 
 thread_local! {

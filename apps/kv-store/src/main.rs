@@ -23,8 +23,8 @@ usage:
   kv bench  [--workload ycsb|google|twitter|cdn] [workload options] [--serializations S,S,..]
             [--rates R,R,..] [--duration SECS] [--warmup SECS] [--timeout-ms MS] [--threads N]
             [--threshold N] [--mtu N] [--max-item BYTES] [--memory-limit BYTES]
-            [--requests N] [--seed N] [--out DIR] [--json PATH] [--spin] [--datapath emu|socket]
-            [--sample-every N] [--trials K] [--resolution F]
+            [--requests N] [--seed N] [--out DIR] [--json PATH] [--spin] [--datapath emu|socket|xdp]
+            [--sample-every N] [--trials K] [--resolution F] [--peers redis,memcached]
       One server per serialization (each loads the workload's contents), offered loads
       interleaved across serializations, every reply verified against what the store must
       hold. Prints the tables and writes DIR/kv.json (or --json), DIR/run.json, DIR/kv.svg,
@@ -38,13 +38,21 @@ usage:
       3) misses 95 % of offered, then bisection until the bracket is within --resolution F
       (default 0.05); also writes DIR/emu.md, DIR/emu-summary.json and DIR/emu-points.json.
       --datapath socket: open-loop client threads over kernel UDP
-      sockets on 127.0.0.1.
+      sockets on 127.0.0.1. --datapath xdp (feature `xdp`, root): each server a process over
+      AF_XDP in a network namespace on a veth pair, the clients on kernel sockets at the other
+      end; serializations run one after another. --peers (with --datapath socket): then
+      redis-server and memcached (apps/kv-peers: different systems, their own servers over
+      kernel TCP) with the same workload, requests and loads; DIR/peers.json, DIR/peers.md,
+      and a side-by-side table appended to DIR/tables.md.
   kv server --serialization S [--bind IP:PORT] [--threshold N] [--mtu N] [--max-item BYTES]
             [--memory-limit BYTES] [--workload W [workload options]] [--seconds SECS] [--spin]
-            [--datapath socket | mlx5 --mlx5-dev DEV | ice --dpdk-args ARGS]
-      Serves until killed (or for SECS), printing its counters every second; with --workload,
-      loads that workload's contents first. mlx5 (feature `mlx5`): a ConnectX device (RDMA
-      name or PCI address); ice (feature `ice`): the DPDK port the EAL arguments name.
+            [--until-stdin-closes]
+            [--datapath socket | xdp --ifname IF [--peer IP=MAC] | mlx5 --mlx5-dev DEV | ice --dpdk-args ARGS]
+      Serves until killed (or for SECS, or until its stdin closes), printing its counters
+      every second; with --workload, loads that workload's contents first. xdp (feature
+      `xdp`, root): AF_XDP on interface IF, with a static ARP entry for the peer; mlx5
+      (feature `mlx5`): a ConnectX device (RDMA name or PCI address); ice (feature `ice`):
+      the DPDK port the EAL arguments name.
   kv client --server IP:PORT --serialization S --workload W [workload options] [--rates ..]
             [--duration SECS] [--warmup SECS] [--timeout-ms MS] [--threads N] [--requests N]
             [--seed N] [--out DIR] [--json PATH] [--spin]
@@ -55,7 +63,7 @@ workload options:
   google:  --keys N  --list-lens MIN-MAX (1, 1-4, 1-8, 1-16)  --no-resample
   twitter: --keys N  --trace PATH (CSV of twitter/cache-trace; synthetic cluster-4 model without)
   cdn:     --total-mb N  --piece-size BYTES
-serializations: cornflakes cornflakes-sg cornflakes-copy cornflakes-no-ssend resp
+serializations: cornflakes cornflakes-sg cornflakes-copy cornflakes-no-ssend protobuf capnp flatbuffers resp
 ";
 
 fn workload(a: &mut Args, name: &str) -> Result<WorkloadConfig, String> {
@@ -173,9 +181,13 @@ fn bench_cmd(mut a: Args) -> Result<(), String> {
         },
         Some("socket") => false,
         Some("emu") => true,
+        Some("xdp") => {
+            cfg.datapath = bench::DatapathKind::Xdp;
+            false
+        }
         Some(other) => {
             return Err(format!(
-                "--datapath {other:?}: kv bench runs on socket or emu (AF_XDP, mlx5 and ice are not wired into the KV store yet; see apps/kv-store/README.md)"
+                "--datapath {other:?}: kv bench runs on emu, socket or xdp (mlx5 and ice: `kv server` on the NIC machine and `kv client`; see apps/kv-store/README.md)"
             ))
         }
     };
@@ -207,9 +219,17 @@ fn bench_cmd(mut a: Args) -> Result<(), String> {
             cornflakes::threshold_setting()
         ),
     }
+    let peers = a.list::<kv_peers::server::Peer>("--peers")?;
     common(&mut a, &mut cfg)?;
     a.finish()?;
-    bench::run_bench(&cfg).map(|_| ())
+    if peers.is_some() && cfg.datapath != bench::DatapathKind::Socket {
+        return Err("--peers runs redis-server/memcached over kernel TCP beside the store: use it with --datapath socket".to_owned());
+    }
+    let out = bench::run_bench(&cfg)?;
+    if let Some(p) = peers {
+        kv_store::peers::run_beside(&cfg, &p, &out)?;
+    }
+    Ok(())
 }
 
 fn client_cmd(mut a: Args) -> Result<(), String> {
@@ -254,8 +274,17 @@ fn server_cmd(mut a: Args) -> Result<(), String> {
         None => None,
     };
     let seconds = a.secs("--seconds")?;
+    let until_stdin_closes = a.switch("--until-stdin-closes");
+    let mut xdp = None;
     let nic = match a.take("--datapath")?.as_deref() {
         None | Some("socket") => None,
+        Some("xdp") => {
+            let ifname = a
+                .take("--ifname")?
+                .ok_or("--datapath xdp needs --ifname IF")?;
+            xdp = Some((ifname, a.take("--peer")?));
+            None
+        }
         Some("mlx5") => Some(kv_store::nic::NicSpec::Mlx5(
             a.take("--mlx5-dev")?
                 .ok_or("--datapath mlx5 needs --mlx5-dev DEV")?,
@@ -264,7 +293,7 @@ fn server_cmd(mut a: Args) -> Result<(), String> {
             a.take("--dpdk-args")?
                 .ok_or("--datapath ice needs --dpdk-args ARGS")?,
         )),
-        Some(o) => return Err(format!("--datapath {o:?}: socket, mlx5 or ice")),
+        Some(o) => return Err(format!("--datapath {o:?}: socket, xdp, mlx5 or ice")),
     };
     common(&mut a, &mut bc)?;
     a.finish()?;
@@ -276,6 +305,14 @@ fn server_cmd(mut a: Args) -> Result<(), String> {
             stop.store(true, std::sync::atomic::Ordering::Relaxed);
         });
     }
+    if until_stdin_closes {
+        // How a parent (the AF_XDP bench) stops a child server: it closes our stdin.
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        });
+    }
     let cfg = ServerConfig {
         serialization: ser,
         threshold,
@@ -283,6 +320,11 @@ fn server_cmd(mut a: Args) -> Result<(), String> {
             memory_limit: bc.memory_limit,
         },
     };
+    if let Some((ifname, peer)) = xdp {
+        let st = xdp_serve(&ifname, bind, peer.as_deref(), &bc, cfg, wl.as_ref(), &stop)?;
+        eprintln!("[server] {st}");
+        return Ok(());
+    }
     if let Some(nic) = nic {
         let st = kv_store::nic::serve(
             &nic,
@@ -308,6 +350,35 @@ fn server_cmd(mut a: Args) -> Result<(), String> {
     server.run(&stop, Some(Duration::from_secs(1)), after, &mut hook);
     eprintln!("[server] {}", server.stats());
     Ok(())
+}
+
+#[cfg(feature = "xdp")]
+fn xdp_serve(
+    ifname: &str,
+    bind: SocketAddrV4,
+    peer: Option<&str>,
+    bc: &BenchConfig,
+    cfg: ServerConfig,
+    wl: Option<&WorkloadConfig>,
+    stop: &AtomicBool,
+) -> Result<kv_store::server::ServerStats, String> {
+    let report = Some(Duration::from_secs(1));
+    kv_store::xdp::serve(ifname, bind, peer, bc.memory_limit, cfg, wl, stop, report)
+}
+
+#[cfg(not(feature = "xdp"))]
+fn xdp_serve(
+    _: &str,
+    _: SocketAddrV4,
+    _: Option<&str>,
+    _: &BenchConfig,
+    _: ServerConfig,
+    _: Option<&WorkloadConfig>,
+    _: &AtomicBool,
+) -> Result<kv_store::server::ServerStats, String> {
+    Err("--datapath xdp needs the `xdp` feature (clang and libbpf-dev: crates/datapath-xdp/APT_PACKAGES): \
+         cargo run --release -p kv-store --features xdp --bin kv -- server ..."
+        .to_owned())
 }
 
 fn main() -> ExitCode {

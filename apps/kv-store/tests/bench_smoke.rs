@@ -136,16 +136,43 @@ fn server_and_client_as_two_processes() {
 
 #[test]
 fn bad_arguments_say_what_is_wrong() {
-    for (args, want) in [
+    let mut cases = vec![
         (&["bench", "--workload", "nope"][..], "unknown workload"),
         (
             &["bench", "--serializations", "thrift"][..],
             "unknown serialization",
         ),
-        (&["bench", "--datapath", "xdp"][..], "socket or emu"),
+        (&["bench", "--datapath", "mlx5"][..], "emu, socket or xdp"),
+        (
+            &["bench", "--datapath", "socket", "--peers", "mysql"][..],
+            "mysql",
+        ),
+        (
+            &["server", "--serialization", "resp", "--datapath", "xdp"][..],
+            "--ifname",
+        ),
         (&["client", "--serialization", "resp"][..], "--server"),
         (&["frobnicate"][..], "unknown command"),
-    ] {
+    ];
+    if !cfg!(feature = "xdp") {
+        cases.push((
+            &["bench", "--datapath", "xdp"][..],
+            "needs the `xdp` feature",
+        ));
+        cases.push((
+            &[
+                "server",
+                "--serialization",
+                "resp",
+                "--datapath",
+                "xdp",
+                "--ifname",
+                "lo",
+            ][..],
+            "needs the `xdp` feature",
+        ));
+    }
+    for (args, want) in cases {
         let out = Command::new(env!("CARGO_BIN_EXE_kv"))
             .args(args)
             .output()
@@ -210,4 +237,63 @@ fn bench_on_the_emulated_nic() {
         assert_eq!(p["sampled"], p["verified"], "{p}");
     }
     assert!(dir.join("emu.md").exists());
+}
+
+#[test]
+fn peers_run_beside_the_store_on_the_socket_datapath_labelled_as_other_systems() {
+    let test = "peers_run_beside_the_store_on_the_socket_datapath_labelled_as_other_systems";
+    let have: Vec<&str> = [("redis", "redis-server"), ("memcached", "memcached")]
+        .into_iter()
+        .filter(|(_, bin)| kv_peers::server::find_binary(bin).is_some())
+        .map(|(p, _)| p)
+        .collect();
+    if have.is_empty() {
+        eprintln!("SKIPPED {test}: neither redis-server nor memcached is installed (apps/kv-peers/APT_PACKAGES)");
+        return;
+    }
+    let dir = tmp("kv-bench-peers");
+    let out = Command::new(env!("CARGO_BIN_EXE_kv"))
+        .args(["bench", "--datapath", "socket", "--workload", "twitter"])
+        .args(["--keys", "300", "--serializations", "cornflakes,protobuf"])
+        .args(["--peers", &have.join(",")])
+        .args(["--rates", "300", "--duration", "0.1", "--warmup", "0.02"])
+        .args(["--timeout-ms", "2000", "--requests", "300", "--out"])
+        .arg(&dir)
+        .output()
+        .expect("run kv bench --peers");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "kv bench --peers failed:\n{stderr}");
+    let peers: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("peers.json")).unwrap()).unwrap();
+    let recs = peers.as_array().unwrap();
+    assert!(!recs.is_empty());
+    for r in recs {
+        assert_eq!(r["mismatched"], 0, "{r}");
+        assert!(r["verified"].as_u64().unwrap() > 0, "{r}");
+        assert!(r["mode"].as_str().unwrap().contains("(TCP,"), "{r}");
+    }
+    let tables = std::fs::read_to_string(dir.join("tables.md")).unwrap();
+    assert!(tables.contains("### Beside other systems"), "{tables}");
+    assert!(
+        tables.contains("| Cornflakes KV store, cornflakes | UDP"),
+        "{tables}"
+    );
+    assert_eq!(
+        tables
+            .matches("— a different system | TCP, kernel |")
+            .count(),
+        have.len(),
+        "{tables}"
+    );
+    assert!(dir.join("peers.md").exists());
+    // The KV's own outputs are unchanged by the peers: no peer record in kv.json.
+    let kv = std::fs::read_to_string(dir.join("kv.json")).unwrap();
+    assert!(!kv.contains("TCP"), "{kv}");
+    // Anything but the socket datapath is refused up front.
+    let out = Command::new(env!("CARGO_BIN_EXE_kv"))
+        .args(["bench", "--datapath", "emu", "--peers", "redis"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--datapath socket"));
 }

@@ -51,5 +51,5 @@ fn nic_datapaths_name_their_missing_arguments() {
     let (ok, err) = server(&["--datapath", "ice"]);
     assert!(!ok && err.contains("--dpdk-args"), "{err}");
     let (ok, err) = server(&["--datapath", "nope"]);
-    assert!(!ok && err.contains("socket, mlx5 or ice"), "{err}");
+    assert!(!ok && err.contains("socket, xdp, mlx5 or ice"), "{err}");
 }

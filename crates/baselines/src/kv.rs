@@ -57,6 +57,8 @@ pub struct KvResponse {
 
 /// One library's encoding of the KV messages.
 pub trait KvCodec {
+    /// Which library this is.
+    fn library(&self) -> Library;
     /// Serializes `req` into `out` (cleared first).
     fn encode_request(&mut self, req: &KvRequestView<'_>, out: &mut Vec<u8>);
     /// Decodes `input` and calls `f` with the request.
@@ -88,6 +90,31 @@ impl Library {
     }
 }
 
+/// A Cap'n Proto response built in segments from `alloc` (the server's pinned memory) and
+/// returned as a scatter-gather list: the segment table, then each segment (one, sized by
+/// [`KvCodec::response_len_bound`], unless `alloc` fails). The bytes equal
+/// [`KvCodec::encode_response`]'s, without writing the message out a second time.
+pub fn capnp_response_segments<B, F>(
+    resp: &KvResponseView<'_>,
+    alloc: F,
+) -> Result<crate::segments::SegmentList<B>, CodecError>
+where
+    B: std::ops::DerefMut<Target = [u8]>,
+    F: FnMut(usize) -> Option<B>,
+{
+    capnp_kv::response_segments(resp, alloc)
+}
+
+/// [`capnp_response_segments`] in the pinned memory `mem`, as the scatter-gather list to send.
+/// The outer error is the library's, the inner one the memory's.
+pub fn capnp_response_sga(
+    resp: &KvResponseView<'_>,
+    mem: &cornflakes::PinnedMemory,
+) -> Result<Result<Vec<cornflakes::RcBuf>, cornflakes::mem::AllocError>, CodecError> {
+    let words = capnp_kv::CapnpKv.response_len_bound(resp) / 8;
+    crate::segments::pinned_sga(mem, words, |m| capnp_kv::fill_response(m, resp))
+}
+
 fn vals_bytes(vals: &[&[u8]]) -> usize {
     vals.iter().map(|v| v.len()).sum()
 }
@@ -106,6 +133,10 @@ mod prost_kv {
     }
 
     impl KvCodec for ProstKv {
+        fn library(&self) -> Library {
+            Library::Protobuf
+        }
+
         fn encode_request(&mut self, r: &KvRequestView<'_>, out: &mut Vec<u8>) {
             let m = KvRequest {
                 id: r.id,
@@ -180,8 +211,10 @@ mod prost_kv {
 mod capnp_kv {
     use super::*;
     use crate::generated::capnp_gen::kv_capnp::{kv_request, kv_response};
+    use crate::segments::{build_segments, SegmentList};
     use capnp::message::{Builder, HeapAllocator, ReaderOptions};
     use capnp::serialize;
+    use std::ops::DerefMut;
 
     /// Cap'n Proto: reads in place (no copy on decode); a response is built in the library's
     /// segments (one copy of each value) and written out with its segment table.
@@ -201,7 +234,42 @@ mod capnp_kv {
         })
     }
 
+    pub(super) fn fill_response<A: capnp::message::Allocator>(
+        msg: &mut Builder<A>,
+        r: &KvResponseView<'_>,
+    ) -> Result<(), CodecError> {
+        let mut root = msg.init_root::<kv_response::Builder<'_>>();
+        root.set_id(r.id);
+        root.set_status(r.status);
+        let mut vals = root.reborrow().init_vals(n(r.vals.len())?);
+        for (i, v) in r.vals.iter().enumerate() {
+            vals.set(i as u32, v);
+        }
+        let mut st = root.init_statuses(n(r.statuses.len())?);
+        for (i, s) in r.statuses.iter().enumerate() {
+            st.set(i as u32, *s);
+        }
+        Ok(())
+    }
+
+    /// See [`super::capnp_response_segments`].
+    pub(super) fn response_segments<B, F>(
+        r: &KvResponseView<'_>,
+        alloc: F,
+    ) -> Result<SegmentList<B>, CodecError>
+    where
+        B: DerefMut<Target = [u8]>,
+        F: FnMut(usize) -> Option<B>,
+    {
+        let words = CapnpKv.response_len_bound(r) / 8;
+        build_segments(alloc, words, |m| fill_response(m, r))
+    }
+
     impl KvCodec for CapnpKv {
+        fn library(&self) -> Library {
+            Library::Capnp
+        }
+
         fn encode_request(&mut self, r: &KvRequestView<'_>, out: &mut Vec<u8>) {
             let mut msg = Builder::new(HeapAllocator::new());
             {
@@ -265,19 +333,7 @@ mod capnp_kv {
             let mut msg = Builder::new(
                 HeapAllocator::new().first_segment_words(self.response_len_bound(r) as u32 / 8),
             );
-            {
-                let mut root = msg.init_root::<kv_response::Builder<'_>>();
-                root.set_id(r.id);
-                root.set_status(r.status);
-                let mut vals = root.reborrow().init_vals(n(r.vals.len())?);
-                for (i, v) in r.vals.iter().enumerate() {
-                    vals.set(i as u32, v);
-                }
-                let mut st = root.init_statuses(n(r.statuses.len())?);
-                for (i, s) in r.statuses.iter().enumerate() {
-                    st.set(i as u32, *s);
-                }
-            }
+            fill_response(&mut msg, r)?;
             let needed = serialize::compute_serialized_size_in_words(&msg) * 8;
             if needed > out.len() {
                 return Err(CodecError::BufferTooSmall {
@@ -340,6 +396,10 @@ mod fb_kv {
     }
 
     impl KvCodec for FbKv {
+        fn library(&self) -> Library {
+            Library::Flatbuffers
+        }
+
         fn encode_request(&mut self, r: &KvRequestView<'_>, out: &mut Vec<u8>) {
             let fbb = &mut self.fbb;
             fbb.reset();
@@ -497,6 +557,31 @@ mod tests {
                 let _ = c.with_request(junk, &mut |_| {});
                 let _ = c.decode_response(junk);
             }
+        }
+    }
+
+    #[test]
+    fn capnp_segments_carry_the_contiguous_bytes_in_one_given_segment() {
+        let mut c = Library::Capnp.kv_codec();
+        let (small, big) = (vec![1u8; 5], vec![7u8; 3001]);
+        for resp in [
+            KvResponseView::default(),
+            KvResponseView {
+                id: 4,
+                status: 2,
+                vals: vec![&small, b"", &big],
+                statuses: vec![0, 1, 0],
+            },
+        ] {
+            let mut out = vec![0u8; c.response_len_bound(&resp)];
+            let n = c.encode_response(&resp, &mut out).unwrap();
+            let l = capnp_response_segments(&resp, |len| Some(vec![0xab_u8; len])).unwrap();
+            assert_eq!(l.segments.len(), 1, "sized by the bound: one segment");
+            assert!(matches!(
+                l.segments[0],
+                crate::segments::Segment::Given { .. }
+            ));
+            assert_eq!(l.to_vec(), &out[..n]);
         }
     }
 }

@@ -1,4 +1,4 @@
-//! Test harness for root-only network tests (dev-only, not published).
+//! Network namespaces and veth pairs for root-only tests and the apps' AF_XDP benchmarks (not published).
 //!
 //! A test creates a [`VethPair`]: two network namespaces, A and B, joined by a veth pair, with
 //! unique names derived from the process id and a per-process counter, and removed again by
@@ -27,7 +27,14 @@
 //! # drop(sock);
 //! ```
 
+//!
+//! The apps' AF_XDP benchmarks use the same machinery with one namespace and the host: see
+//! [`host`] ([`HostVeth`], [`ChildServer`]).
+
 #![warn(missing_docs)]
+
+pub mod host;
+pub use host::{ChildServer, HostVeth};
 
 use std::ffi::CString;
 use std::io;
@@ -39,7 +46,7 @@ use std::sync::mpsc;
 use std::thread::JoinHandle;
 
 /// Longest interface name the kernel accepts (`IFNAMSIZ` less the terminating NUL).
-const MAX_IFNAME: usize = 15;
+pub(crate) const MAX_IFNAME: usize = 15;
 
 /// What one test suite's harness differs in.
 #[derive(Clone, Copy, Debug)]
@@ -135,7 +142,7 @@ impl Suite {
 }
 
 /// Runs `ip` with `args` and returns its stdout, or an error with its stderr.
-fn run(args: &[&str]) -> io::Result<String> {
+pub(crate) fn run(args: &[&str]) -> io::Result<String> {
     let out = Command::new("ip").args(args).output()?;
     if !out.status.success() {
         return Err(io::Error::other(format!(
@@ -147,7 +154,7 @@ fn run(args: &[&str]) -> io::Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-static NEXT: AtomicU32 = AtomicU32::new(0);
+pub(crate) static NEXT: AtomicU32 = AtomicU32::new(0);
 
 /// Two namespaces and the veth pair between them; `Drop` removes both namespaces (and with
 /// them the pair).
@@ -208,22 +215,7 @@ impl VethPair {
             "dev",
             &v.if_b,
         ])?;
-        // veth hands the kernel's CHECKSUM_PARTIAL packets on (to XDP, or to a packet socket)
-        // with only the pseudo-header sum in the UDP checksum field (a NIC would complete it on
-        // the wire). Make B's kernel compute full checksums in software, as any packet from a
-        // real link has them.
-        let st = Command::new("ip")
-            .args([
-                "netns", "exec", &v.ns_b, "ethtool", "-K", &v.if_b, "tx", "off",
-            ])
-            .output()?;
-        if !st.status.success() {
-            return Err(io::Error::other(format!(
-                "ethtool -K {} tx off: {}",
-                v.if_b,
-                String::from_utf8_lossy(&st.stderr).trim()
-            )));
-        }
+        software_checksums(Some(&v.ns_b), &v.if_b)?;
         v.mac_a = mac_of(&v.ns_a, &v.if_a)?;
         v.mac_b = mac_of(&v.ns_b, &v.if_b)?;
         Ok(v)
@@ -231,9 +223,7 @@ impl VethPair {
 
     /// Names and addresses for pair number `n` of process `pid`; nothing is created.
     fn named(suite: &Suite, pid: u32, n: u32, mtu: u32) -> VethPair {
-        let pid = pid % 100_000;
-        let tag = format!("{pid}x{n}");
-        let subnet = (pid.wrapping_mul(7).wrapping_add(n) % 250 + 1) as u8;
+        let (tag, subnet) = tag_and_subnet(pid, n);
         VethPair {
             ns_a: format!("{}-{tag}-a", suite.ns_prefix),
             ns_b: format!("{}-{tag}-b", suite.ns_prefix),
@@ -278,8 +268,46 @@ impl Drop for VethPair {
     }
 }
 
-fn mac_of(ns: &str, ifname: &str) -> io::Result<[u8; 6]> {
-    let out = run(&["-n", ns, "-o", "link", "show", ifname])?;
+/// The name tag (`{pid}x{n}`) and the third address octet of pair `n` of process `pid`.
+pub(crate) fn tag_and_subnet(pid: u32, n: u32) -> (String, u8) {
+    let pid = pid % 100_000;
+    let subnet = (pid.wrapping_mul(7).wrapping_add(n) % 250 + 1) as u8;
+    (format!("{pid}x{n}"), subnet)
+}
+
+/// Turns off transmit checksum offload on `ifname` (in namespace `ns`, or here). veth hands
+/// the kernel's CHECKSUM_PARTIAL packets on (to XDP, or to a packet socket) with only the
+/// pseudo-header sum in the UDP checksum field (a NIC would complete it on the wire); this
+/// makes the kernel compute full checksums in software, as any packet from a real link has.
+pub(crate) fn software_checksums(ns: Option<&str>, ifname: &str) -> io::Result<()> {
+    let mut cmd = match ns {
+        Some(ns) => {
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", ns, "ethtool"]);
+            c
+        }
+        None => Command::new("ethtool"),
+    };
+    let st = cmd.args(["-K", ifname, "tx", "off"]).output()?;
+    if !st.status.success() {
+        return Err(io::Error::other(format!(
+            "ethtool -K {ifname} tx off: {}",
+            String::from_utf8_lossy(&st.stderr).trim()
+        )));
+    }
+    Ok(())
+}
+
+pub(crate) fn mac_of(ns: &str, ifname: &str) -> io::Result<[u8; 6]> {
+    mac_in(&run(&["-n", ns, "-o", "link", "show", ifname])?)
+}
+
+/// MAC address of `ifname` in the calling process's namespace.
+pub(crate) fn mac_of_here(ifname: &str) -> io::Result<[u8; 6]> {
+    mac_in(&run(&["-o", "link", "show", ifname])?)
+}
+
+fn mac_in(out: &str) -> io::Result<[u8; 6]> {
     let text = out
         .split("link/ether ")
         .nth(1)
@@ -288,7 +316,8 @@ fn mac_of(ns: &str, ifname: &str) -> io::Result<[u8; 6]> {
     parse_mac(text)
 }
 
-fn parse_mac(text: &str) -> io::Result<[u8; 6]> {
+/// Parses a MAC address written `aa:bb:cc:dd:ee:ff`.
+pub fn parse_mac(text: &str) -> io::Result<[u8; 6]> {
     let parts: Vec<&str> = text.split(':').collect();
     if parts.len() != 6 {
         return Err(io::Error::other(format!("bad MAC `{text}`")));

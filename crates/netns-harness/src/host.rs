@@ -1,0 +1,329 @@
+//! A server in a namespace, its clients here: what the apps' AF_XDP benchmarks (`echo bench
+//! --datapath xdp`, `echo calibrate --datapath xdp`, `kv bench --datapath xdp`) and their
+//! tests run on.
+//!
+//! [`HostVeth`] is one namespace holding one end of a veth pair, whose other end stays in the
+//! calling process's namespace with a kernel address (the clients' side). [`ChildServer`] runs
+//! a server binary inside that namespace as a child process under `ip netns exec`: the app
+//! crates have no `unsafe`, so they cannot move a thread with `setns(2)` themselves (and an
+//! XDP program belongs to one interface, so a separate process per server is natural anyway).
+//!
+//! The child is started with the server command line both apps share:
+//! `ARGS --datapath xdp --ifname IF --bind IP:PORT --peer CLIENT_IP=CLIENT_MAC
+//! --until-stdin-closes`; it prints a line starting with the ready marker once its datapath is
+//! up, and exits when its standard input closes ([`ChildServer::stop`]).
+
+use std::io::{self, BufRead, BufReader, Write as _};
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::path::Path;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::Ordering;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use crate::{mac_of, mac_of_here, run, Suite, MAX_IFNAME, NEXT};
+
+/// A namespace holding the server end (`server_if`) of a veth pair whose client end
+/// (`client_if`) stays in the calling process's namespace. Dropping it deletes the namespace,
+/// and with it the pair.
+#[derive(Debug)]
+pub struct HostVeth {
+    /// Namespace name: `{ns_prefix}-{pid}x{n}` of the [`Suite`].
+    pub name: String,
+    /// Interface in the namespace (the datapath's; no kernel address).
+    pub server_if: String,
+    /// Interface here (the clients'), with `client_ip/24`.
+    pub client_if: String,
+    /// `10.X.N.1`: the address the server's datapath answers on (not configured in the
+    /// kernel: XDP takes its traffic).
+    pub server_ip: Ipv4Addr,
+    /// `10.X.N.2`: the clients' address.
+    pub client_ip: Ipv4Addr,
+    /// MAC address of `client_if`.
+    pub client_mac: [u8; 6],
+}
+
+impl HostVeth {
+    /// Creates the namespace and the pair with `mtu` on both ends; the client end gets its
+    /// address and computes UDP checksums in software. Whatever was created before an error
+    /// is removed again.
+    pub fn create(suite: &Suite, mtu: u32) -> io::Result<HostVeth> {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let mut v = HostVeth::named(suite, std::process::id(), n);
+        if v.server_if.len() > MAX_IFNAME {
+            return Err(io::Error::other(format!(
+                "interface name `{}` is longer than {MAX_IFNAME} bytes",
+                v.server_if
+            )));
+        }
+        run(&["netns", "add", &v.name])?;
+        // From here on Drop removes the namespace (and the pair with it).
+        run(&[
+            "link",
+            "add",
+            "name",
+            &v.client_if,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &v.server_if,
+            "netns",
+            &v.name,
+        ])?;
+        let mtu = mtu.to_string();
+        run(&["-n", &v.name, "link", "set", "lo", "up"])?;
+        run(&[
+            "-n",
+            &v.name,
+            "link",
+            "set",
+            &v.server_if,
+            "mtu",
+            &mtu,
+            "up",
+        ])?;
+        run(&["link", "set", &v.client_if, "mtu", &mtu, "up"])?;
+        run(&[
+            "addr",
+            "add",
+            &format!("{}/24", v.client_ip),
+            "dev",
+            &v.client_if,
+        ])?;
+        crate::software_checksums(None, &v.client_if)?;
+        v.client_mac = mac_of_here(&v.client_if)?;
+        // The server end's MAC must exist too (a sanity check that the pair is complete).
+        mac_of(&v.name, &v.server_if)?;
+        Ok(v)
+    }
+
+    /// Names and addresses for pair number `n` of process `pid`; nothing is created.
+    fn named(suite: &Suite, pid: u32, n: u32) -> HostVeth {
+        let (tag, subnet) = crate::tag_and_subnet(pid, n);
+        HostVeth {
+            name: format!("{}-{tag}", suite.ns_prefix),
+            server_if: format!("{}{tag}s", suite.if_prefix),
+            client_if: format!("{}{tag}c", suite.if_prefix),
+            server_ip: Ipv4Addr::new(10, suite.subnet_octet, subnet, 1),
+            client_ip: Ipv4Addr::new(10, suite.subnet_octet, subnet, 2),
+            client_mac: [0; 6],
+        }
+    }
+
+    /// The server's `--peer` argument: `CLIENT_IP=CLIENT_MAC` (a static ARP entry, so the
+    /// first replies need not wait for address resolution).
+    pub fn peer_arg(&self) -> String {
+        format!("{}={}", self.client_ip, format_mac(self.client_mac))
+    }
+}
+
+impl Drop for HostVeth {
+    fn drop(&mut self) {
+        // Deleting the namespace destroys the veth end inside it, and with it the pair.
+        let _ = run(&["netns", "del", &self.name]);
+    }
+}
+
+/// Formats a MAC address as `aa:bb:cc:dd:ee:ff`.
+pub fn format_mac(mac: [u8; 6]) -> String {
+    let [a, b, c, d, e, f] = mac;
+    format!("{a:02x}:{b:02x}:{c:02x}:{d:02x}:{e:02x}:{f:02x}")
+}
+
+/// Parses a server's `--peer IP=MAC` argument.
+pub fn parse_peer(arg: &str) -> Result<(Ipv4Addr, [u8; 6]), String> {
+    let (ip, mac) = arg
+        .split_once('=')
+        .ok_or_else(|| format!("--peer {arg:?}: expected IP=MAC"))?;
+    let ip: Ipv4Addr = ip.parse().map_err(|e| format!("--peer {ip:?}: {e}"))?;
+    let mac = crate::parse_mac(mac).map_err(|e| format!("--peer {arg:?}: {e}"))?;
+    Ok((ip, mac))
+}
+
+/// A server binary running as a child process inside a [`HostVeth`]'s namespace. Its stderr
+/// is echoed (indented) on ours and kept for [`stop`](Self::stop). Dropped without `stop`
+/// (an error path), the child is killed.
+pub struct ChildServer {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: mpsc::Receiver<String>,
+    /// Where it listens.
+    pub addr: SocketAddrV4,
+}
+
+impl ChildServer {
+    /// Starts `exe ARGS` plus the shared AF_XDP server flags (see the module docs) in `ns` on
+    /// port `port`, and waits up to `timeout` for a stderr line starting with `ready`.
+    pub fn spawn(
+        ns: &HostVeth,
+        exe: &Path,
+        args: &[String],
+        port: u16,
+        ready: &str,
+        timeout: Duration,
+    ) -> Result<ChildServer, String> {
+        let addr = SocketAddrV4::new(ns.server_ip, port);
+        let mut child = Command::new("ip")
+            .args(["netns", "exec", &ns.name])
+            .arg(exe)
+            .args(args)
+            .args(["--datapath", "xdp", "--ifname", &ns.server_if])
+            .args(["--bind", &addr.to_string()])
+            .args(["--peer", &ns.peer_arg(), "--until-stdin-closes"])
+            .stdin(Stdio::piped())
+            .stderr(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("starting {} in {}: {e}", exe.display(), ns.name))?;
+        let stdin = child.stdin.take();
+        let stderr = child.stderr.take().ok_or("no stderr pipe")?;
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                eprintln!("  {line}");
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut p = ChildServer {
+            child,
+            stdin,
+            lines,
+            addr,
+        };
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match p.lines.recv_timeout(left) {
+                Ok(l) if l.starts_with(ready) => return Ok(p),
+                Ok(_) => continue,
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    let status = p.child.wait().map_err(|e| e.to_string())?;
+                    p.stdin = None;
+                    return Err(format!(
+                        "the server in {} exited ({status}) before it was ready (see its output above)",
+                        ns.name
+                    ));
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    return Err(format!(
+                        "the server in {} was not ready within {timeout:?} (see its output above)",
+                        ns.name
+                    ));
+                }
+            }
+        }
+    }
+
+    /// Closes the server's standard input, waits for it to exit and returns the stderr lines
+    /// it printed after the ready line (its final counters among them). An exit with failure
+    /// is an error.
+    pub fn stop(mut self) -> Result<Vec<String>, String> {
+        if let Some(mut s) = self.stdin.take() {
+            let _ = s.flush();
+        }
+        let status = self
+            .child
+            .wait()
+            .map_err(|e| format!("waiting for the server: {e}"))?;
+        // The reader thread ends (and the channel closes) at the child's end of output.
+        let lines: Vec<String> = self.lines.iter().collect();
+        if !status.success() {
+            return Err(format!("the server exited with {status}"));
+        }
+        Ok(lines)
+    }
+}
+
+impl Drop for ChildServer {
+    fn drop(&mut self) {
+        // Only reached without `stop` (an error path): do not leave the child behind.
+        if self.stdin.is_some() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SUITE: Suite = Suite::new("cfhost", "ch", 79, "CORNFLAKES_REQUIRE_NETNS");
+
+    #[test]
+    fn names_fit_and_addresses_follow_the_suite() {
+        let v = HostVeth::named(&SUITE, 99_999, 99_999);
+        assert!(v.server_if.len() <= MAX_IFNAME, "{}", v.server_if);
+        assert_eq!(v.name, "cfhost-99999x99999");
+        assert_eq!(
+            (v.server_if.as_str(), v.client_if.as_str()),
+            ("ch99999x99999s", "ch99999x99999c")
+        );
+        assert_eq!(v.server_ip.octets()[..2], [10, 79]);
+        assert_eq!(v.server_ip.octets()[2], v.client_ip.octets()[2]);
+        // Nothing was created: skip Drop's `ip netns del`, without leaking the names
+        // (LeakSanitizer runs these tests).
+        let mut v = v;
+        for name in [&mut v.name, &mut v.server_if, &mut v.client_if] {
+            drop(std::mem::take(name));
+        }
+        std::mem::forget(v);
+    }
+
+    #[test]
+    fn peers_format_and_parse() {
+        let mac = [0x02, 0xab, 0, 1, 0x10, 0xff];
+        assert_eq!(format_mac(mac), "02:ab:00:01:10:ff");
+        let (ip, m) = parse_peer("10.1.2.3=02:ab:00:01:10:ff").unwrap();
+        assert_eq!((ip, m), (Ipv4Addr::new(10, 1, 2, 3), mac));
+        assert!(parse_peer("10.1.2.3").unwrap_err().contains("IP=MAC"));
+        assert!(parse_peer("10.1.2=02:ab:00:01:10:ff").is_err());
+        assert!(parse_peer("10.1.2.3=02:ab").is_err());
+    }
+
+    #[test]
+    fn a_child_server_runs_in_the_namespace_and_the_namespace_goes() {
+        if let Some(why) = SUITE.skip_reason() {
+            SUITE.skip(
+                "a_child_server_runs_in_the_namespace_and_the_namespace_goes",
+                &why,
+            );
+            return;
+        }
+        let v = HostVeth::create(&SUITE, 1500).expect("namespace and veth");
+        let name = v.name.clone();
+        // `sh -c` stands in for a server: it prints where it runs, then the ready line, and
+        // waits for stdin to close. The shared flags land in "$@".
+        let script =
+            "ip -o link show \"$4\" >&2 || exit 3; echo '[server] ready' >&2; cat >/dev/null; \
+                      echo \"done $@\" >&2";
+        let args = ["-c".to_owned(), script.to_owned(), "sh".to_owned()];
+        let s = ChildServer::spawn(
+            &v,
+            Path::new("/bin/sh"),
+            &args,
+            7000,
+            "[server] ready",
+            Duration::from_secs(10),
+        )
+        .expect("child up");
+        assert_eq!(s.addr, SocketAddrV4::new(v.server_ip, 7000));
+        let lines = s.stop().expect("child exits cleanly");
+        let done = lines
+            .iter()
+            .find(|l| l.starts_with("done"))
+            .expect("done line");
+        assert!(done.contains(&format!("--peer {}", v.peer_arg())), "{done}");
+        drop(v);
+        let list = run(&["netns", "list"]).unwrap();
+        assert!(
+            !list
+                .lines()
+                .any(|l| l.split_whitespace().next() == Some(&name)),
+            "{name} left behind"
+        );
+    }
+}
