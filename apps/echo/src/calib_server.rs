@@ -16,7 +16,7 @@
 
 use std::io;
 use std::net::SocketAddrV4;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use cornflakes::{Arena, CFBytes, ConnId, Datapath, Msg, PinnedMemory, RcBuf, RxMsg, SendError};
@@ -365,7 +365,7 @@ impl<D: Datapath> CalibServer<D> {
     }
 
     /// Polls until `stop`; after `idle_after` empty polls calls `idle` (see
-    /// [`crate::server::EchoServer::run`]). With `report`, prints the counters that often.
+    /// [`percore::poll_loop`]). With `report`, prints the counters that often.
     pub fn run(
         &mut self,
         stop: &AtomicBool,
@@ -373,25 +373,31 @@ impl<D: Datapath> CalibServer<D> {
         idle_after: u32,
         idle: &mut dyn FnMut(&D),
     ) {
-        let (mut empty, mut iter, mut last) = (0u32, 0u32, Instant::now());
-        while !stop.load(Ordering::Relaxed) {
-            if self.poll() == 0 {
-                empty += 1;
-                if empty >= idle_after {
-                    idle(&self.dp);
-                    empty = 0;
-                }
-            } else {
-                empty = 0;
-            }
-            iter = iter.wrapping_add(1);
-            if let Some(every) = report {
-                if iter.is_multiple_of(1024) && last.elapsed() >= every {
-                    last = Instant::now();
-                    eprintln!("[server calibrate] {}", self.stats());
-                }
-            }
-        }
+        percore::poll_loop(self, stop, report, idle_after, &mut |s: &mut Self| {
+            idle(&s.dp)
+        });
+    }
+}
+
+impl<D: Datapath> percore::Poll for CalibServer<D> {
+    type Stats = ServerStats;
+
+    fn poll(&mut self) -> usize {
+        CalibServer::poll(self)
+    }
+
+    fn stats(&self) -> ServerStats {
+        CalibServer::stats(self)
+    }
+
+    fn report_line(&self) -> String {
+        format!("[server calibrate] {}", self.stats())
+    }
+}
+
+impl datapath_socket::cores::SocketServer for CalibServer<datapath_socket::SocketDatapath> {
+    fn socket_datapath(&self) -> &datapath_socket::SocketDatapath {
+        &self.dp
     }
 }
 

@@ -11,11 +11,10 @@
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
-use std::sync::{mpsc, Arc};
-use std::thread::JoinHandle;
+use std::sync::Arc;
 use std::time::Duration;
 
-use cornflakes::datapath::{Connect as _, Transmit as _};
+use cornflakes::datapath::Transmit as _;
 use cornflakes::mem::MemoryConfig;
 use cornflakes::threshold::CALIBRATION_KEY;
 use cornflakes::Arena;
@@ -28,7 +27,7 @@ use serde_json::json;
 
 use crate::bench::DatapathKind;
 use crate::calib_server::{CalibClient, CalibServer, Cell, Policy, ARRAY_ITEM, MAX_SEGMENTS};
-use crate::server::{socket_idle, ServerStats};
+use crate::server::ServerStats;
 
 /// Segment sizes S measured by default (bytes).
 pub const DEFAULT_SIZES: [usize; 7] = [64, 128, 256, 512, 1024, 2048, 4096];
@@ -298,61 +297,42 @@ pub struct Calibration {
     pub max_segments: usize,
 }
 
-/// The calibration server on its own thread over the socket datapath.
+/// The calibration server on its own (unpinned) thread over the socket datapath.
 struct SocketServer {
     addr: SocketAddrV4,
     items: usize,
     max_segments: usize,
-    stop: Arc<AtomicBool>,
-    join: JoinHandle<ServerStats>,
+    core: datapath_socket::cores::SocketCores<(usize, usize), ServerStats>,
 }
 
 impl SocketServer {
     fn spawn(sock: SocketConfig, array_bytes: usize, spin: bool) -> Result<SocketServer, String> {
+        let mut cores = percore::CoresConfig::new("calibrate-server", 1);
+        cores.pin = false;
         let stop = Arc::new(AtomicBool::new(false));
-        let stop2 = stop.clone();
-        let (tx, rx) = mpsc::channel();
-        let join = std::thread::Builder::new()
-            .name("calibrate-server".into())
-            .spawn(move || {
-                let started = SocketDatapath::new(sock)
-                    .map_err(|e| format!("server socket: {e}"))
-                    .and_then(|dp| CalibServer::new(dp, array_bytes));
-                let mut server = match started {
-                    Ok(s) => s,
-                    Err(e) => {
-                        let _ = tx.send(Err(e));
-                        return ServerStats::default();
-                    }
-                };
-                let dp = server.datapath();
-                let _ = tx.send(Ok((dp.local_addr(), server.items(), dp.max_segments())));
-                let (after, mut hook) = socket_idle(spin);
-                server.run(&stop2, None, after, &mut hook);
-                server.stats()
-            })
-            .map_err(|e| format!("starting the server thread: {e}"))?;
-        match rx.recv() {
-            Ok(Ok((addr, items, max_segments))) => Ok(SocketServer {
-                addr,
-                items,
-                max_segments,
-                stop,
-                join,
-            }),
-            Ok(Err(e)) => {
-                let _ = join.join();
-                Err(e)
-            }
-            Err(_) => Err("the server thread ended before starting".to_owned()),
-        }
+        let core = datapath_socket::cores::spawn_socket_cores(
+            sock,
+            &cores,
+            stop,
+            spin,
+            None,
+            move |dp, _| {
+                let server = CalibServer::new(dp, array_bytes)?;
+                let info = (server.items(), server.datapath().max_segments());
+                Ok((server, info))
+            },
+        )?;
+        let (addr, (items, max_segments)) = core.ready()[0];
+        Ok(SocketServer {
+            addr,
+            items,
+            max_segments,
+            core,
+        })
     }
 
     fn stop(self) -> Result<ServerStats, String> {
-        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        self.join
-            .join()
-            .map_err(|_| "the server thread panicked".to_owned())
+        self.core.stop().map(|per| ServerStats::sum(&per))
     }
 }
 

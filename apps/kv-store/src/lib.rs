@@ -25,6 +25,7 @@ pub mod ops;
 pub mod resp;
 pub mod serialization;
 pub mod server;
+pub mod steer;
 pub mod store;
 
 /// The KV messages generated from `schemas/kv.proto` by `cornflakes-codegen` (build.rs).

@@ -204,6 +204,50 @@ pub struct DropCounters {
 }
 
 impl DropCounters {
+    /// Adds `other`'s counts to these (summing the counters of several cores' datapaths).
+    pub fn add(&mut self, other: &DropCounters) {
+        let DropCounters {
+            delivered,
+            truncated,
+            bad_checksum,
+            non_ipv4,
+            non_udp,
+            ip_fragment,
+            ip_options,
+            bad_ip_header,
+            wrong_dst,
+            unknown_port,
+            bad_framing,
+            duplicate_segment,
+            reassembly_timeout,
+            reassembly_overflow,
+            no_rx_buffers,
+            conn_table_full,
+            bad_arp,
+            arp_replies_sent,
+            arp_failures,
+        } = *other;
+        self.delivered += delivered;
+        self.truncated += truncated;
+        self.bad_checksum += bad_checksum;
+        self.non_ipv4 += non_ipv4;
+        self.non_udp += non_udp;
+        self.ip_fragment += ip_fragment;
+        self.ip_options += ip_options;
+        self.bad_ip_header += bad_ip_header;
+        self.wrong_dst += wrong_dst;
+        self.unknown_port += unknown_port;
+        self.bad_framing += bad_framing;
+        self.duplicate_segment += duplicate_segment;
+        self.reassembly_timeout += reassembly_timeout;
+        self.reassembly_overflow += reassembly_overflow;
+        self.no_rx_buffers += no_rx_buffers;
+        self.conn_table_full += conn_table_full;
+        self.bad_arp += bad_arp;
+        self.arp_replies_sent += arp_replies_sent;
+        self.arp_failures += arp_failures;
+    }
+
     /// Sum of all drop counters (everything except `delivered` and `arp_replies_sent`).
     pub fn total_drops(&self) -> u64 {
         self.truncated
