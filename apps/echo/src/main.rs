@@ -15,7 +15,7 @@ use echo::bench::{self, BenchConfig, DatapathKind, SweepPlan, DEFAULT_MTU};
 use echo::calib_server::CalibServer;
 use echo::calibrate::{self, CalibConfig};
 use echo::nic::NicSpec;
-use echo::server::{socket_idle, EchoServer, ServerConfig};
+use echo::server::{socket_idle, ServerConfig, ServerHandle};
 use echo::{Mode, ShapeSpec};
 
 const USAGE: &str = "\
@@ -39,10 +39,11 @@ usage:
       server runs over AF_XDP in a network namespace the command creates and deletes, one
       mode after another; the clients use kernel sockets on the veth's peer.
   echo server --mode M [--bind IP:PORT] [--threshold N] [--mtu N] [--seconds SECS] [--spin]
-              [--until-stdin-closes] [--datapath socket|xdp --ifname IF [--peer IP=MAC]]
+              [--cores N] [--until-stdin-closes] [--datapath socket|xdp --ifname IF [--peer IP=MAC]]
               [--datapath mlx5 --mlx5-dev DEV] [--datapath ice --dpdk-args ARGS]
       Serves until killed (or for SECS, or until stdin closes), printing its counters every
-      second on stderr. With --datapath xdp (feature `xdp`, root) over AF_XDP on IF; with
+      second on stderr. --cores N (socket datapath): N share-nothing cores pinned one per
+      CPU, core i on PORT+i; per-core and summed counters at the end (docs/cores.md). With --datapath xdp (feature `xdp`, root) over AF_XDP on IF; with
       mlx5 (feature `mlx5`) on a ConnectX device (RDMA name or PCI address); with ice
       (feature `ice`) on the DPDK port the EAL arguments name (e.g. '-l 2 -a 0000:3b:00.0').
   echo client --server IP:PORT --mode M [--shape S] [--rates R,..] [--duration SECS]
@@ -191,7 +192,14 @@ fn server_cmd(mut a: Args) -> Result<(), String> {
     let peer = a.take("--peer")?;
     let mlx5_dev = a.take("--mlx5-dev")?;
     let dpdk_args = a.take("--dpdk-args")?;
+    let cores = a.parse::<usize>("--cores")?;
     a.finish()?;
+    if cores.is_some() && datapath != "socket" {
+        return Err(format!(
+            "--cores is supported on the socket datapath (not yet on {datapath}; docs/cores.md)"
+        ));
+    }
+    let cores = cores.unwrap_or(1);
     let nic = match datapath.as_str() {
         "mlx5" => Some(NicSpec::Mlx5 {
             device: mlx5_dev.ok_or("--datapath mlx5 needs --mlx5-dev <mlx5_N | PCI address>")?,
@@ -219,16 +227,7 @@ fn server_cmd(mut a: Args) -> Result<(), String> {
             });
         }
         let r = match datapath.as_str() {
-            "socket" => SocketDatapath::new(socket_config(bind, mtu))
-                .map_err(|e| e.to_string())
-                .and_then(|dp| EchoServer::new(dp, cfg))
-                .map(|mut server| {
-                    let addr = server.datapath().local_addr();
-                    eprintln!("[server] ready: {mode} on {addr} (socket datapath)");
-                    let (after, mut hook) = socket_idle(spin);
-                    server.run(stop, report, after, &mut hook);
-                    server.stats()
-                }),
+            "socket" => socket_cores(cfg, socket_config(bind, mtu), cores, spin, stop, report),
             "xdp" => xdp_server(ifname, peer, bind, cfg, stop, report),
             "mlx5" | "ice" => match &nic {
                 Some(nic) => echo::nic::serve(nic, bind, mtu, cfg, stop, report),
@@ -244,6 +243,38 @@ fn server_cmd(mut a: Args) -> Result<(), String> {
     })?;
     eprintln!("[server] {mode} done: {stats}");
     Ok(())
+}
+
+/// `echo server --datapath socket [--cores N]`: N pinned share-nothing cores, core *i* on the
+/// base port plus *i*, until `stop`; prints each core's counters and returns their sum.
+fn socket_cores(
+    cfg: ServerConfig,
+    sock: SocketConfig,
+    cores: usize,
+    spin: bool,
+    stop: &AtomicBool,
+    report: Option<Duration>,
+) -> Result<echo::server::ServerStats, String> {
+    let mut cc = percore::CoresConfig::new(&format!("echo-server-{}", cfg.mode), cores);
+    // One core floats, as it always has; several are pinned one per CPU.
+    cc.pin = cores > 1;
+    let server = ServerHandle::spawn_cores(cfg, sock, &cc, report, spin)?;
+    for (i, addr) in server.addrs().iter().enumerate() {
+        eprintln!(
+            "[server] ready: {} on {addr} (socket datapath, core {i} of {cores})",
+            cfg.mode
+        );
+    }
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let per_core = server.stop_per_core().map_err(|e| e.to_string())?;
+    if per_core.len() > 1 {
+        for (i, s) in per_core.iter().enumerate() {
+            eprintln!("[server] core {i}: {s}");
+        }
+    }
+    Ok(echo::server::ServerStats::sum(&per_core))
 }
 
 #[cfg(feature = "xdp")]

@@ -9,9 +9,8 @@ use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use datapath_socket::SocketDatapath;
 use kv_store::bench::{self, load_store, BenchConfig};
-use kv_store::server::{KvServer, ServerConfig};
+use kv_store::server::ServerConfig;
 use kv_store::store::StoreConfig;
 use kv_store::Serialization;
 use kv_workloads::{
@@ -34,9 +33,11 @@ usage:
       sockets on 127.0.0.1.
   kv server --serialization S [--bind IP:PORT] [--threshold N] [--mtu N] [--max-item BYTES]
             [--memory-limit BYTES] [--workload W [workload options]] [--seconds SECS] [--spin]
-            [--datapath socket | mlx5 --mlx5-dev DEV | ice --dpdk-args ARGS]
+            [--datapath socket | mlx5 --mlx5-dev DEV | ice --dpdk-args ARGS] [--cores N]
       Serves until killed (or for SECS), printing its counters every second; with --workload,
-      loads that workload's contents first. mlx5 (feature `mlx5`): a ConnectX device (RDMA
+      loads that workload's contents first. --cores N (socket datapath): N share-nothing
+      cores pinned one per CPU, core i on PORT+i holding only the keys k with
+      kv_store::steer::core_of(k, N) = i; clients steer each key to its core (docs/cores.md). mlx5 (feature `mlx5`): a ConnectX device (RDMA
       name or PCI address); ice (feature `ice`): the DPDK port the EAL arguments name.
   kv client --server IP:PORT --serialization S --workload W [workload options] [--rates ..]
             [--duration SECS] [--warmup SECS] [--timeout-ms MS] [--threads N] [--requests N]
@@ -250,8 +251,12 @@ fn server_cmd(mut a: Args) -> Result<(), String> {
         )),
         Some(o) => return Err(format!("--datapath {o:?}: socket, mlx5 or ice")),
     };
+    let cores = a.parse::<usize>("--cores")?;
     common(&mut a, &mut bc)?;
     a.finish()?;
+    if cores.is_some() && nic.is_some() {
+        return Err("--cores is supported on the socket datapath (docs/cores.md)".to_owned());
+    }
     let stop = std::sync::Arc::new(AtomicBool::new(false));
     if let Some(s) = seconds {
         let stop = stop.clone();
@@ -281,16 +286,35 @@ fn server_cmd(mut a: Args) -> Result<(), String> {
         eprintln!("[server] {st}");
         return Ok(());
     }
-    let dp = SocketDatapath::new(bc.socket(bind)).map_err(|e| format!("binding {bind}: {e}"))?;
-    let addr = cornflakes::datapath::Connect::local_addr(&dp);
-    let mut server = KvServer::new(dp, cfg);
-    if let Some(wl) = wl {
-        eprintln!("[server] {}", load_store(&wl, server.store_mut())?);
+    let cores = cores.unwrap_or(1);
+    let mut cc = percore::CoresConfig::new(&format!("kv-server-{ser}"), cores);
+    // One core floats, as it always has; several are pinned one per CPU.
+    cc.pin = cores > 1;
+    let load: kv_store::server::ShardLoader = std::sync::Arc::new(move |store, _, _| match &wl {
+        Some(wl) => load_store(wl, store),
+        None => Ok(String::new()),
+    });
+    let server = kv_store::server::ServerHandle::spawn_cores(
+        cfg,
+        bc.socket(bind),
+        &cc,
+        load,
+        Some(Duration::from_secs(1)),
+        bc.spin,
+    )?;
+    for (i, addr) in server.addrs().iter().enumerate() {
+        eprintln!("[server] ready: {ser} on {addr} (socket datapath, core {i} of {cores})");
     }
-    eprintln!("[server] ready: {ser} on {addr} (socket datapath)");
-    let (after, mut hook) = datapath_socket::idle::socket_idle(bc.spin);
-    server.run(&stop, Some(Duration::from_secs(1)), after, &mut hook);
-    eprintln!("[server] {}", server.stats());
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let per_core = server.stop_per_core().map_err(|e| e.to_string())?;
+    if per_core.len() > 1 {
+        for (i, s) in per_core.iter().enumerate() {
+            eprintln!("[server] core {i}: {s}");
+        }
+    }
+    eprintln!("[server] {}", kv_store::server::ServerStats::sum(&per_core));
     Ok(())
 }
 
