@@ -108,6 +108,9 @@ pub struct BenchConfig {
     pub out_dir: PathBuf,
     /// JSON path (default `out_dir/kv.json`).
     pub json: Option<PathBuf>,
+    /// Server cores (socket datapath): share-nothing, one port each, the clients steering
+    /// each key to its core (`docs/cores.md`).
+    pub cores: usize,
 }
 
 impl Default for BenchConfig {
@@ -131,6 +134,7 @@ impl Default for BenchConfig {
             spin: false,
             out_dir: PathBuf::from("results/kv"),
             json: None,
+            cores: 1,
         }
     }
 }
@@ -185,6 +189,14 @@ pub struct BenchOutcome {
     /// Per serialization, what bounded its sweep when the datapath can tell (the emulated
     /// NIC reports whether the server or the device saturated).
     pub bounds: Vec<(String, String)>,
+}
+
+/// How the bench's local server cores run: one core floats as it always has (it shares the
+/// CPUs with the client threads); several are pinned one per CPU.
+fn server_cores(ser: Serialization, cores: usize) -> percore::CoresConfig {
+    let mut cc = percore::CoresConfig::new(&format!("kv-server-{ser}"), cores.max(1));
+    cc.pin = cores > 1;
+    cc
 }
 
 /// Loads the store with the workload `cfg` describes (run on the server's thread). A store
@@ -247,7 +259,8 @@ pub(crate) fn prepare(cfg: &BenchConfig) -> Result<Prepared, String> {
 
 struct Lane {
     ser: Serialization,
-    addr: SocketAddrV4,
+    /// Core *i*'s address.
+    addrs: Vec<SocketAddrV4>,
     server: Option<ServerHandle>,
     checker: Arc<Checker>,
     misses: usize,
@@ -274,11 +287,10 @@ fn run_point(
         seed,
     })
     .map_err(|e| format!("schedule at {rate} req/s: {e}"))?;
-    let server = lane.addr;
     let make = |thread: usize| {
         let dp = SocketDatapath::new(cfg.socket(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0)))
             .map_err(std::io::Error::other)?;
-        KvClient::new(dp, server, thread, lane.ser, reqs.clone())
+        KvClient::steered(dp, &lane.addrs, thread, lane.ser, reqs.clone())
     };
     let checker = |id: u64, payload: &[u8]| lane.checker.check(id, payload);
     run(&schedule, &run_cfg, make, &checker)
@@ -309,6 +321,9 @@ fn run_sweeps(cfg: &BenchConfig, remote: Option<SocketAddrV4>) -> Result<BenchOu
         return Err("no serialization to run".to_owned());
     }
     if cfg.datapath == DatapathKind::Emu {
+        if cfg.cores != 1 {
+            return Err("--cores runs on the socket datapath (docs/cores.md)".to_owned());
+        }
         if remote.is_some() {
             return Err("kv client runs on the socket datapath".to_owned());
         }
@@ -335,7 +350,7 @@ fn run_sweeps(cfg: &BenchConfig, remote: Option<SocketAddrV4>) -> Result<BenchOu
         let wl = cfg.workload.clone();
         let server = match remote {
             Some(_) => None,
-            None => Some(ServerHandle::spawn(
+            None => Some(ServerHandle::spawn_cores(
                 ServerConfig {
                     serialization: ser,
                     threshold: cfg.threshold,
@@ -344,22 +359,27 @@ fn run_sweeps(cfg: &BenchConfig, remote: Option<SocketAddrV4>) -> Result<BenchOu
                     },
                 },
                 cfg.socket(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0)),
-                Box::new(move |store: &mut Store| load_store(&wl, store)),
+                &server_cores(ser, cfg.cores),
+                Arc::new(move |store: &mut Store, _, _| load_store(&wl, store)),
                 None,
                 cfg.spin,
             )?),
         };
         lanes.push(Lane {
             ser,
-            addr: server.as_ref().map_or_else(
-                || remote.expect("remote when no local server"),
-                |s| s.addr(),
-            ),
+            addrs: match (&server, remote) {
+                (Some(s), _) => s.addrs(),
+                (None, Some(base)) => (0..cfg.cores.max(1))
+                    .map(|i| percore::core_addr(base, i))
+                    .collect::<Result<_, _>>()?,
+                (None, None) => unreachable!("remote when no local server"),
+            },
             server,
             checker: Arc::new(Checker {
                 reqs: reqs.clone(),
                 expected: expected.clone(),
                 ser,
+                cores: cfg.cores.max(1),
             }),
             misses: 0,
             records: Vec::new(),

@@ -23,6 +23,7 @@ usage:
             [--rates R,R,..] [--duration SECS] [--warmup SECS] [--timeout-ms MS] [--threads N]
             [--threshold N] [--mtu N] [--max-item BYTES] [--memory-limit BYTES]
             [--requests N] [--seed N] [--out DIR] [--json PATH] [--spin] [--datapath emu|socket]
+            [--cores N]
       One server per serialization (each loads the workload's contents), offered loads
       interleaved across serializations, every reply verified against what the store must
       hold. Prints the tables and writes DIR/kv.json (or --json), DIR/run.json, DIR/kv.svg,
@@ -30,19 +31,21 @@ usage:
       with 2+ CPUs): the server on the ConnectX driver on one core, the emulated ConnectX on
       the other playing wire and clients (measures the server core's work; the store is
       reloaded for every point). --datapath socket: open-loop client threads over kernel UDP
-      sockets on 127.0.0.1.
+      sockets on 127.0.0.1; --cores N there: N pinned server cores, key-steered clients.
   kv server --serialization S [--bind IP:PORT] [--threshold N] [--mtu N] [--max-item BYTES]
             [--memory-limit BYTES] [--workload W [workload options]] [--seconds SECS] [--spin]
             [--datapath socket | mlx5 --mlx5-dev DEV | ice --dpdk-args ARGS] [--cores N]
       Serves until killed (or for SECS), printing its counters every second; with --workload,
-      loads that workload's contents first. --cores N (socket datapath): N share-nothing
-      cores pinned one per CPU, core i on PORT+i holding only the keys k with
-      kv_store::steer::core_of(k, N) = i; clients steer each key to its core (docs/cores.md). mlx5 (feature `mlx5`): a ConnectX device (RDMA
+      loads that workload's contents first. mlx5 (feature `mlx5`): a ConnectX device (RDMA
       name or PCI address); ice (feature `ice`): the DPDK port the EAL arguments name.
+      --cores N (socket datapath): N share-nothing cores pinned one per CPU, core i on
+      PORT+i holding only the keys k with kv_store::steer::core_of(k, N) = i (docs/cores.md).
   kv client --server IP:PORT --serialization S --workload W [workload options] [--rates ..]
             [--duration SECS] [--warmup SECS] [--timeout-ms MS] [--threads N] [--requests N]
-            [--seed N] [--out DIR] [--json PATH] [--spin]
+            [--seed N] [--out DIR] [--json PATH] [--spin] [--cores N]
       Sweeps the offered loads against a running `kv server` loaded with the same workload.
+      --cores N: the server runs N cores on PORT..PORT+N-1; each request goes to the core
+      owning its key, a getm/putm over several cores is split and its replies merged.
 
 workload options:
   ycsb:    --keys N  --shape COUNTxSIZE (1x4096, 2x2048, 4x1024)  --access getm|getlist
@@ -150,6 +153,9 @@ fn common(a: &mut Args, cfg: &mut BenchConfig) -> Result<(), String> {
     if let Some(m) = a.parse::<usize>("--memory-limit")? {
         cfg.memory_limit = m;
     }
+    if let Some(n) = a.parse::<usize>("--cores")? {
+        cfg.cores = n;
+    }
     Ok(())
 }
 
@@ -251,10 +257,9 @@ fn server_cmd(mut a: Args) -> Result<(), String> {
         )),
         Some(o) => return Err(format!("--datapath {o:?}: socket, mlx5 or ice")),
     };
-    let cores = a.parse::<usize>("--cores")?;
     common(&mut a, &mut bc)?;
     a.finish()?;
-    if cores.is_some() && nic.is_some() {
+    if bc.cores != 1 && nic.is_some() {
         return Err("--cores is supported on the socket datapath (docs/cores.md)".to_owned());
     }
     let stop = std::sync::Arc::new(AtomicBool::new(false));
@@ -286,7 +291,7 @@ fn server_cmd(mut a: Args) -> Result<(), String> {
         eprintln!("[server] {st}");
         return Ok(());
     }
-    let cores = cores.unwrap_or(1);
+    let cores = bc.cores;
     let mut cc = percore::CoresConfig::new(&format!("kv-server-{ser}"), cores);
     // One core floats, as it always has; several are pinned one per CPU.
     cc.pin = cores > 1;

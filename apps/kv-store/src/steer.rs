@@ -24,6 +24,67 @@ pub fn core_of(key: &str, cores: usize) -> usize {
     (h % cores as u64) as usize
 }
 
+/// The one core that owns every key of `op`, or `None` when its keys belong to several cores
+/// (then [`split`] it). Allocates nothing.
+pub fn owner(op: &Op, cores: usize) -> Option<usize> {
+    match op {
+        Op::GetM { keys } | Op::PutM { keys, .. } => {
+            let first = keys.first().map_or(0, |k| core_of(k, cores));
+            keys.iter()
+                .all(|k| core_of(k, cores) == first)
+                .then_some(first)
+        }
+        Op::Get { key }
+        | Op::Put { key, .. }
+        | Op::GetList { key }
+        | Op::GetFromList { key, .. }
+        | Op::Append { key, .. }
+        | Op::Delete { key } => Some(core_of(key, cores)),
+    }
+}
+
+/// The replies to a split request's parts, in part order, as one payload for the load
+/// generator's checker: `u16` part count, then per part a `u32` length and the reply bytes
+/// (little-endian).
+pub fn encode_parts(parts: &[Vec<u8>], out: &mut Vec<u8>) {
+    out.clear();
+    out.extend_from_slice(&(parts.len() as u16).to_le_bytes());
+    for p in parts {
+        out.extend_from_slice(&(p.len() as u32).to_le_bytes());
+        out.extend_from_slice(p);
+    }
+}
+
+/// The part replies [`encode_parts`] wrote, or why `buf` is not such a payload.
+pub fn decode_parts(buf: &[u8]) -> Result<Vec<&[u8]>, String> {
+    let (n, mut rest) = match buf {
+        [a, b, rest @ ..] => (usize::from(u16::from_le_bytes([*a, *b])), rest),
+        _ => return Err("split reply shorter than its count".to_owned()),
+    };
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        let Some((len, tail)) = rest.split_first_chunk::<4>() else {
+            return Err(format!("split reply part {i}: no length"));
+        };
+        let len = u32::from_le_bytes(*len) as usize;
+        if tail.len() < len {
+            return Err(format!(
+                "split reply part {i}: {len} bytes announced, {} left",
+                tail.len()
+            ));
+        }
+        out.push(&tail[..len]);
+        rest = &tail[len..];
+    }
+    if !rest.is_empty() {
+        return Err(format!(
+            "{} bytes after the split reply's parts",
+            rest.len()
+        ));
+    }
+    Ok(out)
+}
+
 /// One core's part of a request.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Part {
@@ -235,6 +296,20 @@ mod tests {
     }
 
     #[test]
+    fn part_payloads_round_trip_and_bad_ones_are_rejected() {
+        let parts = vec![b"one".to_vec(), Vec::new(), b"three".to_vec()];
+        let mut buf = Vec::new();
+        encode_parts(&parts, &mut buf);
+        let got = decode_parts(&buf).unwrap();
+        assert_eq!(got, vec![&b"one"[..], &b""[..], &b"three"[..]]);
+        assert!(decode_parts(&buf[..buf.len() - 1]).is_err(), "short");
+        assert!(decode_parts(&[1]).is_err(), "no count");
+        let mut long = buf.clone();
+        long.push(0);
+        assert!(decode_parts(&long).is_err(), "trailing bytes");
+    }
+
+    #[test]
     fn single_core_requests_are_not_split() {
         let get = Op::Get {
             key: "key-1".into(),
@@ -242,7 +317,9 @@ mod tests {
         let p = split(&get, 2);
         assert_eq!(p.len(), 1);
         assert_eq!(p[0].core, core_of("key-1", 2));
+        assert_eq!(owner(&get, 2), Some(p[0].core));
         assert!(p[0].positions.is_empty());
+        assert_eq!(owner(&Op::GetM { keys: keys(10) }, 2), None);
         let same: Vec<String> = keys(40)
             .into_iter()
             .filter(|k| core_of(k, 2) == 1)

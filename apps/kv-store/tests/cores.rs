@@ -266,3 +266,57 @@ fn a_request_sent_to_the_wrong_core_is_counted_as_foreign() {
     assert_eq!(per_core[wrong].store.foreign, 1);
     assert_eq!(per_core[1 - wrong].received, 0);
 }
+
+/// `kv bench --datapath socket --cores 2` in-process: YCSB getm of 4 keys (most requests span
+/// both cores, so they are split and merged), every reply verified, nothing lost, and the two
+/// cores' counters add up to what the clients sent (split parts counted once per core).
+#[test]
+fn the_bench_drives_two_cores_with_key_steered_split_getms() {
+    let n = percore::allowed_cores().unwrap().len();
+    if n < CORES {
+        println!("SKIPPED: two server cores need 2 CPUs, this process may use {n}");
+        return;
+    }
+    use kv_store::bench::{run_bench, BenchConfig};
+    use kv_workloads::{WorkloadConfig, YcsbAccess, YcsbConfig};
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("kv-cores-{}", std::process::id()));
+    let cfg = BenchConfig {
+        workload: WorkloadConfig::Ycsb(YcsbConfig {
+            keys: 500,
+            values_per_request: 4,
+            value_size: 256,
+            access: YcsbAccess::GetM,
+            ..YcsbConfig::default()
+        }),
+        serializations: vec![Serialization::Cornflakes, Serialization::Flatbuffers],
+        rates: vec![500.0],
+        duration: Duration::from_millis(100),
+        warmup: Duration::from_millis(20),
+        timeout: Duration::from_secs(2),
+        requests: 400,
+        cores: CORES,
+        out_dir: dir.clone(),
+        ..BenchConfig::default()
+    };
+    let out = run_bench(&cfg).unwrap();
+    assert_eq!(out.records.len(), 2);
+    for r in &out.records {
+        assert!(r.verified > 0, "{r:?}");
+        assert_eq!(
+            (r.mismatched, r.lost, r.unexpected, r.malformed, r.errors),
+            (0, 0, 0, 0, 0),
+            "{r:?}"
+        );
+    }
+    for (ser, s) in &out.servers {
+        assert_eq!(s.store.foreign, 0, "{ser}: {s}");
+        assert_eq!(
+            s.store.keys, 500,
+            "{ser}: the two shards hold every key once: {s}"
+        );
+        assert_eq!(s.replied, s.received, "{ser}: {s}");
+        assert_eq!(s.malformed + s.send_failed, 0, "{ser}: {s}");
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
