@@ -23,7 +23,7 @@ usage:
   echo bench  [--modes M,M,..] [--shape S] [--rates R,R,..] [--fixed-rps R] [--duration SECS]
               [--warmup SECS] [--timeout-ms MS] [--threads N] [--threshold N] [--mtu N]
               [--out DIR] [--json PATH] [--all-points] [--spin] [--datapath emu|socket|xdp]
-              [--sample-every N] [--delay-ns NS]
+              [--sample-every N] [--delay-ns NS] [--cores N]
       Every mode (or --modes), one offered-load sweep each; prints the comparison table and
       writes DIR/echo.json (or --json), DIR/echo.svg, DIR/echo.png and DIR/table.md
       (DIR defaults to results/echo).
@@ -35,7 +35,8 @@ usage:
       entry (default 0). Writes DIR/emu-points.json (device utilisation per point) too.
       --datapath socket (the default with 1 CPU): server and client threads over the socket
       datapath on 127.0.0.1. Idle server threads block on the socket and idle client threads
-      yield; --spin busy-polls both instead. --datapath xdp (feature `xdp`, root): the
+      yield; --spin busy-polls both instead. --cores N: N pinned server cores per mode,
+      requests spread round-robin over their ports (docs/cores.md). --datapath xdp (feature `xdp`, root): the
       server runs over AF_XDP in a network namespace the command creates and deletes, one
       mode after another; the clients use kernel sockets on the veth's peer.
   echo server --mode M [--bind IP:PORT] [--threshold N] [--mtu N] [--seconds SECS] [--spin]
@@ -48,8 +49,9 @@ usage:
       (feature `ice`) on the DPDK port the EAL arguments name (e.g. '-l 2 -a 0000:3b:00.0').
   echo client --server IP:PORT --mode M [--shape S] [--rates R,..] [--duration SECS]
               [--warmup SECS] [--timeout-ms MS] [--threads N] [--mtu N] [--bind IP]
-              [--out DIR] [--json PATH] [--spin]
-      Sweeps the offered loads against a running `echo server` of the same mode.
+              [--out DIR] [--json PATH] [--spin] [--cores N]
+      Sweeps the offered loads against a running `echo server` of the same mode. --cores N:
+      the server runs N cores on PORT..PORT+N-1; requests are spread round-robin over them.
   echo calibrate [--sizes S,S,..] [--counts K,K,..] [--array-mib MIB] [--rates R,R,..]
               [--duration SECS] [--warmup SECS] [--timeout-ms MS] [--threads N] [--mtu N]
               [--out DIR] [--spin] [--datapath socket|xdp|emu]
@@ -130,6 +132,9 @@ fn bench_cmd(mut a: Args) -> Result<(), String> {
     }
     if let Some(t) = a.parse::<usize>("--threads")? {
         cfg.threads = t.max(1);
+    }
+    if let Some(n) = a.parse::<usize>("--cores")? {
+        cfg.cores = n;
     }
     if let Some(t) = a.parse::<usize>("--threshold")? {
         cfg.threshold = t;
@@ -341,10 +346,14 @@ fn client_cmd(mut a: Args) -> Result<(), String> {
         .take("--json")?
         .map_or_else(|| out.join("echo-client.json"), PathBuf::from);
     let busy_poll = a.switch("--spin");
+    let cores = a.parse::<usize>("--cores")?.unwrap_or(1).max(1);
     a.finish()?;
     let mut loads = rates;
     loads.sort_by(f64::total_cmp);
     let plan = SweepPlan {
+        other_cores: (1..cores)
+            .map(|i| percore::core_addr(server, i))
+            .collect::<Result<_, _>>()?,
         mode,
         shape,
         server,
