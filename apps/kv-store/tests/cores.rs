@@ -1,5 +1,6 @@
-//! Two share-nothing KV server cores over the socket datapath, one port each, with a client
-//! that steers every request to the core owning its key (`docs/cores.md`): every request is
+//! Two share-nothing KV server cores, one port each, over the socket datapath (two pinned
+//! threads) and over a loopback NIC with two queue pairs (polled in turn), with a client that
+//! steers every request to the core owning its key (`docs/cores.md`): every request is
 //! answered by its key's core, split getm/putm replies merge to the right answer, and the
 //! per-core counters show no request lost, duplicated or served by the wrong shard.
 
@@ -8,11 +9,11 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cornflakes::datapath::{Completions, Connect, Receive, Transmit};
-use cornflakes::{Arena, ConnId, Msg, RxMsg};
+use cornflakes::datapath::{Connect, Receive};
+use cornflakes::{Arena, ConnId, Datapath, Msg, RxMsg};
 use datapath_socket::{SocketConfig, SocketDatapath};
 use kv_store::client::{decode_reply, send_op};
-use kv_store::server::{ServerConfig, ServerHandle, ShardLoader};
+use kv_store::server::{KvServer, ServerConfig, ServerHandle, ServerStats, ShardLoader};
 use kv_store::steer::{core_of, merge, split};
 use kv_store::{Op, OpKind, Reply, Serialization, Status};
 use percore::CoresConfig;
@@ -30,8 +31,8 @@ fn val(k: &str) -> Vec<u8> {
 
 /// Sends `op` split per core, waits for every part's reply, checks each came from its core,
 /// and returns the merged reply. `sent` counts the requests each core was sent.
-struct Client {
-    dp: SocketDatapath,
+struct Client<D: Datapath> {
+    dp: D,
     conns: Vec<ConnId>,
     ser: Serialization,
     arena: Arena,
@@ -40,7 +41,7 @@ struct Client {
     sent: Vec<u64>,
 }
 
-impl Client {
+impl<D: Datapath> Client<D> {
     fn send_to(&mut self, core: usize, op: &Op) -> u32 {
         self.next_id += 1;
         let msg = Msg::new(self.next_id, OpKind::of(op).msg_type());
@@ -59,7 +60,13 @@ impl Client {
         self.next_id
     }
 
-    fn wait(&mut self, want: &HashMap<u32, (usize, OpKind)>) -> HashMap<u32, Reply> {
+    /// Waits for the replies `want`s; `pump` runs the server cores between polls when they
+    /// share this thread (the loopback NIC).
+    fn wait(
+        &mut self,
+        want: &HashMap<u32, (usize, OpKind)>,
+        pump: &mut dyn FnMut(),
+    ) -> HashMap<u32, Reply> {
         self.dp.flush().unwrap();
         self.dp.poll_completions();
         let mut got = HashMap::new();
@@ -70,6 +77,7 @@ impl Client {
                 Instant::now() < deadline,
                 "replies lost: {got:?} of {want:?}"
             );
+            pump();
             rx.clear();
             self.dp.recv_burst(&mut rx).unwrap();
             for m in &rx {
@@ -93,7 +101,7 @@ impl Client {
         got
     }
 
-    fn call(&mut self, op: &Op) -> Reply {
+    fn call(&mut self, op: &Op, pump: &mut dyn FnMut()) -> Reply {
         let parts = split(op, self.conns.len());
         let mut want = HashMap::new();
         let ids: Vec<u32> = parts
@@ -104,10 +112,60 @@ impl Client {
                 id
             })
             .collect();
-        let mut got = self.wait(&want);
+        let mut got = self.wait(&want, pump);
         let replies = ids.iter().map(|id| got.remove(id).unwrap()).collect();
         merge(op, &parts, replies).unwrap()
     }
+}
+
+/// The requests both rigs run: every key, writes, a getm and a putm over both cores.
+fn exercise<D: Datapath>(c: &mut Client<D>, pump: &mut dyn FnMut()) {
+    // Every key from its own core.
+    for i in 0..KEYS {
+        let k = key(i);
+        let r = c.call(&Op::Get { key: k.clone() }, pump);
+        assert_eq!((r.status, r.vals), (Status::Ok, vec![val(&k)]), "{k}");
+    }
+    // Writes land in the owner's shard, and are read back from it.
+    for i in (0..KEYS).step_by(5) {
+        let k = key(i);
+        let r = c.call(
+            &Op::Put {
+                key: k.clone(),
+                val: b"new".to_vec(),
+            },
+            pump,
+        );
+        assert_eq!(r.status, Status::Ok);
+    }
+    // A getm over both cores' keys (and a missing one), split and merged in key order.
+    let keys: Vec<String> = (0..12).map(key).chain([String::from("absent")]).collect();
+    let r = c.call(&Op::GetM { keys: keys.clone() }, pump);
+    assert_eq!(r.status, Status::NotFound);
+    for (i, k) in keys.iter().enumerate() {
+        if k == "absent" {
+            assert_eq!(r.statuses[i], Status::NotFound);
+        } else {
+            let want = if i % 5 == 0 { b"new".to_vec() } else { val(k) };
+            assert_eq!((r.statuses[i], &r.vals[i]), (Status::Ok, &want), "{k}");
+        }
+    }
+    // A putm over both cores, then read back.
+    let pk: Vec<String> = (20..30).map(key).collect();
+    let r = c.call(
+        &Op::PutM {
+            keys: pk.clone(),
+            vals: pk.iter().map(|k| k.as_bytes().to_vec()).collect(),
+        },
+        pump,
+    );
+    assert_eq!(r.status, Status::Ok);
+    let r = c.call(&Op::GetM { keys: pk.clone() }, pump);
+    assert_eq!(r.status, Status::Ok);
+    assert_eq!(
+        r.vals,
+        pk.iter().map(|k| k.as_bytes().to_vec()).collect::<Vec<_>>()
+    );
 }
 
 fn run(ser: Serialization) {
@@ -116,17 +174,7 @@ fn run(ser: Serialization) {
         println!("SKIPPED: two server cores need 2 CPUs, this process may use {n}");
         return;
     }
-    let load: ShardLoader = Arc::new(|store, core, cores| {
-        let mut loaded = 0;
-        for i in 0..KEYS {
-            let k = key(i);
-            if core_of(&k, cores) == core {
-                store.put(&k, &val(&k)).map_err(|s| format!("{k}: {s:?}"))?;
-                loaded += 1;
-            }
-        }
-        Ok(format!("{loaded} keys"))
-    });
+    let load: ShardLoader = Arc::new(load_shard);
     let bind = SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0);
     let server = ServerHandle::spawn_cores(
         ServerConfig::new(ser),
@@ -152,50 +200,16 @@ fn run(ser: Serialization) {
         sent: vec![0; CORES],
     };
 
-    // Every key from its own core.
-    for i in 0..KEYS {
-        let k = key(i);
-        let r = c.call(&Op::Get { key: k.clone() });
-        assert_eq!((r.status, r.vals), (Status::Ok, vec![val(&k)]), "{k}");
-    }
-    // Writes land in the owner's shard, and are read back from it.
-    for i in (0..KEYS).step_by(5) {
-        let k = key(i);
-        let r = c.call(&Op::Put {
-            key: k.clone(),
-            val: b"new".to_vec(),
-        });
-        assert_eq!(r.status, Status::Ok);
-    }
-    // A getm over both cores' keys (and a missing one), split and merged in key order.
-    let keys: Vec<String> = (0..12).map(key).chain([String::from("absent")]).collect();
-    let r = c.call(&Op::GetM { keys: keys.clone() });
-    assert_eq!(r.status, Status::NotFound);
-    for (i, k) in keys.iter().enumerate() {
-        if k == "absent" {
-            assert_eq!(r.statuses[i], Status::NotFound);
-        } else {
-            let want = if i % 5 == 0 { b"new".to_vec() } else { val(k) };
-            assert_eq!((r.statuses[i], &r.vals[i]), (Status::Ok, &want), "{k}");
-        }
-    }
-    // A putm over both cores, then read back.
-    let pk: Vec<String> = (20..30).map(key).collect();
-    let r = c.call(&Op::PutM {
-        keys: pk.clone(),
-        vals: pk.iter().map(|k| k.as_bytes().to_vec()).collect(),
-    });
-    assert_eq!(r.status, Status::Ok);
-    let r = c.call(&Op::GetM { keys: pk.clone() });
-    assert_eq!(r.status, Status::Ok);
-    assert_eq!(
-        r.vals,
-        pk.iter().map(|k| k.as_bytes().to_vec()).collect::<Vec<_>>()
-    );
+    exercise(&mut c, &mut || {});
     let sent = c.sent.clone();
     assert!(sent.iter().all(|&s| s > 0), "both cores served: {sent:?}");
 
-    let per_core = server.stop_per_core().unwrap();
+    check_cores(&server.stop_per_core().unwrap(), &sent);
+}
+
+/// Each core received and answered exactly what the client sent it, touched only its own
+/// shard, and holds exactly its keys.
+fn check_cores(per_core: &[ServerStats], sent: &[u64]) {
     for (core, s) in per_core.iter().enumerate() {
         assert_eq!(s.received, sent[core], "core {core}: {s}");
         assert_eq!(s.replied, sent[core], "core {core}: {s}");
@@ -209,8 +223,82 @@ fn run(ser: Serialization) {
                 .count();
         assert_eq!(s.store.keys, owned, "core {core} holds only its shard");
     }
-    let total = kv_store::server::ServerStats::sum(&per_core);
+    let total = ServerStats::sum(per_core);
     assert_eq!(total.received, sent.iter().sum::<u64>());
+}
+
+fn load_shard(
+    store: &mut kv_store::store::Store,
+    core: usize,
+    cores: usize,
+) -> Result<String, String> {
+    let mut loaded = 0;
+    for i in 0..KEYS {
+        let k = key(i);
+        if core_of(&k, cores) == core {
+            store.put(&k, &val(&k)).map_err(|s| format!("{k}: {s:?}"))?;
+            loaded += 1;
+        }
+    }
+    Ok(format!("{loaded} keys"))
+}
+
+/// The same requests over a loopback NIC with two queue pairs, one KV server core per queue
+/// (each its own memory, stack, connection table and shard), steered by destination port.
+/// The link is single-threaded, so the two cores are polled in turn on this thread.
+#[test]
+fn two_loopback_queues_answer_each_key_from_its_own_core() {
+    use cornflakes_stack::{MacAddr, StackConfig};
+    use datapath_loopback::{Loopback, LoopbackConfig};
+    let mac = MacAddr([2, 0, 0, 0, 0, 1]);
+    let queue = |q: usize| SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 1), 7000 + q as u16);
+    let client = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 2), 9000);
+    let queues = (0..CORES)
+        .map(|q| LoopbackConfig::new(StackConfig::new(mac, queue(q))))
+        .collect();
+    let (mut c_dp, qs) = Loopback::multi_queue(
+        LoopbackConfig::new(StackConfig::new(MacAddr([2, 0, 0, 0, 0, 2]), client)),
+        queues,
+    )
+    .unwrap();
+    let mut servers: Vec<KvServer<Loopback>> = qs
+        .into_iter()
+        .enumerate()
+        .map(|(q, dp)| {
+            let mut s =
+                KvServer::new(dp, ServerConfig::new(Serialization::Cornflakes)).with_core(q, CORES);
+            load_shard(s.store_mut(), q, CORES).unwrap();
+            s
+        })
+        .collect();
+    let conns = (0..CORES)
+        .map(|q| c_dp.connect(queue(q)).unwrap())
+        .collect();
+    // ARP: queue 0 answers for the shared address.
+    let mut rx = Vec::new();
+    for s in &mut servers {
+        s.poll();
+    }
+    c_dp.recv_burst(&mut rx).unwrap();
+    let mut c = Client {
+        dp: c_dp,
+        conns,
+        ser: Serialization::Cornflakes,
+        arena: Arena::new(),
+        buf: Vec::new(),
+        next_id: 0,
+        sent: vec![0; CORES],
+    };
+    let cell = std::cell::RefCell::new(servers);
+    exercise(&mut c, &mut || {
+        for s in cell.borrow_mut().iter_mut() {
+            s.poll();
+        }
+    });
+    let sent = c.sent.clone();
+    assert!(sent.iter().all(|&s| s > 0), "both cores served: {sent:?}");
+    let per_core: Vec<ServerStats> = cell.borrow().iter().map(|s| s.stats()).collect();
+    check_cores(&per_core, &sent);
 }
 
 #[test]
@@ -260,7 +348,7 @@ fn a_request_sent_to_the_wrong_core_is_counted_as_foreign() {
     let k = key(0);
     let wrong = 1 - core_of(&k, CORES);
     let id = c.send_to(wrong, &Op::Get { key: k });
-    let got = c.wait(&HashMap::from([(id, (wrong, OpKind::Get))]));
+    let got = c.wait(&HashMap::from([(id, (wrong, OpKind::Get))]), &mut || {});
     assert_eq!(got[&id].status, Status::NotFound, "not in that shard");
     let per_core = server.stop_per_core().unwrap();
     assert_eq!(per_core[wrong].store.foreign, 1);
