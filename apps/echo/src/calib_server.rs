@@ -391,7 +391,11 @@ impl<D: Datapath> percore::Poll for CalibServer<D> {
     }
 
     fn report_line(&self) -> String {
-        format!("[server calibrate] {}", self.stats())
+        format!(
+            "[server calibrate {}] {}",
+            self.dp.local_addr(),
+            self.stats()
+        )
     }
 }
 
@@ -401,10 +405,12 @@ impl datapath_socket::cores::SocketServer for CalibServer<datapath_socket::Socke
     }
 }
 
-/// One load-generator thread's connection to the calibration server.
+/// One load-generator thread's connection to the calibration server: to one server core, or
+/// spread round-robin over N cores (request `seq` to core `seq mod N`; each core holds its own
+/// shard of the array, of the same number of items).
 pub struct CalibClient<D: Datapath> {
     dp: D,
-    conn: ConnId,
+    conns: Vec<ConnId>,
     thread: usize,
     cell: Cell,
     offsets: Vec<u64>,
@@ -414,11 +420,27 @@ pub struct CalibClient<D: Datapath> {
 
 impl<D: Datapath> CalibClient<D> {
     /// A client of `server` for `cell`, as load-generator thread `thread`.
-    pub fn new(mut dp: D, server: SocketAddrV4, thread: usize, cell: Cell) -> io::Result<Self> {
-        let conn = cornflakes::datapath::Connect::connect(&mut dp, server)?;
+    pub fn new(dp: D, server: SocketAddrV4, thread: usize, cell: Cell) -> io::Result<Self> {
+        Self::spread(dp, &[server], thread, cell)
+    }
+
+    /// A client of the server cores at `cores`, request `seq` going to core `seq mod N`.
+    pub fn spread(
+        mut dp: D,
+        cores: &[SocketAddrV4],
+        thread: usize,
+        cell: Cell,
+    ) -> io::Result<Self> {
+        if cores.is_empty() {
+            return Err(io::Error::other("no server core to send to"));
+        }
+        let conns = cores
+            .iter()
+            .map(|a| cornflakes::datapath::Connect::connect(&mut dp, *a))
+            .collect::<io::Result<Vec<_>>>()?;
         Ok(CalibClient {
             dp,
-            conn,
+            conns,
             thread,
             cell,
             offsets: Vec::new(),
@@ -443,10 +465,11 @@ impl<D: Datapath + cornflakes::datapath::Connect> ClientTransport for CalibClien
         self.cell.encode(&self.offsets, &mut self.buf);
         let (_, seq) = split_request_id(id);
         let msg = Msg::new(seq as u32, CALIB_MSG_TYPE);
-        let mut r = self.dp.send_copy(self.conn, msg, &self.buf);
+        let conn = self.conns[(seq % self.conns.len() as u64) as usize];
+        let mut r = self.dp.send_copy(conn, msg, &self.buf);
         if let Err(SendError::Full) = r {
             self.flush()?;
-            r = self.dp.send_copy(self.conn, msg, &self.buf);
+            r = self.dp.send_copy(conn, msg, &self.buf);
         }
         r.map_err(|e| io::Error::other(e.to_string()))
     }

@@ -87,6 +87,9 @@ pub struct Remote {
     pub max_segments: usize,
     /// The largest reply it can copy into one buffer.
     pub max_reply: usize,
+    /// Server cores on `server`'s port and the next ones, each holding `1/cores` of the array
+    /// (`calibrate-server --cores`; `docs/cores.md`); requests are spread round-robin.
+    pub cores: usize,
 }
 
 /// Descriptor limit assumed for `--server` without `--max-segments` (the E810's 8, the
@@ -339,6 +342,8 @@ impl SocketServer {
 /// Where the clients send and what the server can take.
 struct Target {
     server: SocketAddrV4,
+    /// The server's cores after the first (`server`): requests are spread over all of them.
+    other_cores: Vec<SocketAddrV4>,
     bind: Ipv4Addr,
     items: usize,
     max_segments: usize,
@@ -383,7 +388,10 @@ fn run_point(
         sc.mtu = cfg.mtu;
         sc.memory.max_item_size = SOCKET_MAX_ITEM;
         let dp = SocketDatapath::new(sc).map_err(std::io::Error::other)?;
-        CalibClient::new(dp, t.server, thread, cell)
+        let cores: Vec<SocketAddrV4> = std::iter::once(t.server)
+            .chain(t.other_cores.iter().copied())
+            .collect();
+        CalibClient::spread(dp, &cores, thread, cell)
     };
     run(&schedule, &run_cfg, make, &checker).map_err(|e| {
         format!(
@@ -509,10 +517,15 @@ pub fn run_calibration(cfg: &CalibConfig) -> Result<Calibration, String> {
     );
     let mut out = match (&cfg.remote, cfg.datapath) {
         (Some(r), _) => {
+            let cores = r.cores.max(1);
             let t = Target {
                 server: r.server,
+                other_cores: (1..cores)
+                    .map(|i| percore::core_addr(r.server, i))
+                    .collect::<Result<_, _>>()?,
                 bind: r.bind,
-                items: array_bytes.div_ceil(ARRAY_ITEM).max(1),
+                // Each core holds its shard: the requests name items of one shard.
+                items: (array_bytes / cores).div_ceil(ARRAY_ITEM).max(1),
                 max_segments: r.max_segments,
                 max_reply: r.max_reply,
             };
@@ -537,6 +550,7 @@ pub fn run_calibration(cfg: &CalibConfig) -> Result<Calibration, String> {
             let server = SocketServer::spawn(sc, array_bytes, cfg.spin)?;
             let t = Target {
                 server: server.addr,
+                other_cores: Vec::new(),
                 bind: Ipv4Addr::LOCALHOST,
                 items: server.items,
                 max_segments: server.max_segments,
@@ -588,6 +602,7 @@ fn run_emu(cfg: &CalibConfig, array_bytes: usize) -> Result<Calibration, String>
     let defaults = EmuRunConfig::default();
     let t = Target {
         server: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0),
+        other_cores: Vec::new(),
         bind: Ipv4Addr::UNSPECIFIED,
         items,
         max_segments: defaults.max_send_sge,
@@ -686,6 +701,7 @@ fn run_xdp(cfg: &CalibConfig, array_bytes: usize) -> Result<Calibration, String>
     )?;
     let t = Target {
         server: server.addr,
+        other_cores: Vec::new(),
         bind: ns.client_ip,
         items,
         max_segments: datapath_xdp::xsk::MAX_TX_DESCRIPTORS,

@@ -9,13 +9,12 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use cornflakes::datapath::Connect as _;
-use datapath_socket::{SocketConfig, SocketDatapath};
+use datapath_socket::SocketConfig;
 use echo::bench::{self, BenchConfig, DatapathKind, SweepPlan, DEFAULT_MTU};
 use echo::calib_server::CalibServer;
 use echo::calibrate::{self, CalibConfig};
 use echo::nic::NicSpec;
-use echo::server::{socket_idle, ServerConfig, ServerHandle};
+use echo::server::{ServerConfig, ServerHandle};
 use echo::{Mode, ShapeSpec};
 
 const USAGE: &str = "\
@@ -63,12 +62,15 @@ usage:
       results/calibrate) and prints the recommended threshold; run a program with
       CORNFLAKES_CALIBRATION=DIR/calibration.json to use it. With --server, only the
       clients run here, against a `calibrate-server` elsewhere (e.g. on a NIC) started with
-      the same --array-mib (its --array-bytes).
+      the same --array-mib (its --array-bytes); --cores N there: the server runs N cores
+      on PORT..PORT+N-1, each with 1/N of the array, requests spread round-robin.
   echo calibrate-server --array-bytes N [--bind IP:PORT] [--mtu N] [--seconds SECS]
               [--until-stdin-closes] [--datapath socket|xdp --ifname IF [--peer IP=MAC]]
-              [--datapath mlx5 --mlx5-dev DEV] [--datapath ice --dpdk-args ARGS]
+              [--datapath mlx5 --mlx5-dev DEV] [--datapath ice --dpdk-args ARGS] [--cores N]
       The calibration's server alone (what `calibrate --datapath xdp` runs in its namespace;
-      on a NIC machine, what `calibrate --server` on a client machine measures).
+      on a NIC machine, what `calibrate --server` on a client machine measures). --cores N
+      (socket datapath): N pinned cores on PORT+i, the array sharded across them (the
+      paper's Figure 13 setup; docs/cores.md).
 
 modes:  raw zero-copy one-copy two-copy cornflakes cornflakes-sg cornflakes-copy
         cornflakes-no-ssend protobuf capnp flatbuffers
@@ -282,6 +284,49 @@ fn socket_cores(
     Ok(echo::server::ServerStats::sum(&per_core))
 }
 
+/// `echo calibrate-server --datapath socket [--cores N]`: N pinned share-nothing cores, core
+/// *i* on the base port plus *i*, each holding its own `1/N` shard of the array (the paper's
+/// Figure 13 setup), until `stop`; prints each core's counters and returns their sum.
+fn calibrate_socket_cores(
+    bind: SocketAddrV4,
+    mtu: usize,
+    array_bytes: usize,
+    cores: usize,
+    stop: &AtomicBool,
+    report: Option<Duration>,
+) -> Result<echo::server::ServerStats, String> {
+    let shard = array_bytes / cores.max(1);
+    let mut sc = socket_config(bind, mtu);
+    sc.memory.max_item_size = calibrate::SOCKET_MAX_ITEM;
+    sc.memory.max_bytes = shard + (256 << 20);
+    let mut cc = percore::CoresConfig::new("calibrate-server", cores);
+    cc.pin = cores > 1;
+    let running = datapath_socket::cores::spawn_socket_cores(
+        sc,
+        &cc,
+        std::sync::Arc::new(AtomicBool::new(false)),
+        false,
+        report,
+        move |dp, _| Ok((CalibServer::new(dp, shard)?, ())),
+    )?;
+    for (i, (addr, ())) in running.ready().iter().enumerate() {
+        eprintln!(
+            "[server] ready: calibrate on {addr} (socket datapath, core {i} of {cores}, {} MiB of the array)",
+            shard >> 20
+        );
+    }
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let per_core = running.stop()?;
+    if per_core.len() > 1 {
+        for (i, s) in per_core.iter().enumerate() {
+            eprintln!("[server] core {i}: {s}");
+        }
+    }
+    Ok(echo::server::ServerStats::sum(&per_core))
+}
+
 #[cfg(feature = "xdp")]
 fn xdp_server(
     ifname: Option<String>,
@@ -439,6 +484,7 @@ fn calibrate_cmd(mut a: Args) -> Result<(), String> {
             max_reply: a
                 .parse("--max-reply")?
                 .unwrap_or(calibrate::SOCKET_MAX_ITEM),
+            cores: a.parse::<usize>("--cores")?.unwrap_or(1).max(1),
         });
     }
     a.finish()?;
@@ -465,7 +511,14 @@ fn calibrate_server_cmd(mut a: Args) -> Result<(), String> {
     let mlx5_dev = a.take("--mlx5-dev")?;
     let dpdk_args = a.take("--dpdk-args")?;
     let seconds = a.secs("--seconds")?;
+    let cores = a.parse::<usize>("--cores")?;
     a.finish()?;
+    if cores.is_some() && datapath != "socket" {
+        return Err(format!(
+            "--cores is supported on the socket datapath (not yet on {datapath}; docs/cores.md)"
+        ));
+    }
+    let cores = cores.unwrap_or(1);
     let nic = match datapath.as_str() {
         "mlx5" => Some(NicSpec::Mlx5 {
             device: mlx5_dev.ok_or("--datapath mlx5 needs --mlx5-dev <mlx5_N | PCI address>")?,
@@ -492,21 +545,7 @@ fn calibrate_server_cmd(mut a: Args) -> Result<(), String> {
             });
         }
         let r = match datapath.as_str() {
-            "socket" => {
-                let mut sc = socket_config(bind, mtu);
-                sc.memory.max_item_size = calibrate::SOCKET_MAX_ITEM;
-                sc.memory.max_bytes = array_bytes + (256 << 20);
-                SocketDatapath::new(sc)
-                    .map_err(|e| e.to_string())
-                    .and_then(|dp| CalibServer::new(dp, array_bytes))
-                    .map(|mut server| {
-                        let addr = server.datapath().local_addr();
-                        eprintln!("[server] ready: calibrate on {addr} (socket datapath)");
-                        let (after, mut hook) = socket_idle(false);
-                        server.run(stop, report, after, &mut hook);
-                        server.stats()
-                    })
-            }
+            "socket" => calibrate_socket_cores(bind, mtu, array_bytes, cores, stop, report),
             "xdp" => xdp_calibrate_server(ifname, peer, bind, array_bytes, stop, report),
             "mlx5" | "ice" => match &nic {
                 Some(nic) => echo::nic::serve_app(
