@@ -42,8 +42,9 @@ usage:
               [--cores N] [--until-stdin-closes] [--datapath socket|xdp --ifname IF [--peer IP=MAC]]
               [--datapath mlx5 --mlx5-dev DEV] [--datapath ice --dpdk-args ARGS]
       Serves until killed (or for SECS, or until stdin closes), printing its counters every
-      second on stderr. --cores N (socket datapath): N share-nothing cores pinned one per
-      CPU, core i on PORT+i; per-core and summed counters at the end (docs/cores.md). With --datapath xdp (feature `xdp`, root) over AF_XDP on IF; with
+      second on stderr. --cores N (socket, xdp): N share-nothing cores pinned one per CPU,
+      core i on PORT+i (xdp: on queue i of IF, which needs N queues and a NIC steering each
+      port to its queue); per-core and summed counters at the end (docs/cores.md). With --datapath xdp (feature `xdp`, root) over AF_XDP on IF; with
       mlx5 (feature `mlx5`) on a ConnectX device (RDMA name or PCI address); with ice
       (feature `ice`) on the DPDK port the EAL arguments name (e.g. '-l 2 -a 0000:3b:00.0').
   echo client --server IP:PORT --mode M [--shape S] [--rates R,..] [--duration SECS]
@@ -201,9 +202,9 @@ fn server_cmd(mut a: Args) -> Result<(), String> {
     let dpdk_args = a.take("--dpdk-args")?;
     let cores = a.parse::<usize>("--cores")?;
     a.finish()?;
-    if cores.is_some() && datapath != "socket" {
+    if cores.is_some() && datapath != "socket" && datapath != "xdp" {
         return Err(format!(
-            "--cores is supported on the socket datapath (not yet on {datapath}; docs/cores.md)"
+            "--cores is supported on the socket and xdp datapaths (not yet on {datapath}; docs/cores.md)"
         ));
     }
     let cores = cores.unwrap_or(1);
@@ -235,7 +236,7 @@ fn server_cmd(mut a: Args) -> Result<(), String> {
         }
         let r = match datapath.as_str() {
             "socket" => socket_cores(cfg, socket_config(bind, mtu), cores, spin, stop, report),
-            "xdp" => xdp_server(ifname, peer, bind, cfg, stop, report),
+            "xdp" => xdp_server(ifname, peer, bind, cfg, cores, stop, report),
             "mlx5" | "ice" => match &nic {
                 Some(nic) => echo::nic::serve(nic, bind, mtu, cfg, stop, report),
                 None => Err("no NIC given".to_owned()),
@@ -333,6 +334,7 @@ fn xdp_server(
     peer: Option<String>,
     bind: SocketAddrV4,
     cfg: ServerConfig,
+    cores: usize,
     stop: &AtomicBool,
     report: Option<Duration>,
 ) -> Result<echo::server::ServerStats, String> {
@@ -346,6 +348,9 @@ fn xdp_server(
         })
         .transpose()?;
     use echo::server::IDLE_SPINS;
+    if cores > 1 {
+        return xdp_cores(&ifname, peer, bind, cfg, cores, stop, report);
+    }
     let mut server = echo::xdp::server(&ifname, bind, peer, cfg)?;
     eprintln!(
         "{} {} on {bind} (AF_XDP on {ifname})",
@@ -357,12 +362,86 @@ fn xdp_server(
     Ok(server.stats())
 }
 
+/// `echo server --datapath xdp --cores N`: one XDP program on `ifname` redirecting port
+/// `bind + i` on queue *i*, and N pinned cores, core *i* with its own AF_XDP socket on queue
+/// *i* (the interface needs N queues, and the NIC must steer each port to its queue, e.g. with
+/// `ethtool -N`; docs/cores.md, docs/xdp.md).
+#[cfg(feature = "xdp")]
+fn xdp_cores(
+    ifname: &str,
+    peer: Option<(Ipv4Addr, cornflakes_stack::wire::MacAddr)>,
+    bind: SocketAddrV4,
+    cfg: ServerConfig,
+    cores: usize,
+    stop: &AtomicBool,
+    report: Option<Duration>,
+) -> Result<echo::server::ServerStats, String> {
+    use datapath_xdp::bpf::{AttachMode, Program, XdpProgram};
+    let n = u16::try_from(cores).map_err(|_| format!("--cores {cores}: too many"))?;
+    let ifindex =
+        datapath_xdp::sys::ifindex(ifname).map_err(|e| format!("interface {ifname}: {e}"))?;
+    // The program stays attached (on this thread) until every core has stopped.
+    let prog = XdpProgram::attach(ifindex, Program::Redirect, AttachMode::Native)
+        .map_err(|e| format!("AF_XDP on {ifname}: {e}"))?;
+    let setup = |e: std::io::Error| format!("configuring the XDP program on {ifname}: {e}");
+    prog.set_arp_to_stack(true).map_err(setup)?;
+    prog.set_ports(bind.port(), n).map_err(setup)?;
+    let shared = prog.share().map_err(setup)?;
+    let ifname_owned = ifname.to_owned();
+    let running = percore::Cores::spawn(
+        &percore::CoresConfig::new(&format!("echo-server-{}", cfg.mode), cores),
+        move |core, ready| {
+            let addr = percore::core_addr(bind, core.index())?;
+            let mut xc = datapath_xdp::XdpConfig::new(&ifname_owned, addr);
+            xc.queue = core.index() as u32;
+            xc.program = Some(shared.clone());
+            xc.static_arp.extend(peer);
+            let dp = datapath_xdp::XdpDatapath::new(xc)
+                .map_err(|e| format!("AF_XDP on {ifname_owned} queue {}: {e}", core.index()))?;
+            let mut server = echo::server::EchoServer::new(dp, cfg)?;
+            ready.ready(addr);
+            // No file descriptor to sleep on: yield when idle.
+            percore::poll_loop(
+                &mut server,
+                core.stop(),
+                report,
+                echo::server::IDLE_SPINS,
+                &mut |_| std::thread::yield_now(),
+            );
+            Ok(server.stats())
+        },
+    )?;
+    for (i, addr) in running.ready().iter().enumerate() {
+        eprintln!(
+            "{} {} on {addr} (AF_XDP on {ifname} queue {i}, core {i} of {cores})",
+            echo::xdp::READY,
+            cfg.mode
+        );
+    }
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let per_core = running.stop()?;
+    for (i, s) in per_core.iter().enumerate() {
+        eprintln!("[server] core {i}: {s}");
+    }
+    if let Ok(p) = prog.stats() {
+        eprintln!(
+            "[server] XDP program: redirected={} arp={} passed={} misteered={}",
+            p.redirected, p.arp, p.passed, p.misteered
+        );
+    }
+    drop(prog);
+    Ok(echo::server::ServerStats::sum(&per_core))
+}
+
 #[cfg(not(feature = "xdp"))]
 fn xdp_server(
     _ifname: Option<String>,
     _peer: Option<String>,
     _bind: SocketAddrV4,
     _cfg: ServerConfig,
+    _cores: usize,
     _stop: &AtomicBool,
     _report: Option<Duration>,
 ) -> Result<echo::server::ServerStats, String> {
