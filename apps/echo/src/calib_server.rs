@@ -431,13 +431,7 @@ impl<D: Datapath> CalibClient<D> {
         thread: usize,
         cell: Cell,
     ) -> io::Result<Self> {
-        if cores.is_empty() {
-            return Err(io::Error::other("no server core to send to"));
-        }
-        let conns = cores
-            .iter()
-            .map(|a| cornflakes::datapath::Connect::connect(&mut dp, *a))
-            .collect::<io::Result<Vec<_>>>()?;
+        let conns = cornflakes::datapath::Connect::connect_all(&mut dp, cores)?;
         Ok(CalibClient {
             dp,
             conns,

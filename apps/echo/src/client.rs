@@ -161,13 +161,7 @@ impl<D: Datapath> EchoClient<D> {
         mode: Mode,
         spec: ShapeSpec,
     ) -> io::Result<Self> {
-        if cores.is_empty() {
-            return Err(io::Error::other("no server core to send to"));
-        }
-        let conns = cores
-            .iter()
-            .map(|a| dp.connect(*a))
-            .collect::<io::Result<Vec<_>>>()?;
+        let conns = cornflakes::datapath::Connect::connect_all(&mut dp, cores)?;
         let req = RequestBuilder::new(mode, spec).map_err(io::Error::other)?;
         Ok(EchoClient {
             dp,

@@ -273,15 +273,7 @@ fn socket_cores(
             cfg.mode
         );
     }
-    while !stop.load(Ordering::Relaxed) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let per_core = server.stop_per_core().map_err(|e| e.to_string())?;
-    if per_core.len() > 1 {
-        for (i, s) in per_core.iter().enumerate() {
-            eprintln!("[server] core {i}: {s}");
-        }
-    }
+    let per_core = server.serve_until(stop)?;
     Ok(echo::server::ServerStats::sum(&per_core))
 }
 
@@ -316,15 +308,7 @@ fn calibrate_socket_cores(
             shard >> 20
         );
     }
-    while !stop.load(Ordering::Relaxed) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let per_core = running.stop()?;
-    if per_core.len() > 1 {
-        for (i, s) in per_core.iter().enumerate() {
-            eprintln!("[server] core {i}: {s}");
-        }
-    }
+    let per_core = running.serve_until(stop, "[server]")?;
     Ok(echo::server::ServerStats::sum(&per_core))
 }
 
@@ -418,13 +402,7 @@ fn xdp_cores(
             cfg.mode
         );
     }
-    while !stop.load(Ordering::Relaxed) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let per_core = running.stop()?;
-    for (i, s) in per_core.iter().enumerate() {
-        eprintln!("[server] core {i}: {s}");
-    }
+    let per_core = running.serve_until(stop, "[server]")?;
     if let Ok(p) = prog.stats() {
         eprintln!(
             "[server] XDP program: redirected={} arp={} passed={} misteered={}",

@@ -132,13 +132,7 @@ impl<D: Datapath> KvClient<D> {
         ser: Serialization,
         reqs: Arc<RunRequests>,
     ) -> io::Result<Self> {
-        if cores.is_empty() {
-            return Err(io::Error::other("no server core to send to"));
-        }
-        let conns = cores
-            .iter()
-            .map(|a| dp.connect(*a))
-            .collect::<io::Result<Vec<_>>>()?;
+        let conns = cornflakes::datapath::Connect::connect_all(&mut dp, cores)?;
         Ok(KvClient {
             dp,
             conns,

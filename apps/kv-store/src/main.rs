@@ -310,15 +310,7 @@ fn server_cmd(mut a: Args) -> Result<(), String> {
     for (i, addr) in server.addrs().iter().enumerate() {
         eprintln!("[server] ready: {ser} on {addr} (socket datapath, core {i} of {cores})");
     }
-    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let per_core = server.stop_per_core().map_err(|e| e.to_string())?;
-    if per_core.len() > 1 {
-        for (i, s) in per_core.iter().enumerate() {
-            eprintln!("[server] core {i}: {s}");
-        }
-    }
+    let per_core = server.serve_until(&stop)?;
     eprintln!("[server] {}", kv_store::server::ServerStats::sum(&per_core));
     Ok(())
 }

@@ -418,4 +418,10 @@ impl ServerHandle {
     pub fn stop_per_core(self) -> io::Result<Vec<ServerStats>> {
         self.cores.stop().map_err(io::Error::other)
     }
+
+    /// Serves until `stop` is set, then stops and returns each core's final counters (printed
+    /// per core on stderr when there are several).
+    pub fn serve_until(self, stop: &AtomicBool) -> Result<Vec<ServerStats>, String> {
+        self.cores.serve_until(stop, "[server]")
+    }
 }

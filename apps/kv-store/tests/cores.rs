@@ -9,7 +9,7 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cornflakes::datapath::{Connect, Receive};
+use cornflakes::datapath::Receive;
 use cornflakes::{Arena, ConnId, Datapath, Msg, RxMsg};
 use datapath_socket::{SocketConfig, SocketDatapath};
 use kv_store::client::{decode_reply, send_op};
@@ -42,6 +42,20 @@ struct Client<D: Datapath> {
 }
 
 impl<D: Datapath> Client<D> {
+    /// A client over `dp` of the server cores at `cores` (core *i* at `cores[i]`).
+    fn new(mut dp: D, cores: &[SocketAddrV4], ser: Serialization) -> Self {
+        let conns = dp.connect_all(cores).unwrap();
+        Client {
+            dp,
+            conns,
+            ser,
+            arena: Arena::new(),
+            buf: Vec::new(),
+            next_id: 0,
+            sent: vec![0; cores.len()],
+        }
+    }
+
     fn send_to(&mut self, core: usize, op: &Op) -> u32 {
         self.next_id += 1;
         let msg = Msg::new(self.next_id, OpKind::of(op).msg_type());
@@ -188,17 +202,8 @@ fn run(ser: Serialization) {
     let addrs = server.addrs();
     assert_eq!(addrs.len(), CORES);
     assert_ne!(addrs[0].port(), addrs[1].port(), "one port per core");
-    let mut dp = SocketDatapath::new(SocketConfig::new(bind)).unwrap();
-    let conns = addrs.iter().map(|a| dp.connect(*a).unwrap()).collect();
-    let mut c = Client {
-        dp,
-        conns,
-        ser,
-        arena: Arena::new(),
-        buf: Vec::new(),
-        next_id: 0,
-        sent: vec![0; CORES],
-    };
+    let dp = SocketDatapath::new(SocketConfig::new(bind)).unwrap();
+    let mut c = Client::new(dp, &addrs, ser);
 
     exercise(&mut c, &mut || {});
     let sent = c.sent.clone();
@@ -256,7 +261,7 @@ fn two_loopback_queues_answer_each_key_from_its_own_core() {
     let queues = (0..CORES)
         .map(|q| LoopbackConfig::new(StackConfig::new(mac, queue(q))))
         .collect();
-    let (mut c_dp, qs) = Loopback::multi_queue(
+    let (c_dp, qs) = Loopback::multi_queue(
         LoopbackConfig::new(StackConfig::new(MacAddr([2, 0, 0, 0, 0, 2]), client)),
         queues,
     )
@@ -271,24 +276,14 @@ fn two_loopback_queues_answer_each_key_from_its_own_core() {
             s
         })
         .collect();
-    let conns = (0..CORES)
-        .map(|q| c_dp.connect(queue(q)).unwrap())
-        .collect();
+    let addrs: Vec<SocketAddrV4> = (0..CORES).map(queue).collect();
+    let mut c = Client::new(c_dp, &addrs, Serialization::Cornflakes);
     // ARP: queue 0 answers for the shared address.
     let mut rx = Vec::new();
     for s in &mut servers {
         s.poll();
     }
-    c_dp.recv_burst(&mut rx).unwrap();
-    let mut c = Client {
-        dp: c_dp,
-        conns,
-        ser: Serialization::Cornflakes,
-        arena: Arena::new(),
-        buf: Vec::new(),
-        next_id: 0,
-        sent: vec![0; CORES],
-    };
+    c.dp.recv_burst(&mut rx).unwrap();
     let cell = std::cell::RefCell::new(servers);
     exercise(&mut c, &mut || {
         for s in cell.borrow_mut().iter_mut() {
@@ -330,21 +325,8 @@ fn a_request_sent_to_the_wrong_core_is_counted_as_foreign() {
         false,
     )
     .unwrap();
-    let mut dp = SocketDatapath::new(SocketConfig::new(bind)).unwrap();
-    let conns = server
-        .addrs()
-        .iter()
-        .map(|a| dp.connect(*a).unwrap())
-        .collect();
-    let mut c = Client {
-        dp,
-        conns,
-        ser,
-        arena: Arena::new(),
-        buf: Vec::new(),
-        next_id: 0,
-        sent: vec![0; CORES],
-    };
+    let dp = SocketDatapath::new(SocketConfig::new(bind)).unwrap();
+    let mut c = Client::new(dp, &server.addrs(), ser);
     let k = key(0);
     let wrong = 1 - core_of(&k, CORES);
     let id = c.send_to(wrong, &Op::Get { key: k });

@@ -289,6 +289,15 @@ pub trait Connect {
 
     /// Our IPv4 address and UDP port.
     fn local_addr(&self) -> SocketAddrV4;
+
+    /// One connection to each of `peers`, in order (e.g. to each core of a server that runs
+    /// one port per core). An error when `peers` is empty or a connection fails.
+    fn connect_all(&mut self, peers: &[SocketAddrV4]) -> io::Result<Vec<ConnId>> {
+        if peers.is_empty() {
+            return Err(io::Error::other("no peer to connect to"));
+        }
+        peers.iter().map(|p| self.connect(*p)).collect()
+    }
 }
 
 /// Receiving.

@@ -354,6 +354,27 @@ impl<R: Send + 'static, S: Send + 'static> Cores<R, S> {
     }
 }
 
+impl<R: Send + 'static, S: Send + 'static> Cores<R, S> {
+    /// Waits until `stop` is set (checked every 20 ms; e.g. by a timer or when stdin closes),
+    /// then stops the cores and returns their counters. With more than one core, prints each
+    /// core's counters on stderr as `{label} core i: ...`.
+    pub fn serve_until(self, stop: &AtomicBool, label: &str) -> Result<Vec<S>, String>
+    where
+        S: fmt::Display,
+    {
+        while !stop.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let per_core = self.stop()?;
+        if per_core.len() > 1 {
+            for (i, s) in per_core.iter().enumerate() {
+                eprintln!("{label} core {i}: {s}");
+            }
+        }
+        Ok(per_core)
+    }
+}
+
 impl<R, S> fmt::Debug for Cores<R, S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Cores")
