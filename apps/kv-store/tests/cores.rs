@@ -182,13 +182,14 @@ fn exercise<D: Datapath>(c: &mut Client<D>, pump: &mut dyn FnMut()) {
     );
 }
 
-fn run(ser: Serialization) {
+/// Two socket server cores loaded by `load`, and a client of both; `None` (after saying
+/// SKIPPED) with fewer than 2 CPUs.
+fn start(ser: Serialization, load: ShardLoader) -> Option<(ServerHandle, Client<SocketDatapath>)> {
     let n = percore::allowed_cores().unwrap().len();
     if n < CORES {
         println!("SKIPPED: two server cores need 2 CPUs, this process may use {n}");
-        return;
+        return None;
     }
-    let load: ShardLoader = Arc::new(load_shard);
     let bind = SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0);
     let server = ServerHandle::spawn_cores(
         ServerConfig::new(ser),
@@ -203,7 +204,13 @@ fn run(ser: Serialization) {
     assert_eq!(addrs.len(), CORES);
     assert_ne!(addrs[0].port(), addrs[1].port(), "one port per core");
     let dp = SocketDatapath::new(SocketConfig::new(bind)).unwrap();
-    let mut c = Client::new(dp, &addrs, ser);
+    Some((server, Client::new(dp, &addrs, ser)))
+}
+
+fn run(ser: Serialization) {
+    let Some((server, mut c)) = start(ser, Arc::new(load_shard)) else {
+        return;
+    };
 
     exercise(&mut c, &mut || {});
     let sent = c.sent.clone();
@@ -308,25 +315,12 @@ fn two_socket_cores_answer_each_key_from_its_own_core_protobuf() {
 
 #[test]
 fn a_request_sent_to_the_wrong_core_is_counted_as_foreign() {
-    let n = percore::allowed_cores().unwrap().len();
-    if n < CORES {
-        println!("SKIPPED: two server cores need 2 CPUs, this process may use {n}");
+    let Some((server, mut c)) = start(
+        Serialization::Cornflakes,
+        Arc::new(|_, _, _| Ok(String::new())),
+    ) else {
         return;
-    }
-    let load: ShardLoader = Arc::new(|_, _, _| Ok(String::new()));
-    let bind = SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0);
-    let ser = Serialization::Cornflakes;
-    let server = ServerHandle::spawn_cores(
-        ServerConfig::new(ser),
-        SocketConfig::new(bind),
-        &CoresConfig::new("kv-test", CORES),
-        load,
-        None,
-        false,
-    )
-    .unwrap();
-    let dp = SocketDatapath::new(SocketConfig::new(bind)).unwrap();
-    let mut c = Client::new(dp, &server.addrs(), ser);
+    };
     let k = key(0);
     let wrong = 1 - core_of(&k, CORES);
     let id = c.send_to(wrong, &Op::Get { key: k });
