@@ -93,3 +93,28 @@ fn two_socket_cores_each_echo_their_own_port_cornflakes() {
 fn two_socket_cores_each_echo_their_own_port_zero_copy() {
     run(Mode::ZeroCopy);
 }
+
+#[test]
+fn more_cores_than_cpus_is_a_clear_error() {
+    let n = percore::allowed_cores().unwrap().len();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_echo"))
+        .args([
+            "server",
+            "--mode",
+            "raw",
+            "--bind",
+            "127.0.0.1:0",
+            "--seconds",
+            "1",
+        ])
+        .args(["--cores", &(n + 1).to_string()])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("{} server cores asked for", n + 1))
+            && err.contains(&format!("--cores {n} or fewer")),
+        "{err}"
+    );
+}

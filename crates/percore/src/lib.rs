@@ -478,6 +478,21 @@ mod tests {
     }
 
     #[test]
+    fn a_core_that_panics_makes_stop_an_error_naming_it() {
+        let mut cfg = CoresConfig::new("t", 1);
+        cfg.pin = false;
+        let cores = Cores::<(), ()>::spawn(&cfg, |core, ready| {
+            ready.ready(());
+            while !core.stop().load(Ordering::Relaxed) {
+                std::thread::yield_now();
+            }
+            panic!("bad state");
+        })
+        .unwrap();
+        assert_eq!(cores.stop().unwrap_err(), "server core 0 panicked");
+    }
+
+    #[test]
     fn core_ports_follow_the_base_port() {
         let base: std::net::SocketAddrV4 = "127.0.0.1:7000".parse().unwrap();
         assert_eq!(core_addr(base, 3).unwrap().port(), 7003);
