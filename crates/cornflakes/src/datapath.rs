@@ -408,6 +408,38 @@ mod test {
     use crate::handwritten::GetM;
     use crate::{Arena, CFBytes, CFPtr};
 
+    #[test]
+    fn drop_counters_of_several_cores_add_up_field_by_field() {
+        let mut a = DropCounters {
+            delivered: 10,
+            truncated: 1,
+            bad_framing: 2,
+            arp_replies_sent: 3,
+            ..DropCounters::default()
+        };
+        let b = DropCounters {
+            delivered: 5,
+            bad_framing: 4,
+            unknown_port: 7,
+            arp_failures: 1,
+            ..DropCounters::default()
+        };
+        a.add(&b);
+        assert_eq!(
+            a,
+            DropCounters {
+                delivered: 15,
+                truncated: 1,
+                bad_framing: 6,
+                unknown_port: 7,
+                arp_replies_sent: 3,
+                arp_failures: 1,
+                ..DropCounters::default()
+            }
+        );
+        assert_eq!(a.total_drops(), 1 + 6 + 7);
+    }
+
     fn getm<'a>(arena: &'a Arena, mem: &PinnedMemory, lens: &[usize]) -> GetM<'a> {
         let mut m = GetM::new_in(arena);
         m.set_id(3);
