@@ -96,6 +96,9 @@ pub struct BenchConfig {
     pub trials: usize,
     /// `emu` only: the search bisects until the saturation bracket is within this fraction.
     pub resolution: f64,
+    /// `socket` only: server cores per mode (share-nothing, pinned one per CPU when more
+    /// than one; requests spread round-robin over them; `docs/cores.md`).
+    pub cores: usize,
 }
 
 impl Default for BenchConfig {
@@ -122,6 +125,7 @@ impl Default for BenchConfig {
             delay_per_segment: Duration::ZERO,
             trials: loadgen::search::DEFAULT_TRIALS,
             resolution: loadgen::search::DEFAULT_RESOLUTION,
+            cores: 1,
         }
     }
 }
@@ -172,6 +176,9 @@ pub struct SweepPlan {
     pub stop_after_misses: usize,
     /// Client threads busy-poll instead of yielding when idle.
     pub busy_poll: bool,
+    /// The server's cores after the first (core 0 is `server`): requests are spread over
+    /// all of them round-robin. Empty: one core.
+    pub other_cores: Vec<SocketAddrV4>,
 }
 
 /// Runs one offered load of `plan` against its server (a fresh client socket per thread).
@@ -199,7 +206,10 @@ pub fn run_point(
         let mut sc = SocketConfig::new(SocketAddrV4::new(plan.bind, 0));
         sc.mtu = plan.mtu;
         let dp = SocketDatapath::new(sc).map_err(std::io::Error::other)?;
-        EchoClient::new(dp, plan.server, thread, plan.mode, plan.shape)
+        let cores: Vec<SocketAddrV4> = std::iter::once(plan.server)
+            .chain(plan.other_cores.iter().copied())
+            .collect();
+        EchoClient::spread(dp, &cores, thread, plan.mode, plan.shape)
     };
     run(&schedule, &run_cfg, make, &checker)
         .map_err(|e| format!("{} at {rate} req/s: {e}", plan.mode))
@@ -237,6 +247,12 @@ pub struct BenchOutcome {
 /// Runs every mode of `cfg` (one server each, loads interleaved across modes) and writes JSON,
 /// plot and table.
 pub fn run_bench(cfg: &BenchConfig) -> Result<BenchOutcome, String> {
+    if cfg.cores != 1 && cfg.datapath != DatapathKind::Socket {
+        return Err(format!(
+            "--cores runs on the socket datapath, not {:?} (docs/cores.md)",
+            cfg.datapath
+        ));
+    }
     if cfg.datapath == DatapathKind::Xdp {
         return run_bench_xdp(cfg);
     }
@@ -269,16 +285,21 @@ pub fn run_bench(cfg: &BenchConfig) -> Result<BenchOutcome, String> {
     for &mode in runnable {
         let mut sc = SocketConfig::new(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0));
         sc.mtu = cfg.mtu;
-        let server = ServerHandle::spawn(
+        let mut cores = percore::CoresConfig::new(&format!("echo-server-{mode}"), cfg.cores);
+        // One core floats, as it always has; several are pinned one per CPU.
+        cores.pin = cfg.cores > 1;
+        let server = ServerHandle::spawn_cores(
             ServerConfig {
                 mode,
                 threshold: cfg.threshold,
             },
             sc,
+            &cores,
             None,
             cfg.spin,
         )?;
         let plan = SweepPlan {
+            other_cores: server.addrs()[1..].to_vec(),
             mode,
             shape: cfg.shape,
             server: server.addr(),
@@ -364,6 +385,7 @@ fn run_bench_xdp(cfg: &BenchConfig) -> Result<BenchOutcome, String> {
         )?;
         eprintln!("[bench] mode {}/{}: {mode}", i + 1, runnable.len());
         let plan = SweepPlan {
+            other_cores: Vec::new(),
             mode,
             shape: cfg.shape,
             server: server.addr,

@@ -16,7 +16,7 @@
 
 use std::io;
 use std::net::SocketAddrV4;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use cornflakes::{Arena, CFBytes, ConnId, Datapath, Msg, PinnedMemory, RcBuf, RxMsg, SendError};
@@ -365,7 +365,7 @@ impl<D: Datapath> CalibServer<D> {
     }
 
     /// Polls until `stop`; after `idle_after` empty polls calls `idle` (see
-    /// [`crate::server::EchoServer::run`]). With `report`, prints the counters that often.
+    /// [`percore::poll_loop`]). With `report`, prints the counters that often.
     pub fn run(
         &mut self,
         stop: &AtomicBool,
@@ -373,32 +373,44 @@ impl<D: Datapath> CalibServer<D> {
         idle_after: u32,
         idle: &mut dyn FnMut(&D),
     ) {
-        let (mut empty, mut iter, mut last) = (0u32, 0u32, Instant::now());
-        while !stop.load(Ordering::Relaxed) {
-            if self.poll() == 0 {
-                empty += 1;
-                if empty >= idle_after {
-                    idle(&self.dp);
-                    empty = 0;
-                }
-            } else {
-                empty = 0;
-            }
-            iter = iter.wrapping_add(1);
-            if let Some(every) = report {
-                if iter.is_multiple_of(1024) && last.elapsed() >= every {
-                    last = Instant::now();
-                    eprintln!("[server calibrate] {}", self.stats());
-                }
-            }
-        }
+        percore::poll_loop(self, stop, report, idle_after, &mut |s: &mut Self| {
+            idle(&s.dp)
+        });
     }
 }
 
-/// One load-generator thread's connection to the calibration server.
+impl<D: Datapath> percore::Poll for CalibServer<D> {
+    type Stats = ServerStats;
+
+    fn poll(&mut self) -> usize {
+        CalibServer::poll(self)
+    }
+
+    fn stats(&self) -> ServerStats {
+        CalibServer::stats(self)
+    }
+
+    fn report_line(&self) -> String {
+        format!(
+            "[server calibrate {}] {}",
+            self.dp.local_addr(),
+            self.stats()
+        )
+    }
+}
+
+impl datapath_socket::cores::SocketServer for CalibServer<datapath_socket::SocketDatapath> {
+    fn socket_datapath(&self) -> &datapath_socket::SocketDatapath {
+        &self.dp
+    }
+}
+
+/// One load-generator thread's connection to the calibration server: to one server core, or
+/// spread round-robin over N cores (request `seq` to core `seq mod N`; each core holds its own
+/// shard of the array, of the same number of items).
 pub struct CalibClient<D: Datapath> {
     dp: D,
-    conn: ConnId,
+    conns: Vec<ConnId>,
     thread: usize,
     cell: Cell,
     offsets: Vec<u64>,
@@ -408,11 +420,21 @@ pub struct CalibClient<D: Datapath> {
 
 impl<D: Datapath> CalibClient<D> {
     /// A client of `server` for `cell`, as load-generator thread `thread`.
-    pub fn new(mut dp: D, server: SocketAddrV4, thread: usize, cell: Cell) -> io::Result<Self> {
-        let conn = cornflakes::datapath::Connect::connect(&mut dp, server)?;
+    pub fn new(dp: D, server: SocketAddrV4, thread: usize, cell: Cell) -> io::Result<Self> {
+        Self::spread(dp, &[server], thread, cell)
+    }
+
+    /// A client of the server cores at `cores`, request `seq` going to core `seq mod N`.
+    pub fn spread(
+        mut dp: D,
+        cores: &[SocketAddrV4],
+        thread: usize,
+        cell: Cell,
+    ) -> io::Result<Self> {
+        let conns = cornflakes::datapath::Connect::connect_all(&mut dp, cores)?;
         Ok(CalibClient {
             dp,
-            conn,
+            conns,
             thread,
             cell,
             offsets: Vec::new(),
@@ -437,10 +459,11 @@ impl<D: Datapath + cornflakes::datapath::Connect> ClientTransport for CalibClien
         self.cell.encode(&self.offsets, &mut self.buf);
         let (_, seq) = split_request_id(id);
         let msg = Msg::new(seq as u32, CALIB_MSG_TYPE);
-        let mut r = self.dp.send_copy(self.conn, msg, &self.buf);
+        let conn = self.conns[(seq % self.conns.len() as u64) as usize];
+        let mut r = self.dp.send_copy(conn, msg, &self.buf);
         if let Err(SendError::Full) = r {
             self.flush()?;
-            r = self.dp.send_copy(self.conn, msg, &self.buf);
+            r = self.dp.send_copy(conn, msg, &self.buf);
         }
         r.map_err(|e| io::Error::other(e.to_string()))
     }

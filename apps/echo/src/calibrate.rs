@@ -11,11 +11,10 @@
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
-use std::sync::{mpsc, Arc};
-use std::thread::JoinHandle;
+use std::sync::Arc;
 use std::time::Duration;
 
-use cornflakes::datapath::{Connect as _, Transmit as _};
+use cornflakes::datapath::Transmit as _;
 use cornflakes::mem::MemoryConfig;
 use cornflakes::threshold::CALIBRATION_KEY;
 use cornflakes::Arena;
@@ -28,7 +27,7 @@ use serde_json::json;
 
 use crate::bench::DatapathKind;
 use crate::calib_server::{CalibClient, CalibServer, Cell, Policy, ARRAY_ITEM, MAX_SEGMENTS};
-use crate::server::{socket_idle, ServerStats};
+use crate::server::ServerStats;
 
 /// Segment sizes S measured by default (bytes).
 pub const DEFAULT_SIZES: [usize; 7] = [64, 128, 256, 512, 1024, 2048, 4096];
@@ -88,6 +87,9 @@ pub struct Remote {
     pub max_segments: usize,
     /// The largest reply it can copy into one buffer.
     pub max_reply: usize,
+    /// Server cores on `server`'s port and the next ones, each holding `1/cores` of the array
+    /// (`calibrate-server --cores`; `docs/cores.md`); requests are spread round-robin.
+    pub cores: usize,
 }
 
 /// Descriptor limit assumed for `--server` without `--max-segments` (the E810's 8, the
@@ -298,67 +300,50 @@ pub struct Calibration {
     pub max_segments: usize,
 }
 
-/// The calibration server on its own thread over the socket datapath.
+/// The calibration server on its own (unpinned) thread over the socket datapath.
 struct SocketServer {
     addr: SocketAddrV4,
     items: usize,
     max_segments: usize,
-    stop: Arc<AtomicBool>,
-    join: JoinHandle<ServerStats>,
+    core: datapath_socket::cores::SocketCores<(usize, usize), ServerStats>,
 }
 
 impl SocketServer {
     fn spawn(sock: SocketConfig, array_bytes: usize, spin: bool) -> Result<SocketServer, String> {
+        let mut cores = percore::CoresConfig::new("calibrate-server", 1);
+        cores.pin = false;
         let stop = Arc::new(AtomicBool::new(false));
-        let stop2 = stop.clone();
-        let (tx, rx) = mpsc::channel();
-        let join = std::thread::Builder::new()
-            .name("calibrate-server".into())
-            .spawn(move || {
-                let started = SocketDatapath::new(sock)
-                    .map_err(|e| format!("server socket: {e}"))
-                    .and_then(|dp| CalibServer::new(dp, array_bytes));
-                let mut server = match started {
-                    Ok(s) => s,
-                    Err(e) => {
-                        let _ = tx.send(Err(e));
-                        return ServerStats::default();
-                    }
-                };
-                let dp = server.datapath();
-                let _ = tx.send(Ok((dp.local_addr(), server.items(), dp.max_segments())));
-                let (after, mut hook) = socket_idle(spin);
-                server.run(&stop2, None, after, &mut hook);
-                server.stats()
-            })
-            .map_err(|e| format!("starting the server thread: {e}"))?;
-        match rx.recv() {
-            Ok(Ok((addr, items, max_segments))) => Ok(SocketServer {
-                addr,
-                items,
-                max_segments,
-                stop,
-                join,
-            }),
-            Ok(Err(e)) => {
-                let _ = join.join();
-                Err(e)
-            }
-            Err(_) => Err("the server thread ended before starting".to_owned()),
-        }
+        let core = datapath_socket::cores::spawn_socket_cores(
+            sock,
+            &cores,
+            stop,
+            spin,
+            None,
+            move |dp, _| {
+                let server = CalibServer::new(dp, array_bytes)?;
+                let info = (server.items(), server.datapath().max_segments());
+                Ok((server, info))
+            },
+        )?;
+        let (addr, (items, max_segments)) = core.ready()[0];
+        Ok(SocketServer {
+            addr,
+            items,
+            max_segments,
+            core,
+        })
     }
 
     fn stop(self) -> Result<ServerStats, String> {
-        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        self.join
-            .join()
-            .map_err(|_| "the server thread panicked".to_owned())
+        self.core.stop().map(|per| ServerStats::sum(&per))
     }
 }
 
 /// Where the clients send and what the server can take.
 struct Target {
     server: SocketAddrV4,
+    /// The server's cores after the first (`server`): requests are spread over all of them.
+    other_cores: Vec<SocketAddrV4>,
     bind: Ipv4Addr,
     items: usize,
     max_segments: usize,
@@ -403,7 +388,10 @@ fn run_point(
         sc.mtu = cfg.mtu;
         sc.memory.max_item_size = SOCKET_MAX_ITEM;
         let dp = SocketDatapath::new(sc).map_err(std::io::Error::other)?;
-        CalibClient::new(dp, t.server, thread, cell)
+        let cores: Vec<SocketAddrV4> = std::iter::once(t.server)
+            .chain(t.other_cores.iter().copied())
+            .collect();
+        CalibClient::spread(dp, &cores, thread, cell)
     };
     run(&schedule, &run_cfg, make, &checker).map_err(|e| {
         format!(
@@ -529,10 +517,15 @@ pub fn run_calibration(cfg: &CalibConfig) -> Result<Calibration, String> {
     );
     let mut out = match (&cfg.remote, cfg.datapath) {
         (Some(r), _) => {
+            let cores = r.cores.max(1);
             let t = Target {
                 server: r.server,
+                other_cores: (1..cores)
+                    .map(|i| percore::core_addr(r.server, i))
+                    .collect::<Result<_, _>>()?,
                 bind: r.bind,
-                items: array_bytes.div_ceil(ARRAY_ITEM).max(1),
+                // Each core holds its shard: the requests name items of one shard.
+                items: (array_bytes / cores).div_ceil(ARRAY_ITEM).max(1),
                 max_segments: r.max_segments,
                 max_reply: r.max_reply,
             };
@@ -557,6 +550,7 @@ pub fn run_calibration(cfg: &CalibConfig) -> Result<Calibration, String> {
             let server = SocketServer::spawn(sc, array_bytes, cfg.spin)?;
             let t = Target {
                 server: server.addr,
+                other_cores: Vec::new(),
                 bind: Ipv4Addr::LOCALHOST,
                 items: server.items,
                 max_segments: server.max_segments,
@@ -608,6 +602,7 @@ fn run_emu(cfg: &CalibConfig, array_bytes: usize) -> Result<Calibration, String>
     let defaults = EmuRunConfig::default();
     let t = Target {
         server: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0),
+        other_cores: Vec::new(),
         bind: Ipv4Addr::UNSPECIFIED,
         items,
         max_segments: defaults.max_send_sge,
@@ -706,6 +701,7 @@ fn run_xdp(cfg: &CalibConfig, array_bytes: usize) -> Result<Calibration, String>
     )?;
     let t = Target {
         server: server.addr,
+        other_cores: Vec::new(),
         bind: ns.client_ip,
         items,
         max_segments: datapath_xdp::xsk::MAX_TX_DESCRIPTORS,

@@ -129,10 +129,12 @@ impl Verifier {
     }
 }
 
-/// One load-generator thread's connection to the server over datapath `D`.
+/// One load-generator thread's connection to the server over datapath `D`: to one server
+/// core, or spread round-robin over N cores (request sequence number mod N picks the core's
+/// port; `docs/cores.md`).
 pub struct EchoClient<D: Datapath> {
     dp: D,
-    conn: ConnId,
+    conns: Vec<ConnId>,
     thread: usize,
     req: RequestBuilder,
     rx: Vec<RxMsg>,
@@ -142,17 +144,28 @@ impl<D: Datapath> EchoClient<D> {
     /// A client of `server` sending `mode`'s requests of shape `spec`, for load-generator
     /// thread `thread`.
     pub fn new(
-        mut dp: D,
+        dp: D,
         server: SocketAddrV4,
         thread: usize,
         mode: Mode,
         spec: ShapeSpec,
     ) -> io::Result<Self> {
-        let conn = dp.connect(server)?;
+        Self::spread(dp, &[server], thread, mode, spec)
+    }
+
+    /// A client of the server cores at `cores`, request `seq` going to core `seq mod N`.
+    pub fn spread(
+        mut dp: D,
+        cores: &[SocketAddrV4],
+        thread: usize,
+        mode: Mode,
+        spec: ShapeSpec,
+    ) -> io::Result<Self> {
+        let conns = cornflakes::datapath::Connect::connect_all(&mut dp, cores)?;
         let req = RequestBuilder::new(mode, spec).map_err(io::Error::other)?;
         Ok(EchoClient {
             dp,
-            conn,
+            conns,
             thread,
             req,
             rx: Vec::with_capacity(64),
@@ -181,10 +194,12 @@ impl<D: Datapath> ClientTransport for EchoClient<D> {
     /// which the load generator calls right after sending everything that is due, so
     /// requests due together share one `sendmmsg`.
     fn send_request(&mut self, id: u64) -> io::Result<()> {
-        let mut r = self.req.send(&mut self.dp, self.conn, id);
+        let (_, seq) = split_request_id(id);
+        let conn = self.conns[(seq % self.conns.len() as u64) as usize];
+        let mut r = self.req.send(&mut self.dp, conn, id);
         if let Err(SendError::Full) = r {
             self.flush()?;
-            r = self.req.send(&mut self.dp, self.conn, id);
+            r = self.req.send(&mut self.dp, conn, id);
         }
         r.map_err(|e| io::Error::other(e.to_string()))
     }

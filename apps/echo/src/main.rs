@@ -9,13 +9,12 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use cornflakes::datapath::Connect as _;
-use datapath_socket::{SocketConfig, SocketDatapath};
+use datapath_socket::SocketConfig;
 use echo::bench::{self, BenchConfig, DatapathKind, SweepPlan, DEFAULT_MTU};
 use echo::calib_server::CalibServer;
 use echo::calibrate::{self, CalibConfig};
 use echo::nic::NicSpec;
-use echo::server::{socket_idle, EchoServer, ServerConfig};
+use echo::server::{ServerConfig, ServerHandle};
 use echo::{Mode, ShapeSpec};
 
 const USAGE: &str = "\
@@ -23,7 +22,7 @@ usage:
   echo bench  [--modes M,M,..] [--shape S] [--rates R,R,..] [--fixed-rps R] [--duration SECS]
               [--warmup SECS] [--timeout-ms MS] [--threads N] [--threshold N] [--mtu N]
               [--out DIR] [--json PATH] [--all-points] [--spin] [--datapath emu|socket|xdp]
-              [--sample-every N] [--delay-ns NS] [--trials K] [--resolution F]
+              [--sample-every N] [--delay-ns NS] [--trials K] [--resolution F] [--cores N]
       Every mode (or --modes), one offered-load sweep each; prints the comparison table and
       writes DIR/echo.json (or --json), DIR/echo.svg, DIR/echo.png and DIR/table.md
       (DIR defaults to results/echo).
@@ -42,20 +41,24 @@ usage:
       DIR/emu-points.json (every trial) too.
       --datapath socket (the default with 1 CPU): server and client threads over the socket
       datapath on 127.0.0.1. Idle server threads block on the socket and idle client threads
-      yield; --spin busy-polls both instead. --datapath xdp (feature `xdp`, root): the
+      yield; --spin busy-polls both instead. --cores N: N pinned server cores per mode,
+      requests spread round-robin over their ports (docs/cores.md). --datapath xdp (feature `xdp`, root): the
       server runs over AF_XDP in a network namespace the command creates and deletes, one
       mode after another; the clients use kernel sockets on the veth's peer.
   echo server --mode M [--bind IP:PORT] [--threshold N] [--mtu N] [--seconds SECS] [--spin]
-              [--until-stdin-closes] [--datapath socket|xdp --ifname IF [--peer IP=MAC]]
+              [--cores N] [--until-stdin-closes] [--datapath socket|xdp --ifname IF [--peer IP=MAC]]
               [--datapath mlx5 --mlx5-dev DEV] [--datapath ice --dpdk-args ARGS]
       Serves until killed (or for SECS, or until stdin closes), printing its counters every
-      second on stderr. With --datapath xdp (feature `xdp`, root) over AF_XDP on IF; with
+      second on stderr. --cores N (socket, xdp): N share-nothing cores pinned one per CPU,
+      core i on PORT+i (xdp: on queue i of IF, which needs N queues and a NIC steering each
+      port to its queue); per-core and summed counters at the end (docs/cores.md). With --datapath xdp (feature `xdp`, root) over AF_XDP on IF; with
       mlx5 (feature `mlx5`) on a ConnectX device (RDMA name or PCI address); with ice
       (feature `ice`) on the DPDK port the EAL arguments name (e.g. '-l 2 -a 0000:3b:00.0').
   echo client --server IP:PORT --mode M [--shape S] [--rates R,..] [--duration SECS]
               [--warmup SECS] [--timeout-ms MS] [--threads N] [--mtu N] [--bind IP]
-              [--out DIR] [--json PATH] [--spin]
-      Sweeps the offered loads against a running `echo server` of the same mode.
+              [--out DIR] [--json PATH] [--spin] [--cores N]
+      Sweeps the offered loads against a running `echo server` of the same mode. --cores N:
+      the server runs N cores on PORT..PORT+N-1; requests are spread round-robin over them.
   echo calibrate [--sizes S,S,..] [--counts K,K,..] [--array-mib MIB] [--rates R,R,..]
               [--duration SECS] [--warmup SECS] [--timeout-ms MS] [--threads N] [--mtu N]
               [--out DIR] [--spin] [--datapath socket|xdp|emu]
@@ -67,12 +70,15 @@ usage:
       results/calibrate) and prints the recommended threshold; run a program with
       CORNFLAKES_CALIBRATION=DIR/calibration.json to use it. With --server, only the
       clients run here, against a `calibrate-server` elsewhere (e.g. on a NIC) started with
-      the same --array-mib (its --array-bytes).
+      the same --array-mib (its --array-bytes); --cores N there: the server runs N cores
+      on PORT..PORT+N-1, each with 1/N of the array, requests spread round-robin.
   echo calibrate-server --array-bytes N [--bind IP:PORT] [--mtu N] [--seconds SECS]
               [--until-stdin-closes] [--datapath socket|xdp --ifname IF [--peer IP=MAC]]
-              [--datapath mlx5 --mlx5-dev DEV] [--datapath ice --dpdk-args ARGS]
+              [--datapath mlx5 --mlx5-dev DEV] [--datapath ice --dpdk-args ARGS] [--cores N]
       The calibration's server alone (what `calibrate --datapath xdp` runs in its namespace;
-      on a NIC machine, what `calibrate --server` on a client machine measures).
+      on a NIC machine, what `calibrate --server` on a client machine measures). --cores N
+      (socket datapath): N pinned cores on PORT+i, the array sharded across them (the
+      paper's Figure 13 setup; docs/cores.md).
 
 modes:  raw zero-copy one-copy two-copy cornflakes cornflakes-sg cornflakes-copy
         cornflakes-no-ssend protobuf capnp flatbuffers
@@ -142,6 +148,9 @@ fn bench_cmd(mut a: Args) -> Result<(), String> {
     if let Some(t) = a.parse::<usize>("--threads")? {
         cfg.threads = t.max(1);
     }
+    if let Some(n) = a.parse::<usize>("--cores")? {
+        cfg.cores = n;
+    }
     if let Some(t) = a.parse::<usize>("--threshold")? {
         cfg.threshold = t;
         eprintln!("[bench] hybrid threshold: {t} B (from --threshold)");
@@ -203,7 +212,14 @@ fn server_cmd(mut a: Args) -> Result<(), String> {
     let peer = a.take("--peer")?;
     let mlx5_dev = a.take("--mlx5-dev")?;
     let dpdk_args = a.take("--dpdk-args")?;
+    let cores = a.parse::<usize>("--cores")?;
     a.finish()?;
+    if cores.is_some() && datapath != "socket" && datapath != "xdp" {
+        return Err(format!(
+            "--cores is supported on the socket and xdp datapaths (not yet on {datapath}; docs/cores.md)"
+        ));
+    }
+    let cores = cores.unwrap_or(1);
     let nic = match datapath.as_str() {
         "mlx5" => Some(NicSpec::Mlx5 {
             device: mlx5_dev.ok_or("--datapath mlx5 needs --mlx5-dev <mlx5_N | PCI address>")?,
@@ -231,17 +247,8 @@ fn server_cmd(mut a: Args) -> Result<(), String> {
             });
         }
         let r = match datapath.as_str() {
-            "socket" => SocketDatapath::new(socket_config(bind, mtu))
-                .map_err(|e| e.to_string())
-                .and_then(|dp| EchoServer::new(dp, cfg))
-                .map(|mut server| {
-                    let addr = server.datapath().local_addr();
-                    eprintln!("[server] ready: {mode} on {addr} (socket datapath)");
-                    let (after, mut hook) = socket_idle(spin);
-                    server.run(stop, report, after, &mut hook);
-                    server.stats()
-                }),
-            "xdp" => xdp_server(ifname, peer, bind, cfg, stop, report),
+            "socket" => socket_cores(cfg, socket_config(bind, mtu), cores, spin, stop, report),
+            "xdp" => xdp_server(ifname, peer, bind, cfg, cores, stop, report),
             "mlx5" | "ice" => match &nic {
                 Some(nic) => echo::nic::serve(nic, bind, mtu, cfg, stop, report),
                 None => Err("no NIC given".to_owned()),
@@ -258,12 +265,72 @@ fn server_cmd(mut a: Args) -> Result<(), String> {
     Ok(())
 }
 
+/// `echo server --datapath socket [--cores N]`: N pinned share-nothing cores, core *i* on the
+/// base port plus *i*, until `stop`; prints each core's counters and returns their sum.
+fn socket_cores(
+    cfg: ServerConfig,
+    sock: SocketConfig,
+    cores: usize,
+    spin: bool,
+    stop: &AtomicBool,
+    report: Option<Duration>,
+) -> Result<echo::server::ServerStats, String> {
+    let mut cc = percore::CoresConfig::new(&format!("echo-server-{}", cfg.mode), cores);
+    // One core floats, as it always has; several are pinned one per CPU.
+    cc.pin = cores > 1;
+    let server = ServerHandle::spawn_cores(cfg, sock, &cc, report, spin)?;
+    for (i, addr) in server.addrs().iter().enumerate() {
+        eprintln!(
+            "[server] ready: {} on {addr} (socket datapath, core {i} of {cores})",
+            cfg.mode
+        );
+    }
+    let per_core = server.serve_until(stop)?;
+    Ok(echo::server::ServerStats::sum(&per_core))
+}
+
+/// `echo calibrate-server --datapath socket [--cores N]`: N pinned share-nothing cores, core
+/// *i* on the base port plus *i*, each holding its own `1/N` shard of the array (the paper's
+/// Figure 13 setup), until `stop`; prints each core's counters and returns their sum.
+fn calibrate_socket_cores(
+    bind: SocketAddrV4,
+    mtu: usize,
+    array_bytes: usize,
+    cores: usize,
+    stop: &AtomicBool,
+    report: Option<Duration>,
+) -> Result<echo::server::ServerStats, String> {
+    let shard = array_bytes / cores.max(1);
+    let mut sc = socket_config(bind, mtu);
+    sc.memory.max_item_size = calibrate::SOCKET_MAX_ITEM;
+    sc.memory.max_bytes = shard + (256 << 20);
+    let mut cc = percore::CoresConfig::new("calibrate-server", cores);
+    cc.pin = cores > 1;
+    let running = datapath_socket::cores::spawn_socket_cores(
+        sc,
+        &cc,
+        std::sync::Arc::new(AtomicBool::new(false)),
+        false,
+        report,
+        move |dp, _| Ok((CalibServer::new(dp, shard)?, ())),
+    )?;
+    for (i, (addr, ())) in running.ready().iter().enumerate() {
+        eprintln!(
+            "[server] ready: calibrate on {addr} (socket datapath, core {i} of {cores}, {} MiB of the array)",
+            shard >> 20
+        );
+    }
+    let per_core = running.serve_until(stop, "[server]")?;
+    Ok(echo::server::ServerStats::sum(&per_core))
+}
+
 #[cfg(feature = "xdp")]
 fn xdp_server(
     ifname: Option<String>,
     peer: Option<String>,
     bind: SocketAddrV4,
     cfg: ServerConfig,
+    cores: usize,
     stop: &AtomicBool,
     report: Option<Duration>,
 ) -> Result<echo::server::ServerStats, String> {
@@ -277,6 +344,9 @@ fn xdp_server(
         })
         .transpose()?;
     use echo::server::IDLE_SPINS;
+    if cores > 1 {
+        return xdp_cores(&ifname, peer, bind, cfg, cores, stop, report);
+    }
     let mut server = echo::xdp::server(&ifname, bind, peer, cfg)?;
     eprintln!(
         "{} {} on {bind} (AF_XDP on {ifname})",
@@ -288,12 +358,80 @@ fn xdp_server(
     Ok(server.stats())
 }
 
+/// `echo server --datapath xdp --cores N`: one XDP program on `ifname` redirecting port
+/// `bind + i` on queue *i*, and N pinned cores, core *i* with its own AF_XDP socket on queue
+/// *i* (the interface needs N queues, and the NIC must steer each port to its queue, e.g. with
+/// `ethtool -N`; docs/cores.md, docs/xdp.md).
+#[cfg(feature = "xdp")]
+fn xdp_cores(
+    ifname: &str,
+    peer: Option<(Ipv4Addr, cornflakes_stack::wire::MacAddr)>,
+    bind: SocketAddrV4,
+    cfg: ServerConfig,
+    cores: usize,
+    stop: &AtomicBool,
+    report: Option<Duration>,
+) -> Result<echo::server::ServerStats, String> {
+    use datapath_xdp::bpf::{AttachMode, Program, XdpProgram};
+    let n = u16::try_from(cores).map_err(|_| format!("--cores {cores}: too many"))?;
+    let ifindex =
+        datapath_xdp::sys::ifindex(ifname).map_err(|e| format!("interface {ifname}: {e}"))?;
+    // The program stays attached (on this thread) until every core has stopped.
+    let prog = XdpProgram::attach(ifindex, Program::Redirect, AttachMode::Native)
+        .map_err(|e| format!("AF_XDP on {ifname}: {e}"))?;
+    let setup = |e: std::io::Error| format!("configuring the XDP program on {ifname}: {e}");
+    prog.set_arp_to_stack(true).map_err(setup)?;
+    prog.set_ports(bind.port(), n).map_err(setup)?;
+    let shared = prog.share().map_err(setup)?;
+    let ifname_owned = ifname.to_owned();
+    let running = percore::Cores::spawn(
+        &percore::CoresConfig::new(&format!("echo-server-{}", cfg.mode), cores),
+        move |core, ready| {
+            let addr = percore::core_addr(bind, core.index())?;
+            let mut xc = datapath_xdp::XdpConfig::new(&ifname_owned, addr);
+            xc.queue = core.index() as u32;
+            xc.program = Some(shared.clone());
+            xc.static_arp.extend(peer);
+            let dp = datapath_xdp::XdpDatapath::new(xc)
+                .map_err(|e| format!("AF_XDP on {ifname_owned} queue {}: {e}", core.index()))?;
+            let mut server = echo::server::EchoServer::new(dp, cfg)?;
+            ready.ready(addr);
+            // No file descriptor to sleep on: yield when idle.
+            percore::poll_loop(
+                &mut server,
+                core.stop(),
+                report,
+                echo::server::IDLE_SPINS,
+                &mut |_| std::thread::yield_now(),
+            );
+            Ok(server.stats())
+        },
+    )?;
+    for (i, addr) in running.ready().iter().enumerate() {
+        eprintln!(
+            "{} {} on {addr} (AF_XDP on {ifname} queue {i}, core {i} of {cores})",
+            echo::xdp::READY,
+            cfg.mode
+        );
+    }
+    let per_core = running.serve_until(stop, "[server]")?;
+    if let Ok(p) = prog.stats() {
+        eprintln!(
+            "[server] XDP program: redirected={} arp={} passed={} misteered={}",
+            p.redirected, p.arp, p.passed, p.misteered
+        );
+    }
+    drop(prog);
+    Ok(echo::server::ServerStats::sum(&per_core))
+}
+
 #[cfg(not(feature = "xdp"))]
 fn xdp_server(
     _ifname: Option<String>,
     _peer: Option<String>,
     _bind: SocketAddrV4,
     _cfg: ServerConfig,
+    _cores: usize,
     _stop: &AtomicBool,
     _report: Option<Duration>,
 ) -> Result<echo::server::ServerStats, String> {
@@ -322,10 +460,14 @@ fn client_cmd(mut a: Args) -> Result<(), String> {
         .take("--json")?
         .map_or_else(|| out.join("echo-client.json"), PathBuf::from);
     let busy_poll = a.switch("--spin");
+    let cores = a.parse::<usize>("--cores")?.unwrap_or(1).max(1);
     a.finish()?;
     let mut loads = rates;
     loads.sort_by(f64::total_cmp);
     let plan = SweepPlan {
+        other_cores: (1..cores)
+            .map(|i| percore::core_addr(server, i))
+            .collect::<Result<_, _>>()?,
         mode,
         shape,
         server,
@@ -411,6 +553,7 @@ fn calibrate_cmd(mut a: Args) -> Result<(), String> {
             max_reply: a
                 .parse("--max-reply")?
                 .unwrap_or(calibrate::SOCKET_MAX_ITEM),
+            cores: a.parse::<usize>("--cores")?.unwrap_or(1).max(1),
         });
     }
     a.finish()?;
@@ -437,7 +580,14 @@ fn calibrate_server_cmd(mut a: Args) -> Result<(), String> {
     let mlx5_dev = a.take("--mlx5-dev")?;
     let dpdk_args = a.take("--dpdk-args")?;
     let seconds = a.secs("--seconds")?;
+    let cores = a.parse::<usize>("--cores")?;
     a.finish()?;
+    if cores.is_some() && datapath != "socket" {
+        return Err(format!(
+            "--cores is supported on the socket datapath (not yet on {datapath}; docs/cores.md)"
+        ));
+    }
+    let cores = cores.unwrap_or(1);
     let nic = match datapath.as_str() {
         "mlx5" => Some(NicSpec::Mlx5 {
             device: mlx5_dev.ok_or("--datapath mlx5 needs --mlx5-dev <mlx5_N | PCI address>")?,
@@ -464,21 +614,7 @@ fn calibrate_server_cmd(mut a: Args) -> Result<(), String> {
             });
         }
         let r = match datapath.as_str() {
-            "socket" => {
-                let mut sc = socket_config(bind, mtu);
-                sc.memory.max_item_size = calibrate::SOCKET_MAX_ITEM;
-                sc.memory.max_bytes = array_bytes + (256 << 20);
-                SocketDatapath::new(sc)
-                    .map_err(|e| e.to_string())
-                    .and_then(|dp| CalibServer::new(dp, array_bytes))
-                    .map(|mut server| {
-                        let addr = server.datapath().local_addr();
-                        eprintln!("[server] ready: calibrate on {addr} (socket datapath)");
-                        let (after, mut hook) = socket_idle(false);
-                        server.run(stop, report, after, &mut hook);
-                        server.stats()
-                    })
-            }
+            "socket" => calibrate_socket_cores(bind, mtu, array_bytes, cores, stop, report),
             "xdp" => xdp_calibrate_server(ifname, peer, bind, array_bytes, stop, report),
             "mlx5" | "ice" => match &nic {
                 Some(nic) => echo::nic::serve_app(

@@ -5,15 +5,16 @@ use std::fmt;
 use std::io;
 use std::net::SocketAddrV4;
 use std::ops::Range;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc};
-use std::thread::JoinHandle;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cornflakes::datapath::{Connect as _, DropCounters};
+use cornflakes::datapath::DropCounters;
 use cornflakes::{Arena, Datapath, RcBuf, RxMsg, SendError};
+use datapath_socket::cores::{spawn_socket_cores, SocketCores, SocketServer};
 use datapath_socket::{SocketConfig, SocketDatapath};
 use loadgen::LatencyHistogram;
+use percore::CoresConfig;
 
 use crate::cf::{self, CfError, SendPath};
 use crate::libs::LibCodec;
@@ -52,6 +53,26 @@ pub struct ServerStats {
 }
 
 impl ServerStats {
+    /// Adds another core's counters to these.
+    pub fn add(&mut self, o: &ServerStats) {
+        self.received += o.received;
+        self.echoed += o.echoed;
+        self.malformed += o.malformed;
+        self.send_failed += o.send_failed;
+        self.io_errors += o.io_errors;
+        self.work.merge(&o.work);
+        self.datapath.add(&o.datapath);
+    }
+
+    /// The counters of several cores, summed.
+    pub fn sum(per_core: &[ServerStats]) -> ServerStats {
+        let mut all = ServerStats::default();
+        for s in per_core {
+            all.add(s);
+        }
+        all
+    }
+
     /// Median handling time per message, in nanoseconds (see [`Self::work`]).
     pub fn work_p50_ns(&self) -> Option<f64> {
         self.work.p50_us().map(|us| us * 1000.0)
@@ -188,7 +209,7 @@ impl<D: Datapath> EchoServer<D> {
     /// Polls until `stop` is set. After `idle_after` empty polls in a row it calls `idle`
     /// (which may block briefly, e.g. until the socket is readable) so an idle server leaves
     /// the CPU to the client threads it shares cores with. With `report`, prints the counters
-    /// on stderr that often.
+    /// on stderr that often ([`percore::poll_loop`]).
     pub fn run(
         &mut self,
         stop: &AtomicBool,
@@ -196,27 +217,9 @@ impl<D: Datapath> EchoServer<D> {
         idle_after: u32,
         idle: &mut dyn FnMut(&D),
     ) {
-        let mut empty = 0u32;
-        let mut iter = 0u32;
-        let mut last = Instant::now();
-        while !stop.load(Ordering::Relaxed) {
-            if self.poll() == 0 {
-                empty += 1;
-                if empty >= idle_after {
-                    idle(&self.dp);
-                    empty = 0;
-                }
-            } else {
-                empty = 0;
-            }
-            iter = iter.wrapping_add(1);
-            if let Some(every) = report {
-                if iter.is_multiple_of(1024) && last.elapsed() >= every {
-                    last = Instant::now();
-                    eprintln!("[server {}] {}", self.mode, self.stats());
-                }
-            }
-        }
+        percore::poll_loop(self, stop, report, idle_after, &mut |s: &mut Self| {
+            idle(&s.dp)
+        });
     }
 
     fn echo_one(&mut self, m: &RxMsg) -> Result<(), Skip> {
@@ -349,74 +352,97 @@ impl<D: Datapath> EchoServer<D> {
     }
 }
 
+impl<D: Datapath> percore::Poll for EchoServer<D> {
+    type Stats = ServerStats;
+
+    fn poll(&mut self) -> usize {
+        EchoServer::poll(self)
+    }
+
+    fn stats(&self) -> ServerStats {
+        EchoServer::stats(self)
+    }
+
+    fn report_line(&self) -> String {
+        format!(
+            "[server {} {}] {}",
+            self.mode,
+            self.dp.local_addr(),
+            self.stats()
+        )
+    }
+}
+
+impl SocketServer for EchoServer<SocketDatapath> {
+    fn socket_datapath(&self) -> &SocketDatapath {
+        &self.dp
+    }
+}
+
 // The idle policies live with the socket datapath, shared by every server app (echo, kv).
 pub use datapath_socket::idle::{
     socket_idle, wait_readable, IDLE_SPINS, IDLE_WAIT, SOCKET_IDLE_SPINS,
 };
 
-/// A server running on its own thread over the socket datapath.
+/// Echo server cores over the socket datapath, each on its own thread with its own socket
+/// (core *i* on the base port plus *i*; `docs/cores.md`).
 pub struct ServerHandle {
-    addr: SocketAddrV4,
-    stop: Arc<AtomicBool>,
-    join: JoinHandle<ServerStats>,
+    cores: SocketCores<(), ServerStats>,
 }
 
 impl ServerHandle {
-    /// Binds `sock.bind` and starts serving on a new thread (blocking briefly when idle, or
-    /// yielding when `spin`). Returns once the socket is bound.
+    /// Binds `sock.bind` and starts serving on one new, unpinned thread (blocking briefly when
+    /// idle, or yielding when `spin`). Returns once the socket is bound.
     pub fn spawn(
         cfg: ServerConfig,
         sock: SocketConfig,
         report: Option<Duration>,
         spin: bool,
     ) -> Result<ServerHandle, String> {
+        let mut cores = CoresConfig::new(&format!("echo-server-{}", cfg.mode), 1);
+        cores.pin = false;
+        Self::spawn_cores(cfg, sock, &cores, report, spin)
+    }
+
+    /// Starts `cores.cores` share-nothing server cores, core *i* on `sock.bind`'s port plus
+    /// *i*. Returns once every core's socket is bound.
+    pub fn spawn_cores(
+        cfg: ServerConfig,
+        sock: SocketConfig,
+        cores: &CoresConfig,
+        report: Option<Duration>,
+        spin: bool,
+    ) -> Result<ServerHandle, String> {
         let stop = Arc::new(AtomicBool::new(false));
-        let (tx, rx) = mpsc::channel();
-        let stop2 = stop.clone();
-        let join = std::thread::Builder::new()
-            .name(format!("echo-server-{}", cfg.mode))
-            .spawn(move || {
-                let dp = match SocketDatapath::new(sock) {
-                    Ok(dp) => dp,
-                    Err(e) => {
-                        let _ = tx.send(Err(format!("server socket: {e}")));
-                        return ServerStats::default();
-                    }
-                };
-                let addr = dp.local_addr();
-                let mut server = match EchoServer::new(dp, cfg) {
-                    Ok(s) => s,
-                    Err(e) => {
-                        let _ = tx.send(Err(e));
-                        return ServerStats::default();
-                    }
-                };
-                let _ = tx.send(Ok(addr));
-                let (after, mut hook) = socket_idle(spin);
-                server.run(&stop2, report, after, &mut hook);
-                server.stats()
-            })
-            .map_err(|e| format!("spawning the server thread: {e}"))?;
-        match rx.recv() {
-            Ok(Ok(addr)) => Ok(ServerHandle { addr, stop, join }),
-            Ok(Err(e)) => {
-                let _ = join.join();
-                Err(e)
-            }
-            Err(_) => Err("the server thread exited during setup".to_owned()),
-        }
+        let cores = spawn_socket_cores(sock, cores, stop, spin, report, move |dp, _| {
+            Ok((EchoServer::new(dp, cfg)?, ()))
+        })?;
+        Ok(ServerHandle { cores })
     }
 
-    /// The address the server listens on.
+    /// The address core 0 listens on.
     pub fn addr(&self) -> SocketAddrV4 {
-        self.addr
+        self.cores.ready()[0].0
     }
 
-    /// Stops the server and returns its final counters.
+    /// Every core's address, by core index.
+    pub fn addrs(&self) -> Vec<SocketAddrV4> {
+        self.cores.ready().iter().map(|r| r.0).collect()
+    }
+
+    /// Stops the server and returns its final counters, summed over the cores.
     pub fn stop(self) -> io::Result<ServerStats> {
-        self.stop.store(true, Ordering::Relaxed);
-        self.join
-            .join()
-            .map_err(|_| io::Error::other("the server thread panicked"))
+        self.stop_per_core().map(|per| ServerStats::sum(&per))
+    }
+
+    /// Stops the server and returns each core's final counters, by core index.
+    pub fn stop_per_core(self) -> io::Result<Vec<ServerStats>> {
+        self.cores.stop().map_err(io::Error::other)
+    }
+
+    /// Serves until `stop` is set, then stops and returns each core's final counters (printed
+    /// per core on stderr when there are several).
+    pub fn serve_until(self, stop: &AtomicBool) -> Result<Vec<ServerStats>, String> {
+        self.cores.serve_until(stop, "[server]")
     }
 }

@@ -276,11 +276,35 @@ fn a_tiny_calibration_on_the_emulated_nic_verifies_replies() {
 
 #[test]
 fn calibrate_measures_a_separately_started_server() {
+    remote_calibration(1);
+}
+
+/// Figure 13's setup: two server cores on two ports, each with half of the array; the client
+/// spreads its requests over both.
+#[test]
+fn calibrate_measures_a_server_on_two_cores() {
+    let n = percore::allowed_cores().unwrap().len();
+    if n < 2 {
+        println!("SKIPPED: two server cores need 2 CPUs, this process may use {n}");
+        return;
+    }
+    remote_calibration(2);
+}
+
+fn remote_calibration(cores: usize) {
     use std::io::{BufRead, BufReader};
     use std::process::Stdio;
+    // Several cores listen on consecutive ports from a fixed one (port 0 would give each an
+    // unrelated ephemeral port the client could not derive).
+    let bind = if cores == 1 {
+        "127.0.0.1:0".to_owned()
+    } else {
+        format!("127.0.0.1:{}", 30000 + (std::process::id() % 10000) * 2)
+    };
     let mut child = Command::new(env!("CARGO_BIN_EXE_echo"))
         .args(["calibrate-server", "--array-bytes", "1048576"])
-        .args(["--bind", "127.0.0.1:0", "--until-stdin-closes"])
+        .args(["--bind", &bind, "--until-stdin-closes"])
+        .args(["--cores", &cores.to_string()])
         .stdin(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -292,7 +316,10 @@ fn calibrate_measures_a_separately_started_server() {
             break rest.split_whitespace().next().unwrap().parse().unwrap();
         }
     };
-    let dir = std::env::temp_dir().join(format!("echo-calibrate-remote-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!(
+        "echo-calibrate-remote-{cores}-{}",
+        std::process::id()
+    ));
     let cfg = CalibConfig {
         sizes: vec![256],
         counts: vec![2, 9],
@@ -307,6 +334,7 @@ fn calibrate_measures_a_separately_started_server() {
             bind: Ipv4Addr::LOCALHOST,
             max_segments: 8,
             max_reply: 64 * 1024,
+            cores,
         }),
         ..CalibConfig::default()
     };
@@ -326,5 +354,17 @@ fn calibrate_measures_a_separately_started_server() {
         .all(|r| r.verified > 0 && r.mismatched == 0));
     let done = rest.iter().find(|l| l.contains("calibrate done")).unwrap();
     assert!(done.contains("malformed=0"), "{done}");
+    if cores > 1 {
+        for i in 0..cores {
+            let line = rest
+                .iter()
+                .find(|l| l.starts_with(&format!("[server] core {i}: ")))
+                .unwrap_or_else(|| panic!("no counters of core {i}: {rest:?}"));
+            assert!(
+                !line.contains("received=0 "),
+                "core {i} got no request: {line}"
+            );
+        }
+    }
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -132,6 +132,9 @@ pub struct BenchConfig {
     pub trials: usize,
     /// `emu` only: the search bisects until the saturation bracket is within this fraction.
     pub resolution: f64,
+    /// Server cores (socket datapath): share-nothing, one port each, the clients steering
+    /// each key to its core (`docs/cores.md`).
+    pub cores: usize,
 }
 
 impl Default for BenchConfig {
@@ -158,6 +161,7 @@ impl Default for BenchConfig {
             sample_every: 64,
             trials: loadgen::search::DEFAULT_TRIALS,
             resolution: loadgen::search::DEFAULT_RESOLUTION,
+            cores: 1,
         }
     }
 }
@@ -214,13 +218,26 @@ pub struct BenchOutcome {
     pub bounds: Vec<(String, String)>,
 }
 
-/// Loads the store with the workload `cfg` describes (run on the server's thread).
+/// How the bench's local server cores run: one core floats as it always has (it shares the
+/// CPUs with the client threads); several are pinned one per CPU.
+fn server_cores(ser: Serialization, cores: usize) -> percore::CoresConfig {
+    let mut cc = percore::CoresConfig::new(&format!("kv-server-{ser}"), cores.max(1));
+    cc.pin = cores > 1;
+    cc
+}
+
+/// Loads the store with the workload `cfg` describes (run on the server's thread). A store
+/// that is one core's shard ([`Store::set_shard`]) gets only that core's keys.
 pub fn load_store(cfg: &WorkloadConfig, store: &mut Store) -> Result<String, String> {
     let start = Instant::now();
     let w = cfg.build().map_err(|e| e.to_string())?;
     let mut keys = 0usize;
     let mut bytes = 0usize;
+    let shard = store.shard();
     for (k, vals) in w.load() {
+        if shard.is_some_and(|(core, cores)| crate::steer::core_of(&k, cores) != core) {
+            continue;
+        }
         let refs: Vec<&[u8]> = vals.iter().map(Vec::as_slice).collect();
         bytes += refs.iter().map(|v| v.len()).sum::<usize>();
         store
@@ -269,7 +286,8 @@ pub(crate) fn prepare(cfg: &BenchConfig) -> Result<Prepared, String> {
 
 struct Lane {
     ser: Serialization,
-    addr: SocketAddrV4,
+    /// Core *i*'s address.
+    addrs: Vec<SocketAddrV4>,
     /// The clients' address (127.0.0.1, or the veth end facing an AF_XDP server).
     bind: Ipv4Addr,
     server: Option<ServerHandle>,
@@ -298,11 +316,10 @@ fn run_point(
         seed,
     })
     .map_err(|e| format!("schedule at {rate} req/s: {e}"))?;
-    let server = lane.addr;
     let make = |thread: usize| {
         let dp = SocketDatapath::new(cfg.socket(SocketAddrV4::new(lane.bind, 0)))
             .map_err(std::io::Error::other)?;
-        KvClient::new(dp, server, thread, lane.ser, reqs.clone())
+        KvClient::steered(dp, &lane.addrs, thread, lane.ser, reqs.clone())
     };
     let checker = |id: u64, payload: &[u8]| lane.checker.check(id, payload);
     run(&schedule, &run_cfg, make, &checker)
@@ -371,7 +388,7 @@ pub(crate) fn sweep_one(
 ) -> Result<Vec<Record>, String> {
     let mut lane = Lane {
         ser: checker.ser,
-        addr: server,
+        addrs: vec![server],
         bind,
         server: None,
         checker,
@@ -408,12 +425,18 @@ fn run_sweeps(cfg: &BenchConfig, remote: Option<SocketAddrV4>) -> Result<BenchOu
         return Err("no serialization to run".to_owned());
     }
     if cfg.datapath == DatapathKind::Emu {
+        if cfg.cores != 1 {
+            return Err("--cores runs on the socket datapath (docs/cores.md)".to_owned());
+        }
         if remote.is_some() {
             return Err("kv client runs on the socket datapath".to_owned());
         }
         return crate::emu::run_emu(cfg, &loads, prepare(cfg)?);
     }
     if cfg.datapath == DatapathKind::Xdp {
+        if cfg.cores != 1 {
+            return Err("--cores runs on the socket datapath (docs/cores.md)".to_owned());
+        }
         if remote.is_some() {
             return Err("kv client runs on the socket datapath".to_owned());
         }
@@ -442,7 +465,7 @@ fn run_sweeps(cfg: &BenchConfig, remote: Option<SocketAddrV4>) -> Result<BenchOu
         let wl = cfg.workload.clone();
         let server = match remote {
             Some(_) => None,
-            None => Some(ServerHandle::spawn(
+            None => Some(ServerHandle::spawn_cores(
                 ServerConfig {
                     serialization: ser,
                     threshold: cfg.threshold,
@@ -451,23 +474,28 @@ fn run_sweeps(cfg: &BenchConfig, remote: Option<SocketAddrV4>) -> Result<BenchOu
                     },
                 },
                 cfg.socket(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0)),
-                Box::new(move |store: &mut Store| load_store(&wl, store)),
+                &server_cores(ser, cfg.cores),
+                Arc::new(move |store: &mut Store, _, _| load_store(&wl, store)),
                 None,
                 cfg.spin,
             )?),
         };
         lanes.push(Lane {
             ser,
-            addr: server.as_ref().map_or_else(
-                || remote.expect("remote when no local server"),
-                |s| s.addr(),
-            ),
+            addrs: match (&server, remote) {
+                (Some(s), _) => s.addrs(),
+                (None, Some(base)) => (0..cfg.cores.max(1))
+                    .map(|i| percore::core_addr(base, i))
+                    .collect::<Result<_, _>>()?,
+                (None, None) => unreachable!("remote when no local server"),
+            },
             bind: client_bind(remote),
             server,
             checker: Arc::new(Checker {
                 reqs: reqs.clone(),
                 expected: expected.clone(),
                 ser,
+                cores: cfg.cores.max(1),
             }),
             misses: 0,
             records: Vec::new(),

@@ -90,37 +90,60 @@ impl RunRequests {
     }
 }
 
-/// One load-generator thread's connection to the server over datapath `D`.
+/// A split request's parts: each part's core and, once it arrived, its reply.
+type SplitParts = Vec<(usize, Option<Vec<u8>>)>;
+
+/// One load-generator thread's connection to the server over datapath `D`: to one server
+/// core, or to N cores with each request steered to the core that owns its key
+/// ([`crate::steer`]; a `getm`/`putm` over several cores is split, and reported once every
+/// part's reply is in, as one [`crate::steer::encode_parts`] payload).
 pub struct KvClient<D: Datapath> {
     dp: D,
-    conn: ConnId,
+    conns: Vec<ConnId>,
     thread: usize,
     ser: Serialization,
     reqs: Arc<RunRequests>,
     arena: Arena,
     buf: Vec<u8>,
     rx: Vec<RxMsg>,
+    /// Split requests waiting for parts, by wire id: each part's core and reply.
+    pending: HashMap<u32, SplitParts>,
+    parts_buf: Vec<u8>,
 }
 
 impl<D: Datapath> KvClient<D> {
     /// A client of `server` for load-generator thread `thread`, sending `reqs` in `ser`.
     pub fn new(
-        mut dp: D,
+        dp: D,
         server: SocketAddrV4,
         thread: usize,
         ser: Serialization,
         reqs: Arc<RunRequests>,
     ) -> io::Result<Self> {
-        let conn = dp.connect(server)?;
+        Self::steered(dp, &[server], thread, ser, reqs)
+    }
+
+    /// A client of the server cores at `cores` (core *i* at `cores[i]`) that sends every
+    /// request to the core owning its key.
+    pub fn steered(
+        mut dp: D,
+        cores: &[SocketAddrV4],
+        thread: usize,
+        ser: Serialization,
+        reqs: Arc<RunRequests>,
+    ) -> io::Result<Self> {
+        let conns = cornflakes::datapath::Connect::connect_all(&mut dp, cores)?;
         Ok(KvClient {
             dp,
-            conn,
+            conns,
             thread,
             ser,
             reqs,
             arena: Arena::new(),
             buf: Vec::new(),
             rx: Vec::with_capacity(64),
+            pending: HashMap::new(),
+            parts_buf: Vec::new(),
         })
     }
 
@@ -139,12 +162,43 @@ impl<D: Datapath> KvClient<D> {
     }
 
     fn send(&mut self, id: u64) -> Result<(), SendError> {
-        let op = self.reqs.op(id);
+        let reqs = self.reqs.clone();
+        let op = reqs.op(id);
         let (_, seq) = split_request_id(id);
         let msg = Msg::new(seq as u32, OpKind::of(op).msg_type());
+        let n = self.conns.len();
+        if let Some(core) = crate::steer::owner(op, n) {
+            return self.send_to(core, msg, op);
+        }
+        let parts = crate::steer::split(op, n);
+        self.pending
+            .insert(msg.id, parts.iter().map(|p| (p.core, None)).collect());
+        for p in &parts {
+            let msg = Msg::new(msg.id, OpKind::of(&p.op).msg_type());
+            // A full queue is flushed here, part by part: retrying the whole request would
+            // send the parts already queued twice.
+            let mut r = self.send_to(p.core, msg, &p.op);
+            if let Err(SendError::Full) = r {
+                let _ = self.flush();
+                r = self.send_to(p.core, msg, &p.op);
+            }
+            if let Err(e) = r {
+                self.pending.remove(&msg.id);
+                return Err(match e {
+                    SendError::Full => SendError::Io(io::Error::other(
+                        "transmit queue full in the middle of a split request",
+                    )),
+                    e => e,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn send_to(&mut self, core: usize, msg: Msg, op: &Op) -> Result<(), SendError> {
         send_op(
             &mut self.dp,
-            self.conn,
+            self.conns[core],
             msg,
             self.ser,
             op,
@@ -168,13 +222,36 @@ impl<D: Datapath> ClientTransport for KvClient<D> {
         self.flush()?;
         self.rx.clear();
         self.dp.recv_burst(&mut self.rx)?;
+        let mut n = 0;
         for m in &self.rx {
-            on_response(Response {
-                id: Some(request_id(self.thread, u64::from(m.msg.id))),
-                payload: &m.data,
-            });
+            let id = request_id(self.thread, u64::from(m.msg.id));
+            let Some(parts) = self.pending.get_mut(&m.msg.id) else {
+                n += 1;
+                on_response(Response {
+                    id: Some(id),
+                    payload: &m.data,
+                });
+                continue;
+            };
+            // A part of a split request: kept until every core has answered.
+            let core = self.conns.iter().position(|c| *c == m.conn);
+            if let Some(slot) = parts
+                .iter_mut()
+                .find(|(c, r)| Some(*c) == core && r.is_none())
+            {
+                slot.1 = Some(m.data.to_vec());
+            }
+            if parts.iter().all(|(_, r)| r.is_some()) {
+                let parts = self.pending.remove(&m.msg.id).unwrap_or_default();
+                let replies: Vec<Vec<u8>> = parts.into_iter().filter_map(|(_, r)| r).collect();
+                crate::steer::encode_parts(&replies, &mut self.parts_buf);
+                n += 1;
+                on_response(Response {
+                    id: Some(id),
+                    payload: &self.parts_buf,
+                });
+            }
         }
-        let n = self.rx.len();
         self.rx.clear();
         Ok(n)
     }
@@ -363,19 +440,39 @@ pub struct Checker {
     pub expected: Arc<Expected>,
     /// The serialization replies are in.
     pub ser: Serialization,
+    /// Server cores the client steers over (1: one server). With more, the reply to a
+    /// request whose keys span cores is the [`crate::steer::encode_parts`] of its parts'
+    /// replies, merged here before checking.
+    pub cores: usize,
 }
 
 impl Checker {
     /// Whether `payload` is a correct reply to load-generator request `id`.
     pub fn check(&self, id: u64, payload: &[u8]) -> bool {
         let op = self.reqs.op(id);
-        match decode_reply(self.ser, OpKind::of(op), payload) {
-            Ok((wire_id, reply)) => {
-                let (_, seq) = split_request_id(id);
-                wire_id.is_none_or(|w| w == seq as u32) && self.expected.check(op, &reply)
+        let (_, seq) = split_request_id(id);
+        let decode = |kind, payload| match decode_reply(self.ser, kind, payload) {
+            Ok((wire_id, reply)) if wire_id.is_none_or(|w| w == seq as u32) => Some(reply),
+            _ => None,
+        };
+        if self.cores > 1 && crate::steer::owner(op, self.cores).is_none() {
+            let parts = crate::steer::split(op, self.cores);
+            let Ok(payloads) = crate::steer::decode_parts(payload) else {
+                return false;
+            };
+            if payloads.len() != parts.len() {
+                return false;
             }
-            Err(_) => false,
+            let replies: Option<Vec<Reply>> = parts
+                .iter()
+                .zip(payloads)
+                .map(|(p, pl)| decode(OpKind::of(&p.op), pl))
+                .collect();
+            return replies
+                .and_then(|r| crate::steer::merge(op, &parts, r).ok())
+                .is_some_and(|merged| self.expected.check(op, &merged));
         }
+        decode(OpKind::of(op), payload).is_some_and(|reply| self.expected.check(op, &reply))
     }
 }
 

@@ -28,6 +28,7 @@ pub mod peers;
 pub mod resp;
 pub mod serialization;
 pub mod server;
+pub mod steer;
 pub mod store;
 #[cfg(feature = "xdp")]
 pub mod xdp;

@@ -9,9 +9,8 @@ use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use datapath_socket::SocketDatapath;
 use kv_store::bench::{self, load_store, BenchConfig};
-use kv_store::server::{KvServer, ServerConfig};
+use kv_store::server::ServerConfig;
 use kv_store::store::StoreConfig;
 use kv_store::Serialization;
 use kv_workloads::{
@@ -24,7 +23,7 @@ usage:
             [--rates R,R,..] [--duration SECS] [--warmup SECS] [--timeout-ms MS] [--threads N]
             [--threshold N] [--mtu N] [--max-item BYTES] [--memory-limit BYTES]
             [--requests N] [--seed N] [--out DIR] [--json PATH] [--spin] [--datapath emu|socket|xdp]
-            [--sample-every N] [--trials K] [--resolution F] [--peers redis,memcached]
+            [--sample-every N] [--trials K] [--resolution F] [--peers redis,memcached] [--cores N]
       One server per serialization (each loads the workload's contents), offered loads
       interleaved across serializations, every reply verified against what the store must
       hold. Prints the tables and writes DIR/kv.json (or --json), DIR/run.json, DIR/kv.svg,
@@ -38,7 +37,8 @@ usage:
       3) misses 95 % of offered, then bisection until the bracket is within --resolution F
       (default 0.05); also writes DIR/emu.md, DIR/emu-summary.json and DIR/emu-points.json.
       --datapath socket: open-loop client threads over kernel UDP
-      sockets on 127.0.0.1. --datapath xdp (feature `xdp`, root): each server a process over
+      sockets on 127.0.0.1; --cores N there: N pinned server cores, key-steered clients.
+      --datapath xdp (feature `xdp`, root): each server a process over
       AF_XDP in a network namespace on a veth pair, the clients on kernel sockets at the other
       end; serializations run one after another. --peers (with --datapath socket): then
       redis-server and memcached (apps/kv-peers: different systems, their own servers over
@@ -46,17 +46,21 @@ usage:
       and a side-by-side table appended to DIR/tables.md.
   kv server --serialization S [--bind IP:PORT] [--threshold N] [--mtu N] [--max-item BYTES]
             [--memory-limit BYTES] [--workload W [workload options]] [--seconds SECS] [--spin]
-            [--until-stdin-closes]
+            [--until-stdin-closes] [--cores N]
             [--datapath socket | xdp --ifname IF [--peer IP=MAC] | mlx5 --mlx5-dev DEV | ice --dpdk-args ARGS]
       Serves until killed (or for SECS, or until its stdin closes), printing its counters
       every second; with --workload, loads that workload's contents first. xdp (feature
       `xdp`, root): AF_XDP on interface IF, with a static ARP entry for the peer; mlx5
       (feature `mlx5`): a ConnectX device (RDMA name or PCI address); ice (feature `ice`):
       the DPDK port the EAL arguments name.
+      --cores N (socket datapath): N share-nothing cores pinned one per CPU, core i on
+      PORT+i holding only the keys k with kv_store::steer::core_of(k, N) = i (docs/cores.md).
   kv client --server IP:PORT --serialization S --workload W [workload options] [--rates ..]
             [--duration SECS] [--warmup SECS] [--timeout-ms MS] [--threads N] [--requests N]
-            [--seed N] [--out DIR] [--json PATH] [--spin]
+            [--seed N] [--out DIR] [--json PATH] [--spin] [--cores N]
       Sweeps the offered loads against a running `kv server` loaded with the same workload.
+      --cores N: the server runs N cores on PORT..PORT+N-1; each request goes to the core
+      owning its key, a getm/putm over several cores is split and its replies merged.
 
 workload options:
   ycsb:    --keys N  --shape COUNTxSIZE (1x4096, 2x2048, 4x1024)  --access getm|getlist
@@ -163,6 +167,9 @@ fn common(a: &mut Args, cfg: &mut BenchConfig) -> Result<(), String> {
     }
     if let Some(m) = a.parse::<usize>("--memory-limit")? {
         cfg.memory_limit = m;
+    }
+    if let Some(n) = a.parse::<usize>("--cores")? {
+        cfg.cores = n;
     }
     Ok(())
 }
@@ -297,6 +304,9 @@ fn server_cmd(mut a: Args) -> Result<(), String> {
     };
     common(&mut a, &mut bc)?;
     a.finish()?;
+    if bc.cores != 1 && (nic.is_some() || xdp.is_some()) {
+        return Err("--cores is supported on the socket datapath (docs/cores.md)".to_owned());
+    }
     let stop = std::sync::Arc::new(AtomicBool::new(false));
     if let Some(s) = seconds {
         let stop = stop.clone();
@@ -339,16 +349,27 @@ fn server_cmd(mut a: Args) -> Result<(), String> {
         eprintln!("[server] {st}");
         return Ok(());
     }
-    let dp = SocketDatapath::new(bc.socket(bind)).map_err(|e| format!("binding {bind}: {e}"))?;
-    let addr = cornflakes::datapath::Connect::local_addr(&dp);
-    let mut server = KvServer::new(dp, cfg);
-    if let Some(wl) = wl {
-        eprintln!("[server] {}", load_store(&wl, server.store_mut())?);
+    let cores = bc.cores;
+    let mut cc = percore::CoresConfig::new(&format!("kv-server-{ser}"), cores);
+    // One core floats, as it always has; several are pinned one per CPU.
+    cc.pin = cores > 1;
+    let load: kv_store::server::ShardLoader = std::sync::Arc::new(move |store, _, _| match &wl {
+        Some(wl) => load_store(wl, store),
+        None => Ok(String::new()),
+    });
+    let server = kv_store::server::ServerHandle::spawn_cores(
+        cfg,
+        bc.socket(bind),
+        &cc,
+        load,
+        Some(Duration::from_secs(1)),
+        bc.spin,
+    )?;
+    for (i, addr) in server.addrs().iter().enumerate() {
+        eprintln!("[server] ready: {ser} on {addr} (socket datapath, core {i} of {cores})");
     }
-    eprintln!("[server] ready: {ser} on {addr} (socket datapath)");
-    let (after, mut hook) = datapath_socket::idle::socket_idle(bc.spin);
-    server.run(&stop, Some(Duration::from_secs(1)), after, &mut hook);
-    eprintln!("[server] {}", server.stats());
+    let per_core = server.serve_until(&stop)?;
+    eprintln!("[server] {}", kv_store::server::ServerStats::sum(&per_core));
     Ok(())
 }
 

@@ -5,16 +5,17 @@
 use std::fmt;
 use std::io;
 use std::net::SocketAddrV4;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc};
-use std::thread::JoinHandle;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cornflakes::datapath::{Connect as _, DropCounters};
+use cornflakes::datapath::DropCounters;
 use cornflakes::mem::MemoryConfig;
 use cornflakes::{Arena, Datapath, RxMsg, SendError};
+use datapath_socket::cores::{spawn_socket_cores, SocketCores, SocketServer};
 use datapath_socket::{SocketConfig, SocketDatapath};
 use loadgen::LatencyHistogram;
+use percore::CoresConfig;
 
 use crate::cf::{self, SendPath, ServeError};
 use crate::resp;
@@ -82,6 +83,33 @@ pub struct ServerStats {
 }
 
 impl ServerStats {
+    /// Adds another core's counters to these.
+    pub fn add(&mut self, o: &ServerStats) {
+        self.received += o.received;
+        self.replied += o.replied;
+        self.malformed += o.malformed;
+        self.send_failed += o.send_failed;
+        self.io_errors += o.io_errors;
+        self.work.merge(&o.work);
+        self.datapath.add(&o.datapath);
+        self.store.keys += o.store.keys;
+        self.store.used_bytes += o.store.used_bytes;
+        self.store.full += o.store.full;
+        self.store.foreign += o.store.foreign;
+        if o.last_malformed.is_some() {
+            self.last_malformed.clone_from(&o.last_malformed);
+        }
+    }
+
+    /// The counters of several cores, summed.
+    pub fn sum(per_core: &[ServerStats]) -> ServerStats {
+        let mut all = ServerStats::default();
+        for s in per_core {
+            all.add(s);
+        }
+        all
+    }
+
     /// Median handling time per request, nanoseconds.
     pub fn work_p50_ns(&self) -> Option<f64> {
         self.work.p50_us().map(|us| us * 1000.0)
@@ -92,7 +120,7 @@ impl fmt::Display for ServerStats {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "received={} replied={} malformed={} send_failed={} io_errors={} datapath_drops={} keys={} store_bytes={} store_full={} work_p50={:.0}ns",
+            "received={} replied={} malformed={} send_failed={} io_errors={} datapath_drops={} keys={} store_bytes={} store_full={} foreign_keys={} work_p50={:.0}ns",
             self.received,
             self.replied,
             self.malformed,
@@ -102,6 +130,7 @@ impl fmt::Display for ServerStats {
             self.store.keys,
             self.store.used_bytes,
             self.store.full,
+            self.store.foreign,
             self.work_p50_ns().unwrap_or(0.0)
         )?;
         if let Some(why) = &self.last_malformed {
@@ -141,6 +170,13 @@ impl<D: Datapath> KvServer<D> {
             rx: Vec::with_capacity(64),
             stats: ServerStats::default(),
         }
+    }
+
+    /// Makes this server core `core` of `cores`: its store is that core's shard
+    /// ([`Store::set_shard`]).
+    pub fn with_core(mut self, core: usize, cores: usize) -> Self {
+        self.store.set_shard(core, cores);
+        self
     }
 
     /// The store (to load it, or inspect it).
@@ -254,7 +290,8 @@ impl<D: Datapath> KvServer<D> {
     }
 
     /// Polls until `stop` is set; after `idle_after` empty polls in a row calls `idle` (which
-    /// may block briefly). With `report`, prints the counters on stderr that often.
+    /// may block briefly). With `report`, prints the counters on stderr that often
+    /// ([`percore::poll_loop`]).
     pub fn run(
         &mut self,
         stop: &AtomicBool,
@@ -262,44 +299,58 @@ impl<D: Datapath> KvServer<D> {
         idle_after: u32,
         idle: &mut dyn FnMut(&D),
     ) {
-        let mut empty = 0u32;
-        let mut iter = 0u32;
-        let mut last = Instant::now();
-        while !stop.load(Ordering::Relaxed) {
-            if self.poll() == 0 {
-                empty += 1;
-                if empty >= idle_after {
-                    idle(&self.dp);
-                    empty = 0;
-                }
-            } else {
-                empty = 0;
-            }
-            iter = iter.wrapping_add(1);
-            if let Some(every) = report {
-                if iter.is_multiple_of(1024) && last.elapsed() >= every {
-                    last = Instant::now();
-                    eprintln!("[server {}] {}", self.ser, self.stats());
-                }
-            }
-        }
+        percore::poll_loop(self, stop, report, idle_after, &mut |s: &mut Self| {
+            idle(&s.dp)
+        });
     }
 }
 
-/// Loads a store before the server starts serving (runs on the server's thread, where the
-/// pinned memory lives). Returns a description for the log, or why loading failed.
+impl<D: Datapath> percore::Poll for KvServer<D> {
+    type Stats = ServerStats;
+
+    fn poll(&mut self) -> usize {
+        KvServer::poll(self)
+    }
+
+    fn stats(&self) -> ServerStats {
+        KvServer::stats(self)
+    }
+
+    fn report_line(&self) -> String {
+        format!(
+            "[server {} {}] {}",
+            self.ser,
+            self.dp.local_addr(),
+            self.stats()
+        )
+    }
+}
+
+impl SocketServer for KvServer<SocketDatapath> {
+    fn socket_datapath(&self) -> &SocketDatapath {
+        &self.dp
+    }
+}
+
+/// Loads a store before the server starts serving (runs on the server core's thread, where
+/// the pinned memory lives). Returns a description for the log, or why loading failed.
 pub type Loader = Box<dyn FnOnce(&mut Store) -> Result<String, String> + Send>;
 
-/// A server running on its own thread over the socket datapath.
+/// Loads core `core`'s shard of the store (of `cores` cores) before that core serves; runs on
+/// the core's own thread. Returns a description for the log, or why loading failed.
+pub type ShardLoader =
+    Arc<dyn Fn(&mut Store, usize, usize) -> Result<String, String> + Send + Sync>;
+
+/// KV server cores over the socket datapath, each on its own thread with its own socket (core
+/// *i* on the base port plus *i*), store shard, arena and counters (`docs/cores.md`).
 pub struct ServerHandle {
-    addr: SocketAddrV4,
-    stop: Arc<AtomicBool>,
-    join: JoinHandle<ServerStats>,
+    cores: SocketCores<(), ServerStats>,
 }
 
 impl ServerHandle {
-    /// Binds `sock.bind`, loads the store with `load`, and serves on a new thread (blocking
-    /// briefly on the socket when idle, or yielding when `spin`). Returns once loaded.
+    /// Binds `sock.bind`, loads the store with `load`, and serves on one new, unpinned thread
+    /// (blocking briefly on the socket when idle, or yielding when `spin`). Returns once
+    /// loaded.
     pub fn spawn(
         cfg: ServerConfig,
         sock: SocketConfig,
@@ -307,60 +358,70 @@ impl ServerHandle {
         report: Option<Duration>,
         spin: bool,
     ) -> Result<ServerHandle, String> {
+        let mut cores = CoresConfig::new(&format!("kv-server-{}", cfg.serialization), 1);
+        cores.pin = false;
+        let load = std::sync::Mutex::new(Some(load));
+        let shard: ShardLoader = Arc::new(move |store, _, _| {
+            // Setup only (one core, called once): never on the request path.
+            match load.lock().ok().and_then(|mut l| l.take()) {
+                Some(f) => f(store),
+                None => Err("the loader ran twice".to_owned()),
+            }
+        });
+        Self::spawn_cores(cfg, sock, &cores, shard, report, spin)
+    }
+
+    /// Starts `cores.cores` share-nothing server cores, core *i* on `sock.bind`'s port plus
+    /// *i*, each loading its own shard with `load(store, i, cores)` (the keys with
+    /// [`crate::steer::core_of`] = *i*). Returns once every core is bound and loaded.
+    pub fn spawn_cores(
+        cfg: ServerConfig,
+        sock: SocketConfig,
+        cores: &CoresConfig,
+        load: ShardLoader,
+        report: Option<Duration>,
+        spin: bool,
+    ) -> Result<ServerHandle, String> {
         let stop = Arc::new(AtomicBool::new(false));
-        let (tx, rx) = mpsc::channel();
-        let stop2 = stop.clone();
-        let join = std::thread::Builder::new()
-            .name(format!("kv-server-{}", cfg.serialization))
-            .spawn(move || {
-                let dp = match SocketDatapath::new(sock) {
-                    Ok(dp) => dp,
-                    Err(e) => {
-                        let _ = tx.send(Err(format!("server socket: {e}")));
-                        return ServerStats::default();
-                    }
-                };
-                let addr = dp.local_addr();
-                let mut server = KvServer::new(dp, cfg);
-                match load(server.store_mut()) {
-                    Ok(what) => {
-                        let _ = tx.send(Ok((addr, what)));
-                    }
-                    Err(e) => {
-                        let _ = tx.send(Err(format!("loading the store: {e}")));
-                        return server.stats();
-                    }
-                }
-                let (after, mut hook) = datapath_socket::idle::socket_idle(spin);
-                server.run(&stop2, report, after, &mut hook);
-                server.stats()
-            })
-            .map_err(|e| format!("spawning the server thread: {e}"))?;
-        match rx.recv() {
-            Ok(Ok((addr, what))) => {
-                if !what.is_empty() {
-                    eprintln!("[server {}] {what}", cfg.serialization);
-                }
-                Ok(ServerHandle { addr, stop, join })
+        let cores = spawn_socket_cores(sock, cores, stop, spin, report, move |dp, core| {
+            let mut server = KvServer::new(dp, cfg).with_core(core.index(), core.count());
+            let what = load(server.store_mut(), core.index(), core.count())
+                .map_err(|e| format!("loading the store: {e}"))?;
+            if !what.is_empty() {
+                eprintln!(
+                    "[server {} core {}] {what}",
+                    cfg.serialization,
+                    core.index()
+                );
             }
-            Ok(Err(e)) => {
-                let _ = join.join();
-                Err(e)
-            }
-            Err(_) => Err("the server thread exited during setup".to_owned()),
-        }
+            Ok((server, ()))
+        })?;
+        Ok(ServerHandle { cores })
     }
 
-    /// The address the server listens on.
+    /// The address core 0 listens on.
     pub fn addr(&self) -> SocketAddrV4 {
-        self.addr
+        self.cores.ready()[0].0
     }
 
-    /// Stops the server and returns its final counters.
+    /// Every core's address, by core index (a client steers by these).
+    pub fn addrs(&self) -> Vec<SocketAddrV4> {
+        self.cores.ready().iter().map(|r| r.0).collect()
+    }
+
+    /// Stops the server and returns its final counters, summed over the cores.
     pub fn stop(self) -> io::Result<ServerStats> {
-        self.stop.store(true, Ordering::Relaxed);
-        self.join
-            .join()
-            .map_err(|_| io::Error::other("the server thread panicked"))
+        self.stop_per_core().map(|per| ServerStats::sum(&per))
+    }
+
+    /// Stops the server and returns each core's final counters, by core index.
+    pub fn stop_per_core(self) -> io::Result<Vec<ServerStats>> {
+        self.cores.stop().map_err(io::Error::other)
+    }
+
+    /// Serves until `stop` is set, then stops and returns each core's final counters (printed
+    /// per core on stderr when there are several).
+    pub fn serve_until(self, stop: &AtomicBool) -> Result<Vec<ServerStats>, String> {
+        self.cores.serve_until(stop, "[server]")
     }
 }

@@ -109,6 +109,9 @@ pub struct StoreStats {
     pub used_bytes: usize,
     /// Writes refused because of the memory limit or exhausted pinned memory.
     pub full: u64,
+    /// Accesses to keys of another core's shard (a store with a shard only; always 0 when
+    /// clients steer every key to its core, `docs/cores.md`).
+    pub foreign: u64,
 }
 
 /// The key-value store of one server core. Values live in the datapath's pinned memory so
@@ -119,6 +122,9 @@ pub struct Store {
     limit: usize,
     used: usize,
     full: u64,
+    /// `(this core, cores)` when the store is one core's shard.
+    shard: Option<(usize, usize)>,
+    foreign: std::cell::Cell<u64>,
 }
 
 fn key_cost(key: &str) -> usize {
@@ -134,6 +140,28 @@ impl Store {
             limit: cfg.memory_limit,
             used: 0,
             full: 0,
+            shard: None,
+            foreign: std::cell::Cell::new(0),
+        }
+    }
+
+    /// Makes this store core `core`'s shard of `cores` ([`crate::steer::core_of`]): every
+    /// access to a key of another core is counted in [`StoreStats::foreign`] (and still
+    /// served: the key is simply not here).
+    pub fn set_shard(&mut self, core: usize, cores: usize) {
+        self.shard = (cores > 1).then_some((core, cores));
+    }
+
+    /// The shard, `(core, cores)`, if any.
+    pub fn shard(&self) -> Option<(usize, usize)> {
+        self.shard
+    }
+
+    fn touch(&self, key: &str) {
+        if let Some((core, cores)) = self.shard {
+            if crate::steer::core_of(key, cores) != core {
+                self.foreign.set(self.foreign.get() + 1);
+            }
         }
     }
 
@@ -143,6 +171,7 @@ impl Store {
             keys: self.map.len(),
             used_bytes: self.used,
             full: self.full,
+            foreign: self.foreign.get(),
         }
     }
 
@@ -189,6 +218,7 @@ impl Store {
     /// Replaces the list at `key` by `vals` (at least one). The old buffers are released when
     /// their last reference (the store's, or an in-flight send's) drops.
     pub fn put_list(&mut self, key: &str, vals: &[&[u8]]) -> Result<(), Status> {
+        self.touch(key);
         if vals.is_empty() {
             return Err(Status::BadRequest);
         }
@@ -212,6 +242,7 @@ impl Store {
     /// Appends `val` to the list at `key` (a new list of one when the key is absent).
     /// Returns the list's new length.
     pub fn append(&mut self, key: &str, val: &[u8]) -> Result<usize, Status> {
+        self.touch(key);
         let v = self.alloc_or_full(val)?;
         let add = v.cost()
             + if self.map.contains_key(key) {
@@ -227,6 +258,7 @@ impl Store {
 
     /// Removes `key`.
     pub fn delete(&mut self, key: &str) -> Result<(), Status> {
+        self.touch(key);
         let old = self.map.remove(key).ok_or(Status::NotFound)?;
         self.used = self.used.saturating_sub(Self::list_cost(key, &old));
         Ok(())
@@ -239,6 +271,7 @@ impl Store {
 
     /// The whole list at `key`.
     pub fn get_list(&self, key: &str) -> Result<&[Value], Status> {
+        self.touch(key);
         self.map.get(key).map(Vec::as_slice).ok_or(Status::NotFound)
     }
 

@@ -227,6 +227,7 @@ pub(crate) fn run_xdp(
             reqs: prep.reqs.clone(),
             expected: prep.expected.clone(),
             ser,
+            cores: 1,
         });
         let records = crate::bench::sweep_one(
             cfg,

@@ -204,6 +204,50 @@ pub struct DropCounters {
 }
 
 impl DropCounters {
+    /// Adds `other`'s counts to these (summing the counters of several cores' datapaths).
+    pub fn add(&mut self, other: &DropCounters) {
+        let DropCounters {
+            delivered,
+            truncated,
+            bad_checksum,
+            non_ipv4,
+            non_udp,
+            ip_fragment,
+            ip_options,
+            bad_ip_header,
+            wrong_dst,
+            unknown_port,
+            bad_framing,
+            duplicate_segment,
+            reassembly_timeout,
+            reassembly_overflow,
+            no_rx_buffers,
+            conn_table_full,
+            bad_arp,
+            arp_replies_sent,
+            arp_failures,
+        } = *other;
+        self.delivered += delivered;
+        self.truncated += truncated;
+        self.bad_checksum += bad_checksum;
+        self.non_ipv4 += non_ipv4;
+        self.non_udp += non_udp;
+        self.ip_fragment += ip_fragment;
+        self.ip_options += ip_options;
+        self.bad_ip_header += bad_ip_header;
+        self.wrong_dst += wrong_dst;
+        self.unknown_port += unknown_port;
+        self.bad_framing += bad_framing;
+        self.duplicate_segment += duplicate_segment;
+        self.reassembly_timeout += reassembly_timeout;
+        self.reassembly_overflow += reassembly_overflow;
+        self.no_rx_buffers += no_rx_buffers;
+        self.conn_table_full += conn_table_full;
+        self.bad_arp += bad_arp;
+        self.arp_replies_sent += arp_replies_sent;
+        self.arp_failures += arp_failures;
+    }
+
     /// Sum of all drop counters (everything except `delivered` and `arp_replies_sent`).
     pub fn total_drops(&self) -> u64 {
         self.truncated
@@ -245,6 +289,15 @@ pub trait Connect {
 
     /// Our IPv4 address and UDP port.
     fn local_addr(&self) -> SocketAddrV4;
+
+    /// One connection to each of `peers`, in order (e.g. to each core of a server that runs
+    /// one port per core). An error when `peers` is empty or a connection fails.
+    fn connect_all(&mut self, peers: &[SocketAddrV4]) -> io::Result<Vec<ConnId>> {
+        if peers.is_empty() {
+            return Err(io::Error::other("no peer to connect to"));
+        }
+        peers.iter().map(|p| self.connect(*p)).collect()
+    }
 }
 
 /// Receiving.
@@ -354,6 +407,38 @@ mod test {
     use super::*;
     use crate::handwritten::GetM;
     use crate::{Arena, CFBytes, CFPtr};
+
+    #[test]
+    fn drop_counters_of_several_cores_add_up_field_by_field() {
+        let mut a = DropCounters {
+            delivered: 10,
+            truncated: 1,
+            bad_framing: 2,
+            arp_replies_sent: 3,
+            ..DropCounters::default()
+        };
+        let b = DropCounters {
+            delivered: 5,
+            bad_framing: 4,
+            unknown_port: 7,
+            arp_failures: 1,
+            ..DropCounters::default()
+        };
+        a.add(&b);
+        assert_eq!(
+            a,
+            DropCounters {
+                delivered: 15,
+                truncated: 1,
+                bad_framing: 6,
+                unknown_port: 7,
+                arp_replies_sent: 3,
+                arp_failures: 1,
+                ..DropCounters::default()
+            }
+        );
+        assert_eq!(a.total_drops(), 1 + 6 + 7);
+    }
 
     fn getm<'a>(arena: &'a Arena, mem: &PinnedMemory, lens: &[usize]) -> GetM<'a> {
         let mut m = GetM::new_in(arena);

@@ -15,6 +15,15 @@
 //!
 //! Tests can also inject raw frames ([`Loopback::inject_frame`]) and capture every frame put on
 //! the wire ([`Loopback::set_capture`]).
+//!
+//! [`Loopback::multi_queue`] gives one end several queue pairs, as a NIC with one receive and
+//! one transmit queue per server core (`docs/cores.md`): each queue is its own [`Loopback`] —
+//! its own pinned memory, stack, connection table and UDP port — and the NIC steers every
+//! frame from the other end to the queue whose port is the frame's UDP destination port (an
+//! exact-match flow rule per queue, as `ibv_create_flow` or `rte_flow` would install);
+//! anything else (ARP, other ports) goes to queue 0. The link is in-process and
+//! single-threaded (`Rc`), so the queues are polled in turn on one thread: it checks the
+//! steering and the per-core state, not parallel speed.
 
 //! ```
 //! use std::net::{Ipv4Addr, SocketAddrV4};
@@ -104,14 +113,42 @@ struct Ring {
     visible: usize,
 }
 
-/// The two directions of a link.
+/// A link: endpoint 0 is the single-queue end, endpoints `1..` the queues of the other end.
 struct Link {
-    rings: [Ring; 2],
-    capture: [Option<Vec<Vec<u8>>>; 2],
+    /// Each endpoint's transmit ring.
+    rings: Vec<Ring>,
+    capture: Vec<Option<Vec<Vec<u8>>>>,
+    /// With several queues: each queue's UDP port (its steering rule).
+    ports: Vec<u16>,
+    /// With several queues: frames from endpoint 0 already gathered by the NIC and steered to
+    /// each queue, waiting for that queue's poll.
+    steered: Vec<VecDeque<Vec<u8>>>,
 }
 
-/// One end of a loopback link.
+impl Link {
+    /// The queue whose port is `frame`'s IPv4/UDP destination port; queue 0 for anything else.
+    fn steer(&self, frame: &[u8]) -> usize {
+        let udp_dst = (|| {
+            if frame.get(12..14)? != [0x08, 0x00] {
+                return None;
+            }
+            let ihl = usize::from(frame.get(14)? & 0x0f) * 4;
+            if *frame.get(23)? != 17 {
+                return None;
+            }
+            let at = 14 + ihl + 2;
+            let p = frame.get(at..at + 2)?;
+            Some(u16::from_be_bytes([p[0], p[1]]))
+        })();
+        udp_dst
+            .and_then(|d| self.ports.iter().position(|&p| p == d))
+            .unwrap_or(0)
+    }
+}
+
+/// One end of a loopback link (or one queue of a multi-queue end).
 pub struct Loopback {
+    /// This endpoint: 0 for the single-queue end, `1 + q` for queue `q` of the other end.
     side: usize,
     link: Rc<RefCell<Link>>,
     stack: EthStack,
@@ -143,9 +180,24 @@ impl TxSink for RingSink<'_> {
 impl Loopback {
     /// Two NICs connected back to back.
     pub fn pair(a: LoopbackConfig, b: LoopbackConfig) -> Result<(Loopback, Loopback), AllocError> {
+        let (a, mut b) = Loopback::multi_queue(a, vec![b])?;
+        Ok((a, b.remove(0)))
+    }
+
+    /// A single-queue NIC `a` connected back to back with a NIC of `queues.len()` queue pairs,
+    /// one per configuration (each with its own memory and stack; give them the same MAC and
+    /// IP address and one UDP port each). Frames from `a` go to the queue whose port is their
+    /// UDP destination port, anything else to queue 0; `a` receives from every queue.
+    pub fn multi_queue(
+        a: LoopbackConfig,
+        queues: Vec<LoopbackConfig>,
+    ) -> Result<(Loopback, Vec<Loopback>), AllocError> {
+        let n = 1 + queues.len();
         let link = Rc::new(RefCell::new(Link {
-            rings: [Ring::default(), Ring::default()],
-            capture: [None, None],
+            rings: (0..n).map(|_| Ring::default()).collect(),
+            capture: vec![None; n],
+            ports: queues.iter().map(|q| q.stack.addr.port()).collect(),
+            steered: (0..queues.len()).map(|_| VecDeque::new()).collect(),
         }));
         let mk = |side: usize, mut cfg: LoopbackConfig| -> Result<Loopback, AllocError> {
             let mem = PinnedMemory::new(cfg.memory.clone())?;
@@ -160,7 +212,13 @@ impl Loopback {
                 injected: VecDeque::new(),
             })
         };
-        Ok((mk(0, a)?, mk(1, b)?))
+        let a = mk(0, a)?;
+        let qs = queues
+            .into_iter()
+            .enumerate()
+            .map(|(q, cfg)| mk(1 + q, cfg))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok((a, qs))
     }
 
     /// The stack (configuration and counters).
@@ -232,31 +290,50 @@ impl Loopback {
     }
 
     /// Gathers up to `budget` whole frames the peer has made visible into fresh receive
-    /// buffers, marking their descriptors done.
+    /// buffers, marking their descriptors done. The single-queue end gathers from every queue
+    /// of the other end in turn; with several queues, a queue takes the frames the NIC steered
+    /// to it (gathering everything endpoint 0 made visible and steering it first).
     fn dma_from_peer(&mut self, budget: usize, frames: &mut Vec<RcBuf>) {
         let mut link = self.link.borrow_mut();
-        let peer = 1 - self.side;
-        let mut gathered = 0;
-        while gathered < budget {
-            let ring = &mut link.rings[peer];
-            // Find the end of the next whole frame among the visible descriptors.
-            let start = ring.done;
-            let Some(last) = (start..ring.visible).find(|&i| ring.descs[i].end_of_frame) else {
-                break;
-            };
-            let len: usize = (start..=last).map(|i| ring.descs[i].len).sum();
-            let mut bytes = Vec::with_capacity(len);
-            for i in start..=last {
-                let d = &ring.descs[i];
-                debug_assert_eq!(d.addr, d.buf.as_ptr());
-                bytes.extend_from_slice(&d.buf[..d.len]);
+        let queues = link.rings.len() - 1;
+        let mut bytes_in: Vec<Vec<u8>> = Vec::new();
+        if self.side == 0 {
+            let mut progress = true;
+            while bytes_in.len() < budget && progress {
+                progress = false;
+                for peer in 1..=queues {
+                    if bytes_in.len() < budget {
+                        if let Some(f) = gather_one(&mut link, peer) {
+                            bytes_in.push(f);
+                            progress = true;
+                        }
+                    }
+                }
             }
-            ring.done = last + 1;
-            gathered += 1;
-            if let Some(c) = link.capture[peer].as_mut() {
-                c.push(bytes.clone());
+        } else if queues == 1 {
+            while bytes_in.len() < budget {
+                match gather_one(&mut link, 0) {
+                    Some(f) => bytes_in.push(f),
+                    None => break,
+                }
             }
-            match self.mem.alloc(len) {
+        } else {
+            // The NIC: every whole frame endpoint 0 made visible goes to its queue.
+            while let Some(f) = gather_one(&mut link, 0) {
+                let q = link.steer(&f);
+                link.steered[q].push_back(f);
+            }
+            let mine = &mut link.steered[self.side - 1];
+            while bytes_in.len() < budget {
+                match mine.pop_front() {
+                    Some(f) => bytes_in.push(f),
+                    None => break,
+                }
+            }
+        }
+        drop(link);
+        for bytes in bytes_in {
+            match self.mem.alloc(bytes.len()) {
                 Ok(mut b) => {
                     b.copy_from_slice(&bytes);
                     frames.push(b.freeze());
@@ -277,6 +354,26 @@ impl Loopback {
         };
         f(&mut self.stack, &self.mem, &mut sink)
     }
+}
+
+/// Gathers ("DMA") the next whole frame endpoint `peer` made visible, marking its descriptors
+/// done and recording it if `peer` captures.
+fn gather_one(link: &mut Link, peer: usize) -> Option<Vec<u8>> {
+    let ring = &mut link.rings[peer];
+    let start = ring.done;
+    let last = (start..ring.visible).find(|&i| ring.descs[i].end_of_frame)?;
+    let len: usize = (start..=last).map(|i| ring.descs[i].len).sum();
+    let mut bytes = Vec::with_capacity(len);
+    for i in start..=last {
+        let d = &ring.descs[i];
+        debug_assert_eq!(d.addr, d.buf.as_ptr());
+        bytes.extend_from_slice(&d.buf[..d.len]);
+    }
+    ring.done = last + 1;
+    if let Some(c) = link.capture[peer].as_mut() {
+        c.push(bytes.clone());
+    }
+    Some(bytes)
 }
 
 impl DatapathMemory for Loopback {

@@ -3,7 +3,12 @@
 // Cornflakes AF_XDP steering program.
 //
 // Redirects to the AF_XDP socket of the receiving queue:
-//   - unfragmented IPv4/UDP datagrams whose destination port is cf_config[CFG_PORT], and
+//   - unfragmented IPv4/UDP datagrams whose destination port is cf_config[CFG_PORT], or with
+//     several server cores (cf_config[CFG_PORTS] = N > 1) one of the N ports from it on:
+//     port CFG_PORT + i belongs to core i, whose socket is bound to queue i. A frame for port
+//     CFG_PORT + i that arrives on another queue is counted (ST_MISSTEERED) and dropped: an
+//     AF_XDP socket only takes its own queue's frames, so steering a port to its queue is the
+//     NIC's job (an ntuple rule; on veth the sender's TX queue, docs/cores.md); and
 //   - ARP frames when cf_config[CFG_ARP_TO_STACK] is non-zero (the Cornflakes stack then owns
 //     the interface's IPv4 address and answers ARP itself).
 // Everything else (and any frame of a queue without a socket) goes to the kernel (XDP_PASS).
@@ -22,13 +27,15 @@
 
 #define CFG_PORT 0
 #define CFG_ARP_TO_STACK 1
-#define CFG_LEN 2
+#define CFG_PORTS 2
+#define CFG_LEN 3
 
 // Counters (per CPU would be cheaper; one array entry each is enough for tests and monitoring).
 #define ST_REDIRECTED 0
 #define ST_ARP 1
 #define ST_PASSED 2
-#define ST_LEN 3
+#define ST_MISSTEERED 3
+#define ST_LEN 4
 
 struct {
 	__uint(type, BPF_MAP_TYPE_XSKMAP);
@@ -103,8 +110,15 @@ int cf_xdp_redirect(struct xdp_md *ctx)
 		goto pass;
 
 	__u32 port = config(CFG_PORT);
-	if (port != 0 && udp->dest == bpf_htons((__u16)port))
+	__u32 ports = config(CFG_PORTS);
+	__u32 dest = bpf_ntohs(udp->dest);
+	if (port != 0 && dest >= port && dest - port < (ports > 1 ? ports : 1)) {
+		if (ports > 1 && dest - port != ctx->rx_queue_index) {
+			count(ST_MISSTEERED);
+			return XDP_DROP;
+		}
 		return to_socket(ctx, ST_REDIRECTED);
+	}
 
 pass:
 	count(ST_PASSED);

@@ -5,8 +5,9 @@
 
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::io;
-use std::os::fd::RawFd;
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::ptr::NonNull;
+use std::sync::Arc;
 
 static OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/cf_xdp.o"));
 
@@ -49,6 +50,7 @@ const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
 
 const CFG_PORT: u32 = 0;
 const CFG_ARP_TO_STACK: u32 = 1;
+const CFG_PORTS: u32 = 2;
 
 /// Where the program runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -86,6 +88,9 @@ pub struct ProgramStats {
     pub arp: u64,
     /// Frames passed to the kernel.
     pub passed: u64,
+    /// Frames for one server core's port that arrived on another core's queue (dropped; see
+    /// [`XdpProgram::set_ports`]).
+    pub misteered: u64,
 }
 
 fn neg_errno(r: c_int, what: &str) -> io::Result<c_int> {
@@ -160,20 +165,34 @@ impl XdpProgram {
     }
 
     fn update(&self, map: RawFd, key: u32, value: &[u8], what: &str) -> io::Result<()> {
-        // SAFETY: key and value point at live data of the map's key and value sizes (u32 keys;
-        // callers pass values of the declared size).
-        let r = unsafe {
-            bpf_map_update_elem(map, (&key as *const u32).cast(), value.as_ptr().cast(), 0)
-        };
-        neg_errno(r, what).map(drop)
+        update(map, key, value, what)
     }
 
     /// Redirects UDP datagrams to `port` (0 redirects none).
     pub fn set_port(&self, port: u16) -> io::Result<()> {
+        self.set_ports(port, 1)
+    }
+
+    /// Redirects UDP datagrams to the `cores` ports `base..base + cores`, port `base + i` to
+    /// the socket of queue `i` (one server core per queue, `docs/cores.md`). A datagram for
+    /// port `base + i` arriving on another queue is dropped and counted
+    /// ([`ProgramStats::misteered`]).
+    pub fn set_ports(&self, base: u16, cores: u16) -> io::Result<()> {
+        if usize::from(base) + usize::from(cores.max(1)) > 65536 {
+            return Err(io::Error::other(format!(
+                "{cores} ports from {base} run past 65535"
+            )));
+        }
+        self.update(
+            self.config,
+            CFG_PORTS,
+            &u32::from(cores).to_ne_bytes(),
+            "setting the number of ports",
+        )?;
         self.update(
             self.config,
             CFG_PORT,
-            &u32::from(port).to_ne_bytes(),
+            &u32::from(base).to_ne_bytes(),
             "setting the port",
         )
     }
@@ -190,34 +209,87 @@ impl XdpProgram {
 
     /// Steers queue `queue`'s traffic to the AF_XDP socket `fd`.
     pub fn register_socket(&self, queue: u32, fd: RawFd) -> io::Result<()> {
-        self.update(
-            self.xsks,
-            queue,
-            &(fd as u32).to_ne_bytes(),
-            "adding the socket to the XSK map",
-        )
+        register(self.xsks, queue, fd)
     }
 
     /// The program's counters.
     pub fn stats(&self) -> io::Result<ProgramStats> {
-        let get = |k: u32| -> io::Result<u64> {
-            let mut v = 0u64;
-            // SAFETY: u32 key and u64 value match the map's declaration.
-            let r = unsafe {
-                bpf_map_lookup_elem(
-                    self.stats,
-                    (&k as *const u32).cast(),
-                    (&mut v as *mut u64).cast(),
-                )
-            };
-            neg_errno(r, "reading XDP counters").map(|_| v)
+        read_stats(self.stats)
+    }
+
+    /// A handle other threads use to register their queue's socket with this program and read
+    /// its counters (one datapath per core, each on its own thread; the program stays with
+    /// this object, which must outlive them).
+    pub fn share(&self) -> io::Result<SharedProgram> {
+        let dup = |fd: RawFd| -> io::Result<Arc<OwnedFd>> {
+            // SAFETY: `fd` is a map fd this object keeps open for its whole life; borrowing it
+            // for the duration of the dup is sound.
+            let b = unsafe { BorrowedFd::borrow_raw(fd) };
+            Ok(Arc::new(b.try_clone_to_owned()?))
         };
-        Ok(ProgramStats {
-            redirected: get(0)?,
-            arp: get(1)?,
-            passed: get(2)?,
+        Ok(SharedProgram {
+            xsks: dup(self.xsks)?,
+            stats: dup(self.stats)?,
         })
     }
+}
+
+/// The part of an attached [`XdpProgram`] a datapath on another thread needs: its socket map
+/// (to register its queue's socket) and its counters. Cloning is cheap.
+#[derive(Clone, Debug)]
+pub struct SharedProgram {
+    xsks: Arc<OwnedFd>,
+    stats: Arc<OwnedFd>,
+}
+
+impl SharedProgram {
+    /// Steers queue `queue`'s traffic to the AF_XDP socket `fd`.
+    pub fn register_socket(&self, queue: u32, fd: RawFd) -> io::Result<()> {
+        register(self.xsks.as_raw_fd(), queue, fd)
+    }
+
+    /// The program's counters.
+    pub fn stats(&self) -> io::Result<ProgramStats> {
+        read_stats(self.stats.as_raw_fd())
+    }
+}
+
+fn update(map: RawFd, key: u32, value: &[u8], what: &str) -> io::Result<()> {
+    // SAFETY: key and value point at live data of the map's key and value sizes (u32 keys;
+    // callers pass values of the declared size).
+    let r =
+        unsafe { bpf_map_update_elem(map, (&key as *const u32).cast(), value.as_ptr().cast(), 0) };
+    neg_errno(r, what).map(drop)
+}
+
+fn register(xsks: RawFd, queue: u32, fd: RawFd) -> io::Result<()> {
+    update(
+        xsks,
+        queue,
+        &(fd as u32).to_ne_bytes(),
+        "adding the socket to the XSK map",
+    )
+}
+
+fn read_stats(stats: RawFd) -> io::Result<ProgramStats> {
+    let get = |k: u32| -> io::Result<u64> {
+        let mut v = 0u64;
+        // SAFETY: u32 key and u64 value match the map's declaration.
+        let r = unsafe {
+            bpf_map_lookup_elem(
+                stats,
+                (&k as *const u32).cast(),
+                (&mut v as *mut u64).cast(),
+            )
+        };
+        neg_errno(r, "reading XDP counters").map(|_| v)
+    };
+    Ok(ProgramStats {
+        redirected: get(0)?,
+        arp: get(1)?,
+        passed: get(2)?,
+        misteered: get(3)?,
+    })
 }
 
 impl Drop for XdpProgram {

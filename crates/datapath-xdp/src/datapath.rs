@@ -25,7 +25,7 @@ use cornflakes_stack::template::{HeaderTemplate, TEMPLATE_LEN};
 use cornflakes_stack::tx::{self, TxSink};
 use cornflakes_stack::wire::{ethernet, framing, ChecksumCaps, MacAddr};
 
-use crate::bpf::{AttachMode, Program, ProgramStats, XdpProgram};
+use crate::bpf::{AttachMode, Program, ProgramStats, SharedProgram, XdpProgram};
 use crate::plan::{bounce_split, plan_chain, Entry, FRAME_SIZE};
 use crate::sys::{self, BindMode, RingSizes};
 use crate::xsk::{umem_memory, TxError, Xsk, XskConfig, XskStats, MAX_TX_DESCRIPTORS, RX_HEADROOM};
@@ -84,6 +84,12 @@ pub struct XdpConfig {
     pub max_message_len: usize,
     /// Static ARP entries.
     pub static_arp: Vec<(Ipv4Addr, MacAddr)>,
+    /// `None`: the datapath attaches its own program, redirecting `addr`'s port. `Some`: one
+    /// of several datapaths (one per queue and server core, each on its own thread) sharing a
+    /// program the caller attached and configured ([`XdpProgram::set_ports`],
+    /// [`XdpProgram::set_arp_to_stack`]) and keeps attached while they run; this datapath only
+    /// registers its socket for `queue` (`docs/cores.md`).
+    pub program: Option<SharedProgram>,
 }
 
 impl XdpConfig {
@@ -111,8 +117,15 @@ impl XdpConfig {
             multi_buffer: true,
             max_message_len: 1 << 20,
             static_arp: Vec::new(),
+            program: None,
         }
     }
+}
+
+/// The datapath's own program, or a handle to one shared with the other queues' datapaths.
+enum ProgramHandle {
+    Own(XdpProgram),
+    Shared(SharedProgram),
 }
 
 /// The AF_XDP datapath. Create it on the thread (and in the network namespace) that will use
@@ -121,7 +134,7 @@ pub struct XdpDatapath {
     // Field order is drop order: the socket (and its hold on the frames) first, then the
     // program (detached from the interface), then the rest.
     xsk: Xsk,
-    prog: XdpProgram,
+    prog: ProgramHandle,
     stack: EthStack,
     mem: PinnedMemory,
     caps: ChecksumCaps,
@@ -147,8 +160,14 @@ impl XdpDatapath {
             None => sys::mtu(&cfg.ifname)?,
         };
         let max_segments = cfg.max_segments.clamp(1, MAX_TX_DESCRIPTORS);
-        let prog = XdpProgram::attach(ifindex, Program::Redirect, cfg.attach)?;
-        prog.set_arp_to_stack(cfg.arp_to_stack)?;
+        let prog = match &cfg.program {
+            Some(shared) => ProgramHandle::Shared(shared.clone()),
+            None => {
+                let prog = XdpProgram::attach(ifindex, Program::Redirect, cfg.attach)?;
+                prog.set_arp_to_stack(cfg.arp_to_stack)?;
+                ProgramHandle::Own(prog)
+            }
+        };
         let mem = umem_memory(cfg.umem_bytes).map_err(io::Error::other)?;
         let xcfg = XskConfig {
             ifindex,
@@ -165,8 +184,13 @@ impl XdpDatapath {
         } else {
             (1, FRAME_SIZE - RX_HEADROOM)
         };
-        prog.register_socket(cfg.queue, xsk.fd())?;
-        prog.set_port(cfg.addr.port())?;
+        match &prog {
+            ProgramHandle::Own(p) => {
+                p.register_socket(cfg.queue, xsk.fd())?;
+                p.set_port(cfg.addr.port())?;
+            }
+            ProgramHandle::Shared(p) => p.register_socket(cfg.queue, xsk.fd())?,
+        }
         // A frame must fit one pinned item (the largest size class) on both paths: received
         // multi-buffer frames are reassembled into one, and header/bounce buffers are one.
         // Without multi-buffer it must fit one UMEM frame after the receive headroom.
@@ -208,9 +232,12 @@ impl XdpDatapath {
         self.xsk.stats()
     }
 
-    /// The XDP program's counters.
+    /// The XDP program's counters (of the shared program: every queue's).
     pub fn program_stats(&self) -> io::Result<ProgramStats> {
-        self.prog.stats()
+        match &self.prog {
+            ProgramHandle::Own(p) => p.stats(),
+            ProgramHandle::Shared(p) => p.stats(),
+        }
     }
 
     /// The kernel's counters for the socket.

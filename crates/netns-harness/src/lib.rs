@@ -185,6 +185,15 @@ impl VethPair {
     /// side B gets its address and computes UDP checksums in software. Whatever was created
     /// before an error is removed again.
     pub fn create(suite: &Suite, mtu: u32) -> io::Result<VethPair> {
+        VethPair::create_with_queues(suite, mtu, 1)
+    }
+
+    /// [`Self::create`] with `queues` receive and transmit queues on each end (`ip link add
+    /// ... numtxqueues N numrxqueues N`): one per server core. veth delivers a frame to the
+    /// peer's receive queue with the index of the transmit queue it was sent on, which the
+    /// kernel picks by XPS (the sending CPU, see [`Self::map_tx_queues_to_cpus`]) or a flow
+    /// hash — not by destination port.
+    pub fn create_with_queues(suite: &Suite, mtu: u32, queues: u32) -> io::Result<VethPair> {
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
         let mut v = VethPair::named(suite, std::process::id(), n, mtu);
         if v.if_a.len() > MAX_IFNAME {
@@ -197,9 +206,29 @@ impl VethPair {
         // From here on Drop removes whatever was created.
         run(&["netns", "add", &v.ns_a])?;
         run(&["netns", "add", &v.ns_b])?;
+        let q = queues.max(1).to_string();
         run(&[
-            "link", "add", "name", &v.if_a, "netns", &v.ns_a, "type", "veth", "peer", "name",
-            &v.if_b, "netns", &v.ns_b,
+            "link",
+            "add",
+            "name",
+            &v.if_a,
+            "netns",
+            &v.ns_a,
+            "numtxqueues",
+            &q,
+            "numrxqueues",
+            &q,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &v.if_b,
+            "netns",
+            &v.ns_b,
+            "numtxqueues",
+            &q,
+            "numrxqueues",
+            &q,
         ])?;
         let mtu_s = mtu.to_string();
         for (ns, ifn) in [(&v.ns_a, &v.if_a), (&v.ns_b, &v.if_b)] {
@@ -249,6 +278,33 @@ impl VethPair {
             "dev",
             &self.if_b,
         ])
+    }
+
+    /// Makes side B send on transmit queue `i` whatever CPU `cpus[i]` sends (XPS), so that a
+    /// sender pinned to `cpus[i]` reaches side A's receive queue `i`.
+    pub fn map_tx_queues_to_cpus(&self, cpus: &[usize]) -> io::Result<()> {
+        for (q, &cpu) in cpus.iter().enumerate() {
+            if cpu >= 64 {
+                return Err(io::Error::other(format!(
+                    "CPU {cpu}: only CPUs 0..64 supported"
+                )));
+            }
+            let path = format!("/sys/class/net/{}/queues/tx-{q}/xps_cpus", self.if_b);
+            let mask = format!("{:x}", 1u64 << cpu);
+            // `ip netns exec` mounts the namespace's own /sys, where the interface is.
+            let out = Command::new("ip")
+                .args(["netns", "exec", &self.ns_b, "sh", "-c"])
+                .arg(format!("echo {mask} > {path}"))
+                .output()?;
+            if !out.status.success() {
+                return Err(io::Error::other(format!(
+                    "writing {mask} to {path} in {}: {}",
+                    self.ns_b,
+                    String::from_utf8_lossy(&out.stderr).trim()
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// Sets the MTU of both ends.
