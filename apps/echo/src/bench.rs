@@ -38,7 +38,7 @@ pub enum DatapathKind {
     Xdp,
     /// The ConnectX driver on one core against the emulated ConnectX on a second core, which
     /// also plays the clients ([`crate::emu`]): the server core's throughput, not a network
-    /// measurement. Needs 2 CPUs.
+    /// measurement. Needs 2 CPUs (N + 1 with `--cores N`).
     Emu,
 }
 
@@ -96,6 +96,10 @@ pub struct BenchConfig {
     pub trials: usize,
     /// `emu` only: the search bisects until the saturation bracket is within this fraction.
     pub resolution: f64,
+    /// `emu` only: server cores (default 1), each running its own echo server (its own
+    /// pinned memory, datapath and arena) on its own queue set, requests spread round-robin;
+    /// needs `cores + 1` CPUs.
+    pub cores: usize,
 }
 
 impl Default for BenchConfig {
@@ -122,6 +126,7 @@ impl Default for BenchConfig {
             delay_per_segment: Duration::ZERO,
             trials: loadgen::search::DEFAULT_TRIALS,
             resolution: loadgen::search::DEFAULT_RESOLUTION,
+            cores: 1,
         }
     }
 }
@@ -237,6 +242,13 @@ pub struct BenchOutcome {
 /// Runs every mode of `cfg` (one server each, loads interleaved across modes) and writes JSON,
 /// plot and table.
 pub fn run_bench(cfg: &BenchConfig) -> Result<BenchOutcome, String> {
+    if cfg.cores != 1 && cfg.datapath != DatapathKind::Emu {
+        return Err(format!(
+            "--cores {} is for --datapath emu only (the {} bench runs one server core)",
+            cfg.cores,
+            cfg.datapath.label()
+        ));
+    }
     if cfg.datapath == DatapathKind::Xdp {
         return run_bench_xdp(cfg);
     }

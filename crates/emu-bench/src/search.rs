@@ -199,6 +199,8 @@ impl Bound {
 pub struct EmuSummary {
     /// Mode (or serialization).
     pub mode: String,
+    /// Server cores of its trials ([`crate::EmuRunConfig::cores`]).
+    pub cores: usize,
     /// The load kept up (by its median trial) whose median achieved the most.
     pub best: Option<LoadSummary>,
     /// The lowest load above it whose median trial missed.
@@ -238,8 +240,16 @@ impl EmuSummary {
         let (mismatched, lost) = all.fold((0, 0), |(m, l), t| {
             (m + t.record.mismatched, l + t.record.lost)
         });
+        let cores = s
+            .loads
+            .iter()
+            .flat_map(|v| v.trials.iter())
+            .map(|t| t.report.cores)
+            .max()
+            .unwrap_or(1);
         EmuSummary {
             mode: mode.to_owned(),
+            cores,
             best,
             first_miss,
             bound,
@@ -272,6 +282,7 @@ impl EmuSummary {
     pub fn to_json(&self) -> Value {
         json!({
             "mode": self.mode,
+            "cores": self.cores,
             "max_rps_within_95pct": self.best.as_ref().map(|b| b.median_rps),
             "best": self.best.as_ref().map(LoadSummary::to_json),
             "first_sustained_miss": self.first_miss.as_ref().map(LoadSummary::to_json),
@@ -318,11 +329,19 @@ pub fn table(summaries: &[EmuSummary], baseline: Option<&str>, trials: usize) ->
             .map(|b| b.median_rps)
     });
     let mut s = String::new();
+    let cores = summaries.iter().map(|m| m.cores).max().unwrap_or(1);
+    let who = if cores == 1 {
+        "Server core's throughput with an emulated ConnectX on a second core".to_owned()
+    } else {
+        format!(
+            "{cores} server cores' throughput (all cores together, requests spread over them) \
+             with an emulated ConnectX on one more core"
+        )
+    };
     let _ = writeln!(
         s,
-        "Server core's throughput with an emulated ConnectX on a second core (not a network \
-         measurement). Each load: median of up to {trials} trials; saturation bracketed by a \
-         grid, then bisection.\n"
+        "{who} (not a network measurement). Each load: median of up to {trials} trials; \
+         saturation bracketed by a grid, then bisection.\n"
     );
     let vs = baseline.map_or(String::new(), |b| format!(" vs {b} |"));
     let _ = writeln!(
@@ -446,6 +465,12 @@ mod tests {
         assert!(t.contains("server: first sustained miss"), "{t}");
         let j = a.to_json();
         assert_eq!(j["bounded_by"], "server");
+        assert_eq!(j["cores"], 1);
+        assert!(t.starts_with("Server core's throughput"), "{t}");
+        let mut two = a.clone();
+        two.cores = 2;
+        let t = table(&[two], None, 3);
+        assert!(t.starts_with("2 server cores' throughput"), "{t}");
         assert_eq!(j["best"]["trials"], 2);
         // One record per load (the median trial's), ascending; every trial in the points.
         let recs = median_records(&searches[0]);
