@@ -47,9 +47,19 @@ impl<S> EmuTrial<S> {
         }
     }
 
-    /// One progress line (for stderr).
+    /// One progress line (for stderr); with several server cores, each core's share.
     pub fn progress(&self) -> String {
         let r = &self.report;
+        let per_core = if r.per_core.len() > 1 {
+            let v: Vec<String> = r
+                .per_core
+                .iter()
+                .map(|c| format!("{:.0}", c.achieved_rps))
+                .collect();
+            format!("  per core {} req/s", v.join(" / "))
+        } else {
+            String::new()
+        };
         format!(
             "{:<20} {:>6} offered {:>9.0} trial {}  achieved {:>9.0}  p99 {:>9}  device busy {:>3.0}%  server work p50 {:>6}  {}  ({})",
             self.record.mode,
@@ -66,7 +76,7 @@ impl<S> EmuTrial<S> {
                 .map_or("–".to_owned(), |v| format!("{v:.0}ns")),
             r.bottleneck(),
             r.run.counters
-        )
+        ) + &per_core
     }
 
     /// The trial as JSON (every trial goes to the run's points file).
