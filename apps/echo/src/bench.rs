@@ -38,7 +38,7 @@ pub enum DatapathKind {
     Xdp,
     /// The ConnectX driver on one core against the emulated ConnectX on a second core, which
     /// also plays the clients ([`crate::emu`]): the server core's throughput, not a network
-    /// measurement. Needs 2 CPUs.
+    /// measurement. Needs 2 CPUs (N + 1 with `--cores N`).
     Emu,
 }
 
@@ -96,8 +96,10 @@ pub struct BenchConfig {
     pub trials: usize,
     /// `emu` only: the search bisects until the saturation bracket is within this fraction.
     pub resolution: f64,
-    /// `socket` only: server cores per mode (share-nothing, pinned one per CPU when more
-    /// than one; requests spread round-robin over them; `docs/cores.md`).
+    /// Server cores per mode (share-nothing: each its own echo server, pinned memory, datapath
+    /// and arena; requests spread round-robin). `socket`: pinned one per CPU when more than
+    /// one, one port each (`docs/cores.md`); `emu`: one queue set each, needs `cores + 1`
+    /// CPUs; `xdp`: one core.
     pub cores: usize,
 }
 
@@ -247,10 +249,11 @@ pub struct BenchOutcome {
 /// Runs every mode of `cfg` (one server each, loads interleaved across modes) and writes JSON,
 /// plot and table.
 pub fn run_bench(cfg: &BenchConfig) -> Result<BenchOutcome, String> {
-    if cfg.cores != 1 && cfg.datapath != DatapathKind::Socket {
+    if cfg.cores != 1 && !matches!(cfg.datapath, DatapathKind::Socket | DatapathKind::Emu) {
         return Err(format!(
-            "--cores runs on the socket datapath, not {:?} (docs/cores.md)",
-            cfg.datapath
+            "--cores {} runs on the socket and emu datapaths, not {} (docs/cores.md)",
+            cfg.cores,
+            cfg.datapath.label()
         ));
     }
     if cfg.datapath == DatapathKind::Xdp {

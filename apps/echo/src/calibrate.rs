@@ -616,10 +616,7 @@ fn run_emu(cfg: &CalibConfig, array_bytes: usize) -> Result<Calibration, String>
             .map(|i| {
                 cell.offsets(i, &mut offs);
                 cell.encode(&offs, &mut buf);
-                Request {
-                    msg_type: crate::calib_server::CALIB_MSG_TYPE,
-                    payload: buf.clone(),
-                }
+                Request::new(crate::calib_server::CALIB_MSG_TYPE, buf.clone())
             })
             .collect();
         let run_cfg = EmuRunConfig {

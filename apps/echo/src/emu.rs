@@ -2,6 +2,12 @@
 //! against the emulated ConnectX on a second core, whose thread also plays the clients
 //! ([`emu_bench`]). What it measures is the **server core's** throughput with a NIC that costs
 //! it nothing beyond descriptors and completions; it is not a network measurement.
+//!
+//! With `--cores N` ([`BenchConfig::cores`]) each mode runs N echo servers, one per core, each
+//! with its own pinned memory, datapath and arena on its own queue set of the device, and the
+//! distinct requests are spread round-robin over the cores (request `k` to core `k mod N`,
+//! by destination port); the report gives the cores' total and sums their counters. It needs
+//! N + 1 CPUs.
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::Duration;
@@ -102,23 +108,45 @@ pub fn request_payloads(
         let end = ethernet::HEADER_LEN + ip.total_len() as usize;
         let f = framing::Packet::new_checked(&frame[FRAME_OVERHEAD - framing::HEADER_LEN..end])
             .map_err(|e| err("captured frame", &format!("{e:?}")))?;
-        out.push(Request {
-            msg_type: f.msg_type(),
-            payload: frame[FRAME_OVERHEAD..end].to_vec(),
-        });
+        out.push(Request::new(
+            f.msg_type(),
+            frame[FRAME_OVERHEAD..end].to_vec(),
+        ));
     }
     Ok(out)
 }
 
-/// One load point of one mode: the echo server on the server core, the device and clients on
-/// the other. Returns the device's report and the server's counters.
+/// Spreads `requests` round-robin over `cores` server cores: request `k` to core `k mod cores`.
+pub fn spread_over_cores(requests: &mut [Request], cores: usize) {
+    for (k, r) in requests.iter_mut().enumerate() {
+        r.core = k % cores.max(1);
+    }
+}
+
+/// One load point of one mode: the echo server on each of `cfg.cores` server cores, the device
+/// and clients on one more. Each request goes to its [`Request::core`]. Returns the device's
+/// report and each core's server counters, in core order.
 pub fn run_point(
     cfg: &BenchConfig,
     mode: Mode,
     requests: &[Request],
     rate: f64,
     seed: u64,
-) -> Result<(EmuReport, ServerStats), String> {
+) -> Result<(EmuReport, Vec<ServerStats>), String> {
+    run_point_with(cfg, mode, requests, rate, seed, true)
+}
+
+/// [`run_point`], with `pin: false` letting the threads share CPUs: **functional only** (for
+/// tests of the N-core plumbing on a machine with fewer than N + 1 CPUs; its numbers mean
+/// nothing).
+pub fn run_point_with(
+    cfg: &BenchConfig,
+    mode: Mode,
+    requests: &[Request],
+    rate: f64,
+    seed: u64,
+    pin: bool,
+) -> Result<(EmuReport, Vec<ServerStats>), String> {
     let run_cfg = EmuRunConfig {
         rate_rps: rate,
         duration: cfg.duration,
@@ -127,7 +155,8 @@ pub fn run_point(
         seed,
         sample_every: cfg.sample_every,
         delay_per_segment: cfg.delay_per_segment,
-        pin: true,
+        cores: cfg.cores,
+        pin,
         mtu: cfg.mtu,
         ..EmuRunConfig::default()
     };
@@ -145,20 +174,30 @@ pub fn run_point(
         mode,
         threshold: cfg.threshold,
     };
-    let (report, stats) = emu_bench::run(&run_cfg, requests, checker, move |port| {
-        let mem =
-            PinnedMemory::new(port.memory_config()).map_err(|e| format!("server memory: {e}"))?;
+    // Each core's own server: its own pinned memory, datapath, arena and counters.
+    let (report, stats) = emu_bench::run_cores(&run_cfg, requests, checker, |port| {
+        let core = port.core();
+        let mem = PinnedMemory::new(port.memory_config())
+            .map_err(|e| format!("server core {core} memory: {e}"))?;
         let dp = port
             .datapath(mem)
-            .map_err(|e| format!("server datapath: {e}"))?;
+            .map_err(|e| format!("server core {core} datapath: {e}"))?;
         let mut server = EchoServer::new(dp, server_cfg)?;
-        // A dedicated core: spin, never yield.
-        server.run(port.stop_flag(), None, IDLE_SPINS, &mut |_| {
-            std::hint::spin_loop()
-        });
+        if pin {
+            // A dedicated core: spin, never yield.
+            server.run(port.stop_flag(), None, IDLE_SPINS, &mut |_| {
+                std::hint::spin_loop()
+            });
+        } else {
+            // Sharing CPUs with the other cores and the device: yield when idle.
+            server.run(port.stop_flag(), None, IDLE_SPINS, &mut |_| {
+                std::thread::yield_now()
+            });
+        }
         Ok::<ServerStats, String>(server.stats())
     })?;
-    Ok((report, stats?))
+    let stats = stats.into_iter().collect::<Result<Vec<_>, _>>()?;
+    Ok((report, stats))
 }
 
 /// What an emulated-NIC run found, per mode.
@@ -186,16 +225,20 @@ pub fn search_config(cfg: &BenchConfig) -> SearchConfig {
 /// Searches every mode's saturation load on the emulated NIC, the modes interleaved trial by
 /// trial ([`loadgen::search`]).
 pub fn run_bench_emu(cfg: &BenchConfig) -> Result<(BenchOutcome, EmuOutcome), String> {
-    let (server_core, device_core) =
-        datapath_mlx5::emu::threaded::two_cores().map_err(|e| e.to_string())?;
+    let (server_cores, device_core) =
+        emu_bench::cores_for(cfg.cores).map_err(|e| format!("--cores {}: {e}", cfg.cores))?;
+    let servers = match server_cores.as_slice() {
+        [one] => format!("server on CPU {one}"),
+        many => format!("{} server cores on CPUs {many:?}", many.len()),
+    };
     let mut scfg = search_config(cfg);
     scfg.validate()?;
     let modes = &cfg.modes;
     eprintln!(
         "[bench] {} modes, shape {}: saturation search over {:?} req/s, median of up to {} \
          trials per load, bisection to {:.0}%; {:?} per trial (+{:?} warm-up), MTU {}: the \
-         SERVER CORE's throughput with an emulated ConnectX (server on CPU {server_core}, \
-         device and clients on CPU {device_core}); not a network measurement. Budget per mode: \
+         SERVER CORE's throughput with an emulated ConnectX ({servers}, device and clients on \
+         CPU {device_core}); not a network measurement. Budget per mode: \
          up to ~{} trials when trials agree, at most {}",
         modes.len(),
         cfg.shape,
@@ -208,16 +251,20 @@ pub fn run_bench_emu(cfg: &BenchConfig) -> Result<(BenchOutcome, EmuOutcome), St
         scfg.typical_trials(),
         scfg.max_trials(),
     );
-    let requests = modes
+    let mut requests = modes
         .iter()
         .map(|&m| request_payloads(m, cfg.shape, DISTINCT_REQUESTS, cfg.mtu))
         .collect::<Result<Vec<_>, _>>()?;
+    for r in &mut requests {
+        spread_over_cores(r, cfg.cores);
+    }
     let shape = cfg.shape.to_string();
     let mut seed = 1u64;
     let searches = search(&scfg, modes.len(), |p| {
         seed += 1;
         let mode = modes[p.lane];
-        let (report, stats) = run_point(cfg, mode, &requests[p.lane], p.offered_rps, seed)?;
+        let (report, per_core) = run_point(cfg, mode, &requests[p.lane], p.offered_rps, seed)?;
+        let stats = ServerStats::sum(&per_core);
         let work = stats.work_p50_ns();
         let t = EmuTrial::new(p, mode.name(), &shape, report, work, stats);
         eprintln!("[bench] {}", t.progress());

@@ -38,7 +38,10 @@ usage:
       grid first. The table gives per mode the highest load kept up (median), the spread of
       its trials, p99, device utilisation, server time and what bounded it (server or
       device). About 1-2 minutes for all modes. Writes DIR/emu-summary.json (per mode) and
-      DIR/emu-points.json (every trial) too.
+      DIR/emu-points.json (every trial) too. --cores N (default 1): N server
+      cores per mode, each its own echo server on its own queue set, requests spread
+      round-robin by destination port; the table gives their total and the counters are
+      summed. Needs N + 1 CPUs (an error otherwise).
       --datapath socket (the default with 1 CPU): server and client threads over the socket
       datapath on 127.0.0.1. Idle server threads block on the socket and idle client threads
       yield; --spin busy-polls both instead. --cores N: N pinned server cores per mode,
@@ -119,6 +122,12 @@ fn bench_cmd(mut a: Args) -> Result<(), String> {
     }
     if let Some(r) = a.parse::<f64>("--resolution")? {
         cfg.resolution = r;
+    }
+    if let Some(n) = a.parse::<usize>("--cores")? {
+        if n == 0 {
+            return Err("--cores must be at least 1".to_owned());
+        }
+        cfg.cores = n;
     }
     if let Some(ns) = a.parse::<u64>("--delay-ns")? {
         cfg.delay_per_segment = Duration::from_nanos(ns);

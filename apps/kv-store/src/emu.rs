@@ -36,10 +36,8 @@ fn encode(ser: Serialization, ops: &[crate::Op]) -> Vec<Request> {
             } else {
                 resp::encode_request(op, &mut payload);
             }
-            Request {
-                msg_type: OpKind::of(op).msg_type(),
-                payload,
-            }
+            // One server core (core 0): `--cores` for KV on emu needs the key-owner function.
+            Request::new(OpKind::of(op).msg_type(), payload)
         })
         .collect()
 }

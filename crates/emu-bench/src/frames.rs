@@ -5,15 +5,33 @@ use std::net::SocketAddrV4;
 use cornflakes_stack::iface::FRAME_OVERHEAD;
 use cornflakes_stack::template::HeaderTemplate;
 use cornflakes_stack::wire::{ethernet, framing, ipv4, udp, ChecksumCaps, MacAddr};
+use datapath_mlx5::core_port;
 use datapath_mlx5::emu::rx_offload_flags;
 
-/// One request a client sends: its message type and payload (the serialized message).
+/// One request a client sends: its message type, payload (the serialized message) and the
+/// server core it goes to.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Request {
     /// The framing header's message type.
     pub msg_type: u16,
     /// The message bytes.
     pub payload: Vec<u8>,
+    /// The server core that must answer it (0 with one core): its frame goes to that core's
+    /// UDP port ([`datapath_mlx5::core_port`] of the server's base port), which the device
+    /// steers to that core's queue set. Echo spreads requests round-robin; a key-value store
+    /// sends each to the core that owns its key.
+    pub core: usize,
+}
+
+impl Request {
+    /// A request for core 0 (a one-core run).
+    pub fn new(msg_type: u16, payload: Vec<u8>) -> Request {
+        Request {
+            msg_type,
+            payload,
+            core: 0,
+        }
+    }
 }
 
 /// Where the message id sits in a frame (little-endian u32 of the framing header).
@@ -27,35 +45,51 @@ pub struct RequestFrames {
     frames: Vec<Vec<u8>>,
     types: Vec<u16>,
     flags: Vec<(u8, u8)>,
+    cores: Vec<usize>,
 }
 
 impl RequestFrames {
-    /// Builds the frames from `client` (`client_mac`) to `server` (`server_mac`). Every
-    /// request must fit one frame of IP MTU `mtu`.
+    /// Builds the frames from `client` (`client_mac`) to `server` (`server_mac`), request `r`
+    /// to the UDP port of its core: `core_port(server.port(), r.core)`, with `cores` server
+    /// cores. Every request must fit one frame of IP MTU `mtu`.
     pub fn build(
         requests: &[Request],
         client: (MacAddr, SocketAddrV4),
         server: (MacAddr, SocketAddrV4),
         mtu: usize,
+        cores: usize,
     ) -> Result<RequestFrames, String> {
         if requests.is_empty() {
             return Err("no requests to send".to_owned());
         }
-        let t = HeaderTemplate::new(
-            client.0,
-            server.0,
-            client.1,
-            server.1,
-            64,
-            ChecksumCaps::SOFTWARE,
-        );
+        let templates = (0..cores)
+            .map(|c| {
+                let to = SocketAddrV4::new(*server.1.ip(), core_port(server.1.port(), c)?);
+                Ok(HeaderTemplate::new(
+                    client.0,
+                    server.0,
+                    client.1,
+                    to,
+                    64,
+                    ChecksumCaps::SOFTWARE,
+                ))
+            })
+            .collect::<Result<Vec<_>, String>>()?;
         let room = mtu.saturating_sub(FRAME_OVERHEAD - ethernet::HEADER_LEN);
         let mut out = RequestFrames {
             frames: Vec::with_capacity(requests.len()),
             types: Vec::with_capacity(requests.len()),
             flags: Vec::with_capacity(requests.len()),
+            cores: Vec::with_capacity(requests.len()),
         };
         for (i, r) in requests.iter().enumerate() {
+            let Some(t) = templates.get(r.core) else {
+                return Err(format!(
+                    "request {i} is for server core {}, but the run has {cores} (cores 0 to {})",
+                    r.core,
+                    cores.saturating_sub(1)
+                ));
+            };
             if r.payload.len() > room {
                 return Err(format!(
                     "request {i} has {} bytes, but one frame of IP MTU {mtu} carries at most \
@@ -74,6 +108,7 @@ impl RequestFrames {
             udp::Packet::new_unchecked(&mut ip_bytes[ipv4::HEADER_LEN..]).fill_checksum(src, dst);
             out.flags.push(rx_offload_flags(&f));
             out.types.push(r.msg_type);
+            out.cores.push(r.core);
             out.frames.push(f);
         }
         Ok(out)
@@ -97,6 +132,11 @@ impl RequestFrames {
     /// The message type of request `i`.
     pub fn msg_type(&self, i: usize) -> u16 {
         self.types[i]
+    }
+
+    /// The server core request `i` goes to.
+    pub fn core(&self, i: usize) -> usize {
+        self.cores[i]
     }
 
     /// The receive-CQE checksum flags of frame `i`.
@@ -134,6 +174,7 @@ mod tests {
             .map(|i| Request {
                 msg_type: 7,
                 payload: (0..(i * 37 + 1)).map(|b| b as u8).collect(),
+                core: i % 2,
             })
             .collect();
         let c = (
@@ -144,7 +185,7 @@ mod tests {
             MacAddr([2, 0, 0, 0, 0, 2]),
             SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 2), 7000),
         );
-        let f = RequestFrames::build(&reqs, c, s, 1500).unwrap();
+        let f = RequestFrames::build(&reqs, c, s, 1500, 2).unwrap();
         for (i, req) in reqs.iter().enumerate() {
             for id in [0u32, 1, 0xffff, 0x1234_5678, u32::MAX] {
                 let mut out = vec![0u8; f.frame(i).len()];
@@ -153,19 +194,25 @@ mod tests {
                 let ip = ipv4::Packet::new_checked(&out[14..]).unwrap();
                 let u = udp::Packet::new_checked(ip.payload()).unwrap();
                 assert!(u.verify_checksum(ip.src_addr(), ip.dst_addr()));
+                // Each request goes to its core's port.
+                assert_eq!(u.dst_port(), 7000 + (i % 2) as u16);
+                assert_eq!(f.core(i), i % 2);
                 let fr = framing::Packet::new_checked(u.payload()).unwrap();
                 assert_eq!(fr.msg_id(), id);
                 assert_eq!(fr.msg_type(), 7);
                 assert_eq!(&out[FRAME_OVERHEAD..], &req.payload[..]);
             }
         }
-        let big = [Request {
-            msg_type: 1,
-            payload: vec![0; 2000],
-        }];
-        assert!(RequestFrames::build(&big, c, s, 1500)
+        let big = [Request::new(1, vec![0; 2000])];
+        assert!(RequestFrames::build(&big, c, s, 1500, 1)
             .err()
             .unwrap()
             .contains("single-frame"));
+        // A request for a core the run does not have is refused, naming both.
+        let err = RequestFrames::build(&reqs, c, s, 1500, 1).err().unwrap();
+        assert!(
+            err.contains("request 1 is for server core 1, but the run has 1"),
+            "{err}"
+        );
     }
 }

@@ -16,6 +16,13 @@
 //!   [`ReplyCheck`];
 //! - the device thread reports how busy it was, so every result says whether the server or
 //!   the device saturated ([`EmuReport::bottleneck`]);
+//! - [`run_cores`] runs **N server cores** (`EmuRunConfig::cores`): one queue set of the
+//!   device per core, steered by destination UDP port (`7000 + i`), one pinned server thread
+//!   per core calling the caller's server closure with its own [`ServerPort`] (its own memory,
+//!   datapath and state: nothing shared), each request sent to its [`Request::core`] and its
+//!   reply checked to come from that core; per-core results and device counters in
+//!   [`EmuReport::per_core`]. It needs N + 1 CPUs ([`cores_for`]); `pin: false` runs the
+//!   plumbing on fewer, for tests only (its numbers mean nothing);
 //! - a benchmark searches each mode's saturation load with [`loadgen::search`] (median of K
 //!   trials per load, grid then bisection, modes interleaved) over [`EmuTrial`]s, and reports
 //!   it with [`EmuSummary`] and [`table`]: the highest load kept up, the spread of its trials,
@@ -32,7 +39,7 @@
 //! use emu_bench::{run, EmuRunConfig, Request};
 //!
 //! let requests: Vec<Request> = (0..64u8)
-//!     .map(|i| Request { msg_type: 1, payload: vec![i; 100] })
+//!     .map(|i| Request::new(1, vec![i; 100]))
 //!     .collect();
 //! let expected: Vec<Vec<u8>> = requests.iter().map(|r| r.payload.clone()).collect();
 //! let cfg = EmuRunConfig { rate_rps: 200_000.0, ..EmuRunConfig::default() };
@@ -76,9 +83,14 @@ mod run;
 mod search;
 mod wire;
 
-/// Whether this machine has the two CPUs a run needs (server and device), and which.
+/// Whether this machine has the N + 1 CPUs an N-core run needs (N servers, one device), and
+/// which.
+pub use datapath_mlx5::emu::threaded::cores_for;
+/// Whether this machine has the two CPUs a one-core run needs (server and device), and which.
 pub use datapath_mlx5::emu::threaded::two_cores;
 pub use frames::{Request, RequestFrames};
-pub use run::{run, Bottleneck, EmuReport, EmuRunConfig, ServerPort, DEVICE_SATURATED};
+pub use run::{
+    run, run_cores, Bottleneck, CoreReport, EmuReport, EmuRunConfig, ServerPort, DEVICE_SATURATED,
+};
 pub use search::{median_records, table, trials_json, Bound, EmuSummary, EmuTrial, LoadSummary};
 pub use wire::{LoadWire, ReplyCheck, MAX_FAILURES_KEPT};

@@ -1,4 +1,5 @@
-//! One run: device thread with the clients on one core, the caller's server on another.
+//! One run: device thread with the clients on one core, the caller's server on another (or
+//! N server cores, one queue set each, on N others).
 
 use std::fmt;
 use std::io;
@@ -12,11 +13,11 @@ use cornflakes::PinnedMemory;
 use cornflakes_stack::iface::StackConfig;
 use cornflakes_stack::wire::{ethernet, MacAddr};
 use datapath_mlx5::emu::threaded::{
-    pin_current_thread, two_cores, DeviceOptions, EmuDevice, EmuPort, ThreadedQueues,
+    cores_for, pin_current_thread, DeviceOptions, EmuDevice, EmuPort, ThreadedQueues,
 };
 use datapath_mlx5::emu::{EmuConfig, EmuStats};
-use datapath_mlx5::{flow_rules, DeviceCaps, Mlx5Config, Mlx5Datapath};
-use loadgen::{Bound, RunReport, Schedule, ScheduleConfig};
+use datapath_mlx5::{core_flow_rules, core_port, DeviceCaps, Mlx5Config, Mlx5Datapath};
+use loadgen::{Bound, Counters, RunReport, Schedule, ScheduleConfig};
 
 use crate::frames::{Request, RequestFrames};
 use crate::wire::{Ends, LoadWire, ReplyCheck};
@@ -52,7 +53,16 @@ pub struct EmuRunConfig {
     pub replies_vary: bool,
     /// The device's time per data segment (gather entry); zero by default.
     pub delay_per_segment: Duration,
-    /// Pin the server and device threads to two distinct CPUs (an error with fewer than 2).
+    /// Server cores (1 by default): the device gets one queue set per core, core `i`'s
+    /// steered by destination UDP port `7000 + i` ([`datapath_mlx5::core_flow_rules`]), and
+    /// [`run_cores`] runs one server thread per core. Each request goes to its
+    /// [`Request::core`]. `rate_rps` is the load offered to all cores together.
+    pub cores: usize,
+    /// Pin every server thread and the device thread to its own CPU: `cores + 1` distinct
+    /// CPUs, an error naming the count when the machine has fewer. `false` lets the threads
+    /// share CPUs (the device yields when idle): **functional only** — for tests of the
+    /// plumbing (e.g. 2 server cores and the device on a 2-CPU machine); throughput and
+    /// latency of such a run mean nothing.
     pub pin: bool,
     /// IP MTU of the emulated port (jumbo frames by default, as in the paper).
     pub mtu: usize,
@@ -73,6 +83,7 @@ impl Default for EmuRunConfig {
             sample_every: 64,
             replies_vary: false,
             delay_per_segment: Duration::ZERO,
+            cores: 1,
             pin: true,
             mtu: 9000,
             max_send_sge: 30,
@@ -110,15 +121,32 @@ impl fmt::Display for Bottleneck {
     }
 }
 
+/// What one server core saw in a run.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CoreReport {
+    /// Outcomes of the requests sent to this core (and replies from its queue set that
+    /// matched no request).
+    pub counters: Counters,
+    /// Measured requests this core answered correctly, per second of the measured window.
+    pub achieved_rps: f64,
+    /// The device's counters of this core's queue set.
+    pub device: EmuStats,
+}
+
 /// What a run measured.
 #[derive(Clone, Debug)]
 pub struct EmuReport {
     /// Throughput, latency and request outcomes (as the socket load generator reports them,
-    /// so [`loadgen::Record::from_report`] and the sweeps apply).
+    /// so [`loadgen::Record::from_report`] and the sweeps apply), over all server cores.
     pub run: RunReport,
+    /// Server cores of the run.
+    pub cores: usize,
+    /// Per server core: its requests' outcomes, throughput and device counters (they sum to
+    /// `run.counters` and `device`).
+    pub per_core: Vec<CoreReport>,
     /// Fraction of the injection window the device thread was busy (0–1).
     pub device_busy: f64,
-    /// The emulated device's counters.
+    /// The emulated device's counters, summed over the cores' queue sets.
     pub device: EmuStats,
     /// Replies read whole and checked by the [`ReplyCheck`].
     pub sampled: u64,
@@ -143,11 +171,13 @@ impl EmuReport {
     }
 }
 
-/// The server's side of a run, handed to the server closure on its core.
+/// The server's side of a run, handed to the server closure on its core: one queue set of the
+/// emulated port.
 pub struct ServerPort {
     port: EmuPort,
+    core: usize,
     stop: Arc<AtomicBool>,
-    ready: Arc<AtomicBool>,
+    ready: Arc<[AtomicBool]>,
     mtu: usize,
     max_send_sge: usize,
 }
@@ -163,12 +193,22 @@ impl ServerPort {
         }
     }
 
-    /// The server's datapath on the emulated device: `mem` registered with it, receive
-    /// buffers posted, the server at 10.77.0.2:7000 (the clients are 10.77.0.1:5000).
-    /// Requests start arriving once this returns.
+    /// Which server core this is (0 to `cores - 1`).
+    pub fn core(&self) -> usize {
+        self.core
+    }
+
+    /// Where this core listens: 10.77.0.2, UDP port `7000 + core`.
+    pub fn addr(&self) -> SocketAddrV4 {
+        SocketAddrV4::new(*SERVER.ip(), SERVER.port() + self.core as u16)
+    }
+
+    /// The server's datapath on this core's queue set of the emulated device: `mem`
+    /// registered with it, receive buffers posted, the server at [`addr`](Self::addr) (the
+    /// clients are 10.77.0.1:5000). Requests start arriving once every core's datapath is up.
     pub fn datapath(&self, mem: PinnedMemory) -> io::Result<Mlx5Datapath<ThreadedQueues>> {
         self.port.register(&mem)?;
-        let mut stack = StackConfig::new(SERVER_MAC, SERVER);
+        let mut stack = StackConfig::new(SERVER_MAC, self.addr());
         stack.mtu = self.mtu;
         stack.static_arp = vec![(*CLIENT.ip(), CLIENT_MAC)];
         let caps = DeviceCaps {
@@ -180,7 +220,7 @@ impl ServerPort {
         let mut cfg = Mlx5Config::new(stack);
         cfg.rx_buf_size = self.mtu + ethernet::HEADER_LEN;
         let dp = Mlx5Datapath::new(self.port.queues(), mem, caps, cfg)?;
-        self.ready.store(true, Ordering::Release);
+        self.ready[self.core].store(true, Ordering::Release);
         Ok(dp)
     }
 
@@ -198,6 +238,9 @@ impl ServerPort {
 /// Runs `requests` (request `i` of the schedule is `requests[i % len]`) at `cfg.rate_rps`
 /// against the server `server` runs on its own core until [`ServerPort::stopped`]; the device
 /// and the clients run on another. Returns the report and what `server` returned.
+///
+/// One server core: `cfg.cores` must be 1 and every request's `core` 0; [`run_cores`] runs
+/// several.
 pub fn run<C, R, S>(
     cfg: &EmuRunConfig,
     requests: &[Request],
@@ -209,8 +252,61 @@ where
     R: Send,
     S: FnOnce(ServerPort) -> R + Send,
 {
-    let cores = if cfg.pin {
-        Some(two_cores().map_err(|e| e.to_string())?)
+    if cfg.cores != 1 {
+        return Err(format!(
+            "EmuRunConfig::cores is {}, but emu_bench::run serves one core: use run_cores",
+            cfg.cores
+        ));
+    }
+    let (report, mut out) = run_servers(cfg, requests, checker, vec![server])?;
+    let out = out.pop().ok_or("the server returned nothing")?;
+    Ok((report, out))
+}
+
+/// Runs `requests` at `cfg.rate_rps` (all cores together) against `cfg.cores` server cores:
+/// the device gets one queue set per core, steered by destination UDP port; core `i`'s thread
+/// (pinned to its own CPU unless `cfg.pin` is false) calls `server` with its own
+/// [`ServerPort`] (index `i`, its queue set), where it builds its own memory, datapath and
+/// state, sharing nothing with the other cores. Request `k` goes to core `requests[k].core`,
+/// and its reply must come from that core (its port and queue set), or it counts as
+/// mismatched. Returns the report (summed, and per core in [`EmuReport::per_core`]) and what
+/// each core's `server` returned, in core order.
+pub fn run_cores<C, R, S>(
+    cfg: &EmuRunConfig,
+    requests: &[Request],
+    checker: C,
+    server: S,
+) -> Result<(EmuReport, Vec<R>), String>
+where
+    C: ReplyCheck,
+    R: Send,
+    S: Fn(ServerPort) -> R + Sync,
+{
+    let server = &server;
+    let servers = (0..cfg.cores).map(|_| move |p| server(p)).collect();
+    run_servers(cfg, requests, checker, servers)
+}
+
+fn run_servers<C, R, S>(
+    cfg: &EmuRunConfig,
+    requests: &[Request],
+    checker: C,
+    servers: Vec<S>,
+) -> Result<(EmuReport, Vec<R>), String>
+where
+    C: ReplyCheck,
+    R: Send,
+    S: FnOnce(ServerPort) -> R + Send,
+{
+    let n = cfg.cores;
+    if n == 0 {
+        return Err("a run needs at least one server core (EmuRunConfig::cores)".to_owned());
+    }
+    debug_assert_eq!(servers.len(), n);
+    // Every core's port must exist before anything starts.
+    core_port(SERVER.port(), n - 1)?;
+    let cpus = if cfg.pin {
+        Some(cores_for(n).map_err(|e| e.to_string())?)
     } else {
         None
     };
@@ -225,6 +321,7 @@ where
         (CLIENT_MAC, CLIENT),
         (SERVER_MAC, SERVER),
         cfg.mtu,
+        n,
     )?;
     let schedule = Schedule::poisson(&ScheduleConfig {
         rate_rps: cfg.rate_rps,
@@ -237,51 +334,76 @@ where
         return Err("more than 2^32 requests in one run".to_owned());
     }
     let offsets = schedule.threads()[0].offsets_ns().to_vec();
-    let ready = Arc::new(AtomicBool::new(false));
+    let ready: Arc<[AtomicBool]> = (0..n).map(|_| AtomicBool::new(false)).collect();
     let stop = Arc::new(AtomicBool::new(false));
     let ends = Ends {
         client_mac: CLIENT_MAC,
         client_port: CLIENT.port(),
-        server_port: SERVER.port(),
+        base_port: SERVER.port(),
     };
     let wire = LoadWire::new(frames, offsets, ends, cfg, checker, ready.clone());
     let mut emu = cfg.emu.clone();
     emu.loopback = false;
-    let device = EmuDevice::spawn(
+    let flows = (0..n)
+        .map(|i| core_flow_rules(SERVER_MAC, SERVER.port(), i))
+        .collect::<Result<Vec<_>, _>>()?;
+    let device = EmuDevice::spawn_queues(
         emu,
-        flow_rules(SERVER_MAC, SERVER.port()),
+        flows,
         DeviceOptions {
             delay_per_segment: cfg.delay_per_segment,
-            core: cores.map(|c| c.1),
+            core: cpus.as_ref().map(|c| c.1),
             yield_when_idle: !cfg.pin,
         },
         wire,
     )
     .map_err(|e| format!("starting the emulated device: {e}"))?;
-    let port = ServerPort {
-        port: device.port(),
-        stop: stop.clone(),
-        ready: ready.clone(),
-        mtu: cfg.mtu,
-        max_send_sge: cfg.max_send_sge,
-    };
+    let ports: Vec<ServerPort> = device
+        .ports()
+        .into_iter()
+        .enumerate()
+        .map(|(core, port)| ServerPort {
+            port,
+            core,
+            stop: stop.clone(),
+            ready: ready.clone(),
+            mtu: cfg.mtu,
+            max_send_sge: cfg.max_send_sge,
+        })
+        .collect();
     // Long enough for the schedule, the loss timeout and a slow start, and then some.
     let limit = cfg.warmup + cfg.duration + cfg.timeout + Duration::from_secs(30);
     let server_out = std::thread::scope(|s| {
-        let server_thread = std::thread::Builder::new()
-            .name("emu-server".to_owned())
-            .spawn_scoped(s, move || {
-                if let Some((core, _)) = cores {
-                    pin_current_thread(core).map_err(|e| e.to_string())?;
+        let mut threads = Vec::with_capacity(n);
+        for (port, server) in ports.into_iter().zip(servers) {
+            let core = port.core;
+            let cpu = cpus.as_ref().map(|c| c.0[core]);
+            let spawned = std::thread::Builder::new()
+                .name(format!("emu-server-{core}"))
+                .spawn_scoped(s, move || {
+                    if let Some(cpu) = cpu {
+                        pin_current_thread(cpu).map_err(|e| format!("server core {core}: {e}"))?;
+                    }
+                    Ok::<R, String>(server(port))
+                });
+            match spawned {
+                Ok(t) => threads.push(t),
+                Err(e) => {
+                    // The threads already running see the stop flag and end with the scope.
+                    stop.store(true, Ordering::Relaxed);
+                    return Err(format!("spawning the thread of server core {core}: {e}"));
                 }
-                Ok::<R, String>(server(port))
-            })
-            .map_err(|e| format!("spawning the server thread: {e}"))?;
+            }
+        }
         let started = Instant::now();
         let mut why = None;
         while !device.wire_finished() {
-            if server_thread.is_finished() {
-                why = Some("the server returned before the run ended".to_owned());
+            if let Some(i) = threads.iter().position(|t| t.is_finished()) {
+                why = Some(if n == 1 {
+                    "the server returned before the run ended".to_owned()
+                } else {
+                    format!("the server of core {i} returned before the run ended")
+                });
                 break;
             }
             if !device.is_running() {
@@ -295,15 +417,36 @@ where
             std::thread::sleep(Duration::from_millis(1));
         }
         stop.store(true, Ordering::Relaxed);
-        let out = server_thread
-            .join()
-            .map_err(|_| "the server thread panicked".to_owned())??;
-        if !ready.load(Ordering::Acquire) {
-            return Err("the server never built its datapath (ServerPort::datapath)".to_owned());
+        let mut outs = Vec::with_capacity(n);
+        let mut first_err = None;
+        for (i, t) in threads.into_iter().enumerate() {
+            let r = t.join().unwrap_or_else(|_| {
+                Err(if n == 1 {
+                    "the server thread panicked".to_owned()
+                } else {
+                    format!("the server thread of core {i} panicked")
+                })
+            });
+            match r {
+                Ok(o) => outs.push(o),
+                Err(e) => {
+                    first_err.get_or_insert(e);
+                }
+            }
+        }
+        if let Some(e) = first_err {
+            return Err(e);
+        }
+        if let Some(i) = ready.iter().position(|r| !r.load(Ordering::Acquire)) {
+            return Err(if n == 1 {
+                "the server never built its datapath (ServerPort::datapath)".to_owned()
+            } else {
+                format!("the server of core {i} never built its datapath (ServerPort::datapath)")
+            });
         }
         match why {
             Some(w) => Err(w),
-            None => Ok(out),
+            None => Ok(outs),
         }
     });
     let (wire, dev) = device
@@ -319,10 +462,12 @@ where
         .unwrap_or(0)
         .max(wire.last_measured_reply_ns);
     let window_ns = window_end.saturating_sub(warmup_ns);
-    let achieved_rps = if window_ns == 0 {
-        0.0
-    } else {
-        wire.measured_verified as f64 * 1e9 / window_ns as f64
+    let rps = |verified: u64| {
+        if window_ns == 0 {
+            0.0
+        } else {
+            verified as f64 * 1e9 / window_ns as f64
+        }
     };
     let device_busy = match (wire.window_start, wire.window_end) {
         (Some(a), Some(b)) if b.now_ns > a.now_ns => {
@@ -330,16 +475,25 @@ where
         }
         _ => 0.0,
     };
+    let per_core: Vec<CoreReport> = (0..n)
+        .map(|i| CoreReport {
+            counters: wire.per_core[i],
+            achieved_rps: rps(wire.measured_verified[i]),
+            device: dev.per_queue.get(i).copied().unwrap_or_default(),
+        })
+        .collect();
     let report = EmuReport {
         run: RunReport {
             offered_rps: schedule.rate_rps(),
-            achieved_rps,
+            achieved_rps: rps(wire.measured_verified.iter().sum()),
             measured_window: Duration::from_nanos(window_ns),
             measured_requests,
-            counters: wire.counters,
+            counters: wire.counters(),
             latency: wire.latency.clone(),
             threads: 1,
         },
+        cores: n,
+        per_core,
         device_busy,
         device: dev.stats,
         sampled: wire.sampled,

@@ -47,9 +47,19 @@ impl<S> EmuTrial<S> {
         }
     }
 
-    /// One progress line (for stderr).
+    /// One progress line (for stderr); with several server cores, each core's share.
     pub fn progress(&self) -> String {
         let r = &self.report;
+        let per_core = if r.per_core.len() > 1 {
+            let v: Vec<String> = r
+                .per_core
+                .iter()
+                .map(|c| format!("{:.0}", c.achieved_rps))
+                .collect();
+            format!("  per core {} req/s", v.join(" / "))
+        } else {
+            String::new()
+        };
         format!(
             "{:<20} {:>6} offered {:>9.0} trial {}  achieved {:>9.0}  p99 {:>9}  device busy {:>3.0}%  server work p50 {:>6}  {}  ({})",
             self.record.mode,
@@ -66,7 +76,7 @@ impl<S> EmuTrial<S> {
                 .map_or("–".to_owned(), |v| format!("{v:.0}ns")),
             r.bottleneck(),
             r.run.counters
-        )
+        ) + &per_core
     }
 
     /// The trial as JSON (every trial goes to the run's points file).
@@ -87,6 +97,17 @@ impl<S> EmuTrial<S> {
             "sampled": r.sampled,
             "not_delivered": r.not_delivered,
             "max_inject_lag_ns": r.max_inject_lag_ns,
+            "cores": r.cores,
+            "per_core": r.per_core.iter().map(|c| json!({
+                "achieved_rps": c.achieved_rps,
+                "sent": c.counters.sent,
+                "verified": c.counters.verified,
+                "mismatched": c.counters.mismatched,
+                "lost": c.counters.lost,
+                "frames_received": c.device.frames_received,
+                "frames_sent": c.device.frames_sent,
+                "rx_no_wqe": c.device.rx_no_wqe,
+            })).collect::<Vec<_>>(),
             "verified": self.record.verified,
             "mismatched": self.record.mismatched,
             "lost": self.record.lost,
@@ -188,6 +209,8 @@ impl Bound {
 pub struct EmuSummary {
     /// Mode (or serialization).
     pub mode: String,
+    /// Server cores of its trials ([`crate::EmuRunConfig::cores`]).
+    pub cores: usize,
     /// The load kept up (by its median trial) whose median achieved the most.
     pub best: Option<LoadSummary>,
     /// The lowest load above it whose median trial missed.
@@ -227,8 +250,16 @@ impl EmuSummary {
         let (mismatched, lost) = all.fold((0, 0), |(m, l), t| {
             (m + t.record.mismatched, l + t.record.lost)
         });
+        let cores = s
+            .loads
+            .iter()
+            .flat_map(|v| v.trials.iter())
+            .map(|t| t.report.cores)
+            .max()
+            .unwrap_or(1);
         EmuSummary {
             mode: mode.to_owned(),
+            cores,
             best,
             first_miss,
             bound,
@@ -261,6 +292,7 @@ impl EmuSummary {
     pub fn to_json(&self) -> Value {
         json!({
             "mode": self.mode,
+            "cores": self.cores,
             "max_rps_within_95pct": self.best.as_ref().map(|b| b.median_rps),
             "best": self.best.as_ref().map(LoadSummary::to_json),
             "first_sustained_miss": self.first_miss.as_ref().map(LoadSummary::to_json),
@@ -307,11 +339,19 @@ pub fn table(summaries: &[EmuSummary], baseline: Option<&str>, trials: usize) ->
             .map(|b| b.median_rps)
     });
     let mut s = String::new();
+    let cores = summaries.iter().map(|m| m.cores).max().unwrap_or(1);
+    let who = if cores == 1 {
+        "Server core's throughput with an emulated ConnectX on a second core".to_owned()
+    } else {
+        format!(
+            "{cores} server cores' throughput (all cores together, requests spread over them) \
+             with an emulated ConnectX on one more core"
+        )
+    };
     let _ = writeln!(
         s,
-        "Server core's throughput with an emulated ConnectX on a second core (not a network \
-         measurement). Each load: median of up to {trials} trials; saturation bracketed by a \
-         grid, then bisection.\n"
+        "{who} (not a network measurement). Each load: median of up to {trials} trials; \
+         saturation bracketed by a grid, then bisection.\n"
     );
     let vs = baseline.map_or(String::new(), |b| format!(" vs {b} |"));
     let _ = writeln!(
@@ -383,6 +423,8 @@ mod tests {
                 latency,
                 threads: 1,
             },
+            cores: 1,
+            per_core: Vec::new(),
             device_busy: busy,
             device: Default::default(),
             sampled: 1,
@@ -433,6 +475,12 @@ mod tests {
         assert!(t.contains("server: first sustained miss"), "{t}");
         let j = a.to_json();
         assert_eq!(j["bounded_by"], "server");
+        assert_eq!(j["cores"], 1);
+        assert!(t.starts_with("Server core's throughput"), "{t}");
+        let mut two = a.clone();
+        two.cores = 2;
+        let t = table(&[two], None, 3);
+        assert!(t.starts_with("2 server cores' throughput"), "{t}");
         assert_eq!(j["best"]["trials"], 2);
         // One record per load (the median trial's), ascending; every trial in the points.
         let recs = median_records(&searches[0]);

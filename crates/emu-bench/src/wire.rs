@@ -1,6 +1,6 @@
 //! [`LoadWire`]: the clients, on the device thread. It injects prepared request frames at
-//! their scheduled times, matches every transmitted reply to its request, checks it, and
-//! records latency.
+//! their scheduled times, matches every transmitted reply to its request, checks it (and that
+//! the core the request was sent to answered it), and records latency.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -47,7 +47,8 @@ const SETTLED: u8 = 2;
 pub(crate) struct Ends {
     pub client_mac: MacAddr,
     pub client_port: u16,
-    pub server_port: u16,
+    /// Server core `i` listens at `base_port + i`.
+    pub base_port: u16,
 }
 
 /// The open-loop clients of one run, as a [`Wire`] of the emulated device.
@@ -61,7 +62,8 @@ pub struct LoadWire<C: ReplyCheck> {
     sample_every: u64,
     replies_vary: bool,
     checker: C,
-    ready: Arc<AtomicBool>,
+    /// One flag per server core, set when its datapath is up: injection starts when all are.
+    ready: Arc<[AtomicBool]>,
     /// Device time of schedule offset 0 (set when the server is ready).
     t0: Option<u64>,
     next: usize,
@@ -70,9 +72,12 @@ pub struct LoadWire<C: ReplyCheck> {
     /// The reply length of each request, learned from its first (fully verified) reply.
     reply_len: Vec<Option<usize>>,
     scratch: Vec<u8>,
-    pub(crate) counters: Counters,
+    /// Request outcomes per server core (a request's by the core it was sent to; a malformed
+    /// or unexpected reply's by the queue set that sent it). Their sum is the run's.
+    pub(crate) per_core: Vec<Counters>,
     pub(crate) latency: LatencyHistogram,
-    pub(crate) measured_verified: u64,
+    /// Measured requests answered and verified, per server core.
+    pub(crate) measured_verified: Vec<u64>,
     pub(crate) last_measured_reply_ns: u64,
     /// Replies read whole and given to the checker.
     pub(crate) sampled: u64,
@@ -93,10 +98,11 @@ impl<C: ReplyCheck> LoadWire<C> {
         ends: Ends,
         cfg: &crate::EmuRunConfig,
         checker: C,
-        ready: Arc<AtomicBool>,
+        ready: Arc<[AtomicBool]>,
     ) -> LoadWire<C> {
         let n = offsets.len();
         let k = frames.len();
+        let cores = ready.len();
         LoadWire {
             frames,
             offsets,
@@ -114,9 +120,9 @@ impl<C: ReplyCheck> LoadWire<C> {
             outstanding: 0,
             reply_len: vec![None; k],
             scratch: Vec::with_capacity(16 * 1024),
-            counters: Counters::default(),
+            per_core: vec![Counters::default(); cores],
             latency: LatencyHistogram::new(),
-            measured_verified: 0,
+            measured_verified: vec![0; cores],
             last_measured_reply_ns: 0,
             sampled: 0,
             not_delivered: 0,
@@ -138,9 +144,18 @@ impl<C: ReplyCheck> LoadWire<C> {
         }
     }
 
+    /// The run's request outcomes, summed over the server cores.
+    pub(crate) fn counters(&self) -> Counters {
+        let mut c = Counters::default();
+        for k in &self.per_core {
+            c.merge(k);
+        }
+        c
+    }
+
     /// Checks headers and framing of a reply of `len` bytes whose first bytes are `head`;
-    /// returns `(message id, message type, payload length)`.
-    fn parse_head(&self, head: &[u8], len: usize) -> Result<(u32, u16, usize), String> {
+    /// returns `(message id, message type, payload length, UDP source port)`.
+    fn parse_head(&self, head: &[u8], len: usize) -> Result<(u32, u16, usize, u16), String> {
         if head.len() < FRAME_OVERHEAD {
             return Err(format!(
                 "reply frame of {len} bytes is shorter than its headers"
@@ -165,8 +180,10 @@ impl<C: ReplyCheck> LoadWire<C> {
             ));
         }
         let u = udp::Packet::new_unchecked(&head[ethernet::HEADER_LEN + ipv4::HEADER_LEN..]);
+        let cores = self.per_core.len();
         if u.dst_port() != self.ends.client_port
-            || u.src_port() != self.ends.server_port
+            || u.src_port() < self.ends.base_port
+            || usize::from(u.src_port() - self.ends.base_port) >= cores
             || u.len() as usize != total - ipv4::HEADER_LEN
         {
             return Err(format!(
@@ -192,7 +209,7 @@ impl<C: ReplyCheck> LoadWire<C> {
                 f.total_len()
             ));
         }
-        Ok((f.msg_id(), f.msg_type(), payload))
+        Ok((f.msg_id(), f.msg_type(), payload, u.src_port()))
     }
 
     /// Reads a whole reply, checks the checksums the server computed itself and gives the
@@ -238,6 +255,7 @@ impl<C: ReplyCheck> LoadWire<C> {
             }
             let seq = self.next;
             let k = seq % self.frames.len();
+            let core = self.frames.core(k);
             let frame = self.frames.frame(k);
             let frames = &self.frames;
             let ok = rx.deliver_prepared(frame.len(), frames.flags(k), frame, &mut |buf| {
@@ -246,15 +264,15 @@ impl<C: ReplyCheck> LoadWire<C> {
             if self.offsets[seq] >= self.warmup_ns && self.window_start.is_none() {
                 self.window_start = Some(*clock);
             }
+            let c = &mut self.per_core[core];
+            c.sent += 1;
             if ok {
                 self.state[seq] = OUTSTANDING;
                 self.outstanding += 1;
-                self.counters.sent += 1;
             } else {
                 // Dropped at the NIC (no receive buffer): the client sent it, it is lost.
                 self.state[seq] = SETTLED;
-                self.counters.sent += 1;
-                self.counters.lost += 1;
+                c.lost += 1;
                 self.not_delivered += 1;
             }
             self.max_inject_lag_ns = self.max_inject_lag_ns.max(now - due);
@@ -276,7 +294,8 @@ impl<C: ReplyCheck> LoadWire<C> {
             if self.state[self.expire] == OUTSTANDING {
                 self.state[self.expire] = SETTLED;
                 self.outstanding -= 1;
-                self.counters.lost += 1;
+                let core = self.frames.core(self.expire % self.frames.len());
+                self.per_core[core].lost += 1;
             }
             self.expire += 1;
         }
@@ -287,32 +306,44 @@ impl<C: ReplyCheck> Wire for LoadWire<C> {
     fn transmit(&mut self, frame: &TxFrame<'_>, now_ns: u64) {
         let mut head = [0u8; FRAME_OVERHEAD];
         let got = frame.read_prefix(&mut head);
-        let (id, ty, payload_len) = match self.parse_head(&head[..got], frame.len()) {
+        // The queue set that sent it, for replies that belong to no request.
+        let sender = frame.queue().min(self.per_core.len() - 1);
+        let (id, ty, payload_len, src_port) = match self.parse_head(&head[..got], frame.len()) {
             Ok(x) => x,
             Err(e) => {
-                self.counters.malformed += 1;
+                self.per_core[sender].malformed += 1;
                 self.fail(|| e);
                 return;
             }
         };
         let seq = id as usize;
         let Some(t0) = self.t0 else {
-            self.counters.unexpected += 1;
+            self.per_core[sender].unexpected += 1;
             return;
         };
         if seq >= self.next || self.state[seq] != OUTSTANDING {
-            self.counters.unexpected += 1;
+            self.per_core[sender].unexpected += 1;
             return;
         }
         self.state[seq] = SETTLED;
         self.outstanding -= 1;
+        let k = seq % self.frames.len();
+        let core = self.frames.core(k);
         let lat = now_ns.saturating_sub(t0 + self.offsets[seq]);
         if lat > self.timeout_ns {
-            self.counters.lost += 1;
+            self.per_core[core].lost += 1;
             return;
         }
-        let k = seq % self.frames.len();
-        let verdict = if ty != self.frames.msg_type(k) {
+        let from_core = usize::from(src_port - self.ends.base_port);
+        let verdict = if from_core != core || frame.queue() != core {
+            // Steering or a server answering for another core: the shards would not be
+            // disjoint.
+            Err(format!(
+                "reply to request {k} (id {id}), sent to core {core}, came from port {src_port} \
+                 (core {from_core}) through queue set {}",
+                frame.queue()
+            ))
+        } else if ty != self.frames.msg_type(k) {
             Err(format!(
                 "reply to request {k} (id {id}) has message type {ty}, expected {}",
                 self.frames.msg_type(k)
@@ -334,15 +365,15 @@ impl<C: ReplyCheck> Wire for LoadWire<C> {
         };
         match verdict {
             Ok(()) => {
-                self.counters.verified += 1;
+                self.per_core[core].verified += 1;
                 if self.offsets[seq] >= self.warmup_ns {
-                    self.measured_verified += 1;
+                    self.measured_verified[core] += 1;
                     self.last_measured_reply_ns = self.last_measured_reply_ns.max(now_ns - t0);
                     self.latency.record(Duration::from_nanos(lat));
                 }
             }
             Err(e) => {
-                self.counters.mismatched += 1;
+                self.per_core[core].mismatched += 1;
                 self.fail(|| e);
             }
         }
@@ -350,7 +381,7 @@ impl<C: ReplyCheck> Wire for LoadWire<C> {
 
     fn poll(&mut self, clock: &DeviceClock, rx: &mut RxPort<'_>) -> bool {
         if self.t0.is_none() {
-            if !self.ready.load(Ordering::Acquire) {
+            if !self.ready.iter().all(|r| r.load(Ordering::Acquire)) {
                 return false;
             }
             self.t0 = Some(clock.now_ns);

@@ -18,10 +18,7 @@ use emu_bench::{run, Bottleneck, EmuRunConfig, Request, ServerPort};
 
 fn requests(n: usize) -> Vec<Request> {
     (0..n)
-        .map(|i| Request {
-            msg_type: 3,
-            payload: (0..(64 + i * 97)).map(|b| (b * 31 + i) as u8).collect(),
-        })
+        .map(|i| Request::new(3, (0..(64 + i * 97)).map(|b| (b * 31 + i) as u8).collect()))
         .collect()
 }
 
@@ -235,10 +232,7 @@ fn the_device_reports_its_own_saturation() {
 fn requests_larger_than_a_frame_are_refused_clearly() {
     let mut c = cfg(1000.0);
     c.mtu = 1500;
-    let big = vec![Request {
-        msg_type: 1,
-        payload: vec![0; 3000],
-    }];
+    let big = vec![Request::new(1, vec![0; 3000])];
     let err =
         run(&c, &big, |_: usize, _: &[u8]| Ok(()), |p| echo_server(p, 0)).expect_err("refused");
     assert!(err.contains("single-frame"), "{err}");

@@ -621,13 +621,36 @@ pub fn pin_current_thread(core: usize) -> io::Result<()> {
 /// process may use. A clear error when there are fewer: on one core the two threads would
 /// take turns, and the benchmark would measure the scheduler instead of the server.
 pub fn two_cores() -> io::Result<(usize, usize)> {
-    let cores = allowed_cores()?;
-    match cores.as_slice() {
-        [a, b, ..] => Ok((*a, *b)),
-        _ => Err(io::Error::other(format!(
-            "the emulated NIC needs 2 CPUs (one for the server, one for the device), but this \
-             process may only run on {:?}; run on a machine (or cgroup/taskset) with at least 2",
-            cores
-        ))),
+    let (servers, device) = cores_for(1)?;
+    Ok((servers[0], device))
+}
+
+/// Distinct CPUs for `servers` driver (server) threads and one device thread: the first
+/// `servers + 1` this process may use, the servers' first and the device's last. A clear
+/// error naming the count when there are fewer: threads sharing a CPU take turns, and the
+/// benchmark would measure the scheduler instead of the servers.
+pub fn cores_for(servers: usize) -> io::Result<(Vec<usize>, usize)> {
+    if servers == 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "at least one server core is needed",
+        ));
     }
+    let cores = allowed_cores()?;
+    if cores.len() <= servers {
+        let what = if servers == 1 {
+            "one for the server, one for the device".to_owned()
+        } else {
+            format!("{servers} for the server cores, one for the device")
+        };
+        return Err(io::Error::other(format!(
+            "the emulated NIC needs {} CPUs ({what}), but this process may only run on {} \
+             ({:?}); run on a machine (or cgroup/taskset) with at least {}",
+            servers + 1,
+            cores.len(),
+            cores,
+            servers + 1
+        )));
+    }
+    Ok((cores[..servers].to_vec(), cores[servers]))
 }

@@ -1,0 +1,194 @@
+//! N server cores over one emulated port: one queue set per core steered by destination UDP
+//! port, one server thread per core. The plumbing runs unpinned (`pin: false`), so 2 server
+//! cores and the device fit a 2-CPU machine; no test asserts a speed (and an unpinned run's
+//! numbers mean nothing).
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use cornflakes::datapath::{Completions, Receive, Transmit};
+use cornflakes::PinnedMemory;
+use datapath_mlx5::emu::threaded::allowed_cores;
+use emu_bench::{cores_for, run, run_cores, EmuRunConfig, Request, ServerPort};
+
+/// One run at a time: each spins several threads, and the machine may have two CPUs.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Request `i` goes to core `i % cores`; its payload names it.
+fn requests(n: usize, cores: usize) -> Vec<Request> {
+    (0..n)
+        .map(|i| Request {
+            msg_type: 5,
+            payload: (0..(48 + i * 61)).map(|b| (b * 7 + i) as u8).collect(),
+            core: i % cores,
+        })
+        .collect()
+}
+
+/// What one core's server did.
+#[derive(Debug)]
+struct Served {
+    core: usize,
+    echoed: u64,
+    live_after: usize,
+}
+
+/// A zero-copy echo server on its own memory and datapath; yields when idle (the test's
+/// threads share CPUs).
+fn echo_core(port: ServerPort) -> Served {
+    let mem = PinnedMemory::new(port.memory_config()).expect("memory");
+    let mut dp = port.datapath(mem.clone()).expect("datapath");
+    let mut rx = Vec::new();
+    let mut echoed = 0u64;
+    while !port.stopped() {
+        rx.clear();
+        dp.recv_burst(&mut rx).expect("recv");
+        for m in &rx {
+            dp.send_sga(m.conn, m.msg, std::slice::from_ref(&m.data))
+                .expect("send");
+            echoed += 1;
+        }
+        dp.flush().expect("flush");
+        dp.poll_completions();
+        if rx.is_empty() {
+            std::thread::yield_now();
+        }
+    }
+    drop(rx);
+    drop(dp);
+    Served {
+        core: port.core(),
+        echoed,
+        live_after: mem.stats().live_items,
+    }
+}
+
+fn cfg(cores: usize) -> EmuRunConfig {
+    EmuRunConfig {
+        rate_rps: 8_000.0,
+        duration: Duration::from_millis(200),
+        warmup: Duration::from_millis(20),
+        // Generous: three threads share two CPUs.
+        timeout: Duration::from_millis(800),
+        sample_every: 1,
+        cores,
+        // Functional only: more threads than CPUs.
+        pin: false,
+        ..EmuRunConfig::default()
+    }
+}
+
+#[test]
+fn two_server_cores_each_answer_exactly_the_requests_sent_to_their_port() {
+    let _g = serial();
+    let reqs = requests(16, 2);
+    let expected: Vec<Vec<u8>> = reqs.iter().map(|r| r.payload.clone()).collect();
+    let (report, served) = run_cores(
+        &cfg(2),
+        &reqs,
+        move |i: usize, reply: &[u8]| {
+            if reply == expected[i] {
+                Ok(())
+            } else {
+                Err(format!("request {i}: reply differs"))
+            }
+        },
+        echo_core,
+    )
+    .expect("run");
+    assert_eq!(report.cores, 2);
+    assert_eq!(report.per_core.len(), 2);
+    assert_eq!(served.len(), 2);
+    let c = report.run.counters;
+    assert!(c.sent > 1000, "{c}");
+    // Every reply came from the core (port and queue set) its request was sent to, was right,
+    // and came once: a reply from another core counts as mismatched, a second reply to the
+    // same request as unexpected.
+    assert_eq!(
+        c.mismatched + c.unexpected + c.malformed,
+        0,
+        "{c} {:?}",
+        report.failures
+    );
+    // Nothing lost but what the device could not deliver (no posted buffer).
+    assert_eq!(c.lost, report.not_delivered, "{c}");
+    assert_eq!(report.device.rx_steered_away, 0);
+    let mut sum = loadgen::Counters::default();
+    for (i, (core, s)) in report.per_core.iter().zip(&served).enumerate() {
+        let k = core.counters;
+        assert_eq!(s.core, i, "results come back in core order");
+        // Requests alternate between the cores: each gets about half.
+        assert!(k.sent > c.sent / 3, "core {i}: {k} of {c}");
+        let delivered = core.device.frames_received;
+        assert_eq!(k.sent - k.lost, delivered, "core {i}: {k}");
+        assert_eq!(k.verified, delivered, "core {i}: {k}");
+        // This core's server echoed exactly what its queue set received, and its queue set
+        // sent exactly that many replies.
+        assert_eq!(s.echoed, delivered, "core {i}");
+        assert_eq!(core.device.frames_sent, delivered, "core {i}");
+        assert_eq!(
+            s.live_after, 0,
+            "core {i}: every pinned buffer back in its pool"
+        );
+        assert!(core.achieved_rps > 0.0);
+        sum.merge(&k);
+    }
+    assert_eq!(sum, c, "per-core counters sum to the run's");
+    assert_eq!(
+        report.sampled, c.verified,
+        "sample_every 1 reads every reply"
+    );
+}
+
+#[test]
+fn more_server_cores_than_cpus_is_a_clear_error() {
+    let cpus = allowed_cores().expect("affinity").len();
+    // Pinned, `cpus` server cores need `cpus + 1` CPUs: refused before anything starts.
+    let c = EmuRunConfig {
+        pin: true,
+        ..cfg(cpus)
+    };
+    let err = run_cores(
+        &c,
+        &requests(4, cpus),
+        |_: usize, _: &[u8]| Ok(()),
+        echo_core,
+    )
+    .expect_err("too few CPUs");
+    assert!(err.contains(&format!("needs {} CPUs", cpus + 1)), "{err}");
+    assert!(err.contains(&format!("may only run on {cpus}")), "{err}");
+    if cpus >= 2 {
+        let (servers, device) = cores_for(cpus - 1).expect("enough CPUs");
+        assert_eq!(servers.len(), cpus - 1);
+        assert!(!servers.contains(&device));
+    }
+    assert!(cores_for(0).is_err());
+}
+
+#[test]
+fn requests_for_a_core_the_run_lacks_and_run_with_several_cores_are_refused() {
+    let _g = serial();
+    let err = run_cores(
+        &cfg(2),
+        &requests(6, 3),
+        |_: usize, _: &[u8]| Ok(()),
+        echo_core,
+    )
+    .expect_err("core 2 of 2");
+    assert!(
+        err.contains("request 2 is for server core 2, but the run has 2"),
+        "{err}"
+    );
+    let err = run(
+        &cfg(2),
+        &requests(4, 2),
+        |_: usize, _: &[u8]| Ok(()),
+        echo_core,
+    )
+    .expect_err("one-core run");
+    assert!(err.contains("use run_cores"), "{err}");
+}
