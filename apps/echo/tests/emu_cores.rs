@@ -90,13 +90,16 @@ fn bench_with_more_cores_than_the_machine_has_cpus_for_is_a_clear_error() {
             && stderr.contains(&format!("needs {} CPUs", n + 1)),
         "{stderr}"
     );
-    // And --cores is refused on the datapaths that run one server core.
+    // And --cores is refused on the bench's datapath that runs one server core (xdp).
     let out = Command::new(env!("CARGO_BIN_EXE_echo"))
-        .args(["bench", "--datapath", "socket", "--cores", "2"])
+        .args(["bench", "--datapath", "xdp", "--cores", "2"])
         .args(["--duration", "0.05", "--rates", "1000"])
         .output()
         .expect("run echo bench");
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("--datapath emu only"), "{stderr}");
+    assert!(
+        stderr.contains("runs on the socket and emu datapaths"),
+        "{stderr}"
+    );
 }
