@@ -1,10 +1,14 @@
 //! `echo calibrate`: the paper's §5 measurement as one command (docs/calibration.md).
 //!
-//! For every cell (S, K) of the grid and both [`Policy`]s, an open-loop load sweep against a
-//! [`CalibServer`] (load raised until the server no longer keeps up); per cell the highest
-//! throughput achieved at any load (the paper's metric), and the highest load kept up with
-//! (within 95 % of offered) and the p99 there. Writes `calibration.json` (cells,
-//! every sweep point, the recommendation), `heatmap.svg`/`heatmap.png` (sg / copy per cell, the
+//! For every cell (S, K) of the grid, the saturation load of both [`Policy`]s against a
+//! [`CalibServer`], found with the project's saturation search ([`loadgen::search`]: median of
+//! up to K trials per load, a doubling grid until a sustained miss, bisection to a resolution),
+//! copy and scatter-gather of a cell interleaved trial by trial. Per cell and policy: the
+//! median achieved load at the highest load kept up and the min–max spread of the trials
+//! around saturation ([`PolicyResult`]); a cell has a clear winner only when the two spreads
+//! do not overlap ([`CellResult::outcome`]), and the recommended threshold rests only on clear
+//! scatter-gather wins ([`recommend`]). Writes `calibration.json` (cells with their spreads,
+//! every trial, the recommendation), `heatmap.svg`/`heatmap.png` (sg / copy per cell, the
 //! paper's Figure 5) and prints the recommended threshold, which the runtime takes from
 //! `CORNFLAKES_CALIBRATION=<dir>/calibration.json`.
 
@@ -20,9 +24,11 @@ use cornflakes::mem::MemoryConfig;
 use cornflakes::threshold::CALIBRATION_KEY;
 use cornflakes::Arena;
 use datapath_socket::{SocketConfig, SocketDatapath};
+use emu_bench::Bottleneck;
+use loadgen::search::{doubling_grid, search, Point, Search, SearchConfig, Trial};
 use loadgen::{
-    max_kept_up, plot_heatmap, run, sweep, Bound, Heatmap, Record, RunConfig, RunReport, Schedule,
-    ScheduleConfig, SweepConfig, DEFAULT_KEEP_UP,
+    plot_heatmap, run, Bound, Heatmap, Record, RunConfig, RunReport, Schedule, ScheduleConfig,
+    DEFAULT_KEEP_UP,
 };
 use serde_json::json;
 
@@ -54,12 +60,18 @@ pub struct CalibConfig {
     pub counts: Vec<usize>,
     /// The array's size; `None`: [`LLC_MULTIPLE`] × the last-level cache.
     pub array_bytes: Option<usize>,
-    /// Offered loads, ascending; each policy's sweep stops once it saturates (default:
-    /// [`default_rates`] of the datapath).
+    /// The saturation search's coarse grid of offered loads (default: [`default_rates`] of
+    /// the datapath); each policy's search ends at its first sustained miss, then bisects.
     pub rates: Vec<f64>,
-    /// Measured time per point.
+    /// Trials per load at most (the median decides whether a load is kept up).
+    pub trials: usize,
+    /// Bisection stops when the saturation bracket is within this fraction of its lower end.
+    pub resolution: f64,
+    /// Run every grid load (for plots) before bisecting (`--all-points`).
+    pub whole_grid: bool,
+    /// Measured time per trial.
     pub duration: Duration,
-    /// Warm-up per point.
+    /// Warm-up per trial.
     pub warmup: Duration,
     /// Loss timeout.
     pub timeout: Duration,
@@ -67,8 +79,6 @@ pub struct CalibConfig {
     pub threads: usize,
     /// IP MTU.
     pub mtu: usize,
-    /// Stop a sweep after this many consecutive points below 95 % (0: run all).
-    pub stop_after_misses: usize,
     /// Busy-poll server and clients.
     pub spin: bool,
     /// Where the outputs go.
@@ -94,44 +104,69 @@ pub struct Remote {
 /// smaller of the paper's NICs; a ConnectX takes 30).
 pub const REMOTE_MAX_SEGMENTS: usize = 8;
 
-/// Offered loads from `start` growing by `factor` up to `end`.
-pub fn geometric_loads(start: f64, end: f64, factor: f64) -> Vec<f64> {
-    let mut v = Vec::new();
-    let mut r = start;
-    while r <= end * 1.0001 && factor > 1.0 && r > 0.0 {
-        v.push(r.round());
-        r *= factor;
-    }
-    v
-}
+/// Default bisection resolution of the calibration (coarser than the benches' 5 %: a cell
+/// compares two policies' trial spreads, and the bracket's upper end is part of the spread).
+pub const CALIB_RESOLUTION: f64 = 0.10;
+/// Default measured time per trial.
+pub const CALIB_DURATION: Duration = Duration::from_millis(150);
+/// Default warm-up per trial.
+pub const CALIB_WARMUP: Duration = Duration::from_millis(50);
 
-/// The default offered loads of `datapath`: from 10 k req/s (kernel datapaths), or 100 k
-/// (emulated NIC: one core's throughput, no kernel), growing by 1.3× to 2 M / 5 M.
+/// The default coarse grid of `datapath`: doubling from 10 k req/s (kernel datapaths and a
+/// remote server) or 200 k (emulated NIC: one core's throughput, no kernel). The search stops
+/// at the first sustained miss, so the high end of the grid costs nothing unless reached.
 pub fn default_rates(datapath: DatapathKind) -> Vec<f64> {
     match datapath {
-        DatapathKind::Emu => geometric_loads(100_000.0, 5_000_000.0, 1.3),
-        _ => geometric_loads(10_000.0, 2_000_000.0, 1.3),
+        DatapathKind::Emu => doubling_grid(200_000.0, 12_800_000.0),
+        _ => doubling_grid(10_000.0, 5_120_000.0),
+    }
+}
+
+/// The default loss timeout of `datapath` (the emulated NIC answers in microseconds).
+pub fn default_timeout(datapath: DatapathKind) -> Duration {
+    match datapath {
+        DatapathKind::Emu => Duration::from_millis(20),
+        _ => Duration::from_millis(100),
+    }
+}
+
+impl CalibConfig {
+    /// The defaults for `datapath` (grid and loss timeout depend on it).
+    pub fn for_datapath(datapath: DatapathKind) -> CalibConfig {
+        CalibConfig {
+            datapath,
+            sizes: DEFAULT_SIZES.to_vec(),
+            counts: DEFAULT_COUNTS.to_vec(),
+            array_bytes: None,
+            rates: default_rates(datapath),
+            trials: loadgen::search::DEFAULT_TRIALS,
+            resolution: CALIB_RESOLUTION,
+            whole_grid: false,
+            duration: CALIB_DURATION,
+            warmup: CALIB_WARMUP,
+            timeout: default_timeout(datapath),
+            threads: 1,
+            mtu: crate::bench::DEFAULT_MTU,
+            spin: false,
+            out_dir: PathBuf::from("results/calibrate"),
+            remote: None,
+        }
+    }
+
+    /// The saturation search this configuration runs per cell.
+    pub fn search_config(&self) -> SearchConfig {
+        SearchConfig {
+            trials: self.trials,
+            resolution: self.resolution,
+            whole_grid: self.whole_grid,
+            ..SearchConfig::new(self.rates.clone())
+        }
     }
 }
 
 impl Default for CalibConfig {
     fn default() -> Self {
-        CalibConfig {
-            datapath: DatapathKind::Socket,
-            sizes: DEFAULT_SIZES.to_vec(),
-            counts: DEFAULT_COUNTS.to_vec(),
-            array_bytes: None,
-            rates: default_rates(DatapathKind::Socket),
-            duration: Duration::from_millis(300),
-            warmup: Duration::from_millis(100),
-            timeout: Duration::from_millis(200),
-            threads: 1,
-            mtu: crate::bench::DEFAULT_MTU,
-            stop_after_misses: 2,
-            spin: false,
-            out_dir: PathBuf::from("results/calibrate"),
-            remote: None,
-        }
+        CalibConfig::for_datapath(DatapathKind::Socket)
     }
 }
 
@@ -188,40 +223,131 @@ pub fn array_size(cfg: &CalibConfig) -> (usize, String) {
     }
 }
 
-/// One policy's result in one cell.
+/// One trial of one policy at one load: its load-generator record (mode `copy`/`sg`, shape
+/// `KxS`) and, on the emulated NIC, how busy the device thread was and what limited the trial.
+#[derive(Clone, Debug)]
+pub struct CalibTrial {
+    /// Where the search ran it.
+    pub point: Point,
+    /// What the clients measured.
+    pub record: Record,
+    /// Emulated NIC only: the device thread's utilisation (0–1) and the trial's bottleneck.
+    pub device: Option<(f64, Bottleneck)>,
+}
+
+impl Trial for CalibTrial {
+    fn achieved_rps(&self) -> f64 {
+        self.record.achieved_rps
+    }
+}
+
+impl CalibTrial {
+    fn device_bound(&self) -> bool {
+        self.device.is_some_and(|(_, b)| b == Bottleneck::Device)
+    }
+}
+
+/// One policy's saturation search in one cell, summarized.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PolicyResult {
-    /// Highest achieved throughput (verified replies per second) across all offered loads —
-    /// the paper's metric (§5.1). Past saturation an open-loop server answers at its
-    /// capacity, so this is not limited to the steps of the load ladder. `None` when nothing
-    /// was verified.
-    pub max_rps: Option<f64>,
-    /// Highest achieved load within 95 % of offered, if any point kept up.
-    pub kept_up_rps: Option<f64>,
-    /// p99 latency at that kept-up point (µs).
+    /// The saturation load: among the loads kept up (by their median trial), the highest
+    /// median trial's achieved load (verified replies per second). `None`: no load kept up.
+    pub median_rps: Option<f64>,
+    /// The offered load of that median.
+    pub offered_rps: Option<f64>,
+    /// The trials' min–max spread around saturation: from the lowest trial at that load to
+    /// the highest trial at it or at the first sustained miss above it (past saturation an
+    /// open-loop server answers at its capacity, so the saturation load can be up to there).
+    pub spread: Option<(f64, f64)>,
+    /// Trials run at the saturation load.
+    pub trials_at_best: usize,
+    /// The lowest offered load above it whose median trial missed (the bracket's upper end).
+    pub first_miss_rps: Option<f64>,
+    /// p99 latency of the median trial at the saturation load (µs).
     pub p99_us: Option<f64>,
+    /// Why the saturation load is only a lower bound, if it is: `grid` (the grid's highest
+    /// load was kept up) or `device` (emulated NIC: the device thread, not the server, was
+    /// saturated at the best load or the first miss).
+    pub capped: Option<&'static str>,
+    /// Loads decided and trials run in all.
+    pub loads: usize,
+    /// See `loads`.
+    pub trials: usize,
 }
 
 impl PolicyResult {
-    /// Summarizes one policy's sweep.
-    pub fn from_records(recs: &[Record]) -> PolicyResult {
-        let best = max_kept_up(recs, DEFAULT_KEEP_UP);
+    /// Summarizes one policy's search.
+    pub fn from_search(s: &Search<CalibTrial>) -> PolicyResult {
+        let best = s.best_achieved();
+        let miss = s.first_miss();
+        let device = best.is_some_and(|v| v.median().device_bound())
+            || miss.is_some_and(|v| v.median().device_bound());
         PolicyResult {
-            max_rps: recs
-                .iter()
-                .filter(|r| r.verified > 0)
-                .map(|r| r.achieved_rps)
-                .fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.max(x)))),
-            kept_up_rps: best.map(|b| b.achieved_rps),
-            p99_us: best.and_then(|b| b.p99_us),
+            median_rps: best.map(|b| b.median_rps()),
+            offered_rps: best.map(|b| b.offered_rps),
+            spread: best.map(|b| {
+                let (lo, hi) = b.spread();
+                (lo, miss.map_or(hi, |m| hi.max(m.spread().1)))
+            }),
+            trials_at_best: best.map_or(0, |b| b.trials.len()),
+            first_miss_rps: miss.map(|m| m.offered_rps),
+            p99_us: best.and_then(|b| b.median().record.p99_us),
+            capped: if device {
+                Some("device")
+            } else if s.above_grid {
+                Some("grid")
+            } else {
+                None
+            },
+            loads: s.loads.len(),
+            trials: s.trials_run(),
         }
     }
 
-    fn none() -> PolicyResult {
+    /// A policy that was not measured.
+    pub fn none() -> PolicyResult {
         PolicyResult {
-            max_rps: None,
-            kept_up_rps: None,
+            median_rps: None,
+            offered_rps: None,
+            spread: None,
+            trials_at_best: 0,
+            first_miss_rps: None,
             p99_us: None,
+            capped: None,
+            loads: 0,
+            trials: 0,
+        }
+    }
+
+    fn spread_text(&self) -> String {
+        self.spread.map_or_else(
+            || "nothing kept up".to_owned(),
+            |(lo, hi)| format!("{lo:.0}–{hi:.0}"),
+        )
+    }
+}
+
+/// Which policy a cell's trials show ahead, if they clearly show one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Scatter-gather's spread lies wholly above copy's.
+    ScatterGather,
+    /// Copy's spread lies wholly above scatter-gather's.
+    Copy,
+    /// The spreads overlap, or the loser's saturation load is only a lower bound: the reason.
+    NoClearWinner(String),
+    /// The cell was not measured (the datapath cannot take it).
+    Skipped,
+}
+
+impl Outcome {
+    /// Short name, as the JSON and the table give it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Outcome::ScatterGather => "sg",
+            Outcome::Copy => "copy",
+            Outcome::NoClearWinner(_) => "no clear winner",
+            Outcome::Skipped => "skipped",
         }
     }
 }
@@ -242,31 +368,75 @@ pub struct CellResult {
 }
 
 impl CellResult {
-    /// Scatter-gather's highest throughput over copy's (> 1: scatter-gather wins).
+    /// Scatter-gather's saturation load over copy's, medians (> 1: scatter-gather ahead).
     pub fn ratio(&self) -> Option<f64> {
-        match (self.sg.max_rps, self.copy.max_rps) {
+        match (self.sg.median_rps, self.copy.median_rps) {
             (Some(s), Some(c)) if c > 0.0 => Some(s / c),
             _ => None,
         }
     }
+
+    /// The cell's winner, decided from the trials' spreads, not the medians alone:
+    ///
+    /// - a policy wins when the lower end of its spread is above the upper end of the other's
+    ///   (the difference of the medians is outside both policies' min–max trial spreads);
+    /// - a policy that kept up some load wins against one that kept up none (the other missed
+    ///   even the lowest grid load, by the median of its trials);
+    /// - otherwise there is no clear winner: the spreads overlap, neither kept up anything, or
+    ///   the would-be loser's saturation load is only a lower bound ([`PolicyResult::capped`]:
+    ///   it kept up the grid's highest load, or the emulated device was the limit).
+    pub fn outcome(&self) -> Outcome {
+        if self.skipped.is_some() {
+            return Outcome::Skipped;
+        }
+        let (c, s) = (&self.copy, &self.sg);
+        let win = |winner: Outcome, loser: &PolicyResult, name: &str| match loser.capped {
+            Some(why) => Outcome::NoClearWinner(format!(
+                "{name}'s saturation load is only a lower bound ({why})"
+            )),
+            None => winner,
+        };
+        match (c.spread, s.spread) {
+            (None, None) => {
+                Outcome::NoClearWinner("neither policy kept up the lowest load".to_owned())
+            }
+            (Some(_), None) => Outcome::Copy,
+            (None, Some(_)) => Outcome::ScatterGather,
+            (Some((c_lo, c_hi)), Some((s_lo, s_hi))) => {
+                if s_lo > c_hi {
+                    win(Outcome::ScatterGather, c, "copy")
+                } else if c_lo > s_hi {
+                    win(Outcome::Copy, s, "sg")
+                } else {
+                    Outcome::NoClearWinner(format!(
+                        "spreads overlap: copy {}, sg {} req/s",
+                        c.spread_text(),
+                        s.spread_text()
+                    ))
+                }
+            }
+        }
+    }
 }
 
-/// The recommended threshold: the smallest measured S such that scatter-gather's highest
-/// throughput is above copy's for every measured K at S **and at every larger measured S**
-/// (so one noisy win below the crossover does not set it). `None` when no such S exists.
-/// Cells not measured (skipped, or no point kept up) are left out of "every K"; a size with
-/// no measured cell cannot be recommended.
+/// The recommended threshold: the smallest measured S such that **every** measured cell (every
+/// measured K) at S and at every larger measured S is a clear scatter-gather win
+/// ([`CellResult::outcome`]). A cell without a clear winner is never evidence for a threshold:
+/// one at or above S blocks S, so the recommendation rests only on cells whose trial spreads
+/// separate. Cells below S may be anything (copying there is the threshold's claim; a clear
+/// win below a non-win does not move it down). Skipped cells are left out of "every K"; a size
+/// with no measured cell cannot be recommended. `None` when no size qualifies.
 pub fn recommend(cells: &[CellResult]) -> Option<usize> {
     let mut sizes: Vec<usize> = cells.iter().map(|c| c.size).collect();
     sizes.sort_unstable();
     sizes.dedup();
     let wins = |s: usize| {
-        let ratios: Vec<Option<f64>> = cells
+        let outcomes: Vec<Outcome> = cells
             .iter()
             .filter(|c| c.size == s && c.skipped.is_none())
-            .map(CellResult::ratio)
+            .map(CellResult::outcome)
             .collect();
-        !ratios.is_empty() && ratios.iter().all(|r| r.is_some_and(|r| r > 1.0))
+        !outcomes.is_empty() && outcomes.iter().all(|o| *o == Outcome::ScatterGather)
     };
     let mut best = None;
     for &s in sizes.iter().rev() {
@@ -284,7 +454,7 @@ pub fn recommend(cells: &[CellResult]) -> Option<usize> {
 pub struct Calibration {
     /// Per cell.
     pub cells: Vec<CellResult>,
-    /// Every sweep point (mode `copy`/`sg`, shape `KxS`).
+    /// Every trial's record (mode `copy`/`sg`, shape `KxS`), in the order run.
     pub records: Vec<Record>,
     /// See [`recommend`].
     pub recommended: Option<usize>,
@@ -292,7 +462,7 @@ pub struct Calibration {
     pub array_bytes: usize,
     /// How the array size was chosen.
     pub array_why: String,
-    /// The server's counters at the end.
+    /// The server's counters at the end (emulated NIC: summed over every trial's server).
     pub server: ServerStats,
     /// The datapath's descriptor limit (scatter-gather entries per packet).
     pub max_segments: usize,
@@ -415,80 +585,124 @@ fn run_point(
     })
 }
 
+/// What a trial function returns: the clients' report and, on the emulated NIC, the device
+/// thread's utilisation and the trial's bottleneck.
+type TrialOutcome = (RunReport, Option<(f64, Bottleneck)>);
+
+/// Which cells the datapath cannot take, and why.
+fn skip_reason(t: &Target, size: usize, count: usize) -> Option<String> {
+    if count == 0 || size == 0 || size > ARRAY_ITEM {
+        Some(format!("S must be 1..={ARRAY_ITEM} and K at least 1"))
+    } else if count > MAX_SEGMENTS || count + 1 > t.max_segments {
+        Some(format!(
+            "K = {count} needs {} descriptors; the datapath takes {}",
+            count + 1,
+            t.max_segments
+        ))
+    } else if count * size + REPLY_OVERHEAD > t.max_reply {
+        Some(format!(
+            "a copied reply of {count} x {size} B exceeds the datapath's largest reply ({} B)",
+            t.max_reply
+        ))
+    } else {
+        None
+    }
+}
+
+/// Per cell, the saturation search of both policies (copy lane 0, scatter-gather lane 1),
+/// interleaved trial by trial; `point` runs one trial of a cell's policy at an offered load.
 fn measure(
     cfg: &CalibConfig,
     t: &Target,
-    mut point: impl FnMut(Cell, f64, u64) -> Result<RunReport, String>,
+    mut point: impl FnMut(Cell, f64, u64) -> Result<TrialOutcome, String>,
 ) -> Result<(Vec<CellResult>, Vec<Record>), String> {
+    let scfg = cfg.search_config();
     let mut cells = Vec::new();
     let mut records = Vec::new();
     let mut seed = 1u64;
     let n = cfg.sizes.len() * cfg.counts.len();
     for &count in &cfg.counts {
         for &size in &cfg.sizes {
-            let skipped = if count == 0 || size == 0 || size > ARRAY_ITEM {
-                Some(format!("S must be 1..={ARRAY_ITEM} and K at least 1"))
-            } else if count > MAX_SEGMENTS || count + 1 > t.max_segments {
-                Some(format!(
-                    "K = {count} needs {} descriptors; the datapath takes {}",
-                    count + 1,
-                    t.max_segments
-                ))
-            } else if count * size + REPLY_OVERHEAD > t.max_reply {
-                Some(format!(
-                    "a copied reply of {count} x {size} B exceeds the datapath's largest reply ({} B)",
-                    t.max_reply
-                ))
-            } else {
-                None
-            };
-            let mut res = CellResult {
-                size,
-                count,
-                copy: PolicyResult::none(),
-                sg: PolicyResult::none(),
-                skipped: skipped.clone(),
-            };
-            if let Some(why) = skipped {
+            let skipped = skip_reason(t, size, count);
+            if let Some(why) = &skipped {
                 eprintln!("[calibrate] skipping K={count} S={size}: {why}");
-                cells.push(res);
+                cells.push(CellResult {
+                    size,
+                    count,
+                    copy: PolicyResult::none(),
+                    sg: PolicyResult::none(),
+                    skipped,
+                });
                 continue;
             }
             eprintln!(
                 "[calibrate] cell {}/{n}: K={count} S={size}",
                 cells.len() + 1
             );
-            for policy in Policy::BOTH {
+            let shape = format!("{count}x{size}");
+            let searches = search(&scfg, Policy::BOTH.len(), |p| {
+                let policy = Policy::BOTH[p.lane];
                 let cell = Cell {
                     size,
                     count,
                     policy,
                     items: t.items,
                 };
-                let sc = SweepConfig {
-                    mode: policy.name().to_owned(),
-                    shape: format!("{count}x{size}"),
-                    loads_rps: cfg.rates.clone(),
-                    keep_up: DEFAULT_KEEP_UP,
-                    stop_after_misses: cfg.stop_after_misses,
-                    progress: true,
-                };
-                let recs = sweep(&sc, |rate| {
-                    seed += 1;
-                    point(cell, rate, seed)
-                })?;
-                let r = PolicyResult::from_records(&recs);
+                seed += 1;
+                let (report, device) = point(cell, p.offered_rps, seed)?;
+                let record = Record::from_report(policy.name(), &shape, &report);
+                eprintln!(
+                    "[calibrate]   {:<4} {:>6} offered {:>9.0} trial {}  achieved {:>9.0}  p99 {:>9}{}  {}",
+                    policy.name(),
+                    p.phase,
+                    p.offered_rps,
+                    p.trial + 1,
+                    record.achieved_rps,
+                    record.p99_us.map_or("–".to_owned(), |v| format!("{v:.1}µs")),
+                    device.map_or(String::new(), |(busy, b)| format!(
+                        "  device busy {:>3.0}% ({b})",
+                        busy * 100.0
+                    )),
+                    report.counters
+                );
+                Ok::<_, String>(CalibTrial {
+                    point: p,
+                    record,
+                    device,
+                })
+            })?;
+            let mut res = CellResult {
+                size,
+                count,
+                copy: PolicyResult::none(),
+                sg: PolicyResult::none(),
+                skipped: None,
+            };
+            for (policy, s) in Policy::BOTH.iter().zip(&searches) {
+                let r = PolicyResult::from_search(s);
                 match policy {
                     Policy::Copy => res.copy = r,
                     Policy::ScatterGather => res.sg = r,
                 }
-                records.extend(recs);
+                records.extend(
+                    s.loads
+                        .iter()
+                        .flat_map(|v| v.trials.iter().map(|t| t.record.clone())),
+                );
             }
+            let outcome = res.outcome();
             eprintln!(
-                "[calibrate] K={count} S={size}: copy {} req/s, sg {} req/s, sg/copy {}",
-                fmt_opt(res.copy.max_rps, 0),
-                fmt_opt(res.sg.max_rps, 0),
-                fmt_opt(res.ratio(), 2)
+                "[calibrate] K={count} S={size}: copy {} req/s ({}), sg {} req/s ({}), sg/copy {}: {}{}",
+                fmt_opt(res.copy.median_rps, 0),
+                res.copy.spread_text(),
+                fmt_opt(res.sg.median_rps, 0),
+                res.sg.spread_text(),
+                fmt_opt(res.ratio(), 2),
+                outcome.name(),
+                match &outcome {
+                    Outcome::NoClearWinner(why) => format!(" ({why})"),
+                    _ => String::new(),
+                }
             );
             cells.push(res);
         }
@@ -515,17 +729,25 @@ pub fn run_calibration(cfg: &CalibConfig) -> Result<Calibration, String> {
     if cfg.sizes.is_empty() || cfg.counts.is_empty() || cfg.rates.is_empty() {
         return Err("nothing to measure: --sizes, --counts and --rates need values".into());
     }
+    let mut scfg = cfg.search_config();
+    scfg.validate()?;
     let (array_bytes, array_why) = array_size(cfg);
     eprintln!(
-        "[calibrate] {} sizes x {} counts x 2 policies, array {} MiB ({array_why}), {} loads from {:.0} req/s, {:?} per point (+{:?} warm-up), {}",
+        "[calibrate] {} sizes x {} counts x 2 policies, array {} MiB ({array_why}), {}; per cell \
+         and policy a saturation search over {:?} req/s, median of up to {} trials per load, \
+         bisection to {:.0}%, copy and sg interleaved trial by trial; {:?} per trial (+{:?} \
+         warm-up). Per policy up to ~{} trials when trials agree, at most {}",
         cfg.sizes.len(),
         cfg.counts.len(),
         array_bytes >> 20,
-        cfg.rates.len(),
-        cfg.rates[0],
+        label(cfg.datapath),
+        scfg.grid,
+        scfg.trials,
+        scfg.resolution * 100.0,
         cfg.duration,
         cfg.warmup,
-        label(cfg.datapath)
+        scfg.typical_trials(),
+        scfg.max_trials(),
     );
     let mut out = match (&cfg.remote, cfg.datapath) {
         (Some(r), _) => {
@@ -537,7 +759,7 @@ pub fn run_calibration(cfg: &CalibConfig) -> Result<Calibration, String> {
                 max_reply: r.max_reply,
             };
             let (cells, records) = measure(cfg, &t, |cell, rate, seed| {
-                run_point(cfg, &t, cell, rate, seed)
+                Ok((run_point(cfg, &t, cell, rate, seed)?, None))
             })?;
             Calibration {
                 cells,
@@ -563,7 +785,7 @@ pub fn run_calibration(cfg: &CalibConfig) -> Result<Calibration, String> {
                 max_reply: SOCKET_MAX_ITEM,
             };
             let measured = measure(cfg, &t, |cell, rate, seed| {
-                run_point(cfg, &t, cell, rate, seed)
+                Ok((run_point(cfg, &t, cell, rate, seed)?, None))
             });
             let stats = server.stop()?;
             let (cells, records) = measured?;
@@ -596,7 +818,16 @@ fn label(d: DatapathKind) -> &'static str {
 /// Distinct requests per cell on the emulated NIC (its clients cycle through prepared frames).
 pub const EMU_DISTINCT_REQUESTS: usize = 1024;
 
-/// The emulated-ConnectX variant: per load point, the calibration server on one core drives
+/// Adds the counters of one trial's server (each trial starts a fresh server) to `total`.
+fn add_counters(total: &mut ServerStats, s: &ServerStats) {
+    total.received += s.received;
+    total.echoed += s.echoed;
+    total.malformed += s.malformed;
+    total.send_failed += s.send_failed;
+    total.io_errors += s.io_errors;
+}
+
+/// The emulated-ConnectX variant: per trial, the calibration server on one core drives
 /// the ConnectX driver against the emulated device on another, whose thread plays the clients
 /// (crate `emu-bench`). It measures the **server core's side of the trade-off only**: copying
 /// vs building descriptors and handling completions, with no DMA, PCIe or wire cost.
@@ -676,8 +907,9 @@ fn run_emu(cfg: &CalibConfig, array_bytes: usize) -> Result<Calibration, String>
         for f in &report.failures {
             eprintln!("[calibrate]   {f}");
         }
-        server_stats = stats?;
-        Ok(report.run)
+        add_counters(&mut server_stats, &stats?);
+        let device = Some((report.device_busy, report.bottleneck()));
+        Ok((report.run, device))
     });
     let (cells, records) = measured?;
     Ok(Calibration {
@@ -713,7 +945,7 @@ fn run_xdp(cfg: &CalibConfig, array_bytes: usize) -> Result<Calibration, String>
         max_reply: 16 * 1024,
     };
     let measured = measure(cfg, &t, |cell, rate, seed| {
-        run_point(cfg, &t, cell, rate, seed)
+        Ok((run_point(cfg, &t, cell, rate, seed)?, None))
     });
     let stats = server.stop()?;
     drop(ns);
@@ -737,19 +969,45 @@ fn run_xdp(_cfg: &CalibConfig, _array_bytes: usize) -> Result<Calibration, Strin
     )
 }
 
+/// The rule of [`recommend`] and [`CellResult::outcome`], as the JSON states it.
+pub const RULE: &str = "per cell and policy, the saturation search's median at the highest load kept up and the \
+min-max spread of the trials around it (lowest trial at that load to highest trial at it or at the first \
+sustained miss); a policy wins a cell when its spread lies wholly above the other's (or the other kept up \
+no load), otherwise no clear winner; recommended threshold: the smallest measured segment size S at which \
+every measured K is a clear scatter-gather win, at S and at every larger measured S";
+
 /// The calibration file's JSON (the runtime reads its top-level [`CALIBRATION_KEY`]).
 pub fn to_json(cfg: &CalibConfig, c: &Calibration) -> serde_json::Value {
-    let policy = |p: &PolicyResult| json!({"max_rps": p.max_rps, "kept_up_rps": p.kept_up_rps, "p99_us": p.p99_us});
+    let policy = |p: &PolicyResult| {
+        json!({
+            "median_rps": p.median_rps,
+            "offered_rps": p.offered_rps,
+            "trials_min_rps": p.spread.map(|s| s.0),
+            "trials_max_rps": p.spread.map(|s| s.1),
+            "trials_at_best": p.trials_at_best,
+            "first_miss_rps": p.first_miss_rps,
+            "p99_us": p.p99_us,
+            "lower_bound_only": p.capped,
+            "loads": p.loads,
+            "trials": p.trials,
+        })
+    };
     let cells: Vec<serde_json::Value> = c
         .cells
         .iter()
         .map(|x| {
+            let outcome = x.outcome();
             json!({
                 "size": x.size,
                 "count": x.count,
                 "copy": policy(&x.copy),
                 "sg": policy(&x.sg),
                 "sg_over_copy": x.ratio(),
+                "outcome": outcome.name(),
+                "no_clear_winner_because": match &outcome {
+                    Outcome::NoClearWinner(why) => Some(why.as_str()),
+                    _ => None,
+                },
                 "skipped": x.skipped,
             })
         })
@@ -764,12 +1022,15 @@ pub fn to_json(cfg: &CalibConfig, c: &Calibration) -> serde_json::Value {
         "array_size_from": c.array_why,
         "sizes": cfg.sizes,
         "counts": cfg.counts,
-        "offered_rps": cfg.rates,
+        "method": "saturation search (loadgen::search), copy and sg interleaved trial by trial",
+        "grid_rps": cfg.rates,
+        "trials_per_load": cfg.trials,
+        "resolution": cfg.resolution,
         "duration_s": cfg.duration.as_secs_f64(),
         "warmup_s": cfg.warmup.as_secs_f64(),
         "client_threads": cfg.threads,
         "keep_up": DEFAULT_KEEP_UP,
-        "rule": "smallest measured segment size S at which sg/copy > 1 for every measured K, at S and at every larger measured S",
+        "rule": RULE,
         "cells": cells,
         "server": {
             "received": c.server.received,
@@ -796,7 +1057,7 @@ pub fn heatmap(cfg: &CalibConfig, c: &Calibration) -> Heatmap {
         .map_or_else(|| "none".to_owned(), |t| format!("{t} B"));
     Heatmap {
         title: format!(
-            "sg vs copy max throughput, {}; threshold {threshold}",
+            "sg vs copy saturation load (medians), {}; threshold {threshold}",
             label(cfg.datapath)
         ),
         x_desc: "segment size S (bytes)".into(),
@@ -833,14 +1094,16 @@ fn write_outputs(cfg: &CalibConfig, c: &Calibration) -> Result<(), String> {
             path.display()
         ),
         None => println!(
-            "recommended threshold: none — scatter-gather did not beat copy for every K at any measured size \
-             (keep the default, or measure larger sizes with --sizes)"
+            "recommended threshold: none — no measured size has a clear scatter-gather win (spreads \
+             apart) for every K at it and every larger size (keep the default; more --trials, \
+             a quieter machine or larger --sizes can settle it)"
         ),
     }
     Ok(())
 }
 
-/// The per-cell table (Markdown): rows K, columns S, `sg/copy` ratios.
+/// The per-cell table (Markdown): rows K, columns S, `sg/copy` ratios of the medians, each
+/// marked with the cell's [`Outcome`]: `sg` or `copy` (clear winner), `~` (no clear winner).
 pub fn table(cfg: &CalibConfig, c: &Calibration) -> String {
     use std::fmt::Write as _;
     let mut s = String::from("| K \\ S |");
@@ -853,15 +1116,25 @@ pub fn table(cfg: &CalibConfig, c: &Calibration) -> String {
     for &k in &cfg.counts {
         let _ = write!(s, "| {k} |");
         for &size in &cfg.sizes {
-            let r = c
-                .cells
-                .iter()
-                .find(|x| x.size == size && x.count == k)
-                .and_then(CellResult::ratio);
-            let _ = write!(s, " {} |", fmt_opt(r, 2));
+            let text = match c.cells.iter().find(|x| x.size == size && x.count == k) {
+                Some(x) if x.skipped.is_none() => {
+                    let mark = match x.outcome() {
+                        Outcome::ScatterGather => "sg",
+                        Outcome::Copy => "copy",
+                        _ => "~",
+                    };
+                    format!("{} {mark}", fmt_opt(x.ratio(), 2))
+                }
+                _ => "–".to_owned(),
+            };
+            let _ = write!(s, " {text} |");
         }
         s.push('\n');
     }
+    s.push_str(
+        "\nsg / copy of the medians; sg / copy: that policy's trial spread lies wholly above the \
+         other's; ~: no clear winner; –: not measured\n",
+    );
     s
 }
 
@@ -869,57 +1142,121 @@ pub fn table(cfg: &CalibConfig, c: &Calibration) -> String {
 mod tests {
     use super::*;
 
-    fn cell(size: usize, count: usize, copy: f64, sg: f64) -> CellResult {
+    /// A measured cell from each policy's (lowest, median, highest) trial, req/s.
+    fn cell(size: usize, count: usize, copy: (f64, f64, f64), sg: (f64, f64, f64)) -> CellResult {
+        let p = |(lo, med, hi): (f64, f64, f64)| PolicyResult {
+            median_rps: Some(med),
+            offered_rps: Some(med),
+            spread: Some((lo, hi)),
+            trials_at_best: 3,
+            first_miss_rps: Some(hi * 1.1),
+            p99_us: Some(10.0),
+            capped: None,
+            loads: 8,
+            trials: 18,
+        };
         CellResult {
             size,
             count,
-            copy: PolicyResult {
-                max_rps: Some(copy),
-                kept_up_rps: Some(copy),
-                p99_us: Some(10.0),
-            },
-            sg: PolicyResult {
-                max_rps: Some(sg),
-                kept_up_rps: Some(sg),
-                p99_us: Some(10.0),
-            },
+            copy: p(copy),
+            sg: p(sg),
             skipped: None,
         }
     }
 
-    #[test]
-    fn recommendation_is_the_smallest_size_where_sg_wins_for_every_k_from_there_up() {
-        let mut cells = vec![
-            cell(64, 1, 100.0, 80.0),
-            cell(64, 2, 100.0, 70.0),
-            cell(512, 1, 100.0, 120.0),
-            cell(512, 2, 100.0, 99.0), // copy still wins at K = 2
-            cell(1024, 1, 100.0, 130.0),
-            cell(1024, 2, 100.0, 110.0),
-        ];
-        assert_eq!(recommend(&cells), Some(1024));
-        cells[3].sg.max_rps = Some(101.0);
-        assert_eq!(recommend(&cells), Some(512));
-        // A win below a loss does not count.
-        cells[0].sg.max_rps = Some(150.0);
-        cells[1].sg.max_rps = Some(150.0);
-        cells[3].sg.max_rps = Some(90.0);
-        assert_eq!(recommend(&cells), Some(1024));
-        // Never winning at the largest size: no recommendation.
-        cells[5].sg.max_rps = Some(50.0);
-        assert_eq!(recommend(&cells), None);
-        // A cell where nothing was verified is not a win.
-        cells[5].sg.max_rps = None;
-        assert_eq!(recommend(&cells), None);
-        // Skipped cells are left out of "every K".
-        cells[5].skipped = Some("too large".into());
-        assert_eq!(recommend(&cells), Some(1024));
-        assert_eq!(recommend(&[]), None);
+    /// Copy at 100 (95–105); sg `ahead`: clearly (120–130), tied (98–110) or behind (70–80).
+    fn c(size: usize, count: usize, sg: &str) -> CellResult {
+        let sg = match sg {
+            "win" => (120.0, 125.0, 130.0),
+            "tie" => (98.0, 104.0, 110.0),
+            _ => (70.0, 75.0, 80.0),
+        };
+        cell(size, count, (95.0, 100.0, 105.0), sg)
     }
 
     #[test]
-    fn policy_result_takes_the_highest_throughput_at_any_load() {
-        let rec = |offered: f64, achieved: f64, verified: u64| Record {
+    fn a_cell_has_a_winner_only_when_the_spreads_separate() {
+        assert_eq!(c(64, 1, "win").outcome(), Outcome::ScatterGather);
+        assert_eq!(c(64, 1, "lose").outcome(), Outcome::Copy);
+        let tie = c(64, 1, "tie");
+        // The medians differ (1.04) but lie inside each other's spread.
+        assert!(tie.ratio().unwrap() > 1.0);
+        match tie.outcome() {
+            Outcome::NoClearWinner(why) => assert!(why.contains("overlap"), "{why}"),
+            o => panic!("{o:?}"),
+        }
+        // Touching spreads are not apart.
+        let touch = cell(64, 1, (95.0, 100.0, 105.0), (105.0, 110.0, 115.0));
+        assert_eq!(touch.outcome().name(), "no clear winner");
+        // The loser's saturation load is only a lower bound: no clear winner.
+        let mut capped = c(64, 1, "win");
+        capped.copy.capped = Some("device");
+        match capped.outcome() {
+            Outcome::NoClearWinner(why) => assert!(why.contains("copy") && why.contains("device")),
+            o => panic!("{o:?}"),
+        }
+        // The winner's being capped does not weaken its win.
+        let mut capped = c(64, 1, "win");
+        capped.sg.capped = Some("grid");
+        assert_eq!(capped.outcome(), Outcome::ScatterGather);
+        // Kept up something against nothing kept up; nothing on either side; skipped.
+        let mut none = c(64, 1, "win");
+        none.copy = PolicyResult::none();
+        assert_eq!(none.outcome(), Outcome::ScatterGather);
+        assert_eq!(none.ratio(), None);
+        none.sg = PolicyResult::none();
+        assert_eq!(none.outcome().name(), "no clear winner");
+        none.skipped = Some("too large".into());
+        assert_eq!(none.outcome(), Outcome::Skipped);
+    }
+
+    #[test]
+    fn recommendation_rests_only_on_clear_sg_wins_for_every_k_from_there_up() {
+        let grid = |rows: &[(usize, [&str; 2])]| -> Vec<CellResult> {
+            rows.iter()
+                .flat_map(|&(s, ks)| [c(s, 1, ks[0]), c(s, 2, ks[1])])
+                .collect()
+        };
+        // Copy below 512, sg clearly from 512 up for every K.
+        let cells = grid(&[
+            (64, ["lose", "lose"]),
+            (256, ["lose", "tie"]),
+            (512, ["win", "win"]),
+            (1024, ["win", "win"]),
+        ]);
+        assert_eq!(recommend(&cells), Some(512));
+        // A tie at 512 for one K: the threshold cannot rest on it, so it moves up to 1024.
+        let cells = grid(&[
+            (64, ["lose", "lose"]),
+            (512, ["win", "tie"]),
+            (1024, ["win", "win"]),
+        ]);
+        assert_eq!(recommend(&cells), Some(1024));
+        // A clear win below a tie does not count (the chain from the top is broken).
+        let cells = grid(&[
+            (64, ["win", "win"]),
+            (512, ["tie", "win"]),
+            (1024, ["win", "win"]),
+        ]);
+        assert_eq!(recommend(&cells), Some(1024));
+        // A tie at the largest size: no recommendation, even with medians all above 1.
+        let cells = grid(&[(512, ["win", "win"]), (1024, ["win", "tie"])]);
+        assert!(cells.iter().all(|x| x.ratio().unwrap() > 1.0));
+        assert_eq!(recommend(&cells), None);
+        // Every cell tied (the noisy machine's usual answer): none.
+        let cells = grid(&[(64, ["tie", "tie"]), (4096, ["tie", "tie"])]);
+        assert_eq!(recommend(&cells), None);
+        // Skipped cells are left out of "every K"; a size with only skipped cells blocks.
+        let mut cells = grid(&[(512, ["win", "win"]), (1024, ["win", "tie"])]);
+        cells[3].skipped = Some("too large".into());
+        assert_eq!(recommend(&cells), Some(512));
+        cells[2].skipped = Some("too large".into());
+        assert_eq!(recommend(&cells), None);
+        assert_eq!(recommend(&[]), None);
+    }
+
+    fn rec(offered: f64, achieved: f64) -> Record {
+        Record {
             mode: "sg".into(),
             shape: "2x512".into(),
             offered_rps: offered,
@@ -929,8 +1266,8 @@ mod tests {
             p999_us: None,
             mean_us: None,
             sent: 1,
-            received: verified,
-            verified,
+            received: 1,
+            verified: 1,
             mismatched: 0,
             lost: 0,
             unexpected: 0,
@@ -938,20 +1275,68 @@ mod tests {
             errors: 0,
             threads: 1,
             measured_s: 1.0,
+        }
+    }
+
+    /// A search against a fake server of capacity `cap` whose first trial at every load achieves
+    /// `first` of what the others do; the device is saturated from `device_at` req/s.
+    fn fake_search(cap: f64, first: f64, device_at: f64) -> Search<CalibTrial> {
+        let cfg = SearchConfig {
+            resolution: 0.1,
+            ..SearchConfig::new(vec![100.0, 200.0, 400.0, 800.0])
         };
-        // Kept up at 100 and 130; saturated at 169 (150 achieved) and 220 (140).
-        let recs = [
-            rec(100.0, 99.0, 10),
-            rec(130.0, 128.0, 10),
-            rec(169.0, 150.0, 10),
-            rec(220.0, 140.0, 10),
-        ];
-        let r = PolicyResult::from_records(&recs);
-        assert_eq!(r.max_rps, Some(150.0));
-        assert_eq!(r.kept_up_rps, Some(128.0));
-        assert_eq!(r.p99_us, Some(1.3));
-        let r = PolicyResult::from_records(&[rec(100.0, 0.0, 0)]);
-        assert_eq!((r.max_rps, r.kept_up_rps), (None, None));
+        let mut out = search::<_, String, _>(&cfg, 1, |p| {
+            let f = if p.trial == 0 { first } else { 1.0 };
+            let achieved = p.offered_rps.min(cap) * f;
+            let device = if p.offered_rps >= device_at {
+                (0.95, Bottleneck::Device)
+            } else {
+                (0.3, Bottleneck::None)
+            };
+            Ok(CalibTrial {
+                point: p,
+                record: rec(p.offered_rps, achieved),
+                device: Some(device),
+            })
+        })
+        .unwrap();
+        out.pop().unwrap()
+    }
+
+    #[test]
+    fn a_policy_is_summarized_by_its_median_and_the_spread_around_saturation() {
+        // Capacity 300: the bracket ends within 10 %; every trial agrees.
+        let r = PolicyResult::from_search(&fake_search(300.0, 1.0, f64::INFINITY));
+        let (med, offered) = (r.median_rps.unwrap(), r.offered_rps.unwrap());
+        assert!(offered > 250.0 && offered <= 300.0 / 0.95, "{r:?}");
+        assert_eq!(med, offered.min(300.0));
+        let miss = r.first_miss_rps.unwrap();
+        assert!(
+            miss > offered && miss - offered <= 0.1 * offered + 1.0,
+            "{r:?}"
+        );
+        // The spread runs up to the first miss's best trial: the capacity itself.
+        assert_eq!(r.spread, Some((med, 300.0)));
+        assert_eq!((r.trials_at_best, r.capped), (2, None));
+        assert_eq!(r.trials, 2 * r.loads);
+        assert_eq!(r.p99_us, Some(offered / 100.0));
+        // A descheduled first trial at every load: a third trial decides, and the spread shows it.
+        let r = PolicyResult::from_search(&fake_search(300.0, 0.5, f64::INFINITY));
+        let (lo, _) = r.spread.unwrap();
+        assert_eq!(r.trials_at_best, 3);
+        assert!(lo <= 0.5 * r.offered_rps.unwrap(), "{r:?}");
+        // Above the grid, or the device saturated: only a lower bound.
+        let r = PolicyResult::from_search(&fake_search(1e9, 1.0, f64::INFINITY));
+        assert_eq!((r.offered_rps, r.capped), (Some(800.0), Some("grid")));
+        assert_eq!(r.first_miss_rps, None);
+        let r = PolicyResult::from_search(&fake_search(300.0, 1.0, 250.0));
+        assert_eq!(r.capped, Some("device"));
+        // Nothing kept up.
+        let r = PolicyResult::from_search(&fake_search(10.0, 1.0, f64::INFINITY));
+        assert_eq!(
+            (r.median_rps, r.spread, r.first_miss_rps),
+            (None, None, Some(100.0))
+        );
     }
 
     #[test]
@@ -981,11 +1366,5 @@ mod tests {
         assert_eq!(llc_bytes(&dir), Some(16 << 20));
         std::fs::remove_dir_all(&dir).unwrap();
         assert_eq!(llc_bytes(Path::new("/nonexistent")), None);
-    }
-
-    #[test]
-    fn geometric_loads_grow_to_the_end() {
-        assert_eq!(geometric_loads(10.0, 40.0, 2.0), vec![10.0, 20.0, 40.0]);
-        assert!(geometric_loads(10.0, 40.0, 1.0).is_empty());
     }
 }
