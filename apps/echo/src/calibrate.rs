@@ -107,8 +107,11 @@ pub const REMOTE_MAX_SEGMENTS: usize = 8;
 /// Default bisection resolution of the calibration (coarser than the benches' 5 %: a cell
 /// compares two policies' trial spreads, and the bracket's upper end is part of the spread).
 pub const CALIB_RESOLUTION: f64 = 0.10;
-/// Default measured time per trial.
+/// Default measured time per trial on the kernel datapaths and a remote server.
 pub const CALIB_DURATION: Duration = Duration::from_millis(150);
+/// Default measured time per trial on the emulated NIC (100 k+ replies per trial; each trial
+/// also sets up a fresh server and fills its array, which dominates the budget).
+pub const CALIB_EMU_DURATION: Duration = Duration::from_millis(100);
 /// Default warm-up per trial.
 pub const CALIB_WARMUP: Duration = Duration::from_millis(50);
 
@@ -131,7 +134,7 @@ pub fn default_timeout(datapath: DatapathKind) -> Duration {
 }
 
 impl CalibConfig {
-    /// The defaults for `datapath` (grid and loss timeout depend on it).
+    /// The defaults for `datapath` (grid, trial duration and loss timeout depend on it).
     pub fn for_datapath(datapath: DatapathKind) -> CalibConfig {
         CalibConfig {
             datapath,
@@ -142,7 +145,10 @@ impl CalibConfig {
             trials: loadgen::search::DEFAULT_TRIALS,
             resolution: CALIB_RESOLUTION,
             whole_grid: false,
-            duration: CALIB_DURATION,
+            duration: match datapath {
+                DatapathKind::Emu => CALIB_EMU_DURATION,
+                _ => CALIB_DURATION,
+            },
             warmup: CALIB_WARMUP,
             timeout: default_timeout(datapath),
             threads: 1,
