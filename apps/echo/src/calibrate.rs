@@ -761,6 +761,11 @@ every measured K is a clear scatter-gather win, at S and at every larger measure
 
 /// The calibration file's JSON (the runtime reads its top-level [`CALIBRATION_KEY`]).
 pub fn to_json(cfg: &CalibConfig, c: &Calibration) -> serde_json::Value {
+    // The grid as the search ran it (sorted, non-positive loads dropped).
+    let mut scfg = cfg.search_config();
+    let grid = scfg
+        .validate()
+        .map_or_else(|_| cfg.rates.clone(), |()| scfg.grid);
     let policy = |p: &PolicyResult| {
         json!({
             "median_rps": p.median_rps,
@@ -806,7 +811,7 @@ pub fn to_json(cfg: &CalibConfig, c: &Calibration) -> serde_json::Value {
         "sizes": cfg.sizes,
         "counts": cfg.counts,
         "method": "saturation search (loadgen::search), copy and sg interleaved trial by trial",
-        "grid_rps": cfg.rates,
+        "grid_rps": grid,
         "trials_per_load": cfg.trials,
         "resolution": cfg.resolution,
         "duration_s": cfg.duration.as_secs_f64(),
