@@ -1,10 +1,14 @@
 //! `echo calibrate`: the paper's §5 measurement as one command (docs/calibration.md).
 //!
-//! For every cell (S, K) of the grid and both [`Policy`]s, an open-loop load sweep against a
-//! [`CalibServer`] (load raised until the server no longer keeps up); per cell the highest
-//! throughput achieved at any load (the paper's metric), and the highest load kept up with
-//! (within 95 % of offered) and the p99 there. Writes `calibration.json` (cells,
-//! every sweep point, the recommendation), `heatmap.svg`/`heatmap.png` (sg / copy per cell, the
+//! For every cell (S, K) of the grid, the saturation load of both [`Policy`]s against a
+//! [`CalibServer`], found with the project's saturation search ([`loadgen::search`]: median of
+//! up to K trials per load, a doubling grid until a sustained miss, bisection to a resolution),
+//! copy and scatter-gather of a cell interleaved trial by trial. Per cell and policy: the
+//! median achieved load at the highest load kept up and the min–max spread of the trials
+//! around saturation ([`PolicyResult`]); a cell has a clear winner only when the two spreads
+//! do not overlap ([`CellResult::outcome`]), and the recommended threshold rests only on clear
+//! scatter-gather wins ([`recommend`]). Writes `calibration.json` (cells with their spreads,
+//! every trial, the recommendation), `heatmap.svg`/`heatmap.png` (sg / copy per cell, the
 //! paper's Figure 5) and prints the recommended threshold, which the runtime takes from
 //! `CORNFLAKES_CALIBRATION=<dir>/calibration.json`.
 
@@ -19,15 +23,20 @@ use cornflakes::mem::MemoryConfig;
 use cornflakes::threshold::CALIBRATION_KEY;
 use cornflakes::Arena;
 use datapath_socket::{SocketConfig, SocketDatapath};
+use emu_bench::Bottleneck;
+use loadgen::search::{doubling_grid, search, SearchConfig};
 use loadgen::{
-    max_kept_up, plot_heatmap, run, sweep, Bound, Heatmap, Record, RunConfig, RunReport, Schedule,
-    ScheduleConfig, SweepConfig, DEFAULT_KEEP_UP,
+    plot_heatmap, run, Bound, Heatmap, Record, RunConfig, RunReport, Schedule, ScheduleConfig,
+    DEFAULT_KEEP_UP,
 };
 use serde_json::json;
 
 use crate::bench::DatapathKind;
 use crate::calib_server::{CalibClient, CalibServer, Cell, Policy, ARRAY_ITEM, MAX_SEGMENTS};
 use crate::server::ServerStats;
+
+mod rule;
+pub use rule::{recommend, CalibTrial, CellResult, Outcome, PolicyResult};
 
 /// Segment sizes S measured by default (bytes).
 pub const DEFAULT_SIZES: [usize; 7] = [64, 128, 256, 512, 1024, 2048, 4096];
@@ -53,12 +62,18 @@ pub struct CalibConfig {
     pub counts: Vec<usize>,
     /// The array's size; `None`: [`LLC_MULTIPLE`] × the last-level cache.
     pub array_bytes: Option<usize>,
-    /// Offered loads, ascending; each policy's sweep stops once it saturates (default:
-    /// [`default_rates`] of the datapath).
+    /// The saturation search's coarse grid of offered loads (default: [`default_rates`] of
+    /// the datapath); each policy's search ends at its first sustained miss, then bisects.
     pub rates: Vec<f64>,
-    /// Measured time per point.
+    /// Trials per load at most (the median decides whether a load is kept up).
+    pub trials: usize,
+    /// Bisection stops when the saturation bracket is within this fraction of its lower end.
+    pub resolution: f64,
+    /// Run every grid load (for plots) before bisecting (`--all-points`).
+    pub whole_grid: bool,
+    /// Measured time per trial.
     pub duration: Duration,
-    /// Warm-up per point.
+    /// Warm-up per trial.
     pub warmup: Duration,
     /// Loss timeout.
     pub timeout: Duration,
@@ -66,8 +81,6 @@ pub struct CalibConfig {
     pub threads: usize,
     /// IP MTU.
     pub mtu: usize,
-    /// Stop a sweep after this many consecutive points below 95 % (0: run all).
-    pub stop_after_misses: usize,
     /// Busy-poll server and clients.
     pub spin: bool,
     /// Where the outputs go.
@@ -96,44 +109,75 @@ pub struct Remote {
 /// smaller of the paper's NICs; a ConnectX takes 30).
 pub const REMOTE_MAX_SEGMENTS: usize = 8;
 
-/// Offered loads from `start` growing by `factor` up to `end`.
-pub fn geometric_loads(start: f64, end: f64, factor: f64) -> Vec<f64> {
-    let mut v = Vec::new();
-    let mut r = start;
-    while r <= end * 1.0001 && factor > 1.0 && r > 0.0 {
-        v.push(r.round());
-        r *= factor;
-    }
-    v
-}
+/// Default bisection resolution of the calibration (coarser than the benches' 5 %: a cell
+/// compares two policies' trial spreads, and the bracket's upper end is part of the spread).
+pub const CALIB_RESOLUTION: f64 = 0.10;
+/// Default measured time per trial on the kernel datapaths and a remote server.
+pub const CALIB_DURATION: Duration = Duration::from_millis(150);
+/// Default measured time per trial on the emulated NIC (100 k+ replies per trial; each trial
+/// also sets up a fresh server and fills its array, which dominates the budget).
+pub const CALIB_EMU_DURATION: Duration = Duration::from_millis(100);
+/// Default warm-up per trial.
+pub const CALIB_WARMUP: Duration = Duration::from_millis(50);
 
-/// The default offered loads of `datapath`: from 10 k req/s (kernel datapaths), or 100 k
-/// (emulated NIC: one core's throughput, no kernel), growing by 1.3× to 2 M / 5 M.
+/// The default coarse grid of `datapath`: doubling from 10 k req/s (kernel datapaths and a
+/// remote server) or 200 k (emulated NIC: one core's throughput, no kernel). The search stops
+/// at the first sustained miss, so the high end of the grid costs nothing unless reached.
 pub fn default_rates(datapath: DatapathKind) -> Vec<f64> {
     match datapath {
-        DatapathKind::Emu => geometric_loads(100_000.0, 5_000_000.0, 1.3),
-        _ => geometric_loads(10_000.0, 2_000_000.0, 1.3),
+        DatapathKind::Emu => doubling_grid(200_000.0, 12_800_000.0),
+        _ => doubling_grid(10_000.0, 5_120_000.0),
+    }
+}
+
+/// The default loss timeout of `datapath` (the emulated NIC answers in microseconds).
+pub fn default_timeout(datapath: DatapathKind) -> Duration {
+    match datapath {
+        DatapathKind::Emu => Duration::from_millis(20),
+        _ => Duration::from_millis(100),
+    }
+}
+
+impl CalibConfig {
+    /// The defaults for `datapath` (grid, trial duration and loss timeout depend on it).
+    pub fn for_datapath(datapath: DatapathKind) -> CalibConfig {
+        CalibConfig {
+            datapath,
+            sizes: DEFAULT_SIZES.to_vec(),
+            counts: DEFAULT_COUNTS.to_vec(),
+            array_bytes: None,
+            rates: default_rates(datapath),
+            trials: loadgen::search::DEFAULT_TRIALS,
+            resolution: CALIB_RESOLUTION,
+            whole_grid: false,
+            duration: match datapath {
+                DatapathKind::Emu => CALIB_EMU_DURATION,
+                _ => CALIB_DURATION,
+            },
+            warmup: CALIB_WARMUP,
+            timeout: default_timeout(datapath),
+            threads: 1,
+            mtu: crate::bench::DEFAULT_MTU,
+            spin: false,
+            out_dir: PathBuf::from("results/calibrate"),
+            remote: None,
+        }
+    }
+
+    /// The saturation search this configuration runs per cell.
+    pub fn search_config(&self) -> SearchConfig {
+        SearchConfig {
+            trials: self.trials,
+            resolution: self.resolution,
+            whole_grid: self.whole_grid,
+            ..SearchConfig::new(self.rates.clone())
+        }
     }
 }
 
 impl Default for CalibConfig {
     fn default() -> Self {
-        CalibConfig {
-            datapath: DatapathKind::Socket,
-            sizes: DEFAULT_SIZES.to_vec(),
-            counts: DEFAULT_COUNTS.to_vec(),
-            array_bytes: None,
-            rates: default_rates(DatapathKind::Socket),
-            duration: Duration::from_millis(300),
-            warmup: Duration::from_millis(100),
-            timeout: Duration::from_millis(200),
-            threads: 1,
-            mtu: crate::bench::DEFAULT_MTU,
-            stop_after_misses: 2,
-            spin: false,
-            out_dir: PathBuf::from("results/calibrate"),
-            remote: None,
-        }
+        CalibConfig::for_datapath(DatapathKind::Socket)
     }
 }
 
@@ -190,103 +234,12 @@ pub fn array_size(cfg: &CalibConfig) -> (usize, String) {
     }
 }
 
-/// One policy's result in one cell.
-#[derive(Clone, Debug, PartialEq)]
-pub struct PolicyResult {
-    /// Highest achieved throughput (verified replies per second) across all offered loads —
-    /// the paper's metric (§5.1). Past saturation an open-loop server answers at its
-    /// capacity, so this is not limited to the steps of the load ladder. `None` when nothing
-    /// was verified.
-    pub max_rps: Option<f64>,
-    /// Highest achieved load within 95 % of offered, if any point kept up.
-    pub kept_up_rps: Option<f64>,
-    /// p99 latency at that kept-up point (µs).
-    pub p99_us: Option<f64>,
-}
-
-impl PolicyResult {
-    /// Summarizes one policy's sweep.
-    pub fn from_records(recs: &[Record]) -> PolicyResult {
-        let best = max_kept_up(recs, DEFAULT_KEEP_UP);
-        PolicyResult {
-            max_rps: recs
-                .iter()
-                .filter(|r| r.verified > 0)
-                .map(|r| r.achieved_rps)
-                .fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.max(x)))),
-            kept_up_rps: best.map(|b| b.achieved_rps),
-            p99_us: best.and_then(|b| b.p99_us),
-        }
-    }
-
-    fn none() -> PolicyResult {
-        PolicyResult {
-            max_rps: None,
-            kept_up_rps: None,
-            p99_us: None,
-        }
-    }
-}
-
-/// One (S, K) cell's result.
-#[derive(Clone, Debug, PartialEq)]
-pub struct CellResult {
-    /// Segment size.
-    pub size: usize,
-    /// Segments per request.
-    pub count: usize,
-    /// Copy policy.
-    pub copy: PolicyResult,
-    /// Scatter-gather policy.
-    pub sg: PolicyResult,
-    /// Why the cell was not measured, if it was not.
-    pub skipped: Option<String>,
-}
-
-impl CellResult {
-    /// Scatter-gather's highest throughput over copy's (> 1: scatter-gather wins).
-    pub fn ratio(&self) -> Option<f64> {
-        match (self.sg.max_rps, self.copy.max_rps) {
-            (Some(s), Some(c)) if c > 0.0 => Some(s / c),
-            _ => None,
-        }
-    }
-}
-
-/// The recommended threshold: the smallest measured S such that scatter-gather's highest
-/// throughput is above copy's for every measured K at S **and at every larger measured S**
-/// (so one noisy win below the crossover does not set it). `None` when no such S exists.
-/// Cells not measured (skipped, or no point kept up) are left out of "every K"; a size with
-/// no measured cell cannot be recommended.
-pub fn recommend(cells: &[CellResult]) -> Option<usize> {
-    let mut sizes: Vec<usize> = cells.iter().map(|c| c.size).collect();
-    sizes.sort_unstable();
-    sizes.dedup();
-    let wins = |s: usize| {
-        let ratios: Vec<Option<f64>> = cells
-            .iter()
-            .filter(|c| c.size == s && c.skipped.is_none())
-            .map(CellResult::ratio)
-            .collect();
-        !ratios.is_empty() && ratios.iter().all(|r| r.is_some_and(|r| r > 1.0))
-    };
-    let mut best = None;
-    for &s in sizes.iter().rev() {
-        if wins(s) {
-            best = Some(s);
-        } else {
-            break;
-        }
-    }
-    best
-}
-
 /// What a calibration produced.
 #[derive(Debug, Default)]
 pub struct Calibration {
     /// Per cell.
     pub cells: Vec<CellResult>,
-    /// Every sweep point (mode `copy`/`sg`, shape `KxS`).
+    /// Every trial's record (mode `copy`/`sg`, shape `KxS`), in the order run.
     pub records: Vec<Record>,
     /// See [`recommend`].
     pub recommended: Option<usize>,
@@ -294,7 +247,7 @@ pub struct Calibration {
     pub array_bytes: usize,
     /// How the array size was chosen.
     pub array_why: String,
-    /// The server's counters at the end.
+    /// The server's counters at the end (emulated NIC: summed over every trial's server).
     pub server: ServerStats,
     /// The datapath's descriptor limit (scatter-gather entries per packet).
     pub max_segments: usize,
@@ -403,80 +356,124 @@ fn run_point(
     })
 }
 
+/// What a trial function returns: the clients' report and, on the emulated NIC, the device
+/// thread's utilisation and the trial's bottleneck.
+type TrialOutcome = (RunReport, Option<(f64, Bottleneck)>);
+
+/// Which cells the datapath cannot take, and why.
+fn skip_reason(t: &Target, size: usize, count: usize) -> Option<String> {
+    if count == 0 || size == 0 || size > ARRAY_ITEM {
+        Some(format!("S must be 1..={ARRAY_ITEM} and K at least 1"))
+    } else if count > MAX_SEGMENTS || count + 1 > t.max_segments {
+        Some(format!(
+            "K = {count} needs {} descriptors; the datapath takes {}",
+            count + 1,
+            t.max_segments
+        ))
+    } else if count * size + REPLY_OVERHEAD > t.max_reply {
+        Some(format!(
+            "a copied reply of {count} x {size} B exceeds the datapath's largest reply ({} B)",
+            t.max_reply
+        ))
+    } else {
+        None
+    }
+}
+
+/// Per cell, the saturation search of both policies (copy lane 0, scatter-gather lane 1),
+/// interleaved trial by trial; `point` runs one trial of a cell's policy at an offered load.
 fn measure(
     cfg: &CalibConfig,
     t: &Target,
-    mut point: impl FnMut(Cell, f64, u64) -> Result<RunReport, String>,
+    mut point: impl FnMut(Cell, f64, u64) -> Result<TrialOutcome, String>,
 ) -> Result<(Vec<CellResult>, Vec<Record>), String> {
+    let scfg = cfg.search_config();
     let mut cells = Vec::new();
     let mut records = Vec::new();
     let mut seed = 1u64;
     let n = cfg.sizes.len() * cfg.counts.len();
     for &count in &cfg.counts {
         for &size in &cfg.sizes {
-            let skipped = if count == 0 || size == 0 || size > ARRAY_ITEM {
-                Some(format!("S must be 1..={ARRAY_ITEM} and K at least 1"))
-            } else if count > MAX_SEGMENTS || count + 1 > t.max_segments {
-                Some(format!(
-                    "K = {count} needs {} descriptors; the datapath takes {}",
-                    count + 1,
-                    t.max_segments
-                ))
-            } else if count * size + REPLY_OVERHEAD > t.max_reply {
-                Some(format!(
-                    "a copied reply of {count} x {size} B exceeds the datapath's largest reply ({} B)",
-                    t.max_reply
-                ))
-            } else {
-                None
-            };
-            let mut res = CellResult {
-                size,
-                count,
-                copy: PolicyResult::none(),
-                sg: PolicyResult::none(),
-                skipped: skipped.clone(),
-            };
-            if let Some(why) = skipped {
+            let skipped = skip_reason(t, size, count);
+            if let Some(why) = &skipped {
                 eprintln!("[calibrate] skipping K={count} S={size}: {why}");
-                cells.push(res);
+                cells.push(CellResult {
+                    size,
+                    count,
+                    copy: PolicyResult::none(),
+                    sg: PolicyResult::none(),
+                    skipped,
+                });
                 continue;
             }
             eprintln!(
                 "[calibrate] cell {}/{n}: K={count} S={size}",
                 cells.len() + 1
             );
-            for policy in Policy::BOTH {
+            let shape = format!("{count}x{size}");
+            let searches = search(&scfg, Policy::BOTH.len(), |p| {
+                let policy = Policy::BOTH[p.lane];
                 let cell = Cell {
                     size,
                     count,
                     policy,
                     items: t.items,
                 };
-                let sc = SweepConfig {
-                    mode: policy.name().to_owned(),
-                    shape: format!("{count}x{size}"),
-                    loads_rps: cfg.rates.clone(),
-                    keep_up: DEFAULT_KEEP_UP,
-                    stop_after_misses: cfg.stop_after_misses,
-                    progress: true,
-                };
-                let recs = sweep(&sc, |rate| {
-                    seed += 1;
-                    point(cell, rate, seed)
-                })?;
-                let r = PolicyResult::from_records(&recs);
+                seed += 1;
+                let (report, device) = point(cell, p.offered_rps, seed)?;
+                let record = Record::from_report(policy.name(), &shape, &report);
+                eprintln!(
+                    "[calibrate]   {:<4} {:>6} offered {:>9.0} trial {}  achieved {:>9.0}  p99 {:>9}{}  {}",
+                    policy.name(),
+                    p.phase,
+                    p.offered_rps,
+                    p.trial + 1,
+                    record.achieved_rps,
+                    record.p99_us.map_or("–".to_owned(), |v| format!("{v:.1}µs")),
+                    device.map_or(String::new(), |(busy, b)| format!(
+                        "  device busy {:>3.0}% ({b})",
+                        busy * 100.0
+                    )),
+                    report.counters
+                );
+                Ok::<_, String>(CalibTrial {
+                    point: p,
+                    record,
+                    device,
+                })
+            })?;
+            let mut res = CellResult {
+                size,
+                count,
+                copy: PolicyResult::none(),
+                sg: PolicyResult::none(),
+                skipped: None,
+            };
+            for (policy, s) in Policy::BOTH.iter().zip(&searches) {
+                let r = PolicyResult::from_search(s);
                 match policy {
                     Policy::Copy => res.copy = r,
                     Policy::ScatterGather => res.sg = r,
                 }
-                records.extend(recs);
+                records.extend(
+                    s.loads
+                        .iter()
+                        .flat_map(|v| v.trials.iter().map(|t| t.record.clone())),
+                );
             }
+            let outcome = res.outcome();
             eprintln!(
-                "[calibrate] K={count} S={size}: copy {} req/s, sg {} req/s, sg/copy {}",
-                fmt_opt(res.copy.max_rps, 0),
-                fmt_opt(res.sg.max_rps, 0),
-                fmt_opt(res.ratio(), 2)
+                "[calibrate] K={count} S={size}: copy {} req/s ({}), sg {} req/s ({}), sg/copy {}: {}{}",
+                fmt_opt(res.copy.median_rps, 0),
+                res.copy.spread_text(),
+                fmt_opt(res.sg.median_rps, 0),
+                res.sg.spread_text(),
+                fmt_opt(res.ratio(), 2),
+                outcome.name(),
+                match &outcome {
+                    Outcome::NoClearWinner(why) => format!(" ({why})"),
+                    _ => String::new(),
+                }
             );
             cells.push(res);
         }
@@ -503,17 +500,25 @@ pub fn run_calibration(cfg: &CalibConfig) -> Result<Calibration, String> {
     if cfg.sizes.is_empty() || cfg.counts.is_empty() || cfg.rates.is_empty() {
         return Err("nothing to measure: --sizes, --counts and --rates need values".into());
     }
+    let mut scfg = cfg.search_config();
+    scfg.validate()?;
     let (array_bytes, array_why) = array_size(cfg);
     eprintln!(
-        "[calibrate] {} sizes x {} counts x 2 policies, array {} MiB ({array_why}), {} loads from {:.0} req/s, {:?} per point (+{:?} warm-up), {}",
+        "[calibrate] {} sizes x {} counts x 2 policies, array {} MiB ({array_why}), {}; per cell \
+         and policy a saturation search over {:?} req/s, median of up to {} trials per load, \
+         bisection to {:.0}%, copy and sg interleaved trial by trial; {:?} per trial (+{:?} \
+         warm-up). Per policy up to ~{} trials when trials agree, at most {}",
         cfg.sizes.len(),
         cfg.counts.len(),
         array_bytes >> 20,
-        cfg.rates.len(),
-        cfg.rates[0],
+        label(cfg.datapath),
+        scfg.grid,
+        scfg.trials,
+        scfg.resolution * 100.0,
         cfg.duration,
         cfg.warmup,
-        label(cfg.datapath)
+        scfg.typical_trials(),
+        scfg.max_trials(),
     );
     let mut out = match (&cfg.remote, cfg.datapath) {
         (Some(r), _) => {
@@ -530,7 +535,7 @@ pub fn run_calibration(cfg: &CalibConfig) -> Result<Calibration, String> {
                 max_reply: r.max_reply,
             };
             let (cells, records) = measure(cfg, &t, |cell, rate, seed| {
-                run_point(cfg, &t, cell, rate, seed)
+                Ok((run_point(cfg, &t, cell, rate, seed)?, None))
             })?;
             Calibration {
                 cells,
@@ -557,7 +562,7 @@ pub fn run_calibration(cfg: &CalibConfig) -> Result<Calibration, String> {
                 max_reply: SOCKET_MAX_ITEM,
             };
             let measured = measure(cfg, &t, |cell, rate, seed| {
-                run_point(cfg, &t, cell, rate, seed)
+                Ok((run_point(cfg, &t, cell, rate, seed)?, None))
             });
             let stats = server.stop()?;
             let (cells, records) = measured?;
@@ -590,7 +595,16 @@ fn label(d: DatapathKind) -> &'static str {
 /// Distinct requests per cell on the emulated NIC (its clients cycle through prepared frames).
 pub const EMU_DISTINCT_REQUESTS: usize = 1024;
 
-/// The emulated-ConnectX variant: per load point, the calibration server on one core drives
+/// Adds the counters of one trial's server (each trial starts a fresh server) to `total`.
+fn add_counters(total: &mut ServerStats, s: &ServerStats) {
+    total.received += s.received;
+    total.echoed += s.echoed;
+    total.malformed += s.malformed;
+    total.send_failed += s.send_failed;
+    total.io_errors += s.io_errors;
+}
+
+/// The emulated-ConnectX variant: per trial, the calibration server on one core drives
 /// the ConnectX driver against the emulated device on another, whose thread plays the clients
 /// (crate `emu-bench`). It measures the **server core's side of the trade-off only**: copying
 /// vs building descriptors and handling completions, with no DMA, PCIe or wire cost.
@@ -668,8 +682,9 @@ fn run_emu(cfg: &CalibConfig, array_bytes: usize) -> Result<Calibration, String>
         for f in &report.failures {
             eprintln!("[calibrate]   {f}");
         }
-        server_stats = stats?;
-        Ok(report.run)
+        add_counters(&mut server_stats, &stats?);
+        let device = Some((report.device_busy, report.bottleneck()));
+        Ok((report.run, device))
     });
     let (cells, records) = measured?;
     Ok(Calibration {
@@ -706,7 +721,7 @@ fn run_xdp(cfg: &CalibConfig, array_bytes: usize) -> Result<Calibration, String>
         max_reply: 16 * 1024,
     };
     let measured = measure(cfg, &t, |cell, rate, seed| {
-        run_point(cfg, &t, cell, rate, seed)
+        Ok((run_point(cfg, &t, cell, rate, seed)?, None))
     });
     let stats = server.stop()?;
     drop(ns);
@@ -730,19 +745,50 @@ fn run_xdp(_cfg: &CalibConfig, _array_bytes: usize) -> Result<Calibration, Strin
     )
 }
 
+/// The rule of [`recommend`] and [`CellResult::outcome`], as the JSON states it.
+pub const RULE: &str = "per cell and policy, the saturation search's median at the highest load kept up and the \
+min-max spread of the trials around it (lowest trial at that load to highest trial at it or at the first \
+sustained miss); a policy wins a cell when its spread lies wholly above the other's (or the other kept up \
+no load), otherwise no clear winner; recommended threshold: the smallest measured segment size S at which \
+every measured K is a clear scatter-gather win, at S and at every larger measured S";
+
 /// The calibration file's JSON (the runtime reads its top-level [`CALIBRATION_KEY`]).
 pub fn to_json(cfg: &CalibConfig, c: &Calibration) -> serde_json::Value {
-    let policy = |p: &PolicyResult| json!({"max_rps": p.max_rps, "kept_up_rps": p.kept_up_rps, "p99_us": p.p99_us});
+    // The grid as the search ran it (sorted, non-positive loads dropped).
+    let mut scfg = cfg.search_config();
+    let grid = scfg
+        .validate()
+        .map_or_else(|_| cfg.rates.clone(), |()| scfg.grid);
+    let policy = |p: &PolicyResult| {
+        json!({
+            "median_rps": p.median_rps,
+            "offered_rps": p.offered_rps,
+            "trials_min_rps": p.spread.map(|s| s.0),
+            "trials_max_rps": p.spread.map(|s| s.1),
+            "trials_at_best": p.trials_at_best,
+            "first_miss_rps": p.first_miss_rps,
+            "p99_us": p.p99_us,
+            "lower_bound_only": p.capped,
+            "loads": p.loads,
+            "trials": p.trials,
+        })
+    };
     let cells: Vec<serde_json::Value> = c
         .cells
         .iter()
         .map(|x| {
+            let outcome = x.outcome();
             json!({
                 "size": x.size,
                 "count": x.count,
                 "copy": policy(&x.copy),
                 "sg": policy(&x.sg),
                 "sg_over_copy": x.ratio(),
+                "outcome": outcome.name(),
+                "no_clear_winner_because": match &outcome {
+                    Outcome::NoClearWinner(why) => Some(why.as_str()),
+                    _ => None,
+                },
                 "skipped": x.skipped,
             })
         })
@@ -757,12 +803,15 @@ pub fn to_json(cfg: &CalibConfig, c: &Calibration) -> serde_json::Value {
         "array_size_from": c.array_why,
         "sizes": cfg.sizes,
         "counts": cfg.counts,
-        "offered_rps": cfg.rates,
+        "method": "saturation search (loadgen::search), copy and sg interleaved trial by trial",
+        "grid_rps": grid,
+        "trials_per_load": cfg.trials,
+        "resolution": cfg.resolution,
         "duration_s": cfg.duration.as_secs_f64(),
         "warmup_s": cfg.warmup.as_secs_f64(),
         "client_threads": cfg.threads,
         "keep_up": DEFAULT_KEEP_UP,
-        "rule": "smallest measured segment size S at which sg/copy > 1 for every measured K, at S and at every larger measured S",
+        "rule": RULE,
         "cells": cells,
         "server": {
             "received": c.server.received,
@@ -789,7 +838,7 @@ pub fn heatmap(cfg: &CalibConfig, c: &Calibration) -> Heatmap {
         .map_or_else(|| "none".to_owned(), |t| format!("{t} B"));
     Heatmap {
         title: format!(
-            "sg vs copy max throughput, {}; threshold {threshold}",
+            "sg vs copy saturation load (medians), {}; threshold {threshold}",
             label(cfg.datapath)
         ),
         x_desc: "segment size S (bytes)".into(),
@@ -826,14 +875,16 @@ fn write_outputs(cfg: &CalibConfig, c: &Calibration) -> Result<(), String> {
             path.display()
         ),
         None => println!(
-            "recommended threshold: none — scatter-gather did not beat copy for every K at any measured size \
-             (keep the default, or measure larger sizes with --sizes)"
+            "recommended threshold: none — no measured size has a clear scatter-gather win (spreads \
+             apart) for every K at it and every larger size (keep the default; more --trials, \
+             a quieter machine or larger --sizes can settle it)"
         ),
     }
     Ok(())
 }
 
-/// The per-cell table (Markdown): rows K, columns S, `sg/copy` ratios.
+/// The per-cell table (Markdown): rows K, columns S, `sg/copy` ratios of the medians, each
+/// marked with the cell's [`Outcome`]: `sg` or `copy` (clear winner), `~` (no clear winner).
 pub fn table(cfg: &CalibConfig, c: &Calibration) -> String {
     use std::fmt::Write as _;
     let mut s = String::from("| K \\ S |");
@@ -846,106 +897,31 @@ pub fn table(cfg: &CalibConfig, c: &Calibration) -> String {
     for &k in &cfg.counts {
         let _ = write!(s, "| {k} |");
         for &size in &cfg.sizes {
-            let r = c
-                .cells
-                .iter()
-                .find(|x| x.size == size && x.count == k)
-                .and_then(CellResult::ratio);
-            let _ = write!(s, " {} |", fmt_opt(r, 2));
+            let text = match c.cells.iter().find(|x| x.size == size && x.count == k) {
+                Some(x) if x.skipped.is_none() => {
+                    let mark = match x.outcome() {
+                        Outcome::ScatterGather => "sg",
+                        Outcome::Copy => "copy",
+                        _ => "~",
+                    };
+                    format!("{} {mark}", fmt_opt(x.ratio(), 2))
+                }
+                _ => "–".to_owned(),
+            };
+            let _ = write!(s, " {text} |");
         }
         s.push('\n');
     }
+    s.push_str(
+        "\nsg / copy of the medians; sg / copy: that policy's trial spread lies wholly above the \
+         other's; ~: no clear winner; –: not measured\n",
+    );
     s
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn cell(size: usize, count: usize, copy: f64, sg: f64) -> CellResult {
-        CellResult {
-            size,
-            count,
-            copy: PolicyResult {
-                max_rps: Some(copy),
-                kept_up_rps: Some(copy),
-                p99_us: Some(10.0),
-            },
-            sg: PolicyResult {
-                max_rps: Some(sg),
-                kept_up_rps: Some(sg),
-                p99_us: Some(10.0),
-            },
-            skipped: None,
-        }
-    }
-
-    #[test]
-    fn recommendation_is_the_smallest_size_where_sg_wins_for_every_k_from_there_up() {
-        let mut cells = vec![
-            cell(64, 1, 100.0, 80.0),
-            cell(64, 2, 100.0, 70.0),
-            cell(512, 1, 100.0, 120.0),
-            cell(512, 2, 100.0, 99.0), // copy still wins at K = 2
-            cell(1024, 1, 100.0, 130.0),
-            cell(1024, 2, 100.0, 110.0),
-        ];
-        assert_eq!(recommend(&cells), Some(1024));
-        cells[3].sg.max_rps = Some(101.0);
-        assert_eq!(recommend(&cells), Some(512));
-        // A win below a loss does not count.
-        cells[0].sg.max_rps = Some(150.0);
-        cells[1].sg.max_rps = Some(150.0);
-        cells[3].sg.max_rps = Some(90.0);
-        assert_eq!(recommend(&cells), Some(1024));
-        // Never winning at the largest size: no recommendation.
-        cells[5].sg.max_rps = Some(50.0);
-        assert_eq!(recommend(&cells), None);
-        // A cell where nothing was verified is not a win.
-        cells[5].sg.max_rps = None;
-        assert_eq!(recommend(&cells), None);
-        // Skipped cells are left out of "every K".
-        cells[5].skipped = Some("too large".into());
-        assert_eq!(recommend(&cells), Some(1024));
-        assert_eq!(recommend(&[]), None);
-    }
-
-    #[test]
-    fn policy_result_takes_the_highest_throughput_at_any_load() {
-        let rec = |offered: f64, achieved: f64, verified: u64| Record {
-            mode: "sg".into(),
-            shape: "2x512".into(),
-            offered_rps: offered,
-            achieved_rps: achieved,
-            p50_us: Some(5.0),
-            p99_us: Some(offered / 100.0),
-            p999_us: None,
-            mean_us: None,
-            sent: 1,
-            received: verified,
-            verified,
-            mismatched: 0,
-            lost: 0,
-            unexpected: 0,
-            malformed: 0,
-            errors: 0,
-            threads: 1,
-            measured_s: 1.0,
-        };
-        // Kept up at 100 and 130; saturated at 169 (150 achieved) and 220 (140).
-        let recs = [
-            rec(100.0, 99.0, 10),
-            rec(130.0, 128.0, 10),
-            rec(169.0, 150.0, 10),
-            rec(220.0, 140.0, 10),
-        ];
-        let r = PolicyResult::from_records(&recs);
-        assert_eq!(r.max_rps, Some(150.0));
-        assert_eq!(r.kept_up_rps, Some(128.0));
-        assert_eq!(r.p99_us, Some(1.3));
-        let r = PolicyResult::from_records(&[rec(100.0, 0.0, 0)]);
-        assert_eq!((r.max_rps, r.kept_up_rps), (None, None));
-    }
 
     #[test]
     fn cache_sizes_parse() {
@@ -974,11 +950,5 @@ mod tests {
         assert_eq!(llc_bytes(&dir), Some(16 << 20));
         std::fs::remove_dir_all(&dir).unwrap();
         assert_eq!(llc_bytes(Path::new("/nonexistent")), None);
-    }
-
-    #[test]
-    fn geometric_loads_grow_to_the_end() {
-        assert_eq!(geometric_loads(10.0, 40.0, 2.0), vec![10.0, 20.0, 40.0]);
-        assert!(geometric_loads(10.0, 40.0, 1.0).is_empty());
     }
 }

@@ -63,12 +63,18 @@ usage:
       Sweeps the offered loads against a running `echo server` of the same mode. --cores N:
       the server runs N cores on PORT..PORT+N-1; requests are spread round-robin over them.
   echo calibrate [--sizes S,S,..] [--counts K,K,..] [--array-mib MIB] [--rates R,R,..]
+              [--trials K] [--resolution F] [--all-points]
               [--duration SECS] [--warmup SECS] [--timeout-ms MS] [--threads N] [--mtu N]
               [--out DIR] [--spin] [--datapath socket|xdp|emu]
               [--server IP:PORT [--bind IP] [--max-segments N] [--max-reply BYTES]]
       The copy-threshold calibration (paper §5, docs/calibration.md): per segment size S
       and count K, copy vs scatter-gather of K random S-byte segments of a pinned array
-      (default 10 x the last-level cache), load raised until each saturates. Writes
+      (default 10 x the last-level cache). Each policy's saturation load is searched as
+      `bench` does, copy and sg interleaved trial by trial: a doubling grid of --rates
+      (default from 10 k req/s; emu 200 k) until the median of up to --trials K trials
+      (default 3) misses 95 % of offered, then bisection to --resolution F (default 0.1).
+      A cell has a winner only when the two policies' trial spreads do not overlap, and
+      the recommended threshold rests only on such cells. Writes
       DIR/calibration.json, DIR/heatmap.svg, DIR/heatmap.png (DIR defaults to
       results/calibrate) and prints the recommended threshold; run a program with
       CORNFLAKES_CALIBRATION=DIR/calibration.json to use it. With --server, only the
@@ -502,15 +508,14 @@ fn client_cmd(mut a: Args) -> Result<(), String> {
 }
 
 fn calibrate_cmd(mut a: Args) -> Result<(), String> {
-    let mut cfg = CalibConfig::default();
-    match a.take("--datapath")?.as_deref() {
-        None | Some("socket") => {}
-        Some("xdp") => cfg.datapath = DatapathKind::Xdp,
-        Some("emu") => cfg.datapath = DatapathKind::Emu,
+    let datapath = match a.take("--datapath")?.as_deref() {
+        None | Some("socket") => DatapathKind::Socket,
+        Some("xdp") => DatapathKind::Xdp,
+        Some("emu") => DatapathKind::Emu,
         Some(nic @ ("mlx5" | "ice")) => return Err(calibrate::unsupported_datapath(nic)),
         Some(other) => return Err(format!("unknown datapath {other:?} (socket, xdp or emu)")),
-    }
-    cfg.rates = calibrate::default_rates(cfg.datapath);
+    };
+    let mut cfg = CalibConfig::for_datapath(datapath);
     if let Some(s) = a.list::<usize>("--sizes")? {
         cfg.sizes = s;
     }
@@ -523,10 +528,14 @@ fn calibrate_cmd(mut a: Args) -> Result<(), String> {
         }
         cfg.array_bytes = Some((m * f64::from(1u32 << 20)) as usize);
     }
-    if let Some(mut r) = a.list::<f64>("--rates")? {
-        r.retain(|x| x.is_finite() && *x > 0.0);
-        r.sort_by(f64::total_cmp);
+    if let Some(r) = a.list::<f64>("--rates")? {
         cfg.rates = r;
+    }
+    if let Some(k) = a.parse::<usize>("--trials")? {
+        cfg.trials = k;
+    }
+    if let Some(r) = a.parse::<f64>("--resolution")? {
+        cfg.resolution = r;
     }
     if let Some(d) = a.secs("--duration")? {
         cfg.duration = d;
@@ -550,7 +559,7 @@ fn calibrate_cmd(mut a: Args) -> Result<(), String> {
         cfg.spin = true;
     }
     if a.switch("--all-points") {
-        cfg.stop_after_misses = 0;
+        cfg.whole_grid = true;
     }
     if let Some(server) = a.parse::<SocketAddrV4>("--server")? {
         cfg.remote = Some(calibrate::Remote {

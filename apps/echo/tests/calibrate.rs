@@ -116,6 +116,7 @@ fn a_tiny_calibration_writes_json_heatmap_and_a_readable_recommendation() {
         counts: vec![1, 2, 100],
         array_bytes: Some(2 << 20),
         rates: vec![300.0],
+        trials: 1, // one trial per load: a known number of records
         duration: Duration::from_millis(60),
         warmup: Duration::from_millis(20),
         timeout: Duration::from_millis(500),
@@ -134,7 +135,7 @@ fn a_tiny_calibration_writes_json_heatmap_and_a_readable_recommendation() {
     assert_eq!(
         out.records.len(),
         8,
-        "4 measured cells x 2 policies x 1 load"
+        "4 measured cells x 2 policies x 1 trial"
     );
     assert_eq!(out.array_bytes, 2 << 20);
 
@@ -142,6 +143,23 @@ fn a_tiny_calibration_writes_json_heatmap_and_a_readable_recommendation() {
     let v: serde_json::Value = serde_json::from_str(&text).unwrap();
     assert_eq!(v["cells"].as_array().unwrap().len(), 6);
     assert_eq!(v["records"].as_array().unwrap().len(), 8);
+    // Every measured cell has its policies' trial spread and an outcome; skipped ones say so.
+    for c in v["cells"].as_array().unwrap() {
+        if c["skipped"].is_null() {
+            let outcome = c["outcome"].as_str().unwrap();
+            assert!(["sg", "copy", "no clear winner"].contains(&outcome), "{c}");
+            for p in ["copy", "sg"] {
+                let (lo, hi) = (&c[p]["trials_min_rps"], &c[p]["trials_max_rps"]);
+                assert_eq!(lo.is_null(), c[p]["median_rps"].is_null(), "{c}");
+                if let (Some(lo), Some(hi)) = (lo.as_f64(), hi.as_f64()) {
+                    assert!(lo <= hi, "{c}");
+                }
+            }
+        } else {
+            assert_eq!(c["outcome"], "skipped", "{c}");
+        }
+    }
+    assert_eq!(v["trials_per_load"], 1);
     assert_eq!(
         v["recommended_threshold"].as_u64().map(|t| t as usize),
         out.recommended
@@ -189,6 +207,10 @@ fn cli_rejects_what_it_cannot_run_here_with_the_reason() {
     assert!(!ok && err.contains("--sizes \"big\""), "{err}");
     let (ok, err) = echo(&["calibrate", "--array-mib", "0"], &[]);
     assert!(!ok && err.contains("must be positive"), "{err}");
+    let (ok, err) = echo(&["calibrate", "--trials", "0"], &[]);
+    assert!(!ok && err.contains("--trials must be at least 1"), "{err}");
+    let (ok, err) = echo(&["calibrate", "--resolution", "2"], &[]);
+    assert!(!ok && err.contains("--resolution 2"), "{err}");
 }
 
 #[test]
@@ -253,6 +275,7 @@ fn a_tiny_calibration_on_the_emulated_nic_verifies_replies() {
         counts: vec![2],
         array_bytes: Some(2 << 20),
         rates: vec![2000.0],
+        trials: 1, // one trial per load: a known number of records
         duration: Duration::from_millis(100),
         warmup: Duration::from_millis(50),
         timeout: Duration::from_millis(500),
@@ -266,7 +289,7 @@ fn a_tiny_calibration_on_the_emulated_nic_verifies_replies() {
         .as_deref()
         .unwrap()
         .contains("largest reply"));
-    assert_eq!(out.records.len(), 2, "copy and sg at one load");
+    assert_eq!(out.records.len(), 2, "copy and sg, one trial at one load");
     for r in &out.records {
         assert!(r.verified > 0 && r.mismatched == 0, "{r:?}");
     }
@@ -325,6 +348,7 @@ fn remote_calibration(cores: usize) {
         counts: vec![2, 9],
         array_bytes: Some(1 << 20),
         rates: vec![500.0],
+        trials: 1, // one trial per load: a known number of records
         duration: Duration::from_millis(60),
         warmup: Duration::from_millis(20),
         timeout: Duration::from_millis(500),

@@ -86,7 +86,9 @@ fn calibrate_measures_the_ice_datapath_on_a_virtual_device() {
             "--mtu",
             "1500",
         ])
-        .args(["--sizes", "64,1024", "--counts", "1,2", "--rates", "300"])
+        .args([
+            "--sizes", "64,1024", "--counts", "1,2", "--rates", "300", "--trials", "1",
+        ])
         .args(["--max-segments", "8", "--max-reply", "16384"])
         .args([
             "--duration",

@@ -102,7 +102,9 @@ fn calibrate_runs_over_af_xdp_and_verifies_every_reply() {
     let _ = std::fs::remove_dir_all(&dir);
     let out = Command::new(env!("CARGO_BIN_EXE_echo"))
         .args(["calibrate", "--datapath", "xdp", "--array-mib", "4"])
-        .args(["--sizes", "64,4096", "--counts", "2,8", "--rates", "300"])
+        .args([
+            "--sizes", "64,4096", "--counts", "2,8", "--rates", "300", "--trials", "1",
+        ])
         .args([
             "--duration",
             "0.2",

@@ -14,7 +14,7 @@ use std::time::Duration;
 const USAGE: &str = "\
 usage: kv-peers [--peers redis,memcached] [--workload ycsb|google|twitter|cdn]
                 [--shape NxSIZE] [--access getm|getlist] [--keys N]       (ycsb)
-                [--lists MIN-MAX] [--prototype-lists] [--keys N]          (google)
+                [--list-lens MIN-MAX] [--prototype-lists] [--keys N]      (google)
                 [--trace PATH] [--keys N]                                 (twitter)
                 [--total-mb N] [--max-object N]                           (cdn)
                 [--rates R,R,..] [--duration SECS] [--warmup SECS] [--timeout-ms MS]
@@ -50,15 +50,17 @@ fn workload(a: &mut Args) -> Result<WorkloadConfig, String> {
             }
         }
         WorkloadConfig::Google(c) => {
-            if let Some(l) = a.take("--lists")? {
-                let (lo, hi) = match l.split_once('-') {
-                    Some((lo, hi)) => (lo.parse(), hi.parse()),
-                    None => (l.parse(), l.parse()),
+            if a.take("--lists")?.is_some() {
+                return Err("--lists is now --list-lens, as in `kv bench`".to_owned());
+            }
+            if let Some(l) = a.take("--list-lens")? {
+                let (lo, hi) = l.split_once('-').unwrap_or((&l, &l));
+                let p = |s: &str| {
+                    s.trim()
+                        .parse::<usize>()
+                        .map_err(|e| format!("--list-lens {l:?}: {e} (expected N or MIN-MAX)"))
                 };
-                let (Ok(lo), Ok(hi)) = (lo, hi) else {
-                    return Err(format!("--lists {l:?}: expected N or MIN-MAX"));
-                };
-                *c = GoogleConfig::with_lists(lo, hi);
+                *c = GoogleConfig::with_lists(p(lo)?, p(hi)?);
             }
             c.prototype_exclusive_max = a.switch("--prototype-lists");
             if let Some(k) = keys {
@@ -193,5 +195,41 @@ fn main() -> ExitCode {
             eprintln!("kv-peers: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn google(args: &[&str]) -> Result<GoogleConfig, String> {
+        let mut a = Args::new(args.iter().map(|s| s.to_string()).collect());
+        let w = workload(&mut a)?;
+        a.finish()?;
+        match w {
+            WorkloadConfig::Google(c) => Ok(c),
+            other => panic!("not google: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn list_lens_takes_a_range_or_one_length_as_kv_bench_does() {
+        let c = google(&["--workload", "google", "--list-lens", "1-8"]).unwrap();
+        assert_eq!((c.min_list_len, c.max_list_len), (1, 8));
+        let c = google(&["--workload", "google", "--list-lens", "4", "--keys", "10"]).unwrap();
+        assert_eq!((c.min_list_len, c.max_list_len, c.keys), (4, 4, 10));
+        let d = GoogleConfig::default();
+        let c = google(&["--workload", "google"]).unwrap();
+        assert_eq!(
+            (c.min_list_len, c.max_list_len),
+            (d.min_list_len, d.max_list_len)
+        );
+        let e = google(&["--workload", "google", "--list-lens", "1-x"]).unwrap_err();
+        assert!(
+            e.contains("--list-lens \"1-x\"") && e.contains("MIN-MAX"),
+            "{e}"
+        );
+        let e = google(&["--workload", "google", "--lists", "1-8"]).unwrap_err();
+        assert!(e.contains("--list-lens"), "{e}");
     }
 }
