@@ -54,13 +54,7 @@ fn workload(a: &mut Args) -> Result<WorkloadConfig, String> {
                 return Err("--lists is now --list-lens, as in `kv bench`".to_owned());
             }
             if let Some(l) = a.take("--list-lens")? {
-                let (lo, hi) = l.split_once('-').unwrap_or((&l, &l));
-                let p = |s: &str| {
-                    s.trim()
-                        .parse::<usize>()
-                        .map_err(|e| format!("--list-lens {l:?}: {e} (expected N or MIN-MAX)"))
-                };
-                *c = GoogleConfig::with_lists(p(lo)?, p(hi)?);
+                *c = GoogleConfig::with_list_lens(&l).map_err(|e| format!("--list-lens {e}"))?;
             }
             c.prototype_exclusive_max = a.switch("--prototype-lists");
             if let Some(k) = keys {

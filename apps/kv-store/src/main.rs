@@ -92,13 +92,7 @@ fn workload(a: &mut Args, name: &str) -> Result<WorkloadConfig, String> {
         "google" => {
             let mut c = match a.take("--list-lens")? {
                 Some(l) => {
-                    let (lo, hi) = l.split_once('-').unwrap_or((&l, &l));
-                    let p = |s: &str| {
-                        s.trim()
-                            .parse::<usize>()
-                            .map_err(|e| format!("--list-lens {l:?}: {e}"))
-                    };
-                    GoogleConfig::with_lists(p(lo)?, p(hi)?)
+                    GoogleConfig::with_list_lens(&l).map_err(|e| format!("--list-lens {e}"))?
                 }
                 None => GoogleConfig::default(),
             };

@@ -110,6 +110,24 @@ impl GoogleConfig {
             ..GoogleConfig::default()
         }
     }
+
+    /// The default config with the list lengths of a command-line value: `N` (every list has
+    /// N values) or `MIN-MAX` (inclusive), as `kv bench --list-lens` and kv-peers take it.
+    pub fn with_list_lens(spec: &str) -> Result<GoogleConfig, String> {
+        let (lo, hi) = spec.split_once('-').unwrap_or((spec, spec));
+        let p = |s: &str| {
+            s.trim()
+                .parse::<usize>()
+                .map_err(|e| format!("{spec:?}: {e} (expected N or MIN-MAX)"))
+        };
+        let (lo, hi) = (p(lo)?, p(hi)?);
+        if lo == 0 || lo > hi {
+            return Err(format!(
+                "{spec:?}: need 1 <= MIN <= MAX (expected N or MIN-MAX)"
+            ));
+        }
+        Ok(GoogleConfig::with_lists(lo, hi))
+    }
 }
 
 /// The Google workload (see [`GoogleConfig`]): every request is a `GetList` of a uniformly
@@ -297,5 +315,25 @@ impl Workload for Google {
 
     fn initial_value(&self, key: &str) -> Option<Vec<Vec<u8>>> {
         self.index_of(key).map(|i| self.value_of(key, i))
+    }
+}
+
+#[cfg(test)]
+mod list_lens_tests {
+    use super::GoogleConfig;
+
+    #[test]
+    fn list_lens_are_one_length_or_an_inclusive_range() {
+        let c = GoogleConfig::with_list_lens("1-16").unwrap();
+        assert_eq!((c.min_list_len, c.max_list_len), (1, 16));
+        let c = GoogleConfig::with_list_lens("4").unwrap();
+        assert_eq!((c.min_list_len, c.max_list_len), (4, 4));
+        for bad in ["", "x", "1-x", "0", "8-1", "-3"] {
+            let e = GoogleConfig::with_list_lens(bad).unwrap_err();
+            assert!(
+                e.contains(&format!("{bad:?}")) && e.contains("MIN-MAX"),
+                "{e}"
+            );
+        }
     }
 }
