@@ -428,7 +428,7 @@ fn run_sweeps(cfg: &BenchConfig, remote: Option<SocketAddrV4>) -> Result<BenchOu
         if remote.is_some() {
             return Err("kv client runs on the socket datapath".to_owned());
         }
-        return crate::emu::run_emu(cfg, &loads, prepare(cfg)?);
+        return crate::emu::run_emu(cfg, &loads);
     }
     if cfg.datapath == DatapathKind::Xdp {
         if cfg.cores != 1 {

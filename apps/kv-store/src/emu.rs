@@ -38,7 +38,7 @@ use emu_bench::{
 use kv_workloads::WorkloadConfig;
 use loadgen::search::{search, SearchConfig};
 
-use crate::bench::{load_store, write_outputs, BenchConfig, BenchOutcome, Prepared, EMU_LABEL};
+use crate::bench::{load_store, prepare, write_outputs, BenchConfig, BenchOutcome, EMU_LABEL};
 use crate::cf;
 use crate::client::{decode_reply, Expected, RunRequests};
 use crate::ops::{Op, OpKind, Reply};
@@ -444,13 +444,12 @@ impl KvEmu {
     }
 }
 
-pub(crate) fn run_emu(
-    cfg: &BenchConfig,
-    loads: &[f64],
-    p: Prepared,
-) -> Result<BenchOutcome, String> {
+/// `kv bench --datapath emu`: every serialization's saturation search over `loads`.
+pub(crate) fn run_emu(cfg: &BenchConfig, loads: &[f64]) -> Result<BenchOutcome, String> {
+    // Before generating anything: the CPUs the run needs.
     let (server_cpus, device_cpu) =
         emu_bench::cores_for(cfg.cores).map_err(|e| format!("--cores {}: {e}", cfg.cores))?;
+    let p = prepare(cfg)?;
     let name = p.workload.name();
     let emu = KvEmu::new(cfg, p.reqs.clone(), p.expected.clone())?;
     let plan = emu.plan();
@@ -560,4 +559,79 @@ pub(crate) fn run_emu(
         std::fs::write(&path, text).map_err(|e| format!("writing {}: {e}", path.display()))?;
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ops() -> Vec<Op> {
+        let keys: Vec<String> = (0..8).map(|i| format!("key-{i}")).collect();
+        vec![
+            Op::Get {
+                key: keys[0].clone(),
+            },
+            Op::GetM { keys: keys.clone() },
+            Op::PutM {
+                keys: keys[..4].to_vec(),
+                vals: (0..4).map(|i| vec![i as u8; 8]).collect(),
+            },
+            Op::Append {
+                key: keys[1].clone(),
+                val: b"more".to_vec(),
+            },
+        ]
+    }
+
+    fn plan(cores: usize) -> CorePlan {
+        CorePlan::new(
+            Arc::new(RunRequests {
+                ops: ops(),
+                threads: 1,
+            }),
+            cores,
+        )
+    }
+
+    #[test]
+    fn one_core_sends_the_requests_as_they_are() {
+        let p = plan(1);
+        assert_eq!((p.len(), p.split_requests()), (4, 0));
+        assert_eq!(p.parts_per_request(), 1.0);
+        for (k, op) in ops().iter().enumerate() {
+            assert_eq!(p.request(k), (k, 0, op));
+        }
+        let reqs = p.encode(Serialization::Protobuf);
+        assert!(reqs.iter().all(|r| r.core == 0));
+        assert_eq!(reqs[1].msg_type, OpKind::GetM.msg_type());
+    }
+
+    #[test]
+    fn requests_spanning_cores_become_consecutive_parts_on_their_owners() {
+        let p = plan(2);
+        let o = ops();
+        let (getm, putm) = (steer::split(&o[1], 2), steer::split(&o[2], 2));
+        assert_eq!((getm.len(), putm.len()), (2, 2), "both span the 2 cores");
+        assert_eq!(p.len(), 1 + 2 + 2 + 1);
+        assert_eq!(p.split_requests(), 2);
+        assert_eq!(p.parts_per_request(), 1.5);
+        let expect: Vec<(usize, usize, &Op)> = vec![
+            (0, steer::core_of("key-0", 2), &o[0]),
+            (1, getm[0].core, &getm[0].op),
+            (1, getm[1].core, &getm[1].op),
+            (2, putm[0].core, &putm[0].op),
+            (2, putm[1].core, &putm[1].op),
+            (3, steer::core_of("key-1", 2), &o[3]),
+        ];
+        for (k, (i, core, op)) in expect.into_iter().enumerate() {
+            let (gi, gcore, gop) = p.request(k);
+            assert_eq!((gi, gcore, gop), (i, core, op), "wire request {k}");
+            assert_eq!(steer::owner(gop, 2), Some(gcore));
+        }
+        let reqs = p.encode(Serialization::Cornflakes);
+        assert_eq!(
+            reqs.iter().map(|r| r.core).collect::<Vec<_>>(),
+            (0..p.len()).map(|k| p.request(k).1).collect::<Vec<_>>()
+        );
+    }
 }
