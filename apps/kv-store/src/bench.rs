@@ -132,8 +132,8 @@ pub struct BenchConfig {
     pub trials: usize,
     /// `emu` only: the search bisects until the saturation bracket is within this fraction.
     pub resolution: f64,
-    /// Server cores (socket datapath): share-nothing, one port each, the clients steering
-    /// each key to its core (`docs/cores.md`).
+    /// Server cores (socket and emu datapaths): share-nothing, one port each, the clients
+    /// steering each key to its core (`docs/cores.md`). On `emu` it needs N + 1 CPUs.
     pub cores: usize,
 }
 
@@ -425,13 +425,10 @@ fn run_sweeps(cfg: &BenchConfig, remote: Option<SocketAddrV4>) -> Result<BenchOu
         return Err("no serialization to run".to_owned());
     }
     if cfg.datapath == DatapathKind::Emu {
-        if cfg.cores != 1 {
-            return Err("--cores runs on the socket datapath (docs/cores.md)".to_owned());
-        }
         if remote.is_some() {
             return Err("kv client runs on the socket datapath".to_owned());
         }
-        return crate::emu::run_emu(cfg, &loads, prepare(cfg)?);
+        return crate::emu::run_emu(cfg, &loads);
     }
     if cfg.datapath == DatapathKind::Xdp {
         if cfg.cores != 1 {

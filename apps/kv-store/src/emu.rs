@@ -1,87 +1,481 @@
-//! `kv bench --datapath emu`: the KV server on the ConnectX driver on one core, the emulated
-//! ConnectX on another playing the wire and the open-loop clients (crates/emu-bench). This
-//! measures the server core's work per request, as the paper's setup does with a real NIC.
+//! `kv bench --datapath emu`: the KV server on the ConnectX driver, the emulated ConnectX on
+//! another core playing the wire and the open-loop clients (crates/emu-bench). This measures
+//! the server core's work per request, as the paper's setup does with a real NIC.
 //!
-//! Each point is one `emu_bench::run`: the server's pinned memory is created on the server
-//! core, the store loaded into it (before the datapath opens, so loading is not measured),
-//! then requests arrive. Every reply's headers, length, type and id are checked by the device;
-//! every `--sample-every`'th reply (default 1 in 64) and the first reply to each distinct
-//! request are decoded and verified against the store's expected contents, so the device
-//! thread does not bound large values. Each serialization's saturation load is found by the
-//! shared search ([`loadgen::search`]: median of `--trials` per load, grid then bisection,
-//! serializations interleaved trial by trial), reported with [`emu_bench::EmuSummary`].
+//! Each point is one [`emu_bench::run_cores`]: on every server core (`--cores N`, default 1)
+//! the core's pinned memory is created on its own thread, its shard of the store loaded into
+//! it (before the datapath opens, so loading is not measured; with one core the whole store),
+//! then requests arrive on its own queue set of the device. Every reply's headers, length,
+//! type, id and answering core are checked by the device; every `--sample-every`'th reply
+//! (default 1 in 64) and the first reply to each distinct request are decoded and verified
+//! against the store's expected contents, so the device thread does not bound large values.
+//! Each serialization's saturation load is found by the shared search ([`loadgen::search`]:
+//! median of `--trials` per load, grid then bisection, serializations interleaved trial by
+//! trial), reported with [`emu_bench::EmuSummary`].
+//!
+//! **Several cores** ([`CorePlan`], `docs/cores.md`): each request goes to the core that
+//! owns its key ([`crate::steer::core_of`], by destination port, [`Request::core`]). A
+//! `getm`/`putm` whose keys span cores is split as the socket client splits it
+//! ([`crate::steer::split`]): its parts are separate requests of the emulated wire (each
+//! matched to its reply by its own message id, sent to its core, scheduled one after the
+//! other), each part's reply is verified against the part's own request, and the first time
+//! every part of a request has a verified reply the parts are merged
+//! ([`crate::steer::merge`]) and the merged reply verified against the whole request.
+//! **Throughput is counted in whole requests**, as the socket bench counts a split request
+//! once: the device is offered `load × parts per request` frames per second and every rate
+//! of the report is divided back by that factor ([`CorePlan::parts_per_request`]); the
+//! request counters (sent, verified, lost) and each core's server counters count parts, as
+//! the socket bench's per-core server counters do. Latency is per part.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use cornflakes::PinnedMemory;
-use emu_bench::{median_records, trials_json, EmuRunConfig, EmuSummary, EmuTrial, Request};
+use emu_bench::{
+    median_records, trials_json, EmuReport, EmuRunConfig, EmuSummary, EmuTrial, ReplyCheck, Request,
+};
+use kv_workloads::WorkloadConfig;
 use loadgen::search::{search, SearchConfig};
 
-use crate::bench::{load_store, write_outputs, BenchConfig, BenchOutcome, Prepared, EMU_LABEL};
+use crate::bench::{load_store, prepare, write_outputs, BenchConfig, BenchOutcome, EMU_LABEL};
 use crate::cf;
-use crate::client::decode_reply;
-use crate::ops::OpKind;
+use crate::client::{decode_reply, Expected, RunRequests};
+use crate::ops::{Op, OpKind, Reply};
 use crate::resp;
 use crate::serialization::Serialization;
-use crate::server::{KvServer, ServerConfig};
+use crate::server::{KvServer, ServerConfig, ServerStats};
+use crate::steer::{self, Part};
 use crate::store::{Store, StoreConfig};
 
-fn encode(ser: Serialization, ops: &[crate::Op]) -> Vec<Request> {
-    let arena = cornflakes::Arena::new();
-    ops.iter()
-        .map(|op| {
-            let mut payload = Vec::new();
-            if ser.is_cornflakes() {
-                cf::encode_request(op, 0, &arena, &mut payload);
-            } else if let Some(lib) = ser.library() {
-                crate::libs::encode_request(lib, op, 0, &mut payload);
-            } else {
-                resp::encode_request(op, &mut payload);
-            }
-            // One server core (core 0): `--cores` for KV on emu needs the key-owner function.
-            Request::new(OpKind::of(op).msg_type(), payload)
-        })
-        .collect()
+/// One request of the emulated wire: a whole request, or one part of a split one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Slot {
+    /// The run's request (index into the ops).
+    op: usize,
+    /// Its part (index into the op's parts), `None` when it is sent whole.
+    part: Option<usize>,
+    /// The core that owns its keys.
+    core: usize,
 }
 
-pub(crate) fn run_emu(
-    cfg: &BenchConfig,
-    loads: &[f64],
-    p: Prepared,
-) -> Result<BenchOutcome, String> {
+/// A run's requests as the emulated wire sends them to `cores` server cores: each request to
+/// the core that owns its key, a `getm`/`putm` whose keys span cores split into one part per
+/// core ([`steer::split`]), the parts in place of the request (consecutive, in core order).
+/// With one core it is the run's requests as they are.
+#[derive(Debug)]
+pub struct CorePlan {
+    cores: usize,
+    reqs: Arc<RunRequests>,
+    /// Per request, its parts when it is split (empty otherwise: most requests).
+    parts: Vec<Vec<Part>>,
+    slots: Vec<Slot>,
+}
+
+impl CorePlan {
+    /// The plan of `reqs` over `cores` server cores.
+    pub fn new(reqs: Arc<RunRequests>, cores: usize) -> CorePlan {
+        let cores = cores.max(1);
+        let mut parts = Vec::with_capacity(reqs.ops.len());
+        let mut slots = Vec::with_capacity(reqs.ops.len());
+        for (i, op) in reqs.ops.iter().enumerate() {
+            match steer::owner(op, cores) {
+                Some(core) => {
+                    slots.push(Slot {
+                        op: i,
+                        part: None,
+                        core,
+                    });
+                    parts.push(Vec::new());
+                }
+                None => {
+                    let p = steer::split(op, cores);
+                    slots.extend(p.iter().enumerate().map(|(j, part)| Slot {
+                        op: i,
+                        part: Some(j),
+                        core: part.core,
+                    }));
+                    parts.push(p);
+                }
+            }
+        }
+        CorePlan {
+            cores,
+            reqs,
+            parts,
+            slots,
+        }
+    }
+
+    /// Server cores.
+    pub fn cores(&self) -> usize {
+        self.cores
+    }
+
+    /// The run's requests.
+    pub fn ops(&self) -> &[Op] {
+        &self.reqs.ops
+    }
+
+    /// Requests of the emulated wire (whole requests and parts).
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    /// Wire requests per run request (1 with one core; above 1 when requests are split): the
+    /// factor between the frames the device sends and the requests the bench counts.
+    pub fn parts_per_request(&self) -> f64 {
+        if self.reqs.ops.is_empty() {
+            1.0
+        } else {
+            self.slots.len() as f64 / self.reqs.ops.len() as f64
+        }
+    }
+
+    /// The run's requests that are split (their keys span cores).
+    pub fn split_requests(&self) -> usize {
+        self.parts.iter().filter(|p| !p.is_empty()).count()
+    }
+
+    /// Wire request `k`: the run request it belongs to, the core it goes to, and the request
+    /// it carries (the whole request or its part).
+    pub fn request(&self, k: usize) -> (usize, usize, &Op) {
+        let s = self.slots[k];
+        (s.op, s.core, self.op_of(s))
+    }
+
+    fn op_of(&self, s: Slot) -> &Op {
+        match s.part {
+            Some(j) => &self.parts[s.op][j].op,
+            None => &self.reqs.ops[s.op],
+        }
+    }
+
+    /// The wire requests in `ser`, each for its core.
+    pub fn encode(&self, ser: Serialization) -> Vec<Request> {
+        let arena = cornflakes::Arena::new();
+        self.slots
+            .iter()
+            .map(|&s| {
+                let op = self.op_of(s);
+                let mut payload = Vec::new();
+                if ser.is_cornflakes() {
+                    cf::encode_request(op, 0, &arena, &mut payload);
+                } else if let Some(lib) = ser.library() {
+                    crate::libs::encode_request(lib, op, 0, &mut payload);
+                } else {
+                    resp::encode_request(op, &mut payload);
+                }
+                Request {
+                    msg_type: OpKind::of(op).msg_type(),
+                    payload,
+                    core: s.core,
+                }
+            })
+            .collect()
+    }
+
+    /// The device thread's checker of replies in `ser` against `expected`: each reply against
+    /// its own (part) request; a split request's parts merged and checked whole once all have
+    /// a verified reply, counted in `merged`.
+    pub fn checker(
+        self: &Arc<Self>,
+        ser: Serialization,
+        expected: Arc<Expected>,
+        merged: Arc<AtomicU64>,
+    ) -> impl ReplyCheck {
+        PartChecker {
+            plan: self.clone(),
+            expected,
+            ser,
+            pending: HashMap::new(),
+            done: vec![false; self.reqs.ops.len()],
+            merged,
+        }
+    }
+}
+
+/// See [`CorePlan::checker`].
+struct PartChecker {
+    plan: Arc<CorePlan>,
+    expected: Arc<Expected>,
+    ser: Serialization,
+    /// Split requests with some parts verified: each part's last verified reply.
+    pending: HashMap<usize, Vec<Option<Reply>>>,
+    /// Split requests whose merged reply was verified.
+    done: Vec<bool>,
+    merged: Arc<AtomicU64>,
+}
+
+impl ReplyCheck for PartChecker {
+    fn check(&mut self, k: usize, reply: &[u8]) -> Result<(), String> {
+        let plan = &self.plan;
+        let s = plan.slots[k];
+        let op = plan.op_of(s);
+        let (_, r) = decode_reply(self.ser, OpKind::of(op), reply)
+            .map_err(|e| format!("request {} ({}): {e}", s.op, OpKind::of(op).name()))?;
+        if !self.expected.check(op, &r) {
+            return Err(match s.part {
+                Some(j) => format!(
+                    "request {} ({}), part {j} (core {}): wrong reply {r}",
+                    s.op,
+                    OpKind::of(op).name(),
+                    s.core
+                ),
+                None => format!(
+                    "request {} ({}): wrong reply {r}",
+                    s.op,
+                    OpKind::of(op).name()
+                ),
+            });
+        }
+        let Some(j) = s.part else { return Ok(()) };
+        if self.done[s.op] {
+            return Ok(());
+        }
+        let parts = &plan.parts[s.op];
+        let got = self
+            .pending
+            .entry(s.op)
+            .or_insert_with(|| vec![None; parts.len()]);
+        got[j] = Some(r);
+        if got.iter().any(Option::is_none) {
+            return Ok(());
+        }
+        let replies = self
+            .pending
+            .remove(&s.op)
+            .expect("present")
+            .into_iter()
+            .flatten()
+            .collect();
+        let whole = &plan.reqs.ops[s.op];
+        let merged = steer::merge(whole, parts, replies)
+            .map_err(|e| format!("request {} split over cores: {e}", s.op))?;
+        if !self.expected.check(whole, &merged) {
+            return Err(format!(
+                "request {} ({}) split over cores {:?}: wrong merged reply {merged}",
+                s.op,
+                OpKind::of(whole).name(),
+                parts.iter().map(|p| p.core).collect::<Vec<_>>()
+            ));
+        }
+        self.done[s.op] = true;
+        self.merged.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+/// An emulated-NIC run's fixed parts, built once for all its points: the plan over the
+/// cores, what the store must hold, each serialization's wire requests and the MTU.
+pub struct KvEmu {
+    plan: Arc<CorePlan>,
+    expected: Arc<Expected>,
+    workload: WorkloadConfig,
+    encoded: Vec<(Serialization, Vec<Request>)>,
+    mtu: usize,
+}
+
+/// One point of an emulated-NIC run.
+#[derive(Debug)]
+pub struct KvPoint {
+    /// The device's report. Its rates (offered, achieved, per core) are in **whole requests**
+    /// per second (wire requests ÷ [`CorePlan::parts_per_request`]); its counters count wire
+    /// requests (parts).
+    pub report: EmuReport,
+    /// Each core's server counters, in core order (parts: what each core received).
+    pub per_core: Vec<ServerStats>,
+    /// Each core's loading, described.
+    pub loaded: Vec<String>,
+    /// Split requests whose parts' replies were merged and the merged reply verified.
+    pub merged: u64,
+}
+
+impl KvEmu {
+    /// The run of `reqs` (whose replies must match `expected`) for `cfg` (its serializations,
+    /// `cores`, workload, MTU).
+    pub fn new(
+        cfg: &BenchConfig,
+        reqs: Arc<RunRequests>,
+        expected: Arc<Expected>,
+    ) -> Result<KvEmu, String> {
+        let plan = Arc::new(CorePlan::new(reqs, cfg.cores));
+        let encoded: Vec<(Serialization, Vec<Request>)> = cfg
+            .serializations
+            .iter()
+            .map(|&s| (s, plan.encode(s)))
+            .collect();
+        // The emulated wire carries single-frame requests and replies: raise the MTU (on both
+        // ends) when a request or a reply (e.g. a Twitter value of 30 KB) does not fit one
+        // frame of `--mtu`. Replies of several values (getm, getlist) are bounded by the
+        // request's values for writes and, for reads, by the workload's frame budget.
+        let largest_req = encoded
+            .iter()
+            .flat_map(|(_, r)| r)
+            .map(|r| r.payload.len())
+            .max()
+            .unwrap_or(0);
+        let largest = largest_req.max(expected.max_value_len() + 256);
+        let mtu = if largest + 128 > cfg.mtu {
+            let m = (largest + 128).next_multiple_of(1024).min(65_000);
+            eprintln!(
+                "[bench] emu: MTU raised from {} to {m} so that the largest request or value ({largest} B) is one frame (the emulated wire carries single-frame messages)",
+                cfg.mtu
+            );
+            m
+        } else {
+            cfg.mtu
+        };
+        Ok(KvEmu {
+            plan,
+            expected,
+            workload: cfg.workload.clone(),
+            encoded,
+            mtu,
+        })
+    }
+
+    /// The requests over the cores.
+    pub fn plan(&self) -> &CorePlan {
+        &self.plan
+    }
+
+    /// The IP MTU of the runs.
+    pub fn mtu(&self) -> usize {
+        self.mtu
+    }
+
+    /// One run of serialization `ser` (one of `cfg.serializations`) at `load` whole requests
+    /// per second: `cfg.cores` KV servers, one per core, each with its own pinned memory,
+    /// store (its shard, loaded first), datapath and counters on its own queue set. `pin:
+    /// false` lets the threads share CPUs: **functional only** (tests of the N-core plumbing
+    /// on a machine with fewer than N + 1 CPUs; its numbers mean nothing).
+    pub fn run_point(
+        &self,
+        cfg: &BenchConfig,
+        ser: Serialization,
+        load: f64,
+        seed: u64,
+        pin: bool,
+    ) -> Result<KvPoint, String> {
+        let requests = self
+            .encoded
+            .iter()
+            .find(|(s, _)| *s == ser)
+            .map(|(_, r)| r)
+            .ok_or_else(|| format!("{ser} is not one of the run's serializations"))?;
+        let per = self.plan.parts_per_request();
+        let mut ecfg = EmuRunConfig {
+            rate_rps: load * per,
+            duration: cfg.duration,
+            warmup: cfg.warmup,
+            timeout: cfg.timeout,
+            seed,
+            sample_every: cfg.sample_every,
+            // A write changes what later reads of its key return (e.g. an append).
+            replies_vary: true,
+            cores: self.plan.cores(),
+            pin,
+            mtu: self.mtu,
+            ..EmuRunConfig::default()
+        };
+        ecfg.emu.mtu = ecfg.emu.mtu.max(self.mtu);
+        let merged = Arc::new(AtomicU64::new(0));
+        let check = self
+            .plan
+            .checker(ser, self.expected.clone(), merged.clone());
+        let server_cfg = ServerConfig {
+            serialization: ser,
+            threshold: cfg.threshold,
+            store: StoreConfig {
+                memory_limit: cfg.memory_limit,
+            },
+        };
+        let (max_item, limit, wl) = (cfg.max_item, cfg.memory_limit, &self.workload);
+        let cores = self.plan.cores();
+        let (mut report, served) = emu_bench::run_cores(&ecfg, requests, check, |port| {
+            let core = port.core();
+            let mut mc = port.memory_config();
+            mc.max_item_size = mc.max_item_size.max(max_item.next_power_of_two());
+            mc.max_bytes = limit.saturating_add(256 << 20);
+            let mem =
+                PinnedMemory::new(mc).map_err(|e| format!("server core {core} memory: {e}"))?;
+            let mut store = Store::new(&mem, server_cfg.store);
+            // Core `core`'s shard only (every key with one core).
+            store.set_shard(core, cores);
+            let loaded =
+                load_store(wl, &mut store).map_err(|e| format!("server core {core}: {e}"))?;
+            let dp = port
+                .datapath(mem)
+                .map_err(|e| format!("server core {core}: emulated ConnectX: {e}"))?;
+            let mut server = KvServer::with_store(dp, server_cfg, store);
+            while !port.stopped() {
+                if server.poll() == 0 && !pin {
+                    // Sharing CPUs with the other cores and the device: yield when idle.
+                    std::thread::yield_now();
+                }
+            }
+            Ok::<_, String>((server.stats(), loaded))
+        })?;
+        let (per_core, loaded) = served
+            .into_iter()
+            .collect::<Result<Vec<_>, String>>()?
+            .into_iter()
+            .unzip();
+        // Rates in whole requests, as the socket bench counts a split request once.
+        if per != 1.0 {
+            report.run.offered_rps /= per;
+            report.run.achieved_rps /= per;
+            for c in &mut report.per_core {
+                c.achieved_rps /= per;
+            }
+        }
+        Ok(KvPoint {
+            report,
+            per_core,
+            loaded,
+            merged: merged.load(Ordering::Relaxed),
+        })
+    }
+}
+
+/// `kv bench --datapath emu`: every serialization's saturation search over `loads`.
+pub(crate) fn run_emu(cfg: &BenchConfig, loads: &[f64]) -> Result<BenchOutcome, String> {
+    // Before generating anything: the CPUs the run needs.
+    let (server_cpus, device_cpu) =
+        emu_bench::cores_for(cfg.cores).map_err(|e| format!("--cores {}: {e}", cfg.cores))?;
+    let p = prepare(cfg)?;
     let name = p.workload.name();
+    let emu = KvEmu::new(cfg, p.reqs.clone(), p.expected.clone())?;
+    let plan = emu.plan();
+    let servers = match server_cpus.as_slice() {
+        [one] => format!("server on CPU {one}"),
+        many => format!(
+            "{} server cores on CPUs {many:?}, each with its shard of the keys",
+            many.len()
+        ),
+    };
     eprintln!(
-        "[bench] {} serializations, grid {:?} req/s, {:?} per trial (+{:?} warm-up), {EMU_LABEL}, MTU {}",
+        "[bench] {} serializations, grid {:?} req/s, {:?} per trial (+{:?} warm-up), {EMU_LABEL} ({servers}, device and clients on CPU {device_cpu}), MTU {}",
         cfg.serializations.len(),
         loads,
         cfg.duration,
         cfg.warmup,
-        cfg.mtu
+        emu.mtu()
     );
-    let encoded: Vec<Vec<Request>> = cfg
-        .serializations
-        .iter()
-        .map(|&s| encode(s, &p.reqs.ops))
-        .collect();
-    // The emulated wire carries single-frame requests and replies: raise the MTU (on both
-    // ends) when a request or a reply (e.g. a Twitter value of 30 KB) does not fit one frame
-    // of `--mtu`. Replies of several values (getm, getlist) are bounded by the request's
-    // values for writes and, for reads, by the workload's frame budget.
-    let largest_req = encoded
-        .iter()
-        .flatten()
-        .map(|r| r.payload.len())
-        .max()
-        .unwrap_or(0);
-    let largest = largest_req.max(p.expected.max_value_len() + 256);
-    let mtu = if largest + 128 > cfg.mtu {
-        let m = (largest + 128).next_multiple_of(1024).min(65_000);
+    if plan.split_requests() > 0 {
         eprintln!(
-            "[bench] emu: MTU raised from {} to {m} so that the largest request or value ({largest} B) is one frame (the emulated wire carries single-frame messages)",
-            cfg.mtu
+            "[bench] emu: {} of {} requests span cores and are split ({:.3} wire requests per request); rates count whole requests, counters count parts",
+            plan.split_requests(),
+            plan.ops().len(),
+            plan.parts_per_request()
         );
-        m
-    } else {
-        cfg.mtu
-    };
+    }
     let scfg = SearchConfig {
         trials: cfg.trials,
         resolution: cfg.resolution,
@@ -99,65 +493,12 @@ pub(crate) fn run_emu(
     let mut runs = 0u64;
     let searches = search(&scfg, cfg.serializations.len(), |pt| {
         runs += 1;
-        let (si, load) = (pt.lane, pt.offered_rps);
-        let ser = cfg.serializations[si];
-        let ecfg = EmuRunConfig {
-            rate_rps: load,
-            duration: cfg.duration,
-            warmup: cfg.warmup,
-            timeout: cfg.timeout,
-            seed: cfg.seed + runs,
-            sample_every: cfg.sample_every,
-            // A write changes what later reads of its key return (e.g. an append).
-            replies_vary: true,
-            mtu,
-            ..EmuRunConfig::default()
-        };
-        let mut ecfg = ecfg;
-        ecfg.emu.mtu = ecfg.emu.mtu.max(mtu);
-        let reqs = p.reqs.clone();
-        let expected = p.expected.clone();
-        let check = move |i: usize, reply: &[u8]| {
-            let op = &reqs.ops[i];
-            let (_, r) = decode_reply(ser, OpKind::of(op), reply)?;
-            if expected.check(op, &r) {
-                Ok(())
-            } else {
-                Err(format!(
-                    "request {i} ({}): wrong reply {r}",
-                    OpKind::of(op).name()
-                ))
-            }
-        };
-        let wl = cfg.workload.clone();
-        let server_cfg = ServerConfig {
-            serialization: ser,
-            threshold: cfg.threshold,
-            store: StoreConfig {
-                memory_limit: cfg.memory_limit,
-            },
-        };
-        let (max_item, limit) = (cfg.max_item, cfg.memory_limit);
-        let (report, served) = emu_bench::run(&ecfg, &encoded[si], check, move |port| {
-            let mut mc = port.memory_config();
-            mc.max_item_size = mc.max_item_size.max(max_item.next_power_of_two());
-            mc.max_bytes = limit.saturating_add(256 << 20);
-            let mem = PinnedMemory::new(mc).map_err(|e| format!("pinned memory: {e}"))?;
-            let mut store = Store::new(&mem, server_cfg.store);
-            let loaded = load_store(&wl, &mut store)?;
-            let dp = port
-                .datapath(mem)
-                .map_err(|e| format!("emulated ConnectX: {e}"))?;
-            let mut server = KvServer::with_store(dp, server_cfg, store);
-            while !port.stopped() {
-                server.poll();
-            }
-            Ok::<_, String>((server.stats(), loaded))
-        })?;
-        let (stats, loaded) = served?;
+        let ser = cfg.serializations[pt.lane];
+        let point = emu.run_point(cfg, ser, pt.offered_rps, cfg.seed + runs, true)?;
+        let stats = ServerStats::sum(&point.per_core);
         let work = stats.work_p50_ns();
-        let t = EmuTrial::new(pt, ser.name(), &name, report, work, stats);
-        eprintln!("[bench] {}  ({loaded})", t.progress());
+        let t = EmuTrial::new(pt, ser.name(), &name, point.report, work, stats);
+        eprintln!("[bench] {}  ({})", t.progress(), point.loaded.join("; "));
         for f in &t.report.failures {
             eprintln!("[bench] {ser}: {f}");
         }
@@ -218,4 +559,79 @@ pub(crate) fn run_emu(
         std::fs::write(&path, text).map_err(|e| format!("writing {}: {e}", path.display()))?;
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ops() -> Vec<Op> {
+        let keys: Vec<String> = (0..8).map(|i| format!("key-{i}")).collect();
+        vec![
+            Op::Get {
+                key: keys[0].clone(),
+            },
+            Op::GetM { keys: keys.clone() },
+            Op::PutM {
+                keys: keys[..4].to_vec(),
+                vals: (0..4).map(|i| vec![i as u8; 8]).collect(),
+            },
+            Op::Append {
+                key: keys[1].clone(),
+                val: b"more".to_vec(),
+            },
+        ]
+    }
+
+    fn plan(cores: usize) -> CorePlan {
+        CorePlan::new(
+            Arc::new(RunRequests {
+                ops: ops(),
+                threads: 1,
+            }),
+            cores,
+        )
+    }
+
+    #[test]
+    fn one_core_sends_the_requests_as_they_are() {
+        let p = plan(1);
+        assert_eq!((p.len(), p.split_requests()), (4, 0));
+        assert_eq!(p.parts_per_request(), 1.0);
+        for (k, op) in ops().iter().enumerate() {
+            assert_eq!(p.request(k), (k, 0, op));
+        }
+        let reqs = p.encode(Serialization::Protobuf);
+        assert!(reqs.iter().all(|r| r.core == 0));
+        assert_eq!(reqs[1].msg_type, OpKind::GetM.msg_type());
+    }
+
+    #[test]
+    fn requests_spanning_cores_become_consecutive_parts_on_their_owners() {
+        let p = plan(2);
+        let o = ops();
+        let (getm, putm) = (steer::split(&o[1], 2), steer::split(&o[2], 2));
+        assert_eq!((getm.len(), putm.len()), (2, 2), "both span the 2 cores");
+        assert_eq!(p.len(), 1 + 2 + 2 + 1);
+        assert_eq!(p.split_requests(), 2);
+        assert_eq!(p.parts_per_request(), 1.5);
+        let expect: Vec<(usize, usize, &Op)> = vec![
+            (0, steer::core_of("key-0", 2), &o[0]),
+            (1, getm[0].core, &getm[0].op),
+            (1, getm[1].core, &getm[1].op),
+            (2, putm[0].core, &putm[0].op),
+            (2, putm[1].core, &putm[1].op),
+            (3, steer::core_of("key-1", 2), &o[3]),
+        ];
+        for (k, (i, core, op)) in expect.into_iter().enumerate() {
+            let (gi, gcore, gop) = p.request(k);
+            assert_eq!((gi, gcore, gop), (i, core, op), "wire request {k}");
+            assert_eq!(steer::owner(gop, 2), Some(gcore));
+        }
+        let reqs = p.encode(Serialization::Cornflakes);
+        assert_eq!(
+            reqs.iter().map(|r| r.core).collect::<Vec<_>>(),
+            (0..p.len()).map(|k| p.request(k).1).collect::<Vec<_>>()
+        );
+    }
 }

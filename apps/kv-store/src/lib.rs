@@ -20,7 +20,7 @@
 pub mod bench;
 pub mod cf;
 pub mod client;
-mod emu;
+pub mod emu;
 pub mod libs;
 pub mod nic;
 pub mod ops;

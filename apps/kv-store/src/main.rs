@@ -36,6 +36,9 @@ usage:
       (default 0.1 to 3.2 M req/s) until a load's median of up to --trials K trials (default
       3) misses 95 % of offered, then bisection until the bracket is within --resolution F
       (default 0.05); also writes DIR/emu.md, DIR/emu-summary.json and DIR/emu-points.json.
+      --cores N there: N server cores, each with its shard, on N + 1 CPUs (the device on the
+      last); each request to its key's core, a getm/putm over several cores sent as one part
+      per core (rates count whole requests, counters parts; docs/cores.md).
       --datapath socket: open-loop client threads over kernel UDP
       sockets on 127.0.0.1; --cores N there: N pinned server cores, key-steered clients.
       --datapath xdp (feature `xdp`, root): each server a process over

@@ -7,6 +7,8 @@
 //! request per core (each with that core's keys, in their original order), and the replies are
 //! [`merge`]d back into the one reply the whole request would have had: values and statuses
 //! in key order, overall status the first non-`OK` one. The server never forwards requests.
+//! The socket client ([`crate::client::KvClient::steered`]) and the emulated-NIC bench
+//! ([`crate::emu::CorePlan`]) both split and merge with these functions.
 
 use crate::ops::{Op, Reply, Status};
 
