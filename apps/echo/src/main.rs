@@ -103,8 +103,17 @@ fn bench_cmd(mut a: Args) -> Result<(), String> {
             cornflakes::threshold_setting()
         );
     }
+    // Without --datapath: the emulated NIC when there are CPUs for the server cores and the
+    // device (--cores N needs N + 1), else the kernel sockets.
+    let want_cores = a.parse::<usize>("--cores")?;
+    if let Some(n) = want_cores {
+        if n == 0 {
+            return Err("--cores must be at least 1".to_owned());
+        }
+        cfg.cores = n;
+    }
     match a.take("--datapath")?.as_deref() {
-        None => match datapath_mlx5::emu::threaded::two_cores() {
+        None => match datapath_mlx5::emu::threaded::cores_for(cfg.cores) {
             Ok(_) => cfg.datapath = DatapathKind::Emu,
             Err(e) => eprintln!("[bench] socket datapath: {e}"),
         },

@@ -68,7 +68,7 @@ pub enum DatapathKind {
     /// which plays the wire and the open-loop clients (crates/emu-bench).
     Emu,
     /// AF_XDP on a veth pair (feature `xdp`, root): each server a process in a network
-    /// namespace, the clients on kernel sockets at the other end (see [`crate::xdp`]).
+    /// namespace, the clients on kernel sockets at the other end (module `xdp`, feature `xdp`).
     Xdp,
 }
 

@@ -173,10 +173,14 @@ fn common(a: &mut Args, cfg: &mut BenchConfig) -> Result<(), String> {
 
 fn bench_cmd(mut a: Args) -> Result<(), String> {
     let mut cfg = BenchConfig::default();
-    // As `echo bench`: the emulated NIC when there are two CPUs for it (the server core is
-    // then what the run measures), else the kernel sockets.
+    // As `echo bench`: the emulated NIC when there are CPUs for it (the server cores are then
+    // what the run measures), else the kernel sockets.
+    // --cores N on the emulated NIC needs N + 1 CPUs; without them, the kernel sockets.
+    if let Some(n) = a.parse::<usize>("--cores")? {
+        cfg.cores = n;
+    }
     let emu = match a.take("--datapath")?.as_deref() {
-        None => match emu_bench::two_cores() {
+        None => match emu_bench::cores_for(cfg.cores.max(1)) {
             Ok(_) => true,
             Err(e) => {
                 eprintln!("[bench] socket datapath: {e}");
