@@ -6,7 +6,7 @@
 use std::process::Command;
 use std::time::Duration;
 
-use datapath_mlx5::emu::threaded::allowed_cores;
+use percore::allowed_cores;
 use echo::bench::{BenchConfig, DatapathKind};
 use echo::emu::{request_payloads, run_point_with, spread_over_cores};
 use echo::server::ServerStats;

@@ -10,7 +10,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
-use datapath_mlx5::emu::threaded::allowed_cores;
+use percore::allowed_cores;
 use kv_store::bench::{BenchConfig, DatapathKind};
 use kv_store::client::{Expected, RunRequests};
 use kv_store::emu::KvEmu;
