@@ -211,6 +211,9 @@ impl Reassembler {
 
     /// Drops partial messages older than the timeout; returns how many.
     pub fn expire(&mut self, now: Instant) -> usize {
+        if self.partials.is_empty() {
+            return 0;
+        }
         let timeout = self.cfg.timeout;
         let before = self.partials.len();
         let mut freed = 0;
