@@ -172,10 +172,21 @@ impl ArpCache {
     }
 
     /// Retries outstanding requests that are due; returns the addresses that failed now.
+    #[inline]
     pub fn poll(&mut self, now: Instant, tx: &mut dyn FnMut(&[u8])) -> Vec<Ipv4Addr> {
-        if self.pending == 0 {
+        if !self.has_pending() {
             return Vec::new();
         }
+        self.retry_pending(now, tx)
+    }
+
+    /// Whether a request is outstanding (what [`poll`](Self::poll) would look at).
+    #[inline]
+    pub fn has_pending(&self) -> bool {
+        self.pending > 0
+    }
+
+    fn retry_pending(&mut self, now: Instant, tx: &mut dyn FnMut(&[u8])) -> Vec<Ipv4Addr> {
         let mut due = Vec::new();
         let mut failed = Vec::new();
         for (ip, e) in self.entries.iter_mut() {

@@ -33,6 +33,7 @@ pub trait TxSink {
     fn post(&mut self, buf: RcBuf, end_of_frame: bool);
 }
 
+#[inline]
 fn check_len(stack: &EthStack, total: usize) -> Result<FramePlan, SendError> {
     let max = stack.config().max_message_len;
     if total > max {
