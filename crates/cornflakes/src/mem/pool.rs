@@ -661,6 +661,7 @@ impl Inner {
     /// # Safety
     /// `this` must be live (the item being released keeps it so) and the item's count must have
     /// just reached zero.
+    #[inline]
     pub(crate) unsafe fn release(this: *const Inner, chunk: *const Chunk, idx: u32) {
         // SAFETY: caller guarantees `this` is live.
         let inner = unsafe { &*this };
@@ -672,10 +673,22 @@ impl Inner {
         let live = inner.live.get() - 1;
         inner.live.set(live);
         if live == 0 && inner.handles.get() == 0 {
-            // SAFETY: no handle and no live item remain, so nothing refers to `inner` any more;
-            // it was created by `Box::leak` in `PinnedMemory::new`.
-            drop(unsafe { Box::from_raw(this as *mut Inner) });
+            // SAFETY: no handle and no live item remain, so nothing refers to `inner` any more.
+            unsafe { Inner::free(this) };
         }
+    }
+
+    /// Unmaps everything. Out of line: the release path above stays short (it runs for every
+    /// buffer returned) and this runs once.
+    ///
+    /// # Safety
+    /// Nothing refers to `this` any more (no handle, no live item); it was created by
+    /// `Box::leak` in `PinnedMemory::new`.
+    #[cold]
+    #[inline(never)]
+    unsafe fn free(this: *const Inner) {
+        // SAFETY: the caller's contract.
+        drop(unsafe { Box::from_raw(this as *mut Inner) });
     }
 }
 
@@ -698,7 +711,7 @@ impl Drop for PinnedMemory {
         if h == 0 && inner.live.get() == 0 {
             // SAFETY: the last handle is gone and no buffer refers to `inner`; it came from
             // `Box::leak`.
-            drop(unsafe { Box::from_raw(self.inner.as_ptr()) });
+            unsafe { Inner::free(self.inner.as_ptr()) };
         }
     }
 }
