@@ -77,6 +77,9 @@ pub struct ArpCache {
     cfg: ArpConfig,
     entries: HashMap<Ipv4Addr, Entry>,
     dynamic: usize,
+    /// Entries in `Pending` state: `poll`, called on every receive poll, has nothing to do
+    /// when there are none.
+    pending: usize,
 }
 
 impl ArpCache {
@@ -88,12 +91,25 @@ impl ArpCache {
             cfg,
             entries: HashMap::new(),
             dynamic: 0,
+            pending: 0,
         }
+    }
+
+    /// Sets the entry of `ip`, keeping the count of pending entries; returns the old entry.
+    fn set(&mut self, ip: Ipv4Addr, e: Entry) -> Option<Entry> {
+        let old = self.entries.insert(ip, e);
+        if matches!(old, Some(Entry::Pending { .. })) {
+            self.pending -= 1;
+        }
+        if matches!(e, Entry::Pending { .. }) {
+            self.pending += 1;
+        }
+        old
     }
 
     /// Adds a static entry (never expires, never re-resolved).
     pub fn insert_static(&mut self, ip: Ipv4Addr, mac: MacAddr) {
-        if let Some(old) = self.entries.insert(ip, Entry::Static(mac)) {
+        if let Some(old) = self.set(ip, Entry::Static(mac)) {
             if !matches!(old, Entry::Static(_)) {
                 self.dynamic -= 1;
             }
@@ -131,7 +147,7 @@ impl ArpCache {
                     ip,
                     tx,
                 );
-                self.entries.insert(
+                self.set(
                     ip,
                     Entry::Pending {
                         sent: 1,
@@ -156,7 +172,21 @@ impl ArpCache {
     }
 
     /// Retries outstanding requests that are due; returns the addresses that failed now.
+    #[inline]
     pub fn poll(&mut self, now: Instant, tx: &mut dyn FnMut(&[u8])) -> Vec<Ipv4Addr> {
+        if !self.has_pending() {
+            return Vec::new();
+        }
+        self.retry_pending(now, tx)
+    }
+
+    /// Whether a request is outstanding (what [`poll`](Self::poll) would look at).
+    #[inline]
+    pub fn has_pending(&self) -> bool {
+        self.pending > 0
+    }
+
+    fn retry_pending(&mut self, now: Instant, tx: &mut dyn FnMut(&[u8])) -> Vec<Ipv4Addr> {
         let mut due = Vec::new();
         let mut failed = Vec::new();
         for (ip, e) in self.entries.iter_mut() {
@@ -164,6 +194,7 @@ impl ArpCache {
                 if *next <= now {
                     if *sent >= self.cfg.max_retries {
                         *e = Entry::Failed;
+                        self.pending -= 1;
                         failed.push(*ip);
                     } else {
                         *sent += 1;
@@ -225,7 +256,7 @@ impl ArpCache {
     }
 
     fn learn(&mut self, ip: Ipv4Addr, mac: MacAddr, now: Instant) {
-        self.entries.insert(
+        self.set(
             ip,
             Entry::Resolved {
                 mac,
@@ -386,9 +417,51 @@ mod test {
         assert_eq!(sent, 3);
         assert_eq!(failed, vec![PEER]);
         assert_eq!(c.state(PEER, t), Some(Resolution::Failed));
-        // A new resolve starts over.
+        // A new resolve starts over, and is retried again.
         assert_eq!(c.resolve(PEER, t, &mut |_| sent += 1), Resolution::Pending);
         assert_eq!(sent, 4);
+        c.poll(t + Duration::from_millis(10), &mut |_| sent += 1);
+        assert_eq!(sent, 5);
+    }
+
+    #[test]
+    fn retries_only_what_is_still_pending() {
+        // Poll skips its walk when nothing is pending; every way out of `Pending` (a reply,
+        // a static entry, giving up) must leave the others retried.
+        let mut c = cache();
+        let t0 = Instant::now();
+        let other = Ipv4Addr::new(10, 0, 0, 3);
+        let asked = std::cell::RefCell::new(Vec::new());
+        let mut ask = |f: &[u8]| asked.borrow_mut().push(parse(f).1.target_ip);
+        c.resolve(PEER, t0, &mut ask);
+        c.resolve(other, t0, &mut ask);
+        let reply = arp::Repr {
+            operation: Operation::Reply,
+            sender_mac: PEER_MAC,
+            sender_ip: PEER,
+            target_mac: US_MAC,
+            target_ip: US,
+        };
+        c.process(&reply, t0, &mut ask);
+        let t1 = t0 + Duration::from_millis(10);
+        c.poll(t1, &mut ask);
+        assert_eq!(*asked.borrow(), vec![PEER, other, other]);
+        c.insert_static(other, PEER_MAC);
+        c.poll(t1 + Duration::from_millis(10), &mut ask);
+        assert_eq!(asked.borrow().len(), 3, "a static entry is not retried");
+        let third = Ipv4Addr::new(10, 0, 0, 4);
+        let t2 = t1 + Duration::from_millis(20);
+        c.resolve(third, t2, &mut ask);
+        let mut failed = Vec::new();
+        for i in 1..=4 {
+            failed.extend(c.poll(t2 + Duration::from_millis(10 * i), &mut ask));
+        }
+        assert_eq!(failed, vec![third]);
+        assert_eq!(
+            *asked.borrow(),
+            vec![PEER, other, other, third, third, third]
+        );
+        assert!(c.poll(t2 + Duration::from_secs(1), &mut ask).is_empty());
     }
 
     #[test]

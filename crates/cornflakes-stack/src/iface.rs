@@ -3,13 +3,13 @@
 //! counters, and reassembly. It performs no I/O: the datapath hands it received frames and a
 //! callback to transmit control frames (ARP), and drives it with [`EthStack::poll`].
 
-use std::collections::HashMap;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::Instant;
 
 use cornflakes::{ConnId, DropCounters, Msg, PinnedMemory, RcBuf, RxMsg, SendError};
 
 use crate::arp::{ArpCache, ArpConfig, ArpEvent, Resolution};
+use crate::peers::PeerMap;
 use crate::reassembly::{self, Reassembler, ReassemblyConfig};
 use crate::template::{HeaderTemplate, TEMPLATE_LEN};
 use crate::wire::{arp, ethernet, framing, ipv4, udp, ChecksumCaps, Error, MacAddr};
@@ -72,7 +72,7 @@ pub(crate) struct Conn {
 pub struct EthStack {
     cfg: StackConfig,
     pub(crate) conns: Vec<Conn>,
-    by_peer: HashMap<SocketAddrV4, ConnId>,
+    by_peer: PeerMap,
     arp: ArpCache,
     reasm: Reassembler,
     counters: DropCounters,
@@ -94,7 +94,7 @@ impl EthStack {
             reasm: Reassembler::new(rcfg),
             cfg,
             conns: Vec::new(),
-            by_peer: HashMap::new(),
+            by_peer: PeerMap::new(),
             arp,
             counters: DropCounters::default(),
             ident: 0,
@@ -140,7 +140,7 @@ impl EthStack {
         now: Instant,
         tx: &mut dyn FnMut(&[u8]),
     ) -> Result<ConnId, SendError> {
-        if let Some(&c) = self.by_peer.get(&peer) {
+        if let Some(c) = self.by_peer.get(peer) {
             let resolved = self.conns[c.0 as usize].resolved;
             if !resolved {
                 self.try_resolve(c, now, tx);
@@ -213,9 +213,13 @@ impl EthStack {
     }
 
     /// Housekeeping: ARP retries (failures counted) and reassembly timeouts.
+    /// Called on every receive poll, so it costs a few instructions when nothing is pending.
+    #[inline]
     pub fn poll(&mut self, now: Instant, tx: &mut dyn FnMut(&[u8])) {
-        let failed = self.arp.poll(now, tx);
-        self.counters.arp_failures += failed.len() as u64;
+        if self.arp.has_pending() {
+            let failed = self.arp.poll(now, tx);
+            self.counters.arp_failures += failed.len() as u64;
+        }
         self.counters.reassembly_timeout += self.reasm.expire(now) as u64;
     }
 
@@ -375,7 +379,7 @@ impl EthStack {
     /// The connection of a sender, learned from the frame if new (its source MAC is the
     /// return address, so no ARP is needed to answer).
     fn conn_for_rx(&mut self, peer: SocketAddrV4, mac: MacAddr) -> Option<ConnId> {
-        if let Some(&c) = self.by_peer.get(&peer) {
+        if let Some(c) = self.by_peer.get(peer) {
             let conn = &mut self.conns[c.0 as usize];
             if !conn.resolved && !mac.is_multicast() {
                 conn.template.set_dst_mac(mac);

@@ -20,6 +20,7 @@
 pub mod arp;
 pub mod checksum;
 pub mod iface;
+mod peers;
 pub mod reassembly;
 pub mod segment;
 pub mod template;

@@ -210,7 +210,15 @@ impl Reassembler {
     }
 
     /// Drops partial messages older than the timeout; returns how many.
+    #[inline]
     pub fn expire(&mut self, now: Instant) -> usize {
+        if self.partials.is_empty() {
+            return 0;
+        }
+        self.expire_partials(now)
+    }
+
+    fn expire_partials(&mut self, now: Instant) -> usize {
         let timeout = self.cfg.timeout;
         let before = self.partials.len();
         let mut freed = 0;

@@ -32,8 +32,17 @@ pub struct TooLarge {
 
 impl FramePlan {
     /// Plans a message of `total` bytes with `per_frame` message bytes per frame (> 0).
+    #[inline]
     pub fn new(total: usize, per_frame: usize) -> Result<FramePlan, TooLarge> {
         let per_frame = per_frame.max(1);
+        if total <= per_frame {
+            // The common case, one frame: no division.
+            return Ok(FramePlan {
+                total,
+                per_frame,
+                frames: 1,
+            });
+        }
         let max = (u16::MAX as usize * per_frame).min(u32::MAX as usize);
         if total > max {
             return Err(TooLarge { len: total, max });
@@ -41,22 +50,25 @@ impl FramePlan {
         Ok(FramePlan {
             total,
             per_frame,
-            frames: total.div_ceil(per_frame).max(1),
+            frames: total.div_ceil(per_frame),
         })
     }
 
     /// Whether the message fits one frame.
+    #[inline]
     pub fn is_single(&self) -> bool {
         self.frames == 1
     }
 
     /// Message bytes in frame `i`.
+    #[inline]
     pub fn frame_len(&self, i: usize) -> usize {
         let start = i * self.per_frame;
         self.total.saturating_sub(start).min(self.per_frame)
     }
 
     /// The framing header of frame `i`.
+    #[inline]
     pub fn header(&self, i: usize, msg: Msg) -> framing::Repr {
         framing::Repr {
             msg_type: msg.ty,

@@ -33,6 +33,7 @@ pub trait TxSink {
     fn post(&mut self, buf: RcBuf, end_of_frame: bool);
 }
 
+#[inline]
 fn check_len(stack: &EthStack, total: usize) -> Result<FramePlan, SendError> {
     let max = stack.config().max_message_len;
     if total > max {
@@ -205,11 +206,51 @@ pub fn send_sga<S: TxSink>(
     if n == 0 {
         return send_copy(stack, mem, sink, conn, msg, &[]);
     }
+    if plan.is_single() {
+        return send_sga_single(stack, mem, sink, conn, msg, total, n, entries);
+    }
     send_pieces(stack, mem, sink, conn, msg, plan, n, &mut |f| {
         for e in entries.iter().filter(|e| !e.is_empty()) {
             f(e);
         }
     })
+}
+
+/// [`send_sga`] of a one-frame message (`n` non-empty entries, `total` bytes): one header
+/// buffer, then the entries as they are, posted one behind as in [`send_object`] (no frame
+/// cursor, no vector of header buffers).
+#[allow(clippy::too_many_arguments)]
+fn send_sga_single<S: TxSink>(
+    stack: &mut EthStack,
+    mem: &PinnedMemory,
+    sink: &mut S,
+    conn: ConnId,
+    msg: Msg,
+    total: usize,
+    n: usize,
+    entries: &[RcBuf],
+) -> Result<(), SendError> {
+    if sink.free_slots() < 1 + n {
+        return Err(SendError::Full);
+    }
+    let (tmpl, ident) = stack.template(conn, 1)?;
+    let udp_payload = framing::HEADER_LEN + total;
+    let mut hb = mem.alloc(FRAME_OVERHEAD)?;
+    tmpl.write(&mut hb, udp_payload, ident);
+    framing::Repr::single(msg.id, msg.ty, total as u32).emit(&mut hb[TEMPLATE_LEN..]);
+    if tmpl.caps().udp_tx {
+        let mut acc = Accumulator::new();
+        acc.add(&hb[TEMPLATE_LEN..]);
+        entries.iter().for_each(|e| acc.add(e));
+        HeaderTemplate::set_udp_checksum(&mut hb, tmpl.udp_checksum(udp_payload, acc.sum()));
+    }
+    let mut pending = hb.freeze();
+    for e in entries.iter().filter(|e| !e.is_empty()) {
+        let prev = std::mem::replace(&mut pending, e.clone());
+        sink.post(prev, false);
+    }
+    sink.post(pending, true);
+    Ok(())
 }
 
 /// Sends contiguous bytes, copied into one transmit buffer per frame.

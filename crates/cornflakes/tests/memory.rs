@@ -160,6 +160,44 @@ fn growth_across_many_chunks_and_regions_keeps_recovery_exact() {
 }
 
 #[test]
+fn items_are_handed_out_once_and_freed_ones_reused_before_fresh_ones() {
+    let mem = small_mem();
+    // One and a half chunks of 16 KiB items (128 per 2 MiB chunk).
+    let mut held: Vec<_> = (0..192).map(|_| mem.alloc(16384).unwrap()).collect();
+    let mut addrs: Vec<usize> = held.iter_mut().map(|b| b.as_mut_ptr() as usize).collect();
+    addrs.sort_unstable();
+    addrs.dedup();
+    assert_eq!(addrs.len(), 192, "no item handed out twice");
+    assert_eq!(mem.stats().chunks_in_use, 2);
+    // Free ten items of the first chunk: the next ten allocations take exactly those, and
+    // only then the second chunk's never-used items.
+    let mut freed: Vec<usize> = held
+        .drain(20..30)
+        .map(|mut b| b.as_mut_ptr() as usize)
+        .collect();
+    let mut again: Vec<usize> = (0..10)
+        .map(|_| mem.alloc(16384).unwrap())
+        .map(|mut b| {
+            let a = b.as_mut_ptr() as usize;
+            held.push(b);
+            a
+        })
+        .collect();
+    freed.sort_unstable();
+    again.sort_unstable();
+    assert_eq!(again, freed);
+    let more: Vec<_> = (0..64).map(|_| mem.alloc(16384).unwrap()).collect();
+    assert_eq!(
+        mem.stats().chunks_in_use,
+        2,
+        "the second chunk is filled first"
+    );
+    assert_eq!(mem.stats().live_items, 192 + 64);
+    drop((held, more));
+    assert_eq!(mem.stats().live_items, 0);
+}
+
+#[test]
 fn no_growth_means_exhaustion_error() {
     let mem = PinnedMemory::new(MemoryConfig {
         hugepages: HugePages::Never,

@@ -10,10 +10,45 @@ pub const MAX_TRACKED_LATENCY: Duration = Duration::from_secs(60);
 /// Significant decimal digits kept by the histogram (0.1 % resolution).
 const SIGFIG: u8 = 3;
 
-/// An HDR histogram of latencies recorded in nanoseconds.
-#[derive(Debug, Clone)]
+/// Highest tracked latency in nanoseconds.
+const MAX_NS: u64 = MAX_TRACKED_LATENCY.as_nanos() as u64;
+
+// The bucketing of an HDR histogram from 1 ns to `MAX_NS` with `SIGFIG` significant digits,
+// as `hdrhistogram` lays it out (the test `bucketing_is_hdrhistogram_s` checks every constant
+// against it): 2048 sub-buckets of 1 ns in bucket 0, then buckets of 1024 sub-buckets, each
+// twice as wide as the last.
+const SUB_BUCKET_HALF_MAGNITUDE: u32 = 10;
+const SUB_BUCKET_MASK: u64 = (1 << (SUB_BUCKET_HALF_MAGNITUDE + 1)) - 1;
+const LEADING_ZERO_BASE: u32 = 64 - (SUB_BUCKET_HALF_MAGNITUDE + 1);
+
+/// The counter index of `ns` (1 ..= `MAX_NS`).
+#[inline]
+fn index_for(ns: u64) -> usize {
+    let bucket = LEADING_ZERO_BASE - (ns | SUB_BUCKET_MASK).leading_zeros();
+    ((bucket as usize) << SUB_BUCKET_HALF_MAGNITUDE) + (ns >> bucket) as usize
+}
+
+/// The lowest value counted at `index`.
+fn value_for(index: usize) -> u64 {
+    let half = 1usize << SUB_BUCKET_HALF_MAGNITUDE;
+    let bucket = (index >> SUB_BUCKET_HALF_MAGNITUDE) as u32;
+    if bucket == 0 {
+        return index as u64;
+    }
+    (((index & (half - 1)) + half) as u64) << (bucket - 1)
+}
+
+/// An HDR histogram of latencies recorded in nanoseconds (1 ns to [`MAX_TRACKED_LATENCY`],
+/// 3 significant digits).
+///
+/// Recording is on the hot path of load generators and servers (once per reply or request),
+/// so it only increments a counter: the counters are laid out as `hdrhistogram`'s, and a
+/// `hdrhistogram::Histogram` is built from them when a percentile or the mean is asked for.
+/// Queries give exactly what recording every sample into that histogram would.
+#[derive(Clone)]
 pub struct LatencyHistogram {
-    hist: Histogram<u64>,
+    counts: Vec<u64>,
+    len: u64,
 }
 
 impl Default for LatencyHistogram {
@@ -22,44 +57,79 @@ impl Default for LatencyHistogram {
     }
 }
 
+impl fmt::Debug for LatencyHistogram {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LatencyHistogram")
+            .field("len", &self.len)
+            .field("p50_us", &self.p50_us())
+            .field("p99_us", &self.p99_us())
+            .finish()
+    }
+}
+
 impl LatencyHistogram {
     /// An empty histogram covering 1 ns to [`MAX_TRACKED_LATENCY`].
     pub fn new() -> Self {
-        let hist = Histogram::new_with_bounds(1, MAX_TRACKED_LATENCY.as_nanos() as u64, SIGFIG)
-            .expect("constant histogram bounds are valid");
-        LatencyHistogram { hist }
+        LatencyHistogram {
+            counts: vec![0; index_for(MAX_NS) + 1],
+            len: 0,
+        }
     }
 
     /// Records one latency sample (clamped to the tracked range).
+    #[inline]
     pub fn record(&mut self, latency: Duration) {
         let ns = u64::try_from(latency.as_nanos()).unwrap_or(u64::MAX);
-        self.hist.saturating_record(ns.max(1));
+        self.record_ns(ns);
+    }
+
+    /// Records one latency sample given in nanoseconds (clamped to the tracked range).
+    #[inline]
+    pub fn record_ns(&mut self, ns: u64) {
+        let i = index_for(ns.clamp(1, MAX_NS));
+        // In range: the vector has a counter for every index up to `index_for(MAX_NS)`.
+        if let Some(c) = self.counts.get_mut(i) {
+            *c += 1;
+            self.len += 1;
+        }
     }
 
     /// Adds all samples of `other` to `self`.
     pub fn merge(&mut self, other: &LatencyHistogram) {
-        // Both histograms have the same bounds, so adding cannot fail.
-        self.hist
-            .add(&other.hist)
-            .expect("histograms with equal bounds merge");
+        for (a, b) in self.counts.iter_mut().zip(&other.counts) {
+            *a += b;
+        }
+        self.len += other.len;
     }
 
     /// Number of samples.
     pub fn len(&self) -> u64 {
-        self.hist.len()
+        self.len
     }
 
     /// True when no sample was recorded.
     pub fn is_empty(&self) -> bool {
-        self.hist.is_empty()
+        self.len == 0
+    }
+
+    /// The samples as a `hdrhistogram` histogram (built on each call).
+    fn to_hdr(&self) -> Histogram<u64> {
+        let mut h = Histogram::new_with_bounds(1, MAX_NS, SIGFIG)
+            .expect("constant histogram bounds are valid");
+        for (i, &c) in self.counts.iter().enumerate() {
+            if c > 0 {
+                h.saturating_record_n(value_for(i), c);
+            }
+        }
+        h
     }
 
     /// Latency at percentile `p` (0–100) in microseconds, `None` when empty.
     pub fn percentile_us(&self, p: f64) -> Option<f64> {
-        if self.hist.is_empty() {
+        if self.is_empty() {
             return None;
         }
-        Some(self.hist.value_at_percentile(p) as f64 / 1e3)
+        Some(self.to_hdr().value_at_percentile(p) as f64 / 1e3)
     }
 
     /// Median latency in microseconds.
@@ -79,7 +149,7 @@ impl LatencyHistogram {
 
     /// Mean latency in microseconds, `None` when empty.
     pub fn mean_us(&self) -> Option<f64> {
-        (!self.hist.is_empty()).then(|| self.hist.mean() / 1e3)
+        (!self.is_empty()).then(|| self.to_hdr().mean() / 1e3)
     }
 }
 
@@ -220,6 +290,50 @@ mod tests {
         h.record(Duration::from_secs(3_600));
         assert_eq!(h.len(), 2);
         assert!(h.p999_us().unwrap() >= 59e6);
+    }
+
+    /// Every sample, recorded here and straight into `hdrhistogram`, lands in the same bucket,
+    /// so the queries agree exactly.
+    #[test]
+    fn bucketing_is_hdrhistogram_s() {
+        let mut direct = Histogram::<u64>::new_with_bounds(1, MAX_NS, SIGFIG).unwrap();
+        // Ours stops at the last bucket index a tracked value can reach.
+        assert!(LatencyHistogram::new().counts.len() <= direct.distinct_values());
+        let mut ours = LatencyHistogram::new();
+        let mut v: u64 = 1;
+        let mut samples = vec![1, 2, 2047, 2048, 2049, 4095, 4096, 4097, MAX_NS - 1, MAX_NS];
+        // Every power of two and its neighbours, and a pseudo-random spread in between.
+        for k in 0..36 {
+            samples.extend([(1u64 << k).saturating_sub(1).max(1), 1 << k, (1 << k) + 1]);
+        }
+        for _ in 0..20_000 {
+            v = v
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            samples.push((v >> 30) % MAX_NS + 1);
+        }
+        for &ns in &samples {
+            let ns = ns.min(MAX_NS);
+            assert_eq!(
+                value_for(index_for(ns)),
+                direct.lowest_equivalent(ns),
+                "bucket of {ns} ns"
+            );
+            direct.record(ns).unwrap();
+            ours.record_ns(ns);
+        }
+        let built = ours.to_hdr();
+        assert_eq!(built.len(), direct.len());
+        for p in [0.0, 1.0, 10.0, 50.0, 90.0, 99.0, 99.9, 99.99, 100.0] {
+            assert_eq!(
+                built.value_at_percentile(p),
+                direct.value_at_percentile(p),
+                "p{p}"
+            );
+        }
+        assert_eq!(built.mean(), direct.mean());
+        assert_eq!(built.max(), direct.max());
+        assert_eq!(built.min(), direct.min());
     }
 
     #[test]

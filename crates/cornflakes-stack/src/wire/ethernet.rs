@@ -52,11 +52,13 @@ pub struct Frame<T: AsRef<[u8]>> {
 
 impl<T: AsRef<[u8]>> Frame<T> {
     /// A view without checks (for emission into a sized buffer).
+    #[inline]
     pub const fn new_unchecked(buffer: T) -> Frame<T> {
         Frame { buffer }
     }
 
     /// A view of a buffer that holds at least the header.
+    #[inline]
     pub fn new_checked(buffer: T) -> Result<Frame<T>> {
         let f = Self::new_unchecked(buffer);
         f.check_len()?;
@@ -64,6 +66,7 @@ impl<T: AsRef<[u8]>> Frame<T> {
     }
 
     /// Fails when the buffer is shorter than the header.
+    #[inline]
     pub fn check_len(&self) -> Result<()> {
         if self.buffer.as_ref().len() < HEADER_LEN {
             Err(Error::Truncated)
@@ -73,11 +76,13 @@ impl<T: AsRef<[u8]>> Frame<T> {
     }
 
     /// The underlying buffer.
+    #[inline]
     pub fn into_inner(self) -> T {
         self.buffer
     }
 
     /// Destination address.
+    #[inline]
     pub fn dst_addr(&self) -> MacAddr {
         let mut m = [0; 6];
         m.copy_from_slice(&self.buffer.as_ref()[field::DST]);
@@ -85,6 +90,7 @@ impl<T: AsRef<[u8]>> Frame<T> {
     }
 
     /// Source address.
+    #[inline]
     pub fn src_addr(&self) -> MacAddr {
         let mut m = [0; 6];
         m.copy_from_slice(&self.buffer.as_ref()[field::SRC]);
@@ -92,6 +98,7 @@ impl<T: AsRef<[u8]>> Frame<T> {
     }
 
     /// EtherType.
+    #[inline]
     pub fn ethertype(&self) -> EtherType {
         be16(self.buffer.as_ref(), field::ETHERTYPE).into()
     }
@@ -99,6 +106,7 @@ impl<T: AsRef<[u8]>> Frame<T> {
 
 impl<'a, T: AsRef<[u8]> + ?Sized> Frame<&'a T> {
     /// The bytes after the header, living as long as the buffer.
+    #[inline]
     pub fn payload(&self) -> &'a [u8] {
         &self.buffer.as_ref()[field::PAYLOAD..]
     }
@@ -106,21 +114,25 @@ impl<'a, T: AsRef<[u8]> + ?Sized> Frame<&'a T> {
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Frame<T> {
     /// Sets the destination address.
+    #[inline]
     pub fn set_dst_addr(&mut self, a: MacAddr) {
         self.buffer.as_mut()[field::DST].copy_from_slice(&a.0);
     }
 
     /// Sets the source address.
+    #[inline]
     pub fn set_src_addr(&mut self, a: MacAddr) {
         self.buffer.as_mut()[field::SRC].copy_from_slice(&a.0);
     }
 
     /// Sets the EtherType.
+    #[inline]
     pub fn set_ethertype(&mut self, t: EtherType) {
         set_be16(self.buffer.as_mut(), field::ETHERTYPE, t.into());
     }
 
     /// The bytes after the header, writable.
+    #[inline]
     pub fn payload_mut(&mut self) -> &mut [u8] {
         &mut self.buffer.as_mut()[field::PAYLOAD..]
     }
@@ -139,6 +151,7 @@ pub struct Repr {
 
 impl Repr {
     /// Reads a checked frame's header.
+    #[inline]
     pub fn parse<T: AsRef<[u8]>>(f: &Frame<T>) -> Result<Repr> {
         f.check_len()?;
         Ok(Repr {
@@ -149,11 +162,13 @@ impl Repr {
     }
 
     /// Header length.
+    #[inline]
     pub const fn header_len(&self) -> usize {
         HEADER_LEN
     }
 
     /// Writes the header.
+    #[inline]
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, f: &mut Frame<T>) {
         f.set_src_addr(self.src);
         f.set_dst_addr(self.dst);

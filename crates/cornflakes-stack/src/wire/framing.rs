@@ -50,11 +50,13 @@ fn le32(b: &[u8], r: std::ops::Range<usize>) -> u32 {
 
 impl<T: AsRef<[u8]>> Packet<T> {
     /// A view without checks.
+    #[inline]
     pub const fn new_unchecked(buffer: T) -> Packet<T> {
         Packet { buffer }
     }
 
     /// A view of a buffer holding at least the header.
+    #[inline]
     pub fn new_checked(buffer: T) -> Result<Packet<T>> {
         let p = Self::new_unchecked(buffer);
         if p.buffer.as_ref().len() < HEADER_LEN {
@@ -64,34 +66,42 @@ impl<T: AsRef<[u8]>> Packet<T> {
     }
 
     /// Version byte.
+    #[inline]
     pub fn version(&self) -> u8 {
         self.buffer.as_ref()[field::VERSION]
     }
     /// Flags byte.
+    #[inline]
     pub fn flags(&self) -> u8 {
         self.buffer.as_ref()[field::FLAGS]
     }
     /// Message type.
+    #[inline]
     pub fn msg_type(&self) -> u16 {
         le16(self.buffer.as_ref(), field::MSG_TYPE)
     }
     /// Message id.
+    #[inline]
     pub fn msg_id(&self) -> u32 {
         le32(self.buffer.as_ref(), field::MSG_ID)
     }
     /// Segment index.
+    #[inline]
     pub fn seg_index(&self) -> u16 {
         le16(self.buffer.as_ref(), field::SEG_INDEX)
     }
     /// Segment count.
+    #[inline]
     pub fn seg_count(&self) -> u16 {
         le16(self.buffer.as_ref(), field::SEG_COUNT)
     }
     /// Total message length.
+    #[inline]
     pub fn total_len(&self) -> u32 {
         le32(self.buffer.as_ref(), field::TOTAL_LEN)
     }
     /// Offset of this segment in the message.
+    #[inline]
     pub fn seg_offset(&self) -> u32 {
         le32(self.buffer.as_ref(), field::SEG_OFFSET)
     }
@@ -99,6 +109,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
 
 impl<'a, T: AsRef<[u8]> + ?Sized> Packet<&'a T> {
     /// The segment bytes.
+    #[inline]
     pub fn payload(&self) -> &'a [u8] {
         &self.buffer.as_ref()[field::PAYLOAD..]
     }
@@ -124,6 +135,7 @@ pub struct Repr {
 
 impl Repr {
     /// A header for a message that fits one frame.
+    #[inline]
     pub const fn single(msg_id: u32, msg_type: u16, len: u32) -> Repr {
         Repr {
             msg_type,
@@ -138,6 +150,7 @@ impl Repr {
     /// Validates a header given the bytes that follow it (`payload_len`): version 1, flags 0,
     /// `seg_index < seg_count`, the segment inside the message, a single segment exactly the
     /// message, and an empty segment only for an empty message.
+    #[inline]
     pub fn parse<T: AsRef<[u8]>>(p: &Packet<T>) -> Result<Repr> {
         let len = p.buffer.as_ref().len();
         if len < HEADER_LEN {
@@ -168,6 +181,7 @@ impl Repr {
     }
 
     /// Writes the header into the first [`HEADER_LEN`] bytes of `buf`.
+    #[inline]
     pub fn emit(&self, buf: &mut [u8]) {
         let b = &mut buf[..HEADER_LEN];
         b[field::VERSION] = VERSION;

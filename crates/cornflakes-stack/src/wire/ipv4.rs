@@ -38,11 +38,13 @@ pub struct Packet<T: AsRef<[u8]>> {
 
 impl<T: AsRef<[u8]>> Packet<T> {
     /// A view without checks (for emission into a sized buffer).
+    #[inline]
     pub const fn new_unchecked(buffer: T) -> Packet<T> {
         Packet { buffer }
     }
 
     /// A view of a buffer holding the whole header and the `total_len` bytes it claims.
+    #[inline]
     pub fn new_checked(buffer: T) -> Result<Packet<T>> {
         let p = Self::new_unchecked(buffer);
         p.check_len()?;
@@ -51,6 +53,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
 
     /// Fails when the buffer is shorter than the header, the IHL is below 5, or the total
     /// length is below the header length or above the buffer.
+    #[inline]
     pub fn check_len(&self) -> Result<()> {
         let len = self.buffer.as_ref().len();
         if len < HEADER_LEN {
@@ -71,68 +74,81 @@ impl<T: AsRef<[u8]>> Packet<T> {
     }
 
     /// IP version (4 for IPv4).
+    #[inline]
     pub fn version(&self) -> u8 {
         self.buffer.as_ref()[field::VER_IHL] >> 4
     }
 
     /// Header length in bytes (IHL × 4).
+    #[inline]
     pub fn header_len(&self) -> u8 {
         (self.buffer.as_ref()[field::VER_IHL] & 0x0f) * 4
     }
 
     /// DSCP and ECN byte.
+    #[inline]
     pub fn dscp_ecn(&self) -> u8 {
         self.buffer.as_ref()[field::DSCP_ECN]
     }
 
     /// Total length (header + payload).
+    #[inline]
     pub fn total_len(&self) -> u16 {
         be16(self.buffer.as_ref(), field::LENGTH)
     }
 
     /// Identification.
+    #[inline]
     pub fn ident(&self) -> u16 {
         be16(self.buffer.as_ref(), field::IDENT)
     }
 
     /// Don't-fragment flag.
+    #[inline]
     pub fn dont_frag(&self) -> bool {
         be16(self.buffer.as_ref(), field::FLG_OFF) & 0x4000 != 0
     }
 
     /// Whether this is a fragment (more-fragments flag or non-zero offset).
+    #[inline]
     pub fn is_fragment(&self) -> bool {
         be16(self.buffer.as_ref(), field::FLG_OFF) & 0x3fff != 0
     }
 
     /// Time to live.
+    #[inline]
     pub fn ttl(&self) -> u8 {
         self.buffer.as_ref()[field::TTL]
     }
 
     /// Protocol number.
+    #[inline]
     pub fn protocol(&self) -> u8 {
         self.buffer.as_ref()[field::PROTOCOL]
     }
 
     /// Header checksum field.
+    #[inline]
     pub fn checksum(&self) -> u16 {
         be16(self.buffer.as_ref(), field::CHECKSUM)
     }
 
     /// Source address.
+    #[inline]
     pub fn src_addr(&self) -> Ipv4Addr {
         let b = &self.buffer.as_ref()[field::SRC];
         Ipv4Addr::new(b[0], b[1], b[2], b[3])
     }
 
     /// Destination address.
+    #[inline]
     pub fn dst_addr(&self) -> Ipv4Addr {
         let b = &self.buffer.as_ref()[field::DST];
         Ipv4Addr::new(b[0], b[1], b[2], b[3])
     }
 
     /// Whether the header checksum verifies (requires a checked view).
+    #[inline]
     pub fn verify_checksum(&self) -> bool {
         if cfg!(fuzzing) {
             return true;
@@ -145,6 +161,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
 impl<'a, T: AsRef<[u8]> + ?Sized> Packet<&'a T> {
     /// The payload (after the header, up to the total length), living as long as the buffer.
     /// Requires a checked view.
+    #[inline]
     pub fn payload(&self) -> &'a [u8] {
         let hl = self.header_len() as usize;
         let total = self.total_len() as usize;
@@ -154,61 +171,73 @@ impl<'a, T: AsRef<[u8]> + ?Sized> Packet<&'a T> {
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     /// Sets version 4 and the header length (bytes, a multiple of 4).
+    #[inline]
     pub fn set_version_and_header_len(&mut self, header_len: u8) {
         self.buffer.as_mut()[field::VER_IHL] = 0x40 | (header_len / 4);
     }
 
     /// Sets DSCP/ECN.
+    #[inline]
     pub fn set_dscp_ecn(&mut self, v: u8) {
         self.buffer.as_mut()[field::DSCP_ECN] = v;
     }
 
     /// Sets the total length.
+    #[inline]
     pub fn set_total_len(&mut self, v: u16) {
         set_be16(self.buffer.as_mut(), field::LENGTH, v);
     }
 
     /// Sets the identification.
+    #[inline]
     pub fn set_ident(&mut self, v: u16) {
         set_be16(self.buffer.as_mut(), field::IDENT, v);
     }
 
     /// Sets flags and fragment offset to "don't fragment", offset 0.
+    #[inline]
     pub fn set_dont_frag_only(&mut self) {
         set_be16(self.buffer.as_mut(), field::FLG_OFF, 0x4000);
     }
 
     /// Sets the raw flags/fragment-offset word.
+    #[inline]
     pub fn set_flags_frag_offset(&mut self, v: u16) {
         set_be16(self.buffer.as_mut(), field::FLG_OFF, v);
     }
 
     /// Sets the TTL.
+    #[inline]
     pub fn set_ttl(&mut self, v: u8) {
         self.buffer.as_mut()[field::TTL] = v;
     }
 
     /// Sets the protocol number.
+    #[inline]
     pub fn set_protocol(&mut self, v: u8) {
         self.buffer.as_mut()[field::PROTOCOL] = v;
     }
 
     /// Sets the checksum field.
+    #[inline]
     pub fn set_checksum(&mut self, v: u16) {
         set_be16(self.buffer.as_mut(), field::CHECKSUM, v);
     }
 
     /// Sets the source address.
+    #[inline]
     pub fn set_src_addr(&mut self, a: Ipv4Addr) {
         self.buffer.as_mut()[field::SRC].copy_from_slice(&a.octets());
     }
 
     /// Sets the destination address.
+    #[inline]
     pub fn set_dst_addr(&mut self, a: Ipv4Addr) {
         self.buffer.as_mut()[field::DST].copy_from_slice(&a.octets());
     }
 
     /// Computes and stores the header checksum.
+    #[inline]
     pub fn fill_checksum(&mut self) {
         self.set_checksum(0);
         let hl = self.header_len() as usize;
@@ -217,6 +246,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     }
 
     /// The payload, writable.
+    #[inline]
     pub fn payload_mut(&mut self) -> &mut [u8] {
         let hl = self.header_len() as usize;
         &mut self.buffer.as_mut()[hl..]
@@ -243,6 +273,7 @@ pub struct Repr {
 impl Repr {
     /// Validates and reads a header: version 4, no options, not a fragment, checksum
     /// verified when `caps.ipv4_rx`.
+    #[inline]
     pub fn parse<T: AsRef<[u8]>>(p: &Packet<T>, caps: &ChecksumCaps) -> Result<Repr> {
         p.check_len()?;
         if p.version() != 4 || p.header_len() as usize != HEADER_LEN || p.is_fragment() {
@@ -262,16 +293,19 @@ impl Repr {
     }
 
     /// Header length.
+    #[inline]
     pub const fn header_len(&self) -> usize {
         HEADER_LEN
     }
 
     /// Header plus payload length.
+    #[inline]
     pub const fn buffer_len(&self) -> usize {
         HEADER_LEN + self.payload_len
     }
 
     /// Writes the header (DF set, DSCP 0) and, when `caps.ipv4_tx`, its checksum.
+    #[inline]
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, p: &mut Packet<T>, caps: &ChecksumCaps) {
         p.set_version_and_header_len(HEADER_LEN as u8);
         p.set_dscp_ecn(0);

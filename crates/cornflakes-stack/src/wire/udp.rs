@@ -11,6 +11,7 @@ mod field {
     pub const DST_PORT: Range<usize> = 2..4;
     pub const LENGTH: Range<usize> = 4..6;
     pub const CHECKSUM: Range<usize> = 6..8;
+    #[inline]
     pub const fn payload(length: usize) -> Range<usize> {
         CHECKSUM.end..length
     }
@@ -31,11 +32,13 @@ pub struct Packet<T: AsRef<[u8]>> {
 
 impl<T: AsRef<[u8]>> Packet<T> {
     /// A view without checks (for emission into a sized buffer).
+    #[inline]
     pub const fn new_unchecked(buffer: T) -> Packet<T> {
         Packet { buffer }
     }
 
     /// A view of a buffer holding the header and the `len` bytes it claims.
+    #[inline]
     pub fn new_checked(buffer: T) -> Result<Packet<T>> {
         let p = Self::new_unchecked(buffer);
         p.check_len()?;
@@ -44,6 +47,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
 
     /// Fails when the buffer is shorter than the header or the length field, or the length
     /// field is below the header length.
+    #[inline]
     pub fn check_len(&self) -> Result<()> {
         let b = self.buffer.as_ref().len();
         if b < HEADER_LEN {
@@ -60,32 +64,38 @@ impl<T: AsRef<[u8]>> Packet<T> {
     }
 
     /// Source port.
+    #[inline]
     pub fn src_port(&self) -> u16 {
         be16(self.buffer.as_ref(), field::SRC_PORT)
     }
 
     /// Destination port.
+    #[inline]
     pub fn dst_port(&self) -> u16 {
         be16(self.buffer.as_ref(), field::DST_PORT)
     }
 
     /// Length field (header + payload).
+    #[inline]
     pub fn len(&self) -> u16 {
         be16(self.buffer.as_ref(), field::LENGTH)
     }
 
     /// Whether the length field says there is no payload.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.len() as usize == HEADER_LEN
     }
 
     /// Checksum field (0 = none).
+    #[inline]
     pub fn checksum(&self) -> u16 {
         be16(self.buffer.as_ref(), field::CHECKSUM)
     }
 
     /// Whether the checksum verifies against the pseudo-header; a zero checksum means "none"
     /// (RFC 768) and verifies. Requires a checked view.
+    #[inline]
     pub fn verify_checksum(&self, src: Ipv4Addr, dst: Ipv4Addr) -> bool {
         if cfg!(fuzzing) || self.checksum() == 0 {
             return true;
@@ -103,6 +113,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
 impl<'a, T: AsRef<[u8]> + ?Sized> Packet<&'a T> {
     /// The payload (up to the length field), living as long as the buffer. Requires a
     /// checked view.
+    #[inline]
     pub fn payload(&self) -> &'a [u8] {
         &self.buffer.as_ref()[field::payload(self.len() as usize)]
     }
@@ -110,27 +121,32 @@ impl<'a, T: AsRef<[u8]> + ?Sized> Packet<&'a T> {
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     /// Sets the source port.
+    #[inline]
     pub fn set_src_port(&mut self, v: u16) {
         set_be16(self.buffer.as_mut(), field::SRC_PORT, v);
     }
 
     /// Sets the destination port.
+    #[inline]
     pub fn set_dst_port(&mut self, v: u16) {
         set_be16(self.buffer.as_mut(), field::DST_PORT, v);
     }
 
     /// Sets the length field.
+    #[inline]
     pub fn set_len(&mut self, v: u16) {
         set_be16(self.buffer.as_mut(), field::LENGTH, v);
     }
 
     /// Sets the checksum field.
+    #[inline]
     pub fn set_checksum(&mut self, v: u16) {
         set_be16(self.buffer.as_mut(), field::CHECKSUM, v);
     }
 
     /// Computes the checksum over the header and the payload present in the buffer (up to the
     /// length field) and stores it; a computed 0 is sent as 0xffff (RFC 768).
+    #[inline]
     pub fn fill_checksum(&mut self, src: Ipv4Addr, dst: Ipv4Addr) {
         self.set_checksum(0);
         let len = be16(self.buffer.as_ref(), field::LENGTH);
@@ -142,6 +158,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     }
 
     /// The payload, writable.
+    #[inline]
     pub fn payload_mut(&mut self) -> &mut [u8] {
         &mut self.buffer.as_mut()[HEADER_LEN..]
     }
@@ -149,6 +166,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
 
 /// The checksum field for a full sum (pseudo-header + datagram with checksum 0): the
 /// complement, with 0 sent as 0xffff.
+#[inline]
 pub fn udp_field(sum: u32) -> u16 {
     match checksum::finish(sum) {
         0 => 0xffff,
@@ -169,6 +187,7 @@ pub struct Repr {
 
 impl Repr {
     /// Validates and reads a header; verifies the checksum when `caps.udp_rx`.
+    #[inline]
     pub fn parse<T: AsRef<[u8]>>(
         p: &Packet<T>,
         src: Ipv4Addr,
@@ -187,17 +206,20 @@ impl Repr {
     }
 
     /// Header length.
+    #[inline]
     pub const fn header_len(&self) -> usize {
         HEADER_LEN
     }
 
     /// Header plus payload length.
+    #[inline]
     pub const fn buffer_len(&self) -> usize {
         HEADER_LEN + self.payload_len
     }
 
     /// Writes the header, lets `emit_payload` fill the payload, then writes the checksum as
     /// `caps` says (software, 0, or the pseudo-header sum for the device).
+    #[inline]
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(
         &self,
         p: &mut Packet<T>,

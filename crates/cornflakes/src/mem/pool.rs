@@ -230,10 +230,48 @@ struct State {
     chunks: Vec<Box<Chunk>>,
     /// Chunks mapped but not yet given to a size class.
     spare: Vec<(*mut u8, *const Region)>,
-    /// Free items per size class: (chunk, item index).
-    free: Vec<Vec<(*const Chunk, u32)>>,
+    /// Per size class, smallest first.
+    classes: Vec<ClassPool>,
     mapped: usize,
     registrar: Option<Registrar>,
+}
+
+/// The items of one size class that are free to allocate.
+///
+/// A chunk given to the class is not cut into a free list up front (a 2 MiB chunk of 64-byte
+/// items would be 32768 pushes, paid by whichever allocation needed the chunk): its items are
+/// handed out in order from `fresh`, and only items that were allocated and released go on
+/// `free`, which is used first.
+struct ClassPool {
+    /// Released items: (chunk, item index). Last in, first out.
+    free: Vec<(*const Chunk, u32)>,
+    /// The class's newest chunk; items `next..items` of it have never been handed out.
+    fresh: *const Chunk,
+    next: u32,
+    items: u32,
+}
+
+impl ClassPool {
+    const EMPTY: ClassPool = ClassPool {
+        free: Vec::new(),
+        fresh: std::ptr::null(),
+        next: 0,
+        items: 0,
+    };
+
+    /// A free item, or `None` when the class needs a new chunk.
+    #[inline]
+    fn take(&mut self) -> Option<(*const Chunk, u32)> {
+        if let Some(item) = self.free.pop() {
+            return Some(item);
+        }
+        if self.next < self.items {
+            let idx = self.next;
+            self.next += 1;
+            return Some((self.fresh, idx));
+        }
+        None
+    }
 }
 
 /// State shared by every handle and buffer of one [`PinnedMemory`]. Freed when the last handle
@@ -276,7 +314,7 @@ impl PinnedMemory {
                 regions: Vec::new(),
                 chunks: Vec::new(),
                 spare: Vec::new(),
-                free: vec![Vec::new(); classes],
+                classes: (0..classes).map(|_| ClassPool::EMPTY).collect(),
                 mapped: 0,
                 registrar: None,
             }),
@@ -326,15 +364,10 @@ impl PinnedMemory {
             });
         }
         let class = (shift - inner.min_shift) as usize;
-        let popped = inner.state.borrow_mut().free[class].pop();
-        let (chunk, idx) = match popped {
+        let taken = inner.state.borrow_mut().classes[class].take();
+        let (chunk, idx) = match taken {
             Some(x) => x,
-            None => {
-                self.add_chunk(class, shift)?;
-                inner.state.borrow_mut().free[class]
-                    .pop()
-                    .expect("a new chunk has free items")
-            }
+            None => self.alloc_from_new_chunk(class, shift)?,
         };
         inner.live.set(inner.live.get() + 1);
         // SAFETY: `chunk` points at a chunk owned by `inner.state.chunks` (boxed, never moved or
@@ -561,6 +594,23 @@ impl PinnedMemory {
         Ok(())
     }
 
+    /// The slow path of [`alloc`](Self::alloc): gives the class a new chunk and takes its
+    /// first item. Out of line so the common path stays short.
+    #[cold]
+    #[inline(never)]
+    fn alloc_from_new_chunk(
+        &self,
+        class: usize,
+        shift: u32,
+    ) -> Result<(*const Chunk, u32), AllocError> {
+        self.add_chunk(class, shift)?;
+        Ok(self.inner().state.borrow_mut().classes[class]
+            .take()
+            .expect("a new chunk has free items"))
+    }
+
+    /// Gives size class `class` a new chunk. Only called when the class has no free item, so
+    /// the chunk it replaces as `fresh` has handed out all its items.
     fn add_chunk(&self, class: usize, shift: u32) -> Result<(), AllocError> {
         let inner = self.inner();
         if inner.state.borrow().spare.is_empty() {
@@ -596,11 +646,11 @@ impl PinnedMemory {
             shift,
         });
         st.chunks.push(chunk);
-        let free = &mut st.free[class];
-        free.reserve(items);
-        for i in (0..items as u32).rev() {
-            free.push((cp, i));
-        }
+        let pool = &mut st.classes[class];
+        debug_assert!(pool.free.is_empty() && pool.next == pool.items);
+        pool.fresh = cp;
+        pool.next = 0;
+        pool.items = items as u32;
         Ok(())
     }
 }
@@ -611,19 +661,34 @@ impl Inner {
     /// # Safety
     /// `this` must be live (the item being released keeps it so) and the item's count must have
     /// just reached zero.
+    #[inline]
     pub(crate) unsafe fn release(this: *const Inner, chunk: *const Chunk, idx: u32) {
         // SAFETY: caller guarantees `this` is live.
         let inner = unsafe { &*this };
         // SAFETY: `chunk` belongs to `inner`.
         let class = unsafe { (*chunk).class };
-        inner.state.borrow_mut().free[class].push((chunk, idx));
+        inner.state.borrow_mut().classes[class]
+            .free
+            .push((chunk, idx));
         let live = inner.live.get() - 1;
         inner.live.set(live);
         if live == 0 && inner.handles.get() == 0 {
-            // SAFETY: no handle and no live item remain, so nothing refers to `inner` any more;
-            // it was created by `Box::leak` in `PinnedMemory::new`.
-            drop(unsafe { Box::from_raw(this as *mut Inner) });
+            // SAFETY: no handle and no live item remain, so nothing refers to `inner` any more.
+            unsafe { Inner::free(this) };
         }
+    }
+
+    /// Unmaps everything. Out of line: the release path above stays short (it runs for every
+    /// buffer returned) and this runs once.
+    ///
+    /// # Safety
+    /// Nothing refers to `this` any more (no handle, no live item); it was created by
+    /// `Box::leak` in `PinnedMemory::new`.
+    #[cold]
+    #[inline(never)]
+    unsafe fn free(this: *const Inner) {
+        // SAFETY: the caller's contract.
+        drop(unsafe { Box::from_raw(this as *mut Inner) });
     }
 }
 
@@ -646,7 +711,7 @@ impl Drop for PinnedMemory {
         if h == 0 && inner.live.get() == 0 {
             // SAFETY: the last handle is gone and no buffer refers to `inner`; it came from
             // `Box::leak`.
-            drop(unsafe { Box::from_raw(self.inner.as_ptr()) });
+            unsafe { Inner::free(self.inner.as_ptr()) };
         }
     }
 }
