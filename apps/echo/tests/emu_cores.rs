@@ -6,11 +6,11 @@
 use std::process::Command;
 use std::time::Duration;
 
-use percore::allowed_cores;
 use echo::bench::{BenchConfig, DatapathKind};
 use echo::emu::{request_payloads, run_point_with, spread_over_cores};
 use echo::server::ServerStats;
 use echo::{Mode, ShapeSpec};
+use percore::allowed_cores;
 
 #[test]
 fn two_echo_cores_each_answer_exactly_their_round_robin_share() {

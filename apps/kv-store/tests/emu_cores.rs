@@ -10,7 +10,6 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
-use percore::allowed_cores;
 use kv_store::bench::{BenchConfig, DatapathKind};
 use kv_store::client::{Expected, RunRequests};
 use kv_store::emu::KvEmu;
@@ -18,6 +17,7 @@ use kv_store::server::ServerStats;
 use kv_store::steer::{core_of, owner};
 use kv_store::{Op, Serialization};
 use kv_workloads::{Workload, WorkloadConfig, YcsbConfig};
+use percore::allowed_cores;
 
 const CORES: usize = 2;
 const KEYS: u64 = 2000;
