@@ -49,9 +49,10 @@ usage:
               [--cores N] [--until-stdin-closes] [--datapath socket|xdp --ifname IF [--peer IP=MAC]]
               [--datapath mlx5 --mlx5-dev DEV] [--datapath ice --dpdk-args ARGS]
       Serves until killed (or for SECS, or until stdin closes), printing its counters every
-      second on stderr. --cores N (socket, xdp): N share-nothing cores pinned one per CPU,
+      second on stderr. --cores N (every datapath): N share-nothing cores pinned one per CPU,
       core i on PORT+i (xdp: on queue i of IF, which needs N queues and a NIC steering each
-      port to its queue); per-core and summed counters at the end (docs/cores.md). With --datapath xdp (feature `xdp`, root) over AF_XDP on IF; with
+      port to its queue; mlx5/ice: its own queue set and one flow rule for its port);
+      per-core and summed counters at the end (docs/cores.md). With --datapath xdp (feature `xdp`, root) over AF_XDP on IF; with
       mlx5 (feature `mlx5`) on a ConnectX device (RDMA name or PCI address); with ice
       (feature `ice`) on the DPDK port the EAL arguments name (e.g. '-l 2 -a 0000:3b:00.0').
   echo client --server IP:PORT --mode M [--shape S] [--rates R,..] [--duration SECS]
@@ -214,11 +215,6 @@ fn server_cmd(mut a: Args) -> Result<(), String> {
     let dpdk_args = a.take("--dpdk-args")?;
     let cores = a.parse::<usize>("--cores")?;
     a.finish()?;
-    if cores.is_some() && datapath != "socket" && datapath != "xdp" {
-        return Err(format!(
-            "--cores is supported on the socket and xdp datapaths (not yet on {datapath}; docs/cores.md)"
-        ));
-    }
     let cores = cores.unwrap_or(1);
     let nic = match datapath.as_str() {
         "mlx5" => Some(NicSpec::Mlx5 {
@@ -250,6 +246,9 @@ fn server_cmd(mut a: Args) -> Result<(), String> {
             "socket" => socket_cores(cfg, socket_config(bind, mtu), cores, spin, stop, report),
             "xdp" => xdp_server(ifname, peer, bind, cfg, cores, stop, report),
             "mlx5" | "ice" => match &nic {
+                Some(nic) if cores > 1 => {
+                    echo::nic::serve_cores(nic, bind, mtu, cfg, cores, stop, report)
+                }
                 Some(nic) => echo::nic::serve(nic, bind, mtu, cfg, stop, report),
                 None => Err("no NIC given".to_owned()),
             },
