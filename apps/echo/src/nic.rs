@@ -251,6 +251,8 @@ fn ice_cores(
     cc: &percore::CoresConfig,
     report: Option<Duration>,
 ) -> Result<NicCores, String> {
+    // The cores' CPUs, chosen before the EAL pins this thread to its main lcore.
+    let cc = cc.clone().on_cpus(percore::cpus_for(cc.cores)?);
     // Starts the EAL, claims the port and configures one queue pair per core; each core then
     // sets up its own queue pair, memory and pools on its own thread.
     let port = datapath_ice::datapath::open_cores(dpdk_args, bind, mtu, cc.cores).map_err(|e| {
@@ -262,7 +264,7 @@ fn ice_cores(
     let running = {
         let port = port.clone();
         let args = dpdk_args.to_owned();
-        percore::Cores::spawn(cc, move |core, ready| {
+        percore::Cores::spawn(&cc, move |core, ready| {
             let i = core.index();
             let addr = percore::core_addr(bind, i)?;
             let dp = port
