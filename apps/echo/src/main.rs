@@ -371,17 +371,13 @@ fn xdp_cores(
     stop: &AtomicBool,
     report: Option<Duration>,
 ) -> Result<echo::server::ServerStats, String> {
-    use datapath_xdp::bpf::{AttachMode, Program, XdpProgram};
     let n = u16::try_from(cores).map_err(|_| format!("--cores {cores}: too many"))?;
-    let ifindex =
-        datapath_xdp::sys::ifindex(ifname).map_err(|e| format!("interface {ifname}: {e}"))?;
     // The program stays attached (on this thread) until every core has stopped.
-    let prog = XdpProgram::attach(ifindex, Program::Redirect, AttachMode::Native)
+    let prog = datapath_xdp::bpf::XdpProgram::for_cores(ifname, bind.port(), n)
         .map_err(|e| format!("AF_XDP on {ifname}: {e}"))?;
-    let setup = |e: std::io::Error| format!("configuring the XDP program on {ifname}: {e}");
-    prog.set_arp_to_stack(true).map_err(setup)?;
-    prog.set_ports(bind.port(), n).map_err(setup)?;
-    let shared = prog.share().map_err(setup)?;
+    let shared = prog
+        .share()
+        .map_err(|e| format!("sharing the XDP program on {ifname}: {e}"))?;
     let ifname_owned = ifname.to_owned();
     let running = percore::Cores::spawn(
         &percore::CoresConfig::new(&format!("echo-server-{}", cfg.mode), cores),
