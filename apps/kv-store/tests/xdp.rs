@@ -48,6 +48,9 @@ impl Client {
         loop {
             self.dp.recv_burst(&mut rx).unwrap();
             if let Some(m) = rx.iter().find(|m| m.msg == msg) {
+                // From the address and port the request went to (a server core answers from
+                // its own port; a reply from another would be another connection).
+                assert_eq!(m.conn, self.requests.conn, "{}: reply to {op:?}", self.ser);
                 let (id, reply) = decode_reply(self.ser, OpKind::of(op), &m.data)
                     .unwrap_or_else(|e| panic!("{} {op:?}: {e}", self.ser));
                 if let Some(id) = id {
@@ -305,8 +308,8 @@ fn two_af_xdp_cores_answer_each_key_from_its_owner() {
                     let mut sent = 0u64;
                     let mut call = |op: &Op| {
                         sent += 1;
-                        // `Client::call` takes only the reply to this request, on this
-                        // connection: from this core's address and port.
+                        // `Client::call` checks the reply came on this connection: from this
+                        // core's address and port.
                         c.call(op)
                     };
                     for k in &mine {
