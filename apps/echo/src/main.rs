@@ -52,9 +52,10 @@ usage:
               [--cores N] [--until-stdin-closes] [--datapath socket|xdp --ifname IF [--peer IP=MAC]]
               [--datapath mlx5 --mlx5-dev DEV] [--datapath ice --dpdk-args ARGS]
       Serves until killed (or for SECS, or until stdin closes), printing its counters every
-      second on stderr. --cores N (socket, xdp): N share-nothing cores pinned one per CPU,
+      second on stderr. --cores N (every datapath): N share-nothing cores pinned one per CPU,
       core i on PORT+i (xdp: on queue i of IF, which needs N queues and a NIC steering each
-      port to its queue); per-core and summed counters at the end (docs/cores.md). With --datapath xdp (feature `xdp`, root) over AF_XDP on IF; with
+      port to its queue; mlx5/ice: its own queue set and one flow rule for its port);
+      per-core and summed counters at the end (docs/cores.md). With --datapath xdp (feature `xdp`, root) over AF_XDP on IF; with
       mlx5 (feature `mlx5`) on a ConnectX device (RDMA name or PCI address); with ice
       (feature `ice`) on the DPDK port the EAL arguments name (e.g. '-l 2 -a 0000:3b:00.0').
   echo client --server IP:PORT --mode M [--shape S] [--rates R,..] [--duration SECS]
@@ -238,11 +239,6 @@ fn server_cmd(mut a: Args) -> Result<(), String> {
     let dpdk_args = a.take("--dpdk-args")?;
     let cores = a.parse::<usize>("--cores")?;
     a.finish()?;
-    if cores.is_some() && datapath != "socket" && datapath != "xdp" {
-        return Err(format!(
-            "--cores is supported on the socket and xdp datapaths (not yet on {datapath}; docs/cores.md)"
-        ));
-    }
     let cores = cores.unwrap_or(1);
     let nic = match datapath.as_str() {
         "mlx5" => Some(NicSpec::Mlx5 {
@@ -274,6 +270,9 @@ fn server_cmd(mut a: Args) -> Result<(), String> {
             "socket" => socket_cores(cfg, socket_config(bind, mtu), cores, spin, stop, report),
             "xdp" => xdp_server(ifname, peer, bind, cfg, cores, stop, report),
             "mlx5" | "ice" => match &nic {
+                Some(nic) if cores > 1 => {
+                    echo::nic::serve_cores(nic, bind, mtu, cfg, cores, stop, report)
+                }
                 Some(nic) => echo::nic::serve(nic, bind, mtu, cfg, stop, report),
                 None => Err("no NIC given".to_owned()),
             },
@@ -396,17 +395,13 @@ fn xdp_cores(
     stop: &AtomicBool,
     report: Option<Duration>,
 ) -> Result<echo::server::ServerStats, String> {
-    use datapath_xdp::bpf::{AttachMode, Program, XdpProgram};
     let n = u16::try_from(cores).map_err(|_| format!("--cores {cores}: too many"))?;
-    let ifindex =
-        datapath_xdp::sys::ifindex(ifname).map_err(|e| format!("interface {ifname}: {e}"))?;
     // The program stays attached (on this thread) until every core has stopped.
-    let prog = XdpProgram::attach(ifindex, Program::Redirect, AttachMode::Native)
+    let prog = datapath_xdp::bpf::XdpProgram::for_cores(ifname, bind.port(), n)
         .map_err(|e| format!("AF_XDP on {ifname}: {e}"))?;
-    let setup = |e: std::io::Error| format!("configuring the XDP program on {ifname}: {e}");
-    prog.set_arp_to_stack(true).map_err(setup)?;
-    prog.set_ports(bind.port(), n).map_err(setup)?;
-    let shared = prog.share().map_err(setup)?;
+    let shared = prog
+        .share()
+        .map_err(|e| format!("sharing the XDP program on {ifname}: {e}"))?;
     let ifname_owned = ifname.to_owned();
     let running = percore::Cores::spawn(
         &percore::CoresConfig::new(&format!("echo-server-{}", cfg.mode), cores),

@@ -117,10 +117,12 @@ fn mlx5<A: NicApp>(
     _stop: &AtomicBool,
     _report: Option<Duration>,
 ) -> Result<ServerStats, String> {
-    Err("--datapath mlx5 needs the `mlx5` feature (rdma-core: apt-get install -y $(cat datapath-mlx5/APT_PACKAGES)): \
-         cargo run --release -p echo --features mlx5 -- server ..."
-        .to_owned())
+    Err(NO_MLX5.to_owned())
 }
+
+#[cfg(not(feature = "mlx5"))]
+const NO_MLX5: &str = "--datapath mlx5 needs the `mlx5` feature (rdma-core: apt-get install -y $(cat datapath-mlx5/APT_PACKAGES)): \
+         cargo run --release -p echo --features mlx5 -- server ...";
 
 #[cfg(feature = "ice")]
 fn ice<A: NicApp>(
@@ -145,7 +147,145 @@ fn ice<A: NicApp>(
     _stop: &AtomicBool,
     _report: Option<Duration>,
 ) -> Result<ServerStats, String> {
-    Err("--datapath ice needs the `ice` feature (DPDK: apt-get install -y $(cat datapath-ice/APT_PACKAGES)): \
-         cargo run --release -p echo --features ice -- server ..."
-        .to_owned())
+    Err(NO_ICE.to_owned())
+}
+
+#[cfg(not(feature = "ice"))]
+const NO_ICE: &str = "--datapath ice needs the `ice` feature (DPDK: apt-get install -y $(cat datapath-ice/APT_PACKAGES)): \
+         cargo run --release -p echo --features ice -- server ...";
+
+/// `echo server --datapath mlx5 | ice --cores N`: N pinned share-nothing cores on one port of
+/// `nic`, core *i* with its own queue set (mlx5: QP, CQs, memory and one `ibv_create_flow`
+/// rule; ice: RX/TX queue pair, memory and pools, one `rte_flow` rule) answering at `bind`'s
+/// port plus *i* (`docs/cores.md`). Runs until `stop`, prints each core's counters and
+/// returns their sum.
+pub fn serve_cores(
+    nic: &NicSpec,
+    bind: SocketAddrV4,
+    mtu: usize,
+    cfg: ServerConfig,
+    cores: usize,
+    stop: &AtomicBool,
+    report: Option<Duration>,
+) -> Result<ServerStats, String> {
+    let cc = percore::CoresConfig::new(&format!("echo-server-{}", cfg.mode), cores);
+    let running = match nic {
+        NicSpec::Mlx5 { device } => mlx5_cores(device, bind, mtu, cfg, &cc, report)?,
+        NicSpec::Ice { dpdk_args } => ice_cores(dpdk_args, bind, mtu, cfg, &cc, report)?,
+    };
+    for (i, (addr, what)) in running.ready().iter().enumerate() {
+        eprintln!(
+            "[server] ready: {} on {addr} ({what}, core {i} of {cores})",
+            cfg.mode
+        );
+    }
+    let per_core = running.serve_until(stop, "[server]")?;
+    Ok(ServerStats::sum(&per_core))
+}
+
+/// Running NIC server cores: each reported its address and a description of its queue.
+type NicCores = percore::Cores<(SocketAddrV4, String), ServerStats>;
+
+/// One core's server on its own datapath `dp`: says it is ready, then polls until stopped
+/// (a NIC has no file descriptor to sleep on: an idle core yields).
+#[cfg(any(feature = "mlx5", feature = "ice"))]
+fn serve_core<D: Datapath>(
+    dp: D,
+    cfg: ServerConfig,
+    core: &percore::Core,
+    ready: percore::Ready<(SocketAddrV4, String)>,
+    addr: SocketAddrV4,
+    what: String,
+    report: Option<Duration>,
+) -> Result<ServerStats, String> {
+    let mut server = crate::server::EchoServer::new(dp, cfg)?;
+    ready.ready((addr, what));
+    percore::poll_loop(
+        &mut server,
+        core.stop(),
+        report,
+        crate::server::IDLE_SPINS,
+        &mut |_| std::thread::yield_now(),
+    );
+    Ok(server.stats())
+}
+
+#[cfg(feature = "mlx5")]
+fn mlx5_cores(
+    device: &str,
+    bind: SocketAddrV4,
+    mtu: usize,
+    cfg: ServerConfig,
+    cc: &percore::CoresConfig,
+    report: Option<Duration>,
+) -> Result<NicCores, String> {
+    let device = device.to_owned();
+    percore::Cores::spawn(cc, move |core, ready| {
+        let i = core.index();
+        let addr = percore::core_addr(bind, i)?;
+        // On this core's thread: the datapath and its pinned memory are `!Send`.
+        let dp = datapath_mlx5::hw::open_server_core(&device, bind, i, mtu, 0, 0)?;
+        let what = format!("ConnectX {device}, queue set {i}");
+        serve_core(dp, cfg, &core, ready, addr, what, report)
+    })
+}
+
+#[cfg(not(feature = "mlx5"))]
+fn mlx5_cores(
+    _device: &str,
+    _bind: SocketAddrV4,
+    _mtu: usize,
+    _cfg: ServerConfig,
+    _cc: &percore::CoresConfig,
+    _report: Option<Duration>,
+) -> Result<NicCores, String> {
+    Err(NO_MLX5.to_owned())
+}
+
+#[cfg(feature = "ice")]
+fn ice_cores(
+    dpdk_args: &str,
+    bind: SocketAddrV4,
+    mtu: usize,
+    cfg: ServerConfig,
+    cc: &percore::CoresConfig,
+    report: Option<Duration>,
+) -> Result<NicCores, String> {
+    // The cores' CPUs, chosen before the EAL pins this thread to its main lcore.
+    let cc = cc.clone().on_cpus(percore::cpus_for(cc.cores)?);
+    // Starts the EAL, claims the port and configures one queue pair per core; each core then
+    // sets up its own queue pair, memory and pools on its own thread.
+    let port = datapath_ice::datapath::open_cores(dpdk_args, bind, mtu, cc.cores).map_err(|e| {
+        format!(
+            "starting DPDK with {dpdk_args:?} for {} cores: {e}",
+            cc.cores
+        )
+    })?;
+    let running = {
+        let port = port.clone();
+        let args = dpdk_args.to_owned();
+        percore::Cores::spawn(&cc, move |core, ready| {
+            let i = core.index();
+            let addr = percore::core_addr(bind, i)?;
+            let dp = port
+                .open_core(i)
+                .map_err(|e| format!("DPDK queue pair {i}: {e}"))?;
+            let what = format!("DPDK {args}, queue pair {i}");
+            serve_core(dp, cfg, &core, ready, addr, what, report)
+        })?
+    };
+    eprintln!("[server] DPDK steering: {:?}", port.steering());
+    Ok(running)
+}
+
+#[cfg(not(feature = "ice"))]
+fn ice_cores(
+    _dpdk_args: &str,
+    _bind: SocketAddrV4,
+    _mtu: usize,
+    _cfg: ServerConfig,
+    _cc: &percore::CoresConfig,
+    _report: Option<Duration>,
+) -> Result<NicCores, String> {
+    Err(NO_ICE.to_owned())
 }

@@ -56,8 +56,10 @@ usage:
       `xdp`, root): AF_XDP on interface IF, with a static ARP entry for the peer; mlx5
       (feature `mlx5`): a ConnectX device (RDMA name or PCI address); ice (feature `ice`):
       the DPDK port the EAL arguments name.
-      --cores N (socket datapath): N share-nothing cores pinned one per CPU, core i on
-      PORT+i holding only the keys k with kv_store::steer::core_of(k, N) = i (docs/cores.md).
+      --cores N (every datapath): N share-nothing cores pinned one per CPU, core i on
+      PORT+i holding only the keys k with kv_store::steer::core_of(k, N) = i (xdp: on queue i
+      of IF, which needs N queues and a NIC steering each port to its queue; mlx5/ice: its
+      own queue set and one flow rule for its port; docs/cores.md). --memory-limit is per core.
   kv client --server IP:PORT --serialization S --workload W [workload options] [--rates ..]
             [--duration SECS] [--warmup SECS] [--timeout-ms MS] [--threads N] [--requests N]
             [--seed N] [--out DIR] [--json PATH] [--spin] [--cores N]
@@ -305,9 +307,6 @@ fn server_cmd(mut a: Args) -> Result<(), String> {
     };
     common(&mut a, &mut bc)?;
     a.finish()?;
-    if bc.cores != 1 && (nic.is_some() || xdp.is_some()) {
-        return Err("--cores is supported on the socket datapath (docs/cores.md)".to_owned());
-    }
     let stop = std::sync::Arc::new(AtomicBool::new(false));
     if let Some(s) = seconds {
         let stop = stop.clone();
@@ -332,7 +331,14 @@ fn server_cmd(mut a: Args) -> Result<(), String> {
         },
     };
     if let Some((ifname, peer)) = xdp {
-        let st = xdp_serve(&ifname, bind, peer.as_deref(), &bc, cfg, wl.as_ref(), &stop)?;
+        let st = xdp_serve(&ifname, bind, peer.as_deref(), &bc, cfg, wl, &stop)?;
+        eprintln!("[server] {st}");
+        return Ok(());
+    }
+    if let Some(nic) = nic.as_ref().filter(|_| bc.cores > 1) {
+        let report = Some(Duration::from_secs(1));
+        let (mtu, max_item, n) = (bc.mtu, bc.max_item, bc.cores);
+        let st = kv_store::nic::serve_cores(nic, bind, mtu, max_item, cfg, wl, n, &stop, report)?;
         eprintln!("[server] {st}");
         return Ok(());
     }
@@ -381,11 +387,16 @@ fn xdp_serve(
     peer: Option<&str>,
     bc: &BenchConfig,
     cfg: ServerConfig,
-    wl: Option<&WorkloadConfig>,
+    wl: Option<WorkloadConfig>,
     stop: &AtomicBool,
 ) -> Result<kv_store::server::ServerStats, String> {
     let report = Some(Duration::from_secs(1));
-    kv_store::xdp::serve(ifname, bind, peer, bc.memory_limit, cfg, wl, stop, report)
+    let limit = bc.memory_limit;
+    if bc.cores > 1 {
+        let n = bc.cores;
+        return kv_store::xdp::serve_cores(ifname, bind, peer, limit, cfg, wl, n, stop, report);
+    }
+    kv_store::xdp::serve(ifname, bind, peer, limit, cfg, wl.as_ref(), stop, report)
 }
 
 #[cfg(not(feature = "xdp"))]
@@ -395,7 +406,7 @@ fn xdp_serve(
     _: Option<&str>,
     _: &BenchConfig,
     _: ServerConfig,
-    _: Option<&WorkloadConfig>,
+    _: Option<WorkloadConfig>,
     _: &AtomicBool,
 ) -> Result<kv_store::server::ServerStats, String> {
     Err("--datapath xdp needs the `xdp` feature (clang and libbpf-dev: crates/datapath-xdp/APT_PACKAGES): \

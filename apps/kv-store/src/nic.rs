@@ -98,10 +98,12 @@ fn mlx5(
     _stop: &AtomicBool,
     _report: Option<Duration>,
 ) -> Result<ServerStats, String> {
-    Err("--datapath mlx5 needs the `mlx5` feature (rdma-core: apt-get install -y $(cat datapath-mlx5/APT_PACKAGES)): \
-         cargo run --release -p kv-store --features mlx5 --bin kv -- server ..."
-        .to_owned())
+    Err(NO_MLX5.to_owned())
 }
+
+#[cfg(not(feature = "mlx5"))]
+const NO_MLX5: &str = "--datapath mlx5 needs the `mlx5` feature (rdma-core: apt-get install -y $(cat datapath-mlx5/APT_PACKAGES)): \
+         cargo run --release -p kv-store --features mlx5 --bin kv -- server ...";
 
 #[cfg(feature = "ice")]
 fn ice(
@@ -128,7 +130,173 @@ fn ice(
     _stop: &AtomicBool,
     _report: Option<Duration>,
 ) -> Result<ServerStats, String> {
-    Err("--datapath ice needs the `ice` feature (DPDK: apt-get install -y $(cat datapath-ice/APT_PACKAGES)): \
-         cargo run --release -p kv-store --features ice --bin kv -- server ..."
-        .to_owned())
+    Err(NO_ICE.to_owned())
+}
+
+#[cfg(not(feature = "ice"))]
+const NO_ICE: &str = "--datapath ice needs the `ice` feature (DPDK: apt-get install -y $(cat datapath-ice/APT_PACKAGES)): \
+         cargo run --release -p kv-store --features ice --bin kv -- server ...";
+
+/// Running KV server cores on a NIC or AF_XDP: each reported its address and a description
+/// of its queue.
+pub type KvCores = percore::Cores<(SocketAddrV4, String), ServerStats>;
+
+/// One KV server core on its own datapath `dp` (opened on this core's thread): its store
+/// holds only its shard (`steer::core_of(key, N) = i`), loaded with the keys of `load` it owns;
+/// it reports ready with `addr` and `what`, then polls until stopped (no file descriptor to
+/// sleep on: an idle core yields).
+#[allow(clippy::too_many_arguments)]
+pub fn serve_core<D: Datapath>(
+    dp: D,
+    cfg: ServerConfig,
+    load: Option<&WorkloadConfig>,
+    core: &percore::Core,
+    ready: percore::Ready<(SocketAddrV4, String)>,
+    addr: SocketAddrV4,
+    what: String,
+    report: Option<Duration>,
+) -> Result<ServerStats, String> {
+    let mut server = KvServer::new(dp, cfg).with_core(core.index(), core.count());
+    if let Some(wl) = load {
+        let done =
+            load_store(wl, server.store_mut()).map_err(|e| format!("loading the store: {e}"))?;
+        eprintln!(
+            "[server {} core {}] {done}",
+            cfg.serialization,
+            core.index()
+        );
+    }
+    ready.ready((addr, what));
+    percore::poll_loop(
+        &mut server,
+        core.stop(),
+        report,
+        datapath_socket::idle::IDLE_SPINS,
+        &mut |_| std::thread::yield_now(),
+    );
+    Ok(server.stats())
+}
+
+/// Prints each core's ready line (`[server] ready: ...`), waits until `stop`, prints
+/// each core's counters and returns their sum.
+pub fn serve_until(
+    running: KvCores,
+    ser: crate::Serialization,
+    stop: &AtomicBool,
+) -> Result<ServerStats, String> {
+    let n = running.len();
+    for (i, (addr, what)) in running.ready().iter().enumerate() {
+        eprintln!("[server] ready: {ser} on {addr} ({what}, core {i} of {n})");
+    }
+    let per_core = running.serve_until(stop, "[server]")?;
+    Ok(ServerStats::sum(&per_core))
+}
+
+/// `kv server --datapath mlx5 | ice --cores N`: N pinned share-nothing cores on one port of
+/// `nic`, core *i* with its own queue set (mlx5: QP, CQs, memory and an `ibv_create_flow`
+/// rule; ice: RX/TX queue pair, memory, pools and an `rte_flow` rule) answering at `bind`'s
+/// port plus *i*, its store holding only its shard of the keys (`docs/cores.md`).
+#[allow(clippy::too_many_arguments)]
+pub fn serve_cores(
+    nic: &NicSpec,
+    bind: SocketAddrV4,
+    mtu: usize,
+    max_item: usize,
+    cfg: ServerConfig,
+    load: Option<WorkloadConfig>,
+    cores: usize,
+    stop: &AtomicBool,
+    report: Option<Duration>,
+) -> Result<ServerStats, String> {
+    let cc = percore::CoresConfig::new(&format!("kv-server-{}", cfg.serialization), cores);
+    let running = match nic {
+        NicSpec::Mlx5(dev) => mlx5_cores(dev, bind, mtu, max_item, cfg, load, &cc, report)?,
+        NicSpec::Ice(args) => ice_cores(args, bind, mtu, cfg, load, &cc, report)?,
+    };
+    serve_until(running, cfg.serialization, stop)
+}
+
+#[cfg(feature = "mlx5")]
+#[allow(clippy::too_many_arguments)]
+fn mlx5_cores(
+    dev: &str,
+    bind: SocketAddrV4,
+    mtu: usize,
+    max_item: usize,
+    cfg: ServerConfig,
+    load: Option<WorkloadConfig>,
+    cc: &percore::CoresConfig,
+    report: Option<Duration>,
+) -> Result<KvCores, String> {
+    let dev = dev.to_owned();
+    percore::Cores::spawn(cc, move |core, ready| {
+        let i = core.index();
+        let addr = percore::core_addr(bind, i)?;
+        // On this core's thread: the datapath and its pinned memory are `!Send`.
+        let dp = datapath_mlx5::hw::open_server_core(&dev, bind, i, mtu, max_item, 0)?;
+        let what = format!("ConnectX {dev}, queue set {i}");
+        serve_core(dp, cfg, load.as_ref(), &core, ready, addr, what, report)
+    })
+}
+
+#[cfg(not(feature = "mlx5"))]
+#[allow(clippy::too_many_arguments)]
+fn mlx5_cores(
+    _dev: &str,
+    _bind: SocketAddrV4,
+    _mtu: usize,
+    _max_item: usize,
+    _cfg: ServerConfig,
+    _load: Option<WorkloadConfig>,
+    _cc: &percore::CoresConfig,
+    _report: Option<Duration>,
+) -> Result<KvCores, String> {
+    Err(NO_MLX5.to_owned())
+}
+
+#[cfg(feature = "ice")]
+#[allow(clippy::too_many_arguments)]
+fn ice_cores(
+    args: &str,
+    bind: SocketAddrV4,
+    mtu: usize,
+    cfg: ServerConfig,
+    load: Option<WorkloadConfig>,
+    cc: &percore::CoresConfig,
+    report: Option<Duration>,
+) -> Result<KvCores, String> {
+    // The cores' CPUs, chosen before the EAL pins this thread to its main lcore.
+    let cc = cc.clone().on_cpus(percore::cpus_for(cc.cores)?);
+    // Starts the EAL, claims the port and configures one queue pair per core; each core then
+    // sets up its own queue pair, memory and pools on its own thread.
+    let port = datapath_ice::datapath::open_cores(args, bind, mtu, cc.cores)
+        .map_err(|e| format!("starting DPDK with {args:?} for {} cores: {e}", cc.cores))?;
+    let running = {
+        let (port, args) = (port.clone(), args.to_owned());
+        percore::Cores::spawn(&cc, move |core, ready| {
+            let i = core.index();
+            let addr = percore::core_addr(bind, i)?;
+            let dp = port
+                .open_core(i)
+                .map_err(|e| format!("DPDK queue pair {i}: {e}"))?;
+            let what = format!("DPDK {args}, queue pair {i}");
+            serve_core(dp, cfg, load.as_ref(), &core, ready, addr, what, report)
+        })?
+    };
+    eprintln!("[server] DPDK steering: {:?}", port.steering());
+    Ok(running)
+}
+
+#[cfg(not(feature = "ice"))]
+#[allow(clippy::too_many_arguments)]
+fn ice_cores(
+    _args: &str,
+    _bind: SocketAddrV4,
+    _mtu: usize,
+    _cfg: ServerConfig,
+    _load: Option<WorkloadConfig>,
+    _cc: &percore::CoresConfig,
+    _report: Option<Duration>,
+) -> Result<KvCores, String> {
+    Err(NO_ICE.to_owned())
 }

@@ -77,18 +77,106 @@ pub fn serve(
     )
 }
 
+/// `kv server --datapath xdp --cores N`: one XDP program on `ifname` redirecting port `bind + i`
+/// on queue *i* (and dropping, counted as `misteered`, a frame for core *i*'s port that arrived
+/// on another queue), and N pinned share-nothing cores, core *i* with its own AF_XDP socket and
+/// UMEM on queue *i* at port `bind + i` and a store holding only its shard of the keys
+/// (`steer::core_of(key, N) = i`), loaded with the keys of `load` it owns. `memory_limit` is
+/// each core's (as on sockets). The interface needs N queues and something steering port
+/// `bind + i` to queue *i* (an ntuple rule on a NIC; XPS on a veth's sender, see
+/// `docs/xdp.md`). Runs until `stop`; prints each core's counters and the program's, and
+/// returns the cores' sum.
+#[allow(clippy::too_many_arguments)]
+pub fn serve_cores(
+    ifname: &str,
+    bind: SocketAddrV4,
+    peer: Option<&str>,
+    memory_limit: usize,
+    cfg: ServerConfig,
+    load: Option<WorkloadConfig>,
+    cores: usize,
+    stop: &AtomicBool,
+    report: Option<Duration>,
+) -> Result<ServerStats, String> {
+    let n = u16::try_from(cores).map_err(|_| format!("--cores {cores}: too many"))?;
+    let peer = peer
+        .map(netns_harness::host::parse_peer)
+        .transpose()?
+        .map(|(ip, mac)| (ip, MacAddr(mac)));
+    // The program stays attached (held on this thread) until every core has stopped.
+    let prog = datapath_xdp::bpf::XdpProgram::for_cores(ifname, bind.port(), n)
+        .map_err(|e| format!("AF_XDP on {ifname}: {e}"))?;
+    let shared = prog
+        .share()
+        .map_err(|e| format!("sharing the XDP program on {ifname}: {e}"))?;
+    let ifname_owned = ifname.to_owned();
+    let running = percore::Cores::spawn(
+        &percore::CoresConfig::new(&format!("kv-server-{}", cfg.serialization), cores),
+        move |core, ready| {
+            let i = core.index();
+            let addr = percore::core_addr(bind, i)?;
+            let mut xc = XdpConfig::new(&ifname_owned, addr);
+            xc.queue = i as u32;
+            xc.program = Some(shared.clone());
+            xc.static_arp.extend(peer);
+            xc.umem_bytes = umem_bytes(memory_limit);
+            // On this core's thread: the socket, its UMEM and the store never leave it.
+            let dp = XdpDatapath::new(xc)
+                .map_err(|e| format!("AF_XDP on {ifname_owned} queue {i}: {e}"))?;
+            let what = format!("AF_XDP on {ifname_owned} queue {i}");
+            crate::nic::serve_core(dp, cfg, load.as_ref(), &core, ready, addr, what, report)
+        },
+    )?;
+    let sum = crate::nic::serve_until(running, cfg.serialization, stop)?;
+    if let Ok(p) = prog.stats() {
+        eprintln!(
+            "[server] XDP program: redirected={} arp={} passed={} misteered={}",
+            p.redirected, p.arp, p.passed, p.misteered
+        );
+    }
+    drop(prog);
+    Ok(sum)
+}
+
 /// The counters a child server printed last (`[server] received=… work_p50=…ns`); the
 /// histogram crosses the process boundary as one sample, its median.
 pub fn parse_stats(lines: &[String]) -> ServerStats {
-    let mut st = ServerStats::default();
-    let Some(last) = lines
+    match lines
         .iter()
         .rev()
         .find(|l| l.starts_with("[server] received="))
-    else {
-        return st;
-    };
-    for kv in last.trim_start_matches("[server] ").split_whitespace() {
+    {
+        Some(last) => parse_counters(last.trim_start_matches("[server] ")),
+        None => ServerStats::default(),
+    }
+}
+
+/// Each core's final counters from a `--cores N` child's lines (`[server] core i: …`), by
+/// core index (empty for a single-core server).
+pub fn parse_core_stats(lines: &[String]) -> Vec<ServerStats> {
+    let mut per_core = Vec::new();
+    for l in lines {
+        let Some((core, counters)) = l
+            .strip_prefix("[server] core ")
+            .and_then(|r| r.split_once(": "))
+        else {
+            continue;
+        };
+        let Ok(i) = core.parse::<usize>() else {
+            continue;
+        };
+        if per_core.len() <= i {
+            per_core.resize_with(i + 1, ServerStats::default);
+        }
+        per_core[i] = parse_counters(counters);
+    }
+    per_core
+}
+
+/// `received=… replied=… …` (the [`ServerStats`] display) back into counters.
+fn parse_counters(line: &str) -> ServerStats {
+    let mut st = ServerStats::default();
+    for kv in line.split_whitespace() {
         let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
         let n = || v.trim_end_matches("ns").parse::<u64>().unwrap_or(0);
         match k {
@@ -100,6 +188,7 @@ pub fn parse_stats(lines: &[String]) -> ServerStats {
             "keys" => st.store.keys = n() as usize,
             "store_bytes" => st.store.used_bytes = n() as usize,
             "store_full" => st.store.full = n(),
+            "foreign_keys" => st.store.foreign = n(),
             "work_p50" => st.work.record(Duration::from_nanos(n())),
             _ => {}
         }

@@ -48,6 +48,9 @@ impl Client {
         loop {
             self.dp.recv_burst(&mut rx).unwrap();
             if let Some(m) = rx.iter().find(|m| m.msg == msg) {
+                // From the address and port the request went to (a server core answers from
+                // its own port; a reply from another would be another connection).
+                assert_eq!(m.conn, self.requests.conn, "{}: reply to {op:?}", self.ser);
                 let (id, reply) = decode_reply(self.ser, OpKind::of(op), &m.data)
                     .unwrap_or_else(|e| panic!("{} {op:?}: {e}", self.ser));
                 if let Some(id) = id {
@@ -235,4 +238,135 @@ fn kv_client_reaches_a_server_on_another_address() {
     let stats = parse_stats(&server.stop().unwrap());
     assert!(stats.replied > 0, "{stats}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Two KV cores over AF_XDP (`kv server --datapath xdp --cores 2`): a veth with 2 queues, the
+/// server end in a namespace, XPS on the client end so a client thread pinned to CPU *i*
+/// reaches queue *i*, where core *i*'s AF_XDP socket is (the XDP program redirects port
+/// `BASE + i` on queue *i*). Core *i*'s client thread puts, gets and getm's every key core
+/// *i* owns (`steer::core_of(key, 2)`) at port `BASE + i`: every reply must come from that
+/// core's port, once; the per-core counters must equal what each core was sent, each shard
+/// hold exactly its keys, and no key be foreign but the one request deliberately sent to the
+/// wrong core.
+#[test]
+fn two_af_xdp_cores_answer_each_key_from_its_owner() {
+    const CORES: Suite = Suite::new("cfkvq", "ckq", 74, "CORNFLAKES_REQUIRE_XDP");
+    const BASE: u16 = 7200;
+    const N: usize = 2;
+    let test = "two_af_xdp_cores_answer_each_key_from_its_owner";
+    if let Some(why) = CORES.skip_reason() {
+        CORES.skip(test, &why);
+        return;
+    }
+    let cpus = percore::allowed_cores().unwrap();
+    if cpus.len() < N {
+        CORES.skip(
+            test,
+            &format!("two server cores need 2 CPUs, have {cpus:?}"),
+        );
+        return;
+    }
+    let ns = HostVeth::create_with_queues(&CORES, 1500, N as u32).expect("namespace, 2 queues");
+    let name = ns.name.clone();
+    ns.map_tx_queues_to_cpus(&cpus[..N])
+        .expect("XPS on the client end");
+    let ser = Serialization::Cornflakes;
+    let args: Vec<String> = ["server", "--serialization", ser.name(), "--cores", "2"]
+        .map(str::to_owned)
+        .into_iter()
+        .chain(["--memory-limit".to_owned(), (16usize << 20).to_string()])
+        .collect();
+    let exe = Path::new(env!("CARGO_BIN_EXE_kv"));
+    let server = ChildServer::spawn(&ns, exe, &args, BASE, READY, Duration::from_secs(30))
+        .expect("two server cores up");
+    let keys: Vec<String> = (0..120).map(|i| format!("key-{i}")).collect();
+    let owned = |core: usize| -> Vec<String> {
+        keys.iter()
+            .filter(|k| kv_store::steer::core_of(k, N) == core)
+            .cloned()
+            .collect()
+    };
+    let (client_ip, server_ip) = (ns.client_ip, ns.server_ip);
+    let results: Vec<u64> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..N)
+            .map(|core| {
+                let (mine, cpu) = (owned(core), cpus[core]);
+                // A key of the other core, sent (once, by core 0's client) to core 0.
+                let stray = owned(1).into_iter().next().unwrap();
+                s.spawn(move || {
+                    percore::pin_current_thread(cpu).expect("pin the client thread");
+                    let to = SocketAddrV4::new(server_ip, BASE + core as u16);
+                    let mut sc = SocketConfig::new(SocketAddrV4::new(client_ip, 0));
+                    sc.memory = memory_config(16 * 1024, 16 << 20);
+                    let mut dp = SocketDatapath::new(sc).unwrap();
+                    let conn = dp.connect(to).unwrap();
+                    let mut c = Client {
+                        dp,
+                        ser,
+                        requests: common::Requests::new(conn, ser),
+                    };
+                    let mut sent = 0u64;
+                    let mut call = |op: &Op| {
+                        sent += 1;
+                        // `Client::call` checks the reply came on this connection: from this
+                        // core's address and port.
+                        c.call(op)
+                    };
+                    for k in &mine {
+                        let put = Op::Put {
+                            key: k.clone(),
+                            val: format!("value of {k}").into_bytes(),
+                        };
+                        assert_eq!(call(&put), common::st(kv_store::Status::Ok), "{k}");
+                    }
+                    for k in &mine {
+                        let want = common::ok(vec![format!("value of {k}").into_bytes()]);
+                        assert_eq!(call(&Op::Get { key: k.clone() }), want, "{k}");
+                    }
+                    let getm = Op::GetM {
+                        keys: mine[..8].to_vec(),
+                    };
+                    let mut want = common::ok(
+                        mine[..8]
+                            .iter()
+                            .map(|k| format!("value of {k}").into_bytes())
+                            .collect(),
+                    );
+                    want.statuses = vec![kv_store::Status::Ok; 8];
+                    assert_eq!(call(&getm), want);
+                    if core == 0 {
+                        // Not this core's key: its shard does not have it, and counts it.
+                        let r = call(&Op::Get { key: stray });
+                        assert_eq!(r, common::st(kv_store::Status::NotFound));
+                    }
+                    // Nothing else may arrive: no request answered twice.
+                    std::thread::sleep(Duration::from_millis(200));
+                    let mut rx: Vec<RxMsg> = Vec::new();
+                    c.dp.recv_burst(&mut rx).unwrap();
+                    assert!(rx.is_empty(), "core {core}: {} extra replies", rx.len());
+                    sent
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let lines = server.stop().expect("the server exits cleanly");
+    let per_core = kv_store::xdp::parse_core_stats(&lines);
+    assert_eq!(per_core.len(), N, "{lines:#?}");
+    for (core, st) in per_core.iter().enumerate() {
+        let foreign = u64::from(core == 0);
+        assert_eq!(st.received, results[core], "core {core}: {st}");
+        assert_eq!(st.replied, results[core], "core {core}: {st}");
+        assert_eq!(st.malformed, 0, "core {core}: {st}");
+        assert_eq!(st.store.foreign, foreign, "core {core}: {st}");
+        assert_eq!(st.store.keys, owned(core).len(), "core {core}: {st}");
+    }
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("[server] XDP program:") && l.ends_with("misteered=0")),
+        "{lines:#?}"
+    );
+    drop(ns);
+    assert!(!namespace_exists(&name), "{name} left behind");
 }

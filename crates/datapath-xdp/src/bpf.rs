@@ -168,6 +168,26 @@ impl XdpProgram {
         update(map, key, value, what)
     }
 
+    /// The program of a server with `cores` cores on interface `ifname` (native mode): port
+    /// `base + i` redirected to queue *i*'s socket ([`Self::set_ports`]), ARP to the sockets
+    /// (each core's stack answers it). Each core then opens its `XdpDatapath` with a
+    /// [`Self::share`] handle, `queue: i` and port `base + i`; keep this value until every core
+    /// has stopped (dropping it detaches the program).
+    pub fn for_cores(ifname: &str, base: u16, cores: u16) -> io::Result<XdpProgram> {
+        let ifindex = crate::sys::ifindex(ifname)
+            .map_err(|e| io::Error::new(e.kind(), format!("interface {ifname}: {e}")))?;
+        let prog = XdpProgram::attach(ifindex, Program::Redirect, AttachMode::Native)?;
+        let setup = |e: io::Error| {
+            io::Error::new(
+                e.kind(),
+                format!("configuring the XDP program on {ifname}: {e}"),
+            )
+        };
+        prog.set_arp_to_stack(true).map_err(setup)?;
+        prog.set_ports(base, cores).map_err(setup)?;
+        Ok(prog)
+    }
+
     /// Redirects UDP datagrams to `port` (0 redirects none).
     pub fn set_port(&self, port: u16) -> io::Result<()> {
         self.set_ports(port, 1)

@@ -25,7 +25,7 @@ mod with_xdp {
     use cornflakes::datapath::{Receive, Transmit};
     use cornflakes::RxMsg;
     use cornflakes_stack::wire::framing;
-    use datapath_xdp::bpf::{AttachMode, Program, XdpProgram};
+    use datapath_xdp::bpf::XdpProgram;
     use datapath_xdp::{XdpConfig, XdpDatapath};
     use percore::{Cores, CoresConfig};
     use std::collections::HashSet;
@@ -149,10 +149,7 @@ mod with_xdp {
         let (tx, rx) = mpsc::channel();
         // The program lives on a thread in namespace A while the cores run.
         let prog = Held::new(&v.ns_a, move || {
-            let ifindex = datapath_xdp::sys::ifindex(&ifindex_name)?;
-            let p = XdpProgram::attach(ifindex, Program::Redirect, AttachMode::Native)?;
-            p.set_arp_to_stack(true)?;
-            p.set_ports(BASE, CORES as u16)?;
+            let p = XdpProgram::for_cores(&ifindex_name, BASE, CORES as u16)?;
             tx.send(p.share()?).map_err(std::io::Error::other)?;
             Ok(p)
         })

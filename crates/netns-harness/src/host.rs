@@ -48,6 +48,14 @@ impl HostVeth {
     /// address and computes UDP checksums in software. Whatever was created before an error
     /// is removed again.
     pub fn create(suite: &Suite, mtu: u32) -> io::Result<HostVeth> {
+        HostVeth::create_with_queues(suite, mtu, 1)
+    }
+
+    /// [`Self::create`] with `queues` receive and transmit queues on each end: one per server
+    /// core. As with [`crate::VethPair::create_with_queues`], the server end receives a frame
+    /// on the queue with the index of the client end's transmit queue, which XPS picks by the
+    /// sending CPU ([`Self::map_tx_queues_to_cpus`]).
+    pub fn create_with_queues(suite: &Suite, mtu: u32, queues: u32) -> io::Result<HostVeth> {
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
         let mut v = HostVeth::named(suite, std::process::id(), n);
         if v.server_if.len() > MAX_IFNAME {
@@ -58,11 +66,16 @@ impl HostVeth {
         }
         run(&["netns", "add", &v.name])?;
         // From here on Drop removes the namespace (and the pair with it).
+        let q = queues.max(1).to_string();
         run(&[
             "link",
             "add",
             "name",
             &v.client_if,
+            "numtxqueues",
+            &q,
+            "numrxqueues",
+            &q,
             "type",
             "veth",
             "peer",
@@ -70,6 +83,10 @@ impl HostVeth {
             &v.server_if,
             "netns",
             &v.name,
+            "numtxqueues",
+            &q,
+            "numrxqueues",
+            &q,
         ])?;
         let mtu = mtu.to_string();
         run(&["-n", &v.name, "link", "set", "lo", "up"])?;
@@ -94,7 +111,23 @@ impl HostVeth {
         crate::software_checksums(None, &v.client_if)?;
         v.client_mac = mac_of_here(&v.client_if)?;
         // The server end's MAC must exist too (a sanity check that the pair is complete).
-        mac_of(&v.name, &v.server_if)?;
+        let server_mac = mac_of(&v.name, &v.server_if)?;
+        if queues > 1 {
+            // A permanent neighbour entry for the server: a datagram sent before ARP resolved
+            // would be held and sent later from the CPU that handled the ARP reply, i.e. on
+            // that CPU's transmit queue, not the sender's, and reach the wrong server core.
+            run(&[
+                "neigh",
+                "replace",
+                &v.server_ip.to_string(),
+                "lladdr",
+                &format_mac(server_mac),
+                "dev",
+                &v.client_if,
+                "nud",
+                "permanent",
+            ])?;
+        }
         Ok(v)
     }
 
@@ -109,6 +142,12 @@ impl HostVeth {
             client_ip: Ipv4Addr::new(10, suite.subnet_octet, subnet, 2),
             client_mac: [0; 6],
         }
+    }
+
+    /// Makes the client end send on transmit queue `i` whatever CPU `cpus[i]` sends (XPS), so
+    /// that a client thread pinned to `cpus[i]` reaches the server end's receive queue `i`.
+    pub fn map_tx_queues_to_cpus(&self, cpus: &[usize]) -> io::Result<()> {
+        crate::map_xps(None, &self.client_if, cpus)
     }
 
     /// The server's `--peer` argument: `CLIENT_IP=CLIENT_MAC` (a static ARP entry, so the

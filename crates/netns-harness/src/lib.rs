@@ -283,28 +283,7 @@ impl VethPair {
     /// Makes side B send on transmit queue `i` whatever CPU `cpus[i]` sends (XPS), so that a
     /// sender pinned to `cpus[i]` reaches side A's receive queue `i`.
     pub fn map_tx_queues_to_cpus(&self, cpus: &[usize]) -> io::Result<()> {
-        for (q, &cpu) in cpus.iter().enumerate() {
-            if cpu >= 64 {
-                return Err(io::Error::other(format!(
-                    "CPU {cpu}: only CPUs 0..64 supported"
-                )));
-            }
-            let path = format!("/sys/class/net/{}/queues/tx-{q}/xps_cpus", self.if_b);
-            let mask = format!("{:x}", 1u64 << cpu);
-            // `ip netns exec` mounts the namespace's own /sys, where the interface is.
-            let out = Command::new("ip")
-                .args(["netns", "exec", &self.ns_b, "sh", "-c"])
-                .arg(format!("echo {mask} > {path}"))
-                .output()?;
-            if !out.status.success() {
-                return Err(io::Error::other(format!(
-                    "writing {mask} to {path} in {}: {}",
-                    self.ns_b,
-                    String::from_utf8_lossy(&out.stderr).trim()
-                )));
-            }
-        }
-        Ok(())
+        map_xps(Some(&self.ns_b), &self.if_b, cpus)
     }
 
     /// Sets the MTU of both ends.
@@ -322,6 +301,42 @@ impl Drop for VethPair {
         let _ = run(&["netns", "del", &self.ns_a]);
         let _ = run(&["netns", "del", &self.ns_b]);
     }
+}
+
+/// XPS on `ifname` (in namespace `ns`, or here): transmit queue `i` for whatever CPU `cpus[i]`
+/// sends.
+pub(crate) fn map_xps(ns: Option<&str>, ifname: &str, cpus: &[usize]) -> io::Result<()> {
+    for (q, &cpu) in cpus.iter().enumerate() {
+        if cpu >= 64 {
+            return Err(io::Error::other(format!(
+                "CPU {cpu}: only CPUs 0..64 supported"
+            )));
+        }
+        let path = format!("/sys/class/net/{ifname}/queues/tx-{q}/xps_cpus");
+        let mask = format!("{:x}", 1u64 << cpu);
+        // `ip netns exec` mounts the namespace's own /sys, where the interface is.
+        let mut cmd = match ns {
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns, "sh", "-c"]);
+                c
+            }
+            None => {
+                let mut c = Command::new("sh");
+                c.arg("-c");
+                c
+            }
+        };
+        let out = cmd.arg(format!("echo {mask} > {path}")).output()?;
+        if !out.status.success() {
+            return Err(io::Error::other(format!(
+                "writing {mask} to {path}{}: {}",
+                ns.map(|n| format!(" in {n}")).unwrap_or_default(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The name tag (`{pid}x{n}`) and the third address octet of pair `n` of process `pid`.

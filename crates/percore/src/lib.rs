@@ -134,6 +134,9 @@ pub struct CoresConfig {
     pub pin: bool,
     /// Thread names are `{name}-{i}`.
     pub name: String,
+    /// The CPUs chosen beforehand ([`Self::on_cpus`]); by default the first N this process
+    /// may run on when the cores are spawned.
+    cpus: Option<Vec<usize>>,
 }
 
 impl CoresConfig {
@@ -143,7 +146,17 @@ impl CoresConfig {
             cores,
             pin: true,
             name: name.to_owned(),
+            cpus: None,
         }
+    }
+
+    /// Runs core *i* on `cpus[i]` ([`cpus_for`] taken earlier) instead of the first N CPUs
+    /// the spawning thread may run on when it spawns: for a caller whose own affinity narrows
+    /// in between (DPDK's EAL pins the thread that starts it to its main lcore, and threads
+    /// it then spawns inherit that).
+    pub fn on_cpus(mut self, cpus: Vec<usize>) -> CoresConfig {
+        self.cpus = Some(cpus);
+        self
     }
 }
 
@@ -231,7 +244,16 @@ impl<R: Send + 'static, S: Send + 'static> Cores<R, S> {
     where
         F: Fn(Core, Ready<R>) -> Result<S, String> + Send + Sync + 'static,
     {
-        let cpus = cpus_for(cfg.cores)?;
+        let cpus = match &cfg.cpus {
+            None => cpus_for(cfg.cores)?,
+            Some(c) if c.len() >= cfg.cores && cfg.cores > 0 => c[..cfg.cores].to_vec(),
+            Some(c) => {
+                return Err(format!(
+                    "{} server cores asked for, but only CPUs {c:?} were given",
+                    cfg.cores
+                ))
+            }
+        };
         let body = Arc::new(body);
         let (tx, rx) = mpsc::channel();
         let mut joins = Vec::with_capacity(cfg.cores);
@@ -450,6 +472,30 @@ mod tests {
             (0..n).collect::<Vec<_>>()
         );
         assert!(stats.iter().all(|s| s.1 > 0));
+    }
+
+    #[test]
+    fn cores_run_on_the_cpus_chosen_beforehand() {
+        let allowed = allowed_cores().unwrap();
+        let last = *allowed.last().unwrap();
+        // Core 0 on the last allowed CPU, whatever the spawner's affinity is by then.
+        let cfg = CoresConfig::new("t", 1).on_cpus(vec![last]);
+        let cores = Cores::spawn(&cfg, |core, ready| {
+            ready.ready(allowed_cores().map_err(|e| e.to_string())?);
+            while !core.stop().load(Ordering::Relaxed) {
+                std::thread::yield_now();
+            }
+            Ok(core.cpu())
+        })
+        .unwrap();
+        assert_eq!(cores.ready(), &[vec![last]]);
+        assert_eq!(cores.stop().unwrap(), vec![Some(last)]);
+        let e = Cores::<(), ()>::spawn(&CoresConfig::new("t", 2).on_cpus(vec![last]), |_, r| {
+            r.ready(());
+            Ok(())
+        })
+        .unwrap_err();
+        assert!(e.contains("only CPUs"), "{e}");
     }
 
     #[test]

@@ -582,40 +582,9 @@ unsafe impl QueueMemory for ThreadedQueues {
     }
 }
 
-/// The CPUs this process may run on (its affinity mask), ascending.
-pub fn allowed_cores() -> io::Result<Vec<usize>> {
-    // SAFETY: `cpu_set_t` is plain data; all-zero is a valid (empty) set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: pid 0 is this thread; `set` is a valid, writable cpu_set_t of the size passed.
-    let r = unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
-    if r != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok((0..libc::CPU_SETSIZE as usize)
-        // SAFETY: `c` < CPU_SETSIZE, inside the set.
-        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
-        .collect())
-}
-
-/// Pins the calling thread to CPU `core`.
-pub fn pin_current_thread(core: usize) -> io::Result<()> {
-    if core >= libc::CPU_SETSIZE as usize {
-        return Err(io::Error::other(format!("CPU {core} out of range")));
-    }
-    // SAFETY: as in `allowed_cores`.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `core` < CPU_SETSIZE (checked above).
-    unsafe { libc::CPU_SET(core, &mut set) };
-    // SAFETY: pid 0 is this thread; `set` is a valid cpu_set_t of the size passed.
-    let r = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
-    if r != 0 {
-        let e = io::Error::last_os_error();
-        return Err(io::Error::other(format!(
-            "pinning a thread to CPU {core}: {e}"
-        )));
-    }
-    Ok(())
-}
+/// The process's CPUs and thread pinning are `percore`'s (one home for `sched_*affinity`),
+/// re-exported here for the emulated device's callers.
+pub use percore::{allowed_cores, pin_current_thread};
 
 /// Two distinct CPUs for a driver (server) thread and a device thread: the first two this
 /// process may use. A clear error when there are fewer: on one core the two threads would
