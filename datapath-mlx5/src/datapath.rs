@@ -273,7 +273,9 @@ impl<Q: QueueMemory> Connect for Mlx5Datapath<Q> {
 
 impl<Q: QueueMemory> Receive for Mlx5Datapath<Q> {
     fn recv_burst(&mut self, out: &mut Vec<RxMsg>) -> io::Result<usize> {
-        let now = Instant::now();
+        // The clock is read once per burst, and only when a frame or a stack timer needs it:
+        // an empty poll (most of them, on an idle or lightly loaded server) reads no clock.
+        let mut now = None;
         let before = out.len();
         for _ in 0..self.rx_burst {
             let Some(cqe) = self.rcq.poll() else { break };
@@ -285,6 +287,7 @@ impl<Q: QueueMemory> Receive for Mlx5Datapath<Q> {
                         continue;
                     }
                     let frame = buf.freeze();
+                    let now = *now.get_or_insert_with(Instant::now);
                     let mem = self.mem.clone();
                     self.with_control(|stack, txf| stack.process_frame(&mem, frame, now, out, txf));
                 }
@@ -299,12 +302,15 @@ impl<Q: QueueMemory> Receive for Mlx5Datapath<Q> {
             }
         }
         self.rcq.update_ci();
-        if !self.sq.in_error() {
-            // While the QP is in error the device would only flush new buffers.
+        // While the QP is in error the device would only flush new buffers.
+        if self.rq.needs_refill() && !self.sq.in_error() {
             let (_, failed) = self.rq.refill(&self.mem);
             self.stack.count_no_rx_buffer(failed as u64);
         }
-        self.with_control(|stack, txf| stack.poll(now, txf));
+        if self.stack.has_timers() {
+            let now = *now.get_or_insert_with(Instant::now);
+            self.with_control(|stack, txf| stack.poll(now, txf));
+        }
         Ok(out.len() - before)
     }
 

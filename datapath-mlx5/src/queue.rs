@@ -116,6 +116,8 @@ pub struct SendQueue {
     wqe_len: Box<[u8]>,
     building: Option<Building>,
     inline_len: usize,
+    /// Units one post may need at most (`UNITS_PER_BB + eth_units + 1`, see `free_slots`).
+    units_per_post: usize,
     cs_flags: u8,
     last: Option<CtrlSeg>,
     unrung: bool,
@@ -160,7 +162,9 @@ impl SendQueue {
             ));
         }
         let n = ring.entries as usize;
+        let eth_units = 2 + (inline_len - ETH_SEG_INLINE).div_ceil(MLX5_SEND_WQE_DS);
         Ok(SendQueue {
+            units_per_post: UNITS_PER_BB + eth_units + 1,
             max_outstanding,
             base: ring.base,
             wqebbs: n as u16,
@@ -386,6 +390,7 @@ impl TxSink for SendQueue {
     /// control + Ethernet units plus three units of padding, so `units / (4 + eth_units + 1)`
     /// posts always fit however they are split into frames. Each post also ends at most one
     /// WQE, so no more posts than WQEs the completion queue still has room for.
+    #[inline]
     fn free_slots(&self) -> usize {
         if self.error {
             return 0;
@@ -393,7 +398,7 @@ impl TxSink for SendQueue {
         let free_bbs = self.wqebbs as usize - self.pi.wrapping_sub(self.ci) as usize;
         let building = self.building.as_ref().map_or(0, |b| b.units);
         let units = (free_bbs * UNITS_PER_BB).saturating_sub(building + UNITS_PER_BB);
-        let by_ring = units / (UNITS_PER_BB + self.eth_units() + 1);
+        let by_ring = units / self.units_per_post;
         let by_cq = self
             .max_outstanding
             .saturating_sub(self.outstanding + usize::from(self.building.is_some()));
@@ -533,8 +538,16 @@ impl RecvQueue {
     }
 
     /// Buffers posted and not yet completed.
+    #[inline]
     pub fn posted(&self) -> usize {
         self.pi.wrapping_sub(self.ci) as usize
+    }
+
+    /// Whether a WQE is free for [`refill`](Self::refill) (a check the receive poll inlines,
+    /// so a poll that consumed nothing does not call it).
+    #[inline]
+    pub fn needs_refill(&self) -> bool {
+        self.posted() < self.entries as usize
     }
 
     /// Posts fresh buffers into every free WQE, then updates the doorbell record once.
