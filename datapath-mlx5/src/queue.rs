@@ -202,11 +202,13 @@ impl SendQueue {
     }
 
     /// WQEs posted and not yet completed.
+    #[inline]
     pub fn outstanding(&self) -> usize {
         self.outstanding
     }
 
     /// Whether the queue is in the error state (sends refused until recovered).
+    #[inline]
     pub fn in_error(&self) -> bool {
         self.error
     }
@@ -227,6 +229,7 @@ impl SendQueue {
         idx
     }
 
+    #[inline]
     fn write_data_seg(&mut self, start: u16, k: usize, buf: RcBuf, skip: usize) {
         let lkey = match buf.region().registration() {
             Some(h) => h as u32,
@@ -251,10 +254,14 @@ impl SendQueue {
             inline_hdr_sz: (n_inline as u16).to_be(),
             ..EthSeg::default()
         };
-        let head = &buf[..n_inline.min(ETH_SEG_INLINE)];
-        let (a, b) = head.split_at(head.len().min(2));
-        eth.inline_hdr_start[..a.len()].copy_from_slice(a);
-        eth.inline_hdr[..b.len()].copy_from_slice(b);
+        if let Some(head) = buf.first_chunk::<ETH_SEG_INLINE>() {
+            // Every frame the stack builds (fixed-size copies: no `memcpy` call on the hot path).
+            let (a, b) = head.split_at(2);
+            eth.inline_hdr_start.copy_from_slice(a);
+            eth.inline_hdr.copy_from_slice(b);
+        } else {
+            inline_short_frame(&mut eth, &buf);
+        }
         let e = eth.to_bytes();
         let mut u = [0u8; 16];
         u.copy_from_slice(&e[..16]);
@@ -363,6 +370,7 @@ impl SendQueue {
     }
 
     /// Whether the queue is in error and every WQE has completed, so the QP may be reset.
+    #[inline]
     pub fn ready_for_reset(&self) -> bool {
         self.error && self.pi == self.ci && self.building.is_none() && !self.unrung
     }
@@ -383,6 +391,17 @@ impl SendQueue {
         self.error = false;
         self.stats.recoveries += 1;
     }
+}
+
+/// Inlines a frame shorter than the Ethernet segment's inline area: its bytes, zero-padded.
+/// Out of line and cold, so the usual case keeps its fixed-size copies (LLVM would otherwise
+/// merge both into one variable-length `memcpy` call).
+#[cold]
+#[inline(never)]
+fn inline_short_frame(eth: &mut EthSeg, frame: &[u8]) {
+    let (a, b) = frame.split_at(frame.len().min(2));
+    eth.inline_hdr_start[..a.len()].copy_from_slice(a);
+    eth.inline_hdr[..b.len()].copy_from_slice(b);
 }
 
 impl TxSink for SendQueue {
@@ -456,6 +475,7 @@ impl CqPoller {
 
     /// The next completion, if the device has written one: its opcode is not INVALID and its
     /// owner bit equals the consumer index's wrap parity.
+    #[inline]
     pub fn poll(&mut self) -> Option<Cqe> {
         let idx = (self.ci & (self.entries - 1)) as usize;
         // SAFETY: `idx` < entries, so the 64-byte entry lies inside the CQ ring.
@@ -475,11 +495,13 @@ impl CqPoller {
     }
 
     /// Number of entries.
+    #[inline]
     pub fn entries(&self) -> u32 {
         self.entries
     }
 
     /// Tells the device which entries it may overwrite (once per poll burst).
+    #[inline]
     pub fn update_ci(&mut self) {
         if self.dirty {
             mmio::to_device_barrier();
@@ -606,6 +628,7 @@ impl RecvQueue {
     }
 
     /// Takes the buffer of the next WQE for a receive completion.
+    #[inline]
     pub fn complete(&mut self, cqe: &Cqe) -> RxCompletion {
         if self.posted() == 0 || cqe.wqe_counter != self.ci as u16 {
             return RxCompletion::Bogus;
