@@ -182,7 +182,11 @@ impl<D: Datapath> EchoServer<D> {
         }
         let n = rx.len();
         for m in rx.drain(..) {
-            let start = self.stats.received.is_multiple_of(WORK_SAMPLE_EVERY).then(Instant::now);
+            let start = self
+                .stats
+                .received
+                .is_multiple_of(WORK_SAMPLE_EVERY)
+                .then(Instant::now);
             self.stats.received += 1;
             let outcome = match self.echo_one(&m) {
                 Err(Skip::Send(SendError::Full)) => {
