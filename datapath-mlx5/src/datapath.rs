@@ -187,10 +187,15 @@ impl<Q: QueueMemory> Mlx5Datapath<Q> {
     }
 
     /// Sends the control frames (ARP) the stack produced, then rings the doorbell for them.
-    fn with_control<R>(&mut self, f: impl FnOnce(&mut EthStack, &mut dyn FnMut(&[u8])) -> R) -> R {
+    /// `f` also gets the memory pool (borrowed, so a received frame needs no pool clone).
+    fn with_control<R>(
+        &mut self,
+        f: impl FnOnce(&mut EthStack, &PinnedMemory, &mut dyn FnMut(&[u8])) -> R,
+    ) -> R {
         let Mlx5Datapath { stack, mem, sq, .. } = self;
         let mut sent = 0;
-        let r = f(stack, &mut |frame: &[u8]| {
+        let pool: &PinnedMemory = mem;
+        let r = f(stack, pool, &mut |frame: &[u8]| {
             if tx::send_control(mem, sq, frame) {
                 sent += 1;
             }
@@ -255,7 +260,7 @@ impl<Q: QueueMemory> DatapathMemory for Mlx5Datapath<Q> {
 impl<Q: QueueMemory> Connect for Mlx5Datapath<Q> {
     fn connect(&mut self, peer: SocketAddrV4) -> io::Result<ConnId> {
         let now = Instant::now();
-        self.with_control(|stack, txf| stack.connect(peer, now, txf))
+        self.with_control(|stack, _, txf| stack.connect(peer, now, txf))
             .map_err(|e| match e {
                 SendError::Io(e) => e,
                 other => io::Error::other(other.to_string()),
@@ -273,7 +278,9 @@ impl<Q: QueueMemory> Connect for Mlx5Datapath<Q> {
 
 impl<Q: QueueMemory> Receive for Mlx5Datapath<Q> {
     fn recv_burst(&mut self, out: &mut Vec<RxMsg>) -> io::Result<usize> {
-        let now = Instant::now();
+        // The clock is read once per burst, and only when a frame or a stack timer needs it:
+        // an empty poll (most of them, on an idle or lightly loaded server) reads no clock.
+        let mut now = None;
         let before = out.len();
         for _ in 0..self.rx_burst {
             let Some(cqe) = self.rcq.poll() else { break };
@@ -285,8 +292,10 @@ impl<Q: QueueMemory> Receive for Mlx5Datapath<Q> {
                         continue;
                     }
                     let frame = buf.freeze();
-                    let mem = self.mem.clone();
-                    self.with_control(|stack, txf| stack.process_frame(&mem, frame, now, out, txf));
+                    let now = *now.get_or_insert_with(Instant::now);
+                    self.with_control(|stack, mem, txf| {
+                        stack.process_frame(mem, frame, now, out, txf)
+                    });
                 }
                 RxCompletion::Error {
                     syndrome: MLX5_CQE_SYNDROME_WR_FLUSH_ERR,
@@ -299,12 +308,15 @@ impl<Q: QueueMemory> Receive for Mlx5Datapath<Q> {
             }
         }
         self.rcq.update_ci();
-        if !self.sq.in_error() {
-            // While the QP is in error the device would only flush new buffers.
+        // While the QP is in error the device would only flush new buffers.
+        if self.rq.needs_refill() && !self.sq.in_error() {
             let (_, failed) = self.rq.refill(&self.mem);
             self.stack.count_no_rx_buffer(failed as u64);
         }
-        self.with_control(|stack, txf| stack.poll(now, txf));
+        if self.stack.has_timers() {
+            let now = *now.get_or_insert_with(Instant::now);
+            self.with_control(|stack, _, txf| stack.poll(now, txf));
+        }
         Ok(out.len() - before)
     }
 

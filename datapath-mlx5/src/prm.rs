@@ -280,6 +280,7 @@ pub struct Cqe {
 }
 
 impl Cqe {
+    #[inline]
     pub fn decode(b: &[u8; 64]) -> Cqe {
         use cqe_off::*;
         let be32 = |o: usize| u32::from_be_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]);

@@ -116,6 +116,8 @@ pub struct SendQueue {
     wqe_len: Box<[u8]>,
     building: Option<Building>,
     inline_len: usize,
+    /// Units one post may need at most (`UNITS_PER_BB + eth_units + 1`, see `free_slots`).
+    units_per_post: usize,
     cs_flags: u8,
     last: Option<CtrlSeg>,
     unrung: bool,
@@ -160,7 +162,9 @@ impl SendQueue {
             ));
         }
         let n = ring.entries as usize;
+        let eth_units = 2 + (inline_len - ETH_SEG_INLINE).div_ceil(MLX5_SEND_WQE_DS);
         Ok(SendQueue {
+            units_per_post: UNITS_PER_BB + eth_units + 1,
             max_outstanding,
             base: ring.base,
             wqebbs: n as u16,
@@ -198,11 +202,13 @@ impl SendQueue {
     }
 
     /// WQEs posted and not yet completed.
+    #[inline]
     pub fn outstanding(&self) -> usize {
         self.outstanding
     }
 
     /// Whether the queue is in the error state (sends refused until recovered).
+    #[inline]
     pub fn in_error(&self) -> bool {
         self.error
     }
@@ -223,6 +229,7 @@ impl SendQueue {
         idx
     }
 
+    #[inline]
     fn write_data_seg(&mut self, start: u16, k: usize, buf: RcBuf, skip: usize) {
         let lkey = match buf.region().registration() {
             Some(h) => h as u32,
@@ -247,10 +254,14 @@ impl SendQueue {
             inline_hdr_sz: (n_inline as u16).to_be(),
             ..EthSeg::default()
         };
-        let head = &buf[..n_inline.min(ETH_SEG_INLINE)];
-        let (a, b) = head.split_at(head.len().min(2));
-        eth.inline_hdr_start[..a.len()].copy_from_slice(a);
-        eth.inline_hdr[..b.len()].copy_from_slice(b);
+        if let Some(head) = buf.first_chunk::<ETH_SEG_INLINE>() {
+            // Every frame the stack builds (fixed-size copies: no `memcpy` call on the hot path).
+            let (a, b) = head.split_at(2);
+            eth.inline_hdr_start.copy_from_slice(a);
+            eth.inline_hdr.copy_from_slice(b);
+        } else {
+            inline_short_frame(&mut eth, &buf);
+        }
         let e = eth.to_bytes();
         let mut u = [0u8; 16];
         u.copy_from_slice(&e[..16]);
@@ -359,6 +370,7 @@ impl SendQueue {
     }
 
     /// Whether the queue is in error and every WQE has completed, so the QP may be reset.
+    #[inline]
     pub fn ready_for_reset(&self) -> bool {
         self.error && self.pi == self.ci && self.building.is_none() && !self.unrung
     }
@@ -381,11 +393,23 @@ impl SendQueue {
     }
 }
 
+/// Inlines a frame shorter than the Ethernet segment's inline area: its bytes, zero-padded.
+/// Out of line and cold, so the usual case keeps its fixed-size copies (LLVM would otherwise
+/// merge both into one variable-length `memcpy` call).
+#[cold]
+#[inline(never)]
+fn inline_short_frame(eth: &mut EthSeg, frame: &[u8]) {
+    let (a, b) = frame.split_at(frame.len().min(2));
+    eth.inline_hdr_start[..a.len()].copy_from_slice(a);
+    eth.inline_hdr[..b.len()].copy_from_slice(b);
+}
+
 impl TxSink for SendQueue {
     /// A conservative count: each post takes at most one unit, and each frame at most the
     /// control + Ethernet units plus three units of padding, so `units / (4 + eth_units + 1)`
     /// posts always fit however they are split into frames. Each post also ends at most one
     /// WQE, so no more posts than WQEs the completion queue still has room for.
+    #[inline]
     fn free_slots(&self) -> usize {
         if self.error {
             return 0;
@@ -393,7 +417,7 @@ impl TxSink for SendQueue {
         let free_bbs = self.wqebbs as usize - self.pi.wrapping_sub(self.ci) as usize;
         let building = self.building.as_ref().map_or(0, |b| b.units);
         let units = (free_bbs * UNITS_PER_BB).saturating_sub(building + UNITS_PER_BB);
-        let by_ring = units / (UNITS_PER_BB + self.eth_units() + 1);
+        let by_ring = units / self.units_per_post;
         let by_cq = self
             .max_outstanding
             .saturating_sub(self.outstanding + usize::from(self.building.is_some()));
@@ -451,6 +475,7 @@ impl CqPoller {
 
     /// The next completion, if the device has written one: its opcode is not INVALID and its
     /// owner bit equals the consumer index's wrap parity.
+    #[inline]
     pub fn poll(&mut self) -> Option<Cqe> {
         let idx = (self.ci & (self.entries - 1)) as usize;
         // SAFETY: `idx` < entries, so the 64-byte entry lies inside the CQ ring.
@@ -470,11 +495,13 @@ impl CqPoller {
     }
 
     /// Number of entries.
+    #[inline]
     pub fn entries(&self) -> u32 {
         self.entries
     }
 
     /// Tells the device which entries it may overwrite (once per poll burst).
+    #[inline]
     pub fn update_ci(&mut self) {
         if self.dirty {
             mmio::to_device_barrier();
@@ -533,8 +560,16 @@ impl RecvQueue {
     }
 
     /// Buffers posted and not yet completed.
+    #[inline]
     pub fn posted(&self) -> usize {
         self.pi.wrapping_sub(self.ci) as usize
+    }
+
+    /// Whether a WQE is free for [`refill`](Self::refill) (a check the receive poll inlines,
+    /// so a poll that consumed nothing does not call it).
+    #[inline]
+    pub fn needs_refill(&self) -> bool {
+        self.posted() < self.entries as usize
     }
 
     /// Posts fresh buffers into every free WQE, then updates the doorbell record once.
@@ -593,6 +628,7 @@ impl RecvQueue {
     }
 
     /// Takes the buffer of the next WQE for a receive completion.
+    #[inline]
     pub fn complete(&mut self, cqe: &Cqe) -> RxCompletion {
         if self.posted() == 0 || cqe.wqe_counter != self.ci as u16 {
             return RxCompletion::Bogus;

@@ -212,6 +212,13 @@ impl EthStack {
         Ok((&c.template, ident))
     }
 
+    /// Whether [`poll`](Self::poll) has anything to do: an ARP request awaiting its answer or
+    /// a partly reassembled message. A datapath may skip reading the clock for `poll` when not.
+    #[inline]
+    pub fn has_timers(&self) -> bool {
+        self.arp.has_pending() || self.reasm.pending() > 0
+    }
+
     /// Housekeeping: ARP retries (failures counted) and reassembly timeouts.
     /// Called on every receive poll, so it costs a few instructions when nothing is pending.
     #[inline]

@@ -89,6 +89,7 @@ impl Reassembler {
     }
 
     /// Partial messages held.
+    #[inline]
     pub fn pending(&self) -> usize {
         self.partials.len()
     }

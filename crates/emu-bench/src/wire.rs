@@ -4,7 +4,6 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use cornflakes_stack::iface::FRAME_OVERHEAD;
 use cornflakes_stack::wire::{ethernet, framing, ipv4, udp, MacAddr};
@@ -369,7 +368,7 @@ impl<C: ReplyCheck> Wire for LoadWire<C> {
                 if self.offsets[seq] >= self.warmup_ns {
                     self.measured_verified[core] += 1;
                     self.last_measured_reply_ns = self.last_measured_reply_ns.max(now_ns - t0);
-                    self.latency.record(Duration::from_nanos(lat));
+                    self.latency.record_ns(lat);
                 }
             }
             Err(e) => {
