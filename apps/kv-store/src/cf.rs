@@ -2,9 +2,10 @@
 //! against the [`Store`], and the client's encoding of requests and decoding of replies.
 //!
 //! The server builds each reply from the store's pinned buffers with
-//! [`CFPtr::from_rcbuf`](cornflakes::CFPtr::from_rcbuf): a value at least the arena's
-//! threshold long goes out by reference (scatter-gather, no copy), a shorter one is copied
-//! into the packet. The threshold is the serialization's (hybrid, 0 or infinite).
+//! [`CFPtr::from_rcbuf_ref`](cornflakes::CFPtr::from_rcbuf_ref): a value at least the arena's
+//! threshold long goes out by reference (scatter-gather, no copy), a shorter one is borrowed
+//! from the store and copied once, into the packet at send time. The threshold is the
+//! serialization's (hybrid, 0 or infinite).
 
 use cornflakes::datapath::object_to_sga;
 use cornflakes::{
@@ -86,8 +87,10 @@ fn key<'a>(s: &'a CFString<'_>) -> Result<&'a str, ServeError> {
         .map_err(|e| ServeError::Malformed(format!("key is not UTF-8: {e}")))
 }
 
-fn bytes<'a>(b: &RcBuf, arena: &'a Arena) -> CFBytes<'a> {
-    CFBytes(CFPtr::from_rcbuf(b.clone(), arena))
+/// A stored value as a reply field: referenced when at least the threshold long, else borrowed
+/// from the store (which outlives the reply) and copied once, into the packet at send time.
+fn bytes<'a>(b: &'a RcBuf, arena: &Arena) -> CFBytes<'a> {
+    CFBytes(CFPtr::from_rcbuf_ref(b, arena))
 }
 
 /// One buffer of a stored value, or `TOO_LARGE` for a value in pieces.

@@ -47,13 +47,39 @@ impl<'a> CFPtr<'a> {
         CFPtr::Copy(arena.copy_slice(data))
     }
 
-    /// Uses an existing pinned buffer: referenced when at least the threshold long, else copied.
+    /// Uses an existing pinned buffer: referenced when at least the threshold long, else copied
+    /// into the arena (the buffer is given up, so its bytes must be kept somewhere). When the
+    /// buffer outlives the object, [`from_rcbuf_ref`](Self::from_rcbuf_ref) avoids that copy.
     #[inline]
     pub fn from_rcbuf(buf: RcBuf, arena: &'a Arena) -> CFPtr<'a> {
         if buf.len() >= arena.threshold() && !buf.is_empty() {
             CFPtr::ZeroCopy(buf)
         } else {
             CFPtr::Copy(arena.copy_slice(&buf))
+        }
+    }
+
+    /// Uses a pinned buffer that outlives the object (a stored value, say): referenced (one
+    /// more reference) when at least the threshold long, else borrowed, so its bytes are copied
+    /// once, into the transmit buffer at send time. Unlike [`from_rcbuf`](Self::from_rcbuf),
+    /// a short value is neither copied into the arena first nor its reference count touched.
+    ///
+    /// ```
+    /// use cornflakes::{Arena, CFPtr, PinnedMemory};
+    /// let mem = PinnedMemory::with_defaults().unwrap();
+    /// let arena = Arena::with_memory(&mem).with_threshold(512);
+    /// let (small, big) = (mem.alloc_copy(b"tiny").unwrap(), mem.alloc_copy(&[1u8; 600]).unwrap());
+    /// let (s, b) = (CFPtr::from_rcbuf_ref(&small, &arena), CFPtr::from_rcbuf_ref(&big, &arena));
+    /// assert!(!s.is_zero_copy() && b.is_zero_copy());
+    /// assert_eq!((small.ref_count(), big.ref_count()), (1, 2));
+    /// assert_eq!(s.as_bytes().as_ptr(), small.as_ptr()); // borrowed, not copied
+    /// ```
+    #[inline]
+    pub fn from_rcbuf_ref(buf: &'a RcBuf, arena: &Arena) -> CFPtr<'a> {
+        if buf.len() >= arena.threshold() && !buf.is_empty() {
+            CFPtr::ZeroCopy(buf.clone())
+        } else {
+            CFPtr::Copy(buf.as_slice())
         }
     }
 

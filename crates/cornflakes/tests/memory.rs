@@ -336,6 +336,47 @@ fn cfptr_applies_the_threshold() {
 }
 
 #[test]
+fn cfptr_from_rcbuf_ref_borrows_short_values_and_references_long_ones() {
+    let mem = small_mem();
+    let big = mem.alloc_copy(&[3u8; 2048]).unwrap();
+    let small = mem.alloc_copy(&[4u8; 100]).unwrap();
+    for (threshold, big_zc, small_zc) in [
+        (512, true, false),
+        (0, true, true),
+        (usize::MAX, false, false),
+    ] {
+        let arena = Arena::with_memory(&mem).with_threshold(threshold);
+        let (b, s) = (
+            CFPtr::from_rcbuf_ref(&big, &arena),
+            CFPtr::from_rcbuf_ref(&small, &arena),
+        );
+        assert_eq!(
+            (b.is_zero_copy(), s.is_zero_copy()),
+            (big_zc, small_zc),
+            "threshold {threshold}"
+        );
+        // Either way the bytes are the buffer's own: a reference or a borrow, never a copy.
+        assert_eq!(b.as_bytes().as_ptr(), big.as_ptr(), "threshold {threshold}");
+        assert_eq!(
+            s.as_bytes().as_ptr(),
+            small.as_ptr(),
+            "threshold {threshold}"
+        );
+        // Only a zero-copy pointer holds a reference.
+        assert_eq!(big.ref_count(), 1 + u32::from(big_zc));
+        assert_eq!(small.ref_count(), 1 + u32::from(small_zc));
+        drop((b, s));
+        assert_eq!((big.ref_count(), small.ref_count()), (1, 1));
+    }
+    let empty = mem.alloc_copy(&[]).unwrap();
+    let arena = Arena::with_memory(&mem).with_threshold(0);
+    assert!(
+        !CFPtr::from_rcbuf_ref(&empty, &arena).is_zero_copy(),
+        "an empty value is never its own scatter-gather entry"
+    );
+}
+
+#[test]
 fn cfstring_checks_utf8_lazily_and_never_alters_bytes() {
     use cornflakes::CFString;
     let bad = CFString::from_ptr_unchecked_utf8(CFPtr::borrowed(b" \xff trailing "));
