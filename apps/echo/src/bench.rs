@@ -92,6 +92,10 @@ pub struct BenchConfig {
     pub sample_every: u64,
     /// `emu` only: the device's time per gather entry (default 0).
     pub delay_per_segment: Duration,
+    /// `emu` only: receive-queue entries (a power of two; `None`: emu-bench's default, 1024),
+    /// as `ethtool -G rx` sets them on a NIC. Fewer entries keep the buffers the device writes
+    /// received frames into warm in its cache.
+    pub rx_ring: Option<u32>,
     /// `emu` only: trials per load of the saturation search (its median decides).
     pub trials: usize,
     /// `emu` only: the search bisects until the saturation bracket is within this fraction.
@@ -125,6 +129,7 @@ impl Default for BenchConfig {
             json: None,
             sample_every: 64,
             delay_per_segment: Duration::ZERO,
+            rx_ring: None,
             trials: loadgen::search::DEFAULT_TRIALS,
             resolution: loadgen::search::DEFAULT_RESOLUTION,
             cores: 1,

@@ -147,7 +147,7 @@ pub fn run_point_with(
     seed: u64,
     pin: bool,
 ) -> Result<(EmuReport, Vec<ServerStats>), String> {
-    let run_cfg = EmuRunConfig {
+    let mut run_cfg = EmuRunConfig {
         rate_rps: rate,
         duration: cfg.duration,
         warmup: cfg.warmup,
@@ -160,6 +160,9 @@ pub fn run_point_with(
         mtu: cfg.mtu,
         ..EmuRunConfig::default()
     };
+    if let Some(n) = cfg.rx_ring {
+        run_cfg.emu.rq_entries = n;
+    }
     let verifier = Verifier::new(mode, cfg.shape)?;
     let checker = move |i: usize, reply: &[u8]| {
         if verifier.check(i as u64, reply) {

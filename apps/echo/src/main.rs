@@ -22,7 +22,7 @@ usage:
   echo bench  [--modes M,M,..] [--shape S] [--rates R,R,..] [--fixed-rps R] [--duration SECS]
               [--warmup SECS] [--timeout-ms MS] [--threads N] [--threshold N] [--mtu N]
               [--out DIR] [--json PATH] [--all-points] [--spin] [--datapath emu|socket|xdp]
-              [--sample-every N] [--delay-ns NS] [--trials K] [--resolution F] [--cores N]
+              [--sample-every N] [--delay-ns NS] [--rx-ring N] [--trials K] [--resolution F] [--cores N]
       Every mode (or --modes), one offered-load sweep each; prints the comparison table and
       writes DIR/echo.json (or --json), DIR/echo.svg, DIR/echo.png and DIR/table.md
       (DIR defaults to results/echo).
@@ -31,7 +31,7 @@ usage:
       the emulated ConnectX on a second CPU, which also injects the clients' prepared
       requests at Poisson times and checks every reply (headers, length, id; every
       --sample-every'th one, default 64, deserialized). --delay-ns: device time per gather
-      entry (default 0). Each mode's saturation load is searched, the modes interleaved trial
+      entry (default 0). --rx-ring N: receive-queue entries (power of two, default 1024). Each mode's saturation load is searched, the modes interleaved trial
       by trial: a doubling grid of --rates (default 0.125 to 8 M req/s) until a load's
       median of up to --trials K trials (default 3) misses 95 % of offered, then bisection
       until the bracket is within --resolution F (default 0.05); --all-points runs the whole
@@ -147,6 +147,14 @@ fn bench_cmd(mut a: Args) -> Result<(), String> {
     }
     if let Some(ns) = a.parse::<u64>("--delay-ns")? {
         cfg.delay_per_segment = Duration::from_nanos(ns);
+    }
+    if let Some(n) = a.parse::<u32>("--rx-ring")? {
+        if !n.is_power_of_two() || !(64..=32768).contains(&n) {
+            return Err(format!(
+                "--rx-ring {n}: the receive queue's entries, a power of two from 64 to 32768"
+            ));
+        }
+        cfg.rx_ring = Some(n);
     }
     if let Some(m) = a.list::<Mode>("--modes")? {
         cfg.modes = m;
