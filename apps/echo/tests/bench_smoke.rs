@@ -144,3 +144,50 @@ fn bench_on_the_emulated_nic_verifies_every_reply_of_every_mode() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--rx-ring N` sets the emulated receive queue's size: a run with a small ring still answers
+/// and verifies every reply, and a size that is not a power of two is refused before any run.
+#[test]
+fn bench_rx_ring_sets_the_receive_queue_and_rejects_bad_sizes() {
+    let out = Command::new(env!("CARGO_BIN_EXE_echo"))
+        .args(["bench", "--datapath", "emu", "--rx-ring", "100"])
+        .output()
+        .expect("run echo bench");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--rx-ring 100") && stderr.contains("power of two"),
+        "{stderr}"
+    );
+    if let Err(e) = datapath_mlx5::emu::threaded::two_cores() {
+        eprintln!("SKIPPED bench_rx_ring_sets_the_receive_queue_and_rejects_bad_sizes (run): {e}");
+        return;
+    }
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("bench-emu-rx-ring-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = Command::new(env!("CARGO_BIN_EXE_echo"))
+        .args([
+            "bench",
+            "--datapath",
+            "emu",
+            "--rx-ring",
+            "64",
+            "--sample-every",
+            "1",
+        ])
+        .args(["--modes", "cornflakes,protobuf"])
+        .args(["--duration", "0.05", "--warmup", "0.01", "--rates", "2000"])
+        .args(["--trials", "1", "--timeout-ms", "2000", "--out"])
+        .arg(&dir)
+        .output()
+        .expect("run echo bench");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "echo bench failed:\n{stderr}");
+    let recs: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("echo.json")).unwrap()).unwrap();
+    for r in recs.as_array().unwrap() {
+        assert_eq!(r["mismatched"], 0, "{r}");
+        assert!(r["verified"].as_u64().unwrap() > 0, "{r}");
+    }
+}
