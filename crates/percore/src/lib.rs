@@ -452,9 +452,14 @@ mod tests {
             // Pinned: the thread may now run only on its CPU.
             assert_eq!(allowed_cores().map_err(|e| e.to_string())?, vec![cpu]);
             ready.ready((core.index(), cpu));
+            // At least one poll per core, even when the stop flag is already set by the time
+            // this thread runs again (it can be, right after `ready`, on a loaded machine).
             let mut polls = 0u64;
-            while !core.stop().load(Ordering::Relaxed) {
+            loop {
                 polls += 1;
+                if core.stop().load(Ordering::Relaxed) {
+                    break;
+                }
                 std::thread::yield_now();
             }
             Ok((core.index(), polls))
