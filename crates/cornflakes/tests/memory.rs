@@ -403,3 +403,52 @@ fn arena_reset_reuses_memory() {
         "reset keeps one chunk, not all"
     );
 }
+
+/// The `VmFlags` line of the mapping in /proc/self/smaps that contains `addr`.
+fn vm_flags_of(addr: usize) -> Option<String> {
+    let smaps = std::fs::read_to_string("/proc/self/smaps").ok()?;
+    let mut inside = false;
+    for line in smaps.lines() {
+        let head = line.split_whitespace().next().unwrap_or("");
+        if let Some((lo, hi)) = head.split_once('-') {
+            if let (Ok(lo), Ok(hi)) = (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16))
+            {
+                inside = lo <= addr && addr < hi;
+                continue;
+            }
+        }
+        if inside {
+            if let Some(flags) = line.strip_prefix("VmFlags:") {
+                return Some(flags.trim().to_owned());
+            }
+        }
+    }
+    None
+}
+
+#[test]
+fn ordinary_page_regions_are_advised_as_transparent_hugepages_unless_never() {
+    for (huge, advised) in [(HugePages::Auto, true), (HugePages::Never, false)] {
+        let mem = PinnedMemory::new(MemoryConfig {
+            hugepages: huge,
+            ..MemoryConfig::default()
+        })
+        .unwrap();
+        let b = mem.alloc(4096).unwrap().freeze();
+        if b.region().backing() == cornflakes::mem::Backing::HugePages {
+            eprintln!("SKIPPED the {huge:?} case: the region got reserved hugepages");
+            continue;
+        }
+        let Some(flags) = vm_flags_of(b.region().base() as usize) else {
+            eprintln!("SKIPPED the {huge:?} case: /proc/self/smaps has no VmFlags here");
+            continue;
+        };
+        let hg = flags.split_whitespace().any(|f| f == "hg");
+        assert_eq!(
+            hg,
+            advised,
+            "{huge:?}: region VmFlags `{flags}` should {}carry `hg` (MADV_HUGEPAGE)",
+            if advised { "" } else { "not " }
+        );
+    }
+}

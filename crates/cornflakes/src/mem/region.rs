@@ -1,9 +1,11 @@
 //! Large pinned mappings, the unit a datapath registers with a device.
 //!
 //! A [`Region`] is one anonymous mapping aligned to [`CHUNK_SIZE`] (2 MiB). It is backed by 2 MiB
-//! hugepages when the machine has them reserved, and otherwise by 4 KiB pages that are populated
-//! and, where `RLIMIT_MEMLOCK` allows, locked. Both work unprivileged; [`Region::backing`] tells
-//! which one a region got.
+//! hugepages when the machine has them reserved, and otherwise by ordinary pages that are
+//! populated and, where `RLIMIT_MEMLOCK` allows, locked. Those are advised as transparent
+//! hugepages ([`HugePages::Auto`]), so where THP is enabled (`madvise` or `always`, the
+//! default on most distributions) they are 2 MiB pages too, without any reservation. Both
+//! work unprivileged; [`Region::backing`] tells which one a region got.
 
 use std::cell::Cell;
 use std::fmt;
@@ -18,10 +20,11 @@ pub const CHUNK_SIZE: usize = 1 << CHUNK_SHIFT;
 /// Whether regions may, must or must not use hugepages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum HugePages {
-    /// Use 2 MiB hugepages when the kernel has some reserved, else 4 KiB pages.
+    /// Use 2 MiB hugepages when the kernel has some reserved, else ordinary pages advised as
+    /// transparent hugepages (2 MiB where THP is enabled, else 4 KiB).
     #[default]
     Auto,
-    /// Always use 4 KiB pages.
+    /// Always use 4 KiB pages (no reservation, no transparent hugepages).
     Never,
     /// Fail when no hugepages can be had.
     Require,
@@ -32,9 +35,10 @@ pub enum HugePages {
 pub enum Backing {
     /// 2 MiB hugepages (never swapped, physically contiguous per page).
     HugePages,
-    /// 4 KiB pages, populated and locked with `mlock`.
+    /// Ordinary pages (4 KiB, or transparent 2 MiB ones with [`HugePages::Auto`] where THP is
+    /// enabled), populated and locked with `mlock`.
     LockedPages,
-    /// 4 KiB pages, populated but not locked (`RLIMIT_MEMLOCK` was too small).
+    /// Ordinary pages as above, populated but not locked (`RLIMIT_MEMLOCK` was too small).
     UnlockedPages,
 }
 
@@ -73,6 +77,9 @@ impl Region {
             }
         }
         let base = map_aligned(len)?;
+        if huge == HugePages::Auto {
+            advise_transparent_huge(base, len);
+        }
         let backing = populate(base, len, lock);
         Ok(Region {
             base,
@@ -201,6 +208,19 @@ fn map_aligned(len: usize) -> io::Result<NonNull<u8>> {
         }
     }
     NonNull::new(aligned as *mut u8).ok_or_else(|| io::Error::other("mmap returned NULL"))
+}
+
+/// Asks the kernel to back `base..base+len` with transparent 2 MiB pages (THP in `madvise` or
+/// `always` mode), before it is populated. Best effort: without THP the call fails and the
+/// range keeps 4 KiB pages. One 2 MiB page spares the device and the cores a TLB entry per
+/// 4 KiB of buffers, which counts when receive buffers span many MiB (measured in
+/// docs/performance.md, "Transparent hugepages").
+fn advise_transparent_huge(base: NonNull<u8>, len: usize) {
+    // SAFETY: `base..base+len` is a private anonymous mapping owned by the caller; the advice
+    // only changes how its pages are backed, never its contents.
+    unsafe {
+        libc::madvise(base.as_ptr().cast(), len, libc::MADV_HUGEPAGE);
+    }
 }
 
 /// Faults every page in and tries to lock the range; reports what it achieved.
