@@ -148,12 +148,15 @@ impl RequestFrames {
     /// UDP checksum incrementally (RFC 1624), as a client would have sent it.
     #[inline]
     pub fn write(&self, i: usize, id: u32, out: &mut [u8]) {
-        out.copy_from_slice(&self.frames[i]);
+        let frame = &self.frames[i];
+        out.copy_from_slice(frame);
         let b = id.to_le_bytes();
         let w0 = u16::from_be_bytes([b[0], b[1]]);
         let w1 = u16::from_be_bytes([b[2], b[3]]);
         out[MSG_ID_AT..MSG_ID_AT + 4].copy_from_slice(&b);
-        let old = u16::from_be_bytes([out[UDP_CSUM_AT], out[UDP_CSUM_AT + 1]]);
+        // The template's checksum, not the one just written: reading the destination back
+        // would wait for the frame's stores.
+        let old = u16::from_be_bytes([frame[UDP_CSUM_AT], frame[UDP_CSUM_AT + 1]]);
         let c = cornflakes_stack::checksum::update(old, 0, w0);
         let mut c = cornflakes_stack::checksum::update(c, 0, w1);
         if c == 0 {
