@@ -343,7 +343,15 @@ pub(crate) struct Device {
     pub(crate) in_reset: bool,
     pub(crate) scq_pi: u32,
     pub(crate) rcq_pi: u32,
+    /// The send and receive CQs' consumer indexes as last read from their doorbell records.
+    /// The device re-reads one only when the CQ looks full by it, as hardware does: reading the
+    /// record for every CQE would pull its line from the driver's core each time.
+    scq_ci_seen: u32,
+    rcq_ci_seen: u32,
     pub(crate) rq_ci: u32,
+    /// The receive queue's producer index as last read from its doorbell record; re-read only
+    /// when every WQE below it was taken (same reason).
+    rq_pi_seen: u16,
     pub(crate) flows: Vec<FlowRule>,
     pub(crate) stats: EmuStats,
     /// Time the device spends per data segment it validates and reads (the gather engine's
@@ -363,7 +371,10 @@ impl Device {
             in_reset: false,
             scq_pi: 0,
             rcq_pi: 0,
+            scq_ci_seen: 0,
+            rcq_ci_seen: 0,
             rq_ci: 0,
+            rq_pi_seen: 0,
             flows: Vec::new(),
             stats: EmuStats::default(),
             delay_per_segment: Duration::ZERO,
@@ -372,18 +383,21 @@ impl Device {
 
     /// Writes a CQE into the send (`send = true`) or receive CQ, unless it is full.
     fn post_cqe(&mut self, sh: &Shared, send: bool, mut cqe: Cqe) {
-        let (area, pi, db) = if send {
-            (&sh.scq, self.scq_pi, DB_SCQ)
+        let (area, pi, db, seen) = if send {
+            (&sh.scq, self.scq_pi, DB_SCQ, &mut self.scq_ci_seen)
         } else {
-            (&sh.rcq, self.rcq_pi, DB_RCQ)
+            (&sh.rcq, self.rcq_pi, DB_RCQ, &mut self.rcq_ci_seen)
         };
         let entries = sh.cfg.cq_entries;
-        // The consumer index the driver published (acquire: its reads of the entries it
-        // consumed happened before we overwrite them).
-        let ci = sh.read_db(db, 0);
-        if pi.wrapping_sub(ci) & 0x00ff_ffff >= entries {
-            self.stats.cq_overruns += 1;
-            return;
+        if pi.wrapping_sub(*seen) & 0x00ff_ffff >= entries {
+            // Full by the last consumer index seen: read the one the driver published now
+            // (acquire: its reads of the entries it consumed happened before we overwrite
+            // them; entries below an index read earlier were ordered by that read).
+            *seen = sh.read_db(db, 0);
+            if pi.wrapping_sub(*seen) & 0x00ff_ffff >= entries {
+                self.stats.cq_overruns += 1;
+                return;
+            }
         }
         cqe.owner = ((pi >> entries.trailing_zeros()) & 1) as u8;
         cqe.qpn = sh.cfg.qpn;
@@ -567,6 +581,7 @@ impl Device {
     /// as the whole queue pair is in error.
     pub(crate) fn flush_rq(&mut self, sh: &Shared) {
         let pi = sh.rq_db();
+        self.rq_pi_seen = pi;
         while self.rq_ci as u16 != pi {
             let counter = self.rq_ci as u16;
             self.rq_ci = self.rq_ci.wrapping_add(1);
@@ -613,10 +628,14 @@ impl Device {
             self.stats.rx_oversize += 1;
             return false;
         }
-        let pi = sh.rq_db();
-        if pi == self.rq_ci as u16 {
-            self.stats.rx_no_wqe += 1;
-            return false;
+        if self.rq_pi_seen == self.rq_ci as u16 {
+            // Every WQE seen posted was taken: read the doorbell record again (acquire: the
+            // WQEs below it were written before).
+            self.rq_pi_seen = sh.rq_db();
+            if self.rq_pi_seen == self.rq_ci as u16 {
+                self.stats.rx_no_wqe += 1;
+                return false;
+            }
         }
         let idx = (self.rq_ci & (sh.cfg.rq_entries - 1)) as usize;
         // SAFETY: entry idx of the RQ area, 16-aligned; posted (below the doorbell record we
@@ -691,6 +710,7 @@ impl Device {
         self.sq_ci = 0;
         self.sq_db_pi = 0;
         self.rq_ci = 0;
+        self.rq_pi_seen = 0;
         self.stats.resets += 1;
         Ok(())
     }
