@@ -36,8 +36,9 @@ usage:
       median of up to --trials K trials (default 3) misses 95 % of offered, then bisection
       until the bracket is within --resolution F (default 0.05); --all-points runs the whole
       grid first. The table gives per mode the highest load kept up (median), the spread of
-      its trials, p99, device utilisation, server time and what bounded it (server or
-      device). About 1-2 minutes for all modes. Writes DIR/emu-summary.json (per mode) and
+      its trials, p99, device utilisation, the 100 GbE line rate of its frames
+      (above it a 100 Gbit/s port would be the limit), server time and what bounded it
+      (server or device). About 1-2 minutes for all modes. Writes DIR/emu-summary.json (per mode) and
       DIR/emu-points.json (every trial) too. --cores N (default 1): N server
       cores per mode, each its own echo server on its own queue set, requests spread
       round-robin by destination port; the table gives their total and the counters are

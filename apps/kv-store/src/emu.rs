@@ -431,6 +431,7 @@ impl KvEmu {
         if per != 1.0 {
             report.run.offered_rps /= per;
             report.run.achieved_rps /= per;
+            report.frames_per_request = per;
             for c in &mut report.per_core {
                 c.achieved_rps /= per;
             }

@@ -26,7 +26,8 @@
 //! - a benchmark searches each mode's saturation load with [`loadgen::search`] (median of K
 //!   trials per load, grid then bisection, modes interleaved) over [`EmuTrial`]s, and reports
 //!   it with [`EmuSummary`] and [`table`]: the highest load kept up, the spread of its trials,
-//!   p99, device utilisation, server handling time and what bounded it ([`Bound`]).
+//!   p99, device utilisation, the 100 GbE line rate of its frames
+//!   ([`EmuReport::line_rate_rps`]), server handling time and what bounded it ([`Bound`]).
 //!
 //! What this measures is the **server core's** work per request with a NIC that costs it
 //! nothing but descriptor writes and completion polls. It is not a network measurement: see
@@ -91,6 +92,7 @@ pub use datapath_mlx5::emu::threaded::two_cores;
 pub use frames::{Request, RequestFrames};
 pub use run::{
     run, run_cores, Bottleneck, CoreReport, EmuReport, EmuRunConfig, ServerPort, DEVICE_SATURATED,
+    ETHERNET_WIRE_OVERHEAD, LINE_RATE_GBPS,
 };
 pub use search::{median_records, table, trials_json, Bound, EmuSummary, EmuTrial, LoadSummary};
 pub use wire::{LoadWire, ReplyCheck, MAX_FAILURES_KEPT};

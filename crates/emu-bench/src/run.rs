@@ -156,9 +156,35 @@ pub struct EmuReport {
     pub max_inject_lag_ns: u64,
     /// The first few failures, described.
     pub failures: Vec<String>,
+    /// Mean request frame length in bytes (Ethernet header to payload end, no FCS).
+    pub mean_request_frame: f64,
+    /// Mean reply frame length, as `mean_request_frame` (`None` when nothing was answered).
+    pub mean_reply_frame: Option<f64>,
+    /// Frames per request in this report's rates: 1, unless a caller counts several frames
+    /// as one request (the KV bench's split requests) and divided the rates by this.
+    pub frames_per_request: f64,
 }
 
+/// Bytes a frame occupies on an Ethernet link beyond its length without FCS: FCS (4),
+/// preamble and start delimiter (8), inter-frame gap (12).
+pub const ETHERNET_WIRE_OVERHEAD: f64 = 24.0;
+
+/// The link speed the line-rate column assumes, the paper's NICs' (Gbit/s).
+pub const LINE_RATE_GBPS: f64 = 100.0;
+
 impl EmuReport {
+    /// The most requests per second (in this report's units) an Ethernet link of `gbps`
+    /// Gbit/s could carry with this run's mean request and reply frames, each direction
+    /// being its own limit (full duplex). The emulated wire has no speed; a result above
+    /// this would be wire-bound on a real port of that speed. `None` when nothing was
+    /// answered.
+    pub fn line_rate_rps(&self, gbps: f64) -> Option<f64> {
+        let reply = self.mean_reply_frame?;
+        let on_wire = |len: f64| len.max(60.0) + ETHERNET_WIRE_OVERHEAD;
+        let bytes = on_wire(self.mean_request_frame).max(on_wire(reply));
+        Some(gbps * 1e9 / 8.0 / bytes / self.frames_per_request.max(1.0))
+    }
+
     /// Which side saturated, if any.
     pub fn bottleneck(&self) -> Bottleneck {
         if self.device_busy >= DEVICE_SATURATED {
@@ -475,6 +501,7 @@ where
         }
         _ => 0.0,
     };
+    let (mean_request_frame, mean_reply_frame) = wire.mean_frames();
     let per_core: Vec<CoreReport> = (0..n)
         .map(|i| CoreReport {
             counters: wire.per_core[i],
@@ -500,6 +527,9 @@ where
         not_delivered: wire.not_delivered,
         max_inject_lag_ns: wire.max_inject_lag_ns,
         failures: wire.failures.clone(),
+        mean_request_frame,
+        mean_reply_frame,
+        frames_per_request: 1.0,
     };
     Ok((report, server_out))
 }

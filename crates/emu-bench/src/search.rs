@@ -1,7 +1,7 @@
 //! The saturation search on the emulated NIC ([`loadgen::search`]), shared by the echo and KV
 //! benches: what a trial keeps ([`EmuTrial`]), what a mode's search comes to ([`EmuSummary`]:
 //! the highest load kept up by the median of its trials, its spread, p99, device utilisation,
-//! server handling time, and what bounded it), and the table and JSON of a run.
+//! the 100 GbE line rate of its frames, server handling time, and what bounded it), and the table and JSON of a run.
 
 use std::fmt::Write as _;
 
@@ -143,6 +143,9 @@ pub struct LoadSummary {
     pub work_p50_ns: Option<f64>,
     /// What the median trial says limited it.
     pub bottleneck: Bottleneck,
+    /// The most requests per second a 100 Gbit/s Ethernet link could carry with the median
+    /// trial's frames ([`EmuReport::line_rate_rps`]): above it a real port would be the limit.
+    pub line_rate_rps: Option<f64>,
 }
 
 impl LoadSummary {
@@ -159,6 +162,7 @@ impl LoadSummary {
             device_busy: m.report.device_busy,
             work_p50_ns: m.work_p50_ns,
             bottleneck: m.report.bottleneck(),
+            line_rate_rps: m.report.line_rate_rps(crate::run::LINE_RATE_GBPS),
         }
     }
 
@@ -173,6 +177,7 @@ impl LoadSummary {
             "device_busy": self.device_busy,
             "work_p50_ns": self.work_p50_ns,
             "bottleneck": self.bottleneck.to_string(),
+            "line_rate_100gbe_rps": self.line_rate_rps,
         })
     }
 }
@@ -281,10 +286,17 @@ impl EmuSummary {
                 m.bottleneck
             )
         });
-        match (self.bound, miss) {
+        let note = match (self.bound, miss) {
             (Bound::Grid, _) => "the grid: its highest load was kept up (raise --rates)".to_owned(),
             (b, Some(m)) => format!("{}: {m}", b.name()),
             (b, None) => b.name().to_owned(),
+        };
+        match &self.best {
+            Some(b) if b.line_rate_rps.is_some_and(|l| b.median_rps > l) => format!(
+                "{note}; above the 100 GbE line rate for its frames (a 100 Gbit/s port would be \
+                 the limit)"
+            ),
+            _ => note,
         }
     }
 
@@ -328,8 +340,8 @@ fn k(v: f64) -> String {
 
 /// The comparison table of an emulated-NIC run (Markdown): per mode, the highest load whose
 /// median trial kept up within 95 % of offered, the spread of its trials, its ratio to
-/// `baseline` (e.g. `raw`), p99, device utilisation and server handling time there, what
-/// bounded the mode, and the verification counters. `trials` is the search's K.
+/// `baseline` (e.g. `raw`), p99, device utilisation, the 100 Gbit/s line rate of its frames
+/// and server handling time there, what bounded the mode, and the verification counters. `trials` is the search's K.
 pub fn table(summaries: &[EmuSummary], baseline: Option<&str>, trials: usize) -> String {
     let base = baseline.and_then(|b| {
         summaries
@@ -356,11 +368,11 @@ pub fn table(summaries: &[EmuSummary], baseline: Option<&str>, trials: usize) ->
     let vs = baseline.map_or(String::new(), |b| format!(" vs {b} |"));
     let _ = writeln!(
         s,
-        "| mode | max req/s within 95% of offered (median) | trials there: min–max req/s |{vs} p99 there (µs) | device busy there | server work p50 there (ns) | bounded by | mismatched | lost | loads / trials |"
+        "| mode | max req/s within 95% of offered (median) | trials there: min–max req/s |{vs} p99 there (µs) | device busy there | 100 GbE line rate (req/s) | server work p50 there (ns) | bounded by | mismatched | lost | loads / trials |"
     );
     let _ = writeln!(
         s,
-        "|---|---:|---:|{}---:|---:|---:|---|---:|---:|---:|",
+        "|---|---:|---:|{}---:|---:|---:|---:|---|---:|---:|---:|",
         if baseline.is_some() { "---:|" } else { "" }
     );
     for m in summaries {
@@ -372,7 +384,7 @@ pub fn table(summaries: &[EmuSummary], baseline: Option<&str>, trials: usize) ->
         };
         let _ = writeln!(
             s,
-            "| {} | {} | {} |{ratio} {} | {} | {} | {} | {} | {} | {} / {} |",
+            "| {} | {} | {} |{ratio} {} | {} | {} | {} | {} | {} | {} | {} / {} |",
             m.mode,
             b.map_or("none kept up".to_owned(), |b| format!(
                 "{} (offered {})",
@@ -391,6 +403,7 @@ pub fn table(summaries: &[EmuSummary], baseline: Option<&str>, trials: usize) ->
                 "{:.0}%",
                 b.device_busy * 100.0
             )),
+            b.and_then(|b| b.line_rate_rps).map_or("–".to_owned(), k),
             b.and_then(|b| b.work_p50_ns)
                 .map_or("–".to_owned(), |w| format!("{w:.0}")),
             m.bound_note(),
@@ -431,7 +444,30 @@ mod tests {
             not_delivered: 0,
             max_inject_lag_ns: 0,
             failures: Vec::new(),
+            mean_request_frame: 4154.0,
+            mean_reply_frame: Some(4154.0),
+            frames_per_request: 1.0,
         }
+    }
+
+    #[test]
+    fn line_rate_counts_ethernet_overhead_the_busier_direction_and_split_requests() {
+        let mut r = report(1.0, 1.0, 0.5);
+        // 4154 + 24 bytes per frame each way at 100 Gbit/s.
+        let full = r.line_rate_rps(100.0).unwrap();
+        assert!((full - 100e9 / 8.0 / 4178.0).abs() < 1.0, "{full}");
+        // Small requests, large replies: the reply direction limits.
+        r.mean_request_frame = 100.0;
+        assert!((r.line_rate_rps(100.0).unwrap() - full).abs() < 1.0);
+        // Tiny frames are padded to the 60-byte minimum.
+        r.mean_reply_frame = Some(42.0);
+        let tiny = r.line_rate_rps(10.0).unwrap();
+        assert!((tiny - 10e9 / 8.0 / 124.0).abs() < 1.0, "{tiny}");
+        // Two frames per reported request halve it; nothing answered gives none.
+        r.frames_per_request = 2.0;
+        assert!((r.line_rate_rps(10.0).unwrap() - tiny / 2.0).abs() < 1.0);
+        r.mean_reply_frame = None;
+        assert_eq!(r.line_rate_rps(10.0), None);
     }
 
     /// Two modes: `a` server-bound at 300, `b` device-bound at 500 (device busy near it).
@@ -487,5 +523,19 @@ mod tests {
         assert_eq!(recs.len(), searches[0].loads.len());
         assert!(recs.windows(2).all(|w| w[0].offered_rps < w[1].offered_rps));
         assert_eq!(trials_json(&searches[0]).len(), searches[0].trials_run());
+        // The line rate of the frames is in the table and the JSON; below it, no remark.
+        let line = best.line_rate_rps.unwrap();
+        assert!((line - 100e9 / 8.0 / 4178.0).abs() < 1.0, "{line}");
+        assert_eq!(j["best"]["line_rate_100gbe_rps"], line);
+        assert!(t.contains(&format!("| {line:.0} |")), "{t}");
+        assert!(!a.bound_note().contains("line rate"), "{}", a.bound_note());
+        // A mode faster than a 100 Gbit/s port could carry its frames says so.
+        let mut fast = a.clone();
+        fast.best.as_mut().unwrap().line_rate_rps = Some(best.median_rps / 2.0);
+        assert!(
+            fast.bound_note().contains("above the 100 GbE line rate"),
+            "{}",
+            fast.bound_note()
+        );
     }
 }

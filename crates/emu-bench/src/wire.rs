@@ -143,6 +143,19 @@ impl<C: ReplyCheck> LoadWire<C> {
         }
     }
 
+    /// Mean Ethernet frame length (without FCS) of the requests, and of the replies to the
+    /// distinct requests that were answered (`None` when none was), each distinct request
+    /// weighted alike (request `seq` is distinct request `seq mod len`).
+    pub(crate) fn mean_frames(&self) -> (f64, Option<f64>) {
+        let n = self.frames.len();
+        let req = (0..n).map(|k| self.frames.frame(k).len()).sum::<usize>() as f64 / n as f64;
+        let replies: Vec<usize> = self.reply_len.iter().flatten().copied().collect();
+        let reply = (!replies.is_empty()).then(|| {
+            FRAME_OVERHEAD as f64 + replies.iter().sum::<usize>() as f64 / replies.len() as f64
+        });
+        (req, reply)
+    }
+
     /// The run's request outcomes, summed over the server cores.
     pub(crate) fn counters(&self) -> Counters {
         let mut c = Counters::default();
