@@ -63,6 +63,84 @@ impl Error {
             message: reformat_parser_error(&text),
         }
     }
+
+    /// A parser error about an import it could not find names no file: prefix the file and
+    /// `line:col` of the `import` that asked for it, found from `inputs` through their imports
+    /// (resolved in `includes`), with the offending line.
+    pub(crate) fn name_importer(mut self, inputs: &[&Path], includes: &[&Path]) -> Error {
+        let Some(missing) = missing_import(&self.message) else {
+            return self;
+        };
+        if let Some((file, pos)) = find_importer(missing, inputs, includes) {
+            let file = file.display().to_string();
+            let snip = snippet(&file, &pos);
+            self.message = format!("{file}:{pos}: {}{snip}", self.message);
+        }
+        self
+    }
+}
+
+/// The path quoted in protobuf-parse's "protobuf path `x.proto` is not found ..." (or "...
+/// must reside in include path").
+fn missing_import(message: &str) -> Option<&str> {
+    if !message.contains("is not found in import path")
+        && !message.contains("must reside in include path")
+    {
+        return None;
+    }
+    let rest = &message[message.find('`')? + 1..];
+    Some(&rest[..rest.find('`')?])
+}
+
+/// The `import` statements of a .proto text: each imported path with its `line:col`.
+fn imports(text: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let code = line.split("//").next().unwrap_or("");
+        let t = code.trim_start();
+        let Some(rest) = t.strip_prefix("import") else {
+            continue;
+        };
+        let rest = rest.trim_start();
+        let rest = rest
+            .strip_prefix("public")
+            .or_else(|| rest.strip_prefix("weak"))
+            .unwrap_or(rest)
+            .trim_start();
+        let Some(q) = rest.strip_prefix('"') else {
+            continue;
+        };
+        if let Some(end) = q.find('"') {
+            let col = code.len() - t.len() + 1;
+            out.push((q[..end].to_owned(), format!("{}:{col}", i + 1)));
+        }
+    }
+    out
+}
+
+/// The first file, from `inputs` through the imports that resolve in `includes`, that imports
+/// `missing`, with the `line:col` of that import.
+fn find_importer(missing: &str, inputs: &[&Path], includes: &[&Path]) -> Option<(PathBuf, String)> {
+    let mut queue: std::collections::VecDeque<PathBuf> =
+        inputs.iter().map(|p| p.to_path_buf()).collect();
+    let mut seen = std::collections::HashSet::new();
+    while let Some(file) = queue.pop_front() {
+        if !seen.insert(file.clone()) || seen.len() > 1000 {
+            continue;
+        }
+        let Ok(text) = std::fs::read_to_string(&file) else {
+            continue;
+        };
+        for (path, pos) in imports(&text) {
+            if path == missing {
+                return Some((file, pos));
+            }
+            if let Some(found) = includes.iter().map(|i| i.join(&path)).find(|p| p.is_file()) {
+                queue.push_back(found);
+            }
+        }
+    }
+    None
 }
 
 fn reformat_parser_error(text: &str) -> String {
@@ -173,6 +251,66 @@ pub(crate) fn io_at(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> 
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn imports_are_found_with_their_positions() {
+        let text = "syntax = \"proto3\";\n// import \"no.proto\";\n  import public \"a/b.proto\";\nimport \"c.proto\"; // x\n";
+        assert_eq!(
+            super::imports(text),
+            vec![
+                ("a/b.proto".to_owned(), "3:3".to_owned()),
+                ("c.proto".to_owned(), "4:1".to_owned())
+            ]
+        );
+        assert_eq!(
+            super::missing_import(
+                "protobuf path `common/t.proto` is not found in import path [\"/x\"]"
+            ),
+            Some("common/t.proto")
+        );
+        assert_eq!(super::missing_import("a.proto:1:1: expecting `;`"), None);
+    }
+
+    #[test]
+    fn a_missing_import_names_the_file_and_line_that_imports_it() {
+        let dir = std::env::temp_dir().join(format!("cf-codegen-import-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let a = dir.join("a.proto");
+        let b = dir.join("b.proto");
+        std::fs::write(
+            &a,
+            "syntax = \"proto3\";\nimport \"b.proto\";\nmessage A { B b = 1; }\n",
+        )
+        .unwrap();
+        std::fs::write(
+            &b,
+            "syntax = \"proto3\";\n\nimport \"gone/c.proto\";\nmessage B {}\n",
+        )
+        .unwrap();
+        // Directly: b.proto imports the missing file.
+        let err = crate::Schema::load(&[&b], &[&dir]).err().unwrap();
+        let text = err.to_string();
+        assert_eq!(err.kind(), crate::ErrorKind::Parse, "{text}");
+        assert!(
+            text.starts_with(&format!("{}:3:1: ", b.display())),
+            "{text}"
+        );
+        assert!(
+            text.contains("gone/c.proto") && text.contains("(`-I`)"),
+            "{text}"
+        );
+        assert!(text.contains("3 | import \"gone/c.proto\";"), "{text}");
+        // Through an import: a.proto is fine, the file it imports is not.
+        let text = crate::Schema::load(&[&a], &[&dir])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            text.starts_with(&format!("{}:3:1: ", b.display())),
+            "{text}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn parser_errors_start_with_file_line_col() {
         assert_eq!(

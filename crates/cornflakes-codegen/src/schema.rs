@@ -282,7 +282,11 @@ impl Schema {
             .includes(includes.iter().map(|p| p.as_ref()))
             .inputs(inputs.iter().map(|p| p.as_ref()))
             .parse_and_typecheck()
-            .map_err(Error::from_parser)?;
+            .map_err(|e| {
+                let inputs: Vec<&Path> = inputs.iter().map(|p| p.as_ref()).collect();
+                let includes: Vec<&Path> = includes.iter().map(|p| p.as_ref()).collect();
+                Error::from_parser(e).name_importer(&inputs, &includes)
+            })?;
         let inputs: Vec<String> = parsed
             .relative_paths
             .iter()
