@@ -68,7 +68,8 @@ seeds() {
   case $1 in
     decode_generated | decode_dynamic | differential) echo fuzz/seeds/objects ;;
     json_encode) echo fuzz/seeds/json ;;
-    proto_parse) echo fuzz/seeds/proto ;;
+    # The project's own .proto files where they live (no copies), plus derived variants.
+    proto_parse) echo schemas crates/cornflakes-codegen/gen-tests/protos fuzz/seeds/proto ;;
     stack_frame) echo fuzz/seeds/frames ;;
     stack_sequence) echo fuzz/seeds/sequences ;;
     mlx5_completions) echo fuzz/seeds/mlx5 ;;

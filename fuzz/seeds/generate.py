@@ -121,15 +121,13 @@ for i, name in enumerate(MESSAGES):
 write("objects", "spec-example1", bytes([MESSAGES.index("examples.GetM")]) + vector("example1.hex"))
 write("objects", "spec-example2", bytes([MESSAGES.index("examples.Outer")]) + vector("example2.hex"))
 
-# .proto sources: the project's schemas and test schemas.
-for path in [os.path.join(SCHEMAS, "kv.proto"), os.path.join(SCHEMAS, "echo.proto"),
-             os.path.join(PROTOS, "legacy.proto"), os.path.join(PROTOS, "examples.proto")]:
-    write("proto", os.path.basename(path), open(path, "rb").read())
+# .proto sources: scripts/fuzz.sh gives proto_parse the project's schema directories
+# (schemas/, the codegen test protos) as seeds where they are; only this derived variant is
+# written here: features.proto made self-contained (the import is not next to a fuzz input).
 feat = open(os.path.join(PROTOS, "features.proto")).read()
-# Self-contained (the import is not next to the fuzz input).
 feat = feat.replace('import "common/types.proto";\n', "").replace("common.Color", "int32") \
            .replace("common.Point", "Nested")
-write("proto", "features.proto", feat.encode())
+write("proto", "features-self-contained.proto", feat.encode())
 
 # Frames: valid Ethernet/IPv4/UDP + framing to the fuzz stack (fuzz/src/frames.rs).
 LOCAL_MAC, LOCAL_IP, LOCAL_PORT = bytes([2, 0, 0, 0, 0, 1]), bytes([10, 0, 0, 1]), 4791
