@@ -129,10 +129,7 @@ pub fn serve_cores(
     )?;
     let sum = crate::nic::serve_until(running, cfg.serialization, stop)?;
     if let Ok(p) = prog.stats() {
-        eprintln!(
-            "[server] XDP program: redirected={} arp={} passed={} misteered={}",
-            p.redirected, p.arp, p.passed, p.misteered
-        );
+        eprintln!("[server] XDP program: {p}");
     }
     drop(prog);
     Ok(sum)
