@@ -444,10 +444,7 @@ fn xdp_cores(
     }
     let per_core = running.serve_until(stop, "[server]")?;
     if let Ok(p) = prog.stats() {
-        eprintln!(
-            "[server] XDP program: redirected={} arp={} passed={} misteered={}",
-            p.redirected, p.arp, p.passed, p.misteered
-        );
+        eprintln!("[server] XDP program: {p}");
     }
     drop(prog);
     Ok(echo::server::ServerStats::sum(&per_core))

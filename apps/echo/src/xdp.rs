@@ -12,6 +12,7 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::Duration;
 
 use cornflakes_stack::wire::MacAddr;
+use datapath_xdp::bpf::ProgramStats;
 use datapath_xdp::{XdpConfig, XdpDatapath};
 use netns_harness::{ChildServer, HostVeth, Suite};
 
@@ -111,21 +112,48 @@ impl ServerProcess {
         let mut stats = ServerStats::default();
         for line in &lines {
             if let Some(done) = line.split(" done: ").nth(1) {
-                for kv in done.split_whitespace() {
-                    let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
-                    let n = || v.trim_end_matches("ns").parse::<u64>().unwrap_or(0);
-                    match k {
-                        "received" => stats.received = n(),
-                        "echoed" => stats.echoed = n(),
-                        "malformed" => stats.malformed = n(),
-                        "send_failed" => stats.send_failed = n(),
-                        // Only the median crossed the process boundary: one sample of it.
-                        "work_p50" => stats.work.record(Duration::from_nanos(n())),
-                        _ => {}
-                    }
-                }
+                stats = parse_counters(done);
             }
         }
         Ok(stats)
     }
+}
+
+/// Each core's final counters from the lines of an `echo server --cores N` child
+/// ([`ChildServer::stop`]: `[server] core i: received=… echoed=…`), by core index; empty for
+/// one core.
+pub fn parse_core_stats(lines: &[String]) -> Vec<ServerStats> {
+    percore::core_lines(lines, "[server]")
+        .into_iter()
+        .map(parse_counters)
+        .collect()
+}
+
+/// The XDP program's counters an `echo server --datapath xdp --cores N` child printed when it
+/// stopped (`[server] XDP program: redirected=… misteered=…`), if it printed them.
+pub fn parse_program_stats(lines: &[String]) -> Option<Result<ProgramStats, String>> {
+    lines
+        .iter()
+        .find_map(|l| l.strip_prefix("[server] XDP program: "))
+        .map(str::parse)
+}
+
+/// `received=… echoed=… …` (the [`ServerStats`] display) back into counters; the histogram
+/// crosses the process boundary as one sample, its median.
+fn parse_counters(text: &str) -> ServerStats {
+    let mut stats = ServerStats::default();
+    for kv in text.split_whitespace() {
+        let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+        let n = || v.trim_end_matches("ns").parse::<u64>().unwrap_or(0);
+        match k {
+            "received" => stats.received = n(),
+            "echoed" => stats.echoed = n(),
+            "malformed" => stats.malformed = n(),
+            "send_failed" => stats.send_failed = n(),
+            "io_errors" => stats.io_errors = n(),
+            "work_p50" => stats.work.record(Duration::from_nanos(n())),
+            _ => {}
+        }
+    }
+    stats
 }

@@ -78,12 +78,8 @@ fn bench_runs_over_af_xdp_and_verifies_every_reply() {
         .nth(1)
         .and_then(|s| s.split_whitespace().next())
         .expect("namespace reported");
-    let list = Command::new("ip").args(["netns", "list"]).output().unwrap();
-    let list = String::from_utf8_lossy(&list.stdout);
     assert!(
-        !list
-            .lines()
-            .any(|l| l.split_whitespace().next() == Some(name)),
+        !netns_harness::namespace_exists(name).unwrap(),
         "{name} left behind"
     );
     let _ = std::fs::remove_dir_all(&dir);

@@ -129,10 +129,7 @@ pub fn serve_cores(
     )?;
     let sum = crate::nic::serve_until(running, cfg.serialization, stop)?;
     if let Ok(p) = prog.stats() {
-        eprintln!(
-            "[server] XDP program: redirected={} arp={} passed={} misteered={}",
-            p.redirected, p.arp, p.passed, p.misteered
-        );
+        eprintln!("[server] XDP program: {p}");
     }
     drop(prog);
     Ok(sum)
@@ -154,23 +151,10 @@ pub fn parse_stats(lines: &[String]) -> ServerStats {
 /// Each core's final counters from a `--cores N` child's lines (`[server] core i: …`), by
 /// core index (empty for a single-core server).
 pub fn parse_core_stats(lines: &[String]) -> Vec<ServerStats> {
-    let mut per_core = Vec::new();
-    for l in lines {
-        let Some((core, counters)) = l
-            .strip_prefix("[server] core ")
-            .and_then(|r| r.split_once(": "))
-        else {
-            continue;
-        };
-        let Ok(i) = core.parse::<usize>() else {
-            continue;
-        };
-        if per_core.len() <= i {
-            per_core.resize_with(i + 1, ServerStats::default);
-        }
-        per_core[i] = parse_counters(counters);
-    }
-    per_core
+    percore::core_lines(lines, "[server]")
+        .into_iter()
+        .map(parse_counters)
+        .collect()
 }
 
 /// `received=… replied=… …` (the [`ServerStats`] display) back into counters.

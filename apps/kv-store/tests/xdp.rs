@@ -287,69 +287,63 @@ fn two_af_xdp_cores_answer_each_key_from_its_owner() {
             .collect()
     };
     let (client_ip, server_ip) = (ns.client_ip, ns.server_ip);
-    let results: Vec<u64> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..N)
-            .map(|core| {
-                let (mine, cpu) = (owned(core), cpus[core]);
-                // A key of the other core, sent (once, by core 0's client) to core 0.
-                let stray = owned(1).into_iter().next().unwrap();
-                s.spawn(move || {
-                    percore::pin_current_thread(cpu).expect("pin the client thread");
-                    let to = SocketAddrV4::new(server_ip, BASE + core as u16);
-                    let mut sc = SocketConfig::new(SocketAddrV4::new(client_ip, 0));
-                    sc.memory = memory_config(16 * 1024, 16 << 20);
-                    let mut dp = SocketDatapath::new(sc).unwrap();
-                    let conn = dp.connect(to).unwrap();
-                    let mut c = Client {
-                        dp,
-                        ser,
-                        requests: common::Requests::new(conn, ser),
-                    };
-                    let mut sent = 0u64;
-                    let mut call = |op: &Op| {
-                        sent += 1;
-                        // `Client::call` checks the reply came on this connection: from this
-                        // core's address and port.
-                        c.call(op)
-                    };
-                    for k in &mine {
-                        let put = Op::Put {
-                            key: k.clone(),
-                            val: format!("value of {k}").into_bytes(),
-                        };
-                        assert_eq!(call(&put), common::st(kv_store::Status::Ok), "{k}");
-                    }
-                    for k in &mine {
-                        let want = common::ok(vec![format!("value of {k}").into_bytes()]);
-                        assert_eq!(call(&Op::Get { key: k.clone() }), want, "{k}");
-                    }
-                    let getm = Op::GetM {
-                        keys: mine[..8].to_vec(),
-                    };
-                    let mut want = common::ok(
-                        mine[..8]
-                            .iter()
-                            .map(|k| format!("value of {k}").into_bytes())
-                            .collect(),
-                    );
-                    want.statuses = vec![kv_store::Status::Ok; 8];
-                    assert_eq!(call(&getm), want);
-                    if core == 0 {
-                        // Not this core's key: its shard does not have it, and counts it.
-                        let r = call(&Op::Get { key: stray });
-                        assert_eq!(r, common::st(kv_store::Status::NotFound));
-                    }
-                    // Nothing else may arrive: no request answered twice.
-                    std::thread::sleep(Duration::from_millis(200));
-                    let mut rx: Vec<RxMsg> = Vec::new();
-                    c.dp.recv_burst(&mut rx).unwrap();
-                    assert!(rx.is_empty(), "core {core}: {} extra replies", rx.len());
-                    sent
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    });
+    // A key of core 1, sent (once, by core 0's client) to core 0.
+    let stray = owned(1).into_iter().next().unwrap();
+    // Client thread `core` runs on the CPU whose transmit queue reaches core `core`'s queue.
+    let results: Vec<u64> = netns_harness::host::on_queue_cpus(&cpus[..N], |core| {
+        let mine = owned(core);
+        let to = SocketAddrV4::new(server_ip, BASE + core as u16);
+        let mut sc = SocketConfig::new(SocketAddrV4::new(client_ip, 0));
+        sc.memory = memory_config(16 * 1024, 16 << 20);
+        let mut dp = SocketDatapath::new(sc).unwrap();
+        let conn = dp.connect(to).unwrap();
+        let mut c = Client {
+            dp,
+            ser,
+            requests: common::Requests::new(conn, ser),
+        };
+        let mut sent = 0u64;
+        let mut call = |op: &Op| {
+            sent += 1;
+            // `Client::call` checks the reply came on this connection: from this
+            // core's address and port.
+            c.call(op)
+        };
+        for k in &mine {
+            let put = Op::Put {
+                key: k.clone(),
+                val: format!("value of {k}").into_bytes(),
+            };
+            assert_eq!(call(&put), common::st(kv_store::Status::Ok), "{k}");
+        }
+        for k in &mine {
+            let want = common::ok(vec![format!("value of {k}").into_bytes()]);
+            assert_eq!(call(&Op::Get { key: k.clone() }), want, "{k}");
+        }
+        let getm = Op::GetM {
+            keys: mine[..8].to_vec(),
+        };
+        let mut want = common::ok(
+            mine[..8]
+                .iter()
+                .map(|k| format!("value of {k}").into_bytes())
+                .collect(),
+        );
+        want.statuses = vec![kv_store::Status::Ok; 8];
+        assert_eq!(call(&getm), want);
+        if core == 0 {
+            // Not this core's key: its shard does not have it, and counts it.
+            let r = call(&Op::Get { key: stray.clone() });
+            assert_eq!(r, common::st(kv_store::Status::NotFound));
+        }
+        // Nothing else may arrive: no request answered twice.
+        std::thread::sleep(Duration::from_millis(200));
+        let mut rx: Vec<RxMsg> = Vec::new();
+        c.dp.recv_burst(&mut rx).unwrap();
+        assert!(rx.is_empty(), "core {core}: {} extra replies", rx.len());
+        sent
+    })
+    .expect("one client thread per queue, pinned");
     let lines = server.stop().expect("the server exits cleanly");
     let per_core = kv_store::xdp::parse_core_stats(&lines);
     assert_eq!(per_core.len(), N, "{lines:#?}");

@@ -93,6 +93,55 @@ pub struct ProgramStats {
     pub misteered: u64,
 }
 
+/// `redirected=… arp=… passed=… misteered=…`: how the servers print the program's counters
+/// when they stop, and what [`FromStr`](std::str::FromStr) reads back.
+impl std::fmt::Display for ProgramStats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "redirected={} arp={} passed={} misteered={}",
+            self.redirected, self.arp, self.passed, self.misteered
+        )
+    }
+}
+
+/// Parses the [`Display`](std::fmt::Display) form (e.g. from a server's output); every
+/// counter must be there.
+impl std::str::FromStr for ProgramStats {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<ProgramStats, String> {
+        let mut got = [None; 4];
+        for kv in s.split_whitespace() {
+            let (k, v) = kv
+                .split_once('=')
+                .ok_or_else(|| format!("XDP program counters {s:?}: `{kv}` is not NAME=N"))?;
+            let slot = match k {
+                "redirected" => 0,
+                "arp" => 1,
+                "passed" => 2,
+                "misteered" => 3,
+                _ => continue,
+            };
+            let n = v
+                .parse::<u64>()
+                .map_err(|e| format!("XDP program counters {s:?}: {k}={v:?}: {e}"))?;
+            got[slot] = Some(n);
+        }
+        let [Some(redirected), Some(arp), Some(passed), Some(misteered)] = got else {
+            return Err(format!(
+                "XDP program counters {s:?}: expected redirected=, arp=, passed= and misteered="
+            ));
+        };
+        Ok(ProgramStats {
+            redirected,
+            arp,
+            passed,
+            misteered,
+        })
+    }
+}
+
 fn neg_errno(r: c_int, what: &str) -> io::Result<c_int> {
     if r < 0 {
         let e = io::Error::from_raw_os_error(-r);
@@ -322,5 +371,30 @@ impl Drop for XdpProgram {
         // SAFETY: the object came from `bpf_object__open_mem` and is closed exactly once; map
         // fds obtained from it are not used after this.
         unsafe { bpf_object__close(self.obj.as_ptr()) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ProgramStats;
+
+    #[test]
+    fn program_counters_print_and_parse_back() {
+        let p = ProgramStats {
+            redirected: 12,
+            arp: 1,
+            passed: 3,
+            misteered: 4,
+        };
+        assert_eq!(p.to_string(), "redirected=12 arp=1 passed=3 misteered=4");
+        assert_eq!(p.to_string().parse::<ProgramStats>(), Ok(p));
+        let e = "redirected=1 arp=2 passed=3"
+            .parse::<ProgramStats>()
+            .unwrap_err();
+        assert!(e.contains("misteered="), "{e}");
+        let e = "redirected=x arp=2 passed=3 misteered=0"
+            .parse::<ProgramStats>()
+            .unwrap_err();
+        assert!(e.contains("redirected=\"x\""), "{e}");
     }
 }

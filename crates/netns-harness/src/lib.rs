@@ -103,6 +103,13 @@ impl Suite {
         })
     }
 
+    /// [`Self::skip_reason`], and also why AF_XDP cannot run: the kernel refuses to create an
+    /// AF_XDP socket (built without `CONFIG_XDP_SOCKETS`, or forbidden here). `None` when a
+    /// test of an AF_XDP server can run.
+    pub fn xdp_skip_reason(&self) -> Option<String> {
+        self.skip_reason().or_else(|| af_xdp_unavailable().err())
+    }
+
     fn reason(&self, root: bool, runs: impl Fn(&str, &str) -> bool) -> Option<String> {
         if !root {
             return Some(format!(
@@ -139,6 +146,27 @@ impl Suite {
         use std::io::Write;
         let _ = writeln!(io::stderr(), "SKIPPED {test}: {why}");
     }
+}
+
+/// Whether this kernel lets the caller create an AF_XDP socket; the error says why not.
+fn af_xdp_unavailable() -> Result<(), String> {
+    // SAFETY: socket(2) takes no pointers; a non-negative result is a descriptor we now own.
+    let fd = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        let e = io::Error::last_os_error();
+        return Err(format!("the kernel refuses an AF_XDP socket ({e})"));
+    }
+    // SAFETY: `fd` was just returned by socket(2) and nothing else owns it.
+    drop(unsafe { OwnedFd::from_raw_fd(fd) });
+    Ok(())
+}
+
+/// Whether a network namespace named `name` exists (`ip netns list`): how a test checks that
+/// it left none behind.
+pub fn namespace_exists(name: &str) -> io::Result<bool> {
+    Ok(run(&["netns", "list"])?
+        .lines()
+        .any(|l| l.split_whitespace().next() == Some(name)))
 }
 
 /// Runs `ip` with `args` and returns its stdout, or an error with its stderr.

@@ -397,6 +397,32 @@ impl<R: Send + 'static, S: Send + 'static> Cores<R, S> {
     }
 }
 
+/// The counters [`Cores::serve_until`] printed, read back from a server's output `lines`:
+/// for each `{label} core i: COUNTERS` line, `COUNTERS` at index *i* (a later line for the
+/// same core replaces an earlier one; a core without a line gets `""`). Empty when no line
+/// has the prefix (a one-core server prints none). How tests and benchmarks read a child
+/// server's per-core counters.
+pub fn core_lines<'a>(lines: &'a [String], label: &str) -> Vec<&'a str> {
+    let prefix = format!("{label} core ");
+    let mut per_core = Vec::new();
+    for l in lines {
+        let Some((core, counters)) = l
+            .strip_prefix(prefix.as_str())
+            .and_then(|r| r.split_once(": "))
+        else {
+            continue;
+        };
+        let Ok(i) = core.parse::<usize>() else {
+            continue;
+        };
+        if per_core.len() <= i {
+            per_core.resize(i + 1, "");
+        }
+        per_core[i] = counters;
+    }
+    per_core
+}
+
 impl<R, S> fmt::Debug for Cores<R, S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Cores")
@@ -426,6 +452,28 @@ pub fn core_addr(
 mod tests {
     use super::*;
     use std::sync::atomic::AtomicU64;
+
+    #[test]
+    fn core_lines_read_back_what_serve_until_printed() {
+        let lines: Vec<String> = [
+            "[server] ready",
+            "[server] core 1: received=4 echoed=4",
+            "[server] core 0: received=2 echoed=2",
+            "[server] core x: received=9",
+            "[other] core 0: received=7",
+            "[server] done: received=6",
+        ]
+        .map(str::to_owned)
+        .to_vec();
+        assert_eq!(
+            core_lines(&lines, "[server]"),
+            ["received=2 echoed=2", "received=4 echoed=4"]
+        );
+        assert_eq!(core_lines(&lines, "[other]"), ["received=7"]);
+        assert!(core_lines(&lines[..1], "[server]").is_empty());
+        let gap = ["[server] core 1: a=1".to_owned()];
+        assert_eq!(core_lines(&gap, "[server]"), ["", "a=1"]);
+    }
 
     #[test]
     fn too_many_cores_is_a_clear_error() {
