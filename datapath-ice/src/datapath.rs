@@ -305,7 +305,8 @@ pub fn open(dpdk_args: &str, addr: SocketAddrV4, mtu: usize) -> io::Result<IceDa
 
 /// As [`open`], for `cores` server cores sharing the port: one RX/TX queue pair each, core
 /// `i` answering at `addr`'s IP and UDP port `addr.port() + i`. Then call
-/// [`CorePort::open_core`](crate::cores::CorePort::open_core)`(i)` on each core's thread:
+/// [`CorePort::open_core`](crate::cores::CorePort::open_core)`(i)` on each core's thread (a
+/// server: [`spawn_cores`] does both, on pinned threads):
 ///
 /// ```text
 /// let port = datapath_ice::datapath::open_cores(dpdk_args, bind, mtu, n)?;
