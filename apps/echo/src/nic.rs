@@ -1,9 +1,12 @@
 //! `echo server --datapath mlx5 | ice`: the echo server on a kernel-bypass NIC.
 //!
 //! Each datapath is behind the cargo feature of the same name (they need rdma-core or DPDK at
-//! build time, and the NIC at run time). The server loop is the same generic
-//! [`EchoServer`](crate::server::EchoServer) as over sockets; a NIC has no file descriptor to
-//! sleep on, so an idle server spins and yields.
+//! build time, and the NIC at run time). Opening the device, and for `--cores N` opening,
+//! pinning and spawning one queue set per core, is the NIC crate's (`hw::open_server`,
+//! `hw::spawn_server_cores`; `datapath::open`, `datapath::spawn_cores`), shared with the KV
+//! server: this module picks the NIC and runs the echo server on it. The server loop is the
+//! same generic [`EchoServer`](crate::server::EchoServer) as over sockets; a NIC has no file
+//! descriptor to sleep on, so an idle server spins and yields.
 
 use std::net::SocketAddrV4;
 use std::sync::atomic::AtomicBool;

@@ -2,7 +2,9 @@
 //!
 //! Each datapath is behind the cargo feature of the same name (rdma-core or DPDK at build
 //! time, the NIC at run time); opening the device is the NIC crate's (`hw::open_server`,
-//! `datapath::open`), shared with the echo server. The server loop is the same generic
+//! `datapath::open`), shared with the echo server, and so is opening, pinning and spawning
+//! `--cores N` (`hw::spawn_server_cores`, `datapath::spawn_cores`): this module has only the
+//! choice of NIC and the KV server each core runs. The server loop is the same generic
 //! [`KvServer`] as over sockets; a NIC has no file descriptor to sleep on, so an idle server
 //! spins and yields.
 
