@@ -12,6 +12,9 @@
 //!                                             // the flow rules
 //! ```
 //!
+//! A server uses [`crate::datapath::spawn_cores`], which does this on N pinned `percore`
+//! threads and runs the caller's per-core server on each core's datapath.
+//!
 //! Core `i` answers at `cfg.addr`'s IP and UDP port `cfg.addr.port() + i`. Without flow
 //! rules (PMDs without `rte_flow`, such as the virtual devices: [`CorePort::steering`] says
 //! so) a NIC delivers everything to queue 0, and a frame reaching a core whose port it does

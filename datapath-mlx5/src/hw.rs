@@ -491,6 +491,46 @@ pub fn open_server_core(
     open_server_with(&hw, bind, mtu, min_item, extra_bytes).map_err(|e| format!("core {core}: {e}"))
 }
 
+/// `cc.cores` share-nothing server cores on one port of ConnectX `device` (`percore`: one
+/// thread per core, pinned unless `cc.pin` is off): on core *i*'s own thread,
+/// [`open_server_core`]`(device, base, i, mtu, min_item, extra_bytes)` and then `serve(dp,
+/// core, ready, info)`, where `info` is what the core reports once set up: its address
+/// ([`percore::core_addr`]: `base`'s port plus *i*) and `ConnectX {device}, queue set {i}`.
+/// `serve` builds the core's server on `dp`, calls `ready.ready(info)`, polls until
+/// `core.stop()` and returns the core's counters. Returns when every core is ready; an error
+/// (from any core's opening or `serve`'s setup) stops the others and names the core.
+pub fn spawn_server_cores<S, F>(
+    device: &str,
+    base: std::net::SocketAddrV4,
+    mtu: usize,
+    min_item: usize,
+    extra_bytes: usize,
+    cc: &percore::CoresConfig,
+    serve: F,
+) -> Result<percore::Cores<percore::QueueInfo, S>, String>
+where
+    S: Send + 'static,
+    F: Fn(
+            Mlx5Datapath<HwQueues>,
+            &percore::Core,
+            percore::Ready<percore::QueueInfo>,
+            percore::QueueInfo,
+        ) -> Result<S, String>
+        + Send
+        + Sync
+        + 'static,
+{
+    let device = device.to_owned();
+    percore::Cores::spawn(cc, move |core, ready| {
+        let i = core.index();
+        let addr = percore::core_addr(base, i)?;
+        // On this core's thread: the datapath and its pinned memory are `!Send`.
+        let dp = open_server_core(&device, base, i, mtu, min_item, extra_bytes)?;
+        let what = format!("ConnectX {device}, queue set {i}");
+        serve(dp, &core, ready, (addr, what))
+    })
+}
+
 fn open_server_with(
     hw: &HwConfig,
     bind: std::net::SocketAddrV4,

@@ -90,6 +90,91 @@ mod hw {
     }
 
     #[test]
+    fn spawning_cores_on_a_missing_device_names_the_core_and_serves_nothing() {
+        // The many-core servers' spawner (`--datapath mlx5 --cores N`): each core opens its
+        // own queue set on its own pinned thread; a failure stops the others and says which
+        // core and device, and the caller's server never starts.
+        let base = SocketAddrV4::new(Ipv4Addr::new(192, 0, 2, 1), 7000);
+        let n = percore::allowed_cores().unwrap().len().min(2);
+        let cc = percore::CoresConfig::new("mlx5-spawn-test", n);
+        let served = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = served.clone();
+        let err = hw::spawn_server_cores(
+            "no-such-mlx5-device",
+            base,
+            1500,
+            0,
+            0,
+            &cc,
+            move |_, _, _, _| {
+                flag.store(true, std::sync::atomic::Ordering::Relaxed);
+                Ok(())
+            },
+        )
+        .expect_err("spawning cores on a device that does not exist fails");
+        assert!(
+            (0..n).any(|i| err.starts_with(&format!("server core {i}: core {i}: "))),
+            "{err}"
+        );
+        assert!(
+            err.contains("opening ConnectX device \"no-such-mlx5-device\""),
+            "{err}"
+        );
+        assert!(!served.load(std::sync::atomic::Ordering::Relaxed));
+        // More cores than CPUs: refused before any device is opened.
+        let cc = percore::CoresConfig::new(
+            "mlx5-spawn-test",
+            percore::allowed_cores().unwrap().len() + 1,
+        );
+        let err = hw::spawn_server_cores(
+            "no-such-mlx5-device",
+            base,
+            1500,
+            0,
+            0,
+            &cc,
+            |_, _, _, _| Ok(()),
+        )
+        .expect_err("too many cores");
+        assert!(err.contains("server cores asked for"), "{err}");
+    }
+
+    #[test]
+    fn spawned_cores_on_hardware() {
+        let Some(dev) = device() else { return };
+        let Some(ip) = env::var("CORNFLAKES_MLX5_IP")
+            .ok()
+            .and_then(|s| s.parse().ok())
+        else {
+            eprintln!("SKIPPED: spawned cores on hardware: set CORNFLAKES_MLX5_IP as well");
+            return;
+        };
+        if percore::allowed_cores().unwrap().len() < 2 {
+            eprintln!("SKIPPED: spawned cores on hardware: two pinned cores need 2 CPUs");
+            return;
+        }
+        let base = SocketAddrV4::new(ip, 7000);
+        let cc = percore::CoresConfig::new("mlx5-spawn-test", 2);
+        let running =
+            hw::spawn_server_cores(&dev, base, 1500, 0, 0, &cc, |dp, core, ready, info| {
+                let local = dp.local_addr();
+                ready.ready(info);
+                while !core.stop().load(std::sync::atomic::Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                Ok(local)
+            })
+            .unwrap_or_else(|e| panic!("{e}"));
+        let ready = running.ready().to_vec();
+        let local = running.stop().expect("cores stop");
+        for i in 0..2 {
+            let addr = SocketAddrV4::new(ip, 7000 + i as u16);
+            assert_eq!(ready[i], (addr, format!("ConnectX {dev}, queue set {i}")));
+            assert_eq!(local[i], addr);
+        }
+    }
+
+    #[test]
     fn cores_of_one_port_on_hardware() {
         let Some(dev) = device() else { return };
         let ip: Ipv4Addr = match env::var("CORNFLAKES_MLX5_IP")

@@ -1,9 +1,12 @@
 //! `echo server --datapath mlx5 | ice`: the echo server on a kernel-bypass NIC.
 //!
 //! Each datapath is behind the cargo feature of the same name (they need rdma-core or DPDK at
-//! build time, and the NIC at run time). The server loop is the same generic
-//! [`EchoServer`](crate::server::EchoServer) as over sockets; a NIC has no file descriptor to
-//! sleep on, so an idle server spins and yields.
+//! build time, and the NIC at run time). Opening the device, and for `--cores N` opening,
+//! pinning and spawning one queue set per core, is the NIC crate's (`hw::open_server`,
+//! `hw::spawn_server_cores`; `datapath::open`, `datapath::spawn_cores`), shared with the KV
+//! server: this module picks the NIC and runs the echo server on it. The server loop is the
+//! same generic [`EchoServer`](crate::server::EchoServer) as over sockets; a NIC has no file
+//! descriptor to sleep on, so an idle server spins and yields.
 
 use std::net::SocketAddrV4;
 use std::sync::atomic::AtomicBool;
@@ -184,22 +187,22 @@ pub fn serve_cores(
 }
 
 /// Running NIC server cores: each reported its address and a description of its queue.
-type NicCores = percore::Cores<(SocketAddrV4, String), ServerStats>;
+type NicCores = percore::Cores<percore::QueueInfo, ServerStats>;
 
-/// One core's server on its own datapath `dp`: says it is ready, then polls until stopped
-/// (a NIC has no file descriptor to sleep on: an idle core yields).
+/// One core's server on its own datapath `dp` (opened on this core's thread by the NIC
+/// crate's spawner): says it is ready with `info`, then polls until stopped (a NIC has no file
+/// descriptor to sleep on: an idle core yields).
 #[cfg(any(feature = "mlx5", feature = "ice"))]
 fn serve_core<D: Datapath>(
     dp: D,
     cfg: ServerConfig,
     core: &percore::Core,
-    ready: percore::Ready<(SocketAddrV4, String)>,
-    addr: SocketAddrV4,
-    what: String,
+    ready: percore::Ready<percore::QueueInfo>,
+    info: percore::QueueInfo,
     report: Option<Duration>,
 ) -> Result<ServerStats, String> {
     let mut server = crate::server::EchoServer::new(dp, cfg)?;
-    ready.ready((addr, what));
+    ready.ready(info);
     percore::poll_loop(
         &mut server,
         core.stop(),
@@ -219,15 +222,15 @@ fn mlx5_cores(
     cc: &percore::CoresConfig,
     report: Option<Duration>,
 ) -> Result<NicCores, String> {
-    let device = device.to_owned();
-    percore::Cores::spawn(cc, move |core, ready| {
-        let i = core.index();
-        let addr = percore::core_addr(bind, i)?;
-        // On this core's thread: the datapath and its pinned memory are `!Send`.
-        let dp = datapath_mlx5::hw::open_server_core(&device, bind, i, mtu, 0, 0)?;
-        let what = format!("ConnectX {device}, queue set {i}");
-        serve_core(dp, cfg, &core, ready, addr, what, report)
-    })
+    datapath_mlx5::hw::spawn_server_cores(
+        device,
+        bind,
+        mtu,
+        0,
+        0,
+        cc,
+        move |dp, core, ready, info| serve_core(dp, cfg, core, ready, info, report),
+    )
 }
 
 #[cfg(not(feature = "mlx5"))]
@@ -251,30 +254,14 @@ fn ice_cores(
     cc: &percore::CoresConfig,
     report: Option<Duration>,
 ) -> Result<NicCores, String> {
-    // The cores' CPUs, chosen before the EAL pins this thread to its main lcore.
-    let cc = cc.clone().on_cpus(percore::cpus_for(cc.cores)?);
-    // Starts the EAL, claims the port and configures one queue pair per core; each core then
-    // sets up its own queue pair, memory and pools on its own thread.
-    let port = datapath_ice::datapath::open_cores(dpdk_args, bind, mtu, cc.cores).map_err(|e| {
-        format!(
-            "starting DPDK with {dpdk_args:?} for {} cores: {e}",
-            cc.cores
-        )
-    })?;
-    let running = {
-        let port = port.clone();
-        let args = dpdk_args.to_owned();
-        percore::Cores::spawn(&cc, move |core, ready| {
-            let i = core.index();
-            let addr = percore::core_addr(bind, i)?;
-            let dp = port
-                .open_core(i)
-                .map_err(|e| format!("DPDK queue pair {i}: {e}"))?;
-            let what = format!("DPDK {args}, queue pair {i}");
-            serve_core(dp, cfg, &core, ready, addr, what, report)
-        })?
-    };
-    eprintln!("[server] DPDK steering: {:?}", port.steering());
+    let (running, steering) = datapath_ice::datapath::spawn_cores(
+        dpdk_args,
+        bind,
+        mtu,
+        cc,
+        move |dp, core, ready, info| serve_core(dp, cfg, core, ready, info, report),
+    )?;
+    eprintln!("[server] DPDK steering: {steering:?}");
     Ok(running)
 }
 

@@ -2,7 +2,9 @@
 //!
 //! Each datapath is behind the cargo feature of the same name (rdma-core or DPDK at build
 //! time, the NIC at run time); opening the device is the NIC crate's (`hw::open_server`,
-//! `datapath::open`), shared with the echo server. The server loop is the same generic
+//! `datapath::open`), shared with the echo server, and so is opening, pinning and spawning
+//! `--cores N` (`hw::spawn_server_cores`, `datapath::spawn_cores`): this module has only the
+//! choice of NIC and the KV server each core runs. The server loop is the same generic
 //! [`KvServer`] as over sockets; a NIC has no file descriptor to sleep on, so an idle server
 //! spins and yields.
 
@@ -139,21 +141,19 @@ const NO_ICE: &str = "--datapath ice needs the `ice` feature (DPDK: apt-get inst
 
 /// Running KV server cores on a NIC or AF_XDP: each reported its address and a description
 /// of its queue.
-pub type KvCores = percore::Cores<(SocketAddrV4, String), ServerStats>;
+pub type KvCores = percore::Cores<percore::QueueInfo, ServerStats>;
 
 /// One KV server core on its own datapath `dp` (opened on this core's thread): its store
 /// holds only its shard (`steer::core_of(key, N) = i`), loaded with the keys of `load` it owns;
-/// it reports ready with `addr` and `what`, then polls until stopped (no file descriptor to
-/// sleep on: an idle core yields).
-#[allow(clippy::too_many_arguments)]
+/// it reports ready with `info` (its address and queue), then polls until stopped (no file
+/// descriptor to sleep on: an idle core yields).
 pub fn serve_core<D: Datapath>(
     dp: D,
     cfg: ServerConfig,
     load: Option<&WorkloadConfig>,
     core: &percore::Core,
-    ready: percore::Ready<(SocketAddrV4, String)>,
-    addr: SocketAddrV4,
-    what: String,
+    ready: percore::Ready<percore::QueueInfo>,
+    info: percore::QueueInfo,
     report: Option<Duration>,
 ) -> Result<ServerStats, String> {
     let mut server = KvServer::new(dp, cfg).with_core(core.index(), core.count());
@@ -166,7 +166,7 @@ pub fn serve_core<D: Datapath>(
             core.index()
         );
     }
-    ready.ready((addr, what));
+    ready.ready(info);
     percore::poll_loop(
         &mut server,
         core.stop(),
@@ -228,15 +228,15 @@ fn mlx5_cores(
     cc: &percore::CoresConfig,
     report: Option<Duration>,
 ) -> Result<KvCores, String> {
-    let dev = dev.to_owned();
-    percore::Cores::spawn(cc, move |core, ready| {
-        let i = core.index();
-        let addr = percore::core_addr(bind, i)?;
-        // On this core's thread: the datapath and its pinned memory are `!Send`.
-        let dp = datapath_mlx5::hw::open_server_core(&dev, bind, i, mtu, max_item, 0)?;
-        let what = format!("ConnectX {dev}, queue set {i}");
-        serve_core(dp, cfg, load.as_ref(), &core, ready, addr, what, report)
-    })
+    datapath_mlx5::hw::spawn_server_cores(
+        dev,
+        bind,
+        mtu,
+        max_item,
+        0,
+        cc,
+        move |dp, core, ready, info| serve_core(dp, cfg, load.as_ref(), core, ready, info, report),
+    )
 }
 
 #[cfg(not(feature = "mlx5"))]
@@ -265,25 +265,11 @@ fn ice_cores(
     cc: &percore::CoresConfig,
     report: Option<Duration>,
 ) -> Result<KvCores, String> {
-    // The cores' CPUs, chosen before the EAL pins this thread to its main lcore.
-    let cc = cc.clone().on_cpus(percore::cpus_for(cc.cores)?);
-    // Starts the EAL, claims the port and configures one queue pair per core; each core then
-    // sets up its own queue pair, memory and pools on its own thread.
-    let port = datapath_ice::datapath::open_cores(args, bind, mtu, cc.cores)
-        .map_err(|e| format!("starting DPDK with {args:?} for {} cores: {e}", cc.cores))?;
-    let running = {
-        let (port, args) = (port.clone(), args.to_owned());
-        percore::Cores::spawn(&cc, move |core, ready| {
-            let i = core.index();
-            let addr = percore::core_addr(bind, i)?;
-            let dp = port
-                .open_core(i)
-                .map_err(|e| format!("DPDK queue pair {i}: {e}"))?;
-            let what = format!("DPDK {args}, queue pair {i}");
-            serve_core(dp, cfg, load.as_ref(), &core, ready, addr, what, report)
-        })?
-    };
-    eprintln!("[server] DPDK steering: {:?}", port.steering());
+    let (running, steering) =
+        datapath_ice::datapath::spawn_cores(args, bind, mtu, cc, move |dp, core, ready, info| {
+            serve_core(dp, cfg, load.as_ref(), core, ready, info, report)
+        })?;
+    eprintln!("[server] DPDK steering: {steering:?}");
     Ok(running)
 }
 

@@ -124,7 +124,7 @@ pub fn serve_cores(
             let dp = XdpDatapath::new(xc)
                 .map_err(|e| format!("AF_XDP on {ifname_owned} queue {i}: {e}"))?;
             let what = format!("AF_XDP on {ifname_owned} queue {i}");
-            crate::nic::serve_core(dp, cfg, load.as_ref(), &core, ready, addr, what, report)
+            crate::nic::serve_core(dp, cfg, load.as_ref(), &core, ready, (addr, what), report)
         },
     )?;
     let sum = crate::nic::serve_until(running, cfg.serialization, stop)?;
