@@ -237,7 +237,8 @@ fn server_cmd(mut a: Args) -> Result<(), String> {
             cornflakes::default_threshold()
         }
     };
-    let mtu = a.parse("--mtu")?.unwrap_or(DEFAULT_MTU);
+    let mtu_arg: Option<usize> = a.parse("--mtu")?;
+    let mtu = mtu_arg.unwrap_or(DEFAULT_MTU);
     let seconds = a.secs("--seconds")?;
     let spin = a.switch("--spin");
     let until_stdin_closes = a.switch("--until-stdin-closes");
@@ -277,7 +278,14 @@ fn server_cmd(mut a: Args) -> Result<(), String> {
         }
         let r = match datapath.as_str() {
             "socket" => socket_cores(cfg, socket_config(bind, mtu), cores, spin, stop, report),
-            "xdp" => xdp_server(ifname, peer, bind, cfg, cores, stop, report),
+            "xdp" => {
+                let x = XdpArgs {
+                    ifname,
+                    peer,
+                    mtu: mtu_arg,
+                };
+                xdp_server(x, bind, cfg, cores, stop, report)
+            }
             "mlx5" | "ice" => match &nic {
                 Some(nic) if cores > 1 => {
                     echo::nic::serve_cores(nic, bind, mtu, cfg, cores, stop, report)
@@ -356,18 +364,27 @@ fn calibrate_socket_cores(
     Ok(echo::server::ServerStats::sum(&per_core))
 }
 
-#[cfg(feature = "xdp")]
-fn xdp_server(
+/// What `--datapath xdp` takes from the command line: `--ifname`, `--peer IP=MAC` and an
+/// explicit `--mtu` (without it the interface's MTU applies).
+#[cfg_attr(not(feature = "xdp"), allow(dead_code))]
+struct XdpArgs {
     ifname: Option<String>,
     peer: Option<String>,
+    mtu: Option<usize>,
+}
+
+#[cfg(feature = "xdp")]
+fn xdp_server(
+    x: XdpArgs,
     bind: SocketAddrV4,
     cfg: ServerConfig,
     cores: usize,
     stop: &AtomicBool,
     report: Option<Duration>,
 ) -> Result<echo::server::ServerStats, String> {
-    let ifname = ifname.ok_or("--datapath xdp needs --ifname")?;
-    let peer = peer
+    let (ifname, mtu) = (x.ifname.ok_or("--datapath xdp needs --ifname")?, x.mtu);
+    let peer = x
+        .peer
         .map(|p| {
             let (ip, mac) = p.split_once('=').ok_or("--peer IP=MAC")?;
             let ip: Ipv4Addr = ip.parse().map_err(|e| format!("--peer {ip}: {e}"))?;
@@ -377,11 +394,15 @@ fn xdp_server(
         .transpose()?;
     use echo::server::IDLE_SPINS;
     if cores > 1 {
-        return xdp_cores(&ifname, peer, bind, cfg, cores, stop, report);
+        let xc = echo::xdp::config(&ifname, bind, peer, mtu);
+        return xdp_cores(xc, cfg, cores, stop, report);
     }
-    let mut server = echo::xdp::server(&ifname, bind, peer, cfg)?;
+    let dp = echo::xdp::datapath(&ifname, bind, peer, mtu)
+        .map_err(|e| format!("AF_XDP on {ifname}: {e}"))?;
+    let ip_mtu = cornflakes::datapath::Transmit::mtu(&dp);
+    let mut server = echo::server::EchoServer::new(dp, cfg)?;
     eprintln!(
-        "{} {} on {bind} (AF_XDP on {ifname})",
+        "{} {} on {bind} (AF_XDP on {ifname}, IP MTU {ip_mtu})",
         echo::xdp::READY,
         cfg.mode
     );
@@ -396,17 +417,16 @@ fn xdp_server(
 /// `ethtool -N`; docs/cores.md, docs/xdp.md).
 #[cfg(feature = "xdp")]
 fn xdp_cores(
-    ifname: &str,
-    peer: Option<(Ipv4Addr, cornflakes_stack::wire::MacAddr)>,
-    bind: SocketAddrV4,
+    base: datapath_xdp::XdpConfig,
     cfg: ServerConfig,
     cores: usize,
     stop: &AtomicBool,
     report: Option<Duration>,
 ) -> Result<echo::server::ServerStats, String> {
     let n = u16::try_from(cores).map_err(|_| format!("--cores {cores}: too many"))?;
+    let (ifname, bind) = (base.ifname.clone(), base.addr);
     // The program stays attached (on this thread) until every core has stopped.
-    let prog = datapath_xdp::bpf::XdpProgram::for_cores(ifname, bind.port(), n)
+    let prog = datapath_xdp::bpf::XdpProgram::for_cores(&ifname, bind.port(), n)
         .map_err(|e| format!("AF_XDP on {ifname}: {e}"))?;
     let shared = prog
         .share()
@@ -416,12 +436,14 @@ fn xdp_cores(
         &percore::CoresConfig::new(&format!("echo-server-{}", cfg.mode), cores),
         move |core, ready| {
             let addr = percore::core_addr(bind, core.index())?;
-            let mut xc = datapath_xdp::XdpConfig::new(&ifname_owned, addr);
+            let mut xc = base.clone();
+            xc.addr = addr;
             xc.queue = core.index() as u32;
             xc.program = Some(shared.clone());
-            xc.static_arp.extend(peer);
             let dp = datapath_xdp::XdpDatapath::new(xc)
                 .map_err(|e| format!("AF_XDP on {ifname_owned} queue {}: {e}", core.index()))?;
+            let ip_mtu = cornflakes::datapath::Transmit::mtu(&dp);
+            eprintln!("[server] queue {}: IP MTU {ip_mtu}", core.index());
             let mut server = echo::server::EchoServer::new(dp, cfg)?;
             ready.ready(addr);
             // No file descriptor to sleep on: yield when idle.
@@ -452,8 +474,7 @@ fn xdp_cores(
 
 #[cfg(not(feature = "xdp"))]
 fn xdp_server(
-    _ifname: Option<String>,
-    _peer: Option<String>,
+    _x: XdpArgs,
     _bind: SocketAddrV4,
     _cfg: ServerConfig,
     _cores: usize,
@@ -600,7 +621,8 @@ fn calibrate_server_cmd(mut a: Args) -> Result<(), String> {
     let bind = a
         .parse::<SocketAddrV4>("--bind")?
         .unwrap_or(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 7000));
-    let mtu = a.parse("--mtu")?.unwrap_or(DEFAULT_MTU);
+    let mtu_arg: Option<usize> = a.parse("--mtu")?;
+    let mtu = mtu_arg.unwrap_or(DEFAULT_MTU);
     let until_stdin_closes = a.switch("--until-stdin-closes");
     let datapath = a.take("--datapath")?.unwrap_or_else(|| "socket".to_owned());
     let ifname = a.take("--ifname")?;
@@ -643,7 +665,14 @@ fn calibrate_server_cmd(mut a: Args) -> Result<(), String> {
         }
         let r = match datapath.as_str() {
             "socket" => calibrate_socket_cores(bind, mtu, array_bytes, cores, stop, report),
-            "xdp" => xdp_calibrate_server(ifname, peer, bind, array_bytes, stop, report),
+            "xdp" => {
+                let x = XdpArgs {
+                    ifname,
+                    peer,
+                    mtu: mtu_arg,
+                };
+                xdp_calibrate_server(x, bind, array_bytes, stop, report)
+            }
             "mlx5" | "ice" => match &nic {
                 Some(nic) => echo::nic::serve_app(
                     nic,
@@ -677,15 +706,14 @@ fn parse_peer(peer: Option<String>) -> Result<Option<(Ipv4Addr, String)>, String
 
 #[cfg(feature = "xdp")]
 fn xdp_calibrate_server(
-    ifname: Option<String>,
-    peer: Option<String>,
+    x: XdpArgs,
     bind: SocketAddrV4,
     array_bytes: usize,
     stop: &AtomicBool,
     report: Option<Duration>,
 ) -> Result<echo::server::ServerStats, String> {
-    let ifname = ifname.ok_or("--datapath xdp needs --ifname")?;
-    let peer = parse_peer(peer)?
+    let ifname = x.ifname.ok_or("--datapath xdp needs --ifname")?;
+    let peer = parse_peer(x.peer)?
         .map(|(ip, mac)| {
             echo::xdp::parse_mac(&mac)
                 .map(|m| (ip, m))
@@ -694,7 +722,7 @@ fn xdp_calibrate_server(
         .transpose()?;
     // The array lives in the UMEM, so zero-copy segments are in registered memory.
     let umem = array_bytes + (64 << 20);
-    let dp = echo::xdp::datapath_with_umem(&ifname, bind, peer, umem)
+    let dp = echo::xdp::datapath_with_umem(&ifname, bind, peer, x.mtu, umem)
         .map_err(|e| format!("AF_XDP on {ifname}: {e}"))?;
     let mut server = CalibServer::new(dp, array_bytes)?;
     eprintln!(
@@ -709,14 +737,13 @@ fn xdp_calibrate_server(
 
 #[cfg(not(feature = "xdp"))]
 fn xdp_calibrate_server(
-    _ifname: Option<String>,
-    peer: Option<String>,
+    x: XdpArgs,
     _bind: SocketAddrV4,
     _array_bytes: usize,
     _stop: &AtomicBool,
     _report: Option<Duration>,
 ) -> Result<echo::server::ServerStats, String> {
-    parse_peer(peer)?;
+    parse_peer(x.peer)?;
     Err(
         "--datapath xdp needs the `xdp` feature: cargo run --release -p echo --features xdp -- ..."
             .to_owned(),

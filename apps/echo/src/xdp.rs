@@ -16,18 +16,31 @@ use datapath_xdp::bpf::ProgramStats;
 use datapath_xdp::{XdpConfig, XdpDatapath};
 use netns_harness::{ChildServer, HostVeth, Suite};
 
-use crate::server::{EchoServer, ServerConfig, ServerStats};
+use crate::server::{ServerConfig, ServerStats};
 
-/// Creates an [`XdpDatapath`] on `ifname` for `addr`, with a static ARP entry for the peer
-/// (so the first replies need not wait for address resolution).
+/// The AF_XDP configuration of a server on `ifname` at `addr`: a static ARP entry for the
+/// peer (so the first replies need not wait for address resolution) and the IP MTU (`None`:
+/// the interface's, the default when `--mtu` is not given).
+pub fn config(
+    ifname: &str,
+    addr: SocketAddrV4,
+    peer: Option<(Ipv4Addr, MacAddr)>,
+    mtu: Option<usize>,
+) -> XdpConfig {
+    let mut cfg = XdpConfig::new(ifname, addr);
+    cfg.static_arp.extend(peer);
+    cfg.mtu = mtu;
+    cfg
+}
+
+/// Creates an [`XdpDatapath`] as [`config`] describes.
 pub fn datapath(
     ifname: &str,
     addr: SocketAddrV4,
     peer: Option<(Ipv4Addr, MacAddr)>,
+    mtu: Option<usize>,
 ) -> io::Result<XdpDatapath> {
-    let mut cfg = XdpConfig::new(ifname, addr);
-    cfg.static_arp.extend(peer);
-    XdpDatapath::new(cfg)
+    XdpDatapath::new(config(ifname, addr, peer, mtu))
 }
 
 /// [`datapath`] with a UMEM of `umem_bytes` (e.g. to hold the calibration's array).
@@ -35,23 +48,12 @@ pub fn datapath_with_umem(
     ifname: &str,
     addr: SocketAddrV4,
     peer: Option<(Ipv4Addr, MacAddr)>,
+    mtu: Option<usize>,
     umem_bytes: usize,
 ) -> io::Result<XdpDatapath> {
-    let mut cfg = XdpConfig::new(ifname, addr);
-    cfg.static_arp.extend(peer);
+    let mut cfg = config(ifname, addr, peer, mtu);
     cfg.umem_bytes = umem_bytes;
     XdpDatapath::new(cfg)
-}
-
-/// An echo server over an [`XdpDatapath`].
-pub fn server(
-    ifname: &str,
-    addr: SocketAddrV4,
-    peer: Option<(Ipv4Addr, MacAddr)>,
-    cfg: ServerConfig,
-) -> Result<EchoServer<XdpDatapath>, String> {
-    let dp = datapath(ifname, addr, peer).map_err(|e| format!("AF_XDP on {ifname}: {e}"))?;
-    EchoServer::new(dp, cfg)
 }
 
 /// Parses `aa:bb:cc:dd:ee:ff`.

@@ -173,11 +173,13 @@ mod with_xdp {
             let base = BASE + 10 * m as u16;
             let args = ["server", "--mode", mode.name(), "--threshold", "512"]
                 .into_iter()
-                .chain(["--mtu", "1500", "--cores", "2"])
+                // Below the veth's 1500: the server must take --mtu, not the interface's.
+                .chain(["--mtu", "1400", "--cores", "2"])
                 .map(str::to_owned)
                 .collect::<Vec<_>>();
             let server = ChildServer::spawn(&ns, exe, &args, base, READY, Duration::from_secs(30))
                 .unwrap_or_else(|e| panic!("{mode}: {e}"));
+            let startup = server.startup_lines().to_vec();
             let (client_ip, addr) = (ns.client_ip, server.addr);
             let seen = on_queue_cpus(cpus, |core| client(core, mode, client_ip, addr))
                 .expect("one client thread per queue, pinned");
@@ -189,6 +191,13 @@ mod with_xdp {
                     .any(|l| l.starts_with(READY) && l.contains("queue 1, core 1 of 2)")),
                 "{mode}: core 1 not on queue 1: {lines:#?}"
             );
+            for q in 0..CORES {
+                let want = format!("[server] queue {q}: IP MTU 1400");
+                assert!(
+                    startup.iter().chain(&lines).any(|l| l == &want),
+                    "{mode}: no `{want}`: {startup:#?} {lines:#?}"
+                );
+            }
             let per_core = parse_core_stats(&lines);
             assert_eq!(per_core.len(), CORES, "{mode}: {lines:#?}");
             for (core, (s, st)) in seen.iter().zip(&per_core).enumerate() {

@@ -292,7 +292,8 @@ fn server_cmd(mut a: Args) -> Result<(), String> {
             let ifname = a
                 .take("--ifname")?
                 .ok_or("--datapath xdp needs --ifname IF")?;
-            xdp = Some((ifname, a.take("--peer")?));
+            // An explicit --mtu only: without it the interface's MTU applies.
+            xdp = Some((ifname, a.take("--peer")?, a.parse::<usize>("--mtu")?));
             None
         }
         Some("mlx5") => Some(kv_store::nic::NicSpec::Mlx5(
@@ -330,8 +331,8 @@ fn server_cmd(mut a: Args) -> Result<(), String> {
             memory_limit: bc.memory_limit,
         },
     };
-    if let Some((ifname, peer)) = xdp {
-        let st = xdp_serve(&ifname, bind, peer.as_deref(), &bc, cfg, wl, &stop)?;
+    if let Some((ifname, peer, mtu)) = xdp {
+        let st = xdp_serve(&ifname, bind, (peer.as_deref(), mtu), &bc, cfg, wl, &stop)?;
         eprintln!("[server] {st}");
         return Ok(());
     }
@@ -384,7 +385,7 @@ fn server_cmd(mut a: Args) -> Result<(), String> {
 fn xdp_serve(
     ifname: &str,
     bind: SocketAddrV4,
-    peer: Option<&str>,
+    (peer, mtu): (Option<&str>, Option<usize>),
     bc: &BenchConfig,
     cfg: ServerConfig,
     wl: Option<WorkloadConfig>,
@@ -394,16 +395,28 @@ fn xdp_serve(
     let limit = bc.memory_limit;
     if bc.cores > 1 {
         let n = bc.cores;
-        return kv_store::xdp::serve_cores(ifname, bind, peer, limit, cfg, wl, n, stop, report);
+        return kv_store::xdp::serve_cores(
+            ifname, bind, peer, mtu, limit, cfg, wl, n, stop, report,
+        );
     }
-    kv_store::xdp::serve(ifname, bind, peer, limit, cfg, wl.as_ref(), stop, report)
+    kv_store::xdp::serve(
+        ifname,
+        bind,
+        peer,
+        mtu,
+        limit,
+        cfg,
+        wl.as_ref(),
+        stop,
+        report,
+    )
 }
 
 #[cfg(not(feature = "xdp"))]
 fn xdp_serve(
     _: &str,
     _: SocketAddrV4,
-    _: Option<&str>,
+    _: (Option<&str>, Option<usize>),
     _: &BenchConfig,
     _: ServerConfig,
     _: Option<WorkloadConfig>,

@@ -15,6 +15,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
+use cornflakes::datapath::Transmit;
 use cornflakes_stack::MacAddr;
 use datapath_xdp::{XdpConfig, XdpDatapath};
 use kv_workloads::WorkloadConfig;
@@ -38,14 +39,17 @@ pub fn umem_bytes(memory_limit: usize) -> usize {
 }
 
 /// Opens an [`XdpDatapath`] on `ifname` for `bind` with a UMEM for `memory_limit` bytes of
-/// values and, with `peer` (`IP=MAC`, the `--peer` argument), a static ARP entry for it.
+/// values and, with `peer` (`IP=MAC`, the `--peer` argument), a static ARP entry for it; IP
+/// MTU `mtu` (`None`: the interface's, when `--mtu` is not given).
 pub fn open(
     ifname: &str,
     bind: SocketAddrV4,
     peer: Option<&str>,
+    mtu: Option<usize>,
     memory_limit: usize,
 ) -> Result<XdpDatapath, String> {
     let mut cfg = XdpConfig::new(ifname, bind);
+    cfg.mtu = mtu;
     if let Some(p) = peer {
         let (ip, mac) = netns_harness::host::parse_peer(p)?;
         cfg.static_arp.push((ip, MacAddr(mac)));
@@ -60,18 +64,20 @@ pub fn serve(
     ifname: &str,
     bind: SocketAddrV4,
     peer: Option<&str>,
+    mtu: Option<usize>,
     memory_limit: usize,
     cfg: ServerConfig,
     load: Option<&WorkloadConfig>,
     stop: &AtomicBool,
     report: Option<Duration>,
 ) -> Result<ServerStats, String> {
-    let dp = open(ifname, bind, peer, memory_limit)?;
+    let dp = open(ifname, bind, peer, mtu, memory_limit)?;
+    let ip_mtu = Transmit::mtu(&dp);
     crate::nic::serve_on(
         dp,
         cfg,
         load,
-        &format!("{bind}, AF_XDP on {ifname}"),
+        &format!("{bind}, AF_XDP on {ifname}, IP MTU {ip_mtu}"),
         stop,
         report,
     )
@@ -91,6 +97,7 @@ pub fn serve_cores(
     ifname: &str,
     bind: SocketAddrV4,
     peer: Option<&str>,
+    mtu: Option<usize>,
     memory_limit: usize,
     cfg: ServerConfig,
     load: Option<WorkloadConfig>,
@@ -116,6 +123,7 @@ pub fn serve_cores(
             let i = core.index();
             let addr = percore::core_addr(bind, i)?;
             let mut xc = XdpConfig::new(&ifname_owned, addr);
+            xc.mtu = mtu;
             xc.queue = i as u32;
             xc.program = Some(shared.clone());
             xc.static_arp.extend(peer);
@@ -123,7 +131,10 @@ pub fn serve_cores(
             // On this core's thread: the socket, its UMEM and the store never leave it.
             let dp = XdpDatapath::new(xc)
                 .map_err(|e| format!("AF_XDP on {ifname_owned} queue {i}: {e}"))?;
-            let what = format!("AF_XDP on {ifname_owned} queue {i}");
+            let what = format!(
+                "AF_XDP on {ifname_owned} queue {i}, IP MTU {}",
+                Transmit::mtu(&dp)
+            );
             crate::nic::serve_core(dp, cfg, load.as_ref(), &core, ready, (addr, what), report)
         },
     )?;

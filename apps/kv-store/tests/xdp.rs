@@ -209,10 +209,14 @@ fn kv_client_reaches_a_server_on_another_address() {
         .into_iter()
         .chain(workload.clone())
         .chain(["--memory-limit".to_owned(), (32usize << 20).to_string()])
+        // Below the veth's 9000: the server must take --mtu, not the interface's.
+        .chain(["--mtu".to_owned(), "4000".to_owned()])
         .collect();
     let exe = Path::new(env!("CARGO_BIN_EXE_kv"));
     let server = ChildServer::spawn(&ns, exe, &args, 7100, READY, Duration::from_secs(30))
         .expect("server up");
+    let ready = server.startup_lines().last().cloned().unwrap_or_default();
+    assert!(ready.contains("IP MTU 4000)"), "{ready}");
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("kv-xdp-client-{}", std::process::id()));
     let out = Command::new(exe)

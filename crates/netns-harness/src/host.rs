@@ -231,6 +231,7 @@ pub struct ChildServer {
     child: Child,
     stdin: Option<ChildStdin>,
     lines: mpsc::Receiver<String>,
+    startup: Vec<String>,
     /// Where it listens.
     pub addr: SocketAddrV4,
 }
@@ -274,14 +275,18 @@ impl ChildServer {
             child,
             stdin,
             lines,
+            startup: Vec::new(),
             addr,
         };
         let deadline = std::time::Instant::now() + timeout;
         loop {
             let left = deadline.saturating_duration_since(std::time::Instant::now());
             match p.lines.recv_timeout(left) {
-                Ok(l) if l.starts_with(ready) => return Ok(p),
-                Ok(_) => continue,
+                Ok(l) if l.starts_with(ready) => {
+                    p.startup.push(l);
+                    return Ok(p);
+                }
+                Ok(l) => p.startup.push(l),
                 Err(mpsc::RecvTimeoutError::Disconnected) => {
                     let status = p.child.wait().map_err(|e| e.to_string())?;
                     p.stdin = None;
@@ -298,6 +303,11 @@ impl ChildServer {
                 }
             }
         }
+    }
+
+    /// The stderr lines the server printed up to and including the ready line.
+    pub fn startup_lines(&self) -> &[String] {
+        &self.startup
     }
 
     /// Closes the server's standard input, waits for it to exit and returns the stderr lines
