@@ -59,6 +59,7 @@ pub use schedule::{
 };
 pub use stats::{Counters, LatencyHistogram, MAX_TRACKED_LATENCY};
 pub use sweep::{
-    linear_loads, max_kept_up, summarize, sweep, ModeSummary, SweepConfig, DEFAULT_KEEP_UP,
+    linear_loads, max_kept_up, max_kept_up_within_p99, summarize, sweep, ModeSummary, SweepConfig,
+    DEFAULT_KEEP_UP,
 };
 pub use transport::{ClientTransport, Response, ResponseChecker};
