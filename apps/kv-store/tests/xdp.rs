@@ -72,7 +72,7 @@ impl Client {
 #[test]
 fn every_request_in_every_serialization_over_af_xdp() {
     let test = "every_request_in_every_serialization_over_af_xdp";
-    if let Some(why) = DIRECT.skip_reason() {
+    if let Some(why) = DIRECT.xdp_skip_reason() {
         DIRECT.skip(test, &why);
         return;
     }
@@ -129,7 +129,7 @@ fn every_request_in_every_serialization_over_af_xdp() {
 #[test]
 fn bench_over_af_xdp_verifies_every_reply_and_removes_its_namespace() {
     let test = "bench_over_af_xdp_verifies_every_reply_and_removes_its_namespace";
-    if let Some(why) = SUITE.skip_reason() {
+    if let Some(why) = SUITE.xdp_skip_reason() {
         SUITE.skip(test, &why);
         return;
     }
@@ -198,7 +198,7 @@ fn kv_client_reaches_a_server_on_another_address() {
     // as a server on another machine would be): its sockets must not be bound to loopback.
     let test = "kv_client_reaches_a_server_on_another_address";
     const CLIENT: Suite = Suite::new("cfkvc", "ckc", 75, "CORNFLAKES_REQUIRE_XDP");
-    if let Some(why) = CLIENT.skip_reason() {
+    if let Some(why) = CLIENT.xdp_skip_reason() {
         CLIENT.skip(test, &why);
         return;
     }
@@ -258,7 +258,7 @@ fn two_af_xdp_cores_answer_each_key_from_its_owner() {
     const BASE: u16 = 7200;
     const N: usize = 2;
     let test = "two_af_xdp_cores_answer_each_key_from_its_owner";
-    if let Some(why) = CORES.skip_reason() {
+    if let Some(why) = CORES.xdp_skip_reason() {
         CORES.skip(test, &why);
         return;
     }
