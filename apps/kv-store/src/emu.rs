@@ -175,6 +175,9 @@ impl CorePlan {
                     msg_type: OpKind::of(op).msg_type(),
                     payload,
                     core: s.core,
+                    // A split request's parts go out together; its latency is its slowest
+                    // part's.
+                    with_previous: s.part.is_some_and(|j| j > 0),
                 }
             })
             .collect()
@@ -633,6 +636,11 @@ mod tests {
         assert_eq!(
             reqs.iter().map(|r| r.core).collect::<Vec<_>>(),
             (0..p.len()).map(|k| p.request(k).1).collect::<Vec<_>>()
+        );
+        // A split request's later parts go out with its first (one latency per request).
+        assert_eq!(
+            reqs.iter().map(|r| r.with_previous).collect::<Vec<_>>(),
+            vec![false, false, true, false, true, false]
         );
     }
 }

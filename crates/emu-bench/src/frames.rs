@@ -21,6 +21,11 @@ pub struct Request {
     /// steers to that core's queue set. Echo spreads requests round-robin; a key-value store
     /// sends each to the core that owns its key.
     pub core: usize,
+    /// Whether this request is a further part of the request before it in the list (a
+    /// client's request split over several cores): it is sent at the same time as that one,
+    /// and their latency is recorded once, when the last part's reply arrives. `false` for a
+    /// request that stands alone or begins a group.
+    pub with_previous: bool,
 }
 
 impl Request {
@@ -30,6 +35,7 @@ impl Request {
             msg_type,
             payload,
             core: 0,
+            with_previous: false,
         }
     }
 }
@@ -46,6 +52,11 @@ pub struct RequestFrames {
     types: Vec<u16>,
     flags: Vec<(u8, u8)>,
     cores: Vec<usize>,
+    /// Per request: how many places back its group begins (0 for the first part).
+    back: Vec<u32>,
+    /// Per request that begins a group: the group's parts (1 for a request alone).
+    group_len: Vec<u32>,
+    groups: usize,
 }
 
 impl RequestFrames {
@@ -81,8 +92,28 @@ impl RequestFrames {
             types: Vec::with_capacity(requests.len()),
             flags: Vec::with_capacity(requests.len()),
             cores: Vec::with_capacity(requests.len()),
+            back: Vec::with_capacity(requests.len()),
+            group_len: Vec::with_capacity(requests.len()),
+            groups: 0,
         };
         for (i, r) in requests.iter().enumerate() {
+            if r.with_previous {
+                let Some(&b) = out.back.last() else {
+                    return Err(
+                        "request 0 is marked as a part of the request before it, but it is \
+                         the first"
+                            .to_owned(),
+                    );
+                };
+                out.back.push(b + 1);
+                out.group_len.push(0);
+                let head = i - (b as usize + 1);
+                out.group_len[head] += 1;
+            } else {
+                out.back.push(0);
+                out.group_len.push(1);
+                out.groups += 1;
+            }
             let Some(t) = templates.get(r.core) else {
                 return Err(format!(
                     "request {i} is for server core {}, but the run has {cores} (cores 0 to {})",
@@ -139,6 +170,33 @@ impl RequestFrames {
         self.cores[i]
     }
 
+    /// How many places back the group of request `i` begins, and how many parts that group
+    /// has: `(0, 1)` for a request that stands alone.
+    pub fn group(&self, i: usize) -> (usize, usize) {
+        let back = self.back[i] as usize;
+        (back, self.group_len[i - back] as usize)
+    }
+
+    /// Number of groups (requests as a client sends them; parts of one count once).
+    pub fn groups(&self) -> usize {
+        self.groups
+    }
+
+    /// The send time of every wire request of a run whose groups are sent at `group_offsets`
+    /// (ns): request `seq` is distinct request `seq mod len`, and every part of a group gets
+    /// its group's time.
+    pub fn expand_offsets(&self, group_offsets: &[u64]) -> Vec<u64> {
+        let n = self.frames.len();
+        let mut out = Vec::with_capacity(group_offsets.len() * n / self.groups.max(1) + n);
+        let mut k = 0;
+        for &at in group_offsets {
+            let len = self.group_len[k] as usize;
+            out.extend(std::iter::repeat_n(at, len));
+            k = (k + len) % n;
+        }
+        out
+    }
+
     /// The receive-CQE checksum flags of frame `i`.
     pub fn flags(&self, i: usize) -> (u8, u8) {
         self.flags[i]
@@ -178,6 +236,7 @@ mod tests {
                 msg_type: 7,
                 payload: (0..(i * 37 + 1)).map(|b| b as u8).collect(),
                 core: i % 2,
+                with_previous: false,
             })
             .collect();
         let c = (
@@ -211,6 +270,26 @@ mod tests {
             .err()
             .unwrap()
             .contains("single-frame"));
+        // Groups: parts marked `with_previous` join the request before them, and go out at
+        // their group's time.
+        let mut g = reqs.clone();
+        g[2].with_previous = true;
+        g[3].with_previous = true;
+        let f = RequestFrames::build(&g, c, s, 1500, 2).unwrap();
+        assert_eq!(f.groups(), 3);
+        assert_eq!(
+            (0..5).map(|i| f.group(i)).collect::<Vec<_>>(),
+            vec![(0, 1), (0, 3), (1, 3), (2, 3), (0, 1)]
+        );
+        assert_eq!(
+            f.expand_offsets(&[10, 20, 30, 40, 50]),
+            vec![10, 20, 20, 20, 30, 40, 50, 50, 50]
+        );
+        g[0].with_previous = true;
+        assert!(RequestFrames::build(&g, c, s, 1500, 2)
+            .err()
+            .unwrap()
+            .contains("request 0 is marked as a part"));
         // A request for a core the run does not have is refused, naming both.
         let err = RequestFrames::build(&reqs, c, s, 1500, 1).err().unwrap();
         assert!(

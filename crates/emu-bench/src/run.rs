@@ -349,17 +349,20 @@ where
         cfg.mtu,
         n,
     )?;
+    // Poisson arrivals of whole requests (a split request's parts go out together), at the
+    // rate that offers `cfg.rate_rps` wire requests.
+    let group_rate = cfg.rate_rps * frames.groups() as f64 / frames.len() as f64;
     let schedule = Schedule::poisson(&ScheduleConfig {
-        rate_rps: cfg.rate_rps,
+        rate_rps: group_rate,
         bound: Bound::Duration(cfg.warmup + cfg.duration),
         threads: 1,
         seed: cfg.seed,
     })
     .map_err(|e| format!("schedule at {} req/s: {e}", cfg.rate_rps))?;
-    if schedule.total_requests() > u64::from(u32::MAX) {
+    let offsets = frames.expand_offsets(schedule.threads()[0].offsets_ns());
+    if offsets.len() as u64 > u64::from(u32::MAX) {
         return Err("more than 2^32 requests in one run".to_owned());
     }
-    let offsets = schedule.threads()[0].offsets_ns().to_vec();
     let ready: Arc<[AtomicBool]> = (0..n).map(|_| AtomicBool::new(false)).collect();
     let stop = Arc::new(AtomicBool::new(false));
     let ends = Ends {
@@ -511,7 +514,7 @@ where
         .collect();
     let report = EmuReport {
         run: RunReport {
-            offered_rps: schedule.rate_rps(),
+            offered_rps: cfg.rate_rps,
             achieved_rps: rps(wire.measured_verified.iter().sum()),
             measured_window: Duration::from_nanos(window_ns),
             measured_requests,

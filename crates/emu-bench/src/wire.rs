@@ -2,6 +2,7 @@
 //! their scheduled times, matches every transmitted reply to its request, checks it (and that
 //! the core the request was sent to answered it), and records latency.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -75,6 +76,9 @@ pub struct LoadWire<C: ReplyCheck> {
     /// or unexpected reply's by the queue set that sent it). Their sum is the run's.
     pub(crate) per_core: Vec<Counters>,
     pub(crate) latency: LatencyHistogram,
+    /// Parts verified so far of the measured groups (split requests) not yet complete, by
+    /// the wire sequence number of their first part.
+    group_parts: HashMap<usize, usize>,
     /// Measured requests answered and verified, per server core.
     pub(crate) measured_verified: Vec<u64>,
     pub(crate) last_measured_reply_ns: u64,
@@ -121,6 +125,7 @@ impl<C: ReplyCheck> LoadWire<C> {
             scratch: Vec::with_capacity(16 * 1024),
             per_core: vec![Counters::default(); cores],
             latency: LatencyHistogram::new(),
+            group_parts: HashMap::new(),
             measured_verified: vec![0; cores],
             last_measured_reply_ns: 0,
             sampled: 0,
@@ -381,7 +386,21 @@ impl<C: ReplyCheck> Wire for LoadWire<C> {
                 if self.offsets[seq] >= self.warmup_ns {
                     self.measured_verified[core] += 1;
                     self.last_measured_reply_ns = self.last_measured_reply_ns.max(now_ns - t0);
-                    self.latency.record_ns(lat);
+                    match self.frames.group(k) {
+                        (_, 1) => self.latency.record_ns(lat),
+                        (back, parts) => {
+                            // The parts share their send time, so the last to be verified
+                            // has the group's latency. A group with a part lost or wrong
+                            // never completes and records none.
+                            let head = seq - back;
+                            let done = self.group_parts.entry(head).or_insert(0);
+                            *done += 1;
+                            if *done == parts {
+                                self.group_parts.remove(&head);
+                                self.latency.record_ns(lat);
+                            }
+                        }
+                    }
                 }
             }
             Err(e) => {

@@ -25,6 +25,7 @@ fn requests(n: usize, cores: usize) -> Vec<Request> {
             msg_type: 5,
             payload: (0..(48 + i * 61)).map(|b| (b * 7 + i) as u8).collect(),
             core: i % cores,
+            with_previous: false,
         })
         .collect()
 }
@@ -191,4 +192,51 @@ fn requests_for_a_core_the_run_lacks_and_run_with_several_cores_are_refused() {
     )
     .expect_err("one-core run");
     assert!(err.contains("use run_cores"), "{err}");
+}
+
+#[test]
+fn a_split_requests_parts_go_out_together_and_count_once_in_the_latency() {
+    let _g = serial();
+    // Groups of two: request 2i for core 0, then its part 2i + 1 for core 1.
+    let mut reqs = requests(16, 2);
+    for r in reqs.iter_mut().skip(1).step_by(2) {
+        r.with_previous = true;
+    }
+    let expected: Vec<Vec<u8>> = reqs.iter().map(|r| r.payload.clone()).collect();
+    let (report, _) = run_cores(
+        &cfg(2),
+        &reqs,
+        move |i: usize, reply: &[u8]| {
+            if reply == expected[i] {
+                Ok(())
+            } else {
+                Err(format!("request {i}: reply differs"))
+            }
+        },
+        echo_core,
+    )
+    .expect("run");
+    let c = report.run.counters;
+    assert_eq!(c.mismatched + c.unexpected + c.malformed, 0, "{c}");
+    // Offered stays in wire requests (parts); both halves of every group were sent.
+    assert_eq!(report.run.offered_rps, 8_000.0);
+    let (a, b) = (report.per_core[0].counters, report.per_core[1].counters);
+    assert_eq!(a.sent, b.sent, "{a} {b}");
+    // One latency sample per measured group whose two parts were both verified: at most half
+    // the measured parts, and all of them when nothing was lost.
+    let measured_parts: u64 = report.per_core.iter().map(|k| k.counters.verified).sum();
+    let groups = report.run.latency.len();
+    assert!(groups > 0);
+    assert!(
+        2 * groups <= measured_parts,
+        "{groups} groups, {measured_parts} parts"
+    );
+    if c.lost == 0 {
+        // Warm-up parts are verified but not measured; every measured group is complete.
+        assert!(
+            2 * groups >= report.run.measured_requests - 2,
+            "{groups} groups of {} measured parts",
+            report.run.measured_requests
+        );
+    }
 }
