@@ -164,6 +164,24 @@ fn ice_without_its_feature_says_how_to_build_it() {
     without_feature(ice(), cfg!(feature = "ice"));
 }
 
+/// With `mlx5` built in and no such device, one core and two fail cleanly, naming it, and the
+/// app's server never runs (rdma-core finds no device of that name; no ConnectX needed).
+#[cfg(feature = "mlx5")]
+#[test]
+fn a_missing_connectx_is_an_error_naming_it() {
+    let nic = NicSpec::Mlx5 {
+        device: "no-such-mlx5-device".to_owned(),
+    };
+    let stop = AtomicBool::new(true);
+    let one = serve(&nic, bind(), 1500, Unreached, &stop, None).unwrap_err();
+    assert!(one.contains("no-such-mlx5-device"), "{one}");
+    let n = percore::allowed_cores().unwrap().len().min(2);
+    let cc = percore::CoresConfig::new("nic-server-mlx5-test", n);
+    let many = serve_cores(&nic, bind(), 1500, &cc, Unreached, &stop, None).unwrap_err();
+    assert!(many.contains("no-such-mlx5-device"), "{many}");
+    assert!(!many.contains("opened in a test"), "{many}");
+}
+
 #[test]
 fn zero_cores_is_refused_before_any_nic_is_opened() {
     let stop = AtomicBool::new(true);
