@@ -3,8 +3,9 @@
 //! Choosing the NIC, opening it (one queue set, or one per core for `--cores N`) and the
 //! errors of a build without its feature are `nic_server`'s, shared with the echo server; this
 //! module is the KV server as its app, and the one-core and per-core server bodies the AF_XDP
-//! server ([`crate::xdp`]) runs too. The server loop is the same generic [`KvServer`] as over
-//! sockets; a NIC has no file descriptor to sleep on, so an idle server spins and yields.
+//! server (`crate::xdp`, feature `xdp`) runs too. The server loop is the same generic
+//! [`KvServer`] as over sockets; a NIC has no file descriptor to sleep on, so an idle server
+//! spins and yields.
 
 use std::net::SocketAddrV4;
 use std::sync::atomic::AtomicBool;
