@@ -484,13 +484,16 @@ impl<D: Datapath + cornflakes::datapath::Connect> ClientTransport for CalibClien
     }
 }
 
-/// The calibration server as a [`crate::nic::NicApp`] (`calibrate-server --datapath mlx5|ice`).
+/// The calibration server as a [`nic_server::NicApp`] (`calibrate-server --datapath mlx5|ice`).
 pub struct CalibNicApp {
     /// Bytes of the array.
     pub array_bytes: usize,
 }
 
-impl crate::nic::NicApp for CalibNicApp {
+impl nic_server::NicApp for CalibNicApp {
+    type Stats = ServerStats;
+    const CARGO_RUN: nic_server::CargoRun = crate::nic::CARGO_RUN;
+
     fn extra_bytes(&self) -> usize {
         self.array_bytes
     }
@@ -498,12 +501,13 @@ impl crate::nic::NicApp for CalibNicApp {
     fn serve<D: Datapath>(
         self,
         dp: D,
+        nic: &nic_server::NicSpec,
         bind: SocketAddrV4,
-        what: &str,
         stop: &AtomicBool,
         report: Option<Duration>,
     ) -> Result<ServerStats, String> {
         let mut server = CalibServer::new(dp, self.array_bytes)?;
+        let what = crate::nic::device_label(nic);
         eprintln!(
             "[server] ready: calibrate on {bind} ({what}), {} array items, {} descriptors per packet",
             server.items(),

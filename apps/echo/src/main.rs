@@ -674,7 +674,7 @@ fn calibrate_server_cmd(mut a: Args) -> Result<(), String> {
                 xdp_calibrate_server(x, bind, array_bytes, stop, report)
             }
             "mlx5" | "ice" => match &nic {
-                Some(nic) => echo::nic::serve_app(
+                Some(nic) => nic_server::serve(
                     nic,
                     bind,
                     mtu,

@@ -296,14 +296,16 @@ fn server_cmd(mut a: Args) -> Result<(), String> {
             xdp = Some((ifname, a.take("--peer")?, a.parse::<usize>("--mtu")?));
             None
         }
-        Some("mlx5") => Some(kv_store::nic::NicSpec::Mlx5(
-            a.take("--mlx5-dev")?
+        Some("mlx5") => Some(kv_store::nic::NicSpec::Mlx5 {
+            device: a
+                .take("--mlx5-dev")?
                 .ok_or("--datapath mlx5 needs --mlx5-dev DEV")?,
-        )),
-        Some("ice") => Some(kv_store::nic::NicSpec::Ice(
-            a.take("--dpdk-args")?
+        }),
+        Some("ice") => Some(kv_store::nic::NicSpec::Ice {
+            dpdk_args: a
+                .take("--dpdk-args")?
                 .ok_or("--datapath ice needs --dpdk-args ARGS")?,
-        )),
+        }),
         Some(o) => return Err(format!("--datapath {o:?}: socket, xdp, mlx5 or ice")),
     };
     common(&mut a, &mut bc)?;

@@ -1,10 +1,9 @@
 //! `kv server --datapath mlx5 | ice`: the KV server on a kernel-bypass NIC.
 //!
-//! Each datapath is behind the cargo feature of the same name (rdma-core or DPDK at build
-//! time, the NIC at run time); opening the device is the NIC crate's (`hw::open_server`,
-//! `datapath::open`), shared with the echo server, and so is opening, pinning and spawning
-//! `--cores N` (`hw::spawn_server_cores`, `datapath::spawn_cores`): this module has only the
-//! choice of NIC and the KV server each core runs. The server loop is the same generic
+//! Choosing the NIC, opening it (one queue set, or one per core for `--cores N`) and the
+//! errors of a build without its feature are `nic_server`'s, shared with the echo server; this
+//! module is the KV server as its app, and the one-core and per-core server bodies the AF_XDP
+//! server (`crate::xdp`, feature `xdp`) runs too. The server loop is the same generic
 //! [`KvServer`] as over sockets; a NIC has no file descriptor to sleep on, so an idle server
 //! spins and yields.
 
@@ -14,17 +13,23 @@ use std::time::Duration;
 
 use cornflakes::Datapath;
 use kv_workloads::WorkloadConfig;
+pub use nic_server::NicSpec;
+use nic_server::{CargoRun, CoreStats, NicApp, NicCoreApp};
 
 use crate::bench::load_store;
 use crate::server::{KvServer, ServerConfig, ServerStats};
 
-/// Where a NIC server runs.
-#[derive(Clone, Debug)]
-pub enum NicSpec {
-    /// A ConnectX device: RDMA device name (`mlx5_0`) or PCI address.
-    Mlx5(String),
-    /// A DPDK port, named by EAL arguments (e.g. `-l 2 -a 0000:3b:00.0`).
-    Ice(String),
+/// How to build `kv` with a NIC feature (the hint of a build without it).
+pub const CARGO_RUN: CargoRun = CargoRun {
+    package: "kv-store",
+    bin: Some("kv"),
+    args: "server ...",
+};
+
+impl CoreStats for ServerStats {
+    fn sum(per_core: &[ServerStats]) -> ServerStats {
+        ServerStats::sum(per_core)
+    }
 }
 
 /// Loads `load` (if any) into a KV server on `dp` and serves until `stop` is set.
@@ -47,6 +52,34 @@ pub fn serve_on<D: Datapath>(
     Ok(server.stats())
 }
 
+/// The KV server on one core, as a [`NicApp`].
+struct Kv<'a> {
+    cfg: ServerConfig,
+    load: Option<&'a WorkloadConfig>,
+    max_item: usize,
+}
+
+impl NicApp for Kv<'_> {
+    type Stats = ServerStats;
+    const CARGO_RUN: CargoRun = CARGO_RUN;
+
+    fn min_item(&self) -> usize {
+        self.max_item
+    }
+
+    fn serve<D: Datapath>(
+        self,
+        dp: D,
+        nic: &NicSpec,
+        bind: SocketAddrV4,
+        stop: &AtomicBool,
+        report: Option<Duration>,
+    ) -> Result<ServerStats, String> {
+        let what = format!("{bind}, {}", nic.label());
+        serve_on(dp, self.cfg, self.load, &what, stop, report)
+    }
+}
+
 /// Runs the KV server on `nic` at `bind` until `stop` is set.
 #[allow(clippy::too_many_arguments)]
 pub fn serve(
@@ -59,89 +92,13 @@ pub fn serve(
     stop: &AtomicBool,
     report: Option<Duration>,
 ) -> Result<ServerStats, String> {
-    match nic {
-        NicSpec::Mlx5(dev) => mlx5(dev, bind, mtu, max_item, cfg, load, stop, report),
-        NicSpec::Ice(args) => ice(args, bind, mtu, cfg, load, stop, report),
-    }
-}
-
-#[cfg(feature = "mlx5")]
-#[allow(clippy::too_many_arguments)]
-fn mlx5(
-    dev: &str,
-    bind: SocketAddrV4,
-    mtu: usize,
-    max_item: usize,
-    cfg: ServerConfig,
-    load: Option<&WorkloadConfig>,
-    stop: &AtomicBool,
-    report: Option<Duration>,
-) -> Result<ServerStats, String> {
-    let dp = datapath_mlx5::hw::open_server(dev, bind, mtu, max_item, 0)?;
-    serve_on(
-        dp,
+    let app = Kv {
         cfg,
         load,
-        &format!("{bind}, ConnectX {dev}"),
-        stop,
-        report,
-    )
+        max_item,
+    };
+    nic_server::serve(nic, bind, mtu, app, stop, report)
 }
-
-#[cfg(not(feature = "mlx5"))]
-#[allow(clippy::too_many_arguments)]
-fn mlx5(
-    _dev: &str,
-    _bind: SocketAddrV4,
-    _mtu: usize,
-    _max_item: usize,
-    _cfg: ServerConfig,
-    _load: Option<&WorkloadConfig>,
-    _stop: &AtomicBool,
-    _report: Option<Duration>,
-) -> Result<ServerStats, String> {
-    Err(NO_MLX5.to_owned())
-}
-
-#[cfg(not(feature = "mlx5"))]
-const NO_MLX5: &str = "--datapath mlx5 needs the `mlx5` feature (rdma-core: apt-get install -y $(cat datapath-mlx5/APT_PACKAGES)): \
-         cargo run --release -p kv-store --features mlx5 --bin kv -- server ...";
-
-#[cfg(feature = "ice")]
-fn ice(
-    args: &str,
-    bind: SocketAddrV4,
-    mtu: usize,
-    cfg: ServerConfig,
-    load: Option<&WorkloadConfig>,
-    stop: &AtomicBool,
-    report: Option<Duration>,
-) -> Result<ServerStats, String> {
-    let dp = datapath_ice::datapath::open(args, bind, mtu)
-        .map_err(|e| format!("starting DPDK with {args:?}: {e}"))?;
-    serve_on(dp, cfg, load, &format!("{bind}, DPDK {args}"), stop, report)
-}
-
-#[cfg(not(feature = "ice"))]
-fn ice(
-    _args: &str,
-    _bind: SocketAddrV4,
-    _mtu: usize,
-    _cfg: ServerConfig,
-    _load: Option<&WorkloadConfig>,
-    _stop: &AtomicBool,
-    _report: Option<Duration>,
-) -> Result<ServerStats, String> {
-    Err(NO_ICE.to_owned())
-}
-
-#[cfg(not(feature = "ice"))]
-const NO_ICE: &str = "--datapath ice needs the `ice` feature (DPDK: apt-get install -y $(cat datapath-ice/APT_PACKAGES)): \
-         cargo run --release -p kv-store --features ice --bin kv -- server ...";
-
-/// Running KV server cores on a NIC or AF_XDP: each reported its address and a description
-/// of its queue.
-pub type KvCores = percore::Cores<percore::QueueInfo, ServerStats>;
 
 /// One KV server core on its own datapath `dp` (opened on this core's thread): its store
 /// holds only its shard (`steer::core_of(key, N) = i`), loaded with the keys of `load` it owns;
@@ -177,25 +134,41 @@ pub fn serve_core<D: Datapath>(
     Ok(server.stats())
 }
 
-/// Prints each core's ready line (`[server] ready: ...`), waits until `stop`, prints
-/// each core's counters and returns their sum.
-pub fn serve_until(
-    running: KvCores,
-    ser: crate::Serialization,
-    stop: &AtomicBool,
-) -> Result<ServerStats, String> {
-    let n = running.len();
-    for (i, (addr, what)) in running.ready().iter().enumerate() {
-        eprintln!("[server] ready: {ser} on {addr} ({what}, core {i} of {n})");
+/// The KV server on each of N cores, as a [`NicCoreApp`].
+struct KvCores {
+    cfg: ServerConfig,
+    load: Option<WorkloadConfig>,
+    max_item: usize,
+}
+
+impl NicCoreApp for KvCores {
+    type Stats = ServerStats;
+    const CARGO_RUN: CargoRun = CARGO_RUN;
+
+    fn label(&self) -> String {
+        self.cfg.serialization.to_string()
     }
-    let per_core = running.serve_until(stop, "[server]")?;
-    Ok(ServerStats::sum(&per_core))
+
+    fn min_item(&self) -> usize {
+        self.max_item
+    }
+
+    fn serve_core<D: Datapath>(
+        &self,
+        dp: D,
+        core: &percore::Core,
+        ready: percore::Ready<percore::QueueInfo>,
+        info: percore::QueueInfo,
+        report: Option<Duration>,
+    ) -> Result<ServerStats, String> {
+        serve_core(dp, self.cfg, self.load.as_ref(), core, ready, info, report)
+    }
 }
 
 /// `kv server --datapath mlx5 | ice --cores N`: N pinned share-nothing cores on one port of
-/// `nic`, core *i* with its own queue set (mlx5: QP, CQs, memory and an `ibv_create_flow`
-/// rule; ice: RX/TX queue pair, memory, pools and an `rte_flow` rule) answering at `bind`'s
-/// port plus *i*, its store holding only its shard of the keys (`docs/cores.md`).
+/// `nic` (`nic_server::serve_cores`, `docs/cores.md`), each a KV server whose store holds
+/// only its shard of the keys. Runs until `stop`, prints each core's counters and returns
+/// their sum.
 #[allow(clippy::too_many_arguments)]
 pub fn serve_cores(
     nic: &NicSpec,
@@ -209,80 +182,10 @@ pub fn serve_cores(
     report: Option<Duration>,
 ) -> Result<ServerStats, String> {
     let cc = percore::CoresConfig::new(&format!("kv-server-{}", cfg.serialization), cores);
-    let running = match nic {
-        NicSpec::Mlx5(dev) => mlx5_cores(dev, bind, mtu, max_item, cfg, load, &cc, report)?,
-        NicSpec::Ice(args) => ice_cores(args, bind, mtu, cfg, load, &cc, report)?,
-    };
-    serve_until(running, cfg.serialization, stop)
-}
-
-#[cfg(feature = "mlx5")]
-#[allow(clippy::too_many_arguments)]
-fn mlx5_cores(
-    dev: &str,
-    bind: SocketAddrV4,
-    mtu: usize,
-    max_item: usize,
-    cfg: ServerConfig,
-    load: Option<WorkloadConfig>,
-    cc: &percore::CoresConfig,
-    report: Option<Duration>,
-) -> Result<KvCores, String> {
-    datapath_mlx5::hw::spawn_server_cores(
-        dev,
-        bind,
-        mtu,
+    let app = KvCores {
+        cfg,
+        load,
         max_item,
-        0,
-        cc,
-        move |dp, core, ready, info| serve_core(dp, cfg, load.as_ref(), core, ready, info, report),
-    )
-}
-
-#[cfg(not(feature = "mlx5"))]
-#[allow(clippy::too_many_arguments)]
-fn mlx5_cores(
-    _dev: &str,
-    _bind: SocketAddrV4,
-    _mtu: usize,
-    _max_item: usize,
-    _cfg: ServerConfig,
-    _load: Option<WorkloadConfig>,
-    _cc: &percore::CoresConfig,
-    _report: Option<Duration>,
-) -> Result<KvCores, String> {
-    Err(NO_MLX5.to_owned())
-}
-
-#[cfg(feature = "ice")]
-#[allow(clippy::too_many_arguments)]
-fn ice_cores(
-    args: &str,
-    bind: SocketAddrV4,
-    mtu: usize,
-    cfg: ServerConfig,
-    load: Option<WorkloadConfig>,
-    cc: &percore::CoresConfig,
-    report: Option<Duration>,
-) -> Result<KvCores, String> {
-    let (running, steering) =
-        datapath_ice::datapath::spawn_cores(args, bind, mtu, cc, move |dp, core, ready, info| {
-            serve_core(dp, cfg, load.as_ref(), core, ready, info, report)
-        })?;
-    eprintln!("[server] DPDK steering: {steering:?}");
-    Ok(running)
-}
-
-#[cfg(not(feature = "ice"))]
-#[allow(clippy::too_many_arguments)]
-fn ice_cores(
-    _args: &str,
-    _bind: SocketAddrV4,
-    _mtu: usize,
-    _cfg: ServerConfig,
-    _load: Option<WorkloadConfig>,
-    _cc: &percore::CoresConfig,
-    _report: Option<Duration>,
-) -> Result<KvCores, String> {
-    Err(NO_ICE.to_owned())
+    };
+    nic_server::serve_cores(nic, bind, mtu, &cc, app, stop, report)
 }

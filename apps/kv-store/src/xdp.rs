@@ -138,7 +138,7 @@ pub fn serve_cores(
             crate::nic::serve_core(dp, cfg, load.as_ref(), &core, ready, (addr, what), report)
         },
     )?;
-    let sum = crate::nic::serve_until(running, cfg.serialization, stop)?;
+    let sum = nic_server::serve_until(running, &cfg.serialization, stop)?;
     if let Ok(p) = prog.stats() {
         eprintln!("[server] XDP program: {p}");
     }

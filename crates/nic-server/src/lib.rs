@@ -1,0 +1,355 @@
+//! Runs an app's server loop on whichever kernel-bypass NIC was chosen, on one core or N.
+//!
+//! `echo server`, `echo calibrate-server` and `kv server` take `--datapath mlx5 --mlx5-dev DEV`
+//! or `--datapath ice --dpdk-args ARGS` (a [`NicSpec`]). Opening the device, and for `--cores N`
+//! opening, pinning and spawning one queue set per core, is the NIC crates'
+//! (`datapath_mlx5::hw::open_server` / `spawn_server_cores`, `datapath_ice::datapath::open` /
+//! `spawn_cores`); this crate is the rest every app shared: the choice of NIC, the dispatch to
+//! its crate, the "needs the feature" errors of a build without it, and for N cores the ready
+//! lines and the sum of the cores' counters. The app brings its server loop, generic over any
+//! [`Datapath`], as a [`NicApp`] (one core) or a [`NicCoreApp`] (each of N cores).
+//!
+//! Each NIC is behind the cargo feature of the same name (`mlx5`: rdma-core, `ice`: DPDK at
+//! build time; the NIC at run time). Without it, choosing that NIC is an error that says how
+//! to build with it ([`needs_feature`]).
+
+use std::fmt;
+use std::net::SocketAddrV4;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use cornflakes::Datapath;
+use percore::QueueInfo;
+
+/// Where a NIC server runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NicSpec {
+    /// A ConnectX device.
+    Mlx5 {
+        /// RDMA device name (`mlx5_0`) or PCI address (`0000:3b:00.0`).
+        device: String,
+    },
+    /// A DPDK port (Intel E810 through the ice driver, or any DPDK device).
+    Ice {
+        /// EAL arguments naming the port (e.g. `-l 2 -a 0000:3b:00.0`).
+        dpdk_args: String,
+    },
+}
+
+impl NicSpec {
+    /// The `--datapath` value, which is also the cargo feature it needs (`mlx5`, `ice`).
+    pub fn feature(&self) -> &'static str {
+        match self {
+            NicSpec::Mlx5 { .. } => "mlx5",
+            NicSpec::Ice { .. } => "ice",
+        }
+    }
+
+    /// The device for a ready line: `ConnectX {device}` or `DPDK {dpdk_args}`.
+    pub fn label(&self) -> String {
+        match self {
+            NicSpec::Mlx5 { device } => format!("ConnectX {device}"),
+            NicSpec::Ice { dpdk_args } => format!("DPDK {dpdk_args}"),
+        }
+    }
+}
+
+/// How to build and run an app with a NIC feature, for the error of a build without it:
+/// `cargo run --release -p {package} --features {feature}[ --bin {bin}] -- {args}`.
+#[derive(Clone, Copy, Debug)]
+pub struct CargoRun {
+    /// The app's package (`-p`).
+    pub package: &'static str,
+    /// Its binary, when the package has one not named after it (`--bin`).
+    pub bin: Option<&'static str>,
+    /// What follows `--` (e.g. `server ...`).
+    pub args: &'static str,
+}
+
+impl CargoRun {
+    /// The command line that builds and runs the app with `feature`.
+    pub fn command(&self, feature: &str) -> String {
+        let bin = self.bin.map(|b| format!(" --bin {b}")).unwrap_or_default();
+        format!(
+            "cargo run --release -p {} --features {feature}{bin} -- {}",
+            self.package, self.args
+        )
+    }
+}
+
+/// The error of choosing `nic` in a build without its feature: which feature, the system
+/// packages it needs, and `run`'s command line with it.
+pub fn needs_feature(nic: &NicSpec, run: &CargoRun) -> String {
+    let (f, needs) = match nic {
+        NicSpec::Mlx5 { .. } => ("mlx5", "rdma-core"),
+        NicSpec::Ice { .. } => ("ice", "DPDK"),
+    };
+    let pkgs = match nic {
+        NicSpec::Mlx5 { .. } => "datapath-mlx5",
+        NicSpec::Ice { .. } => "datapath-ice",
+    };
+    format!(
+        "--datapath {f} needs the `{f}` feature ({needs}: apt-get install -y $(cat {pkgs}/APT_PACKAGES)): {}",
+        run.command(f)
+    )
+}
+
+/// An app's server on one NIC queue: `echo server`, `echo calibrate-server`, `kv server`
+/// with `--datapath mlx5 | ice` and one core.
+pub trait NicApp {
+    /// The counters the server returns when stopped.
+    type Stats;
+    /// How to build the app with a NIC feature (for [`needs_feature`]).
+    const CARGO_RUN: CargoRun;
+
+    /// The largest item the server sends from its own pinned memory, so the NIC registers
+    /// memory pools for it (`datapath_mlx5::hw::open_server`'s `min_item`; 0: packet
+    /// buffers only). Only ConnectX uses it.
+    fn min_item(&self) -> usize {
+        0
+    }
+
+    /// Extra pinned memory the app allocates beyond packet buffers (e.g. the calibration's
+    /// array), so the NIC's memory is sized for it. Only ConnectX uses it.
+    fn extra_bytes(&self) -> usize {
+        0
+    }
+
+    /// Serves on `dp`, opened on `nic` at `bind`, until `stop` (reporting every `report`).
+    /// Prints its own ready line (`nic` and `bind` are for it).
+    fn serve<D: Datapath>(
+        self,
+        dp: D,
+        nic: &NicSpec,
+        bind: SocketAddrV4,
+        stop: &AtomicBool,
+        report: Option<Duration>,
+    ) -> Result<Self::Stats, String>;
+}
+
+/// Opens `nic` at `bind` with IP MTU `mtu` and runs `app` on it until `stop` is set.
+pub fn serve<A: NicApp>(
+    nic: &NicSpec,
+    bind: SocketAddrV4,
+    mtu: usize,
+    app: A,
+    stop: &AtomicBool,
+    report: Option<Duration>,
+) -> Result<A::Stats, String> {
+    match nic {
+        NicSpec::Mlx5 { device } => open_mlx5(device, bind, mtu, app, nic, stop, report),
+        NicSpec::Ice { dpdk_args } => open_ice(dpdk_args, bind, mtu, app, nic, stop, report),
+    }
+}
+
+#[cfg(feature = "mlx5")]
+fn open_mlx5<A: NicApp>(
+    device: &str,
+    bind: SocketAddrV4,
+    mtu: usize,
+    app: A,
+    nic: &NicSpec,
+    stop: &AtomicBool,
+    report: Option<Duration>,
+) -> Result<A::Stats, String> {
+    let dp = datapath_mlx5::hw::open_server(device, bind, mtu, app.min_item(), app.extra_bytes())?;
+    app.serve(dp, nic, bind, stop, report)
+}
+
+#[cfg(not(feature = "mlx5"))]
+fn open_mlx5<A: NicApp>(
+    _device: &str,
+    _bind: SocketAddrV4,
+    _mtu: usize,
+    _app: A,
+    nic: &NicSpec,
+    _stop: &AtomicBool,
+    _report: Option<Duration>,
+) -> Result<A::Stats, String> {
+    Err(needs_feature(nic, &A::CARGO_RUN))
+}
+
+#[cfg(feature = "ice")]
+fn open_ice<A: NicApp>(
+    dpdk_args: &str,
+    bind: SocketAddrV4,
+    mtu: usize,
+    app: A,
+    nic: &NicSpec,
+    stop: &AtomicBool,
+    report: Option<Duration>,
+) -> Result<A::Stats, String> {
+    let dp = datapath_ice::datapath::open(dpdk_args, bind, mtu)
+        .map_err(|e| format!("starting DPDK with {dpdk_args:?}: {e}"))?;
+    app.serve(dp, nic, bind, stop, report)
+}
+
+#[cfg(not(feature = "ice"))]
+fn open_ice<A: NicApp>(
+    _dpdk_args: &str,
+    _bind: SocketAddrV4,
+    _mtu: usize,
+    _app: A,
+    nic: &NicSpec,
+    _stop: &AtomicBool,
+    _report: Option<Duration>,
+) -> Result<A::Stats, String> {
+    Err(needs_feature(nic, &A::CARGO_RUN))
+}
+
+/// Counters that N cores return separately and a report sums.
+pub trait CoreStats: fmt::Display + Send + 'static {
+    /// The counters of several cores, summed.
+    fn sum(per_core: &[Self]) -> Self
+    where
+        Self: Sized;
+}
+
+/// Running server cores, each with its own device queue: each reported its address and a
+/// description of its queue ([`QueueInfo`]).
+pub type QueueCores<S> = percore::Cores<QueueInfo, S>;
+
+/// An app's server on each of N cores of one NIC port (`--cores N`): core *i* gets its own
+/// queue set, answers at the base port plus *i*, and shares nothing with the others.
+pub trait NicCoreApp: Send + Sync + 'static {
+    /// The counters each core returns when stopped.
+    type Stats: CoreStats;
+    /// How to build the app with a NIC feature (for [`needs_feature`]).
+    const CARGO_RUN: CargoRun;
+
+    /// What the cores serve, for their ready lines (`[server] ready: {label} on ...`): e.g.
+    /// the echo mode or the KV serialization.
+    fn label(&self) -> String;
+
+    /// As [`NicApp::min_item`], for each core.
+    fn min_item(&self) -> usize {
+        0
+    }
+
+    /// As [`NicApp::extra_bytes`], for each core.
+    fn extra_bytes(&self) -> usize {
+        0
+    }
+
+    /// Core `core`'s server on its own datapath `dp` (opened on this core's thread by the
+    /// NIC crate's spawner): builds its state, calls `ready.ready(info)`, polls until
+    /// `core.stop()` (reporting every `report`) and returns its counters.
+    fn serve_core<D: Datapath>(
+        &self,
+        dp: D,
+        core: &percore::Core,
+        ready: percore::Ready<QueueInfo>,
+        info: QueueInfo,
+        report: Option<Duration>,
+    ) -> Result<Self::Stats, String>;
+}
+
+/// `--cores N` on `nic`: `cc.cores` pinned share-nothing cores on one port, core *i* with its
+/// own queue set (mlx5: QP, CQs, memory and one `ibv_create_flow` rule; ice: RX/TX queue
+/// pair, memory and pools, one `rte_flow` rule) answering at `bind`'s port plus *i*
+/// (`docs/cores.md`), each running `app`'s per-core server. Prints each core's ready line,
+/// runs until `stop`, prints each core's counters and returns their sum.
+pub fn serve_cores<A: NicCoreApp>(
+    nic: &NicSpec,
+    bind: SocketAddrV4,
+    mtu: usize,
+    cc: &percore::CoresConfig,
+    app: A,
+    stop: &AtomicBool,
+    report: Option<Duration>,
+) -> Result<A::Stats, String> {
+    if cc.cores == 0 {
+        return Err("--cores 0: a server needs at least one core".to_owned());
+    }
+    let label = app.label();
+    let running = match nic {
+        NicSpec::Mlx5 { device } => mlx5_cores(device, bind, mtu, cc, app, nic, report)?,
+        NicSpec::Ice { dpdk_args } => ice_cores(dpdk_args, bind, mtu, cc, app, nic, report)?,
+    };
+    serve_until(running, &label, stop)
+}
+
+/// Prints each running core's ready line (`[server] ready: {label} on {addr} ({queue}, core
+/// i of N)`), waits until `stop`, prints each core's counters and returns their sum. For any
+/// per-core server whose cores report a [`QueueInfo`] (NIC queues here; AF_XDP queues too).
+pub fn serve_until<S: CoreStats>(
+    running: QueueCores<S>,
+    label: &dyn fmt::Display,
+    stop: &AtomicBool,
+) -> Result<S, String> {
+    let n = running.len();
+    for (i, (addr, what)) in running.ready().iter().enumerate() {
+        eprintln!("[server] ready: {label} on {addr} ({what}, core {i} of {n})");
+    }
+    let per_core = running.serve_until(stop, "[server]")?;
+    Ok(S::sum(&per_core))
+}
+
+#[cfg(feature = "mlx5")]
+fn mlx5_cores<A: NicCoreApp>(
+    device: &str,
+    bind: SocketAddrV4,
+    mtu: usize,
+    cc: &percore::CoresConfig,
+    app: A,
+    _nic: &NicSpec,
+    report: Option<Duration>,
+) -> Result<QueueCores<A::Stats>, String> {
+    let (min_item, extra) = (app.min_item(), app.extra_bytes());
+    datapath_mlx5::hw::spawn_server_cores(
+        device,
+        bind,
+        mtu,
+        min_item,
+        extra,
+        cc,
+        move |dp, core, ready, info| app.serve_core(dp, core, ready, info, report),
+    )
+}
+
+#[cfg(not(feature = "mlx5"))]
+fn mlx5_cores<A: NicCoreApp>(
+    _device: &str,
+    _bind: SocketAddrV4,
+    _mtu: usize,
+    _cc: &percore::CoresConfig,
+    _app: A,
+    nic: &NicSpec,
+    _report: Option<Duration>,
+) -> Result<QueueCores<A::Stats>, String> {
+    Err(needs_feature(nic, &A::CARGO_RUN))
+}
+
+#[cfg(feature = "ice")]
+fn ice_cores<A: NicCoreApp>(
+    dpdk_args: &str,
+    bind: SocketAddrV4,
+    mtu: usize,
+    cc: &percore::CoresConfig,
+    app: A,
+    _nic: &NicSpec,
+    report: Option<Duration>,
+) -> Result<QueueCores<A::Stats>, String> {
+    let (running, steering) =
+        datapath_ice::datapath::spawn_cores(dpdk_args, bind, mtu, cc, move |dp, core, r, i| {
+            app.serve_core(dp, core, r, i, report)
+        })?;
+    eprintln!("[server] DPDK steering: {steering:?}");
+    Ok(running)
+}
+
+#[cfg(not(feature = "ice"))]
+fn ice_cores<A: NicCoreApp>(
+    _dpdk_args: &str,
+    _bind: SocketAddrV4,
+    _mtu: usize,
+    _cc: &percore::CoresConfig,
+    _app: A,
+    nic: &NicSpec,
+    _report: Option<Duration>,
+) -> Result<QueueCores<A::Stats>, String> {
+    Err(needs_feature(nic, &A::CARGO_RUN))
+}
+
+#[cfg(test)]
+mod tests;
