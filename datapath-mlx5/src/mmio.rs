@@ -40,6 +40,29 @@ pub fn flush_writes() {
     fence(Ordering::SeqCst);
 }
 
+/// Hints that the cache lines of `bytes` move from this core's private caches to the shared
+/// last-level cache (`cldemote`), where a NIC's DMA with DDIO would have left them. A hint
+/// only: it never changes memory or faults, and it is a no-op on CPUs without it (the
+/// instruction is in the reserved-NOP space) and on other architectures.
+#[inline]
+pub fn demote_to_llc(bytes: &[u8]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let mut line = bytes.as_ptr() as usize & !63;
+        let end = bytes.as_ptr() as usize + bytes.len();
+        while line < end {
+            // SAFETY: `cldemote` is a cache hint on a line of `bytes`, which is valid memory
+            // we hold a reference to; it reads and writes nothing and cannot fault.
+            unsafe {
+                std::arch::asm!("cldemote [{0}]", in(reg) line, options(nostack, preserves_flags))
+            };
+            line += 64;
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = bytes;
+}
+
 /// Writes one 16-byte WQE unit.
 ///
 /// # Safety
@@ -173,4 +196,18 @@ pub unsafe fn read_dbrec(src: *const u32) -> u32 {
 pub unsafe fn write_reg64(reg: *mut u64, v: u64) {
     // SAFETY: the caller guarantees a mapped, aligned register.
     unsafe { std::ptr::write_volatile(reg, v) }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn demoting_lines_changes_no_byte() {
+        let buf: Vec<u8> = (0..300u32).map(|i| (i * 7) as u8).collect();
+        let before = buf.clone();
+        // Unaligned start and end, an empty slice, and the whole buffer.
+        super::demote_to_llc(&buf[3..257]);
+        super::demote_to_llc(&buf[10..10]);
+        super::demote_to_llc(&buf);
+        assert_eq!(buf, before);
+    }
 }

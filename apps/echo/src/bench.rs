@@ -96,6 +96,9 @@ pub struct BenchConfig {
     /// as `ethtool -G rx` sets them on a NIC. Fewer entries keep the buffers the device writes
     /// received frames into warm in its cache.
     pub rx_ring: Option<u32>,
+    /// `emu` only: leading cache lines of each request frame the device demotes to the
+    /// last-level cache after writing it, as DDIO leaves DMA writes there (0: none).
+    pub demote_lines: usize,
     /// `emu` only: trials per load of the saturation search (its median decides).
     pub trials: usize,
     /// `emu` only: the search bisects until the saturation bracket is within this fraction.
@@ -130,6 +133,7 @@ impl Default for BenchConfig {
             sample_every: 64,
             delay_per_segment: Duration::ZERO,
             rx_ring: None,
+            demote_lines: 0,
             trials: loadgen::search::DEFAULT_TRIALS,
             resolution: loadgen::search::DEFAULT_RESOLUTION,
             cores: 1,

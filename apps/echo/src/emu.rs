@@ -163,6 +163,7 @@ pub fn run_point_with(
     if let Some(n) = cfg.rx_ring {
         run_cfg.emu.rq_entries = n;
     }
+    run_cfg.emu.demote_lines = cfg.demote_lines;
     let verifier = Verifier::new(mode, cfg.shape)?;
     let checker = move |i: usize, reply: &[u8]| {
         if verifier.check(i as u64, reply) {

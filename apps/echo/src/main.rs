@@ -22,7 +22,7 @@ usage:
   echo bench  [--modes M,M,..] [--shape S] [--rates R,R,..] [--fixed-rps R] [--duration SECS]
               [--warmup SECS] [--timeout-ms MS] [--threads N] [--threshold N] [--mtu N]
               [--out DIR] [--json PATH] [--all-points] [--spin] [--datapath emu|socket|xdp]
-              [--sample-every N] [--delay-ns NS] [--rx-ring N] [--trials K] [--resolution F] [--cores N]
+              [--sample-every N] [--delay-ns NS] [--rx-ring N] [--demote-lines N] [--trials K] [--resolution F] [--cores N]
       Every mode (or --modes), one offered-load sweep each; prints the comparison table and
       writes DIR/echo.json (or --json), DIR/echo.svg, DIR/echo.png and DIR/table.md
       (DIR defaults to results/echo).
@@ -31,8 +31,10 @@ usage:
       the emulated ConnectX on a second CPU, which also injects the clients' prepared
       requests at Poisson times and checks every reply (headers, length, id; every
       --sample-every'th one, default 64, deserialized). --delay-ns: device time per gather
-      entry (default 0). --rx-ring N: receive-queue entries (power of two, default 1024). Each mode's saturation load is searched, the modes interleaved trial
-      by trial: a doubling grid of --rates (default 0.125 to 8 M req/s) until a load's
+      entry (default 0). --rx-ring N: receive-queue entries (power of two, default 1024).
+      --demote-lines N: after writing a request frame the device moves its first N cache
+      lines to the last-level cache (cldemote), where a DDIO NIC's DMA leaves them (default
+      0). Each mode's saturation load is searched, the modes interleaved trial by trial: a doubling grid of --rates (default 0.125 to 8 M req/s) until a load's
       median of up to --trials K trials (default 3) misses 95 % of offered, then bisection
       until the bracket is within --resolution F (default 0.05); --all-points runs the whole
       grid first. The table gives per mode the highest load kept up (median), the spread of
@@ -156,6 +158,9 @@ fn bench_cmd(mut a: Args) -> Result<(), String> {
             ));
         }
         cfg.rx_ring = Some(n);
+    }
+    if let Some(n) = a.parse::<usize>("--demote-lines")? {
+        cfg.demote_lines = n;
     }
     if let Some(m) = a.list::<Mode>("--modes")? {
         cfg.modes = m;

@@ -147,6 +147,8 @@ fn bench_on_the_emulated_nic_verifies_every_reply_of_every_mode() {
 
 /// `--rx-ring N` sets the emulated receive queue's size: a run with a small ring still answers
 /// and verifies every reply, and a size that is not a power of two is refused before any run.
+/// The run also demotes more cache lines than a frame has (`--demote-lines`, clamped to the
+/// frame): a hint that must change nothing the server or the checker sees.
 #[test]
 fn bench_rx_ring_sets_the_receive_queue_and_rejects_bad_sizes() {
     let out = Command::new(env!("CARGO_BIN_EXE_echo"))
@@ -173,6 +175,8 @@ fn bench_rx_ring_sets_the_receive_queue_and_rejects_bad_sizes() {
             "emu",
             "--rx-ring",
             "64",
+            "--demote-lines",
+            "1000",
             "--sample-every",
             "1",
         ])

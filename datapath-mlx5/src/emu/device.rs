@@ -671,6 +671,10 @@ impl Device {
         // it until the CQE below hands it back (release in `write_cqe`).
         let buf = unsafe { std::slice::from_raw_parts_mut(d.address() as *mut u8, len) };
         write(buf);
+        if sh.cfg.demote_lines > 0 {
+            let n = buf.len().min(sh.cfg.demote_lines.saturating_mul(64));
+            mmio::demote_to_llc(&buf[..n]);
+        }
         let (hds_ip_ext, l4_hdr_type_etc) = flags.unwrap_or_else(|| rx_offload_flags(buf));
         self.stats.frames_received += 1;
         self.post_cqe(

@@ -63,6 +63,13 @@ pub struct EmuConfig {
     pub mtu: usize,
     /// Deliver sent frames to our own receive queue when no peer is linked.
     pub loopback: bool,
+    /// How many leading cache lines of each received frame the device demotes from its own
+    /// core's caches to the shared last-level cache after writing them
+    /// ([`crate::mmio::demote_to_llc`]), as a NIC's DMA with DDIO leaves them there (0: none,
+    /// the default; `usize::MAX`: all). Without it the server reads a frame's lines out of
+    /// the device core's private cache, which costs more than the LLC hit DDIO gives; with
+    /// it every demoted line costs the device thread time (docs/performance.md).
+    pub demote_lines: usize,
 }
 
 impl Default for EmuConfig {
@@ -76,6 +83,7 @@ impl Default for EmuConfig {
             lkey_base: 0x2000,
             mtu: 1500,
             loopback: false,
+            demote_lines: 0,
         }
     }
 }
