@@ -128,6 +128,9 @@ pub struct BenchConfig {
     /// `emu` only: every n-th reply is decoded and verified (the first reply to each distinct
     /// request always is; every reply's headers, length, type and id are checked).
     pub sample_every: u64,
+    /// `emu` only: leading cache lines of each request frame the device demotes to the
+    /// last-level cache after writing it, as DDIO leaves DMA writes there (0: none).
+    pub demote_lines: usize,
     /// `emu` only: trials per load of the saturation search (its median decides).
     pub trials: usize,
     /// `emu` only: the search bisects until the saturation bracket is within this fraction.
@@ -159,6 +162,7 @@ impl Default for BenchConfig {
             out_dir: PathBuf::from("results/kv"),
             json: None,
             sample_every: 64,
+            demote_lines: 0,
             trials: loadgen::search::DEFAULT_TRIALS,
             resolution: loadgen::search::DEFAULT_RESOLUTION,
             cores: 1,

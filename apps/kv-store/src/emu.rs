@@ -388,6 +388,7 @@ impl KvEmu {
             ..EmuRunConfig::default()
         };
         ecfg.emu.mtu = ecfg.emu.mtu.max(self.mtu);
+        ecfg.emu.demote_lines = cfg.demote_lines;
         let merged = Arc::new(AtomicU64::new(0));
         let check = self
             .plan

@@ -23,7 +23,7 @@ usage:
             [--rates R,R,..] [--duration SECS] [--warmup SECS] [--timeout-ms MS] [--threads N]
             [--threshold N] [--mtu N] [--max-item BYTES] [--memory-limit BYTES]
             [--requests N] [--seed N] [--out DIR] [--json PATH] [--spin] [--datapath emu|socket|xdp]
-            [--sample-every N] [--trials K] [--resolution F] [--peers redis,memcached] [--cores N]
+            [--sample-every N] [--demote-lines N] [--trials K] [--resolution F] [--peers redis,memcached] [--cores N]
       One server per serialization (each loads the workload's contents), offered loads
       interleaved across serializations, every reply verified against what the store must
       hold. Prints the tables and writes DIR/kv.json (or --json), DIR/run.json, DIR/kv.svg,
@@ -32,7 +32,8 @@ usage:
       the other playing wire and clients (measures the server core's work; the store is
       reloaded for every trial). Every reply's headers, length, type and id are checked; every
       --sample-every'th (default 64) and the first to each distinct request are decoded and
-      verified. Each serialization's saturation load is searched: a doubling grid of --rates
+      verified. --demote-lines N: the device moves each request frame's first N cache lines
+      to the last-level cache after writing it, as a DDIO NIC's DMA leaves them (default 0). Each serialization's saturation load is searched: a doubling grid of --rates
       (default 0.1 to 3.2 M req/s) until a load's median of up to --trials K trials (default
       3) misses 95 % of offered, then bisection until the bracket is within --resolution F
       (default 0.05); also writes DIR/emu.md, DIR/emu-summary.json and DIR/emu-points.json.
@@ -204,6 +205,9 @@ fn bench_cmd(mut a: Args) -> Result<(), String> {
     if emu {
         cfg.datapath = bench::DatapathKind::Emu;
         cfg.rates = bench::EMU_RATES.to_vec();
+    }
+    if let Some(n) = a.parse::<usize>("--demote-lines")? {
+        cfg.demote_lines = n;
     }
     if let Some(n) = a.parse::<u64>("--sample-every")? {
         cfg.sample_every = n.max(1);

@@ -199,6 +199,9 @@ fn bench_on_the_emulated_nic() {
         .args(["--serializations", "cornflakes,cornflakes-no-ssend,resp"])
         .args(["--rates", "2000", "--duration", "0.05", "--warmup", "0.01"])
         .args(["--sample-every", "1", "--trials", "1"])
+        // A DDIO-like device (every line of each request demoted): a cache hint, so every
+        // reply must still verify.
+        .args(["--demote-lines", "1000"])
         .args(["--timeout-ms", "2000", "--requests", "200", "--out"])
         .arg(&dir)
         .output()
