@@ -9,7 +9,7 @@ use std::time::Duration;
 use cornflakes::datapath::{Completions, Receive, Transmit};
 use cornflakes::PinnedMemory;
 use datapath_mlx5::emu::threaded::allowed_cores;
-use emu_bench::{cores_for, run, run_cores, EmuRunConfig, Request, ServerPort};
+use emu_bench::{cores_for, run, run_cores, EmuReport, EmuRunConfig, Request, ServerPort};
 
 /// One run at a time: each spins several threads, and the machine may have two CPUs.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
@@ -83,14 +83,12 @@ fn cfg(cores: usize) -> EmuRunConfig {
     }
 }
 
-#[test]
-fn two_server_cores_each_answer_exactly_the_requests_sent_to_their_port() {
-    let _g = serial();
-    let reqs = requests(16, 2);
+/// `reqs` on two unpinned echo cores, every reply checked byte for byte against its request.
+fn echo_on_two_cores(reqs: &[Request]) -> (EmuReport, Vec<Served>) {
     let expected: Vec<Vec<u8>> = reqs.iter().map(|r| r.payload.clone()).collect();
-    let (report, served) = run_cores(
+    run_cores(
         &cfg(2),
-        &reqs,
+        reqs,
         move |i: usize, reply: &[u8]| {
             if reply == expected[i] {
                 Ok(())
@@ -100,7 +98,13 @@ fn two_server_cores_each_answer_exactly_the_requests_sent_to_their_port() {
         },
         echo_core,
     )
-    .expect("run");
+    .expect("run")
+}
+
+#[test]
+fn two_server_cores_each_answer_exactly_the_requests_sent_to_their_port() {
+    let _g = serial();
+    let (report, served) = echo_on_two_cores(&requests(16, 2));
     assert_eq!(report.cores, 2);
     assert_eq!(report.per_core.len(), 2);
     assert_eq!(served.len(), 2);
@@ -202,20 +206,7 @@ fn a_split_requests_parts_go_out_together_and_count_once_in_the_latency() {
     for r in reqs.iter_mut().skip(1).step_by(2) {
         r.with_previous = true;
     }
-    let expected: Vec<Vec<u8>> = reqs.iter().map(|r| r.payload.clone()).collect();
-    let (report, _) = run_cores(
-        &cfg(2),
-        &reqs,
-        move |i: usize, reply: &[u8]| {
-            if reply == expected[i] {
-                Ok(())
-            } else {
-                Err(format!("request {i}: reply differs"))
-            }
-        },
-        echo_core,
-    )
-    .expect("run");
+    let (report, _) = echo_on_two_cores(&reqs);
     let c = report.run.counters;
     assert_eq!(c.mismatched + c.unexpected + c.malformed, 0, "{c}");
     // Offered stays in wire requests (parts); both halves of every group were sent.

@@ -137,64 +137,25 @@ pub fn serve<A: NicApp>(
     report: Option<Duration>,
 ) -> Result<A::Stats, String> {
     match nic {
-        NicSpec::Mlx5 { device } => open_mlx5(device, bind, mtu, app, nic, stop, report),
-        NicSpec::Ice { dpdk_args } => open_ice(dpdk_args, bind, mtu, app, nic, stop, report),
+        #[cfg(feature = "mlx5")]
+        NicSpec::Mlx5 { device } => {
+            let (min_item, extra) = (app.min_item(), app.extra_bytes());
+            let dp = datapath_mlx5::hw::open_server(device, bind, mtu, min_item, extra)?;
+            app.serve(dp, nic, bind, stop, report)
+        }
+        #[cfg(feature = "ice")]
+        NicSpec::Ice { dpdk_args } => {
+            let dp = datapath_ice::datapath::open(dpdk_args, bind, mtu)
+                .map_err(|e| format!("starting DPDK with {dpdk_args:?}: {e}"))?;
+            app.serve(dp, nic, bind, stop, report)
+        }
+        // The NIC whose feature is not built in.
+        #[allow(unreachable_patterns)]
+        _ => {
+            let _ = (bind, mtu, app, stop, report);
+            Err(needs_feature(nic, &A::CARGO_RUN))
+        }
     }
-}
-
-#[cfg(feature = "mlx5")]
-fn open_mlx5<A: NicApp>(
-    device: &str,
-    bind: SocketAddrV4,
-    mtu: usize,
-    app: A,
-    nic: &NicSpec,
-    stop: &AtomicBool,
-    report: Option<Duration>,
-) -> Result<A::Stats, String> {
-    let dp = datapath_mlx5::hw::open_server(device, bind, mtu, app.min_item(), app.extra_bytes())?;
-    app.serve(dp, nic, bind, stop, report)
-}
-
-#[cfg(not(feature = "mlx5"))]
-fn open_mlx5<A: NicApp>(
-    _device: &str,
-    _bind: SocketAddrV4,
-    _mtu: usize,
-    _app: A,
-    nic: &NicSpec,
-    _stop: &AtomicBool,
-    _report: Option<Duration>,
-) -> Result<A::Stats, String> {
-    Err(needs_feature(nic, &A::CARGO_RUN))
-}
-
-#[cfg(feature = "ice")]
-fn open_ice<A: NicApp>(
-    dpdk_args: &str,
-    bind: SocketAddrV4,
-    mtu: usize,
-    app: A,
-    nic: &NicSpec,
-    stop: &AtomicBool,
-    report: Option<Duration>,
-) -> Result<A::Stats, String> {
-    let dp = datapath_ice::datapath::open(dpdk_args, bind, mtu)
-        .map_err(|e| format!("starting DPDK with {dpdk_args:?}: {e}"))?;
-    app.serve(dp, nic, bind, stop, report)
-}
-
-#[cfg(not(feature = "ice"))]
-fn open_ice<A: NicApp>(
-    _dpdk_args: &str,
-    _bind: SocketAddrV4,
-    _mtu: usize,
-    _app: A,
-    nic: &NicSpec,
-    _stop: &AtomicBool,
-    _report: Option<Duration>,
-) -> Result<A::Stats, String> {
-    Err(needs_feature(nic, &A::CARGO_RUN))
 }
 
 /// Counters that N cores return separately and a report sums.
@@ -262,11 +223,40 @@ pub fn serve_cores<A: NicCoreApp>(
         return Err("--cores 0: a server needs at least one core".to_owned());
     }
     let label = app.label();
-    let running = match nic {
-        NicSpec::Mlx5 { device } => mlx5_cores(device, bind, mtu, cc, app, nic, report)?,
-        NicSpec::Ice { dpdk_args } => ice_cores(dpdk_args, bind, mtu, cc, app, nic, report)?,
+    let running: Result<QueueCores<A::Stats>, String> = match nic {
+        #[cfg(feature = "mlx5")]
+        NicSpec::Mlx5 { device } => {
+            let (min_item, extra) = (app.min_item(), app.extra_bytes());
+            datapath_mlx5::hw::spawn_server_cores(
+                device,
+                bind,
+                mtu,
+                min_item,
+                extra,
+                cc,
+                move |dp, core, ready, info| app.serve_core(dp, core, ready, info, report),
+            )
+        }
+        #[cfg(feature = "ice")]
+        NicSpec::Ice { dpdk_args } => {
+            let (running, steering) = datapath_ice::datapath::spawn_cores(
+                dpdk_args,
+                bind,
+                mtu,
+                cc,
+                move |dp, core, r, i| app.serve_core(dp, core, r, i, report),
+            )?;
+            eprintln!("[server] DPDK steering: {steering:?}");
+            Ok(running)
+        }
+        // The NIC whose feature is not built in.
+        #[allow(unreachable_patterns)]
+        _ => {
+            let _ = (bind, mtu, app, report);
+            Err(needs_feature(nic, &A::CARGO_RUN))
+        }
     };
-    serve_until(running, &label, stop)
+    serve_until(running?, &label, stop)
 }
 
 /// Prints each running core's ready line (`[server] ready: {label} on {addr} ({queue}, core
@@ -283,72 +273,6 @@ pub fn serve_until<S: CoreStats>(
     }
     let per_core = running.serve_until(stop, "[server]")?;
     Ok(S::sum(&per_core))
-}
-
-#[cfg(feature = "mlx5")]
-fn mlx5_cores<A: NicCoreApp>(
-    device: &str,
-    bind: SocketAddrV4,
-    mtu: usize,
-    cc: &percore::CoresConfig,
-    app: A,
-    _nic: &NicSpec,
-    report: Option<Duration>,
-) -> Result<QueueCores<A::Stats>, String> {
-    let (min_item, extra) = (app.min_item(), app.extra_bytes());
-    datapath_mlx5::hw::spawn_server_cores(
-        device,
-        bind,
-        mtu,
-        min_item,
-        extra,
-        cc,
-        move |dp, core, ready, info| app.serve_core(dp, core, ready, info, report),
-    )
-}
-
-#[cfg(not(feature = "mlx5"))]
-fn mlx5_cores<A: NicCoreApp>(
-    _device: &str,
-    _bind: SocketAddrV4,
-    _mtu: usize,
-    _cc: &percore::CoresConfig,
-    _app: A,
-    nic: &NicSpec,
-    _report: Option<Duration>,
-) -> Result<QueueCores<A::Stats>, String> {
-    Err(needs_feature(nic, &A::CARGO_RUN))
-}
-
-#[cfg(feature = "ice")]
-fn ice_cores<A: NicCoreApp>(
-    dpdk_args: &str,
-    bind: SocketAddrV4,
-    mtu: usize,
-    cc: &percore::CoresConfig,
-    app: A,
-    _nic: &NicSpec,
-    report: Option<Duration>,
-) -> Result<QueueCores<A::Stats>, String> {
-    let (running, steering) =
-        datapath_ice::datapath::spawn_cores(dpdk_args, bind, mtu, cc, move |dp, core, r, i| {
-            app.serve_core(dp, core, r, i, report)
-        })?;
-    eprintln!("[server] DPDK steering: {steering:?}");
-    Ok(running)
-}
-
-#[cfg(not(feature = "ice"))]
-fn ice_cores<A: NicCoreApp>(
-    _dpdk_args: &str,
-    _bind: SocketAddrV4,
-    _mtu: usize,
-    _cc: &percore::CoresConfig,
-    _app: A,
-    nic: &NicSpec,
-    _report: Option<Duration>,
-) -> Result<QueueCores<A::Stats>, String> {
-    Err(needs_feature(nic, &A::CARGO_RUN))
 }
 
 #[cfg(test)]
