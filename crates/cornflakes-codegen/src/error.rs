@@ -64,6 +64,25 @@ impl Error {
         }
     }
 
+    /// The .proto parser (protobuf-parse) panicked on `inputs`: a parse error naming them and
+    /// what the parser said, with the likely cause.
+    pub(crate) fn parser_panicked(inputs: &[&Path], panic: &(dyn std::any::Any + Send)) -> Error {
+        let what = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "no message".to_owned());
+        let files: Vec<String> = inputs.iter().map(|p| p.display().to_string()).collect();
+        Error {
+            kind: ErrorKind::Parse,
+            message: format!(
+                "{}: the .proto parser failed on this input ({what}); look for two definitions \
+                 of one name or fields that do not match their message",
+                files.join(", ")
+            ),
+        }
+    }
+
     /// A parser error about an import it could not find names no file: prefix the file and
     /// `line:col` of the `import` that asked for it, found from `inputs` through their imports
     /// (resolved in `includes`), with the offending line.
@@ -308,6 +327,25 @@ mod tests {
             text.starts_with(&format!("{}:3:1: ", b.display())),
             "{text}"
         );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_parser_panic_is_an_error_naming_the_file() {
+        let dir = std::env::temp_dir().join(format!("cf-codegen-panic-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let a = dir.join("twice.proto");
+        // protobuf-parse 3.7 panics (an unwrap in its option resolver) on two messages of one
+        // name with different fields; found by the proto_parse fuzz target.
+        std::fs::write(
+            &a,
+            "syntax = \"proto3\";\nmessage M {\n  uint32 id = 1;\n  repeated bytes p = 4;\n}\nmessage M {\n  uint32 id = 1;\n  string k = 2;\n}\n",
+        )
+        .unwrap();
+        let err = crate::Schema::load(&[&a], &[&dir]).err().unwrap();
+        let text = err.to_string();
+        assert_eq!(err.kind(), crate::ErrorKind::Parse, "{text}");
+        assert!(text.starts_with(&format!("{}: ", a.display())), "{text}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

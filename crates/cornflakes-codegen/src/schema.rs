@@ -277,16 +277,19 @@ impl Schema {
                 ));
             }
         }
-        let parsed = protobuf_parse::Parser::new()
-            .pure()
-            .includes(includes.iter().map(|p| p.as_ref()))
-            .inputs(inputs.iter().map(|p| p.as_ref()))
-            .parse_and_typecheck()
-            .map_err(|e| {
-                let inputs: Vec<&Path> = inputs.iter().map(|p| p.as_ref()).collect();
-                let includes: Vec<&Path> = includes.iter().map(|p| p.as_ref()).collect();
-                Error::from_parser(e).name_importer(&inputs, &includes)
-            })?;
+        let input_paths: Vec<&Path> = inputs.iter().map(|p| p.as_ref()).collect();
+        let include_paths: Vec<&Path> = includes.iter().map(|p| p.as_ref()).collect();
+        // protobuf-parse panics on some inputs it should refuse (e.g. two messages of one
+        // name): a bad .proto must be an error, never a crash of the build script or command.
+        let parsed = std::panic::catch_unwind(|| {
+            protobuf_parse::Parser::new()
+                .pure()
+                .includes(&include_paths)
+                .inputs(&input_paths)
+                .parse_and_typecheck()
+        })
+        .map_err(|panic| Error::parser_panicked(&input_paths, panic.as_ref()))?
+        .map_err(|e| Error::from_parser(e).name_importer(&input_paths, &include_paths))?;
         let inputs: Vec<String> = parsed
             .relative_paths
             .iter()
