@@ -51,7 +51,9 @@ run_one() {
   ASAN_OPTIONS="detect_leaks=1:${ASAN_OPTIONS:-}" "$bin_dir/$t" "$@" \
     -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len="$(max_len "$t")" \
     -print_final_stats=1 -artifact_prefix="fuzz/artifacts/$t/" "${extra[@]}" 2>&1 |
-    grep -E '^(#[0-9]+[[:space:]]+(INITED|DONE)|stat::|==[0-9]+==|SUMMARY|Test unit|Done|INFO: (Loaded|seed corpus)|thread|panicked|.*assert|  (left|right):)'
+    # The line after "panicked at" is the panic's message: keep it.
+    awk -v keep='^(#[0-9]+[[:space:]]+(INITED|DONE)|stat::|==[0-9]+==|SUMMARY|Test unit|Done|INFO: (Loaded|seed corpus)|thread|panicked|.*assert|  (left|right):)' \
+      'after { print; after = 0; next } /panicked at/ { after = 1 } $0 ~ keep { print }'
   local status=${PIPESTATUS[0]}
   set -e
   if [ "$status" != 0 ]; then

@@ -160,6 +160,95 @@ fn tokenize(src: &str) -> Vec<Token> {
     out
 }
 
+/// The files `src` imports, each with the position of its `import` keyword, read as the parser
+/// reads them: comments and line breaks anywhere, either quote, adjacent literals joined,
+/// escapes decoded. A statement this misses only loses its position in an error message.
+pub fn imports(src: &str) -> Vec<(String, Loc)> {
+    let toks = tokenize(src);
+    let mut out = Vec::new();
+    for (i, t) in toks.iter().enumerate() {
+        let starts_statement = i == 0 || matches!(toks[i - 1].text.as_str(), ";" | "}");
+        if t.text != "import" || !starts_statement {
+            continue;
+        }
+        let mut j = i + 1;
+        if toks
+            .get(j)
+            .is_some_and(|t| t.text == "public" || t.text == "weak")
+        {
+            j += 1;
+        }
+        let mut path = Vec::new();
+        let mut any = false;
+        while let Some(lit) = toks.get(j).and_then(|t| string_literal(&t.text)) {
+            path.extend(lit);
+            any = true;
+            j += 1;
+        }
+        if any {
+            out.push((String::from_utf8_lossy(&path).into_owned(), t.loc));
+        }
+    }
+    out
+}
+
+/// The bytes of a quoted string token (either quote, C-style escapes), or `None` if `token` is
+/// not a complete string literal.
+fn string_literal(token: &str) -> Option<Vec<u8>> {
+    let quote = token.chars().next().filter(|&q| q == '"' || q == '\'')?;
+    let body = token.strip_prefix(quote)?.strip_suffix(quote)?;
+    let b = body.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    // Up to `max` digits of `radix` starting at `i`: their value and how many there were.
+    let digits = |i: usize, radix: u32, max: usize| {
+        let n = b[i..]
+            .iter()
+            .take(max)
+            .take_while(|c| (**c as char).is_digit(radix))
+            .count();
+        let v = b[i..i + n].iter().fold(0u32, |v, c| {
+            v * radix + (*c as char).to_digit(radix).unwrap_or(0)
+        });
+        (v, n)
+    };
+    while i < b.len() {
+        if b[i] != b'\\' || i + 1 == b.len() {
+            out.push(b[i]);
+            i += 1;
+            continue;
+        }
+        i += 1;
+        let simple = match b[i] {
+            b'a' => Some(7),
+            b'b' => Some(8),
+            b'f' => Some(12),
+            b'n' => Some(b'\n'),
+            b'r' => Some(b'\r'),
+            b't' => Some(b'\t'),
+            b'v' => Some(11),
+            c @ (b'\\' | b'\'' | b'"' | b'?') => Some(c),
+            _ => None,
+        };
+        if let Some(c) = simple {
+            out.push(c);
+            i += 1;
+        } else if b[i] == b'x' || b[i] == b'X' {
+            let (v, n) = digits(i + 1, 16, 2);
+            out.push(v as u8);
+            i += 1 + n;
+        } else if b[i].is_ascii_digit() {
+            let (v, n) = digits(i, 8, 3);
+            out.push(v as u8);
+            i += n.max(1);
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    Some(out)
+}
+
 #[derive(Debug)]
 enum Frame {
     Message(String),
@@ -360,5 +449,28 @@ service S { rpc Get(Req) returns (Req) { option deprecated = true; } }
         assert_eq!(s.values["demo.v1.Req.Kind.KIND_B"].doc, "B");
         assert_eq!(s.values["demo.v1.Req.Kind.KIND_A"].doc, "");
         assert_eq!(s.blocks, vec![("service", Loc { line: 24, col: 1 })]);
+    }
+
+    #[test]
+    fn imports_are_read_as_the_parser_reads_them() {
+        let src = "syntax = \"proto3\";\n// import \"no.proto\";\n  import public \"a/b.proto\";\n\
+                   import \"c.proto\"; // x\nimport 'single.proto';\nimport\n  \"next_line.proto\";\n\
+                   import /* c */ \"com\" 'bined.proto';\nimport \"esc\\x61pe\\056proto\";\n\
+                   message M { string import = 1; }\n";
+        let found: Vec<(String, (u32, u32))> = imports(src)
+            .into_iter()
+            .map(|(p, l)| (p, (l.line, l.col)))
+            .collect();
+        let want = [
+            ("a/b.proto", (3, 3)),
+            ("c.proto", (4, 1)),
+            ("single.proto", (5, 1)),
+            ("next_line.proto", (6, 1)),
+            ("combined.proto", (8, 1)),
+            ("escape.proto", (9, 1)),
+        ];
+        let want: Vec<(String, (u32, u32))> =
+            want.iter().map(|(p, l)| (p.to_string(), *l)).collect();
+        assert_eq!(found, want);
     }
 }
