@@ -20,14 +20,18 @@ fn dir() -> &'static PathBuf {
 }
 
 /// libfuzzer-sys aborts on every panic, before it unwinds. `Schema::load` catches the panics
-/// of its parser dependency (protobuf-parse) and returns an error instead, which is what this
-/// target checks: let exactly those unwind, and abort on any other as before.
+/// of its parser dependency (protobuf-parse, and the protobuf and protobuf-support crates it
+/// calls) and returns an error instead, which is what this target checks: let exactly those
+/// unwind, and abort on any other as before.
 fn let_parser_panics_unwind() {
     let abort = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
-        let in_parser = info
-            .location()
-            .is_some_and(|l| l.file().contains("/protobuf-parse-"));
+        let in_parser = info.location().is_some_and(|l| {
+            let f = l.file();
+            ["/protobuf-parse-", "/protobuf-support-", "/protobuf-3."]
+                .iter()
+                .any(|c| f.contains(c))
+        });
         if !in_parser {
             abort(info);
         }
