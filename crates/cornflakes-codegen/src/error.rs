@@ -4,6 +4,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use crate::schema::Place;
+use crate::source::Loc;
 
 /// What kind of problem an [`Error`] reports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,12 +56,35 @@ impl Error {
         }
     }
 
-    /// Rewrites protobuf-parse's "error in `f.proto`: at 3:5: msg" as "f.proto:3:5: msg".
-    pub(crate) fn from_parser(e: impl fmt::Display) -> Error {
+    /// An error of the parser (protobuf-parse) on a load of `inputs` (imports resolved in
+    /// `includes`), always naming a file: "error in `f.proto`: at 3:5: msg" becomes
+    /// "f.proto:3:5: msg" with the line; an import the parser could not find or read is
+    /// prefixed with the file and `line:col` that imports it; anything else with the inputs.
+    pub(crate) fn from_parser(e: impl fmt::Display, inputs: &[&Path], includes: &[&Path]) -> Error {
         let text = format!("{e:#}");
+        let text = text.strip_prefix("using pure parser: ").unwrap_or(&text);
+        let named_inputs = || {
+            let files: Vec<String> = inputs.iter().map(|p| p.display().to_string()).collect();
+            format!("{} (or a file it imports)", files.join(", "))
+        };
+        let message = if let Some((target, hint)) = import_target(text) {
+            match crate::imports::find_importer(target, inputs, includes) {
+                Some((file, loc)) => {
+                    let file = file.display().to_string();
+                    let pos = format!("{}:{}", loc.line, loc.col);
+                    format!("{file}:{pos}: {text}{hint}{}", snippet(&file, &pos))
+                }
+                // The scanner did not find the statement the parser read.
+                None => format!("{}: {text}{hint}", named_inputs()),
+            }
+        } else if let Some(located) = reformat_parser_error(text) {
+            located
+        } else {
+            format!("{}: {text}", named_inputs())
+        };
         Error {
             kind: ErrorKind::Parse,
-            message: reformat_parser_error(&text),
+            message,
         }
     }
 
@@ -83,81 +107,62 @@ impl Error {
         }
     }
 
-    /// A parser error about an import it could not find names no file: prefix the file and
-    /// `line:col` of the `import` that asked for it, found from `inputs` through their imports
-    /// (resolved in `includes`), with the offending line.
-    pub(crate) fn name_importer(mut self, inputs: &[&Path], includes: &[&Path]) -> Error {
-        let Some(missing) = missing_import(&self.message) else {
-            return self;
-        };
-        if let Some((file, pos)) = find_importer(missing, inputs, includes) {
-            let file = file.display().to_string();
-            let snip = snippet(&file, &pos);
-            self.message = format!("{file}:{pos}: {}{snip}", self.message);
-        } else {
-            // The scanner did not find the statement the parser read: still say which load
-            // failed.
-            let files: Vec<String> = inputs.iter().map(|p| p.display().to_string()).collect();
-            self.message = format!(
-                "{} (or a file it imports): {}",
-                files.join(", "),
-                self.message
-            );
+    /// `file` nests brackets deeper than `max` levels, the first time at `loc`.
+    pub(crate) fn too_deep(file: &Path, loc: Loc, max: usize) -> Error {
+        let file = file.display().to_string();
+        let pos = format!("{}:{}", loc.line, loc.col);
+        Error {
+            kind: ErrorKind::Parse,
+            message: format!(
+                "{file}:{pos}: nested more than {max} levels deep (messages, blocks, option \
+                 values or brackets); flatten the schema{}",
+                snippet(&file, &pos)
+            ),
         }
-        self
+    }
+
+    /// The import at `loc` of `file` closes `cycle` (a file importing itself, directly or
+    /// through others; the first and last entries are the same file).
+    pub(crate) fn import_cycle(file: &Path, loc: Loc, cycle: &[&Path]) -> Error {
+        let file = file.display().to_string();
+        let pos = format!("{}:{}", loc.line, loc.col);
+        let chain: Vec<String> = cycle.iter().map(|p| p.display().to_string()).collect();
+        Error {
+            kind: ErrorKind::Parse,
+            message: format!(
+                "{file}:{pos}: import cycle: {}; a file may not import itself, directly or \
+                 through other files{}",
+                chain.join(" → "),
+                snippet(&file, &pos)
+            ),
+        }
     }
 }
 
-/// The path quoted in protobuf-parse's "protobuf path `x.proto` is not found ..." (or "...
-/// must reside in include path").
-fn missing_import(message: &str) -> Option<&str> {
-    if !message.contains("is not found in import path")
-        && !message.contains("must reside in include path")
+/// The import a parser error is about, as the parser names it (the path written in the
+/// `import`, or where it resolved), with a hint to append: protobuf-parse's "protobuf path
+/// `x.proto` is not found in import path ..." (or "... must reside in include path") and
+/// "could not read file `/dir/x.proto`: ...".
+fn import_target(message: &str) -> Option<(&str, &'static str)> {
+    let hint = if message.contains("is not found in import path")
+        || message.contains("must reside in include path")
     {
+        ": add the directory holding it to the include paths (`-I`)"
+    } else if message.starts_with("could not read file `") {
+        ""
+    } else {
         return None;
-    }
+    };
     let rest = &message[message.find('`')? + 1..];
-    Some(&rest[..rest.find('`')?])
+    Some((&rest[..rest.find('`')?], hint))
 }
 
-/// The first file, from `inputs` through the imports that resolve in `includes`, that imports
-/// `missing`, with the `line:col` of that import.
-fn find_importer(missing: &str, inputs: &[&Path], includes: &[&Path]) -> Option<(PathBuf, String)> {
-    let mut queue: std::collections::VecDeque<PathBuf> =
-        inputs.iter().map(|p| p.to_path_buf()).collect();
-    let mut seen = std::collections::HashSet::new();
-    while let Some(file) = queue.pop_front() {
-        if !seen.insert(file.clone()) || seen.len() > 1000 {
-            continue;
-        }
-        let Ok(text) = std::fs::read_to_string(&file) else {
-            continue;
-        };
-        for (path, loc) in crate::source::imports(&text) {
-            if path == missing {
-                return Some((file, format!("{}:{}", loc.line, loc.col)));
-            }
-            if let Some(found) = includes.iter().map(|i| i.join(&path)).find(|p| p.is_file()) {
-                queue.push_back(found);
-            }
-        }
-    }
-    None
-}
-
-fn reformat_parser_error(text: &str) -> String {
-    let text = text.strip_prefix("using pure parser: ").unwrap_or(text);
-    if text.contains("must reside in include path") || text.contains("is not found in import path")
-    {
-        return format!("{text}: add the directory holding it to the include paths (`-I`)");
-    }
-    let Some(start) = text.find("error in `") else {
-        return text.to_string();
-    };
+/// "error in `f.proto`: at 3:5: msg" as "f.proto:3:5: msg" and the line, or `None` if `text`
+/// names no file.
+fn reformat_parser_error(text: &str) -> Option<String> {
+    let start = text.find("error in `")?;
     let rest = &text[start + "error in `".len()..];
-    let Some((file, rest)) = rest.split_once("`: ") else {
-        return text.to_string();
-    };
+    let (file, rest) = rest.split_once("`: ")?;
     // "at 3:15: incorrect input: at 3:15: incorrect input: incorrect input"
     let mut pos = None;
     let mut parts: Vec<&str> = Vec::new();
@@ -173,7 +178,7 @@ fn reformat_parser_error(text: &str) -> String {
         }
     }
     let msg = parts.join(": ");
-    match pos {
+    Some(match pos {
         Some(p) => {
             let mut out = format!("{file}:{p}: {msg}");
             out.push_str(&snippet(file, &p));
@@ -184,7 +189,7 @@ fn reformat_parser_error(text: &str) -> String {
             Some(p) => format!("{file}:{p}: {msg}{}", snippet(file, &p)),
             None => format!("{file}: {msg}"),
         },
-    }
+    })
 }
 
 /// `line:col` of the first use, outside comments, of the last `name` quoted in `msg`.
@@ -256,12 +261,17 @@ mod tests {
     #[test]
     fn missing_imports_are_read_from_the_parser_error() {
         assert_eq!(
-            super::missing_import(
+            super::import_target(
                 "protobuf path `common/t.proto` is not found in import path [\"/x\"]"
-            ),
+            )
+            .map(|(t, _)| t),
             Some("common/t.proto")
         );
-        assert_eq!(super::missing_import("a.proto:1:1: expecting `;`"), None);
+        assert_eq!(
+            super::import_target("could not read file `/x/a.proto`: is a directory"),
+            Some(("/x/a.proto", ""))
+        );
+        assert_eq!(super::import_target("a.proto:1:1: expecting `;`"), None);
     }
 
     #[test]
@@ -318,6 +328,16 @@ mod tests {
             text.starts_with(&format!("{}:2:1: ", c.display())),
             "{text}"
         );
+        // A path the parser cannot read (here: it holds a NUL byte) is located the same way.
+        std::fs::write(&c, "syntax = \"proto3\";\n\nimport \"x\\0y.proto\";\n").unwrap();
+        let text = crate::Schema::load(&[&c], &[&dir])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            text.starts_with(&format!("{}:3:1: could not read file", c.display())),
+            "{text}"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -343,14 +363,15 @@ mod tests {
     #[test]
     fn parser_errors_start_with_file_line_col() {
         assert_eq!(
-            super::reformat_parser_error("error in `a/b.proto`: at 3:14: expecting `;`"),
+            super::reformat_parser_error("error in `a/b.proto`: at 3:14: expecting `;`").unwrap(),
             "a/b.proto:3:14: expecting `;`"
         );
+        assert_eq!(super::reformat_parser_error("no file here"), None);
         assert_eq!(
             super::reformat_parser_error(
                 "using pure parser: error in `x.proto`: at 3:15: incorrect input: at 3:15: incorrect input: incorrect input"
             ),
-            "x.proto:3:15: incorrect input"
+            Some("x.proto:3:15: incorrect input".to_owned())
         );
     }
 }

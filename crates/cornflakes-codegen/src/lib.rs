@@ -45,6 +45,7 @@
 pub mod dynamic;
 mod error;
 mod gen;
+mod imports;
 pub mod schema;
 mod source;
 

@@ -279,17 +279,39 @@ impl Schema {
         }
         let input_paths: Vec<&Path> = inputs.iter().map(|p| p.as_ref()).collect();
         let include_paths: Vec<&Path> = includes.iter().map(|p| p.as_ref()).collect();
+        // What would overflow the parser's stack (an abort, not a panic) is refused first.
+        crate::imports::check(&input_paths, &include_paths)?;
         // protobuf-parse panics on some inputs it should refuse (e.g. two messages of one
         // name): a bad .proto must be an error, never a crash of the build script or command.
+        // The parser wants each input under an include directory by the path's text, so
+        // `x.proto` with `-I /abs/dir` or `-I ../dir` (the same directory) would "not reside"
+        // in it: give it the directories resolved (`..` and symbolic links) and each input as
+        // its resolved directory and its own file name (a linked file stays where it is named).
+        let resolve = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+        let abs_includes: Vec<PathBuf> = include_paths.iter().map(|p| resolve(p)).collect();
+        let abs_inputs: Vec<PathBuf> = input_paths
+            .iter()
+            .map(|p| match (p.parent(), p.file_name()) {
+                (Some(dir), Some(name)) => {
+                    let dir = if dir.as_os_str().is_empty() {
+                        Path::new(".")
+                    } else {
+                        dir
+                    };
+                    resolve(dir).join(name)
+                }
+                _ => resolve(p),
+            })
+            .collect();
         let parsed = std::panic::catch_unwind(|| {
             protobuf_parse::Parser::new()
                 .pure()
-                .includes(&include_paths)
-                .inputs(&input_paths)
+                .includes(&abs_includes)
+                .inputs(&abs_inputs)
                 .parse_and_typecheck()
         })
         .map_err(|panic| Error::parser_panicked(&input_paths, panic.as_ref()))?
-        .map_err(|e| Error::from_parser(e).name_importer(&input_paths, &include_paths))?;
+        .map_err(|e| Error::from_parser(e, &input_paths, &include_paths))?;
         let inputs: Vec<String> = parsed
             .relative_paths
             .iter()

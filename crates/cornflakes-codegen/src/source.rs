@@ -162,13 +162,13 @@ fn tokenize(src: &str) -> Vec<Token> {
 
 /// The files `src` imports, each with the position of its `import` keyword, read as the parser
 /// reads them: comments and line breaks anywhere, either quote, adjacent literals joined,
-/// escapes decoded. A statement this misses only loses its position in an error message.
+/// escapes decoded. (`import` followed by a string literal is an import wherever it stands: a
+/// field or type called `import` is never followed by one.)
 pub fn imports(src: &str) -> Vec<(String, Loc)> {
     let toks = tokenize(src);
     let mut out = Vec::new();
     for (i, t) in toks.iter().enumerate() {
-        let starts_statement = i == 0 || matches!(toks[i - 1].text.as_str(), ";" | "}");
-        if t.text != "import" || !starts_statement {
+        if t.text != "import" {
             continue;
         }
         let mut j = i + 1;
@@ -190,6 +190,25 @@ pub fn imports(src: &str) -> Vec<(String, Loc)> {
         }
     }
     out
+}
+
+/// The first opening bracket (`{`, `(`, `[` or `<`, outside comments and strings) that nests
+/// deeper than `max` levels.
+pub fn too_deep(src: &str, max: usize) -> Option<Loc> {
+    let mut depth = 0usize;
+    for t in tokenize(src) {
+        match t.text.as_str() {
+            "{" | "(" | "[" | "<" => {
+                depth += 1;
+                if depth > max {
+                    return Some(t.loc);
+                }
+            }
+            "}" | ")" | "]" | ">" => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    None
 }
 
 /// The bytes of a quoted string token (either quote, C-style escapes), or `None` if `token` is

@@ -49,3 +49,32 @@ fn generated_files_do_not_take_prost_builds_names() {
         .1
         .contains("cornflakes::include_schema!(\"small\")"));
 }
+
+/// A file and its include directory may be named differently (relative and absolute, through
+/// `..` or a symbolic link): the parser compares the paths' text, so `build.rs` files mixing
+/// `CARGO_MANIFEST_DIR` with relative paths were refused as "must reside in include path".
+/// (`cargo test` runs in the package directory, which the relative paths start from.)
+#[test]
+fn a_file_and_its_directory_may_be_named_differently() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/small");
+    let reference = Config::new()
+        .generate(&Schema::load(&[dir.join("small.proto")], &[&dir]).unwrap())
+        .unwrap();
+    let link = std::env::temp_dir().join(format!("cf-codegen-link-{}", std::process::id()));
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(&dir, &link).unwrap();
+    let rel = Path::new("tests/fixtures/small");
+    let cases: Vec<(std::path::PathBuf, std::path::PathBuf)> = vec![
+        (rel.join("small.proto"), dir.clone()),
+        (dir.join("small.proto"), rel.to_path_buf()),
+        (rel.join("small.proto"), dir.join("../small")),
+        (link.join("small.proto"), dir.clone()),
+        (rel.join("small.proto"), link.clone()),
+    ];
+    for (input, include) in &cases {
+        let schema = Schema::load(&[input], &[include])
+            .unwrap_or_else(|e| panic!("{} with -I {}: {e}", input.display(), include.display()));
+        assert_eq!(Config::new().generate(&schema).unwrap(), reference);
+    }
+    std::fs::remove_file(&link).unwrap();
+}
