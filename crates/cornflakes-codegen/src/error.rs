@@ -338,6 +338,22 @@ mod tests {
             text.starts_with(&format!("{}:3:1: could not read file", c.display())),
             "{text}"
         );
+        // Also when the include directory is named through a symbolic link (the parser is
+        // given it resolved).
+        let link =
+            std::env::temp_dir().join(format!("cf-codegen-import-link-{}", std::process::id()));
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(&dir, &link).unwrap();
+        let c_linked = link.join("c.proto");
+        let text = crate::Schema::load(&[&c_linked], &[&link])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            text.starts_with(&format!("{}:3:1: could not read file", c_linked.display())),
+            "{text}"
+        );
+        std::fs::remove_file(&link).unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

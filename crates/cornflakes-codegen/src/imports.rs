@@ -50,7 +50,13 @@ pub(crate) fn find_importer(
             continue;
         };
         for (path, loc) in source::imports(&text) {
-            if path == missing || includes.iter().any(|i| i.join(&path) == Path::new(missing)) {
+            // The parser names an unreadable file by its resolved include directory.
+            let resolved_is_missing = |i: &&Path| {
+                i.join(&path) == Path::new(missing)
+                    || i.canonicalize()
+                        .is_ok_and(|c| c.join(&path) == Path::new(missing))
+            };
+            if path == missing || includes.iter().any(resolved_is_missing) {
                 return Some((file, loc));
             }
             if let Some(found) = resolve(&path, includes) {
@@ -64,6 +70,11 @@ pub(crate) fn find_importer(
 /// Where the parser finds an imported `path`: the first include directory that has it.
 fn resolve(path: &str, includes: &[&Path]) -> Option<PathBuf> {
     includes.iter().map(|i| i.join(path)).find(|p| p.is_file())
+}
+
+/// One name per file, however it was reached.
+fn canonical(p: &Path) -> PathBuf {
+    p.canonicalize().unwrap_or_else(|_| p.to_path_buf())
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -83,7 +94,7 @@ struct Walk<'a> {
 
 impl Walk<'_> {
     fn visit(&mut self, file: &Path) -> Result<(), Error> {
-        let key = file.canonicalize().unwrap_or_else(|_| file.to_path_buf());
+        let key = canonical(file);
         if self.state.contains_key(&key) {
             return Ok(());
         }
@@ -94,18 +105,18 @@ impl Walk<'_> {
         if let Some(loc) = source::too_deep(&text, MAX_NESTING) {
             return Err(Error::too_deep(file, loc, MAX_NESTING));
         }
-        self.state.insert(key, State::Open);
+        self.state.insert(key.clone(), State::Open);
         self.chain.push(file.to_path_buf());
         for (path, loc) in source::imports(&text) {
             let Some(found) = resolve(&path, self.includes) else {
                 continue;
             };
-            let found_key = found.canonicalize().unwrap_or_else(|_| found.clone());
+            let found_key = canonical(&found);
             if self.state.get(&found_key) == Some(&State::Open) {
                 let start = self
                     .chain
                     .iter()
-                    .position(|f| f.canonicalize().ok().as_ref() == Some(&found_key))
+                    .position(|f| canonical(f) == found_key)
                     .unwrap_or(0);
                 let mut cycle: Vec<&Path> =
                     self.chain[start..].iter().map(|p| p.as_path()).collect();
@@ -115,7 +126,6 @@ impl Walk<'_> {
             self.visit(&found)?;
         }
         self.chain.pop();
-        let key = file.canonicalize().unwrap_or_else(|_| file.to_path_buf());
         self.state.insert(key, State::Done);
         Ok(())
     }
