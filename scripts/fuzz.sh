@@ -47,6 +47,8 @@ run_one() {
   local extra=()
   if [ -n "${FUZZ_JOBS:-}" ]; then extra+=("-fork=$FUZZ_JOBS"); fi
   say "fuzzing $t for ${secs}s"
+  local stamp
+  stamp=$(mktemp)
   set +e
   ASAN_OPTIONS="detect_leaks=1:${ASAN_OPTIONS:-}" "$bin_dir/$t" "$@" \
     -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len="$(max_len "$t")" \
@@ -59,7 +61,15 @@ run_one() {
   if [ "$status" != 0 ]; then
     echo "FAILED: fuzz target $t (exit $status); input saved in fuzz/artifacts/$t/" >&2
     echo "  reproduce: $bin_dir/$t fuzz/artifacts/$t/<file>" >&2
+    # CI keeps no files: print the inputs of this run (up to 8 KiB each) so the log alone
+    # reproduces the finding (base64 -d > input).
+    find "fuzz/artifacts/$t" -type f -newer "$stamp" | while read -r f; do
+      echo "  $f ($(wc -c <"$f") bytes), base64 of its first 8 KiB:" >&2
+      head -c 8192 "$f" | base64 -w 0 >&2
+      echo >&2
+    done
   fi
+  rm -f "$stamp"
   return "$status"
 }
 
