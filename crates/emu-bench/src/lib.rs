@@ -23,6 +23,10 @@
 //!   reply checked to come from that core; per-core results and device counters in
 //!   [`EmuReport::per_core`]. It needs N + 1 CPUs ([`cores_for`]); `pin: false` runs the
 //!   plumbing on fewer, for tests only (its numbers mean nothing);
+//! - [`resident`] keeps the server cores' threads for a series of runs: each core builds its
+//!   state once (e.g. a key-value store loaded into its pinned memory) and every
+//!   [`Resident::run`] calls the run's job with that state and a fresh [`ServerPort`] of the
+//!   run's device, so a state that takes longer to build than a run is built once per search;
 //! - a benchmark searches each mode's saturation load with [`loadgen::search`] (median of K
 //!   trials per load, grid then bisection, modes interleaved) over [`EmuTrial`]s, and reports
 //!   it with [`EmuSummary`] and [`table`]: the highest load kept up, the spread of its trials,
@@ -80,6 +84,7 @@
 #![warn(missing_docs)]
 
 mod frames;
+mod resident;
 mod run;
 mod search;
 mod wire;
@@ -90,9 +95,10 @@ pub use datapath_mlx5::emu::threaded::cores_for;
 /// Whether this machine has the two CPUs a one-core run needs (server and device), and which.
 pub use datapath_mlx5::emu::threaded::two_cores;
 pub use frames::{Request, RequestFrames};
+pub use resident::{resident, Resident};
 pub use run::{
-    run, run_cores, Bottleneck, CoreReport, EmuReport, EmuRunConfig, ServerPort, DEVICE_SATURATED,
-    ETHERNET_WIRE_OVERHEAD, LINE_RATE_GBPS,
+    memory_config, run, run_cores, Bottleneck, CoreReport, EmuReport, EmuRunConfig, ServerPort,
+    DEVICE_SATURATED, ETHERNET_WIRE_OVERHEAD, LINE_RATE_GBPS,
 };
 pub use search::{median_records, table, trials_json, Bound, EmuSummary, EmuTrial, LoadSummary};
 pub use wire::{LoadWire, ReplyCheck, MAX_FAILURES_KEPT};

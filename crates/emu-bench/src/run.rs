@@ -197,6 +197,18 @@ impl EmuReport {
     }
 }
 
+/// A pinned-memory configuration whose items hold the receive buffers of a run with IP MTU
+/// `mtu` ([`EmuRunConfig::mtu`]): what [`ServerPort::memory_config`] gives, for memory made
+/// before the run (a [`Resident`](crate::Resident) core's).
+pub fn memory_config(mtu: usize) -> MemoryConfig {
+    MemoryConfig {
+        max_item_size: (mtu + ethernet::HEADER_LEN)
+            .next_power_of_two()
+            .max(64 * 1024),
+        ..MemoryConfig::default()
+    }
+}
+
 /// The server's side of a run, handed to the server closure on its core: one queue set of the
 /// emulated port.
 pub struct ServerPort {
@@ -209,14 +221,10 @@ pub struct ServerPort {
 }
 
 impl ServerPort {
-    /// A pinned-memory configuration whose items hold the port's receive buffers.
+    /// A pinned-memory configuration whose items hold the port's receive buffers
+    /// ([`memory_config`] of the run's MTU).
     pub fn memory_config(&self) -> MemoryConfig {
-        MemoryConfig {
-            max_item_size: (self.mtu + ethernet::HEADER_LEN)
-                .next_power_of_two()
-                .max(64 * 1024),
-            ..MemoryConfig::default()
-        }
+        memory_config(self.mtu)
     }
 
     /// Which server core this is (0 to `cores - 1`).
@@ -232,6 +240,8 @@ impl ServerPort {
     /// The server's datapath on this core's queue set of the emulated device: `mem`
     /// registered with it, receive buffers posted, the server at [`addr`](Self::addr) (the
     /// clients are 10.77.0.1:5000). Requests start arriving once every core's datapath is up.
+    /// `mem` may come from an earlier run (a [`Resident`](crate::Resident) core keeps its
+    /// memory): registering it here gives every region a key of this run's device.
     pub fn datapath(&self, mem: PinnedMemory) -> io::Result<Mlx5Datapath<ThreadedQueues>> {
         self.port.register(&mem)?;
         let mut stack = StackConfig::new(SERVER_MAC, self.addr());
@@ -324,89 +334,14 @@ where
     R: Send,
     S: FnOnce(ServerPort) -> R + Send,
 {
-    let n = cfg.cores;
-    if n == 0 {
-        return Err("a run needs at least one server core (EmuRunConfig::cores)".to_owned());
-    }
-    debug_assert_eq!(servers.len(), n);
-    // Every core's port must exist before anything starts.
-    core_port(SERVER.port(), n - 1)?;
-    let cpus = if cfg.pin {
-        Some(cores_for(n).map_err(|e| e.to_string())?)
-    } else {
-        None
-    };
-    if cfg.emu.mtu < cfg.mtu {
-        return Err(format!(
-            "the stack MTU {} exceeds the emulated port's {}",
-            cfg.mtu, cfg.emu.mtu
-        ));
-    }
-    let frames = RequestFrames::build(
-        requests,
-        (CLIENT_MAC, CLIENT),
-        (SERVER_MAC, SERVER),
-        cfg.mtu,
-        n,
-    )?;
-    // Poisson arrivals of whole requests (a split request's parts go out together), at the
-    // rate that offers `cfg.rate_rps` wire requests.
-    let group_rate = cfg.rate_rps * frames.groups() as f64 / frames.len() as f64;
-    let schedule = Schedule::poisson(&ScheduleConfig {
-        rate_rps: group_rate,
-        bound: Bound::Duration(cfg.warmup + cfg.duration),
-        threads: 1,
-        seed: cfg.seed,
-    })
-    .map_err(|e| format!("schedule at {} req/s: {e}", cfg.rate_rps))?;
-    let offsets = frames.expand_offsets(schedule.threads()[0].offsets_ns());
-    if offsets.len() as u64 > u64::from(u32::MAX) {
-        return Err("more than 2^32 requests in one run".to_owned());
-    }
-    let ready: Arc<[AtomicBool]> = (0..n).map(|_| AtomicBool::new(false)).collect();
-    let stop = Arc::new(AtomicBool::new(false));
-    let ends = Ends {
-        client_mac: CLIENT_MAC,
-        client_port: CLIENT.port(),
-        base_port: SERVER.port(),
-    };
-    let wire = LoadWire::new(frames, offsets, ends, cfg, checker, ready.clone());
-    let mut emu = cfg.emu.clone();
-    emu.loopback = false;
-    let flows = (0..n)
-        .map(|i| core_flow_rules(SERVER_MAC, SERVER.port(), i))
-        .collect::<Result<Vec<_>, _>>()?;
-    let device = EmuDevice::spawn_queues(
-        emu,
-        flows,
-        DeviceOptions {
-            delay_per_segment: cfg.delay_per_segment,
-            core: cpus.as_ref().map(|c| c.1),
-            yield_when_idle: !cfg.pin,
-        },
-        wire,
-    )
-    .map_err(|e| format!("starting the emulated device: {e}"))?;
-    let ports: Vec<ServerPort> = device
-        .ports()
-        .into_iter()
-        .enumerate()
-        .map(|(core, port)| ServerPort {
-            port,
-            core,
-            stop: stop.clone(),
-            ready: ready.clone(),
-            mtu: cfg.mtu,
-            max_send_sge: cfg.max_send_sge,
-        })
-        .collect();
-    // Long enough for the schedule, the loss timeout and a slow start, and then some.
-    let limit = cfg.warmup + cfg.duration + cfg.timeout + Duration::from_secs(30);
+    debug_assert_eq!(servers.len(), cfg.cores);
+    let mut run = Run::start(cfg, requests, checker)?;
+    let ports = run.take_ports();
     let server_out = std::thread::scope(|s| {
-        let mut threads = Vec::with_capacity(n);
+        let mut threads = Vec::with_capacity(run.n);
         for (port, server) in ports.into_iter().zip(servers) {
             let core = port.core;
-            let cpu = cpus.as_ref().map(|c| c.0[core]);
+            let cpu = run.cpus.as_ref().map(|c| c.0[core]);
             let spawned = std::thread::Builder::new()
                 .name(format!("emu-server-{core}"))
                 .spawn_scoped(s, move || {
@@ -419,55 +354,190 @@ where
                 Ok(t) => threads.push(t),
                 Err(e) => {
                     // The threads already running see the stop flag and end with the scope.
-                    stop.store(true, Ordering::Relaxed);
+                    run.stop_servers();
                     return Err(format!("spawning the thread of server core {core}: {e}"));
                 }
             }
         }
+        let why = run.watch(|| threads.iter().position(|t| t.is_finished()));
+        run.stop_servers();
+        let outs = threads
+            .into_iter()
+            .enumerate()
+            .map(|(i, t)| t.join().unwrap_or_else(|_| Err(run.panicked(i))))
+            .collect();
+        run.outcome(outs, why)
+    });
+    run.finish(server_out)
+}
+
+/// One run in progress: the device and the clients started, the server cores' ports handed
+/// out, and what deciding the run's outcome and its report needs. Shared by the servers
+/// started per run ([`run_cores`]) and the resident ones ([`crate::Resident`]).
+pub(crate) struct Run<'a, C: ReplyCheck> {
+    cfg: &'a EmuRunConfig,
+    /// Server cores.
+    pub(crate) n: usize,
+    /// The server cores' CPUs and the device's, when pinned.
+    pub(crate) cpus: Option<(Vec<usize>, usize)>,
+    device: EmuDevice<LoadWire<C>>,
+    ports: Vec<ServerPort>,
+    ready: Arc<[AtomicBool]>,
+    stop: Arc<AtomicBool>,
+    limit: Duration,
+}
+
+impl<'a, C: ReplyCheck> Run<'a, C> {
+    /// Checks `cfg`, prepares the request frames and the arrival times, and starts the device
+    /// (the clients inject nothing until every core's datapath is up).
+    pub(crate) fn start(
+        cfg: &'a EmuRunConfig,
+        requests: &[Request],
+        checker: C,
+    ) -> Result<Run<'a, C>, String> {
+        let n = cfg.cores;
+        if n == 0 {
+            return Err("a run needs at least one server core (EmuRunConfig::cores)".to_owned());
+        }
+        // Every core's port must exist before anything starts.
+        core_port(SERVER.port(), n - 1)?;
+        let cpus = if cfg.pin {
+            Some(cores_for(n).map_err(|e| e.to_string())?)
+        } else {
+            None
+        };
+        if cfg.emu.mtu < cfg.mtu {
+            return Err(format!(
+                "the stack MTU {} exceeds the emulated port's {}",
+                cfg.mtu, cfg.emu.mtu
+            ));
+        }
+        let frames = RequestFrames::build(
+            requests,
+            (CLIENT_MAC, CLIENT),
+            (SERVER_MAC, SERVER),
+            cfg.mtu,
+            n,
+        )?;
+        // Poisson arrivals of whole requests (a split request's parts go out together), at the
+        // rate that offers `cfg.rate_rps` wire requests.
+        let group_rate = cfg.rate_rps * frames.groups() as f64 / frames.len() as f64;
+        let schedule = Schedule::poisson(&ScheduleConfig {
+            rate_rps: group_rate,
+            bound: Bound::Duration(cfg.warmup + cfg.duration),
+            threads: 1,
+            seed: cfg.seed,
+        })
+        .map_err(|e| format!("schedule at {} req/s: {e}", cfg.rate_rps))?;
+        let offsets = frames.expand_offsets(schedule.threads()[0].offsets_ns());
+        if offsets.len() as u64 > u64::from(u32::MAX) {
+            return Err("more than 2^32 requests in one run".to_owned());
+        }
+        let ready: Arc<[AtomicBool]> = (0..n).map(|_| AtomicBool::new(false)).collect();
+        let stop = Arc::new(AtomicBool::new(false));
+        let ends = Ends {
+            client_mac: CLIENT_MAC,
+            client_port: CLIENT.port(),
+            base_port: SERVER.port(),
+        };
+        let wire = LoadWire::new(frames, offsets, ends, cfg, checker, ready.clone());
+        let mut emu = cfg.emu.clone();
+        emu.loopback = false;
+        let flows = (0..n)
+            .map(|i| core_flow_rules(SERVER_MAC, SERVER.port(), i))
+            .collect::<Result<Vec<_>, _>>()?;
+        let device = EmuDevice::spawn_queues(
+            emu,
+            flows,
+            DeviceOptions {
+                delay_per_segment: cfg.delay_per_segment,
+                core: cpus.as_ref().map(|c| c.1),
+                yield_when_idle: !cfg.pin,
+            },
+            wire,
+        )
+        .map_err(|e| format!("starting the emulated device: {e}"))?;
+        let ports: Vec<ServerPort> = device
+            .ports()
+            .into_iter()
+            .enumerate()
+            .map(|(core, port)| ServerPort {
+                port,
+                core,
+                stop: stop.clone(),
+                ready: ready.clone(),
+                mtu: cfg.mtu,
+                max_send_sge: cfg.max_send_sge,
+            })
+            .collect();
+        // Long enough for the schedule, the loss timeout and a slow start, and then some.
+        let limit = cfg.warmup + cfg.duration + cfg.timeout + Duration::from_secs(30);
+        Ok(Run {
+            cfg,
+            n,
+            cpus,
+            device,
+            ports,
+            ready,
+            stop,
+            limit,
+        })
+    }
+
+    /// The server cores' ports, in core order (once).
+    pub(crate) fn take_ports(&mut self) -> Vec<ServerPort> {
+        std::mem::take(&mut self.ports)
+    }
+
+    /// Tells every server core the run is over.
+    pub(crate) fn stop_servers(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+
+    /// What a panicked server core's result says.
+    pub(crate) fn panicked(&self, core: usize) -> String {
+        if self.n == 1 {
+            "the server thread panicked".to_owned()
+        } else {
+            format!("the server thread of core {core} panicked")
+        }
+    }
+
+    /// Waits until the clients have sent everything and every reply has come or timed out.
+    /// Returns why the run ended otherwise: a server core returned early (`returned` names
+    /// one that has), the device thread ended, or the run overran its time limit.
+    pub(crate) fn watch(&self, mut returned: impl FnMut() -> Option<usize>) -> Option<String> {
         let started = Instant::now();
-        let mut why = None;
-        while !device.wire_finished() {
-            if let Some(i) = threads.iter().position(|t| t.is_finished()) {
-                why = Some(if n == 1 {
+        while !self.device.wire_finished() {
+            if let Some(i) = returned() {
+                return Some(if self.n == 1 {
                     "the server returned before the run ended".to_owned()
                 } else {
                     format!("the server of core {i} returned before the run ended")
                 });
-                break;
             }
-            if !device.is_running() {
-                why = Some("the device thread ended early".to_owned());
-                break;
+            if !self.device.is_running() {
+                return Some("the device thread ended early".to_owned());
             }
-            if started.elapsed() > limit {
-                why = Some(format!("the run did not finish within {limit:?}"));
-                break;
+            if started.elapsed() > self.limit {
+                return Some(format!("the run did not finish within {:?}", self.limit));
             }
             std::thread::sleep(Duration::from_millis(1));
         }
-        stop.store(true, Ordering::Relaxed);
-        let mut outs = Vec::with_capacity(n);
-        let mut first_err = None;
-        for (i, t) in threads.into_iter().enumerate() {
-            let r = t.join().unwrap_or_else(|_| {
-                Err(if n == 1 {
-                    "the server thread panicked".to_owned()
-                } else {
-                    format!("the server thread of core {i} panicked")
-                })
-            });
-            match r {
-                Ok(o) => outs.push(o),
-                Err(e) => {
-                    first_err.get_or_insert(e);
-                }
-            }
-        }
-        if let Some(e) = first_err {
-            return Err(e);
-        }
-        if let Some(i) = ready.iter().position(|r| !r.load(Ordering::Acquire)) {
-            return Err(if n == 1 {
+        None
+    }
+
+    /// The run's outcome from every core's result (after [`stop_servers`](Self::stop_servers))
+    /// and what [`watch`](Self::watch) returned: the first core's error, a core that never
+    /// built its datapath, or `why`; else the results in core order.
+    pub(crate) fn outcome<R>(
+        &self,
+        outs: Vec<Result<R, String>>,
+        why: Option<String>,
+    ) -> Result<Vec<R>, String> {
+        let outs = outs.into_iter().collect::<Result<Vec<R>, String>>()?;
+        if let Some(i) = self.ready.iter().position(|r| !r.load(Ordering::Acquire)) {
+            return Err(if self.n == 1 {
                 "the server never built its datapath (ServerPort::datapath)".to_owned()
             } else {
                 format!("the server of core {i} never built its datapath (ServerPort::datapath)")
@@ -477,62 +547,71 @@ where
             Some(w) => Err(w),
             None => Ok(outs),
         }
-    });
-    let (wire, dev) = device
-        .stop()
-        .map_err(|e| format!("stopping the emulated device: {e}"))?;
-    let server_out = server_out?;
-    let warmup_ns = cfg.warmup.as_nanos() as u64;
-    let offsets = wire.offsets();
-    let measured_requests = offsets.iter().filter(|&&o| o >= warmup_ns).count() as u64;
-    let window_end = offsets
-        .last()
-        .copied()
-        .unwrap_or(0)
-        .max(wire.last_measured_reply_ns);
-    let window_ns = window_end.saturating_sub(warmup_ns);
-    let rps = |verified: u64| {
-        if window_ns == 0 {
-            0.0
-        } else {
-            verified as f64 * 1e9 / window_ns as f64
-        }
-    };
-    let device_busy = match (wire.window_start, wire.window_end) {
-        (Some(a), Some(b)) if b.now_ns > a.now_ns => {
-            (b.busy_ns - a.busy_ns) as f64 / (b.now_ns - a.now_ns) as f64
-        }
-        _ => 0.0,
-    };
-    let (mean_request_frame, mean_reply_frame) = wire.mean_frames();
-    let per_core: Vec<CoreReport> = (0..n)
-        .map(|i| CoreReport {
-            counters: wire.per_core[i],
-            achieved_rps: rps(wire.measured_verified[i]),
-            device: dev.per_queue.get(i).copied().unwrap_or_default(),
-        })
-        .collect();
-    let report = EmuReport {
-        run: RunReport {
-            offered_rps: cfg.rate_rps,
-            achieved_rps: rps(wire.measured_verified.iter().sum()),
-            measured_window: Duration::from_nanos(window_ns),
-            measured_requests,
-            counters: wire.counters(),
-            latency: wire.latency.clone(),
-            threads: 1,
-        },
-        cores: n,
-        per_core,
-        device_busy,
-        device: dev.stats,
-        sampled: wire.sampled,
-        not_delivered: wire.not_delivered,
-        max_inject_lag_ns: wire.max_inject_lag_ns,
-        failures: wire.failures.clone(),
-        mean_request_frame,
-        mean_reply_frame,
-        frames_per_request: 1.0,
-    };
-    Ok((report, server_out))
+    }
+
+    /// Stops the device and, when the servers' outcome is good, reports the run.
+    pub(crate) fn finish<R>(
+        self,
+        server_out: Result<Vec<R>, String>,
+    ) -> Result<(EmuReport, Vec<R>), String> {
+        let (cfg, n) = (self.cfg, self.n);
+        let (wire, dev) = self
+            .device
+            .stop()
+            .map_err(|e| format!("stopping the emulated device: {e}"))?;
+        let server_out = server_out?;
+        let warmup_ns = cfg.warmup.as_nanos() as u64;
+        let offsets = wire.offsets();
+        let measured_requests = offsets.iter().filter(|&&o| o >= warmup_ns).count() as u64;
+        let window_end = offsets
+            .last()
+            .copied()
+            .unwrap_or(0)
+            .max(wire.last_measured_reply_ns);
+        let window_ns = window_end.saturating_sub(warmup_ns);
+        let rps = |verified: u64| {
+            if window_ns == 0 {
+                0.0
+            } else {
+                verified as f64 * 1e9 / window_ns as f64
+            }
+        };
+        let device_busy = match (wire.window_start, wire.window_end) {
+            (Some(a), Some(b)) if b.now_ns > a.now_ns => {
+                (b.busy_ns - a.busy_ns) as f64 / (b.now_ns - a.now_ns) as f64
+            }
+            _ => 0.0,
+        };
+        let (mean_request_frame, mean_reply_frame) = wire.mean_frames();
+        let per_core: Vec<CoreReport> = (0..n)
+            .map(|i| CoreReport {
+                counters: wire.per_core[i],
+                achieved_rps: rps(wire.measured_verified[i]),
+                device: dev.per_queue.get(i).copied().unwrap_or_default(),
+            })
+            .collect();
+        let report = EmuReport {
+            run: RunReport {
+                offered_rps: cfg.rate_rps,
+                achieved_rps: rps(wire.measured_verified.iter().sum()),
+                measured_window: Duration::from_nanos(window_ns),
+                measured_requests,
+                counters: wire.counters(),
+                latency: wire.latency.clone(),
+                threads: 1,
+            },
+            cores: n,
+            per_core,
+            device_busy,
+            device: dev.stats,
+            sampled: wire.sampled,
+            not_delivered: wire.not_delivered,
+            max_inject_lag_ns: wire.max_inject_lag_ns,
+            failures: wire.failures.clone(),
+            mean_request_frame,
+            mean_reply_frame,
+            frames_per_request: 1.0,
+        };
+        Ok((report, server_out))
+    }
 }
