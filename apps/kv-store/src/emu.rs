@@ -2,11 +2,14 @@
 //! another core playing the wire and the open-loop clients (crates/emu-bench). This measures
 //! the server core's work per request, as the paper's setup does with a real NIC.
 //!
-//! Each point is one [`emu_bench::run_cores`]: on every server core (`--cores N`, default 1)
-//! the core's pinned memory is created on its own thread, its shard of the store loaded into
-//! it (before the datapath opens, so loading is not measured; with one core the whole store),
-//! then requests arrive on its own queue set of the device. Every reply's headers, length,
-//! type, id and answering core are checked by the device; every `--sample-every`'th reply
+//! The server cores are resident ([`emu_bench::resident`], [`KvEmu::with_cores`]): each core's
+//! thread creates its pinned memory and loads its shard of the store (with one core the whole
+//! store) once, before the first trial. Each point is one [`emu_bench::Resident::run`]: every
+//! core opens a datapath on its own queue set of that run's device and serves a
+//! [`Store::snapshot`] of its loaded store, so every trial starts from the loaded contents
+//! (the buffers are shared, not copied; a trial's writes go to its snapshot and are dropped
+//! with it). Every reply's headers, length, type, id and answering core are checked by the
+//! device; every `--sample-every`'th reply
 //! (default 1 in 64) and the first reply to each distinct request are decoded and verified
 //! against the store's expected contents, so the device thread does not bound large values.
 //! Each serialization's saturation load is found by the shared search ([`loadgen::search`]:
@@ -293,8 +296,6 @@ pub struct KvPoint {
     pub report: EmuReport,
     /// Each core's server counters, in core order (parts: what each core received).
     pub per_core: Vec<ServerStats>,
-    /// Each core's loading, described.
-    pub loaded: Vec<String>,
     /// Split requests whose parts' replies were merged and the merged reply verified.
     pub merged: u64,
 }
@@ -353,11 +354,50 @@ impl KvEmu {
         self.mtu
     }
 
-    /// One run of serialization `ser` (one of `cfg.serializations`) at `load` whole requests
-    /// per second: `cfg.cores` KV servers, one per core, each with its own pinned memory,
-    /// store (its shard, loaded first), datapath and counters on its own queue set. `pin:
-    /// false` lets the threads share CPUs: **functional only** (tests of the N-core plumbing
-    /// on a machine with fewer than N + 1 CPUs; its numbers mean nothing).
+    /// Starts `cfg.cores` resident server cores ([`emu_bench::resident`]), each pinned to its
+    /// own CPU when `pin` (`false`: threads share CPUs, **functional only**), creates each
+    /// core's pinned memory and loads its shard of the store (every key with one core) on
+    /// its own thread, once, then calls `body` with them. Every trial on the cores
+    /// ([`KvCores::run_point`]) serves from a [`Store::snapshot`] of the loaded store, so it
+    /// starts from the loaded contents whatever earlier trials wrote, without loading again.
+    pub fn with_cores<T>(
+        &self,
+        cfg: &BenchConfig,
+        pin: bool,
+        body: impl FnOnce(&KvCores<'_, '_>) -> Result<T, String>,
+    ) -> Result<T, String> {
+        let cores = self.plan.cores();
+        let (max_item, limit, wl, mtu) = (cfg.max_item, cfg.memory_limit, &self.workload, self.mtu);
+        let store_cfg = StoreConfig {
+            memory_limit: cfg.memory_limit,
+        };
+        let described = std::sync::Mutex::new(vec![String::new(); cores]);
+        let init = |core: usize| -> Result<LoadedCore, String> {
+            let mut mc = emu_bench::memory_config(mtu);
+            mc.max_item_size = mc.max_item_size.max(max_item.next_power_of_two());
+            mc.max_bytes = limit.saturating_add(256 << 20);
+            let mem = PinnedMemory::new(mc).map_err(|e| format!("memory: {e}"))?;
+            let mut store = Store::new(&mem, store_cfg);
+            // This core's shard only (every key with one core).
+            store.set_shard(core, cores);
+            let loaded = load_store(wl, &mut store)?;
+            described.lock().unwrap_or_else(|e| e.into_inner())[core] = loaded;
+            Ok(LoadedCore { mem, store })
+        };
+        emu_bench::resident(cores, pin, init, |resident| {
+            let loaded = std::mem::take(&mut *described.lock().unwrap_or_else(|e| e.into_inner()));
+            body(&KvCores {
+                emu: self,
+                resident,
+                pin,
+                loaded,
+            })
+        })
+    }
+
+    /// One run of serialization `ser` at `load` on cores started for it alone: the store is
+    /// loaded for this one run ([`with_cores`](Self::with_cores) and
+    /// [`KvCores::run_point`] load once for many).
     pub fn run_point(
         &self,
         cfg: &BenchConfig,
@@ -366,13 +406,49 @@ impl KvEmu {
         seed: u64,
         pin: bool,
     ) -> Result<KvPoint, String> {
-        let requests = self
+        self.with_cores(cfg, pin, |c| c.run_point(cfg, ser, load, seed))
+    }
+}
+
+/// A resident server core's state: its pinned memory and its loaded shard, which every trial
+/// serves a snapshot of.
+pub struct LoadedCore {
+    mem: PinnedMemory,
+    store: Store,
+}
+
+/// The server cores of an emulated-NIC run with their stores loaded ([`KvEmu::with_cores`]).
+pub struct KvCores<'r, 'env> {
+    emu: &'r KvEmu,
+    resident: &'r emu_bench::Resident<'env, LoadedCore, Result<ServerStats, String>>,
+    pin: bool,
+    loaded: Vec<String>,
+}
+
+impl KvCores<'_, '_> {
+    /// Each core's loading, described (keys, bytes, time), in core order.
+    pub fn loaded(&self) -> &[String] {
+        &self.loaded
+    }
+
+    /// One run of serialization `ser` (one of `cfg.serializations`) at `load` whole requests
+    /// per second: on each core a KV server with its own datapath on its own queue set,
+    /// serving a snapshot of the core's loaded store, and its own counters.
+    pub fn run_point(
+        &self,
+        cfg: &BenchConfig,
+        ser: Serialization,
+        load: f64,
+        seed: u64,
+    ) -> Result<KvPoint, String> {
+        let emu = self.emu;
+        let requests = emu
             .encoded
             .iter()
             .find(|(s, _)| *s == ser)
             .map(|(_, r)| r)
             .ok_or_else(|| format!("{ser} is not one of the run's serializations"))?;
-        let per = self.plan.parts_per_request();
+        let per = emu.plan.parts_per_request();
         let mut ecfg = EmuRunConfig {
             rate_rps: load * per,
             duration: cfg.duration,
@@ -382,17 +458,15 @@ impl KvEmu {
             sample_every: cfg.sample_every,
             // A write changes what later reads of its key return (e.g. an append).
             replies_vary: true,
-            cores: self.plan.cores(),
-            pin,
-            mtu: self.mtu,
+            cores: emu.plan.cores(),
+            pin: self.pin,
+            mtu: emu.mtu,
             ..EmuRunConfig::default()
         };
-        ecfg.emu.mtu = ecfg.emu.mtu.max(self.mtu);
+        ecfg.emu.mtu = ecfg.emu.mtu.max(emu.mtu);
         ecfg.emu.demote_lines = cfg.demote_lines;
         let merged = Arc::new(AtomicU64::new(0));
-        let check = self
-            .plan
-            .checker(ser, self.expected.clone(), merged.clone());
+        let check = emu.plan.checker(ser, emu.expected.clone(), merged.clone());
         let server_cfg = ServerConfig {
             serialization: ser,
             threshold: cfg.threshold,
@@ -400,37 +474,26 @@ impl KvEmu {
                 memory_limit: cfg.memory_limit,
             },
         };
-        let (max_item, limit, wl) = (cfg.max_item, cfg.memory_limit, &self.workload);
-        let cores = self.plan.cores();
-        let (mut report, served) = emu_bench::run_cores(&ecfg, requests, check, |port| {
-            let core = port.core();
-            let mut mc = port.memory_config();
-            mc.max_item_size = mc.max_item_size.max(max_item.next_power_of_two());
-            mc.max_bytes = limit.saturating_add(256 << 20);
-            let mem =
-                PinnedMemory::new(mc).map_err(|e| format!("server core {core} memory: {e}"))?;
-            let mut store = Store::new(&mem, server_cfg.store);
-            // Core `core`'s shard only (every key with one core).
-            store.set_shard(core, cores);
-            let loaded =
-                load_store(wl, &mut store).map_err(|e| format!("server core {core}: {e}"))?;
-            let dp = port
-                .datapath(mem)
-                .map_err(|e| format!("server core {core}: emulated ConnectX: {e}"))?;
-            let mut server = KvServer::with_store(dp, server_cfg, store);
-            while !port.stopped() {
-                if server.poll() == 0 && !pin {
-                    // Sharing CPUs with the other cores and the device: yield when idle.
-                    std::thread::yield_now();
-                }
-            }
-            Ok::<_, String>((server.stats(), loaded))
-        })?;
-        let (per_core, loaded) = served
-            .into_iter()
-            .collect::<Result<Vec<_>, String>>()?
-            .into_iter()
-            .unzip();
+        let pin = self.pin;
+        let (mut report, served) =
+            self.resident
+                .run(&ecfg, requests, check, move |st: &mut LoadedCore, port| {
+                    let core = port.core();
+                    let dp = port
+                        .datapath(st.mem.clone())
+                        .map_err(|e| format!("server core {core}: emulated ConnectX: {e}"))?;
+                    let mut server = KvServer::with_store(dp, server_cfg, st.store.snapshot());
+                    while !port.stopped() {
+                        if server.poll() == 0 && !pin {
+                            // Sharing CPUs with the other cores and the device: yield when idle.
+                            std::thread::yield_now();
+                        }
+                    }
+                    // The server (its datapath, and the snapshot with this trial's writes)
+                    // drops here; the loaded store stays for the next trial.
+                    Ok(server.stats())
+                })?;
+        let per_core = served.into_iter().collect::<Result<Vec<_>, String>>()?;
         // Rates in whole requests, as the socket bench counts a split request once.
         if per != 1.0 {
             report.run.offered_rps /= per;
@@ -443,7 +506,6 @@ impl KvEmu {
         Ok(KvPoint {
             report,
             per_core,
-            loaded,
             merged: merged.load(Ordering::Relaxed),
         })
     }
@@ -496,18 +558,24 @@ pub(crate) fn run_emu(cfg: &BenchConfig, loads: &[f64]) -> Result<BenchOutcome, 
         scfg.max_trials()
     );
     let mut runs = 0u64;
-    let searches = search(&scfg, cfg.serializations.len(), |pt| {
-        runs += 1;
-        let ser = cfg.serializations[pt.lane];
-        let point = emu.run_point(cfg, ser, pt.offered_rps, cfg.seed + runs, true)?;
-        let stats = ServerStats::sum(&point.per_core);
-        let work = stats.work_p50_ns();
-        let t = EmuTrial::new(pt, ser.name(), &name, point.report, work, stats);
-        eprintln!("[bench] {}  ({})", t.progress(), point.loaded.join("; "));
-        for f in &t.report.failures {
-            eprintln!("[bench] {ser}: {f}");
-        }
-        Ok::<_, String>(t)
+    let searches = emu.with_cores(cfg, true, |cores| {
+        eprintln!(
+            "[bench] emu: {} (once; every trial serves a snapshot of it)",
+            cores.loaded().join("; ")
+        );
+        search(&scfg, cfg.serializations.len(), |pt| {
+            runs += 1;
+            let ser = cfg.serializations[pt.lane];
+            let point = cores.run_point(cfg, ser, pt.offered_rps, cfg.seed + runs)?;
+            let stats = ServerStats::sum(&point.per_core);
+            let work = stats.work_p50_ns();
+            let t = EmuTrial::new(pt, ser.name(), &name, point.report, work, stats);
+            eprintln!("[bench] {}", t.progress());
+            for f in &t.report.failures {
+                eprintln!("[bench] {ser}: {f}");
+            }
+            Ok::<_, String>(t)
+        })
     })?;
     let mut out = BenchOutcome {
         workload: name,

@@ -30,7 +30,7 @@ usage:
       DIR/kv.png and DIR/tables.md (DIR defaults to results/kv). --datapath emu (the default
       with 2+ CPUs): the server on the ConnectX driver on one core, the emulated ConnectX on
       the other playing wire and clients (measures the server core's work; the store is
-      reloaded for every trial). Every reply's headers, length, type and id are checked; every
+      loaded once, and every trial serves a snapshot of it). Every reply's headers, length, type and id are checked; every
       --sample-every'th (default 64) and the first to each distinct request are decoded and
       verified. --demote-lines N: the device moves each request frame's first N cache lines
       to the last-level cache after writing it, as a DDIO NIC's DMA leaves them (default 0). Each serialization's saturation load is searched: a doubling grid of --rates

@@ -226,3 +226,63 @@ fn bench_with_more_cores_than_the_machine_has_cpus_for_is_a_clear_error() {
         "{stderr}"
     );
 }
+
+#[test]
+fn every_trial_on_resident_cores_starts_from_the_loaded_store() {
+    // One core, loaded once for three trials. Each trial sends an append to a key, a getlist
+    // of it, then reads of other keys: more requests than a trial sends, so no trial wraps
+    // around to the append again. The getlist answers the loaded list plus one value only if
+    // the trial began with the loaded store; a store carried over from the trial before
+    // would hold the value twice (or, with 2 cores, any other leftover) and mismatch.
+    for cores in [1, CORES] {
+        let cfg = BenchConfig { cores, ..config() };
+        let w: Arc<dyn Workload> = Arc::from(cfg.workload.build().unwrap());
+        let keys: Vec<String> = w.load().map(|(k, _)| k).take(64).collect();
+        let mut ops = vec![
+            Op::Append {
+                key: keys[0].clone(),
+                val: b"appended once per trial".to_vec(),
+            },
+            Op::GetList {
+                key: keys[0].clone(),
+            },
+        ];
+        ops.extend((0..3000).map(|i| Op::Get {
+            key: keys[1 + i % 63].clone(),
+        }));
+        let expected = Arc::new(Expected::for_workload(w.clone(), &ops));
+        let emu =
+            KvEmu::new(&cfg, Arc::new(RunRequests { ops, threads: 1 }), expected).expect("plan");
+        let points = emu
+            .with_cores(&cfg, false, |c| {
+                assert_eq!(c.loaded().len(), cores);
+                assert!(c.loaded()[0].starts_with("loaded "), "{:?}", c.loaded());
+                [
+                    Serialization::Cornflakes,
+                    Serialization::Protobuf,
+                    Serialization::Cornflakes,
+                ]
+                .iter()
+                .enumerate()
+                .map(|(i, &ser)| c.run_point(&cfg, ser, 3_000.0, 11 + i as u64))
+                .collect::<Result<Vec<_>, String>>()
+            })
+            .expect("three trials");
+        for (i, p) in points.iter().enumerate() {
+            let c = p.report.run.counters;
+            assert!(
+                c.sent > 200 && (c.sent as usize) < 3002,
+                "{cores} cores, trial {i}: no wrap: {c}"
+            );
+            assert_eq!(
+                c.mismatched + c.unexpected + c.malformed,
+                0,
+                "{cores} cores, trial {i}: {c} {:?}",
+                p.report.failures
+            );
+            assert_eq!(p.report.sampled, c.verified, "every reply decoded");
+            let st = ServerStats::sum(&p.per_core);
+            assert_eq!(st.store.keys as u64, KEYS, "{cores} cores, trial {i}: {st}");
+        }
+    }
+}
