@@ -3,32 +3,13 @@
 //! cores and the device fit a 2-CPU machine; no test asserts a speed (and an unpinned run's
 //! numbers mean nothing).
 
-use std::sync::Mutex;
-use std::time::Duration;
+mod common;
 
-use cornflakes::datapath::{Completions, Receive, Transmit};
 use cornflakes::PinnedMemory;
 use datapath_mlx5::emu::threaded::allowed_cores;
 use emu_bench::{cores_for, run, run_cores, EmuReport, EmuRunConfig, Request, ServerPort};
 
-/// One run at a time: each spins several threads, and the machine may have two CPUs.
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Request `i` goes to core `i % cores`; its payload names it.
-fn requests(n: usize, cores: usize) -> Vec<Request> {
-    (0..n)
-        .map(|i| Request {
-            msg_type: 5,
-            payload: (0..(48 + i * 61)).map(|b| (b * 7 + i) as u8).collect(),
-            core: i % cores,
-            with_previous: false,
-        })
-        .collect()
-}
+use common::{cfg, check_echo, echo_until_stopped, requests, serial};
 
 /// What one core's server did.
 #[derive(Debug)]
@@ -43,23 +24,7 @@ struct Served {
 fn echo_core(port: ServerPort) -> Served {
     let mem = PinnedMemory::new(port.memory_config()).expect("memory");
     let mut dp = port.datapath(mem.clone()).expect("datapath");
-    let mut rx = Vec::new();
-    let mut echoed = 0u64;
-    while !port.stopped() {
-        rx.clear();
-        dp.recv_burst(&mut rx).expect("recv");
-        for m in &rx {
-            dp.send_sga(m.conn, m.msg, std::slice::from_ref(&m.data))
-                .expect("send");
-            echoed += 1;
-        }
-        dp.flush().expect("flush");
-        dp.poll_completions();
-        if rx.is_empty() {
-            std::thread::yield_now();
-        }
-    }
-    drop(rx);
+    let echoed = echo_until_stopped(&mut dp, &port);
     drop(dp);
     Served {
         core: port.core(),
@@ -68,37 +33,9 @@ fn echo_core(port: ServerPort) -> Served {
     }
 }
 
-fn cfg(cores: usize) -> EmuRunConfig {
-    EmuRunConfig {
-        rate_rps: 8_000.0,
-        duration: Duration::from_millis(200),
-        warmup: Duration::from_millis(20),
-        // Generous: three threads share two CPUs.
-        timeout: Duration::from_millis(800),
-        sample_every: 1,
-        cores,
-        // Functional only: more threads than CPUs.
-        pin: false,
-        ..EmuRunConfig::default()
-    }
-}
-
 /// `reqs` on two unpinned echo cores, every reply checked byte for byte against its request.
 fn echo_on_two_cores(reqs: &[Request]) -> (EmuReport, Vec<Served>) {
-    let expected: Vec<Vec<u8>> = reqs.iter().map(|r| r.payload.clone()).collect();
-    run_cores(
-        &cfg(2),
-        reqs,
-        move |i: usize, reply: &[u8]| {
-            if reply == expected[i] {
-                Ok(())
-            } else {
-                Err(format!("request {i}: reply differs"))
-            }
-        },
-        echo_core,
-    )
-    .expect("run")
+    run_cores(&cfg(2), reqs, check_echo(reqs), echo_core).expect("run")
 }
 
 #[test]

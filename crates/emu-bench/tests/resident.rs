@@ -2,45 +2,12 @@
 //! new device. Unpinned (`pin: false`), so the plumbing fits a 2-CPU machine; no test asserts
 //! a speed.
 
-use std::sync::Mutex;
-use std::time::Duration;
+mod common;
 
-use cornflakes::datapath::{Completions, Receive, Transmit};
 use cornflakes::{PinnedMemory, RcBuf};
-use emu_bench::{memory_config, resident, EmuRunConfig, Request, ServerPort};
+use emu_bench::{memory_config, resident, ServerPort};
 
-/// One run at a time: each spins several threads, and the machine may have two CPUs.
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Request `i` goes to core `i % cores`; its payload names it.
-fn requests(n: usize, cores: usize) -> Vec<Request> {
-    (0..n)
-        .map(|i| Request {
-            msg_type: 5,
-            payload: (0..(48 + i * 61)).map(|b| (b * 7 + i) as u8).collect(),
-            core: i % cores,
-            with_previous: false,
-        })
-        .collect()
-}
-
-fn cfg(cores: usize) -> EmuRunConfig {
-    EmuRunConfig {
-        rate_rps: 8_000.0,
-        duration: Duration::from_millis(150),
-        warmup: Duration::from_millis(20),
-        // Generous: the threads share CPUs.
-        timeout: Duration::from_millis(800),
-        sample_every: 1,
-        cores,
-        pin: false,
-        ..EmuRunConfig::default()
-    }
-}
+use common::{cfg, check_echo, echo_until_stopped, requests, serial};
 
 /// A core's state: its memory, a buffer made once and kept across runs (a stand-in for a
 /// store's contents), and the runs it has served.
@@ -79,23 +46,7 @@ fn echo(st: &mut CoreState, port: ServerPort) -> Served {
     assert_eq!(st.core, port.core(), "each core keeps its own state");
     st.runs += 1;
     let mut dp = port.datapath(st.mem.clone()).expect("datapath");
-    let mut rx = Vec::new();
-    let mut echoed = 0u64;
-    while !port.stopped() {
-        rx.clear();
-        dp.recv_burst(&mut rx).expect("recv");
-        for m in &rx {
-            dp.send_sga(m.conn, m.msg, std::slice::from_ref(&m.data))
-                .expect("send");
-            echoed += 1;
-        }
-        dp.flush().expect("flush");
-        dp.poll_completions();
-        if rx.is_empty() {
-            std::thread::yield_now();
-        }
-    }
-    drop(rx);
+    let echoed = echo_until_stopped(&mut dp, &port);
     drop(dp);
     assert_eq!(
         st.kept[..],
@@ -107,17 +58,6 @@ fn echo(st: &mut CoreState, port: ServerPort) -> Served {
         run: st.runs,
         echoed,
         live_after: st.mem.stats().live_items,
-    }
-}
-
-fn check_echo(reqs: &[Request]) -> impl Fn(usize, &[u8]) -> Result<(), String> + Send {
-    let expected: Vec<Vec<u8>> = reqs.iter().map(|r| r.payload.clone()).collect();
-    move |i: usize, reply: &[u8]| {
-        if reply == expected[i] {
-            Ok(())
-        } else {
-            Err(format!("request {i}: reply differs"))
-        }
     }
 }
 
