@@ -17,7 +17,7 @@ use std::sync::Arc;
 use datapath_mlx5::emu::threaded::{cores_for, pin_current_thread};
 
 use crate::frames::Request;
-use crate::run::{EmuReport, EmuRunConfig, Run, ServerPort};
+use crate::run::{panicked, EmuReport, EmuRunConfig, Run, ServerPort};
 use crate::wire::ReplyCheck;
 
 /// A run's work on one core: the core's state and its port of the run's device.
@@ -133,14 +133,6 @@ where
         // Dropping `r` closes the job channels: the threads end and the scope joins them.
         body(&r)
     })
-}
-
-fn panicked(n: usize, core: usize) -> String {
-    if n == 1 {
-        "the server thread panicked".to_owned()
-    } else {
-        format!("the server thread of core {core} panicked")
-    }
 }
 
 impl<'env, St, R: Send + 'env> Resident<'env, St, R> {

@@ -371,6 +371,15 @@ where
     run.finish(server_out)
 }
 
+/// What the result of server core `core` of `n` says when its thread panicked.
+pub(crate) fn panicked(n: usize, core: usize) -> String {
+    if n == 1 {
+        "the server thread panicked".to_owned()
+    } else {
+        format!("the server thread of core {core} panicked")
+    }
+}
+
 /// One run in progress: the device and the clients started, the server cores' ports handed
 /// out, and what deciding the run's outcome and its report needs. Shared by the servers
 /// started per run ([`run_cores`]) and the resident ones ([`crate::Resident`]).
@@ -496,11 +505,7 @@ impl<'a, C: ReplyCheck> Run<'a, C> {
 
     /// What a panicked server core's result says.
     pub(crate) fn panicked(&self, core: usize) -> String {
-        if self.n == 1 {
-            "the server thread panicked".to_owned()
-        } else {
-            format!("the server thread of core {core} panicked")
-        }
+        panicked(self.n, core)
     }
 
     /// Waits until the clients have sent everything and every reply has come or timed out.
