@@ -17,7 +17,7 @@ mod common;
 fn dpdk_tests_need_the_ice_feature() {
     common::ICE.skip(
         "datapath-ice DPDK tests",
-        "built without `--features ice` (needs DPDK 22.11, see datapath-ice/APT_PACKAGES)",
+        "built without `--features ice` (needs DPDK 22.11, see crates/datapath-ice/APT_PACKAGES)",
     );
 }
 

@@ -34,7 +34,7 @@ mod mlx5 {
             .map_err(|e| {
                 format!(
                     "bindgen over shim/shim.h failed ({e}): the `mlx5` feature needs rdma-core \
-                     headers and libclang; install the packages in datapath-mlx5/APT_PACKAGES"
+                     headers and libclang; install the packages in crates/datapath-mlx5/APT_PACKAGES"
                 )
             })?;
         bindings.write_to_file(out.join("bindings.rs"))?;

@@ -19,7 +19,7 @@ mod common;
 fn dpdk_cores_need_the_ice_feature() {
     common::ICE.skip(
         "datapath-ice cores",
-        "built without `--features ice` (needs DPDK 22.11, see datapath-ice/APT_PACKAGES)",
+        "built without `--features ice` (needs DPDK 22.11, see crates/datapath-ice/APT_PACKAGES)",
     );
 }
 

@@ -18,7 +18,7 @@ mod common;
 fn spawn_cores_needs_the_ice_feature() {
     common::ICE.skip(
         "datapath-ice spawn_cores",
-        "built without `--features ice` (needs DPDK 22.11, see datapath-ice/APT_PACKAGES)",
+        "built without `--features ice` (needs DPDK 22.11, see crates/datapath-ice/APT_PACKAGES)",
     );
 }
 

@@ -36,14 +36,14 @@ mod dpdk {
                     e.kind(),
                     format!(
                         "the `ice` feature needs pkg-config and DPDK (libdpdk-dev): running \
-                     pkg-config failed: {e}. Install datapath-ice/APT_PACKAGES."
+                     pkg-config failed: {e}. Install crates/datapath-ice/APT_PACKAGES."
                     ),
                 )
             })?;
         if !out.status.success() {
             return Err(io::Error::other(format!(
                 "`pkg-config {} libdpdk` failed ({}): {}. The `ice` feature needs DPDK 22.11 \
-             (apt-get install libdpdk-dev, see datapath-ice/APT_PACKAGES) or PKG_CONFIG_PATH \
+             (apt-get install libdpdk-dev, see crates/datapath-ice/APT_PACKAGES) or PKG_CONFIG_PATH \
              pointing at its libdpdk.pc.",
                 args.join(" "),
                 out.status,
