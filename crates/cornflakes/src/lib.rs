@@ -31,6 +31,8 @@
 pub mod arena;
 pub mod cfptr;
 pub mod datapath;
+// Test fixtures (feature `fixtures`; this crate's own tests always have them).
+#[cfg(any(test, feature = "fixtures"))]
 pub mod handwritten;
 pub mod list;
 pub mod mem;
