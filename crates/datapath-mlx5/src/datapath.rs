@@ -1,19 +1,20 @@
-//! [`Mlx5Datapath`]: the Cornflakes datapath interface over a ConnectX queue pair, generic
-//! over where the queues live (hardware or [`crate::emu`]).
+//! [`Mlx5Datapath`]: the Cornflakes datapath over a ConnectX queue pair, generic over where
+//! the queues live (hardware or [`crate::emu`]).
 //!
-//! Transmit reuses the stack's serialize-and-send ([`cornflakes_stack::tx`]) with the send
-//! queue as its [`TxSink`](cornflakes_stack::TxSink): every descriptor the stack posts becomes
-//! a data segment written into the WQE on the spot. Receive polls the receive CQ, hands each
-//! frame to the stack ([`EthStack::process_frame`]) and refills the receive queue.
+//! This crate supplies only the rings ([`Mlx5Nic`], a [`Device`]); the datapath traits, ARP
+//! and the stack are the stack's [`EthDatapath`] over it. Transmit is the stack's
+//! serialize-and-send ([`cornflakes_stack::tx`]) with the send queue as its
+//! [`TxSink`](cornflakes_stack::TxSink): every descriptor the stack posts becomes a data
+//! segment written into the WQE on the spot. Receive polls the receive CQ, hands each frame to
+//! the stack and refills the receive queue.
 
 use std::io;
-use std::net::SocketAddrV4;
-use std::time::Instant;
 
-use cornflakes::datapath::{Completions, Connect, DatapathMemory, Receive, Transmit};
-use cornflakes::{ConnId, CornflakesObj, DropCounters, Msg, PinnedMemory, RcBuf, RxMsg, SendError};
+use cornflakes::datapath::DelegateDatapath;
+use cornflakes::{DropCounters, PinnedMemory, RcBuf, SendError};
+use cornflakes_stack::device::{Device, EthDatapath};
 use cornflakes_stack::iface::{EthStack, StackConfig};
-use cornflakes_stack::tx;
+use cornflakes_stack::tx::TxSink;
 use cornflakes_stack::wire::{ethernet, ChecksumCaps};
 
 use crate::prm::*;
@@ -42,7 +43,8 @@ pub struct Mlx5Config {
     pub stack: StackConfig,
     /// Bytes per receive buffer (at least one full frame).
     pub rx_buf_size: usize,
-    /// Receive completions handled per [`Receive::recv_burst`].
+    /// Receive completions handled per
+    /// [`Receive::recv_burst`](cornflakes::datapath::Receive::recv_burst).
     pub rx_burst: usize,
 }
 
@@ -57,7 +59,8 @@ impl Mlx5Config {
     }
 }
 
-/// Device-level counters (the stack's drop counters are in [`Receive::counters`]).
+/// Device-level counters (the stack's drop counters are in
+/// [`Receive::counters`](cornflakes::datapath::Receive::counters)).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Mlx5Stats {
     pub tx: TxStats,
@@ -81,11 +84,17 @@ pub struct Mlx5Stats {
     pub reset_failures: u64,
 }
 
-/// The ConnectX datapath of one queue pair.
+/// The ConnectX datapath of one queue pair: the stack's [`EthDatapath`] over the queue pair's
+/// rings ([`Mlx5Nic`]).
 pub struct Mlx5Datapath<Q: QueueMemory> {
+    eth: EthDatapath<Mlx5Nic<Q>>,
+}
+
+/// The rings of one ConnectX queue pair (send queue and CQ, receive queue and CQ): the
+/// [`Device`] under a [`Mlx5Datapath`].
+pub struct Mlx5Nic<Q: QueueMemory> {
     q: Q,
     mem: PinnedMemory,
-    stack: EthStack,
     sq: SendQueue,
     scq: CqPoller,
     rq: RecvQueue,
@@ -95,6 +104,8 @@ pub struct Mlx5Datapath<Q: QueueMemory> {
     rx_burst: usize,
     /// The queue pair is in RESET (recovery half done).
     qp_down: bool,
+    /// Receive buffers that could not be posted since the last receive poll.
+    no_rx_buffers: u64,
     stats: Mlx5Stats,
 }
 
@@ -144,13 +155,10 @@ impl<Q: QueueMemory> Mlx5Datapath<Q> {
         let scq = CqPoller::new(q.send_cq(), q.send_cq_dbrec())?;
         let rcq = CqPoller::new(q.recv_cq(), q.recv_cq_dbrec())?;
         let mut rq = RecvQueue::new(q.rq(), q.rq_dbrec(), cfg.rx_buf_size)?;
-        let mut stack = EthStack::new(scfg);
         let (_, failed) = rq.refill(&mem);
-        stack.count_no_rx_buffer(failed as u64);
-        Ok(Mlx5Datapath {
+        let nic = Mlx5Nic {
             q,
-            mem,
-            stack,
+            mem: mem.clone(),
             sq,
             scq,
             rq,
@@ -159,54 +167,60 @@ impl<Q: QueueMemory> Mlx5Datapath<Q> {
             max_segments,
             rx_burst: cfg.rx_burst.max(1),
             qp_down: false,
+            no_rx_buffers: failed as u64,
             stats: Mlx5Stats::default(),
+        };
+        Ok(Mlx5Datapath {
+            eth: EthDatapath::new(nic, mem, scfg),
         })
     }
 
     /// Device-level counters.
     pub fn stats(&self) -> Mlx5Stats {
+        let nic = self.eth.device();
         Mlx5Stats {
-            tx: self.sq.stats(),
-            ..self.stats
+            tx: nic.sq.stats(),
+            control_sent: self.eth.control_sent(),
+            ..nic.stats
         }
     }
 
     /// The device capabilities in force.
     pub fn caps(&self) -> DeviceCaps {
-        self.caps
+        self.eth.device().caps
     }
 
     /// Receive buffers currently posted.
     pub fn rx_posted(&self) -> usize {
-        self.rq.posted()
+        self.eth.device().rq.posted()
     }
 
     /// The queue memory (for the device-specific owner).
     pub fn queues(&self) -> &Q {
-        &self.q
+        &self.eth.device().q
     }
 
-    /// Sends the control frames (ARP) the stack produced, then rings the doorbell for them.
-    /// `f` also gets the memory pool (borrowed, so a received frame needs no pool clone).
-    fn with_control<R>(
-        &mut self,
-        f: impl FnOnce(&mut EthStack, &PinnedMemory, &mut dyn FnMut(&[u8])) -> R,
-    ) -> R {
-        let Mlx5Datapath { stack, mem, sq, .. } = self;
-        let mut sent = 0;
-        let pool: &PinnedMemory = mem;
-        let r = f(stack, pool, &mut |frame: &[u8]| {
-            if tx::send_control(mem, sq, frame) {
-                sent += 1;
-            }
-        });
-        if sent > 0 {
-            self.stats.control_sent += sent;
-            self.sq.flush(&mut self.q);
-        }
-        r
+    /// The stack (configuration and counters).
+    pub fn stack(&self) -> &EthStack {
+        self.eth.stack()
+    }
+}
+
+impl<Q: QueueMemory> DelegateDatapath for Mlx5Datapath<Q> {
+    type Inner = EthDatapath<Mlx5Nic<Q>>;
+
+    #[inline]
+    fn inner(&self) -> &EthDatapath<Mlx5Nic<Q>> {
+        &self.eth
     }
 
+    #[inline]
+    fn inner_mut(&mut self) -> &mut EthDatapath<Mlx5Nic<Q>> {
+        &mut self.eth
+    }
+}
+
+impl<Q: QueueMemory> Mlx5Nic<Q> {
     /// Resets the queue pair after a send error (once every send WQE has completed):
     /// RESET, which stops the device; then the receive completions it wrote before are
     /// consumed and their buffers released (counted as discarded), both queues restart empty
@@ -237,7 +251,7 @@ impl<Q: QueueMemory> Mlx5Datapath<Q> {
         self.qp_down = false;
         self.sq.resume();
         let (_, failed) = self.rq.refill(&self.mem);
-        self.stack.count_no_rx_buffer(failed as u64);
+        self.no_rx_buffers += failed as u64;
     }
 
     /// Whether the device's checksum verdict on a received frame is a failure.
@@ -251,37 +265,24 @@ impl<Q: QueueMemory> Mlx5Datapath<Q> {
     }
 }
 
-impl<Q: QueueMemory> DatapathMemory for Mlx5Datapath<Q> {
-    fn memory(&self) -> &PinnedMemory {
-        &self.mem
+impl<Q: QueueMemory> TxSink for Mlx5Nic<Q> {
+    #[inline]
+    fn free_slots(&self) -> usize {
+        self.sq.free_slots()
+    }
+
+    #[inline]
+    fn post(&mut self, buf: RcBuf, end_of_frame: bool) {
+        self.sq.post(buf, end_of_frame)
     }
 }
 
-impl<Q: QueueMemory> Connect for Mlx5Datapath<Q> {
-    fn connect(&mut self, peer: SocketAddrV4) -> io::Result<ConnId> {
-        let now = Instant::now();
-        self.with_control(|stack, _, txf| stack.connect(peer, now, txf))
-            .map_err(|e| match e {
-                SendError::Io(e) => e,
-                other => io::Error::other(other.to_string()),
-            })
+impl<Q: QueueMemory> Device for Mlx5Nic<Q> {
+    fn max_segments(&self) -> usize {
+        self.max_segments
     }
 
-    fn peer_addr(&self, conn: ConnId) -> Option<SocketAddrV4> {
-        self.stack.peer_addr(conn)
-    }
-
-    fn local_addr(&self) -> SocketAddrV4 {
-        self.stack.local_addr()
-    }
-}
-
-impl<Q: QueueMemory> Receive for Mlx5Datapath<Q> {
-    fn recv_burst(&mut self, out: &mut Vec<RxMsg>) -> io::Result<usize> {
-        // The clock is read once per burst, and only when a frame or a stack timer needs it:
-        // an empty poll (most of them, on an idle or lightly loaded server) reads no clock.
-        let mut now = None;
-        let before = out.len();
+    fn receive(&mut self, mut frame: impl FnMut(RcBuf)) -> u64 {
         for _ in 0..self.rx_burst {
             let Some(cqe) = self.rcq.poll() else { break };
             match self.rq.complete(&cqe) {
@@ -291,11 +292,7 @@ impl<Q: QueueMemory> Receive for Mlx5Datapath<Q> {
                         self.stats.rx_bad_csum += 1;
                         continue;
                     }
-                    let frame = buf.freeze();
-                    let now = *now.get_or_insert_with(Instant::now);
-                    self.with_control(|stack, mem, txf| {
-                        stack.process_frame(mem, frame, now, out, txf)
-                    });
+                    frame(buf.freeze());
                 }
                 RxCompletion::Error {
                     syndrome: MLX5_CQE_SYNDROME_WR_FLUSH_ERR,
@@ -311,75 +308,21 @@ impl<Q: QueueMemory> Receive for Mlx5Datapath<Q> {
         // While the QP is in error the device would only flush new buffers.
         if self.rq.needs_refill() && !self.sq.in_error() {
             let (_, failed) = self.rq.refill(&self.mem);
-            self.stack.count_no_rx_buffer(failed as u64);
+            self.no_rx_buffers += failed as u64;
         }
-        if self.stack.has_timers() {
-            let now = *now.get_or_insert_with(Instant::now);
-            self.with_control(|stack, _, txf| stack.poll(now, txf));
-        }
-        Ok(out.len() - before)
-    }
-
-    fn counters(&self) -> DropCounters {
-        let mut c = self.stack.counters();
-        c.bad_checksum += self.stats.rx_bad_csum;
-        c
-    }
-}
-
-impl<Q: QueueMemory> Transmit for Mlx5Datapath<Q> {
-    fn mtu(&self) -> usize {
-        self.stack.config().mtu
-    }
-
-    fn max_segments(&self) -> usize {
-        self.max_segments
-    }
-
-    fn max_message_len(&self) -> usize {
-        self.stack.config().max_message_len
-    }
-
-    fn send_object<O: CornflakesObj>(
-        &mut self,
-        conn: ConnId,
-        msg: Msg,
-        obj: &O,
-    ) -> Result<(), SendError> {
-        tx::send_object(
-            &mut self.stack,
-            &self.mem,
-            &mut self.sq,
-            self.max_segments,
-            conn,
-            msg,
-            obj,
-        )
-    }
-
-    fn send_sga(&mut self, conn: ConnId, msg: Msg, entries: &[RcBuf]) -> Result<(), SendError> {
-        tx::send_sga(
-            &mut self.stack,
-            &self.mem,
-            &mut self.sq,
-            self.max_segments,
-            conn,
-            msg,
-            entries,
-        )
-    }
-
-    fn send_copy(&mut self, conn: ConnId, msg: Msg, data: &[u8]) -> Result<(), SendError> {
-        tx::send_copy(&mut self.stack, &self.mem, &mut self.sq, conn, msg, data)
+        std::mem::take(&mut self.no_rx_buffers)
     }
 
     fn flush(&mut self) -> Result<(), SendError> {
         self.sq.flush(&mut self.q);
         Ok(())
     }
-}
 
-impl<Q: QueueMemory> Completions for Mlx5Datapath<Q> {
+    fn make_room(&mut self) -> Result<bool, SendError> {
+        // The caller sees `Full` and decides when to flush and reap completions.
+        Ok(false)
+    }
+
     fn poll_completions(&mut self) -> usize {
         let mut released = 0;
         // At most one CQ's worth per call, so a misbehaving device cannot keep us here.
@@ -396,5 +339,9 @@ impl<Q: QueueMemory> Completions for Mlx5Datapath<Q> {
 
     fn in_flight(&self) -> usize {
         self.sq.outstanding()
+    }
+
+    fn add_counters(&self, counters: &mut DropCounters) {
+        counters.bad_checksum += self.stats.rx_bad_csum;
     }
 }

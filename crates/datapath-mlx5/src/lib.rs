@@ -31,7 +31,7 @@ pub mod queue;
 #[allow(unsafe_code)] // rdma-core FFI
 pub mod hw;
 
-pub use datapath::{DeviceCaps, Mlx5Config, Mlx5Datapath, Mlx5Stats};
+pub use datapath::{DeviceCaps, Mlx5Config, Mlx5Datapath, Mlx5Nic, Mlx5Stats};
 
 use cornflakes_stack::wire::{ethernet, ipv4, udp, MacAddr};
 
