@@ -43,6 +43,7 @@
 //!         self.sent += self.queued.len();
 //!         Ok(())
 //!     }
+//!     fn prepare_send(&mut self) {}
 //!     fn make_room(&mut self) -> Result<bool, SendError> {
 //!         Ok(false)
 //!     }
@@ -96,6 +97,11 @@ pub trait Device: TxSink {
 
     /// Hands every descriptor posted so far to the device (one doorbell per batch).
     fn flush(&mut self) -> Result<(), SendError>;
+
+    /// Called before every send: a device that learns of free transmit slots only by
+    /// reclaiming completions (AF_XDP) does that here; one whose [`TxSink::free_slots`] is
+    /// always current does nothing.
+    fn prepare_send(&mut self);
 
     /// A send found the transmit queue full ([`SendError::Full`]): tries to make room (flush,
     /// reclaim completed descriptors). `true` when the send should be tried once more,
@@ -233,6 +239,7 @@ impl<D: Device> EthDatapath<D> {
         &mut self,
         mut send: impl FnMut(&mut D, &mut EthStack, &PinnedMemory) -> Result<(), SendError>,
     ) -> Result<(), SendError> {
+        self.dev.prepare_send();
         match send(&mut self.dev, &mut self.stack, &self.mem) {
             Err(SendError::Full) if self.dev.make_room()? => {
                 send(&mut self.dev, &mut self.stack, &self.mem)
