@@ -1,10 +1,11 @@
-//! The datapath: one DPDK port, one RX and one TX queue, the Cornflakes stack on top.
+//! The datapath: one DPDK port, one RX and one TX queue ([`IceNic`], a [`Device`]), the
+//! stack's [`EthDatapath`] on top ([`IceDatapath`]).
 //!
 //! # Transmit
 //! The stack's serialize-and-send ([`cornflakes_stack::tx`]) posts descriptors to
 //! `TxQueue`, which attaches each one to an mbuf as an external buffer (the head buffer with
 //! all headers and the copy area first, then one segment per zero-copy entry) and chains the
-//! segments of a frame. [`Transmit::flush`] hands the queued frames to `rte_eth_tx_burst`.
+//! segments of a frame. [`Device::flush`] hands the queued frames to `rte_eth_tx_burst`.
 //! Each segment holds a clone of its [`RcBuf`] until DPDK frees the mbuf; see
 //! [`crate::ffi::mbuf`].
 //!
@@ -27,12 +28,12 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
 
-use cornflakes::datapath::{Completions, Connect, DatapathMemory, Receive, Transmit};
+use cornflakes::datapath::DelegateDatapath;
 use cornflakes::mem::{MemoryConfig, Region};
-use cornflakes::{ConnId, CornflakesObj, DropCounters, Msg, PinnedMemory, RcBuf, RxMsg, SendError};
-use cornflakes_stack::tx::{self, TxSink};
+use cornflakes::{DropCounters, PinnedMemory, RcBuf, SendError};
+use cornflakes_stack::device::{Device, EthDatapath};
+use cornflakes_stack::tx::TxSink;
 use cornflakes_stack::wire::{ethernet, ipv4};
 use cornflakes_stack::{EthStack, MacAddr, StackConfig};
 
@@ -269,10 +270,16 @@ pub(crate) enum Owned {
 
 static POOL_SEQ: AtomicU32 = AtomicU32::new(0);
 
-/// A Cornflakes datapath over one DPDK port. Single-threaded (like its pinned memory): create,
-/// use and drop it on one thread.
+/// A Cornflakes datapath over one DPDK port: the stack's [`EthDatapath`] over the port's
+/// queue pair ([`IceNic`]). Single-threaded (like its pinned memory): create, use and drop it
+/// on one thread.
 pub struct IceDatapath {
-    stack: EthStack,
+    eth: EthDatapath<IceNic>,
+}
+
+/// One DPDK port's RX/TX queue pair and the pools over pinned memory behind it: the
+/// [`Device`] under an [`IceDatapath`]. Dropping it stops and releases the port (or queue).
+pub struct IceNic {
     port: u16,
     /// The RX/TX queue pair this datapath polls (0 unless the port is shared by cores).
     queue: u16,
@@ -282,7 +289,6 @@ pub struct IceDatapath {
     tx: TxQueue,
     rx: RxState,
     reg: Rc<DmaRegistrations>,
-    ctl: Vec<Vec<u8>>,
     stats: IceStats,
     released_seen: u64,
     // Last: dropped after everything that refers to pinned memory.
@@ -490,8 +496,7 @@ impl IceDatapath {
         scfg.caps = plan.caps;
         scfg.max_message_len = cfg.max_message_len;
         scfg.static_arp = cfg.static_arp.clone();
-        IceDatapath {
-            stack: EthStack::new(scfg),
+        let nic = IceNic {
             port,
             queue,
             info,
@@ -500,16 +505,18 @@ impl IceDatapath {
             tx,
             rx,
             reg,
-            ctl: Vec::new(),
             stats: IceStats::default(),
             released_seen: 0,
-            mem,
+            mem: mem.clone(),
+        };
+        IceDatapath {
+            eth: EthDatapath::new(nic, mem, scfg),
         }
     }
 
     /// The RX/TX queue pair this datapath polls (0 unless the port is shared by cores).
     pub fn queue(&self) -> u16 {
-        self.queue
+        self.eth.device().queue
     }
 
     pub(crate) fn configure_port(
@@ -584,112 +591,102 @@ impl IceDatapath {
 
     /// The port id.
     pub fn port(&self) -> u16 {
-        self.port
+        self.eth.device().port
     }
 
     /// What the port reported at start.
     pub fn port_info(&self) -> &PortInfo {
-        &self.info
+        &self.eth.device().info
     }
 
     /// Our MAC address.
     pub fn mac(&self) -> MacAddr {
-        self.stack.config().mac
+        self.eth.stack().config().mac
     }
 
     /// Whether IPv4/UDP transmit checksums are offloaded to the port.
     pub fn checksum_offload(&self) -> bool {
-        self.tx.offload
+        self.eth.device().tx.offload
     }
 
     /// The datapath counters.
     pub fn stats(&self) -> IceStats {
+        let nic = self.eth.device();
         IceStats {
-            tx_frames: self.tx.frames,
-            tx_segments: self.tx.segments,
-            tx_alloc_failures: self.tx.alloc_failures,
-            rx_held: self.rx.held.len() as u64,
-            ..self.stats
+            tx_frames: nic.tx.frames,
+            tx_segments: nic.tx.segments,
+            tx_alloc_failures: nic.tx.alloc_failures,
+            rx_held: nic.rx.held.len() as u64,
+            ..nic.stats
         }
     }
 
     /// Receive mbufs free in the pool (not posted to the NIC, not held for the application).
     pub fn rx_free_buffers(&self) -> usize {
-        self.rx.pins.pool().available()
+        self.eth.device().rx.pins.pool().available()
     }
 
     /// Frames queued and not yet handed to the port.
     pub fn queued_frames(&self) -> usize {
-        self.tx.pending.len()
+        self.eth.device().tx.pending.len()
     }
 
-    /// Sends the control frames (ARP) the stack produced.
-    fn send_control_frames(&mut self) {
-        if self.ctl.is_empty() {
-            return;
-        }
-        for f in std::mem::take(&mut self.ctl) {
-            tx::send_control(&self.mem, &mut self.tx, &f);
-        }
-        // ARP retries cover a frame that could not go out now.
-        let _ = self.flush();
+    /// The stack (configuration and counters).
+    pub fn stack(&self) -> &EthStack {
+        self.eth.stack()
+    }
+}
+
+impl DelegateDatapath for IceDatapath {
+    type Inner = EthDatapath<IceNic>;
+
+    #[inline]
+    fn inner(&self) -> &EthDatapath<IceNic> {
+        &self.eth
     }
 
-    /// Runs `send` once, and once more after a flush when the queue was full.
-    fn with_flush_retry(
-        &mut self,
-        mut send: impl FnMut(&mut Self) -> Result<(), SendError>,
-    ) -> Result<(), SendError> {
-        match send(self) {
-            Err(SendError::Full) => {
-                self.flush()?;
-                port::tx_done_cleanup_queue(self.port, self.queue);
-                send(self)
-            }
-            r => r,
-        }
+    #[inline]
+    fn inner_mut(&mut self) -> &mut EthDatapath<IceNic> {
+        &mut self.eth
     }
+}
 
-    fn receive_one(&mut self, m: Mbuf, now: Instant, out: &mut Vec<RxMsg>) {
+impl IceNic {
+    /// Hands one received mbuf's frame to `frame`: a view of our pinned item (the mbuf is
+    /// held until the application drops every view), or a copy for foreign and multi-segment
+    /// mbufs. Returns whether a receive buffer was missing for the copy.
+    fn receive_one(&mut self, m: Mbuf, frame: &mut impl FnMut(RcBuf)) -> bool {
         self.stats.rx_frames += 1;
         let info = m.rx_info();
         if info.ip_checksum_ok == Some(false) || info.l4_checksum_ok == Some(false) {
             self.stats.rx_bad_checksum_hw += 1;
-            return;
+            return false;
         }
-        let own = self.rx.pins.item_of(&info);
-        let ctl = &mut self.ctl;
-        let mut tx_ctl = |f: &[u8]| ctl.push(f.to_vec());
-        match own {
+        match self.rx.pins.item_of(&info) {
             Some(idx) => {
-                let Some(frame) = self.rx.pins.view(idx, &info) else {
+                let Some(view) = self.rx.pins.view(idx, &info) else {
                     // Lengths past the data room (a PMD bug) or a saturated count.
                     self.stats.rx_malformed += 1;
-                    return;
+                    return false;
                 };
                 self.stats.rx_zero_copy += 1;
-                self.stack
-                    .process_frame(&self.mem, frame, now, out, &mut tx_ctl);
+                frame(view);
                 if self.rx.pins.in_use(idx) {
                     self.rx.held.push((m, idx));
                 }
             }
             None => {
-                let mut buf = match self.mem.alloc(info.pkt_len.max(1)) {
-                    Ok(b) => b,
-                    Err(_) => {
-                        self.stack.count_no_rx_buffer(1);
-                        return;
-                    }
+                let Ok(mut buf) = self.mem.alloc(info.pkt_len.max(1)) else {
+                    return true;
                 };
                 let n = m.copy_to(&mut buf[..]);
                 drop(m);
                 buf.set_len(n);
                 self.stats.rx_copied += 1;
-                self.stack
-                    .process_frame(&self.mem, buf.freeze(), now, out, &mut tx_ctl);
+                frame(buf.freeze());
             }
         }
+        false
     }
 }
 
@@ -804,7 +801,7 @@ pub(crate) fn release_port(p: u16, owned: Owned) {
     }
 }
 
-impl Drop for IceDatapath {
+impl Drop for IceNic {
     fn drop(&mut self) {
         match &self.owned {
             // Only this core's queue pair (or, when the PMD cannot stop one queue, the whole
@@ -836,119 +833,32 @@ impl Drop for IceDatapath {
 
 impl std::fmt::Debug for IceDatapath {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let nic = self.eth.device();
         f.debug_struct("IceDatapath")
-            .field("port", &self.port)
-            .field("driver", &self.info.driver)
-            .field("max_segments", &self.max_segments)
-            .field("checksum_offload", &self.tx.offload)
+            .field("port", &nic.port)
+            .field("driver", &nic.info.driver)
+            .field("max_segments", &nic.max_segments)
+            .field("checksum_offload", &nic.tx.offload)
             .field("stats", &self.stats())
             .finish()
     }
 }
 
-impl DatapathMemory for IceDatapath {
-    fn memory(&self) -> &PinnedMemory {
-        &self.mem
-    }
-}
-
-impl Connect for IceDatapath {
-    fn connect(&mut self, peer: SocketAddrV4) -> io::Result<ConnId> {
-        let ctl = &mut self.ctl;
-        let c = self
-            .stack
-            .connect(peer, Instant::now(), &mut |f| ctl.push(f.to_vec()))
-            .map_err(|e| match e {
-                SendError::Io(e) => e,
-                other => io::Error::other(other.to_string()),
-            })?;
-        self.send_control_frames();
-        Ok(c)
-    }
-
-    fn peer_addr(&self, conn: ConnId) -> Option<SocketAddrV4> {
-        self.stack.peer_addr(conn)
-    }
-
-    fn local_addr(&self) -> SocketAddrV4 {
-        self.stack.local_addr()
-    }
-}
-
-impl Receive for IceDatapath {
-    fn recv_burst(&mut self, out: &mut Vec<RxMsg>) -> io::Result<usize> {
-        let before = out.len();
-        self.rx.reclaim();
-        let mut burst = std::mem::take(&mut self.rx.burst);
-        mbuf::rx_burst_queue(self.port, self.queue, &mut burst, RX_BURST);
-        let now = Instant::now();
-        for m in burst.drain(..) {
-            self.receive_one(m, now, out);
-        }
-        self.rx.burst = burst;
-        let ctl = &mut self.ctl;
-        self.stack.poll(now, &mut |f| ctl.push(f.to_vec()));
-        self.send_control_frames();
-        Ok(out.len() - before)
-    }
-
-    fn counters(&self) -> DropCounters {
-        let mut c = self.stack.counters();
-        c.bad_checksum += self.stats.rx_bad_checksum_hw;
-        c.truncated += self.stats.rx_malformed;
-        c.no_rx_buffers += port::rx_nombuf(self.port);
-        c
-    }
-}
-
-impl Transmit for IceDatapath {
-    fn mtu(&self) -> usize {
-        self.stack.config().mtu
-    }
-
+impl Device for IceNic {
     fn max_segments(&self) -> usize {
         self.max_segments
     }
 
-    fn max_message_len(&self) -> usize {
-        self.stack.config().max_message_len
-    }
-
-    fn send_object<O: CornflakesObj>(
-        &mut self,
-        conn: ConnId,
-        msg: Msg,
-        obj: &O,
-    ) -> Result<(), SendError> {
-        self.with_flush_retry(|d| {
-            tx::send_object(
-                &mut d.stack,
-                &d.mem,
-                &mut d.tx,
-                d.max_segments,
-                conn,
-                msg,
-                obj,
-            )
-        })
-    }
-
-    fn send_sga(&mut self, conn: ConnId, msg: Msg, entries: &[RcBuf]) -> Result<(), SendError> {
-        self.with_flush_retry(|d| {
-            tx::send_sga(
-                &mut d.stack,
-                &d.mem,
-                &mut d.tx,
-                d.max_segments,
-                conn,
-                msg,
-                entries,
-            )
-        })
-    }
-
-    fn send_copy(&mut self, conn: ConnId, msg: Msg, data: &[u8]) -> Result<(), SendError> {
-        self.with_flush_retry(|d| tx::send_copy(&mut d.stack, &d.mem, &mut d.tx, conn, msg, data))
+    fn receive(&mut self, mut frame: impl FnMut(RcBuf)) -> u64 {
+        self.rx.reclaim();
+        let mut burst = std::mem::take(&mut self.rx.burst);
+        mbuf::rx_burst_queue(self.port, self.queue, &mut burst, RX_BURST);
+        let mut no_buffer = 0;
+        for m in burst.drain(..) {
+            no_buffer += u64::from(self.receive_one(m, &mut frame));
+        }
+        self.rx.burst = burst;
+        no_buffer
     }
 
     fn flush(&mut self) -> Result<(), SendError> {
@@ -969,9 +879,18 @@ impl Transmit for IceDatapath {
         self.tx.pending_segs = 0;
         Ok(())
     }
-}
 
-impl Completions for IceDatapath {
+    fn prepare_send(&mut self) {
+        // `free_slots` counts the queue's segments and the mbufs in flight itself.
+    }
+
+    fn make_room(&mut self) -> Result<bool, SendError> {
+        // Hand the queued frames over and reclaim what the port is done with, then retry once.
+        self.flush()?;
+        port::tx_done_cleanup_queue(self.port, self.queue);
+        Ok(true)
+    }
+
     fn poll_completions(&mut self) -> usize {
         port::tx_done_cleanup_queue(self.port, self.queue);
         let released = self.tx.counters.released.get();
@@ -982,5 +901,23 @@ impl Completions for IceDatapath {
 
     fn in_flight(&self) -> usize {
         self.tx.counters.in_flight.get()
+    }
+
+    fn add_counters(&self, c: &mut DropCounters) {
+        c.bad_checksum += self.stats.rx_bad_checksum_hw;
+        c.truncated += self.stats.rx_malformed;
+        c.no_rx_buffers += port::rx_nombuf(self.port);
+    }
+}
+
+impl TxSink for IceNic {
+    #[inline]
+    fn free_slots(&self) -> usize {
+        self.tx.free_slots()
+    }
+
+    #[inline]
+    fn post(&mut self, buf: RcBuf, end_of_frame: bool) {
+        self.tx.post(buf, end_of_frame)
     }
 }

@@ -43,4 +43,4 @@ pub mod ffi;
 #[cfg(feature = "ice")]
 pub use cores::{open_cores, CorePort, Steering};
 #[cfg(feature = "ice")]
-pub use datapath::{IceConfig, IceDatapath, IceStats, PortSpec};
+pub use datapath::{IceConfig, IceDatapath, IceNic, IceStats, PortSpec};
