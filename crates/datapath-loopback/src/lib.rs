@@ -1,7 +1,6 @@
 //! An in-process software NIC pair for tests, running the full Ethernet/IPv4/UDP stack of
-//! `cornflakes-stack`: this crate is only the NIC's rings ([`LoopbackNic`], a
-//! [`Device`](cornflakes_stack::Device)); [`Loopback`] is the stack's
-//! [`EthDatapath`](cornflakes_stack::EthDatapath) over them.
+//! `cornflakes-stack`: this crate is only the NIC's rings ([`LoopbackNic`], a [`Device`]);
+//! [`Loopback`] is the stack's [`EthDatapath`] over them.
 //!
 //! Sends post descriptors — a pointer, a length, and a clone of the [`RcBuf`] that keeps the
 //! memory alive — to the sender's transmit ring, exactly as a NIC driver would. Nothing is read

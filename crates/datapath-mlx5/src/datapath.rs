@@ -4,7 +4,7 @@
 //! This crate supplies only the rings ([`Mlx5Nic`], a [`Device`]); the datapath traits, ARP
 //! and the stack are the stack's [`EthDatapath`] over it. Transmit is the stack's
 //! serialize-and-send ([`cornflakes_stack::tx`]) with the send queue as its
-//! [`TxSink`](cornflakes_stack::TxSink): every descriptor the stack posts becomes a data
+//! [`TxSink`]: every descriptor the stack posts becomes a data
 //! segment written into the WQE on the spot. Receive polls the receive CQ, hands each frame to
 //! the stack and refills the receive queue.
 
