@@ -347,3 +347,125 @@ impl<D: Device> std::fmt::Debug for EthDatapath<D> {
             .finish()
     }
 }
+
+#[cfg(test)]
+mod test {
+    use std::net::Ipv4Addr;
+
+    use super::*;
+    use crate::wire::MacAddr;
+
+    /// A device with a transmit queue of `cap` descriptors, frames to hand over on the next
+    /// receive, and a `make_room` that empties the queue when `room_on_full` is set.
+    struct Fake {
+        cap: usize,
+        queued: Vec<(RcBuf, bool)>,
+        flushed: usize,
+        rx: Vec<RcBuf>,
+        rx_lost: u64,
+        room_on_full: bool,
+        prepared: usize,
+    }
+
+    impl TxSink for Fake {
+        fn free_slots(&self) -> usize {
+            self.cap - self.queued.len()
+        }
+        fn post(&mut self, buf: RcBuf, end_of_frame: bool) {
+            self.queued.push((buf, end_of_frame));
+        }
+    }
+
+    impl Device for Fake {
+        fn max_segments(&self) -> usize {
+            4
+        }
+        fn receive(&mut self, mut frame: impl FnMut(RcBuf)) -> u64 {
+            self.rx.drain(..).for_each(&mut frame);
+            std::mem::take(&mut self.rx_lost)
+        }
+        fn flush(&mut self) -> Result<(), SendError> {
+            self.flushed = self.queued.len();
+            Ok(())
+        }
+        fn prepare_send(&mut self) {
+            self.prepared += 1;
+        }
+        fn make_room(&mut self) -> Result<bool, SendError> {
+            if self.room_on_full {
+                self.queued.clear();
+            }
+            Ok(self.room_on_full)
+        }
+        fn poll_completions(&mut self) -> usize {
+            0
+        }
+        fn in_flight(&self) -> usize {
+            self.queued.len()
+        }
+        fn add_counters(&self, counters: &mut DropCounters) {
+            counters.bad_checksum += 5;
+        }
+    }
+
+    const PEER: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 2), 7000);
+
+    fn datapath(cap: usize, room_on_full: bool, static_peer: bool) -> EthDatapath<Fake> {
+        let addr = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 1), 7000);
+        let mut cfg = StackConfig::new(MacAddr([2, 0, 0, 0, 0, 1]), addr);
+        if static_peer {
+            cfg.static_arp
+                .push((*PEER.ip(), MacAddr([2, 0, 0, 0, 0, 2])));
+        }
+        let dev = Fake {
+            cap,
+            queued: Vec::new(),
+            flushed: 0,
+            rx: Vec::new(),
+            rx_lost: 0,
+            room_on_full,
+            prepared: 0,
+        };
+        EthDatapath::new(dev, PinnedMemory::with_defaults().unwrap(), cfg)
+    }
+
+    #[test]
+    fn a_full_queue_is_retried_once_only_when_the_device_made_room() {
+        for room in [false, true] {
+            let mut dp = datapath(1, room, true);
+            let c = dp.connect(PEER).unwrap();
+            dp.send_copy(c, Msg::new(1, 0), b"one").unwrap();
+            let second = dp.send_copy(c, Msg::new(2, 0), b"two");
+            if room {
+                second.unwrap();
+            } else {
+                assert!(matches!(second, Err(SendError::Full)), "{second:?}");
+            }
+            assert_eq!(dp.device().prepared, 2, "prepare_send before every send");
+        }
+    }
+
+    #[test]
+    fn arp_goes_out_at_once_and_device_drops_reach_the_counters() {
+        let mut dp = datapath(8, false, false);
+        let c = dp.connect(PEER).unwrap();
+        // The ARP request was queued and the doorbell rung for it.
+        assert_eq!((dp.device().queued.len(), dp.device().flushed), (1, 1));
+        assert_eq!(dp.control_sent(), 1);
+        assert!(matches!(
+            dp.send_copy(c, Msg::new(1, 0), b"x"),
+            Err(SendError::Resolving(_))
+        ));
+        // A runt frame, and two frames lost for want of receive buffers.
+        let mem = dp.memory().clone();
+        dp.device_mut().rx.push(mem.alloc_copy(&[0u8; 6]).unwrap());
+        dp.device_mut().rx_lost = 2;
+        let mut out = Vec::new();
+        assert_eq!(dp.recv_burst(&mut out).unwrap(), 0);
+        let counters = dp.counters();
+        assert_eq!(counters.truncated, 1);
+        assert_eq!(counters.no_rx_buffers, 2);
+        assert_eq!(counters.bad_checksum, 5, "the device's own drops are added");
+        assert_eq!(dp.stack().counters().bad_checksum, 0);
+    }
+}
