@@ -191,6 +191,7 @@ impl<D: Device> EthDatapath<D> {
 
     /// One receive poll. The clock is read once, and only when a frame or a stack timer needs
     /// it: an empty poll (most of them on a lightly loaded server) reads no clock.
+    #[inline]
     fn recv(&mut self, out: &mut Vec<RxMsg>, mut now: Option<Instant>) -> usize {
         let before = out.len();
         let EthDatapath {
@@ -217,10 +218,15 @@ impl<D: Device> EthDatapath<D> {
 
     /// Queues the control frames the stack produced and rings the doorbell for them. A frame
     /// that cannot be queued is lost; ARP retries cover that.
+    #[inline]
     fn send_control(&mut self) {
-        if self.ctrl.is_empty() {
-            return;
+        if !self.ctrl.is_empty() {
+            self.send_control_frames();
         }
+    }
+
+    #[cold]
+    fn send_control_frames(&mut self) {
         let mut queued = 0;
         for f in self.ctrl.drain(..) {
             if tx::send_control(&self.mem, &mut self.dev, &f) {
@@ -278,6 +284,7 @@ impl<D: Device> Connect for EthDatapath<D> {
 }
 
 impl<D: Device> Receive for EthDatapath<D> {
+    #[inline]
     fn recv_burst(&mut self, out: &mut Vec<RxMsg>) -> io::Result<usize> {
         Ok(self.recv(out, None))
     }

@@ -282,6 +282,7 @@ impl<Q: QueueMemory> Device for Mlx5Nic<Q> {
         self.max_segments
     }
 
+    #[inline]
     fn receive(&mut self, mut frame: impl FnMut(RcBuf)) -> u64 {
         for _ in 0..self.rx_burst {
             let Some(cqe) = self.rcq.poll() else { break };
