@@ -849,6 +849,7 @@ impl Device for IceNic {
         self.max_segments
     }
 
+    #[inline]
     fn receive(&mut self, mut frame: impl FnMut(RcBuf)) -> u64 {
         self.rx.reclaim();
         let mut burst = std::mem::take(&mut self.rx.burst);

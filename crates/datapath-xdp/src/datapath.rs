@@ -463,6 +463,7 @@ impl Device for XdpNic {
         self.max_segments
     }
 
+    #[inline]
     fn receive(&mut self, mut frame: impl FnMut(RcBuf)) -> u64 {
         self.xsk.recv(&mut self.rx, RX_BURST);
         for f in self.rx.drain(..) {
