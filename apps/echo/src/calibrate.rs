@@ -1,7 +1,7 @@
 //! `echo calibrate`: the paper's §5 measurement as one command (docs/calibration.md).
 //!
 //! For every cell (S, K) of the grid, the saturation load of both [`Policy`]s against a
-//! [`CalibServer`], found with the project's saturation search ([`loadgen::search`]: median of
+//! [`CalibServer`](crate::calib_server::CalibServer), found with the project's saturation search ([`loadgen::search`]: median of
 //! up to K trials per load, a doubling grid until a sustained miss, bisection to a resolution),
 //! copy and scatter-gather of a cell interleaved trial by trial. Per cell and policy: the
 //! median achieved load at the highest load kept up and the min–max spread of the trials
@@ -32,7 +32,7 @@ use loadgen::{
 use serde_json::json;
 
 use crate::bench::DatapathKind;
-use crate::calib_server::{CalibClient, CalibServer, Cell, Policy, ARRAY_ITEM, MAX_SEGMENTS};
+use crate::calib_server::{CalibClient, Cell, Policy, ARRAY_ITEM, MAX_SEGMENTS};
 use crate::server::ServerStats;
 
 mod rule;
@@ -273,8 +273,8 @@ impl SocketServer {
             spin,
             None,
             move |dp, _| {
-                let server = CalibServer::new(dp, array_bytes)?;
-                let info = (server.items(), server.datapath().max_segments());
+                let server = crate::calib_server::new(dp, array_bytes)?;
+                let info = (server.handler().items(), server.datapath().max_segments());
                 Ok((server, info))
             },
         )?;
@@ -598,7 +598,7 @@ pub const EMU_DISTINCT_REQUESTS: usize = 1024;
 /// Adds the counters of one trial's server (each trial starts a fresh server) to `total`.
 fn add_counters(total: &mut ServerStats, s: &ServerStats) {
     total.received += s.received;
-    total.echoed += s.echoed;
+    total.replied += s.replied;
     total.malformed += s.malformed;
     total.send_failed += s.send_failed;
     total.io_errors += s.io_errors;
@@ -670,7 +670,7 @@ fn run_emu(cfg: &CalibConfig, array_bytes: usize) -> Result<Calibration, String>
             let dp = port
                 .datapath(mem)
                 .map_err(|e| format!("server datapath: {e}"))?;
-            let mut server = CalibServer::with_array(dp, array);
+            let mut server = crate::calib_server::with_array(dp, array);
             server.run(
                 port.stop_flag(),
                 None,
@@ -815,7 +815,7 @@ pub fn to_json(cfg: &CalibConfig, c: &Calibration) -> serde_json::Value {
         "cells": cells,
         "server": {
             "received": c.server.received,
-            "answered": c.server.echoed,
+            "answered": c.server.replied,
             "malformed": c.server.malformed,
             "send_failed": c.server.send_failed,
         },

@@ -11,10 +11,9 @@ use std::time::Duration;
 
 use datapath_socket::SocketConfig;
 use echo::bench::{self, BenchConfig, DatapathKind, SweepPlan, DEFAULT_MTU};
-use echo::calib_server::CalibServer;
 use echo::calibrate::{self, CalibConfig};
 use echo::nic::NicSpec;
-use echo::server::{ServerConfig, ServerHandle};
+use echo::server::ServerConfig;
 use echo::{Mode, ShapeSpec};
 
 const USAGE: &str = "\
@@ -323,7 +322,7 @@ fn socket_cores(
     let mut cc = percore::CoresConfig::new(&format!("echo-server-{}", cfg.mode), cores);
     // One core floats, as it always has; several are pinned one per CPU.
     cc.pin = cores > 1;
-    let server = ServerHandle::spawn_cores(cfg, sock, &cc, report, spin)?;
+    let server = echo::server::spawn_cores(cfg, sock, &cc, report, spin)?;
     for (i, addr) in server.addrs().iter().enumerate() {
         eprintln!(
             "[server] ready: {} on {addr} (socket datapath, core {i} of {cores})",
@@ -357,7 +356,7 @@ fn calibrate_socket_cores(
         std::sync::Arc::new(AtomicBool::new(false)),
         false,
         report,
-        move |dp, _| Ok((CalibServer::new(dp, shard)?, ())),
+        move |dp, _| Ok((echo::calib_server::new(dp, shard)?, ())),
     )?;
     for (i, (addr, ())) in running.ready().iter().enumerate() {
         eprintln!(
@@ -405,7 +404,7 @@ fn xdp_server(
     let dp = echo::xdp::datapath(&ifname, bind, peer, mtu)
         .map_err(|e| format!("AF_XDP on {ifname}: {e}"))?;
     let ip_mtu = cornflakes::datapath::Transmit::mtu(&dp);
-    let mut server = echo::server::EchoServer::new(dp, cfg)?;
+    let mut server = echo::server::new(dp, cfg)?;
     eprintln!(
         "{} {} on {bind} (AF_XDP on {ifname}, IP MTU {ip_mtu})",
         echo::xdp::READY,
@@ -449,7 +448,7 @@ fn xdp_cores(
                 .map_err(|e| format!("AF_XDP on {ifname_owned} queue {}: {e}", core.index()))?;
             let ip_mtu = cornflakes::datapath::Transmit::mtu(&dp);
             eprintln!("[server] queue {}: IP MTU {ip_mtu}", core.index());
-            let mut server = echo::server::EchoServer::new(dp, cfg)?;
+            let mut server = echo::server::new(dp, cfg)?;
             ready.ready(addr);
             // No file descriptor to sleep on: yield when idle.
             percore::poll_loop(
@@ -729,7 +728,7 @@ fn xdp_calibrate_server(
     let umem = array_bytes + (64 << 20);
     let dp = echo::xdp::datapath_with_umem(&ifname, bind, peer, x.mtu, umem)
         .map_err(|e| format!("AF_XDP on {ifname}: {e}"))?;
-    let mut server = CalibServer::new(dp, array_bytes)?;
+    let mut server = echo::calib_server::new(dp, array_bytes)?;
     eprintln!(
         "{} calibrate on {bind} (AF_XDP on {ifname})",
         echo::xdp::READY

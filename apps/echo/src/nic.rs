@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use cornflakes::Datapath;
 pub use nic_server::NicSpec;
-use nic_server::{CargoRun, CoreStats, NicApp, NicCoreApp};
+use nic_server::{CargoRun, NicApp, NicCoreApp};
 
 use crate::server::{ServerConfig, ServerStats};
 
@@ -32,12 +32,6 @@ pub fn device_label(nic: &NicSpec) -> String {
     }
 }
 
-impl CoreStats for ServerStats {
-    fn sum(per_core: &[ServerStats]) -> ServerStats {
-        ServerStats::sum(per_core)
-    }
-}
-
 /// The echo server on one core, as a [`NicApp`].
 struct Echo(ServerConfig);
 
@@ -53,7 +47,7 @@ impl NicApp for Echo {
         stop: &AtomicBool,
         report: Option<Duration>,
     ) -> Result<ServerStats, String> {
-        let mut server = crate::server::EchoServer::new(dp, self.0)?;
+        let mut server = crate::server::new(dp, self.0)?;
         let what = device_label(nic);
         eprintln!("[server] ready: {} on {bind} ({what})", self.0.mode);
         server.run(stop, report, crate::server::IDLE_SPINS, &mut |_| {
@@ -96,7 +90,7 @@ impl NicCoreApp for EchoCores {
         info: percore::QueueInfo,
         report: Option<Duration>,
     ) -> Result<ServerStats, String> {
-        let mut server = crate::server::EchoServer::new(dp, self.0)?;
+        let mut server = crate::server::new(dp, self.0)?;
         ready.ready(info);
         percore::poll_loop(
             &mut server,

@@ -371,7 +371,7 @@ fn server_cmd(mut a: Args) -> Result<(), String> {
         Some(wl) => load_store(wl, store),
         None => Ok(String::new()),
     });
-    let server = kv_store::server::ServerHandle::spawn_cores(
+    let server = kv_store::server::spawn_cores(
         cfg,
         bc.socket(bind),
         &cc,

@@ -14,10 +14,10 @@ use std::time::Duration;
 use cornflakes::Datapath;
 use kv_workloads::WorkloadConfig;
 pub use nic_server::NicSpec;
-use nic_server::{CargoRun, CoreStats, NicApp, NicCoreApp};
+use nic_server::{CargoRun, NicApp, NicCoreApp};
 
 use crate::bench::load_store;
-use crate::server::{KvServer, ServerConfig, ServerStats};
+use crate::server::{Kv, KvServer, ServerConfig, ServerStats};
 
 /// How to build `kv` with a NIC feature (the hint of a build without it).
 pub const CARGO_RUN: CargoRun = CargoRun {
@@ -25,12 +25,6 @@ pub const CARGO_RUN: CargoRun = CargoRun {
     bin: Some("kv"),
     args: "server ...",
 };
-
-impl CoreStats for ServerStats {
-    fn sum(per_core: &[ServerStats]) -> ServerStats {
-        ServerStats::sum(per_core)
-    }
-}
 
 /// Loads `load` (if any) into a KV server on `dp` and serves until `stop` is set.
 pub fn serve_on<D: Datapath>(
@@ -41,9 +35,12 @@ pub fn serve_on<D: Datapath>(
     stop: &AtomicBool,
     report: Option<Duration>,
 ) -> Result<ServerStats, String> {
-    let mut server = KvServer::new(dp, cfg);
+    let mut server = crate::server::new(dp, cfg);
     if let Some(wl) = load {
-        eprintln!("[server] {}", load_store(wl, server.store_mut())?);
+        eprintln!(
+            "[server] {}",
+            load_store(wl, server.handler_mut().store_mut())?
+        );
     }
     eprintln!("[server] ready: {} ({what})", cfg.serialization);
     server.run(stop, report, datapath_socket::idle::IDLE_SPINS, &mut |_| {
@@ -53,13 +50,13 @@ pub fn serve_on<D: Datapath>(
 }
 
 /// The KV server on one core, as a [`NicApp`].
-struct Kv<'a> {
+struct KvNic<'a> {
     cfg: ServerConfig,
     load: Option<&'a WorkloadConfig>,
     max_item: usize,
 }
 
-impl NicApp for Kv<'_> {
+impl NicApp for KvNic<'_> {
     type Stats = ServerStats;
     const CARGO_RUN: CargoRun = CARGO_RUN;
 
@@ -92,7 +89,7 @@ pub fn serve(
     stop: &AtomicBool,
     report: Option<Duration>,
 ) -> Result<ServerStats, String> {
-    let app = Kv {
+    let app = KvNic {
         cfg,
         load,
         max_item,
@@ -113,10 +110,11 @@ pub fn serve_core<D: Datapath>(
     info: percore::QueueInfo,
     report: Option<Duration>,
 ) -> Result<ServerStats, String> {
-    let mut server = KvServer::new(dp, cfg).with_core(core.index(), core.count());
+    let kv = Kv::new(dp.memory(), cfg).with_core(core.index(), core.count());
+    let mut server = KvServer::new(dp, kv);
     if let Some(wl) = load {
-        let done =
-            load_store(wl, server.store_mut()).map_err(|e| format!("loading the store: {e}"))?;
+        let done = load_store(wl, server.handler_mut().store_mut())
+            .map_err(|e| format!("loading the store: {e}"))?;
         eprintln!(
             "[server {} core {}] {done}",
             cfg.serialization,

@@ -170,25 +170,7 @@ pub fn parse_core_stats(lines: &[String]) -> Vec<ServerStats> {
 
 /// `received=… replied=… …` (the [`ServerStats`] display) back into counters.
 fn parse_counters(line: &str) -> ServerStats {
-    let mut st = ServerStats::default();
-    for kv in line.split_whitespace() {
-        let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
-        let n = || v.trim_end_matches("ns").parse::<u64>().unwrap_or(0);
-        match k {
-            "received" => st.received = n(),
-            "replied" => st.replied = n(),
-            "malformed" => st.malformed = n(),
-            "send_failed" => st.send_failed = n(),
-            "io_errors" => st.io_errors = n(),
-            "keys" => st.store.keys = n() as usize,
-            "store_bytes" => st.store.used_bytes = n() as usize,
-            "store_full" => st.store.full = n(),
-            "foreign_keys" => st.store.foreign = n(),
-            "work_p50" => st.work.record(Duration::from_nanos(n())),
-            _ => {}
-        }
-    }
-    st
+    ServerStats::parse(line)
 }
 
 /// A `kv server --datapath xdp` child in `ns` on `port` for `ser`, loaded with the bench's
@@ -347,10 +329,7 @@ mod tests {
             (st.received, st.replied, st.malformed, st.io_errors),
             (10, 9, 1, 2)
         );
-        assert_eq!(
-            (st.store.keys, st.store.used_bytes, st.store.full),
-            (5, 640, 3)
-        );
+        assert_eq!((st.app.keys, st.app.used_bytes, st.app.full), (5, 640, 3));
         let p50 = st.work_p50_ns().unwrap();
         assert!((800.0..900.0).contains(&p50), "{p50}");
         assert_eq!(parse_stats(&[]).received, 0);

@@ -356,8 +356,8 @@ fn two_af_xdp_cores_answer_each_key_from_its_owner() {
         assert_eq!(st.received, results[core], "core {core}: {st}");
         assert_eq!(st.replied, results[core], "core {core}: {st}");
         assert_eq!(st.malformed, 0, "core {core}: {st}");
-        assert_eq!(st.store.foreign, foreign, "core {core}: {st}");
-        assert_eq!(st.store.keys, owned(core).len(), "core {core}: {st}");
+        assert_eq!(st.app.foreign, foreign, "core {core}: {st}");
+        assert_eq!(st.app.keys, owned(core).len(), "core {core}: {st}");
     }
     assert!(
         lines
