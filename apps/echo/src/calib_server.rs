@@ -16,15 +16,13 @@
 
 use std::io;
 use std::net::SocketAddrV4;
-use std::sync::atomic::AtomicBool;
-use std::time::Duration;
 
 use app_server::{Handler, Unanswered};
 use cornflakes::{Arena, CFBytes, ConnId, Datapath, Msg, PinnedMemory, RcBuf, RxMsg, SendError};
 use loadgen::{request_id, split_request_id, ClientTransport, Response, SeededRng};
 
 use crate::schema::List;
-use crate::server::{Echoed, ServerStats};
+use crate::server::Echoed;
 
 /// Bytes per pinned buffer of the array (the runtime's default largest size class).
 pub const ARRAY_ITEM: usize = 16 * 1024;
@@ -217,10 +215,15 @@ fn parse_into(
     Some((policy, size))
 }
 
+/// The [`ARRAY_ITEM`] buffers of an array of at least `array_bytes` (at least one).
+pub fn items_for(array_bytes: usize) -> usize {
+    array_bytes.div_ceil(ARRAY_ITEM).max(1)
+}
+
 /// Allocates the array — at least `array_bytes`, in whole [`ARRAY_ITEM`] buffers — from `mem`
 /// and fills it with the [`pattern_byte`]s.
 pub fn fill_array(mem: &PinnedMemory, array_bytes: usize) -> Result<Vec<RcBuf>, String> {
-    let items = array_bytes.div_ceil(ARRAY_ITEM).max(1);
+    let items = items_for(array_bytes);
     if mem.max_item_size() < ARRAY_ITEM {
         return Err(format!(
             "the datapath's largest pinned buffer is {} B; the array needs {ARRAY_ITEM} B items",
@@ -416,42 +419,6 @@ impl<D: Datapath + cornflakes::datapath::Connect> ClientTransport for CalibClien
         let n = self.rx.len();
         self.rx.clear();
         Ok(n)
-    }
-}
-
-/// The calibration server as a [`nic_server::NicApp`] (`calibrate-server --datapath mlx5|ice`).
-pub struct CalibNicApp {
-    /// Bytes of the array.
-    pub array_bytes: usize,
-}
-
-impl nic_server::NicApp for CalibNicApp {
-    type Stats = ServerStats;
-    const CARGO_RUN: nic_server::CargoRun = crate::nic::CARGO_RUN;
-
-    fn extra_bytes(&self) -> usize {
-        self.array_bytes
-    }
-
-    fn serve<D: Datapath>(
-        self,
-        dp: D,
-        nic: &nic_server::NicSpec,
-        bind: SocketAddrV4,
-        stop: &AtomicBool,
-        report: Option<Duration>,
-    ) -> Result<ServerStats, String> {
-        let mut server = new(dp, self.array_bytes)?;
-        let what = crate::nic::device_label(nic);
-        eprintln!(
-            "[server] ready: calibrate on {bind} ({what}), {} array items, {} descriptors per packet",
-            server.handler().items(),
-            server.datapath().max_segments()
-        );
-        server.run(stop, report, crate::server::IDLE_SPINS, &mut |_| {
-            std::thread::yield_now()
-        });
-        Ok(server.stats())
     }
 }
 

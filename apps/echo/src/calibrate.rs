@@ -14,11 +14,8 @@
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 use std::time::Duration;
 
-use cornflakes::datapath::Transmit as _;
 use cornflakes::mem::MemoryConfig;
 use cornflakes::threshold::CALIBRATION_KEY;
 use cornflakes::Arena;
@@ -258,37 +255,28 @@ struct SocketServer {
     addr: SocketAddrV4,
     items: usize,
     max_segments: usize,
-    core: datapath_socket::cores::SocketCores<(usize, usize), ServerStats>,
+    handle: crate::server::ServerHandle,
 }
 
 impl SocketServer {
     fn spawn(sock: SocketConfig, array_bytes: usize, spin: bool) -> Result<SocketServer, String> {
-        let mut cores = percore::CoresConfig::new("calibrate-server", 1);
-        cores.pin = false;
-        let stop = Arc::new(AtomicBool::new(false));
-        let core = datapath_socket::cores::spawn_socket_cores(
+        let handle = crate::server::ServerHandle::spawn_one(
+            "calibrate-server",
             sock,
-            &cores,
-            stop,
-            spin,
             None,
-            move |dp, _| {
-                let server = crate::calib_server::new(dp, array_bytes)?;
-                let info = (server.handler().items(), server.datapath().max_segments());
-                Ok((server, info))
-            },
+            spin,
+            move |mem, _| crate::calib_server::Calib::new(mem, array_bytes),
         )?;
-        let (addr, (items, max_segments)) = core.ready()[0];
         Ok(SocketServer {
-            addr,
-            items,
-            max_segments,
-            core,
+            addr: handle.addr(),
+            items: crate::calib_server::items_for(array_bytes),
+            max_segments: handle.max_segments(),
+            handle,
         })
     }
 
     fn stop(self) -> Result<ServerStats, String> {
-        self.core.stop().map(|per| ServerStats::sum(&per))
+        self.handle.stop().map_err(|e| e.to_string())
     }
 }
 

@@ -263,7 +263,5 @@ impl Echo {
     }
 }
 
-// The idle policies live with the socket datapath, shared by every server app (echo, kv).
-pub use datapath_socket::idle::{
-    socket_idle, wait_readable, IDLE_SPINS, IDLE_WAIT, SOCKET_IDLE_SPINS,
-};
+// The idle policies are the server skeleton's, shared by every server app (echo, kv).
+pub use app_server::idle::{socket_idle, wait_readable, IDLE_SPINS, IDLE_WAIT, SOCKET_IDLE_SPINS};

@@ -54,6 +54,12 @@ pub fn memory_config(max_item: usize, max_bytes: usize) -> MemoryConfig {
     }
 }
 
+/// The AF_XDP pinned memory (UMEM) of a server whose store may hold `memory_limit` bytes: the
+/// store plus room for receive and transmit frames.
+pub fn umem_bytes(memory_limit: usize) -> usize {
+    memory_limit.saturating_add(64 << 20)
+}
+
 pub use app_server::WORK_SAMPLE_EVERY;
 
 impl AppCounters for StoreStats {
@@ -242,15 +248,11 @@ pub fn spawn_cores(
     spin: bool,
 ) -> Result<ServerHandle, String> {
     ServerHandle::spawn(sock, cores, report, spin, move |mem, core| {
-        let mut kv = Kv::new(mem, cfg).with_core(core.index(), core.count());
-        let what = load(kv.store_mut(), core.index(), core.count())
+        let mut kv = Kv::new(mem, cfg).with_core(core.index, core.count);
+        let what = load(kv.store_mut(), core.index, core.count)
             .map_err(|e| format!("loading the store: {e}"))?;
         if !what.is_empty() {
-            eprintln!(
-                "[server {} core {}] {what}",
-                cfg.serialization,
-                core.index()
-            );
+            eprintln!("[server {} core {}] {what}", cfg.serialization, core.index);
         }
         Ok(kv)
     })

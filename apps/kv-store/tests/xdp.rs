@@ -216,7 +216,7 @@ fn kv_client_reaches_a_server_on_another_address() {
     let server = ChildServer::spawn(&ns, exe, &args, 7100, READY, Duration::from_secs(30))
         .expect("server up");
     let ready = server.startup_lines().last().cloned().unwrap_or_default();
-    assert!(ready.contains("IP MTU 4000)"), "{ready}");
+    assert!(ready.contains("IP MTU 4000"), "{ready}");
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("kv-xdp-client-{}", std::process::id()));
     let out = Command::new(exe)

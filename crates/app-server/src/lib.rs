@@ -8,13 +8,17 @@
 //! queue (after a flush and a reap) with the reply already built; the request is never run
 //! twice, so a write is applied once however full the queue is (issue #24).
 //!
-//! [`ServerHandle`] runs one server per core over kernel sockets; the NIC datapaths run the
-//! same [`Server`] through `nic-server`. Echo, the KV store and the calibration server are
-//! handlers.
+//! [`launch`] runs a handler on the datapath a [`Launch`] names (`--datapath socket | xdp |
+//! mlx5 | ice`, parsed once by [`Launch::from_args`]), on one core or N: the one place that
+//! opens datapaths for servers, prints their ready lines and idles them ([`idle`]).
+//! [`ServerHandle`] runs server cores on sockets in this process (tests, benchmarks). Echo,
+//! the KV store and the calibration server are handlers.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod idle;
+mod launch;
 mod socket;
 mod stats;
 mod tx;
@@ -24,7 +28,9 @@ use std::time::{Duration, Instant};
 
 use cornflakes::{Datapath, RxMsg, SendError};
 
-pub use socket::{ServerHandle, SocketMake};
+pub use launch::{launch, Launch, Transport, XdpSpec};
+pub use nic_server::{CargoRun, NicSpec};
+pub use socket::ServerHandle;
 pub use stats::{AppCounters, ServerStats};
 pub use tx::{Tx, TxCounters};
 
@@ -68,6 +74,41 @@ pub trait Handler {
     fn work_sample_every(&self) -> u64 {
         WORK_SAMPLE_EVERY
     }
+}
+
+/// Which core a handler is built for: core `index` of `count`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CoreId {
+    /// This core, 0..count.
+    pub index: usize,
+    /// How many server cores there are.
+    pub count: usize,
+}
+
+impl CoreId {
+    /// The only core of a one-core server.
+    pub const ONE: CoreId = CoreId { index: 0, count: 1 };
+
+    /// The id of a [`percore::Core`].
+    pub fn of(core: &percore::Core) -> CoreId {
+        CoreId {
+            index: core.index(),
+            count: core.count(),
+        }
+    }
+}
+
+/// Builds core `core`'s handler on that core's own thread, from its datapath's pinned memory
+/// (e.g. loading that core's shard of a store). Whatever it prints comes before the core's
+/// ready line.
+pub trait Make<H>:
+    Fn(&cornflakes::PinnedMemory, CoreId) -> Result<H, String> + Send + Sync + 'static
+{
+}
+
+impl<H, F> Make<H> for F where
+    F: Fn(&cornflakes::PinnedMemory, CoreId) -> Result<H, String> + Send + Sync + 'static
+{
 }
 
 /// A server on one datapath queue: `dp` and a handler.
