@@ -11,10 +11,10 @@ use cornflakes::{Arena, Datapath, PinnedMemory, RcBuf, RxMsg, SendError};
 use datapath_socket::SocketConfig;
 use percore::CoresConfig;
 
-use crate::cf::{self, CfError, SendPath};
+use crate::cf::{self, CfError};
 use crate::libs::LibCodec;
 use crate::manual;
-use crate::mode::{Format, Lib, Mode};
+use crate::mode::{Format, Library, Mode};
 use crate::shape::Kind;
 
 pub use app_server::WORK_SAMPLE_EVERY;
@@ -149,13 +149,9 @@ impl Handler for Echo {
                     _ => self.two_copy(dp, m),
                 }
             }
-            Format::Cornflakes => {
+            Format::Cornflakes(c) => {
                 self.arena.reset();
-                let path = if self.mode == Mode::CornflakesNoSsend {
-                    SendPath::SgaThenSend
-                } else {
-                    SendPath::SerializeAndSend
-                };
+                let path = c.send_path();
                 Ok(cf::echo(
                     dp,
                     m.conn,
@@ -166,7 +162,7 @@ impl Handler for Echo {
                     path,
                 )?)
             }
-            Format::Library(Lib::Capnp) => {
+            Format::Library(Library::Capnp) => {
                 // Cap'n Proto's own network path (paper §6.1.3): the reply is built in pinned
                 // segments, sent as the segment table plus one entry per segment.
                 let sga = baselines::capnp_echo_sga(crate::libs::shape(kind), &m.data, dp.memory())

@@ -13,10 +13,11 @@ use cornflakes::{Arena, Datapath, PinnedMemory, RxMsg};
 use datapath_socket::SocketConfig;
 use percore::CoresConfig;
 
-use crate::cf::{self, SendPath, ServeError};
+use crate::cf::{self, ServeError};
 use crate::resp;
 use crate::serialization::Serialization;
 use crate::store::{Store, StoreConfig, StoreStats};
+use app_server::serialization::SendPath;
 
 /// What the server does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -186,11 +187,9 @@ impl Handler for Kv {
             }
             (ser, None) => {
                 self.arena.reset();
-                let path = if ser == Serialization::CornflakesNoSsend {
-                    SendPath::SgaThenSend
-                } else {
-                    SendPath::SerializeAndSend
-                };
+                let path = ser
+                    .cornflakes()
+                    .map_or(SendPath::SerializeAndSend, |c| c.send_path());
                 cf::serve(
                     dp,
                     &mut self.store,

@@ -19,6 +19,7 @@
 
 pub mod idle;
 mod launch;
+pub mod serialization;
 mod socket;
 mod stats;
 mod tx;
