@@ -378,7 +378,10 @@ mod xdp {
             let mut server = Server::new(dp, handler);
             ready.ready((
                 addr,
-                format!("AF_XDP on {ifname} queue {}, IP MTU {ip_mtu}", core.index()),
+                format!(
+                    "AF_XDP on {ifname}, IP MTU {ip_mtu}, queue {}",
+                    core.index()
+                ),
             ));
             server.run(
                 core.stop(),
