@@ -9,7 +9,7 @@
 //! twice, so a write is applied once however full the queue is (issue #24).
 //!
 //! [`launch`] runs a handler on the datapath a [`Launch`] names (`--datapath socket | xdp |
-//! mlx5 | ice`, parsed once by [`Launch::from_args`]), on one core or N: the one place that
+//! mlx5 | ice`, parsed once by [`Transport::from_args`]), on one core or N: the one place that
 //! opens datapaths for servers, prints their ready lines and idles them ([`idle`]).
 //! [`ServerHandle`] runs server cores on sockets in this process (tests, benchmarks). Echo,
 //! the KV store and the calibration server are handlers.
