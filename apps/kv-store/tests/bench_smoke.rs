@@ -151,9 +151,32 @@ fn bad_arguments_say_what_is_wrong() {
             &["server", "--serialization", "resp", "--datapath", "xdp"][..],
             "--ifname",
         ),
+        (
+            &["server", "--serialization", "resp", "--datapath", "mlx5"][..],
+            "--mlx5-dev",
+        ),
+        (
+            &["server", "--serialization", "resp", "--datapath", "nope"][..],
+            "socket, xdp, mlx5 or ice",
+        ),
         (&["client", "--serialization", "resp"][..], "--server"),
         (&["frobnicate"][..], "unknown command"),
     ];
+    if !cfg!(feature = "mlx5") {
+        // The launcher's NIC errors themselves are tested in crates/app-server/tests/launch.rs.
+        cases.push((
+            &[
+                "server",
+                "--serialization",
+                "resp",
+                "--datapath",
+                "mlx5",
+                "--mlx5-dev",
+                "mlx5_99",
+            ][..],
+            "cargo run --release -p kv-store --features mlx5 --bin kv",
+        ));
+    }
     if !cfg!(feature = "xdp") {
         cases.push((
             &["bench", "--datapath", "xdp"][..],
