@@ -352,28 +352,14 @@ fn server_cmd(mut a: Args) -> Result<(), String> {
 }
 
 fn main() -> ExitCode {
-    let mut args: Vec<String> = std::env::args().skip(1).collect();
-    if args.is_empty() || args.iter().any(|a| a == "-h" || a == "--help") {
-        print!("{USAGE}");
-        return if args.is_empty() {
-            ExitCode::FAILURE
-        } else {
-            ExitCode::SUCCESS
-        };
-    }
-    let cmd = args.remove(0);
-    let a = Args::new(args);
-    let r = match cmd.as_str() {
-        "bench" => bench_cmd(a),
-        "server" => server_cmd(a),
-        "client" => client_cmd(a),
-        other => Err(format!("unknown command {other:?}\n{USAGE}")),
-    };
-    match r {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("kv: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    app_server::cli::main(
+        "kv",
+        USAGE,
+        &[
+            ("bench", bench_cmd),
+            ("server", server_cmd),
+            ("client", client_cmd),
+        ],
+        std::env::args().skip(1).collect(),
+    )
 }
