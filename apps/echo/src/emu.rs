@@ -24,8 +24,8 @@ use emu_bench::{
 };
 use loadgen::search::{search, SearchConfig};
 
-use crate::bench::{BenchConfig, BenchOutcome};
 use crate::client::{RequestBuilder, Verifier};
+use crate::config::{BenchConfig, BenchOutcome, EmuOutcome};
 use crate::mode::Mode;
 use crate::server::{ServerConfig, ServerStats, IDLE_SPINS};
 use crate::shape::ShapeSpec;
@@ -202,17 +202,6 @@ pub fn run_point_with(
     })?;
     let stats = stats.into_iter().collect::<Result<Vec<_>, _>>()?;
     Ok((report, stats))
-}
-
-/// What an emulated-NIC run found, per mode.
-#[derive(Clone, Debug, Default)]
-pub struct EmuOutcome {
-    /// Per mode, its saturation search summarized.
-    pub summaries: Vec<EmuSummary>,
-    /// Every trial (JSON), grouped by mode, in the order each mode ran them.
-    pub trials: Vec<serde_json::Value>,
-    /// The search's K (trials per load at most).
-    pub k: usize,
 }
 
 /// The saturation search of `cfg` (grid `cfg.loads()`, `cfg.trials` per load, bisection to

@@ -27,6 +27,7 @@ pub mod calib_server;
 pub mod calibrate;
 pub mod cf;
 pub mod client;
+pub mod config;
 pub mod emu;
 pub mod libs;
 pub mod manual;
