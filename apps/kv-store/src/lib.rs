@@ -20,15 +20,19 @@
 pub mod bench;
 pub mod cf;
 pub mod client;
+pub mod config;
 pub mod emu;
 pub mod libs;
+pub mod load;
 pub mod ops;
 pub mod peers;
+pub mod report;
 pub mod resp;
 pub mod serialization;
 pub mod server;
 pub mod steer;
 pub mod store;
+pub mod sweep;
 #[cfg(feature = "xdp")]
 pub mod xdp;
 

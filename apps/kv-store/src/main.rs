@@ -10,7 +10,8 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use app_server::{CargoRun, Launch, Transport};
-use kv_store::bench::{self, load_store, BenchConfig};
+use kv_store::bench::{self, BenchConfig};
+use kv_store::load::load_store;
 use kv_store::server::{Kv, ServerConfig};
 use kv_store::store::StoreConfig;
 use kv_store::Serialization;
