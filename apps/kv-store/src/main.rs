@@ -54,7 +54,7 @@ usage:
       --datapath xdp (feature `xdp`, root): each server a process over
       AF_XDP in a network namespace on a veth pair, the clients on kernel sockets at the other
       end; serializations run one after another. --peers (with --datapath socket): then
-      redis-server and memcached (apps/kv-peers: different systems, their own servers over
+      redis-server and memcached (crates/kv-peers: different systems, their own servers over
       kernel TCP) with the same workload, requests and loads; DIR/peers.json, DIR/peers.md,
       and a side-by-side table appended to DIR/tables.md.
   kv server --serialization S [--bind IP:PORT] [--threshold N] [--mtu N] [--max-item BYTES]

@@ -1,5 +1,5 @@
 //! `kv bench --datapath socket --peers redis,memcached`: after the KV store's sweeps, the same
-//! workload against what a KV user would run instead (apps/kv-peers: redis-server and
+//! workload against what a KV user would run instead (crates/kv-peers: redis-server and
 //! memcached, their own servers over kernel TCP), on the same machine with the same requests,
 //! offered loads and point lengths, reported beside ours and labelled as different systems.
 

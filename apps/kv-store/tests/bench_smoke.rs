@@ -274,7 +274,7 @@ fn peers_run_beside_the_store_on_the_socket_datapath_labelled_as_other_systems()
         .map(|(p, _)| p)
         .collect();
     if have.is_empty() {
-        eprintln!("SKIPPED {test}: neither redis-server nor memcached is installed (apps/kv-peers/APT_PACKAGES)");
+        eprintln!("SKIPPED {test}: neither redis-server nor memcached is installed (crates/kv-peers/APT_PACKAGES)");
         return;
     }
     let dir = tmp("kv-bench-peers");
