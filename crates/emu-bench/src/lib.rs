@@ -83,12 +83,14 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod capture;
 mod frames;
 mod resident;
 mod run;
 mod search;
 mod wire;
 
+pub use capture::{capture, CaptureDatapath};
 /// Whether this machine has the N + 1 CPUs an N-core run needs (N servers, one device), and
 /// which.
 pub use datapath_mlx5::emu::threaded::cores_for;
