@@ -100,7 +100,7 @@ cargo package --no-verify --allow-dirty -p cornflakes -p cornflakes-codegen -p c
 # lists them) runs its tests again under ASan with leak detection. Default features: the
 # feature-gated FFI needs hardware or root and is tested above.
 asan_pkgs=""
-for p in cornflakes datapath-loopback datapath-socket datapath-xdp datapath-mlx5 datapath-ice \
+for p in cornflakes datapath-loopback datapath-socket datapath-tcp datapath-xdp datapath-mlx5 datapath-ice \
   netns-harness baselines percore; do
   if [ -d "crates/$p" ] || [ -d "$p" ]; then asan_pkgs="$asan_pkgs $p"; fi
 done

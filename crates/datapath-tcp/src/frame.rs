@@ -167,6 +167,14 @@ impl Deframer {
         Ok(&mut buf.full_mut()[filled..])
     }
 
+    /// Gives back the receive buffer if it holds no bytes (after a read found nothing), so an
+    /// idle stream holds no pinned memory.
+    pub fn release_if_empty(&mut self) {
+        if self.filled == 0 {
+            self.buf = None;
+        }
+    }
+
     /// Records that the last read put `n` bytes into [`space`](Self::space), and appends every
     /// frame now complete to `out`. On an error the stream is unusable (close it); the frames
     /// before the bad header were delivered.

@@ -19,7 +19,7 @@
 //!   replaced by the application during the send never changes the bytes on the wire.
 //! - **Backpressure**: each connection queues at most [`TcpConfig::tx_limit`] unsent bytes;
 //!   beyond it sends fail with [`SendError::Full`] and the connection is not read until its
-//!   queue drains, so a peer that never reads its replies stalls only itself.
+//!   queue is half empty, so a peer that never reads its replies stalls only itself.
 //! - **Bad input**: a frame header that is not a one-segment version-1 header, or announces
 //!   more than [`TcpConfig::max_message_len`] bytes, closes that connection (counted); a reset
 //!   or end of stream in the middle of a frame drops the partial frame (counted). Other
@@ -61,8 +61,8 @@ pub struct TcpConfig {
     /// Bytes of the receive buffer a read goes into (larger for a frame that needs more).
     pub rx_buffer: usize,
     /// Most unsent bytes queued per connection; sends beyond it fail with
-    /// [`SendError::Full`] and the connection is not read until the queue drains. At least
-    /// one largest message.
+    /// [`SendError::Full`], and after such a refusal the connection is not read until its
+    /// queue is half empty. At least one largest message.
     pub tx_limit: usize,
     /// Zero-copy fields at least this long are sent with `MSG_ZEROCOPY`; `None` never uses it
     /// (the kernel copies every send during the call).
@@ -200,6 +200,20 @@ struct Conn {
     zero_copy: bool,
     /// In the datapath's list of connections with queued sends.
     dirty: bool,
+    /// A send was refused for a full queue: not read until the queue is half empty.
+    paused: bool,
+}
+
+impl Conn {
+    /// The epoll events this connection waits for.
+    fn wanted(&self) -> u32 {
+        let rd = if self.rx_closed || self.paused {
+            0
+        } else {
+            sys::IN
+        };
+        rd | if self.blocked { sys::OUT } else { 0 }
+    }
 }
 
 /// Why a connection is being closed.
@@ -393,6 +407,7 @@ impl TcpDatapath {
                 rx_closed: false,
                 zero_copy,
                 dirty: false,
+                paused: false,
             },
         );
         Ok(ConnId(id))
@@ -432,7 +447,7 @@ impl TcpDatapath {
         let Some(c) = self.conns.get_mut(&id) else {
             return;
         };
-        if c.rx_closed || c.tx.bytes() >= self.cfg.tx_limit {
+        if c.rx_closed || c.paused {
             return;
         }
         for _ in 0..self.cfg.read_budget {
@@ -488,10 +503,14 @@ impl TcpDatapath {
                         }
                     }
                     if n < want {
+                        c.rx.release_if_empty();
                         return;
                     }
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    c.rx.release_if_empty();
+                    return;
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(_) => {
                     if c.rx.partial_bytes() > 0 {
@@ -561,11 +580,10 @@ impl TcpDatapath {
         if c.tx.is_empty() {
             c.blocked = false;
         }
-        let want = if c.rx_closed || c.tx.bytes() >= self.cfg.tx_limit {
-            0
-        } else {
-            sys::IN
-        } | if c.blocked { sys::OUT } else { 0 };
+        if c.paused && c.tx.bytes() <= self.cfg.tx_limit / 2 {
+            c.paused = false;
+        }
+        let want = c.wanted();
         if want != c.interest {
             c.interest = want;
             if let Err(e) = self.epoll.modify(c.stream.as_fd(), want, id as u64) {
@@ -691,10 +709,14 @@ impl Receive for TcpDatapath {
             let Some(c) = self.conns.get_mut(&id) else {
                 continue;
             };
+            // EPOLLERR with zero-copy sends in flight is (usually) their completions; without,
+            // a socket error the next read reports.
+            let mut read = ev & (sys::IN | hup) != 0;
             if ev & libc::EPOLLERR as u32 != 0 && c.zc.sends() > 0 {
                 let n = Self::read_completions_of(c, &mut self.completions, &mut self.stats);
                 self.zc_held -= n;
                 self.completed += n;
+                read = ev & (sys::IN | libc::EPOLLHUP as u32) != 0;
             }
             let rx_closed = c.rx_closed;
             if (ev & sys::OUT != 0 || (ev & hup != 0 && rx_closed)) && self.write_conn(id).is_err()
@@ -702,7 +724,7 @@ impl Receive for TcpDatapath {
                 self.closing.push((id, Close::Failed));
                 continue;
             }
-            if ev & (sys::IN | hup) != 0 {
+            if read {
                 self.read_conn(id, out);
             }
         }
@@ -732,6 +754,17 @@ impl TcpDatapath {
             .ok_or(SendError::UnknownConn(conn))?;
         if c.tx.bytes() + HEADER_LEN + len > limit {
             self.stats.tx_full += 1;
+            // Stop reading requests whose replies could not be queued either.
+            c.paused = true;
+            let want = c.wanted();
+            if want != c.interest
+                && self
+                    .epoll
+                    .modify(c.stream.as_fd(), want, conn.0 as u64)
+                    .is_ok()
+            {
+                c.interest = want;
+            }
             return Err(SendError::Full);
         }
         if !c.dirty {
