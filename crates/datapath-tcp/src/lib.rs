@@ -68,7 +68,7 @@ pub struct TcpConfig {
     /// (the kernel copies every send during the call).
     pub zero_copy_threshold: Option<usize>,
     /// Most zero-copy fields of one object sent as their own iovec; smaller ones beyond it are
-    /// copied into the head buffer ([`cornflakes::Demote`]).
+    /// copied into the head buffer ([`cornflakes::wire::Demote`]).
     pub max_segments: usize,
     /// Most connections (accepted and opened); further accepted connections are closed at
     /// once and counted in [`DropCounters::conn_table_full`].
