@@ -372,14 +372,12 @@ impl TcpDatapath {
         Ok(id)
     }
 
-    /// Waits up to `timeout` for a socket event (readable, writable, completion); returns
-    /// at once when one is ready. For a server loop that would otherwise spin.
-    pub fn wait(&mut self, timeout: Duration) -> io::Result<()> {
-        if !self.events.is_empty() {
-            return Ok(());
-        }
+    /// Waits up to `timeout` for a socket event (a connection, data, room to write, a
+    /// completion); returns at once when one is ready, and whether one is. The events stay for
+    /// the next [`Receive::recv_burst`]. For a server that would otherwise spin when idle.
+    pub fn wait(&self, timeout: Duration) -> io::Result<bool> {
         let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
-        self.epoll.wait(ms, &mut self.events)
+        self.epoll.wait_ready(ms)
     }
 
     fn add_conn(&mut self, s: TcpStream, peer: SocketAddrV4, outgoing: bool) -> io::Result<ConnId> {

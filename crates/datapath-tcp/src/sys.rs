@@ -76,6 +76,24 @@ impl Epoll {
         self.ctl(libc::EPOLL_CTL_DEL, fd.as_raw_fd(), 0, 0)
     }
 
+    /// Waits up to `timeout_ms` for any descriptor to be ready, without taking its events
+    /// (level-triggered: the next [`wait`](Self::wait) reports them). Returns whether one is.
+    pub(crate) fn wait_ready(&self, timeout_ms: i32) -> io::Result<bool> {
+        // SAFETY: an all-zero epoll_event is valid plain data.
+        let mut ev: libc::epoll_event = unsafe { zeroed() };
+        // SAFETY: `ev` is one live epoll_event the kernel may write; maxevents is 1.
+        let n = unsafe { libc::epoll_wait(self.fd.as_raw_fd(), &mut ev, 1, timeout_ms) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            return if e.kind() == io::ErrorKind::Interrupted {
+                Ok(false)
+            } else {
+                Err(e)
+            };
+        }
+        Ok(n > 0)
+    }
+
     /// Waits up to `timeout_ms` (0: poll) and returns the ready `(token, events)` pairs.
     pub(crate) fn wait(&mut self, timeout_ms: i32, out: &mut Vec<(u64, u32)>) -> io::Result<()> {
         out.clear();
