@@ -35,7 +35,10 @@ fn nic_datapaths_name_their_missing_arguments() {
     let (ok, err) = server(&["--datapath", "ice"]);
     assert!(!ok && err.contains("--dpdk-args"), "{err}");
     let (ok, err) = server(&["--datapath", "nope"]);
-    assert!(!ok && err.contains("socket, tcp, xdp, mlx5 or ice"), "{err}");
+    assert!(
+        !ok && err.contains("socket, tcp, xdp, mlx5 or ice"),
+        "{err}"
+    );
 }
 
 #[test]
