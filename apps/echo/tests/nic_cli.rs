@@ -22,7 +22,7 @@ fn the_launchers_errors_reach_both_server_commands() {
     ] {
         for (extra, want) in [
             (&["--datapath", "ice"][..], "--dpdk-args"),
-            (&["--datapath", "nope"][..], "socket, xdp, mlx5 or ice"),
+            (&["--datapath", "nope"][..], "socket, tcp, xdp, mlx5 or ice"),
             (
                 &mlx5[..],
                 if cfg!(feature = "mlx5") {

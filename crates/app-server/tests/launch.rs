@@ -79,7 +79,7 @@ fn missing_and_unknown_arguments_are_named() {
         .unwrap_err()
         .contains("--ifname"));
     let e = transport(&["--datapath", "nope"]).unwrap_err();
-    assert!(e.contains("socket, xdp, mlx5 or ice"), "{e}");
+    assert!(e.contains("socket, tcp, xdp, mlx5 or ice"), "{e}");
     assert_eq!(transport(&[]).unwrap(), Transport::Socket);
     assert_eq!(
         transport(&["--datapath", "ice", "--dpdk-args", "-l 0"])
