@@ -13,6 +13,8 @@
 //!   JSON and plots.
 //! - [`peers`]: `kv bench --peers` — redis-server and memcached beside the store.
 //! - `xdp` (feature `xdp`): the server over AF_XDP in a network namespace.
+//! - [`validate`], [`cost`], [`rifl`]: whole requests checked before the first write, what
+//!   an entry really costs, and writes run once under retries.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -20,16 +22,19 @@
 pub mod bench;
 pub mod cf;
 pub mod client;
+pub mod cost;
 pub mod emu;
 pub mod libs;
 pub mod nic;
 pub mod ops;
 pub mod peers;
 pub mod resp;
+pub mod rifl;
 pub mod serialization;
 pub mod server;
 pub mod steer;
 pub mod store;
+pub mod validate;
 #[cfg(feature = "xdp")]
 pub mod xdp;
 

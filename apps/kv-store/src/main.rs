@@ -335,6 +335,7 @@ fn server_cmd(mut a: Args) -> Result<(), String> {
         threshold,
         store: StoreConfig {
             memory_limit: bc.memory_limit,
+            ..StoreConfig::default()
         },
     };
     if let Some((ifname, peer, mtu)) = xdp {

@@ -71,7 +71,8 @@ pub struct ServerStats {
     pub received: u64,
     /// Replies queued.
     pub replied: u64,
-    /// Requests that did not parse (unknown type, bad encoding, key not UTF-8): dropped.
+    /// Requests that did not parse (unknown type, bad encoding): dropped. Requests that parse
+    /// but are invalid are answered `BAD_REQUEST` ([`StoreStats::bad_requests`]).
     pub malformed: u64,
     /// Replies that could not be sent (e.g. no buffer): dropped.
     pub send_failed: u64,
@@ -100,10 +101,7 @@ impl ServerStats {
         self.io_errors += o.io_errors;
         self.work.merge(&o.work);
         self.datapath.add(&o.datapath);
-        self.store.keys += o.store.keys;
-        self.store.used_bytes += o.store.used_bytes;
-        self.store.full += o.store.full;
-        self.store.foreign += o.store.foreign;
+        self.store.add(&o.store);
         if o.last_malformed.is_some() {
             self.last_malformed.clone_from(&o.last_malformed);
         }
@@ -128,10 +126,12 @@ impl fmt::Display for ServerStats {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "received={} replied={} malformed={} send_failed={} io_errors={} datapath_drops={} keys={} store_bytes={} store_full={} foreign_keys={} work_p50={:.0}ns",
+            "received={} replied={} malformed={} bad_requests={} retries_answered={} send_failed={} io_errors={} datapath_drops={} keys={} store_bytes={} store_full={} foreign_keys={} work_p50={:.0}ns",
             self.received,
             self.replied,
             self.malformed,
+            self.store.bad_requests,
+            self.store.dedup.hits,
             self.send_failed,
             self.io_errors,
             self.datapath.total_drops(),

@@ -184,6 +184,8 @@ fn parse_counters(line: &str) -> ServerStats {
             "store_bytes" => st.store.used_bytes = n() as usize,
             "store_full" => st.store.full = n(),
             "foreign_keys" => st.store.foreign = n(),
+            "bad_requests" => st.store.bad_requests = n(),
+            "retries_answered" => st.store.dedup.hits = n(),
             "work_p50" => st.work.record(Duration::from_nanos(n())),
             _ => {}
         }
