@@ -114,6 +114,20 @@ macro_rules! status_only {
     }};
 }
 
+/// The key of a request, or — when it is not UTF-8 — a `BAD_REQUEST` reply of type `$ty`
+/// sent (and counted) in place of serving it.
+macro_rules! key_or_bad_request {
+    ($k:expr, $ty:ident, $dp:expr, $store:expr, $conn:expr, $msg:expr, $arena:expr, $id:expr, $path:expr) => {
+        match key($k) {
+            Ok(k) => k,
+            Err(e) => {
+                let resp = status_only!($ty, $arena, $id, $store.tally(e));
+                return Ok(send($dp, $conn, $msg, &resp, $path)?);
+            }
+        }
+    };
+}
+
 /// Handles one request: decodes `data` as the request `kind` names, applies it to `store`,
 /// and queues the reply (same message id and type) on `conn`. `arena` holds this request's
 /// objects (the caller resets it).
@@ -135,7 +149,18 @@ pub fn serve<D: Datapath>(
             let id = req.get_id();
             let mut resp = GetResp::new_in(arena);
             resp.set_id(id);
-            let status = match key(req.get_key()).and_then(|k| store.get(k)) {
+            let k = key_or_bad_request!(
+                req.get_key(),
+                GetResp,
+                dp,
+                store,
+                conn,
+                msg,
+                arena,
+                id,
+                path
+            );
+            let status = match store.get(k) {
                 Ok(Value::One(b)) => {
                     resp.set_val(bytes(b, arena));
                     Status::Ok
@@ -217,8 +242,19 @@ pub fn serve<D: Datapath>(
             let id = req.get_id();
             let mut resp = GetListResp::new_in(arena);
             resp.set_id(id);
-            let list = key(req.get_key())
-                .and_then(|k| store.get_list(k))
+            let k = key_or_bad_request!(
+                req.get_key(),
+                GetListResp,
+                dp,
+                store,
+                conn,
+                msg,
+                arena,
+                id,
+                path
+            );
+            let list = store
+                .get_list(k)
                 .and_then(|list| list.iter().map(single).collect::<Result<Vec<&RcBuf>, _>>());
             let status = match list {
                 Ok(bufs) => {
@@ -240,8 +276,19 @@ pub fn serve<D: Datapath>(
             let id = req.get_id();
             let mut resp = GetFromListResp::new_in(arena);
             resp.set_id(id);
-            let status = match key(req.get_key())
-                .and_then(|k| store.get_from_list(k, req.get_index() as usize))
+            let k = key_or_bad_request!(
+                req.get_key(),
+                GetFromListResp,
+                dp,
+                store,
+                conn,
+                msg,
+                arena,
+                id,
+                path
+            );
+            let status = match store
+                .get_from_list(k, req.get_index() as usize)
                 .and_then(single)
             {
                 Ok(b) => {

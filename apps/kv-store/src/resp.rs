@@ -236,6 +236,19 @@ fn execute<'s>(
     let bad =
         |why: &str| ServeError::Malformed(format!("{}: {why}", String::from_utf8_lossy(&cmd)));
     let utf8 = validate::key;
+    // Every key of a known command checked before anything is read or written.
+    let keys: Vec<&[u8]> = match (&cmd[..], args.len()) {
+        (b"MSET", _) => args[1..].iter().step_by(2).copied().collect(),
+        (b"MGET", _) => args[1..].to_vec(),
+        (b"SET" | b"RPUSH" | b"DEL" | b"GET" | b"LRANGE" | b"LINDEX", _) => {
+            args.get(1).copied().into_iter().collect()
+        }
+        _ => Vec::new(),
+    };
+    if let Err(s) = validate::keys(keys) {
+        error(out, store.tally(s));
+        return Ok(());
+    }
     let tag = (!matches!(&cmd[..], b"GET" | b"MGET" | b"LRANGE" | b"LINDEX"))
         .then(|| origin.tag())
         .flatten();
@@ -277,10 +290,6 @@ fn execute<'s>(
             Err(s) => error(out, s),
         },
         (b"MGET", n) if n >= 2 => {
-            if let Err(s) = validate::keys(args[1..].iter().copied()) {
-                error(out, store.tally(s));
-                return Ok(());
-            }
             let store: &'s Store = store;
             header(out, &format!("*{}\r\n", n - 1));
             for k in &args[1..] {

@@ -294,7 +294,10 @@ fn memory_limit_answers_store_full() {
         let mut r = rig_with(
             ser,
             memory_config(16 * 1024, 1 << 30),
-            StoreConfig { memory_limit: 3000 },
+            StoreConfig {
+                memory_limit: 3000,
+                ..StoreConfig::default()
+            },
         );
         assert_eq!(
             r.call(&Op::Put {
@@ -414,13 +417,120 @@ fn malformed_requests_are_counted_and_the_server_keeps_answering() {
         let replies = r.recv();
         let stats = r.server.stats();
         let ids: Vec<(u32, u16)> = replies.iter().map(|m| (m.msg.id, m.msg.ty)).collect();
-        assert!(replies.is_empty(), "{ser}: replies to junk {ids:?}");
+        // A request that decodes but whose key is not UTF-8 is answered BAD_REQUEST (RESP's
+        // `GET \xff` under each of the 3 message types; the Cornflakes GetReq); the rest
+        // does not decode: no reply.
+        let bad = match ser {
+            Serialization::Resp => 3,
+            s if s.is_cornflakes() => 1,
+            _ => 0,
+        };
+        assert_eq!(replies.len(), bad, "{ser}: replies to junk {ids:?}");
+        for m in &replies {
+            let (_, reply) = decode_reply(ser, OpKind::Get, &m.data).unwrap();
+            assert_eq!(reply.status, Status::BadRequest, "{ser}");
+        }
         assert_eq!(stats.received, sent, "{ser}: {stats}");
-        assert_eq!(stats.malformed, sent, "{ser}: {stats}");
+        assert_eq!(stats.malformed, sent - bad as u64, "{ser}: {stats}");
+        assert_eq!(stats.store.bad_requests, bad as u64, "{ser}: {stats}");
         assert_eq!(
             r.call(&Op::Get { key: k("k") }),
             ok(vec![b"v".to_vec()]),
             "{ser}"
         );
+    }
+}
+
+/// Sends `body` as a raw request of `kind` and returns the decoded reply (or `None` when the
+/// server answered nothing).
+fn raw_call(r: &mut Rig, kind: OpKind, id: u32, body: &[u8]) -> Option<Reply> {
+    r.client
+        .send_copy(r.conn, Msg::new(id, kind.msg_type()), body)
+        .unwrap();
+    r.client.flush().unwrap();
+    r.server.poll();
+    let rx = r.recv();
+    rx.first()
+        .map(|m| decode_reply(r.ser, kind, &m.data).unwrap().1)
+}
+
+/// Issue 24, fault 2: `putm` / `MSET` checked each key's UTF-8 inside the write loop, so
+/// `[good, "\xff\xfe"]` wrote `good`, then dropped the request unanswered.
+#[test]
+fn a_multi_key_put_with_a_bad_second_key_writes_nothing_and_answers_bad_request() {
+    for ser in Serialization::ALL {
+        if ser.library().is_some() {
+            continue; // their decoders refuse a non-UTF-8 string: see the next test
+        }
+        let mut r = rig(ser);
+        let body = if ser == Serialization::Resp {
+            b"*5\r\n$4\r\nMSET\r\n$4\r\ngood\r\n$1\r\nv\r\n$2\r\n\xff\xfe\r\n$1\r\nw\r\n".to_vec()
+        } else {
+            let arena = Arena::new();
+            let mut m = kv_store::schema::PutMReq::new_in(&arena);
+            m.set_id(7);
+            m.init_keys(2);
+            for key in [&b"good"[..], b"\xff\xfe"] {
+                m.get_mut_keys()
+                    .append(cornflakes::CFString::from_ptr_unchecked_utf8(
+                        cornflakes::CFPtr::borrowed(key),
+                    ));
+            }
+            m.init_vals(2);
+            for v in [&b"v"[..], b"w"] {
+                m.get_mut_vals().append(cornflakes::CFBytes::new(v, &arena));
+            }
+            cornflakes::CornflakesObj::serialize_to_vec(&m)
+        };
+        let reply = raw_call(&mut r, OpKind::PutM, 7, &body).expect("an answer, not silence");
+        assert_eq!(reply.status, Status::BadRequest, "{ser}");
+        assert_eq!(
+            r.server.store().get("good").unwrap_err(),
+            Status::NotFound,
+            "{ser}: half-applied"
+        );
+        assert_eq!(r.server.stats().store.bad_requests, 1, "{ser}");
+        assert_eq!(r.server.stats().malformed, 0, "{ser}");
+    }
+}
+
+/// The library formats carry keys and values as lists for every operation: a `get`, `put`,
+/// `append` or `delete` with several keys (or values) is refused, not served with the first;
+/// a `putm` whose keys and values do not pair up changes nothing.
+#[test]
+fn library_requests_with_extra_keys_or_values_are_refused() {
+    use baselines::kv::KvRequestView;
+    for ser in Serialization::ALL {
+        let Some(lib) = ser.library() else { continue };
+        let mut r = rig(ser);
+        r.server.store_mut().put("a", b"old").unwrap();
+        let cases: [(OpKind, &[&str], &[&[u8]]); 6] = [
+            (OpKind::Get, &["a", "b"], &[]),
+            (OpKind::Put, &["a", "b"], &[b"new"]),
+            (OpKind::Put, &["a"], &[b"new", b"newer"]),
+            (OpKind::Append, &["a"], &[b"x", b"y"]),
+            (OpKind::Delete, &["a", "b"], &[]),
+            (OpKind::PutM, &["a", "b"], &[b"new"]),
+        ];
+        for (i, (kind, keys, vals)) in cases.into_iter().enumerate() {
+            let view = KvRequestView {
+                id: 100 + i as u32,
+                op: kind.msg_type(),
+                keys: keys.to_vec(),
+                vals: vals.to_vec(),
+                ..KvRequestView::default()
+            };
+            let mut body = Vec::new();
+            kv_store::libs::with_codec(lib, |c| c.encode_request(&view, &mut body));
+            let reply = raw_call(&mut r, kind, view.id, &body).expect("an answer");
+            assert_eq!(reply.status, Status::BadRequest, "{ser} {kind:?} {keys:?}");
+        }
+        assert_eq!(
+            r.server.store().get_list("a").unwrap().len(),
+            1,
+            "{ser}: nothing written"
+        );
+        assert_eq!(r.server.store().get("a").unwrap().to_vec(), b"old");
+        assert_eq!(r.server.stats().store.bad_requests, 6, "{ser}");
     }
 }
