@@ -534,3 +534,73 @@ fn library_requests_with_extra_keys_or_values_are_refused() {
         assert_eq!(r.server.stats().store.bad_requests, 6, "{ser}");
     }
 }
+
+/// Issue 24, fault 3: every datagram with a valid framing header took a connection-table
+/// entry, body junk or not, and none was ever evicted: after a flood of spoofed sources a
+/// fresh client got no reply (`conn_table_full`). Now junk from 6 000 spoofed sources (more
+/// than the stack's 4 096 entries) fills the table, and a client that arrives after it is
+/// still answered (an unanswered entry is evicted for it).
+#[test]
+fn a_flood_of_spoofed_sources_does_not_lock_out_a_fresh_client() {
+    use cornflakes_stack::wire::{framing, ipv4};
+    const IP: usize = 14;
+    const UDP: usize = 34;
+    const BODY: usize = 42 + framing::HEADER_LEN;
+    let mut r = rig(Serialization::Cornflakes);
+    r.server.store_mut().put("k", b"v").unwrap();
+    // A real request frame, as the client put it on the wire, to forge the flood from.
+    r.client.set_capture(true);
+    r.send(&Op::Get { key: k("k") });
+    r.server.poll();
+    r.recv();
+    let template = r.client.take_captured().remove(0);
+    let forge = |ip: [u8; 4], port: u16, id: u32, junk: bool| {
+        let mut f = template.clone();
+        f[IP + 12..IP + 16].copy_from_slice(&ip);
+        f[UDP..UDP + 2].copy_from_slice(&port.to_be_bytes());
+        f[UDP + 6..UDP + 8].copy_from_slice(&[0, 0]); // no UDP checksum
+        f[42 + 4..42 + 8].copy_from_slice(&id.to_le_bytes()); // message id
+        if junk {
+            f[BODY..].fill(0xff);
+        }
+        ipv4::Packet::new_unchecked(&mut f[IP..]).fill_checksum();
+        f
+    };
+    let flood = 6000u32;
+    for n in 0..flood {
+        let ip = [10, 9, (n >> 8) as u8, n as u8];
+        r.server
+            .datapath_mut()
+            .inject_frame(&forge(ip, 1000 + (n % 7) as u16, n, true));
+        if n % 32 == 31 {
+            r.server.poll();
+        }
+    }
+    while r.server.poll() > 0 {}
+    let stats = r.server.stats();
+    assert_eq!(stats.malformed, u64::from(flood), "{stats}");
+    assert!(
+        stats.datapath.conn_evicted >= u64::from(flood) - 4096,
+        "{:?}",
+        stats.datapath
+    );
+    // A fresh client (the client's address, another port) after the flood: answered.
+    r.server.datapath_mut().set_capture(true);
+    r.server
+        .datapath_mut()
+        .inject_frame(&forge([10, 0, 0, 2], 7001, 424242, false));
+    assert_eq!(r.server.poll(), 1);
+    r.recv(); // the client's NIC reads the reply (its stack drops it: nobody on port 7001)
+    let replies = r.server.datapath_mut().take_captured();
+    let answered = replies.iter().any(|f| {
+        f.len() > BODY
+            && f[UDP + 2..UDP + 4] == 7001u16.to_be_bytes()
+            && f[42 + 4..42 + 8] == 424242u32.to_le_bytes()
+    });
+    assert!(
+        answered,
+        "the fresh client got no reply: {:?}",
+        r.server.stats().datapath
+    );
+    assert_eq!(r.server.stats().datapath.conn_table_full, 0);
+}
