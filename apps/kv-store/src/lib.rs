@@ -15,15 +15,19 @@
 //! - `xdp` (feature `xdp`): the server over AF_XDP in a network namespace.
 //! - [`validate`], [`cost`], [`rifl`]: whole requests checked before the first write, what
 //!   an entry really costs, and writes run once under retries.
+//! - [`call`]: a client that retries under the same request id; [`faults`]: the
+//!   exactly-once check under injected loss and duplication (`kv faults`).
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod bench;
+pub mod call;
 pub mod cf;
 pub mod client;
 pub mod cost;
 pub mod emu;
+pub mod faults;
 pub mod libs;
 pub mod nic;
 pub mod ops;

@@ -13,8 +13,9 @@
 //! Control frames (ARP) are sent at once: a poll or connect that sends one makes every queued
 //! descriptor visible, as a flush would.
 //!
-//! Tests can also inject raw frames ([`Loopback::inject_frame`]) and capture every frame put on
-//! the wire ([`Loopback::set_capture`]).
+//! Tests can also inject raw frames ([`Loopback::inject_frame`]), capture every frame put on
+//! the wire ([`Loopback::set_capture`]), and make the wire lose and duplicate frames
+//! ([`LoopbackConfig::faults`], [`Faults`]).
 //!
 //! [`Loopback::multi_queue`] gives one end several queue pairs, as a NIC with one receive and
 //! one transmit queue per server core (`docs/cores.md`): each queue is its own [`Loopback`] —
@@ -78,6 +79,46 @@ pub struct LoopbackConfig {
     pub rx_burst: usize,
     /// Most descriptors per frame.
     pub max_segments: usize,
+    /// Loss and duplication of the frames this end receives (none by default).
+    pub faults: Faults,
+}
+
+/// A lossy wire: each IPv4 frame an end receives is lost with probability `loss`, else
+/// delivered twice with probability `duplicate`, decided by a generator seeded with `seed`
+/// (so a run is reproducible). ARP frames are never touched. Give both ends faults for loss
+/// and duplication in both directions.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Faults {
+    /// Probability that a frame is lost.
+    pub loss: f64,
+    /// Probability that a frame (not lost) arrives twice.
+    pub duplicate: f64,
+    /// Seed of the generator.
+    pub seed: u64,
+}
+
+/// Frames a lossy end lost and duplicated ([`Loopback::faults_injected`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FaultCounts {
+    /// Frames lost.
+    pub lost: u64,
+    /// Frames delivered twice.
+    pub duplicated: u64,
+}
+
+/// SplitMix64: a small, seedable generator for the fault decisions.
+#[derive(Debug)]
+struct SplitMix(u64);
+
+impl SplitMix {
+    fn next_f64(&mut self) -> f64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+        (z >> 11) as f64 / (1u64 << 53) as f64
+    }
 }
 
 impl LoopbackConfig {
@@ -89,6 +130,7 @@ impl LoopbackConfig {
             tx_ring: 1024,
             rx_burst: 32,
             max_segments: 8,
+            faults: Faults::default(),
         }
     }
 }
@@ -155,6 +197,8 @@ pub struct Loopback {
     mem: PinnedMemory,
     cfg: LoopbackConfig,
     injected: VecDeque<Vec<u8>>,
+    rng: SplitMix,
+    faults: FaultCounts,
 }
 
 struct RingSink<'a> {
@@ -208,8 +252,10 @@ impl Loopback {
                 link: link.clone(),
                 stack: EthStack::new(cfg.stack.clone()),
                 mem,
+                rng: SplitMix(cfg.faults.seed),
                 cfg,
                 injected: VecDeque::new(),
+                faults: FaultCounts::default(),
             })
         };
         let a = mk(0, a)?;
@@ -224,6 +270,11 @@ impl Loopback {
     /// The stack (configuration and counters).
     pub fn stack(&self) -> &EthStack {
         &self.stack
+    }
+
+    /// Frames this end's faulty wire lost and duplicated so far.
+    pub fn faults_injected(&self) -> FaultCounts {
+        self.faults
     }
 
     /// Queues a raw frame as if it had arrived from the wire (processed at the next poll).
@@ -332,6 +383,9 @@ impl Loopback {
             }
         }
         drop(link);
+        if self.cfg.faults != Faults::default() {
+            bytes_in = self.apply_faults(bytes_in);
+        }
         for bytes in bytes_in {
             match self.mem.alloc(bytes.len()) {
                 Ok(mut b) => {
@@ -341,6 +395,28 @@ impl Loopback {
                 Err(_) => self.stack.count_no_rx_buffer(1),
             }
         }
+    }
+
+    /// The lossy wire: drops and duplicates IPv4 frames as [`LoopbackConfig::faults`] says.
+    fn apply_faults(&mut self, frames: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
+        let f = self.cfg.faults;
+        let mut out = Vec::with_capacity(frames.len());
+        for frame in frames {
+            if frame.get(12..14) != Some(&[0x08, 0x00][..]) {
+                out.push(frame); // ARP and the like: untouched
+                continue;
+            }
+            if self.rng.next_f64() < f.loss {
+                self.faults.lost += 1;
+            } else if self.rng.next_f64() < f.duplicate {
+                self.faults.duplicated += 1;
+                out.push(frame.clone());
+                out.push(frame);
+            } else {
+                out.push(frame);
+            }
+        }
+        out
     }
 
     fn with_sink<R>(
