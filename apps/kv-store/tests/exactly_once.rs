@@ -26,7 +26,11 @@ fn acknowledged_writes_apply_exactly_once_under_loss_and_duplication() {
 
 #[test]
 fn without_the_retry_table_retried_writes_apply_twice() {
-    for ser in [Serialization::Cornflakes, Serialization::Protobuf, Serialization::Resp] {
+    for ser in [
+        Serialization::Cornflakes,
+        Serialization::Protobuf,
+        Serialization::Resp,
+    ] {
         let r = run(&FaultConfig {
             writes: 1500,
             dedup_window: 0,
@@ -34,7 +38,10 @@ fn without_the_retry_table_retried_writes_apply_twice() {
         })
         .unwrap();
         println!("{r}");
-        assert!(r.applied_twice > 0, "{ser}: the check saw no double write: {r}");
+        assert!(
+            r.applied_twice > 0,
+            "{ser}: the check saw no double write: {r}"
+        );
         assert_eq!(r.retries_answered, 0);
     }
 }

@@ -504,7 +504,8 @@ fn library_requests_with_extra_keys_or_values_are_refused() {
         let Some(lib) = ser.library() else { continue };
         let mut r = rig(ser);
         r.server.store_mut().put("a", b"old").unwrap();
-        let cases: [(OpKind, &[&str], &[&[u8]]); 6] = [
+        type Case<'a> = (OpKind, &'a [&'a str], &'a [&'a [u8]]);
+        let cases: [Case<'_>; 6] = [
             (OpKind::Get, &["a", "b"], &[]),
             (OpKind::Put, &["a", "b"], &[b"new"]),
             (OpKind::Put, &["a"], &[b"new", b"newer"]),
