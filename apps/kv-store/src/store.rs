@@ -323,14 +323,22 @@ impl Store {
         for (k, _) in items {
             self.touch(k);
         }
-        // The last occurrence of each key wins.
-        let mut last: HashMap<&str, usize> = HashMap::with_capacity(items.len());
-        for (i, (k, _)) in items.iter().enumerate() {
-            last.insert(k, i);
-        }
-        let mut new = Vec::with_capacity(last.len());
+        // The last occurrence of each key wins (a few keys are compared directly: a put has
+        // one, and a map would cost an allocation).
+        let last: Option<HashMap<&str, usize>> = (items.len() > 16).then(|| {
+            items
+                .iter()
+                .enumerate()
+                .map(|(i, (k, _))| (*k, i))
+                .collect()
+        });
+        let is_last = |i: usize, k: &str| match &last {
+            Some(m) => m.get(k) == Some(&i),
+            None => !items[i + 1..].iter().any(|(k2, _)| *k2 == k),
+        };
+        let mut new = Vec::with_capacity(items.len());
         for (i, (k, vals)) in items.iter().enumerate() {
-            if last.get(k) != Some(&i) {
+            if !is_last(i, k) {
                 continue;
             }
             let list = vals
@@ -571,6 +579,19 @@ mod tests {
         s.put_many(&[("k", b"1"), ("k", b"2")]).unwrap();
         assert_eq!(s.get("k").unwrap().to_vec(), b"2");
         assert_eq!(s.get_list("k").unwrap().len(), 1);
+        // The same with more keys than are compared directly.
+        let keys: Vec<String> = (0..20).map(|i| format!("m{}", i % 19)).collect();
+        let vals: Vec<Vec<u8>> = (0..20).map(|i| vec![i as u8]).collect();
+        let pairs: Vec<(&str, &[u8])> = keys
+            .iter()
+            .zip(&vals)
+            .map(|(k, v)| (k.as_str(), v.as_slice()))
+            .collect();
+        let before = s.stats().keys;
+        s.put_many(&pairs).unwrap();
+        assert_eq!(s.stats().keys, before + 19);
+        assert_eq!(s.get("m0").unwrap().to_vec(), vec![19]);
+        assert_eq!(s.get("m1").unwrap().to_vec(), vec![1]);
     }
 
     #[test]
