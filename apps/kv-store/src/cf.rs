@@ -193,20 +193,18 @@ pub fn serve<D: Datapath>(
             let req = GetMReq::deserialize_rcbuf(data, arena)?;
             let id = req.get_id();
             let n = req.get_keys().len();
-            let keys = match validate::keys(req.get_keys().iter().map(|k| k.as_bytes())) {
-                Ok(keys) => keys,
-                Err(e) => {
-                    let resp = status_only!(GetMResp, arena, id, store.tally(e));
-                    return Ok(send(dp, conn, msg, &resp, path)?);
-                }
-            };
+            // Every key checked first (no allocation): a bad one fails the whole request.
+            if let Err(e) = validate::all_keys(req.get_keys().iter().map(|k| k.as_bytes())) {
+                let resp = status_only!(GetMResp, arena, id, store.tally(e));
+                return Ok(send(dp, conn, msg, &resp, path)?);
+            }
             let mut resp = GetMResp::new_in(arena);
             resp.set_id(id);
             resp.init_vals(n);
             resp.init_statuses(n);
             let mut first = Status::Ok;
-            for k in keys {
-                let (v, s) = match store.get(k).and_then(single) {
+            for k in req.get_keys().iter() {
+                let (v, s) = match key(k).and_then(|k| store.get(k)).and_then(single) {
                     Ok(b) => (bytes(b, arena), Status::Ok),
                     Err(s) => (CFBytes::default(), s),
                 };

@@ -61,7 +61,7 @@ fn well_formed(kind: OpKind, r: &KvRequestView<'_>) -> Result<(), Status> {
                 Ok(())
             }
         }
-        OpKind::PutM => validate::pairs(&r.keys, &r.vals).map(|_| ()),
+        OpKind::PutM => validate::paired(r.keys.len(), r.vals.len()),
     }
 }
 

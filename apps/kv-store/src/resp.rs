@@ -237,15 +237,15 @@ fn execute<'s>(
         |why: &str| ServeError::Malformed(format!("{}: {why}", String::from_utf8_lossy(&cmd)));
     let utf8 = validate::key;
     // Every key of a known command checked before anything is read or written.
-    let keys: Vec<&[u8]> = match (&cmd[..], args.len()) {
-        (b"MSET", _) => args[1..].iter().step_by(2).copied().collect(),
-        (b"MGET", _) => args[1..].to_vec(),
-        (b"SET" | b"RPUSH" | b"DEL" | b"GET" | b"LRANGE" | b"LINDEX", _) => {
-            args.get(1).copied().into_iter().collect()
+    let keys_ok = match &cmd[..] {
+        b"MSET" => validate::all_keys(args[1..].iter().step_by(2).copied()),
+        b"MGET" => validate::all_keys(args[1..].iter().copied()),
+        b"SET" | b"RPUSH" | b"DEL" | b"GET" | b"LRANGE" | b"LINDEX" => {
+            validate::all_keys(args.get(1).copied())
         }
-        _ => Vec::new(),
+        _ => Ok(()),
     };
-    if let Err(s) = validate::keys(keys) {
+    if let Err(s) = keys_ok {
         error(out, store.tally(s));
         return Ok(());
     }

@@ -14,6 +14,11 @@ pub fn key(key: &[u8]) -> Result<&str, Status> {
     std::str::from_utf8(key).map_err(|_| Status::BadRequest)
 }
 
+/// Whether every key is UTF-8 (`BAD_REQUEST` otherwise), without collecting them.
+pub fn all_keys<'a>(keys: impl IntoIterator<Item = &'a [u8]>) -> Result<(), Status> {
+    keys.into_iter().try_for_each(|k| key(k).map(|_| ()))
+}
+
 /// Every key of a request as a string, or `BAD_REQUEST` when any is not UTF-8 (checked
 /// before anything is written).
 pub fn keys<'a>(keys: impl IntoIterator<Item = &'a [u8]>) -> Result<Vec<&'a str>, Status> {
@@ -26,10 +31,17 @@ pub fn pairs<'k, 'v>(
     keys: &[&'k str],
     vals: &[&'v [u8]],
 ) -> Result<Vec<(&'k str, &'v [u8])>, Status> {
-    if keys.is_empty() || keys.len() != vals.len() {
-        return Err(Status::BadRequest);
-    }
+    paired(keys.len(), vals.len())?;
     Ok(keys.iter().copied().zip(vals.iter().copied()).collect())
+}
+
+/// `BAD_REQUEST` unless a multi-key put has at least one key and one value per key.
+pub fn paired(keys: usize, vals: usize) -> Result<(), Status> {
+    if keys == 0 || keys != vals {
+        Err(Status::BadRequest)
+    } else {
+        Ok(())
+    }
 }
 
 /// Exactly `n` elements, or `BAD_REQUEST` (a single-key operation given several keys, or a
@@ -50,6 +62,8 @@ mod tests {
     fn one_bad_key_rejects_the_whole_request() {
         assert_eq!(keys([&b"good"[..], b"\xff\xfe"]), Err(Status::BadRequest));
         assert_eq!(keys([&b"a"[..], b"b"]).unwrap(), vec!["a", "b"]);
+        assert_eq!(all_keys([&b"a"[..], b"\xff"]), Err(Status::BadRequest));
+        assert_eq!(all_keys([&b"a"[..]]), Ok(()));
         assert_eq!(pairs(&["a"], &[]).unwrap_err(), Status::BadRequest);
         assert_eq!(pairs(&[], &[]).unwrap_err(), Status::BadRequest);
         assert_eq!(pairs(&["a"], &[b"x"]).unwrap().len(), 1);
