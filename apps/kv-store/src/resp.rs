@@ -520,6 +520,21 @@ mod tests {
     }
 
     #[test]
+    fn an_argument_count_reserves_only_what_the_bytes_can_back() {
+        // 8 bytes claiming 65 536 arguments: refused before anything is reserved.
+        let e = parse_request(b"*65536\r\n").unwrap_err();
+        assert!(e.contains("claims 65536 arguments"), "{e}");
+        // As many empty arguments as the bytes hold still parse.
+        let mut req = b"*1000\r\n".to_vec();
+        for _ in 0..1000 {
+            req.extend_from_slice(b"$0\r\n\r\n");
+        }
+        let args = parse_request(&req).unwrap();
+        assert_eq!(args.len(), 1000);
+        assert!(args.capacity() <= 1000);
+    }
+
+    #[test]
     fn replies_decode_to_statuses_and_values() {
         let r = decode_reply(OpKind::Get, b"$3\r\nabc\r\n").unwrap();
         assert_eq!((r.status, r.vals), (Status::Ok, vec![b"abc".to_vec()]));
