@@ -10,8 +10,9 @@
 //! first outcome instead of running again.
 //!
 //! The table is bounded: it remembers the last [`DEFAULT_WINDOW`] writes of the server core
-//! (configurable, [`crate::store::StoreConfig::dedup_window`]), dropping the oldest first. A
-//! retry arriving after its write left the window runs again. The fingerprint (message type,
+//! (configurable, [`crate::store::StoreConfig::dedup_window`]), dropping the oldest first,
+//! and at most an eighth of them per client, so one busy client cannot push the others'
+//! outcomes out. A retry arriving after its write left the window runs again. The fingerprint (message type,
 //! length and first 64 bytes of the request) tells a retry from a new request that reuses an
 //! id (a restarted client on the same port): a mismatch runs the request and replaces the
 //! entry.
@@ -25,9 +26,9 @@ use cornflakes::{ConnId, Msg};
 use crate::ops::Status;
 
 /// Writes remembered per server core by default: with 1 µs writes, the last 65 ms of a
-/// saturated core, far longer at ordinary loads. Once full it holds about 6.4 MiB (a hash
-/// table of 131 072 buckets of 41 bytes, and the 16-byte tags in recording order), not
-/// charged to the store's memory limit.
+/// saturated core, far longer at ordinary loads; at most 8 192 of them per client. Once full
+/// it holds about 7 MiB (a hash table of 131 072 buckets of 41 bytes, the 16-byte tags in
+/// recording order, each client's ids), not charged to the store's memory limit.
 pub const DEFAULT_WINDOW: usize = 1 << 16;
 
 /// Bytes of a request the fingerprint covers (with its length and type).
@@ -130,21 +131,34 @@ impl DedupStats {
 #[derive(Clone)]
 pub struct Dedup {
     window: usize,
+    per_client: usize,
     outcomes: HashMap<(u64, u32), (u64, Outcome)>,
-    /// Tags in the order they were recorded, oldest first.
+    /// Tags in the order they were recorded, oldest first (with tags a client's own bound
+    /// already dropped: skipped when they come up).
     order: VecDeque<(u64, u32)>,
+    /// Each client's remembered ids, oldest first.
+    clients: HashMap<u64, VecDeque<u32>>,
     stats: DedupStats,
 }
 
 impl Dedup {
-    /// A table remembering the last `window` writes (0: none, every retry runs again).
+    /// A table remembering the last `window` writes of the core (0: none, every retry runs
+    /// again), and at most an eighth of them (at least 1 024) per client, so one busy client
+    /// cannot push every other client's outcomes out.
     pub fn new(window: usize) -> Dedup {
         Dedup {
             window,
+            per_client: (window / 8).max(1024).min(window),
             outcomes: HashMap::default(),
             order: VecDeque::new(),
+            clients: HashMap::new(),
             stats: DedupStats::default(),
         }
+    }
+
+    /// Clients with outcomes remembered.
+    pub fn clients(&self) -> usize {
+        self.clients.len()
     }
 
     /// Counters.
@@ -183,17 +197,39 @@ impl Dedup {
             return;
         }
         let k = (tag.client, tag.id);
+        self.stats.recorded += 1;
         if self
             .outcomes
             .insert(k, (tag.fingerprint, outcome))
-            .is_none()
+            .is_some()
         {
-            self.order.push_back(k);
+            return; // a reused id: replaced in place
         }
-        self.stats.recorded += 1;
+        self.order.push_back(k);
+        let mine = self.clients.entry(tag.client).or_default();
+        mine.push_back(tag.id);
+        if mine.len() > self.per_client {
+            // This client's own bound: its oldest goes (its tag in `order` is skipped later).
+            if let Some(id) = mine.pop_front() {
+                self.outcomes.remove(&(tag.client, id));
+                self.stats.evicted += 1;
+            }
+        }
         while self.order.len() > self.window {
-            if let Some(old) = self.order.pop_front() {
-                self.outcomes.remove(&old);
+            let Some((client, id)) = self.order.pop_front() else {
+                break;
+            };
+            let Some(ids) = self.clients.get_mut(&client) else {
+                continue;
+            };
+            if ids.front() != Some(&id) {
+                continue; // already dropped by the client's own bound
+            }
+            ids.pop_front();
+            if ids.is_empty() {
+                self.clients.remove(&client);
+            }
+            if self.outcomes.remove(&(client, id)).is_some() {
                 self.stats.evicted += 1;
             }
         }
@@ -233,6 +269,31 @@ mod tests {
         assert_eq!(d.lookup(&tag(1, 2, b"x")), Some(Err(Status::NotFound)));
         assert_eq!(d.stats().evicted, 1);
         assert_eq!(d.stats().hits, 2);
+    }
+
+    #[test]
+    fn one_busy_client_cannot_push_out_another_clients_outcomes() {
+        let mut d = Dedup::new(16 * 1024); // 2 048 per client
+        let quiet = tag(1, 7, b"append k v");
+        d.record(&quiet, Ok(1));
+        for id in 0..10_000 {
+            d.record(&tag(2, id, b"put"), Ok(0));
+        }
+        assert_eq!(d.lookup(&quiet), Some(Ok(1)), "the quiet client's retry");
+        assert_eq!(d.len(), 1 + 2048);
+        assert_eq!(d.lookup(&tag(2, 9_999, b"put")), Some(Ok(0)));
+        assert_eq!(
+            d.lookup(&tag(2, 0, b"put")),
+            None,
+            "the busy client's oldest went"
+        );
+        // Many clients: the core's window bounds them all, and forgotten clients go.
+        for c in 0..40_000u32 {
+            d.record(&tag(3 + (c % 60_000) as u16, c, b"x"), Ok(0));
+        }
+        assert!(d.len() <= 16 * 1024);
+        assert!(d.clients() <= 16 * 1024);
+        assert_eq!(d.lookup(&quiet), None, "the window moved on");
     }
 
     #[test]
