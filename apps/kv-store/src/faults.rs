@@ -26,6 +26,8 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use cornflakes::datapath::{Connect, Receive};
 use cornflakes_stack::{MacAddr, StackConfig};
 use datapath_loopback::{Faults, Loopback, LoopbackConfig};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
 
 use crate::call::{CallStats, Caller, RetryPolicy};
 use crate::ops::{Op, Status};
@@ -131,19 +133,6 @@ impl fmt::Display for FaultReport {
     }
 }
 
-/// A seeded generator for the workload (SplitMix64).
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        ((z ^ (z >> 31)) % n as u64) as usize
-    }
-}
-
 /// The state a put key or delete key may be in: its last acknowledged state and the tokens
 /// of later unanswered puts (which may have run). `None`: absent.
 #[derive(Default)]
@@ -199,7 +188,7 @@ pub fn run(cfg: &FaultConfig) -> Result<FaultReport, String> {
         server.poll();
     };
 
-    let mut rng = Rng(cfg.seed);
+    let mut rng = SmallRng::seed_from_u64(cfg.seed);
     let mut r = FaultReport {
         serialization: cfg.serialization.to_string(),
         ..FaultReport::default()
@@ -214,8 +203,8 @@ pub fn run(cfg: &FaultConfig) -> Result<FaultReport, String> {
     let mut present = vec![false; n];
     for w in 0..cfg.writes {
         let token = format!("t{w}").into_bytes();
-        let i = rng.below(n);
-        let choice = rng.below(10);
+        let i = rng.gen_range(0..n);
+        let choice = rng.gen_range(0..10);
         r.writes += 1;
         let reply = if choice < 5 {
             let reply = client.call(

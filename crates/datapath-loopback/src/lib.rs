@@ -65,6 +65,8 @@ use cornflakes::mem::{AllocError, MemoryConfig};
 use cornflakes::{ConnId, CornflakesObj, Msg, PinnedMemory, RcBuf, RxMsg, SendError};
 use cornflakes_stack::tx::{self, TxSink};
 use cornflakes_stack::{EthStack, StackConfig};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
 
 /// Configuration of one loopback NIC.
 #[derive(Clone, Debug)]
@@ -104,21 +106,6 @@ pub struct FaultCounts {
     pub lost: u64,
     /// Frames delivered twice.
     pub duplicated: u64,
-}
-
-/// SplitMix64: a small, seedable generator for the fault decisions.
-#[derive(Debug)]
-struct SplitMix(u64);
-
-impl SplitMix {
-    fn next_f64(&mut self) -> f64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^= z >> 31;
-        (z >> 11) as f64 / (1u64 << 53) as f64
-    }
 }
 
 impl LoopbackConfig {
@@ -197,7 +184,7 @@ pub struct Loopback {
     mem: PinnedMemory,
     cfg: LoopbackConfig,
     injected: VecDeque<Vec<u8>>,
-    rng: SplitMix,
+    rng: SmallRng,
     faults: FaultCounts,
 }
 
@@ -252,7 +239,7 @@ impl Loopback {
                 link: link.clone(),
                 stack: EthStack::new(cfg.stack.clone()),
                 mem,
-                rng: SplitMix(cfg.faults.seed),
+                rng: SmallRng::seed_from_u64(cfg.faults.seed),
                 cfg,
                 injected: VecDeque::new(),
                 faults: FaultCounts::default(),
@@ -406,9 +393,9 @@ impl Loopback {
                 out.push(frame); // ARP and the like: untouched
                 continue;
             }
-            if self.rng.next_f64() < f.loss {
+            if self.rng.gen::<f64>() < f.loss {
                 self.faults.lost += 1;
-            } else if self.rng.next_f64() < f.duplicate {
+            } else if self.rng.gen::<f64>() < f.duplicate {
                 self.faults.duplicated += 1;
                 out.push(frame.clone());
                 out.push(frame);
