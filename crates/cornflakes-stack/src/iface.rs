@@ -10,7 +10,7 @@ use cornflakes::{ConnId, DropCounters, Msg, PinnedMemory, RcBuf, RxMsg, SendErro
 
 use crate::arp::{ArpCache, ArpConfig, ArpEvent, Resolution};
 use crate::conntable::ConnTable;
-use crate::reassembly::{self, Reassembler, ReassemblyConfig};
+use crate::reassembly::{Reassembler, ReassemblyConfig};
 use crate::template::{HeaderTemplate, TEMPLATE_LEN};
 use crate::wire::{arp, ethernet, framing, ipv4, udp, ChecksumCaps, Error, MacAddr};
 
@@ -359,10 +359,7 @@ impl EthStack {
             match self.reasm.push(mem, peer, &hdr, body, now) {
                 Ok(Some(m)) => m,
                 Ok(None) => return,
-                Err(reassembly::Drop::BadFraming) => return self.counters.bad_framing += 1,
-                Err(reassembly::Drop::Duplicate) => return self.counters.duplicate_segment += 1,
-                Err(reassembly::Drop::Overflow) => return self.counters.reassembly_overflow += 1,
-                Err(reassembly::Drop::NoBuffer) => return self.counters.no_rx_buffers += 1,
+                Err(d) => return d.count(&mut self.counters),
             }
         };
         let Some(conn) = self.conn_for_rx(peer, src_mac) else {

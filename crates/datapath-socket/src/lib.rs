@@ -30,7 +30,7 @@ use cornflakes::mem::{AllocError, MemoryConfig};
 use cornflakes::{
     ConnId, CornflakesObj, Msg, PinnedMemory, RcBuf, RcBufMut, RxMsg, SendError, SendPlan,
 };
-use cornflakes_stack::reassembly::{self, Reassembler, ReassemblyConfig};
+use cornflakes_stack::reassembly::{Reassembler, ReassemblyConfig};
 use cornflakes_stack::wire::framing;
 use cornflakes_stack::ConnTable;
 use cornflakes_stack::{Cursor, FramePlan, PieceWalk, IP_OVERHEAD};
@@ -385,10 +385,7 @@ impl SocketDatapath {
             match self.reasm.push(&self.mem, from, &hdr, fp.payload(), now) {
                 Ok(Some(m)) => m,
                 Ok(None) => return,
-                Err(reassembly::Drop::BadFraming) => return self.counters.bad_framing += 1,
-                Err(reassembly::Drop::Duplicate) => return self.counters.duplicate_segment += 1,
-                Err(reassembly::Drop::Overflow) => return self.counters.reassembly_overflow += 1,
-                Err(reassembly::Drop::NoBuffer) => return self.counters.no_rx_buffers += 1,
+                Err(d) => return d.count(&mut self.counters),
             }
         };
         let conn = match self.conns.lookup(from) {
