@@ -7,7 +7,7 @@
 //! from the store and copied once, into the packet at send time. The threshold is the
 //! serialization's (hybrid, 0 or infinite).
 
-use cornflakes::datapath::object_to_sga;
+pub use app_server::serialization::SendPath;
 use cornflakes::{
     Arena, CFBytes, CFPtr, CFString, ConnId, CornflakesObj, Datapath, DecodeError, Msg, RcBuf,
     SendError,
@@ -41,31 +41,6 @@ impl From<SendError> for ServeError {
     }
 }
 
-/// How the server hands a reply to the datapath.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SendPath {
-    /// Serialize-and-send: the datapath walks the object.
-    SerializeAndSend,
-    /// First a scatter-gather array ([`object_to_sga`]), then [`cornflakes::datapath::Transmit::send_sga`].
-    SgaThenSend,
-}
-
-fn send<D: Datapath, O: CornflakesObj>(
-    dp: &mut D,
-    conn: ConnId,
-    msg: Msg,
-    obj: &O,
-    path: SendPath,
-) -> Result<(), SendError> {
-    match path {
-        SendPath::SerializeAndSend => dp.send_object(conn, msg, obj),
-        SendPath::SgaThenSend => {
-            let sga = object_to_sga(obj, dp.memory(), dp.max_segments().saturating_sub(1))?;
-            dp.send_sga(conn, msg, &sga)
-        }
-    }
-}
-
 /// Sends `obj`, or, when it is longer than the datapath sends, `too_large()` (the same reply
 /// with status `TOO_LARGE` and no values).
 fn reply<D: Datapath, O: CornflakesObj, P: CornflakesObj>(
@@ -77,10 +52,10 @@ fn reply<D: Datapath, O: CornflakesObj, P: CornflakesObj>(
     too_large: impl FnOnce() -> P,
 ) -> Result<(), SendError> {
     if obj.sizes().total() > dp.max_message_len() {
-        return send(dp, conn, msg, &too_large(), path);
+        return path.send(dp, conn, msg, &too_large());
     }
-    match send(dp, conn, msg, obj, path) {
-        Err(SendError::TooLarge { .. }) => send(dp, conn, msg, &too_large(), path),
+    match path.send(dp, conn, msg, obj) {
+        Err(SendError::TooLarge { .. }) => path.send(dp, conn, msg, &too_large()),
         r => r,
     }
 }
@@ -122,7 +97,7 @@ macro_rules! key_or_bad_request {
             Ok(k) => k,
             Err(e) => {
                 let resp = status_only!($ty, $arena, $id, $store.tally(e));
-                return Ok(send($dp, $conn, $msg, &resp, $path)?);
+                return Ok($path.send($dp, $conn, $msg, &resp)?);
             }
         }
     };
@@ -187,7 +162,7 @@ pub fn serve<D: Datapath>(
                 Err(e) => store.tally(e),
             };
             let resp = status_only!(PutResp, arena, req.get_id(), status);
-            Ok(send(dp, conn, msg, &resp, path)?)
+            Ok(path.send(dp, conn, msg, &resp)?)
         }
         OpKind::GetM => {
             let req = GetMReq::deserialize_rcbuf(data, arena)?;
@@ -196,7 +171,7 @@ pub fn serve<D: Datapath>(
             // Every key checked first (no allocation): a bad one fails the whole request.
             if let Err(e) = validate::all_keys(req.get_keys().iter().map(|k| k.as_bytes())) {
                 let resp = status_only!(GetMResp, arena, id, store.tally(e));
-                return Ok(send(dp, conn, msg, &resp, path)?);
+                return Ok(path.send(dp, conn, msg, &resp)?);
             }
             let mut resp = GetMResp::new_in(arena);
             resp.set_id(id);
@@ -233,7 +208,7 @@ pub fn serve<D: Datapath>(
                 Err(e) => store.tally(e),
             };
             let resp = status_only!(PutMResp, arena, req.get_id(), status);
-            Ok(send(dp, conn, msg, &resp, path)?)
+            Ok(path.send(dp, conn, msg, &resp)?)
         }
         OpKind::GetList => {
             let req = GetListReq::deserialize_rcbuf(data, arena)?;
@@ -308,7 +283,7 @@ pub fn serve<D: Datapath>(
                 Err(e) => store.tally(e),
             };
             let resp = status_only!(AppendResp, arena, req.get_id(), status);
-            Ok(send(dp, conn, msg, &resp, path)?)
+            Ok(path.send(dp, conn, msg, &resp)?)
         }
         OpKind::Delete => {
             let req = DeleteReq::deserialize_rcbuf(data, arena)?;
@@ -318,7 +293,7 @@ pub fn serve<D: Datapath>(
                 Err(e) => store.tally(e),
             };
             let resp = status_only!(DeleteResp, arena, req.get_id(), status);
-            Ok(send(dp, conn, msg, &resp, path)?)
+            Ok(path.send(dp, conn, msg, &resp)?)
         }
     }
 }

@@ -32,7 +32,7 @@ use rand::{Rng, SeedableRng};
 use crate::call::{CallStats, Caller, RetryPolicy};
 use crate::ops::{Op, Status};
 use crate::serialization::Serialization;
-use crate::server::{memory_config, KvServer, ServerConfig};
+use crate::server::{memory_config, ServerConfig};
 use crate::store::StoreConfig;
 
 /// One run's settings.
@@ -169,7 +169,7 @@ pub fn run(cfg: &FaultConfig) -> Result<FaultReport, String> {
     b.memory = memory_config(16 * 1024, 1 << 28);
     b.faults = faults(0xc1);
     let (a, mut b) = Loopback::pair(a, b).map_err(|e| format!("loopback NICs: {e}"))?;
-    let mut server = KvServer::new(
+    let mut server = crate::server::new(
         a,
         ServerConfig {
             store: StoreConfig {
@@ -307,7 +307,7 @@ pub fn run(cfg: &FaultConfig) -> Result<FaultReport, String> {
     }
     let cs: CallStats = client.stats();
     r.retries = cs.retries;
-    r.retries_answered = server.stats().store.dedup.hits;
+    r.retries_answered = server.stats().app.dedup.hits;
     let (c, s) = (
         client.datapath().faults_injected(),
         server.datapath().faults_injected(),

@@ -29,7 +29,6 @@ pub mod cost;
 pub mod emu;
 pub mod faults;
 pub mod libs;
-pub mod nic;
 pub mod ops;
 pub mod peers;
 pub mod resp;

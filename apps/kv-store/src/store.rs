@@ -129,18 +129,6 @@ pub struct StoreStats {
     pub dedup: DedupStats,
 }
 
-impl StoreStats {
-    /// Adds another core's counters.
-    pub fn add(&mut self, o: &StoreStats) {
-        self.keys += o.keys;
-        self.used_bytes += o.used_bytes;
-        self.full += o.full;
-        self.foreign += o.foreign;
-        self.bad_requests += o.bad_requests;
-        self.dedup.add(&o.dedup);
-    }
-}
-
 /// The key-value store of one server core. Values live in the datapath's pinned memory so
 /// replies can reference them.
 pub struct Store {
