@@ -13,6 +13,8 @@
 //!   datapath.
 //! - [`iface`]: the receive path with drop counters and the connection table, for link-layer
 //!   datapaths; [`tx`]: their transmit paths (serialize-and-send over a [`tx::TxSink`]).
+//! - [`device`]: the device boundary — a [`Device`] is a NIC queue pair's rings (a receive
+//!   half beside [`TxSink`]), and [`EthDatapath`] the one Ethernet datapath over any device.
 //!
 //! The crate has no `unsafe` code and performs no I/O; datapaths drive it.
 
@@ -22,6 +24,7 @@
 pub mod arp;
 pub mod checksum;
 pub mod conntable;
+pub mod device;
 pub mod iface;
 mod peers;
 pub mod reassembly;
@@ -31,6 +34,7 @@ pub mod tx;
 pub mod wire;
 
 pub use conntable::ConnTable;
+pub use device::{Device, EthDatapath};
 pub use iface::{EthStack, StackConfig, FRAME_OVERHEAD, IP_OVERHEAD};
 pub use segment::{Cursor, FramePlan, Part};
 pub use template::{HeaderTemplate, TEMPLATE_LEN};
