@@ -101,6 +101,7 @@ fn run_sweeps(cfg: &BenchConfig, remote: Option<SocketAddrV4>) -> Result<BenchOu
                     threshold: cfg.threshold,
                     store: StoreConfig {
                         memory_limit: cfg.memory_limit,
+                        ..StoreConfig::default()
                     },
                 },
                 cfg.socket(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0)),

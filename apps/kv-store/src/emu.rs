@@ -373,6 +373,7 @@ impl KvEmu {
         let (max_item, limit, wl, mtu) = (cfg.max_item, cfg.memory_limit, &self.workload, self.mtu);
         let store_cfg = StoreConfig {
             memory_limit: cfg.memory_limit,
+            ..StoreConfig::default()
         };
         let described = std::sync::Mutex::new(vec![String::new(); cores]);
         let init = |core: usize| -> Result<LoadedCore, String> {
@@ -475,6 +476,7 @@ impl KvCores<'_, '_> {
             threshold: cfg.threshold,
             store: StoreConfig {
                 memory_limit: cfg.memory_limit,
+                ..StoreConfig::default()
             },
         };
         let pin = self.pin;

@@ -77,6 +77,15 @@ usage:
       --cores N: the server runs N cores on PORT..PORT+N-1; each request goes to the core
       owning its key, a getm/putm over several cores is split and its replies merged.
 
+  kv faults [--serializations S,S,..] [--loss P] [--duplicate P] [--writes N] [--keys N]
+            [--seed N] [--dedup-window N] [--tries N]
+      Every acknowledged write applied exactly once under loss and duplication: a server and
+      a retrying client on the in-process loopback NIC whose wire loses (--loss, default
+      0.05) and duplicates (--duplicate, 0.01) frames both ways; a seeded mix of appends,
+      puts and put/delete cycles (--writes, default 3000), then a full read-back. Prints a
+      table per serialization (writes acked, lost, applied twice: both must be 0); fails
+      otherwise. --dedup-window 0 turns the server's retry table off, to see what it fixes.
+
 workload options:
   ycsb:    --keys N  --shape COUNTxSIZE (1x4096, 2x2048, 4x1024)  --access getm|getlist
   google:  --keys N  --list-lens MIN-MAX (1, 1-4, 1-8, 1-16)  --no-resample
@@ -271,6 +280,69 @@ fn client_cmd(mut a: Args) -> Result<(), String> {
     bench::run_client(&cfg, server).map(|_| ())
 }
 
+fn faults_cmd(mut a: Args) -> Result<(), String> {
+    use kv_store::faults::{self, FaultConfig, FaultReport};
+    let sers: Vec<Serialization> = match a.take("--serializations")? {
+        Some(list) => list.split(',').map(str::parse).collect::<Result<_, _>>()?,
+        None => Serialization::ALL.to_vec(),
+    };
+    let mut base = FaultConfig::new(Serialization::Cornflakes);
+    if let Some(p) = a.parse::<f64>("--loss")? {
+        base.loss = p;
+    }
+    if let Some(p) = a.parse::<f64>("--duplicate")? {
+        base.duplicate = p;
+    }
+    if let Some(n) = a.parse::<usize>("--writes")? {
+        base.writes = n;
+    }
+    if let Some(n) = a.parse::<usize>("--keys")? {
+        base.keys = n;
+    }
+    if let Some(n) = a.parse::<u64>("--seed")? {
+        base.seed = n;
+    }
+    if let Some(n) = a.parse::<usize>("--dedup-window")? {
+        base.dedup_window = n;
+    }
+    if let Some(n) = a.parse::<u32>("--tries")? {
+        base.retry.tries = n.max(1);
+    }
+    a.finish()?;
+    println!(
+        "loss {:.1} %, duplicates {:.1} %, both ways; {} writes over 3 x {} keys; server retry table: {}",
+        base.loss * 100.0,
+        base.duplicate * 100.0,
+        base.writes,
+        base.keys,
+        if base.dedup_window == 0 {
+            "off".to_owned()
+        } else {
+            format!("last {} writes", base.dedup_window)
+        }
+    );
+    println!("{}", FaultReport::header());
+    let mut failed = Vec::new();
+    for ser in sers {
+        let r = faults::run(&FaultConfig {
+            serialization: ser,
+            ..base.clone()
+        })?;
+        println!("{r}");
+        if !r.exactly_once() {
+            failed.push(ser.to_string());
+        }
+    }
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "acknowledged writes lost or applied twice: {}",
+            failed.join(", ")
+        ))
+    }
+}
+
 fn server_cmd(mut a: Args) -> Result<(), String> {
     let ser = a
         .parse::<Serialization>("--serialization")?
@@ -324,6 +396,7 @@ fn server_cmd(mut a: Args) -> Result<(), String> {
         threshold,
         store: StoreConfig {
             memory_limit: bc.memory_limit,
+            ..StoreConfig::default()
         },
     };
     if let Transport::Xdp(x) = &mut transport {
@@ -360,6 +433,7 @@ fn main() -> ExitCode {
             ("bench", bench_cmd),
             ("server", server_cmd),
             ("client", client_cmd),
+            ("faults", faults_cmd),
         ],
         std::env::args().skip(1).collect(),
     )
