@@ -104,14 +104,18 @@ fn two_mlx5_cores_on_hardware() {
         std::env::var("CORNFLAKES_MLX5_DEV"),
         std::env::var("CORNFLAKES_MLX5_IP"),
     ) else {
-        eprintln!(
-            "SKIPPED: two_mlx5_cores_on_hardware: set CORNFLAKES_MLX5_DEV=<mlx5_0 | PCI address> \
-             and CORNFLAKES_MLX5_IP=<the port's IPv4 address> (and build with --features mlx5)"
+        test_skip::skip(
+            "two_mlx5_cores_on_hardware",
+            "set CORNFLAKES_MLX5_DEV=<mlx5_0 | PCI address> and CORNFLAKES_MLX5_IP=<the port's \
+             IPv4 address> (and build with --features mlx5)",
         );
         return;
     };
     if !cfg!(feature = "mlx5") {
-        eprintln!("SKIPPED: two_mlx5_cores_on_hardware: built without the `mlx5` feature");
+        test_skip::skip(
+            "two_mlx5_cores_on_hardware",
+            "built without the `mlx5` feature",
+        );
         return;
     }
     let bind = format!("{ip}:7300");
