@@ -237,6 +237,9 @@ pub fn run_bench_emu(cfg: &BenchConfig) -> Result<(BenchOutcome, EmuOutcome), St
     };
     let mut scfg = search_config(cfg);
     scfg.validate()?;
+    if let Some(w) = loadgen::interference::idle_warning(Duration::from_millis(300)) {
+        eprintln!("[bench] {w}");
+    }
     let modes = &cfg.modes;
     eprintln!(
         "[bench] {} modes, shape {}: saturation search over {:?} req/s, median of up to {} \

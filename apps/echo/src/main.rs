@@ -211,6 +211,10 @@ fn bench_cmd(mut a: Args) -> Result<(), String> {
     }
     a.finish()?;
     let out = bench::run_bench(&cfg)?;
+    // Every trial of every load (the emulated NIC's search), not only the median ones.
+    if let Some(emu) = &out.emu {
+        emu_bench::replies_verified(&emu.summaries)?;
+    }
     let bad: u64 = out.records.iter().map(|r| r.mismatched).sum();
     if bad > 0 {
         return Err(format!("{bad} responses did not verify"));

@@ -516,6 +516,9 @@ pub(crate) fn run_emu(cfg: &BenchConfig, loads: &[f64]) -> Result<BenchOutcome, 
     // Before generating anything: the CPUs the run needs.
     let (server_cpus, device_cpu) =
         emu_bench::cores_for(cfg.cores).map_err(|e| format!("--cores {}: {e}", cfg.cores))?;
+    if let Some(w) = loadgen::interference::idle_warning(std::time::Duration::from_millis(300)) {
+        eprintln!("[bench] {w}");
+    }
     let p = prepare(cfg)?;
     let name = p.workload.name();
     let emu = KvEmu::new(cfg, p.reqs.clone(), p.expected.clone())?;
@@ -631,6 +634,8 @@ pub(crate) fn run_emu(cfg: &BenchConfig, loads: &[f64]) -> Result<BenchOutcome, 
         let path = cfg.out_dir.join(file);
         std::fs::write(&path, text).map_err(|e| format!("writing {}: {e}", path.display()))?;
     }
+    // Any wrong reply in any trial fails the bench (after its outputs are written).
+    emu_bench::replies_verified(&summaries)?;
     Ok(out)
 }
 

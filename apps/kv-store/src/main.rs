@@ -243,6 +243,14 @@ fn bench_cmd(mut a: Args) -> Result<(), String> {
     if let Some(p) = peers {
         kv_store::peers::run_beside(&cfg, &p, &out)?;
     }
+    // A wrong reply at any point fails the bench (the emulated NIC's search checks every
+    // trial itself, before it returns).
+    let bad: u64 = out.records.iter().map(|r| r.mismatched + r.malformed).sum();
+    if bad > 0 {
+        return Err(format!(
+            "{bad} replies did not verify (mismatched or malformed; see the table's columns)"
+        ));
+    }
     Ok(())
 }
 

@@ -100,5 +100,7 @@ pub use run::{
     memory_config, run, run_cores, Bottleneck, CoreReport, EmuReport, EmuRunConfig, ServerPort,
     DEVICE_SATURATED, ETHERNET_WIRE_OVERHEAD, LINE_RATE_GBPS,
 };
-pub use search::{median_records, table, trials_json, Bound, EmuSummary, EmuTrial, LoadSummary};
+pub use search::{
+    median_records, replies_verified, table, trials_json, Bound, EmuSummary, EmuTrial, LoadSummary,
+};
 pub use wire::{LoadWire, ReplyCheck, MAX_FAILURES_KEPT};

@@ -25,6 +25,11 @@ fn requests(n: usize) -> Vec<Request> {
 /// Echoes every message (zero-copy, the received buffer goes back); `corrupt_every`-th replies
 /// get one byte changed (copied first). Returns (echoed, live items after the datapath is gone).
 fn echo_server(port: ServerPort, corrupt_every: u64) -> (u64, usize) {
+    echo_corrupting(port, corrupt_every, |_| 0)
+}
+
+/// [`echo_server`], changing byte `at(len)` of the corrupted replies.
+fn echo_corrupting(port: ServerPort, corrupt_every: u64, at: fn(usize) -> usize) -> (u64, usize) {
     let mem = PinnedMemory::new(port.memory_config()).expect("memory");
     let mut dp = port.datapath(mem.clone()).expect("datapath");
     let mut rx = Vec::new();
@@ -36,7 +41,8 @@ fn echo_server(port: ServerPort, corrupt_every: u64) -> (u64, usize) {
             n += 1;
             let r = if corrupt_every > 0 && n.is_multiple_of(corrupt_every) {
                 let mut v = m.data.to_vec();
-                v[0] ^= 0x55;
+                let i = at(v.len());
+                v[i] ^= 0x55;
                 dp.send_copy(m.conn, m.msg, &v)
             } else {
                 dp.send_sga(m.conn, m.msg, std::slice::from_ref(&m.data))
@@ -125,6 +131,93 @@ fn wrong_replies_are_counted_and_described() {
     assert_eq!(c.verified + c.mismatched, echoed, "{c}");
     assert_eq!(c.lost, report.not_delivered, "{c}");
     assert!(report.failures[0].contains("reply differs"));
+}
+
+/// A reply with one wrong byte anywhere, of the right length, to a request whose earlier
+/// replies verified, is caught: every reply's gathered bytes are compared (by hash) with the
+/// last reply the checker accepted, not only a sample. With the sample all but off, the old
+/// device (header checks plus a 1-in-N sample) let these through.
+#[test]
+fn a_corrupted_byte_in_any_reply_is_caught_without_the_sample() {
+    let _g = serial();
+    let reqs = requests(8);
+    let expected: Vec<Vec<u8>> = reqs.iter().map(|r| r.payload.clone()).collect();
+    let check = move |i: usize, reply: &[u8]| {
+        if reply == expected[i] {
+            Ok(())
+        } else {
+            Err(format!("request {i}: reply differs"))
+        }
+    };
+    let c = EmuRunConfig {
+        sample_every: 1 << 40,
+        ..cfg(10_000.0)
+    };
+    let ats: [fn(usize) -> usize; 2] = [|n| n - 1, |n| n / 2];
+    for at in ats {
+        let (report, (echoed, _)) = run(&c, &reqs, check.clone(), |port| {
+            echo_corrupting(port, 7, at)
+        })
+        .expect("run");
+        let k = report.run.counters;
+        assert_eq!(k.mismatched, echoed / 7, "{k}");
+        assert_eq!(k.verified + k.mismatched, echoed, "{k}");
+        // The good replies were checked by hash (few went to the checker), and every
+        // distinct request and core was covered.
+        assert_eq!(
+            report.sampled + report.hash_matched,
+            k.verified + k.mismatched
+        );
+        assert!(report.hash_matched > k.verified / 2, "{report:?}");
+        assert_eq!((report.distinct_verified, report.distinct), (8, 8));
+        assert_eq!((report.cores_verified, report.cores), (1, 1));
+    }
+}
+
+/// The bench's verdict: one trial with a corrupted reply, anywhere in the search, makes
+/// [`emu_bench::replies_verified`] (what `echo bench` and `kv bench` return) an error.
+#[test]
+fn a_corrupted_reply_in_any_trial_fails_the_bench() {
+    use emu_bench::{replies_verified, EmuSummary, EmuTrial};
+    use loadgen::search::{search, SearchConfig};
+    let _g = serial();
+    let reqs = requests(4);
+    let expected: Vec<Vec<u8>> = reqs.iter().map(|r| r.payload.clone()).collect();
+    // Every grid load runs (whatever the shared machine keeps up), one trial each.
+    let scfg = SearchConfig {
+        trials: 1,
+        whole_grid: true,
+        ..SearchConfig::new(vec![2_000.0, 4_000.0])
+    };
+    let mut n = 0;
+    let searches = search(&scfg, 1, |p| {
+        n += 1;
+        // The first trial is clean; the later ones corrupt one reply in 50.
+        let every = if n >= 2 { 50 } else { 0 };
+        let exp = expected.clone();
+        let check = move |i: usize, reply: &[u8]| {
+            if reply == exp[i] {
+                Ok(())
+            } else {
+                Err(format!("request {i}: reply differs"))
+            }
+        };
+        let c = EmuRunConfig {
+            rate_rps: p.offered_rps,
+            sample_every: 64,
+            ..cfg(p.offered_rps)
+        };
+        let (report, _) = run(&c, &reqs, check, |port| {
+            echo_corrupting(port, every, |n| n - 1)
+        })?;
+        Ok::<_, String>(EmuTrial::new(p, "echo", "s", report, None, ()))
+    })
+    .expect("search");
+    assert!(n >= 2, "the search ran {n} trials");
+    let summary = EmuSummary::of("echo", &searches[0]);
+    assert!(summary.mismatched > 0, "{summary:?}");
+    let e = replies_verified(&[summary]).expect_err("a wrong reply must fail the bench");
+    assert!(e.contains("echo:") && e.contains("mismatched"), "{e}");
 }
 
 /// Echoes every message, with one byte appended to every third reply.
