@@ -183,11 +183,14 @@ fn bench_rx_ring_sets_the_receive_queue_and_rejects_bad_sizes() {
         "--sample-every",
         "1",
     ])
-    .args(["--modes", "cornflakes,protobuf"])
+    .args(["--modes", "cornflakes,protobuf", "--desc-ns", "20"])
     .args(["--duration", "0.05", "--warmup", "0.01", "--rates", "2000"])
     .args(["--trials", "1", "--timeout-ms", "2000", "--out"])
     .arg(&dir);
-    test_skip::success_within(cmd, Duration::from_secs(240), "echo bench --rx-ring 64");
+    let out = test_skip::success_within(cmd, Duration::from_secs(240), "echo bench --rx-ring 64");
+    // The device's per-descriptor cost is part of the table.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("(--desc-ns): 20 ns"), "{stdout}");
     let recs: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("echo.json")).unwrap()).unwrap();
     for r in recs.as_array().unwrap() {

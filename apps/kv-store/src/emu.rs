@@ -456,6 +456,7 @@ impl KvCores<'_, '_> {
             timeout: cfg.timeout,
             seed,
             sample_every: cfg.sample_every,
+            delay_per_segment: std::time::Duration::from_nanos(cfg.desc_ns),
             // A write changes what later reads of its key return (e.g. an append).
             replies_vary: true,
             cores: emu.plan.cores(),
@@ -616,7 +617,19 @@ pub(crate) fn run_emu(cfg: &BenchConfig, loads: &[f64]) -> Result<BenchOutcome, 
         summaries.push(summary);
     }
     write_outputs(cfg, &out)?;
-    let table = emu_bench::table(&summaries, None, scfg.trials);
+    let mut table = emu_bench::table(&summaries, None, scfg.trials);
+    if let Some(c) = emu_bench::control_line(
+        &summaries,
+        Serialization::Cornflakes.name(),
+        Serialization::CornflakesCopy.name(),
+        &[
+            Serialization::Protobuf.name(),
+            Serialization::Capnp.name(),
+            Serialization::Flatbuffers.name(),
+        ],
+    ) {
+        table.push_str(&format!("\n{c}\n"));
+    }
     println!("\n### The saturation search on the emulated NIC\n\n{table}");
     let summary = serde_json::Value::Array(summaries.iter().map(EmuSummary::to_json).collect());
     for (file, text) in [

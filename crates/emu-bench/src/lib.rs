@@ -101,6 +101,7 @@ pub use run::{
     DEVICE_SATURATED, ETHERNET_WIRE_OVERHEAD, LINE_RATE_GBPS,
 };
 pub use search::{
-    median_records, replies_verified, table, trials_json, Bound, EmuSummary, EmuTrial, LoadSummary,
+    control_line, median_records, replies_verified, table, trials_json, Bound, EmuSummary,
+    EmuTrial, LoadSummary, PAPER_CONTROL,
 };
 pub use wire::{LoadWire, ReplyCheck, MAX_FAILURES_KEPT};

@@ -168,6 +168,8 @@ pub struct EmuReport {
     /// What else ran on the run's CPUs (server cores and device) from the device's start to
     /// its stop; `None` for an unpinned run (its CPUs are not its own) or without `/proc`.
     pub interference: Option<Interference>,
+    /// The device's time per gather entry (`EmuRunConfig::delay_per_segment`), nanoseconds.
+    pub desc_ns: u64,
     /// Requests dropped by the device for want of a posted receive buffer (counted lost).
     pub not_delivered: u64,
     /// Largest delay between a request's scheduled time and its injection, nanoseconds.
@@ -643,6 +645,7 @@ impl<'a, C: ReplyCheck> Run<'a, C> {
             distinct: wire.distinct(),
             cores_verified,
             interference,
+            desc_ns: u64::try_from(cfg.delay_per_segment.as_nanos()).unwrap_or(u64::MAX),
             not_delivered: wire.not_delivered,
             max_inject_lag_ns: wire.max_inject_lag_ns,
             failures: wire.failures.clone(),

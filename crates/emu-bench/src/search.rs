@@ -267,6 +267,8 @@ pub struct EmuSummary {
     pub lost: u64,
     /// Trials other processes disturbed, over the whole search.
     pub disturbed: usize,
+    /// The device's cost per gather entry of its trials, nanoseconds (`--desc-ns`).
+    pub desc_ns: u64,
 }
 
 impl EmuSummary {
@@ -311,6 +313,13 @@ impl EmuSummary {
             mismatched,
             malformed,
             lost,
+            desc_ns: s
+                .loads
+                .iter()
+                .flat_map(|v| v.trials.iter())
+                .map(|t| t.report.desc_ns)
+                .max()
+                .unwrap_or(0),
             disturbed: s
                 .loads
                 .iter()
@@ -372,8 +381,60 @@ impl EmuSummary {
             "lost": self.lost,
             "disturbed_trials": self.disturbed,
             "rests_on_disturbed_trials": self.rests_on_disturbed(),
+            "desc_ns": self.desc_ns,
         })
     }
+}
+
+/// The paper's copy-only Cornflakes ÷ protobuf (§6.2): what the control row should show when
+/// the baselines are as careful as Cornflakes' own copying path.
+pub const PAPER_CONTROL: (f64, f64) = (0.93, 1.02);
+
+/// The control beside the headline ratio: `copy` (Cornflakes copying every field, as a
+/// library does) ÷ the best of `libraries`, and `headline` ÷ the same, with the paper's
+/// [`PAPER_CONTROL`] for reference; `None` when a mode is missing or kept nothing up. A
+/// control far above the paper's range says the baselines pay for something Cornflakes does
+/// not — the harness, not zero-copy; a ratio resting on disturbed trials says so.
+pub fn control_line(
+    summaries: &[EmuSummary],
+    headline: &str,
+    copy: &str,
+    libraries: &[&str],
+) -> Option<String> {
+    let find = |name: &str| summaries.iter().find(|m| m.mode == name);
+    let rps = |m: &EmuSummary| m.best.as_ref().map(|b| b.median_rps);
+    let best = libraries
+        .iter()
+        .filter_map(|l| find(l))
+        .filter_map(|m| rps(m).map(|r| (m, r)))
+        .max_by(|a, b| a.1.total_cmp(&b.1))?;
+    let (h, c) = (find(headline)?, find(copy)?);
+    let (hr, cr) = (rps(h)?, rps(c)?);
+    let flag = |m: &EmuSummary| {
+        if m.rests_on_disturbed() || best.0.rests_on_disturbed() {
+            " (disturbed trials)"
+        } else {
+            ""
+        }
+    };
+    let control = cr / best.1;
+    let (lo, hi) = PAPER_CONTROL;
+    let note = if control > hi + 0.03 {
+        format!(
+            "; above the paper's range: the baselines pay per request for something {copy} does \
+             not (see docs/results.md)"
+        )
+    } else {
+        String::new()
+    };
+    Some(format!(
+        "Headline: {headline} ÷ best library ({}) = {:.2}{}. Control: {copy} ÷ best library = \
+         {control:.2}{} (the paper's copy-only ÷ protobuf: {lo:.2}–{hi:.2}){note}.",
+        best.0.mode,
+        hr / best.1,
+        flag(h),
+        flag(c),
+    ))
 }
 
 /// `Ok` when every reply of every trial of every mode verified; otherwise an error naming
@@ -442,10 +503,17 @@ pub fn table(summaries: &[EmuSummary], baseline: Option<&str>, trials: usize) ->
              with an emulated ConnectX on one more core"
         )
     };
+    let desc = summaries.iter().map(|m| m.desc_ns).max().unwrap_or(0);
     let _ = writeln!(
         s,
         "{who} (not a network measurement). Each load: median of up to {trials} trials; \
-         saturation bracketed by a grid, then bisection.\n"
+         saturation bracketed by a grid, then bisection. Device cost per gather entry \
+         (--desc-ns): {desc} ns{}.\n",
+        if desc == 0 {
+            " (the paper's crossover comes from CPU-side costs; its NICs were not the limit, §5.2)"
+        } else {
+            ""
+        }
     );
     let vs = baseline.map_or(String::new(), |b| format!(" vs {b} |"));
     let _ = writeln!(
@@ -547,6 +615,7 @@ mod tests {
             distinct: 1,
             cores_verified: 1,
             interference: None,
+            desc_ns: 0,
             not_delivered: 0,
             max_inject_lag_ns: 0,
             failures: Vec::new(),
@@ -643,5 +712,48 @@ mod tests {
             "{}",
             fast.bound_note()
         );
+    }
+
+    #[test]
+    fn the_control_row_divides_copy_by_the_best_library_and_flags_disturbed_trials() {
+        let searches = run();
+        let a = EmuSummary::of("a", &searches[0]);
+        let mode = |name: &str, rps: f64| {
+            let mut m = a.clone();
+            m.mode = name.to_owned();
+            m.best.as_mut().unwrap().median_rps = rps;
+            m
+        };
+        let mut all = vec![
+            mode("cornflakes", 300.0),
+            mode("cornflakes-copy", 240.0),
+            mode("protobuf", 200.0),
+            mode("capnp", 150.0),
+        ];
+        let libs = ["protobuf", "capnp", "flatbuffers"];
+        let line = control_line(&all, "cornflakes", "cornflakes-copy", &libs).unwrap();
+        assert!(line.contains("best library (protobuf) = 1.50."), "{line}");
+        assert!(
+            line.contains("cornflakes-copy ÷ best library = 1.20"),
+            "{line}"
+        );
+        assert!(
+            line.contains("0.93–1.02") && line.contains("above the paper's range"),
+            "{line}"
+        );
+        assert!(!line.contains("disturbed"), "{line}");
+        all[2].best.as_mut().unwrap().disturbed = 1;
+        let line = control_line(&all, "cornflakes", "cornflakes-copy", &libs).unwrap();
+        assert!(line.contains("1.50 (disturbed trials)"), "{line}");
+        all[1].best.as_mut().unwrap().median_rps = 196.0;
+        let line = control_line(&all, "cornflakes", "cornflakes-copy", &libs).unwrap();
+        assert!(line.contains("= 0.98") && !line.contains("above"), "{line}");
+        assert_eq!(
+            control_line(&all[2..], "cornflakes", "cornflakes-copy", &libs),
+            None
+        );
+        // The device's per-descriptor cost is in every table.
+        let t = table(&all, None, 3);
+        assert!(t.contains("(--desc-ns): 0 ns"), "{t}");
     }
 }
