@@ -1,0 +1,189 @@
+//! Heap allocations per request of a baseline server's path, counted by a global allocator:
+//! decode a request ([`KvCodec::with_request`]), look its keys up in a store, build the
+//! response from borrowed values (its lists recycled with [`baselines::kv::recycle`]) and
+//! encode it into a reused transmit buffer. After warm-up, a careful server allocates only
+//! what the library's API forces; each library's count is stated and explained here (and in
+//! `crates/baselines/src/kv.rs`'s docs), per operation:
+//!
+//! - protobuf (prost): one per key and two per value of the request: the decoded message
+//!   owns a `String` per key and a `Vec<u8>` per value, and prost 0.14 decodes a `bytes`
+//!   field from a `&[u8]` through `Buf::copy_to_bytes` (a `Bytes`, allocated) before copying
+//!   that into the `Vec` (`prost::encoding::bytes::merge`);
+//! - Cap'n Proto: one per response (the `Builder`'s segment table; the segment itself is
+//!   reused scratch);
+//! - FlatBuffers: none.
+//!
+//! One test function (the counter is process-wide; no other test of this binary runs beside it).
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use baselines::kv::{recycle, KvCodec, KvRequestView, KvResponseView};
+use baselines::Library;
+
+struct Counting;
+
+static ALLOCS: AtomicU64 = AtomicU64::new(0);
+
+// SAFETY: forwards every call to the system allocator unchanged; only counts.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: the caller's contract is passed on as is.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: as above.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: as above.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// An operation's request (keys, values) and whether its reply returns the keys' values.
+struct Op {
+    name: &'static str,
+    keys: usize,
+    vals: usize,
+    reply_vals: usize,
+}
+
+const OPS: [Op; 6] = [
+    Op {
+        name: "get",
+        keys: 1,
+        vals: 0,
+        reply_vals: 1,
+    },
+    Op {
+        name: "put",
+        keys: 1,
+        vals: 1,
+        reply_vals: 0,
+    },
+    Op {
+        name: "getm (8 keys)",
+        keys: 8,
+        vals: 0,
+        reply_vals: 8,
+    },
+    Op {
+        name: "putm (8 keys)",
+        keys: 8,
+        vals: 8,
+        reply_vals: 0,
+    },
+    Op {
+        name: "getlist (16 values)",
+        keys: 1,
+        vals: 0,
+        reply_vals: 16,
+    },
+    Op {
+        name: "append",
+        keys: 1,
+        vals: 1,
+        reply_vals: 0,
+    },
+];
+
+/// What each library's API forces per request of `op` (see the module docs).
+fn forced(lib: Library, op: &Op) -> u64 {
+    match lib {
+        Library::Protobuf => (op.keys + 2 * op.vals) as u64,
+        Library::Capnp => 1,
+        Library::Flatbuffers => 0,
+    }
+}
+
+#[test]
+fn a_baseline_server_path_allocates_only_what_its_library_forces() {
+    let store: HashMap<String, Vec<u8>> = (0..16)
+        .map(|i| (format!("key-{i}"), vec![i as u8; 64 + 200 * i]))
+        .collect();
+    let names: Vec<String> = (0..16).map(|i| format!("key-{i}")).collect();
+    let put_vals: Vec<Vec<u8>> = (0..8)
+        .map(|i| vec![0xa0 + i as u8; 100 + 300 * i])
+        .collect();
+    let mut report = Vec::new();
+    for lib in [Library::Protobuf, Library::Capnp, Library::Flatbuffers] {
+        for op in &OPS {
+            let mut c: Box<dyn KvCodec + Send> = lib.kv_codec();
+            let req = KvRequestView {
+                id: 7,
+                op: 1,
+                keys: names[..op.keys].iter().map(String::as_str).collect(),
+                vals: put_vals[..op.vals].iter().map(Vec::as_slice).collect(),
+                index: 0,
+            };
+            let mut input = Vec::new();
+            c.encode_request(&req, &mut input);
+            // The transmit buffer (a pinned buffer in the server), the response's lists.
+            let mut tx = vec![0u8; 64 * 1024];
+            let mut resp_vals: Vec<&[u8]> = Vec::new();
+            let mut statuses: Vec<i32> = Vec::new();
+            let mut serve = |c: &mut Box<dyn KvCodec + Send>,
+                             resp_vals: &mut Vec<&[u8]>,
+                             statuses: &mut Vec<i32>| {
+                let mut vals = recycle(std::mem::take(resp_vals));
+                statuses.clear();
+                let mut id = 0;
+                c.with_request(&input, &mut |r| {
+                    id = r.id;
+                    if op.reply_vals > 0 {
+                        // Values borrowed from the store, read in place.
+                        // A list (more values than keys) reads the first reply_vals entries.
+                        let list = op.reply_vals > r.keys.len();
+                        for (i, name) in names.iter().take(op.reply_vals).enumerate() {
+                            let key = if list { name.as_str() } else { r.keys[i] };
+                            vals.push(store[key].as_slice());
+                            statuses.push(0);
+                        }
+                    } else {
+                        assert_eq!(r.vals.len(), op.vals);
+                    }
+                })
+                .expect("decode");
+                let resp = KvResponseView {
+                    id,
+                    status: 0,
+                    vals,
+                    statuses: std::mem::take(statuses),
+                };
+                let n = c.encode_response(&resp, &mut tx).expect("encode");
+                assert!(n > 0);
+                *statuses = resp.statuses;
+                *resp_vals = recycle(resp.vals);
+            };
+            for _ in 0..4 {
+                serve(&mut c, &mut resp_vals, &mut statuses);
+            }
+            const N: u64 = 100;
+            let before = ALLOCS.load(Ordering::Relaxed);
+            for _ in 0..N {
+                serve(&mut c, &mut resp_vals, &mut statuses);
+            }
+            let per = (ALLOCS.load(Ordering::Relaxed) - before) as f64 / N as f64;
+            report.push(format!(
+                "{lib:?} {}: {per} (forced {})",
+                op.name,
+                forced(lib, op)
+            ));
+            assert_eq!(
+                per,
+                forced(lib, op) as f64,
+                "{lib:?} {}: {per} heap allocations per request, the library forces {}",
+                op.name,
+                forced(lib, op)
+            );
+        }
+    }
+    eprintln!("{}", report.join("\n"));
+}
