@@ -17,9 +17,32 @@ use crate::frames::RequestFrames;
 
 /// Decides whether a reply payload is the correct answer to request `request` (an index into
 /// the requests given to [`crate::run`]). Runs on the device thread.
+///
+/// The device reads every reply and accepts one whose payload hashes equal to a reply `check`
+/// accepted for the same request **under the same [`version`](Self::version)**; every other
+/// reply goes to `check`. A checker whose right answers change during a run (a key-value
+/// store's reads after writes) says so with `version` and [`sees_every`](Self::sees_every).
 pub trait ReplyCheck: Send + 'static {
     /// `Ok` when `reply` (the reply message's bytes) is right; otherwise why not.
     fn check(&mut self, request: usize, reply: &[u8]) -> Result<(), String>;
+
+    /// A token of what the right reply to `request` depends on now (e.g. how often each key it
+    /// reads has been written): an identical reply is accepted by hash only under the token
+    /// it was checked under. The default, 0, says the right reply never changes.
+    fn version(&mut self, _request: usize) -> u64 {
+        0
+    }
+
+    /// Whether every reply to `request` must reach [`check`](Self::check) (e.g. a write,
+    /// whose effect the checker applies in order). Default: no.
+    fn sees_every(&self, _request: usize) -> bool {
+        false
+    }
+
+    /// A reply to `request` that came after its request timed out: not counted, but the
+    /// server did handle it, so a checker that applies writes in order (`sees_every`) may
+    /// apply it here. Default: nothing.
+    fn late(&mut self, _request: usize, _reply: &[u8]) {}
 }
 
 impl<F> ReplyCheck for F
@@ -72,8 +95,9 @@ pub struct LoadWire<C: ReplyCheck> {
     /// The reply length of each request, learned from its first (fully verified) reply.
     reply_len: Vec<Option<usize>>,
     /// Per distinct request, the hash ([`payload_hash`]) of the last reply payload the
-    /// checker accepted: a reply with the same bytes is right without decoding it again.
-    verified_hash: Vec<Option<u64>>,
+    /// checker accepted and the checker's [`ReplyCheck::version`] then: a reply with the same
+    /// bytes under the same version is right without decoding it again.
+    verified_hash: Vec<Option<(u64, u64)>>,
     /// The state of the random sample (xorshift64*): which replies the checker reads even
     /// when their bytes equal a verified reply's.
     rng: u64,
@@ -305,12 +329,14 @@ impl<C: ReplyCheck> LoadWire<C> {
     fn verify_payload(&mut self, buf: &[u8], cs: u8, k: usize) -> Result<(), String> {
         let h = payload_hash(&buf[FRAME_OVERHEAD..]);
         let sampled = self.sampled_now();
-        if self.verified_hash[k] == Some(h) && !sampled {
+        let every = self.checker.sees_every(k);
+        let version = if every { 0 } else { self.checker.version(k) };
+        if !every && !sampled && self.verified_hash[k] == Some((h, version)) {
             self.hash_matched += 1;
             return Ok(());
         }
         self.verify_full(buf, cs, k)?;
-        self.verified_hash[k] = Some(h);
+        self.verified_hash[k] = Some((h, version));
         self.reply_len[k] = Some(buf.len() - FRAME_OVERHEAD);
         Ok(())
     }
@@ -404,6 +430,15 @@ impl<C: ReplyCheck> Wire for LoadWire<C> {
 }
 
 impl<C: ReplyCheck> LoadWire<C> {
+    /// Hands a reply that came too late to be counted to the checker, when it wants every
+    /// reply to its request.
+    fn late(&mut self, seq: usize, buf: &[u8]) {
+        let k = seq % self.frames.len();
+        if self.checker.sees_every(k) && buf.len() >= FRAME_OVERHEAD {
+            self.checker.late(k, &buf[FRAME_OVERHEAD..]);
+        }
+    }
+
     /// Matches the reply `buf` (the whole frame as gathered) to its request, checks it and
     /// records the outcome.
     fn settle(&mut self, frame: &TxFrame<'_>, buf: &[u8], now_ns: u64) {
@@ -436,6 +471,10 @@ impl<C: ReplyCheck> LoadWire<C> {
         };
         if seq >= self.next || self.state[seq] != OUTSTANDING {
             self.per_core[sender].unexpected += 1;
+            if seq < self.next {
+                // Timed out already, but handled by the server.
+                self.late(seq, buf);
+            }
             return;
         }
         self.state[seq] = SETTLED;
@@ -445,6 +484,7 @@ impl<C: ReplyCheck> LoadWire<C> {
         let lat = now_ns.saturating_sub(t0 + self.offsets[seq]);
         if lat > self.timeout_ns {
             self.per_core[core].lost += 1;
+            self.late(seq, buf);
             return;
         }
         let from_core = usize::from(src_port - self.ends.base_port);

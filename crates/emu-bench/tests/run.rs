@@ -330,3 +330,110 @@ fn requests_larger_than_a_frame_are_refused_clearly() {
         run(&c, &big, |_: usize, _: &[u8]| Ok(()), |p| echo_server(p, 0)).expect_err("refused");
     assert!(err.contains("single-frame"), "{err}");
 }
+
+/// A "counter" server: a request whose payload starts with 0 is a write (reply `ok`, the
+/// counter goes up), with 1 a read (reply: the counter, or with `stale` the counter as it
+/// was at the last multiple of 3 writes), any other a read of a constant.
+fn counter_server(port: ServerPort, stale: bool) -> u64 {
+    let mem = PinnedMemory::new(port.memory_config()).expect("memory");
+    let mut dp = port.datapath(mem).expect("datapath");
+    let mut rx = Vec::new();
+    let mut writes = 0u64;
+    while !port.stopped() {
+        rx.clear();
+        dp.recv_burst(&mut rx).expect("recv");
+        for m in &rx {
+            if m.data[0] == 0 {
+                writes += 1;
+                dp.send_copy(m.conn, m.msg, b"ok").expect("send");
+            } else if m.data[0] == 2 {
+                dp.send_copy(m.conn, m.msg, b"constant").expect("send");
+            } else {
+                let seen = if stale { writes / 3 * 3 } else { writes };
+                dp.send_copy(m.conn, m.msg, &seen.to_le_bytes())
+                    .expect("send");
+            }
+        }
+        dp.flush().expect("flush");
+        dp.poll_completions();
+    }
+    writes
+}
+
+/// Applies writes in order and checks reads against the current count.
+struct CounterCheck {
+    applied: u64,
+}
+
+impl emu_bench::ReplyCheck for CounterCheck {
+    fn check(&mut self, request: usize, reply: &[u8]) -> Result<(), String> {
+        if request == 0 {
+            self.applied += 1;
+            return (reply == b"ok")
+                .then_some(())
+                .ok_or("write not ok".to_owned());
+        }
+        if request >= 4 {
+            return (reply == b"constant")
+                .then_some(())
+                .ok_or("not the constant".to_owned());
+        }
+        let got = u64::from_le_bytes(reply.try_into().map_err(|_| "8 bytes")?);
+        (got == self.applied)
+            .then_some(())
+            .ok_or(format!("read {got}, the store holds {}", self.applied))
+    }
+    fn version(&mut self, request: usize) -> u64 {
+        if request >= 4 {
+            0
+        } else {
+            self.applied
+        }
+    }
+    fn sees_every(&self, request: usize) -> bool {
+        request == 0
+    }
+    fn late(&mut self, request: usize, _reply: &[u8]) {
+        if request == 0 {
+            self.applied += 1;
+        }
+    }
+}
+
+/// Writes go to the checker in order and reads are checked against the current state: a
+/// stale read (bytes identical to an earlier accepted reply) is caught because the version
+/// changed, while reads between writes are still accepted by hash.
+#[test]
+fn a_stale_reply_equal_to_an_earlier_right_one_is_caught_when_the_state_moved() {
+    let _g = serial();
+    // A write, three reads of the counter, four reads of a constant, over and over.
+    let reqs: Vec<Request> = [0u8, 1, 1, 1, 2, 2, 2, 2]
+        .iter()
+        .map(|&b| Request::new(3, vec![b; 16]))
+        .collect();
+    let c = EmuRunConfig {
+        sample_every: 1 << 40,
+        ..cfg(10_000.0)
+    };
+    let (report, _) = run(&c, &reqs, CounterCheck { applied: 0 }, |p| {
+        counter_server(p, false)
+    })
+    .expect("run");
+    let k = report.run.counters;
+    assert_eq!(k.mismatched, 0, "{k} {:?}", report.failures);
+    assert!(report.hash_matched > 0, "{report:?}");
+    let (report, _) = run(&c, &reqs, CounterCheck { applied: 0 }, |p| {
+        counter_server(p, true)
+    })
+    .expect("run");
+    let k = report.run.counters;
+    assert!(k.mismatched > 0, "{k}");
+    assert!(
+        report
+            .failures
+            .iter()
+            .any(|f| f.contains("the store holds")),
+        "{:?}",
+        report.failures
+    );
+}
