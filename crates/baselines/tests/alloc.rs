@@ -13,6 +13,9 @@
 //!   reused scratch);
 //! - FlatBuffers: none.
 //!
+//! Echo's server step (`Codec::echo`, per shape) is measured the same way: prost 1 (single
+//! value), 16 (8 values), 30 (depth-3 tree), all in its decode; Cap'n Proto 1; FlatBuffers 0.
+//!
 //! One test function (the counter is process-wide; no other test of this binary runs beside it).
 
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -20,7 +23,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use baselines::kv::{recycle, KvCodec, KvRequestView, KvResponseView};
-use baselines::Library;
+use baselines::{EchoMsg, Library, Shape};
 
 struct Counting;
 
@@ -103,8 +106,73 @@ fn forced(lib: Library, op: &Op) -> u64 {
     }
 }
 
+/// Heap allocations per call of `f`, after four warm-up calls.
+fn allocations_per_call(mut f: impl FnMut()) -> f64 {
+    for _ in 0..4 {
+        f();
+    }
+    const N: u64 = 100;
+    let before = ALLOCS.load(Ordering::Relaxed);
+    for _ in 0..N {
+        f();
+    }
+    (ALLOCS.load(Ordering::Relaxed) - before) as f64 / N as f64
+}
+
+/// The echo server's step per library and shape ([`baselines::Codec::echo`]: decode into
+/// the codec's reused message, encode into the transmit buffer), measured in the same test
+/// as the KV path (one counter per process).
+fn echo_allocations() -> Vec<(Library, Shape, f64)> {
+    let vals: Vec<Vec<u8>> = (0..16).map(|i| vec![i as u8; 64 + 300 * i]).collect();
+    let mut out = Vec::new();
+    for lib in Library::ALL {
+        for (shape, n) in [(Shape::Single, 1), (Shape::List, 8), (Shape::Tree(3), 8)] {
+            let refs: Vec<&[u8]> = vals[..n].iter().map(Vec::as_slice).collect();
+            let mut c = lib.codec();
+            let mut input = vec![0u8; 64 * 1024];
+            let len = c
+                .encode(
+                    &EchoMsg {
+                        id: 3,
+                        shape,
+                        vals: &refs,
+                    },
+                    &mut input,
+                )
+                .expect("encode");
+            input.truncate(len);
+            let mut tx = vec![0u8; 64 * 1024];
+            let per = allocations_per_call(|| {
+                assert!(c.echo(shape, &input, &mut tx).expect("echo") > 0);
+            });
+            let decode = allocations_per_call(|| {
+                c.decode(shape, &input, &mut |_| {}).expect("decode");
+            });
+            eprintln!("{lib:?} {shape}: echo {per}, of which decoding {decode}");
+            out.push((lib, shape, per));
+        }
+    }
+    out
+}
+
 #[test]
 fn a_baseline_server_path_allocates_only_what_its_library_forces() {
+    // Echo: everything prost allocates is in its decode (a `Bytes` then a `Vec` per value,
+    // and a `Box` per nested message: the single message's one value reuses its `Vec`);
+    // Cap'n Proto's one is its `Builder`'s segment table; FlatBuffers none.
+    for (lib, shape, per) in echo_allocations() {
+        let forced = match (lib, shape) {
+            (Library::Protobuf, Shape::Single) => 1.0,
+            (Library::Protobuf, Shape::List) => 16.0,
+            (Library::Protobuf, _) => 30.0,
+            (Library::Capnp, _) => 1.0,
+            (Library::Flatbuffers, _) => 0.0,
+        };
+        assert_eq!(
+            per, forced,
+            "echo {lib:?} {shape}: {per} allocations per message"
+        );
+    }
     let store: HashMap<String, Vec<u8>> = (0..16)
         .map(|i| (format!("key-{i}"), vec![i as u8; 64 + 200 * i]))
         .collect();
