@@ -155,8 +155,68 @@ fn echo_allocations() -> Vec<(Library, Shape, f64)> {
     out
 }
 
+/// prost's `bytes = "bytes"` configuration of `schemas/kv.proto`'s request (the generated
+/// code uses `Vec<u8>`): the same fields, values as `bytes::Bytes`.
+#[derive(Clone, PartialEq, prost::Message)]
+struct KvRequestBytes {
+    #[prost(uint32, tag = "1")]
+    id: u32,
+    #[prost(uint32, tag = "2")]
+    op: u32,
+    #[prost(string, repeated, tag = "3")]
+    keys: Vec<String>,
+    #[prost(bytes = "bytes", repeated, tag = "4")]
+    vals: Vec<bytes::Bytes>,
+    #[prost(uint32, tag = "5")]
+    index: u32,
+}
+
+/// Allocations per decode of a putm of 8 keys and values into a reused message: the generated
+/// `Vec<u8>` configuration, `Bytes` from a `&[u8]`, and `Bytes` from a `Bytes` input (what a
+/// server gets by wrapping its receive buffer, `Bytes::from_owner`, one allocation per
+/// request not counted here).
+fn prost_configurations() -> (f64, f64, f64) {
+    use prost::Message;
+    let keys: Vec<String> = (0..8).map(|i| format!("key-{i}")).collect();
+    let vals: Vec<Vec<u8>> = (0..8).map(|i| vec![i as u8; 100 + 300 * i]).collect();
+    let req = KvRequestView {
+        id: 1,
+        op: 1,
+        keys: keys.iter().map(String::as_str).collect(),
+        vals: vals.iter().map(Vec::as_slice).collect(),
+        index: 0,
+    };
+    let mut input = Vec::new();
+    Library::Protobuf
+        .kv_codec()
+        .encode_request(&req, &mut input);
+    let mut generated = baselines::generated::proto::kvpb::KvRequest::default();
+    let vec = allocations_per_call(|| {
+        generated.clear();
+        generated.merge(input.as_slice()).expect("decode");
+    });
+    let mut m = KvRequestBytes::default();
+    let from_slice = allocations_per_call(|| {
+        m.clear();
+        m.merge(input.as_slice()).expect("decode");
+    });
+    let shared = bytes::Bytes::from(input.clone());
+    let from_bytes = allocations_per_call(|| {
+        m.clear();
+        m.merge(shared.clone()).expect("decode");
+        assert_eq!(m.vals.len(), 8);
+    });
+    (vec, from_slice, from_bytes)
+}
+
 #[test]
 fn a_baseline_server_path_allocates_only_what_its_library_forces() {
+    // prost: 8 keys, 8 values. Generated `Vec<u8>`: a `String` per key, a `Bytes` and a `Vec`
+    // per value. `Bytes` from a slice: one per value fewer. From a `Bytes`: the values are
+    // slices of the input, only the keys' `String`s are left.
+    let (vec, from_slice, from_bytes) = prost_configurations();
+    eprintln!("prost putm (8 keys): Vec<u8> {vec}, Bytes from &[u8] {from_slice}, Bytes from Bytes {from_bytes}");
+    assert_eq!((vec, from_slice, from_bytes), (24.0, 16.0, 8.0));
     // Echo: everything prost allocates is in its decode (a `Bytes` then a `Vec` per value,
     // and a `Box` per nested message: the single message's one value reuses its `Vec`);
     // Cap'n Proto's one is its `Builder`'s segment table; FlatBuffers none.
