@@ -16,23 +16,36 @@
 //! Echo's server step (`Codec::echo`, per shape) is measured the same way: prost 1 (single
 //! value), 16 (8 values), 30 (depth-3 tree), all in its decode; Cap'n Proto 1; FlatBuffers 0.
 //!
-//! One test function (the counter is process-wide; no other test of this binary runs beside it).
+//! The counter is per thread (the harness's own threads allocate too).
 
 use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use baselines::kv::{recycle, KvCodec, KvRequestView, KvResponseView};
 use baselines::{EchoMsg, Library, Shape};
 
 struct Counting;
 
-static ALLOCS: AtomicU64 = AtomicU64::new(0);
+thread_local! {
+    /// This thread's allocations: the harness's other threads allocate too (output capture,
+    /// the runner), and must not count.
+    static ALLOCS: Cell<u64> = const { Cell::new(0) };
+}
+
+fn count() {
+    // `try_with`: an allocation during the thread's teardown is not counted, and never panics.
+    let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
+}
+
+fn allocs() -> u64 {
+    ALLOCS.with(Cell::get)
+}
 
 // SAFETY: forwards every call to the system allocator unchanged; only counts.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        count();
         // SAFETY: the caller's contract is passed on as is.
         unsafe { System.alloc(layout) }
     }
@@ -41,7 +54,7 @@ unsafe impl GlobalAlloc for Counting {
         unsafe { System.dealloc(ptr, layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        count();
         // SAFETY: as above.
         unsafe { System.realloc(ptr, layout, new_size) }
     }
@@ -112,16 +125,15 @@ fn allocations_per_call(mut f: impl FnMut()) -> f64 {
         f();
     }
     const N: u64 = 100;
-    let before = ALLOCS.load(Ordering::Relaxed);
+    let before = allocs();
     for _ in 0..N {
         f();
     }
-    (ALLOCS.load(Ordering::Relaxed) - before) as f64 / N as f64
+    (allocs() - before) as f64 / N as f64
 }
 
 /// The echo server's step per library and shape ([`baselines::Codec::echo`]: decode into
-/// the codec's reused message, encode into the transmit buffer), measured in the same test
-/// as the KV path (one counter per process).
+/// the codec's reused message, encode into the transmit buffer).
 fn echo_allocations() -> Vec<(Library, Shape, f64)> {
     let vals: Vec<Vec<u8>> = (0..16).map(|i| vec![i as u8; 64 + 300 * i]).collect();
     let mut out = Vec::new();
@@ -294,11 +306,11 @@ fn a_baseline_server_path_allocates_only_what_its_library_forces() {
                 serve(&mut c, &mut resp_vals, &mut statuses);
             }
             const N: u64 = 100;
-            let before = ALLOCS.load(Ordering::Relaxed);
+            let before = allocs();
             for _ in 0..N {
                 serve(&mut c, &mut resp_vals, &mut statuses);
             }
-            let per = (ALLOCS.load(Ordering::Relaxed) - before) as f64 / N as f64;
+            let per = (allocs() - before) as f64 / N as f64;
             report.push(format!(
                 "{lib:?} {}: {per} (forced {})",
                 op.name,
