@@ -11,6 +11,22 @@ cd "$(dirname "$0")/.."
 
 say() { printf '\n==> %s\n' "$*"; }
 
+# Every test that could not run here says so through crates/test-skip, which appends
+# `SKIPPED <test>: <why>` to this file; it is listed at the end (also when a step fails).
+# CORNFLAKES_REQUIRE_ALL=1 turns every skip into a failure instead.
+export CORNFLAKES_SKIP_LOG="$PWD/target/skipped.txt"
+mkdir -p target
+rm -f "$CORNFLAKES_SKIP_LOG"
+list_skips() {
+  if [ -s "$CORNFLAKES_SKIP_LOG" ]; then
+    say "skipped tests ($(sort -u "$CORNFLAKES_SKIP_LOG" | wc -l)); CORNFLAKES_REQUIRE_ALL=1 makes them fail"
+    sort -u "$CORNFLAKES_SKIP_LOG"
+  else
+    say "no test was skipped"
+  fi
+}
+trap list_skips EXIT
+
 # --- system packages -------------------------------------------------------------------------
 pkgs=$(cat crates/*/APT_PACKAGES apps/*/APT_PACKAGES tests/*/APT_PACKAGES 2>/dev/null \
   | sed 's/#.*//' | tr -s ' \t' '\n' | sed '/^$/d' | sort -u || true)

@@ -167,6 +167,9 @@ pub fn run_bench_emu(cfg: &BenchConfig) -> Result<(BenchOutcome, EmuOutcome), St
     };
     let mut scfg = search_config(cfg);
     scfg.validate()?;
+    if let Some(w) = loadgen::interference::idle_warning(Duration::from_millis(300)) {
+        eprintln!("[bench] {w}");
+    }
     let modes = &cfg.modes;
     eprintln!(
         "[bench] {} modes, shape {}: saturation search over {:?} req/s, median of up to {} \
@@ -231,7 +234,17 @@ pub fn run_bench_emu(cfg: &BenchConfig) -> Result<(BenchOutcome, EmuOutcome), St
 
 /// The comparison table of an emulated-NIC run (Markdown), ratios to `raw`.
 pub fn table(emu: &EmuOutcome) -> String {
-    emu_bench::table(&emu.summaries, Some(Mode::Raw.name()), emu.k)
+    let mut t = emu_bench::table(&emu.summaries, Some(Mode::Raw.name()), emu.k);
+    let libraries = [Mode::Protobuf, Mode::Capnp, Mode::Flatbuffers].map(Mode::name);
+    if let Some(c) = emu_bench::control_line(
+        &emu.summaries,
+        Mode::Cornflakes.name(),
+        Mode::CornflakesCopy.name(),
+        &libraries,
+    ) {
+        t.push_str(&format!("\n{c}\n"));
+    }
+    t
 }
 
 /// The JSON written next to the records: per mode its summary (`emu-summary.json`) and

@@ -109,6 +109,9 @@ pub struct BenchConfig {
     /// `emu` only: every n-th reply is decoded and verified (the first reply to each distinct
     /// request always is; every reply's headers, length, type and id are checked).
     pub sample_every: u64,
+    /// `emu` only: the device's time per gather entry (descriptor), nanoseconds (0: free; the
+    /// paper's crossover comes from CPU-side costs, §5.2).
+    pub desc_ns: u64,
     /// `emu` only: leading cache lines of each request frame the device demotes to the
     /// last-level cache after writing it, as DDIO leaves DMA writes there (0: none).
     pub demote_lines: usize,
@@ -143,6 +146,7 @@ impl Default for BenchConfig {
             out_dir: PathBuf::from("results/kv"),
             json: None,
             sample_every: 64,
+            desc_ns: 0,
             demote_lines: 0,
             trials: loadgen::search::DEFAULT_TRIALS,
             resolution: loadgen::search::DEFAULT_RESOLUTION,

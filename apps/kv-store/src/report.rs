@@ -318,6 +318,14 @@ pub fn tables(workload: &WorkloadConfig, out: &BenchOutcome) -> String {
             "\ncornflakes / best of protobuf, capnp, flatbuffers ({lib}): {:.2} (highest load within 95% of offered; the issue's targets: Twitter ≥ 1.15, CDN ≥ 2, Google 1 value ≥ 0.98)",
             h / r
         );
+        if let Some(c) = ours("cornflakes-copy") {
+            let (lo, hi) = emu_bench::PAPER_CONTROL;
+            let _ = writeln!(
+                s,
+                "control: cornflakes-copy / best library ({lib}): {:.2} (the paper's copy-only ÷ protobuf: {lo:.2}–{hi:.2}; far above it, the baselines pay for something cornflakes-copy does not)",
+                c / r
+            );
+        }
         let _ = writeln!(s, "{}", equal_p99(recs, lib));
     }
     s
@@ -390,6 +398,7 @@ mod tests {
                 rec("cornflakes-sg", 1000.0, 800.0),
                 rec("cornflakes-copy", 1000.0, 1000.0),
                 rec("cornflakes-no-ssend", 1000.0, 990.0),
+                rec("protobuf", 800.0, 800.0),
             ],
             workload: "google 1-4".to_owned(),
             requests_per_unit: 1.0,
@@ -407,6 +416,11 @@ mod tests {
         assert!(t.contains("| this run | 1.0 | 1.0 | 1.01 |"), "{t}");
         assert!(t.contains("saturated above 1000 req/s"), "{t}");
         assert!(t.contains(DATAPATH_LABEL));
+        // The control beside the headline, with the paper's range.
+        assert!(
+            t.contains("control: cornflakes-copy / best library (protobuf): 1.25 (the paper's copy-only ÷ protobuf: 0.93–1.02"),
+            "{t}"
+        );
     }
 
     #[test]

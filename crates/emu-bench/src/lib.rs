@@ -102,5 +102,8 @@ pub use run::{
     memory_config, run, run_cores, Bottleneck, CoreReport, EmuReport, EmuRunConfig, ServerPort,
     DEVICE_SATURATED, ETHERNET_WIRE_OVERHEAD, LINE_RATE_GBPS,
 };
-pub use search::{median_records, table, trials_json, Bound, EmuSummary, EmuTrial, LoadSummary};
+pub use search::{
+    control_line, median_records, replies_verified, table, trials_json, Bound, EmuSummary,
+    EmuTrial, LoadSummary, PAPER_CONTROL,
+};
 pub use wire::{LoadWire, ReplyCheck, MAX_FAILURES_KEPT};
