@@ -264,6 +264,7 @@ impl<'s> MessageGen<'s> {
                 #words_const
 
                 #[doc = #new_doc]
+                #[inline]
                 pub fn new_in(#arena_param: &'a cf::Arena) -> Self {
                     #name { #(#init)* }
                 }
@@ -434,6 +435,7 @@ impl<'s> MessageGen<'s> {
                     &self.#s
                 }
                 #[doc = #init_doc]
+                #[inline]
                 pub fn #init(&mut self, cap: usize) {
                     self.#s = #cap_ctor::with_capacity_in(cap, self.arena);
                     #set_bit
@@ -526,6 +528,7 @@ impl<'s> MessageGen<'s> {
                         &self.#s
                     }
                     #[doc = #set_doc]
+                    #[inline]
                     pub fn #set(&mut self, v: #t) {
                         #siblings
                         self.#s = v;
@@ -563,6 +566,7 @@ impl<'s> MessageGen<'s> {
                         })
                     }
                     #[doc = #set_doc]
+                    #[inline]
                     pub fn #set(&mut self, v: #t) {
                         #siblings
                         self.#s = ::core::option::Option::Some(cf::bumpalo::boxed::Box::new_in(v, self.arena.bump()));
