@@ -24,8 +24,8 @@ pub enum CFPtr<'a> {
 impl<'a> CFPtr<'a> {
     /// Builds a pointer from any bytes, applying the hybrid heuristic of `arena`.
     ///
-    /// The threshold is compared first, inline; only a value at least the threshold long goes
-    /// on to pointer recovery (out of line, so a copied value pays no call).
+    /// The threshold is compared first; only a value at least the threshold long goes on to
+    /// pointer recovery (a table probe and the item's reference count).
     #[inline(always)]
     pub fn new(data: &[u8], arena: &'a Arena) -> CFPtr<'a> {
         if data.len() < arena.threshold() {
@@ -59,7 +59,7 @@ impl<'a> CFPtr<'a> {
 
     /// [`new`](Self::new) for a value at least the threshold long: a reference when its bytes
     /// lie in one live pinned item, else copied and counted.
-    #[inline(never)]
+    #[inline(always)]
     fn reference_or_copy(data: &[u8], arena: &'a Arena) -> CFPtr<'a> {
         if let Some(mem) = arena.memory() {
             if let Some(buf) = mem.recover_ptr(data) {

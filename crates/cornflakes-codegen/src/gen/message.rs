@@ -279,12 +279,14 @@ impl<'s> MessageGen<'s> {
                 }
 
                 /// Decodes from plain bytes; string and bytes values borrow `buf`.
+                #[inline]
                 pub fn deserialize(buf: &'a [u8], arena: &'a cf::Arena) -> ::core::result::Result<Self, cf::DecodeError> {
                     <Self as cf::DecodeObj<'a>>::deserialize_bytes(buf, arena)
                 }
 
                 /// Decodes from a received packet: values at least the arena's threshold long
                 /// reference `pkt` (zero-copy), shorter ones borrow it.
+                #[inline]
                 pub fn deserialize_rcbuf(pkt: &'a cf::RcBuf, arena: &'a cf::Arena) -> ::core::result::Result<Self, cf::DecodeError> {
                     <Self as cf::DecodeObj<'a>>::deserialize_rcbuf(pkt, arena)
                 }
@@ -847,6 +849,7 @@ impl<'s> MessageGen<'s> {
             (quote!(mut h), quote!(mut m))
         };
         quote! {
+            #[inline]
             fn decode_from(#hm: cf::wire::HeaderReader<'_, 'a>, arena: &'a cf::Arena) -> ::core::result::Result<Self, cf::DecodeError> {
                 #check.map_err(|e| e.within(#path))?;
                 let #mm = #name::new_in(arena);
