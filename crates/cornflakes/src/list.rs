@@ -395,3 +395,42 @@ impl<T: std::fmt::Debug> std::fmt::Debug for PackedList<'_, T> {
         f.debug_list().entries(self.items.iter()).finish()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mem::PinnedMemory;
+
+    #[test]
+    fn dropping_a_leaf_list_releases_exactly_its_zero_copy_references() {
+        let mem = PinnedMemory::with_defaults().unwrap();
+        let arena = Arena::with_memory(&mem).with_threshold(512);
+        let big = mem.alloc_copy(&[7u8; 1024]).unwrap();
+        let small = mem.alloc_copy(&[1u8; 16]).unwrap();
+        {
+            let mut l: LeafList<'_, CFBytes<'_>> = LeafList::with_capacity_in(1, &arena);
+            l.append(CFBytes::new_ref(&small, &arena));
+            l.append(CFBytes::new_ref(&big, &arena));
+            l.append(CFBytes::new(&big[..600], &arena));
+            l.append(CFBytes::new(&[3u8; 8], &arena));
+            assert_eq!((big.ref_count(), small.ref_count()), (3, 1));
+            assert_eq!(l.sizes().zero_copy_count, 2);
+            assert_eq!(
+                l.iter().map(|v| v.len()).sum::<usize>(),
+                16 + 1024 + 600 + 8
+            );
+        }
+        assert_eq!((big.ref_count(), small.ref_count()), (1, 1));
+        // A list of copies only forgets its storage; nothing to release.
+        let mut l: LeafList<'_, CFPtr<'_>> = LeafList::with_capacity_in(0, &arena);
+        l.append(CFPtr::new(b"abc", &arena));
+        drop(l);
+        // Replacing an element keeps the zero-copy count (and so the drop) right.
+        let mut l: LeafList<'_, CFPtr<'_>> = LeafList::with_capacity_in(1, &arena);
+        l.append(CFPtr::new(b"abc", &arena));
+        assert!(l.set(0, CFPtr::new_ref(&big, &arena)).is_some());
+        assert_eq!(big.ref_count(), 2);
+        drop(l);
+        assert_eq!(big.ref_count(), 1);
+    }
+}
