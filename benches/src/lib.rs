@@ -3,7 +3,8 @@
 //! `baselines`), prost called directly (`prost-direct`, no `Codec` in between) and rkyv (zero-copy deserialization), on the paper's shapes, serializing and deserializing, with hot or cold values.
 //!
 //! - **serialize**: build the message from values in a [`Store`] and write it into a reused
-//!   transmit buffer. For Cornflakes this is serialize-and-send up to the descriptors: sizes,
+//!   transmit buffer (Cornflakes builds with `CFBytes::new_ref`: the store outlives the
+//!   message, so a short value is borrowed and copied once, at send time). For Cornflakes this is serialize-and-send up to the descriptors: sizes,
 //!   header + copy area after a 42-byte packet header, one descriptor (address, length, a new
 //!   reference) per zero-copy value; then the references are released (as the completion of
 //!   the send does) and the object is dropped. The arena reset happens outside (once per
