@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 say() { printf '\n==> %s\n' "$*"; }
 
 # --- system packages -------------------------------------------------------------------------
-pkgs=$(cat crates/*/APT_PACKAGES apps/*/APT_PACKAGES datapath-*/APT_PACKAGES tests/*/APT_PACKAGES 2>/dev/null \
+pkgs=$(cat crates/*/APT_PACKAGES apps/*/APT_PACKAGES tests/*/APT_PACKAGES 2>/dev/null \
   | sed 's/#.*//' | tr -s ' \t' '\n' | sed '/^$/d' | sort -u || true)
 missing=""
 for p in $pkgs; do
@@ -47,6 +47,8 @@ if cargo fmt --version >/dev/null 2>&1; then
   cargo fmt --all -- --check
   # fuzz/ is its own workspace (nightly only); its formatting is checked all the same.
   rustfmt --edition 2021 --check fuzz/src/*.rs fuzz/fuzz_targets/*.rs
+  # So is demikernel/ (its own workspace, nightly only).
+  rustfmt --edition 2021 --check demikernel/src/*.rs demikernel/tests/*.rs
 else
   say "SKIPPED: cargo fmt --check — rustfmt is not installed (rustup component add rustfmt)"
 fi
@@ -100,9 +102,9 @@ cargo package --no-verify --allow-dirty -p cornflakes -p cornflakes-codegen -p c
 # lists them) runs its tests again under ASan with leak detection. Default features: the
 # feature-gated FFI needs hardware or root and is tested above.
 asan_pkgs=""
-for p in cornflakes datapath-loopback datapath-socket datapath-xdp datapath-mlx5 datapath-ice \
+for p in cornflakes datapath-loopback datapath-socket datapath-tcp datapath-xdp datapath-mlx5 datapath-ice \
   netns-harness baselines percore; do
-  if [ -d "crates/$p" ] || [ -d "$p" ]; then asan_pkgs="$asan_pkgs $p"; fi
+  if [ -d "crates/$p" ]; then asan_pkgs="$asan_pkgs $p"; fi
 done
 nightly=""
 if rustup toolchain list 2>/dev/null | grep -q '^nightly'; then nightly=1; fi
@@ -117,6 +119,22 @@ if [ -n "$nightly" ]; then
     cargo +nightly test $args --target x86_64-unknown-linux-gnu --tests
 else
   say "SKIPPED: AddressSanitizer run — no nightly toolchain (rustup toolchain install nightly)"
+fi
+
+# --- Demikernel ------------------------------------------------------------------------------
+# demikernel/ carries Cornflakes frames over Demikernel's TCP (catpowder LibOS); the demikernel
+# crate needs nightly, so it is its own workspace, built and tested here with nightly. Its netns
+# test needs root and `ip` and says SKIPPED without them (docs/tcp.md, "Demikernel").
+if [ -n "$nightly" ]; then
+  say "demikernel/ (nightly): clippy and tests"
+  (
+    cd demikernel
+    export CARGO_TARGET_DIR="$PWD/../target/demikernel"
+    cargo +nightly clippy --all-targets -- -D warnings
+    cargo +nightly test
+  )
+else
+  say "SKIPPED: demikernel/ — no nightly toolchain (rustup toolchain install nightly)"
 fi
 
 # --- fuzzing ---------------------------------------------------------------------------------

@@ -476,30 +476,16 @@ fn calibrate_server_cmd(mut a: Args) -> Result<(), String> {
 }
 
 fn main() -> ExitCode {
-    let mut argv: Vec<String> = std::env::args().skip(1).collect();
-    if argv.is_empty() || argv.iter().any(|a| a == "-h" || a == "--help") {
-        eprint!("{USAGE}");
-        return if argv.is_empty() {
-            ExitCode::FAILURE
-        } else {
-            ExitCode::SUCCESS
-        };
-    }
-    let cmd = argv.remove(0);
-    let args = Args::new(argv);
-    let r = match cmd.as_str() {
-        "bench" => bench_cmd(args),
-        "server" => server_cmd(args),
-        "client" => client_cmd(args),
-        "calibrate" => calibrate_cmd(args),
-        "calibrate-server" => calibrate_server_cmd(args),
-        other => Err(format!("unknown command {other:?}\n{USAGE}")),
-    };
-    match r {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("echo: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    app_server::cli::main(
+        "echo",
+        USAGE,
+        &[
+            ("bench", bench_cmd),
+            ("server", server_cmd),
+            ("client", client_cmd),
+            ("calibrate", calibrate_cmd),
+            ("calibrate-server", calibrate_server_cmd),
+        ],
+        std::env::args().skip(1).collect(),
+    )
 }

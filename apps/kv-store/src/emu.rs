@@ -42,10 +42,12 @@ use emu_bench::{
 use kv_workloads::WorkloadConfig;
 use loadgen::search::{search, SearchConfig};
 
-use crate::bench::{load_store, prepare, write_outputs, BenchConfig, BenchOutcome, EMU_LABEL};
 use crate::cf;
 use crate::client::{decode_reply, Expected, RunRequests};
+use crate::config::{prepare, BenchConfig, BenchOutcome, EMU_LABEL};
+use crate::load::load_store;
 use crate::ops::{Op, OpKind, Reply};
+use crate::report::write_outputs;
 use crate::resp;
 use crate::serialization::Serialization;
 use crate::server::{Kv, KvServer, ServerConfig, ServerStats};

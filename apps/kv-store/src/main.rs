@@ -10,7 +10,8 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use app_server::{CargoRun, Launch, Transport};
-use kv_store::bench::{self, load_store, BenchConfig};
+use kv_store::bench::{self, BenchConfig};
+use kv_store::load::load_store;
 use kv_store::server::{Kv, ServerConfig};
 use kv_store::store::StoreConfig;
 use kv_store::Serialization;
@@ -53,7 +54,7 @@ usage:
       --datapath xdp (feature `xdp`, root): each server a process over
       AF_XDP in a network namespace on a veth pair, the clients on kernel sockets at the other
       end; serializations run one after another. --peers (with --datapath socket): then
-      redis-server and memcached (apps/kv-peers: different systems, their own servers over
+      redis-server and memcached (crates/kv-peers: different systems, their own servers over
       kernel TCP) with the same workload, requests and loads; DIR/peers.json, DIR/peers.md,
       and a side-by-side table appended to DIR/tables.md.
   kv server --serialization S [--bind IP:PORT] [--threshold N] [--mtu N] [--max-item BYTES]
@@ -352,28 +353,14 @@ fn server_cmd(mut a: Args) -> Result<(), String> {
 }
 
 fn main() -> ExitCode {
-    let mut args: Vec<String> = std::env::args().skip(1).collect();
-    if args.is_empty() || args.iter().any(|a| a == "-h" || a == "--help") {
-        print!("{USAGE}");
-        return if args.is_empty() {
-            ExitCode::FAILURE
-        } else {
-            ExitCode::SUCCESS
-        };
-    }
-    let cmd = args.remove(0);
-    let a = Args::new(args);
-    let r = match cmd.as_str() {
-        "bench" => bench_cmd(a),
-        "server" => server_cmd(a),
-        "client" => client_cmd(a),
-        other => Err(format!("unknown command {other:?}\n{USAGE}")),
-    };
-    match r {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("kv: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    app_server::cli::main(
+        "kv",
+        USAGE,
+        &[
+            ("bench", bench_cmd),
+            ("server", server_cmd),
+            ("client", client_cmd),
+        ],
+        std::env::args().skip(1).collect(),
+    )
 }

@@ -151,9 +151,32 @@ fn bad_arguments_say_what_is_wrong() {
             &["server", "--serialization", "resp", "--datapath", "xdp"][..],
             "--ifname",
         ),
+        (
+            &["server", "--serialization", "resp", "--datapath", "mlx5"][..],
+            "--mlx5-dev",
+        ),
+        (
+            &["server", "--serialization", "resp", "--datapath", "nope"][..],
+            "socket, xdp, mlx5 or ice",
+        ),
         (&["client", "--serialization", "resp"][..], "--server"),
         (&["frobnicate"][..], "unknown command"),
     ];
+    if !cfg!(feature = "mlx5") {
+        // The launcher's NIC errors themselves are tested in crates/app-server/tests/launch.rs.
+        cases.push((
+            &[
+                "server",
+                "--serialization",
+                "resp",
+                "--datapath",
+                "mlx5",
+                "--mlx5-dev",
+                "mlx5_99",
+            ][..],
+            "cargo run --release -p kv-store --features mlx5 --bin kv",
+        ));
+    }
     if !cfg!(feature = "xdp") {
         cases.push((
             &["bench", "--datapath", "xdp"][..],
@@ -251,7 +274,7 @@ fn peers_run_beside_the_store_on_the_socket_datapath_labelled_as_other_systems()
         .map(|(p, _)| p)
         .collect();
     if have.is_empty() {
-        eprintln!("SKIPPED {test}: neither redis-server nor memcached is installed (apps/kv-peers/APT_PACKAGES)");
+        eprintln!("SKIPPED {test}: neither redis-server nor memcached is installed (crates/kv-peers/APT_PACKAGES)");
         return;
     }
     let dir = tmp("kv-bench-peers");

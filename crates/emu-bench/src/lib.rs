@@ -35,7 +35,7 @@
 //!
 //! What this measures is the **server core's** work per request with a NIC that costs it
 //! nothing but descriptor writes and completion polls. It is not a network measurement: see
-//! `datapath-mlx5/README.md` for what the model leaves out.
+//! `crates/datapath-mlx5/README.md` for what the model leaves out.
 //!
 //! ```no_run
 //! use std::sync::atomic::Ordering;
@@ -83,12 +83,14 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod capture;
 mod frames;
 mod resident;
 mod run;
 mod search;
 mod wire;
 
+pub use capture::{capture, CaptureDatapath};
 /// Whether this machine has the N + 1 CPUs an N-core run needs (N servers, one device), and
 /// which.
 pub use datapath_mlx5::emu::threaded::cores_for;
