@@ -159,6 +159,7 @@ pub trait DecodeObj<'a>: Sized {
     fn decode_from(h: HeaderReader<'_, 'a>, arena: &'a Arena) -> Result<Self, DecodeError>;
 
     /// Decodes from plain bytes (values borrow `buf`).
+    #[inline]
     fn deserialize_bytes(buf: &'a [u8], arena: &'a Arena) -> Result<Self, DecodeError> {
         let dec = Decoder::new(buf);
         Self::decode_from(dec.root()?, arena)
@@ -166,6 +167,7 @@ pub trait DecodeObj<'a>: Sized {
 
     /// Decodes from a received packet: values at least the arena's threshold long reference
     /// the packet, shorter ones borrow it.
+    #[inline]
     fn deserialize_rcbuf(pkt: &'a RcBuf, arena: &'a Arena) -> Result<Self, DecodeError> {
         let dec = Decoder::from_rcbuf(pkt, arena);
         Self::decode_from(dec.root()?, arena)
