@@ -70,6 +70,12 @@ say "cargo test --workspace $features"
 # shellcheck disable=SC2086
 cargo test --workspace $features
 
+# --- the C API from C ---------------------------------------------------------------------------
+# crates/cornflakes-c: the static library, a C test program built with `cc` against the committed
+# header, run plain and with the C side under AddressSanitizer (docs/c-api.md, "Tests").
+say "C API: test_capi.c with cc, plain and -fsanitize=address"
+crates/cornflakes-c/tests/c/run.sh
+
 # --- a user crate outside the workspace -----------------------------------------------------
 # tests/external-user depends on the crates by path as another project would and compiles a
 # .proto with cornflakes-codegen and prost-build (needs protoc) side by side. Its own lock file;
@@ -101,7 +107,7 @@ cargo package --no-verify --allow-dirty -p cornflakes -p cornflakes-codegen -p c
 # feature-gated FFI needs hardware or root and is tested above.
 asan_pkgs=""
 for p in cornflakes datapath-loopback datapath-socket datapath-xdp datapath-mlx5 datapath-ice \
-  netns-harness baselines percore; do
+  netns-harness baselines percore cornflakes-c; do
   if [ -d "crates/$p" ] || [ -d "$p" ]; then asan_pkgs="$asan_pkgs $p"; fi
 done
 nightly=""
