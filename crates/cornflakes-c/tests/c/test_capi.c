@@ -376,6 +376,27 @@ static void test_datapath(void) {
     OK(cf_buf_data(rx[0].data, &p, &len));
     CHECK(len == 5 && memcmp(p, "hello", 5) == 0);
 
+    /* client → server: two pinned buffers as scatter-gather entries, received as one message */
+    {
+        cf_mem m;
+        OK(cf_dp_memory(client, &m));
+        cf_buf parts[2];
+        OK(cf_buf_alloc(m, (const uint8_t *)"scatter-", 8, &parts[0]));
+        OK(cf_buf_alloc(m, (const uint8_t *)"gather", 6, &parts[1]));
+        OK(cf_dp_send_bufs(client, conn, 6, 9, parts, 2));
+        OK(cf_buf_release(parts[0])); /* the send holds its own references */
+        OK(cf_buf_release(parts[1]));
+        FAILS(cf_dp_send_bufs(client, conn, 6, 9, parts, 2), CF_ERR_BAD_HANDLE);
+        FAILS(cf_dp_send_bufs(client, conn, 6, 9, NULL, 2), CF_ERR_NULL);
+        OK(cf_dp_flush(client));
+        OK(cf_mem_release(m));
+        cf_rx r2[2];
+        CHECK(recv_wait(server, r2, 2) == 1);
+        OK(cf_buf_data(r2[0].data, &p, &len));
+        CHECK(r2[0].msg_id == 6 && len == 14 && memcmp(p, "scatter-gather", 14) == 0);
+        OK(cf_buf_release(r2[0].data));
+    }
+
     /* server → client: a message with one copied and two referenced values */
     uint8_t big[4000];
     for (size_t i = 0; i < sizeof big; i++) big[i] = (uint8_t)(i % 251);
