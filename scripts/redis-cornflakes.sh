@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Fetches Redis 7.0.15 from Debian's source package (pinned version and .dsc checksum), unpacks
 # it with Debian's patches (security fixes) into target/redis-cornflakes/src, applies the patches in
-# apps/redis-cornflakes/patches/ (in order), and builds redis-server with the vendored
-# allocator and Lua (MALLOC=libc, no TLS), linking the Cornflakes C library when a patch uses
-# it. Docs: apps/redis-cornflakes/README.md.
+# apps/redis-cornflakes/patches/ (in order) and adds apps/redis-cornflakes/cornflakes.c, and
+# builds redis-server with the vendored allocator and Lua (MALLOC=libc, no TLS), linked with the
+# Cornflakes C library (crates/cornflakes-c, built here in release). Docs:
+# apps/redis-cornflakes/README.md.
 #
 # Usage: scripts/redis-cornflakes.sh [fetch|build]   (default: build, which fetches first)
 # Needs: apt deb-src access to Debian bookworm (added here as root when missing), dpkg-dev
@@ -48,24 +49,32 @@ SRC
   # dpkg-source checks the tarballs against the .dsc's checksums and applies Debian's patch
   # series (its configuration defaults and the security fixes of this version). The plain
   # `make` below still builds the vendored jemalloc/Lua/hiredis: Debian's switch to system
-  # libraries is a flag its packaging passes, which we do not.
-  if [ ! -f "$src/src/server.c" ]; then
+  # libraries is a flag its packaging passes, which we do not. The tree is unpacked again
+  # whenever our patches change (a stamp holds their checksum).
+  stamp="$(cat "$root"/apps/redis-cornflakes/patches/*.patch | sha256sum | cut -d' ' -f1)"
+  if [ ! -f "$src/src/server.c" ] || [ "$(cat "$work/patches.stamp" 2>/dev/null)" != "$stamp" ]; then
     rm -rf "$src"
     dpkg-source --no-copy -x "$work/dl/$DSC" "$src" >/dev/null
     for p in "$root"/apps/redis-cornflakes/patches/*.patch; do
-      [ -e "$p" ] || continue
       say "applying $(basename "$p")"
       patch -d "$src" -p1 --quiet < "$p"
     done
+    echo "$stamp" > "$work/patches.stamp"
   fi
+  # The Cornflakes side of the server is its own file, kept readable in apps/redis-cornflakes.
+  cp -p "$root/apps/redis-cornflakes/cornflakes.c" "$src/src/cornflakes.c"
 }
 
 build() {
   fetch
-  say "building redis-server (make -j${CARGO_BUILD_JOBS:-2})"
-  make -C "$src" -j"${CARGO_BUILD_JOBS:-2}" MALLOC=libc BUILD_TLS=no >"$work/build.log" 2>&1 \
+  say "building the C API (cargo build --release -p cornflakes-c)"
+  cargo build -q --release -p cornflakes-c
+  say "building redis-server (make -j${CARGO_BUILD_JOBS:-2}; log: $work/build.log)"
+  make -C "$src" -j"${CARGO_BUILD_JOBS:-2}" MALLOC=libc BUILD_TLS=no \
+    CORNFLAKES_LIB="${CARGO_TARGET_DIR:-$root/target}/release/libcornflakes_c.a" \
+    CORNFLAKES_INCLUDE="$root/crates/cornflakes-c/include" >"$work/build.log" 2>&1 \
     || { tail -40 "$work/build.log"; exit 1; }
-  ls -l "$src/src/redis-server"
+  echo "$src/src/redis-server"
 }
 
 case "${1:-build}" in
