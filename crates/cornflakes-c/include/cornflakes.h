@@ -209,8 +209,17 @@ enum cf_status cf_mem_recover(struct cf_mem mem,
 
 // Opens a socket datapath bound to `ip:port` (port 0 picks one; see `cf_dp_local_port`) with
 // its own pinned memory. The socket is nonblocking: `cf_dp_recv` never waits, and a program
-// with an event loop waits for `cf_dp_fd` to become readable.
+// with an event loop waits for `cf_dp_fd` to become readable. Messages (and pinned buffers)
+// are at most 16 KiB; `cf_dp_socket_new_sized` takes another limit.
 enum cf_status cf_dp_socket_new(const char *ip, uint16_t port, struct cf_dp *out_dp);
+
+// As `cf_dp_socket_new`, with messages and pinned buffers up to `max_message_len` bytes
+// (rounded up to a power of two, at most 2 MiB; 0: the default 16 KiB). Larger messages are
+// segmented into MTU-sized datagrams and reassembled.
+enum cf_status cf_dp_socket_new_sized(const char *ip,
+                                      uint16_t port,
+                                      size_t max_message_len,
+                                      struct cf_dp *out_dp);
 
 // Closes the datapath. Buffers received from it stay valid until released.
 enum cf_status cf_dp_release(struct cf_dp dp);

@@ -90,25 +90,59 @@ fn send_error(e: SendError) -> Error {
 
 /// Opens a socket datapath bound to `ip:port` (port 0 picks one; see `cf_dp_local_port`) with
 /// its own pinned memory. The socket is nonblocking: `cf_dp_recv` never waits, and a program
-/// with an event loop waits for `cf_dp_fd` to become readable.
+/// with an event loop waits for `cf_dp_fd` to become readable. Messages (and pinned buffers)
+/// are at most 16 KiB; `cf_dp_socket_new_sized` takes another limit.
 #[no_mangle]
 pub extern "C" fn cf_dp_socket_new(ip: *const c_char, port: u16, out_dp: *mut cf_dp) -> cf_status {
-    guard("cf_dp_socket_new", || {
-        let bind = addr(ip, port)?;
-        let dp = SocketDatapath::new(SocketConfig::new(bind)).map_err(|e| match e {
-            SetupError::Io(e) => Error::new(cf_status::CF_ERR_IO, format!("binding {bind}: {e}")),
-            SetupError::Memory(e) => alloc_error(e),
-        })?;
-        let id = table::with(|t| {
-            t.insert(Entry::Dp(Box::new(DpEntry {
-                dp,
-                pending: VecDeque::new(),
-                scratch: Vec::new(),
-            })))
-        })?;
-        out(out_dp, "out_dp", cf_dp { id })
+    guard("cf_dp_socket_new", || open(ip, port, 0, out_dp))
+}
+
+/// As `cf_dp_socket_new`, with messages and pinned buffers up to `max_message_len` bytes
+/// (rounded up to a power of two, at most 2 MiB; 0: the default 16 KiB). Larger messages are
+/// segmented into MTU-sized datagrams and reassembled.
+#[no_mangle]
+pub extern "C" fn cf_dp_socket_new_sized(
+    ip: *const c_char,
+    port: u16,
+    max_message_len: usize,
+    out_dp: *mut cf_dp,
+) -> cf_status {
+    guard("cf_dp_socket_new_sized", || {
+        open(ip, port, max_message_len, out_dp)
     })
 }
+
+fn open(ip: *const c_char, port: u16, max_len: usize, out_dp: *mut cf_dp) -> Result<()> {
+    let bind = addr(ip, port)?;
+    let mut cfg = SocketConfig::new(bind);
+    if max_len > 0 {
+        if max_len > MAX_ITEM {
+            return Err(Error::new(
+                cf_status::CF_ERR_TOO_LARGE,
+                format!(
+                    "max_message_len {max_len} is above the largest pinned buffer ({MAX_ITEM})"
+                ),
+            ));
+        }
+        cfg.memory.max_item_size = max_len.next_power_of_two().max(cfg.memory.max_item_size);
+        cfg.max_message_len = cfg.memory.max_item_size;
+    }
+    let dp = SocketDatapath::new(cfg).map_err(|e| match e {
+        SetupError::Io(e) => Error::new(cf_status::CF_ERR_IO, format!("binding {bind}: {e}")),
+        SetupError::Memory(e) => alloc_error(e),
+    })?;
+    let id = table::with(|t| {
+        t.insert(Entry::Dp(Box::new(DpEntry {
+            dp,
+            pending: VecDeque::new(),
+            scratch: Vec::new(),
+        })))
+    })?;
+    out(out_dp, "out_dp", cf_dp { id })
+}
+
+/// The largest pinned item.
+const MAX_ITEM: usize = cornflakes::mem::MemoryConfig::MAX_ITEM_SIZE;
 
 /// Closes the datapath. Buffers received from it stay valid until released.
 #[no_mangle]

@@ -327,6 +327,13 @@ static void test_nested(void) {
     OK(cf_schema_release(echo));
 }
 
+/* A static buffer of n (<= 65536) bytes with a fixed pattern. */
+static const uint8_t *malloc_fill(size_t n) {
+    static uint8_t buf[65536];
+    for (size_t i = 0; i < n && i < sizeof buf; i++) buf[i] = (uint8_t)(i * 31 + 7);
+    return buf;
+}
+
 static size_t recv_wait(cf_dp dp, cf_rx *out, size_t max) {
     size_t n = 0;
     for (int i = 0; i < 2000 && n == 0; i++) {
@@ -439,6 +446,28 @@ static void test_datapath(void) {
     CHECK(len == 2048 && memcmp(p, big, 2048) == 0);
     OK(cf_msg_get_bytes_at(got, f_vals, 2, &p, &len));
     CHECK(len == 3000 && memcmp(p, big + 100, 3000) == 0);
+
+    /* larger messages: a datapath sized for them, segmented and reassembled */
+    {
+        cf_dp big_a, big_b;
+        FAILS(cf_dp_socket_new_sized("127.0.0.1", 0, (size_t)3 << 20, &big_a), CF_ERR_TOO_LARGE);
+        FAILS(cf_dp_send_copy(client, conn, 1, 1, malloc_fill(40000), 40000), CF_ERR_TOO_LARGE);
+        OK(cf_dp_socket_new_sized("127.0.0.1", 0, 65536, &big_a));
+        OK(cf_dp_socket_new_sized("127.0.0.1", 0, 65536, &big_b));
+        uint16_t bport;
+        uint32_t bconn;
+        OK(cf_dp_local_port(big_b, &bport));
+        OK(cf_dp_connect(big_a, "127.0.0.1", bport, &bconn));
+        OK(cf_dp_send_copy(big_a, bconn, 3, 4, malloc_fill(40000), 40000));
+        OK(cf_dp_flush(big_a));
+        cf_rx r3;
+        CHECK(recv_wait(big_b, &r3, 1) == 1);
+        OK(cf_buf_data(r3.data, &p, &len));
+        CHECK(len == 40000 && memcmp(p, malloc_fill(40000), 40000) == 0);
+        OK(cf_buf_release(r3.data));
+        OK(cf_dp_release(big_a));
+        OK(cf_dp_release(big_b));
+    }
 
     /* sending on an unknown connection */
     FAILS(cf_dp_send_copy(server, 12345, 1, 1, (const uint8_t *)"x", 1), CF_ERR_INVALID);
