@@ -34,6 +34,9 @@
 
 #define CF_BURST 32
 #define CF_MAX_ARGS 1024
+/* Largest request or reply, and largest pinned value (with its sds header): 256 KiB, as the
+ * Cornflakes KV store's default --max-item. Longer values stay on the heap and are copied. */
+#define CF_MAX_MESSAGE (256 << 10)
 
 enum { OP_GET = 1, OP_PUT = 2, OP_GETM = 3, OP_GETLIST = 5, OP_APPEND = 7, OP_DELETE = 8, OP_MAX = 9 };
 enum { ST_OK = 0, ST_NOT_FOUND = 1, ST_TOO_LARGE = 3, ST_BAD_REQUEST = 5 };
@@ -479,8 +482,9 @@ void cfInit(void) {
         exit(1);
     }
     if (cf_schema_load(server.cornflakes_schema, NULL, &cf.kv) != CF_OK ||
-        cf_dp_socket_new(server.cornflakes_bind,
-                         (uint16_t)(server.cornflakes_port < 0 ? 0 : server.cornflakes_port), &cf.dp) != CF_OK ||
+        cf_dp_socket_new_sized(server.cornflakes_bind,
+                               (uint16_t)(server.cornflakes_port < 0 ? 0 : server.cornflakes_port),
+                               CF_MAX_MESSAGE, &cf.dp) != CF_OK ||
         cf_dp_memory(cf.dp, &cf.mem) != CF_OK || cf_mem_max_len(cf.mem, &cf.max_pinned) != CF_OK ||
         cf_arena_new(cf.mem, &cf.arena) != CF_OK ||
         cf_arena_set_threshold(cf.arena, (size_t)server.cornflakes_threshold) != CF_OK) {
