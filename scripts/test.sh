@@ -76,6 +76,13 @@ cargo test --workspace $features
 say "C API: test_capi.c with cc, plain and -fsanitize=address"
 crates/cornflakes-c/tests/c/run.sh
 
+# --- Redis with Cornflakes ------------------------------------------------------------------------
+# apps/redis-cornflakes: Redis 7.0.15 from Debian's source package, patched and built (a few
+# minutes), its functional test over the Cornflakes port, and Redis's own string and list units
+# with the port on (apps/redis-cornflakes/README.md, "Tests").
+say "redis-cornflakes: build, functional test, Redis's unit/type/string and unit/type/list"
+apps/redis-cornflakes/test/run.sh
+
 # --- a user crate outside the workspace -----------------------------------------------------
 # tests/external-user depends on the crates by path as another project would and compiles a
 # .proto with cornflakes-codegen and prost-build (needs protoc) side by side. Its own lock file;

@@ -9,6 +9,13 @@ here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../../.." && pwd)"
 cd "$root"
 target="${CARGO_TARGET_DIR:-$root/target}"
+# The source comes from Debian's source package: without root (to add the deb-src entry) or
+# without the archive, say so instead of failing or passing silently.
+if ! fetch_log=$(scripts/redis-cornflakes.sh fetch 2>&1); then
+  echo "SKIPPED redis-cornflakes tests: the Redis source could not be fetched:"
+  echo "$fetch_log" | tail -5
+  exit 0
+fi
 scripts/redis-cornflakes.sh build >/dev/null
 src="$target/redis-cornflakes/src"
 server="$src/src/redis-server"
