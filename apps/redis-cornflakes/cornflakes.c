@@ -446,6 +446,14 @@ static void cfReadable(aeEventLoop *el, int fd, void *data, int mask) {
     }
 }
 
+/* Every 100 ms: release pinned strings that background threads freed (FLUSHALL ASYNC, lazy
+ * free), also when no Cornflakes traffic arrives. */
+static int cfCron(aeEventLoop *el, long long id, void *data) {
+    UNUSED(el); UNUSED(id); UNUSED(data);
+    drainOrphans();
+    return 100;
+}
+
 static uint32_t field(uint32_t type, const char *name) {
     uint32_t f;
     if (cf_schema_field(cf.kv, type, name, &f) != CF_OK) return UINT32_MAX;
@@ -511,6 +519,10 @@ void cfInit(void) {
     cf_dp_local_port(cf.dp, &port);
     if (aeCreateFileEvent(server.el, fd, AE_READABLE, cfReadable, NULL) == AE_ERR) {
         serverLog(LL_WARNING, "cornflakes: cannot watch the datapath's socket");
+        exit(1);
+    }
+    if (aeCreateTimeEvent(server.el, 100, cfCron, NULL, NULL) == AE_ERR) {
+        serverLog(LL_WARNING, "cornflakes: cannot create the timer");
         exit(1);
     }
     sdsFreeHook = cfSdsFreeHook;

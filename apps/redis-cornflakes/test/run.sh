@@ -41,6 +41,21 @@ for fmt in resp cornflakes; do
   "$src/src/redis-cli" -p "$tcp" info cornflakes | grep -E "malformed|pinned_values|zero_copy"
 done
 
+# A long value set over TCP is pinned; APPEND copies it to the heap; a value freed by a
+# background thread (FLUSHALL ASYNC) is released on the main thread's timer.
+cli=("$src/src/redis-cli" -p "$tcp")
+pinned() { "${cli[@]}" info cornflakes | sed -n 's/^cornflakes_pinned_values:\([0-9]*\).*/\1/p'; }
+"${cli[@]}" set cf:pin "$(head -c 1000 /dev/zero | tr '\0' x)" >/dev/null
+[ "$(pinned)" = 1 ] || { echo "FAILED: a 1000-byte SET was not pinned"; exit 1; }
+"${cli[@]}" append cf:pin yy >/dev/null
+[ "$(pinned)" = 0 ] || { echo "FAILED: APPEND did not copy the pinned value"; exit 1; }
+[ "$("${cli[@]}" strlen cf:pin)" = 1002 ] || { echo "FAILED: APPEND lost bytes"; exit 1; }
+"${cli[@]}" set cf:pin "$(head -c 1000 /dev/zero | tr '\0' y)" >/dev/null
+"${cli[@]}" flushall async >/dev/null
+sleep 0.5
+[ "$(pinned)" = 0 ] || { echo "FAILED: FLUSHALL ASYNC left a pinned value unreleased"; exit 1; }
+echo "pinned values: SET pins, APPEND copies, FLUSHALL ASYNC releases: ok"
+
 if [ "${1:-}" != "--no-redis-units" ]; then
   if command -v tclsh >/dev/null; then
     echo "==> Redis's own tests: unit/type/string, unit/type/list (Cornflakes port on, values >= 512 B pinned)"
