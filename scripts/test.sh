@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 say() { printf '\n==> %s\n' "$*"; }
 
 # --- system packages -------------------------------------------------------------------------
-pkgs=$(cat crates/*/APT_PACKAGES apps/*/APT_PACKAGES datapath-*/APT_PACKAGES tests/*/APT_PACKAGES 2>/dev/null \
+pkgs=$(cat crates/*/APT_PACKAGES apps/*/APT_PACKAGES tests/*/APT_PACKAGES 2>/dev/null \
   | sed 's/#.*//' | tr -s ' \t' '\n' | sed '/^$/d' | sort -u || true)
 missing=""
 for p in $pkgs; do
@@ -115,7 +115,7 @@ cargo package --no-verify --allow-dirty -p cornflakes -p cornflakes-codegen -p c
 asan_pkgs=""
 for p in cornflakes datapath-loopback datapath-socket datapath-xdp datapath-mlx5 datapath-ice \
   netns-harness baselines percore cornflakes-c; do
-  if [ -d "crates/$p" ] || [ -d "$p" ]; then asan_pkgs="$asan_pkgs $p"; fi
+  if [ -d "crates/$p" ]; then asan_pkgs="$asan_pkgs $p"; fi
 done
 nightly=""
 if rustup toolchain list 2>/dev/null | grep -q '^nightly'; then nightly=1; fi
