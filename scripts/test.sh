@@ -88,6 +88,19 @@ say "cargo test --workspace $features"
 # shellcheck disable=SC2086
 cargo test --workspace $features
 
+# --- the C API from C ---------------------------------------------------------------------------
+# crates/cornflakes-c: the static library, a C test program built with `cc` against the committed
+# header, run plain and with the C side under AddressSanitizer (docs/c-api.md, "Tests").
+say "C API: test_capi.c with cc, plain and -fsanitize=address"
+crates/cornflakes-c/tests/c/run.sh
+
+# --- Redis with Cornflakes ------------------------------------------------------------------------
+# apps/redis-cornflakes: Redis 7.0.15 from Debian's source package, patched and built (a few
+# minutes), its functional test over the Cornflakes port, and Redis's own string and list units
+# with the port on (apps/redis-cornflakes/README.md, "Tests").
+say "redis-cornflakes: build, functional test, Redis's unit/type/string and unit/type/list"
+apps/redis-cornflakes/test/run.sh
+
 # --- a user crate outside the workspace -----------------------------------------------------
 # tests/external-user depends on the crates by path as another project would and compiles a
 # .proto with cornflakes-codegen and prost-build (needs protoc) side by side. Its own lock file;
@@ -119,7 +132,7 @@ cargo package --no-verify --allow-dirty -p cornflakes -p cornflakes-codegen -p c
 # feature-gated FFI needs hardware or root and is tested above.
 asan_pkgs=""
 for p in cornflakes datapath-loopback datapath-socket datapath-tcp datapath-xdp datapath-mlx5 datapath-ice \
-  netns-harness baselines percore; do
+  netns-harness baselines percore cornflakes-c; do
   if [ -d "crates/$p" ]; then asan_pkgs="$asan_pkgs $p"; fi
 done
 nightly=""
