@@ -284,10 +284,14 @@ fn values_from_another_pinned_memory_are_counted_apart() {
 fn values_compare_with_plain_strings_and_types_are_at_the_root() {
     let arena = Arena::new();
     let s = CFString::new("k", &arena);
-    assert!(s == "k" && "k" == s && s != "x");
+    assert!(s == "k", "CFString == &str");
+    assert!("k" == s, "&str == CFString");
+    assert!(s != "x");
     assert_eq!(s, "k");
     let b = CFBytes::new(b"v", &arena);
-    assert!(b == b"v" && b == b"v"[..] && b != b"w");
+    assert!(b == b"v", "CFBytes == &[u8; N]");
+    assert!(b == b"v"[..], "CFBytes == [u8]");
+    assert!(b != b"w");
     let _: fn(usize, usize) -> BufferTooSmall = BufferTooSmall::new;
     let _ = cornflakes::AllocError::TooLarge {
         requested: 1,

@@ -320,7 +320,7 @@ impl MessageGen<'_> {
     fn builder(&self) -> TokenStream {
         let name = self.name();
         let builder = format_ident!("{}Builder", name);
-        let methods = self.fields.iter().filter_map(|f| {
+        let methods = self.fields.iter().map(|f| {
             let set = format_ident!("set_{}", f.base);
             let get_mut = format_ident!("get_mut_{}", f.base);
             let m = names::ident_avoiding(&f.base, &["build", "arena", "m"]);
@@ -417,7 +417,7 @@ impl MessageGen<'_> {
                     }
                 }
             };
-            Some(quote!(#[doc = #doc] #body))
+            quote!(#[doc = #doc] #body)
         });
         let doc = format!(
             " Builds a `{n}` in one expression: `{n}::builder(&arena).field(value)….build()`; \
@@ -439,7 +439,8 @@ impl MessageGen<'_> {
                 m: #name<'a>,
             }
 
-            #[allow(dead_code)]
+            // Methods are named after the fields, which may be `add`, `sub`, `next`, ….
+            #[allow(dead_code, clippy::should_implement_trait)]
             impl<'a> #builder<'a> {
                 #(#methods)*
 
