@@ -115,10 +115,10 @@ impl ZeroCopyFallbacks {
 /// ```
 ///
 /// # Growth: high-water mark and limit
-/// An arena that is never reset keeps everything allocated in it (about 26 bytes per small
-/// decoded request), so a long-lived one grows without bound. [`high_water_bytes`]
-/// (Self::high_water_bytes) is the most the arena has held (chunk bytes, as
-/// [`allocated_bytes`](Self::allocated_bytes)); [`set_limit`](Self::set_limit) bounds it: once
+/// An arena that is never reset keeps everything allocated in it (tens of bytes per small
+/// decoded request whose objects are kept), so a long-lived one grows without bound.
+/// [`high_water_bytes`](Self::high_water_bytes) is the most the arena has held (chunk bytes,
+/// as [`allocated_bytes`](Self::allocated_bytes)); [`set_limit`](Self::set_limit) bounds it: once
 /// the arena holds more than the limit, decoding into it fails with
 /// [`DecodeErrorKind::ArenaLimit`](crate::DecodeErrorKind::ArenaLimit) and
 /// [`check_limit`](Self::check_limit) (for code that builds objects) with [`ArenaFull`],
