@@ -186,8 +186,8 @@ fn validate_refuses_what_new_would_refuse_naming_field_and_rounding() {
                 max_bytes: mib,
                 ..cfg()
             },
-            "max_bytes",
-            "chunk",
+            "initial_bytes",
+            "(2097152 bytes, as it is mapped) is above max_bytes = 1048576",
         ),
         (
             MemoryConfig {
@@ -195,7 +195,7 @@ fn validate_refuses_what_new_would_refuse_naming_field_and_rounding() {
                 max_bytes: 3 * mib,
                 ..cfg()
             },
-            "max_bytes",
+            "initial_bytes",
             "4194304 bytes",
         ),
         (

@@ -68,8 +68,7 @@ impl MemoryConfig {
     /// Checks every combination [`PinnedMemory::new`] or its first allocations would refuse:
     /// item sizes powers of two within
     /// [`MIN_ITEM_SIZE`](Self::MIN_ITEM_SIZE)..=[`MAX_ITEM_SIZE`](Self::MAX_ITEM_SIZE), the smallest
-    /// not above the largest; `max_bytes` room for at least one 2 MiB chunk; `initial_bytes`
-    /// and `region_bytes` *rounded up to whole 2 MiB chunks* (as they are mapped) not above
+    /// not above the largest; `initial_bytes` and `region_bytes` *rounded up to whole 2 MiB chunks* (as they are mapped) not above
     /// `max_bytes`; a non-zero `region_bytes` when the memory may grow, and a non-zero
     /// `initial_bytes` when it may not (else nothing could ever be allocated). The error names
     /// the field, its value and, for sizes, the rounding.
@@ -82,7 +81,7 @@ impl MemoryConfig {
     /// // 1 MiB is mapped as one 2 MiB chunk, which a 1 MiB limit cannot hold:
     /// let rounded = MemoryConfig { initial_bytes: 1 << 20, max_bytes: 1 << 20, ..MemoryConfig::default() };
     /// let e = rounded.validate().unwrap_err();
-    /// assert_eq!(e.field, "max_bytes");
+    /// assert_eq!(e.field, "initial_bytes");
     /// assert!(MemoryConfig::default().validate().is_ok());
     /// ```
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -110,21 +109,14 @@ impl MemoryConfig {
             );
         }
         let rounded = |b: usize| b.div_ceil(CHUNK_SIZE).max(1).saturating_mul(CHUNK_SIZE);
-        if self.max_bytes < CHUNK_SIZE {
-            return err(
-                "max_bytes",
-                self.max_bytes,
-                format!("must be at least one 2 MiB chunk ({CHUNK_SIZE} bytes): memory is mapped in whole chunks"),
-            );
-        }
         if self.initial_bytes > 0 && rounded(self.initial_bytes) > self.max_bytes {
             return err(
-                "max_bytes",
-                self.max_bytes,
+                "initial_bytes",
+                self.initial_bytes,
                 format!(
-                    "is below initial_bytes = {} rounded up to whole 2 MiB chunks ({} bytes, as it is mapped)",
-                    self.initial_bytes,
-                    rounded(self.initial_bytes)
+                    "rounded up to whole 2 MiB chunks ({} bytes, as it is mapped) is above max_bytes = {}",
+                    rounded(self.initial_bytes),
+                    self.max_bytes
                 ),
             );
         }
