@@ -14,7 +14,7 @@ use loadgen::{
 
 use crate::client::{EchoClient, Verifier};
 use crate::mode::Mode;
-use crate::server::{ServerConfig, ServerHandle, ServerStats};
+use crate::server::{ServerConfig, ServerStats};
 use crate::shape::ShapeSpec;
 
 /// Default offered loads (requests per second), lowest first; the lowest is also the fixed
@@ -300,7 +300,7 @@ pub fn run_bench(cfg: &BenchConfig) -> Result<BenchOutcome, String> {
         let mut cores = percore::CoresConfig::new(&format!("echo-server-{mode}"), cfg.cores);
         // One core floats, as it always has; several are pinned one per CPU.
         cores.pin = cfg.cores > 1;
-        let server = ServerHandle::spawn_cores(
+        let server = crate::server::spawn_cores(
             ServerConfig {
                 mode,
                 threshold: cfg.threshold,
@@ -452,7 +452,7 @@ fn write_outputs(cfg: &BenchConfig, out: &BenchOutcome) -> Result<(), String> {
                 "mode": m.name(),
                 "datapath": cfg.datapath.label(),
                 "received": st.received,
-                "echoed": st.echoed,
+                "echoed": st.replied,
                 "malformed": st.malformed,
                 "send_failed": st.send_failed,
                 "io_errors": st.io_errors,

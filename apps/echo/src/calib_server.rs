@@ -16,14 +16,13 @@
 
 use std::io;
 use std::net::SocketAddrV4;
-use std::sync::atomic::AtomicBool;
-use std::time::{Duration, Instant};
 
+use app_server::{Handler, Unanswered};
 use cornflakes::{Arena, CFBytes, ConnId, Datapath, Msg, PinnedMemory, RcBuf, RxMsg, SendError};
 use loadgen::{request_id, split_request_id, ClientTransport, Response, SeededRng};
 
 use crate::schema::List;
-use crate::server::ServerStats;
+use crate::server::Echoed;
 
 /// Bytes per pinned buffer of the array (the runtime's default largest size class).
 pub const ARRAY_ITEM: usize = 16 * 1024;
@@ -216,10 +215,15 @@ fn parse_into(
     Some((policy, size))
 }
 
+/// The [`ARRAY_ITEM`] buffers of an array of at least `array_bytes` (at least one).
+pub fn items_for(array_bytes: usize) -> usize {
+    array_bytes.div_ceil(ARRAY_ITEM).max(1)
+}
+
 /// Allocates the array — at least `array_bytes`, in whole [`ARRAY_ITEM`] buffers — from `mem`
 /// and fills it with the [`pattern_byte`]s.
 pub fn fill_array(mem: &PinnedMemory, array_bytes: usize) -> Result<Vec<RcBuf>, String> {
-    let items = array_bytes.div_ceil(ARRAY_ITEM).max(1);
+    let items = items_for(array_bytes);
     if mem.max_item_size() < ARRAY_ITEM {
         return Err(format!(
             "the datapath's largest pinned buffer is {} B; the array needs {ARRAY_ITEM} B items",
@@ -245,38 +249,47 @@ pub fn fill_array(mem: &PinnedMemory, array_bytes: usize) -> Result<Vec<RcBuf>, 
 }
 
 /// The calibration server on one datapath queue.
-pub struct CalibServer<D: Datapath> {
-    dp: D,
+pub type CalibServer<D> = app_server::Server<D, Calib>;
+
+/// A calibration server on `dp` holding an array of at least `array_bytes` (whole
+/// [`ARRAY_ITEM`]s) allocated from the datapath's pinned memory and filled with the
+/// [`pattern_byte`]s.
+pub fn new<D: Datapath>(dp: D, array_bytes: usize) -> Result<CalibServer<D>, String> {
+    let calib = Calib::new(dp.memory(), array_bytes)?;
+    Ok(CalibServer::new(dp, calib))
+}
+
+/// A calibration server on `dp` over an array already made by [`fill_array`] from `dp`'s
+/// memory (so it can be filled before the datapath starts receiving).
+pub fn with_array<D: Datapath>(dp: D, array: Vec<RcBuf>) -> CalibServer<D> {
+    let calib = Calib::with_array(dp.memory(), array);
+    CalibServer::new(dp, calib)
+}
+
+/// How the calibration server answers: the array and one arena per policy. Every request is
+/// timed (`work` is the time to build and queue each reply).
+pub struct Calib {
     array: Vec<RcBuf>,
     copy_arena: Arena,
     sg_arena: Arena,
-    rx: Vec<RxMsg>,
     segments: Vec<(usize, usize)>,
-    stats: ServerStats,
 }
 
-impl<D: Datapath> CalibServer<D> {
-    /// A server on `dp` holding an array of at least `array_bytes` (whole [`ARRAY_ITEM`]s)
-    /// allocated from the datapath's pinned memory and filled with the [`pattern_byte`]s.
-    pub fn new(dp: D, array_bytes: usize) -> Result<Self, String> {
-        let array = fill_array(dp.memory(), array_bytes)?;
-        Ok(Self::with_array(dp, array))
+impl Calib {
+    /// A handler holding an array of at least `array_bytes` from `mem` ([`fill_array`]).
+    pub fn new(mem: &PinnedMemory, array_bytes: usize) -> Result<Self, String> {
+        Ok(Self::with_array(mem, fill_array(mem, array_bytes)?))
     }
 
-    /// A server on `dp` over an array already made by [`fill_array`] from `dp`'s memory (so it
-    /// can be filled before the datapath starts receiving).
-    pub fn with_array(dp: D, array: Vec<RcBuf>) -> Self {
-        let mem = dp.memory();
+    /// A handler over an array already made by [`fill_array`] from `mem`.
+    pub fn with_array(mem: &PinnedMemory, array: Vec<RcBuf>) -> Self {
         let copy_arena = Arena::with_memory(mem).with_threshold(Policy::Copy.threshold());
         let sg_arena = Arena::with_memory(mem).with_threshold(Policy::ScatterGather.threshold());
-        CalibServer {
-            dp,
+        Calib {
             array,
             copy_arena,
             sg_arena,
-            rx: Vec::with_capacity(64),
             segments: Vec::with_capacity(MAX_SEGMENTS),
-            stats: ServerStats::default(),
         }
     }
 
@@ -284,67 +297,32 @@ impl<D: Datapath> CalibServer<D> {
     pub fn items(&self) -> usize {
         self.array.len()
     }
+}
 
-    /// The datapath.
-    pub fn datapath(&self) -> &D {
-        &self.dp
+impl Handler for Calib {
+    type Counters = Echoed;
+
+    fn label(&self) -> String {
+        "calibrate".to_owned()
     }
 
-    /// Counters so far (`work` is the time to build and queue each reply).
-    pub fn stats(&self) -> ServerStats {
-        ServerStats {
-            datapath: self.dp.counters(),
-            ..self.stats.clone()
-        }
+    fn counters(&self) -> Echoed {
+        Echoed
     }
 
-    /// Receives one burst, answers every request, flushes. Returns the messages received.
-    pub fn poll(&mut self) -> usize {
-        let mut rx = std::mem::take(&mut self.rx);
-        rx.clear();
-        if self.dp.recv_burst(&mut rx).is_err() {
-            self.stats.io_errors += 1;
-        }
-        let n = rx.len();
-        for m in rx.drain(..) {
-            self.stats.received += 1;
-            let start = Instant::now();
-            let r = match self.answer(&m) {
-                Err(Some(SendError::Full)) => {
-                    self.flush();
-                    self.answer(&m)
-                }
-                r => r,
-            };
-            self.stats.work.record(start.elapsed());
-            match r {
-                Ok(()) => self.stats.echoed += 1,
-                Err(None) => self.stats.malformed += 1,
-                Err(Some(_)) => self.stats.send_failed += 1,
-            }
-        }
-        self.rx = rx;
-        if n > 0 {
-            self.flush();
-        }
-        self.dp.poll_completions();
-        n
+    fn work_sample_every(&self) -> u64 {
+        1
     }
 
-    fn flush(&mut self) {
-        if self.dp.flush().is_err() {
-            self.stats.io_errors += 1;
-        }
-        self.dp.poll_completions();
-    }
-
-    /// `Err(None)`: malformed; `Err(Some(e))`: the reply could not be sent.
-    fn answer(&mut self, m: &RxMsg) -> Result<(), Option<SendError>> {
+    fn handle<D: Datapath>(&mut self, dp: &mut D, m: &RxMsg) -> Result<(), Unanswered> {
         if m.msg.ty != CALIB_MSG_TYPE {
-            return Err(None);
+            return Err(Unanswered::Malformed(format!(
+                "message type {} is not a calibration request",
+                m.msg.ty
+            )));
         }
-        let (policy, size) =
-            parse_into(&m.data, self.array.len(), &mut self.segments).ok_or(None)?;
+        let (policy, size) = parse_into(&m.data, self.array.len(), &mut self.segments)
+            .ok_or_else(|| Unanswered::Malformed("bad calibration request".to_owned()))?;
         let arena = match policy {
             Policy::Copy => &mut self.copy_arena,
             Policy::ScatterGather => &mut self.sg_arena,
@@ -361,47 +339,7 @@ impl<D: Datapath> CalibServer<D> {
         }
         // The reply carries the request's type (the emulated NIC's clients check it).
         let reply = Msg::new(m.msg.id, CALIB_MSG_TYPE);
-        self.dp.send_object(m.conn, reply, &resp).map_err(Some)
-    }
-
-    /// Polls until `stop`; after `idle_after` empty polls calls `idle` (see
-    /// [`percore::poll_loop`]). With `report`, prints the counters that often.
-    pub fn run(
-        &mut self,
-        stop: &AtomicBool,
-        report: Option<Duration>,
-        idle_after: u32,
-        idle: &mut dyn FnMut(&D),
-    ) {
-        percore::poll_loop(self, stop, report, idle_after, &mut |s: &mut Self| {
-            idle(&s.dp)
-        });
-    }
-}
-
-impl<D: Datapath> percore::Poll for CalibServer<D> {
-    type Stats = ServerStats;
-
-    fn poll(&mut self) -> usize {
-        CalibServer::poll(self)
-    }
-
-    fn stats(&self) -> ServerStats {
-        CalibServer::stats(self)
-    }
-
-    fn report_line(&self) -> String {
-        format!(
-            "[server calibrate {}] {}",
-            self.dp.local_addr(),
-            self.stats()
-        )
-    }
-}
-
-impl datapath_socket::cores::SocketServer for CalibServer<datapath_socket::SocketDatapath> {
-    fn socket_datapath(&self) -> &datapath_socket::SocketDatapath {
-        &self.dp
+        Ok(dp.send_object(m.conn, reply, &resp)?)
     }
 }
 
@@ -481,42 +419,6 @@ impl<D: Datapath + cornflakes::datapath::Connect> ClientTransport for CalibClien
         let n = self.rx.len();
         self.rx.clear();
         Ok(n)
-    }
-}
-
-/// The calibration server as a [`nic_server::NicApp`] (`calibrate-server --datapath mlx5|ice`).
-pub struct CalibNicApp {
-    /// Bytes of the array.
-    pub array_bytes: usize,
-}
-
-impl nic_server::NicApp for CalibNicApp {
-    type Stats = ServerStats;
-    const CARGO_RUN: nic_server::CargoRun = crate::nic::CARGO_RUN;
-
-    fn extra_bytes(&self) -> usize {
-        self.array_bytes
-    }
-
-    fn serve<D: Datapath>(
-        self,
-        dp: D,
-        nic: &nic_server::NicSpec,
-        bind: SocketAddrV4,
-        stop: &AtomicBool,
-        report: Option<Duration>,
-    ) -> Result<ServerStats, String> {
-        let mut server = CalibServer::new(dp, self.array_bytes)?;
-        let what = crate::nic::device_label(nic);
-        eprintln!(
-            "[server] ready: calibrate on {bind} ({what}), {} array items, {} descriptors per packet",
-            server.items(),
-            server.datapath().max_segments()
-        );
-        server.run(stop, report, crate::server::IDLE_SPINS, &mut |_| {
-            std::thread::yield_now()
-        });
-        Ok(server.stats())
     }
 }
 

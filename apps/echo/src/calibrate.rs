@@ -1,7 +1,7 @@
 //! `echo calibrate`: the paper's §5 measurement as one command (docs/calibration.md).
 //!
 //! For every cell (S, K) of the grid, the saturation load of both [`Policy`]s against a
-//! [`CalibServer`], found with the project's saturation search ([`loadgen::search`]: median of
+//! [`CalibServer`](crate::calib_server::CalibServer), found with the project's saturation search ([`loadgen::search`]: median of
 //! up to K trials per load, a doubling grid until a sustained miss, bisection to a resolution),
 //! copy and scatter-gather of a cell interleaved trial by trial. Per cell and policy: the
 //! median achieved load at the highest load kept up and the min–max spread of the trials
@@ -14,11 +14,8 @@
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 use std::time::Duration;
 
-use cornflakes::datapath::Transmit as _;
 use cornflakes::mem::MemoryConfig;
 use cornflakes::threshold::CALIBRATION_KEY;
 use cornflakes::Arena;
@@ -32,7 +29,7 @@ use loadgen::{
 use serde_json::json;
 
 use crate::bench::DatapathKind;
-use crate::calib_server::{CalibClient, CalibServer, Cell, Policy, ARRAY_ITEM, MAX_SEGMENTS};
+use crate::calib_server::{CalibClient, Cell, Policy, ARRAY_ITEM, MAX_SEGMENTS};
 use crate::server::ServerStats;
 
 mod rule;
@@ -258,37 +255,28 @@ struct SocketServer {
     addr: SocketAddrV4,
     items: usize,
     max_segments: usize,
-    core: datapath_socket::cores::SocketCores<(usize, usize), ServerStats>,
+    handle: crate::server::ServerHandle,
 }
 
 impl SocketServer {
     fn spawn(sock: SocketConfig, array_bytes: usize, spin: bool) -> Result<SocketServer, String> {
-        let mut cores = percore::CoresConfig::new("calibrate-server", 1);
-        cores.pin = false;
-        let stop = Arc::new(AtomicBool::new(false));
-        let core = datapath_socket::cores::spawn_socket_cores(
+        let handle = crate::server::ServerHandle::spawn_one(
+            "calibrate-server",
             sock,
-            &cores,
-            stop,
-            spin,
             None,
-            move |dp, _| {
-                let server = CalibServer::new(dp, array_bytes)?;
-                let info = (server.items(), server.datapath().max_segments());
-                Ok((server, info))
-            },
+            spin,
+            move |mem, _| crate::calib_server::Calib::new(mem, array_bytes),
         )?;
-        let (addr, (items, max_segments)) = core.ready()[0];
         Ok(SocketServer {
-            addr,
-            items,
-            max_segments,
-            core,
+            addr: handle.addr(),
+            items: crate::calib_server::items_for(array_bytes),
+            max_segments: handle.max_segments(),
+            handle,
         })
     }
 
     fn stop(self) -> Result<ServerStats, String> {
-        self.core.stop().map(|per| ServerStats::sum(&per))
+        self.handle.stop().map_err(|e| e.to_string())
     }
 }
 
@@ -598,7 +586,7 @@ pub const EMU_DISTINCT_REQUESTS: usize = 1024;
 /// Adds the counters of one trial's server (each trial starts a fresh server) to `total`.
 fn add_counters(total: &mut ServerStats, s: &ServerStats) {
     total.received += s.received;
-    total.echoed += s.echoed;
+    total.replied += s.replied;
     total.malformed += s.malformed;
     total.send_failed += s.send_failed;
     total.io_errors += s.io_errors;
@@ -670,7 +658,7 @@ fn run_emu(cfg: &CalibConfig, array_bytes: usize) -> Result<Calibration, String>
             let dp = port
                 .datapath(mem)
                 .map_err(|e| format!("server datapath: {e}"))?;
-            let mut server = CalibServer::with_array(dp, array);
+            let mut server = crate::calib_server::with_array(dp, array);
             server.run(
                 port.stop_flag(),
                 None,
@@ -815,7 +803,7 @@ pub fn to_json(cfg: &CalibConfig, c: &Calibration) -> serde_json::Value {
         "cells": cells,
         "server": {
             "received": c.server.received,
-            "answered": c.server.echoed,
+            "answered": c.server.replied,
             "malformed": c.server.malformed,
             "send_failed": c.server.send_failed,
         },

@@ -1,8 +1,8 @@
 //! The echo messages as Cornflakes objects (generated from `schemas/echo.proto`): building a
 //! request, the server's deserialize → new object → send, and checking a response.
 
+pub use app_server::serialization::SendPath;
 use cornflakes::bumpalo::collections::Vec as BumpVec;
-use cornflakes::datapath::object_to_sga;
 use cornflakes::{
     Arena, CFBytes, CFPtr, ConnId, CornflakesObj, Datapath, DecodeError, DecodeObj, Msg,
 };
@@ -82,31 +82,6 @@ tree_node!(Tree3, Tree2);
 tree_node!(Tree4, Tree3);
 tree_node!(Tree5, Tree4);
 
-/// How the server sends an object.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SendPath {
-    /// Serialize-and-send: the datapath walks the object ([`cornflakes::datapath::Transmit::send_object`]).
-    SerializeAndSend,
-    /// First build a scatter-gather array ([`object_to_sga`]), then send it (the ablation).
-    SgaThenSend,
-}
-
-fn send<D: Datapath, O: CornflakesObj>(
-    dp: &mut D,
-    conn: ConnId,
-    msg: Msg,
-    obj: &O,
-    path: SendPath,
-) -> Result<(), SendError> {
-    match path {
-        SendPath::SerializeAndSend => dp.send_object(conn, msg, obj),
-        SendPath::SgaThenSend => {
-            let sga = object_to_sga(obj, dp.memory(), dp.max_segments().saturating_sub(1))?;
-            dp.send_sga(conn, msg, &sga)
-        }
-    }
-}
-
 fn echo_tree<'a, T: TreeObj<'a>, D: Datapath>(
     dp: &mut D,
     conn: ConnId,
@@ -122,7 +97,7 @@ fn echo_tree<'a, T: TreeObj<'a>, D: Datapath>(
     }
     let mut it = leaves.into_iter();
     let resp = T::build(arena, &mut || it.next().unwrap_or_default());
-    Ok(send(dp, conn, msg, &resp, path)?)
+    Ok(path.send(dp, conn, msg, &resp)?)
 }
 
 /// The server's work for one Cornflakes message of `kind`: deserialize `data` (fields at least
@@ -145,7 +120,7 @@ pub fn echo<D: Datapath>(
             if req.has_val() {
                 resp.set_val(req.get_val().clone());
             }
-            Ok(send(dp, conn, msg, &resp, path)?)
+            Ok(path.send(dp, conn, msg, &resp)?)
         }
         Kind::List => {
             let mut req = List::deserialize_rcbuf(data, arena)?;
@@ -159,7 +134,7 @@ pub fn echo<D: Datapath>(
                 // is re-encoded as it is.
                 std::mem::swap(resp.get_mut_vals(), req.get_mut_vals());
             }
-            Ok(send(dp, conn, msg, &resp, path)?)
+            Ok(path.send(dp, conn, msg, &resp)?)
         }
         Kind::Tree(1) => echo_tree::<Tree1, D>(dp, conn, msg, data, arena, path),
         Kind::Tree(2) => echo_tree::<Tree2, D>(dp, conn, msg, data, arena, path),

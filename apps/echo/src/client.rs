@@ -63,7 +63,7 @@ impl RequestBuilder {
                 manual::encode_request(id, &self.spec, &mut self.vals, &mut self.buf);
                 dp.send_copy(conn, msg, &self.buf)
             }
-            Format::Cornflakes => {
+            Format::Cornflakes(_) => {
                 fill_values(id, &self.spec, &mut self.vals);
                 self.arena.reset();
                 cf::send_request(dp, conn, msg, id, &self.spec, &self.vals, &self.arena)
@@ -113,7 +113,7 @@ impl Verifier {
     pub fn check(&self, id: u64, payload: &[u8]) -> bool {
         match self.format {
             Format::Manual => manual::check_response(id, &self.spec, payload),
-            Format::Cornflakes => CHECK_ARENA.with(|a| {
+            Format::Cornflakes(_) => CHECK_ARENA.with(|a| {
                 let mut arena = a.borrow_mut();
                 arena.reset();
                 cf::check_response(id, &self.spec, payload, &arena)

@@ -27,7 +27,7 @@ use loadgen::search::{search, SearchConfig};
 use crate::bench::{BenchConfig, BenchOutcome};
 use crate::client::{RequestBuilder, Verifier};
 use crate::mode::Mode;
-use crate::server::{EchoServer, ServerConfig, ServerStats, IDLE_SPINS};
+use crate::server::{ServerConfig, ServerStats, IDLE_SPINS};
 use crate::shape::ShapeSpec;
 
 /// Default coarse grid of the emulated-NIC saturation search (requests per second): doubling
@@ -186,7 +186,7 @@ pub fn run_point_with(
         let dp = port
             .datapath(mem)
             .map_err(|e| format!("server core {core} datapath: {e}"))?;
-        let mut server = EchoServer::new(dp, server_cfg)?;
+        let mut server = crate::server::new(dp, server_cfg)?;
         if pin {
             // A dedicated core: spin, never yield.
             server.run(port.stop_flag(), None, IDLE_SPINS, &mut |_| {

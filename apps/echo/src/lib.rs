@@ -31,7 +31,6 @@ pub mod emu;
 pub mod libs;
 pub mod manual;
 pub mod mode;
-pub mod nic;
 pub mod server;
 pub mod shape;
 #[cfg(feature = "xdp")]

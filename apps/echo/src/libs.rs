@@ -2,7 +2,6 @@
 //! FlatBuffers reserialize into one pinned buffer; the server sends Cap'n Proto's reply as its
 //! segments (`baselines::capnp_echo_sga`), the path that suits its output (paper §6.1.3).
 
-use crate::mode::Lib;
 use crate::shape::{Kind, ShapeSpec, ValueChecker};
 use baselines::{Codec, CodecError, EchoMsg, Library, Shape};
 
@@ -22,15 +21,8 @@ pub(crate) fn shape(kind: Kind) -> Shape {
 
 impl LibCodec {
     /// The codec of `lib`.
-    pub fn new(lib: Lib) -> LibCodec {
-        let library = match lib {
-            Lib::Protobuf => Library::Protobuf,
-            Lib::Capnp => Library::Capnp,
-            Lib::Flatbuffers => Library::Flatbuffers,
-        };
-        LibCodec {
-            codec: library.codec(),
-        }
+    pub fn new(lib: Library) -> LibCodec {
+        LibCodec { codec: lib.codec() }
     }
 
     /// Encodes request `id` of `spec` with values `vals` (back to back) into `out`.

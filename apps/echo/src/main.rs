@@ -9,12 +9,12 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use app_server::{CargoRun, Launch, Transport};
 use datapath_socket::SocketConfig;
 use echo::bench::{self, BenchConfig, DatapathKind, SweepPlan, DEFAULT_MTU};
-use echo::calib_server::CalibServer;
+use echo::calib_server::Calib;
 use echo::calibrate::{self, CalibConfig};
-use echo::nic::NicSpec;
-use echo::server::{ServerConfig, ServerHandle};
+use echo::server::{Echo, ServerConfig};
 use echo::{Mode, ShapeSpec};
 
 const USAGE: &str = "\
@@ -224,6 +224,42 @@ fn socket_config(bind: SocketAddrV4, mtu: usize) -> SocketConfig {
     sc
 }
 
+/// How to build `echo` with a datapath's feature (the hint of a build without it).
+const CARGO_RUN: CargoRun = CargoRun {
+    package: "echo",
+    bin: None,
+    args: "server ...",
+};
+
+/// Runs `body` until `--seconds` pass or, with `--until-stdin-closes`, standard input closes
+/// (how a parent, e.g. the AF_XDP bench, stops a child server); `body` gets the stop flag.
+fn serve_until<T>(
+    seconds: Option<Duration>,
+    until_stdin_closes: bool,
+    body: impl FnOnce(&AtomicBool) -> Result<T, String>,
+) -> Result<T, String> {
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let stop = &stop;
+        if let Some(d) = seconds {
+            s.spawn(move || {
+                std::thread::sleep(d);
+                stop.store(true, Ordering::Relaxed);
+            });
+        }
+        if until_stdin_closes {
+            s.spawn(move || {
+                let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
+                stop.store(true, Ordering::Relaxed);
+            });
+        }
+        let r = body(stop);
+        // Let the helper threads end too.
+        stop.store(true, Ordering::Relaxed);
+        r
+    })
+}
+
 fn server_cmd(mut a: Args) -> Result<(), String> {
     let mode: Mode = a.parse("--mode")?.ok_or("--mode is required")?;
     let bind = a
@@ -243,253 +279,26 @@ fn server_cmd(mut a: Args) -> Result<(), String> {
         }
     };
     let mtu_arg: Option<usize> = a.parse("--mtu")?;
-    let mtu = mtu_arg.unwrap_or(DEFAULT_MTU);
     let seconds = a.secs("--seconds")?;
     let spin = a.switch("--spin");
     let until_stdin_closes = a.switch("--until-stdin-closes");
-    let datapath = a.take("--datapath")?.unwrap_or_else(|| "socket".to_owned());
-    let ifname = a.take("--ifname")?;
-    let peer = a.take("--peer")?;
-    let mlx5_dev = a.take("--mlx5-dev")?;
-    let dpdk_args = a.take("--dpdk-args")?;
+    let mut transport = Transport::from_args(&mut a)?;
     let cores = a.parse::<usize>("--cores")?;
     a.finish()?;
-    let cores = cores.unwrap_or(1);
-    let nic = match datapath.as_str() {
-        "mlx5" => Some(NicSpec::Mlx5 {
-            device: mlx5_dev.ok_or("--datapath mlx5 needs --mlx5-dev <mlx5_N | PCI address>")?,
-        }),
-        "ice" => Some(NicSpec::Ice {
-            dpdk_args: dpdk_args.ok_or("--datapath ice needs --dpdk-args \"<EAL arguments>\"")?,
-        }),
-        _ => None,
-    };
+    if let Transport::Xdp(x) = &mut transport {
+        x.mtu = mtu_arg;
+    }
     let cfg = ServerConfig { mode, threshold };
-    let stop = AtomicBool::new(false);
-    let report = Some(Duration::from_secs(1));
-    let stats = std::thread::scope(|s| -> Result<_, String> {
-        let stop = &stop;
-        if let Some(d) = seconds {
-            s.spawn(move || {
-                std::thread::sleep(d);
-                stop.store(true, Ordering::Relaxed);
-            });
-        }
-        if until_stdin_closes {
-            s.spawn(move || {
-                let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
-                stop.store(true, Ordering::Relaxed);
-            });
-        }
-        let r = match datapath.as_str() {
-            "socket" => socket_cores(cfg, socket_config(bind, mtu), cores, spin, stop, report),
-            "xdp" => {
-                let x = XdpArgs {
-                    ifname,
-                    peer,
-                    mtu: mtu_arg,
-                };
-                xdp_server(x, bind, cfg, cores, stop, report)
-            }
-            "mlx5" | "ice" => match &nic {
-                Some(nic) if cores > 1 => {
-                    echo::nic::serve_cores(nic, bind, mtu, cfg, cores, stop, report)
-                }
-                Some(nic) => echo::nic::serve(nic, bind, mtu, cfg, stop, report),
-                None => Err("no NIC given".to_owned()),
-            },
-            other => Err(format!(
-                "unknown datapath {other:?} (socket, xdp, mlx5 or ice)"
-            )),
-        };
-        // Let the helper threads end too.
-        stop.store(true, Ordering::Relaxed);
-        r
+    let sock = socket_config(bind, mtu_arg.unwrap_or(DEFAULT_MTU));
+    let mut l = Launch::new(transport, sock, mode.name(), CARGO_RUN);
+    l.cores = cores.unwrap_or(1);
+    l.spin = spin;
+    l.name = format!("echo-server-{mode}");
+    let stats = serve_until(seconds, until_stdin_closes, |stop| {
+        app_server::launch(&l, move |mem, _| Echo::new(mem, cfg), stop)
     })?;
     eprintln!("[server] {mode} done: {stats}");
     Ok(())
-}
-
-/// `echo server --datapath socket [--cores N]`: N pinned share-nothing cores, core *i* on the
-/// base port plus *i*, until `stop`; prints each core's counters and returns their sum.
-fn socket_cores(
-    cfg: ServerConfig,
-    sock: SocketConfig,
-    cores: usize,
-    spin: bool,
-    stop: &AtomicBool,
-    report: Option<Duration>,
-) -> Result<echo::server::ServerStats, String> {
-    let mut cc = percore::CoresConfig::new(&format!("echo-server-{}", cfg.mode), cores);
-    // One core floats, as it always has; several are pinned one per CPU.
-    cc.pin = cores > 1;
-    let server = ServerHandle::spawn_cores(cfg, sock, &cc, report, spin)?;
-    for (i, addr) in server.addrs().iter().enumerate() {
-        eprintln!(
-            "[server] ready: {} on {addr} (socket datapath, core {i} of {cores})",
-            cfg.mode
-        );
-    }
-    let per_core = server.serve_until(stop)?;
-    Ok(echo::server::ServerStats::sum(&per_core))
-}
-
-/// `echo calibrate-server --datapath socket [--cores N]`: N pinned share-nothing cores, core
-/// *i* on the base port plus *i*, each holding its own `1/N` shard of the array (the paper's
-/// Figure 13 setup), until `stop`; prints each core's counters and returns their sum.
-fn calibrate_socket_cores(
-    bind: SocketAddrV4,
-    mtu: usize,
-    array_bytes: usize,
-    cores: usize,
-    stop: &AtomicBool,
-    report: Option<Duration>,
-) -> Result<echo::server::ServerStats, String> {
-    let shard = array_bytes / cores.max(1);
-    let mut sc = socket_config(bind, mtu);
-    sc.memory.max_item_size = calibrate::SOCKET_MAX_ITEM;
-    sc.memory.max_bytes = shard + (256 << 20);
-    let mut cc = percore::CoresConfig::new("calibrate-server", cores);
-    cc.pin = cores > 1;
-    let running = datapath_socket::cores::spawn_socket_cores(
-        sc,
-        &cc,
-        std::sync::Arc::new(AtomicBool::new(false)),
-        false,
-        report,
-        move |dp, _| Ok((CalibServer::new(dp, shard)?, ())),
-    )?;
-    for (i, (addr, ())) in running.ready().iter().enumerate() {
-        eprintln!(
-            "[server] ready: calibrate on {addr} (socket datapath, core {i} of {cores}, {} MiB of the array)",
-            shard >> 20
-        );
-    }
-    let per_core = running.serve_until(stop, "[server]")?;
-    Ok(echo::server::ServerStats::sum(&per_core))
-}
-
-/// What `--datapath xdp` takes from the command line: `--ifname`, `--peer IP=MAC` and an
-/// explicit `--mtu` (without it the interface's MTU applies).
-#[cfg_attr(not(feature = "xdp"), allow(dead_code))]
-struct XdpArgs {
-    ifname: Option<String>,
-    peer: Option<String>,
-    mtu: Option<usize>,
-}
-
-#[cfg(feature = "xdp")]
-fn xdp_server(
-    x: XdpArgs,
-    bind: SocketAddrV4,
-    cfg: ServerConfig,
-    cores: usize,
-    stop: &AtomicBool,
-    report: Option<Duration>,
-) -> Result<echo::server::ServerStats, String> {
-    let (ifname, mtu) = (x.ifname.ok_or("--datapath xdp needs --ifname")?, x.mtu);
-    let peer = x
-        .peer
-        .map(|p| {
-            let (ip, mac) = p.split_once('=').ok_or("--peer IP=MAC")?;
-            let ip: Ipv4Addr = ip.parse().map_err(|e| format!("--peer {ip}: {e}"))?;
-            let mac = echo::xdp::parse_mac(mac).ok_or_else(|| format!("--peer: bad MAC {mac}"))?;
-            Ok::<_, String>((ip, mac))
-        })
-        .transpose()?;
-    use echo::server::IDLE_SPINS;
-    if cores > 1 {
-        let xc = echo::xdp::config(&ifname, bind, peer, mtu);
-        return xdp_cores(xc, cfg, cores, stop, report);
-    }
-    let dp = echo::xdp::datapath(&ifname, bind, peer, mtu)
-        .map_err(|e| format!("AF_XDP on {ifname}: {e}"))?;
-    let ip_mtu = cornflakes::datapath::Transmit::mtu(&dp);
-    let mut server = echo::server::EchoServer::new(dp, cfg)?;
-    eprintln!(
-        "{} {} on {bind} (AF_XDP on {ifname}, IP MTU {ip_mtu})",
-        echo::xdp::READY,
-        cfg.mode
-    );
-    // No file descriptor to sleep on: yield when idle.
-    server.run(stop, report, IDLE_SPINS, &mut |_| std::thread::yield_now());
-    Ok(server.stats())
-}
-
-/// `echo server --datapath xdp --cores N`: one XDP program on `ifname` redirecting port
-/// `bind + i` on queue *i*, and N pinned cores, core *i* with its own AF_XDP socket on queue
-/// *i* (the interface needs N queues, and the NIC must steer each port to its queue, e.g. with
-/// `ethtool -N`; docs/cores.md, docs/xdp.md).
-#[cfg(feature = "xdp")]
-fn xdp_cores(
-    base: datapath_xdp::XdpConfig,
-    cfg: ServerConfig,
-    cores: usize,
-    stop: &AtomicBool,
-    report: Option<Duration>,
-) -> Result<echo::server::ServerStats, String> {
-    let n = u16::try_from(cores).map_err(|_| format!("--cores {cores}: too many"))?;
-    let (ifname, bind) = (base.ifname.clone(), base.addr);
-    // The program stays attached (on this thread) until every core has stopped.
-    let prog = datapath_xdp::bpf::XdpProgram::for_cores(&ifname, bind.port(), n)
-        .map_err(|e| format!("AF_XDP on {ifname}: {e}"))?;
-    let shared = prog
-        .share()
-        .map_err(|e| format!("sharing the XDP program on {ifname}: {e}"))?;
-    let ifname_owned = ifname.to_owned();
-    let running = percore::Cores::spawn(
-        &percore::CoresConfig::new(&format!("echo-server-{}", cfg.mode), cores),
-        move |core, ready| {
-            let addr = percore::core_addr(bind, core.index())?;
-            let mut xc = base.clone();
-            xc.addr = addr;
-            xc.queue = core.index() as u32;
-            xc.program = Some(shared.clone());
-            let dp = datapath_xdp::XdpDatapath::new(xc)
-                .map_err(|e| format!("AF_XDP on {ifname_owned} queue {}: {e}", core.index()))?;
-            let ip_mtu = cornflakes::datapath::Transmit::mtu(&dp);
-            eprintln!("[server] queue {}: IP MTU {ip_mtu}", core.index());
-            let mut server = echo::server::EchoServer::new(dp, cfg)?;
-            ready.ready(addr);
-            // No file descriptor to sleep on: yield when idle.
-            percore::poll_loop(
-                &mut server,
-                core.stop(),
-                report,
-                echo::server::IDLE_SPINS,
-                &mut |_| std::thread::yield_now(),
-            );
-            Ok(server.stats())
-        },
-    )?;
-    for (i, addr) in running.ready().iter().enumerate() {
-        eprintln!(
-            "{} {} on {addr} (AF_XDP on {ifname} queue {i}, core {i} of {cores})",
-            echo::xdp::READY,
-            cfg.mode
-        );
-    }
-    let per_core = running.serve_until(stop, "[server]")?;
-    if let Ok(p) = prog.stats() {
-        eprintln!("[server] XDP program: {p}");
-    }
-    drop(prog);
-    Ok(echo::server::ServerStats::sum(&per_core))
-}
-
-#[cfg(not(feature = "xdp"))]
-fn xdp_server(
-    _x: XdpArgs,
-    _bind: SocketAddrV4,
-    _cfg: ServerConfig,
-    _cores: usize,
-    _stop: &AtomicBool,
-    _report: Option<Duration>,
-) -> Result<echo::server::ServerStats, String> {
-    Err(
-        "--datapath xdp needs the `xdp` feature: cargo run --release -p echo --features xdp -- ..."
-            .to_owned(),
-    )
 }
 
 fn client_cmd(mut a: Args) -> Result<(), String> {
@@ -627,132 +436,43 @@ fn calibrate_server_cmd(mut a: Args) -> Result<(), String> {
         .parse::<SocketAddrV4>("--bind")?
         .unwrap_or(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 7000));
     let mtu_arg: Option<usize> = a.parse("--mtu")?;
-    let mtu = mtu_arg.unwrap_or(DEFAULT_MTU);
     let until_stdin_closes = a.switch("--until-stdin-closes");
-    let datapath = a.take("--datapath")?.unwrap_or_else(|| "socket".to_owned());
-    let ifname = a.take("--ifname")?;
-    let peer = a.take("--peer")?;
-    let mlx5_dev = a.take("--mlx5-dev")?;
-    let dpdk_args = a.take("--dpdk-args")?;
+    let mut transport = Transport::from_args(&mut a)?;
     let seconds = a.secs("--seconds")?;
-    let cores = a.parse::<usize>("--cores")?;
+    let cores = a.parse::<usize>("--cores")?.unwrap_or(1);
     a.finish()?;
-    if cores.is_some() && datapath != "socket" {
-        return Err(format!(
-            "--cores is supported on the socket datapath (not yet on {datapath}; docs/cores.md)"
-        ));
+    // Each core holds its own 1/N shard of the array (the paper's Figure 13 setup).
+    let shard = array_bytes / cores.max(1);
+    if let Transport::Xdp(x) = &mut transport {
+        x.mtu = mtu_arg;
+        // The array lives in the UMEM, so zero-copy segments are in registered memory.
+        x.umem_bytes = Some(shard + (64 << 20));
     }
-    let cores = cores.unwrap_or(1);
-    let nic = match datapath.as_str() {
-        "mlx5" => Some(NicSpec::Mlx5 {
-            device: mlx5_dev.ok_or("--datapath mlx5 needs --mlx5-dev <mlx5_N | PCI address>")?,
-        }),
-        "ice" => Some(NicSpec::Ice {
-            dpdk_args: dpdk_args.ok_or("--datapath ice needs --dpdk-args \"<EAL arguments>\"")?,
-        }),
-        _ => None,
-    };
-    let stop = AtomicBool::new(false);
-    let report = Some(Duration::from_secs(1));
-    let stats = std::thread::scope(|s| -> Result<_, String> {
-        let stop = &stop;
-        if let Some(d) = seconds {
-            s.spawn(move || {
-                std::thread::sleep(d);
-                stop.store(true, Ordering::Relaxed);
-            });
-        }
-        if until_stdin_closes {
-            s.spawn(move || {
-                let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
-                stop.store(true, Ordering::Relaxed);
-            });
-        }
-        let r = match datapath.as_str() {
-            "socket" => calibrate_socket_cores(bind, mtu, array_bytes, cores, stop, report),
-            "xdp" => {
-                let x = XdpArgs {
-                    ifname,
-                    peer,
-                    mtu: mtu_arg,
-                };
-                xdp_calibrate_server(x, bind, array_bytes, stop, report)
-            }
-            "mlx5" | "ice" => match &nic {
-                Some(nic) => nic_server::serve(
-                    nic,
-                    bind,
-                    mtu,
-                    echo::calib_server::CalibNicApp { array_bytes },
-                    stop,
-                    report,
-                ),
-                None => Err("no NIC given".to_owned()),
+    let mut sock = socket_config(bind, mtu_arg.unwrap_or(DEFAULT_MTU));
+    sock.memory.max_item_size = calibrate::SOCKET_MAX_ITEM;
+    sock.memory.max_bytes = shard + (256 << 20);
+    let mut l = Launch::new(transport, sock, "calibrate", CARGO_RUN);
+    l.cores = cores;
+    l.name = "calibrate-server".to_owned();
+    l.extra_bytes = shard;
+    let stats = serve_until(seconds, until_stdin_closes, |stop| {
+        app_server::launch(
+            &l,
+            move |mem, core| {
+                let calib = Calib::new(mem, shard)?;
+                eprintln!(
+                    "[server] calibrate core {}: {} array items ({} MiB)",
+                    core.index,
+                    calib.items(),
+                    shard >> 20
+                );
+                Ok(calib)
             },
-            other => Err(format!(
-                "unknown datapath {other:?} (socket, xdp, mlx5 or ice)"
-            )),
-        };
-        stop.store(true, Ordering::Relaxed);
-        r
+            stop,
+        )
     })?;
     eprintln!("[server] calibrate done: {stats}");
     Ok(())
-}
-
-fn parse_peer(peer: Option<String>) -> Result<Option<(Ipv4Addr, String)>, String> {
-    peer.map(|p| {
-        let (ip, mac) = p.split_once('=').ok_or("--peer IP=MAC")?;
-        let ip: Ipv4Addr = ip.parse().map_err(|e| format!("--peer {ip}: {e}"))?;
-        Ok((ip, mac.to_owned()))
-    })
-    .transpose()
-}
-
-#[cfg(feature = "xdp")]
-fn xdp_calibrate_server(
-    x: XdpArgs,
-    bind: SocketAddrV4,
-    array_bytes: usize,
-    stop: &AtomicBool,
-    report: Option<Duration>,
-) -> Result<echo::server::ServerStats, String> {
-    let ifname = x.ifname.ok_or("--datapath xdp needs --ifname")?;
-    let peer = parse_peer(x.peer)?
-        .map(|(ip, mac)| {
-            echo::xdp::parse_mac(&mac)
-                .map(|m| (ip, m))
-                .ok_or_else(|| format!("--peer: bad MAC {mac}"))
-        })
-        .transpose()?;
-    // The array lives in the UMEM, so zero-copy segments are in registered memory.
-    let umem = array_bytes + (64 << 20);
-    let dp = echo::xdp::datapath_with_umem(&ifname, bind, peer, x.mtu, umem)
-        .map_err(|e| format!("AF_XDP on {ifname}: {e}"))?;
-    let mut server = CalibServer::new(dp, array_bytes)?;
-    eprintln!(
-        "{} calibrate on {bind} (AF_XDP on {ifname})",
-        echo::xdp::READY
-    );
-    server.run(stop, report, echo::server::IDLE_SPINS, &mut |_| {
-        std::thread::yield_now()
-    });
-    Ok(server.stats())
-}
-
-#[cfg(not(feature = "xdp"))]
-fn xdp_calibrate_server(
-    x: XdpArgs,
-    _bind: SocketAddrV4,
-    _array_bytes: usize,
-    _stop: &AtomicBool,
-    _report: Option<Duration>,
-) -> Result<echo::server::ServerStats, String> {
-    parse_peer(x.peer)?;
-    Err(
-        "--datapath xdp needs the `xdp` feature: cargo run --release -p echo --features xdp -- ..."
-            .to_owned(),
-    )
 }
 
 fn main() -> ExitCode {

@@ -1,30 +1,21 @@
-//! The server modes compared by the benchmark.
+//! The server modes compared by the benchmark: echo's own hand-written modes, and the
+//! serializations every app shares ([`app_server::serialization`]).
 
 use std::fmt;
 use std::str::FromStr;
 
+pub use app_server::serialization::{Cornflakes, Library, Serialization};
 use cornflakes::DEFAULT_THRESHOLD;
-
-/// A copying serialization library (crate `baselines`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Lib {
-    /// Protocol Buffers (prost).
-    Protobuf,
-    /// Cap'n Proto.
-    Capnp,
-    /// FlatBuffers.
-    Flatbuffers,
-}
 
 /// What a mode puts on the wire, which is what the client must send and check.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Format {
     /// The hand-written format (`crate::manual`).
     Manual,
-    /// Cornflakes objects (`schemas/echo.proto`).
-    Cornflakes,
+    /// Cornflakes objects (`schemas/echo.proto`) in one configuration.
+    Cornflakes(Cornflakes),
     /// A library's own format.
-    Library(Lib),
+    Library(Library),
 }
 
 /// How the echo server handles a request.
@@ -71,6 +62,22 @@ impl Mode {
         Mode::Flatbuffers,
     ];
 
+    /// The shared serialization of a mode that is one (not a hand-written mode).
+    pub fn serialization(self) -> Option<Serialization> {
+        let cf = Serialization::Cornflakes;
+        let lib = Serialization::Library;
+        Some(match self {
+            Mode::Raw | Mode::ZeroCopy | Mode::OneCopy | Mode::TwoCopy => return None,
+            Mode::Cornflakes => cf(Cornflakes::Hybrid),
+            Mode::CornflakesSg => cf(Cornflakes::AllSg),
+            Mode::CornflakesCopy => cf(Cornflakes::AllCopy),
+            Mode::CornflakesNoSsend => cf(Cornflakes::NoSsend),
+            Mode::Protobuf => lib(Library::Protobuf),
+            Mode::Capnp => lib(Library::Capnp),
+            Mode::Flatbuffers => lib(Library::Flatbuffers),
+        })
+    }
+
     /// The name used on the command line and in results.
     pub fn name(self) -> &'static str {
         match self {
@@ -78,35 +85,23 @@ impl Mode {
             Mode::ZeroCopy => "zero-copy",
             Mode::OneCopy => "one-copy",
             Mode::TwoCopy => "two-copy",
-            Mode::Cornflakes => "cornflakes",
-            Mode::CornflakesSg => "cornflakes-sg",
-            Mode::CornflakesCopy => "cornflakes-copy",
-            Mode::CornflakesNoSsend => "cornflakes-no-ssend",
-            Mode::Protobuf => "protobuf",
-            Mode::Capnp => "capnp",
-            Mode::Flatbuffers => "flatbuffers",
+            shared => shared.serialization().map_or("", Serialization::name),
         }
     }
 
     /// What this mode's messages look like on the wire.
     pub fn format(self) -> Format {
-        match self {
-            Mode::Raw | Mode::ZeroCopy | Mode::OneCopy | Mode::TwoCopy => Format::Manual,
-            Mode::Cornflakes
-            | Mode::CornflakesSg
-            | Mode::CornflakesCopy
-            | Mode::CornflakesNoSsend => Format::Cornflakes,
-            Mode::Protobuf => Format::Library(Lib::Protobuf),
-            Mode::Capnp => Format::Library(Lib::Capnp),
-            Mode::Flatbuffers => Format::Library(Lib::Flatbuffers),
+        match self.serialization() {
+            None => Format::Manual,
+            Some(Serialization::Cornflakes(c)) => Format::Cornflakes(c),
+            Some(Serialization::Library(l)) => Format::Library(l),
         }
     }
 
     /// The Cornflakes zero-copy threshold this mode uses, given the `--threshold` setting.
     pub fn threshold(self, hybrid: usize) -> usize {
-        match self {
-            Mode::CornflakesSg => 0,
-            Mode::CornflakesCopy => usize::MAX,
+        match self.format() {
+            Format::Cornflakes(c) => c.threshold(hybrid),
             _ => hybrid,
         }
     }

@@ -140,22 +140,7 @@ pub fn parse_program_stats(lines: &[String]) -> Option<Result<ProgramStats, Stri
         .map(str::parse)
 }
 
-/// `received=… echoed=… …` (the [`ServerStats`] display) back into counters; the histogram
-/// crosses the process boundary as one sample, its median.
+/// `received=… echoed=… …` (the [`ServerStats`] display) back into counters.
 fn parse_counters(text: &str) -> ServerStats {
-    let mut stats = ServerStats::default();
-    for kv in text.split_whitespace() {
-        let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
-        let n = || v.trim_end_matches("ns").parse::<u64>().unwrap_or(0);
-        match k {
-            "received" => stats.received = n(),
-            "echoed" => stats.echoed = n(),
-            "malformed" => stats.malformed = n(),
-            "send_failed" => stats.send_failed = n(),
-            "io_errors" => stats.io_errors = n(),
-            "work_p50" => stats.work.record(Duration::from_nanos(n())),
-            _ => {}
-        }
-    }
-    stats
+    ServerStats::parse(text)
 }

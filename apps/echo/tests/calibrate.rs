@@ -11,7 +11,7 @@ use std::time::Duration;
 use cornflakes::datapath::{Connect as _, Transmit as _};
 use cornflakes::{Arena, Msg};
 use datapath_socket::{SocketConfig, SocketDatapath};
-use echo::calib_server::{CalibClient, CalibServer, Cell, Policy, CALIB_MSG_TYPE};
+use echo::calib_server::{CalibClient, Cell, Policy, CALIB_MSG_TYPE};
 use echo::calibrate::{run_calibration, CalibConfig};
 use echo::server::socket_idle;
 use loadgen::{run, Bound, RunConfig, Schedule, ScheduleConfig};
@@ -31,8 +31,8 @@ fn server_answers_both_policies_and_survives_bad_requests() {
     std::thread::scope(|s| {
         let stop = &stop;
         let server = s.spawn(move || {
-            let mut server = CalibServer::new(socket(0), 1 << 20).unwrap();
-            tx.send((server.datapath().local_addr(), server.items()))
+            let mut server = echo::calib_server::new(socket(0), 1 << 20).unwrap();
+            tx.send((server.datapath().local_addr(), server.handler().items()))
                 .unwrap();
             let (after, mut hook) = socket_idle(false);
             server.run(stop, None, after, &mut hook);
@@ -100,7 +100,7 @@ fn server_answers_both_policies_and_survives_bad_requests() {
         stop.store(true, Ordering::Relaxed);
         let stats = server.join().unwrap();
         assert_eq!(stats.malformed, 4, "{stats}");
-        assert_eq!(stats.echoed, 200, "{stats}");
+        assert_eq!(stats.replied, 200, "{stats}");
         assert!(
             stats.datapath.total_drops() >= 1,
             "the unframed datagram: {stats}"

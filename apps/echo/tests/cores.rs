@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use datapath_socket::{SocketConfig, SocketDatapath};
 use echo::client::{EchoClient, Verifier};
-use echo::server::{ServerConfig, ServerHandle, ServerStats};
+use echo::server::{ServerConfig, ServerStats};
 use echo::{Mode, ShapeSpec};
 use loadgen::{request_id, ClientTransport, Response};
 use percore::CoresConfig;
@@ -23,7 +23,7 @@ fn run(mode: Mode) {
         return;
     }
     let bind = SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0);
-    let server = ServerHandle::spawn_cores(
+    let server = echo::server::spawn_cores(
         ServerConfig {
             mode,
             threshold: 512,
@@ -76,12 +76,12 @@ fn run(mode: Mode) {
             .filter(|s| *s as usize % CORES == core)
             .count() as u64;
         assert_eq!(
-            (s.received, s.echoed),
+            (s.received, s.replied),
             (want, want),
             "{mode} core {core}: {s}"
         );
     }
-    assert_eq!(ServerStats::sum(&per_core).echoed, REQUESTS);
+    assert_eq!(ServerStats::sum(&per_core).replied, REQUESTS);
 }
 
 #[test]

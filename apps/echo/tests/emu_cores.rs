@@ -57,15 +57,15 @@ fn two_echo_cores_each_answer_exactly_their_round_robin_share() {
             assert_eq!(core.counters.verified, delivered, "{mode} core {i}");
             // Each core's own server received and echoed exactly its share.
             assert_eq!(
-                (st.received, st.echoed),
+                (st.received, st.replied),
                 (delivered, delivered),
                 "{mode} core {i}: {st}"
             );
             assert_eq!(st.malformed + st.send_failed + st.io_errors, 0, "{st}");
         }
         let sum = ServerStats::sum(&per_core);
-        assert_eq!(sum.echoed, per_core[0].echoed + per_core[1].echoed);
-        assert_eq!(sum.echoed, c.verified, "{mode}: {sum}");
+        assert_eq!(sum.replied, per_core[0].replied + per_core[1].replied);
+        assert_eq!(sum.replied, c.verified, "{mode}: {sum}");
         assert_eq!(
             sum.work.len(),
             per_core[0].work.len() + per_core[1].work.len()

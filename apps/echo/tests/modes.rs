@@ -11,7 +11,7 @@ use cornflakes_stack::{MacAddr, StackConfig};
 use datapath_loopback::{Loopback, LoopbackConfig};
 use datapath_socket::{SocketConfig, SocketDatapath};
 use echo::client::{EchoClient, Verifier};
-use echo::server::{EchoServer, ServerConfig, ServerHandle};
+use echo::server::ServerConfig;
 use echo::{Mode, ShapeSpec};
 use loadgen::{request_id, ClientTransport, Response};
 
@@ -96,7 +96,7 @@ fn every_mode_echoes_every_shape_over_loopback() {
     for mode in available_modes() {
         for spec in shapes() {
             let (c, s, server_addr) = loopback_pair();
-            let mut server = EchoServer::new(
+            let mut server = echo::server::new(
                 s,
                 ServerConfig {
                     mode,
@@ -113,7 +113,7 @@ fn every_mode_echoes_every_shape_over_loopback() {
             assert_eq!(ok, n, "{mode} {spec}: {} of {n} replies verified", ok);
             let st = server.stats();
             assert_eq!(
-                (st.received, st.echoed, st.malformed),
+                (st.received, st.replied, st.malformed),
                 (n, n, 0),
                 "{mode} {spec}: {st}"
             );
@@ -134,7 +134,7 @@ fn every_mode_echoes_every_shape_over_udp_sockets() {
                 mode,
                 threshold: 512,
             };
-            let server = ServerHandle::spawn(cfg, sc, None, false).unwrap();
+            let server = echo::server::spawn(cfg, sc, None, false).unwrap();
             let mut sent = 0;
             for spec in shapes() {
                 let mut cc = SocketConfig::new(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0));
@@ -152,7 +152,7 @@ fn every_mode_echoes_every_shape_over_udp_sockets() {
             }
             let st = server.stop().unwrap();
             assert_eq!(
-                (st.received, st.echoed, st.malformed),
+                (st.received, st.replied, st.malformed),
                 (sent, sent, 0),
                 "{mode}: {st}"
             );
@@ -166,7 +166,7 @@ fn a_response_from_another_mode_does_not_verify() {
     // and a reply to another request fails.
     let spec: ShapeSpec = "list-2x600".parse().unwrap();
     let (c, s, addr) = loopback_pair();
-    let mut server = EchoServer::new(
+    let mut server = echo::server::new(
         s,
         ServerConfig {
             mode: Mode::Cornflakes,

@@ -43,7 +43,7 @@ fn framed(id: u32, ty: u16, payload: &[u8]) -> Vec<u8> {
 fn start(mode: Mode) -> ServerHandle {
     let mut sc = SocketConfig::new(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0));
     sc.mtu = MTU;
-    ServerHandle::spawn(
+    echo::server::spawn(
         ServerConfig {
             mode,
             threshold: 512,
@@ -131,7 +131,7 @@ fn malformed_requests_are_counted_and_the_server_survives() {
         assert!(st.malformed >= sure_malformed, "{mode}: {st}");
         assert_eq!(
             st.received,
-            st.echoed + st.malformed + st.send_failed,
+            st.replied + st.malformed + st.send_failed,
             "{mode}: {st}"
         );
         assert!(st.datapath.total_drops() >= 3, "{mode}: {st}");
@@ -151,5 +151,5 @@ fn raw_mode_echoes_anything_framed() {
     let (n, _) = sock.recv_from(&mut buf).expect("raw echo");
     assert_eq!(&buf[framing::HEADER_LEN..n], b"not a message of any format");
     let st = server.stop().unwrap();
-    assert_eq!((st.received, st.echoed, st.malformed), (1, 1, 0));
+    assert_eq!((st.received, st.replied, st.malformed), (1, 1, 0));
 }

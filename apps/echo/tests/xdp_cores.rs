@@ -216,7 +216,7 @@ mod with_xdp {
                 assert!(lost.is_empty(), "{what}: not answered: {lost:?}");
                 // Each core received and echoed exactly what was sent to its port.
                 assert_eq!(
-                    (st.received, st.echoed),
+                    (st.received, st.replied),
                     (REQUESTS, REQUESTS),
                     "{what}: {st}"
                 );

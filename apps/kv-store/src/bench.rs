@@ -466,7 +466,7 @@ fn run_sweeps(cfg: &BenchConfig, remote: Option<SocketAddrV4>) -> Result<BenchOu
         let wl = cfg.workload.clone();
         let server = match remote {
             Some(_) => None,
-            None => Some(ServerHandle::spawn_cores(
+            None => Some(crate::server::spawn_cores(
                 ServerConfig {
                     serialization: ser,
                     threshold: cfg.threshold,
@@ -554,8 +554,8 @@ pub(crate) fn write_outputs(cfg: &BenchConfig, out: &BenchOutcome) -> Result<(),
                 "send_failed": st.send_failed,
                 "io_errors": st.io_errors,
                 "datapath_drops": st.datapath.total_drops(),
-                "keys": st.store.keys,
-                "store_bytes": st.store.used_bytes,
+                "keys": st.app.keys,
+                "store_bytes": st.app.used_bytes,
                 "work_p50_ns": st.work_p50_ns(),
                 "work_p99_ns": st.work.p99_us().map(|us| us * 1000.0),
             })

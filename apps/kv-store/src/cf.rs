@@ -7,7 +7,7 @@
 //! from the store and copied once, into the packet at send time. The threshold is the
 //! serialization's (hybrid, 0 or infinite).
 
-use cornflakes::datapath::object_to_sga;
+pub use app_server::serialization::SendPath;
 use cornflakes::{
     Arena, CFBytes, CFPtr, CFString, ConnId, CornflakesObj, Datapath, DecodeError, Msg, RcBuf,
     SendError,
@@ -38,31 +38,6 @@ impl From<SendError> for ServeError {
     }
 }
 
-/// How the server hands a reply to the datapath.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SendPath {
-    /// Serialize-and-send: the datapath walks the object.
-    SerializeAndSend,
-    /// First a scatter-gather array ([`object_to_sga`]), then [`cornflakes::datapath::Transmit::send_sga`].
-    SgaThenSend,
-}
-
-fn send<D: Datapath, O: CornflakesObj>(
-    dp: &mut D,
-    conn: ConnId,
-    msg: Msg,
-    obj: &O,
-    path: SendPath,
-) -> Result<(), SendError> {
-    match path {
-        SendPath::SerializeAndSend => dp.send_object(conn, msg, obj),
-        SendPath::SgaThenSend => {
-            let sga = object_to_sga(obj, dp.memory(), dp.max_segments().saturating_sub(1))?;
-            dp.send_sga(conn, msg, &sga)
-        }
-    }
-}
-
 /// Sends `obj`, or, when it is longer than the datapath sends, `too_large()` (the same reply
 /// with status `TOO_LARGE` and no values).
 fn reply<D: Datapath, O: CornflakesObj, P: CornflakesObj>(
@@ -74,10 +49,10 @@ fn reply<D: Datapath, O: CornflakesObj, P: CornflakesObj>(
     too_large: impl FnOnce() -> P,
 ) -> Result<(), SendError> {
     if obj.sizes().total() > dp.max_message_len() {
-        return send(dp, conn, msg, &too_large(), path);
+        return path.send(dp, conn, msg, &too_large());
     }
-    match send(dp, conn, msg, obj, path) {
-        Err(SendError::TooLarge { .. }) => send(dp, conn, msg, &too_large(), path),
+    match path.send(dp, conn, msg, obj) {
+        Err(SendError::TooLarge { .. }) => path.send(dp, conn, msg, &too_large()),
         r => r,
     }
 }
@@ -154,7 +129,7 @@ pub fn serve<D: Datapath>(
                 .err()
                 .unwrap_or(Status::Ok);
             let resp = status_only!(PutResp, arena, req.get_id(), status);
-            Ok(send(dp, conn, msg, &resp, path)?)
+            Ok(path.send(dp, conn, msg, &resp)?)
         }
         OpKind::GetM => {
             let req = GetMReq::deserialize_rcbuf(data, arena)?;
@@ -196,7 +171,7 @@ pub fn serve<D: Datapath>(
                 }
             }
             let resp = status_only!(PutMResp, arena, req.get_id(), status);
-            Ok(send(dp, conn, msg, &resp, path)?)
+            Ok(path.send(dp, conn, msg, &resp)?)
         }
         OpKind::GetList => {
             let req = GetListReq::deserialize_rcbuf(data, arena)?;
@@ -248,7 +223,7 @@ pub fn serve<D: Datapath>(
                 .err()
                 .unwrap_or(Status::Ok);
             let resp = status_only!(AppendResp, arena, req.get_id(), status);
-            Ok(send(dp, conn, msg, &resp, path)?)
+            Ok(path.send(dp, conn, msg, &resp)?)
         }
         OpKind::Delete => {
             let req = DeleteReq::deserialize_rcbuf(data, arena)?;
@@ -257,7 +232,7 @@ pub fn serve<D: Datapath>(
                 .err()
                 .unwrap_or(Status::Ok);
             let resp = status_only!(DeleteResp, arena, req.get_id(), status);
-            Ok(send(dp, conn, msg, &resp, path)?)
+            Ok(path.send(dp, conn, msg, &resp)?)
         }
     }
 }

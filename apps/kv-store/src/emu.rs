@@ -34,6 +34,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use cornflakes::datapath::DatapathMemory as _;
 use cornflakes::PinnedMemory;
 use emu_bench::{
     median_records, trials_json, EmuReport, EmuRunConfig, EmuSummary, EmuTrial, ReplyCheck, Request,
@@ -47,7 +48,7 @@ use crate::client::{decode_reply, Expected, RunRequests};
 use crate::ops::{Op, OpKind, Reply};
 use crate::resp;
 use crate::serialization::Serialization;
-use crate::server::{KvServer, ServerConfig, ServerStats};
+use crate::server::{Kv, KvServer, ServerConfig, ServerStats};
 use crate::steer::{self, Part};
 use crate::store::{Store, StoreConfig};
 
@@ -482,7 +483,8 @@ impl KvCores<'_, '_> {
                     let dp = port
                         .datapath(st.mem.clone())
                         .map_err(|e| format!("server core {core}: emulated ConnectX: {e}"))?;
-                    let mut server = KvServer::with_store(dp, server_cfg, st.store.snapshot());
+                    let kv = Kv::with_store(dp.memory(), server_cfg, st.store.snapshot());
+                    let mut server = KvServer::new(dp, kv);
                     while !port.stopped() {
                         if server.poll() == 0 && !pin {
                             // Sharing CPUs with the other cores and the device: yield when idle.

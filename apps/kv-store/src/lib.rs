@@ -22,7 +22,6 @@ pub mod cf;
 pub mod client;
 pub mod emu;
 pub mod libs;
-pub mod nic;
 pub mod ops;
 pub mod peers;
 pub mod resp;

@@ -9,12 +9,20 @@ use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
+use app_server::{CargoRun, Launch, Transport};
 use kv_store::bench::{self, load_store, BenchConfig};
-use kv_store::server::ServerConfig;
+use kv_store::server::{Kv, ServerConfig};
 use kv_store::store::StoreConfig;
 use kv_store::Serialization;
 use kv_workloads::{
     CdnConfig, GoogleConfig, TwitterConfig, WorkloadConfig, YcsbAccess, YcsbConfig,
+};
+
+/// How to build `kv` with a datapath's feature (the hint of a build without it).
+const CARGO_RUN: CargoRun = CargoRun {
+    package: "kv-store",
+    bin: Some("kv"),
+    args: "server ...",
 };
 
 const USAGE: &str = "\
@@ -289,29 +297,9 @@ fn server_cmd(mut a: Args) -> Result<(), String> {
     };
     let seconds = a.secs("--seconds")?;
     let until_stdin_closes = a.switch("--until-stdin-closes");
-    let mut xdp = None;
-    let nic = match a.take("--datapath")?.as_deref() {
-        None | Some("socket") => None,
-        Some("xdp") => {
-            let ifname = a
-                .take("--ifname")?
-                .ok_or("--datapath xdp needs --ifname IF")?;
-            // An explicit --mtu only: without it the interface's MTU applies.
-            xdp = Some((ifname, a.take("--peer")?, a.parse::<usize>("--mtu")?));
-            None
-        }
-        Some("mlx5") => Some(kv_store::nic::NicSpec::Mlx5 {
-            device: a
-                .take("--mlx5-dev")?
-                .ok_or("--datapath mlx5 needs --mlx5-dev DEV")?,
-        }),
-        Some("ice") => Some(kv_store::nic::NicSpec::Ice {
-            dpdk_args: a
-                .take("--dpdk-args")?
-                .ok_or("--datapath ice needs --dpdk-args ARGS")?,
-        }),
-        Some(o) => return Err(format!("--datapath {o:?}: socket, xdp, mlx5 or ice")),
-    };
+    // AF_XDP takes an explicit --mtu only: without it the interface's MTU applies.
+    let explicit_mtu = a.has("--mtu");
+    let mut transport = Transport::from_args(&mut a)?;
     common(&mut a, &mut bc)?;
     a.finish()?;
     let stop = std::sync::Arc::new(AtomicBool::new(false));
@@ -337,100 +325,30 @@ fn server_cmd(mut a: Args) -> Result<(), String> {
             memory_limit: bc.memory_limit,
         },
     };
-    if let Some((ifname, peer, mtu)) = xdp {
-        let st = xdp_serve(&ifname, bind, (peer.as_deref(), mtu), &bc, cfg, wl, &stop)?;
-        eprintln!("[server] {st}");
-        return Ok(());
+    if let Transport::Xdp(x) = &mut transport {
+        x.mtu = explicit_mtu.then_some(bc.mtu);
+        x.umem_bytes = Some(kv_store::server::umem_bytes(bc.memory_limit));
     }
-    if let Some(nic) = nic.as_ref().filter(|_| bc.cores > 1) {
-        let report = Some(Duration::from_secs(1));
-        let (mtu, max_item, n) = (bc.mtu, bc.max_item, bc.cores);
-        let st = kv_store::nic::serve_cores(nic, bind, mtu, max_item, cfg, wl, n, &stop, report)?;
-        eprintln!("[server] {st}");
-        return Ok(());
-    }
-    if let Some(nic) = nic {
-        let st = kv_store::nic::serve(
-            &nic,
-            bind,
-            bc.mtu,
-            bc.max_item,
-            cfg,
-            wl.as_ref(),
-            &stop,
-            Some(Duration::from_secs(1)),
-        )?;
-        eprintln!("[server] {st}");
-        return Ok(());
-    }
-    let cores = bc.cores;
-    let mut cc = percore::CoresConfig::new(&format!("kv-server-{ser}"), cores);
-    // One core floats, as it always has; several are pinned one per CPU.
-    cc.pin = cores > 1;
-    let load: kv_store::server::ShardLoader = std::sync::Arc::new(move |store, _, _| match &wl {
-        Some(wl) => load_store(wl, store),
-        None => Ok(String::new()),
-    });
-    let server = kv_store::server::ServerHandle::spawn_cores(
-        cfg,
-        bc.socket(bind),
-        &cc,
-        load,
-        Some(Duration::from_secs(1)),
-        bc.spin,
+    let mut l = Launch::new(transport, bc.socket(bind), ser.name(), CARGO_RUN);
+    l.cores = bc.cores;
+    l.spin = bc.spin;
+    l.name = format!("kv-server-{ser}");
+    l.min_item = bc.max_item;
+    let st = app_server::launch(
+        &l,
+        move |mem, core| {
+            let mut kv = Kv::new(mem, cfg).with_core(core.index, core.count);
+            if let Some(wl) = &wl {
+                let done = load_store(wl, kv.store_mut())
+                    .map_err(|e| format!("loading the store: {e}"))?;
+                eprintln!("[server {ser} core {}] {done}", core.index);
+            }
+            Ok(kv)
+        },
+        &stop,
     )?;
-    for (i, addr) in server.addrs().iter().enumerate() {
-        eprintln!("[server] ready: {ser} on {addr} (socket datapath, core {i} of {cores})");
-    }
-    let per_core = server.serve_until(&stop)?;
-    eprintln!("[server] {}", kv_store::server::ServerStats::sum(&per_core));
+    eprintln!("[server] {st}");
     Ok(())
-}
-
-#[cfg(feature = "xdp")]
-fn xdp_serve(
-    ifname: &str,
-    bind: SocketAddrV4,
-    (peer, mtu): (Option<&str>, Option<usize>),
-    bc: &BenchConfig,
-    cfg: ServerConfig,
-    wl: Option<WorkloadConfig>,
-    stop: &AtomicBool,
-) -> Result<kv_store::server::ServerStats, String> {
-    let report = Some(Duration::from_secs(1));
-    let limit = bc.memory_limit;
-    if bc.cores > 1 {
-        let n = bc.cores;
-        return kv_store::xdp::serve_cores(
-            ifname, bind, peer, mtu, limit, cfg, wl, n, stop, report,
-        );
-    }
-    kv_store::xdp::serve(
-        ifname,
-        bind,
-        peer,
-        mtu,
-        limit,
-        cfg,
-        wl.as_ref(),
-        stop,
-        report,
-    )
-}
-
-#[cfg(not(feature = "xdp"))]
-fn xdp_serve(
-    _: &str,
-    _: SocketAddrV4,
-    _: (Option<&str>, Option<usize>),
-    _: &BenchConfig,
-    _: ServerConfig,
-    _: Option<WorkloadConfig>,
-    _: &AtomicBool,
-) -> Result<kv_store::server::ServerStats, String> {
-    Err("--datapath xdp needs the `xdp` feature (clang and libbpf-dev: crates/datapath-xdp/APT_PACKAGES): \
-         cargo run --release -p kv-store --features xdp --bin kv -- server ..."
-        .to_owned())
 }
 
 fn main() -> ExitCode {

@@ -1,7 +1,10 @@
-//! The serializations one server binary speaks (paper §6.1.3, §6.2).
+//! The serializations one server binary speaks (paper §6.1.3, §6.2): the ones every app
+//! shares ([`app_server::serialization`]) and Redis's RESP.
 
 use std::fmt;
 use std::str::FromStr;
+
+use app_server::serialization::{Cornflakes, Library, Serialization as Shared};
 
 /// How requests and replies are encoded, and how replies reach the NIC.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -41,48 +44,46 @@ impl Serialization {
         Serialization::Resp,
     ];
 
+    /// The serialization every app shares, for all but RESP (the KV store's own format).
+    pub fn shared(self) -> Option<Shared> {
+        let cf = Shared::Cornflakes;
+        let lib = Shared::Library;
+        Some(match self {
+            Serialization::Cornflakes => cf(Cornflakes::Hybrid),
+            Serialization::CornflakesSg => cf(Cornflakes::AllSg),
+            Serialization::CornflakesCopy => cf(Cornflakes::AllCopy),
+            Serialization::CornflakesNoSsend => cf(Cornflakes::NoSsend),
+            Serialization::Protobuf => lib(Library::Protobuf),
+            Serialization::Capnp => lib(Library::Capnp),
+            Serialization::Flatbuffers => lib(Library::Flatbuffers),
+            Serialization::Resp => return None,
+        })
+    }
+
     /// The name used on the command line and in results.
     pub fn name(self) -> &'static str {
-        match self {
-            Serialization::Cornflakes => "cornflakes",
-            Serialization::CornflakesSg => "cornflakes-sg",
-            Serialization::CornflakesCopy => "cornflakes-copy",
-            Serialization::CornflakesNoSsend => "cornflakes-no-ssend",
-            Serialization::Protobuf => "protobuf",
-            Serialization::Capnp => "capnp",
-            Serialization::Flatbuffers => "flatbuffers",
-            Serialization::Resp => "resp",
-        }
+        self.shared().map_or("resp", Shared::name)
     }
 
     /// The copying library of the protobuf, Cap'n Proto and FlatBuffers serializations.
-    pub fn library(self) -> Option<baselines::Library> {
-        match self {
-            Serialization::Protobuf => Some(baselines::Library::Protobuf),
-            Serialization::Capnp => Some(baselines::Library::Capnp),
-            Serialization::Flatbuffers => Some(baselines::Library::Flatbuffers),
-            _ => None,
-        }
+    pub fn library(self) -> Option<Library> {
+        self.shared().and_then(Shared::library)
+    }
+
+    /// The Cornflakes configuration, when the wire format is Cornflakes objects
+    /// (`schemas/kv.proto`).
+    pub fn cornflakes(self) -> Option<Cornflakes> {
+        self.shared().and_then(Shared::cornflakes)
     }
 
     /// Whether the wire format is Cornflakes objects (`schemas/kv.proto`).
     pub fn is_cornflakes(self) -> bool {
-        matches!(
-            self,
-            Serialization::Cornflakes
-                | Serialization::CornflakesSg
-                | Serialization::CornflakesCopy
-                | Serialization::CornflakesNoSsend
-        )
+        self.cornflakes().is_some()
     }
 
     /// The threshold the server's arena uses, given the `--threshold` flag.
     pub fn threshold(self, hybrid: usize) -> usize {
-        match self {
-            Serialization::Cornflakes | Serialization::CornflakesNoSsend => hybrid,
-            Serialization::CornflakesSg => 0,
-            _ => usize::MAX,
-        }
+        self.shared().map_or(usize::MAX, |s| s.threshold(hybrid))
     }
 }
 

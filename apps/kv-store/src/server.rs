@@ -1,26 +1,23 @@
-//! The KV server: receives a burst, answers each request from the [`Store`] in its
-//! serialization, flushes once per burst. It runs over any [`Datapath`]; malformed requests are
-//! counted and dropped, never fatal.
+//! The KV server: a [`Handler`] of the shared server skeleton (`app-server`) that answers each
+//! request from the [`Store`] in its serialization. It runs over any [`Datapath`]; malformed
+//! requests are counted and dropped, never fatal.
 
 use std::fmt;
-use std::io;
-use std::net::SocketAddrV4;
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use cornflakes::datapath::DropCounters;
+use app_server::{AppCounters, Handler, Unanswered};
+use baselines::kv::KvCodec;
 use cornflakes::mem::MemoryConfig;
-use cornflakes::{Arena, Datapath, RxMsg, SendError};
-use datapath_socket::cores::{spawn_socket_cores, SocketCores, SocketServer};
-use datapath_socket::{SocketConfig, SocketDatapath};
-use loadgen::LatencyHistogram;
+use cornflakes::{Arena, Datapath, PinnedMemory, RxMsg};
+use datapath_socket::SocketConfig;
 use percore::CoresConfig;
 
-use crate::cf::{self, SendPath, ServeError};
+use crate::cf::{self, ServeError};
 use crate::resp;
 use crate::serialization::Serialization;
 use crate::store::{Store, StoreConfig, StoreStats};
+use app_server::serialization::SendPath;
 
 /// What the server does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -58,125 +55,93 @@ pub fn memory_config(max_item: usize, max_bytes: usize) -> MemoryConfig {
     }
 }
 
-/// The handling time ([`ServerStats::work`]) is timed for one message in this many: two clock
-/// reads cost ~60 instructions, several percent of a cheap mode's whole handling, and a
-/// systematic 1-in-16 sample estimates the median and tail as well at any rate the benchmarks
-/// reach. The counts and the throughput cover every message.
-pub const WORK_SAMPLE_EVERY: u64 = 16;
-
-/// What the server has seen so far.
-#[derive(Clone, Debug, Default)]
-pub struct ServerStats {
-    /// Messages the datapath delivered.
-    pub received: u64,
-    /// Replies queued.
-    pub replied: u64,
-    /// Requests that did not parse (unknown type, bad encoding, key not UTF-8): dropped.
-    pub malformed: u64,
-    /// Replies that could not be sent (e.g. no buffer): dropped.
-    pub send_failed: u64,
-    /// Errors from the datapath's receive or flush calls.
-    pub io_errors: u64,
-    /// Time to handle a request (decode, store, build and queue the reply), without the
-    /// receive and flush calls, for one request in [`WORK_SAMPLE_EVERY`] (the first, then
-    /// every 16th): a sample whose median and tail estimate the population's. Read the
-    /// median: a sample may include preemption.
-    pub work: LatencyHistogram,
-    /// The datapath's drop counters.
-    pub datapath: DropCounters,
-    /// The store's counters.
-    pub store: StoreStats,
-    /// Why the last malformed request was dropped.
-    pub last_malformed: Option<String>,
+/// The AF_XDP pinned memory (UMEM) of a server whose store may hold `memory_limit` bytes: the
+/// store plus room for receive and transmit frames.
+pub fn umem_bytes(memory_limit: usize) -> usize {
+    memory_limit.saturating_add(64 << 20)
 }
 
-impl ServerStats {
-    /// Adds another core's counters to these.
-    pub fn add(&mut self, o: &ServerStats) {
-        self.received += o.received;
-        self.replied += o.replied;
-        self.malformed += o.malformed;
-        self.send_failed += o.send_failed;
-        self.io_errors += o.io_errors;
-        self.work.merge(&o.work);
-        self.datapath.add(&o.datapath);
-        self.store.keys += o.store.keys;
-        self.store.used_bytes += o.store.used_bytes;
-        self.store.full += o.store.full;
-        self.store.foreign += o.store.foreign;
-        if o.last_malformed.is_some() {
-            self.last_malformed.clone_from(&o.last_malformed);
-        }
+pub use app_server::WORK_SAMPLE_EVERY;
+
+impl AppCounters for StoreStats {
+    fn add(&mut self, o: &StoreStats) {
+        self.keys += o.keys;
+        self.used_bytes += o.used_bytes;
+        self.full += o.full;
+        self.foreign += o.foreign;
     }
 
-    /// The counters of several cores, summed.
-    pub fn sum(per_core: &[ServerStats]) -> ServerStats {
-        let mut all = ServerStats::default();
-        for s in per_core {
-            all.add(s);
-        }
-        all
-    }
-
-    /// Median handling time per request, nanoseconds.
-    pub fn work_p50_ns(&self) -> Option<f64> {
-        self.work.p50_us().map(|us| us * 1000.0)
-    }
-}
-
-impl fmt::Display for ServerStats {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    fn write(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "received={} replied={} malformed={} send_failed={} io_errors={} datapath_drops={} keys={} store_bytes={} store_full={} foreign_keys={} work_p50={:.0}ns",
-            self.received,
-            self.replied,
-            self.malformed,
-            self.send_failed,
-            self.io_errors,
-            self.datapath.total_drops(),
-            self.store.keys,
-            self.store.used_bytes,
-            self.store.full,
-            self.store.foreign,
-            self.work_p50_ns().unwrap_or(0.0)
-        )?;
-        if let Some(why) = &self.last_malformed {
-            write!(f, " last_malformed={why:?}")?;
+            " keys={} store_bytes={} store_full={} foreign_keys={}",
+            self.keys, self.used_bytes, self.full, self.foreign
+        )
+    }
+
+    fn parse_field(&mut self, key: &str, v: u64) -> bool {
+        match key {
+            "keys" => self.keys = v as usize,
+            "store_bytes" => self.used_bytes = v as usize,
+            "store_full" => self.full = v,
+            "foreign_keys" => self.foreign = v,
+            _ => return false,
         }
-        Ok(())
+        true
     }
 }
 
+/// What the KV server has seen so far ([`app_server::ServerStats`]; `app` is the store's
+/// counters).
+pub type ServerStats = app_server::ServerStats<StoreStats>;
+
 /// A KV server on one datapath queue.
-pub struct KvServer<D: Datapath> {
-    dp: D,
+pub type KvServer<D> = app_server::Server<D, Kv>;
+
+/// KV server cores over the socket datapath ([`spawn`], [`spawn_cores`]).
+pub type ServerHandle = app_server::ServerHandle<StoreStats>;
+
+/// A KV server with an empty store on `dp`.
+pub fn new<D: Datapath>(dp: D, cfg: ServerConfig) -> KvServer<D> {
+    let kv = Kv::new(dp.memory(), cfg);
+    KvServer::new(dp, kv)
+}
+
+impl From<ServeError> for Unanswered {
+    fn from(e: ServeError) -> Self {
+        match e {
+            ServeError::Malformed(why) => Unanswered::Malformed(why),
+            ServeError::Send(e) => Unanswered::Send(e),
+        }
+    }
+}
+
+/// How the KV server answers: the store, and the codec or arena of its serialization.
+pub struct Kv {
     ser: Serialization,
     store: Store,
     arena: Arena,
-    rx: Vec<RxMsg>,
-    stats: ServerStats,
+    codec: Option<Box<dyn KvCodec + Send>>,
 }
 
-impl<D: Datapath> KvServer<D> {
-    /// A server with an empty store on `dp`.
-    pub fn new(dp: D, cfg: ServerConfig) -> KvServer<D> {
-        let store = Store::new(dp.memory(), cfg.store);
-        KvServer::with_store(dp, cfg, store)
+impl Kv {
+    /// A handler with an empty store in `mem` (the datapath's memory).
+    pub fn new(mem: &PinnedMemory, cfg: ServerConfig) -> Kv {
+        let store = Store::new(mem, cfg.store);
+        Kv::with_store(mem, cfg, store)
     }
 
-    /// A server on `dp` with a store loaded beforehand, whose values must live in `dp`'s
-    /// pinned memory (e.g. loaded before the datapath was opened on the same memory).
-    pub fn with_store(dp: D, cfg: ServerConfig, store: Store) -> KvServer<D> {
-        let arena = Arena::with_memory(dp.memory())
-            .with_threshold(cfg.serialization.threshold(cfg.threshold));
-        KvServer {
-            dp,
+    /// A handler with a store loaded beforehand, whose values must live in `mem`, the
+    /// datapath's pinned memory (e.g. loaded before the datapath was opened on the same
+    /// memory).
+    pub fn with_store(mem: &PinnedMemory, cfg: ServerConfig, store: Store) -> Kv {
+        let arena =
+            Arena::with_memory(mem).with_threshold(cfg.serialization.threshold(cfg.threshold));
+        Kv {
             ser: cfg.serialization,
             store,
             arena,
-            rx: Vec::with_capacity(64),
-            stats: ServerStats::default(),
+            codec: cfg.serialization.library().map(|lib| lib.kv_codec()),
         }
     }
 
@@ -197,101 +162,36 @@ impl<D: Datapath> KvServer<D> {
         &self.store
     }
 
-    /// The datapath.
-    pub fn datapath(&self) -> &D {
-        &self.dp
-    }
-
-    /// The datapath, mutably (tests drive completions through it).
-    pub fn datapath_mut(&mut self) -> &mut D {
-        &mut self.dp
-    }
-
     /// The serialization.
     pub fn serialization(&self) -> Serialization {
         self.ser
     }
+}
 
-    /// Counters so far.
-    pub fn stats(&self) -> ServerStats {
-        ServerStats {
-            datapath: self.dp.counters(),
-            store: self.store.stats(),
-            ..self.stats.clone()
-        }
+impl Handler for Kv {
+    type Counters = StoreStats;
+
+    fn label(&self) -> String {
+        self.ser.to_string()
     }
 
-    /// Receives one burst, answers every request in it and flushes. Returns the messages
-    /// received. Never blocks; errors are counted, not returned.
-    pub fn poll(&mut self) -> usize {
-        let mut rx = std::mem::take(&mut self.rx);
-        rx.clear();
-        if self.dp.recv_burst(&mut rx).is_err() {
-            self.stats.io_errors += 1;
-        }
-        let n = rx.len();
-        for m in rx.drain(..) {
-            let start = self
-                .stats
-                .received
-                .is_multiple_of(WORK_SAMPLE_EVERY)
-                .then(Instant::now);
-            self.stats.received += 1;
-            let outcome = match self.serve_one(&m) {
-                Err(ServeError::Send(SendError::Full)) => {
-                    self.flush();
-                    self.serve_one(&m)
-                }
-                r => r,
-            };
-            if let Some(start) = start {
-                self.stats.work.record(start.elapsed());
-            }
-            match outcome {
-                Ok(()) => self.stats.replied += 1,
-                Err(ServeError::Malformed(why)) => {
-                    self.stats.malformed += 1;
-                    self.stats.last_malformed = Some(why);
-                }
-                Err(ServeError::Send(_)) => self.stats.send_failed += 1,
-            }
-        }
-        self.rx = rx;
-        if n > 0 {
-            self.flush();
-        }
-        self.dp.poll_completions();
-        n
+    fn counters(&self) -> StoreStats {
+        self.store.stats()
     }
 
-    fn flush(&mut self) {
-        if self.dp.flush().is_err() {
-            self.stats.io_errors += 1;
-        }
-        self.dp.poll_completions();
-    }
-
-    fn serve_one(&mut self, m: &RxMsg) -> Result<(), ServeError> {
-        match self.ser {
-            Serialization::Resp => {
-                resp::serve(&mut self.dp, &mut self.store, m.conn, m.msg, &m.data)
+    fn handle<D: Datapath>(&mut self, dp: &mut D, m: &RxMsg) -> Result<(), Unanswered> {
+        Ok(match (self.ser, self.codec.as_mut()) {
+            (Serialization::Resp, _) => resp::serve(dp, &mut self.store, m.conn, m.msg, &m.data),
+            (_, Some(codec)) => {
+                crate::libs::serve(dp, &mut self.store, codec.as_mut(), m.conn, m.msg, &m.data)
             }
-            ser if ser.library().is_some() => {
-                let lib = ser.library().expect("checked");
-                let (dp, store) = (&mut self.dp, &mut self.store);
-                crate::libs::with_codec(lib, |c| {
-                    crate::libs::serve(dp, store, c, m.conn, m.msg, &m.data)
-                })
-            }
-            ser => {
+            (ser, None) => {
                 self.arena.reset();
-                let path = if ser == Serialization::CornflakesNoSsend {
-                    SendPath::SgaThenSend
-                } else {
-                    SendPath::SerializeAndSend
-                };
+                let path = ser
+                    .cornflakes()
+                    .map_or(SendPath::SerializeAndSend, |c| c.send_path());
                 cf::serve(
-                    &mut self.dp,
+                    dp,
                     &mut self.store,
                     m.conn,
                     m.msg,
@@ -300,49 +200,7 @@ impl<D: Datapath> KvServer<D> {
                     path,
                 )
             }
-        }
-    }
-
-    /// Polls until `stop` is set; after `idle_after` empty polls in a row calls `idle` (which
-    /// may block briefly). With `report`, prints the counters on stderr that often
-    /// ([`percore::poll_loop`]).
-    pub fn run(
-        &mut self,
-        stop: &AtomicBool,
-        report: Option<Duration>,
-        idle_after: u32,
-        idle: &mut dyn FnMut(&D),
-    ) {
-        percore::poll_loop(self, stop, report, idle_after, &mut |s: &mut Self| {
-            idle(&s.dp)
-        });
-    }
-}
-
-impl<D: Datapath> percore::Poll for KvServer<D> {
-    type Stats = ServerStats;
-
-    fn poll(&mut self) -> usize {
-        KvServer::poll(self)
-    }
-
-    fn stats(&self) -> ServerStats {
-        KvServer::stats(self)
-    }
-
-    fn report_line(&self) -> String {
-        format!(
-            "[server {} {}] {}",
-            self.ser,
-            self.dp.local_addr(),
-            self.stats()
-        )
-    }
-}
-
-impl SocketServer for KvServer<SocketDatapath> {
-    fn socket_datapath(&self) -> &SocketDatapath {
-        &self.dp
+        }?)
     }
 }
 
@@ -355,87 +213,46 @@ pub type Loader = Box<dyn FnOnce(&mut Store) -> Result<String, String> + Send>;
 pub type ShardLoader =
     Arc<dyn Fn(&mut Store, usize, usize) -> Result<String, String> + Send + Sync>;
 
-/// KV server cores over the socket datapath, each on its own thread with its own socket (core
-/// *i* on the base port plus *i*), store shard, arena and counters (`docs/cores.md`).
-pub struct ServerHandle {
-    cores: SocketCores<(), ServerStats>,
+/// Binds `sock.bind`, loads the store with `load`, and serves on one new, unpinned thread
+/// (blocking briefly on the socket when idle, or yielding when `spin`). Returns once loaded.
+pub fn spawn(
+    cfg: ServerConfig,
+    sock: SocketConfig,
+    load: Loader,
+    report: Option<Duration>,
+    spin: bool,
+) -> Result<ServerHandle, String> {
+    let mut cores = CoresConfig::new(&format!("kv-server-{}", cfg.serialization), 1);
+    cores.pin = false;
+    let load = std::sync::Mutex::new(Some(load));
+    let shard: ShardLoader = Arc::new(move |store, _, _| {
+        // Setup only (one core, called once): never on the request path.
+        match load.lock().ok().and_then(|mut l| l.take()) {
+            Some(f) => f(store),
+            None => Err("the loader ran twice".to_owned()),
+        }
+    });
+    spawn_cores(cfg, sock, &cores, shard, report, spin)
 }
 
-impl ServerHandle {
-    /// Binds `sock.bind`, loads the store with `load`, and serves on one new, unpinned thread
-    /// (blocking briefly on the socket when idle, or yielding when `spin`). Returns once
-    /// loaded.
-    pub fn spawn(
-        cfg: ServerConfig,
-        sock: SocketConfig,
-        load: Loader,
-        report: Option<Duration>,
-        spin: bool,
-    ) -> Result<ServerHandle, String> {
-        let mut cores = CoresConfig::new(&format!("kv-server-{}", cfg.serialization), 1);
-        cores.pin = false;
-        let load = std::sync::Mutex::new(Some(load));
-        let shard: ShardLoader = Arc::new(move |store, _, _| {
-            // Setup only (one core, called once): never on the request path.
-            match load.lock().ok().and_then(|mut l| l.take()) {
-                Some(f) => f(store),
-                None => Err("the loader ran twice".to_owned()),
-            }
-        });
-        Self::spawn_cores(cfg, sock, &cores, shard, report, spin)
-    }
-
-    /// Starts `cores.cores` share-nothing server cores, core *i* on `sock.bind`'s port plus
-    /// *i*, each loading its own shard with `load(store, i, cores)` (the keys with
-    /// [`crate::steer::core_of`] = *i*). Returns once every core is bound and loaded.
-    pub fn spawn_cores(
-        cfg: ServerConfig,
-        sock: SocketConfig,
-        cores: &CoresConfig,
-        load: ShardLoader,
-        report: Option<Duration>,
-        spin: bool,
-    ) -> Result<ServerHandle, String> {
-        let stop = Arc::new(AtomicBool::new(false));
-        let cores = spawn_socket_cores(sock, cores, stop, spin, report, move |dp, core| {
-            let mut server = KvServer::new(dp, cfg).with_core(core.index(), core.count());
-            let what = load(server.store_mut(), core.index(), core.count())
-                .map_err(|e| format!("loading the store: {e}"))?;
-            if !what.is_empty() {
-                eprintln!(
-                    "[server {} core {}] {what}",
-                    cfg.serialization,
-                    core.index()
-                );
-            }
-            Ok((server, ()))
-        })?;
-        Ok(ServerHandle { cores })
-    }
-
-    /// The address core 0 listens on.
-    pub fn addr(&self) -> SocketAddrV4 {
-        self.cores.ready()[0].0
-    }
-
-    /// Every core's address, by core index (a client steers by these).
-    pub fn addrs(&self) -> Vec<SocketAddrV4> {
-        self.cores.ready().iter().map(|r| r.0).collect()
-    }
-
-    /// Stops the server and returns its final counters, summed over the cores.
-    pub fn stop(self) -> io::Result<ServerStats> {
-        self.stop_per_core().map(|per| ServerStats::sum(&per))
-    }
-
-    /// Stops the server and returns each core's final counters, by core index.
-    pub fn stop_per_core(self) -> io::Result<Vec<ServerStats>> {
-        self.cores.stop().map_err(io::Error::other)
-    }
-
-    /// Serves until `stop` is set, then stops and returns each core's final counters (printed
-    /// per core on stderr when there are several).
-    pub fn serve_until(self, stop: &AtomicBool) -> Result<Vec<ServerStats>, String> {
-        self.cores.serve_until(stop, "[server]")
-    }
+/// Starts `cores.cores` share-nothing server cores, core *i* on `sock.bind`'s port plus *i*,
+/// each loading its own shard with `load(store, i, cores)` (the keys with
+/// [`crate::steer::core_of`] = *i*). Returns once every core is bound and loaded.
+pub fn spawn_cores(
+    cfg: ServerConfig,
+    sock: SocketConfig,
+    cores: &CoresConfig,
+    load: ShardLoader,
+    report: Option<Duration>,
+    spin: bool,
+) -> Result<ServerHandle, String> {
+    ServerHandle::spawn(sock, cores, report, spin, move |mem, core| {
+        let mut kv = Kv::new(mem, cfg).with_core(core.index, core.count);
+        let what = load(kv.store_mut(), core.index, core.count)
+            .map_err(|e| format!("loading the store: {e}"))?;
+        if !what.is_empty() {
+            eprintln!("[server {} core {}] {what}", cfg.serialization, core.index);
+        }
+        Ok(kv)
+    })
 }

@@ -10,141 +10,22 @@
 //! One XDP program holds an interface, so the serializations run one after another (each
 //! server loads the workload, then takes its whole sweep), not interleaved as on sockets.
 
-use std::net::SocketAddrV4;
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cornflakes::datapath::Transmit;
-use cornflakes_stack::MacAddr;
-use datapath_xdp::{XdpConfig, XdpDatapath};
 use kv_workloads::WorkloadConfig;
 use netns_harness::{ChildServer, HostVeth, Suite};
 
 use crate::bench::{BenchConfig, BenchOutcome, Prepared, XDP_LABEL};
 use crate::client::Checker;
-use crate::server::{ServerConfig, ServerStats};
+use crate::server::ServerStats;
 
-/// The line a server prints once its datapath is up (see [`crate::nic::serve_on`]).
+/// The line a server prints once its datapath is up (`app_server::launch`).
 pub const READY: &str = "[server] ready";
 
 /// Names of the benchmark's namespace and interfaces (`cfkv-…`, `ckv…s` / `ckv…c`) and its
 /// subnet (`10.77.N.0/24`).
 pub const SUITE: Suite = Suite::new("cfkv", "ckv", 77, "CORNFLAKES_REQUIRE_XDP");
-
-/// The pinned memory (UMEM) of a server whose store may hold `memory_limit` bytes: the store
-/// plus room for receive and transmit frames.
-pub fn umem_bytes(memory_limit: usize) -> usize {
-    memory_limit.saturating_add(64 << 20)
-}
-
-/// Opens an [`XdpDatapath`] on `ifname` for `bind` with a UMEM for `memory_limit` bytes of
-/// values and, with `peer` (`IP=MAC`, the `--peer` argument), a static ARP entry for it; IP
-/// MTU `mtu` (`None`: the interface's, when `--mtu` is not given).
-pub fn open(
-    ifname: &str,
-    bind: SocketAddrV4,
-    peer: Option<&str>,
-    mtu: Option<usize>,
-    memory_limit: usize,
-) -> Result<XdpDatapath, String> {
-    let mut cfg = XdpConfig::new(ifname, bind);
-    cfg.mtu = mtu;
-    if let Some(p) = peer {
-        let (ip, mac) = netns_harness::host::parse_peer(p)?;
-        cfg.static_arp.push((ip, MacAddr(mac)));
-    }
-    cfg.umem_bytes = umem_bytes(memory_limit);
-    XdpDatapath::new(cfg).map_err(|e| format!("AF_XDP on {ifname}: {e}"))
-}
-
-/// `kv server --datapath xdp`: loads `load` (if any) and serves on `ifname` until `stop`.
-#[allow(clippy::too_many_arguments)]
-pub fn serve(
-    ifname: &str,
-    bind: SocketAddrV4,
-    peer: Option<&str>,
-    mtu: Option<usize>,
-    memory_limit: usize,
-    cfg: ServerConfig,
-    load: Option<&WorkloadConfig>,
-    stop: &AtomicBool,
-    report: Option<Duration>,
-) -> Result<ServerStats, String> {
-    let dp = open(ifname, bind, peer, mtu, memory_limit)?;
-    let ip_mtu = Transmit::mtu(&dp);
-    crate::nic::serve_on(
-        dp,
-        cfg,
-        load,
-        &format!("{bind}, AF_XDP on {ifname}, IP MTU {ip_mtu}"),
-        stop,
-        report,
-    )
-}
-
-/// `kv server --datapath xdp --cores N`: one XDP program on `ifname` redirecting port `bind + i`
-/// on queue *i* (and dropping, counted as `misteered`, a frame for core *i*'s port that arrived
-/// on another queue), and N pinned share-nothing cores, core *i* with its own AF_XDP socket and
-/// UMEM on queue *i* at port `bind + i` and a store holding only its shard of the keys
-/// (`steer::core_of(key, N) = i`), loaded with the keys of `load` it owns. `memory_limit` is
-/// each core's (as on sockets). The interface needs N queues and something steering port
-/// `bind + i` to queue *i* (an ntuple rule on a NIC; XPS on a veth's sender, see
-/// `docs/xdp.md`). Runs until `stop`; prints each core's counters and the program's, and
-/// returns the cores' sum.
-#[allow(clippy::too_many_arguments)]
-pub fn serve_cores(
-    ifname: &str,
-    bind: SocketAddrV4,
-    peer: Option<&str>,
-    mtu: Option<usize>,
-    memory_limit: usize,
-    cfg: ServerConfig,
-    load: Option<WorkloadConfig>,
-    cores: usize,
-    stop: &AtomicBool,
-    report: Option<Duration>,
-) -> Result<ServerStats, String> {
-    let n = u16::try_from(cores).map_err(|_| format!("--cores {cores}: too many"))?;
-    let peer = peer
-        .map(netns_harness::host::parse_peer)
-        .transpose()?
-        .map(|(ip, mac)| (ip, MacAddr(mac)));
-    // The program stays attached (held on this thread) until every core has stopped.
-    let prog = datapath_xdp::bpf::XdpProgram::for_cores(ifname, bind.port(), n)
-        .map_err(|e| format!("AF_XDP on {ifname}: {e}"))?;
-    let shared = prog
-        .share()
-        .map_err(|e| format!("sharing the XDP program on {ifname}: {e}"))?;
-    let ifname_owned = ifname.to_owned();
-    let running = percore::Cores::spawn(
-        &percore::CoresConfig::new(&format!("kv-server-{}", cfg.serialization), cores),
-        move |core, ready| {
-            let i = core.index();
-            let addr = percore::core_addr(bind, i)?;
-            let mut xc = XdpConfig::new(&ifname_owned, addr);
-            xc.mtu = mtu;
-            xc.queue = i as u32;
-            xc.program = Some(shared.clone());
-            xc.static_arp.extend(peer);
-            xc.umem_bytes = umem_bytes(memory_limit);
-            // On this core's thread: the socket, its UMEM and the store never leave it.
-            let dp = XdpDatapath::new(xc)
-                .map_err(|e| format!("AF_XDP on {ifname_owned} queue {i}: {e}"))?;
-            let what = format!(
-                "AF_XDP on {ifname_owned} queue {i}, IP MTU {}",
-                Transmit::mtu(&dp)
-            );
-            crate::nic::serve_core(dp, cfg, load.as_ref(), &core, ready, (addr, what), report)
-        },
-    )?;
-    let sum = nic_server::serve_until(running, &cfg.serialization, stop)?;
-    if let Ok(p) = prog.stats() {
-        eprintln!("[server] XDP program: {p}");
-    }
-    drop(prog);
-    Ok(sum)
-}
 
 /// The counters a child server printed last (`[server] received=… work_p50=…ns`); the
 /// histogram crosses the process boundary as one sample, its median.
@@ -170,25 +51,7 @@ pub fn parse_core_stats(lines: &[String]) -> Vec<ServerStats> {
 
 /// `received=… replied=… …` (the [`ServerStats`] display) back into counters.
 fn parse_counters(line: &str) -> ServerStats {
-    let mut st = ServerStats::default();
-    for kv in line.split_whitespace() {
-        let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
-        let n = || v.trim_end_matches("ns").parse::<u64>().unwrap_or(0);
-        match k {
-            "received" => st.received = n(),
-            "replied" => st.replied = n(),
-            "malformed" => st.malformed = n(),
-            "send_failed" => st.send_failed = n(),
-            "io_errors" => st.io_errors = n(),
-            "keys" => st.store.keys = n() as usize,
-            "store_bytes" => st.store.used_bytes = n() as usize,
-            "store_full" => st.store.full = n(),
-            "foreign_keys" => st.store.foreign = n(),
-            "work_p50" => st.work.record(Duration::from_nanos(n())),
-            _ => {}
-        }
-    }
-    st
+    ServerStats::parse(line)
 }
 
 /// A `kv server --datapath xdp` child in `ns` on `port` for `ser`, loaded with the bench's
@@ -347,10 +210,7 @@ mod tests {
             (st.received, st.replied, st.malformed, st.io_errors),
             (10, 9, 1, 2)
         );
-        assert_eq!(
-            (st.store.keys, st.store.used_bytes, st.store.full),
-            (5, 640, 3)
-        );
+        assert_eq!((st.app.keys, st.app.used_bytes, st.app.full), (5, 640, 3));
         let p50 = st.work_p50_ns().unwrap();
         assert!((800.0..900.0).contains(&p50), "{p50}");
         assert_eq!(parse_stats(&[]).received, 0);

@@ -13,7 +13,7 @@ use cornflakes::datapath::Receive;
 use cornflakes::{Arena, ConnId, Datapath, Msg, RxMsg};
 use datapath_socket::{SocketConfig, SocketDatapath};
 use kv_store::client::{decode_reply, send_op};
-use kv_store::server::{KvServer, ServerConfig, ServerHandle, ServerStats, ShardLoader};
+use kv_store::server::{Kv, KvServer, ServerConfig, ServerHandle, ServerStats, ShardLoader};
 use kv_store::steer::{core_of, merge, split};
 use kv_store::{Op, OpKind, Reply, Serialization, Status};
 use percore::CoresConfig;
@@ -191,7 +191,7 @@ fn start(ser: Serialization, load: ShardLoader) -> Option<(ServerHandle, Client<
         return None;
     }
     let bind = SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0);
-    let server = ServerHandle::spawn_cores(
+    let server = kv_store::server::spawn_cores(
         ServerConfig::new(ser),
         SocketConfig::new(bind),
         &CoresConfig::new("kv-test", CORES),
@@ -226,14 +226,14 @@ fn check_cores(per_core: &[ServerStats], sent: &[u64]) {
         assert_eq!(s.received, sent[core], "core {core}: {s}");
         assert_eq!(s.replied, sent[core], "core {core}: {s}");
         assert_eq!(s.malformed + s.send_failed, 0, "core {core}: {s}");
-        assert_eq!(s.store.foreign, 0, "core {core} touched another shard: {s}");
+        assert_eq!(s.app.foreign, 0, "core {core} touched another shard: {s}");
         let owned = (0..KEYS)
             .filter(|&i| core_of(&key(i), CORES) == core)
             .count()
             + (20..30)
                 .filter(|&i| i >= KEYS && core_of(&key(i), CORES) == core)
                 .count();
-        assert_eq!(s.store.keys, owned, "core {core} holds only its shard");
+        assert_eq!(s.app.keys, owned, "core {core} holds only its shard");
     }
     let total = ServerStats::sum(per_core);
     assert_eq!(total.received, sent.iter().sum::<u64>());
@@ -277,9 +277,13 @@ fn two_loopback_queues_answer_each_key_from_its_own_core() {
         .into_iter()
         .enumerate()
         .map(|(q, dp)| {
-            let mut s =
-                KvServer::new(dp, ServerConfig::new(Serialization::Cornflakes)).with_core(q, CORES);
-            load_shard(s.store_mut(), q, CORES).unwrap();
+            let kv = Kv::new(
+                cornflakes::datapath::DatapathMemory::memory(&dp),
+                ServerConfig::new(Serialization::Cornflakes),
+            )
+            .with_core(q, CORES);
+            let mut s = KvServer::new(dp, kv);
+            load_shard(s.handler_mut().store_mut(), q, CORES).unwrap();
             s
         })
         .collect();
@@ -327,7 +331,7 @@ fn a_request_sent_to_the_wrong_core_is_counted_as_foreign() {
     let got = c.wait(&HashMap::from([(id, (wrong, OpKind::Get))]), &mut || {});
     assert_eq!(got[&id].status, Status::NotFound, "not in that shard");
     let per_core = server.stop_per_core().unwrap();
-    assert_eq!(per_core[wrong].store.foreign, 1);
+    assert_eq!(per_core[wrong].app.foreign, 1);
     assert_eq!(per_core[1 - wrong].received, 0);
 }
 
@@ -374,9 +378,9 @@ fn the_bench_drives_two_cores_with_key_steered_split_getms() {
         );
     }
     for (ser, s) in &out.servers {
-        assert_eq!(s.store.foreign, 0, "{ser}: {s}");
+        assert_eq!(s.app.foreign, 0, "{ser}: {s}");
         assert_eq!(
-            s.store.keys, 500,
+            s.app.keys, 500,
             "{ser}: the two shards hold every key once: {s}"
         );
         assert_eq!(s.replied, s.received, "{ser}: {s}");

@@ -150,8 +150,8 @@ fn two_kv_cores_answer_each_key_from_its_owner_and_split_requests_merge() {
                 "{ser} core {i}: {st}"
             );
             assert_eq!(st.malformed + st.send_failed + st.io_errors, 0, "{st}");
-            assert_eq!(st.store.foreign, 0, "{ser} core {i}: {st}");
-            assert_eq!(st.store.keys as u64, shard[i], "{ser} core {i}: {st}");
+            assert_eq!(st.app.foreign, 0, "{ser} core {i}: {st}");
+            assert_eq!(st.app.keys as u64, shard[i], "{ser} core {i}: {st}");
             sent += core.counters.sent;
             verified += core.counters.verified;
             rps += core.achieved_rps;
@@ -282,7 +282,7 @@ fn every_trial_on_resident_cores_starts_from_the_loaded_store() {
             );
             assert_eq!(p.report.sampled, c.verified, "every reply decoded");
             let st = ServerStats::sum(&p.per_core);
-            assert_eq!(st.store.keys as u64, KEYS, "{cores} cores, trial {i}: {st}");
+            assert_eq!(st.app.keys as u64, KEYS, "{cores} cores, trial {i}: {st}");
         }
     }
 }

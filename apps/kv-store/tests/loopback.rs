@@ -34,7 +34,7 @@ fn rig_with(ser: Serialization, mem: MemoryConfig, store: StoreConfig) -> Rig {
     b.memory = mem;
     let (a, mut b) = Loopback::pair(a, b).unwrap();
     let conn = b.connect(SERVER).unwrap();
-    let mut server = KvServer::new(
+    let mut server = kv_store::server::new(
         a,
         ServerConfig {
             store,
@@ -220,10 +220,21 @@ fn cornflakes_replies_reference_stored_values_above_the_threshold() {
         (Serialization::Resp, 1),
     ] {
         let mut r = rig(ser);
-        r.server.store_mut().put("v", &val(2048, 9)).unwrap();
+        r.server
+            .handler_mut()
+            .store_mut()
+            .put("v", &val(2048, 9))
+            .unwrap();
         r.send(&Op::Get { key: k("v") });
         r.server.poll();
-        let stored = r.server.store().get("v").unwrap().single().unwrap();
+        let stored = r
+            .server
+            .handler()
+            .store()
+            .get("v")
+            .unwrap()
+            .single()
+            .unwrap();
         // The store's reference, plus the transmit descriptor's when sent by reference.
         if refs == 1 {
             assert_eq!(stored.ref_count(), 1, "{ser}");
@@ -242,7 +253,7 @@ fn capnp_replies_go_out_as_the_segment_table_and_one_entry_per_segment() {
     let live_in_flight = |ser: Serialization| {
         let mut r = rig(ser);
         let v = val(2048, 9);
-        r.server.store_mut().put("v", &v).unwrap();
+        r.server.handler_mut().store_mut().put("v", &v).unwrap();
         let before = r.server.datapath().memory().stats().live_items;
         let msg = r.send(&Op::Get { key: k("v") });
         r.server.poll();
@@ -267,8 +278,17 @@ fn values_larger_than_one_pinned_buffer_are_kept_and_answered_too_large() {
     for ser in Serialization::ALL {
         let mut r = rig_with(ser, memory_config(4096, 1 << 30), StoreConfig::default());
         let v = val(10_000, 5);
-        r.server.store_mut().put("big", &v).unwrap();
-        assert_eq!(r.server.store().get("big").unwrap().pieces().len(), 3);
+        r.server.handler_mut().store_mut().put("big", &v).unwrap();
+        assert_eq!(
+            r.server
+                .handler()
+                .store()
+                .get("big")
+                .unwrap()
+                .pieces()
+                .len(),
+            3
+        );
         assert_eq!(
             r.call(&Op::Get { key: k("big") }),
             st(Status::TooLarge),
@@ -279,10 +299,14 @@ fn values_larger_than_one_pinned_buffer_are_kept_and_answered_too_large() {
             st(Status::TooLarge),
             "{ser}"
         );
-        assert!(r.server.store().get("big").unwrap().to_vec() == v);
+        assert!(r.server.handler().store().get("big").unwrap().to_vec() == v);
         // A value that fits one item but not one 1500-byte frame is segmented by the stack.
         let fits = val(3000, 6);
-        r.server.store_mut().put("fits", &fits).unwrap();
+        r.server
+            .handler_mut()
+            .store_mut()
+            .put("fits", &fits)
+            .unwrap();
         let reply = r.call(&Op::Get { key: k("fits") });
         assert!(reply == ok(vec![fits]), "{ser}: {reply}");
     }
@@ -312,7 +336,7 @@ fn memory_limit_answers_store_full() {
             "{ser}"
         );
         assert_eq!(r.call(&Op::Get { key: k("b") }), st(Status::NotFound));
-        assert_eq!(r.server.stats().store.full, 1);
+        assert_eq!(r.server.stats().app.full, 1);
     }
 }
 
@@ -328,9 +352,10 @@ fn a_put_never_writes_a_buffer_in_flight() {
     ] {
         let mut r = rig(ser);
         let (old, new) = (val(3000, 1), val(3000, 2));
-        r.server.store_mut().put("k", &old).unwrap();
+        r.server.handler_mut().store_mut().put("k", &old).unwrap();
         let old_addr = r
             .server
+            .handler()
             .store()
             .get("k")
             .unwrap()
@@ -345,7 +370,7 @@ fn a_put_never_writes_a_buffer_in_flight() {
             val: new.clone(),
         });
         assert_eq!(r.server.poll(), 2);
-        assert_eq!(r.server.store().get("k").unwrap().to_vec(), new);
+        assert_eq!(r.server.handler().store().get("k").unwrap().to_vec(), new);
         let mem = r.server.datapath().memory().clone();
         // In flight: the old item is still allocated, so a new 3000-byte allocation (same size
         // class, last freed first) gets another item.
@@ -380,7 +405,7 @@ fn a_put_never_writes_a_buffer_in_flight() {
 fn malformed_requests_are_counted_and_the_server_keeps_answering() {
     for ser in Serialization::ALL {
         let mut r = rig(ser);
-        r.server.store_mut().put("k", b"v").unwrap();
+        r.server.handler_mut().store_mut().put("k", b"v").unwrap();
         let junk: [&[u8]; 5] = [
             b"",
             b"\xff\xff\xff\xff\xff\xff\xff\xff",

@@ -216,7 +216,7 @@ fn kv_client_reaches_a_server_on_another_address() {
     let server = ChildServer::spawn(&ns, exe, &args, 7100, READY, Duration::from_secs(30))
         .expect("server up");
     let ready = server.startup_lines().last().cloned().unwrap_or_default();
-    assert!(ready.contains("IP MTU 4000)"), "{ready}");
+    assert!(ready.contains("IP MTU 4000"), "{ready}");
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("kv-xdp-client-{}", std::process::id()));
     let out = Command::new(exe)
@@ -356,8 +356,8 @@ fn two_af_xdp_cores_answer_each_key_from_its_owner() {
         assert_eq!(st.received, results[core], "core {core}: {st}");
         assert_eq!(st.replied, results[core], "core {core}: {st}");
         assert_eq!(st.malformed, 0, "core {core}: {st}");
-        assert_eq!(st.store.foreign, foreign, "core {core}: {st}");
-        assert_eq!(st.store.keys, owned(core).len(), "core {core}: {st}");
+        assert_eq!(st.app.foreign, foreign, "core {core}: {st}");
+        assert_eq!(st.app.keys, owned(core).len(), "core {core}: {st}");
     }
     assert!(
         lines

@@ -15,8 +15,6 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs, clippy::undocumented_unsafe_blocks)]
 
-pub mod cores;
-pub mod idle;
 #[allow(unsafe_code)]
 mod sys;
 

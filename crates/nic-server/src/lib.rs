@@ -100,7 +100,7 @@ pub trait NicApp {
     /// The counters the server returns when stopped.
     type Stats;
     /// How to build the app with a NIC feature (for [`needs_feature`]).
-    const CARGO_RUN: CargoRun;
+    fn cargo_run(&self) -> CargoRun;
 
     /// The largest item the server sends from its own pinned memory, so the NIC registers
     /// memory pools for it (`datapath_mlx5::hw::open_server`'s `min_item`; 0: packet
@@ -152,8 +152,8 @@ pub fn serve<A: NicApp>(
         // The NIC whose feature is not built in.
         #[allow(unreachable_patterns)]
         _ => {
-            let _ = (bind, mtu, app, stop, report);
-            Err(needs_feature(nic, &A::CARGO_RUN))
+            let _ = (bind, mtu, stop, report);
+            Err(needs_feature(nic, &app.cargo_run()))
         }
     }
 }
@@ -176,7 +176,7 @@ pub trait NicCoreApp: Send + Sync + 'static {
     /// The counters each core returns when stopped.
     type Stats: CoreStats;
     /// How to build the app with a NIC feature (for [`needs_feature`]).
-    const CARGO_RUN: CargoRun;
+    fn cargo_run(&self) -> CargoRun;
 
     /// What the cores serve, for their ready lines (`[server] ready: {label} on ...`): e.g.
     /// the echo mode or the KV serialization.
@@ -252,8 +252,8 @@ pub fn serve_cores<A: NicCoreApp>(
         // The NIC whose feature is not built in.
         #[allow(unreachable_patterns)]
         _ => {
-            let _ = (bind, mtu, app, report);
-            Err(needs_feature(nic, &A::CARGO_RUN))
+            let _ = (bind, mtu, report);
+            Err(needs_feature(nic, &app.cargo_run()))
         }
     };
     serve_until(running?, &label, stop)

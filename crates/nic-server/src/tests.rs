@@ -54,7 +54,9 @@ struct Unreached;
 
 impl NicApp for Unreached {
     type Stats = Count;
-    const CARGO_RUN: CargoRun = ECHO;
+    fn cargo_run(&self) -> CargoRun {
+        ECHO
+    }
 
     fn serve<D: Datapath>(
         self,
@@ -70,7 +72,9 @@ impl NicApp for Unreached {
 
 impl NicCoreApp for Unreached {
     type Stats = Count;
-    const CARGO_RUN: CargoRun = KV;
+    fn cargo_run(&self) -> CargoRun {
+        KV
+    }
 
     fn label(&self) -> String {
         "unreached".to_owned()

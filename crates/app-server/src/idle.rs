@@ -1,10 +1,11 @@
-//! How a server polling this datapath behaves when idle: each poll is a `recvmmsg` system
-//! call, so a server sharing cores with its clients should block on the socket after a few
-//! empty polls rather than spin (used by the echo and KV servers).
+//! How a server behaves when idle. Polling a kernel-bypass ring is cheap, and a NIC has no file
+//! descriptor to sleep on: such a server yields after [`IDLE_SPINS`] empty polls. Each poll of
+//! the socket datapath is a `recvmmsg` system call, so a socket server sharing cores with its
+//! clients blocks on the socket after a few empty polls instead ([`socket_idle`]).
 
 use std::time::Duration;
 
-use crate::SocketDatapath;
+use datapath_socket::SocketDatapath;
 
 /// Empty polls before a server that only yields when idle calls its idle hook (polling a
 /// kernel-bypass ring is cheap).
@@ -50,4 +51,9 @@ pub fn socket_idle(spin: bool) -> (u32, impl FnMut(&SocketDatapath)) {
         }
     };
     (if spin { IDLE_SPINS } else { SOCKET_IDLE_SPINS }, hook)
+}
+
+/// A kernel-bypass server's idle hook: yield the CPU (after [`IDLE_SPINS`] empty polls).
+pub fn yield_idle<T: ?Sized>(_: &T) {
+    std::thread::yield_now();
 }

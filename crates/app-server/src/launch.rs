@@ -1,0 +1,423 @@
+//! One datapath choice and one launcher for every server (`docs/cores.md`).
+//!
+//! A [`Launch`] says where a server runs: the [`Transport`] (`--datapath socket | xdp | mlx5 |
+//! ice`, parsed once by [`Transport::from_args`]), the address, the number of cores and the
+//! memory the handler needs. [`launch`] opens the datapath on each core (core *i* on the base
+//! port plus *i*), builds the core's handler there with the app's [`Make`], prints one ready
+//! line per core, polls with that datapath's idle policy ([`crate::idle`]) until `stop`, prints
+//! each core's counters and returns their sum. The NIC arms dispatch to `nic-server` (which
+//! owns the choice of NIC crate and the "needs the feature" errors). A new transport is one
+//! new variant of [`Transport`] and one arm in [`launch`].
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+use cornflakes::Datapath;
+use datapath_socket::SocketConfig;
+use loadgen::args::Args;
+use nic_server::{CargoRun, NicApp, NicCoreApp, NicSpec};
+use percore::CoresConfig;
+
+use crate::{CoreId, Handler, Make, Server, ServerStats};
+
+/// AF_XDP on one interface.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct XdpSpec {
+    /// The interface (`--ifname`).
+    pub ifname: String,
+    /// A static ARP entry for the peer (`--peer IP=MAC`), so the first replies need not wait
+    /// for address resolution.
+    pub peer: Option<(Ipv4Addr, [u8; 6])>,
+    /// The IP MTU when given explicitly (`--mtu`); `None`: the interface's.
+    pub mtu: Option<usize>,
+    /// The UMEM (pinned memory) size, when the handler needs more than the default (a store, an
+    /// array).
+    pub umem_bytes: Option<usize>,
+}
+
+/// Where a server's packets go: the datapath of `--datapath`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Transport {
+    /// Kernel UDP sockets (`datapath-socket`): unprivileged, the default.
+    Socket,
+    /// AF_XDP (`datapath-xdp`, feature `xdp`, root).
+    Xdp(XdpSpec),
+    /// A kernel-bypass NIC (`nic-server`: ConnectX with feature `mlx5`, DPDK with `ice`).
+    Nic(NicSpec),
+}
+
+impl Transport {
+    /// The `--datapath` values a server takes.
+    pub const NAMES: &'static str = "socket, xdp, mlx5 or ice";
+
+    /// Takes `--datapath` (default `socket`) and the flags its transport needs from `a`:
+    /// `--ifname IF [--peer IP=MAC]` for `xdp`, `--mlx5-dev DEV` for `mlx5`, `--dpdk-args
+    /// ARGS` for `ice`. An explicit `--mtu` is the app's (it applies to every transport).
+    pub fn from_args(a: &mut Args) -> Result<Transport, String> {
+        let datapath = a.take("--datapath")?;
+        let ifname = a.take("--ifname")?;
+        let peer = a.take("--peer")?;
+        let mlx5_dev = a.take("--mlx5-dev")?;
+        let dpdk_args = a.take("--dpdk-args")?;
+        Ok(match datapath.as_deref().unwrap_or("socket") {
+            "socket" => Transport::Socket,
+            "xdp" => Transport::Xdp(XdpSpec {
+                ifname: ifname.ok_or("--datapath xdp needs --ifname IF")?,
+                peer: peer
+                    .map(|p| netns_harness::host::parse_peer(&p))
+                    .transpose()?,
+                mtu: None,
+                umem_bytes: None,
+            }),
+            "mlx5" => Transport::Nic(NicSpec::Mlx5 {
+                device: mlx5_dev
+                    .ok_or("--datapath mlx5 needs --mlx5-dev <mlx5_N | PCI address>")?,
+            }),
+            "ice" => Transport::Nic(NicSpec::Ice {
+                dpdk_args: dpdk_args
+                    .ok_or("--datapath ice needs --dpdk-args \"<EAL arguments>\"")?,
+            }),
+            other => return Err(format!("unknown datapath {other:?} ({})", Transport::NAMES)),
+        })
+    }
+
+    /// The `--datapath` value.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Transport::Socket => "socket",
+            Transport::Xdp(_) => "xdp",
+            Transport::Nic(nic) => nic.feature(),
+        }
+    }
+}
+
+/// Everything [`launch`] needs besides the handler.
+#[derive(Clone, Debug)]
+pub struct Launch {
+    /// The datapath.
+    pub transport: Transport,
+    /// Core 0's address and the socket settings (bind, IP MTU, pinned memory, message size).
+    /// The socket datapath uses all of it; the others the address and the MTU (AF_XDP only an
+    /// explicit [`XdpSpec::mtu`]).
+    pub socket: SocketConfig,
+    /// Server cores (core *i* on the base port plus *i*); one core floats, several are pinned
+    /// one per CPU.
+    pub cores: usize,
+    /// Socket datapath: busy-poll when idle instead of blocking on the socket.
+    pub spin: bool,
+    /// Print each core's counters this often.
+    pub report: Option<Duration>,
+    /// What the cores serve, for the ready lines (`[server] ready: {label} on …`).
+    pub label: String,
+    /// Thread names are `{name}-{i}`.
+    pub name: String,
+    /// NICs: the largest item the handler sends from its own pinned memory (0: packet buffers
+    /// only; ConnectX registers pools for it).
+    pub min_item: usize,
+    /// NICs: pinned memory the handler allocates beyond packet buffers (ConnectX sizes its
+    /// memory for it).
+    pub extra_bytes: usize,
+    /// How to build the app with a feature, for the error of a build without it.
+    pub cargo_run: CargoRun,
+}
+
+impl Launch {
+    /// `transport` at `socket.bind`, one core, reporting every second.
+    pub fn new(
+        transport: Transport,
+        socket: SocketConfig,
+        label: &str,
+        cargo_run: CargoRun,
+    ) -> Launch {
+        Launch {
+            transport,
+            socket,
+            cores: 1,
+            spin: false,
+            report: Some(Duration::from_secs(1)),
+            label: label.to_owned(),
+            name: format!("server-{label}"),
+            min_item: 0,
+            extra_bytes: 0,
+            cargo_run,
+        }
+    }
+
+    fn cores_config(&self) -> CoresConfig {
+        let mut cc = CoresConfig::new(&self.name, self.cores);
+        cc.pin = self.cores > 1;
+        cc
+    }
+}
+
+fn print_ready(label: &str, ready: &[percore::QueueInfo]) {
+    let n = ready.len();
+    for (i, (addr, what)) in ready.iter().enumerate() {
+        eprintln!("[server] ready: {label} on {addr} ({what}, core {i} of {n})");
+    }
+}
+
+/// Runs the handler `make` builds on each core of `l` until `stop` is set; prints each core's
+/// ready line (`[server] ready: {label} on {addr} ({datapath}, core i of N)`), and with more
+/// than one core each core's counters at the end; returns the counters summed over the cores.
+pub fn launch<H, F>(
+    l: &Launch,
+    make: F,
+    stop: &AtomicBool,
+) -> Result<ServerStats<H::Counters>, String>
+where
+    H: Handler + 'static,
+    F: Make<H>,
+{
+    if l.cores == 0 {
+        return Err("--cores 0: a server needs at least one core".to_owned());
+    }
+    match &l.transport {
+        Transport::Socket => {
+            let cc = l.cores_config();
+            let flag = Arc::new(AtomicBool::new(false));
+            let running = crate::socket::spawn_socket_cores(
+                l.socket.clone(),
+                &cc,
+                flag,
+                l.spin,
+                l.report,
+                make,
+            )?;
+            let ready: Vec<_> = running
+                .ready()
+                .iter()
+                .map(|r| (r.0, "socket datapath".to_owned()))
+                .collect();
+            print_ready(&l.label, &ready);
+            let per_core = running.serve_until(stop, "[server]")?;
+            Ok(ServerStats::sum(&per_core))
+        }
+        Transport::Xdp(x) => xdp::launch(l, x, make, stop),
+        Transport::Nic(nic) => {
+            let app = OnNic {
+                make,
+                handler: PhantomData,
+                label: l.label.clone(),
+                min_item: l.min_item,
+                extra_bytes: l.extra_bytes,
+                cargo_run: l.cargo_run,
+            };
+            let (bind, mtu) = (l.socket.bind, l.socket.mtu);
+            if l.cores == 1 {
+                nic_server::serve(nic, bind, mtu, app, stop, l.report)
+            } else {
+                nic_server::serve_cores(nic, bind, mtu, &l.cores_config(), app, stop, l.report)
+            }
+        }
+    }
+}
+
+/// A handler on a NIC's queues, as `nic-server` runs apps.
+struct OnNic<H, F> {
+    make: F,
+    handler: PhantomData<fn() -> H>,
+    label: String,
+    min_item: usize,
+    extra_bytes: usize,
+    cargo_run: CargoRun,
+}
+
+impl<H: Handler, F: Make<H>> OnNic<H, F> {
+    fn serve<D: Datapath>(
+        &self,
+        dp: D,
+        core: CoreId,
+        stop: &AtomicBool,
+        report: Option<Duration>,
+        ready: impl FnOnce(),
+    ) -> Result<ServerStats<H::Counters>, String> {
+        let handler = (self.make)(dp.memory(), core)?;
+        let mut server = Server::new(dp, handler);
+        ready();
+        server.run(
+            stop,
+            report,
+            crate::idle::IDLE_SPINS,
+            &mut crate::idle::yield_idle,
+        );
+        Ok(server.stats())
+    }
+}
+
+impl<H: Handler + 'static, F: Make<H>> NicApp for OnNic<H, F> {
+    type Stats = ServerStats<H::Counters>;
+
+    fn cargo_run(&self) -> CargoRun {
+        self.cargo_run
+    }
+
+    fn min_item(&self) -> usize {
+        self.min_item
+    }
+
+    fn extra_bytes(&self) -> usize {
+        self.extra_bytes
+    }
+
+    fn serve<D: Datapath>(
+        self,
+        dp: D,
+        nic: &NicSpec,
+        bind: SocketAddrV4,
+        stop: &AtomicBool,
+        report: Option<Duration>,
+    ) -> Result<Self::Stats, String> {
+        OnNic::serve(&self, dp, CoreId::ONE, stop, report, || {
+            print_ready(&self.label, &[(bind, nic.label())])
+        })
+    }
+}
+
+impl<H: Handler + 'static, F: Make<H>> NicCoreApp for OnNic<H, F> {
+    type Stats = ServerStats<H::Counters>;
+
+    fn cargo_run(&self) -> CargoRun {
+        self.cargo_run
+    }
+
+    fn label(&self) -> String {
+        self.label.clone()
+    }
+
+    fn min_item(&self) -> usize {
+        self.min_item
+    }
+
+    fn extra_bytes(&self) -> usize {
+        self.extra_bytes
+    }
+
+    fn serve_core<D: Datapath>(
+        &self,
+        dp: D,
+        core: &percore::Core,
+        ready: percore::Ready<percore::QueueInfo>,
+        info: percore::QueueInfo,
+        report: Option<Duration>,
+    ) -> Result<Self::Stats, String> {
+        self.serve(dp, CoreId::of(core), core.stop(), report, || {
+            ready.ready(info)
+        })
+    }
+}
+
+impl<H, F> fmt::Debug for OnNic<H, F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OnNic").field("label", &self.label).finish()
+    }
+}
+
+#[cfg(feature = "xdp")]
+mod xdp {
+    use super::*;
+    use cornflakes::datapath::{DatapathMemory as _, Transmit as _};
+    use cornflakes_stack::wire::MacAddr;
+    use datapath_xdp::{XdpConfig, XdpDatapath};
+
+    fn config(l: &Launch, x: &XdpSpec) -> XdpConfig {
+        let mut cfg = XdpConfig::new(&x.ifname, l.socket.bind);
+        cfg.static_arp
+            .extend(x.peer.map(|(ip, mac)| (ip, MacAddr(mac))));
+        cfg.mtu = x.mtu;
+        if let Some(b) = x.umem_bytes {
+            cfg.umem_bytes = b;
+        }
+        cfg
+    }
+
+    /// AF_XDP: one core on the interface's queue 0, or N cores each with its own AF_XDP socket
+    /// on queue *i* behind one XDP program redirecting port `bind + i` to queue *i* (the
+    /// interface needs N queues and the NIC must steer each port to its queue, e.g. with
+    /// `ethtool -N`; docs/xdp.md).
+    pub(super) fn launch<H: Handler, F: Make<H>>(
+        l: &Launch,
+        x: &XdpSpec,
+        make: F,
+        stop: &AtomicBool,
+    ) -> Result<ServerStats<H::Counters>, String> {
+        let base = config(l, x);
+        let (ifname, bind) = (x.ifname.clone(), l.socket.bind);
+        let n = u16::try_from(l.cores).map_err(|_| format!("--cores {}: too many", l.cores))?;
+        // With several cores, the program stays attached (on this thread) until every core
+        // has stopped.
+        let prog = if n > 1 {
+            Some(
+                datapath_xdp::bpf::XdpProgram::for_cores(&ifname, bind.port(), n)
+                    .map_err(|e| format!("AF_XDP on {ifname}: {e}"))?,
+            )
+        } else {
+            None
+        };
+        let shared = prog
+            .as_ref()
+            .map(|p| p.share())
+            .transpose()
+            .map_err(|e| format!("sharing the XDP program on {ifname}: {e}"))?;
+        let report = l.report;
+        let running = percore::Cores::spawn(&l.cores_config(), move |core, ready| {
+            let addr = percore::core_addr(bind, core.index())?;
+            let mut xc = base.clone();
+            xc.addr = addr;
+            xc.queue = core.index() as u32;
+            xc.program = shared.clone();
+            let dp = XdpDatapath::new(xc)
+                .map_err(|e| format!("AF_XDP on {ifname} queue {}: {e}", core.index()))?;
+            let ip_mtu = dp.mtu();
+            eprintln!("[server] queue {}: IP MTU {ip_mtu}", core.index());
+            let handler = make(dp.memory(), CoreId::of(&core))?;
+            let mut server = Server::new(dp, handler);
+            ready.ready((
+                addr,
+                format!(
+                    "AF_XDP on {ifname}, IP MTU {ip_mtu}, queue {}",
+                    core.index()
+                ),
+            ));
+            server.run(
+                core.stop(),
+                report,
+                crate::idle::IDLE_SPINS,
+                &mut crate::idle::yield_idle,
+            );
+            Ok(server.stats())
+        })?;
+        print_ready(&l.label, running.ready());
+        let per_core = running.serve_until(stop, "[server]")?;
+        if let Some(p) = &prog {
+            if let Ok(s) = p.stats() {
+                eprintln!("[server] XDP program: {s}");
+            }
+        }
+        drop(prog);
+        Ok(ServerStats::sum(&per_core))
+    }
+}
+
+#[cfg(not(feature = "xdp"))]
+mod xdp {
+    use super::*;
+
+    /// The error of a build without AF_XDP.
+    pub(super) fn launch<H: Handler, F: Make<H>>(
+        l: &Launch,
+        _: &XdpSpec,
+        _: F,
+        _: &AtomicBool,
+    ) -> Result<ServerStats<H::Counters>, String> {
+        Err(format!(
+            "--datapath xdp needs the `xdp` feature (clang and libbpf-dev: apt-get install -y \
+             $(cat crates/datapath-xdp/APT_PACKAGES)): {}",
+            l.cargo_run.command("xdp")
+        ))
+    }
+}

@@ -1,0 +1,197 @@
+//! The serializations the apps share: Cornflakes in one of the paper's four configurations, or
+//! a copying library (`baselines`). Each app adds only its own formats (echo's hand-written
+//! modes, the KV store's RESP) and maps its names onto these.
+
+use std::fmt;
+use std::str::FromStr;
+
+use cornflakes::datapath::object_to_sga;
+use cornflakes::{ConnId, CornflakesObj, Datapath, Msg, SendError};
+
+pub use baselines::Library;
+
+/// How a Cornflakes reply is built (the arena's threshold) and handed to the datapath.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Cornflakes {
+    /// Hybrid: fields at least the threshold long by scatter-gather, shorter ones copied;
+    /// serialize-and-send.
+    Hybrid,
+    /// Threshold 0: every field by scatter-gather.
+    AllSg,
+    /// Threshold `usize::MAX`: every field copied.
+    AllCopy,
+    /// Hybrid, but the reply is first turned into a scatter-gather array, then sent (no
+    /// serialize-and-send; the paper's Table 5 ablation).
+    NoSsend,
+}
+
+impl Cornflakes {
+    /// Every configuration, in the order the benchmarks report them.
+    pub const ALL: [Cornflakes; 4] = [
+        Cornflakes::Hybrid,
+        Cornflakes::AllSg,
+        Cornflakes::AllCopy,
+        Cornflakes::NoSsend,
+    ];
+
+    /// The name on the command line and in results.
+    pub fn name(self) -> &'static str {
+        match self {
+            Cornflakes::Hybrid => "cornflakes",
+            Cornflakes::AllSg => "cornflakes-sg",
+            Cornflakes::AllCopy => "cornflakes-copy",
+            Cornflakes::NoSsend => "cornflakes-no-ssend",
+        }
+    }
+
+    /// The arena threshold of this configuration, given the hybrid one (`--threshold`).
+    pub fn threshold(self, hybrid: usize) -> usize {
+        match self {
+            Cornflakes::Hybrid | Cornflakes::NoSsend => hybrid,
+            Cornflakes::AllSg => 0,
+            Cornflakes::AllCopy => usize::MAX,
+        }
+    }
+
+    /// How its replies reach the datapath.
+    pub fn send_path(self) -> SendPath {
+        match self {
+            Cornflakes::NoSsend => SendPath::SgaThenSend,
+            _ => SendPath::SerializeAndSend,
+        }
+    }
+}
+
+/// How a Cornflakes object is handed to the datapath.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SendPath {
+    /// Serialize-and-send: the datapath walks the object
+    /// ([`cornflakes::datapath::Transmit::send_object`]).
+    SerializeAndSend,
+    /// First a scatter-gather array ([`object_to_sga`]), then
+    /// [`cornflakes::datapath::Transmit::send_sga`] (the ablation).
+    SgaThenSend,
+}
+
+impl SendPath {
+    /// Sends `obj` on `dp` this way.
+    #[inline]
+    pub fn send<D: Datapath, O: CornflakesObj>(
+        self,
+        dp: &mut D,
+        conn: ConnId,
+        msg: Msg,
+        obj: &O,
+    ) -> Result<(), SendError> {
+        match self {
+            SendPath::SerializeAndSend => dp.send_object(conn, msg, obj),
+            SendPath::SgaThenSend => {
+                let sga = object_to_sga(obj, dp.memory(), dp.max_segments().saturating_sub(1))?;
+                dp.send_sga(conn, msg, &sga)
+            }
+        }
+    }
+}
+
+/// A serialization every app speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Serialization {
+    /// Cornflakes objects (generated from the app's schema) in one configuration.
+    Cornflakes(Cornflakes),
+    /// A copying library's own format.
+    Library(Library),
+}
+
+impl Serialization {
+    /// Every one, in the order the benchmarks report them: the Cornflakes configurations,
+    /// then protobuf, Cap'n Proto and FlatBuffers.
+    pub const ALL: [Serialization; 7] = [
+        Serialization::Cornflakes(Cornflakes::Hybrid),
+        Serialization::Cornflakes(Cornflakes::AllSg),
+        Serialization::Cornflakes(Cornflakes::AllCopy),
+        Serialization::Cornflakes(Cornflakes::NoSsend),
+        Serialization::Library(Library::Protobuf),
+        Serialization::Library(Library::Capnp),
+        Serialization::Library(Library::Flatbuffers),
+    ];
+
+    /// The name on the command line and in results.
+    pub fn name(self) -> &'static str {
+        match self {
+            Serialization::Cornflakes(c) => c.name(),
+            Serialization::Library(l) => l.name(),
+        }
+    }
+
+    /// The arena threshold, given the hybrid one: a library never references a field, so its
+    /// arena (if any) copies everything.
+    pub fn threshold(self, hybrid: usize) -> usize {
+        match self {
+            Serialization::Cornflakes(c) => c.threshold(hybrid),
+            Serialization::Library(_) => usize::MAX,
+        }
+    }
+
+    /// The library, for a library's format.
+    pub fn library(self) -> Option<Library> {
+        match self {
+            Serialization::Library(l) => Some(l),
+            Serialization::Cornflakes(_) => None,
+        }
+    }
+
+    /// The Cornflakes configuration, for Cornflakes objects.
+    pub fn cornflakes(self) -> Option<Cornflakes> {
+        match self {
+            Serialization::Cornflakes(c) => Some(c),
+            Serialization::Library(_) => None,
+        }
+    }
+}
+
+impl fmt::Display for Serialization {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Serialization {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        Serialization::ALL
+            .into_iter()
+            .find(|m| m.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Serialization::ALL.iter().map(|m| m.name()).collect();
+                format!("unknown serialization {s:?} (one of: {})", names.join(", "))
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_thresholds_follow_the_configuration() {
+        for s in Serialization::ALL {
+            assert_eq!(s.name().parse::<Serialization>().unwrap(), s);
+        }
+        assert!("resp"
+            .parse::<Serialization>()
+            .unwrap_err()
+            .contains("one of"));
+        let cf = |c| Serialization::Cornflakes(c);
+        assert_eq!(cf(Cornflakes::Hybrid).threshold(300), 300);
+        assert_eq!(cf(Cornflakes::NoSsend).threshold(300), 300);
+        assert_eq!(cf(Cornflakes::AllSg).threshold(300), 0);
+        assert_eq!(cf(Cornflakes::AllCopy).threshold(300), usize::MAX);
+        assert_eq!(
+            Serialization::Library(Library::Capnp).threshold(300),
+            usize::MAX
+        );
+        assert_eq!(Cornflakes::NoSsend.send_path(), SendPath::SgaThenSend);
+        assert_eq!(Cornflakes::AllSg.send_path(), SendPath::SerializeAndSend);
+    }
+}

@@ -1,0 +1,130 @@
+//! N share-nothing server cores over kernel sockets (`docs/cores.md`): core *i* binds its own
+//! socket on the base port plus *i* (one port per core), so a client picks the core — and, for
+//! the KV store, the shard — by the destination port. `SO_REUSEPORT` (one port, the kernel
+//! hashing each flow to a socket) would spread clients over the cores too, but by a hash the
+//! client does not control, so key steering would be impossible; the servers use one port per
+//! core.
+//!
+//! Each core opens its own [`SocketDatapath`] (socket, pinned memory, connection table) on its
+//! own thread ([`percore::Cores`]), builds its handler there, and polls with the socket idle
+//! policy ([`crate::idle::socket_idle`]).
+
+use std::io;
+use std::net::SocketAddrV4;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+use cornflakes::datapath::{Connect as _, DatapathMemory as _, Transmit as _};
+use datapath_socket::{SocketConfig, SocketDatapath};
+use percore::{Cores, CoresConfig};
+
+use crate::{AppCounters, CoreId, Handler, Make, Server, ServerStats};
+
+/// Running socket server cores: each reported its address and its descriptor limit.
+pub(crate) type SocketCores<A> = Cores<(SocketAddrV4, usize), ServerStats<A>>;
+
+/// Starts `cores.cores` server cores. Core *i* binds `sock.bind` with the port plus *i*
+/// ([`percore::core_addr`]; port 0: each core an ephemeral port), builds its handler with
+/// `make` (on the core's own thread) and reports its address and descriptor limit when ready. Each core then polls
+/// until `stop` is set — blocking briefly on its socket when idle, or yielding when `spin` —
+/// printing its counters every `report` — and returns its counters.
+pub(crate) fn spawn_socket_cores<H: Handler, F: Make<H>>(
+    sock: SocketConfig,
+    cores: &CoresConfig,
+    stop: Arc<AtomicBool>,
+    spin: bool,
+    report: Option<Duration>,
+    make: F,
+) -> Result<SocketCores<H::Counters>, String> {
+    Cores::spawn_with_stop(cores, stop, move |core, ready| {
+        let mut sc = sock.clone();
+        sc.bind = percore::core_addr(sock.bind, core.index())?;
+        let bind = sc.bind;
+        let dp = SocketDatapath::new(sc).map_err(|e| format!("binding {bind}: {e}"))?;
+        let addr = dp.local_addr();
+        let segments = dp.max_segments();
+        let handler = make(dp.memory(), CoreId::of(&core))?;
+        let mut server = Server::new(dp, handler);
+        ready.ready((addr, segments));
+        let (after, mut hook) = crate::idle::socket_idle(spin);
+        server.run(core.stop(), report, after, &mut |dp| hook(dp));
+        Ok(server.stats())
+    })
+}
+
+/// Server cores over the socket datapath, each on its own thread with its own socket
+/// (core *i* on the base port plus *i*), handler and counters (`docs/cores.md`).
+pub struct ServerHandle<A> {
+    cores: SocketCores<A>,
+}
+
+impl<A: AppCounters> ServerHandle<A> {
+    /// Starts `cores.cores` share-nothing server cores, core *i* binding `sock.bind`'s port
+    /// plus *i* and serving the handler `make` builds on its thread; idle cores block briefly
+    /// on their socket (or yield, with `spin`); with `report`, each prints its counters that
+    /// often. Returns once every core is bound and its handler built.
+    pub fn spawn<H, F>(
+        sock: SocketConfig,
+        cores: &CoresConfig,
+        report: Option<Duration>,
+        spin: bool,
+        make: F,
+    ) -> Result<Self, String>
+    where
+        H: Handler<Counters = A>,
+        F: Make<H>,
+    {
+        let stop = Arc::new(AtomicBool::new(false));
+        let cores = spawn_socket_cores(sock, cores, stop, spin, report, make)?;
+        Ok(ServerHandle { cores })
+    }
+
+    /// [`Self::spawn`] on one new, unpinned thread named `name`.
+    pub fn spawn_one<H, F>(
+        name: &str,
+        sock: SocketConfig,
+        report: Option<Duration>,
+        spin: bool,
+        make: F,
+    ) -> Result<Self, String>
+    where
+        H: Handler<Counters = A>,
+        F: Make<H>,
+    {
+        let mut cores = CoresConfig::new(name, 1);
+        cores.pin = false;
+        Self::spawn(sock, &cores, report, spin, make)
+    }
+
+    /// The address core 0 listens on.
+    pub fn addr(&self) -> SocketAddrV4 {
+        self.cores.ready()[0].0
+    }
+
+    /// The scatter-gather entries one packet of the datapath may have (header included).
+    pub fn max_segments(&self) -> usize {
+        self.cores.ready()[0].1
+    }
+
+    /// Every core's address, by core index (a client steers by these).
+    pub fn addrs(&self) -> Vec<SocketAddrV4> {
+        self.cores.ready().iter().map(|r| r.0).collect()
+    }
+
+    /// Stops the server and returns its final counters, summed over the cores.
+    pub fn stop(self) -> io::Result<ServerStats<A>> {
+        self.stop_per_core().map(|per| ServerStats::sum(&per))
+    }
+
+    /// Stops the server and returns each core's final counters, by core index.
+    pub fn stop_per_core(self) -> io::Result<Vec<ServerStats<A>>> {
+        self.cores.stop().map_err(io::Error::other)
+    }
+
+    /// Serves until `stop` is set, then stops and returns each core's final counters (printed
+    /// per core on stderr when there are several).
+    pub fn serve_until(self, stop: &AtomicBool) -> Result<Vec<ServerStats<A>>, String> {
+        self.cores.serve_until(stop, "[server]")
+    }
+}
