@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 say() { printf '\n==> %s\n' "$*"; }
 
 # --- system packages -------------------------------------------------------------------------
-pkgs=$(cat crates/*/APT_PACKAGES apps/*/APT_PACKAGES datapath-*/APT_PACKAGES tests/*/APT_PACKAGES 2>/dev/null \
+pkgs=$(cat crates/*/APT_PACKAGES apps/*/APT_PACKAGES tests/*/APT_PACKAGES 2>/dev/null \
   | sed 's/#.*//' | tr -s ' \t' '\n' | sed '/^$/d' | sort -u || true)
 missing=""
 for p in $pkgs; do
@@ -110,7 +110,7 @@ for p in cornflakes-runtime datapath-loopback datapath-socket datapath-xdp datap
   netns-harness baselines percore; do
   # The runtime's package is cornflakes-runtime, its directory crates/cornflakes.
   d=${p%-runtime}
-  if [ -d "crates/$d" ] || [ -d "$d" ]; then asan_pkgs="$asan_pkgs $p"; fi
+  if [ -d "crates/$d" ]; then asan_pkgs="$asan_pkgs $p"; fi
 done
 nightly=""
 if rustup toolchain list 2>/dev/null | grep -q '^nightly'; then nightly=1; fi

@@ -11,6 +11,8 @@
 //! - [`segment`] and [`reassembly`]: messages larger than one frame.
 //! - [`iface`]: the receive path with drop counters and the connection table, for link-layer
 //!   datapaths; [`tx`]: their transmit paths (serialize-and-send over a [`tx::TxSink`]).
+//! - [`device`]: the device boundary — a [`Device`] is a NIC queue pair's rings (a receive
+//!   half beside [`TxSink`]), and [`EthDatapath`] the one Ethernet datapath over any device.
 //!
 //! The crate has no `unsafe` code and performs no I/O; datapaths drive it.
 
@@ -19,6 +21,7 @@
 
 pub mod arp;
 pub mod checksum;
+pub mod device;
 pub mod iface;
 mod peers;
 pub mod reassembly;
@@ -27,6 +30,7 @@ pub mod template;
 pub mod tx;
 pub mod wire;
 
+pub use device::{Device, EthDatapath};
 pub use iface::{EthStack, StackConfig, FRAME_OVERHEAD, IP_OVERHEAD};
 pub use segment::{Cursor, FramePlan, Part};
 pub use template::{HeaderTemplate, TEMPLATE_LEN};

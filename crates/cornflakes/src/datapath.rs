@@ -15,7 +15,8 @@
 //! - [`Completions`]: reclaims transmit descriptors the device is done with, dropping the
 //!   [`RcBuf`]s they kept alive.
 //!
-//! [`Datapath`] is all five together (blanket-implemented). The traits take generic objects
+//! [`Datapath`] is all five together (blanket-implemented). [`DelegateDatapath`] gives a type
+//! the five traits of a datapath it wraps. The traits take generic objects
 //! (`send_object<O: CornflakesObj>`), so a datapath is chosen at compile time, not behind `dyn`.
 //!
 //! # Buffer ownership on send
@@ -361,6 +362,117 @@ pub trait Completions {
 pub trait Datapath: DatapathMemory + Connect + Receive + Transmit + Completions {}
 
 impl<T: DatapathMemory + Connect + Receive + Transmit + Completions> Datapath for T {}
+
+/// A datapath that is another datapath with an API of its own around it: implementing this
+/// gives a type the five datapath traits, each forwarded to [`inner`](Self::inner). The NIC
+/// datapaths use it to keep their own names, constructors and statistics around the stack's
+/// one Ethernet datapath (`cornflakes_stack::device::EthDatapath`), so the traits are
+/// implemented once there instead of once per NIC.
+pub trait DelegateDatapath {
+    /// The datapath that does the work.
+    type Inner: Datapath;
+
+    /// The datapath that does the work.
+    fn inner(&self) -> &Self::Inner;
+
+    /// The datapath that does the work, mutably.
+    fn inner_mut(&mut self) -> &mut Self::Inner;
+}
+
+impl<T: DelegateDatapath> DatapathMemory for T {
+    #[inline]
+    fn memory(&self) -> &PinnedMemory {
+        self.inner().memory()
+    }
+}
+
+impl<T: DelegateDatapath> Connect for T {
+    #[inline]
+    fn connect(&mut self, peer: SocketAddrV4) -> io::Result<ConnId> {
+        self.inner_mut().connect(peer)
+    }
+
+    #[inline]
+    fn peer_addr(&self, conn: ConnId) -> Option<SocketAddrV4> {
+        self.inner().peer_addr(conn)
+    }
+
+    #[inline]
+    fn local_addr(&self) -> SocketAddrV4 {
+        self.inner().local_addr()
+    }
+
+    #[inline]
+    fn connect_all(&mut self, peers: &[SocketAddrV4]) -> io::Result<Vec<ConnId>> {
+        self.inner_mut().connect_all(peers)
+    }
+}
+
+impl<T: DelegateDatapath> Receive for T {
+    #[inline]
+    fn recv_burst(&mut self, out: &mut Vec<RxMsg>) -> io::Result<usize> {
+        self.inner_mut().recv_burst(out)
+    }
+
+    #[inline]
+    fn counters(&self) -> DropCounters {
+        self.inner().counters()
+    }
+}
+
+impl<T: DelegateDatapath> Transmit for T {
+    #[inline]
+    fn mtu(&self) -> usize {
+        self.inner().mtu()
+    }
+
+    #[inline]
+    fn max_segments(&self) -> usize {
+        self.inner().max_segments()
+    }
+
+    #[inline]
+    fn max_message_len(&self) -> usize {
+        self.inner().max_message_len()
+    }
+
+    #[inline]
+    fn send_object<O: CornflakesObj>(
+        &mut self,
+        conn: ConnId,
+        msg: Msg,
+        obj: &O,
+    ) -> Result<(), SendError> {
+        self.inner_mut().send_object(conn, msg, obj)
+    }
+
+    #[inline]
+    fn send_sga(&mut self, conn: ConnId, msg: Msg, entries: &[RcBuf]) -> Result<(), SendError> {
+        self.inner_mut().send_sga(conn, msg, entries)
+    }
+
+    #[inline]
+    fn send_copy(&mut self, conn: ConnId, msg: Msg, data: &[u8]) -> Result<(), SendError> {
+        self.inner_mut().send_copy(conn, msg, data)
+    }
+
+    #[inline]
+    fn flush(&mut self) -> Result<(), SendError> {
+        self.inner_mut().flush()
+    }
+}
+
+impl<T: DelegateDatapath> Completions for T {
+    #[inline]
+    fn poll_completions(&mut self) -> usize {
+        self.inner_mut().poll_completions()
+    }
+
+    #[inline]
+    fn in_flight(&self) -> usize {
+        self.inner().in_flight()
+    }
+}
 
 /// The demotion plan for sending `obj` (whose [`sizes`](CornflakesObj::sizes) the caller has
 /// already computed) with at most `max_zero_copy` zero-copy entries, and the bytes it moves into

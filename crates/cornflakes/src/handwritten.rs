@@ -1,4 +1,5 @@
-//! Hand-written objects for the two worked examples of the wire-format spec.
+//! Hand-written objects for the two worked examples of the wire-format spec (test fixtures:
+//! built with the feature `fixtures`, or in this crate's own tests).
 //!
 //! They are what `cornflakes-codegen` generates for these schemas, written out by hand: tests
 //! and benchmarks across the workspace use them as fixtures, and they show the shape of generated

@@ -31,6 +31,8 @@
 pub mod arena;
 pub mod cfptr;
 pub mod datapath;
+// Test fixtures (feature `fixtures`; this crate's own tests always have them).
+#[cfg(any(test, feature = "fixtures"))]
 pub mod handwritten;
 pub mod list;
 pub mod mem;
@@ -43,7 +45,7 @@ pub use arena::{Arena, ArenaFull, ZeroCopyFallback, ZeroCopyFallbacks, DEFAULT_T
 /// Re-exported for generated code (arena boxes of nested messages).
 pub use bumpalo;
 pub use cfptr::{CFBytes, CFPtr, CFString};
-pub use datapath::{ConnId, Datapath, DropCounters, Msg, RxMsg, SendError};
+pub use datapath::{ConnId, Datapath, DelegateDatapath, DropCounters, Msg, RxMsg, SendError};
 pub use list::{Leaf, LeafList, MessageList, PackedList};
 pub use mem::{AllocError, ConfigError, HugePages, MemoryConfig, PinnedMemory, RcBuf, RcBufMut};
 pub use obj::{CornflakesObj, DecodeObj, Sizes};

@@ -1,11 +1,12 @@
 //! An in-process software NIC pair for tests, running the full Ethernet/IPv4/UDP stack of
-//! `cornflakes-stack`.
+//! `cornflakes-stack`: this crate is only the NIC's rings ([`LoopbackNic`], a [`Device`]);
+//! [`Loopback`] is the stack's [`EthDatapath`] over them.
 //!
 //! Sends post descriptors — a pointer, a length, and a clone of the [`RcBuf`] that keeps the
 //! memory alive — to the sender's transmit ring, exactly as a NIC driver would. Nothing is read
-//! then: the bytes are gathered ("DMA") only when the peer polls ([`Receive::recv_burst`]),
-//! and only descriptors made visible by [`Transmit::flush`] are gathered. The sender learns of
-//! completions at its next [`Completions::poll_completions`], which is when it drops the
+//! then: the bytes are gathered ("DMA") only when the peer polls ([`Receive::recv_burst`](cornflakes::datapath::Receive::recv_burst)),
+//! and only descriptors made visible by [`Transmit::flush`](cornflakes::datapath::Transmit::flush) are gathered. The sender learns of
+//! completions at its next [`Completions::poll_completions`](cornflakes::datapath::Completions::poll_completions), which is when it drops the
 //! buffer references. So a test can observe the whole ownership protocol: what the application
 //! may do with its buffers between a send and the device reading them, and when each buffer
 //! is released.
@@ -54,15 +55,14 @@
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
-use std::io;
-use std::net::SocketAddrV4;
 use std::rc::Rc;
 use std::time::Instant;
 
-use cornflakes::datapath::{Completions, Connect, DatapathMemory, DropCounters, Receive, Transmit};
+use cornflakes::datapath::{DelegateDatapath, DropCounters};
 use cornflakes::mem::{AllocError, MemoryConfig};
-use cornflakes::{ConnId, CornflakesObj, Msg, PinnedMemory, RcBuf, RxMsg, SendError};
-use cornflakes_stack::tx::{self, TxSink};
+use cornflakes::{PinnedMemory, RcBuf, RxMsg, SendError};
+use cornflakes_stack::device::{Device, EthDatapath};
+use cornflakes_stack::tx::TxSink;
 use cornflakes_stack::{EthStack, StackConfig};
 
 /// Configuration of one loopback NIC.
@@ -146,35 +146,22 @@ impl Link {
     }
 }
 
-/// One end of a loopback link (or one queue of a multi-queue end).
+/// One end of a loopback link (or one queue of a multi-queue end): the stack's
+/// [`EthDatapath`] over this NIC's rings ([`LoopbackNic`]).
 pub struct Loopback {
+    eth: EthDatapath<LoopbackNic>,
+}
+
+/// The rings of one loopback endpoint: the [`Device`] under a [`Loopback`].
+pub struct LoopbackNic {
     /// This endpoint: 0 for the single-queue end, `1 + q` for queue `q` of the other end.
     side: usize,
     link: Rc<RefCell<Link>>,
-    stack: EthStack,
     mem: PinnedMemory,
-    cfg: LoopbackConfig,
+    tx_ring: usize,
+    rx_burst: usize,
+    max_segments: usize,
     injected: VecDeque<Vec<u8>>,
-}
-
-struct RingSink<'a> {
-    ring: &'a mut Ring,
-    cap: usize,
-}
-
-impl TxSink for RingSink<'_> {
-    fn free_slots(&self) -> usize {
-        self.cap.saturating_sub(self.ring.descs.len())
-    }
-
-    fn post(&mut self, buf: RcBuf, end_of_frame: bool) {
-        self.ring.descs.push_back(Desc {
-            addr: buf.as_ptr(),
-            len: buf.len(),
-            buf,
-            end_of_frame,
-        });
-    }
 }
 
 impl Loopback {
@@ -203,13 +190,17 @@ impl Loopback {
             let mem = PinnedMemory::new(cfg.memory.clone())?;
             // A message is received into one pinned buffer: never promise more than that.
             cfg.stack.max_message_len = cfg.stack.max_message_len.min(mem.max_item_size());
-            Ok(Loopback {
+            let nic = LoopbackNic {
                 side,
                 link: link.clone(),
-                stack: EthStack::new(cfg.stack.clone()),
-                mem,
-                cfg,
+                mem: mem.clone(),
+                tx_ring: cfg.tx_ring,
+                rx_burst: cfg.rx_burst,
+                max_segments: cfg.max_segments,
                 injected: VecDeque::new(),
+            };
+            Ok(Loopback {
+                eth: EthDatapath::new(nic, mem, cfg.stack),
             })
         };
         let a = mk(0, a)?;
@@ -223,22 +214,24 @@ impl Loopback {
 
     /// The stack (configuration and counters).
     pub fn stack(&self) -> &EthStack {
-        &self.stack
+        self.eth.stack()
     }
 
     /// Queues a raw frame as if it had arrived from the wire (processed at the next poll).
     pub fn inject_frame(&mut self, frame: &[u8]) {
-        self.injected.push_back(frame.to_vec());
+        self.eth.device_mut().injected.push_back(frame.to_vec());
     }
 
     /// Starts (or stops) recording copies of every frame this end puts on the wire.
     pub fn set_capture(&mut self, on: bool) {
-        self.link.borrow_mut().capture[self.side] = on.then(Vec::new);
+        let nic = self.eth.device();
+        nic.link.borrow_mut().capture[nic.side] = on.then(Vec::new);
     }
 
     /// Takes the frames recorded since the last call.
     pub fn take_captured(&mut self) -> Vec<Vec<u8>> {
-        self.link.borrow_mut().capture[self.side]
+        let nic = self.eth.device();
+        nic.link.borrow_mut().capture[nic.side]
             .as_mut()
             .map(std::mem::take)
             .unwrap_or_default()
@@ -247,56 +240,38 @@ impl Loopback {
     /// Descriptors posted but not yet flushed, visible but not yet gathered, and gathered but
     /// not yet reclaimed.
     pub fn ring_state(&self) -> (usize, usize, usize) {
-        let l = self.link.borrow();
-        let r = &l.rings[self.side];
+        let nic = self.eth.device();
+        let l = nic.link.borrow();
+        let r = &l.rings[nic.side];
         (r.descs.len() - r.visible, r.visible - r.done, r.done)
     }
 
-    /// [`Receive::recv_burst`] at a given time (for deterministic timeout tests).
+    /// [`Receive::recv_burst`](cornflakes::datapath::Receive::recv_burst) at a given time (for deterministic timeout tests).
     pub fn recv_burst_at(&mut self, out: &mut Vec<RxMsg>, now: Instant) -> usize {
-        let before = out.len();
-        let mut frames: Vec<RcBuf> = Vec::new();
-        // Injected frames first, then DMA from the peer's ring.
-        while frames.len() < self.cfg.rx_burst {
-            let Some(f) = self.injected.pop_front() else {
-                break;
-            };
-            match self.mem.alloc(f.len()) {
-                Ok(mut b) => {
-                    b.copy_from_slice(&f);
-                    frames.push(b.freeze());
-                }
-                Err(_) => self.stack.count_no_rx_buffer(1),
-            }
-        }
-        let budget = self.cfg.rx_burst - frames.len();
-        self.dma_from_peer(budget, &mut frames);
-        let mut link = self.link.borrow_mut();
-        let mut sink = RingSink {
-            ring: &mut link.rings[self.side],
-            cap: self.cfg.tx_ring,
-        };
-        let mut sent_control = false;
-        let mem = &self.mem;
-        let mut ctrl = |f: &[u8]| sent_control |= tx::send_control(mem, &mut sink, f);
-        for f in frames {
-            self.stack.process_frame(&self.mem, f, now, out, &mut ctrl);
-        }
-        self.stack.poll(now, &mut ctrl);
-        if sent_control {
-            link.rings[self.side].visible = link.rings[self.side].descs.len();
-        }
-        out.len() - before
+        self.eth.recv_burst_at(out, now)
+    }
+}
+
+impl DelegateDatapath for Loopback {
+    type Inner = EthDatapath<LoopbackNic>;
+
+    fn inner(&self) -> &EthDatapath<LoopbackNic> {
+        &self.eth
     }
 
-    /// Gathers up to `budget` whole frames the peer has made visible into fresh receive
-    /// buffers, marking their descriptors done. The single-queue end gathers from every queue
-    /// of the other end in turn; with several queues, a queue takes the frames the NIC steered
-    /// to it (gathering everything endpoint 0 made visible and steering it first).
-    fn dma_from_peer(&mut self, budget: usize, frames: &mut Vec<RcBuf>) {
+    fn inner_mut(&mut self) -> &mut EthDatapath<LoopbackNic> {
+        &mut self.eth
+    }
+}
+
+impl LoopbackNic {
+    /// Gathers up to `budget` whole frames the peer has made visible, marking their
+    /// descriptors done. The single-queue end gathers from every queue of the other end in
+    /// turn; with several queues, a queue takes the frames the NIC steered to it (gathering
+    /// everything endpoint 0 made visible and steering it first).
+    fn dma_from_peer(&mut self, budget: usize, bytes_in: &mut Vec<Vec<u8>>) {
         let mut link = self.link.borrow_mut();
         let queues = link.rings.len() - 1;
-        let mut bytes_in: Vec<Vec<u8>> = Vec::new();
         if self.side == 0 {
             let mut progress = true;
             while bytes_in.len() < budget && progress {
@@ -331,28 +306,6 @@ impl Loopback {
                 }
             }
         }
-        drop(link);
-        for bytes in bytes_in {
-            match self.mem.alloc(bytes.len()) {
-                Ok(mut b) => {
-                    b.copy_from_slice(&bytes);
-                    frames.push(b.freeze());
-                }
-                Err(_) => self.stack.count_no_rx_buffer(1),
-            }
-        }
-    }
-
-    fn with_sink<R>(
-        &mut self,
-        f: impl FnOnce(&mut EthStack, &PinnedMemory, &mut RingSink<'_>) -> R,
-    ) -> R {
-        let mut link = self.link.borrow_mut();
-        let mut sink = RingSink {
-            ring: &mut link.rings[self.side],
-            cap: self.cfg.tx_ring,
-        };
-        f(&mut self.stack, &self.mem, &mut sink)
     }
 }
 
@@ -376,76 +329,53 @@ fn gather_one(link: &mut Link, peer: usize) -> Option<Vec<u8>> {
     Some(bytes)
 }
 
-impl DatapathMemory for Loopback {
-    fn memory(&self) -> &PinnedMemory {
-        &self.mem
+impl TxSink for LoopbackNic {
+    fn free_slots(&self) -> usize {
+        let link = self.link.borrow();
+        self.tx_ring
+            .saturating_sub(link.rings[self.side].descs.len())
+    }
+
+    fn post(&mut self, buf: RcBuf, end_of_frame: bool) {
+        self.link.borrow_mut().rings[self.side]
+            .descs
+            .push_back(Desc {
+                addr: buf.as_ptr(),
+                len: buf.len(),
+                buf,
+                end_of_frame,
+            });
     }
 }
 
-impl Connect for Loopback {
-    fn connect(&mut self, peer: SocketAddrV4) -> io::Result<ConnId> {
-        let r = self.with_sink(|stack, mem, sink| {
-            let mut ctrl = |f: &[u8]| {
-                tx::send_control(mem, sink, f);
-            };
-            stack.connect(peer, Instant::now(), &mut ctrl)
-        });
-        // ARP requests go out at once.
-        let mut link = self.link.borrow_mut();
-        let ring = &mut link.rings[self.side];
-        ring.visible = ring.descs.len();
-        r.map_err(|e| io::Error::other(e.to_string()))
-    }
-
-    fn peer_addr(&self, conn: ConnId) -> Option<SocketAddrV4> {
-        self.stack.peer_addr(conn)
-    }
-
-    fn local_addr(&self) -> SocketAddrV4 {
-        self.stack.local_addr()
-    }
-}
-
-impl Receive for Loopback {
-    fn recv_burst(&mut self, out: &mut Vec<RxMsg>) -> io::Result<usize> {
-        Ok(self.recv_burst_at(out, Instant::now()))
-    }
-
-    fn counters(&self) -> DropCounters {
-        self.stack.counters()
-    }
-}
-
-impl Transmit for Loopback {
-    fn mtu(&self) -> usize {
-        self.cfg.stack.mtu
-    }
-
+impl Device for LoopbackNic {
     fn max_segments(&self) -> usize {
-        self.cfg.max_segments
+        self.max_segments
     }
 
-    fn max_message_len(&self) -> usize {
-        self.cfg.stack.max_message_len
-    }
-
-    fn send_object<O: CornflakesObj>(
-        &mut self,
-        conn: ConnId,
-        msg: Msg,
-        obj: &O,
-    ) -> Result<(), SendError> {
-        let segs = self.cfg.max_segments;
-        self.with_sink(|stack, mem, sink| tx::send_object(stack, mem, sink, segs, conn, msg, obj))
-    }
-
-    fn send_sga(&mut self, conn: ConnId, msg: Msg, entries: &[RcBuf]) -> Result<(), SendError> {
-        let segs = self.cfg.max_segments;
-        self.with_sink(|stack, mem, sink| tx::send_sga(stack, mem, sink, segs, conn, msg, entries))
-    }
-
-    fn send_copy(&mut self, conn: ConnId, msg: Msg, data: &[u8]) -> Result<(), SendError> {
-        self.with_sink(|stack, mem, sink| tx::send_copy(stack, mem, sink, conn, msg, data))
+    fn receive(&mut self, mut frame: impl FnMut(RcBuf)) -> u64 {
+        // Injected frames first, then DMA from the peer's ring, each into a fresh receive
+        // buffer.
+        let mut bytes_in: Vec<Vec<u8>> = Vec::new();
+        while bytes_in.len() < self.rx_burst {
+            let Some(f) = self.injected.pop_front() else {
+                break;
+            };
+            bytes_in.push(f);
+        }
+        let budget = self.rx_burst;
+        self.dma_from_peer(budget, &mut bytes_in);
+        let mut no_buffer = 0;
+        for bytes in bytes_in {
+            match self.mem.alloc(bytes.len()) {
+                Ok(mut b) => {
+                    b.copy_from_slice(&bytes);
+                    frame(b.freeze());
+                }
+                Err(_) => no_buffer += 1,
+            }
+        }
+        no_buffer
     }
 
     fn flush(&mut self) -> Result<(), SendError> {
@@ -454,9 +384,16 @@ impl Transmit for Loopback {
         ring.visible = ring.descs.len();
         Ok(())
     }
-}
 
-impl Completions for Loopback {
+    fn prepare_send(&mut self) {
+        // `free_slots` reads the ring itself.
+    }
+
+    fn make_room(&mut self) -> Result<bool, SendError> {
+        // A full ring stays full until the peer gathers: the caller sees `Full`.
+        Ok(false)
+    }
+
     fn poll_completions(&mut self) -> usize {
         let mut link = self.link.borrow_mut();
         let ring = &mut link.rings[self.side];
@@ -471,13 +408,18 @@ impl Completions for Loopback {
     fn in_flight(&self) -> usize {
         self.link.borrow().rings[self.side].descs.len()
     }
+
+    fn add_counters(&self, _counters: &mut DropCounters) {
+        // Every drop of this NIC is the stack's (receive buffers are counted through
+        // `receive`'s return value).
+    }
 }
 
 impl std::fmt::Debug for Loopback {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Loopback")
-            .field("side", &self.side)
-            .field("stack", &self.stack)
+            .field("side", &self.eth.device().side)
+            .field("stack", self.eth.stack())
             .field("ring", &self.ring_state())
             .finish()
     }

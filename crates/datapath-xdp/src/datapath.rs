@@ -1,25 +1,22 @@
 //! [`XdpDatapath`]: the Cornflakes [`Datapath`](cornflakes::Datapath) over one AF_XDP socket.
 //!
-//! Ethernet/IPv4/UDP, ARP, framing, segmentation and reassembly come from `cornflakes-stack`
-//! ([`EthStack`], [`HeaderTemplate`], and its shared transmit paths in
-//! [`cornflakes_stack::tx`]); this module turns frames into UMEM descriptor chains (see
-//! [`crate::plan`]) and drives the socket ([`Xsk`]).
+//! The datapath traits, Ethernet/IPv4/UDP, ARP, framing, segmentation and reassembly are the
+//! stack's [`EthDatapath`]; this module is the [`Device`] under it ([`XdpNic`]): it turns
+//! frames into UMEM descriptor chains (see [`crate::plan`]) and drives the socket ([`Xsk`]).
 //!
-//! Single-frame objects take this crate's own serialize-and-send, which plans the chain with
-//! the real UMEM addresses (a leaf in an item above 4 KiB costs one descriptor per UMEM frame
-//! it touches). Segmented objects, scatter-gather arrays, copies and ARP go through the stack's
-//! shared paths, posted through [`TxSink`].
+//! Single-frame objects take this crate's own serialize-and-send ([`Device::send_object`]),
+//! which plans the chain with the real UMEM addresses (a leaf in an item above 4 KiB costs one
+//! descriptor per UMEM frame it touches). Segmented objects, scatter-gather arrays, copies and
+//! ARP go through the stack's shared paths, posted through [`TxSink`].
 
 use std::io;
 use std::net::{Ipv4Addr, SocketAddrV4};
-use std::time::Instant;
 
-use cornflakes::datapath::{
-    Completions, Connect, DatapathMemory, DropCounters, Receive, RxMsg, Transmit,
-};
+use cornflakes::datapath::{DelegateDatapath, DropCounters};
 use cornflakes::wire::Demote;
 use cornflakes::{ConnId, CornflakesObj, Msg, PinnedMemory, RcBuf, SendError};
 use cornflakes_stack::checksum::Accumulator;
+use cornflakes_stack::device::{Device, EthDatapath};
 use cornflakes_stack::iface::{EthStack, StackConfig, FRAME_OVERHEAD};
 use cornflakes_stack::template::{HeaderTemplate, TEMPLATE_LEN};
 use cornflakes_stack::tx::{self, TxSink};
@@ -30,7 +27,8 @@ use crate::plan::{bounce_split, plan_chain, Entry, FRAME_SIZE};
 use crate::sys::{self, BindMode, RingSizes};
 use crate::xsk::{umem_memory, TxError, Xsk, XskConfig, XskStats, MAX_TX_DESCRIPTORS, RX_HEADROOM};
 
-/// Frames taken from the RX ring per [`Receive::recv_burst`].
+/// Frames taken from the RX ring per
+/// [`Receive::recv_burst`](cornflakes::datapath::Receive::recv_burst).
 pub const RX_BURST: usize = 64;
 /// Attempts to find room in the TX ring (flushing and reclaiming between attempts).
 const TX_RETRIES: usize = 64;
@@ -59,7 +57,7 @@ pub struct XdpConfig {
     /// the Ethernet header.
     pub mtu: Option<usize>,
     /// Bytes of pinned memory = the UMEM (rounded up to 2 MiB). Application values meant to
-    /// be sent zero-copy must be allocated from [`DatapathMemory::memory`].
+    /// be sent zero-copy must be allocated from [`DatapathMemory::memory`](cornflakes::datapath::DatapathMemory::memory).
     pub umem_bytes: usize,
     /// Copy (any device, e.g. veth) or zero-copy (drivers with AF_XDP zero-copy support).
     pub mode: BindMode,
@@ -128,22 +126,31 @@ enum ProgramHandle {
     Shared(SharedProgram),
 }
 
-/// The AF_XDP datapath. Create it on the thread (and in the network namespace) that will use
-/// it; like the pinned memory, it stays on that thread.
+/// The AF_XDP datapath: the stack's [`EthDatapath`] over one socket's rings ([`XdpNic`]).
+/// Create it on the thread (and in the network namespace) that will use it; like the pinned
+/// memory, it stays on that thread.
 pub struct XdpDatapath {
+    eth: EthDatapath<XdpNic>,
+}
+
+/// One AF_XDP socket's rings and the XDP program redirecting to it: the [`Device`] under an
+/// [`XdpDatapath`].
+pub struct XdpNic {
     // Field order is drop order: the socket (and its hold on the frames) first, then the
     // program (detached from the interface), then the rest.
     xsk: Xsk,
     prog: ProgramHandle,
-    stack: EthStack,
     mem: PinnedMemory,
     caps: ChecksumCaps,
     max_segments: usize,
     rx: Vec<RcBuf>,
-    ctrl: Vec<Vec<u8>>,
     zc: Vec<RcBuf>,
     entries: Vec<Entry>,
+    /// The frame being queued (the pieces of the shared paths' posts, or a single-frame object).
     pieces: Vec<RcBuf>,
+    /// TX ring slots left, as of the last reclaim minus what was queued since (a frame may take
+    /// more descriptors than buffers: each buffer is split at UMEM frames).
+    free: usize,
     seen_rx_drops: u64,
     tx_stats: TxStats,
 }
@@ -178,7 +185,7 @@ impl XdpDatapath {
             max_rx_frame: mem.max_item_size(),
             multi_buffer: cfg.multi_buffer,
         };
-        let xsk = Xsk::new(mem.clone(), &xcfg)?;
+        let mut xsk = Xsk::new(mem.clone(), &xcfg)?;
         let (max_segments, frame_limit) = if xsk.is_multi_buffer() {
             (max_segments, mem.max_item_size())
         } else {
@@ -200,41 +207,44 @@ impl XdpDatapath {
         scfg.caps = cfg.caps;
         scfg.max_message_len = cfg.max_message_len;
         scfg.static_arp = cfg.static_arp.clone();
-        Ok(XdpDatapath {
+        let free = xsk.tx_free(usize::MAX);
+        let nic = XdpNic {
             xsk,
             prog,
-            stack: EthStack::new(scfg),
-            mem,
+            mem: mem.clone(),
             caps: cfg.caps,
             max_segments,
             rx: Vec::with_capacity(RX_BURST),
-            ctrl: Vec::new(),
             zc: Vec::new(),
             entries: Vec::new(),
             pieces: Vec::with_capacity(MAX_TX_DESCRIPTORS),
+            free,
             seen_rx_drops: 0,
             tx_stats: TxStats::default(),
+        };
+        Ok(XdpDatapath {
+            eth: EthDatapath::new(nic, mem, scfg),
         })
     }
 
     /// Our MAC address.
     pub fn mac(&self) -> MacAddr {
-        self.stack.config().mac
+        self.eth.stack().config().mac
     }
 
     /// Whether the socket runs zero-copy (false on veth and other copy-mode devices).
     pub fn is_zero_copy(&self) -> bool {
-        self.xsk.is_zero_copy()
+        self.eth.device().xsk.is_zero_copy()
     }
 
     /// Socket-layer counters (multi-buffer receives, descriptors sent, ...).
     pub fn xsk_stats(&self) -> XskStats {
-        self.xsk.stats()
+        self.eth.device().xsk.stats()
     }
 
     /// The XDP program's counters (of the shared program: every queue's).
     pub fn program_stats(&self) -> io::Result<ProgramStats> {
-        match &self.prog {
+        match &self.eth.device().prog {
             ProgramHandle::Own(p) => p.stats(),
             ProgramHandle::Shared(p) => p.stats(),
         }
@@ -242,46 +252,115 @@ impl XdpDatapath {
 
     /// The kernel's counters for the socket.
     pub fn kernel_stats(&self) -> io::Result<libc::xdp_statistics> {
-        self.xsk.kernel_stats()
-    }
-
-    /// Sends the control frames (ARP) the stack produced.
-    fn send_ctrl(&mut self) {
-        if self.ctrl.is_empty() {
-            return;
-        }
-        let frames = std::mem::take(&mut self.ctrl);
-        {
-            let (_, mut sink) = self.stack_and_sink();
-            for f in &frames {
-                // A frame that cannot be queued is lost; ARP retries cover that.
-                tx::send_control(sink.mem, &mut sink, f);
-            }
-        }
-        self.ctrl = frames;
-        self.ctrl.clear();
-        let _ = self.xsk.flush();
-    }
-
-    /// The stack and a [`TxSink`] over the socket (after reclaiming completed descriptors),
-    /// borrowed together for the stack's shared transmit paths.
-    fn stack_and_sink(&mut self) -> (&mut EthStack, Sink<'_>) {
-        self.xsk.poll_completions();
-        let free = self.xsk.tx_free(usize::MAX);
-        let sink = Sink {
-            xsk: &mut self.xsk,
-            mem: &self.mem,
-            max_segments: self.max_segments,
-            frame: &mut self.pieces,
-            free,
-            stats: &mut self.tx_stats,
-        };
-        (&mut self.stack, sink)
+        self.eth.device().xsk.kernel_stats()
     }
 
     /// Transmit counters of this layer.
     pub fn tx_stats(&self) -> TxStats {
-        self.tx_stats
+        self.eth.device().tx_stats
+    }
+
+    /// The stack (configuration and counters).
+    pub fn stack(&self) -> &EthStack {
+        self.eth.stack()
+    }
+}
+
+impl DelegateDatapath for XdpDatapath {
+    type Inner = EthDatapath<XdpNic>;
+
+    #[inline]
+    fn inner(&self) -> &EthDatapath<XdpNic> {
+        &self.eth
+    }
+
+    #[inline]
+    fn inner_mut(&mut self) -> &mut EthDatapath<XdpNic> {
+        &mut self.eth
+    }
+}
+
+impl XdpNic {
+    /// Reclaims completed descriptors and re-reads the TX ring's free slots.
+    fn reclaim(&mut self) -> usize {
+        let n = self.xsk.poll_completions();
+        self.free = self.xsk.tx_free(usize::MAX);
+        n
+    }
+
+    /// Queues `self.pieces` as one frame, counting the descriptors it took.
+    fn queue_pieces(&mut self) -> Result<usize, SendError> {
+        let r = queue_chain(
+            &mut self.xsk,
+            &self.mem,
+            self.max_segments,
+            &mut self.pieces,
+            &mut self.tx_stats.bounced,
+        );
+        if let Ok(n) = r {
+            self.free = self.free.saturating_sub(n);
+        }
+        r
+    }
+
+    /// Serialize-and-send of an object that fits one frame (paper §3.2.3): headers, object
+    /// header and copy area in one fresh buffer, then one descriptor per zero-copy leaf;
+    /// leaves beyond `max_segments` are demoted with [`Demote::plan`] (via [`plan_chain`]).
+    fn send_object_single<O: CornflakesObj>(
+        &mut self,
+        stack: &mut EthStack,
+        conn: ConnId,
+        msg: Msg,
+        obj: &O,
+        zc: &mut Vec<RcBuf>,
+    ) -> Result<(), SendError> {
+        let sizes = obj.sizes();
+        let total = sizes.total();
+        self.entries.clear();
+        for b in zc.iter() {
+            self.entries.push(Entry {
+                len: b.len(),
+                umem_addr: self.xsk.umem_offset(b),
+            });
+        }
+        let plan = plan_chain(
+            FRAME_OVERHEAD + sizes.head(),
+            &self.entries,
+            self.max_segments,
+            FRAME_SIZE,
+        )
+        .ok_or(SendError::TooLarge {
+            len: total,
+            max: stack.frame_room(),
+        })?;
+        let mut hdr = self.mem.alloc(plan.head_len)?;
+        let (template, ident) = stack.template(conn, 1)?;
+        template.write(&mut hdr, framing::HEADER_LEN + total, ident);
+        framing::Repr::single(msg.id, msg.ty, total as u32).emit(&mut hdr[TEMPLATE_LEN..]);
+        obj.write_header_and_copy(
+            &sizes,
+            &mut hdr[FRAME_OVERHEAD..],
+            plan.demote,
+            plan.demoted_bytes,
+        )?;
+        let mut walk = plan.demote;
+        zc.retain(|b| walk.keep_zero_copy(b.len()));
+        let udp_payload = framing::HEADER_LEN + total;
+        if self.caps.udp_tx {
+            let mut acc = Accumulator::new();
+            acc.add(&hdr[TEMPLATE_LEN..]);
+            for b in zc.iter() {
+                acc.add(b);
+            }
+            HeaderTemplate::set_udp_checksum(
+                &mut hdr,
+                template.udp_checksum(udp_payload, acc.sum()),
+            );
+        }
+        self.pieces.clear();
+        self.pieces.push(hdr.freeze());
+        self.pieces.append(zc);
+        self.queue_pieces().map(drop)
     }
 }
 
@@ -361,231 +440,97 @@ fn queue_chain_inner(
     Err(SendError::Full)
 }
 
-/// Posts the frames of the stack's shared transmit paths: collects a frame's buffers and
-/// queues them as one chain at its last one.
-struct Sink<'a> {
-    xsk: &'a mut Xsk,
-    mem: &'a PinnedMemory,
-    max_segments: usize,
-    frame: &'a mut Vec<RcBuf>,
-    /// TX ring slots left (a frame may take more descriptors than buffers: each buffer is
-    /// split at UMEM frames).
-    free: usize,
-    stats: &'a mut TxStats,
-}
-
-impl TxSink for Sink<'_> {
+/// The stack's shared transmit paths post here: a frame's buffers are collected and queued as
+/// one chain at its last one.
+impl TxSink for XdpNic {
     fn free_slots(&self) -> usize {
         self.free
     }
 
     fn post(&mut self, buf: RcBuf, end_of_frame: bool) {
-        self.frame.push(buf);
+        self.pieces.push(buf);
         if !end_of_frame {
             return;
         }
-        match queue_chain(
-            self.xsk,
-            self.mem,
-            self.max_segments,
-            self.frame,
-            &mut self.stats.bounced,
-        ) {
-            Ok(n) => self.free = self.free.saturating_sub(n),
-            Err(_) => self.stats.dropped += 1,
+        if self.queue_pieces().is_err() {
+            self.tx_stats.dropped += 1;
         }
     }
 }
 
-impl DatapathMemory for XdpDatapath {
-    fn memory(&self) -> &PinnedMemory {
-        &self.mem
-    }
-}
-
-impl Connect for XdpDatapath {
-    fn connect(&mut self, peer: SocketAddrV4) -> io::Result<ConnId> {
-        let now = Instant::now();
-        let ctrl = &mut self.ctrl;
-        let r = self
-            .stack
-            .connect(peer, now, &mut |f: &[u8]| ctrl.push(f.to_vec()));
-        self.send_ctrl();
-        r.map_err(io::Error::other)
-    }
-
-    fn peer_addr(&self, conn: ConnId) -> Option<SocketAddrV4> {
-        self.stack.peer_addr(conn)
-    }
-
-    fn local_addr(&self) -> SocketAddrV4 {
-        self.stack.local_addr()
-    }
-}
-
-impl Receive for XdpDatapath {
-    fn recv_burst(&mut self, out: &mut Vec<RxMsg>) -> io::Result<usize> {
-        let now = Instant::now();
-        let before = out.len();
-        self.xsk.recv(&mut self.rx, RX_BURST);
-        let drops = self.xsk.stats().rx_no_buffer;
-        if drops > self.seen_rx_drops {
-            self.stack.count_no_rx_buffer(drops - self.seen_rx_drops);
-            self.seen_rx_drops = drops;
-        }
-        let ctrl = &mut self.ctrl;
-        let mut tx = |f: &[u8]| ctrl.push(f.to_vec());
-        for frame in self.rx.drain(..) {
-            self.stack
-                .process_frame(&self.mem, frame, now, out, &mut tx);
-        }
-        self.stack.poll(now, &mut tx);
-        self.send_ctrl();
-        self.xsk.poll_completions();
-        Ok(out.len() - before)
-    }
-
-    fn counters(&self) -> DropCounters {
-        self.stack.counters()
-    }
-}
-
-impl Transmit for XdpDatapath {
-    fn mtu(&self) -> usize {
-        self.stack.config().mtu
-    }
-
+impl Device for XdpNic {
     fn max_segments(&self) -> usize {
         self.max_segments
     }
 
-    fn max_message_len(&self) -> usize {
-        self.stack.config().max_message_len
-    }
-
-    fn send_object<O: CornflakesObj>(
-        &mut self,
-        conn: ConnId,
-        msg: Msg,
-        obj: &O,
-    ) -> Result<(), SendError> {
-        let total = obj.sizes().total();
-        let max = self.stack.config().max_message_len;
-        if total > max {
-            return Err(SendError::TooLarge { len: total, max });
+    #[inline]
+    fn receive(&mut self, mut frame: impl FnMut(RcBuf)) -> u64 {
+        self.xsk.recv(&mut self.rx, RX_BURST);
+        for f in self.rx.drain(..) {
+            frame(f);
         }
-        if total > self.stack.frame_room() {
-            // Segmented: the stack's shared path (one header buffer per frame, slices of the
-            // head and of the zero-copy leaves).
-            let max_segments = self.max_segments;
-            let (stack, mut sink) = self.stack_and_sink();
-            let mem = sink.mem;
-            return tx::send_object(stack, mem, &mut sink, max_segments, conn, msg, obj);
-        }
-        self.stack.template(conn, 0)?; // unknown or unresolved connections fail before any work
-        let mut zc = std::mem::take(&mut self.zc);
-        zc.clear();
-        let mut keep_all = Demote::NONE;
-        obj.for_each_zero_copy(&mut keep_all, &mut |b: &RcBuf| zc.push(b.clone()));
-        let r = self.send_object_single(conn, msg, obj, &mut zc);
-        zc.clear();
-        self.zc = zc;
-        r
-    }
-
-    fn send_sga(&mut self, conn: ConnId, msg: Msg, entries: &[RcBuf]) -> Result<(), SendError> {
-        let max_segments = self.max_segments;
-        let (stack, mut sink) = self.stack_and_sink();
-        let mem = sink.mem;
-        tx::send_sga(stack, mem, &mut sink, max_segments, conn, msg, entries)
-    }
-
-    fn send_copy(&mut self, conn: ConnId, msg: Msg, data: &[u8]) -> Result<(), SendError> {
-        let (stack, mut sink) = self.stack_and_sink();
-        let mem = sink.mem;
-        tx::send_copy(stack, mem, &mut sink, conn, msg, data)
+        let drops = self.xsk.stats().rx_no_buffer;
+        let new_drops = drops.saturating_sub(self.seen_rx_drops);
+        self.seen_rx_drops = drops;
+        self.reclaim();
+        new_drops
     }
 
     fn flush(&mut self) -> Result<(), SendError> {
         self.xsk.flush().map_err(SendError::Io)
     }
-}
 
-impl XdpDatapath {
-    /// Serialize-and-send of an object that fits one frame (paper §3.2.3): headers, object
-    /// header and copy area in one fresh buffer, then one descriptor per zero-copy leaf;
-    /// leaves beyond `max_segments` are demoted with [`Demote::plan`] (via [`plan_chain`]).
-    fn send_object_single<O: CornflakesObj>(
-        &mut self,
-        conn: ConnId,
-        msg: Msg,
-        obj: &O,
-        zc: &mut Vec<RcBuf>,
-    ) -> Result<(), SendError> {
-        let sizes = obj.sizes();
-        let total = sizes.total();
-        self.entries.clear();
-        for b in zc.iter() {
-            self.entries.push(Entry {
-                len: b.len(),
-                umem_addr: self.xsk.umem_offset(b),
-            });
-        }
-        let plan = plan_chain(
-            FRAME_OVERHEAD + sizes.head(),
-            &self.entries,
-            self.max_segments,
-            FRAME_SIZE,
-        )
-        .ok_or(SendError::TooLarge {
-            len: total,
-            max: self.stack.frame_room(),
-        })?;
-        let mut hdr = self.mem.alloc(plan.head_len)?;
-        let (template, ident) = self.stack.template(conn, 1)?;
-        template.write(&mut hdr, framing::HEADER_LEN + total, ident);
-        framing::Repr::single(msg.id, msg.ty, total as u32).emit(&mut hdr[TEMPLATE_LEN..]);
-        obj.write_header_and_copy(
-            &sizes,
-            &mut hdr[FRAME_OVERHEAD..],
-            plan.demote,
-            plan.demoted_bytes,
-        )?;
-        let mut walk = plan.demote;
-        zc.retain(|b| walk.keep_zero_copy(b.len()));
-        let udp_payload = framing::HEADER_LEN + total;
-        if self.caps.udp_tx {
-            let mut acc = Accumulator::new();
-            acc.add(&hdr[TEMPLATE_LEN..]);
-            for b in zc.iter() {
-                acc.add(b);
-            }
-            HeaderTemplate::set_udp_checksum(
-                &mut hdr,
-                template.udp_checksum(udp_payload, acc.sum()),
-            );
-        }
-        self.pieces.clear();
-        self.pieces.push(hdr.freeze());
-        self.pieces.append(zc);
-        self.xsk.poll_completions();
-        queue_chain(
-            &mut self.xsk,
-            &self.mem,
-            self.max_segments,
-            &mut self.pieces,
-            &mut self.tx_stats.bounced,
-        )
-        .map(drop)
+    fn prepare_send(&mut self) {
+        // The TX ring's free slots are known only after reclaiming completions.
+        self.reclaim();
     }
-}
 
-impl Completions for XdpDatapath {
+    fn make_room(&mut self) -> Result<bool, SendError> {
+        self.flush()?;
+        self.reclaim();
+        Ok(true)
+    }
+
     fn poll_completions(&mut self) -> usize {
-        self.xsk.poll_completions()
+        self.reclaim()
     }
 
     fn in_flight(&self) -> usize {
         self.xsk.in_flight()
+    }
+
+    fn add_counters(&self, _counters: &mut DropCounters) {
+        // Missing receive buffers are counted through `receive`; everything else is the
+        // stack's.
+    }
+
+    fn send_object<O: CornflakesObj>(
+        &mut self,
+        stack: &mut EthStack,
+        mem: &PinnedMemory,
+        conn: ConnId,
+        msg: Msg,
+        obj: &O,
+    ) -> Result<(), SendError> {
+        let total = obj.sizes().total();
+        let max = stack.config().max_message_len;
+        if total > max {
+            return Err(SendError::TooLarge { len: total, max });
+        }
+        if total > stack.frame_room() {
+            // Segmented: the stack's shared path (one header buffer per frame, slices of the
+            // head and of the zero-copy leaves).
+            let max_segments = self.max_segments;
+            return tx::send_object(stack, mem, self, max_segments, conn, msg, obj);
+        }
+        stack.template(conn, 0)?; // unknown or unresolved connections fail before any work
+        let mut zc = std::mem::take(&mut self.zc);
+        zc.clear();
+        let mut keep_all = Demote::NONE;
+        obj.for_each_zero_copy(&mut keep_all, &mut |b: &RcBuf| zc.push(b.clone()));
+        let r = self.send_object_single(stack, conn, msg, obj, &mut zc);
+        zc.clear();
+        self.zc = zc;
+        r
     }
 }

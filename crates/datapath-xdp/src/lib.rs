@@ -36,4 +36,4 @@ pub mod sys;
 pub mod xsk;
 
 #[cfg(feature = "xdp")]
-pub use datapath::{XdpConfig, XdpDatapath};
+pub use datapath::{XdpConfig, XdpDatapath, XdpNic};

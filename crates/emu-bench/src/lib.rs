@@ -35,7 +35,7 @@
 //!
 //! What this measures is the **server core's** work per request with a NIC that costs it
 //! nothing but descriptor writes and completion polls. It is not a network measurement: see
-//! `datapath-mlx5/README.md` for what the model leaves out.
+//! `crates/datapath-mlx5/README.md` for what the model leaves out.
 //!
 //! ```no_run
 //! use std::sync::atomic::Ordering;

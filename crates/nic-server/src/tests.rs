@@ -117,25 +117,25 @@ fn the_missing_feature_errors_read_as_the_apps_always_did() {
     assert_eq!(
         needs_feature(&mlx5(), &ECHO),
         "--datapath mlx5 needs the `mlx5` feature (rdma-core: apt-get install -y \
-         $(cat datapath-mlx5/APT_PACKAGES)): cargo run --release -p echo --features mlx5 -- \
+         $(cat crates/datapath-mlx5/APT_PACKAGES)): cargo run --release -p echo --features mlx5 -- \
          server ..."
     );
     assert_eq!(
         needs_feature(&ice(), &ECHO),
         "--datapath ice needs the `ice` feature (DPDK: apt-get install -y \
-         $(cat datapath-ice/APT_PACKAGES)): cargo run --release -p echo --features ice -- \
+         $(cat crates/datapath-ice/APT_PACKAGES)): cargo run --release -p echo --features ice -- \
          server ..."
     );
     assert_eq!(
         needs_feature(&mlx5(), &KV),
         "--datapath mlx5 needs the `mlx5` feature (rdma-core: apt-get install -y \
-         $(cat datapath-mlx5/APT_PACKAGES)): cargo run --release -p kv-store --features mlx5 \
+         $(cat crates/datapath-mlx5/APT_PACKAGES)): cargo run --release -p kv-store --features mlx5 \
          --bin kv -- server ..."
     );
     assert_eq!(
         needs_feature(&ice(), &KV),
         "--datapath ice needs the `ice` feature (DPDK: apt-get install -y \
-         $(cat datapath-ice/APT_PACKAGES)): cargo run --release -p kv-store --features ice \
+         $(cat crates/datapath-ice/APT_PACKAGES)): cargo run --release -p kv-store --features ice \
          --bin kv -- server ..."
     );
 }

@@ -17,12 +17,14 @@
 //! Buffers keep their memory alive: dropping the last `PinnedMemory` handle while buffers are
 //! still out only unmaps the regions once the last buffer is released.
 
+#[cfg(any(test, feature = "fixtures"))]
 mod baseline;
 mod pool;
 mod rcbuf;
 pub mod region;
 mod table;
 
+#[cfg(any(test, feature = "fixtures"))]
 pub use baseline::HashMapRecover;
 pub use pool::{AllocError, ConfigError, MemoryConfig, MemoryStats, PinnedMemory};
 pub use rcbuf::{RcBuf, RcBufMut, RefCountOverflow, MAX_REFS};

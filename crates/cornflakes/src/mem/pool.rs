@@ -576,6 +576,7 @@ impl PinnedMemory {
     }
 
     /// All chunks as (chunk number, chunk) pairs, for the hash-map baseline.
+    #[cfg(any(test, feature = "fixtures"))]
     pub(crate) fn chunk_slots(&self) -> Vec<(usize, usize, Slot)> {
         let st = self.inner().state.borrow();
         st.chunks
