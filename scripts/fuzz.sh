@@ -85,13 +85,14 @@ seeds() {
     stack_frame) echo fuzz/seeds/frames ;;
     stack_sequence) echo fuzz/seeds/sequences ;;
     mlx5_completions) echo fuzz/seeds/mlx5 ;;
+    tcp_deframe) echo fuzz/seeds/tcp ;;
     *) echo "fuzz/seeds/$1" ;;
   esac
 }
 
 max_len() {
   case $1 in
-    stack_*) echo 65536 ;;
+    stack_* | tcp_deframe) echo 65536 ;;
     proto_parse | json_encode) echo 16384 ;;
     *) echo 8192 ;;
   esac

@@ -1,9 +1,10 @@
 //! The benchmark matrix of `cargo bench -p benches` and of the `count` command: Cornflakes
 //! (hybrid, only-copy, only-scatter-gather) against prost, capnp and flatbuffers (crate
-//! `baselines`) and rkyv (zero-copy deserialization), on the paper's shapes, serializing and deserializing, with hot or cold values.
+//! `baselines`), prost called directly (`prost-direct`, no `Codec` in between) and rkyv (zero-copy deserialization), on the paper's shapes, serializing and deserializing, with hot or cold values.
 //!
 //! - **serialize**: build the message from values in a [`Store`] and write it into a reused
-//!   transmit buffer. For Cornflakes this is serialize-and-send up to the descriptors: sizes,
+//!   transmit buffer (Cornflakes builds with `CFBytes::new_ref`: the store outlives the
+//!   message, so a short value is borrowed and copied once, at send time). For Cornflakes this is serialize-and-send up to the descriptors: sizes,
 //!   header + copy area after a 42-byte packet header, one descriptor (address, length, a new
 //!   reference) per zero-copy value; then the references are released (as the completion of
 //!   the send does) and the object is dropped. The arena reset happens outside (once per
@@ -28,7 +29,9 @@ pub mod schema {
     cornflakes::include_schema!("echo");
 }
 
+mod pd;
 mod rk;
+pub use pd::ProstDirect;
 pub use rk::Rkyv;
 
 use schema::{List, Tree1, Tree2, Tree3, Tree4, Tree5};
@@ -307,6 +310,7 @@ pub fn libraries(mem: &PinnedMemory) -> Vec<Box<dyn Lib>> {
         Box::new(Cf::new(mem, CfMode::Copy)),
         Box::new(Cf::new(mem, CfMode::Sg)),
         Box::new(Baseline::new("prost", ProstCodec::new())),
+        Box::new(ProstDirect::new()),
         Box::new(Baseline::new("capnp", CapnpCodec::new())),
         Box::new(Baseline::new("flatbuffers", FlatbuffersCodec::new())),
         Box::new(Rkyv),
@@ -314,11 +318,12 @@ pub fn libraries(mem: &PinnedMemory) -> Vec<Box<dyn Lib>> {
 }
 
 /// Library names accepted by [`library`].
-pub const LIBRARY_NAMES: [&str; 7] = [
+pub const LIBRARY_NAMES: [&str; 8] = [
     "cf-hybrid",
     "cf-copy",
     "cf-sg",
     "prost",
+    "prost-direct",
     "capnp",
     "flatbuffers",
     "rkyv",
@@ -538,7 +543,7 @@ fn cf_tree<'a, T: TreeObj<'a>>(
     let mut it = idx.iter();
     let t = T::build(arena, &mut || {
         let v = it.next().map_or(&[][..], |&i| &store.vals[i as usize][..]);
-        CFBytes::new(v, arena)
+        CFBytes::new_ref(v, arena)
     });
     send(&t, tx, ring)
 }
@@ -574,7 +579,7 @@ impl Lib for Cf {
                 m.init_vals(idx.len());
                 for &i in idx {
                     m.get_mut_vals()
-                        .append(CFBytes::new(&store.vals[i as usize][..], arena));
+                        .append(CFBytes::new_ref(&store.vals[i as usize][..], arena));
                 }
                 send(&m, tx, ring)
             }

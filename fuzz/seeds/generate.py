@@ -205,3 +205,14 @@ err[55] = 0x04
 err[63] = 0xD0
 write("mlx5", "garbage-cqes", bytes([1]) + cqe(0, 0, bytes(resp)) + bytes([7])
       + cqe(0, 1, bytes(err)) + bytes([7]) + send(3, [100]) + cqe(1, 0, bytes(err)) + bytes([6, 5, 6, 7]))
+
+# The TCP deframer (fuzz_targets/tcp_deframe.rs): byte 0 = receive buffer size / 16 - 1, bytes
+# 1..9 = seed of the read lengths, then the stream (frames: one-segment framing headers).
+def stream(*frames):
+    return b"".join(framing(t, i, 0, 1, len(b), 0, b) for (t, i, b) in frames)
+cut = bytes([3]) + struct.pack("<Q", 0x9E3779B97F4A7C15)
+write("tcp", "frames", cut + stream((1, 1, b""), (2, 7, b"x" * 300), (3, 9, b"y" * 2500)))
+write("tcp", "partial-tail", cut + stream((1, 1, b"abc"))
+      + framing(1, 2, 0, 1, 2000, 0, b"z" * 100))
+write("tcp", "too-long", cut + stream((1, 1, b"ok")) + framing(1, 2, 0, 1, 3001, 0, b""))
+write("tcp", "bad-header", cut + stream((1, 1, b"ok")) + framing(1, 2, 0, 2, 5, 0, b"hello"))

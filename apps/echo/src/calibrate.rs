@@ -28,8 +28,8 @@ use loadgen::{
 };
 use serde_json::json;
 
-use crate::bench::DatapathKind;
 use crate::calib_server::{CalibClient, Cell, Policy, ARRAY_ITEM, MAX_SEGMENTS};
+use crate::config::DatapathKind;
 use crate::server::ServerStats;
 
 mod rule;
@@ -154,7 +154,7 @@ impl CalibConfig {
             warmup: CALIB_WARMUP,
             timeout: default_timeout(datapath),
             threads: 1,
-            mtu: crate::bench::DEFAULT_MTU,
+            mtu: crate::config::DEFAULT_MTU,
             spin: false,
             out_dir: PathBuf::from("results/calibrate"),
             remote: None,

@@ -9,23 +9,17 @@
 //! by destination port); the report gives the cores' total and sums their counters. It needs
 //! N + 1 CPUs.
 
-use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::Duration;
 
-use cornflakes::datapath::{Completions, Connect, Transmit};
-use cornflakes::mem::MemoryConfig;
 use cornflakes::PinnedMemory;
-use cornflakes_stack::iface::{StackConfig, FRAME_OVERHEAD};
-use cornflakes_stack::wire::{ethernet, framing, ipv4, MacAddr};
-use datapath_mlx5::emu::{EmuConfig, EmuNic};
-use datapath_mlx5::{flow_rules, DeviceCaps, Mlx5Config, Mlx5Datapath};
+
 use emu_bench::{
     median_records, trials_json, EmuReport, EmuRunConfig, EmuSummary, EmuTrial, Request,
 };
 use loadgen::search::{search, SearchConfig};
 
-use crate::bench::{BenchConfig, BenchOutcome};
 use crate::client::{RequestBuilder, Verifier};
+use crate::config::{BenchConfig, BenchOutcome, EmuOutcome};
 use crate::mode::Mode;
 use crate::server::{ServerConfig, ServerStats, IDLE_SPINS};
 use crate::shape::ShapeSpec;
@@ -45,75 +39,22 @@ pub const EMU_RATES: [f64; 7] = [
 /// Distinct requests per mode (the schedule cycles through them).
 pub const DISTINCT_REQUESTS: usize = 64;
 
-const C_MAC: MacAddr = MacAddr([0x02, 0, 0, 0, 0xee, 0x01]);
-const S_MAC: MacAddr = MacAddr([0x02, 0, 0, 0, 0xee, 0x02]);
-
 /// The first `n` requests of `mode` and `shape` as the echo client sends them (request `i`
-/// carries the values of id `i`), captured from a client datapath on a single-threaded
-/// emulated ConnectX. Each must fit one frame of IP MTU `mtu`.
+/// carries the values of id `i`), captured from a client datapath on the emulated ConnectX
+/// ([`emu_bench::capture`]). Each must fit one frame of IP MTU `mtu`.
 pub fn request_payloads(
     mode: Mode,
     shape: ShapeSpec,
     n: usize,
     mtu: usize,
 ) -> Result<Vec<Request>, String> {
-    let err =
-        |what: &str, e: &dyn std::fmt::Display| format!("preparing {mode} requests: {what}: {e}");
-    let nic = EmuNic::new(EmuConfig {
-        mtu,
-        ..EmuConfig::default()
-    })
-    .map_err(|e| err("device", &e))?;
-    let mem = PinnedMemory::new(MemoryConfig {
-        max_item_size: 64 * 1024,
-        ..MemoryConfig::default()
-    })
-    .map_err(|e| err("memory", &e))?;
-    nic.register(&mem).map_err(|e| err("register", &e))?;
-    let me = SocketAddrV4::new(Ipv4Addr::new(10, 77, 0, 1), 5000);
-    let server = SocketAddrV4::new(Ipv4Addr::new(10, 77, 0, 2), 7000);
-    nic.set_flows(&flow_rules(C_MAC, me.port()));
-    let mut stack = StackConfig::new(C_MAC, me);
-    stack.mtu = mtu;
-    stack.static_arp = vec![(*server.ip(), S_MAC)];
-    let caps = DeviceCaps {
-        max_send_sge: 30,
-        inline_len: 18,
-        mtu,
-        csum_offload: true,
-    };
-    let mut cfg = Mlx5Config::new(stack);
-    cfg.rx_buf_size = mtu + ethernet::HEADER_LEN;
-    let mut dp =
-        Mlx5Datapath::new(nic.queues(), mem, caps, cfg).map_err(|e| err("datapath", &e))?;
-    let conn = dp.connect(server).map_err(|e| err("connect", &e))?;
     let mut b = RequestBuilder::new(mode, shape)?;
-    let mut out = Vec::with_capacity(n);
-    for id in 0..n as u64 {
-        nic.clear_wire();
-        b.send(&mut dp, conn, id).map_err(|e| err("send", &e))?;
-        dp.flush().map_err(|e| err("flush", &e))?;
-        nic.process();
-        dp.poll_completions();
-        let wire = nic.wire();
-        let [frame] = wire.as_slice() else {
-            return Err(format!(
-                "a {mode} request of shape {shape} takes {} frames at IP MTU {mtu}; the \
-                 emulated wire carries single-frame messages (raise --mtu)",
-                wire.len()
-            ));
-        };
-        let ip = ipv4::Packet::new_checked(&frame[ethernet::HEADER_LEN..])
-            .map_err(|e| err("captured frame", &format!("{e:?}")))?;
-        let end = ethernet::HEADER_LEN + ip.total_len() as usize;
-        let f = framing::Packet::new_checked(&frame[FRAME_OVERHEAD - framing::HEADER_LEN..end])
-            .map_err(|e| err("captured frame", &format!("{e:?}")))?;
-        out.push(Request::new(
-            f.msg_type(),
-            frame[FRAME_OVERHEAD..end].to_vec(),
-        ));
-    }
-    Ok(out)
+    emu_bench::capture(
+        &format!("{mode} requests of shape {shape}"),
+        n,
+        mtu,
+        |dp, conn, id| b.send(dp, conn, id),
+    )
 }
 
 /// Spreads `requests` round-robin over `cores` server cores: request `k` to core `k mod cores`.
@@ -204,17 +145,6 @@ pub fn run_point_with(
     Ok((report, stats))
 }
 
-/// What an emulated-NIC run found, per mode.
-#[derive(Clone, Debug, Default)]
-pub struct EmuOutcome {
-    /// Per mode, its saturation search summarized.
-    pub summaries: Vec<EmuSummary>,
-    /// Every trial (JSON), grouped by mode, in the order each mode ran them.
-    pub trials: Vec<serde_json::Value>,
-    /// The search's K (trials per load at most).
-    pub k: usize,
-}
-
 /// The saturation search of `cfg` (grid `cfg.loads()`, `cfg.trials` per load, bisection to
 /// `cfg.resolution`; with `stop_after_misses == 0` every grid load is run).
 pub fn search_config(cfg: &BenchConfig) -> SearchConfig {
@@ -237,6 +167,9 @@ pub fn run_bench_emu(cfg: &BenchConfig) -> Result<(BenchOutcome, EmuOutcome), St
     };
     let mut scfg = search_config(cfg);
     scfg.validate()?;
+    if let Some(w) = loadgen::interference::idle_warning(Duration::from_millis(300)) {
+        eprintln!("[bench] {w}");
+    }
     let modes = &cfg.modes;
     eprintln!(
         "[bench] {} modes, shape {}: saturation search over {:?} req/s, median of up to {} \
@@ -301,7 +234,17 @@ pub fn run_bench_emu(cfg: &BenchConfig) -> Result<(BenchOutcome, EmuOutcome), St
 
 /// The comparison table of an emulated-NIC run (Markdown), ratios to `raw`.
 pub fn table(emu: &EmuOutcome) -> String {
-    emu_bench::table(&emu.summaries, Some(Mode::Raw.name()), emu.k)
+    let mut t = emu_bench::table(&emu.summaries, Some(Mode::Raw.name()), emu.k);
+    let libraries = [Mode::Protobuf, Mode::Capnp, Mode::Flatbuffers].map(Mode::name);
+    if let Some(c) = emu_bench::control_line(
+        &emu.summaries,
+        Mode::Cornflakes.name(),
+        Mode::CornflakesCopy.name(),
+        &libraries,
+    ) {
+        t.push_str(&format!("\n{c}\n"));
+    }
+    t
 }
 
 /// The JSON written next to the records: per mode its summary (`emu-summary.json`) and

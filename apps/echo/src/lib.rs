@@ -9,10 +9,12 @@
 //! over one [`cornflakes::Datapath`]; the benchmark uses the ConnectX driver against an emulated
 //! device on a second core ([`emu`]), the kernel UDP socket datapath, or AF_XDP.
 //!
-//! - [`server::EchoServer`]: the server loop over any datapath.
+//! - [`server::Echo`]: the echo server as a handler of the shared server skeleton
+//!   (`app-server`); [`server::EchoServer`] is it on one datapath queue.
 //! - [`client::EchoClient`]: the load generator's transport; [`client::Verifier`] checks that
 //!   each response deserializes to exactly the values sent.
-//! - [`bench`](mod@bench): sweeps, table, JSON and plot.
+//! - [`bench`](mod@bench): sweeps ([`config`] holds their settings and outcome, [`report`]
+//!   writes the table, JSON and plot).
 //! - [`calibrate`]: the copy-threshold calibration (paper §5): copy vs scatter-gather of K
 //!   segments of S bytes from a large pinned array, a heatmap and a recommended threshold.
 //! - [`emu`]: `bench --datapath emu`, the server core against the emulated ConnectX on a
@@ -27,10 +29,12 @@ pub mod calib_server;
 pub mod calibrate;
 pub mod cf;
 pub mod client;
+pub mod config;
 pub mod emu;
 pub mod libs;
 pub mod manual;
 pub mod mode;
+pub mod report;
 pub mod server;
 pub mod shape;
 #[cfg(feature = "xdp")]

@@ -22,16 +22,19 @@ usage:
   echo bench  [--modes M,M,..] [--shape S] [--rates R,R,..] [--fixed-rps R] [--duration SECS]
               [--warmup SECS] [--timeout-ms MS] [--threads N] [--threshold N] [--mtu N]
               [--out DIR] [--json PATH] [--all-points] [--spin] [--datapath emu|socket|xdp]
-              [--sample-every N] [--delay-ns NS] [--rx-ring N] [--demote-lines N] [--trials K] [--resolution F] [--cores N]
+              [--sample-every N] [--desc-ns NS] [--rx-ring N] [--demote-lines N] [--trials K] [--resolution F] [--cores N]
       Every mode (or --modes), one offered-load sweep each; prints the comparison table and
       writes DIR/echo.json (or --json), DIR/echo.svg, DIR/echo.png and DIR/table.md
       (DIR defaults to results/echo).
       --datapath emu (the default with at least 2 CPUs): the server core's throughput, not a
       network measurement. Each mode's server runs the ConnectX driver on one CPU against
       the emulated ConnectX on a second CPU, which also injects the clients' prepared
-      requests at Poisson times and checks every reply (headers, length, id; every
-      --sample-every'th one, default 64, deserialized). --delay-ns: device time per gather
-      entry (default 0). --rx-ring N: receive-queue entries (power of two, default 1024).
+      requests at Poisson times and checks every reply (reads every byte; headers, length,
+      id; the payload against the last reply the mode's checker accepted for the request, and
+      a random 1 in --sample-every, default 64, deserialized again). --desc-ns NS: the
+      device's time per gather entry (descriptor), printed in every table (default 0: the
+      paper's crossover comes from CPU-side costs and its NICs were not the limit, §5.2;
+      --delay-ns is the old name). --rx-ring N: receive-queue entries (power of two, default 1024).
       --demote-lines N: after writing a request frame the device moves its first N cache
       lines to the last-level cache (cldemote), where a DDIO NIC's DMA leaves them (default
       0). Each mode's saturation load is searched, the modes interleaved trial by trial: a doubling grid of --rates (default 0.125 to 8 M req/s) until a load's
@@ -148,8 +151,10 @@ fn bench_cmd(mut a: Args) -> Result<(), String> {
         }
         cfg.cores = n;
     }
-    if let Some(ns) = a.parse::<u64>("--delay-ns")? {
-        cfg.delay_per_segment = Duration::from_nanos(ns);
+    for flag in ["--desc-ns", "--delay-ns"] {
+        if let Some(ns) = a.parse::<u64>(flag)? {
+            cfg.delay_per_segment = Duration::from_nanos(ns);
+        }
     }
     if let Some(n) = a.parse::<u32>("--rx-ring")? {
         if !n.is_power_of_two() || !(64..=32768).contains(&n) {
@@ -211,6 +216,10 @@ fn bench_cmd(mut a: Args) -> Result<(), String> {
     }
     a.finish()?;
     let out = bench::run_bench(&cfg)?;
+    // Every trial of every load (the emulated NIC's search), not only the median ones.
+    if let Some(emu) = &out.emu {
+        emu_bench::replies_verified(&emu.summaries)?;
+    }
     let bad: u64 = out.records.iter().map(|r| r.mismatched).sum();
     if bad > 0 {
         return Err(format!("{bad} responses did not verify"));
@@ -476,30 +485,16 @@ fn calibrate_server_cmd(mut a: Args) -> Result<(), String> {
 }
 
 fn main() -> ExitCode {
-    let mut argv: Vec<String> = std::env::args().skip(1).collect();
-    if argv.is_empty() || argv.iter().any(|a| a == "-h" || a == "--help") {
-        eprint!("{USAGE}");
-        return if argv.is_empty() {
-            ExitCode::FAILURE
-        } else {
-            ExitCode::SUCCESS
-        };
-    }
-    let cmd = argv.remove(0);
-    let args = Args::new(argv);
-    let r = match cmd.as_str() {
-        "bench" => bench_cmd(args),
-        "server" => server_cmd(args),
-        "client" => client_cmd(args),
-        "calibrate" => calibrate_cmd(args),
-        "calibrate-server" => calibrate_server_cmd(args),
-        other => Err(format!("unknown command {other:?}\n{USAGE}")),
-    };
-    match r {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("echo: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    app_server::cli::main(
+        "echo",
+        USAGE,
+        &[
+            ("bench", bench_cmd),
+            ("server", server_cmd),
+            ("client", client_cmd),
+            ("calibrate", calibrate_cmd),
+            ("calibrate-server", calibrate_server_cmd),
+        ],
+        std::env::args().skip(1).collect(),
+    )
 }

@@ -4,6 +4,7 @@
 use std::fmt;
 use std::str::FromStr;
 
+use app_server::serialization::by_name;
 pub use app_server::serialization::{Cornflakes, Library, Serialization};
 use cornflakes::DEFAULT_THRESHOLD;
 
@@ -117,13 +118,7 @@ impl FromStr for Mode {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, String> {
-        Mode::ALL
-            .into_iter()
-            .find(|m| m.name() == s)
-            .ok_or_else(|| {
-                let names: Vec<_> = Mode::ALL.iter().map(|m| m.name()).collect();
-                format!("unknown mode {s:?}; expected one of {}", names.join(", "))
-            })
+        by_name(s, "mode", &Mode::ALL, Mode::name)
     }
 }
 

@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 use std::process::Command;
+use std::time::Duration;
 
 use echo::Mode;
 
@@ -12,24 +13,22 @@ fn bench_writes_records_plot_and_table() {
         .join(format!("bench-smoke-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let json = dir.join("out.json");
-    let out = Command::new(env!("CARGO_BIN_EXE_echo"))
-        .args([
-            "bench",
-            "--duration",
-            "0.05",
-            "--warmup",
-            "0.01",
-            "--rates",
-            "500,1000",
-        ])
-        .args(["--timeout-ms", "2000", "--out"])
-        .arg(&dir)
-        .arg("--json")
-        .arg(&json)
-        .output()
-        .expect("run echo bench");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "echo bench failed:\n{stderr}");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_echo"));
+    cmd.args([
+        "bench",
+        "--duration",
+        "0.05",
+        "--warmup",
+        "0.01",
+        "--rates",
+        "500,1000",
+    ])
+    .args(["--timeout-ms", "2000", "--out"])
+    .arg(&dir)
+    .arg("--json")
+    .arg(&json);
+    // A panic of any thread, a non-zero exit or a hang fails the test.
+    let out = test_skip::success_within(cmd, Duration::from_secs(240), "echo bench");
     let stdout = String::from_utf8_lossy(&out.stdout);
 
     let text = std::fs::read_to_string(&json).expect("json written");
@@ -78,7 +77,8 @@ fn bench_writes_records_plot_and_table() {
     // At 500 req/s with a 2 s loss timeout at least one point verifies, so there is a curve.
     assert!(
         dir.join("echo.svg").exists() && dir.join("echo.png").exists(),
-        "{stderr}"
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -88,22 +88,22 @@ fn bench_writes_records_plot_and_table() {
 #[test]
 fn bench_on_the_emulated_nic_verifies_every_reply_of_every_mode() {
     if let Err(e) = datapath_mlx5::emu::threaded::two_cores() {
-        eprintln!("SKIPPED bench_on_the_emulated_nic_verifies_every_reply_of_every_mode: {e}");
+        test_skip::skip(
+            "bench_on_the_emulated_nic_verifies_every_reply_of_every_mode",
+            &e.to_string(),
+        );
         return;
     }
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("bench-emu-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let out = Command::new(env!("CARGO_BIN_EXE_echo"))
-        .args(["bench", "--datapath", "emu", "--sample-every", "1"])
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_echo"));
+    cmd.args(["bench", "--datapath", "emu", "--sample-every", "1"])
         .args(["--duration", "0.05", "--warmup", "0.01", "--rates", "2000"])
         .args(["--trials", "1"])
         .args(["--timeout-ms", "2000", "--out"])
-        .arg(&dir)
-        .output()
-        .expect("run echo bench");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "echo bench failed:\n{stderr}");
+        .arg(&dir);
+    let out = test_skip::success_within(cmd, Duration::from_secs(240), "echo bench --datapath emu");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("not a network measurement"), "{stdout}");
     let recs: serde_json::Value =
@@ -162,32 +162,35 @@ fn bench_rx_ring_sets_the_receive_queue_and_rejects_bad_sizes() {
         "{stderr}"
     );
     if let Err(e) = datapath_mlx5::emu::threaded::two_cores() {
-        eprintln!("SKIPPED bench_rx_ring_sets_the_receive_queue_and_rejects_bad_sizes (run): {e}");
+        test_skip::skip(
+            "bench_rx_ring_sets_the_receive_queue_and_rejects_bad_sizes (run)",
+            &e.to_string(),
+        );
         return;
     }
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("bench-emu-rx-ring-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let out = Command::new(env!("CARGO_BIN_EXE_echo"))
-        .args([
-            "bench",
-            "--datapath",
-            "emu",
-            "--rx-ring",
-            "64",
-            "--demote-lines",
-            "1000",
-            "--sample-every",
-            "1",
-        ])
-        .args(["--modes", "cornflakes,protobuf"])
-        .args(["--duration", "0.05", "--warmup", "0.01", "--rates", "2000"])
-        .args(["--trials", "1", "--timeout-ms", "2000", "--out"])
-        .arg(&dir)
-        .output()
-        .expect("run echo bench");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "echo bench failed:\n{stderr}");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_echo"));
+    cmd.args([
+        "bench",
+        "--datapath",
+        "emu",
+        "--rx-ring",
+        "64",
+        "--demote-lines",
+        "1000",
+        "--sample-every",
+        "1",
+    ])
+    .args(["--modes", "cornflakes,protobuf", "--desc-ns", "20"])
+    .args(["--duration", "0.05", "--warmup", "0.01", "--rates", "2000"])
+    .args(["--trials", "1", "--timeout-ms", "2000", "--out"])
+    .arg(&dir);
+    let out = test_skip::success_within(cmd, Duration::from_secs(240), "echo bench --rx-ring 64");
+    // The device's per-descriptor cost is part of the table.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("(--desc-ns): 20 ns"), "{stdout}");
     let recs: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("echo.json")).unwrap()).unwrap();
     for r in recs.as_array().unwrap() {

@@ -265,7 +265,10 @@ fn the_server_says_which_threshold_it_uses_and_where_it_came_from() {
 #[test]
 fn a_tiny_calibration_on_the_emulated_nic_verifies_replies() {
     if let Err(e) = datapath_mlx5::emu::threaded::two_cores() {
-        eprintln!("SKIPPED a_tiny_calibration_on_the_emulated_nic_verifies_replies: {e}");
+        test_skip::skip(
+            "a_tiny_calibration_on_the_emulated_nic_verifies_replies",
+            &e.to_string(),
+        );
         return;
     }
     let dir = std::env::temp_dir().join(format!("echo-calibrate-emu-{}", std::process::id()));
@@ -308,7 +311,10 @@ fn calibrate_measures_a_separately_started_server() {
 fn calibrate_measures_a_server_on_two_cores() {
     let n = percore::allowed_cores().unwrap().len();
     if n < 2 {
-        println!("SKIPPED: two server cores need 2 CPUs, this process may use {n}");
+        test_skip::skip(
+            "calibrate_measures_a_server_on_two_cores",
+            &format!("two server cores need 2 CPUs, this process may use {n}"),
+        );
         return;
     }
     remote_calibration(2);

@@ -19,7 +19,10 @@ const REQUESTS: u64 = 200;
 fn run(mode: Mode) {
     let n = percore::allowed_cores().unwrap().len();
     if n < CORES {
-        println!("SKIPPED: two server cores need 2 CPUs, this process may use {n}");
+        test_skip::skip(
+            &format!("two socket server cores ({mode:?})"),
+            &format!("two server cores need 2 CPUs, this process may use {n}"),
+        );
         return;
     }
     let bind = SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0);

@@ -21,9 +21,11 @@ fn is_root() -> bool {
 #[test]
 fn bench_runs_over_af_xdp_and_verifies_every_reply() {
     if !is_root() {
-        let required = std::env::var("CORNFLAKES_REQUIRE_XDP").is_ok_and(|v| v == "1");
-        assert!(!required, "CORNFLAKES_REQUIRE_XDP=1 but not root");
-        eprintln!("SKIPPED bench_runs_over_af_xdp_and_verifies_every_reply: needs root");
+        test_skip::skip_unless(
+            "bench_runs_over_af_xdp_and_verifies_every_reply",
+            "needs root",
+            Some("CORNFLAKES_REQUIRE_XDP"),
+        );
         return;
     }
     let dir =
@@ -88,9 +90,11 @@ fn bench_runs_over_af_xdp_and_verifies_every_reply() {
 #[test]
 fn calibrate_runs_over_af_xdp_and_verifies_every_reply() {
     if !is_root() {
-        let required = std::env::var("CORNFLAKES_REQUIRE_XDP").is_ok_and(|v| v == "1");
-        assert!(!required, "CORNFLAKES_REQUIRE_XDP=1 but not root");
-        eprintln!("SKIPPED calibrate_runs_over_af_xdp_and_verifies_every_reply: needs root");
+        test_skip::skip_unless(
+            "calibrate_runs_over_af_xdp_and_verifies_every_reply",
+            "needs root",
+            Some("CORNFLAKES_REQUIRE_XDP"),
+        );
         return;
     }
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))

@@ -14,13 +14,16 @@ use cornflakes::{
 };
 
 use crate::ops::{status_from_raw, Op, OpKind, Reply, Status};
+use crate::rifl::WriteTag;
 use crate::schema::*;
 use crate::store::{Store, Value};
+use crate::validate;
 
 /// Why the server answered nothing.
 #[derive(Debug)]
 pub enum ServeError {
-    /// The request did not decode (unknown type, bad encoding, key not UTF-8): counted, dropped.
+    /// The request did not decode (unknown type, bad encoding): counted, dropped. (A request
+    /// that decodes but is invalid, e.g. a key not UTF-8, is answered `BAD_REQUEST`.)
     Malformed(String),
     /// The reply could not be sent.
     Send(SendError),
@@ -57,9 +60,13 @@ fn reply<D: Datapath, O: CornflakesObj, P: CornflakesObj>(
     }
 }
 
-fn key<'a>(s: &'a CFString<'_>) -> Result<&'a str, ServeError> {
-    s.as_str()
-        .map_err(|e| ServeError::Malformed(format!("key is not UTF-8: {e}")))
+fn key<'a>(s: &'a CFString<'_>) -> Result<&'a str, Status> {
+    validate::key(s.as_bytes())
+}
+
+/// The status of a write's outcome.
+fn status(o: Result<usize, Status>) -> Status {
+    o.err().unwrap_or(Status::Ok)
 }
 
 /// A stored value as a reply field: referenced when at least the threshold long, else borrowed
@@ -80,6 +87,20 @@ macro_rules! status_only {
         r.set_status($status);
         r
     }};
+}
+
+/// The key of a request, or — when it is not UTF-8 — a `BAD_REQUEST` reply of type `$ty`
+/// sent (and counted) in place of serving it.
+macro_rules! key_or_bad_request {
+    ($k:expr, $ty:ident, $dp:expr, $store:expr, $conn:expr, $msg:expr, $arena:expr, $id:expr, $path:expr) => {
+        match key($k) {
+            Ok(k) => k,
+            Err(e) => {
+                let resp = status_only!($ty, $arena, $id, $store.tally(e));
+                return Ok($path.send($dp, $conn, $msg, &resp)?);
+            }
+        }
+    };
 }
 
 /// Handles one request: decodes `data` as the request `kind` names, applies it to `store`,
@@ -103,7 +124,18 @@ pub fn serve<D: Datapath>(
             let id = req.get_id();
             let mut resp = GetResp::new_in(arena);
             resp.set_id(id);
-            let status = match store.get(key(req.get_key())?) {
+            let k = key_or_bad_request!(
+                req.get_key(),
+                GetResp,
+                dp,
+                store,
+                conn,
+                msg,
+                arena,
+                id,
+                path
+            );
+            let status = match store.get(k) {
                 Ok(Value::One(b)) => {
                     resp.set_val(bytes(b, arena));
                     Status::Ok
@@ -124,10 +156,11 @@ pub fn serve<D: Datapath>(
         }
         OpKind::Put => {
             let req = PutReq::deserialize_rcbuf(data, arena)?;
-            let status = store
-                .put(key(req.get_key())?, req.get_val().as_bytes())
-                .err()
-                .unwrap_or(Status::Ok);
+            let tag = WriteTag::of(dp, conn, msg, data);
+            let status = match key(req.get_key()) {
+                Ok(k) => status(store.once(tag, |s| s.put(k, req.get_val().as_bytes()).map(|_| 0))),
+                Err(e) => store.tally(e),
+            };
             let resp = status_only!(PutResp, arena, req.get_id(), status);
             Ok(path.send(dp, conn, msg, &resp)?)
         }
@@ -135,13 +168,18 @@ pub fn serve<D: Datapath>(
             let req = GetMReq::deserialize_rcbuf(data, arena)?;
             let id = req.get_id();
             let n = req.get_keys().len();
+            // Every key checked first (no allocation): a bad one fails the whole request.
+            if let Err(e) = validate::all_keys(req.get_keys().iter().map(|k| k.as_bytes())) {
+                let resp = status_only!(GetMResp, arena, id, store.tally(e));
+                return Ok(path.send(dp, conn, msg, &resp)?);
+            }
             let mut resp = GetMResp::new_in(arena);
             resp.set_id(id);
             resp.init_vals(n);
             resp.init_statuses(n);
             let mut first = Status::Ok;
             for k in req.get_keys().iter() {
-                let (v, s) = match store.get(key(k)?).and_then(single) {
+                let (v, s) = match key(k).and_then(|k| store.get(k)).and_then(single) {
                     Ok(b) => (bytes(b, arena), Status::Ok),
                     Err(s) => (CFBytes::default(), s),
                 };
@@ -158,18 +196,17 @@ pub fn serve<D: Datapath>(
         }
         OpKind::PutM => {
             let req = PutMReq::deserialize_rcbuf(data, arena)?;
-            let (keys, vals) = (req.get_keys(), req.get_vals());
-            let mut status = Status::Ok;
-            if keys.len() != vals.len() {
-                status = Status::BadRequest;
-            } else {
-                for (k, v) in keys.iter().zip(vals.iter()) {
-                    if let Err(s) = store.put(key(k)?, v.as_bytes()) {
-                        status = s;
-                        break;
-                    }
+            let vals: Vec<&[u8]> = req.get_vals().iter().map(|v| v.as_bytes()).collect();
+            // Every key checked before the first write; the store applies all or nothing.
+            let status = match validate::keys(req.get_keys().iter().map(|k| k.as_bytes()))
+                .and_then(|keys| validate::pairs(&keys, &vals).map(|p| p.to_vec()))
+            {
+                Ok(pairs) => {
+                    let tag = WriteTag::of(dp, conn, msg, data);
+                    status(store.once(tag, |s| s.put_many(&pairs).map(|_| 0)))
                 }
-            }
+                Err(e) => store.tally(e),
+            };
             let resp = status_only!(PutMResp, arena, req.get_id(), status);
             Ok(path.send(dp, conn, msg, &resp)?)
         }
@@ -178,8 +215,19 @@ pub fn serve<D: Datapath>(
             let id = req.get_id();
             let mut resp = GetListResp::new_in(arena);
             resp.set_id(id);
+            let k = key_or_bad_request!(
+                req.get_key(),
+                GetListResp,
+                dp,
+                store,
+                conn,
+                msg,
+                arena,
+                id,
+                path
+            );
             let list = store
-                .get_list(key(req.get_key())?)
+                .get_list(k)
                 .and_then(|list| list.iter().map(single).collect::<Result<Vec<&RcBuf>, _>>());
             let status = match list {
                 Ok(bufs) => {
@@ -201,8 +249,19 @@ pub fn serve<D: Datapath>(
             let id = req.get_id();
             let mut resp = GetFromListResp::new_in(arena);
             resp.set_id(id);
+            let k = key_or_bad_request!(
+                req.get_key(),
+                GetFromListResp,
+                dp,
+                store,
+                conn,
+                msg,
+                arena,
+                id,
+                path
+            );
             let status = match store
-                .get_from_list(key(req.get_key())?, req.get_index() as usize)
+                .get_from_list(k, req.get_index() as usize)
                 .and_then(single)
             {
                 Ok(b) => {
@@ -218,19 +277,21 @@ pub fn serve<D: Datapath>(
         }
         OpKind::Append => {
             let req = AppendReq::deserialize_rcbuf(data, arena)?;
-            let status = store
-                .append(key(req.get_key())?, req.get_val().as_bytes())
-                .err()
-                .unwrap_or(Status::Ok);
+            let tag = WriteTag::of(dp, conn, msg, data);
+            let status = match key(req.get_key()) {
+                Ok(k) => status(store.once(tag, |s| s.append(k, req.get_val().as_bytes()))),
+                Err(e) => store.tally(e),
+            };
             let resp = status_only!(AppendResp, arena, req.get_id(), status);
             Ok(path.send(dp, conn, msg, &resp)?)
         }
         OpKind::Delete => {
             let req = DeleteReq::deserialize_rcbuf(data, arena)?;
-            let status = store
-                .delete(key(req.get_key())?)
-                .err()
-                .unwrap_or(Status::Ok);
+            let tag = WriteTag::of(dp, conn, msg, data);
+            let status = match key(req.get_key()) {
+                Ok(k) => status(store.once(tag, |s| s.delete(k).map(|_| 0))),
+                Err(e) => store.tally(e),
+            };
             let resp = status_only!(DeleteResp, arena, req.get_id(), status);
             Ok(path.send(dp, conn, msg, &resp)?)
         }

@@ -287,6 +287,40 @@ pub struct Expected {
     initial: InitialValue,
 }
 
+/// How a checker looks a key's list up: calls the closure with each state it accepts and
+/// says whether one passed.
+type States<'a> = &'a dyn Fn(&str, &mut dyn FnMut(Option<&ListState>) -> bool) -> bool;
+
+/// What a write does to one key's list.
+enum Effect {
+    /// The list becomes this (`None`: the key is removed).
+    Set(Option<ListState>),
+    /// This element is appended.
+    Append(u64),
+}
+
+/// The effects of `op` on each key it writes (none for a read).
+fn effects(op: &Op) -> Vec<(&str, Effect)> {
+    match op {
+        Op::Put { key, val } => vec![(key.as_str(), Effect::Set(Some(vec![hash(val)])))],
+        Op::PutM { keys, vals } if keys.len() == vals.len() => keys
+            .iter()
+            .zip(vals)
+            .map(|(k, v)| (k.as_str(), Effect::Set(Some(vec![hash(v)]))))
+            .collect(),
+        Op::Append { key, val } => vec![(key.as_str(), Effect::Append(hash(val)))],
+        Op::Delete { key } => vec![(key.as_str(), Effect::Set(None))],
+        _ => Vec::new(),
+    }
+}
+
+/// The store's contents as an in-order checker tracks them: the lists of the keys written so
+/// far (the others hold what was loaded). See [`Expected::check_now`].
+#[derive(Debug, Default, Clone)]
+pub struct Current {
+    lists: HashMap<String, Option<ListState>>,
+}
+
 fn list_state(vals: &[Vec<u8>]) -> ListState {
     vals.iter().map(|v| hash(v)).collect()
 }
@@ -347,24 +381,19 @@ impl Expected {
         } {
             self.max_value = self.max_value.max(v.len());
         }
-        match op {
-            Op::Put { key, val } => self.push(key, |_| Some(vec![hash(val)])),
-            Op::PutM { keys, vals } if keys.len() == vals.len() => {
-                for (k, v) in keys.iter().zip(vals) {
-                    self.push(k, |_| Some(vec![hash(v)]));
-                }
+        for (key, effect) in effects(op) {
+            match effect {
+                Effect::Set(l) => self.push(key, |_| l),
+                Effect::Append(h) => self.push(key, |last| {
+                    let mut l = last.cloned().unwrap_or_default();
+                    l.push(h);
+                    Some(l)
+                }),
             }
-            Op::Append { key, val } => self.push(key, |last| {
-                let mut l = last.cloned().unwrap_or_default();
-                l.push(hash(val));
-                Some(l)
-            }),
-            Op::Delete { key } => self.push(key, |_| None),
-            _ => {}
         }
     }
 
-    fn any_state(&self, key: &str, mut f: impl FnMut(Option<&ListState>) -> bool) -> bool {
+    fn any_state(&self, key: &str, f: &mut dyn FnMut(Option<&ListState>) -> bool) -> bool {
         match self.written.get(key) {
             Some(states) => states.iter().any(|s| f(s.as_ref())),
             None => f((self.initial)(key).map(|v| list_state(&v)).as_ref()),
@@ -372,9 +401,15 @@ impl Expected {
     }
 
     /// Whether `(status, value)` is a correct answer for element `index` of `key`.
-    fn element_ok(&self, key: &str, index: usize, status: Status, val: Option<&[u8]>) -> bool {
+    fn element_ok(
+        states: States<'_>,
+        key: &str,
+        index: usize,
+        status: Status,
+        val: Option<&[u8]>,
+    ) -> bool {
         let h = val.map(hash);
-        self.any_state(key, |s| match (s, status, h) {
+        states(key, &mut |s| match (s, status, h) {
             (None, Status::NotFound, _) => true,
             (Some(l), Status::Ok, Some(h)) => l.get(index) == Some(&h),
             (Some(l), Status::BadIndex, _) => index >= l.len(),
@@ -382,19 +417,65 @@ impl Expected {
         })
     }
 
-    /// Whether `reply` is a correct answer to `op`.
+    /// Whether `reply` is a correct answer to `op` in some state the store passes through
+    /// during the run (see [`Expected`]: concurrent clients may reorder a read and a write).
     pub fn check(&self, op: &Op, reply: &Reply) -> bool {
+        Self::check_in(&|k, f| self.any_state(k, f), op, reply)
+    }
+
+    /// Whether `reply` is a correct answer to `op` in the state `now` holds: the loaded
+    /// contents after the writes applied to `now` in order ([`Expected::apply_to`]). For a
+    /// checker that sees one core's replies in the order the core handled the requests.
+    pub fn check_now(&self, now: &Current, op: &Op, reply: &Reply) -> bool {
+        Self::check_in(
+            &|k, f| match now.lists.get(k) {
+                Some(l) => f(l.as_ref()),
+                None => match self.written.get(k) {
+                    Some(states) => f(states[0].as_ref()),
+                    None => f((self.initial)(k).map(|v| list_state(&v)).as_ref()),
+                },
+            },
+            op,
+            reply,
+        )
+    }
+
+    /// Applies the write `op` (if it is one) to `now`, as the store does.
+    pub fn apply_to(&self, now: &mut Current, op: &Op) {
+        for (key, effect) in effects(op) {
+            let next = match effect {
+                Effect::Set(l) => l,
+                Effect::Append(h) => {
+                    let mut l = match now.lists.get(key) {
+                        Some(l) => l.clone(),
+                        None => self
+                            .written
+                            .get(key)
+                            .and_then(|s| s[0].clone())
+                            .or_else(|| (self.initial)(key).map(|v| list_state(&v))),
+                    }
+                    .unwrap_or_default();
+                    l.push(h);
+                    Some(l)
+                }
+            };
+            now.lists.insert(key.to_owned(), next);
+        }
+    }
+
+    fn check_in(states: States<'_>, op: &Op, reply: &Reply) -> bool {
         let first = reply.vals.first().map(Vec::as_slice);
         match op {
             Op::Get { key } => {
-                reply.vals.len() <= 1 && self.element_ok(key, 0, reply.status, first)
+                reply.vals.len() <= 1 && Self::element_ok(states, key, 0, reply.status, first)
             }
             Op::GetFromList { key, index } => {
-                reply.vals.len() <= 1 && self.element_ok(key, *index as usize, reply.status, first)
+                reply.vals.len() <= 1
+                    && Self::element_ok(states, key, *index as usize, reply.status, first)
             }
             Op::GetList { key } => {
                 let got = list_state(&reply.vals);
-                self.any_state(key, |s| match (s, reply.status) {
+                states(key, &mut |s| match (s, reply.status) {
                     (None, Status::NotFound) => true,
                     (Some(l), Status::Ok) => *l == got,
                     _ => false,
@@ -416,12 +497,12 @@ impl Expected {
                         .zip(&reply.vals)
                         .all(|((k, s), v)| {
                             let v = (*s == Status::Ok).then_some(v.as_slice());
-                            self.element_ok(k, 0, *s, v)
+                            Self::element_ok(states, k, 0, *s, v)
                         })
             }
             Op::Delete { key } => match reply.status {
-                Status::Ok => self.any_state(key, |s| s.is_some()),
-                Status::NotFound => self.any_state(key, |s| s.is_none()),
+                Status::Ok => states(key, &mut |s| s.is_some()),
+                Status::NotFound => states(key, &mut |s| s.is_none()),
                 _ => false,
             },
             Op::Put { .. } | Op::PutM { .. } | Op::Append { .. } => {
@@ -539,6 +620,42 @@ mod tests {
             !e.check(&getm, &r),
             "overall status must be the first failure"
         );
+    }
+
+    #[test]
+    fn in_order_a_read_must_see_the_value_the_key_holds_now() {
+        let put = |v: &[u8]| Op::Put {
+            key: "a".into(),
+            val: v.to_vec(),
+        };
+        let e = expected(&[put(b"a1"), put(b"a2")]);
+        let get = Op::Get { key: "a".into() };
+        let mut now = Current::default();
+        // Loaded: only a0 is right now, though the run's other states are right for `check`.
+        assert!(e.check_now(&now, &get, &reply(Status::Ok, &[b"a0"])));
+        assert!(!e.check_now(&now, &get, &reply(Status::Ok, &[b"a1"])));
+        assert!(e.check(&get, &reply(Status::Ok, &[b"a1"])));
+        e.apply_to(&mut now, &put(b"a1"));
+        assert!(e.check_now(&now, &get, &reply(Status::Ok, &[b"a1"])));
+        assert!(
+            !e.check_now(&now, &get, &reply(Status::Ok, &[b"a0"])),
+            "a stale value is wrong in order"
+        );
+        // Appends grow the list each time they are applied (a request set sent in cycles).
+        let app = Op::Append {
+            key: "l".into(),
+            val: b"z".to_vec(),
+        };
+        let list = Op::GetList { key: "l".into() };
+        e.apply_to(&mut now, &app);
+        e.apply_to(&mut now, &app);
+        assert!(e.check_now(&now, &list, &reply(Status::Ok, &[b"x", b"y", b"z", b"z"])));
+        assert!(!e.check_now(&now, &list, &reply(Status::Ok, &[b"x", b"y", b"z"])));
+        let del = Op::Delete { key: "a".into() };
+        assert!(e.check_now(&now, &del, &reply(Status::Ok, &[])));
+        e.apply_to(&mut now, &del);
+        assert!(e.check_now(&now, &get, &reply(Status::NotFound, &[])));
+        assert!(!e.check_now(&now, &del, &reply(Status::Ok, &[])));
     }
 
     #[test]

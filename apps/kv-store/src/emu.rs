@@ -8,10 +8,12 @@
 //! core opens a datapath on its own queue set of that run's device and serves a
 //! [`Store::snapshot`] of its loaded store, so every trial starts from the loaded contents
 //! (the buffers are shared, not copied; a trial's writes go to its snapshot and are dropped
-//! with it). Every reply's headers, length, type, id and answering core are checked by the
-//! device; every `--sample-every`'th reply
-//! (default 1 in 64) and the first reply to each distinct request are decoded and verified
-//! against the store's expected contents, so the device thread does not bound large values.
+//! with it). Every reply is read whole by the device and its headers, length, type, id and
+//! answering core checked. The checker tracks the value each key holds in the trial's store:
+//! every write's reply is decoded and its write applied in the order the owning core answered
+//! (late ones too), and a read is right only against the current value ([`Current`]); a read
+//! whose bytes equal the last verified reply to the same request, with none of its keys
+//! written since, is accepted by hash, the rest (and a random 1 in `--sample-every`) decoded.
 //! Each serialization's saturation load is found by the shared search ([`loadgen::search`]:
 //! median of `--trials` per load, grid then bisection, serializations interleaved trial by
 //! trial), reported with [`emu_bench::EmuSummary`].
@@ -42,10 +44,12 @@ use emu_bench::{
 use kv_workloads::WorkloadConfig;
 use loadgen::search::{search, SearchConfig};
 
-use crate::bench::{load_store, prepare, write_outputs, BenchConfig, BenchOutcome, EMU_LABEL};
 use crate::cf;
-use crate::client::{decode_reply, Expected, RunRequests};
+use crate::client::{decode_reply, Current, Expected, RunRequests};
+use crate::config::{prepare, BenchConfig, BenchOutcome, EMU_LABEL};
+use crate::load::load_store;
 use crate::ops::{Op, OpKind, Reply};
+use crate::report::write_outputs;
 use crate::resp;
 use crate::serialization::Serialization;
 use crate::server::{Kv, KvServer, ServerConfig, ServerStats};
@@ -74,6 +78,11 @@ pub struct CorePlan {
     /// Per request, its parts when it is split (empty otherwise: most requests).
     parts: Vec<Vec<Part>>,
     slots: Vec<Slot>,
+    /// Per wire request, the ids of the keys it names (ids index the in-order checker's
+    /// per-key write counts).
+    key_ids: Vec<Vec<u32>>,
+    /// Distinct keys named by the run.
+    keys: usize,
 }
 
 impl CorePlan {
@@ -103,11 +112,31 @@ impl CorePlan {
                 }
             }
         }
+        let mut ids: HashMap<&str, u32> = HashMap::new();
+        let key_ids = slots
+            .iter()
+            .map(|s| {
+                let op = match s.part {
+                    Some(j) => &parts[s.op][j].op,
+                    None => &reqs.ops[s.op],
+                };
+                op.keys()
+                    .into_iter()
+                    .map(|k| {
+                        let n = ids.len() as u32;
+                        *ids.entry(k).or_insert(n)
+                    })
+                    .collect()
+            })
+            .collect();
+        let keys = ids.len();
         CorePlan {
             cores,
             reqs,
             parts,
             slots,
+            key_ids,
+            keys,
         }
     }
 
@@ -203,6 +232,8 @@ impl CorePlan {
             pending: HashMap::new(),
             done: vec![false; self.reqs.ops.len()],
             merged,
+            now: Current::default(),
+            writes: vec![0; self.keys],
         }
     }
 }
@@ -217,16 +248,60 @@ struct PartChecker {
     /// Split requests whose merged reply was verified.
     done: Vec<bool>,
     merged: Arc<AtomicU64>,
+    /// The store as this trial's server holds it: the snapshot's contents after every write
+    /// the device saw answered, in the order the owning core answered them (each key has one
+    /// owner, whose replies leave in the order it handled the requests).
+    now: Current,
+    /// Writes applied to `now` per key id ([`CorePlan::key_ids`]).
+    writes: Vec<u64>,
+}
+
+impl PartChecker {
+    /// Applies wire request `k`'s write (if it is one) to the tracked store.
+    fn apply(&mut self, k: usize) {
+        let plan = &self.plan;
+        let op = plan.op_of(plan.slots[k]);
+        if op.is_write() {
+            self.expected.apply_to(&mut self.now, op);
+            for &id in &plan.key_ids[k] {
+                self.writes[id as usize] += 1;
+            }
+        }
+    }
 }
 
 impl ReplyCheck for PartChecker {
+    /// A read's right reply depends on how often each of its keys was written.
+    fn version(&mut self, k: usize) -> u64 {
+        self.plan.key_ids[k].iter().fold(0u64, |h, &id| {
+            h.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                .wrapping_add(self.writes[id as usize])
+        })
+    }
+
+    /// Every write's reply is applied, in order.
+    fn sees_every(&self, k: usize) -> bool {
+        self.plan.op_of(self.plan.slots[k]).is_write()
+    }
+
+    /// A write answered too late to count still changed the store.
+    fn late(&mut self, k: usize, _reply: &[u8]) {
+        self.apply(k);
+    }
+
     fn check(&mut self, k: usize, reply: &[u8]) -> Result<(), String> {
-        let plan = &self.plan;
+        let plan = self.plan.clone();
         let s = plan.slots[k];
         let op = plan.op_of(s);
-        let (_, r) = decode_reply(self.ser, OpKind::of(op), reply)
-            .map_err(|e| format!("request {} ({}): {e}", s.op, OpKind::of(op).name()))?;
-        if !self.expected.check(op, &r) {
+        let decoded = decode_reply(self.ser, OpKind::of(op), reply);
+        // The value each key holds now, before this request's own write.
+        let right = decoded
+            .as_ref()
+            .is_ok_and(|(_, r)| self.expected.check_now(&self.now, op, r));
+        self.apply(k);
+        let (_, r) =
+            decoded.map_err(|e| format!("request {} ({}): {e}", s.op, OpKind::of(op).name()))?;
+        if !right {
             return Err(match s.part {
                 Some(j) => format!(
                     "request {} ({}), part {j} (core {}): wrong reply {r}",
@@ -371,6 +446,7 @@ impl KvEmu {
         let (max_item, limit, wl, mtu) = (cfg.max_item, cfg.memory_limit, &self.workload, self.mtu);
         let store_cfg = StoreConfig {
             memory_limit: cfg.memory_limit,
+            ..StoreConfig::default()
         };
         let described = std::sync::Mutex::new(vec![String::new(); cores]);
         let init = |core: usize| -> Result<LoadedCore, String> {
@@ -457,6 +533,7 @@ impl KvCores<'_, '_> {
             timeout: cfg.timeout,
             seed,
             sample_every: cfg.sample_every,
+            delay_per_segment: std::time::Duration::from_nanos(cfg.desc_ns),
             // A write changes what later reads of its key return (e.g. an append).
             replies_vary: true,
             cores: emu.plan.cores(),
@@ -473,6 +550,7 @@ impl KvCores<'_, '_> {
             threshold: cfg.threshold,
             store: StoreConfig {
                 memory_limit: cfg.memory_limit,
+                ..StoreConfig::default()
             },
         };
         let pin = self.pin;
@@ -518,6 +596,9 @@ pub(crate) fn run_emu(cfg: &BenchConfig, loads: &[f64]) -> Result<BenchOutcome, 
     // Before generating anything: the CPUs the run needs.
     let (server_cpus, device_cpu) =
         emu_bench::cores_for(cfg.cores).map_err(|e| format!("--cores {}: {e}", cfg.cores))?;
+    if let Some(w) = loadgen::interference::idle_warning(std::time::Duration::from_millis(300)) {
+        eprintln!("[bench] {w}");
+    }
     let p = prepare(cfg)?;
     let name = p.workload.name();
     let emu = KvEmu::new(cfg, p.reqs.clone(), p.expected.clone())?;
@@ -615,7 +696,19 @@ pub(crate) fn run_emu(cfg: &BenchConfig, loads: &[f64]) -> Result<BenchOutcome, 
         summaries.push(summary);
     }
     write_outputs(cfg, &out)?;
-    let table = emu_bench::table(&summaries, None, scfg.trials);
+    let mut table = emu_bench::table(&summaries, None, scfg.trials);
+    if let Some(c) = emu_bench::control_line(
+        &summaries,
+        Serialization::Cornflakes.name(),
+        Serialization::CornflakesCopy.name(),
+        &[
+            Serialization::Protobuf.name(),
+            Serialization::Capnp.name(),
+            Serialization::Flatbuffers.name(),
+        ],
+    ) {
+        table.push_str(&format!("\n{c}\n"));
+    }
     println!("\n### The saturation search on the emulated NIC\n\n{table}");
     let summary = serde_json::Value::Array(summaries.iter().map(EmuSummary::to_json).collect());
     for (file, text) in [
@@ -633,6 +726,8 @@ pub(crate) fn run_emu(cfg: &BenchConfig, loads: &[f64]) -> Result<BenchOutcome, 
         let path = cfg.out_dir.join(file);
         std::fs::write(&path, text).map_err(|e| format!("writing {}: {e}", path.display()))?;
     }
+    // Any wrong reply in any trial fails the bench (after its outputs are written).
+    emu_bench::replies_verified(&summaries)?;
     Ok(out)
 }
 

@@ -6,29 +6,44 @@
 //! build.rs ([`schema`]), or Redis's RESP ([`resp`]); one server binary speaks every
 //! [serialization](serialization::Serialization).
 //!
-//! - [`server::KvServer`]: the server loop over any [`cornflakes::Datapath`].
+//! - [`server::Kv`]: the KV store as a handler of the shared server skeleton (`app-server`);
+//!   [`server::KvServer`] is it on one datapath queue, `app_server::launch` on any datapath.
 //! - [`client`]: requests over a datapath, the load generator's transport, and the checker
 //!   that verifies every reply against what the store must hold.
-//! - [`bench`](mod@bench): `kv bench` — load a workload, sweep offered loads per serialization, tables,
-//!   JSON and plots.
+//! - [`bench`](mod@bench): `kv bench` — load a workload, sweep offered loads per serialization
+//!   ([`sweep`] on sockets, [`emu`] on the emulated NIC), with its settings in [`config`], the
+//!   store loaded by [`load`], and the tables, JSON and plots written by [`report`].
 //! - [`peers`]: `kv bench --peers` — redis-server and memcached beside the store.
 //! - `xdp` (feature `xdp`): the server over AF_XDP in a network namespace.
+//! - [`validate`], [`cost`], [`rifl`]: whole requests checked before the first write, what
+//!   an entry really costs, and writes run once under retries.
+//! - [`call`]: a client that retries under the same request id; [`faults`]: the
+//!   exactly-once check under injected loss and duplication (`kv faults`).
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod bench;
+pub mod call;
 pub mod cf;
 pub mod client;
+pub mod config;
+pub mod cost;
 pub mod emu;
+pub mod faults;
 pub mod libs;
+pub mod load;
 pub mod ops;
 pub mod peers;
+pub mod report;
 pub mod resp;
+pub mod rifl;
 pub mod serialization;
 pub mod server;
 pub mod steer;
 pub mod store;
+pub mod sweep;
+pub mod validate;
 #[cfg(feature = "xdp")]
 pub mod xdp;
 

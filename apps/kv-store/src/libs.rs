@@ -18,7 +18,9 @@ use cornflakes::{ConnId, Datapath, Msg, RcBuf, SendError};
 
 use crate::cf::ServeError;
 use crate::ops::{status_from_raw, Op, OpKind, Reply, Status};
+use crate::rifl::Origin;
 use crate::store::{Store, Value};
+use crate::validate;
 
 /// What a request produced: a status, the stored buffers to return, per-key statuses.
 #[derive(Default)]
@@ -33,20 +35,55 @@ fn single(v: &Value) -> Result<&RcBuf, Status> {
     v.single().ok_or(Status::TooLarge)
 }
 
-fn st(r: Result<(), Status>) -> i32 {
+fn st(r: Result<usize, Status>) -> i32 {
     r.err().unwrap_or(Status::Ok) as i32
 }
 
-fn execute(store: &mut Store, r: &KvRequestView<'_>) -> Result<Outcome, ServeError> {
+/// Whether a request has the keys and values its operation takes: one key for the
+/// single-key operations (and one value for `put` / `append`, none for the reads and
+/// `delete`), one value per key for `putm`, at least one key for `getm`. Anything else is
+/// refused (`BAD_REQUEST`), never served with the first key or value.
+fn well_formed(kind: OpKind, r: &KvRequestView<'_>) -> Result<(), Status> {
+    match kind {
+        OpKind::Get | OpKind::GetList | OpKind::GetFromList | OpKind::Delete => {
+            validate::exactly(&r.keys, 1)?;
+            validate::exactly(&r.vals, 0)
+        }
+        OpKind::Put | OpKind::Append => {
+            validate::exactly(&r.keys, 1)?;
+            validate::exactly(&r.vals, 1)
+        }
+        OpKind::GetM => {
+            validate::exactly(&r.vals, 0)?;
+            if r.keys.is_empty() {
+                Err(Status::BadRequest)
+            } else {
+                Ok(())
+            }
+        }
+        OpKind::PutM => validate::paired(r.keys.len(), r.vals.len()),
+    }
+}
+
+fn execute(
+    store: &mut Store,
+    r: &KvRequestView<'_>,
+    origin: Origin<'_>,
+) -> Result<Outcome, ServeError> {
     let kind = OpKind::from_msg_type(r.op)
         .ok_or_else(|| ServeError::Malformed(format!("unknown operation {}", r.op)))?;
-    let key = || {
-        r.keys
-            .first()
-            .copied()
-            .ok_or_else(|| ServeError::Malformed(format!("{} without a key", kind.name())))
-    };
     let mut o = Outcome::default();
+    if let Err(s) = well_formed(kind, r) {
+        o.status = store.tally(s) as i32;
+        return Ok(o);
+    }
+    let key = || -> Result<&str, ServeError> { Ok(r.keys[0]) };
+    let tag = matches!(
+        kind,
+        OpKind::Put | OpKind::PutM | OpKind::Append | OpKind::Delete
+    )
+    .then(|| origin.tag())
+    .flatten();
     match kind {
         OpKind::Get | OpKind::GetFromList => {
             let got = if kind == OpKind::Get {
@@ -89,28 +126,26 @@ fn execute(store: &mut Store, r: &KvRequestView<'_>) -> Result<Outcome, ServeErr
                 .vals
                 .first()
                 .ok_or_else(|| ServeError::Malformed("put without a value".to_owned()))?;
-            o.status = st(store.put(key()?, v));
+            let k = key()?;
+            o.status = st(store.once(tag, |s| s.put(k, v).map(|_| 0)));
         }
         OpKind::PutM => {
-            if r.keys.len() != r.vals.len() {
-                o.status = Status::BadRequest as i32;
-            } else {
-                for (k, v) in r.keys.iter().zip(&r.vals) {
-                    o.status = st(store.put(k, v));
-                    if o.status != 0 {
-                        break;
-                    }
-                }
-            }
+            let pairs: Vec<(&str, &[u8])> =
+                r.keys.iter().copied().zip(r.vals.iter().copied()).collect();
+            o.status = st(store.once(tag, |s| s.put_many(&pairs).map(|_| 0)));
         }
         OpKind::Append => {
             let v = r
                 .vals
                 .first()
                 .ok_or_else(|| ServeError::Malformed("append without a value".to_owned()))?;
-            o.status = st(store.append(key()?, v).map(|_| ()));
+            let k = key()?;
+            o.status = st(store.once(tag, |s| s.append(k, v)));
         }
-        OpKind::Delete => o.status = st(store.delete(key()?)),
+        OpKind::Delete => {
+            let k = key()?;
+            o.status = st(store.once(tag, |s| s.delete(k).map(|_| 0)));
+        }
     }
     Ok(o)
 }
@@ -126,9 +161,10 @@ pub fn serve<D: Datapath>(
     data: &[u8],
 ) -> Result<(), ServeError> {
     let mut result: Option<Result<(u32, Outcome), ServeError>> = None;
+    let origin = Origin::of(dp, conn, msg, data);
     codec
         .with_request(data, &mut |r| {
-            result = Some(execute(store, r).map(|o| (r.id, o)));
+            result = Some(execute(store, r, origin).map(|o| (r.id, o)));
         })
         .map_err(|e| ServeError::Malformed(e.to_string()))?;
     let (id, o) = result.ok_or_else(|| ServeError::Malformed("no request".to_owned()))??;

@@ -1,5 +1,5 @@
 //! `kv bench --datapath socket --peers redis,memcached`: after the KV store's sweeps, the same
-//! workload against what a KV user would run instead (apps/kv-peers: redis-server and
+//! workload against what a KV user would run instead (crates/kv-peers: redis-server and
 //! memcached, their own servers over kernel TCP), on the same machine with the same requests,
 //! offered loads and point lengths, reported beside ours and labelled as different systems.
 
@@ -10,7 +10,7 @@ use kv_peers::server::Peer;
 use kv_workloads::WorkloadConfig;
 use loadgen::{summarize, Record, DEFAULT_KEEP_UP};
 
-use crate::bench::{BenchConfig, BenchOutcome, DatapathKind};
+use crate::config::{BenchConfig, BenchOutcome, DatapathKind};
 
 /// The peers' configuration for a `kv bench` configuration: same workload, requests, seed,
 /// point lengths, timeout and client threads; the offered loads in the peers' unit (a CDN
@@ -219,7 +219,7 @@ mod tests {
         let kv = BenchOutcome {
             records: vec![rec("cornflakes", 1000.0)],
             workload: "ycsb-c".to_owned(),
-            datapath: crate::bench::DATAPATH_LABEL.to_owned(),
+            datapath: crate::config::DATAPATH_LABEL.to_owned(),
             requests_per_unit: 1.0,
             ..BenchOutcome::default()
         };

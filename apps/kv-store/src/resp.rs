@@ -24,7 +24,9 @@ use cornflakes::{ConnId, Datapath, Msg, SendError};
 
 use crate::cf::ServeError;
 use crate::ops::{Op, OpKind, Reply, Status};
+use crate::rifl::Origin;
 use crate::store::{Store, Value};
+use crate::validate;
 
 /// Most arguments a request may have.
 pub const MAX_ARGS: usize = 1 << 16;
@@ -122,12 +124,24 @@ impl<'a> Cursor<'a> {
     }
 }
 
+/// Bytes of the smallest argument (`$0\r\n\r\n`): a request of `len` bytes cannot hold
+/// more than `len / 6` arguments, so no more are reserved before they are read.
+const MIN_ARG_LEN: usize = 6;
+
 /// Parses a request: an array of bulk strings.
 pub fn parse_request(buf: &[u8]) -> Result<Vec<&[u8]>, String> {
     let mut c = Cursor { buf, at: 0 };
     let n = c.int(b'*')?;
     if !(1..=MAX_ARGS as i64).contains(&n) {
         return Err(format!("request with {n} arguments"));
+    }
+    // The count is the sender's claim: reserve only what the bytes present can back.
+    let room = (buf.len() - c.at) / MIN_ARG_LEN;
+    if n as usize > room {
+        return Err(format!(
+            "request claims {n} arguments but its {} bytes hold at most {room}",
+            buf.len()
+        ));
     }
     let mut args = Vec::with_capacity(n as usize);
     for _ in 0..n {
@@ -199,56 +213,78 @@ fn error(out: &mut Vec<Part<'_>>, s: Status) {
         Status::BadIndex => "index out of range",
         Status::TooLarge => "value too large",
         Status::StoreFull => "store memory limit reached",
-        Status::BadRequest => "wrong number of arguments",
+        Status::BadRequest => "invalid request (key not UTF-8, or wrong arguments)",
         Status::Ok => "ok",
     };
     header(out, &format!("-{} {what}\r\n", err_word(s)));
-}
-
-fn utf8(k: &[u8]) -> Result<&str, ServeError> {
-    std::str::from_utf8(k).map_err(|e| ServeError::Malformed(format!("key is not UTF-8: {e}")))
 }
 
 fn parse_index(a: &[u8]) -> Option<usize> {
     std::str::from_utf8(a).ok()?.parse().ok()
 }
 
-/// Applies one RESP request to `store` and builds its reply.
+/// Applies one RESP request to `store` and builds its reply. A command that is unknown or
+/// has the wrong arguments is a malformed request; one with a key that is not UTF-8 is
+/// answered `-BADREQUEST` before anything is written. Writes run once per `tag`.
 fn execute<'s>(
     store: &'s mut Store,
     args: &[&[u8]],
+    origin: Origin<'_>,
     out: &mut Vec<Part<'s>>,
 ) -> Result<(), ServeError> {
     let cmd = args[0].to_ascii_uppercase();
     let bad =
         |why: &str| ServeError::Malformed(format!("{}: {why}", String::from_utf8_lossy(&cmd)));
+    let utf8 = validate::key;
+    // Every key of a known command checked before anything is read or written.
+    let keys_ok = match &cmd[..] {
+        b"MSET" => validate::all_keys(args[1..].iter().step_by(2).copied()),
+        b"MGET" => validate::all_keys(args[1..].iter().copied()),
+        b"SET" | b"RPUSH" | b"DEL" | b"GET" | b"LRANGE" | b"LINDEX" => {
+            validate::all_keys(args.get(1).copied())
+        }
+        _ => Ok(()),
+    };
+    if let Err(s) = keys_ok {
+        error(out, store.tally(s));
+        return Ok(());
+    }
+    let tag = (!matches!(&cmd[..], b"GET" | b"MGET" | b"LRANGE" | b"LINDEX"))
+        .then(|| origin.tag())
+        .flatten();
     match (&cmd[..], args.len()) {
-        (b"SET", 3) => match store.put(utf8(args[1])?, args[2]) {
-            Ok(()) => header(out, "+OK\r\n"),
-            Err(s) => error(out, s),
-        },
+        (b"SET", 3) => {
+            match utf8(args[1]).and_then(|k| store.once(tag, |s| s.put(k, args[2]).map(|_| 0))) {
+                Ok(_) => header(out, "+OK\r\n"),
+                Err(s) => error(out, store.tally(s)),
+            }
+        }
         (b"MSET", n) if n >= 3 && n % 2 == 1 => {
-            let mut status = Status::Ok;
-            for kv in args[1..].chunks(2) {
-                if let Err(s) = store.put(utf8(kv[0])?, kv[1]) {
-                    status = s;
-                    break;
-                }
-            }
-            match status {
-                Status::Ok => header(out, "+OK\r\n"),
-                s => error(out, s),
+            // Every key checked before the first write; the store applies all or nothing.
+            let keys = validate::keys(args[1..].iter().step_by(2).copied());
+            let vals: Vec<&[u8]> = args[2..].iter().step_by(2).copied().collect();
+            let r = keys
+                .and_then(|k| validate::pairs(&k, &vals).map(|p| p.to_vec()))
+                .and_then(|pairs| store.once(tag, |s| s.put_many(&pairs).map(|_| 0)));
+            match r {
+                Ok(_) => header(out, "+OK\r\n"),
+                Err(s) => error(out, store.tally(s)),
             }
         }
-        (b"RPUSH", 3) => match store.append(utf8(args[1])?, args[2]) {
-            Ok(n) => header(out, &format!(":{n}\r\n")),
-            Err(s) => error(out, s),
+        (b"RPUSH", 3) => {
+            match utf8(args[1]).and_then(|k| store.once(tag, |s| s.append(k, args[2]))) {
+                Ok(n) => header(out, &format!(":{n}\r\n")),
+                Err(s) => error(out, store.tally(s)),
+            }
+        }
+        (b"DEL", 2) => match utf8(args[1]) {
+            Ok(k) => {
+                let n = u8::from(store.once(tag, |s| s.delete(k).map(|_| 0)).is_ok());
+                header(out, &format!(":{n}\r\n"));
+            }
+            Err(s) => error(out, store.tally(s)),
         },
-        (b"DEL", 2) => {
-            let n = u8::from(store.delete(utf8(args[1])?).is_ok());
-            header(out, &format!(":{n}\r\n"));
-        }
-        (b"GET", 2) => match store.get(utf8(args[1])?) {
+        (b"GET", 2) => match utf8(args[1]).and_then(|k| store.get(k)) {
             Ok(v) => bulk_value(out, v),
             Err(Status::NotFound) => header(out, "$-1\r\n"),
             Err(s) => error(out, s),
@@ -257,7 +293,7 @@ fn execute<'s>(
             let store: &'s Store = store;
             header(out, &format!("*{}\r\n", n - 1));
             for k in &args[1..] {
-                match store.get(utf8(k)?) {
+                match utf8(k).and_then(|k| store.get(k)) {
                     Ok(v) => bulk_value(out, v),
                     Err(_) => header(out, "$-1\r\n"),
                 }
@@ -267,7 +303,7 @@ fn execute<'s>(
             if args[2] != b"0" || args[3] != b"-1" {
                 return Err(bad("only LRANGE key 0 -1 (the whole list) is supported"));
             }
-            match store.get_list(utf8(args[1])?) {
+            match utf8(args[1]).and_then(|k| store.get_list(k)) {
                 Ok(list) => {
                     header(out, &format!("*{}\r\n", list.len()));
                     for v in list {
@@ -280,7 +316,7 @@ fn execute<'s>(
         }
         (b"LINDEX", 3) => {
             let i = parse_index(args[2]).ok_or_else(|| bad("index is not a number"))?;
-            match store.get_from_list(utf8(args[1])?, i) {
+            match utf8(args[1]).and_then(|k| store.get_from_list(k, i)) {
                 Ok(v) => bulk_value(out, v),
                 Err(Status::NotFound) => header(out, "$-1\r\n"),
                 Err(s) => error(out, s),
@@ -302,7 +338,7 @@ pub fn serve<D: Datapath>(
 ) -> Result<(), ServeError> {
     let args = parse_request(data).map_err(ServeError::Malformed)?;
     let mut parts = Vec::with_capacity(4);
-    execute(store, &args, &mut parts)?;
+    execute(store, &args, Origin::of(dp, conn, msg, data), &mut parts)?;
     let len: usize = parts
         .iter()
         .map(|p| match p {
@@ -481,6 +517,21 @@ mod tests {
         ] {
             assert!(parse_request(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn an_argument_count_reserves_only_what_the_bytes_can_back() {
+        // 8 bytes claiming 65 536 arguments: refused before anything is reserved.
+        let e = parse_request(b"*65536\r\n").unwrap_err();
+        assert!(e.contains("claims 65536 arguments"), "{e}");
+        // As many empty arguments as the bytes hold still parse.
+        let mut req = b"*1000\r\n".to_vec();
+        for _ in 0..1000 {
+            req.extend_from_slice(b"$0\r\n\r\n");
+        }
+        let args = parse_request(&req).unwrap();
+        assert_eq!(args.len(), 1000);
+        assert!(args.capacity() <= 1000);
     }
 
     #[test]

@@ -4,7 +4,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use app_server::serialization::{Cornflakes, Library, Serialization as Shared};
+use app_server::serialization::{by_name, Cornflakes, Library, Serialization as Shared};
 
 /// How requests and replies are encoded, and how replies reach the NIC.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -97,13 +97,7 @@ impl FromStr for Serialization {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, String> {
-        Serialization::ALL
-            .into_iter()
-            .find(|m| m.name() == s)
-            .ok_or_else(|| {
-                let names: Vec<&str> = Serialization::ALL.iter().map(|m| m.name()).collect();
-                format!("unknown serialization {s:?} (one of: {})", names.join(", "))
-            })
+        by_name(s, "serialization", &Serialization::ALL, Serialization::name)
     }
 }
 

@@ -69,13 +69,20 @@ impl AppCounters for StoreStats {
         self.used_bytes += o.used_bytes;
         self.full += o.full;
         self.foreign += o.foreign;
+        self.bad_requests += o.bad_requests;
+        self.dedup.add(&o.dedup);
     }
 
     fn write(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            " keys={} store_bytes={} store_full={} foreign_keys={}",
-            self.keys, self.used_bytes, self.full, self.foreign
+            " keys={} store_bytes={} store_full={} foreign_keys={} bad_requests={} retries_answered={}",
+            self.keys,
+            self.used_bytes,
+            self.full,
+            self.foreign,
+            self.bad_requests,
+            self.dedup.hits
         )
     }
 
@@ -85,6 +92,8 @@ impl AppCounters for StoreStats {
             "store_bytes" => self.used_bytes = v as usize,
             "store_full" => self.full = v,
             "foreign_keys" => self.foreign = v,
+            "bad_requests" => self.bad_requests = v,
+            "retries_answered" => self.dedup.hits = v,
             _ => return false,
         }
         true

@@ -22,22 +22,36 @@
 //! workload does.
 //!
 //! # Memory limit
-//! Every stored buffer is charged its pinned size class (its capacity), plus the key's length.
-//! A write that would take the total above [`StoreConfig::memory_limit`], or that finds the
-//! pinned memory exhausted, changes nothing and answers `STORE_FULL`.
+//! Every entry is charged what it really costs ([`crate::cost`]): the key's heap block, the
+//! list's heap block, each value's pinned size class and reference count, and the hash
+//! table's slots. A write that would take the total above [`StoreConfig::memory_limit`], or
+//! that finds the pinned memory exhausted, changes nothing and answers `STORE_FULL`.
+//!
+//! # Whole requests or nothing
+//! A multi-key put ([`Store::put_lists`]) allocates every value and checks the limit for all
+//! of them before it changes the map: it applies completely or not at all.
+//!
+//! # Exactly once
+//! [`Store::once`] runs a write unless the same write (its [`WriteTag`]) already ran, in
+//! which case it returns the first outcome ([`crate::rifl`]).
 
 use std::collections::HashMap;
 
 use cornflakes::mem::AllocError;
 use cornflakes::{PinnedMemory, RcBuf};
 
+use crate::cost;
 use crate::ops::Status;
+use crate::rifl::{Dedup, DedupStats, Outcome, WriteTag};
 
 /// Store settings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StoreConfig {
-    /// Most bytes of keys and pinned value buffers the store holds.
+    /// Most bytes the store's entries may cost ([`crate::cost`]: keys, lists, pinned value
+    /// buffers, hash table).
     pub memory_limit: usize,
+    /// Write outcomes remembered for retries ([`crate::rifl`]); 0 turns deduplication off.
+    pub dedup_window: usize,
 }
 
 /// Default memory limit: 512 MiB.
@@ -47,6 +61,7 @@ impl Default for StoreConfig {
     fn default() -> Self {
         StoreConfig {
             memory_limit: DEFAULT_MEMORY_LIMIT,
+            dedup_window: crate::rifl::DEFAULT_WINDOW,
         }
     }
 }
@@ -94,10 +109,6 @@ impl Value {
             .flat_map(|b| b.iter().copied())
             .collect()
     }
-
-    fn cost(&self) -> usize {
-        self.pieces().iter().map(RcBuf::item_capacity).sum()
-    }
 }
 
 /// What the store holds and has done.
@@ -112,6 +123,10 @@ pub struct StoreStats {
     /// Accesses to keys of another core's shard (a store with a shard only; always 0 when
     /// clients steer every key to its core, `docs/cores.md`).
     pub foreign: u64,
+    /// Requests answered `BAD_REQUEST` (decoded, but invalid: nothing was written).
+    pub bad_requests: u64,
+    /// The retry table's counters.
+    pub dedup: DedupStats,
 }
 
 /// The key-value store of one server core. Values live in the datapath's pinned memory so
@@ -120,15 +135,16 @@ pub struct Store {
     mem: PinnedMemory,
     map: HashMap<String, Vec<Value>>,
     limit: usize,
-    used: usize,
+    /// What the entries cost, without the table.
+    entries: usize,
+    /// The largest capacity the map has had (its buckets never shrink).
+    table_cap: usize,
     full: u64,
+    bad_requests: u64,
     /// `(this core, cores)` when the store is one core's shard.
     shard: Option<(usize, usize)>,
     foreign: std::cell::Cell<u64>,
-}
-
-fn key_cost(key: &str) -> usize {
-    key.len()
+    dedup: Dedup,
 }
 
 impl Store {
@@ -138,10 +154,13 @@ impl Store {
             mem: mem.clone(),
             map: HashMap::new(),
             limit: cfg.memory_limit,
-            used: 0,
+            entries: 0,
+            table_cap: 0,
             full: 0,
+            bad_requests: 0,
             shard: None,
             foreign: std::cell::Cell::new(0),
+            dedup: Dedup::new(cfg.dedup_window),
         }
     }
 
@@ -155,10 +174,13 @@ impl Store {
             mem: self.mem.clone(),
             map: self.map.clone(),
             limit: self.limit,
-            used: self.used,
+            entries: self.entries,
+            table_cap: self.table_cap,
             full: self.full,
+            bad_requests: self.bad_requests,
             shard: self.shard,
             foreign: self.foreign.clone(),
+            dedup: self.dedup.clone(),
         }
     }
 
@@ -186,9 +208,11 @@ impl Store {
     pub fn stats(&self) -> StoreStats {
         StoreStats {
             keys: self.map.len(),
-            used_bytes: self.used,
+            used_bytes: self.used(),
             full: self.full,
             foreign: self.foreign.get(),
+            bad_requests: self.bad_requests,
+            dedup: self.dedup.stats(),
         }
     }
 
@@ -217,38 +241,139 @@ impl Store {
         r
     }
 
-    /// Charges `add` bytes and releases `release`, or refuses when over the limit.
-    fn charge(&mut self, add: usize, release: usize) -> Result<(), Status> {
-        let after = self.used.saturating_sub(release).saturating_add(add);
-        if after > self.limit {
+    /// Bytes charged: the entries and the hash table.
+    fn used(&self) -> usize {
+        self.entries + cost::table(self.table_cap)
+    }
+
+    /// The table's full capacity once `new_keys` more keys are in.
+    fn table_cap_after(&self, new_keys: usize) -> usize {
+        let len = self.map.len() + new_keys;
+        if len <= self.map.capacity() {
+            self.table_cap
+        } else {
+            cost::capacity_for(len.max(self.table_cap + 1)).max(self.table_cap)
+        }
+    }
+
+    /// Refuses (and counts) a write whose entries would cost `entries` with the table at
+    /// capacity `table_cap`, when that is over the limit.
+    fn check(&mut self, entries: usize, table_cap: usize) -> Result<(), Status> {
+        if entries.saturating_add(cost::table(table_cap)) > self.limit {
             self.full += 1;
             return Err(Status::StoreFull);
         }
-        self.used = after;
         Ok(())
     }
 
-    fn list_cost(key: &str, list: &[Value]) -> usize {
-        key_cost(key) + list.iter().map(Value::cost).sum::<usize>()
+    /// After the map changed: the table's real capacity.
+    fn sync_table(&mut self) {
+        self.table_cap = self.table_cap.max(self.map.capacity());
+    }
+
+    /// Counts a request refused before it reached the store (decoded but invalid: a
+    /// `BAD_REQUEST`, nothing written); returns `status`.
+    pub fn tally(&mut self, status: Status) -> Status {
+        if status == Status::BadRequest {
+            self.bad_requests += 1;
+        }
+        status
+    }
+
+    /// Runs write `f` once: when `tag` names a write already run (a client's retry), returns
+    /// its first outcome without running `f`; else runs `f` and remembers the outcome under
+    /// `tag`. Without a tag `f` simply runs.
+    pub fn once(
+        &mut self,
+        tag: Option<WriteTag>,
+        f: impl FnOnce(&mut Store) -> Outcome,
+    ) -> Outcome {
+        let Some(tag) = tag else {
+            return f(self);
+        };
+        if let Some(o) = self.dedup.lookup(&tag) {
+            return o;
+        }
+        let o = f(self);
+        self.dedup.record(&tag, o);
+        o
+    }
+
+    /// Replaces the lists of several keys, each by its values (at least one): all of them, or
+    /// — when one is invalid, over the memory limit, or finds the pinned memory exhausted —
+    /// none. A key given twice ends with its last list, as if the puts ran in order. The old
+    /// buffers are released when their last reference (the store's, or an in-flight send's)
+    /// drops.
+    pub fn put_lists(&mut self, items: &[(&str, &[&[u8]])]) -> Result<(), Status> {
+        if items.is_empty() || items.iter().any(|(_, v)| v.is_empty()) {
+            return Err(Status::BadRequest);
+        }
+        for (k, _) in items {
+            self.touch(k);
+        }
+        // The last occurrence of each key wins (a few keys are compared directly: a put has
+        // one, and a map would cost an allocation).
+        let last: Option<HashMap<&str, usize>> = (items.len() > 16).then(|| {
+            items
+                .iter()
+                .enumerate()
+                .map(|(i, (k, _))| (*k, i))
+                .collect()
+        });
+        let is_last = |i: usize, k: &str| match &last {
+            Some(m) => m.get(k) == Some(&i),
+            None => !items[i + 1..].iter().any(|(k2, _)| *k2 == k),
+        };
+        let mut new = Vec::with_capacity(items.len());
+        for (i, (k, vals)) in items.iter().enumerate() {
+            if !is_last(i, k) {
+                continue;
+            }
+            let list = vals
+                .iter()
+                .map(|v| self.alloc_or_full(v))
+                .collect::<Result<Vec<Value>, Status>>()?;
+            new.push((*k, list));
+        }
+        let mut entries = self.entries;
+        let mut new_keys = 0;
+        for (k, list) in &new {
+            entries += cost::entry(k, list);
+            match self.map.get(*k) {
+                Some(old) => entries = entries.saturating_sub(cost::entry(k, old)),
+                None => new_keys += 1,
+            }
+        }
+        self.check(entries, self.table_cap_after(new_keys))?;
+        // The swap: the old lists drop here, or later if a send still references a buffer.
+        for (k, list) in new {
+            match self.map.get_mut(k) {
+                Some(slot) => *slot = list,
+                None => {
+                    self.map.insert(k.to_owned(), list);
+                }
+            }
+        }
+        self.entries = entries;
+        self.sync_table();
+        Ok(())
+    }
+
+    /// Stores one value at each key ([`Store::put_lists`]: all or nothing).
+    pub fn put_many(&mut self, pairs: &[(&str, &[u8])]) -> Result<(), Status> {
+        let singles: Vec<[&[u8]; 1]> = pairs.iter().map(|(_, v)| [*v]).collect();
+        let items: Vec<(&str, &[&[u8]])> = pairs
+            .iter()
+            .zip(&singles)
+            .map(|((k, _), v)| (*k, &v[..]))
+            .collect();
+        self.put_lists(&items)
     }
 
     /// Replaces the list at `key` by `vals` (at least one). The old buffers are released when
     /// their last reference (the store's, or an in-flight send's) drops.
     pub fn put_list(&mut self, key: &str, vals: &[&[u8]]) -> Result<(), Status> {
-        self.touch(key);
-        if vals.is_empty() {
-            return Err(Status::BadRequest);
-        }
-        let new = vals
-            .iter()
-            .map(|v| self.alloc_or_full(v))
-            .collect::<Result<Vec<Value>, Status>>()?;
-        let add = Self::list_cost(key, &new);
-        let release = self.map.get(key).map_or(0, |old| Self::list_cost(key, old));
-        self.charge(add, release)?;
-        // The swap: the old list drops here, or later if a send still references a buffer.
-        self.map.insert(key.to_owned(), new);
-        Ok(())
+        self.put_lists(&[(key, vals)])
     }
 
     /// Stores one value at `key`, replacing its list.
@@ -261,23 +386,36 @@ impl Store {
     pub fn append(&mut self, key: &str, val: &[u8]) -> Result<usize, Status> {
         self.touch(key);
         let v = self.alloc_or_full(val)?;
-        let add = v.cost()
-            + if self.map.contains_key(key) {
-                0
-            } else {
-                key_cost(key)
-            };
-        self.charge(add, 0)?;
+        let (before, after, table_cap) = match self.map.get(key) {
+            Some(l) => {
+                let cap = cost::grown_capacity(l.len(), l.capacity());
+                let before = cost::entry(key, l);
+                let after = cost::key(key) + cost::list(l, cap) + cost::value(&v);
+                (before, after, self.table_cap)
+            }
+            None => {
+                let cap = cost::grown_capacity(0, 0);
+                let after = cost::key(key) + cost::list(&[], cap) + cost::value(&v);
+                (0, after, self.table_cap_after(1))
+            }
+        };
+        let entries = self.entries - before + after;
+        self.check(entries, table_cap)?;
         let list = self.map.entry(key.to_owned()).or_default();
         list.push(v);
-        Ok(list.len())
+        let n = list.len();
+        // The real cost (the same as predicted unless std's growth policy changed).
+        let real = cost::entry(key, list);
+        self.entries = self.entries - before + real;
+        self.sync_table();
+        Ok(n)
     }
 
     /// Removes `key`.
     pub fn delete(&mut self, key: &str) -> Result<(), Status> {
         self.touch(key);
         let old = self.map.remove(key).ok_or(Status::NotFound)?;
-        self.used = self.used.saturating_sub(Self::list_cost(key, &old));
+        self.entries = self.entries.saturating_sub(cost::entry(key, &old));
         Ok(())
     }
 
@@ -364,18 +502,127 @@ mod tests {
     #[test]
     fn memory_limit_refuses_writes_and_changes_nothing() {
         let m = mem(16 * 1024);
-        let mut s = Store::new(&m, StoreConfig { memory_limit: 5000 });
-        s.put("a", &[1; 2000]).unwrap(); // 2048 + 1
-        s.put("b", &[2; 2000]).unwrap(); // 4098 in all
+        let mut s = Store::new(&m, StoreConfig::default());
+        s.put("a", &[1; 2000]).unwrap();
+        let one = s.stats().used_bytes;
+        // Each entry costs its key, its list, its 2 KiB buffer and the table's share.
+        assert!(one > 2048 + 1, "{one}");
+        let limit = 2 * one + 100;
+        let mut s = Store::new(
+            &m,
+            StoreConfig {
+                memory_limit: limit,
+                ..StoreConfig::default()
+            },
+        );
+        s.put("a", &[1; 2000]).unwrap();
+        s.put("b", &[2; 2000]).unwrap();
+        let two = s.stats().used_bytes;
+        assert!(two <= limit);
         assert_eq!(s.put("c", &[3; 2000]).unwrap_err(), Status::StoreFull);
         assert_eq!(s.get("c").unwrap_err(), Status::NotFound);
+        assert_eq!(s.stats().used_bytes, two, "a refused write charges nothing");
         // Replacing a value releases the old one's charge first.
         s.put("a", &[4; 1500]).unwrap();
         assert_eq!(s.get("a").unwrap().to_vec(), vec![4; 1500]);
-        assert_eq!(s.stats().used_bytes, 4098);
+        assert_eq!(s.stats().used_bytes, two);
         assert_eq!(s.stats().full, 1);
         s.delete("b").unwrap();
         s.put("c", &[3; 2000]).unwrap();
+        assert_eq!(s.stats().used_bytes, two);
+    }
+
+    #[test]
+    fn a_multi_key_put_applies_all_or_nothing() {
+        let m = mem(16 * 1024);
+        let mut s = Store::new(&m, StoreConfig::default());
+        s.put("a", b"old").unwrap();
+        let used = s.stats().used_bytes;
+        // An invalid part (a key with no value) refuses the whole request.
+        assert_eq!(
+            s.put_lists(&[("a", &[b"new"]), ("b", &[])]).unwrap_err(),
+            Status::BadRequest
+        );
+        assert_eq!(s.get("a").unwrap().to_vec(), b"old");
+        // Over the limit on the second key: nothing written.
+        let mut small = Store::new(
+            &m,
+            StoreConfig {
+                memory_limit: used + 200,
+                ..StoreConfig::default()
+            },
+        );
+        small.put("a", b"old").unwrap();
+        let live = m.stats().live_items;
+        assert_eq!(
+            small
+                .put_many(&[("a", b"new"), ("b", &[0; 4000])])
+                .unwrap_err(),
+            Status::StoreFull
+        );
+        assert_eq!(small.get("a").unwrap().to_vec(), b"old");
+        assert_eq!(small.get("b").unwrap_err(), Status::NotFound);
+        assert_eq!(m.stats().live_items, live, "the refused values were freed");
+        // A key given twice ends with its last value.
+        s.put_many(&[("k", b"1"), ("k", b"2")]).unwrap();
+        assert_eq!(s.get("k").unwrap().to_vec(), b"2");
+        assert_eq!(s.get_list("k").unwrap().len(), 1);
+        // The same with more keys than are compared directly.
+        let keys: Vec<String> = (0..20).map(|i| format!("m{}", i % 19)).collect();
+        let vals: Vec<Vec<u8>> = (0..20).map(|i| vec![i as u8]).collect();
+        let pairs: Vec<(&str, &[u8])> = keys
+            .iter()
+            .zip(&vals)
+            .map(|(k, v)| (k.as_str(), v.as_slice()))
+            .collect();
+        let before = s.stats().keys;
+        s.put_many(&pairs).unwrap();
+        assert_eq!(s.stats().keys, before + 19);
+        assert_eq!(s.get("m0").unwrap().to_vec(), vec![19]);
+        assert_eq!(s.get("m1").unwrap().to_vec(), vec![1]);
+    }
+
+    #[test]
+    fn charges_track_appends_and_deletes_exactly() {
+        let m = mem(16 * 1024);
+        let mut s = Store::new(&m, StoreConfig::default());
+        for i in 0..100 {
+            s.append("l", &[i as u8; 100]).unwrap();
+            s.put(&format!("k{i}"), b"v").unwrap();
+        }
+        let entries: usize = s.map.iter().map(|(k, l)| cost::entry(k, l)).sum();
+        assert_eq!(s.stats().used_bytes, entries + cost::table(s.table_cap));
+        for i in 0..100 {
+            s.delete(&format!("k{i}")).unwrap();
+        }
+        s.delete("l").unwrap();
+        assert_eq!(s.stats().used_bytes, cost::table(s.table_cap));
+    }
+
+    #[test]
+    fn a_tagged_write_runs_once() {
+        use std::net::{Ipv4Addr, SocketAddrV4};
+        let m = mem(16 * 1024);
+        let mut s = Store::new(&m, StoreConfig::default());
+        let client = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 2), 9);
+        let t = WriteTag::new(client, cornflakes::Msg::new(5, 7), b"append l x");
+        for _ in 0..3 {
+            assert_eq!(s.once(Some(t), |s| s.append("l", b"x")), Ok(1));
+        }
+        assert_eq!(s.get_list("l").unwrap().len(), 1);
+        assert_eq!(s.stats().dedup.hits, 2);
+        // Without a tag (or with deduplication off) a write runs every time.
+        assert_eq!(s.once(None, |s| s.append("l", b"x")), Ok(2));
+        let mut off = Store::new(
+            &m,
+            StoreConfig {
+                dedup_window: 0,
+                ..StoreConfig::default()
+            },
+        );
+        off.once(Some(t), |s| s.append("l", b"x")).unwrap();
+        off.once(Some(t), |s| s.append("l", b"x")).unwrap();
+        assert_eq!(off.get_list("l").unwrap().len(), 2);
     }
 
     #[test]

@@ -16,8 +16,8 @@ use std::time::Duration;
 use kv_workloads::WorkloadConfig;
 use netns_harness::{ChildServer, HostVeth, Suite};
 
-use crate::bench::{BenchConfig, BenchOutcome, Prepared, XDP_LABEL};
 use crate::client::Checker;
+use crate::config::{BenchConfig, BenchOutcome, Prepared, XDP_LABEL};
 use crate::server::ServerStats;
 
 /// The line a server prints once its datapath is up (`app_server::launch`).
@@ -176,7 +176,7 @@ pub(crate) fn run_xdp(
             ser,
             cores: 1,
         });
-        let records = crate::bench::sweep_one(
+        let records = crate::sweep::sweep_one(
             cfg,
             server.addr,
             ns.client_ip,

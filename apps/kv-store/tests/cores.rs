@@ -187,7 +187,10 @@ fn exercise<D: Datapath>(c: &mut Client<D>, pump: &mut dyn FnMut()) {
 fn start(ser: Serialization, load: ShardLoader) -> Option<(ServerHandle, Client<SocketDatapath>)> {
     let n = percore::allowed_cores().unwrap().len();
     if n < CORES {
-        println!("SKIPPED: two server cores need 2 CPUs, this process may use {n}");
+        test_skip::skip(
+            &format!("two socket server cores ({ser:?})"),
+            &format!("two server cores need 2 CPUs, this process may use {n}"),
+        );
         return None;
     }
     let bind = SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0);
@@ -342,7 +345,10 @@ fn a_request_sent_to_the_wrong_core_is_counted_as_foreign() {
 fn the_bench_drives_two_cores_with_key_steered_split_getms() {
     let n = percore::allowed_cores().unwrap().len();
     if n < CORES {
-        println!("SKIPPED: two server cores need 2 CPUs, this process may use {n}");
+        test_skip::skip(
+            "the_bench_drives_two_cores_with_key_steered_split_getms",
+            &format!("two server cores need 2 CPUs, this process may use {n}"),
+        );
         return;
     }
     use kv_store::bench::{run_bench, BenchConfig};

@@ -318,7 +318,10 @@ fn memory_limit_answers_store_full() {
         let mut r = rig_with(
             ser,
             memory_config(16 * 1024, 1 << 30),
-            StoreConfig { memory_limit: 3000 },
+            StoreConfig {
+                memory_limit: 3000,
+                ..StoreConfig::default()
+            },
         );
         assert_eq!(
             r.call(&Op::Put {
@@ -439,13 +442,194 @@ fn malformed_requests_are_counted_and_the_server_keeps_answering() {
         let replies = r.recv();
         let stats = r.server.stats();
         let ids: Vec<(u32, u16)> = replies.iter().map(|m| (m.msg.id, m.msg.ty)).collect();
-        assert!(replies.is_empty(), "{ser}: replies to junk {ids:?}");
+        // A request that decodes but whose key is not UTF-8 is answered BAD_REQUEST (RESP's
+        // `GET \xff` under each of the 3 message types; the Cornflakes GetReq); the rest
+        // does not decode: no reply.
+        let bad = match ser {
+            Serialization::Resp => 3,
+            s if s.is_cornflakes() => 1,
+            _ => 0,
+        };
+        assert_eq!(replies.len(), bad, "{ser}: replies to junk {ids:?}");
+        for m in &replies {
+            let (_, reply) = decode_reply(ser, OpKind::Get, &m.data).unwrap();
+            assert_eq!(reply.status, Status::BadRequest, "{ser}");
+        }
         assert_eq!(stats.received, sent, "{ser}: {stats}");
-        assert_eq!(stats.malformed, sent, "{ser}: {stats}");
+        assert_eq!(stats.malformed, sent - bad as u64, "{ser}: {stats}");
+        assert_eq!(stats.app.bad_requests, bad as u64, "{ser}: {stats}");
         assert_eq!(
             r.call(&Op::Get { key: k("k") }),
             ok(vec![b"v".to_vec()]),
             "{ser}"
         );
     }
+}
+
+/// Sends `body` as a raw request of `kind` and returns the decoded reply (or `None` when the
+/// server answered nothing).
+fn raw_call(r: &mut Rig, kind: OpKind, id: u32, body: &[u8]) -> Option<Reply> {
+    r.client
+        .send_copy(r.conn, Msg::new(id, kind.msg_type()), body)
+        .unwrap();
+    r.client.flush().unwrap();
+    r.server.poll();
+    let rx = r.recv();
+    rx.first()
+        .map(|m| decode_reply(r.ser, kind, &m.data).unwrap().1)
+}
+
+/// Issue 24, fault 2: `putm` / `MSET` checked each key's UTF-8 inside the write loop, so
+/// `[good, "\xff\xfe"]` wrote `good`, then dropped the request unanswered.
+#[test]
+fn a_multi_key_put_with_a_bad_second_key_writes_nothing_and_answers_bad_request() {
+    for ser in Serialization::ALL {
+        if ser.library().is_some() {
+            continue; // their decoders refuse a non-UTF-8 string: see the next test
+        }
+        let mut r = rig(ser);
+        let body = if ser == Serialization::Resp {
+            b"*5\r\n$4\r\nMSET\r\n$4\r\ngood\r\n$1\r\nv\r\n$2\r\n\xff\xfe\r\n$1\r\nw\r\n".to_vec()
+        } else {
+            let arena = Arena::new();
+            let mut m = kv_store::schema::PutMReq::new_in(&arena);
+            m.set_id(7);
+            m.init_keys(2);
+            for key in [&b"good"[..], b"\xff\xfe"] {
+                m.get_mut_keys()
+                    .append(cornflakes::CFString::from_ptr_unchecked_utf8(
+                        cornflakes::CFPtr::borrowed(key),
+                    ));
+            }
+            m.init_vals(2);
+            for v in [&b"v"[..], b"w"] {
+                m.get_mut_vals().append(cornflakes::CFBytes::new(v, &arena));
+            }
+            cornflakes::CornflakesObj::serialize_to_vec(&m)
+        };
+        let reply = raw_call(&mut r, OpKind::PutM, 7, &body).expect("an answer, not silence");
+        assert_eq!(reply.status, Status::BadRequest, "{ser}");
+        assert_eq!(
+            r.server.handler().store().get("good").unwrap_err(),
+            Status::NotFound,
+            "{ser}: half-applied"
+        );
+        assert_eq!(r.server.stats().app.bad_requests, 1, "{ser}");
+        assert_eq!(r.server.stats().malformed, 0, "{ser}");
+    }
+}
+
+/// The library formats carry keys and values as lists for every operation: a `get`, `put`,
+/// `append` or `delete` with several keys (or values) is refused, not served with the first;
+/// a `putm` whose keys and values do not pair up changes nothing.
+#[test]
+fn library_requests_with_extra_keys_or_values_are_refused() {
+    use baselines::kv::KvRequestView;
+    for ser in Serialization::ALL {
+        let Some(lib) = ser.library() else { continue };
+        let mut r = rig(ser);
+        r.server.handler_mut().store_mut().put("a", b"old").unwrap();
+        type Case<'a> = (OpKind, &'a [&'a str], &'a [&'a [u8]]);
+        let cases: [Case<'_>; 6] = [
+            (OpKind::Get, &["a", "b"], &[]),
+            (OpKind::Put, &["a", "b"], &[b"new"]),
+            (OpKind::Put, &["a"], &[b"new", b"newer"]),
+            (OpKind::Append, &["a"], &[b"x", b"y"]),
+            (OpKind::Delete, &["a", "b"], &[]),
+            (OpKind::PutM, &["a", "b"], &[b"new"]),
+        ];
+        for (i, (kind, keys, vals)) in cases.into_iter().enumerate() {
+            let view = KvRequestView {
+                id: 100 + i as u32,
+                op: kind.msg_type(),
+                keys: keys.to_vec(),
+                vals: vals.to_vec(),
+                ..KvRequestView::default()
+            };
+            let mut body = Vec::new();
+            kv_store::libs::with_codec(lib, |c| c.encode_request(&view, &mut body));
+            let reply = raw_call(&mut r, kind, view.id, &body).expect("an answer");
+            assert_eq!(reply.status, Status::BadRequest, "{ser} {kind:?} {keys:?}");
+        }
+        assert_eq!(
+            r.server.handler().store().get_list("a").unwrap().len(),
+            1,
+            "{ser}: nothing written"
+        );
+        assert_eq!(
+            r.server.handler().store().get("a").unwrap().to_vec(),
+            b"old"
+        );
+        assert_eq!(r.server.stats().app.bad_requests, 6, "{ser}");
+    }
+}
+
+/// Issue 24, fault 3: every datagram with a valid framing header took a connection-table
+/// entry, body junk or not, and none was ever evicted: after a flood of spoofed sources a
+/// fresh client got no reply (`conn_table_full`). Now junk from 6 000 spoofed sources (more
+/// than the stack's 4 096 entries) fills the table, and a client that arrives after it is
+/// still answered (an unanswered entry is evicted for it).
+#[test]
+fn a_flood_of_spoofed_sources_does_not_lock_out_a_fresh_client() {
+    use cornflakes_stack::wire::{framing, ipv4};
+    const IP: usize = 14;
+    const UDP: usize = 34;
+    const BODY: usize = 42 + framing::HEADER_LEN;
+    let mut r = rig(Serialization::Cornflakes);
+    r.server.handler_mut().store_mut().put("k", b"v").unwrap();
+    // A real request frame, as the client put it on the wire, to forge the flood from.
+    r.client.set_capture(true);
+    r.send(&Op::Get { key: k("k") });
+    r.server.poll();
+    r.recv();
+    let template = r.client.take_captured().remove(0);
+    let forge = |ip: [u8; 4], port: u16, id: u32, junk: bool| {
+        let mut f = template.clone();
+        f[IP + 12..IP + 16].copy_from_slice(&ip);
+        f[UDP..UDP + 2].copy_from_slice(&port.to_be_bytes());
+        f[UDP + 6..UDP + 8].copy_from_slice(&[0, 0]); // no UDP checksum
+        f[42 + 4..42 + 8].copy_from_slice(&id.to_le_bytes()); // message id
+        if junk {
+            f[BODY..].fill(0xff);
+        }
+        ipv4::Packet::new_unchecked(&mut f[IP..]).fill_checksum();
+        f
+    };
+    let flood = 6000u32;
+    for n in 0..flood {
+        let ip = [10, 9, (n >> 8) as u8, n as u8];
+        r.server
+            .datapath_mut()
+            .inject_frame(&forge(ip, 1000 + (n % 7) as u16, n, true));
+        if n % 32 == 31 {
+            r.server.poll();
+        }
+    }
+    while r.server.poll() > 0 {}
+    let stats = r.server.stats();
+    assert_eq!(stats.malformed, u64::from(flood), "{stats}");
+    assert!(
+        stats.datapath.conn_evicted >= u64::from(flood) - 4096,
+        "{:?}",
+        stats.datapath
+    );
+    // A fresh client (the client's address, another port) after the flood: answered.
+    r.server.datapath_mut().set_capture(true);
+    r.server
+        .datapath_mut()
+        .inject_frame(&forge([10, 0, 0, 2], 7001, 424242, false));
+    assert_eq!(r.server.poll(), 1);
+    r.recv(); // the client's NIC reads the reply (its stack drops it: nobody on port 7001)
+    let replies = r.server.datapath_mut().take_captured();
+    let answered = replies.iter().any(|f| {
+        f.len() > BODY
+            && f[UDP + 2..UDP + 4] == 7001u16.to_be_bytes()
+            && f[42 + 4..42 + 8] == 424242u32.to_le_bytes()
+    });
+    assert!(
+        answered,
+        "the fresh client got no reply: {:?}",
+        r.server.stats().datapath
+    );
+    assert_eq!(r.server.stats().datapath.conn_table_full, 0);
 }

@@ -48,11 +48,14 @@ pub enum Transport {
     Xdp(XdpSpec),
     /// A kernel-bypass NIC (`nic-server`: ConnectX with feature `mlx5`, DPDK with `ice`).
     Nic(NicSpec),
+    /// Linux kernel TCP (`datapath-tcp`): unprivileged; a client connection is a TCP
+    /// connection, messages are length-delimited frames (docs/tcp.md).
+    Tcp,
 }
 
 impl Transport {
     /// The `--datapath` values a server takes.
-    pub const NAMES: &'static str = "socket, xdp, mlx5 or ice";
+    pub const NAMES: &'static str = "socket, tcp, xdp, mlx5 or ice";
 
     /// Takes `--datapath` (default `socket`) and the flags its transport needs from `a`:
     /// `--ifname IF [--peer IP=MAC]` for `xdp`, `--mlx5-dev DEV` for `mlx5`, `--dpdk-args
@@ -65,6 +68,7 @@ impl Transport {
         let dpdk_args = a.take("--dpdk-args")?;
         Ok(match datapath.as_deref().unwrap_or("socket") {
             "socket" => Transport::Socket,
+            "tcp" => Transport::Tcp,
             "xdp" => Transport::Xdp(XdpSpec {
                 ifname: ifname.ok_or("--datapath xdp needs --ifname IF")?,
                 peer: peer
@@ -89,6 +93,7 @@ impl Transport {
     pub fn name(&self) -> &'static str {
         match self {
             Transport::Socket => "socket",
+            Transport::Tcp => "tcp",
             Transport::Xdp(_) => "xdp",
             Transport::Nic(nic) => nic.feature(),
         }
@@ -198,6 +203,7 @@ where
             Ok(ServerStats::sum(&per_core))
         }
         Transport::Xdp(x) => xdp::launch(l, x, make, stop),
+        Transport::Tcp => tcp::launch(l, make, stop),
         Transport::Nic(nic) => {
             let app = OnNic {
                 make,
@@ -314,6 +320,57 @@ impl<H: Handler + 'static, F: Make<H>> NicCoreApp for OnNic<H, F> {
 impl<H, F> fmt::Debug for OnNic<H, F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("OnNic").field("label", &self.label).finish()
+    }
+}
+
+mod tcp {
+    use super::*;
+    use cornflakes::datapath::{Connect as _, DatapathMemory as _};
+    use datapath_tcp::{TcpConfig, TcpDatapath};
+
+    /// Kernel TCP: core *i* listens on the base port plus *i* with its own [`TcpDatapath`]
+    /// (epoll instance, pinned memory, connections) on its own thread; pinned memory and
+    /// message size from the socket settings. An idle core waits in `epoll_wait` (at most
+    /// [`crate::idle::IDLE_WAIT`]) after [`crate::idle::SOCKET_IDLE_SPINS`] empty polls, or
+    /// yields with `--spin`.
+    pub(super) fn launch<H: Handler, F: Make<H>>(
+        l: &Launch,
+        make: F,
+        stop: &AtomicBool,
+    ) -> Result<ServerStats<H::Counters>, String> {
+        let (bind, spin, report) = (l.socket.bind, l.spin, l.report);
+        let mut base = TcpConfig::new(Some(bind));
+        base.max_message_len = base.max_message_len.min(l.socket.max_message_len.max(1));
+        let running = percore::Cores::spawn(&l.cores_config(), move |core, ready| {
+            let addr = percore::core_addr(bind, core.index())?;
+            let mut cfg = base.clone();
+            cfg.listen = Some(addr);
+            let dp = TcpDatapath::new(cfg).map_err(|e| format!("TCP on {addr}: {e}"))?;
+            let local = dp.local_addr();
+            let handler = make(dp.memory(), CoreId::of(&core))?;
+            let mut server = Server::new(dp, handler);
+            ready.ready((local, "kernel TCP".to_owned()));
+            let (after, wait) = if spin {
+                (crate::idle::IDLE_SPINS, None)
+            } else {
+                (crate::idle::SOCKET_IDLE_SPINS, Some(crate::idle::IDLE_WAIT))
+            };
+            server.run(
+                core.stop(),
+                report,
+                after,
+                &mut |dp: &TcpDatapath| match wait {
+                    Some(t) => {
+                        let _ = dp.wait(t);
+                    }
+                    None => std::thread::yield_now(),
+                },
+            );
+            Ok(server.stats())
+        })?;
+        print_ready(&l.label, running.ready());
+        let per_core = running.serve_until(stop, "[server]")?;
+        Ok(ServerStats::sum(&per_core))
     }
 }
 

@@ -159,14 +159,22 @@ impl FromStr for Serialization {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, String> {
-        Serialization::ALL
-            .into_iter()
-            .find(|m| m.name() == s)
-            .ok_or_else(|| {
-                let names: Vec<&str> = Serialization::ALL.iter().map(|m| m.name()).collect();
-                format!("unknown serialization {s:?} (one of: {})", names.join(", "))
-            })
+        by_name(s, "serialization", &Serialization::ALL, Serialization::name)
     }
+}
+
+/// The one of `all` whose `name` is `s` (a command-line value); otherwise an error naming the
+/// `what` and listing every name: how the apps parse their modes and serializations.
+pub fn by_name<T: Copy>(
+    s: &str,
+    what: &str,
+    all: &[T],
+    name: impl Fn(T) -> &'static str,
+) -> Result<T, String> {
+    all.iter().copied().find(|&m| name(m) == s).ok_or_else(|| {
+        let names: Vec<&str> = all.iter().map(|&m| name(m)).collect();
+        format!("unknown {what} {s:?} (one of: {})", names.join(", "))
+    })
 }
 
 #[cfg(test)]

@@ -126,3 +126,88 @@ fn a_queue_still_full_after_the_retry_fails_the_send_once() {
     assert!(s.send_failed > 0 && s.send_retries >= s.send_failed, "{s}");
     assert_eq!(s.replied + s.send_failed, 6, "{s}");
 }
+
+/// A free TCP port on 127.0.0.1 for `cores` consecutive ports (the launcher binds base + i).
+fn free_tcp_ports(cores: u16) -> u16 {
+    for base in (20000 + (std::process::id() % 20000) as u16..60000).step_by(cores as usize) {
+        let all_free = (0..cores).all(|i| {
+            std::net::TcpListener::bind(SocketAddrV4::new(Ipv4Addr::LOCALHOST, base + i)).is_ok()
+        });
+        if all_free {
+            return base;
+        }
+    }
+    panic!("no free TCP ports");
+}
+
+#[test]
+fn the_launcher_serves_a_handler_over_kernel_tcp_on_each_core() {
+    use datapath_tcp::frame::{write_header, HEADER_LEN};
+    use std::io::{Read, Write};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    let mut a = loadgen::args::Args::new(vec!["--datapath".into(), "tcp".into()]);
+    let transport = Transport::from_args(&mut a).unwrap();
+    assert_eq!(
+        (transport.name(), transport.clone()),
+        ("tcp", Transport::Tcp)
+    );
+    let base = free_tcp_ports(2);
+    let mut l = Launch::new(
+        transport,
+        SocketConfig::new(SocketAddrV4::new(Ipv4Addr::LOCALHOST, base)),
+        "counting",
+        nic_server::CargoRun {
+            package: "app-server",
+            bin: None,
+            args: "",
+        },
+    );
+    l.cores = 2;
+    l.report = None;
+    let stop = Arc::new(AtomicBool::new(false));
+    let s2 = stop.clone();
+    let server = std::thread::spawn(move || {
+        launch(
+            &l,
+            |_: &cornflakes::PinnedMemory, _| {
+                Ok(Counting {
+                    reply: b"pong".to_vec(),
+                    runs: 0,
+                })
+            },
+            &s2,
+        )
+    });
+    // Each core answers on its own port; a bad request type is counted, not answered.
+    for i in 0..2u16 {
+        let addr = SocketAddrV4::new(Ipv4Addr::LOCALHOST, base + i);
+        let end = Instant::now() + Duration::from_secs(10);
+        let mut s = loop {
+            match std::net::TcpStream::connect(addr) {
+                Ok(s) => break s,
+                Err(_) if Instant::now() < end => std::thread::sleep(Duration::from_millis(20)),
+                Err(e) => panic!("{addr}: {e}"),
+            }
+        };
+        let frame = |ty: u16| {
+            let mut f = vec![0u8; HEADER_LEN];
+            write_header(&mut f, Msg::new(7, ty), 4);
+            f.extend_from_slice(b"ping");
+            f
+        };
+        s.write_all(&frame(2)).unwrap();
+        s.write_all(&frame(1)).unwrap();
+        let mut reply = vec![0u8; HEADER_LEN + 4];
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.read_exact(&mut reply).unwrap();
+        let mut want = vec![0u8; HEADER_LEN];
+        write_header(&mut want, Msg::new(7, 1), 4);
+        want.extend_from_slice(b"pong");
+        assert_eq!(reply, want, "core {i}");
+    }
+    stop.store(true, Ordering::Relaxed);
+    let st = server.join().unwrap().unwrap();
+    assert_eq!((st.received, st.replied, st.malformed), (4, 2, 2), "{st}");
+}

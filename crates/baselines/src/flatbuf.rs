@@ -20,6 +20,8 @@ pub struct FlatbuffersCodec {
     fbb: FlatBufferBuilder<'static>,
     /// Offsets of the list elements, reused between messages.
     offsets: Vec<u32>,
+    /// A tree's leaves as read in place, reused between messages ([`crate::kv::recycle`]).
+    leaves: Vec<&'static [u8]>,
     opts: VerifierOptions,
 }
 
@@ -41,6 +43,7 @@ impl FlatbuffersCodec {
         FlatbuffersCodec {
             fbb: FlatBufferBuilder::with_capacity(16 * 1024),
             offsets: Vec::new(),
+            leaves: Vec::new(),
             opts: VerifierOptions {
                 max_depth: MAX_DEPTH,
                 ..VerifierOptions::default()
@@ -236,9 +239,13 @@ impl Codec for FlatbuffersCodec {
                     .map(|b| b.data().map_or(&[][..], |v| v.bytes())),
             ),
             Root::Tree(t, node, depth) => {
-                let mut leaves = Vec::with_capacity(1 << depth);
-                visit_node(node, 0, depth, &mut |v| leaves.push(v))?;
-                build_tree(&mut self.fbb, t.id(), depth, &mut leaves.into_iter());
+                let mut leaves = crate::kv::recycle(std::mem::take(&mut self.leaves));
+                let visited = visit_node(node, 0, depth, &mut |v| leaves.push(v));
+                if visited.is_ok() {
+                    build_tree(&mut self.fbb, t.id(), depth, &mut leaves.iter().copied());
+                }
+                self.leaves = crate::kv::recycle(leaves);
+                visited?;
             }
         }
         self.copy_out(out)

@@ -8,6 +8,17 @@
 //!   buffer (a pinned buffer in the KV server), so the only copies are the library's own.
 //! - [`KvCodec::encode_request`] and [`KvCodec::decode_response`] are the client's side.
 //!
+//! **Per request, a server path allocates only what the library forces** (checked by
+//! `tests/alloc.rs` with a counting allocator, per library and operation): the request
+//! view's key and value lists are recycled between requests ([`recycle`]); Cap'n Proto
+//! reads in place and builds its response in reused scratch words; FlatBuffers verifies
+//! in place and reuses its builder and offset list; prost decodes into a reused message and
+//! encodes from reused value buffers — but its decoded message owns a `String` per key and a
+//! `Vec<u8>` per value, and prost 0.14 decodes a `bytes` field from a `&[u8]` through a
+//! `Bytes` it then copies into the `Vec`: one allocation per key and two per value (the
+//! library's owned types force them); a Cap'n Proto `Builder` allocates its segment table
+//! once per message.
+//!
 //! Malformed input is an error, never a panic (FlatBuffers input is verified; Cap'n Proto is
 //! read with a traversal limit proportional to the input).
 
@@ -84,7 +95,7 @@ impl Library {
     pub fn kv_codec(self) -> Box<dyn KvCodec + Send> {
         match self {
             Library::Protobuf => Box::new(prost_kv::ProstKv::default()),
-            Library::Capnp => Box::new(capnp_kv::CapnpKv),
+            Library::Capnp => Box::new(capnp_kv::CapnpKv::default()),
             Library::Flatbuffers => Box::new(fb_kv::FbKv::default()),
         }
     }
@@ -111,8 +122,42 @@ pub fn capnp_response_sga(
     resp: &KvResponseView<'_>,
     mem: &cornflakes::PinnedMemory,
 ) -> Result<Result<Vec<cornflakes::RcBuf>, cornflakes::mem::AllocError>, CodecError> {
-    let words = capnp_kv::CapnpKv.response_len_bound(resp) / 8;
+    let words = capnp_kv::response_len_bound(resp) / 8;
     crate::segments::pinned_sga(mem, words, |m| capnp_kv::fill_response(m, resp))
+}
+
+/// `v` emptied, as a vector of references of another lifetime, keeping its allocation: how a
+/// server reuses a [`KvRequestView`]'s or [`KvResponseView`]'s lists from one request to the
+/// next (the borrowed input is gone, the capacity stays). The standard library collects a
+/// `vec::IntoIter` of an element of the same layout in place, so nothing is allocated.
+pub fn recycle<'b, T: ?Sized>(mut v: Vec<&T>) -> Vec<&'b T> {
+    v.clear();
+    // `filter_map` (not `filter`) because the item type changes: `&'a T` in, `&'b T` out.
+    #[allow(clippy::unnecessary_filter_map)]
+    v.into_iter().filter_map(|_| None).collect()
+}
+
+/// The key and value lists of the request views a codec shows, kept between requests.
+#[derive(Debug, Default)]
+struct ViewLists {
+    keys: Vec<&'static str>,
+    vals: Vec<&'static [u8]>,
+}
+
+impl ViewLists {
+    /// Empty lists for a view borrowing `'a` data, with the capacity of earlier requests.
+    fn take<'a>(&mut self) -> (Vec<&'a str>, Vec<&'a [u8]>) {
+        (
+            std::mem::take(&mut self.keys),
+            std::mem::take(&mut self.vals),
+        )
+    }
+
+    /// Takes the lists back from a view that was shown.
+    fn keep(&mut self, view: KvRequestView<'_>) {
+        self.keys = recycle(view.keys);
+        self.vals = recycle(view.vals);
+    }
 }
 
 fn vals_bytes(vals: &[&[u8]]) -> usize {
@@ -130,6 +175,7 @@ mod prost_kv {
     pub(super) struct ProstKv {
         req: KvRequest,
         resp: Resp,
+        lists: ViewLists,
     }
 
     impl KvCodec for ProstKv {
@@ -157,13 +203,18 @@ mod prost_kv {
             self.req.clear();
             self.req.merge(input).map_err(CodecError::Protobuf)?;
             let op = u16::try_from(self.req.op).unwrap_or(u16::MAX);
-            f(&KvRequestView {
+            let (mut keys, mut vals) = self.lists.take();
+            keys.extend(self.req.keys.iter().map(String::as_str));
+            vals.extend(self.req.vals.iter().map(Vec::as_slice));
+            let view = KvRequestView {
                 id: self.req.id,
                 op,
-                keys: self.req.keys.iter().map(String::as_str).collect(),
-                vals: self.req.vals.iter().map(Vec::as_slice).collect(),
+                keys,
+                vals,
                 index: self.req.index,
-            });
+            };
+            f(&view);
+            self.lists.keep(view);
             Ok(())
         }
 
@@ -212,14 +263,30 @@ mod capnp_kv {
     use super::*;
     use crate::generated::capnp_gen::kv_capnp::{kv_request, kv_response};
     use crate::segments::{build_segments, SegmentList};
-    use capnp::message::{Builder, HeapAllocator, ReaderOptions};
+    use capnp::message::{Builder, HeapAllocator, ReaderOptions, ScratchSpaceHeapAllocator};
     use capnp::serialize;
     use std::ops::DerefMut;
 
-    /// Cap'n Proto: reads in place (no copy on decode); a response is built in the library's
-    /// segments (one copy of each value) and written out with its segment table.
-    #[derive(Debug)]
-    pub(super) struct CapnpKv;
+    /// Cap'n Proto: reads in place (no copy on decode); a response is built in reused scratch
+    /// words (one copy of each value) and written out with its segment table.
+    #[derive(Default)]
+    pub(super) struct CapnpKv {
+        lists: ViewLists,
+        /// The first segment of every response (grown to the largest bound seen).
+        scratch: Vec<capnp::Word>,
+    }
+
+    impl std::fmt::Debug for CapnpKv {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.debug_struct("CapnpKv").finish_non_exhaustive()
+        }
+    }
+
+    /// See [`KvCodec::response_len_bound`].
+    pub(super) fn response_len_bound(r: &KvResponseView<'_>) -> usize {
+        let words: usize = r.vals.iter().map(|v| v.len().div_ceil(8) + 1).sum();
+        64 + 8 * (words + r.statuses.len())
+    }
 
     fn opts(input: &[u8]) -> ReaderOptions {
         let mut o = ReaderOptions::new();
@@ -261,7 +328,7 @@ mod capnp_kv {
         B: DerefMut<Target = [u8]>,
         F: FnMut(usize) -> Option<B>,
     {
-        let words = CapnpKv.response_len_bound(r) / 8;
+        let words = response_len_bound(r) / 8;
         build_segments(alloc, words, |m| fill_response(m, r))
     }
 
@@ -298,31 +365,34 @@ mod capnp_kv {
             let mut slice = input;
             let msg = serialize::read_message_from_flat_slice_no_alloc(&mut slice, opts(input))?;
             let root = msg.get_root::<kv_request::Reader<'_>>()?;
-            let keys = root.get_keys()?;
-            let mut ks = Vec::with_capacity(keys.len() as usize);
-            for k in keys.iter() {
-                ks.push(k?.to_str().map_err(|e| {
-                    CodecError::Capnp(capnp::Error::failed(format!("key is not UTF-8: {e}")))
-                })?);
-            }
-            let vals = root.get_vals()?;
-            let mut vs = Vec::with_capacity(vals.len() as usize);
-            for v in vals.iter() {
-                vs.push(v?);
-            }
-            f(&KvRequestView {
+            let (mut ks, mut vs) = self.lists.take();
+            let r = (|| {
+                for k in root.get_keys()?.iter() {
+                    ks.push(k?.to_str().map_err(|e| {
+                        CodecError::Capnp(capnp::Error::failed(format!("key is not UTF-8: {e}")))
+                    })?);
+                }
+                for v in root.get_vals()?.iter() {
+                    vs.push(v?);
+                }
+                Ok::<(), CodecError>(())
+            })();
+            let view = KvRequestView {
                 id: root.get_id(),
                 op: root.get_op(),
                 keys: ks,
                 vals: vs,
                 index: root.get_index(),
-            });
-            Ok(())
+            };
+            if r.is_ok() {
+                f(&view);
+            }
+            self.lists.keep(view);
+            r
         }
 
         fn response_len_bound(&self, r: &KvResponseView<'_>) -> usize {
-            let words: usize = r.vals.iter().map(|v| v.len().div_ceil(8) + 1).sum();
-            64 + 8 * (words + r.statuses.len())
+            response_len_bound(r)
         }
 
         fn encode_response(
@@ -330,9 +400,12 @@ mod capnp_kv {
             r: &KvResponseView<'_>,
             out: &mut [u8],
         ) -> Result<usize, CodecError> {
-            let mut msg = Builder::new(
-                HeapAllocator::new().first_segment_words(self.response_len_bound(r) as u32 / 8),
-            );
+            let words = response_len_bound(r) / 8;
+            if self.scratch.len() < words {
+                self.scratch = capnp::Word::allocate_zeroed_vec(words);
+            }
+            let space = capnp::Word::words_to_bytes_mut(&mut self.scratch[..]);
+            let mut msg = Builder::new(ScratchSpaceHeapAllocator::new(space));
             fill_response(&mut msg, r)?;
             let needed = serialize::compute_serialized_size_in_words(&msg) * 8;
             if needed > out.len() {
@@ -368,13 +441,16 @@ mod fb_kv {
     use crate::generated::fb::kv_fb::{
         KvRequest, KvRequestArgs, KvResponse as Resp, KvResponseArgs, Value, ValueArgs,
     };
-    use flatbuffers::{FlatBufferBuilder, VerifierOptions};
+    use flatbuffers::{FlatBufferBuilder, VerifierOptions, WIPOffset};
 
     /// FlatBuffers: reads in place after verification; a response is built back to front in
     /// the builder (one copy of each value) and copied out as one contiguous buffer.
     pub(super) struct FbKv {
         fbb: FlatBufferBuilder<'static>,
         opts: VerifierOptions,
+        lists: ViewLists,
+        /// The response's value tables, reused.
+        offsets: Vec<WIPOffset<Value<'static>>>,
     }
 
     impl std::fmt::Debug for FbKv {
@@ -391,6 +467,8 @@ mod fb_kv {
                     max_depth: 8,
                     ..VerifierOptions::default()
                 },
+                lists: ViewLists::default(),
+                offsets: Vec::new(),
             }
         }
     }
@@ -436,20 +514,25 @@ mod fb_kv {
         ) -> Result<(), CodecError> {
             let m = flatbuffers::root_with_opts::<KvRequest<'_>>(&self.opts, input)
                 .map_err(CodecError::Flatbuffers)?;
-            f(&KvRequestView {
+            let (mut keys, mut vals) = self.lists.take();
+            if let Some(k) = m.keys() {
+                keys.extend(k.iter());
+            }
+            if let Some(v) = m.vals() {
+                vals.extend(
+                    v.iter()
+                        .map(|x| x.data().map(|d| d.bytes()).unwrap_or_default()),
+                );
+            }
+            let view = KvRequestView {
                 id: m.id(),
                 op: m.op(),
-                keys: m.keys().map(|k| k.iter().collect()).unwrap_or_default(),
-                vals: m
-                    .vals()
-                    .map(|v| {
-                        v.iter()
-                            .map(|x| x.data().map(|d| d.bytes()).unwrap_or_default())
-                            .collect()
-                    })
-                    .unwrap_or_default(),
+                keys,
+                vals,
                 index: m.index(),
-            });
+            };
+            f(&view);
+            self.lists.keep(view);
             Ok(())
         }
 
@@ -464,15 +547,12 @@ mod fb_kv {
         ) -> Result<usize, CodecError> {
             let fbb = &mut self.fbb;
             fbb.reset();
-            let vals: Vec<_> = r
-                .vals
-                .iter()
-                .map(|v| {
-                    let data = Some(fbb.create_vector(v));
-                    Value::create(fbb, &ValueArgs { data })
-                })
-                .collect();
-            let vals = Some(fbb.create_vector(&vals));
+            self.offsets.clear();
+            self.offsets.extend(r.vals.iter().map(|v| {
+                let data = Some(fbb.create_vector(v));
+                Value::create(fbb, &ValueArgs { data })
+            }));
+            let vals = Some(fbb.create_vector(&self.offsets));
             let statuses = Some(fbb.create_vector(&r.statuses));
             let root = Resp::create(
                 fbb,

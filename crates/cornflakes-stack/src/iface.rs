@@ -9,8 +9,8 @@ use std::time::Instant;
 use cornflakes::{ConnId, DropCounters, Msg, PinnedMemory, RcBuf, RxMsg, SendError};
 
 use crate::arp::{ArpCache, ArpConfig, ArpEvent, Resolution};
-use crate::peers::PeerMap;
-use crate::reassembly::{self, Reassembler, ReassemblyConfig};
+use crate::conntable::ConnTable;
+use crate::reassembly::{Reassembler, ReassemblyConfig};
 use crate::template::{HeaderTemplate, TEMPLATE_LEN};
 use crate::wire::{arp, ethernet, framing, ipv4, udp, ChecksumCaps, Error, MacAddr};
 
@@ -32,7 +32,8 @@ pub struct StackConfig {
     pub caps: ChecksumCaps,
     /// TTL of sent packets.
     pub ttl: u8,
-    /// Most connections; packets from further new peers are dropped and counted.
+    /// Most connections: when full, a new peer's message evicts an idle entry (unanswered
+    /// ones first, [`crate::conntable`]); counted in `conn_evicted`.
     pub max_conns: usize,
     /// Largest message sent or accepted.
     pub max_message_len: usize,
@@ -71,8 +72,7 @@ pub(crate) struct Conn {
 /// The interface state of one queue.
 pub struct EthStack {
     cfg: StackConfig,
-    pub(crate) conns: Vec<Conn>,
-    by_peer: PeerMap,
+    pub(crate) conns: ConnTable<Conn>,
     arp: ArpCache,
     reasm: Reassembler,
     counters: DropCounters,
@@ -92,9 +92,8 @@ impl EthStack {
         rcfg.max_message_len = rcfg.max_message_len.min(cfg.max_message_len);
         EthStack {
             reasm: Reassembler::new(rcfg),
+            conns: ConnTable::new(cfg.max_conns),
             cfg,
-            conns: Vec::new(),
-            by_peer: PeerMap::new(),
             arp,
             counters: DropCounters::default(),
             ident: 0,
@@ -118,7 +117,9 @@ impl EthStack {
 
     /// The counters so far.
     pub fn counters(&self) -> DropCounters {
-        self.counters
+        let mut c = self.counters;
+        c.conn_evicted = self.conns.evicted();
+        c
     }
 
     /// The reassembler, so the fuzz targets can check its memory bound (fuzzing builds only).
@@ -140,24 +141,28 @@ impl EthStack {
         now: Instant,
         tx: &mut dyn FnMut(&[u8]),
     ) -> Result<ConnId, SendError> {
-        if let Some(c) = self.by_peer.get(peer) {
-            let resolved = self.conns[c.0 as usize].resolved;
+        if let Some(c) = self.conns.lookup(peer) {
+            self.conns.confirm(c);
+            let resolved = self.conns.get(c).is_some_and(|c| c.resolved);
             if !resolved {
                 self.try_resolve(c, now, tx);
             }
             return Ok(c);
         }
-        let c = self.add_conn(peer, MacAddr::ZERO, false)?;
+        let c = self.add_conn(peer, MacAddr::ZERO, false, true)?;
         self.try_resolve(c, now, tx);
         Ok(c)
     }
 
     fn try_resolve(&mut self, c: ConnId, now: Instant, tx: &mut dyn FnMut(&[u8])) {
-        let ip = *self.conns[c.0 as usize].template.dst().ip();
+        let Some(ip) = self.conns.peer(c).map(|p| *p.ip()) else {
+            return;
+        };
         if let Resolution::Resolved(mac) = self.arp.resolve(ip, now, tx) {
-            let conn = &mut self.conns[c.0 as usize];
-            conn.template.set_dst_mac(mac);
-            conn.resolved = true;
+            if let Some(conn) = self.conns.get_mut(c) {
+                conn.template.set_dst_mac(mac);
+                conn.resolved = true;
+            }
         }
     }
 
@@ -166,14 +171,9 @@ impl EthStack {
         peer: SocketAddrV4,
         mac: MacAddr,
         resolved: bool,
+        confirmed: bool,
     ) -> Result<ConnId, SendError> {
-        if self.conns.len() >= self.cfg.max_conns {
-            return Err(SendError::Io(std::io::Error::other(
-                "connection table full",
-            )));
-        }
-        let c = ConnId(self.conns.len() as u32);
-        self.conns.push(Conn {
+        let conn = Conn {
             template: HeaderTemplate::new(
                 self.cfg.mac,
                 mac,
@@ -183,14 +183,17 @@ impl EthStack {
                 self.cfg.caps,
             ),
             resolved,
-        });
-        self.by_peer.insert(peer, c);
-        Ok(c)
+        };
+        self.conns.insert(peer, conn, confirmed).ok_or_else(|| {
+            SendError::Io(std::io::Error::other(
+                "connection table full: every entry is in use by the current burst",
+            ))
+        })
     }
 
     /// The peer of `conn`.
     pub fn peer_addr(&self, conn: ConnId) -> Option<SocketAddrV4> {
-        self.conns.get(conn.0 as usize).map(|c| c.template.dst())
+        self.conns.peer(conn)
     }
 
     /// The header template of a resolved connection, and the first of `frames` consecutive IP
@@ -201,10 +204,9 @@ impl EthStack {
         frames: usize,
     ) -> Result<(&HeaderTemplate, u16), SendError> {
         let ident = self.ident;
-        let c = self
-            .conns
-            .get(conn.0 as usize)
-            .ok_or(SendError::UnknownConn(conn))?;
+        // Sending to a peer confirms its connection: it is kept over unanswered ones.
+        self.conns.confirm(conn);
+        let c = self.conns.get(conn).ok_or(SendError::UnknownConn(conn))?;
         if !c.resolved {
             return Err(SendError::Resolving(conn));
         }
@@ -343,61 +345,52 @@ impl EthStack {
         let body = fp.payload();
         // Where the message bytes start inside the received buffer.
         let start = body.as_ptr() as usize - frame.as_ptr() as usize;
-        let conn = match self.conn_for_rx(peer, src_mac) {
-            Some(c) => c,
-            None => {
-                self.counters.conn_table_full += 1;
-                return;
+        // A whole message, before the sender gets a connection: a lone segment or junk
+        // never takes a table entry.
+        let (msg, data) = if hdr.seg_count == 1 {
+            match frame.try_slice(start, body.len()) {
+                Ok(Some(data)) => (Msg::new(hdr.msg_id, hdr.msg_type), data),
+                _ => {
+                    self.counters.truncated += 1;
+                    return;
+                }
+            }
+        } else {
+            match self.reasm.push(mem, peer, &hdr, body, now) {
+                Ok(Some(m)) => m,
+                Ok(None) => return,
+                Err(d) => return d.count(&mut self.counters),
             }
         };
-        if hdr.seg_count == 1 {
-            match frame.try_slice(start, body.len()) {
-                Ok(Some(data)) => {
-                    self.counters.delivered += 1;
-                    out.push(RxMsg {
-                        conn,
-                        peer,
-                        msg: Msg::new(hdr.msg_id, hdr.msg_type),
-                        data,
-                    });
-                }
-                _ => self.counters.truncated += 1,
-            }
+        let Some(conn) = self.conn_for_rx(peer, src_mac) else {
+            self.counters.conn_table_full += 1;
             return;
-        }
-        match self.reasm.push(mem, peer, &hdr, body, now) {
-            Ok(Some((msg, data))) => {
-                self.counters.delivered += 1;
-                out.push(RxMsg {
-                    conn,
-                    peer,
-                    msg,
-                    data,
-                });
-            }
-            Ok(None) => {}
-            Err(reassembly::Drop::BadFraming) => self.counters.bad_framing += 1,
-            Err(reassembly::Drop::Duplicate) => self.counters.duplicate_segment += 1,
-            Err(reassembly::Drop::Overflow) => self.counters.reassembly_overflow += 1,
-            Err(reassembly::Drop::NoBuffer) => self.counters.no_rx_buffers += 1,
-        }
+        };
+        self.counters.delivered += 1;
+        out.push(RxMsg {
+            conn,
+            peer,
+            msg,
+            data,
+        });
     }
 
     /// The connection of a sender, learned from the frame if new (its source MAC is the
     /// return address, so no ARP is needed to answer).
     fn conn_for_rx(&mut self, peer: SocketAddrV4, mac: MacAddr) -> Option<ConnId> {
-        if let Some(c) = self.by_peer.get(peer) {
-            let conn = &mut self.conns[c.0 as usize];
-            if !conn.resolved && !mac.is_multicast() {
-                conn.template.set_dst_mac(mac);
-                conn.resolved = true;
+        if let Some(c) = self.conns.lookup(peer) {
+            if let Some(conn) = self.conns.get_mut(c) {
+                if !conn.resolved && !mac.is_multicast() {
+                    conn.template.set_dst_mac(mac);
+                    conn.resolved = true;
+                }
             }
             return Some(c);
         }
         if mac.is_multicast() {
             return None;
         }
-        self.add_conn(peer, mac, true).ok()
+        self.add_conn(peer, mac, true, false).ok()
     }
 
     /// After ARP learned `ip`, completes the connections waiting for it.
@@ -405,11 +398,7 @@ impl EthStack {
         let Some(mac) = self.arp.lookup(ip, now) else {
             return;
         };
-        for conn in self
-            .conns
-            .iter_mut()
-            .filter(|c| *c.template.dst().ip() == ip)
-        {
+        for (_, conn) in self.conns.iter_mut().filter(|(p, _)| *p.ip() == ip) {
             conn.template.set_dst_mac(mac);
             conn.resolved = true;
         }

@@ -9,6 +9,8 @@
 //! - [`template`]: per-connection header templates patched per packet.
 //! - [`arp`]: the ARP state machine (answer, resolve with retry and timeout, static entries).
 //! - [`segment`] and [`reassembly`]: messages larger than one frame.
+//! - [`conntable`]: the bounded connection table that evicts idle entries, shared by every
+//!   datapath.
 //! - [`iface`]: the receive path with drop counters and the connection table, for link-layer
 //!   datapaths; [`tx`]: their transmit paths (serialize-and-send over a [`tx::TxSink`]).
 //! - [`device`]: the device boundary — a [`Device`] is a NIC queue pair's rings (a receive
@@ -21,6 +23,7 @@
 
 pub mod arp;
 pub mod checksum;
+pub mod conntable;
 pub mod device;
 pub mod iface;
 mod peers;
@@ -30,6 +33,7 @@ pub mod template;
 pub mod tx;
 pub mod wire;
 
+pub use conntable::ConnTable;
 pub use device::{Device, EthDatapath};
 pub use iface::{EthStack, StackConfig, FRAME_OVERHEAD, IP_OVERHEAD};
 pub use segment::{Cursor, FramePlan, Part};

@@ -5,7 +5,8 @@
 //! key, more than the rest of a frame's parsing. The peer is packed into one `u64` and hashed
 //! with one folded multiply (the 128-bit product's halves XORed, as in foldhash), keyed by a
 //! random per-table seed so that a sender cannot choose addresses that collide without
-//! knowing it; the table is also bounded by `StackConfig::max_conns`.
+//! knowing it; the table is also bounded by `StackConfig::max_conns` and evicts idle entries
+//! (`crate::conntable`).
 
 use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
@@ -36,6 +37,10 @@ impl PeerMap {
 
     pub fn insert(&mut self, peer: SocketAddrV4, conn: ConnId) {
         self.map.insert(key(peer), conn);
+    }
+
+    pub fn remove(&mut self, peer: SocketAddrV4) {
+        self.map.remove(&key(peer));
     }
 }
 

@@ -54,6 +54,18 @@ pub enum Drop {
     NoBuffer,
 }
 
+impl Drop {
+    /// Counts this drop in its counter of `c`.
+    pub fn count(self, c: &mut cornflakes::DropCounters) {
+        match self {
+            Drop::BadFraming => c.bad_framing += 1,
+            Drop::Duplicate => c.duplicate_segment += 1,
+            Drop::Overflow => c.reassembly_overflow += 1,
+            Drop::NoBuffer => c.no_rx_buffers += 1,
+        }
+    }
+}
+
 struct Partial {
     peer: SocketAddrV4,
     msg: Msg,

@@ -23,17 +23,50 @@ pub enum CFPtr<'a> {
 
 impl<'a> CFPtr<'a> {
     /// Builds a pointer from any bytes, applying the hybrid heuristic of `arena`.
-    #[inline]
+    ///
+    /// The threshold is compared first; only a value at least the threshold long goes on to
+    /// pointer recovery (a table probe and the item's reference count).
+    #[inline(always)]
     pub fn new(data: &[u8], arena: &'a Arena) -> CFPtr<'a> {
-        if data.len() >= arena.threshold() {
-            if let Some(mem) = arena.memory() {
-                if let Some(buf) = mem.recover_ptr(data) {
-                    return CFPtr::ZeroCopy(buf);
-                }
-            }
-            return Self::fallback(data, arena);
+        if data.len() < arena.threshold() {
+            return CFPtr::Copy(arena.copy_slice(data));
         }
-        CFPtr::Copy(arena.copy_slice(data))
+        Self::reference_or_copy(data, arena)
+    }
+
+    /// [`new`](Self::new) for bytes that outlive the object (a value in a store, a received
+    /// packet): the same choice, except that a value shorter than the threshold is borrowed
+    /// instead of copied into the arena, so its bytes are copied once, into the transmit buffer
+    /// at send time. A value at least the threshold long is referenced by pointer recovery (or
+    /// copied and counted when that fails), as with `new`.
+    ///
+    /// ```
+    /// use cornflakes::{Arena, CFPtr, PinnedMemory};
+    /// let mem = PinnedMemory::with_defaults().unwrap();
+    /// let arena = Arena::with_memory(&mem).with_threshold(512);
+    /// let store = [mem.alloc_copy(b"tiny").unwrap(), mem.alloc_copy(&[1u8; 600]).unwrap()];
+    /// let (s, b) = (CFPtr::new_ref(&store[0], &arena), CFPtr::new_ref(&store[1], &arena));
+    /// assert!(!s.is_zero_copy() && b.is_zero_copy());
+    /// assert_eq!(s.as_bytes().as_ptr(), store[0].as_ptr()); // borrowed, not copied
+    /// ```
+    #[inline(always)]
+    pub fn new_ref(data: &'a [u8], arena: &'a Arena) -> CFPtr<'a> {
+        if data.len() < arena.threshold() {
+            return CFPtr::Copy(data);
+        }
+        Self::reference_or_copy(data, arena)
+    }
+
+    /// [`new`](Self::new) for a value at least the threshold long: a reference when its bytes
+    /// lie in one live pinned item, else copied and counted.
+    #[inline(always)]
+    fn reference_or_copy(data: &[u8], arena: &'a Arena) -> CFPtr<'a> {
+        if let Some(mem) = arena.memory() {
+            if let Some(buf) = mem.recover_ptr(data) {
+                return CFPtr::ZeroCopy(buf);
+            }
+        }
+        Self::fallback(data, arena)
     }
 
     /// A value at least the threshold long that could not be referenced: counted, then copied.
@@ -173,6 +206,13 @@ impl<'a> CFBytes<'a> {
         CFBytes(CFPtr::new(data, arena))
     }
 
+    /// See [`CFPtr::new_ref`]: for bytes that outlive the object, so a short value is borrowed
+    /// (copied once, at send time) instead of copied into the arena now.
+    #[inline]
+    pub fn new_ref(data: &'a [u8], arena: &'a Arena) -> Self {
+        CFBytes(CFPtr::new_ref(data, arena))
+    }
+
     /// The bytes.
     #[inline]
     pub fn as_bytes(&self) -> &[u8] {
@@ -229,6 +269,15 @@ impl<'a> CFString<'a> {
     pub fn new(s: &str, arena: &'a Arena) -> Self {
         CFString {
             ptr: CFPtr::new(s.as_bytes(), arena),
+            utf8: Cell::new(VALID),
+        }
+    }
+
+    /// From a `&str` that outlives the object; see [`CFPtr::new_ref`].
+    #[inline]
+    pub fn new_ref(s: &'a str, arena: &'a Arena) -> Self {
+        CFString {
+            ptr: CFPtr::new_ref(s.as_bytes(), arena),
             utf8: Cell::new(VALID),
         }
     }

@@ -194,8 +194,11 @@ pub struct DropCounters {
     pub reassembly_overflow: u64,
     /// Frames dropped because no receive buffer could be allocated.
     pub no_rx_buffers: u64,
-    /// Packets from a new peer dropped because the connection table is full.
+    /// Messages from a new peer dropped because every connection-table entry was in use by
+    /// the messages being received (the table evicts idle entries otherwise).
     pub conn_table_full: u64,
+    /// Idle connection-table entries evicted to make room for a new peer (not a drop).
+    pub conn_evicted: u64,
     /// ARP packets that were malformed or not for Ethernet/IPv4.
     pub bad_arp: u64,
     /// ARP requests for our address that were answered.
@@ -224,6 +227,7 @@ impl DropCounters {
             reassembly_overflow,
             no_rx_buffers,
             conn_table_full,
+            conn_evicted,
             bad_arp,
             arp_replies_sent,
             arp_failures,
@@ -244,12 +248,14 @@ impl DropCounters {
         self.reassembly_overflow += reassembly_overflow;
         self.no_rx_buffers += no_rx_buffers;
         self.conn_table_full += conn_table_full;
+        self.conn_evicted += conn_evicted;
         self.bad_arp += bad_arp;
         self.arp_replies_sent += arp_replies_sent;
         self.arp_failures += arp_failures;
     }
 
-    /// Sum of all drop counters (everything except `delivered` and `arp_replies_sent`).
+    /// Sum of all drop counters (everything except `delivered`, `conn_evicted` and
+    /// `arp_replies_sent`).
     pub fn total_drops(&self) -> u64 {
         self.truncated
             + self.bad_checksum

@@ -1,5 +1,6 @@
 //! Arena-allocated lists for repeated fields, keeping their encoded sizes up to date.
 
+use std::mem::ManuallyDrop;
 use std::ops::{Index, IndexMut};
 
 use bumpalo::collections::Vec as BVec;
@@ -11,6 +12,11 @@ use crate::obj::{CornflakesObj, Sizes};
 use crate::wire::{Demote, Encoder, Scalar, PAIR};
 
 /// A string/bytes value type that can be a list element.
+///
+/// A [`LeafList`] drops only its zero-copy elements (each releases its reference); an element
+/// whose pointer is a copy owns nothing (its bytes live in the arena or outlive the object) and
+/// is forgotten with the list's storage, which the arena frees at its reset. An implementation
+/// must therefore hold nothing that needs dropping beyond its [`CFPtr`].
 pub trait Leaf<'a> {
     /// The hybrid pointer holding the value.
     fn cf_ptr(&self) -> &CFPtr<'a>;
@@ -52,9 +58,25 @@ impl<'a> Leaf<'a> for CFString<'a> {
 }
 
 /// A repeated string/bytes field.
+///
+/// Its storage is an arena vector that is never given back piecemeal: dropping the list
+/// releases the zero-copy elements' references (none to walk when there are none) and leaves
+/// the memory to the arena's reset.
 pub struct LeafList<'a, T> {
-    items: BVec<'a, T>,
+    items: ManuallyDrop<BVec<'a, T>>,
     sizes: Sizes,
+}
+
+impl<T> Drop for LeafList<'_, T> {
+    #[inline]
+    fn drop(&mut self) {
+        if self.sizes.zero_copy_count != 0 {
+            // Drops every element (the zero-copy ones release their references); the storage
+            // goes back to the arena.
+            let bump = self.items.bump();
+            drop(std::mem::replace(&mut *self.items, BVec::new_in(bump)));
+        }
+    }
 }
 
 impl<'a, T: Leaf<'a>> LeafList<'a, T> {
@@ -62,7 +84,7 @@ impl<'a, T: Leaf<'a>> LeafList<'a, T> {
     #[inline]
     pub fn with_capacity_in(cap: usize, arena: &'a Arena) -> Self {
         LeafList {
-            items: BVec::with_capacity_in(cap, arena.bump()),
+            items: ManuallyDrop::new(BVec::with_capacity_in(cap, arena.bump())),
             sizes: Sizes::default(),
         }
     }
@@ -392,5 +414,44 @@ impl<M: PartialEq> PartialEq for MessageList<'_, M> {
 impl<T: PartialEq> PartialEq for PackedList<'_, T> {
     fn eq(&self, other: &Self) -> bool {
         self.items[..] == other.items[..]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mem::PinnedMemory;
+
+    #[test]
+    fn dropping_a_leaf_list_releases_exactly_its_zero_copy_references() {
+        let mem = PinnedMemory::with_defaults().unwrap();
+        let arena = Arena::with_memory(&mem).with_threshold(512);
+        let big = mem.alloc_copy(&[7u8; 1024]).unwrap();
+        let small = mem.alloc_copy(&[1u8; 16]).unwrap();
+        {
+            let mut l: LeafList<'_, CFBytes<'_>> = LeafList::with_capacity_in(1, &arena);
+            l.append(CFBytes::new_ref(&small, &arena));
+            l.append(CFBytes::new_ref(&big, &arena));
+            l.append(CFBytes::new(&big[..600], &arena));
+            l.append(CFBytes::new(&[3u8; 8], &arena));
+            assert_eq!((big.ref_count(), small.ref_count()), (3, 1));
+            assert_eq!(l.sizes().zero_copy_count, 2);
+            assert_eq!(
+                l.iter().map(|v| v.len()).sum::<usize>(),
+                16 + 1024 + 600 + 8
+            );
+        }
+        assert_eq!((big.ref_count(), small.ref_count()), (1, 1));
+        // A list of copies only forgets its storage; nothing to release.
+        let mut l: LeafList<'_, CFPtr<'_>> = LeafList::with_capacity_in(0, &arena);
+        l.append(CFPtr::new(b"abc", &arena));
+        drop(l);
+        // Replacing an element keeps the zero-copy count (and so the drop) right.
+        let mut l: LeafList<'_, CFPtr<'_>> = LeafList::with_capacity_in(1, &arena);
+        l.append(CFPtr::new(b"abc", &arena));
+        assert!(l.set(0, CFPtr::new_ref(&big, &arena)).is_some());
+        assert_eq!(big.ref_count(), 2);
+        drop(l);
+        assert_eq!(big.ref_count(), 1);
     }
 }

@@ -163,6 +163,7 @@ pub trait DecodeObj<'a>: Sized {
     /// [`deserialize_prefix`](Self::deserialize_prefix) to accept them). An arena above its
     /// [limit](Arena::set_limit) refuses the request with
     /// [`DecodeErrorKind::ArenaLimit`](crate::DecodeErrorKind).
+    #[inline]
     fn deserialize_bytes(buf: &'a [u8], arena: &'a Arena) -> Result<Self, DecodeError> {
         arena.check_limit_for_decode()?;
         let dec = Decoder::new(buf);
@@ -174,6 +175,7 @@ pub trait DecodeObj<'a>: Sized {
     /// Decodes from a received packet: values at least the arena's threshold long reference
     /// the packet, shorter ones borrow it. Trailing bytes and the arena limit as in
     /// [`deserialize_bytes`](Self::deserialize_bytes).
+    #[inline]
     fn deserialize_rcbuf(pkt: &'a RcBuf, arena: &'a Arena) -> Result<Self, DecodeError> {
         arena.check_limit_for_decode()?;
         let dec = Decoder::from_rcbuf(pkt, arena);

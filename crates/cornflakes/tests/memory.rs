@@ -436,11 +436,17 @@ fn ordinary_page_regions_are_advised_as_transparent_hugepages_unless_never() {
         .unwrap();
         let b = mem.alloc(4096).unwrap().freeze();
         if b.region().backing() == cornflakes::mem::Backing::HugePages {
-            eprintln!("SKIPPED the {huge:?} case: the region got reserved hugepages");
+            test_skip::skip(
+                &format!("hugepage advice, the {huge:?} case"),
+                "the region got reserved hugepages",
+            );
             continue;
         }
         let Some(flags) = vm_flags_of(b.region().base() as usize) else {
-            eprintln!("SKIPPED the {huge:?} case: /proc/self/smaps has no VmFlags here");
+            test_skip::skip(
+                &format!("hugepage advice, the {huge:?} case"),
+                "/proc/self/smaps has no VmFlags here",
+            );
             continue;
         };
         let hg = flags.split_whitespace().any(|f| f == "hg");

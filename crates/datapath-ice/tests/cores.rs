@@ -242,9 +242,9 @@ mod with_dpdk {
         match server.steering() {
             Steering::Flow => panic!("net_ring accepted rte_flow rules"),
             Steering::NotStarted => panic!("the port never started"),
-            Steering::Unsupported(why) => eprintln!(
-                "SKIPPED rte_flow steering (destination UDP port -> queue): net_ring has no \
-                 flow API: {why}"
+            Steering::Unsupported(why) => test_skip::skip(
+                "rte_flow steering (destination UDP port -> queue)",
+                &format!("net_ring has no flow API: {why}"),
             ),
         }
         drop(server);

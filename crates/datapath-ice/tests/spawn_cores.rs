@@ -110,9 +110,9 @@ mod with_dpdk {
         );
         // The last core to open its queue started the port and the steering was decided.
         match &steering {
-            Steering::Unsupported(why) => eprintln!(
-                "SKIPPED rte_flow steering (destination UDP port -> queue): net_ring has no \
-                 flow API: {why}"
+            Steering::Unsupported(why) => test_skip::skip(
+                "rte_flow steering (destination UDP port -> queue)",
+                &format!("net_ring has no flow API: {why}"),
             ),
             other => panic!("net_ring steering: {other:?}"),
         }

@@ -14,8 +14,9 @@
 //! Control frames (ARP) are sent at once: a poll or connect that sends one makes every queued
 //! descriptor visible, as a flush would.
 //!
-//! Tests can also inject raw frames ([`Loopback::inject_frame`]) and capture every frame put on
-//! the wire ([`Loopback::set_capture`]).
+//! Tests can also inject raw frames ([`Loopback::inject_frame`]), capture every frame put on
+//! the wire ([`Loopback::set_capture`]), and make the wire lose and duplicate frames
+//! ([`LoopbackConfig::faults`], [`Faults`]).
 //!
 //! [`Loopback::multi_queue`] gives one end several queue pairs, as a NIC with one receive and
 //! one transmit queue per server core (`docs/cores.md`): each queue is its own [`Loopback`] —
@@ -64,6 +65,8 @@ use cornflakes::{PinnedMemory, RcBuf, RxMsg, SendError};
 use cornflakes_stack::device::{Device, EthDatapath};
 use cornflakes_stack::tx::TxSink;
 use cornflakes_stack::{EthStack, StackConfig};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
 
 /// Configuration of one loopback NIC.
 #[derive(Clone, Debug)]
@@ -78,6 +81,31 @@ pub struct LoopbackConfig {
     pub rx_burst: usize,
     /// Most descriptors per frame.
     pub max_segments: usize,
+    /// Loss and duplication of the frames this end receives (none by default).
+    pub faults: Faults,
+}
+
+/// A lossy wire: each IPv4 frame an end receives from its peer is lost with probability
+/// `loss`, else delivered twice with probability `duplicate`, decided by a generator seeded
+/// with `seed` (so a run is reproducible). ARP frames and injected frames are never touched.
+/// Give both ends faults for loss and duplication in both directions.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Faults {
+    /// Probability that a frame is lost.
+    pub loss: f64,
+    /// Probability that a frame (not lost) arrives twice.
+    pub duplicate: f64,
+    /// Seed of the generator.
+    pub seed: u64,
+}
+
+/// Frames a lossy end lost and duplicated ([`Loopback::faults_injected`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FaultCounts {
+    /// Frames lost.
+    pub lost: u64,
+    /// Frames delivered twice.
+    pub duplicated: u64,
 }
 
 impl LoopbackConfig {
@@ -89,6 +117,7 @@ impl LoopbackConfig {
             tx_ring: 1024,
             rx_burst: 32,
             max_segments: 8,
+            faults: Faults::default(),
         }
     }
 }
@@ -162,6 +191,9 @@ pub struct LoopbackNic {
     rx_burst: usize,
     max_segments: usize,
     injected: VecDeque<Vec<u8>>,
+    faults: Faults,
+    rng: SmallRng,
+    injected_faults: FaultCounts,
 }
 
 impl Loopback {
@@ -198,6 +230,9 @@ impl Loopback {
                 rx_burst: cfg.rx_burst,
                 max_segments: cfg.max_segments,
                 injected: VecDeque::new(),
+                faults: cfg.faults,
+                rng: SmallRng::seed_from_u64(cfg.faults.seed),
+                injected_faults: FaultCounts::default(),
             };
             Ok(Loopback {
                 eth: EthDatapath::new(nic, mem, cfg.stack),
@@ -215,6 +250,11 @@ impl Loopback {
     /// The stack (configuration and counters).
     pub fn stack(&self) -> &EthStack {
         self.eth.stack()
+    }
+
+    /// Frames this end's faulty wire lost and duplicated so far.
+    pub fn faults_injected(&self) -> FaultCounts {
+        self.eth.device().injected_faults
     }
 
     /// Queues a raw frame as if it had arrived from the wire (processed at the next poll).
@@ -348,6 +388,29 @@ impl TxSink for LoopbackNic {
     }
 }
 
+impl LoopbackNic {
+    /// The lossy wire: drops and duplicates the IPv4 frames of `wire` as
+    /// [`LoopbackConfig::faults`] says, appending what arrives to `out`.
+    fn apply_faults(&mut self, wire: Vec<Vec<u8>>, out: &mut Vec<Vec<u8>>) {
+        let f = self.faults;
+        for frame in wire {
+            if frame.get(12..14) != Some(&[0x08, 0x00][..]) {
+                out.push(frame); // ARP and the like: untouched
+                continue;
+            }
+            if self.rng.gen::<f64>() < f.loss {
+                self.injected_faults.lost += 1;
+            } else if self.rng.gen::<f64>() < f.duplicate {
+                self.injected_faults.duplicated += 1;
+                out.push(frame.clone());
+                out.push(frame);
+            } else {
+                out.push(frame);
+            }
+        }
+    }
+}
+
 impl Device for LoopbackNic {
     fn max_segments(&self) -> usize {
         self.max_segments
@@ -364,7 +427,12 @@ impl Device for LoopbackNic {
             bytes_in.push(f);
         }
         let budget = self.rx_burst;
+        let injected = bytes_in.len();
         self.dma_from_peer(budget, &mut bytes_in);
+        if self.faults != Faults::default() {
+            let wire = bytes_in.split_off(injected);
+            self.apply_faults(wire, &mut bytes_in);
+        }
         let mut no_buffer = 0;
         for bytes in bytes_in {
             match self.mem.alloc(bytes.len()) {

@@ -666,3 +666,33 @@ fn memory_is_pinned_memory_of_the_datapath() {
     let mem: &PinnedMemory = a.memory();
     assert!(mem.stats().regions >= 1);
 }
+
+#[test]
+fn a_lossy_wire_loses_and_duplicates_frames_reproducibly() {
+    let run = || {
+        let (a, mut b) = configs(true);
+        b.faults = datapath_loopback::Faults {
+            loss: 0.05,
+            duplicate: 0.01,
+            seed: 7,
+        };
+        let (mut a, mut b) = Loopback::pair(a, b).unwrap();
+        let conn = a.connect(addr_b()).unwrap();
+        let mut rx = Vec::new();
+        b.recv_burst(&mut rx).unwrap(); // ARP: never touched
+        a.recv_burst(&mut rx).unwrap();
+        let mut got = Vec::new();
+        for i in 0..4000u32 {
+            a.send_copy(conn, Msg::new(i, 0), &i.to_le_bytes()).unwrap();
+            a.flush().unwrap();
+            got.extend(recv_all(&mut b).into_iter().map(|m| m.msg.id));
+            a.poll_completions();
+        }
+        (got, b.faults_injected())
+    };
+    let (got, f) = run();
+    assert_eq!(got.len() as u64, 4000 - f.lost + f.duplicated);
+    assert!((120..=280).contains(&f.lost), "{f:?}");
+    assert!((15..=70).contains(&f.duplicated), "{f:?}");
+    assert_eq!(run(), (got, f), "the same seed, the same faults");
+}

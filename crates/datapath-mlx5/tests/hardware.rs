@@ -7,9 +7,9 @@
 #[cfg(not(feature = "mlx5"))]
 #[test]
 fn hardware_tests_need_the_mlx5_feature() {
-    eprintln!(
-        "SKIPPED: datapath-mlx5 hardware tests: built without the `mlx5` feature \
-         (cargo test -p datapath-mlx5 --features mlx5)"
+    test_skip::skip(
+        "datapath-mlx5 hardware tests",
+        "built without the `mlx5` feature (cargo test -p datapath-mlx5 --features mlx5)",
     );
 }
 
@@ -33,9 +33,9 @@ mod hw {
         match env::var("CORNFLAKES_MLX5_DEV") {
             Ok(d) if !d.is_empty() => Some(d),
             _ => {
-                eprintln!(
-                    "SKIPPED: no ConnectX named; set CORNFLAKES_MLX5_DEV=<mlx5_0 | PCI address> \
-                     to run the hardware tests"
+                test_skip::skip(
+                    "datapath-mlx5 hardware tests",
+                    "no ConnectX named; set CORNFLAKES_MLX5_DEV=<mlx5_0 | PCI address> to run them",
                 );
                 None
             }
@@ -146,11 +146,14 @@ mod hw {
             .ok()
             .and_then(|s| s.parse().ok())
         else {
-            eprintln!("SKIPPED: spawned cores on hardware: set CORNFLAKES_MLX5_IP as well");
+            test_skip::skip(
+                "spawned_cores_on_hardware",
+                "set CORNFLAKES_MLX5_IP as well",
+            );
             return;
         };
         if percore::allowed_cores().unwrap().len() < 2 {
-            eprintln!("SKIPPED: spawned cores on hardware: two pinned cores need 2 CPUs");
+            test_skip::skip("spawned_cores_on_hardware", "two pinned cores need 2 CPUs");
             return;
         }
         let base = SocketAddrV4::new(ip, 7000);
@@ -183,7 +186,10 @@ mod hw {
         {
             Some(ip) => ip,
             None => {
-                eprintln!("SKIPPED: per-core QPs on hardware: set CORNFLAKES_MLX5_IP as well");
+                test_skip::skip(
+                    "cores_of_one_port_on_hardware",
+                    "set CORNFLAKES_MLX5_IP as well",
+                );
                 return;
             }
         };
@@ -240,9 +246,9 @@ mod hw {
             .ok()
             .and_then(|s| s.parse::<SocketAddrV4>().ok())
         else {
-            eprintln!(
-                "SKIPPED: echo round trip; set CORNFLAKES_MLX5_IP and CORNFLAKES_MLX5_PEER=ip:port \
-                 of an echo server"
+            test_skip::skip(
+                "the echo round trip on hardware",
+                "set CORNFLAKES_MLX5_IP and CORNFLAKES_MLX5_PEER=ip:port of an echo server",
             );
             return;
         };

@@ -18,7 +18,6 @@
 #[allow(unsafe_code)]
 mod sys;
 
-use std::collections::HashMap;
 use std::io;
 use std::net::{SocketAddrV4, UdpSocket};
 use std::os::fd::AsFd;
@@ -29,8 +28,9 @@ use cornflakes::mem::{AllocError, MemoryConfig};
 use cornflakes::{
     ConnId, CornflakesObj, Msg, PinnedMemory, RcBuf, RcBufMut, RxMsg, SendError, SendPlan,
 };
-use cornflakes_stack::reassembly::{self, Reassembler, ReassemblyConfig};
+use cornflakes_stack::reassembly::{Reassembler, ReassemblyConfig};
 use cornflakes_stack::wire::framing;
+use cornflakes_stack::ConnTable;
 use cornflakes_stack::{Cursor, FramePlan, PieceWalk, IP_OVERHEAD};
 
 use sys::{Datagram, Received, RecvScratch, SendScratch, MAX_GSO_SEGMENTS, MAX_IOV};
@@ -57,7 +57,8 @@ pub struct SocketConfig {
     pub reassembly: ReassemblyConfig,
     /// Use UDP GSO for segmented messages when the kernel supports it.
     pub gso: bool,
-    /// Most connections; datagrams from further new peers are dropped and counted.
+    /// Most connections: when full, a new peer's message evicts an idle entry (unanswered
+    /// ones first, `cornflakes_stack::conntable`); counted in `conn_evicted`.
     pub max_conns: usize,
     /// Kernel socket buffer size to ask for (send and receive), if any.
     pub socket_buffer: Option<usize>,
@@ -116,8 +117,7 @@ pub struct SocketDatapath {
     local: SocketAddrV4,
     mem: PinnedMemory,
     cfg: SocketConfig,
-    conns: Vec<SocketAddrV4>,
-    by_peer: HashMap<SocketAddrV4, ConnId>,
+    conns: ConnTable<()>,
     reasm: Reassembler,
     counters: DropCounters,
     gso: bool,
@@ -164,8 +164,7 @@ impl SocketDatapath {
             reasm: Reassembler::new(rcfg),
             counters: DropCounters::default(),
             gso,
-            conns: Vec::new(),
-            by_peer: HashMap::new(),
+            conns: ConnTable::new(cfg.max_conns),
             rx_bufs: Vec::with_capacity(cfg.rx_batch),
             rx_meta: Vec::with_capacity(cfg.rx_batch),
             rx_scratch: RecvScratch::default(),
@@ -208,11 +207,11 @@ impl SocketDatapath {
         self.cfg.mtu.saturating_sub(IP_OVERHEAD).max(1)
     }
 
-    fn peer(&self, conn: ConnId) -> Result<SocketAddrV4, SendError> {
-        self.conns
-            .get(conn.0 as usize)
-            .copied()
-            .ok_or(SendError::UnknownConn(conn))
+    /// The peer to send to on `conn`; sending confirms the connection (kept over unanswered
+    /// ones when the table is full).
+    fn peer(&mut self, conn: ConnId) -> Result<SocketAddrV4, SendError> {
+        self.conns.confirm(conn);
+        self.conns.peer(conn).ok_or(SendError::UnknownConn(conn))
     }
 
     fn plan(&self, total: usize) -> Result<FramePlan, SendError> {
@@ -370,50 +369,40 @@ impl SocketDatapath {
                 return;
             }
         };
-        let conn = match self.by_peer.get(&from) {
-            Some(&c) => c,
-            None if self.conns.len() < self.cfg.max_conns => {
-                let c = ConnId(self.conns.len() as u32);
-                self.conns.push(from);
-                self.by_peer.insert(from, c);
-                c
+        // A whole message, before the sender gets a connection: a lone segment or junk
+        // never takes a table entry.
+        let (msg, data) = if hdr.seg_count == 1 {
+            match pkt.try_slice(FH, pkt.len() - FH) {
+                Ok(Some(data)) => (Msg::new(hdr.msg_id, hdr.msg_type), data),
+                _ => {
+                    self.counters.truncated += 1;
+                    return;
+                }
             }
-            None => {
-                self.counters.conn_table_full += 1;
-                return;
+        } else {
+            match self.reasm.push(&self.mem, from, &hdr, fp.payload(), now) {
+                Ok(Some(m)) => m,
+                Ok(None) => return,
+                Err(d) => return d.count(&mut self.counters),
             }
         };
-        if hdr.seg_count == 1 {
-            match pkt.try_slice(FH, pkt.len() - FH) {
-                Ok(Some(data)) => {
-                    self.counters.delivered += 1;
-                    out.push(RxMsg {
-                        conn,
-                        peer: from,
-                        msg: Msg::new(hdr.msg_id, hdr.msg_type),
-                        data,
-                    });
+        let conn = match self.conns.lookup(from) {
+            Some(c) => c,
+            None => match self.conns.insert(from, (), false) {
+                Some(c) => c,
+                None => {
+                    self.counters.conn_table_full += 1;
+                    return;
                 }
-                _ => self.counters.truncated += 1,
-            }
-            return;
-        }
-        match self.reasm.push(&self.mem, from, &hdr, fp.payload(), now) {
-            Ok(Some((msg, data))) => {
-                self.counters.delivered += 1;
-                out.push(RxMsg {
-                    conn,
-                    peer: from,
-                    msg,
-                    data,
-                });
-            }
-            Ok(None) => {}
-            Err(reassembly::Drop::BadFraming) => self.counters.bad_framing += 1,
-            Err(reassembly::Drop::Duplicate) => self.counters.duplicate_segment += 1,
-            Err(reassembly::Drop::Overflow) => self.counters.reassembly_overflow += 1,
-            Err(reassembly::Drop::NoBuffer) => self.counters.no_rx_buffers += 1,
-        }
+            },
+        };
+        self.counters.delivered += 1;
+        out.push(RxMsg {
+            conn,
+            peer: from,
+            msg,
+            data,
+        });
     }
 }
 
@@ -425,20 +414,17 @@ impl DatapathMemory for SocketDatapath {
 
 impl Connect for SocketDatapath {
     fn connect(&mut self, peer: SocketAddrV4) -> io::Result<ConnId> {
-        if let Some(&c) = self.by_peer.get(&peer) {
+        if let Some(c) = self.conns.lookup(peer) {
+            self.conns.confirm(c);
             return Ok(c);
         }
-        if self.conns.len() >= self.cfg.max_conns {
-            return Err(io::Error::other("connection table full"));
-        }
-        let c = ConnId(self.conns.len() as u32);
-        self.conns.push(peer);
-        self.by_peer.insert(peer, c);
-        Ok(c)
+        self.conns.insert(peer, (), true).ok_or_else(|| {
+            io::Error::other("connection table full: every entry is in use by the current burst")
+        })
     }
 
     fn peer_addr(&self, conn: ConnId) -> Option<SocketAddrV4> {
-        self.conns.get(conn.0 as usize).copied()
+        self.conns.peer(conn)
     }
 
     fn local_addr(&self) -> SocketAddrV4 {
@@ -452,7 +438,9 @@ impl Receive for SocketDatapath {
     }
 
     fn counters(&self) -> DropCounters {
-        self.counters
+        let mut c = self.counters;
+        c.conn_evicted = self.conns.evicted();
+        c
     }
 }
 
@@ -610,5 +598,86 @@ impl std::fmt::Debug for SocketDatapath {
             .field("queued", &self.tx_dgrams.len())
             .field("counters", &self.counters)
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::Ipv4Addr;
+
+    fn framed(id: u32, body: &[u8]) -> Vec<u8> {
+        let mut f = vec![0u8; FH + body.len()];
+        framing::Repr::single(id, 1, body.len() as u32).emit(&mut f[..FH]);
+        f[FH..].copy_from_slice(body);
+        f
+    }
+
+    /// Issue 24, fault 3: 66 000 spoofed sources (each a datagram with a valid framing
+    /// header and a junk body) filled the 65 536-entry table for good and a fresh client got
+    /// no reply. Now idle, unanswered entries are evicted and the client is answered.
+    #[test]
+    fn a_spoofed_flood_does_not_lock_out_a_fresh_client() {
+        let mut cfg = SocketConfig::new(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0));
+        cfg.gso = false;
+        let mut server = SocketDatapath::new(cfg).unwrap();
+        let now = Instant::now();
+        let mut out = Vec::new();
+        for n in 0..66_000u32 {
+            let from = SocketAddrV4::new(Ipv4Addr::from(0x0a09_0000 + n), 4000);
+            let mut b = server.mem.alloc(FH + 8).unwrap();
+            b.copy_from_slice(&framed(n, &[0xff; 8]));
+            server.deliver(b.freeze(), from, now, &mut out);
+            out.clear(); // the application found junk and answered nothing
+        }
+        let c = server.counters();
+        assert_eq!(c.conn_table_full, 0, "{c:?}");
+        assert!(c.conn_evicted >= 66_000 - 65_536, "{c:?}");
+        // A real client now.
+        let client = UdpSocket::bind(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0)).unwrap();
+        client
+            .set_read_timeout(Some(std::time::Duration::from_secs(5)))
+            .unwrap();
+        client
+            .send_to(&framed(7, b"hello"), server.local_addr())
+            .unwrap();
+        let mut got = Vec::new();
+        for _ in 0..5000 {
+            server.recv_burst(&mut got).unwrap();
+            if !got.is_empty() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert_eq!(got.len(), 1, "{:?}", server.counters());
+        server
+            .send_copy(got[0].conn, got[0].msg, b"answer")
+            .unwrap();
+        server.flush().unwrap();
+        let mut buf = [0u8; 64];
+        let n = client.recv(&mut buf).unwrap();
+        assert_eq!(&buf[FH..n], b"answer");
+    }
+
+    /// A lone segment of a message never completed takes no connection entry.
+    #[test]
+    fn only_whole_messages_create_connections() {
+        let cfg = SocketConfig::new(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0));
+        let mut server = SocketDatapath::new(cfg).unwrap();
+        let mut f = vec![0u8; FH + 100];
+        // Segment 0 of 2 of a 200-byte message.
+        framing::Repr {
+            seg_index: 0,
+            seg_count: 2,
+            ..framing::Repr::single(1, 1, 200)
+        }
+        .emit(&mut f[..FH]);
+        let mut b = server.mem.alloc(f.len()).unwrap();
+        b.copy_from_slice(&f);
+        let mut out = Vec::new();
+        let from = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 9), 1);
+        server.deliver(b.freeze(), from, Instant::now(), &mut out);
+        assert!(out.is_empty());
+        assert_eq!(server.conns.len(), 0);
     }
 }

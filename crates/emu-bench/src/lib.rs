@@ -83,12 +83,14 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod capture;
 mod frames;
 mod resident;
 mod run;
 mod search;
 mod wire;
 
+pub use capture::{capture, CaptureDatapath};
 /// Whether this machine has the N + 1 CPUs an N-core run needs (N servers, one device), and
 /// which.
 pub use datapath_mlx5::emu::threaded::cores_for;
@@ -100,5 +102,8 @@ pub use run::{
     memory_config, run, run_cores, Bottleneck, CoreReport, EmuReport, EmuRunConfig, ServerPort,
     DEVICE_SATURATED, ETHERNET_WIRE_OVERHEAD, LINE_RATE_GBPS,
 };
-pub use search::{median_records, table, trials_json, Bound, EmuSummary, EmuTrial, LoadSummary};
+pub use search::{
+    control_line, median_records, replies_verified, table, trials_json, Bound, EmuSummary,
+    EmuTrial, LoadSummary, PAPER_CONTROL,
+};
 pub use wire::{LoadWire, ReplyCheck, MAX_FAILURES_KEPT};

@@ -17,6 +17,7 @@ use datapath_mlx5::emu::threaded::{
 };
 use datapath_mlx5::emu::{EmuConfig, EmuStats};
 use datapath_mlx5::{core_flow_rules, core_port, DeviceCaps, Mlx5Config, Mlx5Datapath};
+use loadgen::interference::{CpuSnapshot, Interference};
 use loadgen::{Bound, Counters, RunReport, Schedule, ScheduleConfig};
 
 use crate::frames::{Request, RequestFrames};
@@ -43,9 +44,13 @@ pub struct EmuRunConfig {
     pub timeout: Duration,
     /// Seed of the arrival times.
     pub seed: u64,
-    /// Every n-th reply is read whole and checked by the [`ReplyCheck`] (1: all of them);
-    /// the first reply to each distinct request always is. Every reply's headers, length,
-    /// type and id are checked.
+    /// Every reply is read whole (every byte of every descriptor, as a NIC's DMA reads it)
+    /// and its headers, length, type, id and answering core checked. Its payload is given to
+    /// the [`ReplyCheck`] when it is the first reply to its distinct request, when its bytes
+    /// differ from the last reply the checker accepted for that request (compared by a
+    /// 64-bit hash), and for a random sample of 1 in `sample_every` of the rest (1: every
+    /// reply goes to the checker). So a wrong byte in any reply is caught; what the sample
+    /// adds is a re-check of replies identical to an accepted one.
     pub sample_every: u64,
     /// Replies to one request may change length during the run (a key-value store's writes
     /// change what a read returns): a reply whose length differs from the last reply to the
@@ -148,8 +153,23 @@ pub struct EmuReport {
     pub device_busy: f64,
     /// The emulated device's counters, summed over the cores' queue sets.
     pub device: EmuStats,
-    /// Replies read whole and checked by the [`ReplyCheck`].
+    /// Replies whose payload the [`ReplyCheck`] checked.
     pub sampled: u64,
+    /// Replies whose gathered payload equalled (by hash) a reply the checker accepted for
+    /// the same request: checked without decoding. `sampled + hash_matched` is every reply
+    /// that verified.
+    pub hash_matched: u64,
+    /// Distinct requests with a reply the checker accepted, of `distinct`.
+    pub distinct_verified: usize,
+    /// Distinct requests of the run.
+    pub distinct: usize,
+    /// Server cores with a reply the checker accepted, of `cores`.
+    pub cores_verified: usize,
+    /// What else ran on the run's CPUs (server cores and device) from the device's start to
+    /// its stop; `None` for an unpinned run (its CPUs are not its own) or without `/proc`.
+    pub interference: Option<Interference>,
+    /// The device's time per gather entry (`EmuRunConfig::delay_per_segment`), nanoseconds.
+    pub desc_ns: u64,
     /// Requests dropped by the device for want of a posted receive buffer (counted lost).
     pub not_delivered: u64,
     /// Largest delay between a request's scheduled time and its injection, nanoseconds.
@@ -394,6 +414,8 @@ pub(crate) struct Run<'a, C: ReplyCheck> {
     ready: Arc<[AtomicBool]>,
     stop: Arc<AtomicBool>,
     limit: Duration,
+    /// The run's CPUs' time when it started (pinned runs).
+    cpu_start: Option<CpuSnapshot>,
 }
 
 impl<'a, C: ReplyCheck> Run<'a, C> {
@@ -481,7 +503,13 @@ impl<'a, C: ReplyCheck> Run<'a, C> {
             .collect();
         // Long enough for the schedule, the loss timeout and a slow start, and then some.
         let limit = cfg.warmup + cfg.duration + cfg.timeout + Duration::from_secs(30);
+        let cpu_start = cpus.as_ref().and_then(|(servers, device)| {
+            let mut all = servers.clone();
+            all.push(*device);
+            CpuSnapshot::take(&all)
+        });
         Ok(Run {
+            cpu_start,
             cfg,
             n,
             cpus,
@@ -560,6 +588,7 @@ impl<'a, C: ReplyCheck> Run<'a, C> {
         server_out: Result<Vec<R>, String>,
     ) -> Result<(EmuReport, Vec<R>), String> {
         let (cfg, n) = (self.cfg, self.n);
+        let interference = self.cpu_start.as_ref().and_then(CpuSnapshot::since);
         let (wire, dev) = self
             .device
             .stop()
@@ -588,6 +617,7 @@ impl<'a, C: ReplyCheck> Run<'a, C> {
             _ => 0.0,
         };
         let (mean_request_frame, mean_reply_frame) = wire.mean_frames();
+        let (distinct_verified, cores_verified) = wire.coverage();
         let per_core: Vec<CoreReport> = (0..n)
             .map(|i| CoreReport {
                 counters: wire.per_core[i],
@@ -610,6 +640,12 @@ impl<'a, C: ReplyCheck> Run<'a, C> {
             device_busy,
             device: dev.stats,
             sampled: wire.sampled,
+            hash_matched: wire.hash_matched,
+            distinct_verified,
+            distinct: wire.distinct(),
+            cores_verified,
+            interference,
+            desc_ns: u64::try_from(cfg.delay_per_segment.as_nanos()).unwrap_or(u64::MAX),
             not_delivered: wire.not_delivered,
             max_inject_lag_ns: wire.max_inject_lag_ns,
             failures: wire.failures.clone(),

@@ -77,6 +77,22 @@ impl<S> EmuTrial<S> {
             r.bottleneck(),
             r.run.counters
         ) + &per_core
+            + &format!(
+                "  checked: {} decoded + {} by hash, distinct requests {}/{}, cores {}/{}",
+                r.sampled, r.hash_matched, r.distinct_verified, r.distinct, r.cores_verified, r.cores
+            )
+            + &r.interference
+                .as_ref()
+                .filter(|i| i.disturbed())
+                .map_or(String::new(), |i| format!("  {}", i.describe()))
+    }
+
+    /// Whether other processes disturbed this trial ([`loadgen::interference`]).
+    pub fn disturbed(&self) -> bool {
+        self.report
+            .interference
+            .as_ref()
+            .is_some_and(|i| i.disturbed())
     }
 
     /// The trial as JSON (every trial goes to the run's points file).
@@ -95,6 +111,10 @@ impl<S> EmuTrial<S> {
             "bottleneck": r.bottleneck().to_string(),
             "work_p50_ns": self.work_p50_ns,
             "sampled": r.sampled,
+            "hash_matched": r.hash_matched,
+            "distinct_verified": r.distinct_verified,
+            "distinct": r.distinct,
+            "cores_verified": r.cores_verified,
             "not_delivered": r.not_delivered,
             "max_inject_lag_ns": r.max_inject_lag_ns,
             "cores": r.cores,
@@ -112,6 +132,15 @@ impl<S> EmuTrial<S> {
             "mismatched": self.record.mismatched,
             "lost": self.record.lost,
             "failures": r.failures,
+            "disturbed": self.disturbed(),
+            "interference": r.interference.as_ref().map(|i| json!({
+                "window_s": i.window.as_secs_f64(),
+                "cpus": i.cpus,
+                "busy_s": i.busy_s,
+                "others_s": i.others_s,
+                "others_share": i.others_share(),
+                "involuntary_switches": i.involuntary_switches,
+            })),
         })
     }
 }
@@ -146,6 +175,8 @@ pub struct LoadSummary {
     /// The most requests per second a 100 Gbit/s Ethernet link could carry with the median
     /// trial's frames ([`EmuReport::line_rate_rps`]): above it a real port would be the limit.
     pub line_rate_rps: Option<f64>,
+    /// Trials at this load that other processes disturbed ([`EmuTrial::disturbed`]).
+    pub disturbed: usize,
 }
 
 impl LoadSummary {
@@ -163,6 +194,7 @@ impl LoadSummary {
             work_p50_ns: m.work_p50_ns,
             bottleneck: m.report.bottleneck(),
             line_rate_rps: m.report.line_rate_rps(crate::run::LINE_RATE_GBPS),
+            disturbed: v.trials.iter().filter(|t| t.disturbed()).count(),
         }
     }
 
@@ -178,6 +210,7 @@ impl LoadSummary {
             "work_p50_ns": self.work_p50_ns,
             "bottleneck": self.bottleneck.to_string(),
             "line_rate_100gbe_rps": self.line_rate_rps,
+            "disturbed_trials": self.disturbed,
         })
     }
 }
@@ -228,8 +261,14 @@ pub struct EmuSummary {
     pub trials: usize,
     /// Replies that failed verification, over every trial (must be 0).
     pub mismatched: u64,
+    /// Replies whose headers or framing were wrong, over every trial (must be 0).
+    pub malformed: u64,
     /// Requests lost, over every trial.
     pub lost: u64,
+    /// Trials other processes disturbed, over the whole search.
+    pub disturbed: usize,
+    /// The device's cost per gather entry of its trials, nanoseconds (`--desc-ns`).
+    pub desc_ns: u64,
 }
 
 impl EmuSummary {
@@ -252,8 +291,9 @@ impl EmuSummary {
             Bound::Server
         };
         let all = s.loads.iter().flat_map(|v| v.trials.iter());
-        let (mismatched, lost) = all.fold((0, 0), |(m, l), t| {
-            (m + t.record.mismatched, l + t.record.lost)
+        let (mismatched, malformed, lost) = all.fold((0, 0, 0), |(m, f, l), t| {
+            let c = &t.report.run.counters;
+            (m + c.mismatched, f + c.malformed, l + c.lost)
         });
         let cores = s
             .loads
@@ -271,8 +311,32 @@ impl EmuSummary {
             loads: s.loads.len(),
             trials: s.trials_run(),
             mismatched,
+            malformed,
             lost,
+            desc_ns: s
+                .loads
+                .iter()
+                .flat_map(|v| v.trials.iter())
+                .map(|t| t.report.desc_ns)
+                .max()
+                .unwrap_or(0),
+            disturbed: s
+                .loads
+                .iter()
+                .flat_map(|v| v.trials.iter())
+                .filter(|t| t.disturbed())
+                .count(),
         }
+    }
+
+    /// Whether the result rests on disturbed trials: some trial of its best load was.
+    pub fn rests_on_disturbed(&self) -> bool {
+        self.best.as_ref().is_some_and(|b| b.disturbed > 0)
+    }
+
+    /// Replies of any trial that were wrong: mismatched or malformed.
+    pub fn bad_replies(&self) -> u64 {
+        self.mismatched + self.malformed
     }
 
     /// The bracket and what bounded it, in words.
@@ -313,8 +377,89 @@ impl EmuSummary {
             "loads": self.loads,
             "trials": self.trials,
             "mismatched": self.mismatched,
+            "malformed": self.malformed,
             "lost": self.lost,
+            "disturbed_trials": self.disturbed,
+            "rests_on_disturbed_trials": self.rests_on_disturbed(),
+            "desc_ns": self.desc_ns,
         })
+    }
+}
+
+/// The paper's copy-only Cornflakes ÷ protobuf (§6.2): what the control row should show when
+/// the baselines are as careful as Cornflakes' own copying path.
+pub const PAPER_CONTROL: (f64, f64) = (0.93, 1.02);
+
+/// The control beside the headline ratio: `copy` (Cornflakes copying every field, as a
+/// library does) ÷ the best of `libraries`, and `headline` ÷ the same, with the paper's
+/// [`PAPER_CONTROL`] for reference; `None` when a mode is missing or kept nothing up. A
+/// control far above the paper's range says the baselines pay for something Cornflakes does
+/// not — the harness, not zero-copy; a ratio resting on disturbed trials says so.
+pub fn control_line(
+    summaries: &[EmuSummary],
+    headline: &str,
+    copy: &str,
+    libraries: &[&str],
+) -> Option<String> {
+    let find = |name: &str| summaries.iter().find(|m| m.mode == name);
+    let rps = |m: &EmuSummary| m.best.as_ref().map(|b| b.median_rps);
+    let best = libraries
+        .iter()
+        .filter_map(|l| find(l))
+        .filter_map(|m| rps(m).map(|r| (m, r)))
+        .max_by(|a, b| a.1.total_cmp(&b.1))?;
+    let (h, c) = (find(headline)?, find(copy)?);
+    let (hr, cr) = (rps(h)?, rps(c)?);
+    let flag = |m: &EmuSummary| {
+        if m.rests_on_disturbed() || best.0.rests_on_disturbed() {
+            " (disturbed trials)"
+        } else {
+            ""
+        }
+    };
+    let control = cr / best.1;
+    let (lo, hi) = PAPER_CONTROL;
+    let note = if control > hi + 0.03 {
+        format!(
+            "; above the paper's range: the baselines pay per request for something {copy} does \
+             not (see docs/results.md)"
+        )
+    } else {
+        String::new()
+    };
+    Some(format!(
+        "Headline: {headline} ÷ best library ({}) = {:.2}{}. Control: {copy} ÷ best library = \
+         {control:.2}{} (the paper's copy-only ÷ protobuf: {lo:.2}–{hi:.2}){note}.",
+        best.0.mode,
+        hr / best.1,
+        flag(h),
+        flag(c),
+    ))
+}
+
+/// `Ok` when every reply of every trial of every mode verified; otherwise an error naming
+/// each mode with wrong replies. A bench returns it after writing its outputs, so it exits
+/// non-zero when any trial — not only the median one — counted a mismatched or malformed
+/// reply.
+pub fn replies_verified(summaries: &[EmuSummary]) -> Result<(), String> {
+    let bad: Vec<String> = summaries
+        .iter()
+        .filter(|m| m.bad_replies() > 0)
+        .map(|m| {
+            format!(
+                "{}: {} mismatched and {} malformed replies over its {} trials",
+                m.mode, m.mismatched, m.malformed, m.trials
+            )
+        })
+        .collect();
+    if bad.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "replies failed verification (the trials' failures are printed above and in \
+             emu-points.json): {}",
+            bad.join("; ")
+        ))
     }
 }
 
@@ -343,13 +488,11 @@ fn k(v: f64) -> String {
 /// `baseline` (e.g. `raw`), p99, device utilisation, the 100 Gbit/s line rate of its frames
 /// and server handling time there, what bounded the mode, and the verification counters. `trials` is the search's K.
 pub fn table(summaries: &[EmuSummary], baseline: Option<&str>, trials: usize) -> String {
-    let base = baseline.and_then(|b| {
-        summaries
-            .iter()
-            .find(|s| s.mode == b)
-            .and_then(|s| s.best.as_ref())
-            .map(|b| b.median_rps)
-    });
+    let base_summary = baseline.and_then(|b| summaries.iter().find(|s| s.mode == b));
+    let base = base_summary
+        .and_then(|s| s.best.as_ref())
+        .map(|b| b.median_rps);
+    let base_disturbed = base_summary.is_some_and(EmuSummary::rests_on_disturbed);
     let mut s = String::new();
     let cores = summaries.iter().map(|m| m.cores).max().unwrap_or(1);
     let who = if cores == 1 {
@@ -360,31 +503,46 @@ pub fn table(summaries: &[EmuSummary], baseline: Option<&str>, trials: usize) ->
              with an emulated ConnectX on one more core"
         )
     };
+    let desc = summaries.iter().map(|m| m.desc_ns).max().unwrap_or(0);
     let _ = writeln!(
         s,
         "{who} (not a network measurement). Each load: median of up to {trials} trials; \
-         saturation bracketed by a grid, then bisection.\n"
+         saturation bracketed by a grid, then bisection. Device cost per gather entry \
+         (--desc-ns): {desc} ns{}.\n",
+        if desc == 0 {
+            " (the paper's crossover comes from CPU-side costs; its NICs were not the limit, §5.2)"
+        } else {
+            ""
+        }
     );
     let vs = baseline.map_or(String::new(), |b| format!(" vs {b} |"));
     let _ = writeln!(
         s,
-        "| mode | max req/s within 95% of offered (median) | trials there: min–max req/s |{vs} p99 there (µs) | device busy there | 100 GbE line rate (req/s) | server work p50 there (ns) | bounded by | mismatched | lost | loads / trials |"
+        "| mode | max req/s within 95% of offered (median) | trials there: min–max req/s |{vs} p99 there (µs) | device busy there | 100 GbE line rate (req/s) | server work p50 there (ns) | bounded by | mismatched | lost | loads / trials | disturbed trials (there / all) |"
     );
     let _ = writeln!(
         s,
-        "|---|---:|---:|{}---:|---:|---:|---:|---|---:|---:|---:|",
+        "|---|---:|---:|{}---:|---:|---:|---:|---|---:|---:|---:|---:|",
         if baseline.is_some() { "---:|" } else { "" }
     );
     for m in summaries {
         let b = m.best.as_ref();
         let ratio = match (b, base) {
-            (Some(b), Some(base)) if base > 0.0 => format!(" {:.2} |", b.median_rps / base),
+            (Some(b), Some(base)) if base > 0.0 => format!(
+                " {:.2}{} |",
+                b.median_rps / base,
+                if b.disturbed > 0 || base_disturbed {
+                    " (disturbed trials)"
+                } else {
+                    ""
+                }
+            ),
             _ if baseline.is_some() => " – |".to_owned(),
             _ => String::new(),
         };
         let _ = writeln!(
             s,
-            "| {} | {} | {} |{ratio} {} | {} | {} | {} | {} | {} | {} | {} / {} |",
+            "| {} | {} | {} |{ratio} {} | {} | {} | {} | {} | {} | {} | {} / {} | {} / {} |",
             m.mode,
             b.map_or("none kept up".to_owned(), |b| format!(
                 "{} (offered {})",
@@ -411,6 +569,17 @@ pub fn table(summaries: &[EmuSummary], baseline: Option<&str>, trials: usize) ->
             m.lost,
             m.loads,
             m.trials,
+            b.map_or(0, |b| b.disturbed),
+            m.disturbed,
+        );
+    }
+    let disturbed: usize = summaries.iter().map(|m| m.disturbed).sum();
+    if disturbed > 0 {
+        let _ = writeln!(
+            s,
+            "\n{disturbed} trial(s) ran while other processes used the bench's CPUs \
+             (`disturbed` in emu-points.json); a ratio marked \"(disturbed trials)\" rests on \
+             one: rerun on a quiet machine."
         );
     }
     s
@@ -441,6 +610,12 @@ mod tests {
             device_busy: busy,
             device: Default::default(),
             sampled: 1,
+            hash_matched: 0,
+            distinct_verified: 1,
+            distinct: 1,
+            cores_verified: 1,
+            interference: None,
+            desc_ns: 0,
             not_delivered: 0,
             max_inject_lag_ns: 0,
             failures: Vec::new(),
@@ -537,5 +712,48 @@ mod tests {
             "{}",
             fast.bound_note()
         );
+    }
+
+    #[test]
+    fn the_control_row_divides_copy_by_the_best_library_and_flags_disturbed_trials() {
+        let searches = run();
+        let a = EmuSummary::of("a", &searches[0]);
+        let mode = |name: &str, rps: f64| {
+            let mut m = a.clone();
+            m.mode = name.to_owned();
+            m.best.as_mut().unwrap().median_rps = rps;
+            m
+        };
+        let mut all = vec![
+            mode("cornflakes", 300.0),
+            mode("cornflakes-copy", 240.0),
+            mode("protobuf", 200.0),
+            mode("capnp", 150.0),
+        ];
+        let libs = ["protobuf", "capnp", "flatbuffers"];
+        let line = control_line(&all, "cornflakes", "cornflakes-copy", &libs).unwrap();
+        assert!(line.contains("best library (protobuf) = 1.50."), "{line}");
+        assert!(
+            line.contains("cornflakes-copy ÷ best library = 1.20"),
+            "{line}"
+        );
+        assert!(
+            line.contains("0.93–1.02") && line.contains("above the paper's range"),
+            "{line}"
+        );
+        assert!(!line.contains("disturbed"), "{line}");
+        all[2].best.as_mut().unwrap().disturbed = 1;
+        let line = control_line(&all, "cornflakes", "cornflakes-copy", &libs).unwrap();
+        assert!(line.contains("1.50 (disturbed trials)"), "{line}");
+        all[1].best.as_mut().unwrap().median_rps = 196.0;
+        let line = control_line(&all, "cornflakes", "cornflakes-copy", &libs).unwrap();
+        assert!(line.contains("= 0.98") && !line.contains("above"), "{line}");
+        assert_eq!(
+            control_line(&all[2..], "cornflakes", "cornflakes-copy", &libs),
+            None
+        );
+        // The device's per-descriptor cost is in every table.
+        let t = table(&all, None, 3);
+        assert!(t.contains("(--desc-ns): 0 ns"), "{t}");
     }
 }

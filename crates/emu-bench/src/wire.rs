@@ -17,9 +17,32 @@ use crate::frames::RequestFrames;
 
 /// Decides whether a reply payload is the correct answer to request `request` (an index into
 /// the requests given to [`crate::run`]). Runs on the device thread.
+///
+/// The device reads every reply and accepts one whose payload hashes equal to a reply `check`
+/// accepted for the same request **under the same [`version`](Self::version)**; every other
+/// reply goes to `check`. A checker whose right answers change during a run (a key-value
+/// store's reads after writes) says so with `version` and [`sees_every`](Self::sees_every).
 pub trait ReplyCheck: Send + 'static {
     /// `Ok` when `reply` (the reply message's bytes) is right; otherwise why not.
     fn check(&mut self, request: usize, reply: &[u8]) -> Result<(), String>;
+
+    /// A token of what the right reply to `request` depends on now (e.g. how often each key it
+    /// reads has been written): an identical reply is accepted by hash only under the token
+    /// it was checked under. The default, 0, says the right reply never changes.
+    fn version(&mut self, _request: usize) -> u64 {
+        0
+    }
+
+    /// Whether every reply to `request` must reach [`check`](Self::check) (e.g. a write,
+    /// whose effect the checker applies in order). Default: no.
+    fn sees_every(&self, _request: usize) -> bool {
+        false
+    }
+
+    /// A reply to `request` that came after its request timed out: not counted, but the
+    /// server did handle it, so a checker that applies writes in order (`sees_every`) may
+    /// apply it here. Default: nothing.
+    fn late(&mut self, _request: usize, _reply: &[u8]) {}
 }
 
 impl<F> ReplyCheck for F
@@ -71,6 +94,13 @@ pub struct LoadWire<C: ReplyCheck> {
     outstanding: usize,
     /// The reply length of each request, learned from its first (fully verified) reply.
     reply_len: Vec<Option<usize>>,
+    /// Per distinct request, the hash ([`payload_hash`]) of the last reply payload the
+    /// checker accepted and the checker's [`ReplyCheck::version`] then: a reply with the same
+    /// bytes under the same version is right without decoding it again.
+    verified_hash: Vec<Option<(u64, u64)>>,
+    /// The state of the random sample (xorshift64*): which replies the checker reads even
+    /// when their bytes equal a verified reply's.
+    rng: u64,
     scratch: Vec<u8>,
     /// Request outcomes per server core (a request's by the core it was sent to; a malformed
     /// or unexpected reply's by the queue set that sent it). Their sum is the run's.
@@ -82,8 +112,11 @@ pub struct LoadWire<C: ReplyCheck> {
     /// Measured requests answered and verified, per server core.
     pub(crate) measured_verified: Vec<u64>,
     pub(crate) last_measured_reply_ns: u64,
-    /// Replies read whole and given to the checker.
+    /// Replies given to the checker (first replies, changed bytes, and the random sample).
     pub(crate) sampled: u64,
+    /// Replies whose gathered bytes hashed equal to a reply the checker accepted for the
+    /// same request.
+    pub(crate) hash_matched: u64,
     /// Requests the device could not deliver (no receive buffer posted): lost.
     pub(crate) not_delivered: u64,
     /// Largest delay between a request's scheduled time and its injection.
@@ -122,6 +155,8 @@ impl<C: ReplyCheck> LoadWire<C> {
             expire: 0,
             outstanding: 0,
             reply_len: vec![None; k],
+            verified_hash: vec![None; k],
+            rng: cfg.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1,
             scratch: Vec::with_capacity(16 * 1024),
             per_core: vec![Counters::default(); cores],
             latency: LatencyHistogram::new(),
@@ -129,6 +164,7 @@ impl<C: ReplyCheck> LoadWire<C> {
             measured_verified: vec![0; cores],
             last_measured_reply_ns: 0,
             sampled: 0,
+            hash_matched: 0,
             not_delivered: 0,
             max_inject_lag_ns: 0,
             window_start: None,
@@ -168,6 +204,41 @@ impl<C: ReplyCheck> LoadWire<C> {
             c.merge(k);
         }
         c
+    }
+
+    /// Distinct requests of the run.
+    pub(crate) fn distinct(&self) -> usize {
+        self.frames.len()
+    }
+
+    /// Distinct requests with a reply the checker accepted, and the server cores that
+    /// answered one.
+    pub(crate) fn coverage(&self) -> (usize, usize) {
+        let distinct = self.verified_hash.iter().filter(|h| h.is_some()).count();
+        let mut cores = vec![false; self.per_core.len()];
+        for (k, h) in self.verified_hash.iter().enumerate() {
+            if h.is_some() {
+                cores[self.frames.core(k)] = true;
+            }
+        }
+        (distinct, cores.iter().filter(|&&c| c).count())
+    }
+
+    /// Whether this reply is in the random sample the checker reads even when its bytes
+    /// equal a verified reply's (1 in `sample_every`).
+    fn sampled_now(&mut self) -> bool {
+        if self.sample_every <= 1 {
+            return true;
+        }
+        // xorshift64*: cheap, and not aligned with the request cycle (a `seq % n` sample
+        // would revisit the same distinct requests and cores forever).
+        let mut x = self.rng;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.rng = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+            .is_multiple_of(self.sample_every)
     }
 
     /// Checks headers and framing of a reply of `len` bytes whose first bytes are `head`;
@@ -234,16 +305,8 @@ impl<C: ReplyCheck> LoadWire<C> {
     /// filled nor verified: the device would compute it from these very bytes, so checking
     /// it tells nothing about the server, and at 4 KiB each pass costs the device thread
     /// ~7,000 instructions.
-    fn verify_full(&mut self, frame: &TxFrame<'_>, request: usize) -> Result<(), String> {
-        let mut buf = std::mem::take(&mut self.scratch);
-        buf.clear();
-        buf.resize(frame.len(), 0);
-        let got = frame.read_prefix(&mut buf);
-        let cs = frame.cs_flags();
+    fn verify_full(&mut self, buf: &[u8], cs: u8, request: usize) -> Result<(), String> {
         let r = (|| {
-            if got != frame.len() {
-                return Err(format!("reply frame read {got} of {} bytes", frame.len()));
-            }
             let ip = ipv4::Packet::new_checked(&buf[ethernet::HEADER_LEN..])
                 .map_err(|e| format!("reply IPv4: {e:?}"))?;
             if cs & MLX5_ETH_WQE_L3_CSUM == 0 && !ip.verify_checksum() {
@@ -253,12 +316,29 @@ impl<C: ReplyCheck> LoadWire<C> {
             if cs & MLX5_ETH_WQE_L4_CSUM == 0 && !u.verify_checksum(ip.src_addr(), ip.dst_addr()) {
                 return Err("reply UDP checksum wrong".to_owned());
             }
-            self.checker
-                .check(request, &buf[FRAME_OVERHEAD..frame.len()])
+            self.checker.check(request, &buf[FRAME_OVERHEAD..])
         })();
-        self.scratch = buf;
         self.sampled += 1;
         r
+    }
+
+    /// Checks the payload of a whole reply (`buf`, the gathered frame) to distinct request
+    /// `k`: bytes equal (by [`payload_hash`]) to a reply the checker accepted for `k` are
+    /// right unless the random sample picks the reply; any other reply goes to the checker,
+    /// and when it is accepted its hash becomes `k`'s.
+    fn verify_payload(&mut self, buf: &[u8], cs: u8, k: usize) -> Result<(), String> {
+        let h = payload_hash(&buf[FRAME_OVERHEAD..]);
+        let sampled = self.sampled_now();
+        let every = self.checker.sees_every(k);
+        let version = if every { 0 } else { self.checker.version(k) };
+        if !every && !sampled && self.verified_hash[k] == Some((h, version)) {
+            self.hash_matched += 1;
+            return Ok(());
+        }
+        self.verify_full(buf, cs, k)?;
+        self.verified_hash[k] = Some((h, version));
+        self.reply_len[k] = Some(buf.len() - FRAME_OVERHEAD);
+        Ok(())
     }
 
     fn inject(&mut self, clock: &DeviceClock, rx: &mut RxPort<'_>) -> bool {
@@ -321,11 +401,62 @@ impl<C: ReplyCheck> LoadWire<C> {
 
 impl<C: ReplyCheck> Wire for LoadWire<C> {
     fn transmit(&mut self, frame: &TxFrame<'_>, now_ns: u64) {
-        let mut head = [0u8; FRAME_OVERHEAD];
-        let got = frame.read_prefix(&mut head);
+        // Every byte of every gathered descriptor is read, as a NIC's DMA reads it: the
+        // payload check below sees exactly what the wire would carry.
+        let mut buf = std::mem::take(&mut self.scratch);
+        buf.clear();
+        buf.resize(frame.len(), 0);
+        let got = frame.read_prefix(&mut buf);
+        buf.truncate(got);
+        self.settle(frame, &buf, now_ns);
+        self.scratch = buf;
+    }
+
+    fn poll(&mut self, clock: &DeviceClock, rx: &mut RxPort<'_>) -> bool {
+        if self.t0.is_none() {
+            if !self.ready.iter().all(|r| r.load(Ordering::Acquire)) {
+                return false;
+            }
+            self.t0 = Some(clock.now_ns);
+        }
+        let did = self.inject(clock, rx);
+        self.expire(clock.now_ns);
+        did
+    }
+
+    fn finished(&self) -> bool {
+        self.t0.is_some() && self.next == self.offsets.len() && self.outstanding == 0
+    }
+}
+
+impl<C: ReplyCheck> LoadWire<C> {
+    /// Hands a reply that came too late to be counted to the checker, when it wants every
+    /// reply to its request.
+    fn late(&mut self, seq: usize, buf: &[u8]) {
+        let k = seq % self.frames.len();
+        if self.checker.sees_every(k) && buf.len() >= FRAME_OVERHEAD {
+            self.checker.late(k, &buf[FRAME_OVERHEAD..]);
+        }
+    }
+
+    /// Matches the reply `buf` (the whole frame as gathered) to its request, checks it and
+    /// records the outcome.
+    fn settle(&mut self, frame: &TxFrame<'_>, buf: &[u8], now_ns: u64) {
         // The queue set that sent it, for replies that belong to no request.
         let sender = frame.queue().min(self.per_core.len() - 1);
-        let (id, ty, payload_len, src_port) = match self.parse_head(&head[..got], frame.len()) {
+        let head = &buf[..buf.len().min(FRAME_OVERHEAD)];
+        let parsed = self.parse_head(head, frame.len()).and_then(|x| {
+            if buf.len() == frame.len() {
+                Ok(x)
+            } else {
+                Err(format!(
+                    "reply frame read {} of {} bytes",
+                    buf.len(),
+                    frame.len()
+                ))
+            }
+        });
+        let (id, ty, payload_len, src_port) = match parsed {
             Ok(x) => x,
             Err(e) => {
                 self.per_core[sender].malformed += 1;
@@ -340,6 +471,10 @@ impl<C: ReplyCheck> Wire for LoadWire<C> {
         };
         if seq >= self.next || self.state[seq] != OUTSTANDING {
             self.per_core[sender].unexpected += 1;
+            if seq < self.next {
+                // Timed out already, but handled by the server.
+                self.late(seq, buf);
+            }
             return;
         }
         self.state[seq] = SETTLED;
@@ -349,6 +484,7 @@ impl<C: ReplyCheck> Wire for LoadWire<C> {
         let lat = now_ns.saturating_sub(t0 + self.offsets[seq]);
         if lat > self.timeout_ns {
             self.per_core[core].lost += 1;
+            self.late(seq, buf);
             return;
         }
         let from_core = usize::from(src_port - self.ends.base_port);
@@ -370,14 +506,7 @@ impl<C: ReplyCheck> Wire for LoadWire<C> {
                 Some(l) if l != payload_len && !self.replies_vary => Err(format!(
                     "reply to request {k} (id {id}) has {payload_len} bytes, earlier ones {l}"
                 )),
-                Some(l) if l == payload_len && !(seq as u64).is_multiple_of(self.sample_every) => {
-                    Ok(())
-                }
-                // Sampled, the first reply to this request, or (replies_vary) one whose length
-                // changed: read it whole, and remember its length once it is right.
-                _ => self.verify_full(frame, k).map(|()| {
-                    self.reply_len[k] = Some(payload_len);
-                }),
+                _ => self.verify_payload(buf, frame.cs_flags(), k),
             }
         };
         match verdict {
@@ -409,20 +538,62 @@ impl<C: ReplyCheck> Wire for LoadWire<C> {
             }
         }
     }
+}
 
-    fn poll(&mut self, clock: &DeviceClock, rx: &mut RxPort<'_>) -> bool {
-        if self.t0.is_none() {
-            if !self.ready.iter().all(|r| r.load(Ordering::Acquire)) {
-                return false;
-            }
-            self.t0 = Some(clock.now_ns);
-        }
-        let did = self.inject(clock, rx);
-        self.expire(clock.now_ns);
-        did
+/// A 64-bit hash of a reply payload, four lanes of 8-byte words wide (cheap enough for every
+/// reply of the device thread). Each step of a lane is a bijection of its state for a given
+/// word, and the lanes are folded in by bijections too, so two payloads of the same length
+/// that differ in a single word (any corrupted byte or run of up to 8 bytes) always hash
+/// differently; other differences collide with probability about 2^-64.
+pub(crate) fn payload_hash(bytes: &[u8]) -> u64 {
+    const K: u64 = 0x9E37_79B9_7F4A_7C15;
+    #[inline(always)]
+    fn step(h: u64, w: u64) -> u64 {
+        (h ^ w).wrapping_mul(K).rotate_left(29)
     }
+    let word = |c: &[u8]| u64::from_le_bytes(c.try_into().expect("8 bytes"));
+    let mut lanes = [1u64, 2, 3, 4];
+    let mut blocks = bytes.chunks_exact(32);
+    for b in &mut blocks {
+        for (i, lane) in lanes.iter_mut().enumerate() {
+            *lane = step(*lane, word(&b[i * 8..i * 8 + 8]));
+        }
+    }
+    let rest = blocks.remainder();
+    let mut words = rest.chunks_exact(8);
+    let mut h = bytes.len() as u64;
+    for w in &mut words {
+        h = step(h, word(w));
+    }
+    let mut last = [0u8; 8];
+    last[..words.remainder().len()].copy_from_slice(words.remainder());
+    h = step(h, u64::from_le_bytes(last));
+    for lane in lanes {
+        h = step(h, lane);
+    }
+    h
+}
 
-    fn finished(&self) -> bool {
-        self.t0.is_some() && self.next == self.offsets.len() && self.outstanding == 0
+#[cfg(test)]
+mod tests {
+    use super::payload_hash;
+
+    #[test]
+    fn any_changed_byte_changes_the_hash() {
+        let base: Vec<u8> = (0..4157u32).map(|i| (i * 31 + 7) as u8).collect();
+        let h = payload_hash(&base);
+        for at in [0, 1, 7, 8, 31, 32, 33, 100, 4095, 4128, 4150, 4156] {
+            for flip in [1u8, 0x80, 0xff] {
+                let mut v = base.clone();
+                v[at] ^= flip;
+                assert_ne!(payload_hash(&v), h, "byte {at} ^ {flip:#x}");
+            }
+        }
+        // A different length (even with zero bytes appended) is a different hash.
+        let mut longer = base.clone();
+        longer.push(0);
+        assert_ne!(payload_hash(&longer), h);
+        assert_eq!(payload_hash(&base), h, "deterministic");
+        assert_ne!(payload_hash(&[]), payload_hash(&[0]));
     }
 }

@@ -25,6 +25,11 @@ fn requests(n: usize) -> Vec<Request> {
 /// Echoes every message (zero-copy, the received buffer goes back); `corrupt_every`-th replies
 /// get one byte changed (copied first). Returns (echoed, live items after the datapath is gone).
 fn echo_server(port: ServerPort, corrupt_every: u64) -> (u64, usize) {
+    echo_corrupting(port, corrupt_every, |_| 0)
+}
+
+/// [`echo_server`], changing byte `at(len)` of the corrupted replies.
+fn echo_corrupting(port: ServerPort, corrupt_every: u64, at: fn(usize) -> usize) -> (u64, usize) {
     let mem = PinnedMemory::new(port.memory_config()).expect("memory");
     let mut dp = port.datapath(mem.clone()).expect("datapath");
     let mut rx = Vec::new();
@@ -36,7 +41,8 @@ fn echo_server(port: ServerPort, corrupt_every: u64) -> (u64, usize) {
             n += 1;
             let r = if corrupt_every > 0 && n.is_multiple_of(corrupt_every) {
                 let mut v = m.data.to_vec();
-                v[0] ^= 0x55;
+                let i = at(v.len());
+                v[i] ^= 0x55;
                 dp.send_copy(m.conn, m.msg, &v)
             } else {
                 dp.send_sga(m.conn, m.msg, std::slice::from_ref(&m.data))
@@ -125,6 +131,93 @@ fn wrong_replies_are_counted_and_described() {
     assert_eq!(c.verified + c.mismatched, echoed, "{c}");
     assert_eq!(c.lost, report.not_delivered, "{c}");
     assert!(report.failures[0].contains("reply differs"));
+}
+
+/// A reply with one wrong byte anywhere, of the right length, to a request whose earlier
+/// replies verified, is caught: every reply's gathered bytes are compared (by hash) with the
+/// last reply the checker accepted, not only a sample. With the sample all but off, the old
+/// device (header checks plus a 1-in-N sample) let these through.
+#[test]
+fn a_corrupted_byte_in_any_reply_is_caught_without_the_sample() {
+    let _g = serial();
+    let reqs = requests(8);
+    let expected: Vec<Vec<u8>> = reqs.iter().map(|r| r.payload.clone()).collect();
+    let check = move |i: usize, reply: &[u8]| {
+        if reply == expected[i] {
+            Ok(())
+        } else {
+            Err(format!("request {i}: reply differs"))
+        }
+    };
+    let c = EmuRunConfig {
+        sample_every: 1 << 40,
+        ..cfg(10_000.0)
+    };
+    let ats: [fn(usize) -> usize; 2] = [|n| n - 1, |n| n / 2];
+    for at in ats {
+        let (report, (echoed, _)) = run(&c, &reqs, check.clone(), |port| {
+            echo_corrupting(port, 7, at)
+        })
+        .expect("run");
+        let k = report.run.counters;
+        assert_eq!(k.mismatched, echoed / 7, "{k}");
+        assert_eq!(k.verified + k.mismatched, echoed, "{k}");
+        // The good replies were checked by hash (few went to the checker), and every
+        // distinct request and core was covered.
+        assert_eq!(
+            report.sampled + report.hash_matched,
+            k.verified + k.mismatched
+        );
+        assert!(report.hash_matched > k.verified / 2, "{report:?}");
+        assert_eq!((report.distinct_verified, report.distinct), (8, 8));
+        assert_eq!((report.cores_verified, report.cores), (1, 1));
+    }
+}
+
+/// The bench's verdict: one trial with a corrupted reply, anywhere in the search, makes
+/// [`emu_bench::replies_verified`] (what `echo bench` and `kv bench` return) an error.
+#[test]
+fn a_corrupted_reply_in_any_trial_fails_the_bench() {
+    use emu_bench::{replies_verified, EmuSummary, EmuTrial};
+    use loadgen::search::{search, SearchConfig};
+    let _g = serial();
+    let reqs = requests(4);
+    let expected: Vec<Vec<u8>> = reqs.iter().map(|r| r.payload.clone()).collect();
+    // Every grid load runs (whatever the shared machine keeps up), one trial each.
+    let scfg = SearchConfig {
+        trials: 1,
+        whole_grid: true,
+        ..SearchConfig::new(vec![2_000.0, 4_000.0])
+    };
+    let mut n = 0;
+    let searches = search(&scfg, 1, |p| {
+        n += 1;
+        // The first trial is clean; the later ones corrupt one reply in 50.
+        let every = if n >= 2 { 50 } else { 0 };
+        let exp = expected.clone();
+        let check = move |i: usize, reply: &[u8]| {
+            if reply == exp[i] {
+                Ok(())
+            } else {
+                Err(format!("request {i}: reply differs"))
+            }
+        };
+        let c = EmuRunConfig {
+            rate_rps: p.offered_rps,
+            sample_every: 64,
+            ..cfg(p.offered_rps)
+        };
+        let (report, _) = run(&c, &reqs, check, |port| {
+            echo_corrupting(port, every, |n| n - 1)
+        })?;
+        Ok::<_, String>(EmuTrial::new(p, "echo", "s", report, None, ()))
+    })
+    .expect("search");
+    assert!(n >= 2, "the search ran {n} trials");
+    let summary = EmuSummary::of("echo", &searches[0]);
+    assert!(summary.mismatched > 0, "{summary:?}");
+    let e = replies_verified(&[summary]).expect_err("a wrong reply must fail the bench");
+    assert!(e.contains("echo:") && e.contains("mismatched"), "{e}");
 }
 
 /// Echoes every message, with one byte appended to every third reply.
@@ -236,4 +329,111 @@ fn requests_larger_than_a_frame_are_refused_clearly() {
     let err =
         run(&c, &big, |_: usize, _: &[u8]| Ok(()), |p| echo_server(p, 0)).expect_err("refused");
     assert!(err.contains("single-frame"), "{err}");
+}
+
+/// A "counter" server: a request whose payload starts with 0 is a write (reply `ok`, the
+/// counter goes up), with 1 a read (reply: the counter, or with `stale` the counter as it
+/// was at the last multiple of 3 writes), any other a read of a constant.
+fn counter_server(port: ServerPort, stale: bool) -> u64 {
+    let mem = PinnedMemory::new(port.memory_config()).expect("memory");
+    let mut dp = port.datapath(mem).expect("datapath");
+    let mut rx = Vec::new();
+    let mut writes = 0u64;
+    while !port.stopped() {
+        rx.clear();
+        dp.recv_burst(&mut rx).expect("recv");
+        for m in &rx {
+            if m.data[0] == 0 {
+                writes += 1;
+                dp.send_copy(m.conn, m.msg, b"ok").expect("send");
+            } else if m.data[0] == 2 {
+                dp.send_copy(m.conn, m.msg, b"constant").expect("send");
+            } else {
+                let seen = if stale { writes / 3 * 3 } else { writes };
+                dp.send_copy(m.conn, m.msg, &seen.to_le_bytes())
+                    .expect("send");
+            }
+        }
+        dp.flush().expect("flush");
+        dp.poll_completions();
+    }
+    writes
+}
+
+/// Applies writes in order and checks reads against the current count.
+struct CounterCheck {
+    applied: u64,
+}
+
+impl emu_bench::ReplyCheck for CounterCheck {
+    fn check(&mut self, request: usize, reply: &[u8]) -> Result<(), String> {
+        if request == 0 {
+            self.applied += 1;
+            return (reply == b"ok")
+                .then_some(())
+                .ok_or("write not ok".to_owned());
+        }
+        if request >= 4 {
+            return (reply == b"constant")
+                .then_some(())
+                .ok_or("not the constant".to_owned());
+        }
+        let got = u64::from_le_bytes(reply.try_into().map_err(|_| "8 bytes")?);
+        (got == self.applied)
+            .then_some(())
+            .ok_or(format!("read {got}, the store holds {}", self.applied))
+    }
+    fn version(&mut self, request: usize) -> u64 {
+        if request >= 4 {
+            0
+        } else {
+            self.applied
+        }
+    }
+    fn sees_every(&self, request: usize) -> bool {
+        request == 0
+    }
+    fn late(&mut self, request: usize, _reply: &[u8]) {
+        if request == 0 {
+            self.applied += 1;
+        }
+    }
+}
+
+/// Writes go to the checker in order and reads are checked against the current state: a
+/// stale read (bytes identical to an earlier accepted reply) is caught because the version
+/// changed, while reads between writes are still accepted by hash.
+#[test]
+fn a_stale_reply_equal_to_an_earlier_right_one_is_caught_when_the_state_moved() {
+    let _g = serial();
+    // A write, three reads of the counter, four reads of a constant, over and over.
+    let reqs: Vec<Request> = [0u8, 1, 1, 1, 2, 2, 2, 2]
+        .iter()
+        .map(|&b| Request::new(3, vec![b; 16]))
+        .collect();
+    let c = EmuRunConfig {
+        sample_every: 1 << 40,
+        ..cfg(10_000.0)
+    };
+    let (report, _) = run(&c, &reqs, CounterCheck { applied: 0 }, |p| {
+        counter_server(p, false)
+    })
+    .expect("run");
+    let k = report.run.counters;
+    assert_eq!(k.mismatched, 0, "{k} {:?}", report.failures);
+    assert!(report.hash_matched > 0, "{report:?}");
+    let (report, _) = run(&c, &reqs, CounterCheck { applied: 0 }, |p| {
+        counter_server(p, true)
+    })
+    .expect("run");
+    let k = report.run.counters;
+    assert!(k.mismatched > 0, "{k}");
+    assert!(
+        report
+            .failures
+            .iter()
+            .any(|f| f.contains("the store holds")),
+        "{:?}",
+        report.failures
+    );
 }

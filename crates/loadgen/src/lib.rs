@@ -40,6 +40,7 @@
 pub mod args;
 pub mod fake;
 mod heatmap;
+pub mod interference;
 mod plot;
 mod record;
 mod run;

@@ -130,8 +130,9 @@ impl Suite {
         None
     }
 
-    /// Reports that `test` was skipped and why: on the process's stderr, or as a panic (a
-    /// failed test) when [`require_var`](Self::require_var) is `1`.
+    /// Reports that `test` was skipped and why ([`test_skip::skip`]: on the process's stderr
+    /// and in `target/skipped.txt`), or panics (a failed test) when
+    /// [`require_var`](Self::require_var) or `CORNFLAKES_REQUIRE_ALL` is `1`.
     pub fn skip(&self, test: &str, why: &str) {
         let required = std::env::var(self.require_var).as_deref() == Ok("1");
         self.report_skip(test, why, required);
@@ -141,10 +142,9 @@ impl Suite {
         if required {
             panic!("{test}: cannot run ({why}) but {}=1", self.require_var);
         }
-        // Written to the process's stderr directly: the test harness captures `println!` and
-        // `eprintln!` of passing tests, and a skip must be visible.
-        use std::io::Write;
-        let _ = writeln!(io::stderr(), "SKIPPED {test}: {why}");
+        // Visible past the harness's capture, listed in target/skipped.txt, and a failure
+        // under CORNFLAKES_REQUIRE_ALL=1 (crates/test-skip).
+        test_skip::skip(test, why);
     }
 }
 
@@ -627,11 +627,6 @@ mod tests {
         for (suite, is_root, runs, want) in cases {
             assert_eq!(suite.reason(is_root, runs).as_deref(), want);
         }
-    }
-
-    #[test]
-    fn a_skip_is_reported_when_not_required() {
-        TEST.report_skip("a_skip_is_reported", "not a real skip, a test of it", false);
     }
 
     #[test]

@@ -188,6 +188,14 @@ impl<'a> DynMessage<'a> {
             .map(|k| &self.fields[k].1)
     }
 
+    /// The value of field `index`, mutably (to append to a list in place), if present.
+    pub fn get_mut(&mut self, index: usize) -> Option<&mut Value<'a>> {
+        self.fields
+            .binary_search_by_key(&index, |(i, _)| *i)
+            .ok()
+            .map(|k| &mut self.fields[k].1)
+    }
+
     /// Sets field `index`; a member of a oneof clears the other members. The value should match
     /// the field's type (`from_json` and [`decode`](Self::decode) ensure it);
     /// one that does not is encoded as it is. Panics if `index` is not a field index.

@@ -268,6 +268,7 @@ impl<'s> MessageGen<'s> {
                 #words_const
 
                 #[doc = #new_doc]
+                #[inline]
                 pub fn new_in(#arena_param: &'a cf::Arena) -> Self {
                     #name { #(#init)* }
                 }
@@ -282,12 +283,14 @@ impl<'s> MessageGen<'s> {
                 }
 
                 /// Decodes from plain bytes; string and bytes values borrow `buf`.
+                #[inline]
                 pub fn deserialize(buf: &'a [u8], arena: &'a cf::Arena) -> ::core::result::Result<Self, cf::DecodeError> {
                     <Self as cf::DecodeObj<'a>>::deserialize_bytes(buf, arena)
                 }
 
                 /// Decodes from a received packet: values at least the arena's threshold long
                 /// reference `pkt` (zero-copy), shorter ones borrow it.
+                #[inline]
                 pub fn deserialize_rcbuf(pkt: &'a cf::RcBuf, arena: &'a cf::Arena) -> ::core::result::Result<Self, cf::DecodeError> {
                     <Self as cf::DecodeObj<'a>>::deserialize_rcbuf(pkt, arena)
                 }
@@ -440,6 +443,7 @@ impl<'s> MessageGen<'s> {
                     &self.#s
                 }
                 #[doc = #init_doc]
+                #[inline]
                 pub fn #init(&mut self, cap: usize) {
                     self.#s = #cap_ctor::with_capacity_in(cap, self.arena);
                     #set_bit
@@ -532,6 +536,7 @@ impl<'s> MessageGen<'s> {
                         &self.#s
                     }
                     #[doc = #set_doc]
+                    #[inline]
                     pub fn #set(&mut self, v: #t) {
                         #siblings
                         self.#s = v;
@@ -569,6 +574,7 @@ impl<'s> MessageGen<'s> {
                         })
                     }
                     #[doc = #set_doc]
+                    #[inline]
                     pub fn #set(&mut self, v: #t) {
                         #siblings
                         self.#s = ::core::option::Option::Some(cf::bumpalo::boxed::Box::new_in(v, self.arena.bump()));
@@ -849,6 +855,7 @@ impl<'s> MessageGen<'s> {
             (quote!(mut h), quote!(mut m))
         };
         quote! {
+            #[inline]
             fn decode_from(#hm: cf::wire::HeaderReader<'_, 'a>, arena: &'a cf::Arena) -> ::core::result::Result<Self, cf::DecodeError> {
                 #check.map_err(|e| e.within(#path))?;
                 let #mm = #name::new_in(arena);

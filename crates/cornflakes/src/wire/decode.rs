@@ -289,7 +289,7 @@ impl<'d, 'a> HeaderReader<'d, 'a> {
     }
 
     /// Reads the next slot as a nested message and opens its header.
-    #[inline]
+    #[inline(always)]
     pub fn nested(&mut self) -> Result<HeaderReader<'d, 'a>, DecodeError> {
         let (zero, off, at) = self.pair("nested message slot")?;
         if zero != 0 {

@@ -87,7 +87,7 @@ impl fmt::Display for StartError {
         match self {
             StartError::NotInstalled(b) => write!(
                 f,
-                "{b} is not installed (apt-get install redis-server memcached; see apps/kv-peers/APT_PACKAGES)"
+                "{b} is not installed (apt-get install redis-server memcached; see crates/kv-peers/APT_PACKAGES)"
             ),
             StartError::Failed(m) => f.write_str(m),
         }

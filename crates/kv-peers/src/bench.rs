@@ -98,7 +98,7 @@ pub fn run_bench(cfg: &BenchConfig) -> Result<(Stats, Vec<PeerResult>), String> 
         let server = match ServerProcess::start(peer, &cfg.server) {
             Ok(s) => s,
             Err(StartError::NotInstalled(bin)) => {
-                eprintln!("[kv-peers] SKIPPED {bin}: not installed (apps/kv-peers/APT_PACKAGES)");
+                eprintln!("[kv-peers] SKIPPED {bin}: not installed (crates/kv-peers/APT_PACKAGES)");
                 continue;
             }
             Err(e) => return Err(e.to_string()),

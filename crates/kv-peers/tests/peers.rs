@@ -14,9 +14,12 @@ use std::time::Duration;
 
 fn start_or_skip(peer: Peer, test: &str) -> Option<ServerProcess> {
     if find_binary(peer.binary()).is_none() {
-        println!(
-            "SKIPPED {test}: {} is not installed (apps/kv-peers/APT_PACKAGES)",
-            peer.binary()
+        test_skip::skip(
+            test,
+            &format!(
+                "{} is not installed (crates/kv-peers/APT_PACKAGES)",
+                peer.binary()
+            ),
         );
         return None;
     }

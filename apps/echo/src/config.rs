@@ -1,0 +1,179 @@
+//! What an echo benchmark is asked to do ([`BenchConfig`]) and what it produced
+//! ([`BenchOutcome`]): shared by the socket sweep ([`crate::bench`]), the emulated NIC
+//! ([`crate::emu`]) and AF_XDP, so none of them imports another for its types.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use emu_bench::EmuSummary;
+use loadgen::Record;
+
+use crate::mode::Mode;
+use crate::server::ServerStats;
+use crate::shape::ShapeSpec;
+
+/// Default offered loads (requests per second), lowest first; the lowest is also the fixed
+/// load the latency columns report.
+pub const DEFAULT_RATES: [f64; 12] = [
+    10_000.0, 20_000.0, 30_000.0, 40_000.0, 50_000.0, 60_000.0, 70_000.0, 80_000.0, 100_000.0,
+    120_000.0, 150_000.0, 200_000.0,
+];
+
+/// IP MTU of the socket datapath in the benchmark: a jumbo frame, as in the paper (§6.1), so a
+/// 2 × 2048 B message is one datagram. `lo` takes up to 65536.
+pub const DEFAULT_MTU: usize = 9000;
+
+/// Which datapath the server uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DatapathKind {
+    /// Kernel UDP sockets on 127.0.0.1 (server and clients in this process).
+    Socket,
+    /// AF_XDP on a veth in a network namespace (server in a child process, clients on kernel
+    /// sockets at the other end of the veth). Feature `xdp`, root.
+    Xdp,
+    /// The ConnectX driver on one core against the emulated ConnectX on a second core, which
+    /// also plays the clients ([`crate::emu`]): the server core's throughput, not a network
+    /// measurement. Needs 2 CPUs (N + 1 with `--cores N`).
+    Emu,
+}
+
+impl DatapathKind {
+    /// How the datapath is described in tables, plots and JSON.
+    pub fn label(self) -> &'static str {
+        match self {
+            DatapathKind::Socket => "socket datapath on 127.0.0.1",
+            DatapathKind::Xdp => "AF_XDP server on a veth",
+            DatapathKind::Emu => "server core with an emulated ConnectX on a second core",
+        }
+    }
+}
+
+/// Everything the benchmark does.
+#[derive(Clone, Debug)]
+pub struct BenchConfig {
+    /// The server's datapath.
+    pub datapath: DatapathKind,
+    /// Modes to run, in order.
+    pub modes: Vec<Mode>,
+    /// Message shape.
+    pub shape: ShapeSpec,
+    /// Offered loads, requests per second.
+    pub rates: Vec<f64>,
+    /// The load whose p50/p99 the table reports (added to `rates` if missing).
+    pub fixed_rps: f64,
+    /// Measured time per load point.
+    pub duration: Duration,
+    /// Warm-up before each measured window (verified, not measured).
+    pub warmup: Duration,
+    /// A request unanswered this long is lost.
+    pub timeout: Duration,
+    /// Client threads.
+    pub threads: usize,
+    /// Hybrid threshold of the `cornflakes` modes (default: the process default,
+    /// [`cornflakes::threshold_setting`]).
+    pub threshold: usize,
+    /// IP MTU of the socket datapath.
+    pub mtu: usize,
+    /// Stop a mode's sweep after this many consecutive points below 95 % (0: run all).
+    pub stop_after_misses: usize,
+    /// Busy-poll: the server never blocks and the client never yields (the paper's setup;
+    /// on a shared 2-core machine it mostly measures the scheduler).
+    pub spin: bool,
+    /// Where the JSON, plot and table go.
+    pub out_dir: PathBuf,
+    /// JSON path (default `out_dir/echo.json`).
+    pub json: Option<PathBuf>,
+    /// `emu` only: every n-th reply is deserialized and compared (the first reply to each
+    /// distinct request always is; every reply's headers, length and id are checked).
+    pub sample_every: u64,
+    /// `emu` only: the device's time per gather entry (default 0).
+    pub delay_per_segment: Duration,
+    /// `emu` only: receive-queue entries (a power of two; `None`: emu-bench's default, 1024),
+    /// as `ethtool -G rx` sets them on a NIC. Fewer entries keep the buffers the device writes
+    /// received frames into warm in its cache.
+    pub rx_ring: Option<u32>,
+    /// `emu` only: leading cache lines of each request frame the device demotes to the
+    /// last-level cache after writing it, as DDIO leaves DMA writes there (0: none).
+    pub demote_lines: usize,
+    /// `emu` only: trials per load of the saturation search (its median decides).
+    pub trials: usize,
+    /// `emu` only: the search bisects until the saturation bracket is within this fraction.
+    pub resolution: f64,
+    /// Server cores per mode (share-nothing: each its own echo server, pinned memory, datapath
+    /// and arena; requests spread round-robin). `socket`: pinned one per CPU when more than
+    /// one, one port each (`docs/cores.md`); `emu`: one queue set each, needs `cores + 1`
+    /// CPUs; `xdp`: one core.
+    pub cores: usize,
+}
+
+impl Default for BenchConfig {
+    fn default() -> Self {
+        BenchConfig {
+            datapath: DatapathKind::Socket,
+            modes: Mode::ALL.to_vec(),
+            shape: ShapeSpec::default(),
+            rates: DEFAULT_RATES.to_vec(),
+            fixed_rps: DEFAULT_RATES[0],
+            duration: Duration::from_millis(500),
+            warmup: Duration::from_millis(100),
+            timeout: Duration::from_millis(200),
+            threads: 1,
+            // The process default: 512 B unless CORNFLAKES_THRESHOLD / CORNFLAKES_CALIBRATION.
+            threshold: cornflakes::default_threshold(),
+            mtu: DEFAULT_MTU,
+            // Three, not one: on a shared machine a single point can miss by bad luck.
+            stop_after_misses: 3,
+            spin: false,
+            out_dir: PathBuf::from("results/echo"),
+            json: None,
+            sample_every: 64,
+            delay_per_segment: Duration::ZERO,
+            rx_ring: None,
+            demote_lines: 0,
+            trials: loadgen::search::DEFAULT_TRIALS,
+            resolution: loadgen::search::DEFAULT_RESOLUTION,
+            cores: 1,
+        }
+    }
+}
+
+impl BenchConfig {
+    /// The loads to run: `rates` plus the fixed load, ascending, without duplicates.
+    pub fn loads(&self) -> Vec<f64> {
+        let mut v = self.rates.clone();
+        v.push(self.fixed_rps);
+        v.retain(|r| r.is_finite() && *r > 0.0);
+        v.sort_by(f64::total_cmp);
+        v.dedup();
+        v
+    }
+
+    /// The JSON output path.
+    pub fn json_path(&self) -> PathBuf {
+        self.json
+            .clone()
+            .unwrap_or_else(|| self.out_dir.join("echo.json"))
+    }
+}
+
+/// What a benchmark run produced.
+#[derive(Debug, Default)]
+pub struct BenchOutcome {
+    /// Every measured point.
+    pub records: Vec<Record>,
+    /// Each mode's server counters at the end of its sweep (`emu`: at its best point).
+    pub servers: Vec<(Mode, ServerStats)>,
+    /// `emu` only: each mode's saturation search and every trial.
+    pub emu: Option<EmuOutcome>,
+}
+
+/// What an emulated-NIC run found, per mode.
+#[derive(Clone, Debug, Default)]
+pub struct EmuOutcome {
+    /// Per mode, its saturation search summarized.
+    pub summaries: Vec<EmuSummary>,
+    /// Every trial (JSON), grouped by mode, in the order each mode ran them.
+    pub trials: Vec<serde_json::Value>,
+    /// The search's K (trials per load at most).
+    pub k: usize,
+}

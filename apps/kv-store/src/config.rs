@@ -1,0 +1,239 @@
+//! What a KV benchmark is asked to do ([`BenchConfig`]), its prepared requests and what it
+//! produced ([`BenchOutcome`]): shared by the socket sweep ([`crate::bench`]), the emulated
+//! NIC ([`crate::emu`]), AF_XDP and the peers, so none of them imports another for its types.
+
+use std::net::SocketAddrV4;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use datapath_socket::SocketConfig;
+use kv_workloads::{Stats, Workload, WorkloadConfig};
+use loadgen::Record;
+
+use crate::client::{Expected, RunRequests};
+use crate::ops::Op;
+use crate::serialization::Serialization;
+use crate::server::{memory_config, ServerStats, DEFAULT_MAX_ITEM};
+use crate::store::DEFAULT_MEMORY_LIMIT;
+
+/// How the AF_XDP runs are labelled in tables and JSON.
+pub const XDP_LABEL: &str = "AF_XDP in copy mode on a veth pair (datapath-xdp): each server a process in its own network namespace, the clients on kernel UDP sockets at the other end";
+
+/// Default offered loads (requests per second), lowest first.
+pub const DEFAULT_RATES: [f64; 8] = [
+    5_000.0, 10_000.0, 20_000.0, 30_000.0, 40_000.0, 60_000.0, 80_000.0, 100_000.0,
+];
+
+/// Default coarse grid on the emulated NIC (`--datapath emu`), where the server core saturates
+/// between a few hundred thousand and a few million requests per second; the saturation search
+/// bisects between its points.
+pub const EMU_RATES: [f64; 6] = [
+    100_000.0,
+    200_000.0,
+    400_000.0,
+    800_000.0,
+    1_600_000.0,
+    3_200_000.0,
+];
+
+/// IP MTU of the socket datapath: a jumbo frame, as in the paper (§6.1).
+pub const DEFAULT_MTU: usize = 9000;
+
+/// Which datapath the benchmark's server runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DatapathKind {
+    /// Kernel UDP sockets on 127.0.0.1: server and client threads in this process.
+    Socket,
+    /// The ConnectX driver (datapath-mlx5) against the emulated ConnectX on its own core,
+    /// which plays the wire and the open-loop clients (crates/emu-bench).
+    Emu,
+    /// AF_XDP on a veth pair (feature `xdp`, root): each server a process in a network
+    /// namespace, the clients on kernel sockets at the other end (module `xdp`, feature `xdp`).
+    Xdp,
+}
+
+impl DatapathKind {
+    /// How tables and JSON name it.
+    pub fn label(self) -> &'static str {
+        match self {
+            DatapathKind::Socket => DATAPATH_LABEL,
+            DatapathKind::Emu => EMU_LABEL,
+            DatapathKind::Xdp => XDP_LABEL,
+        }
+    }
+}
+
+/// The emulated NIC, as reported with every table.
+pub const EMU_LABEL: &str = "the ConnectX driver (datapath-mlx5) on one core against the emulated ConnectX on another, which plays the wire and the clients (emu-bench): the server core's work, not a network";
+
+/// Everything the benchmark does.
+#[derive(Clone, Debug)]
+pub struct BenchConfig {
+    /// The server's datapath.
+    pub datapath: DatapathKind,
+    /// The workload (generator and its knobs).
+    pub workload: WorkloadConfig,
+    /// Serializations to run, in order.
+    pub serializations: Vec<Serialization>,
+    /// Offered loads, requests per second.
+    pub rates: Vec<f64>,
+    /// Measured time per load point.
+    pub duration: Duration,
+    /// Warm-up before each measured window (verified, not measured).
+    pub warmup: Duration,
+    /// A request unanswered this long is lost.
+    pub timeout: Duration,
+    /// Client threads.
+    pub threads: usize,
+    /// Hybrid threshold of `cornflakes` and `cornflakes-no-ssend`.
+    pub threshold: usize,
+    /// IP MTU of the socket datapath.
+    pub mtu: usize,
+    /// Largest pinned buffer (server and clients): bounds one value and one message.
+    pub max_item: usize,
+    /// The store's memory limit (per server).
+    pub memory_limit: usize,
+    /// Requests generated for the run (the clients cycle through them).
+    pub requests: usize,
+    /// Seed of the run's requests (the schedule's seeds derive from the load index).
+    pub seed: u64,
+    /// Stop a serialization's sweep after this many consecutive points below 95 % (0: never).
+    pub stop_after_misses: usize,
+    /// Busy-poll server and clients instead of blocking / yielding when idle.
+    pub spin: bool,
+    /// Where the JSON, plots and tables go.
+    pub out_dir: PathBuf,
+    /// JSON path (default `out_dir/kv.json`).
+    pub json: Option<PathBuf>,
+    /// `emu` only: every n-th reply is decoded and verified (the first reply to each distinct
+    /// request always is; every reply's headers, length, type and id are checked).
+    pub sample_every: u64,
+    /// `emu` only: the device's time per gather entry (descriptor), nanoseconds (0: free; the
+    /// paper's crossover comes from CPU-side costs, §5.2).
+    pub desc_ns: u64,
+    /// `emu` only: leading cache lines of each request frame the device demotes to the
+    /// last-level cache after writing it, as DDIO leaves DMA writes there (0: none).
+    pub demote_lines: usize,
+    /// `emu` only: trials per load of the saturation search (its median decides).
+    pub trials: usize,
+    /// `emu` only: the search bisects until the saturation bracket is within this fraction.
+    pub resolution: f64,
+    /// Server cores (socket and emu datapaths): share-nothing, one port each, the clients
+    /// steering each key to its core (`docs/cores.md`). On `emu` it needs N + 1 CPUs.
+    pub cores: usize,
+}
+
+impl Default for BenchConfig {
+    fn default() -> Self {
+        BenchConfig {
+            datapath: DatapathKind::Socket,
+            workload: WorkloadConfig::default_for("ycsb").expect("ycsb is a workload"),
+            serializations: Serialization::ALL.to_vec(),
+            rates: DEFAULT_RATES.to_vec(),
+            duration: Duration::from_millis(500),
+            warmup: Duration::from_millis(100),
+            timeout: Duration::from_millis(200),
+            threads: 1,
+            threshold: cornflakes::default_threshold(),
+            mtu: DEFAULT_MTU,
+            max_item: DEFAULT_MAX_ITEM,
+            memory_limit: DEFAULT_MEMORY_LIMIT,
+            requests: 20_000,
+            seed: 1,
+            stop_after_misses: 2,
+            spin: false,
+            out_dir: PathBuf::from("results/kv"),
+            json: None,
+            sample_every: 64,
+            desc_ns: 0,
+            demote_lines: 0,
+            trials: loadgen::search::DEFAULT_TRIALS,
+            resolution: loadgen::search::DEFAULT_RESOLUTION,
+            cores: 1,
+        }
+    }
+}
+
+impl BenchConfig {
+    /// The loads to run, ascending, without duplicates or non-positive values.
+    pub fn loads(&self) -> Vec<f64> {
+        let mut v = self.rates.clone();
+        v.retain(|r| r.is_finite() && *r > 0.0);
+        v.sort_by(f64::total_cmp);
+        v.dedup();
+        v
+    }
+
+    /// The JSON output path.
+    pub fn json_path(&self) -> PathBuf {
+        self.json
+            .clone()
+            .unwrap_or_else(|| self.out_dir.join("kv.json"))
+    }
+
+    /// The socket datapath settings of a server or client bound to `bind`.
+    pub fn socket(&self, bind: SocketAddrV4) -> SocketConfig {
+        let mut sc = SocketConfig::new(bind);
+        sc.mtu = self.mtu;
+        // Room for the store (per server) on top of transmit and receive buffers.
+        sc.memory = memory_config(self.max_item, self.memory_limit.saturating_add(256 << 20));
+        sc.max_message_len = sc.max_message_len.max(self.max_item);
+        sc
+    }
+}
+
+/// The datapath the benchmark ran on, as reported with every table.
+pub const DATAPATH_LABEL: &str =
+    "kernel UDP sockets on 127.0.0.1 (datapath-socket; server and client threads in one process)";
+
+/// What a benchmark run produced.
+#[derive(Debug, Default)]
+pub struct BenchOutcome {
+    /// Every measured point (mode = serialization, shape = workload name).
+    pub records: Vec<Record>,
+    /// Each serialization's server counters at the end.
+    pub servers: Vec<(Serialization, ServerStats)>,
+    /// The workload's name.
+    pub workload: String,
+    /// Statistics of the generated requests.
+    pub stats: Option<Stats>,
+    /// Requests per unit (1, or the mean number of pieces per CDN object).
+    pub requests_per_unit: f64,
+    /// The datapath, described.
+    pub datapath: String,
+    /// Per serialization, what bounded its sweep when the datapath can tell (the emulated
+    /// NIC reports whether the server or the device saturated).
+    pub bounds: Vec<(String, String)>,
+}
+
+/// A run's requests and what their replies must be.
+pub(crate) struct Prepared {
+    pub(crate) workload: Arc<dyn Workload>,
+    pub(crate) stats: Stats,
+    pub(crate) per_unit: f64,
+    pub(crate) expected: Arc<Expected>,
+    pub(crate) reqs: Arc<RunRequests>,
+}
+
+pub(crate) fn prepare(cfg: &BenchConfig) -> Result<Prepared, String> {
+    let workload: Arc<dyn Workload> = Arc::from(cfg.workload.build().map_err(|e| e.to_string())?);
+    let requests = workload.requests(cfg.requests.max(1), cfg.seed);
+    let units = workload.unit_boundaries(&requests).len().max(1);
+    let stats = workload.describe(&requests);
+    let per_unit = requests.len() as f64 / units as f64;
+    let ops: Vec<Op> = requests;
+    eprintln!("[bench] workload {}:\n{stats}", workload.name());
+    let expected = Arc::new(Expected::for_workload(workload.clone(), &ops));
+    let reqs = Arc::new(RunRequests {
+        ops,
+        threads: cfg.threads.max(1),
+    });
+    Ok(Prepared {
+        workload,
+        stats,
+        per_unit,
+        expected,
+        reqs,
+    })
+}

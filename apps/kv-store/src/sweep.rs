@@ -1,0 +1,142 @@
+//! One serialization's offered-load sweep over kernel sockets: a lane (its server cores'
+//! addresses, its checker) and its points; the socket bench interleaves lanes, the AF_XDP
+//! bench runs one lane per server process.
+
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::sync::Arc;
+
+use datapath_socket::SocketDatapath;
+use loadgen::{
+    run, Bound, Record, RunConfig, RunReport, Schedule, ScheduleConfig, DEFAULT_KEEP_UP,
+};
+
+use crate::client::{Checker, KvClient, RunRequests};
+use crate::config::BenchConfig;
+use crate::report::us;
+use crate::serialization::Serialization;
+use crate::server::ServerHandle;
+
+/// How the bench's local server cores run: one core floats as it always has (it shares the
+/// CPUs with the client threads); several are pinned one per CPU.
+pub(crate) fn server_cores(ser: Serialization, cores: usize) -> percore::CoresConfig {
+    let mut cc = percore::CoresConfig::new(&format!("kv-server-{ser}"), cores.max(1));
+    cc.pin = cores > 1;
+    cc
+}
+
+pub(crate) struct Lane {
+    pub(crate) ser: Serialization,
+    /// Core *i*'s address.
+    pub(crate) addrs: Vec<SocketAddrV4>,
+    /// The clients' address (127.0.0.1, or the veth end facing an AF_XDP server).
+    pub(crate) bind: Ipv4Addr,
+    pub(crate) server: Option<ServerHandle>,
+    pub(crate) checker: Arc<Checker>,
+    pub(crate) misses: usize,
+    pub(crate) records: Vec<Record>,
+}
+
+fn run_point(
+    cfg: &BenchConfig,
+    lane: &Lane,
+    reqs: &Arc<RunRequests>,
+    rate: f64,
+    seed: u64,
+) -> Result<RunReport, String> {
+    let run_cfg = RunConfig {
+        warmup: cfg.warmup,
+        timeout: cfg.timeout,
+        busy_poll: cfg.spin,
+        progress: false,
+    };
+    let schedule = Schedule::poisson(&ScheduleConfig {
+        rate_rps: rate,
+        bound: Bound::Duration(cfg.warmup + cfg.duration),
+        threads: cfg.threads,
+        seed,
+    })
+    .map_err(|e| format!("schedule at {rate} req/s: {e}"))?;
+    let make = |thread: usize| {
+        let dp = SocketDatapath::new(cfg.socket(SocketAddrV4::new(lane.bind, 0)))
+            .map_err(std::io::Error::other)?;
+        KvClient::steered(dp, &lane.addrs, thread, lane.ser, reqs.clone())
+    };
+    let checker = |id: u64, payload: &[u8]| lane.checker.check(id, payload);
+    run(&schedule, &run_cfg, make, &checker)
+        .map_err(|e| format!("{} at {rate} req/s: {e}", lane.ser))
+}
+
+/// The clients' address: 127.0.0.1 for the bench's own servers and a loopback `kv server`;
+/// any address for another host's (a socket bound to 127.0.0.1 cannot reach it).
+pub(crate) fn client_bind(remote: Option<SocketAddrV4>) -> Ipv4Addr {
+    match remote {
+        Some(r) if !r.ip().is_loopback() => Ipv4Addr::UNSPECIFIED,
+        _ => Ipv4Addr::LOCALHOST,
+    }
+}
+
+/// Runs load point `li` (of `n`, offered `load`) of `lane` unless its sweep has stopped,
+/// prints it, and keeps the record.
+pub(crate) fn run_lane_point(
+    cfg: &BenchConfig,
+    lane: &mut Lane,
+    reqs: &Arc<RunRequests>,
+    name: &str,
+    li: usize,
+    n: usize,
+    load: f64,
+) -> Result<(), String> {
+    if cfg.stop_after_misses > 0 && lane.misses >= cfg.stop_after_misses {
+        return Ok(());
+    }
+    let report = run_point(cfg, lane, reqs, load, cfg.seed + 1 + li as u64)?;
+    let rec = Record::from_report(lane.ser.name(), name, &report);
+    eprintln!(
+        "[bench] load {}/{} {:>7.0} req/s  {:<20} achieved {:>7.0}  p50 {:>8}  p99 {:>8}  ({})",
+        li + 1,
+        n,
+        load,
+        lane.ser.name(),
+        rec.achieved_rps,
+        us(rec.p50_us),
+        us(rec.p99_us),
+        report.counters
+    );
+    lane.misses = if rec.keeps_up(DEFAULT_KEEP_UP) {
+        0
+    } else {
+        lane.misses + 1
+    };
+    if cfg.stop_after_misses > 0 && lane.misses == cfg.stop_after_misses {
+        eprintln!("[bench] {}: saturated, no higher loads", lane.ser);
+    }
+    lane.records.push(rec);
+    Ok(())
+}
+
+/// Sweeps `loads` for one serialization against a server at `server` (already loaded) from
+/// clients bound to `bind`: the AF_XDP bench's per-server sweep.
+#[cfg_attr(not(feature = "xdp"), allow(dead_code))]
+pub(crate) fn sweep_one(
+    cfg: &BenchConfig,
+    server: SocketAddrV4,
+    bind: Ipv4Addr,
+    checker: Arc<Checker>,
+    reqs: &Arc<RunRequests>,
+    name: &str,
+    loads: &[f64],
+) -> Result<Vec<Record>, String> {
+    let mut lane = Lane {
+        ser: checker.ser,
+        addrs: vec![server],
+        bind,
+        server: None,
+        checker,
+        misses: 0,
+        records: Vec::new(),
+    };
+    for (li, &load) in loads.iter().enumerate() {
+        run_lane_point(cfg, &mut lane, reqs, name, li, loads.len(), load)?;
+    }
+    Ok(lane.records)
+}

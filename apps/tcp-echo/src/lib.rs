@@ -1,0 +1,393 @@
+//! An echo over TCP (`datapath-tcp`) in the five modes of the paper's Figure 9, and the
+//! Figure as a command (`tcp-echo fig9`, see `README.md`).
+//!
+//! One server serves every mode: the framing header's message type says which. The client is
+//! a [`loadgen::ClientTransport`] over several TCP connections, driven open-loop by
+//! [`loadgen::run`] at a fixed Poisson load.
+//!
+//! - `raw`: the server sends the received bytes back as they are (a reference to the receive
+//!   buffer, after a frame header of its own): no serialization at all.
+//! - `cornflakes`: the server decodes a `Single` (its value a reference into the receive
+//!   buffer), builds a new `Single` with that value and sends it with serialize-and-send (a
+//!   1024-byte value is above the 512-byte threshold: a gather entry of its own).
+//! - `flatbuffers`, `protobuf`, `capnp`: the server deserializes and reserializes with the
+//!   library (`baselines`) into one pinned buffer, sent after a separate frame-header buffer
+//!   (the header in its own gather entry, as in the paper's baselines).
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod plot;
+
+use std::fmt;
+use std::io;
+use std::net::SocketAddrV4;
+use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use baselines::{Codec, EchoMsg, Library, Shape};
+use cornflakes::datapath::{Completions, Connect, DatapathMemory, Receive, Transmit};
+use cornflakes::{Arena, CFBytes, CFPtr, ConnId, Msg, RxMsg};
+use datapath_tcp::{TcpConfig, TcpDatapath};
+use loadgen::{ClientTransport, Response};
+
+#[allow(missing_docs)]
+pub mod schema {
+    cornflakes::include_schema!("echo");
+}
+
+use schema::Single;
+
+/// The serializations compared.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Mode {
+    /// No serialization: the bytes echoed back.
+    Raw,
+    /// Cornflakes serialize-and-send.
+    Cornflakes,
+    /// FlatBuffers.
+    Flatbuffers,
+    /// protobuf (prost).
+    Protobuf,
+    /// Cap'n Proto.
+    Capnp,
+}
+
+impl Mode {
+    /// Every mode, in the Figure's order.
+    pub const ALL: [Mode; 5] = [
+        Mode::Raw,
+        Mode::Cornflakes,
+        Mode::Flatbuffers,
+        Mode::Protobuf,
+        Mode::Capnp,
+    ];
+
+    /// The message type that selects this mode on the server.
+    pub fn msg_type(self) -> u16 {
+        self as u16
+    }
+
+    /// The mode of a message type.
+    pub fn from_msg_type(ty: u16) -> Option<Mode> {
+        Mode::ALL.get(ty as usize).copied()
+    }
+
+    fn library(self) -> Option<Library> {
+        match self {
+            Mode::Flatbuffers => Some(Library::Flatbuffers),
+            Mode::Protobuf => Some(Library::Protobuf),
+            Mode::Capnp => Some(Library::Capnp),
+            Mode::Raw | Mode::Cornflakes => None,
+        }
+    }
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Mode::Raw => "raw",
+            Mode::Cornflakes => "cornflakes",
+            Mode::Flatbuffers => "flatbuffers",
+            Mode::Protobuf => "protobuf",
+            Mode::Capnp => "capnp",
+        })
+    }
+}
+
+impl FromStr for Mode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Mode, String> {
+        Mode::ALL
+            .into_iter()
+            .find(|m| m.to_string() == s)
+            .ok_or_else(|| {
+                format!(
+                    "unknown mode {s:?}; expected raw, cornflakes, flatbuffers, protobuf or capnp"
+                )
+            })
+    }
+}
+
+/// The value every request carries: `size` bytes, a function of the position.
+pub fn value(size: usize) -> Vec<u8> {
+    (0..size).map(|i| (i * 31 % 251) as u8).collect()
+}
+
+/// The request bytes of `mode` for a value.
+pub fn encode_request(mode: Mode, val: &[u8]) -> Result<Vec<u8>, String> {
+    match mode {
+        Mode::Raw => Ok(val.to_vec()),
+        Mode::Cornflakes => {
+            let arena = Arena::new();
+            let mut m = Single::new_in(&arena);
+            m.set_val(CFBytes(CFPtr::borrowed(val)));
+            Ok(cornflakes::CornflakesObj::serialize_to_vec(&m))
+        }
+        _ => {
+            let lib = mode.library().expect("a library mode");
+            let mut codec = lib.codec();
+            let vals = [val];
+            let msg = EchoMsg {
+                id: 0,
+                shape: Shape::Single,
+                vals: &vals,
+            };
+            let mut out = vec![0u8; val.len() * 2 + 1024];
+            let n = codec.encode(&msg, &mut out).map_err(|e| e.to_string())?;
+            out.truncate(n);
+            Ok(out)
+        }
+    }
+}
+
+/// Counts of a server.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ServerStats {
+    /// Requests echoed.
+    pub echoed: u64,
+    /// Requests that did not decode (or of an unknown mode): dropped.
+    pub bad_requests: u64,
+    /// Replies refused (queue full, connection gone): dropped.
+    pub send_errors: u64,
+}
+
+/// The echo server: one TCP datapath, every mode.
+pub struct Server {
+    dp: TcpDatapath,
+    codecs: Vec<(Mode, Box<dyn Codec + Send>)>,
+    stats: ServerStats,
+    rx: Vec<RxMsg>,
+}
+
+impl Server {
+    /// Listens on `addr` (port 0 picks one).
+    pub fn bind(addr: SocketAddrV4) -> io::Result<Server> {
+        let dp = TcpDatapath::new(TcpConfig::new(Some(addr))).map_err(io::Error::other)?;
+        let codecs = Mode::ALL
+            .into_iter()
+            .filter_map(|m| m.library().map(|l| (m, l.codec())))
+            .collect();
+        Ok(Server {
+            dp,
+            codecs,
+            stats: ServerStats::default(),
+            rx: Vec::new(),
+        })
+    }
+
+    /// The listening address.
+    pub fn local_addr(&self) -> SocketAddrV4 {
+        self.dp.local_addr()
+    }
+
+    /// The counters so far.
+    pub fn stats(&self) -> ServerStats {
+        self.stats
+    }
+
+    /// Serves until `stop` is set: poll, echo, flush. With `spin` false, a poll that found
+    /// nothing waits in `epoll_wait` (up to 1 ms) instead of polling again at once: on a
+    /// machine shared with other work a spinning server only competes with its clients.
+    pub fn serve(&mut self, stop: &AtomicBool, spin: bool) -> io::Result<()> {
+        let mut arena = Arena::with_memory(self.dp.memory());
+        while !stop.load(Ordering::Relaxed) {
+            if self.poll_once(&mut arena)? == 0 && !spin {
+                self.dp.wait(Duration::from_millis(1))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// One poll: receives a burst, echoes every request, flushes. Returns the requests seen.
+    pub fn poll_once(&mut self, arena: &mut Arena) -> io::Result<usize> {
+        let mut rx = std::mem::take(&mut self.rx);
+        self.dp.recv_burst(&mut rx)?;
+        let n = rx.len();
+        for m in rx.drain(..) {
+            let r = match Mode::from_msg_type(m.msg.ty) {
+                Some(mode) => self.echo(mode, &m, arena),
+                None => Err(EchoError::Bad),
+            };
+            match r {
+                Ok(()) => self.stats.echoed += 1,
+                Err(EchoError::Bad) => self.stats.bad_requests += 1,
+                Err(EchoError::Send) => self.stats.send_errors += 1,
+            }
+        }
+        self.rx = rx;
+        let _ = self.dp.flush();
+        self.dp.poll_completions();
+        Ok(n)
+    }
+
+    fn echo(&mut self, mode: Mode, m: &RxMsg, arena: &mut Arena) -> Result<(), EchoError> {
+        let dp = &mut self.dp;
+        match mode {
+            Mode::Raw => dp
+                .send_sga(m.conn, m.msg, std::slice::from_ref(&m.data))
+                .map_err(|_| EchoError::Send),
+            Mode::Cornflakes => arena.scope(|a| {
+                let req = Single::deserialize_rcbuf(&m.data, a).map_err(|_| EchoError::Bad)?;
+                let mut resp = Single::new_in(a);
+                if req.has_val() {
+                    resp.set_val(req.get_val().clone());
+                }
+                dp.send_object(m.conn, m.msg, &resp)
+                    .map_err(|_| EchoError::Send)
+            }),
+            _ => {
+                let codec = &mut self
+                    .codecs
+                    .iter_mut()
+                    .find(|(c, _)| *c == mode)
+                    .expect("a codec per library mode")
+                    .1;
+                let cap = (m.data.len() * 2 + 1024).min(dp.memory().max_item_size());
+                let mut out = dp.memory().alloc(cap).map_err(|_| EchoError::Send)?;
+                let n = codec
+                    .echo(Shape::Single, &m.data, &mut out)
+                    .map_err(|_| EchoError::Bad)?;
+                out.set_len(n);
+                dp.send_sga(m.conn, m.msg, &[out.freeze()])
+                    .map_err(|_| EchoError::Send)
+            }
+        }
+    }
+}
+
+enum EchoError {
+    Bad,
+    Send,
+}
+
+/// The client side of one mode: requests round-robin over `conns` TCP connections; each
+/// response is decoded (by the mode's library) and its value compared with the request's.
+/// The verdict is the payload handed to the load generator's checker ([`verdict_ok`]).
+pub struct Client {
+    dp: TcpDatapath,
+    conns: Vec<ConnId>,
+    next: usize,
+    mode: Mode,
+    request: Vec<u8>,
+    value: Vec<u8>,
+    codec: Option<Box<dyn Codec + Send>>,
+    rx: Vec<RxMsg>,
+}
+
+/// The payload the client reports for a correct response.
+const OK: &[u8] = b"ok";
+/// The payload the client reports for a wrong one.
+const WRONG: &[u8] = b"wrong";
+
+/// The checker of [`Client`]'s verdicts.
+pub fn verdict_ok(_id: u64, payload: &[u8]) -> bool {
+    payload == OK
+}
+
+impl Client {
+    /// Opens `conns` connections to `server` for `mode` with `size`-byte values.
+    pub fn connect(
+        server: SocketAddrV4,
+        conns: usize,
+        mode: Mode,
+        size: usize,
+    ) -> io::Result<Client> {
+        let mut dp = TcpDatapath::new(TcpConfig::new(None)).map_err(io::Error::other)?;
+        let conns = (0..conns.max(1))
+            .map(|_| dp.open(server))
+            .collect::<io::Result<Vec<_>>>()?;
+        let value = value(size);
+        let request = encode_request(mode, &value).map_err(io::Error::other)?;
+        Ok(Client {
+            dp,
+            conns,
+            next: 0,
+            mode,
+            request,
+            value,
+            codec: mode.library().map(|l| l.codec()),
+            rx: Vec::new(),
+        })
+    }
+
+    fn correct(&mut self, payload: &[u8]) -> bool {
+        match self.mode {
+            Mode::Raw => payload == self.value,
+            Mode::Cornflakes => {
+                let arena = Arena::new();
+                Single::deserialize(payload, &arena)
+                    .is_ok_and(|m| m.get_val().as_bytes() == self.value)
+            }
+            _ => {
+                let codec = self.codec.as_mut().expect("a codec per library mode");
+                let want = &self.value;
+                let mut same = false;
+                let r = codec.decode(Shape::Single, payload, &mut |v| same = v == want);
+                r.is_ok() && same
+            }
+        }
+    }
+}
+
+impl ClientTransport for Client {
+    fn send_request(&mut self, id: u64) -> io::Result<()> {
+        // One client thread: its ids fit the framing header's 32-bit message id.
+        let id = u32::try_from(id).map_err(|_| io::Error::other("request id above 2^32"))?;
+        let conn = self.conns[self.next % self.conns.len()];
+        self.next += 1;
+        self.dp
+            .send_copy(conn, Msg::new(id, self.mode.msg_type()), &self.request)
+            .map_err(io::Error::other)?;
+        self.dp.flush().map_err(io::Error::other)
+    }
+
+    fn poll_responses(&mut self, on_response: &mut dyn FnMut(Response<'_>)) -> io::Result<usize> {
+        let mut rx = std::mem::take(&mut self.rx);
+        self.dp.recv_burst(&mut rx)?;
+        self.dp.poll_completions();
+        let n = rx.len();
+        for m in rx.drain(..) {
+            let ok = m.msg.ty == self.mode.msg_type() && self.correct(&m.data);
+            on_response(Response {
+                id: Some(m.msg.id as u64),
+                payload: if ok { OK } else { WRONG },
+            });
+        }
+        self.rx = rx;
+        Ok(n)
+    }
+}
+
+/// Latency percentiles of one mode, in microseconds.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Percentiles {
+    /// 5th percentile.
+    pub p5: f64,
+    /// 25th.
+    pub p25: f64,
+    /// Median.
+    pub p50: f64,
+    /// 75th.
+    pub p75: f64,
+    /// 99th.
+    pub p99: f64,
+}
+
+impl Percentiles {
+    /// The percentiles of a histogram (`None` when it is empty).
+    pub fn of(h: &loadgen::LatencyHistogram) -> Option<Percentiles> {
+        Some(Percentiles {
+            p5: h.percentile_us(5.0)?,
+            p25: h.percentile_us(25.0)?,
+            p50: h.percentile_us(50.0)?,
+            p75: h.percentile_us(75.0)?,
+            p99: h.percentile_us(99.0)?,
+        })
+    }
+}
+
+/// How long a request may go unanswered before it counts as lost.
+pub const TIMEOUT: Duration = Duration::from_millis(500);

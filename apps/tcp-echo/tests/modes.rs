@@ -1,0 +1,89 @@
+//! Every mode's echo is correct end to end over loopback TCP, and the server counts requests
+//! it cannot decode instead of answering them.
+
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use loadgen::{ClientTransport, Response};
+use tcp_echo::{verdict_ok, Client, Mode, Server, ServerStats};
+
+fn start() -> (
+    SocketAddrV4,
+    Arc<AtomicBool>,
+    std::thread::JoinHandle<ServerStats>,
+) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let s2 = stop.clone();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let h = std::thread::spawn(move || {
+        let mut s = Server::bind(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0)).unwrap();
+        tx.send(s.local_addr()).unwrap();
+        s.serve(&s2, false).unwrap();
+        s.stats()
+    });
+    (rx.recv().unwrap(), stop, h)
+}
+
+#[test]
+fn every_mode_echoes_correct_responses() {
+    let (addr, stop, h) = start();
+    for mode in Mode::ALL {
+        for size in [1, 1024, 5000] {
+            let mut c = Client::connect(addr, 3, mode, size).unwrap();
+            for id in 0..30 {
+                c.send_request(id).unwrap();
+            }
+            let mut got = Vec::new();
+            let end = Instant::now() + Duration::from_secs(10);
+            while got.len() < 30 {
+                assert!(
+                    Instant::now() < end,
+                    "{mode} {size}: {} responses",
+                    got.len()
+                );
+                c.poll_responses(&mut |r: Response<'_>| {
+                    got.push((r.id.unwrap(), verdict_ok(0, r.payload)))
+                })
+                .unwrap();
+            }
+            got.sort();
+            let want: Vec<(u64, bool)> = (0..30).map(|i| (i, true)).collect();
+            assert_eq!(got, want, "{mode} {size}");
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let st = h.join().unwrap();
+    assert_eq!(st.echoed, 5 * 3 * 30);
+    assert_eq!((st.bad_requests, st.send_errors), (0, 0));
+}
+
+#[test]
+fn requests_that_do_not_decode_are_counted_not_answered() {
+    use datapath_tcp::frame::{write_header, HEADER_LEN};
+    use std::io::{Read, Write};
+    let (addr, stop, h) = start();
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    let mut w = s.try_clone().unwrap();
+    let mut send = |ty: u16, body: &[u8]| {
+        let mut f = vec![0u8; HEADER_LEN];
+        write_header(&mut f, cornflakes::Msg::new(1, ty), body.len() as u32);
+        f.extend_from_slice(body);
+        w.write_all(&f).unwrap();
+    };
+    send(Mode::Flatbuffers.msg_type(), &[0xFF; 40]);
+    send(Mode::Cornflakes.msg_type(), &[0xFF; 40]);
+    send(99, b"unknown mode");
+    // A correct request after them, on the same connection, is still answered (and, the
+    // stream being in order, the bad ones were handled before it).
+    send(Mode::Raw.msg_type(), b"ping");
+    let mut reply = vec![0u8; HEADER_LEN + 4];
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.read_exact(&mut reply).unwrap();
+    assert_eq!(&reply[HEADER_LEN..], b"ping");
+    stop.store(true, Ordering::Relaxed);
+    let st = h.join().unwrap();
+    assert_eq!(st.bad_requests, 3, "{st:?}");
+    assert_eq!(st.echoed, 1);
+}

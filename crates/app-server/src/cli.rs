@@ -1,0 +1,34 @@
+//! The main program of an app with subcommands (`echo bench | server | …`, `kv …`).
+
+use std::process::ExitCode;
+
+use loadgen::args::Args;
+
+/// One subcommand: its name and what runs it on the arguments after it.
+pub type Command = (&'static str, fn(Args) -> Result<(), String>);
+
+/// Runs the subcommand named by the first of `argv` with the rest. With no arguments prints
+/// `usage` on stderr and fails; with `-h`/`--help` prints it on stdout and succeeds; an unknown
+/// subcommand or a subcommand's error is printed as `{prog}: {error}` and fails.
+pub fn main(prog: &str, usage: &str, commands: &[Command], mut argv: Vec<String>) -> ExitCode {
+    if argv.is_empty() {
+        eprint!("{usage}");
+        return ExitCode::FAILURE;
+    }
+    if argv.iter().any(|a| a == "-h" || a == "--help") {
+        print!("{usage}");
+        return ExitCode::SUCCESS;
+    }
+    let cmd = argv.remove(0);
+    let r = match commands.iter().find(|(name, _)| *name == cmd) {
+        Some((_, run)) => run(Args::new(argv)),
+        None => Err(format!("unknown command {cmd:?}\n{usage}")),
+    };
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{prog}: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,329 @@
+//! Heap allocations per request of a baseline server's path, counted by a global allocator:
+//! decode a request ([`KvCodec::with_request`]), look its keys up in a store, build the
+//! response from borrowed values (its lists recycled with [`baselines::kv::recycle`]) and
+//! encode it into a reused transmit buffer. After warm-up, a careful server allocates only
+//! what the library's API forces; each library's count is stated and explained here (and in
+//! `crates/baselines/src/kv.rs`'s docs), per operation:
+//!
+//! - protobuf (prost): one per key and two per value of the request: the decoded message
+//!   owns a `String` per key and a `Vec<u8>` per value, and prost 0.14 decodes a `bytes`
+//!   field from a `&[u8]` through `Buf::copy_to_bytes` (a `Bytes`, allocated) before copying
+//!   that into the `Vec` (`prost::encoding::bytes::merge`);
+//! - Cap'n Proto: one per response (the `Builder`'s segment table; the segment itself is
+//!   reused scratch);
+//! - FlatBuffers: none.
+//!
+//! Echo's server step (`Codec::echo`, per shape) is measured the same way: prost 1 (single
+//! value), 16 (8 values), 30 (depth-3 tree), all in its decode; Cap'n Proto 1; FlatBuffers 0.
+//!
+//! The counter is per thread (the harness's own threads allocate too).
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::collections::HashMap;
+
+use baselines::kv::{recycle, KvCodec, KvRequestView, KvResponseView};
+use baselines::{EchoMsg, Library, Shape};
+
+struct Counting;
+
+thread_local! {
+    /// This thread's allocations: the harness's other threads allocate too (output capture,
+    /// the runner), and must not count.
+    static ALLOCS: Cell<u64> = const { Cell::new(0) };
+}
+
+fn count() {
+    // `try_with`: an allocation during the thread's teardown is not counted, and never panics.
+    let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
+}
+
+fn allocs() -> u64 {
+    ALLOCS.with(Cell::get)
+}
+
+// SAFETY: forwards every call to the system allocator unchanged; only counts.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        count();
+        // SAFETY: the caller's contract is passed on as is.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: as above.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        count();
+        // SAFETY: as above.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// An operation's request (keys, values) and whether its reply returns the keys' values.
+struct Op {
+    name: &'static str,
+    keys: usize,
+    vals: usize,
+    reply_vals: usize,
+}
+
+const OPS: [Op; 6] = [
+    Op {
+        name: "get",
+        keys: 1,
+        vals: 0,
+        reply_vals: 1,
+    },
+    Op {
+        name: "put",
+        keys: 1,
+        vals: 1,
+        reply_vals: 0,
+    },
+    Op {
+        name: "getm (8 keys)",
+        keys: 8,
+        vals: 0,
+        reply_vals: 8,
+    },
+    Op {
+        name: "putm (8 keys)",
+        keys: 8,
+        vals: 8,
+        reply_vals: 0,
+    },
+    Op {
+        name: "getlist (16 values)",
+        keys: 1,
+        vals: 0,
+        reply_vals: 16,
+    },
+    Op {
+        name: "append",
+        keys: 1,
+        vals: 1,
+        reply_vals: 0,
+    },
+];
+
+/// What each library's API forces per request of `op` (see the module docs).
+fn forced(lib: Library, op: &Op) -> u64 {
+    match lib {
+        Library::Protobuf => (op.keys + 2 * op.vals) as u64,
+        Library::Capnp => 1,
+        Library::Flatbuffers => 0,
+    }
+}
+
+/// Heap allocations per call of `f`, after four warm-up calls.
+fn allocations_per_call(mut f: impl FnMut()) -> f64 {
+    for _ in 0..4 {
+        f();
+    }
+    const N: u64 = 100;
+    let before = allocs();
+    for _ in 0..N {
+        f();
+    }
+    (allocs() - before) as f64 / N as f64
+}
+
+/// The echo server's step per library and shape ([`baselines::Codec::echo`]: decode into
+/// the codec's reused message, encode into the transmit buffer).
+fn echo_allocations() -> Vec<(Library, Shape, f64)> {
+    let vals: Vec<Vec<u8>> = (0..16).map(|i| vec![i as u8; 64 + 300 * i]).collect();
+    let mut out = Vec::new();
+    for lib in Library::ALL {
+        for (shape, n) in [(Shape::Single, 1), (Shape::List, 8), (Shape::Tree(3), 8)] {
+            let refs: Vec<&[u8]> = vals[..n].iter().map(Vec::as_slice).collect();
+            let mut c = lib.codec();
+            let mut input = vec![0u8; 64 * 1024];
+            let len = c
+                .encode(
+                    &EchoMsg {
+                        id: 3,
+                        shape,
+                        vals: &refs,
+                    },
+                    &mut input,
+                )
+                .expect("encode");
+            input.truncate(len);
+            let mut tx = vec![0u8; 64 * 1024];
+            let per = allocations_per_call(|| {
+                assert!(c.echo(shape, &input, &mut tx).expect("echo") > 0);
+            });
+            let decode = allocations_per_call(|| {
+                c.decode(shape, &input, &mut |_| {}).expect("decode");
+            });
+            eprintln!("{lib:?} {shape}: echo {per}, of which decoding {decode}");
+            out.push((lib, shape, per));
+        }
+    }
+    out
+}
+
+/// prost's `bytes = "bytes"` configuration of `schemas/kv.proto`'s request (the generated
+/// code uses `Vec<u8>`): the same fields, values as `bytes::Bytes`.
+#[derive(Clone, PartialEq, prost::Message)]
+struct KvRequestBytes {
+    #[prost(uint32, tag = "1")]
+    id: u32,
+    #[prost(uint32, tag = "2")]
+    op: u32,
+    #[prost(string, repeated, tag = "3")]
+    keys: Vec<String>,
+    #[prost(bytes = "bytes", repeated, tag = "4")]
+    vals: Vec<bytes::Bytes>,
+    #[prost(uint32, tag = "5")]
+    index: u32,
+}
+
+/// Allocations per decode of a putm of 8 keys and values into a reused message: the generated
+/// `Vec<u8>` configuration, `Bytes` from a `&[u8]`, and `Bytes` from a `Bytes` input (what a
+/// server gets by wrapping its receive buffer, `Bytes::from_owner`, one allocation per
+/// request not counted here).
+fn prost_configurations() -> (f64, f64, f64) {
+    use prost::Message;
+    let keys: Vec<String> = (0..8).map(|i| format!("key-{i}")).collect();
+    let vals: Vec<Vec<u8>> = (0..8).map(|i| vec![i as u8; 100 + 300 * i]).collect();
+    let req = KvRequestView {
+        id: 1,
+        op: 1,
+        keys: keys.iter().map(String::as_str).collect(),
+        vals: vals.iter().map(Vec::as_slice).collect(),
+        index: 0,
+    };
+    let mut input = Vec::new();
+    Library::Protobuf
+        .kv_codec()
+        .encode_request(&req, &mut input);
+    let mut generated = baselines::generated::proto::kvpb::KvRequest::default();
+    let vec = allocations_per_call(|| {
+        generated.clear();
+        generated.merge(input.as_slice()).expect("decode");
+    });
+    let mut m = KvRequestBytes::default();
+    let from_slice = allocations_per_call(|| {
+        m.clear();
+        m.merge(input.as_slice()).expect("decode");
+    });
+    let shared = bytes::Bytes::from(input.clone());
+    let from_bytes = allocations_per_call(|| {
+        m.clear();
+        m.merge(shared.clone()).expect("decode");
+        assert_eq!(m.vals.len(), 8);
+    });
+    (vec, from_slice, from_bytes)
+}
+
+#[test]
+fn a_baseline_server_path_allocates_only_what_its_library_forces() {
+    // prost: 8 keys, 8 values. Generated `Vec<u8>`: a `String` per key, a `Bytes` and a `Vec`
+    // per value. `Bytes` from a slice: one per value fewer. From a `Bytes`: the values are
+    // slices of the input, only the keys' `String`s are left.
+    let (vec, from_slice, from_bytes) = prost_configurations();
+    eprintln!("prost putm (8 keys): Vec<u8> {vec}, Bytes from &[u8] {from_slice}, Bytes from Bytes {from_bytes}");
+    assert_eq!((vec, from_slice, from_bytes), (24.0, 16.0, 8.0));
+    // Echo: everything prost allocates is in its decode (a `Bytes` then a `Vec` per value,
+    // and a `Box` per nested message: the single message's one value reuses its `Vec`);
+    // Cap'n Proto's one is its `Builder`'s segment table; FlatBuffers none.
+    for (lib, shape, per) in echo_allocations() {
+        let forced = match (lib, shape) {
+            (Library::Protobuf, Shape::Single) => 1.0,
+            (Library::Protobuf, Shape::List) => 16.0,
+            (Library::Protobuf, _) => 30.0,
+            (Library::Capnp, _) => 1.0,
+            (Library::Flatbuffers, _) => 0.0,
+        };
+        assert_eq!(
+            per, forced,
+            "echo {lib:?} {shape}: {per} allocations per message"
+        );
+    }
+    let store: HashMap<String, Vec<u8>> = (0..16)
+        .map(|i| (format!("key-{i}"), vec![i as u8; 64 + 200 * i]))
+        .collect();
+    let names: Vec<String> = (0..16).map(|i| format!("key-{i}")).collect();
+    let put_vals: Vec<Vec<u8>> = (0..8)
+        .map(|i| vec![0xa0 + i as u8; 100 + 300 * i])
+        .collect();
+    let mut report = Vec::new();
+    for lib in [Library::Protobuf, Library::Capnp, Library::Flatbuffers] {
+        for op in &OPS {
+            let mut c: Box<dyn KvCodec + Send> = lib.kv_codec();
+            let req = KvRequestView {
+                id: 7,
+                op: 1,
+                keys: names[..op.keys].iter().map(String::as_str).collect(),
+                vals: put_vals[..op.vals].iter().map(Vec::as_slice).collect(),
+                index: 0,
+            };
+            let mut input = Vec::new();
+            c.encode_request(&req, &mut input);
+            // The transmit buffer (a pinned buffer in the server), the response's lists.
+            let mut tx = vec![0u8; 64 * 1024];
+            let mut resp_vals: Vec<&[u8]> = Vec::new();
+            let mut statuses: Vec<i32> = Vec::new();
+            let mut serve = |c: &mut Box<dyn KvCodec + Send>,
+                             resp_vals: &mut Vec<&[u8]>,
+                             statuses: &mut Vec<i32>| {
+                let mut vals = recycle(std::mem::take(resp_vals));
+                statuses.clear();
+                let mut id = 0;
+                c.with_request(&input, &mut |r| {
+                    id = r.id;
+                    if op.reply_vals > 0 {
+                        // Values borrowed from the store, read in place.
+                        // A list (more values than keys) reads the first reply_vals entries.
+                        let list = op.reply_vals > r.keys.len();
+                        for (i, name) in names.iter().take(op.reply_vals).enumerate() {
+                            let key = if list { name.as_str() } else { r.keys[i] };
+                            vals.push(store[key].as_slice());
+                            statuses.push(0);
+                        }
+                    } else {
+                        assert_eq!(r.vals.len(), op.vals);
+                    }
+                })
+                .expect("decode");
+                let resp = KvResponseView {
+                    id,
+                    status: 0,
+                    vals,
+                    statuses: std::mem::take(statuses),
+                };
+                let n = c.encode_response(&resp, &mut tx).expect("encode");
+                assert!(n > 0);
+                *statuses = resp.statuses;
+                *resp_vals = recycle(resp.vals);
+            };
+            for _ in 0..4 {
+                serve(&mut c, &mut resp_vals, &mut statuses);
+            }
+            const N: u64 = 100;
+            let before = allocs();
+            for _ in 0..N {
+                serve(&mut c, &mut resp_vals, &mut statuses);
+            }
+            let per = (allocs() - before) as f64 / N as f64;
+            report.push(format!(
+                "{lib:?} {}: {per} (forced {})",
+                op.name,
+                forced(lib, op)
+            ));
+            assert_eq!(
+                per,
+                forced(lib, op) as f64,
+                "{lib:?} {}: {per} heap allocations per request, the library forces {}",
+                op.name,
+                forced(lib, op)
+            );
+        }
+    }
+    eprintln!("{}", report.join("\n"));
+}

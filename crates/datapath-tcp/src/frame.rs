@@ -1,0 +1,494 @@
+//! Stream framing: length-delimited frames of Cornflakes messages on a byte stream
+//! (`docs/wire-format.md`, "Stream framing"), and the receive side's [`Deframer`].
+//!
+//! A frame is the 20-byte framing header of the UDP datapaths with one segment (`version 1`,
+//! `flags 0`, `segment index 0`, `segment count 1`, `segment offset 0`), whose `total length` is
+//! the length prefix, then that many message bytes. The same header type
+//! ([`cornflakes_stack::wire::framing`]) writes it; a stream never carries several segments
+//! of one message, since TCP already delivers bytes in order.
+
+use std::fmt;
+
+use cornflakes::mem::AllocError;
+use cornflakes::{Msg, PinnedMemory, RcBuf, RcBufMut};
+use cornflakes_stack::wire::framing::{self, Packet, Repr};
+
+/// Bytes of the frame header (the framing header of `docs/wire-format.md`).
+pub const HEADER_LEN: usize = framing::HEADER_LEN;
+
+/// Why a byte stream is not a valid sequence of frames. The connection cannot be resynchronised
+/// after one (there is no marker to find the next frame), so it is closed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FrameError {
+    /// The header at stream offset `at` is not a one-segment frame header of version 1
+    /// (wrong version or flags, segment count not 1, index or offset not 0).
+    BadHeader {
+        /// Stream offset of the header.
+        at: u64,
+    },
+    /// The length prefix at stream offset `at` is above the limit.
+    TooLong {
+        /// Stream offset of the header.
+        at: u64,
+        /// The length the header announced.
+        len: u64,
+        /// The most this receiver accepts.
+        max: usize,
+    },
+}
+
+impl fmt::Display for FrameError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FrameError::BadHeader { at } => write!(
+                f,
+                "bad frame header at stream offset {at}: not a one-segment version-1 framing header"
+            ),
+            FrameError::TooLong { at, len, max } => write!(
+                f,
+                "frame at stream offset {at} announces {len} message bytes, above the limit of {max}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for FrameError {}
+
+/// Writes the frame header of a `len`-byte message into the first [`HEADER_LEN`] bytes of `buf`.
+#[inline]
+pub fn write_header(buf: &mut [u8], msg: Msg, len: u32) {
+    Repr::single(msg.id, msg.ty, len).emit(buf);
+}
+
+/// Checks a frame header (its first [`HEADER_LEN`] bytes) found at stream offset `at` and
+/// returns the message identity and length.
+pub fn parse_header(hdr: &[u8], at: u64, max_len: usize) -> Result<(Msg, usize), FrameError> {
+    if hdr.len() < HEADER_LEN {
+        return Err(FrameError::BadHeader { at });
+    }
+    let p = Packet::new_unchecked(&hdr[..HEADER_LEN]);
+    let ok = p.version() == framing::VERSION
+        && p.flags() == 0
+        && p.seg_count() == 1
+        && p.seg_index() == 0
+        && p.seg_offset() == 0;
+    if !ok {
+        return Err(FrameError::BadHeader { at });
+    }
+    let len = p.total_len() as u64;
+    if len > max_len as u64 {
+        return Err(FrameError::TooLong {
+            at,
+            len,
+            max: max_len,
+        });
+    }
+    Ok((Msg::new(p.msg_id(), p.msg_type()), len as usize))
+}
+
+/// Counts kept by a [`Deframer`]; they only grow.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DeframeStats {
+    /// Messages delivered.
+    pub messages: u64,
+    /// Messages whose bytes arrived across more than one receive buffer and were gathered into
+    /// one pinned item (the part received before copied once into it).
+    pub gathered: u64,
+    /// Bytes copied to gather such messages (and the header bytes of a frame cut by the end of
+    /// a receive buffer).
+    pub gathered_bytes: u64,
+}
+
+/// The receive side of one stream: reads go into a pinned buffer; every frame wholly inside it
+/// is delivered as a view of that buffer (zero-copy); the bytes of a frame cut by the end of a
+/// read are moved to a new buffer sized for the whole frame, which the next reads fill.
+///
+/// Holds no buffer between reads unless a frame is partly received, so an idle connection costs
+/// no pinned memory; a partly received frame holds one buffer of at most
+/// `HEADER_LEN + max_message_len` bytes rounded up to its size class.
+#[derive(Debug)]
+pub struct Deframer {
+    max_message_len: usize,
+    rx_buffer: usize,
+    buf: Option<RcBufMut>,
+    /// Bytes of `buf` holding received data.
+    filled: usize,
+    /// Stream offset of `buf[0]`.
+    base: u64,
+    /// `buf` holds the start of a frame moved from an earlier buffer.
+    gathering: bool,
+    stats: DeframeStats,
+}
+
+impl Deframer {
+    /// A deframer that accepts messages up to `max_message_len` bytes and reads into buffers of
+    /// `rx_buffer` bytes (at least one header; larger when a frame needs it).
+    pub fn new(max_message_len: usize, rx_buffer: usize) -> Deframer {
+        Deframer {
+            max_message_len,
+            rx_buffer: rx_buffer.max(HEADER_LEN),
+            buf: None,
+            filled: 0,
+            base: 0,
+            gathering: false,
+            stats: DeframeStats::default(),
+        }
+    }
+
+    /// The counters so far.
+    pub fn stats(&self) -> DeframeStats {
+        self.stats
+    }
+
+    /// Bytes of a partly received frame held (0 between frames).
+    pub fn partial_bytes(&self) -> usize {
+        self.filled
+    }
+
+    /// Pinned bytes held (the capacity of the buffer of a partly received frame, else 0).
+    pub fn held_capacity(&self) -> usize {
+        self.buf.as_ref().map_or(0, |b| b.capacity())
+    }
+
+    /// Stream bytes consumed so far (delivered or held).
+    pub fn stream_offset(&self) -> u64 {
+        self.base + self.filled as u64
+    }
+
+    /// The free part of the receive buffer for the next read (a buffer is allocated when none
+    /// is held). Never empty.
+    pub fn space(&mut self, mem: &PinnedMemory) -> Result<&mut [u8], AllocError> {
+        if self.buf.is_none() {
+            self.buf = Some(mem.alloc(self.rx_buffer.min(mem.max_item_size()))?);
+            self.filled = 0;
+        }
+        let filled = self.filled;
+        let buf = self.buf.as_mut().expect("allocated above");
+        Ok(&mut buf.full_mut()[filled..])
+    }
+
+    /// Gives back the receive buffer if it holds no bytes (after a read found nothing), so an
+    /// idle stream holds no pinned memory.
+    pub fn release_if_empty(&mut self) {
+        if self.filled == 0 {
+            self.buf = None;
+        }
+    }
+
+    /// Records that the last read put `n` bytes into [`space`](Self::space), and appends every
+    /// frame now complete to `out`. On an error the stream is unusable (close it); the frames
+    /// before the bad header were delivered.
+    pub fn filled(
+        &mut self,
+        n: usize,
+        mem: &PinnedMemory,
+        out: &mut Vec<(Msg, RcBuf)>,
+    ) -> Result<(), DeframeError> {
+        let Some(mut buf) = self.buf.take() else {
+            return Ok(());
+        };
+        let max = self
+            .max_message_len
+            .min(mem.max_item_size().saturating_sub(HEADER_LEN));
+        let end = (self.filled + n).min(buf.capacity());
+        // No complete frame yet: keep filling this buffer, or move to one that holds the frame.
+        if end < HEADER_LEN {
+            self.filled = end;
+            self.buf = Some(buf);
+            return Ok(());
+        }
+        let (_, len) = parse_header(&buf.full_mut()[..HEADER_LEN], self.base, max)
+            .map_err(DeframeError::Frame)?;
+        if end < HEADER_LEN + len {
+            if buf.capacity() < HEADER_LEN + len {
+                let mut next = mem.alloc(HEADER_LEN + len).map_err(DeframeError::Alloc)?;
+                next.full_mut()[..end].copy_from_slice(&buf.full_mut()[..end]);
+                self.stats.gathered_bytes += end as u64;
+                self.gathering = true;
+                buf = next;
+            }
+            self.filled = end;
+            self.buf = Some(buf);
+            return Ok(());
+        }
+        buf.set_len(end);
+        let buf = buf.freeze();
+        let mut at = 0usize;
+        loop {
+            let rest = end - at;
+            if rest < HEADER_LEN {
+                break;
+            }
+            let (msg, len) = parse_header(&buf[at..at + HEADER_LEN], self.base + at as u64, max)
+                .map_err(DeframeError::Frame)?;
+            if rest < HEADER_LEN + len {
+                break;
+            }
+            // In bounds (checked above), so only a saturated reference count fails.
+            let Some(data) = buf
+                .try_slice(at + HEADER_LEN, len)
+                .map_err(|_| DeframeError::RefCount)?
+            else {
+                return Err(DeframeError::RefCount);
+            };
+            if at == 0 && self.gathering {
+                self.stats.gathered += 1;
+            }
+            self.stats.messages += 1;
+            out.push((msg, data));
+            at += HEADER_LEN + len;
+        }
+        self.base += at as u64;
+        self.filled = 0;
+        self.gathering = false;
+        let rest = end - at;
+        if rest == 0 {
+            return Ok(());
+        }
+        // A frame cut by the end of the data: move its bytes into a buffer that holds the whole
+        // frame (or at least its header), which the next reads fill.
+        let want = if rest >= HEADER_LEN {
+            let (_, len) = parse_header(&buf[at..at + HEADER_LEN], self.base, max)
+                .map_err(DeframeError::Frame)?;
+            (HEADER_LEN + len).max(self.rx_buffer)
+        } else {
+            self.rx_buffer
+        };
+        let mut next = mem
+            .alloc(want.min(mem.max_item_size()))
+            .map_err(DeframeError::Alloc)?;
+        next.full_mut()[..rest].copy_from_slice(&buf[at..end]);
+        self.stats.gathered_bytes += rest as u64;
+        self.filled = rest;
+        self.gathering = true;
+        self.buf = Some(next);
+        Ok(())
+    }
+}
+
+/// Why [`Deframer::filled`] failed.
+#[derive(Debug)]
+pub enum DeframeError {
+    /// The stream is not valid framing.
+    Frame(FrameError),
+    /// No pinned buffer for the rest of a frame cut by a read.
+    Alloc(AllocError),
+    /// The receive buffer's reference count is saturated (more than 2^31 views alive).
+    RefCount,
+}
+
+impl fmt::Display for DeframeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DeframeError::Frame(e) => e.fmt(f),
+            DeframeError::Alloc(e) => {
+                write!(f, "no pinned buffer for a partly received frame: {e}")
+            }
+            DeframeError::RefCount => write!(f, "receive buffer reference count saturated"),
+        }
+    }
+}
+
+impl std::error::Error for DeframeError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            DeframeError::Frame(e) => Some(e),
+            DeframeError::Alloc(e) => Some(e),
+            DeframeError::RefCount => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+    use cornflakes::mem::MemoryConfig;
+
+    fn memory() -> PinnedMemory {
+        PinnedMemory::new(MemoryConfig {
+            max_item_size: 64 << 10,
+            ..MemoryConfig::default()
+        })
+        .unwrap()
+    }
+
+    /// A stream of frames of these lengths (message `i` filled with `i + 1`), and the messages.
+    fn stream(lens: &[usize]) -> (Vec<u8>, Vec<(Msg, Vec<u8>)>) {
+        let mut s = Vec::new();
+        let mut msgs = Vec::new();
+        for (i, &n) in lens.iter().enumerate() {
+            let msg = Msg::new(i as u32 * 7, i as u16);
+            let mut h = [0u8; HEADER_LEN];
+            write_header(&mut h, msg, n as u32);
+            s.extend_from_slice(&h);
+            let body = vec![i as u8 + 1; n];
+            s.extend_from_slice(&body);
+            msgs.push((msg, body));
+        }
+        (s, msgs)
+    }
+
+    /// Feeds `chunks` as successive reads (each as large as the buffer allows).
+    fn feed(
+        d: &mut Deframer,
+        mem: &PinnedMemory,
+        chunks: &[&[u8]],
+    ) -> Result<Vec<(Msg, RcBuf)>, DeframeError> {
+        let mut out = Vec::new();
+        for mut c in chunks.iter().copied() {
+            while !c.is_empty() {
+                let space = d.space(mem).unwrap();
+                assert!(!space.is_empty());
+                let k = space.len().min(c.len());
+                space[..k].copy_from_slice(&c[..k]);
+                d.filled(k, mem, &mut out)?;
+                c = &c[k..];
+            }
+        }
+        Ok(out)
+    }
+
+    fn check(got: &[(Msg, RcBuf)], want: &[(Msg, Vec<u8>)]) {
+        assert_eq!(got.len(), want.len());
+        for ((gm, gd), (wm, wd)) in got.iter().zip(want) {
+            assert_eq!(gm, wm);
+            assert_eq!(&gd[..], &wd[..], "message {wm:?}");
+        }
+    }
+
+    #[test]
+    fn round_trips_at_every_split_point() {
+        let mem = memory();
+        // Empty, small, one larger than the receive buffer, and one exactly filling it.
+        let (s, want) = stream(&[0, 5, 300, 0, 2000, 1, 1024 - HEADER_LEN]);
+        for split in 0..=s.len() {
+            let mut d = Deframer::new(4096, 1024);
+            let got = feed(&mut d, &mem, &[&s[..split], &s[split..]]).unwrap();
+            check(&got, &want);
+            assert_eq!(d.partial_bytes(), 0, "split {split}");
+            assert_eq!(
+                d.held_capacity(),
+                0,
+                "split {split}: a buffer held after the stream"
+            );
+            assert_eq!(d.stream_offset(), s.len() as u64);
+        }
+        // Two split points, every pair over a shorter stream.
+        let (s, want) = stream(&[3, 0, 40, 17]);
+        for a in 0..=s.len() {
+            for b in a..=s.len() {
+                let mut d = Deframer::new(4096, 64);
+                let got = feed(&mut d, &mem, &[&s[..a], &s[a..b], &s[b..]]).unwrap();
+                check(&got, &want);
+            }
+        }
+    }
+
+    #[test]
+    fn byte_at_a_time_and_random_chunks_deliver_the_same() {
+        use rand::{Rng, SeedableRng};
+        let mem = memory();
+        let (s, want) = stream(&[9, 4000, 0, 70, 12000, 3]);
+        let mut d = Deframer::new(16000, 512);
+        let bytes: Vec<&[u8]> = s.chunks(1).collect();
+        check(&feed(&mut d, &mem, &bytes).unwrap(), &want);
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(27);
+        for _ in 0..200 {
+            let mut chunks = Vec::new();
+            let mut at = 0;
+            while at < s.len() {
+                let k = rng.gen_range(1..=(s.len() - at).min(5000));
+                chunks.push(&s[at..at + k]);
+                at += k;
+            }
+            let mut d = Deframer::new(16000, 512);
+            check(&feed(&mut d, &mem, &chunks).unwrap(), &want);
+        }
+    }
+
+    #[test]
+    fn a_frame_inside_one_read_is_a_view_of_the_receive_buffer() {
+        let mem = memory();
+        let (s, want) = stream(&[100, 200, 300]);
+        let mut d = Deframer::new(4096, 4096);
+        let got = feed(&mut d, &mem, &[&s]).unwrap();
+        check(&got, &want);
+        // All three are views of one item: same item, consecutive offsets, nothing gathered.
+        let base = got[0].1.as_ptr() as usize - got[0].1.item_offset();
+        for (_, b) in &got {
+            assert_eq!(b.as_ptr() as usize - b.item_offset(), base);
+        }
+        assert_eq!(d.stats().gathered, 0);
+        assert_eq!(d.stats().gathered_bytes, 0);
+        assert_eq!(d.stats().messages, 3);
+    }
+
+    #[test]
+    fn a_frame_cut_by_a_read_is_gathered_once_into_one_item() {
+        let mem = memory();
+        let (s, want) = stream(&[50, 30000]);
+        let mut d = Deframer::new(40000, 1024);
+        // First read: the small frame and the start of the large one.
+        let got = feed(&mut d, &mem, &[&s[..200]]).unwrap();
+        check(&got, &want[..1]);
+        assert!(d.held_capacity() >= HEADER_LEN + 30000);
+        // Many small reads fill the gathered buffer without further copies.
+        let rest: Vec<&[u8]> = s[200..].chunks(700).collect();
+        let got = feed(&mut d, &mem, &rest).unwrap();
+        check(&got, &want[1..]);
+        let st = d.stats();
+        assert_eq!(st.gathered, 1);
+        assert_eq!(st.gathered_bytes, (200 - HEADER_LEN - 50) as u64);
+    }
+
+    #[test]
+    fn bad_headers_and_oversized_lengths_are_errors_with_their_offset() {
+        let mem = memory();
+        let (mut s, _) = stream(&[10, 10]);
+        s[HEADER_LEN + 10] = 2; // the second header's version
+        let mut d = Deframer::new(100, 256);
+        let mut out = Vec::new();
+        let space = d.space(&mem).unwrap();
+        space[..s.len()].copy_from_slice(&s);
+        let e = d.filled(s.len(), &mem, &mut out).unwrap_err();
+        assert_eq!(out.len(), 1, "the frame before the bad one is delivered");
+        match e {
+            DeframeError::Frame(FrameError::BadHeader { at }) => assert_eq!(at, 30),
+            other => panic!("{other:?}"),
+        }
+        assert!(e.to_string().contains("offset 30"), "{e}");
+
+        for (field, value) in [(1usize, 1u8), (10, 2), (8, 1), (16, 1)] {
+            let (mut s, _) = stream(&[10]);
+            s[field] = value; // flags, segment count, index, offset
+            let mut d = Deframer::new(100, 256);
+            assert!(matches!(
+                feed(&mut d, &mem, &[&s]),
+                Err(DeframeError::Frame(FrameError::BadHeader { at: 0 }))
+            ));
+        }
+
+        // A length prefix above the limit is refused as soon as the header is complete,
+        // before any of its bytes are buffered.
+        let mut h = [0u8; HEADER_LEN];
+        write_header(&mut h, Msg::new(1, 1), 101);
+        let mut d = Deframer::new(100, 256);
+        let e = feed(&mut d, &mem, &[&h]).unwrap_err();
+        assert!(matches!(
+            e,
+            DeframeError::Frame(FrameError::TooLong {
+                at: 0,
+                len: 101,
+                max: 100
+            })
+        ));
+        assert!(e.to_string().contains("above the limit of 100"), "{e}");
+        // The pinned item bounds the length too, whatever the configured limit.
+        write_header(&mut h, Msg::new(1, 1), u32::MAX);
+        let mut d = Deframer::new(usize::MAX, 256);
+        assert!(matches!(
+            feed(&mut d, &mem, &[&h]),
+            Err(DeframeError::Frame(FrameError::TooLong { .. }))
+        ));
+    }
+}

@@ -1,0 +1,920 @@
+//! The Cornflakes datapath over Linux kernel TCP (`docs/tcp.md`).
+//!
+//! A connection is a TCP connection; messages are length-delimited frames on its byte stream
+//! (the 20-byte framing header with one segment, then the message; `docs/wire-format.md`,
+//! "Stream framing"). Everything is non-blocking and driven by one `epoll` instance per
+//! datapath (one per core), polled by [`Receive::recv_burst`]:
+//!
+//! - **Receive** reads into pinned buffers ([`frame::Deframer`]): a message wholly inside one
+//!   read is handed to the application as a view of the receive buffer (zero-copy); a message
+//!   cut by the end of a read is gathered into one pinned item sized for it (counted in
+//!   [`TcpStats::gathered`]). An idle connection holds no receive buffer.
+//! - **Send** ([`Transmit::send_object`]) queues one pinned buffer with the frame header and
+//!   the object's header and copy areas, then one reference per zero-copy field; the
+//!   connection's queue leaves with one gathered `sendmsg` per [`Transmit::flush`] (several
+//!   when the kernel takes part of it). A send whose iovecs include a zero-copy field at least
+//!   [`TcpConfig::zero_copy_threshold`] long uses `MSG_ZEROCOPY`: the kernel then refers to the
+//!   buffers until it reports the send complete on the socket's error queue, and the datapath
+//!   keeps their references until then ([`Completions::poll_completions`]), so a value
+//!   replaced by the application during the send never changes the bytes on the wire.
+//! - **Backpressure**: each connection queues at most [`TcpConfig::tx_limit`] unsent bytes;
+//!   beyond it sends fail with [`SendError::Full`] and the connection is not read until its
+//!   queue is half empty, so a peer that never reads its replies stalls only itself.
+//! - **Bad input**: a frame header that is not a one-segment version-1 header, or announces
+//!   more than [`TcpConfig::max_message_len`] bytes, closes that connection (counted); a reset
+//!   or end of stream in the middle of a frame drops the partial frame (counted). Other
+//!   connections are unaffected.
+
+#![deny(unsafe_code)]
+#![warn(missing_docs, clippy::undocumented_unsafe_blocks)]
+
+pub mod frame;
+#[allow(unsafe_code)]
+mod sys;
+pub mod txq;
+
+use std::collections::HashMap;
+use std::io::{self, Read};
+use std::net::{Shutdown, SocketAddr, SocketAddrV4, TcpListener, TcpStream};
+use std::os::fd::AsFd;
+use std::time::{Duration, Instant};
+
+use cornflakes::datapath::{Completions, Connect, DatapathMemory, DropCounters, Receive, Transmit};
+use cornflakes::mem::{AllocError, MemoryConfig};
+use cornflakes::{ConnId, CornflakesObj, Msg, PinnedMemory, RcBuf, RxMsg, SendError, SendPlan};
+
+use frame::{DeframeError, Deframer, HEADER_LEN};
+use sys::{Epoll, ZcCompletion};
+use txq::{TxQueue, ZcInFlight};
+
+/// Configuration of a [`TcpDatapath`].
+#[derive(Clone, Debug)]
+pub struct TcpConfig {
+    /// Address to listen on (port 0 picks one), or `None` for a datapath that only connects.
+    pub listen: Option<SocketAddrV4>,
+    /// Pinned memory for receive and transmit buffers. Its largest item bounds the largest
+    /// message (a received message is gathered into one item).
+    pub memory: MemoryConfig,
+    /// Largest message sent or accepted; clamped to the largest pinned item minus the frame
+    /// header. A received frame header announcing more closes the connection.
+    pub max_message_len: usize,
+    /// Bytes of the receive buffer a read goes into (larger for a frame that needs more).
+    pub rx_buffer: usize,
+    /// Most unsent bytes queued per connection; sends beyond it fail with
+    /// [`SendError::Full`], and after such a refusal the connection is not read until its
+    /// queue is half empty. At least one largest message.
+    pub tx_limit: usize,
+    /// Zero-copy fields at least this long are sent with `MSG_ZEROCOPY`; `None` never uses it
+    /// (the kernel copies every send during the call).
+    pub zero_copy_threshold: Option<usize>,
+    /// Most zero-copy fields of one object sent as their own iovec; smaller ones beyond it are
+    /// copied into the head buffer ([`cornflakes::wire::Demote`]).
+    pub max_segments: usize,
+    /// Most connections (accepted and opened); further accepted connections are closed at
+    /// once and counted in [`DropCounters::conn_table_full`].
+    pub max_conns: usize,
+    /// Reads per connection per poll before the next connection's turn.
+    pub read_budget: usize,
+    /// Most epoll events handled per poll.
+    pub events_per_poll: usize,
+    /// Kernel socket buffer size to ask for (send and receive), if any.
+    pub socket_buffer: Option<usize>,
+}
+
+/// Default largest pinned item of a TCP datapath: 256 KiB (messages up to 256 KiB − 20 B).
+pub const DEFAULT_MAX_ITEM: usize = 256 << 10;
+/// Default zero-copy threshold for `MSG_ZEROCOPY` (see `docs/tcp.md`, "Zero-copy threshold").
+pub const DEFAULT_ZERO_COPY_THRESHOLD: usize = 16 << 10;
+
+impl TcpConfig {
+    /// Defaults: listen on `listen`, messages up to 256 KiB − 20 B, 8 KiB receive buffers,
+    /// 1 MiB of unsent bytes per connection, `MSG_ZEROCOPY` for fields of 16 KiB and more,
+    /// 64 iovecs per object, 16384 connections.
+    pub fn new(listen: Option<SocketAddrV4>) -> TcpConfig {
+        TcpConfig {
+            listen,
+            memory: MemoryConfig {
+                max_item_size: DEFAULT_MAX_ITEM,
+                ..MemoryConfig::default()
+            },
+            max_message_len: DEFAULT_MAX_ITEM - HEADER_LEN,
+            rx_buffer: 8 << 10,
+            tx_limit: 1 << 20,
+            zero_copy_threshold: Some(DEFAULT_ZERO_COPY_THRESHOLD),
+            max_segments: 64,
+            max_conns: 16384,
+            read_budget: 4,
+            events_per_poll: 256,
+            socket_buffer: None,
+        }
+    }
+}
+
+/// Why a TCP datapath could not be created.
+#[derive(Debug)]
+pub enum SetupError {
+    /// The listening socket or epoll instance could not be created.
+    Io(io::Error),
+    /// The pinned memory could not be created.
+    Memory(AllocError),
+}
+
+impl std::fmt::Display for SetupError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SetupError::Io(e) => write!(f, "TCP datapath setup failed: {e}"),
+            SetupError::Memory(e) => write!(f, "pinned memory setup failed: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for SetupError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            SetupError::Io(e) => Some(e),
+            SetupError::Memory(e) => Some(e),
+        }
+    }
+}
+
+/// Counts of the TCP datapath beyond [`DropCounters`]; they only grow.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TcpStats {
+    /// Connections accepted.
+    pub accepted: u64,
+    /// Connections opened by [`Connect::connect`] / [`TcpDatapath::open`].
+    pub opened: u64,
+    /// Connections closed (for any reason).
+    pub closed: u64,
+    /// Connections the peer ended cleanly (end of stream between frames).
+    pub peer_closed: u64,
+    /// Connections that failed (reset, broken pipe, other socket errors).
+    pub failed: u64,
+    /// Connections closed because their byte stream was not valid framing.
+    pub bad_streams: u64,
+    /// Frames lost because the stream ended or failed in their middle.
+    pub partial_frames_lost: u64,
+    /// Messages gathered from more than one read into one pinned item.
+    pub gathered: u64,
+    /// Bytes copied to gather them.
+    pub gathered_bytes: u64,
+    /// `sendmsg` calls.
+    pub sendmsg_calls: u64,
+    /// `sendmsg` calls the kernel took only part of.
+    pub partial_writes: u64,
+    /// `sendmsg` calls that found the socket buffer full (`EAGAIN`).
+    pub would_block: u64,
+    /// Sends refused because the connection's queue was at [`TcpConfig::tx_limit`].
+    pub tx_full: u64,
+    /// `MSG_ZEROCOPY` sends.
+    pub zero_copy_sends: u64,
+    /// Zero-copy sends the kernel reported complete.
+    pub zero_copy_completed: u64,
+    /// Of those, sends the kernel reported it copied after all (`SO_EE_CODE_ZEROCOPY_COPIED`;
+    /// loopback always copies).
+    pub zero_copy_copied: u64,
+    /// `MSG_ZEROCOPY` sends refused with `ENOBUFS` (the socket's optmem limit) and retried as
+    /// copying sends.
+    pub zero_copy_enobufs: u64,
+    /// Closed connections still waiting for zero-copy completions (their buffers held).
+    pub draining: u64,
+}
+
+/// One TCP connection.
+#[derive(Debug)]
+struct Conn {
+    stream: TcpStream,
+    peer: SocketAddrV4,
+    outgoing: bool,
+    rx: Deframer,
+    tx: TxQueue,
+    zc: ZcInFlight,
+    /// Events registered with epoll.
+    interest: u32,
+    /// The last send found the socket buffer full: wait for EPOLLOUT.
+    blocked: bool,
+    /// The peer ended its stream: no more reads; close once the queue is sent.
+    rx_closed: bool,
+    /// `SO_ZEROCOPY` is on for this socket.
+    zero_copy: bool,
+    /// In the datapath's list of connections with queued sends.
+    dirty: bool,
+    /// A send was refused for a full queue: not read until the queue is half empty.
+    paused: bool,
+}
+
+impl Conn {
+    /// The epoll events this connection waits for.
+    fn wanted(&self) -> u32 {
+        let rd = if self.rx_closed || self.paused {
+            0
+        } else {
+            sys::IN
+        };
+        rd | if self.blocked { sys::OUT } else { 0 }
+    }
+}
+
+/// Why a connection is being closed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Close {
+    /// The peer ended the stream and everything queued was sent.
+    Done,
+    /// A socket error (reset, broken pipe).
+    Failed,
+    /// The stream is not valid framing.
+    BadStream,
+}
+
+/// The epoll token of the listening socket (connection tokens are their `u32` ids).
+const LISTENER: u64 = u64::MAX;
+
+/// A datapath over Linux kernel TCP: one listening socket (optional), any number of
+/// connections, one epoll instance. Not `Send`: one per core.
+pub struct TcpDatapath {
+    cfg: TcpConfig,
+    mem: PinnedMemory,
+    epoll: Epoll,
+    listener: Option<TcpListener>,
+    local: SocketAddrV4,
+    conns: HashMap<u32, Conn>,
+    by_peer: HashMap<SocketAddrV4, ConnId>,
+    next_id: u32,
+    /// Connections with sends queued since their last write.
+    dirty: Vec<u32>,
+    /// Connections with zero-copy sends in flight.
+    zc_conns: Vec<u32>,
+    /// Closed connections whose zero-copy sends are still in flight (socket kept open to
+    /// read their completions).
+    draining: Vec<Conn>,
+    events: Vec<(u64, u32)>,
+    rx_frames: Vec<(Msg, RcBuf)>,
+    iov: Vec<libc::iovec>,
+    completions: Vec<ZcCompletion>,
+    closing: Vec<(u32, Close)>,
+    counters: DropCounters,
+    stats: TcpStats,
+    /// Queued buffer references of all connections.
+    queued: usize,
+    /// Buffer references held for zero-copy sends in flight (all connections).
+    zc_held: usize,
+    /// Buffers released since the last `poll_completions`.
+    completed: usize,
+}
+
+impl TcpDatapath {
+    /// Creates the pinned memory and the epoll instance, and listens on `cfg.listen`.
+    pub fn new(cfg: TcpConfig) -> Result<TcpDatapath, SetupError> {
+        let mem = PinnedMemory::new(cfg.memory.clone()).map_err(SetupError::Memory)?;
+        let epoll = Epoll::new(cfg.events_per_poll).map_err(SetupError::Io)?;
+        let mut cfg = cfg;
+        cfg.max_message_len = cfg
+            .max_message_len
+            .min(mem.max_item_size().saturating_sub(HEADER_LEN))
+            .min(u32::MAX as usize);
+        cfg.tx_limit = cfg.tx_limit.max(HEADER_LEN + cfg.max_message_len);
+        cfg.max_segments = cfg.max_segments.clamp(1, sys::MAX_IOV - 1);
+        cfg.read_budget = cfg.read_budget.max(1);
+        let (listener, local) = match cfg.listen {
+            Some(addr) => {
+                let l = TcpListener::bind(addr).map_err(SetupError::Io)?;
+                l.set_nonblocking(true).map_err(SetupError::Io)?;
+                let local = match l.local_addr().map_err(SetupError::Io)? {
+                    SocketAddr::V4(a) => a,
+                    SocketAddr::V6(_) => {
+                        return Err(SetupError::Io(io::Error::other("bound an IPv6 address")))
+                    }
+                };
+                epoll
+                    .add(l.as_fd(), sys::IN, LISTENER)
+                    .map_err(SetupError::Io)?;
+                (Some(l), local)
+            }
+            None => (None, SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 0)),
+        };
+        Ok(TcpDatapath {
+            mem,
+            epoll,
+            listener,
+            local,
+            conns: HashMap::new(),
+            by_peer: HashMap::new(),
+            next_id: 0,
+            dirty: Vec::new(),
+            zc_conns: Vec::new(),
+            draining: Vec::new(),
+            events: Vec::with_capacity(cfg.events_per_poll),
+            rx_frames: Vec::new(),
+            iov: Vec::with_capacity(sys::MAX_IOV),
+            completions: Vec::new(),
+            closing: Vec::new(),
+            counters: DropCounters::default(),
+            stats: TcpStats::default(),
+            queued: 0,
+            zc_held: 0,
+            completed: 0,
+            cfg,
+        })
+    }
+
+    /// The configuration in force (after clamping).
+    pub fn config(&self) -> &TcpConfig {
+        &self.cfg
+    }
+
+    /// The TCP-specific counters.
+    pub fn stats(&self) -> TcpStats {
+        let mut s = self.stats;
+        s.draining = self.draining.len() as u64;
+        s
+    }
+
+    /// Open connections.
+    pub fn connections(&self) -> usize {
+        self.conns.len()
+    }
+
+    /// Whether `conn` is open.
+    pub fn is_open(&self, conn: ConnId) -> bool {
+        self.conns.contains_key(&conn.0)
+    }
+
+    /// Pinned bytes held by receive buffers of partly received frames (all connections).
+    pub fn rx_bytes_held(&self) -> usize {
+        self.conns.values().map(|c| c.rx.held_capacity()).sum()
+    }
+
+    /// Unsent bytes queued for `conn`.
+    pub fn queued_bytes(&self, conn: ConnId) -> Option<usize> {
+        self.conns.get(&conn.0).map(|c| c.tx.bytes())
+    }
+
+    /// Zero-copy sends in flight (sent, completion not yet read), all connections.
+    pub fn zero_copy_in_flight(&self) -> usize {
+        self.conns.values().map(|c| c.zc.sends()).sum::<usize>()
+            + self.draining.iter().map(|c| c.zc.sends()).sum::<usize>()
+    }
+
+    /// Opens a new connection to `peer` (unlike [`Connect::connect`], which reuses an open
+    /// one): a blocking connect of at most 5 s, then the socket is non-blocking.
+    pub fn open(&mut self, peer: SocketAddrV4) -> io::Result<ConnId> {
+        if self.conns.len() >= self.cfg.max_conns {
+            return Err(io::Error::other(format!(
+                "connection table full ({} connections)",
+                self.cfg.max_conns
+            )));
+        }
+        let s = TcpStream::connect_timeout(&SocketAddr::V4(peer), Duration::from_secs(5))?;
+        let id = self.add_conn(s, peer, true)?;
+        self.stats.opened += 1;
+        self.by_peer.entry(peer).or_insert(id);
+        Ok(id)
+    }
+
+    /// Waits up to `timeout` for a socket event (a connection, data, room to write, a
+    /// completion); returns at once when one is ready, and whether one is. The events stay for
+    /// the next [`Receive::recv_burst`]. For a server that would otherwise spin when idle.
+    pub fn wait(&self, timeout: Duration) -> io::Result<bool> {
+        let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+        self.epoll.wait_ready(ms)
+    }
+
+    fn add_conn(&mut self, s: TcpStream, peer: SocketAddrV4, outgoing: bool) -> io::Result<ConnId> {
+        s.set_nonblocking(true)?;
+        sys::set_nodelay(s.as_fd())?;
+        if let Some(b) = self.cfg.socket_buffer {
+            sys::set_buffer_sizes(s.as_fd(), b);
+        }
+        let zero_copy = self.cfg.zero_copy_threshold.is_some() && sys::enable_zero_copy(s.as_fd());
+        let id = self.next_id;
+        // Ids are not reused while a connection with the same id is open (after 2^32 opens).
+        self.next_id = self.next_id.wrapping_add(1);
+        self.epoll.add(s.as_fd(), sys::IN, id as u64)?;
+        self.conns.insert(
+            id,
+            Conn {
+                stream: s,
+                peer,
+                outgoing,
+                rx: Deframer::new(self.cfg.max_message_len, self.cfg.rx_buffer),
+                tx: TxQueue::default(),
+                zc: ZcInFlight::default(),
+                interest: sys::IN,
+                blocked: false,
+                rx_closed: false,
+                zero_copy,
+                dirty: false,
+                paused: false,
+            },
+        );
+        Ok(ConnId(id))
+    }
+
+    fn accept_all(&mut self) {
+        let Some(l) = self.listener.take() else {
+            return;
+        };
+        for _ in 0..self.cfg.events_per_poll {
+            match l.accept() {
+                Ok((s, SocketAddr::V4(peer))) => {
+                    if self.conns.len() >= self.cfg.max_conns {
+                        self.counters.conn_table_full += 1;
+                        drop(s);
+                        continue;
+                    }
+                    match self.add_conn(s, peer, false) {
+                        Ok(_) => self.stats.accepted += 1,
+                        Err(_) => self.stats.failed += 1,
+                    }
+                }
+                Ok((_, SocketAddr::V6(_))) => self.counters.non_ipv4 += 1,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                // ECONNABORTED, EMFILE, …: this connection is lost; try again next poll.
+                Err(_) => {
+                    self.stats.failed += 1;
+                    break;
+                }
+            }
+        }
+        self.listener = Some(l);
+    }
+
+    /// Reads what `id` has (up to the read budget), delivering complete frames.
+    fn read_conn(&mut self, id: u32, out: &mut Vec<RxMsg>) {
+        let Some(c) = self.conns.get_mut(&id) else {
+            return;
+        };
+        if c.rx_closed || c.paused {
+            return;
+        }
+        for _ in 0..self.cfg.read_budget {
+            let space = match c.rx.space(&self.mem) {
+                Ok(s) => s,
+                Err(_) => {
+                    // Level-triggered: the data stays in the socket until a buffer is free.
+                    self.counters.no_rx_buffers += 1;
+                    return;
+                }
+            };
+            let want = space.len();
+            match c.stream.read(space) {
+                Ok(0) => {
+                    if c.rx.partial_bytes() > 0 {
+                        self.stats.partial_frames_lost += 1;
+                        self.counters.truncated += 1;
+                    }
+                    self.stats.peer_closed += 1;
+                    c.rx_closed = true;
+                    if c.tx.is_empty() {
+                        self.closing.push((id, Close::Done));
+                    }
+                    return;
+                }
+                Ok(n) => {
+                    let before = c.rx.stats();
+                    let r = c.rx.filled(n, &self.mem, &mut self.rx_frames);
+                    let after = c.rx.stats();
+                    self.stats.gathered += after.gathered - before.gathered;
+                    self.stats.gathered_bytes += after.gathered_bytes - before.gathered_bytes;
+                    for (msg, data) in self.rx_frames.drain(..) {
+                        self.counters.delivered += 1;
+                        out.push(RxMsg {
+                            conn: ConnId(id),
+                            peer: c.peer,
+                            msg,
+                            data,
+                        });
+                    }
+                    match r {
+                        Ok(()) => {}
+                        Err(DeframeError::Alloc(_)) => {
+                            self.counters.no_rx_buffers += 1;
+                            self.stats.partial_frames_lost += 1;
+                            self.closing.push((id, Close::Failed));
+                            return;
+                        }
+                        Err(_) => {
+                            self.counters.bad_framing += 1;
+                            self.closing.push((id, Close::BadStream));
+                            return;
+                        }
+                    }
+                    if n < want {
+                        c.rx.release_if_empty();
+                        return;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    c.rx.release_if_empty();
+                    return;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => {
+                    if c.rx.partial_bytes() > 0 {
+                        self.stats.partial_frames_lost += 1;
+                        self.counters.truncated += 1;
+                    }
+                    self.closing.push((id, Close::Failed));
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Writes `id`'s queue until it is empty or the socket is full. An error means the
+    /// connection failed.
+    fn write_conn(&mut self, id: u32) -> io::Result<()> {
+        let Some(c) = self.conns.get_mut(&id) else {
+            return Ok(());
+        };
+        c.dirty = false;
+        let mut allow_zc = c.zero_copy;
+        let mut result = Ok(());
+        while !c.tx.is_empty() {
+            let queued = c.tx.bytes();
+            self.stats.sendmsg_calls += 1;
+            match sys::send_queue(c.stream.as_fd(), &c.tx, &mut self.iov, allow_zc) {
+                Ok((n, zc)) => {
+                    if n < queued && n < self.iov.iter().map(|v| v.iov_len).sum::<usize>() {
+                        self.stats.partial_writes += 1;
+                    }
+                    if zc {
+                        let mut keep = Vec::with_capacity(self.iov.len());
+                        let done = c.tx.advance(n, Some(&mut keep));
+                        self.queued -= done;
+                        self.zc_held += keep.len();
+                        if c.zc.sends() == 0 {
+                            self.zc_conns.push(id);
+                        }
+                        c.zc.record(keep);
+                        self.stats.zero_copy_sends += 1;
+                        // Wholly sent buffers are released at the completion, not now.
+                    } else {
+                        let done = c.tx.advance(n, None);
+                        self.queued -= done;
+                        self.completed += done;
+                    }
+                    allow_zc = c.zero_copy;
+                    c.blocked = false;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.stats.would_block += 1;
+                    c.blocked = true;
+                    break;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) && allow_zc => {
+                    // The socket's optmem limit for zero-copy notifications: copy this one.
+                    self.stats.zero_copy_enobufs += 1;
+                    allow_zc = false;
+                }
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            }
+        }
+        if c.tx.is_empty() {
+            c.blocked = false;
+        }
+        if c.paused && c.tx.bytes() <= self.cfg.tx_limit / 2 {
+            c.paused = false;
+        }
+        let want = c.wanted();
+        if want != c.interest {
+            c.interest = want;
+            if let Err(e) = self.epoll.modify(c.stream.as_fd(), want, id as u64) {
+                result = result.and(Err(e));
+            }
+        }
+        if result.is_ok() && c.rx_closed && c.tx.is_empty() {
+            self.closing.push((id, Close::Done));
+        }
+        result
+    }
+
+    fn read_completions_of(
+        c: &mut Conn,
+        scratch: &mut Vec<ZcCompletion>,
+        stats: &mut TcpStats,
+    ) -> usize {
+        scratch.clear();
+        // A socket error here shows up again on the next read or write, which closes it.
+        let _ = sys::read_completions(c.stream.as_fd(), scratch);
+        let mut released = 0;
+        for z in scratch.iter() {
+            let n = z.hi.wrapping_sub(z.lo) as u64 + 1;
+            stats.zero_copy_completed += n;
+            if z.copied {
+                stats.zero_copy_copied += n;
+            }
+            released += c.zc.complete(z.lo, z.hi);
+        }
+        released
+    }
+
+    fn close_pending(&mut self) {
+        while let Some((id, why)) = self.closing.pop() {
+            let Some(mut c) = self.conns.remove(&id) else {
+                continue;
+            };
+            match why {
+                Close::Done => {}
+                Close::Failed => self.stats.failed += 1,
+                Close::BadStream => self.stats.bad_streams += 1,
+            }
+            self.stats.closed += 1;
+            let _ = self.epoll.delete(c.stream.as_fd());
+            if c.outgoing && self.by_peer.get(&c.peer) == Some(&ConnId(id)) {
+                self.by_peer.remove(&c.peer);
+            }
+            // Nothing more will be sent: release what was queued.
+            self.queued -= c.tx.clear();
+            if c.zc.sends() > 0 {
+                // The kernel may still read these buffers: keep them (and the socket, to read
+                // their completions) until it says it is done.
+                let _ = c.stream.shutdown(Shutdown::Both);
+                self.draining.push(c);
+            }
+        }
+    }
+
+    /// Reads zero-copy completions of every connection with sends in flight.
+    fn poll_zero_copy(&mut self) -> usize {
+        let mut released = 0;
+        let mut list = std::mem::take(&mut self.zc_conns);
+        list.retain(|id| {
+            let Some(c) = self.conns.get_mut(id) else {
+                return false;
+            };
+            released += Self::read_completions_of(c, &mut self.completions, &mut self.stats);
+            c.zc.sends() > 0
+        });
+        self.zc_conns = list;
+        let mut draining = std::mem::take(&mut self.draining);
+        draining.retain_mut(|c| {
+            released += Self::read_completions_of(c, &mut self.completions, &mut self.stats);
+            c.zc.sends() > 0
+        });
+        self.draining = draining;
+        self.zc_held -= released;
+        released
+    }
+}
+
+impl DatapathMemory for TcpDatapath {
+    fn memory(&self) -> &PinnedMemory {
+        &self.mem
+    }
+}
+
+impl Connect for TcpDatapath {
+    /// The open outgoing connection to `peer`, or a new one ([`TcpDatapath::open`]).
+    fn connect(&mut self, peer: SocketAddrV4) -> io::Result<ConnId> {
+        if let Some(&c) = self.by_peer.get(&peer) {
+            if self.conns.contains_key(&c.0) {
+                return Ok(c);
+            }
+        }
+        self.open(peer)
+    }
+
+    fn peer_addr(&self, conn: ConnId) -> Option<SocketAddrV4> {
+        self.conns.get(&conn.0).map(|c| c.peer)
+    }
+
+    /// The listening address (`0.0.0.0:0` for a datapath that does not listen).
+    fn local_addr(&self) -> SocketAddrV4 {
+        self.local
+    }
+}
+
+impl Receive for TcpDatapath {
+    fn recv_burst(&mut self, out: &mut Vec<RxMsg>) -> io::Result<usize> {
+        let before = out.len();
+        if self.events.is_empty() {
+            self.epoll.wait(0, &mut self.events)?;
+        }
+        let events = std::mem::take(&mut self.events);
+        let hup = (libc::EPOLLHUP | libc::EPOLLERR | libc::EPOLLRDHUP) as u32;
+        for &(token, ev) in &events {
+            if token == LISTENER {
+                self.accept_all();
+                continue;
+            }
+            let id = token as u32;
+            let Some(c) = self.conns.get_mut(&id) else {
+                continue;
+            };
+            // EPOLLERR with zero-copy sends in flight is (usually) their completions; without,
+            // a socket error the next read reports.
+            let mut read = ev & (sys::IN | hup) != 0;
+            if ev & libc::EPOLLERR as u32 != 0 && c.zc.sends() > 0 {
+                let n = Self::read_completions_of(c, &mut self.completions, &mut self.stats);
+                self.zc_held -= n;
+                self.completed += n;
+                read = ev & (sys::IN | libc::EPOLLHUP as u32) != 0;
+            }
+            let rx_closed = c.rx_closed;
+            if (ev & sys::OUT != 0 || (ev & hup != 0 && rx_closed)) && self.write_conn(id).is_err()
+            {
+                self.closing.push((id, Close::Failed));
+                continue;
+            }
+            if read {
+                self.read_conn(id, out);
+            }
+        }
+        self.events = events;
+        self.events.clear();
+        self.close_pending();
+        Ok(out.len() - before)
+    }
+
+    fn counters(&self) -> DropCounters {
+        self.counters
+    }
+}
+
+impl TcpDatapath {
+    fn conn_for_send(&mut self, conn: ConnId, len: usize) -> Result<&mut Conn, SendError> {
+        if len > self.cfg.max_message_len {
+            return Err(SendError::TooLarge {
+                len,
+                max: self.cfg.max_message_len,
+            });
+        }
+        let limit = self.cfg.tx_limit;
+        let c = self
+            .conns
+            .get_mut(&conn.0)
+            .ok_or(SendError::UnknownConn(conn))?;
+        if c.tx.bytes() + HEADER_LEN + len > limit {
+            self.stats.tx_full += 1;
+            // Stop reading requests whose replies could not be queued either.
+            c.paused = true;
+            let want = c.wanted();
+            if want != c.interest
+                && self
+                    .epoll
+                    .modify(c.stream.as_fd(), want, conn.0 as u64)
+                    .is_ok()
+            {
+                c.interest = want;
+            }
+            return Err(SendError::Full);
+        }
+        if !c.dirty {
+            c.dirty = true;
+            self.dirty.push(conn.0);
+        }
+        Ok(c)
+    }
+
+    fn zc_threshold(&self) -> usize {
+        self.cfg.zero_copy_threshold.unwrap_or(usize::MAX)
+    }
+}
+
+impl Transmit for TcpDatapath {
+    /// No frames on a stream: the largest frame (header and message).
+    fn mtu(&self) -> usize {
+        HEADER_LEN + self.cfg.max_message_len
+    }
+
+    fn max_segments(&self) -> usize {
+        self.cfg.max_segments
+    }
+
+    fn max_message_len(&self) -> usize {
+        self.cfg.max_message_len
+    }
+
+    fn send_object<O: CornflakesObj>(
+        &mut self,
+        conn: ConnId,
+        msg: Msg,
+        obj: &O,
+    ) -> Result<(), SendError> {
+        let plan = SendPlan::new(obj, self.cfg.max_segments - 1);
+        let total = plan.total_len();
+        if HEADER_LEN + plan.head_len() > self.mem.max_item_size() {
+            // The head alone is larger than a pinned item (a huge copy area): copy the message.
+            let bytes = obj.serialize_to_vec();
+            return self.send_copy(conn, msg, &bytes);
+        }
+        let mut head = self.mem.alloc(HEADER_LEN + plan.head_len())?;
+        frame::write_header(&mut head, msg, total as u32);
+        let n = plan.write_head(&mut head[HEADER_LEN..])?;
+        head.set_len(HEADER_LEN + n);
+        let thr = self.zc_threshold();
+        let c = self.conn_for_send(conn, total)?;
+        let before = c.tx.len();
+        c.tx.push(head.freeze(), false);
+        plan.for_each_zero_copy(|b| c.tx.push(b.clone(), b.len() >= thr));
+        self.queued += c.tx.len() - before;
+        Ok(())
+    }
+
+    fn send_sga(&mut self, conn: ConnId, msg: Msg, entries: &[RcBuf]) -> Result<(), SendError> {
+        let total: usize = entries.iter().map(|e| e.len()).sum();
+        let mut head = self.mem.alloc(HEADER_LEN)?;
+        frame::write_header(&mut head, msg, total as u32);
+        let thr = self.zc_threshold();
+        let c = self.conn_for_send(conn, total)?;
+        let before = c.tx.len();
+        c.tx.push(head.freeze(), false);
+        for e in entries {
+            c.tx.push(e.clone(), e.len() >= thr);
+        }
+        self.queued += c.tx.len() - before;
+        Ok(())
+    }
+
+    fn send_copy(&mut self, conn: ConnId, msg: Msg, data: &[u8]) -> Result<(), SendError> {
+        let item = self.mem.max_item_size();
+        let mut bufs = Vec::with_capacity(1 + (HEADER_LEN + data.len()) / item);
+        let first = data.len().min(item - HEADER_LEN);
+        let mut b = self.mem.alloc(HEADER_LEN + first)?;
+        frame::write_header(&mut b, msg, data.len() as u32);
+        b[HEADER_LEN..].copy_from_slice(&data[..first]);
+        bufs.push(b.freeze());
+        for chunk in data[first..].chunks(item) {
+            bufs.push(self.mem.alloc_copy(chunk)?);
+        }
+        let c = self.conn_for_send(conn, data.len())?;
+        let before = c.tx.len();
+        for b in bufs {
+            c.tx.push(b, false);
+        }
+        self.queued += c.tx.len() - before;
+        Ok(())
+    }
+
+    /// Writes every connection's queue (one gathered `sendmsg` each, more when the kernel
+    /// takes part). What a full socket buffer leaves queued is written when the socket is
+    /// writable again, from [`Receive::recv_burst`]; nothing is dropped. A connection whose
+    /// send fails (reset, broken pipe) is closed and counted ([`TcpStats::failed`]); that is
+    /// not an error of the flush.
+    fn flush(&mut self) -> Result<(), SendError> {
+        let dirty = std::mem::take(&mut self.dirty);
+        for &id in &dirty {
+            if self.write_conn(id).is_err() {
+                self.closing.push((id, Close::Failed));
+            }
+        }
+        self.dirty = dirty;
+        self.dirty.clear();
+        self.close_pending();
+        Ok(())
+    }
+}
+
+impl Completions for TcpDatapath {
+    /// Buffers released since the last call: those of copying sends (released when the
+    /// kernel took their bytes) and those of zero-copy sends whose completions have arrived
+    /// (read here from the error queues).
+    fn poll_completions(&mut self) -> usize {
+        let n = self.poll_zero_copy();
+        std::mem::take(&mut self.completed) + n
+    }
+
+    /// Buffers queued and not yet sent, plus those held for zero-copy sends in flight.
+    fn in_flight(&self) -> usize {
+        self.queued + self.zc_held
+    }
+}
+
+impl Drop for TcpDatapath {
+    /// Closes every connection. Buffers of zero-copy sends still in flight are waited for (up
+    /// to 1 s); any whose completion never arrives are leaked rather than reused, since the
+    /// kernel may still read them.
+    fn drop(&mut self) {
+        let ids: Vec<u32> = self.conns.keys().copied().collect();
+        self.closing
+            .extend(ids.into_iter().map(|id| (id, Close::Done)));
+        self.close_pending();
+        let deadline = Instant::now() + Duration::from_secs(1);
+        while !self.draining.is_empty() && Instant::now() < deadline {
+            self.poll_zero_copy();
+            if !self.draining.is_empty() {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        for c in self.draining.drain(..) {
+            std::mem::forget(c.zc);
+        }
+    }
+}
+
+impl std::fmt::Debug for TcpDatapath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TcpDatapath")
+            .field("local", &self.local)
+            .field("connections", &self.conns.len())
+            .field("counters", &self.counters)
+            .field("stats", &self.stats)
+            .finish()
+    }
+}
