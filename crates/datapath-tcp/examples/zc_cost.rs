@@ -101,7 +101,6 @@ fn run(mode: Mode, size: usize, n: usize) -> (f64, f64, u64) {
     }
     let cpu = (cpu_us() - c0) / n as f64;
     let wall = t0.elapsed().as_secs_f64() * 1e6 / n as f64;
-    drop(once);
     (cpu, wall, cli.stats().zero_copy_copied)
 }
 
