@@ -341,8 +341,7 @@ mod tcp {
         stop: &AtomicBool,
     ) -> Result<ServerStats<H::Counters>, String> {
         let running = spawn_tcp_cores(
-            l.socket.bind,
-            l.socket.max_message_len,
+            &l.socket,
             &l.cores_config(),
             Arc::new(AtomicBool::new(false)),
             l.spin,
@@ -359,19 +358,26 @@ mod tcp {
         Ok(ServerStats::sum(&per_core))
     }
 
-    /// Starts the TCP server cores: core *i* listens on `bind`'s port plus *i* (port 0: each
-    /// an ephemeral port) and reports its address and the iovecs one message may use.
+    /// Starts the TCP server cores: core *i* listens on `sock.bind`'s port plus *i* (port 0:
+    /// each an ephemeral port), with `sock`'s pinned memory (items at least
+    /// [`datapath_tcp::DEFAULT_MAX_ITEM`]) and message size, and reports its address and the
+    /// iovecs one message may use.
     pub(crate) fn spawn_tcp_cores<H: Handler, F: Make<H>>(
-        bind: std::net::SocketAddrV4,
-        max_message_len: usize,
+        sock: &SocketConfig,
         cores: &CoresConfig,
         stop: Arc<AtomicBool>,
         spin: bool,
         report: Option<Duration>,
         make: F,
     ) -> Result<crate::socket::SocketCores<H::Counters>, String> {
+        let bind = sock.bind;
         let mut base = TcpConfig::new(Some(bind));
-        base.max_message_len = base.max_message_len.min(max_message_len.max(1));
+        base.memory = sock.memory.clone();
+        base.memory.max_item_size = base
+            .memory
+            .max_item_size
+            .max(datapath_tcp::DEFAULT_MAX_ITEM);
+        base.max_message_len = base.max_message_len.min(sock.max_message_len.max(1));
         percore::Cores::spawn_with_stop(cores, stop, move |core, ready| {
             let addr = percore::core_addr(bind, core.index())?;
             let mut cfg = base.clone();

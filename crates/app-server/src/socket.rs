@@ -81,8 +81,9 @@ impl<A: AppCounters> ServerHandle<A> {
     }
 
     /// [`Self::spawn`] over kernel TCP ([`datapath_tcp::TcpDatapath`], the `--datapath tcp`
-    /// arm): core *i* listens on `sock.bind`'s port plus *i*; of `sock` only the address and
-    /// `max_message_len` are used. [`Self::max_segments`] is then the iovecs of one message.
+    /// arm): core *i* listens on `sock.bind`'s port plus *i*; of `sock` the address, the
+    /// pinned memory and `max_message_len` are used. [`Self::max_segments`] is then the iovecs
+    /// of one message.
     pub fn spawn_tcp<H, F>(
         sock: SocketConfig,
         cores: &CoresConfig,
@@ -95,15 +96,7 @@ impl<A: AppCounters> ServerHandle<A> {
         F: Make<H>,
     {
         let stop = Arc::new(AtomicBool::new(false));
-        let cores = crate::launch::spawn_tcp_cores(
-            sock.bind,
-            sock.max_message_len,
-            cores,
-            stop,
-            spin,
-            report,
-            make,
-        )?;
+        let cores = crate::launch::spawn_tcp_cores(&sock, cores, stop, spin, report, make)?;
         Ok(ServerHandle { cores })
     }
 
