@@ -5,6 +5,7 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::Duration;
 
 use datapath_socket::{SocketConfig, SocketDatapath};
+use datapath_tcp::{TcpConfig, TcpDatapath};
 use loadgen::{
     run, sweep, Bound, Record, RunConfig, RunReport, Schedule, ScheduleConfig, SweepConfig,
     DEFAULT_KEEP_UP,
@@ -48,6 +49,9 @@ pub struct SweepPlan {
     /// The server's cores after the first (core 0 is `server`): requests are spread over
     /// all of them round-robin. Empty: one core.
     pub other_cores: Vec<SocketAddrV4>,
+    /// `Some(n)`: over kernel TCP, `n` connections per server core per client thread;
+    /// `None`: UDP sockets.
+    pub tcp_conns: Option<usize>,
 }
 
 /// Runs one offered load of `plan` against its server (a fresh client socket per thread).
@@ -71,17 +75,28 @@ pub fn run_point(
         seed,
     })
     .map_err(|e| format!("schedule at {rate} req/s: {e}"))?;
-    let make = |thread: usize| {
-        let mut sc = SocketConfig::new(SocketAddrV4::new(plan.bind, 0));
-        sc.mtu = plan.mtu;
-        let dp = SocketDatapath::new(sc).map_err(std::io::Error::other)?;
-        let cores: Vec<SocketAddrV4> = std::iter::once(plan.server)
-            .chain(plan.other_cores.iter().copied())
-            .collect();
-        EchoClient::spread(dp, &cores, thread, plan.mode, plan.shape)
+    let cores: Vec<SocketAddrV4> = std::iter::once(plan.server)
+        .chain(plan.other_cores.iter().copied())
+        .collect();
+    let result = match plan.tcp_conns {
+        None => {
+            let make = |thread: usize| {
+                let mut sc = SocketConfig::new(SocketAddrV4::new(plan.bind, 0));
+                sc.mtu = plan.mtu;
+                let dp = SocketDatapath::new(sc).map_err(std::io::Error::other)?;
+                EchoClient::spread(dp, &cores, thread, plan.mode, plan.shape)
+            };
+            run(&schedule, &run_cfg, make, &checker)
+        }
+        Some(n) => {
+            let make = |thread: usize| {
+                let dp = TcpDatapath::new(TcpConfig::new(None)).map_err(std::io::Error::other)?;
+                EchoClient::over_tcp(dp, &cores, n, thread, plan.mode, plan.shape)
+            };
+            run(&schedule, &run_cfg, make, &checker)
+        }
     };
-    run(&schedule, &run_cfg, make, &checker)
-        .map_err(|e| format!("{} at {rate} req/s: {e}", plan.mode))
+    result.map_err(|e| format!("{} at {rate} req/s: {e}", plan.mode))
 }
 
 /// Sweeps the offered loads of `plan` against its server; one record per point.
@@ -112,6 +127,12 @@ pub fn run_bench(cfg: &BenchConfig) -> Result<BenchOutcome, String> {
             cfg.datapath.label()
         ));
     }
+    if cfg.tcp_conns.is_some() && cfg.datapath != DatapathKind::Socket {
+        return Err(format!(
+            "TCP runs on the kernel, not on the {}",
+            cfg.datapath.label()
+        ));
+    }
     if cfg.datapath == DatapathKind::Xdp {
         return run_bench_xdp(cfg);
     }
@@ -128,13 +149,18 @@ pub fn run_bench(cfg: &BenchConfig) -> Result<BenchOutcome, String> {
     }
     let runnable = &cfg.modes;
     eprintln!(
-        "[bench] {} modes x {} loads, shape {}, {:?} per point (+{:?} warm-up), {} client thread(s), socket datapath on 127.0.0.1, MTU {}",
+        "[bench] {} modes x {} loads, shape {}, {:?} per point (+{:?} warm-up), {} client thread(s), {}{}, MTU {}",
         runnable.len(),
         loads.len(),
         cfg.shape,
         cfg.duration,
         cfg.warmup,
         cfg.threads,
+        cfg.datapath_label(),
+        match cfg.tcp_conns {
+            Some(n) => format!(" ({n} connection(s) per thread per server core)"),
+            None => String::new(),
+        },
         cfg.mtu
     );
     // One server per mode, all started up front; idle servers sleep on their sockets. Each
@@ -147,16 +173,14 @@ pub fn run_bench(cfg: &BenchConfig) -> Result<BenchOutcome, String> {
         let mut cores = percore::CoresConfig::new(&format!("echo-server-{mode}"), cfg.cores);
         // One core floats, as it always has; several are pinned one per CPU.
         cores.pin = cfg.cores > 1;
-        let server = crate::server::spawn_cores(
-            ServerConfig {
-                mode,
-                threshold: cfg.threshold,
-            },
-            sc,
-            &cores,
-            None,
-            cfg.spin,
-        )?;
+        let scfg = ServerConfig {
+            mode,
+            threshold: cfg.threshold,
+        };
+        let server = match cfg.tcp_conns {
+            None => crate::server::spawn_cores(scfg, sc, &cores, None, cfg.spin)?,
+            Some(_) => crate::server::spawn_cores_tcp(scfg, sc, &cores, None, cfg.spin)?,
+        };
         let plan = SweepPlan {
             other_cores: server.addrs()[1..].to_vec(),
             mode,
@@ -171,6 +195,7 @@ pub fn run_bench(cfg: &BenchConfig) -> Result<BenchOutcome, String> {
             mtu: cfg.mtu,
             stop_after_misses: cfg.stop_after_misses,
             busy_poll: cfg.spin,
+            tcp_conns: cfg.tcp_conns,
         };
         let verifier = Verifier::new(mode, cfg.shape)?;
         servers.push((server, plan, verifier, 0usize));
@@ -257,6 +282,7 @@ fn run_bench_xdp(cfg: &BenchConfig) -> Result<BenchOutcome, String> {
             mtu: cfg.mtu,
             stop_after_misses: cfg.stop_after_misses,
             busy_poll: cfg.spin,
+            tcp_conns: None,
         };
         let records = sweep_mode(&plan);
         let stats = server.stop()?;

@@ -189,6 +189,35 @@ impl<D: Datapath> EchoClient<D> {
     }
 }
 
+impl EchoClient<datapath_tcp::TcpDatapath> {
+    /// A client of the server cores at `cores` over kernel TCP with `per_core` connections to
+    /// each: request `seq` goes to core `seq mod N`, and over that core's connections in turn.
+    pub fn over_tcp(
+        mut dp: datapath_tcp::TcpDatapath,
+        cores: &[SocketAddrV4],
+        per_core: usize,
+        thread: usize,
+        mode: Mode,
+        spec: ShapeSpec,
+    ) -> io::Result<Self> {
+        // Connection k serves core k mod N, so `seq mod len` keeps the round-robin over cores.
+        let mut conns = Vec::with_capacity(cores.len() * per_core.max(1));
+        for _ in 0..per_core.max(1) {
+            for &c in cores {
+                conns.push(dp.open(c)?);
+            }
+        }
+        let req = RequestBuilder::new(mode, spec).map_err(io::Error::other)?;
+        Ok(EchoClient {
+            dp,
+            conns,
+            thread,
+            req,
+            rx: Vec::with_capacity(64),
+        })
+    }
+}
+
 impl<D: Datapath> ClientTransport for EchoClient<D> {
     /// Queues the request; it leaves at the next [`poll_responses`](Self::poll_responses),
     /// which the load generator calls right after sending everything that is due, so

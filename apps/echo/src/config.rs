@@ -104,6 +104,20 @@ pub struct BenchConfig {
     /// one, one port each (`docs/cores.md`); `emu`: one queue set each, needs `cores + 1`
     /// CPUs; `xdp`: one core.
     pub cores: usize,
+    /// `socket` only: `Some(n)` runs server and clients over kernel TCP
+    /// (`crates/datapath-tcp`, `--datapath tcp`) instead of UDP, each client thread with `n`
+    /// connections to each server core (requests round-robin over them).
+    pub tcp_conns: Option<usize>,
+}
+
+impl BenchConfig {
+    /// How the datapath is described in tables, plots and JSON.
+    pub fn datapath_label(&self) -> &'static str {
+        match (self.datapath, self.tcp_conns) {
+            (DatapathKind::Socket, Some(_)) => "kernel TCP on 127.0.0.1",
+            (d, _) => d.label(),
+        }
+    }
 }
 
 impl Default for BenchConfig {
@@ -133,6 +147,7 @@ impl Default for BenchConfig {
             trials: loadgen::search::DEFAULT_TRIALS,
             resolution: loadgen::search::DEFAULT_RESOLUTION,
             cores: 1,
+            tcp_conns: None,
         }
     }
 }

@@ -21,7 +21,7 @@ const USAGE: &str = "\
 usage:
   echo bench  [--modes M,M,..] [--shape S] [--rates R,R,..] [--fixed-rps R] [--duration SECS]
               [--warmup SECS] [--timeout-ms MS] [--threads N] [--threshold N] [--mtu N]
-              [--out DIR] [--json PATH] [--all-points] [--spin] [--datapath emu|socket|xdp]
+              [--out DIR] [--json PATH] [--all-points] [--spin] [--datapath emu|socket|tcp|xdp] [--conns N]
               [--sample-every N] [--desc-ns NS] [--rx-ring N] [--demote-lines N] [--trials K] [--resolution F] [--cores N]
       Every mode (or --modes), one offered-load sweep each; prints the comparison table and
       writes DIR/echo.json (or --json), DIR/echo.svg, DIR/echo.png and DIR/table.md
@@ -51,7 +51,9 @@ usage:
       --datapath socket (the default with 1 CPU): server and client threads over the socket
       datapath on 127.0.0.1. Idle server threads block on the socket and idle client threads
       yield; --spin busy-polls both instead. --cores N: N pinned server cores per mode,
-      requests spread round-robin over their ports (docs/cores.md). --datapath xdp (feature `xdp`, root): the
+      requests spread round-robin over their ports (docs/cores.md). --datapath tcp: the same
+      over kernel TCP (crates/datapath-tcp, docs/tcp.md), each client thread with --conns N
+      (default 1) connections to each server core, every reply verified. --datapath xdp (feature `xdp`, root): the
       server runs over AF_XDP in a network namespace the command creates and deletes, one
       mode after another; the clients use kernel sockets on the veth's peer.
   echo server --mode M [--bind IP:PORT] [--threshold N] [--mtu N] [--seconds SECS] [--spin]
@@ -125,9 +127,20 @@ fn bench_cmd(mut a: Args) -> Result<(), String> {
             Err(e) => eprintln!("[bench] socket datapath: {e}"),
         },
         Some("socket") => {}
+        Some("tcp") => cfg.tcp_conns = Some(1),
         Some("xdp") => cfg.datapath = DatapathKind::Xdp,
         Some("emu") => cfg.datapath = DatapathKind::Emu,
-        Some(other) => return Err(format!("unknown datapath {other:?} (emu, socket or xdp)")),
+        Some(other) => {
+            return Err(format!(
+                "unknown datapath {other:?} (emu, socket, tcp or xdp)"
+            ))
+        }
+    }
+    if let Some(n) = a.parse::<usize>("--conns")? {
+        if cfg.tcp_conns.is_none() || n == 0 {
+            return Err("--conns N (at least 1) goes with --datapath tcp".to_owned());
+        }
+        cfg.tcp_conns = Some(n);
     }
     if cfg.datapath == DatapathKind::Emu {
         cfg.rates = echo::emu::EMU_RATES.to_vec();
@@ -349,6 +362,7 @@ fn client_cmd(mut a: Args) -> Result<(), String> {
         mtu,
         stop_after_misses: 2,
         busy_poll,
+        tcp_conns: None,
     };
     let records = bench::sweep_mode(&plan)?;
     if let Some(dir) = json.parent().filter(|p| !p.as_os_str().is_empty()) {

@@ -26,7 +26,7 @@ pub(crate) fn write_outputs(cfg: &BenchConfig, out: &BenchOutcome) -> Result<(),
         .map(|(m, st)| {
             serde_json::json!({
                 "mode": m.name(),
-                "datapath": cfg.datapath.label(),
+                "datapath": cfg.datapath_label(),
                 "received": st.received,
                 "echoed": st.replied,
                 "malformed": st.malformed,
@@ -79,7 +79,7 @@ pub(crate) fn write_outputs(cfg: &BenchConfig, out: &BenchOutcome) -> Result<(),
     } else {
         (&kept, "points within 95% of offered")
     };
-    let title = format!("echo {}, {} ({which})", cfg.shape, cfg.datapath.label());
+    let title = format!("echo {}, {} ({which})", cfg.shape, cfg.datapath_label());
     match plot_p99_curves(points, &title, &svg, &png) {
         Ok(()) => eprintln!("[bench] wrote {} and {}", svg.display(), png.display()),
         // A run where nothing was verified has nothing to draw; the table says so.

@@ -79,6 +79,18 @@ pub fn spawn_cores(
     ServerHandle::spawn(sock, cores, report, spin, move |mem, _| Echo::new(mem, cfg))
 }
 
+/// [`spawn_cores`] over kernel TCP (`--datapath tcp`): core *i* listens on `sock.bind`'s port
+/// plus *i*.
+pub fn spawn_cores_tcp(
+    cfg: ServerConfig,
+    sock: SocketConfig,
+    cores: &CoresConfig,
+    report: Option<Duration>,
+    spin: bool,
+) -> Result<ServerHandle, String> {
+    ServerHandle::spawn_tcp(sock, cores, report, spin, move |mem, _| Echo::new(mem, cfg))
+}
+
 fn malformed(why: &str) -> Unanswered {
     Unanswered::Malformed(why.to_owned())
 }

@@ -57,6 +57,9 @@ fn run_sweeps(cfg: &BenchConfig, remote: Option<SocketAddrV4>) -> Result<BenchOu
     if cfg.serializations.is_empty() {
         return Err("no serialization to run".to_owned());
     }
+    if cfg.tcp_conns.is_some() && (cfg.datapath != DatapathKind::Socket || remote.is_some()) {
+        return Err("--datapath tcp runs the bench's own servers on 127.0.0.1".to_owned());
+    }
     if cfg.datapath == DatapathKind::Emu {
         if remote.is_some() {
             return Err("kv client runs on the socket datapath".to_owned());
@@ -82,12 +85,13 @@ fn run_sweeps(cfg: &BenchConfig, remote: Option<SocketAddrV4>) -> Result<BenchOu
         reqs,
     } = prepare(cfg)?;
     eprintln!(
-        "[bench] {} serializations x {} loads, {:?} per point (+{:?} warm-up), {} client thread(s), {DATAPATH_LABEL}, MTU {}",
+        "[bench] {} serializations x {} loads, {:?} per point (+{:?} warm-up), {} client thread(s), {}, MTU {}",
         cfg.serializations.len(),
         loads.len(),
         cfg.duration,
         cfg.warmup,
         cfg.threads,
+        cfg.socket_label(),
         cfg.mtu
     );
     let mut lanes = Vec::new();
@@ -95,7 +99,8 @@ fn run_sweeps(cfg: &BenchConfig, remote: Option<SocketAddrV4>) -> Result<BenchOu
         let wl = cfg.workload.clone();
         let server = match remote {
             Some(_) => None,
-            None => Some(crate::server::spawn_cores(
+            None => Some(crate::server::spawn_cores_on(
+                cfg.tcp_conns.is_some(),
                 ServerConfig {
                     serialization: ser,
                     threshold: cfg.threshold,
@@ -145,7 +150,7 @@ fn run_sweeps(cfg: &BenchConfig, remote: Option<SocketAddrV4>) -> Result<BenchOu
         workload: name,
         stats: Some(stats),
         requests_per_unit: per_unit,
-        datapath: DATAPATH_LABEL.to_owned(),
+        datapath: cfg.socket_label().to_owned(),
         ..BenchOutcome::default()
     };
     for lane in lanes {

@@ -99,7 +99,9 @@ type SplitParts = Vec<(usize, Option<Vec<u8>>)>;
 /// part's reply is in, as one [`crate::steer::encode_parts`] payload).
 pub struct KvClient<D: Datapath> {
     dp: D,
+    /// Core *i*'s connections are `conns[i]`, `conns[i + cores]`, … (one each on UDP).
     conns: Vec<ConnId>,
+    cores: usize,
     thread: usize,
     ser: Serialization,
     reqs: Arc<RunRequests>,
@@ -133,9 +135,21 @@ impl<D: Datapath> KvClient<D> {
         reqs: Arc<RunRequests>,
     ) -> io::Result<Self> {
         let conns = cornflakes::datapath::Connect::connect_all(&mut dp, cores)?;
+        Self::with_conns(dp, conns, cores.len(), thread, ser, reqs)
+    }
+
+    fn with_conns(
+        dp: D,
+        conns: Vec<ConnId>,
+        cores: usize,
+        thread: usize,
+        ser: Serialization,
+        reqs: Arc<RunRequests>,
+    ) -> io::Result<Self> {
         Ok(KvClient {
             dp,
             conns,
+            cores,
             thread,
             ser,
             reqs,
@@ -166,7 +180,7 @@ impl<D: Datapath> KvClient<D> {
         let op = reqs.op(id);
         let (_, seq) = split_request_id(id);
         let msg = Msg::new(seq as u32, OpKind::of(op).msg_type());
-        let n = self.conns.len();
+        let n = self.cores;
         if let Some(core) = crate::steer::owner(op, n) {
             return self.send_to(core, msg, op);
         }
@@ -198,13 +212,34 @@ impl<D: Datapath> KvClient<D> {
     fn send_to(&mut self, core: usize, msg: Msg, op: &Op) -> Result<(), SendError> {
         send_op(
             &mut self.dp,
-            self.conns[core],
+            self.conns[core + self.cores * (msg.id as usize % (self.conns.len() / self.cores))],
             msg,
             self.ser,
             op,
             &mut self.arena,
             &mut self.buf,
         )
+    }
+}
+
+impl KvClient<datapath_tcp::TcpDatapath> {
+    /// [`KvClient::steered`] over kernel TCP with `per_core` connections to each server core:
+    /// a request goes to its key's core, over that core's connections in turn (by wire id).
+    pub fn steered_tcp(
+        mut dp: datapath_tcp::TcpDatapath,
+        cores: &[SocketAddrV4],
+        per_core: usize,
+        thread: usize,
+        ser: Serialization,
+        reqs: Arc<RunRequests>,
+    ) -> io::Result<Self> {
+        let mut conns = Vec::with_capacity(cores.len() * per_core.max(1));
+        for _ in 0..per_core.max(1) {
+            for &c in cores {
+                conns.push(dp.open(c)?);
+            }
+        }
+        Self::with_conns(dp, conns, cores.len(), thread, ser, reqs)
     }
 }
 
@@ -234,7 +269,11 @@ impl<D: Datapath> ClientTransport for KvClient<D> {
                 continue;
             };
             // A part of a split request: kept until every core has answered.
-            let core = self.conns.iter().position(|c| *c == m.conn);
+            let core = self
+                .conns
+                .iter()
+                .position(|c| *c == m.conn)
+                .map(|i| i % self.cores);
             if let Some(slot) = parts
                 .iter_mut()
                 .find(|(c, r)| Some(*c) == core && r.is_none())

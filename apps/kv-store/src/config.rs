@@ -122,6 +122,22 @@ pub struct BenchConfig {
     /// Server cores (socket and emu datapaths): share-nothing, one port each, the clients
     /// steering each key to its core (`docs/cores.md`). On `emu` it needs N + 1 CPUs.
     pub cores: usize,
+    /// `socket` only: `Some(n)` runs server and clients over kernel TCP
+    /// (`crates/datapath-tcp`, `--datapath tcp`) instead of UDP, each client thread with `n`
+    /// connections to each server core.
+    pub tcp_conns: Option<usize>,
+}
+
+impl BenchConfig {
+    /// The label of the socket datapath this configuration runs ([`DATAPATH_LABEL`] or
+    /// [`TCP_LABEL`]).
+    pub fn socket_label(&self) -> &'static str {
+        if self.tcp_conns.is_some() {
+            TCP_LABEL
+        } else {
+            DATAPATH_LABEL
+        }
+    }
 }
 
 impl Default for BenchConfig {
@@ -151,6 +167,7 @@ impl Default for BenchConfig {
             trials: loadgen::search::DEFAULT_TRIALS,
             resolution: loadgen::search::DEFAULT_RESOLUTION,
             cores: 1,
+            tcp_conns: None,
         }
     }
 }
@@ -182,6 +199,10 @@ impl BenchConfig {
         sc
     }
 }
+
+/// [`DatapathKind::Socket`] with [`BenchConfig::tcp_conns`]: kernel TCP.
+pub const TCP_LABEL: &str =
+    "kernel TCP on 127.0.0.1 (datapath-tcp; server and client threads in one process)";
 
 /// The datapath the benchmark ran on, as reported with every table.
 pub const DATAPATH_LABEL: &str =

@@ -212,6 +212,10 @@ fn bench_cmd(mut a: Args) -> Result<(), String> {
             }
         },
         Some("socket") => false,
+        Some("tcp") => {
+            cfg.tcp_conns = Some(1);
+            false
+        }
         Some("emu") => true,
         Some("xdp") => {
             cfg.datapath = bench::DatapathKind::Xdp;
@@ -219,10 +223,16 @@ fn bench_cmd(mut a: Args) -> Result<(), String> {
         }
         Some(other) => {
             return Err(format!(
-                "--datapath {other:?}: kv bench runs on emu, socket or xdp (mlx5 and ice: `kv server` on the NIC machine and `kv client`; see apps/kv-store/README.md)"
+                "--datapath {other:?}: kv bench runs on emu, socket, tcp or xdp (mlx5 and ice: `kv server` on the NIC machine and `kv client`; see apps/kv-store/README.md)"
             ))
         }
     };
+    if let Some(n) = a.parse::<usize>("--conns")? {
+        if cfg.tcp_conns.is_none() || n == 0 {
+            return Err("--conns N (at least 1) goes with --datapath tcp".to_owned());
+        }
+        cfg.tcp_conns = Some(n);
+    }
     if emu {
         cfg.datapath = bench::DatapathKind::Emu;
         cfg.rates = bench::EMU_RATES.to_vec();

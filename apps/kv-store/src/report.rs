@@ -74,6 +74,7 @@ pub(crate) fn write_outputs(cfg: &BenchConfig, out: &BenchOutcome) -> Result<(),
     };
     let (svg, png) = (cfg.out_dir.join("kv.svg"), cfg.out_dir.join("kv.png"));
     let dp = match cfg.datapath {
+        DatapathKind::Socket if cfg.tcp_conns.is_some() => "kernel TCP",
         DatapathKind::Socket => "socket datapath",
         DatapathKind::Emu => "emulated ConnectX",
         DatapathKind::Xdp => "AF_XDP on veth",

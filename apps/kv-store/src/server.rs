@@ -244,6 +244,27 @@ pub fn spawn(
     spawn_cores(cfg, sock, &cores, shard, report, spin)
 }
 
+/// [`spawn_cores`] over kernel TCP when `tcp` (`--datapath tcp`), else over UDP sockets.
+pub fn spawn_cores_on(
+    tcp: bool,
+    cfg: ServerConfig,
+    sock: SocketConfig,
+    cores: &CoresConfig,
+    load: ShardLoader,
+    report: Option<Duration>,
+    spin: bool,
+) -> Result<ServerHandle, String> {
+    if !tcp {
+        return spawn_cores(cfg, sock, cores, load, report, spin);
+    }
+    ServerHandle::spawn_tcp(sock, cores, report, spin, move |mem, core| {
+        let mut kv = Kv::new(mem, cfg).with_core(core.index, core.count);
+        load(kv.store_mut(), core.index, core.count)
+            .map_err(|e| format!("loading the store: {e}"))?;
+        Ok(kv)
+    })
+}
+
 /// Starts `cores.cores` share-nothing server cores, core *i* on `sock.bind`'s port plus *i*,
 /// each loading its own shard with `load(store, i, cores)` (the keys with
 /// [`crate::steer::core_of`] = *i*). Returns once every core is bound and loaded.

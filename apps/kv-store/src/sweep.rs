@@ -6,6 +6,7 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::Arc;
 
 use datapath_socket::SocketDatapath;
+use datapath_tcp::{TcpConfig, TcpDatapath};
 use loadgen::{
     run, Bound, Record, RunConfig, RunReport, Schedule, ScheduleConfig, DEFAULT_KEEP_UP,
 };
@@ -56,14 +57,29 @@ fn run_point(
         seed,
     })
     .map_err(|e| format!("schedule at {rate} req/s: {e}"))?;
-    let make = |thread: usize| {
-        let dp = SocketDatapath::new(cfg.socket(SocketAddrV4::new(lane.bind, 0)))
-            .map_err(std::io::Error::other)?;
-        KvClient::steered(dp, &lane.addrs, thread, lane.ser, reqs.clone())
-    };
     let checker = |id: u64, payload: &[u8]| lane.checker.check(id, payload);
-    run(&schedule, &run_cfg, make, &checker)
-        .map_err(|e| format!("{} at {rate} req/s: {e}", lane.ser))
+    let result = match cfg.tcp_conns {
+        None => {
+            let make = |thread: usize| {
+                let dp = SocketDatapath::new(cfg.socket(SocketAddrV4::new(lane.bind, 0)))
+                    .map_err(std::io::Error::other)?;
+                KvClient::steered(dp, &lane.addrs, thread, lane.ser, reqs.clone())
+            };
+            run(&schedule, &run_cfg, make, &checker)
+        }
+        Some(n) => {
+            let make = |thread: usize| {
+                let mut tc = TcpConfig::new(None);
+                tc.max_message_len = tc
+                    .max_message_len
+                    .max(cfg.socket(lane.addrs[0]).max_message_len);
+                let dp = TcpDatapath::new(tc).map_err(std::io::Error::other)?;
+                KvClient::steered_tcp(dp, &lane.addrs, n, thread, lane.ser, reqs.clone())
+            };
+            run(&schedule, &run_cfg, make, &checker)
+        }
+    };
+    result.map_err(|e| format!("{} at {rate} req/s: {e}", lane.ser))
 }
 
 /// The clients' address: 127.0.0.1 for the bench's own servers and a loopback `kv server`;

@@ -143,7 +143,10 @@ fn bad_arguments_say_what_is_wrong() {
             &["bench", "--serializations", "thrift"][..],
             "unknown serialization",
         ),
-        (&["bench", "--datapath", "mlx5"][..], "emu, socket or xdp"),
+        (
+            &["bench", "--datapath", "mlx5"][..],
+            "emu, socket, tcp or xdp",
+        ),
         (
             &["bench", "--datapath", "socket", "--peers", "mysql"][..],
             "mysql",

@@ -323,9 +323,11 @@ impl<H, F> fmt::Debug for OnNic<H, F> {
     }
 }
 
+pub(crate) use tcp::spawn_tcp_cores;
+
 mod tcp {
     use super::*;
-    use cornflakes::datapath::{Connect as _, DatapathMemory as _};
+    use cornflakes::datapath::{Connect as _, DatapathMemory as _, Transmit as _};
     use datapath_tcp::{TcpConfig, TcpDatapath};
 
     /// Kernel TCP: core *i* listens on the base port plus *i* with its own [`TcpDatapath`]
@@ -338,18 +340,54 @@ mod tcp {
         make: F,
         stop: &AtomicBool,
     ) -> Result<ServerStats<H::Counters>, String> {
-        let (bind, spin, report) = (l.socket.bind, l.spin, l.report);
+        let running = spawn_tcp_cores(
+            &l.socket,
+            &l.cores_config(),
+            Arc::new(AtomicBool::new(false)),
+            l.spin,
+            l.report,
+            make,
+        )?;
+        let ready: Vec<_> = running
+            .ready()
+            .iter()
+            .map(|r| (r.0, "kernel TCP".to_owned()))
+            .collect();
+        print_ready(&l.label, &ready);
+        let per_core = running.serve_until(stop, "[server]")?;
+        Ok(ServerStats::sum(&per_core))
+    }
+
+    /// Starts the TCP server cores: core *i* listens on `sock.bind`'s port plus *i* (port 0:
+    /// each an ephemeral port), with `sock`'s pinned memory (items at least
+    /// [`datapath_tcp::DEFAULT_MAX_ITEM`]) and message size, and reports its address and the
+    /// iovecs one message may use.
+    pub(crate) fn spawn_tcp_cores<H: Handler, F: Make<H>>(
+        sock: &SocketConfig,
+        cores: &CoresConfig,
+        stop: Arc<AtomicBool>,
+        spin: bool,
+        report: Option<Duration>,
+        make: F,
+    ) -> Result<crate::socket::SocketCores<H::Counters>, String> {
+        let bind = sock.bind;
         let mut base = TcpConfig::new(Some(bind));
-        base.max_message_len = base.max_message_len.min(l.socket.max_message_len.max(1));
-        let running = percore::Cores::spawn(&l.cores_config(), move |core, ready| {
+        base.memory = sock.memory.clone();
+        base.memory.max_item_size = base
+            .memory
+            .max_item_size
+            .max(datapath_tcp::DEFAULT_MAX_ITEM);
+        base.max_message_len = base.max_message_len.min(sock.max_message_len.max(1));
+        percore::Cores::spawn_with_stop(cores, stop, move |core, ready| {
             let addr = percore::core_addr(bind, core.index())?;
             let mut cfg = base.clone();
             cfg.listen = Some(addr);
             let dp = TcpDatapath::new(cfg).map_err(|e| format!("TCP on {addr}: {e}"))?;
             let local = dp.local_addr();
+            let segments = dp.max_segments();
             let handler = make(dp.memory(), CoreId::of(&core))?;
             let mut server = Server::new(dp, handler);
-            ready.ready((local, "kernel TCP".to_owned()));
+            ready.ready((local, segments));
             let (after, wait) = if spin {
                 (crate::idle::IDLE_SPINS, None)
             } else {
@@ -367,10 +405,7 @@ mod tcp {
                 },
             );
             Ok(server.stats())
-        })?;
-        print_ready(&l.label, running.ready());
-        let per_core = running.serve_until(stop, "[server]")?;
-        Ok(ServerStats::sum(&per_core))
+        })
     }
 }
 

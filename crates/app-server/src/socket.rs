@@ -80,6 +80,26 @@ impl<A: AppCounters> ServerHandle<A> {
         Ok(ServerHandle { cores })
     }
 
+    /// [`Self::spawn`] over kernel TCP ([`datapath_tcp::TcpDatapath`], the `--datapath tcp`
+    /// arm): core *i* listens on `sock.bind`'s port plus *i*; of `sock` the address, the
+    /// pinned memory and `max_message_len` are used. [`Self::max_segments`] is then the iovecs
+    /// of one message.
+    pub fn spawn_tcp<H, F>(
+        sock: SocketConfig,
+        cores: &CoresConfig,
+        report: Option<Duration>,
+        spin: bool,
+        make: F,
+    ) -> Result<Self, String>
+    where
+        H: Handler<Counters = A>,
+        F: Make<H>,
+    {
+        let stop = Arc::new(AtomicBool::new(false));
+        let cores = crate::launch::spawn_tcp_cores(&sock, cores, stop, spin, report, make)?;
+        Ok(ServerHandle { cores })
+    }
+
     /// [`Self::spawn`] on one new, unpinned thread named `name`.
     pub fn spawn_one<H, F>(
         name: &str,

@@ -32,6 +32,8 @@ pub mod frame;
 #[allow(unsafe_code)]
 mod sys;
 pub mod txq;
+#[allow(unsafe_code)]
+mod uring;
 
 use std::collections::HashMap;
 use std::io::{self, Read};
@@ -45,6 +47,7 @@ use cornflakes::{ConnId, CornflakesObj, Msg, PinnedMemory, RcBuf, RxMsg, SendErr
 
 use frame::{DeframeError, Deframer, HEADER_LEN};
 use sys::{Epoll, ZcCompletion};
+
 use txq::{TxQueue, ZcInFlight};
 
 /// Configuration of a [`TcpDatapath`].
@@ -64,9 +67,12 @@ pub struct TcpConfig {
     /// [`SendError::Full`], and after such a refusal the connection is not read until its
     /// queue is half empty. At least one largest message.
     pub tx_limit: usize,
-    /// Zero-copy fields at least this long are sent with `MSG_ZEROCOPY`; `None` never uses it
-    /// (the kernel copies every send during the call).
+    /// Zero-copy fields at least this long are sent zero-copy (`MSG_ZEROCOPY` or io_uring
+    /// `SENDMSG_ZC`, per [`TcpConfig::zero_copy_mode`]); `None` never does (the kernel copies
+    /// every send during the call).
     pub zero_copy_threshold: Option<usize>,
+    /// How zero-copy sends are made.
+    pub zero_copy_mode: ZeroCopyMode,
     /// Most zero-copy fields of one object sent as their own iovec; smaller ones beyond it are
     /// copied into the head buffer ([`cornflakes::wire::Demote`]).
     pub max_segments: usize,
@@ -79,6 +85,19 @@ pub struct TcpConfig {
     pub events_per_poll: usize,
     /// Kernel socket buffer size to ask for (send and receive), if any.
     pub socket_buffer: Option<usize>,
+}
+
+/// How a datapath makes its zero-copy sends (see `docs/tcp.md`, "Zero-copy sends").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ZeroCopyMode {
+    /// `sendmsg(MSG_ZEROCOPY)` on sockets with `SO_ZEROCOPY`; completions from each socket's
+    /// error queue. The default: no ring to set up, and it works where io_uring is disabled
+    /// (`kernel.io_uring_disabled`, container seccomp profiles).
+    #[default]
+    MsgZerocopy,
+    /// io_uring `IORING_OP_SENDMSG_ZC` on one ring per datapath; completions are the ring's
+    /// notification CQEs.
+    IoUring,
 }
 
 /// Default largest pinned item of a TCP datapath: 256 KiB (messages up to 256 KiB − 20 B).
@@ -101,6 +120,7 @@ impl TcpConfig {
             rx_buffer: 8 << 10,
             tx_limit: 1 << 20,
             zero_copy_threshold: Some(DEFAULT_ZERO_COPY_THRESHOLD),
+            zero_copy_mode: ZeroCopyMode::MsgZerocopy,
             max_segments: 64,
             max_conns: 16384,
             read_budget: 4,
@@ -184,6 +204,7 @@ pub struct TcpStats {
 /// One TCP connection.
 #[derive(Debug)]
 struct Conn {
+    id: u32,
     stream: TcpStream,
     peer: SocketAddrV4,
     outgoing: bool,
@@ -230,6 +251,9 @@ enum Close {
 /// The epoll token of the listening socket (connection tokens are their `u32` ids).
 const LISTENER: u64 = u64::MAX;
 
+/// Submission entries of a [`ZeroCopyMode::IoUring`] ring (one send is submitted at a time).
+const URING_ENTRIES: u32 = 64;
+
 /// A datapath over Linux kernel TCP: one listening socket (optional), any number of
 /// connections, one epoll instance. Not `Send`: one per core.
 pub struct TcpDatapath {
@@ -261,6 +285,9 @@ pub struct TcpDatapath {
     zc_held: usize,
     /// Buffers released since the last `poll_completions`.
     completed: usize,
+    /// The io_uring of [`ZeroCopyMode::IoUring`].
+    uring: Option<uring::ZcRing>,
+    notifications: Vec<uring::Notification>,
 }
 
 impl TcpDatapath {
@@ -268,6 +295,12 @@ impl TcpDatapath {
     pub fn new(cfg: TcpConfig) -> Result<TcpDatapath, SetupError> {
         let mem = PinnedMemory::new(cfg.memory.clone()).map_err(SetupError::Memory)?;
         let epoll = Epoll::new(cfg.events_per_poll).map_err(SetupError::Io)?;
+        let uring = match (cfg.zero_copy_mode, cfg.zero_copy_threshold) {
+            (ZeroCopyMode::IoUring, Some(_)) => {
+                Some(uring::ZcRing::new(URING_ENTRIES).map_err(SetupError::Io)?)
+            }
+            _ => None,
+        };
         let mut cfg = cfg;
         cfg.max_message_len = cfg
             .max_message_len
@@ -314,6 +347,8 @@ impl TcpDatapath {
             queued: 0,
             zc_held: 0,
             completed: 0,
+            uring,
+            notifications: Vec::new(),
             cfg,
         })
     }
@@ -386,7 +421,8 @@ impl TcpDatapath {
         if let Some(b) = self.cfg.socket_buffer {
             sys::set_buffer_sizes(s.as_fd(), b);
         }
-        let zero_copy = self.cfg.zero_copy_threshold.is_some() && sys::enable_zero_copy(s.as_fd());
+        let zero_copy = self.cfg.zero_copy_threshold.is_some()
+            && (self.uring.is_some() || sys::enable_zero_copy(s.as_fd()));
         let id = self.next_id;
         // Ids are not reused while a connection with the same id is open (after 2^32 opens).
         self.next_id = self.next_id.wrapping_add(1);
@@ -394,6 +430,7 @@ impl TcpDatapath {
         self.conns.insert(
             id,
             Conn {
+                id,
                 stream: s,
                 peer,
                 outgoing,
@@ -534,7 +571,19 @@ impl TcpDatapath {
         while !c.tx.is_empty() {
             let queued = c.tx.bytes();
             self.stats.sendmsg_calls += 1;
-            match sys::send_queue(c.stream.as_fd(), &c.tx, &mut self.iov, allow_zc) {
+            let sent = match self.uring.as_mut() {
+                Some(ring) if allow_zc && sys::fill_iov(&c.tx, &mut self.iov) => {
+                    let user_data = (u64::from(id) << 32) | u64::from(c.zc.next_id());
+                    ring.send(c.stream.as_fd(), &mut self.iov, user_data)
+                }
+                _ => sys::send_queue(
+                    c.stream.as_fd(),
+                    &c.tx,
+                    &mut self.iov,
+                    allow_zc && self.uring.is_none(),
+                ),
+            };
+            match sent {
                 Ok((n, zc)) => {
                     if n < queued && n < self.iov.iter().map(|v| v.iov_len).sum::<usize>() {
                         self.stats.partial_writes += 1;
@@ -594,6 +643,35 @@ impl TcpDatapath {
         result
     }
 
+    /// Releases the buffers of the io_uring sends whose notifications have arrived.
+    fn poll_uring(&mut self) -> usize {
+        let Some(ring) = self.uring.as_mut() else {
+            return 0;
+        };
+        ring.drain(&mut self.notifications);
+        let mut released = 0;
+        for z in self.notifications.drain(..) {
+            let (id, send) = ((z.user_data >> 32) as u32, z.user_data as u32);
+            self.stats.zero_copy_completed += 1;
+            if z.copied {
+                self.stats.zero_copy_copied += 1;
+            }
+            let c = match self.conns.get_mut(&id) {
+                Some(c) => c,
+                None => match self.draining.iter_mut().find(|c| c.id == id) {
+                    Some(c) => c,
+                    None => continue,
+                },
+            };
+            released += c.zc.complete(send, send);
+        }
+        self.zc_conns
+            .retain(|id| self.conns.get(id).is_some_and(|c| c.zc.sends() > 0));
+        self.draining.retain(|c| c.zc.sends() > 0);
+        self.zc_held -= released;
+        released
+    }
+
     fn read_completions_of(
         c: &mut Conn,
         scratch: &mut Vec<ZcCompletion>,
@@ -642,6 +720,9 @@ impl TcpDatapath {
 
     /// Reads zero-copy completions of every connection with sends in flight.
     fn poll_zero_copy(&mut self) -> usize {
+        if self.uring.is_some() {
+            return self.poll_uring();
+        }
         let mut released = 0;
         let mut list = std::mem::take(&mut self.zc_conns);
         list.retain(|id| {
@@ -710,7 +791,7 @@ impl Receive for TcpDatapath {
             // EPOLLERR with zero-copy sends in flight is (usually) their completions; without,
             // a socket error the next read reports.
             let mut read = ev & (sys::IN | hup) != 0;
-            if ev & libc::EPOLLERR as u32 != 0 && c.zc.sends() > 0 {
+            if ev & libc::EPOLLERR as u32 != 0 && c.zc.sends() > 0 && self.uring.is_none() {
                 let n = Self::read_completions_of(c, &mut self.completions, &mut self.stats);
                 self.zc_held -= n;
                 self.completed += n;
@@ -728,6 +809,11 @@ impl Receive for TcpDatapath {
         }
         self.events = events;
         self.events.clear();
+        if self.uring.is_some() {
+            // Notifications do not wake epoll: collect them here.
+            let n = self.poll_uring();
+            self.completed += n;
+        }
         self.close_pending();
         Ok(out.len() - before)
     }

@@ -134,13 +134,7 @@ pub(crate) fn send_queue(
     iov: &mut Vec<libc::iovec>,
     allow_zero_copy: bool,
 ) -> io::Result<(usize, bool)> {
-    iov.clear();
-    let zc = q.for_each_unsent(MAX_IOV, |s| {
-        iov.push(libc::iovec {
-            iov_base: s.as_ptr() as *mut libc::c_void,
-            iov_len: s.len(),
-        })
-    }) && allow_zero_copy;
+    let zc = fill_iov(q, iov) && allow_zero_copy;
     // SAFETY: an all-zero msghdr is valid (no name, no control data).
     let mut m: libc::msghdr = unsafe { zeroed() };
     m.msg_iov = iov.as_mut_ptr();
@@ -158,6 +152,18 @@ pub(crate) fn send_queue(
     } else {
         Ok((r as usize, zc))
     }
+}
+
+/// Fills `iov` with the unsent bytes of up to [`MAX_IOV`] buffers of `q`; says whether one of
+/// them is a zero-copy field.
+pub(crate) fn fill_iov(q: &TxQueue, iov: &mut Vec<libc::iovec>) -> bool {
+    iov.clear();
+    q.for_each_unsent(MAX_IOV, |s| {
+        iov.push(libc::iovec {
+            iov_base: s.as_ptr() as *mut libc::c_void,
+            iov_len: s.len(),
+        })
+    })
 }
 
 /// Turns `SO_ZEROCOPY` on; `false` when the kernel refuses (then sends copy).

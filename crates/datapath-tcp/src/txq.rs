@@ -109,6 +109,11 @@ pub struct ZcInFlight {
 }
 
 impl ZcInFlight {
+    /// The number the next recorded send gets.
+    pub fn next_id(&self) -> u32 {
+        self.next
+    }
+
     /// Records the next zero-copy send's buffers; returns its number.
     pub fn record(&mut self, bufs: Vec<RcBuf>) -> u32 {
         let id = self.next;

@@ -11,7 +11,7 @@ use cornflakes::datapath::{Completions, Connect, DatapathMemory, Receive, Transm
 use cornflakes::handwritten::GetM;
 use cornflakes::{Arena, CFBytes, CFPtr, ConnId, Msg, RxMsg};
 use datapath_tcp::frame::{write_header, HEADER_LEN};
-use datapath_tcp::{TcpConfig, TcpDatapath};
+use datapath_tcp::{TcpConfig, TcpDatapath, ZeroCopyMode};
 
 fn lo() -> SocketAddrV4 {
     SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0)
@@ -107,8 +107,20 @@ fn objects_round_trip_with_copied_and_zero_copy_fields() {
 
 #[test]
 fn a_zero_copy_buffer_is_held_until_its_completion_and_the_wire_keeps_the_old_bytes() {
+    zero_copy_buffer_is_held(ZeroCopyMode::MsgZerocopy);
+}
+
+#[test]
+fn an_io_uring_send_zc_buffer_is_held_until_its_notification_and_the_wire_keeps_the_old_bytes() {
+    zero_copy_buffer_is_held(ZeroCopyMode::IoUring);
+}
+
+fn zero_copy_buffer_is_held(mode: ZeroCopyMode) {
     let mut srv = server(|_| {});
-    let mut cli = client(|c| c.zero_copy_threshold = Some(1024));
+    let mut cli = client(|c| {
+        c.zero_copy_threshold = Some(1024);
+        c.zero_copy_mode = mode;
+    });
     let conn = cli.connect(srv.local_addr()).unwrap();
     accept_one(&mut srv);
     let n = 100_000;
@@ -158,6 +170,15 @@ fn a_zero_copy_buffer_is_held_until_its_completion_and_the_wire_keeps_the_old_by
 
 #[test]
 fn partial_writes_and_full_socket_buffers_lose_duplicate_and_reorder_nothing() {
+    partial_writes_lose_nothing(ZeroCopyMode::MsgZerocopy);
+}
+
+#[test]
+fn partial_io_uring_send_zc_writes_lose_duplicate_and_reorder_nothing() {
+    partial_writes_lose_nothing(ZeroCopyMode::IoUring);
+}
+
+fn partial_writes_lose_nothing(mode: ZeroCopyMode) {
     // Small kernel buffers so writes are cut and EAGAIN happens; the server reads slowly.
     // (Far smaller buffers than loopback's 64 KiB MSS make TCP fall back to zero-window probes
     // with exponential backoff: correct, but seconds per probe.)
@@ -170,6 +191,7 @@ fn partial_writes_and_full_socket_buffers_lose_duplicate_and_reorder_nothing() {
         c.socket_buffer = Some(64 << 10);
         c.tx_limit = 256 << 10;
         c.zero_copy_threshold = Some(2048);
+        c.zero_copy_mode = mode;
     });
     let conns: Vec<ConnId> = (0..3)
         .map(|_| cli.open(srv.local_addr()).unwrap())
@@ -220,6 +242,7 @@ fn partial_writes_and_full_socket_buffers_lose_duplicate_and_reorder_nothing() {
     let st = cli.stats();
     assert!(st.would_block > 0, "{st:?}");
     assert!(st.partial_writes > 0, "{st:?}");
+    assert!(st.zero_copy_sends > 0, "{st:?}");
     // Per connection: ids 0..total in order, each body intact.
     let by_conn = |c: ConnId| got[0].iter().filter(move |m| m.conn == c);
     let server_conns: std::collections::BTreeSet<ConnId> = got[0].iter().map(|m| m.conn).collect();
