@@ -46,5 +46,5 @@ pub mod schema {
     cornflakes::include_schema!("echo");
 }
 
-pub use mode::Mode;
+pub use mode::{Mode, Serialization};
 pub use shape::ShapeSpec;

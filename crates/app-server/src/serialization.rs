@@ -103,16 +103,31 @@ pub enum Serialization {
 }
 
 impl Serialization {
+    /// `cornflakes`: Cornflakes, hybrid, serialize-and-send.
+    pub const CORNFLAKES: Serialization = Serialization::Cornflakes(Cornflakes::Hybrid);
+    /// `cornflakes-sg`: Cornflakes, every field by scatter-gather.
+    pub const CORNFLAKES_SG: Serialization = Serialization::Cornflakes(Cornflakes::AllSg);
+    /// `cornflakes-copy`: Cornflakes, every field copied.
+    pub const CORNFLAKES_COPY: Serialization = Serialization::Cornflakes(Cornflakes::AllCopy);
+    /// `cornflakes-no-ssend`: Cornflakes hybrid, sent through a scatter-gather array.
+    pub const CORNFLAKES_NO_SSEND: Serialization = Serialization::Cornflakes(Cornflakes::NoSsend);
+    /// `protobuf`: prost.
+    pub const PROTOBUF: Serialization = Serialization::Library(Library::Protobuf);
+    /// `capnp`: Cap'n Proto.
+    pub const CAPNP: Serialization = Serialization::Library(Library::Capnp);
+    /// `flatbuffers`: FlatBuffers.
+    pub const FLATBUFFERS: Serialization = Serialization::Library(Library::Flatbuffers);
+
     /// Every one, in the order the benchmarks report them: the Cornflakes configurations,
     /// then protobuf, Cap'n Proto and FlatBuffers.
     pub const ALL: [Serialization; 7] = [
-        Serialization::Cornflakes(Cornflakes::Hybrid),
-        Serialization::Cornflakes(Cornflakes::AllSg),
-        Serialization::Cornflakes(Cornflakes::AllCopy),
-        Serialization::Cornflakes(Cornflakes::NoSsend),
-        Serialization::Library(Library::Protobuf),
-        Serialization::Library(Library::Capnp),
-        Serialization::Library(Library::Flatbuffers),
+        Serialization::CORNFLAKES,
+        Serialization::CORNFLAKES_SG,
+        Serialization::CORNFLAKES_COPY,
+        Serialization::CORNFLAKES_NO_SSEND,
+        Serialization::PROTOBUF,
+        Serialization::CAPNP,
+        Serialization::FLATBUFFERS,
     ];
 
     /// The name on the command line and in results.
