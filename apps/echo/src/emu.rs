@@ -236,15 +236,15 @@ pub fn run_bench_emu(cfg: &BenchConfig) -> Result<(BenchOutcome, EmuOutcome), St
 pub fn table(emu: &EmuOutcome) -> String {
     let mut t = emu_bench::table(&emu.summaries, Some(Mode::Raw.name()), emu.k);
     let libraries = [
-        Mode::Shared(Serialization::PROTOBUF),
-        Mode::Shared(Serialization::CAPNP),
-        Mode::Shared(Serialization::FLATBUFFERS),
+        Serialization::PROTOBUF,
+        Serialization::CAPNP,
+        Serialization::FLATBUFFERS,
     ]
-    .map(Mode::name);
+    .map(Serialization::name);
     if let Some(c) = emu_bench::control_line(
         &emu.summaries,
-        Mode::Shared(Serialization::CORNFLAKES).name(),
-        Mode::Shared(Serialization::CORNFLAKES_COPY).name(),
+        Serialization::CORNFLAKES.name(),
+        Serialization::CORNFLAKES_COPY.name(),
         &libraries,
     ) {
         t.push_str(&format!("\n{c}\n"));

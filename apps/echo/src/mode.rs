@@ -1,10 +1,6 @@
 //! The server modes compared by the benchmark: echo's own hand-written modes, and the
 //! serializations every app shares ([`app_server::serialization`]).
 
-use std::fmt;
-use std::str::FromStr;
-
-use app_server::serialization::by_name;
 pub use app_server::serialization::{Cornflakes, Library, Serialization};
 use cornflakes::DEFAULT_THRESHOLD;
 
@@ -101,19 +97,7 @@ impl From<Serialization> for Mode {
     }
 }
 
-impl fmt::Display for Mode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for Mode {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, String> {
-        by_name(s, "mode", &Mode::ALL, Mode::name)
-    }
-}
+app_server::named!(Mode, "mode");
 
 /// The default hybrid threshold (512 bytes, as in the paper).
 pub const DEFAULT_HYBRID_THRESHOLD: usize = DEFAULT_THRESHOLD;

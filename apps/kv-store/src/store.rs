@@ -43,6 +43,7 @@ use cornflakes::{PinnedMemory, RcBuf};
 use crate::cost;
 use crate::ops::Status;
 use crate::rifl::{Dedup, DedupStats, Outcome, WriteTag};
+pub use crate::value::Value;
 
 /// Store settings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,51 +64,6 @@ impl Default for StoreConfig {
             memory_limit: DEFAULT_MEMORY_LIMIT,
             dedup_window: crate::rifl::DEFAULT_WINDOW,
         }
-    }
-}
-
-/// One stored value: one pinned buffer, or several pieces of a value larger than one buffer.
-#[derive(Clone, Debug)]
-pub enum Value {
-    /// The whole value in one buffer.
-    One(RcBuf),
-    /// A value larger than one pinned buffer, in order.
-    Pieces(Vec<RcBuf>),
-}
-
-impl Value {
-    /// The buffers, in order.
-    pub fn pieces(&self) -> &[RcBuf] {
-        match self {
-            Value::One(b) => std::slice::from_ref(b),
-            Value::Pieces(p) => p,
-        }
-    }
-
-    /// The single buffer of a value not stored in pieces.
-    pub fn single(&self) -> Option<&RcBuf> {
-        match self {
-            Value::One(b) => Some(b),
-            Value::Pieces(_) => None,
-        }
-    }
-
-    /// Length of the value.
-    pub fn len(&self) -> usize {
-        self.pieces().iter().map(RcBuf::len).sum()
-    }
-
-    /// Whether the value is empty.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// The value's bytes, joined (a copy; for tests and checks).
-    pub fn to_vec(&self) -> Vec<u8> {
-        self.pieces()
-            .iter()
-            .flat_map(|b| b.iter().copied())
-            .collect()
     }
 }
 

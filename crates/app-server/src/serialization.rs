@@ -2,9 +2,6 @@
 //! a copying library (`baselines`). Each app adds only its own formats (echo's hand-written
 //! modes, the KV store's RESP) and maps its names onto these.
 
-use std::fmt;
-use std::str::FromStr;
-
 use cornflakes::datapath::object_to_sga;
 use cornflakes::{ConnId, CornflakesObj, Datapath, Msg, SendError};
 
@@ -164,18 +161,29 @@ impl Serialization {
     }
 }
 
-impl fmt::Display for Serialization {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+crate::named!(Serialization, "serialization");
 
-impl FromStr for Serialization {
-    type Err = String;
+/// Implements `Display` (the name) and `FromStr` (by name, through [`by_name`]) for a type
+/// with `const ALL: [Self; N]` and `fn name(self) -> &'static str`: the command-line values
+/// of the apps' modes and serializations. `what` names the kind in the parse error
+/// (`unknown {what} "x" (one of: …)`).
+#[macro_export]
+macro_rules! named {
+    ($ty:ty, $what:literal) => {
+        impl ::std::fmt::Display for $ty {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+                f.write_str(self.name())
+            }
+        }
 
-    fn from_str(s: &str) -> Result<Self, String> {
-        by_name(s, "serialization", &Serialization::ALL, Serialization::name)
-    }
+        impl ::std::str::FromStr for $ty {
+            type Err = ::std::string::String;
+
+            fn from_str(s: &str) -> ::std::result::Result<Self, ::std::string::String> {
+                $crate::serialization::by_name(s, $what, &<$ty>::ALL, <$ty>::name)
+            }
+        }
+    };
 }
 
 /// The one of `all` whose `name` is `s` (a command-line value); otherwise an error naming the
