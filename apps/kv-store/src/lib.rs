@@ -16,8 +16,7 @@
 //! - [`peers`]: `kv bench --peers` — redis-server and memcached beside the store.
 //! - `xdp` (feature `xdp`): the server over AF_XDP in a network namespace.
 //! - [`validate`], [`value`], [`cost`], [`rifl`]: whole requests checked before the first write,
-//!   a stored value's buffers, what
-//!   an entry really costs, and writes run once under retries.
+//!   a stored value's buffers, what an entry really costs, and writes run once under retries.
 //! - [`call`]: a client that retries under the same request id; [`faults`]: the
 //!   exactly-once check under injected loss and duplication (`kv faults`).
 
