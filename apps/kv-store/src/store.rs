@@ -38,7 +38,7 @@
 use std::collections::HashMap;
 
 use cornflakes::mem::AllocError;
-use cornflakes::{PinnedMemory, RcBuf};
+use cornflakes::PinnedMemory;
 
 use crate::cost;
 use crate::ops::Status;

@@ -1,7 +1,7 @@
-//! `echo calibrate`: the paper's §5 measurement as one command (docs/calibration.md).
+//! `calibrate run`: the paper's §5 measurement as one command (docs/calibration.md).
 //!
 //! For every cell (S, K) of the grid, the saturation load of both [`Policy`]s against a
-//! [`CalibServer`](crate::calib_server::CalibServer), found with the project's saturation search ([`loadgen::search`]: median of
+//! [`CalibServer`](crate::server::CalibServer), found with the project's saturation search ([`loadgen::search`]: median of
 //! up to K trials per load, a doubling grid until a sustained miss, bisection to a resolution),
 //! copy and scatter-gather of a cell interleaved trial by trial. Per cell and policy: the
 //! median achieved load at the highest load kept up and the min–max spread of the trials
@@ -28,9 +28,9 @@ use loadgen::{
 };
 use serde_json::json;
 
-use crate::calib_server::{CalibClient, Cell, Policy, ARRAY_ITEM, MAX_SEGMENTS};
-use crate::config::DatapathKind;
-use crate::server::ServerStats;
+use crate::server::{
+    CalibClient, Cell, Policy, ServerHandle, ServerStats, ARRAY_ITEM, MAX_SEGMENTS,
+};
 
 mod rule;
 pub use rule::{recommend, CalibTrial, CellResult, Outcome, PolicyResult};
@@ -48,7 +48,23 @@ pub const SOCKET_MAX_ITEM: usize = 64 * 1024;
 /// Room for the object and packet headers next to the K × S payload bytes.
 const REPLY_OVERHEAD: usize = 512;
 
-/// Everything `echo calibrate` does.
+/// The datapath the calibration server runs on (`run --datapath`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DatapathKind {
+    /// Kernel UDP sockets on 127.0.0.1 (server and clients in this process).
+    Socket,
+    /// AF_XDP on a veth in a network namespace (server in a child process). Feature `xdp`,
+    /// root.
+    Xdp,
+    /// The ConnectX driver on one core against the emulated ConnectX on a second core, which
+    /// also plays the clients. Needs 2 CPUs.
+    Emu,
+}
+
+/// IP MTU of the socket datapath by default (jumbo frames, as the echo benchmark's).
+pub const DEFAULT_MTU: usize = 9000;
+
+/// Everything `calibrate run` does.
 #[derive(Clone, Debug)]
 pub struct CalibConfig {
     /// The server's datapath.
@@ -86,7 +102,7 @@ pub struct CalibConfig {
     pub remote: Option<Remote>,
 }
 
-/// A calibration server started separately (`echo calibrate-server`, e.g. on a NIC machine).
+/// A calibration server started separately (`calibrate server`, e.g. on a NIC machine).
 #[derive(Clone, Debug)]
 pub struct Remote {
     /// Its address.
@@ -154,7 +170,7 @@ impl CalibConfig {
             warmup: CALIB_WARMUP,
             timeout: default_timeout(datapath),
             threads: 1,
-            mtu: crate::config::DEFAULT_MTU,
+            mtu: DEFAULT_MTU,
             spin: false,
             out_dir: PathBuf::from("results/calibrate"),
             remote: None,
@@ -255,21 +271,18 @@ struct SocketServer {
     addr: SocketAddrV4,
     items: usize,
     max_segments: usize,
-    handle: crate::server::ServerHandle,
+    handle: ServerHandle,
 }
 
 impl SocketServer {
     fn spawn(sock: SocketConfig, array_bytes: usize, spin: bool) -> Result<SocketServer, String> {
-        let handle = crate::server::ServerHandle::spawn_one(
-            "calibrate-server",
-            sock,
-            None,
-            spin,
-            move |mem, _| crate::calib_server::Calib::new(mem, array_bytes),
-        )?;
+        let handle =
+            ServerHandle::spawn_one("calibrate-server", sock, None, spin, move |mem, _| {
+                crate::server::Calib::new(mem, array_bytes)
+            })?;
         Ok(SocketServer {
             addr: handle.addr(),
-            items: crate::calib_server::items_for(array_bytes),
+            items: crate::server::items_for(array_bytes),
             max_segments: handle.max_segments(),
             handle,
         })
@@ -477,8 +490,8 @@ fn fmt_opt(v: Option<f64>, digits: usize) -> String {
 pub fn unsupported_datapath(nic: &str) -> String {
     format!(
         "SKIPPED calibrate --datapath {nic}: the server needs the NIC and the clients another \
-         machine; run `echo calibrate-server --datapath {nic} ...` on the NIC machine and \
-         `echo calibrate --server IP:PORT ...` on a client machine (docs/calibration.md, \
+         machine; run `calibrate server --datapath {nic} ...` on the NIC machine and \
+         `calibrate run --server IP:PORT ...` on a client machine (docs/calibration.md, \
          \"NIC datapaths\")"
     )
 }
@@ -618,7 +631,7 @@ fn run_emu(cfg: &CalibConfig, array_bytes: usize) -> Result<Calibration, String>
             .map(|i| {
                 cell.offsets(i, &mut offs);
                 cell.encode(&offs, &mut buf);
-                Request::new(crate::calib_server::CALIB_MSG_TYPE, buf.clone())
+                Request::new(crate::server::CALIB_MSG_TYPE, buf.clone())
             })
             .collect();
         let run_cfg = EmuRunConfig {
@@ -654,15 +667,15 @@ fn run_emu(cfg: &CalibConfig, array_bytes: usize) -> Result<Calibration, String>
             })
             .map_err(|e| format!("server memory: {e}"))?;
             // Filled before the datapath exists: requests arrive once it does.
-            let array = crate::calib_server::fill_array(&mem, items * ARRAY_ITEM)?;
+            let array = crate::server::fill_array(&mem, items * ARRAY_ITEM)?;
             let dp = port
                 .datapath(mem)
                 .map_err(|e| format!("server datapath: {e}"))?;
-            let mut server = crate::calib_server::with_array(dp, array);
+            let mut server = crate::server::with_array(dp, array);
             server.run(
                 port.stop_flag(),
                 None,
-                crate::server::IDLE_SPINS,
+                app_server::idle::IDLE_SPINS,
                 &mut |_| std::hint::spin_loop(),
             );
             Ok::<ServerStats, String>(server.stats())
@@ -684,17 +697,17 @@ fn run_emu(cfg: &CalibConfig, array_bytes: usize) -> Result<Calibration, String>
     })
 }
 
-/// The AF_XDP variant: the server in a child process in a namespace (see [`crate::xdp`]).
+/// The AF_XDP variant: the server in a child process in a namespace (see `crate::netns`).
 #[cfg(feature = "xdp")]
 fn run_xdp(cfg: &CalibConfig, array_bytes: usize) -> Result<Calibration, String> {
-    use crate::xdp::{create_netns, ServerProcess};
+    use crate::netns::{create_netns, ServerProcess};
     let ns = create_netns(cfg.mtu)?;
     let items = array_bytes.div_ceil(ARRAY_ITEM).max(1);
     let server = ServerProcess::spawn_args(
         &ns,
         7000,
         &[
-            "calibrate-server".to_owned(),
+            "server".to_owned(),
             "--array-bytes".to_owned(),
             (items * ARRAY_ITEM).to_string(),
         ],
@@ -728,7 +741,7 @@ fn run_xdp(_cfg: &CalibConfig, _array_bytes: usize) -> Result<Calibration, Strin
     Err(
         "--datapath xdp needs the `xdp` feature (clang and libbpf-dev: \
          crates/datapath-xdp/APT_PACKAGES) and root: \
-         cargo run --release -p echo --features xdp -- calibrate --datapath xdp"
+         cargo run --release -p calibrate --features xdp -- run --datapath xdp"
             .to_owned(),
     )
 }
