@@ -48,8 +48,8 @@ impl ServerProcess {
         let lines = self.child.stop()?;
         Ok(lines
             .iter()
-            .filter_map(|l| l.split(" done: ").nth(1))
-            .last()
+            .rev()
+            .find_map(|l| l.split(" done: ").nth(1))
             .map(ServerStats::parse)
             .unwrap_or_default())
     }

@@ -98,7 +98,7 @@ pub struct CalibConfig {
     pub spin: bool,
     /// Where the outputs go.
     pub out_dir: PathBuf,
-    /// Measure a `calibrate-server` running elsewhere instead of starting one.
+    /// Measure a `calibrate server` running elsewhere instead of starting one.
     pub remote: Option<Remote>,
 }
 
@@ -114,7 +114,7 @@ pub struct Remote {
     /// The largest reply it can copy into one buffer.
     pub max_reply: usize,
     /// Server cores on `server`'s port and the next ones, each holding `1/cores` of the array
-    /// (`calibrate-server --cores`; `docs/cores.md`); requests are spread round-robin.
+    /// (`calibrate server --cores`; `docs/cores.md`); requests are spread round-robin.
     pub cores: usize,
 }
 
