@@ -6,13 +6,10 @@
 //!   emulated ConnectX — and its client.
 //! - [`run`]: `calibrate run` — per segment size S and count K, the saturation load of copy
 //!   and of scatter-gather, the heatmap and the recommended threshold.
-//! - `netns` (feature `xdp`, root): the server in a child process in a network namespace.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-#[cfg(feature = "xdp")]
-mod netns;
 pub mod run;
 pub mod server;
 

@@ -697,20 +697,28 @@ fn run_emu(cfg: &CalibConfig, array_bytes: usize) -> Result<Calibration, String>
     })
 }
 
-/// The AF_XDP variant: the server in a child process in a namespace (see `crate::netns`).
+/// The AF_XDP variant: the server in a child process in a namespace (netns-harness's
+/// [`HostVeth`](netns_harness::HostVeth) and [`ChildServer`](netns_harness::ChildServer)).
 #[cfg(feature = "xdp")]
 fn run_xdp(cfg: &CalibConfig, array_bytes: usize) -> Result<Calibration, String> {
-    use crate::netns::{create_netns, ServerProcess};
-    let ns = create_netns(cfg.mtu)?;
+    use netns_harness::{ChildServer, HostVeth, Suite};
+    // The namespace and interfaces (`cfcalx-…`, `ccx…`) and subnet (`10.73.N.0/24`).
+    const SUITE: Suite = Suite::new("cfcalx", "ccx", 73, "CORNFLAKES_REQUIRE_XDP");
+    let mtu = u32::try_from(cfg.mtu).map_err(|_| format!("MTU {} is too large", cfg.mtu))?;
+    let ns = HostVeth::create(&SUITE, mtu)
+        .map_err(|e| format!("creating the namespace and veth: {e}"))?;
     let items = array_bytes.div_ceil(ARRAY_ITEM).max(1);
-    let server = ServerProcess::spawn_args(
+    // This executable's `server` in the namespace, over AF_XDP on its end of the veth; it
+    // stops when its standard input closes.
+    let exe = std::env::current_exe().map_err(|e| format!("own executable: {e}"))?;
+    let args = ["server", "--array-bytes", &(items * ARRAY_ITEM).to_string()].map(String::from);
+    let server = ChildServer::spawn(
         &ns,
+        &exe,
+        &args,
         7000,
-        &[
-            "server".to_owned(),
-            "--array-bytes".to_owned(),
-            (items * ARRAY_ITEM).to_string(),
-        ],
+        "[server] ready",
+        Duration::from_secs(30),
     )?;
     let t = Target {
         server: server.addr,
@@ -724,7 +732,14 @@ fn run_xdp(cfg: &CalibConfig, array_bytes: usize) -> Result<Calibration, String>
     let measured = measure(cfg, &t, |cell, rate, seed| {
         Ok((run_point(cfg, &t, cell, rate, seed)?, None))
     });
-    let stats = server.stop()?;
+    // The counters it printed last (`[server] calibrate done: received=… echoed=…`).
+    let lines = server.stop()?;
+    let stats = lines
+        .iter()
+        .rev()
+        .find_map(|l| l.split(" done: ").nth(1))
+        .map(ServerStats::parse)
+        .unwrap_or_default();
     drop(ns);
     let (cells, records) = measured?;
     Ok(Calibration {

@@ -7,25 +7,17 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .and_then(|l| l.split_whitespace().nth(2).map(|euid| euid == "0"))
-        })
-        .unwrap_or(false)
-}
+use netns_harness::Suite;
+
+/// Used only to decide whether the test can run here (the command creates its own namespace).
+const SUITE: Suite = Suite::new("cfcalt", "cct", 72, "CORNFLAKES_REQUIRE_XDP");
 
 #[test]
 fn calibrate_runs_over_af_xdp_and_verifies_every_reply() {
-    if !is_root() {
-        test_skip::skip_unless(
-            "calibrate_runs_over_af_xdp_and_verifies_every_reply",
-            "needs root",
-            Some("CORNFLAKES_REQUIRE_XDP"),
-        );
+    // Root, `ip`, `ethtool` and AF_XDP sockets, or the reason (which fails the test under
+    // CORNFLAKES_REQUIRE_XDP=1).
+    if let Some(why) = SUITE.xdp_skip_reason() {
+        SUITE.skip("calibrate_runs_over_af_xdp_and_verifies_every_reply", &why);
         return;
     }
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))

@@ -2,8 +2,9 @@
 //!
 //! # Updates never touch a buffer that may be on the wire
 //! A reply sends a value by reference: the datapath keeps a clone of the value's
-//! [`RcBuf`](cornflakes::RcBuf) until the NIC has read it. So a write never modifies a stored buffer. It allocates a new
-//! pinned buffer, copies the new bytes in, and swaps it into the map; the old buffer's last
+//! [`RcBuf`](cornflakes::RcBuf) until the NIC has read it. So a write never modifies a stored
+//! buffer. It allocates a new pinned buffer, copies the new bytes in, and swaps it into the
+//! map; the old buffer's last
 //! reference is then either the map's (freed at once) or a transmit descriptor's (freed when
 //! the send completes). The bytes on the wire are always the bytes at the time of the send
 //! (paper §4, "the KV store").
