@@ -20,7 +20,7 @@ use loadgen::search::{search, SearchConfig};
 
 use crate::client::{RequestBuilder, Verifier};
 use crate::config::{BenchConfig, BenchOutcome, EmuOutcome};
-use crate::mode::Mode;
+use crate::mode::{Mode, Serialization};
 use crate::server::{ServerConfig, ServerStats, IDLE_SPINS};
 use crate::shape::ShapeSpec;
 
@@ -235,11 +235,16 @@ pub fn run_bench_emu(cfg: &BenchConfig) -> Result<(BenchOutcome, EmuOutcome), St
 /// The comparison table of an emulated-NIC run (Markdown), ratios to `raw`.
 pub fn table(emu: &EmuOutcome) -> String {
     let mut t = emu_bench::table(&emu.summaries, Some(Mode::Raw.name()), emu.k);
-    let libraries = [Mode::Protobuf, Mode::Capnp, Mode::Flatbuffers].map(Mode::name);
+    let libraries = [
+        Serialization::PROTOBUF,
+        Serialization::CAPNP,
+        Serialization::FLATBUFFERS,
+    ]
+    .map(Serialization::name);
     if let Some(c) = emu_bench::control_line(
         &emu.summaries,
-        Mode::Cornflakes.name(),
-        Mode::CornflakesCopy.name(),
+        Serialization::CORNFLAKES.name(),
+        Serialization::CORNFLAKES_COPY.name(),
         &libraries,
     ) {
         t.push_str(&format!("\n{c}\n"));

@@ -15,8 +15,6 @@
 //!   each response deserializes to exactly the values sent.
 //! - [`bench`](mod@bench): sweeps ([`config`] holds their settings and outcome, [`report`]
 //!   writes the table, JSON and plot).
-//! - [`calibrate`]: the copy-threshold calibration (paper §5): copy vs scatter-gather of K
-//!   segments of S bytes from a large pinned array, a heatmap and a recommended threshold.
 //! - [`emu`]: `bench --datapath emu`, the server core against the emulated ConnectX on a
 //!   second core (the default with 2 CPUs).
 //! - `xdp` (feature `xdp`, root): the server over AF_XDP in a network namespace.
@@ -25,8 +23,6 @@
 #![warn(missing_docs)]
 
 pub mod bench;
-pub mod calib_server;
-pub mod calibrate;
 pub mod cf;
 pub mod client;
 pub mod config;
@@ -46,5 +42,5 @@ pub mod schema {
     cornflakes::include_schema!("echo");
 }
 
-pub use mode::Mode;
+pub use mode::{Mode, Serialization};
 pub use shape::ShapeSpec;

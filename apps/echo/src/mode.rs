@@ -1,10 +1,6 @@
 //! The server modes compared by the benchmark: echo's own hand-written modes, and the
 //! serializations every app shares ([`app_server::serialization`]).
 
-use std::fmt;
-use std::str::FromStr;
-
-use app_server::serialization::by_name;
 pub use app_server::serialization::{Cornflakes, Library, Serialization};
 use cornflakes::DEFAULT_THRESHOLD;
 
@@ -19,7 +15,9 @@ pub enum Format {
     Library(Library),
 }
 
-/// How the echo server handles a request.
+/// How the echo server handles a request: one of echo's own hand-written modes, or a
+/// serialization every app shares (whose names, parsing and listing live in
+/// [`app_server::serialization`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Mode {
     /// No serialization: the received payload goes straight back (one scatter-gather entry).
@@ -30,53 +28,38 @@ pub enum Mode {
     OneCopy,
     /// Hand-written: parse, copy into an intermediate buffer, then into the transmit buffer.
     TwoCopy,
-    /// Cornflakes, hybrid: fields at least the threshold long are zero-copy.
-    Cornflakes,
-    /// Cornflakes with threshold 0: every field zero-copy.
-    CornflakesSg,
-    /// Cornflakes with threshold `usize::MAX`: every field copied.
-    CornflakesCopy,
-    /// Cornflakes hybrid, but sent by building a scatter-gather array first (no
-    /// serialize-and-send).
-    CornflakesNoSsend,
-    /// protobuf through prost.
-    Protobuf,
-    /// Cap'n Proto.
-    Capnp,
-    /// FlatBuffers.
-    Flatbuffers,
+    /// A shared serialization: Cornflakes in one configuration, or a copying library.
+    Shared(Serialization),
 }
 
 impl Mode {
-    /// Every mode, in the order the benchmark runs and reports them.
-    pub const ALL: [Mode; 11] = [
-        Mode::Raw,
-        Mode::ZeroCopy,
-        Mode::OneCopy,
-        Mode::TwoCopy,
-        Mode::Cornflakes,
-        Mode::CornflakesSg,
-        Mode::CornflakesCopy,
-        Mode::CornflakesNoSsend,
-        Mode::Protobuf,
-        Mode::Capnp,
-        Mode::Flatbuffers,
-    ];
+    /// Echo's own modes, in the order the benchmark runs and reports them (before the shared
+    /// ones).
+    pub const OWN: [Mode; 4] = [Mode::Raw, Mode::ZeroCopy, Mode::OneCopy, Mode::TwoCopy];
+
+    /// Every mode, in the order the benchmark runs and reports them: echo's own, then
+    /// [`Serialization::ALL`].
+    pub const ALL: [Mode; 11] = {
+        let mut all = [Mode::Raw; 11];
+        let mut i = 0;
+        while i < Mode::OWN.len() {
+            all[i] = Mode::OWN[i];
+            i += 1;
+        }
+        let mut j = 0;
+        while j < Serialization::ALL.len() {
+            all[i + j] = Mode::Shared(Serialization::ALL[j]);
+            j += 1;
+        }
+        all
+    };
 
     /// The shared serialization of a mode that is one (not a hand-written mode).
     pub fn serialization(self) -> Option<Serialization> {
-        let cf = Serialization::Cornflakes;
-        let lib = Serialization::Library;
-        Some(match self {
-            Mode::Raw | Mode::ZeroCopy | Mode::OneCopy | Mode::TwoCopy => return None,
-            Mode::Cornflakes => cf(Cornflakes::Hybrid),
-            Mode::CornflakesSg => cf(Cornflakes::AllSg),
-            Mode::CornflakesCopy => cf(Cornflakes::AllCopy),
-            Mode::CornflakesNoSsend => cf(Cornflakes::NoSsend),
-            Mode::Protobuf => lib(Library::Protobuf),
-            Mode::Capnp => lib(Library::Capnp),
-            Mode::Flatbuffers => lib(Library::Flatbuffers),
-        })
+        match self {
+            Mode::Shared(s) => Some(s),
+            Mode::Raw | Mode::ZeroCopy | Mode::OneCopy | Mode::TwoCopy => None,
+        }
     }
 
     /// The name used on the command line and in results.
@@ -86,7 +69,7 @@ impl Mode {
             Mode::ZeroCopy => "zero-copy",
             Mode::OneCopy => "one-copy",
             Mode::TwoCopy => "two-copy",
-            shared => shared.serialization().map_or("", Serialization::name),
+            Mode::Shared(s) => s.name(),
         }
     }
 
@@ -108,19 +91,13 @@ impl Mode {
     }
 }
 
-impl fmt::Display for Mode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
+impl From<Serialization> for Mode {
+    fn from(s: Serialization) -> Mode {
+        Mode::Shared(s)
     }
 }
 
-impl FromStr for Mode {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, String> {
-        by_name(s, "mode", &Mode::ALL, Mode::name)
-    }
-}
+app_server::named!(Mode, "mode");
 
 /// The default hybrid threshold (512 bytes, as in the paper).
 pub const DEFAULT_HYBRID_THRESHOLD: usize = DEFAULT_THRESHOLD;
@@ -138,9 +115,38 @@ mod tests {
     }
 
     #[test]
+    fn the_list_is_echos_own_then_the_shared_ones_in_order() {
+        let names: Vec<&str> = Mode::ALL.iter().map(|m| m.name()).collect();
+        assert_eq!(
+            names,
+            [
+                "raw",
+                "zero-copy",
+                "one-copy",
+                "two-copy",
+                "cornflakes",
+                "cornflakes-sg",
+                "cornflakes-copy",
+                "cornflakes-no-ssend",
+                "protobuf",
+                "capnp",
+                "flatbuffers",
+            ]
+        );
+        let err = "cornflake".parse::<Mode>().unwrap_err();
+        assert_eq!(
+            err,
+            "unknown mode \"cornflake\" (one of: raw, zero-copy, one-copy, two-copy, cornflakes, \
+             cornflakes-sg, cornflakes-copy, cornflakes-no-ssend, protobuf, capnp, flatbuffers)"
+        );
+    }
+
+    #[test]
     fn thresholds() {
-        assert_eq!(Mode::Cornflakes.threshold(512), 512);
-        assert_eq!(Mode::CornflakesSg.threshold(512), 0);
-        assert_eq!(Mode::CornflakesCopy.threshold(512), usize::MAX);
+        let m = |s| Mode::Shared(s);
+        assert_eq!(m(Serialization::CORNFLAKES).threshold(512), 512);
+        assert_eq!(m(Serialization::CORNFLAKES_SG).threshold(512), 0);
+        assert_eq!(m(Serialization::CORNFLAKES_COPY).threshold(512), usize::MAX);
+        assert_eq!(Mode::TwoCopy.threshold(512), 512);
     }
 }

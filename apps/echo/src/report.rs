@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use loadgen::{max_kept_up, plot_p99_curves, write_json, Record, DEFAULT_KEEP_UP};
 
 pub use crate::config::{BenchConfig, BenchOutcome, DatapathKind, DEFAULT_MTU, DEFAULT_RATES};
-use crate::mode::Mode;
+use crate::mode::{Mode, Serialization};
 use crate::server::ServerStats;
 
 /// Writes `echo.json` (the load generator's records), `servers.json` (each mode's server
@@ -152,13 +152,19 @@ pub fn table(records: &[Record], fixed_rps: f64, servers: &[(Mode, ServerStats)]
     // The headline and its control: the hybrid and Cornflakes copying every field (as a
     // library does) over the best library, with the paper's copy-only ÷ protobuf.
     let rps = |m: Mode| best(m.name()).map(|r| r.achieved_rps);
-    let lib = [Mode::Protobuf, Mode::Capnp, Mode::Flatbuffers]
-        .into_iter()
-        .filter_map(|m| rps(m).map(|r| (m, r)))
-        .max_by(|a, b| a.1.total_cmp(&b.1));
-    if let (Some((lib, l)), Some(h), Some(c)) =
-        (lib, rps(Mode::Cornflakes), rps(Mode::CornflakesCopy))
-    {
+    let lib = [
+        Mode::Shared(Serialization::PROTOBUF),
+        Mode::Shared(Serialization::CAPNP),
+        Mode::Shared(Serialization::FLATBUFFERS),
+    ]
+    .into_iter()
+    .filter_map(|m| rps(m).map(|r| (m, r)))
+    .max_by(|a, b| a.1.total_cmp(&b.1));
+    if let (Some((lib, l)), Some(h), Some(c)) = (
+        lib,
+        rps(Mode::Shared(Serialization::CORNFLAKES)),
+        rps(Mode::Shared(Serialization::CORNFLAKES_COPY)),
+    ) {
         let (lo, hi) = emu_bench::PAPER_CONTROL;
         let _ = writeln!(
             s,

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use datapath_socket::{SocketConfig, SocketDatapath};
 use echo::client::{EchoClient, Verifier};
 use echo::server::{ServerConfig, ServerStats};
-use echo::{Mode, ShapeSpec};
+use echo::{Mode, Serialization, ShapeSpec};
 use loadgen::{request_id, ClientTransport, Response};
 use percore::CoresConfig;
 
@@ -89,7 +89,7 @@ fn run(mode: Mode) {
 
 #[test]
 fn two_socket_cores_each_echo_their_own_port_cornflakes() {
-    run(Mode::Cornflakes);
+    run(Mode::Shared(Serialization::CORNFLAKES));
 }
 
 #[test]

@@ -9,7 +9,7 @@ use std::time::Duration;
 use echo::bench::{BenchConfig, DatapathKind};
 use echo::emu::{request_payloads, run_point_with, spread_over_cores};
 use echo::server::ServerStats;
-use echo::{Mode, ShapeSpec};
+use echo::{Mode, Serialization, ShapeSpec};
 use percore::allowed_cores;
 
 #[test]
@@ -25,7 +25,10 @@ fn two_echo_cores_each_answer_exactly_their_round_robin_share() {
         ..BenchConfig::default()
     };
     let shape: ShapeSpec = "list-2x512".parse().unwrap();
-    for mode in [Mode::Cornflakes, Mode::Protobuf] {
+    for mode in [
+        Mode::Shared(Serialization::CORNFLAKES),
+        Mode::Shared(Serialization::PROTOBUF),
+    ] {
         let cfg = BenchConfig {
             shape,
             ..cfg.clone()

@@ -12,7 +12,7 @@ use datapath_loopback::{Loopback, LoopbackConfig};
 use datapath_socket::{SocketConfig, SocketDatapath};
 use echo::client::{EchoClient, Verifier};
 use echo::server::ServerConfig;
-use echo::{Mode, ShapeSpec};
+use echo::{Mode, Serialization, ShapeSpec};
 use loadgen::{request_id, ClientTransport, Response};
 
 /// Shapes covering copy-only, zero-copy-only and mixed objects, more fields than one loopback
@@ -169,12 +169,13 @@ fn a_response_from_another_mode_does_not_verify() {
     let mut server = echo::server::new(
         s,
         ServerConfig {
-            mode: Mode::Cornflakes,
+            mode: Mode::Shared(Serialization::CORNFLAKES),
             threshold: 512,
         },
     )
     .unwrap();
-    let mut client = EchoClient::new(c, addr, 0, Mode::Cornflakes, spec).unwrap();
+    let mut client =
+        EchoClient::new(c, addr, 0, Mode::Shared(Serialization::CORNFLAKES), spec).unwrap();
     let id = request_id(0, 3);
     client.send_request(id).unwrap();
     let mut reply = None;
@@ -188,22 +189,28 @@ fn a_response_from_another_mode_does_not_verify() {
         }
     }
     let reply = reply.expect("reply");
-    assert!(Verifier::new(Mode::Cornflakes, spec)
+    assert!(Verifier::new(Mode::Shared(Serialization::CORNFLAKES), spec)
         .unwrap()
         .check(id, &reply));
-    assert!(!Verifier::new(Mode::Cornflakes, spec)
-        .unwrap()
-        .check(request_id(0, 4), &reply));
+    assert!(
+        !Verifier::new(Mode::Shared(Serialization::CORNFLAKES), spec)
+            .unwrap()
+            .check(request_id(0, 4), &reply)
+    );
     assert!(!Verifier::new(Mode::OneCopy, spec)
         .unwrap()
         .check(id, &reply));
     let other: ShapeSpec = "list-3x600".parse().unwrap();
-    assert!(!Verifier::new(Mode::Cornflakes, other)
-        .unwrap()
-        .check(id, &reply));
+    assert!(
+        !Verifier::new(Mode::Shared(Serialization::CORNFLAKES), other)
+            .unwrap()
+            .check(id, &reply)
+    );
     let mut cut = reply.clone();
     cut.pop();
-    assert!(!Verifier::new(Mode::Cornflakes, spec)
-        .unwrap()
-        .check(id, &cut));
+    assert!(
+        !Verifier::new(Mode::Shared(Serialization::CORNFLAKES), spec)
+            .unwrap()
+            .check(id, &cut)
+    );
 }

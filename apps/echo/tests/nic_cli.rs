@@ -1,4 +1,4 @@
-//! `echo server` and `echo calibrate-server` hand `--datapath` to the shared launcher: its
+//! `echo server` hands `--datapath` to the shared launcher: its
 //! errors reach the command line with echo's own build hint, as a failing exit, never a hang
 //! or a panic. (The launcher's NIC errors on one core and N are tested in
 //! crates/app-server/tests/launch.rs; with a NIC the datapath crates' hardware tests cover the
@@ -7,7 +7,7 @@
 use std::process::Command;
 
 #[test]
-fn the_launchers_errors_reach_both_server_commands() {
+fn the_launchers_errors_reach_the_server_command() {
     let mlx5 = [
         "--datapath",
         "mlx5",
@@ -16,10 +16,7 @@ fn the_launchers_errors_reach_both_server_commands() {
         "--seconds",
         "1",
     ];
-    for cmd in [
-        &["server", "--mode", "cornflakes"][..],
-        &["calibrate-server", "--array-bytes", "65536"][..],
-    ] {
+    for cmd in [&["server", "--mode", "cornflakes"][..]] {
         for (extra, want) in [
             (&["--datapath", "ice"][..], "--dpdk-args"),
             (&["--datapath", "nope"][..], "socket, tcp, xdp, mlx5 or ice"),

@@ -49,7 +49,7 @@ mod with_xdp {
     use datapath_socket::{SocketConfig, SocketDatapath};
     use echo::client::{RequestBuilder, Verifier};
     use echo::xdp::{parse_core_stats, parse_program_stats, READY};
-    use echo::{Mode, ShapeSpec};
+    use echo::{Mode, Serialization, ShapeSpec};
     use loadgen::request_id;
     use netns_harness::host::on_queue_cpus;
     use netns_harness::{namespace_exists, ChildServer, HostVeth};
@@ -166,9 +166,13 @@ mod with_xdp {
         ns.map_tx_queues_to_cpus(cpus)
             .expect("XPS on the client end");
         let exe = Path::new(env!("CARGO_BIN_EXE_echo"));
-        for (m, mode) in [Mode::Raw, Mode::Cornflakes, Mode::Protobuf]
-            .into_iter()
-            .enumerate()
+        for (m, mode) in [
+            Mode::Raw,
+            Mode::Shared(Serialization::CORNFLAKES),
+            Mode::Shared(Serialization::PROTOBUF),
+        ]
+        .into_iter()
+        .enumerate()
         {
             let base = BASE + 10 * m as u16;
             let args = ["server", "--mode", mode.name(), "--threshold", "512"]

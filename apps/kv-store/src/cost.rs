@@ -16,7 +16,7 @@ use std::mem::size_of;
 
 use cornflakes::RcBuf;
 
-use crate::store::Value;
+use crate::value::Value;
 
 /// Bytes of the reference count a pinned chunk keeps for each of its items (on the heap).
 const REFCOUNT: usize = size_of::<u32>();

@@ -51,7 +51,7 @@ use crate::load::load_store;
 use crate::ops::{Op, OpKind, Reply};
 use crate::report::write_outputs;
 use crate::resp;
-use crate::serialization::Serialization;
+use crate::serialization::{Serialization, Shared};
 use crate::server::{Kv, KvServer, ServerConfig, ServerStats};
 use crate::steer::{self, Part};
 use crate::store::{Store, StoreConfig};
@@ -699,12 +699,12 @@ pub(crate) fn run_emu(cfg: &BenchConfig, loads: &[f64]) -> Result<BenchOutcome, 
     let mut table = emu_bench::table(&summaries, None, scfg.trials);
     if let Some(c) = emu_bench::control_line(
         &summaries,
-        Serialization::Cornflakes.name(),
-        Serialization::CornflakesCopy.name(),
+        Shared::CORNFLAKES.name(),
+        Shared::CORNFLAKES_COPY.name(),
         &[
-            Serialization::Protobuf.name(),
-            Serialization::Capnp.name(),
-            Serialization::Flatbuffers.name(),
+            Shared::PROTOBUF.name(),
+            Shared::CAPNP.name(),
+            Shared::FLATBUFFERS.name(),
         ],
     ) {
         table.push_str(&format!("\n{c}\n"));
@@ -771,7 +771,7 @@ mod tests {
         for (k, op) in ops().iter().enumerate() {
             assert_eq!(p.request(k), (k, 0, op));
         }
-        let reqs = p.encode(Serialization::Protobuf);
+        let reqs = p.encode(Serialization::Shared(Shared::PROTOBUF));
         assert!(reqs.iter().all(|r| r.core == 0));
         assert_eq!(reqs[1].msg_type, OpKind::GetM.msg_type());
     }
@@ -798,7 +798,7 @@ mod tests {
             assert_eq!((gi, gcore, gop), (i, core, op), "wire request {k}");
             assert_eq!(steer::owner(gop, 2), Some(gcore));
         }
-        let reqs = p.encode(Serialization::Cornflakes);
+        let reqs = p.encode(Serialization::Shared(Shared::CORNFLAKES));
         assert_eq!(
             reqs.iter().map(|r| r.core).collect::<Vec<_>>(),
             (0..p.len()).map(|k| p.request(k).1).collect::<Vec<_>>()

@@ -15,8 +15,8 @@
 //!   store loaded by [`load`], and the tables, JSON and plots written by [`report`].
 //! - [`peers`]: `kv bench --peers` — redis-server and memcached beside the store.
 //! - `xdp` (feature `xdp`): the server over AF_XDP in a network namespace.
-//! - [`validate`], [`cost`], [`rifl`]: whole requests checked before the first write, what
-//!   an entry really costs, and writes run once under retries.
+//! - [`validate`], [`value`], [`cost`], [`rifl`]: whole requests checked before the first write,
+//!   a stored value's buffers, what an entry really costs, and writes run once under retries.
 //! - [`call`]: a client that retries under the same request id; [`faults`]: the
 //!   exactly-once check under injected loss and duplication (`kv faults`).
 
@@ -44,6 +44,7 @@ pub mod steer;
 pub mod store;
 pub mod sweep;
 pub mod validate;
+pub mod value;
 #[cfg(feature = "xdp")]
 pub mod xdp;
 
@@ -54,4 +55,4 @@ pub mod schema {
 }
 
 pub use ops::{Op, OpKind, Reply, Status};
-pub use serialization::Serialization;
+pub use serialization::{Serialization, Shared};

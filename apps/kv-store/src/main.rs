@@ -14,7 +14,7 @@ use kv_store::bench::{self, BenchConfig};
 use kv_store::load::load_store;
 use kv_store::server::{Kv, ServerConfig};
 use kv_store::store::StoreConfig;
-use kv_store::Serialization;
+use kv_store::{Serialization, Shared};
 use kv_workloads::{
     CdnConfig, GoogleConfig, TwitterConfig, WorkloadConfig, YcsbAccess, YcsbConfig,
 };
@@ -310,7 +310,7 @@ fn faults_cmd(mut a: Args) -> Result<(), String> {
         Some(list) => list.split(',').map(str::parse).collect::<Result<_, _>>()?,
         None => Serialization::ALL.to_vec(),
     };
-    let mut base = FaultConfig::new(Serialization::Cornflakes);
+    let mut base = FaultConfig::new(Serialization::Shared(Shared::CORNFLAKES));
     if let Some(p) = a.parse::<f64>("--loss")? {
         base.loss = p;
     }

@@ -1,63 +1,42 @@
 //! The serializations one server binary speaks (paper §6.1.3, §6.2): the ones every app
 //! shares ([`app_server::serialization`]) and Redis's RESP.
 
-use std::fmt;
-use std::str::FromStr;
+pub use app_server::serialization::Serialization as Shared;
+use app_server::serialization::{Cornflakes, Library};
 
-use app_server::serialization::{by_name, Cornflakes, Library, Serialization as Shared};
-
-/// How requests and replies are encoded, and how replies reach the NIC.
+/// How requests and replies are encoded, and how replies reach the NIC: a serialization every
+/// app shares (whose names, parsing and listing live in [`app_server::serialization`]), or the
+/// KV store's own RESP.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Serialization {
-    /// Cornflakes, hybrid: values at least the threshold long by scatter-gather, shorter ones
-    /// copied; serialize-and-send.
-    Cornflakes,
-    /// Cornflakes with threshold 0: every value by scatter-gather.
-    CornflakesSg,
-    /// Cornflakes with an infinite threshold: every value copied.
-    CornflakesCopy,
-    /// Cornflakes hybrid, but the reply is first turned into a scatter-gather array, then sent
-    /// (no serialize-and-send; Table 5).
-    CornflakesNoSsend,
-    /// protobuf (prost), serialized straight into one pinned transmit buffer.
-    Protobuf,
-    /// Cap'n Proto, its message (segment table and segments) written into one pinned transmit
-    /// buffer.
-    Capnp,
-    /// FlatBuffers, its one contiguous buffer copied into a pinned transmit buffer.
-    Flatbuffers,
+    /// Cornflakes in one configuration (`schemas/kv.proto`), or a copying library (protobuf
+    /// serialized straight into one pinned transmit buffer; Cap'n Proto's message written into
+    /// one; FlatBuffers' one contiguous buffer copied into one).
+    Shared(Shared),
     /// Redis's wire format (RESP2), the application-specific baseline (§6.2.2): the reply is
     /// written (copied) into one pinned transmit buffer.
     Resp,
 }
 
 impl Serialization {
-    /// Every serialization, in the order the benchmark runs and reports them.
-    pub const ALL: [Serialization; 8] = [
-        Serialization::Cornflakes,
-        Serialization::CornflakesSg,
-        Serialization::CornflakesCopy,
-        Serialization::CornflakesNoSsend,
-        Serialization::Protobuf,
-        Serialization::Capnp,
-        Serialization::Flatbuffers,
-        Serialization::Resp,
-    ];
+    /// Every serialization, in the order the benchmark runs and reports them: the shared ones
+    /// ([`Shared::ALL`]), then RESP.
+    pub const ALL: [Serialization; 8] = {
+        let mut all = [Serialization::Resp; 8];
+        let mut i = 0;
+        while i < Shared::ALL.len() {
+            all[i] = Serialization::Shared(Shared::ALL[i]);
+            i += 1;
+        }
+        all
+    };
 
     /// The serialization every app shares, for all but RESP (the KV store's own format).
     pub fn shared(self) -> Option<Shared> {
-        let cf = Shared::Cornflakes;
-        let lib = Shared::Library;
-        Some(match self {
-            Serialization::Cornflakes => cf(Cornflakes::Hybrid),
-            Serialization::CornflakesSg => cf(Cornflakes::AllSg),
-            Serialization::CornflakesCopy => cf(Cornflakes::AllCopy),
-            Serialization::CornflakesNoSsend => cf(Cornflakes::NoSsend),
-            Serialization::Protobuf => lib(Library::Protobuf),
-            Serialization::Capnp => lib(Library::Capnp),
-            Serialization::Flatbuffers => lib(Library::Flatbuffers),
-            Serialization::Resp => return None,
-        })
+        match self {
+            Serialization::Shared(s) => Some(s),
+            Serialization::Resp => None,
+        }
     }
 
     /// The name used on the command line and in results.
@@ -87,19 +66,13 @@ impl Serialization {
     }
 }
 
-impl fmt::Display for Serialization {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
+impl From<Shared> for Serialization {
+    fn from(s: Shared) -> Serialization {
+        Serialization::Shared(s)
     }
 }
 
-impl FromStr for Serialization {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, String> {
-        by_name(s, "serialization", &Serialization::ALL, Serialization::name)
-    }
-}
+app_server::named!(Serialization, "serialization");
 
 #[cfg(test)]
 mod tests {
@@ -110,17 +83,31 @@ mod tests {
         for s in Serialization::ALL {
             assert_eq!(s.name().parse::<Serialization>().unwrap(), s);
         }
-        assert!("nope"
-            .parse::<Serialization>()
-            .unwrap_err()
-            .contains("one of"));
+        let names: Vec<&str> = Serialization::ALL.iter().map(|s| s.name()).collect();
         assert_eq!(
-            Serialization::Capnp.library(),
-            Some(baselines::Library::Capnp)
+            names,
+            [
+                "cornflakes",
+                "cornflakes-sg",
+                "cornflakes-copy",
+                "cornflakes-no-ssend",
+                "protobuf",
+                "capnp",
+                "flatbuffers",
+                "resp",
+            ]
         );
+        assert_eq!(
+            "nope".parse::<Serialization>().unwrap_err(),
+            "unknown serialization \"nope\" (one of: cornflakes, cornflakes-sg, cornflakes-copy, \
+             cornflakes-no-ssend, protobuf, capnp, flatbuffers, resp)"
+        );
+        let s = Serialization::Shared;
+        assert_eq!(s(Shared::CAPNP).library(), Some(baselines::Library::Capnp));
         assert!(Serialization::Resp.library().is_none() && !Serialization::Resp.is_cornflakes());
-        assert_eq!(Serialization::Cornflakes.threshold(300), 300);
-        assert_eq!(Serialization::CornflakesSg.threshold(300), 0);
-        assert_eq!(Serialization::CornflakesCopy.threshold(300), usize::MAX);
+        assert_eq!(s(Shared::CORNFLAKES).threshold(300), 300);
+        assert_eq!(s(Shared::CORNFLAKES_SG).threshold(300), 0);
+        assert_eq!(s(Shared::CORNFLAKES_COPY).threshold(300), usize::MAX);
+        assert_eq!(Serialization::Resp.threshold(300), usize::MAX);
     }
 }

@@ -1,9 +1,10 @@
 //! The store: string keys, each holding a list of one or more values in pinned memory.
 //!
 //! # Updates never touch a buffer that may be on the wire
-//! A reply sends a value by reference: the datapath keeps a clone of the value's [`RcBuf`]
-//! until the NIC has read it. So a write never modifies a stored buffer. It allocates a new
-//! pinned buffer, copies the new bytes in, and swaps it into the map; the old buffer's last
+//! A reply sends a value by reference: the datapath keeps a clone of the value's
+//! [`RcBuf`](cornflakes::RcBuf) until the NIC has read it. So a write never modifies a stored
+//! buffer. It allocates a new pinned buffer, copies the new bytes in, and swaps it into the
+//! map; the old buffer's last
 //! reference is then either the map's (freed at once) or a transmit descriptor's (freed when
 //! the send completes). The bytes on the wire are always the bytes at the time of the send
 //! (paper §4, "the KV store").
@@ -38,11 +39,12 @@
 use std::collections::HashMap;
 
 use cornflakes::mem::AllocError;
-use cornflakes::{PinnedMemory, RcBuf};
+use cornflakes::PinnedMemory;
 
 use crate::cost;
 use crate::ops::Status;
 use crate::rifl::{Dedup, DedupStats, Outcome, WriteTag};
+pub use crate::value::Value;
 
 /// Store settings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,51 +65,6 @@ impl Default for StoreConfig {
             memory_limit: DEFAULT_MEMORY_LIMIT,
             dedup_window: crate::rifl::DEFAULT_WINDOW,
         }
-    }
-}
-
-/// One stored value: one pinned buffer, or several pieces of a value larger than one buffer.
-#[derive(Clone, Debug)]
-pub enum Value {
-    /// The whole value in one buffer.
-    One(RcBuf),
-    /// A value larger than one pinned buffer, in order.
-    Pieces(Vec<RcBuf>),
-}
-
-impl Value {
-    /// The buffers, in order.
-    pub fn pieces(&self) -> &[RcBuf] {
-        match self {
-            Value::One(b) => std::slice::from_ref(b),
-            Value::Pieces(p) => p,
-        }
-    }
-
-    /// The single buffer of a value not stored in pieces.
-    pub fn single(&self) -> Option<&RcBuf> {
-        match self {
-            Value::One(b) => Some(b),
-            Value::Pieces(_) => None,
-        }
-    }
-
-    /// Length of the value.
-    pub fn len(&self) -> usize {
-        self.pieces().iter().map(RcBuf::len).sum()
-    }
-
-    /// Whether the value is empty.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// The value's bytes, joined (a copy; for tests and checks).
-    pub fn to_vec(&self) -> Vec<u8> {
-        self.pieces()
-            .iter()
-            .flat_map(|b| b.iter().copied())
-            .collect()
     }
 }
 

@@ -15,7 +15,7 @@ use datapath_socket::{SocketConfig, SocketDatapath};
 use kv_store::client::{decode_reply, send_op};
 use kv_store::server::{Kv, KvServer, ServerConfig, ServerHandle, ServerStats, ShardLoader};
 use kv_store::steer::{core_of, merge, split};
-use kv_store::{Op, OpKind, Reply, Serialization, Status};
+use kv_store::{Op, OpKind, Reply, Serialization, Shared, Status};
 use percore::CoresConfig;
 
 const KEYS: usize = 64;
@@ -282,7 +282,7 @@ fn two_loopback_queues_answer_each_key_from_its_own_core() {
         .map(|(q, dp)| {
             let kv = Kv::new(
                 cornflakes::datapath::DatapathMemory::memory(&dp),
-                ServerConfig::new(Serialization::Cornflakes),
+                ServerConfig::new(Serialization::Shared(Shared::CORNFLAKES)),
             )
             .with_core(q, CORES);
             let mut s = KvServer::new(dp, kv);
@@ -291,7 +291,7 @@ fn two_loopback_queues_answer_each_key_from_its_own_core() {
         })
         .collect();
     let addrs: Vec<SocketAddrV4> = (0..CORES).map(queue).collect();
-    let mut c = Client::new(c_dp, &addrs, Serialization::Cornflakes);
+    let mut c = Client::new(c_dp, &addrs, Serialization::Shared(Shared::CORNFLAKES));
     // ARP: queue 0 answers for the shared address.
     let mut rx = Vec::new();
     for s in &mut servers {
@@ -312,18 +312,18 @@ fn two_loopback_queues_answer_each_key_from_its_own_core() {
 
 #[test]
 fn two_socket_cores_answer_each_key_from_its_own_core_cornflakes() {
-    run(Serialization::Cornflakes);
+    run(Serialization::Shared(Shared::CORNFLAKES));
 }
 
 #[test]
 fn two_socket_cores_answer_each_key_from_its_own_core_protobuf() {
-    run(Serialization::Protobuf);
+    run(Serialization::Shared(Shared::PROTOBUF));
 }
 
 #[test]
 fn a_request_sent_to_the_wrong_core_is_counted_as_foreign() {
     let Some((server, mut c)) = start(
-        Serialization::Cornflakes,
+        Serialization::Shared(Shared::CORNFLAKES),
         Arc::new(|_, _, _| Ok(String::new())),
     ) else {
         return;
@@ -363,7 +363,10 @@ fn the_bench_drives_two_cores_with_key_steered_split_getms() {
             access: YcsbAccess::GetM,
             ..YcsbConfig::default()
         }),
-        serializations: vec![Serialization::Cornflakes, Serialization::Flatbuffers],
+        serializations: vec![
+            Serialization::Shared(Shared::CORNFLAKES),
+            Serialization::Shared(Shared::FLATBUFFERS),
+        ],
         rates: vec![500.0],
         duration: Duration::from_millis(100),
         warmup: Duration::from_millis(20),

@@ -15,7 +15,7 @@ use kv_store::client::{Expected, RunRequests};
 use kv_store::emu::KvEmu;
 use kv_store::server::ServerStats;
 use kv_store::steer::{core_of, owner};
-use kv_store::{Op, Serialization};
+use kv_store::{Op, Serialization, Shared};
 use kv_workloads::{Workload, WorkloadConfig, YcsbConfig};
 use percore::allowed_cores;
 
@@ -31,7 +31,10 @@ fn config() -> BenchConfig {
             value_size: 1024,
             ..YcsbConfig::default()
         }),
-        serializations: vec![Serialization::Cornflakes, Serialization::Protobuf],
+        serializations: vec![
+            Serialization::Shared(Shared::CORNFLAKES),
+            Serialization::Shared(Shared::PROTOBUF),
+        ],
         duration: Duration::from_millis(150),
         warmup: Duration::from_millis(20),
         // Generous: three threads share the CPUs.
@@ -108,7 +111,10 @@ fn two_kv_cores_answer_each_key_from_its_owner_and_split_requests_merge() {
     for (k, _) in w.load() {
         shard[core_of(&k, CORES)] += 1;
     }
-    for ser in [Serialization::Cornflakes, Serialization::Protobuf] {
+    for ser in [
+        Serialization::Shared(Shared::CORNFLAKES),
+        Serialization::Shared(Shared::PROTOBUF),
+    ] {
         let point = emu.run_point(&cfg, ser, 3_000.0, 7, false).expect("run");
         let (report, per_core) = (&point.report, &point.per_core);
         let c = report.run.counters;
@@ -179,7 +185,7 @@ fn replies_that_do_not_match_the_store_are_mismatched_part_by_part() {
     // The same run, checked against a store holding other values: every part's reply is
     // rejected, so the checker is not vacuous.
     let cfg = BenchConfig {
-        serializations: vec![Serialization::Cornflakes],
+        serializations: vec![Serialization::Shared(Shared::CORNFLAKES)],
         ..config()
     };
     let w: Arc<dyn Workload> = Arc::from(cfg.workload.build().unwrap());
@@ -190,7 +196,13 @@ fn replies_that_do_not_match_the_store_are_mismatched_part_by_part() {
     ));
     let emu = KvEmu::new(&cfg, Arc::new(RunRequests { ops, threads: 1 }), wrong).expect("plan");
     let point = emu
-        .run_point(&cfg, Serialization::Cornflakes, 2_000.0, 9, false)
+        .run_point(
+            &cfg,
+            Serialization::Shared(Shared::CORNFLAKES),
+            2_000.0,
+            9,
+            false,
+        )
         .expect("run");
     let c = point.report.run.counters;
     assert!(c.mismatched > 0, "{c}");
@@ -258,9 +270,9 @@ fn every_trial_on_resident_cores_starts_from_the_loaded_store() {
                 assert_eq!(c.loaded().len(), cores);
                 assert!(c.loaded()[0].starts_with("loaded "), "{:?}", c.loaded());
                 [
-                    Serialization::Cornflakes,
-                    Serialization::Protobuf,
-                    Serialization::Cornflakes,
+                    Serialization::Shared(Shared::CORNFLAKES),
+                    Serialization::Shared(Shared::PROTOBUF),
+                    Serialization::Shared(Shared::CORNFLAKES),
                 ]
                 .iter()
                 .enumerate()

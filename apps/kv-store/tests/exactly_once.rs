@@ -3,7 +3,7 @@
 //! the same run with the server's retry table off applies retried writes twice.
 
 use kv_store::faults::{run, FaultConfig, FaultReport};
-use kv_store::Serialization;
+use kv_store::{Serialization, Shared};
 
 #[test]
 fn acknowledged_writes_apply_exactly_once_under_loss_and_duplication() {
@@ -27,8 +27,8 @@ fn acknowledged_writes_apply_exactly_once_under_loss_and_duplication() {
 #[test]
 fn without_the_retry_table_retried_writes_apply_twice() {
     for ser in [
-        Serialization::Cornflakes,
-        Serialization::Protobuf,
+        Serialization::Shared(Shared::CORNFLAKES),
+        Serialization::Shared(Shared::PROTOBUF),
         Serialization::Resp,
     ] {
         let r = run(&FaultConfig {

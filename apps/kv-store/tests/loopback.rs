@@ -14,7 +14,7 @@ use datapath_loopback::{Loopback, LoopbackConfig};
 use kv_store::client::decode_reply;
 use kv_store::server::{memory_config, KvServer, ServerConfig};
 use kv_store::store::StoreConfig;
-use kv_store::{Op, OpKind, Reply, Serialization, Status};
+use kv_store::{Op, OpKind, Reply, Serialization, Shared, Status};
 
 const SERVER: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 1), 7000);
 const CLIENT: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 2), 7000);
@@ -179,8 +179,8 @@ fn replies_are_byte_exact_in_every_serialization() {
     // scatter-gather array first) puts the same bytes on the wire. (The policies themselves
     // may lay referenced fields out differently; their values are compared exactly by
     // `every_request_in_every_serialization`.)
-    let hybrid = raw_replies(Serialization::Cornflakes);
-    let no_ssend = raw_replies(Serialization::CornflakesNoSsend);
+    let hybrid = raw_replies(Serialization::Shared(Shared::CORNFLAKES));
+    let no_ssend = raw_replies(Serialization::Shared(Shared::CORNFLAKES_NO_SSEND));
     assert_eq!(hybrid.len(), no_ssend.len());
     for ((op, want), (_, bytes)) in hybrid.iter().zip(&no_ssend) {
         assert_eq!(bytes, want, "cornflakes-no-ssend {op:?}");
@@ -188,9 +188,9 @@ fn replies_are_byte_exact_in_every_serialization() {
     // The libraries: the reply equals the library's own encoding of the expected response
     // (whatever network path it took: Cap'n Proto's goes out as segments).
     for ser in [
-        Serialization::Protobuf,
-        Serialization::Capnp,
-        Serialization::Flatbuffers,
+        Serialization::Shared(Shared::PROTOBUF),
+        Serialization::Shared(Shared::CAPNP),
+        Serialization::Shared(Shared::FLATBUFFERS),
     ] {
         let lib = ser.library().unwrap();
         let mut codec = lib.kv_codec();
@@ -214,9 +214,9 @@ fn cornflakes_replies_reference_stored_values_above_the_threshold() {
     // The hybrid mode sends a 2048-byte value by reference: while the reply is in flight the
     // stored buffer has a second reference (the descriptor's); the copy mode never does.
     for (ser, refs) in [
-        (Serialization::Cornflakes, 2),
-        (Serialization::CornflakesSg, 2),
-        (Serialization::CornflakesCopy, 1),
+        (Serialization::Shared(Shared::CORNFLAKES), 2),
+        (Serialization::Shared(Shared::CORNFLAKES_SG), 2),
+        (Serialization::Shared(Shared::CORNFLAKES_COPY), 1),
         (Serialization::Resp, 1),
     ] {
         let mut r = rig(ser);
@@ -265,9 +265,15 @@ fn capnp_replies_go_out_as_the_segment_table_and_one_entry_per_segment() {
         assert_eq!(reply, ok(vec![v]), "{ser}");
         during - before
     };
-    let protobuf = live_in_flight(Serialization::Protobuf);
-    assert_eq!(live_in_flight(Serialization::Flatbuffers), protobuf);
-    assert_eq!(live_in_flight(Serialization::Capnp), protobuf + 1);
+    let protobuf = live_in_flight(Serialization::Shared(Shared::PROTOBUF));
+    assert_eq!(
+        live_in_flight(Serialization::Shared(Shared::FLATBUFFERS)),
+        protobuf
+    );
+    assert_eq!(
+        live_in_flight(Serialization::Shared(Shared::CAPNP)),
+        protobuf + 1
+    );
 }
 
 /// A value above one pinned buffer (4 KiB items here) is stored in pieces. No reply can carry
@@ -349,9 +355,9 @@ fn memory_limit_answers_store_full() {
 #[test]
 fn a_put_never_writes_a_buffer_in_flight() {
     for ser in [
-        Serialization::Cornflakes,
-        Serialization::CornflakesSg,
-        Serialization::CornflakesNoSsend,
+        Serialization::Shared(Shared::CORNFLAKES),
+        Serialization::Shared(Shared::CORNFLAKES_SG),
+        Serialization::Shared(Shared::CORNFLAKES_NO_SSEND),
     ] {
         let mut r = rig(ser);
         let (old, new) = (val(3000, 1), val(3000, 2));
@@ -575,7 +581,7 @@ fn a_flood_of_spoofed_sources_does_not_lock_out_a_fresh_client() {
     const IP: usize = 14;
     const UDP: usize = 34;
     const BODY: usize = 42 + framing::HEADER_LEN;
-    let mut r = rig(Serialization::Cornflakes);
+    let mut r = rig(Serialization::Shared(Shared::CORNFLAKES));
     r.server.handler_mut().store_mut().put("k", b"v").unwrap();
     // A real request frame, as the client put it on the wire, to forge the flood from.
     r.client.set_capture(true);

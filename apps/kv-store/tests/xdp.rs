@@ -23,7 +23,7 @@ use netns_harness::Suite;
 /// The direct test's own subnet (10.76.N.0/24), apart from the bench's (`SUITE`, 10.77), so the
 /// two tests' host-side routes never overlap when they run at once.
 const DIRECT: Suite = Suite::new("cfkvt", "ckt", 76, "CORNFLAKES_REQUIRE_XDP");
-use kv_store::{Op, OpKind, Reply, Serialization};
+use kv_store::{Op, OpKind, Reply, Serialization, Shared};
 use netns_harness::{ChildServer, HostVeth};
 
 fn namespace_exists(name: &str) -> bool {
@@ -274,7 +274,7 @@ fn two_af_xdp_cores_answer_each_key_from_its_owner() {
     let name = ns.name.clone();
     ns.map_tx_queues_to_cpus(&cpus[..N])
         .expect("XPS on the client end");
-    let ser = Serialization::Cornflakes;
+    let ser = Serialization::Shared(Shared::CORNFLAKES);
     let args: Vec<String> = ["server", "--serialization", ser.name(), "--cores", "2"]
         .map(str::to_owned)
         .into_iter()

@@ -1,6 +1,8 @@
 //! The main program of an app with subcommands (`echo bench | server | …`, `kv …`).
 
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use loadgen::args::Args;
 
@@ -31,4 +33,33 @@ pub fn main(prog: &str, usage: &str, commands: &[Command], mut argv: Vec<String>
             ExitCode::FAILURE
         }
     }
+}
+
+/// Runs `body` until `--seconds` pass or, with `--until-stdin-closes`, standard input closes
+/// (how a parent, e.g. the AF_XDP bench, stops a child server); `body` gets the stop flag.
+pub fn serve_until<T>(
+    seconds: Option<Duration>,
+    until_stdin_closes: bool,
+    body: impl FnOnce(&AtomicBool) -> Result<T, String>,
+) -> Result<T, String> {
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let stop = &stop;
+        if let Some(d) = seconds {
+            s.spawn(move || {
+                std::thread::sleep(d);
+                stop.store(true, Ordering::Relaxed);
+            });
+        }
+        if until_stdin_closes {
+            s.spawn(move || {
+                let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
+                stop.store(true, Ordering::Relaxed);
+            });
+        }
+        let r = body(stop);
+        // Let the helper threads end too.
+        stop.store(true, Ordering::Relaxed);
+        r
+    })
 }

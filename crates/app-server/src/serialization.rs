@@ -2,9 +2,6 @@
 //! a copying library (`baselines`). Each app adds only its own formats (echo's hand-written
 //! modes, the KV store's RESP) and maps its names onto these.
 
-use std::fmt;
-use std::str::FromStr;
-
 use cornflakes::datapath::object_to_sga;
 use cornflakes::{ConnId, CornflakesObj, Datapath, Msg, SendError};
 
@@ -103,16 +100,31 @@ pub enum Serialization {
 }
 
 impl Serialization {
+    /// `cornflakes`: Cornflakes, hybrid, serialize-and-send.
+    pub const CORNFLAKES: Serialization = Serialization::Cornflakes(Cornflakes::Hybrid);
+    /// `cornflakes-sg`: Cornflakes, every field by scatter-gather.
+    pub const CORNFLAKES_SG: Serialization = Serialization::Cornflakes(Cornflakes::AllSg);
+    /// `cornflakes-copy`: Cornflakes, every field copied.
+    pub const CORNFLAKES_COPY: Serialization = Serialization::Cornflakes(Cornflakes::AllCopy);
+    /// `cornflakes-no-ssend`: Cornflakes hybrid, sent through a scatter-gather array.
+    pub const CORNFLAKES_NO_SSEND: Serialization = Serialization::Cornflakes(Cornflakes::NoSsend);
+    /// `protobuf`: prost.
+    pub const PROTOBUF: Serialization = Serialization::Library(Library::Protobuf);
+    /// `capnp`: Cap'n Proto.
+    pub const CAPNP: Serialization = Serialization::Library(Library::Capnp);
+    /// `flatbuffers`: FlatBuffers.
+    pub const FLATBUFFERS: Serialization = Serialization::Library(Library::Flatbuffers);
+
     /// Every one, in the order the benchmarks report them: the Cornflakes configurations,
     /// then protobuf, Cap'n Proto and FlatBuffers.
     pub const ALL: [Serialization; 7] = [
-        Serialization::Cornflakes(Cornflakes::Hybrid),
-        Serialization::Cornflakes(Cornflakes::AllSg),
-        Serialization::Cornflakes(Cornflakes::AllCopy),
-        Serialization::Cornflakes(Cornflakes::NoSsend),
-        Serialization::Library(Library::Protobuf),
-        Serialization::Library(Library::Capnp),
-        Serialization::Library(Library::Flatbuffers),
+        Serialization::CORNFLAKES,
+        Serialization::CORNFLAKES_SG,
+        Serialization::CORNFLAKES_COPY,
+        Serialization::CORNFLAKES_NO_SSEND,
+        Serialization::PROTOBUF,
+        Serialization::CAPNP,
+        Serialization::FLATBUFFERS,
     ];
 
     /// The name on the command line and in results.
@@ -149,18 +161,29 @@ impl Serialization {
     }
 }
 
-impl fmt::Display for Serialization {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+crate::named!(Serialization, "serialization");
 
-impl FromStr for Serialization {
-    type Err = String;
+/// Implements `Display` (the name) and `FromStr` (by name, through [`by_name`]) for a type
+/// with `const ALL: [Self; N]` and `fn name(self) -> &'static str`: the command-line values
+/// of the apps' modes and serializations. `what` names the kind in the parse error
+/// (`unknown {what} "x" (one of: …)`).
+#[macro_export]
+macro_rules! named {
+    ($ty:ty, $what:literal) => {
+        impl ::std::fmt::Display for $ty {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+                f.write_str(self.name())
+            }
+        }
 
-    fn from_str(s: &str) -> Result<Self, String> {
-        by_name(s, "serialization", &Serialization::ALL, Serialization::name)
-    }
+        impl ::std::str::FromStr for $ty {
+            type Err = ::std::string::String;
+
+            fn from_str(s: &str) -> ::std::result::Result<Self, ::std::string::String> {
+                $crate::serialization::by_name(s, $what, &<$ty>::ALL, <$ty>::name)
+            }
+        }
+    };
 }
 
 /// The one of `all` whose `name` is `s` (a command-line value); otherwise an error naming the

@@ -95,7 +95,10 @@ fn missing_and_unknown_arguments_are_named() {
 fn the_socket_datapath_serves_on_one_core_and_two() {
     for cores in [1, 2] {
         if cores > percore::allowed_cores().unwrap().len() {
-            eprintln!("SKIPPED: the_socket_datapath_serves_on_one_core_and_two ({cores} cores): too few CPUs");
+            test_skip::skip(
+                "the_socket_datapath_serves_on_one_core_and_two",
+                &format!("{cores} cores: too few CPUs"),
+            );
             continue;
         }
         run(&["--datapath", "socket"], cores, bind()).unwrap();
@@ -151,7 +154,10 @@ fn ice_without_the_feature_or_a_port_fails_clearly_on_one_core_and_two() {
 #[test]
 fn xdp_without_the_feature_says_how_to_build_it() {
     if cfg!(feature = "xdp") {
-        eprintln!("SKIPPED: xdp_without_the_feature_says_how_to_build_it: built with `xdp` (the apps' xdp tests open it)");
+        test_skip::skip(
+            "xdp_without_the_feature_says_how_to_build_it",
+            "built with `xdp` (the apps' xdp tests open it)",
+        );
         return;
     }
     let err = run(&["--datapath", "xdp", "--ifname", "lo"], 1, bind()).unwrap_err();
@@ -170,14 +176,18 @@ fn two_mlx5_cores_on_hardware() {
         std::env::var("CORNFLAKES_MLX5_DEV"),
         std::env::var("CORNFLAKES_MLX5_IP"),
     ) else {
-        eprintln!(
-            "SKIPPED: two_mlx5_cores_on_hardware: set CORNFLAKES_MLX5_DEV=<mlx5_0 | PCI address> \
-             and CORNFLAKES_MLX5_IP=<the port's IPv4 address> (and build with --features mlx5)"
+        test_skip::skip(
+            "two_mlx5_cores_on_hardware",
+            "set CORNFLAKES_MLX5_DEV=<mlx5_0 | PCI address> \
+             and CORNFLAKES_MLX5_IP=<the port's IPv4 address> (and build with --features mlx5)",
         );
         return;
     };
     if !cfg!(feature = "mlx5") {
-        eprintln!("SKIPPED: two_mlx5_cores_on_hardware: built without the `mlx5` feature");
+        test_skip::skip(
+            "two_mlx5_cores_on_hardware",
+            "built without the `mlx5` feature",
+        );
         return;
     }
     let ip: Ipv4Addr = ip.parse().expect("CORNFLAKES_MLX5_IP is an IPv4 address");

@@ -1,12 +1,12 @@
 //! The process's default zero-copy threshold: the paper's 512 bytes, unless the user measured
-//! their own machine (`echo calibrate`, docs/calibration.md) and said so in the environment.
+//! their own machine (`calibrate run`, docs/calibration.md) and said so in the environment.
 //!
 //! Resolved once per process, the first time an [`Arena`](crate::Arena) is built without an
 //! explicit threshold (or [`default_threshold`] is called), from, in order:
 //!
 //! 1. `CORNFLAKES_THRESHOLD=<bytes>`: the threshold itself (`0` = every pinned field
 //!    zero-copy; `max` = copy everything);
-//! 2. `CORNFLAKES_CALIBRATION=<path>`: a calibration file written by `echo calibrate`; its
+//! 2. `CORNFLAKES_CALIBRATION=<path>`: a calibration file written by `calibrate run`; its
 //!    top-level `"recommended_threshold"` is used;
 //! 3. otherwise [`DEFAULT_THRESHOLD`] (512).
 //!
@@ -22,7 +22,7 @@ use crate::arena::DEFAULT_THRESHOLD;
 
 /// Environment variable holding the default threshold in bytes.
 pub const THRESHOLD_ENV: &str = "CORNFLAKES_THRESHOLD";
-/// Environment variable naming a calibration file (`echo calibrate`'s `calibration.json`).
+/// Environment variable naming a calibration file (`calibrate run`'s `calibration.json`).
 pub const CALIBRATION_ENV: &str = "CORNFLAKES_CALIBRATION";
 /// The key of the recommended threshold in a calibration file.
 pub const CALIBRATION_KEY: &str = "recommended_threshold";
@@ -80,7 +80,7 @@ pub fn parse_threshold(s: &str) -> Result<usize, String> {
 }
 
 /// Reads the top-level `"recommended_threshold"` of a calibration file's text (JSON written
-/// by `echo calibrate`): a number, or `null` when scatter-gather never won in the measured
+/// by `calibrate run`): a number, or `null` when scatter-gather never won in the measured
 /// range. The runtime needs only this one value, so it does not depend on a JSON library.
 pub fn threshold_from_calibration(text: &str) -> Result<usize, String> {
     let key = format!("\"{CALIBRATION_KEY}\"");

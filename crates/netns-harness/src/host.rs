@@ -1,5 +1,5 @@
 //! A server in a namespace, its clients here: what the apps' AF_XDP benchmarks (`echo bench
-//! --datapath xdp`, `echo calibrate --datapath xdp`, `kv bench --datapath xdp`) and their
+//! --datapath xdp`, `calibrate run --datapath xdp`, `kv bench --datapath xdp`) and their
 //! tests run on.
 //!
 //! [`HostVeth`] is one namespace holding one end of a veth pair, whose other end stays in the

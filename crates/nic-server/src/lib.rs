@@ -1,6 +1,6 @@
 //! Runs an app's server loop on whichever kernel-bypass NIC was chosen, on one core or N.
 //!
-//! `echo server`, `echo calibrate-server` and `kv server` take `--datapath mlx5 --mlx5-dev DEV`
+//! `echo server`, `calibrate server` and `kv server` take `--datapath mlx5 --mlx5-dev DEV`
 //! or `--datapath ice --dpdk-args ARGS` (a [`NicSpec`]). Opening the device, and for `--cores N`
 //! opening, pinning and spawning one queue set per core, is the NIC crates'
 //! (`datapath_mlx5::hw::open_server` / `spawn_server_cores`, `datapath_ice::datapath::open` /
@@ -94,7 +94,7 @@ pub fn needs_feature(nic: &NicSpec, run: &CargoRun) -> String {
     )
 }
 
-/// An app's server on one NIC queue: `echo server`, `echo calibrate-server`, `kv server`
+/// An app's server on one NIC queue: `echo server`, `calibrate server`, `kv server`
 /// with `--datapath mlx5 | ice` and one core.
 pub trait NicApp {
     /// The counters the server returns when stopped.

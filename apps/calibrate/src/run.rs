@@ -1,7 +1,7 @@
-//! `echo calibrate`: the paper's §5 measurement as one command (docs/calibration.md).
+//! `calibrate run`: the paper's §5 measurement as one command (docs/calibration.md).
 //!
 //! For every cell (S, K) of the grid, the saturation load of both [`Policy`]s against a
-//! [`CalibServer`](crate::calib_server::CalibServer), found with the project's saturation search ([`loadgen::search`]: median of
+//! [`CalibServer`](crate::server::CalibServer), found with the project's saturation search ([`loadgen::search`]: median of
 //! up to K trials per load, a doubling grid until a sustained miss, bisection to a resolution),
 //! copy and scatter-gather of a cell interleaved trial by trial. Per cell and policy: the
 //! median achieved load at the highest load kept up and the min–max spread of the trials
@@ -28,9 +28,9 @@ use loadgen::{
 };
 use serde_json::json;
 
-use crate::calib_server::{CalibClient, Cell, Policy, ARRAY_ITEM, MAX_SEGMENTS};
-use crate::config::DatapathKind;
-use crate::server::ServerStats;
+use crate::server::{
+    CalibClient, Cell, Policy, ServerHandle, ServerStats, ARRAY_ITEM, MAX_SEGMENTS,
+};
 
 mod rule;
 pub use rule::{recommend, CalibTrial, CellResult, Outcome, PolicyResult};
@@ -48,7 +48,23 @@ pub const SOCKET_MAX_ITEM: usize = 64 * 1024;
 /// Room for the object and packet headers next to the K × S payload bytes.
 const REPLY_OVERHEAD: usize = 512;
 
-/// Everything `echo calibrate` does.
+/// The datapath the calibration server runs on (`run --datapath`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DatapathKind {
+    /// Kernel UDP sockets on 127.0.0.1 (server and clients in this process).
+    Socket,
+    /// AF_XDP on a veth in a network namespace (server in a child process). Feature `xdp`,
+    /// root.
+    Xdp,
+    /// The ConnectX driver on one core against the emulated ConnectX on a second core, which
+    /// also plays the clients. Needs 2 CPUs.
+    Emu,
+}
+
+/// IP MTU of the socket datapath by default (jumbo frames, as the echo benchmark's).
+pub const DEFAULT_MTU: usize = 9000;
+
+/// Everything `calibrate run` does.
 #[derive(Clone, Debug)]
 pub struct CalibConfig {
     /// The server's datapath.
@@ -82,11 +98,11 @@ pub struct CalibConfig {
     pub spin: bool,
     /// Where the outputs go.
     pub out_dir: PathBuf,
-    /// Measure a `calibrate-server` running elsewhere instead of starting one.
+    /// Measure a `calibrate server` running elsewhere instead of starting one.
     pub remote: Option<Remote>,
 }
 
-/// A calibration server started separately (`echo calibrate-server`, e.g. on a NIC machine).
+/// A calibration server started separately (`calibrate server`, e.g. on a NIC machine).
 #[derive(Clone, Debug)]
 pub struct Remote {
     /// Its address.
@@ -98,7 +114,7 @@ pub struct Remote {
     /// The largest reply it can copy into one buffer.
     pub max_reply: usize,
     /// Server cores on `server`'s port and the next ones, each holding `1/cores` of the array
-    /// (`calibrate-server --cores`; `docs/cores.md`); requests are spread round-robin.
+    /// (`calibrate server --cores`; `docs/cores.md`); requests are spread round-robin.
     pub cores: usize,
 }
 
@@ -154,7 +170,7 @@ impl CalibConfig {
             warmup: CALIB_WARMUP,
             timeout: default_timeout(datapath),
             threads: 1,
-            mtu: crate::config::DEFAULT_MTU,
+            mtu: DEFAULT_MTU,
             spin: false,
             out_dir: PathBuf::from("results/calibrate"),
             remote: None,
@@ -255,21 +271,18 @@ struct SocketServer {
     addr: SocketAddrV4,
     items: usize,
     max_segments: usize,
-    handle: crate::server::ServerHandle,
+    handle: ServerHandle,
 }
 
 impl SocketServer {
     fn spawn(sock: SocketConfig, array_bytes: usize, spin: bool) -> Result<SocketServer, String> {
-        let handle = crate::server::ServerHandle::spawn_one(
-            "calibrate-server",
-            sock,
-            None,
-            spin,
-            move |mem, _| crate::calib_server::Calib::new(mem, array_bytes),
-        )?;
+        let handle =
+            ServerHandle::spawn_one("calibrate-server", sock, None, spin, move |mem, _| {
+                crate::server::Calib::new(mem, array_bytes)
+            })?;
         Ok(SocketServer {
             addr: handle.addr(),
-            items: crate::calib_server::items_for(array_bytes),
+            items: crate::server::items_for(array_bytes),
             max_segments: handle.max_segments(),
             handle,
         })
@@ -477,8 +490,8 @@ fn fmt_opt(v: Option<f64>, digits: usize) -> String {
 pub fn unsupported_datapath(nic: &str) -> String {
     format!(
         "SKIPPED calibrate --datapath {nic}: the server needs the NIC and the clients another \
-         machine; run `echo calibrate-server --datapath {nic} ...` on the NIC machine and \
-         `echo calibrate --server IP:PORT ...` on a client machine (docs/calibration.md, \
+         machine; run `calibrate server --datapath {nic} ...` on the NIC machine and \
+         `calibrate run --server IP:PORT ...` on a client machine (docs/calibration.md, \
          \"NIC datapaths\")"
     )
 }
@@ -618,7 +631,7 @@ fn run_emu(cfg: &CalibConfig, array_bytes: usize) -> Result<Calibration, String>
             .map(|i| {
                 cell.offsets(i, &mut offs);
                 cell.encode(&offs, &mut buf);
-                Request::new(crate::calib_server::CALIB_MSG_TYPE, buf.clone())
+                Request::new(crate::server::CALIB_MSG_TYPE, buf.clone())
             })
             .collect();
         let run_cfg = EmuRunConfig {
@@ -654,15 +667,15 @@ fn run_emu(cfg: &CalibConfig, array_bytes: usize) -> Result<Calibration, String>
             })
             .map_err(|e| format!("server memory: {e}"))?;
             // Filled before the datapath exists: requests arrive once it does.
-            let array = crate::calib_server::fill_array(&mem, items * ARRAY_ITEM)?;
+            let array = crate::server::fill_array(&mem, items * ARRAY_ITEM)?;
             let dp = port
                 .datapath(mem)
                 .map_err(|e| format!("server datapath: {e}"))?;
-            let mut server = crate::calib_server::with_array(dp, array);
+            let mut server = crate::server::with_array(dp, array);
             server.run(
                 port.stop_flag(),
                 None,
-                crate::server::IDLE_SPINS,
+                app_server::idle::IDLE_SPINS,
                 &mut |_| std::hint::spin_loop(),
             );
             Ok::<ServerStats, String>(server.stats())
@@ -684,20 +697,28 @@ fn run_emu(cfg: &CalibConfig, array_bytes: usize) -> Result<Calibration, String>
     })
 }
 
-/// The AF_XDP variant: the server in a child process in a namespace (see [`crate::xdp`]).
+/// The AF_XDP variant: the server in a child process in a namespace (netns-harness's
+/// [`HostVeth`](netns_harness::HostVeth) and [`ChildServer`](netns_harness::ChildServer)).
 #[cfg(feature = "xdp")]
 fn run_xdp(cfg: &CalibConfig, array_bytes: usize) -> Result<Calibration, String> {
-    use crate::xdp::{create_netns, ServerProcess};
-    let ns = create_netns(cfg.mtu)?;
+    use netns_harness::{ChildServer, HostVeth, Suite};
+    // The namespace and interfaces (`cfcalx-…`, `ccx…`) and subnet (`10.73.N.0/24`).
+    const SUITE: Suite = Suite::new("cfcalx", "ccx", 73, "CORNFLAKES_REQUIRE_XDP");
+    let mtu = u32::try_from(cfg.mtu).map_err(|_| format!("MTU {} is too large", cfg.mtu))?;
+    let ns = HostVeth::create(&SUITE, mtu)
+        .map_err(|e| format!("creating the namespace and veth: {e}"))?;
     let items = array_bytes.div_ceil(ARRAY_ITEM).max(1);
-    let server = ServerProcess::spawn_args(
+    // This executable's `server` in the namespace, over AF_XDP on its end of the veth; it
+    // stops when its standard input closes.
+    let exe = std::env::current_exe().map_err(|e| format!("own executable: {e}"))?;
+    let args = ["server", "--array-bytes", &(items * ARRAY_ITEM).to_string()].map(String::from);
+    let server = ChildServer::spawn(
         &ns,
+        &exe,
+        &args,
         7000,
-        &[
-            "calibrate-server".to_owned(),
-            "--array-bytes".to_owned(),
-            (items * ARRAY_ITEM).to_string(),
-        ],
+        "[server] ready",
+        Duration::from_secs(30),
     )?;
     let t = Target {
         server: server.addr,
@@ -711,7 +732,14 @@ fn run_xdp(cfg: &CalibConfig, array_bytes: usize) -> Result<Calibration, String>
     let measured = measure(cfg, &t, |cell, rate, seed| {
         Ok((run_point(cfg, &t, cell, rate, seed)?, None))
     });
-    let stats = server.stop()?;
+    // The counters it printed last (`[server] calibrate done: received=… echoed=…`).
+    let lines = server.stop()?;
+    let stats = lines
+        .iter()
+        .rev()
+        .find_map(|l| l.split(" done: ").nth(1))
+        .map(ServerStats::parse)
+        .unwrap_or_default();
     drop(ns);
     let (cells, records) = measured?;
     Ok(Calibration {
@@ -728,7 +756,7 @@ fn run_xdp(_cfg: &CalibConfig, _array_bytes: usize) -> Result<Calibration, Strin
     Err(
         "--datapath xdp needs the `xdp` feature (clang and libbpf-dev: \
          crates/datapath-xdp/APT_PACKAGES) and root: \
-         cargo run --release -p echo --features xdp -- calibrate --datapath xdp"
+         cargo run --release -p calibrate --features xdp -- run --datapath xdp"
             .to_owned(),
     )
 }

@@ -8,12 +8,12 @@ use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use app_server::idle::socket_idle;
+use calibrate::run::{run_calibration, CalibConfig};
+use calibrate::server::{CalibClient, Cell, Policy, CALIB_MSG_TYPE};
 use cornflakes::datapath::{Connect as _, Transmit as _};
 use cornflakes::{Arena, Msg};
 use datapath_socket::{SocketConfig, SocketDatapath};
-use echo::calib_server::{CalibClient, Cell, Policy, CALIB_MSG_TYPE};
-use echo::calibrate::{run_calibration, CalibConfig};
-use echo::server::socket_idle;
 use loadgen::{run, Bound, RunConfig, Schedule, ScheduleConfig};
 
 fn socket(port: u16) -> SocketDatapath {
@@ -31,7 +31,7 @@ fn server_answers_both_policies_and_survives_bad_requests() {
     std::thread::scope(|s| {
         let stop = &stop;
         let server = s.spawn(move || {
-            let mut server = echo::calib_server::new(socket(0), 1 << 20).unwrap();
+            let mut server = calibrate::server::new(socket(0), 1 << 20).unwrap();
             tx.send((server.datapath().local_addr(), server.handler().items()))
                 .unwrap();
             let (after, mut hook) = socket_idle(false);
@@ -110,7 +110,7 @@ fn server_answers_both_policies_and_survives_bad_requests() {
 
 #[test]
 fn a_tiny_calibration_writes_json_heatmap_and_a_readable_recommendation() {
-    let dir = std::env::temp_dir().join(format!("echo-calibrate-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("calibrate-{}", std::process::id()));
     let cfg = CalibConfig {
         sizes: vec![64, 1024],
         counts: vec![1, 2, 100],
@@ -182,12 +182,12 @@ fn a_tiny_calibration_writes_json_heatmap_and_a_readable_recommendation() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-fn echo(args: &[&str], env: &[(&str, &str)]) -> (bool, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_echo"))
+fn calibrate(args: &[&str], env: &[(&str, &str)]) -> (bool, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_calibrate"))
         .args(args)
         .envs(env.iter().copied())
         .output()
-        .expect("run echo");
+        .expect("run calibrate");
     (
         out.status.success(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
@@ -197,69 +197,20 @@ fn echo(args: &[&str], env: &[(&str, &str)]) -> (bool, String) {
 #[test]
 fn cli_rejects_what_it_cannot_run_here_with_the_reason() {
     for nic in ["mlx5", "ice"] {
-        let (ok, err) = echo(&["calibrate", "--datapath", nic], &[]);
+        let (ok, err) = calibrate(&["run", "--datapath", nic], &[]);
         assert!(
             !ok && err.contains(&format!("SKIPPED calibrate --datapath {nic}")),
             "{err}"
         );
     }
-    let (ok, err) = echo(&["calibrate", "--sizes", "64,big"], &[]);
+    let (ok, err) = calibrate(&["run", "--sizes", "64,big"], &[]);
     assert!(!ok && err.contains("--sizes \"big\""), "{err}");
-    let (ok, err) = echo(&["calibrate", "--array-mib", "0"], &[]);
+    let (ok, err) = calibrate(&["run", "--array-mib", "0"], &[]);
     assert!(!ok && err.contains("must be positive"), "{err}");
-    let (ok, err) = echo(&["calibrate", "--trials", "0"], &[]);
+    let (ok, err) = calibrate(&["run", "--trials", "0"], &[]);
     assert!(!ok && err.contains("--trials must be at least 1"), "{err}");
-    let (ok, err) = echo(&["calibrate", "--resolution", "2"], &[]);
+    let (ok, err) = calibrate(&["run", "--resolution", "2"], &[]);
     assert!(!ok && err.contains("--resolution 2"), "{err}");
-}
-
-#[test]
-fn the_server_says_which_threshold_it_uses_and_where_it_came_from() {
-    let dir = std::env::temp_dir().join(format!("echo-calib-env-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("calibration.json");
-    std::fs::write(&file, "{\"recommended_threshold\": 1024}").unwrap();
-    let file = file.to_str().unwrap();
-    let serve = [
-        "server",
-        "--mode",
-        "cornflakes",
-        "--bind",
-        "127.0.0.1:0",
-        "--seconds",
-        "0.1",
-    ];
-    let cases: [(&[(&str, &str)], &str); 4] = [
-        (&[], "512 B (built-in default"),
-        (
-            &[("CORNFLAKES_THRESHOLD", "256")],
-            "256 B (from CORNFLAKES_THRESHOLD)",
-        ),
-        (
-            &[("CORNFLAKES_CALIBRATION", file)],
-            "1024 B (from calibration file",
-        ),
-        (
-            &[("CORNFLAKES_THRESHOLD", "lots")],
-            "512 B (built-in default: CORNFLAKES_THRESHOLD ignored",
-        ),
-    ];
-    for (env, want) in cases {
-        let mut args = serve.to_vec();
-        let (ok, err) = echo(&args, env);
-        assert!(ok, "{err}");
-        assert!(
-            err.contains(&format!("hybrid threshold: {want}")),
-            "{env:?}: {err}"
-        );
-        args.extend(["--threshold", "64"]);
-        let (_, err) = echo(&args, env);
-        assert!(
-            err.contains("hybrid threshold: 64 B (from --threshold)"),
-            "{err}"
-        );
-    }
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -271,9 +222,9 @@ fn a_tiny_calibration_on_the_emulated_nic_verifies_replies() {
         );
         return;
     }
-    let dir = std::env::temp_dir().join(format!("echo-calibrate-emu-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("calibrate-emu-{}", std::process::id()));
     let cfg = CalibConfig {
-        datapath: echo::bench::DatapathKind::Emu,
+        datapath: calibrate::run::DatapathKind::Emu,
         sizes: vec![64, 8192],
         counts: vec![2],
         array_bytes: Some(2 << 20),
@@ -330,8 +281,8 @@ fn remote_calibration(cores: usize) {
     } else {
         format!("127.0.0.1:{}", 30000 + (std::process::id() % 10000) * 2)
     };
-    let mut child = Command::new(env!("CARGO_BIN_EXE_echo"))
-        .args(["calibrate-server", "--array-bytes", "1048576"])
+    let mut child = Command::new(env!("CARGO_BIN_EXE_calibrate"))
+        .args(["server", "--array-bytes", "1048576"])
         .args(["--bind", &bind, "--until-stdin-closes"])
         .args(["--cores", &cores.to_string()])
         .stdin(Stdio::piped())
@@ -345,10 +296,7 @@ fn remote_calibration(cores: usize) {
             break rest.split_whitespace().next().unwrap().parse().unwrap();
         }
     };
-    let dir = std::env::temp_dir().join(format!(
-        "echo-calibrate-remote-{cores}-{}",
-        std::process::id()
-    ));
+    let dir = std::env::temp_dir().join(format!("calibrate-remote-{cores}-{}", std::process::id()));
     let cfg = CalibConfig {
         sizes: vec![256],
         counts: vec![2, 9],
@@ -359,7 +307,7 @@ fn remote_calibration(cores: usize) {
         warmup: Duration::from_millis(20),
         timeout: Duration::from_millis(500),
         out_dir: dir.clone(),
-        remote: Some(echo::calibrate::Remote {
+        remote: Some(calibrate::run::Remote {
             server: addr,
             bind: Ipv4Addr::LOCALHOST,
             max_segments: 8,

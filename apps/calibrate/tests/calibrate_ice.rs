@@ -1,4 +1,4 @@
-//! `calibrate-server --datapath ice` measured by `calibrate --server` (feature `ice`, root): the
+//! `calibrate server --datapath ice` measured by `calibrate run --server` (feature `ice`, root): the
 //! server on DPDK's `net_af_packet` virtual device on one end of a veth pair in namespace A,
 //! the calibration's clients on kernel sockets in namespace B, every reply verified. It proves
 //! the NIC arm's plumbing (no E810 here); SKIPPED without root.
@@ -28,18 +28,10 @@ fn calibrate_measures_the_ice_datapath_on_a_virtual_device() {
             return;
         }
     };
-    let exe = env!("CARGO_BIN_EXE_echo");
+    let exe = env!("CARGO_BIN_EXE_calibrate");
     let server_addr = format!("{}:7000", v.ip_a);
     let mut server = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            &v.ns_a,
-            exe,
-            "calibrate-server",
-            "--datapath",
-            "ice",
-        ])
+        .args(["netns", "exec", &v.ns_a, exe, "server", "--datapath", "ice"])
         .args([
             "--dpdk-args",
             &format!("--vdev net_af_packet0,iface={}", v.if_a),
@@ -67,14 +59,14 @@ fn calibrate_measures_the_ice_datapath_on_a_virtual_device() {
         }
     };
     assert!(ready, "the ice server did not start: {seen:?}");
-    let dir = std::env::temp_dir().join(format!("echo-calibrate-ice-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("calibrate-ice-{}", std::process::id()));
     let client = Command::new("ip")
         .args([
             "netns",
             "exec",
             &v.ns_b,
             exe,
-            "calibrate",
+            "run",
             "--server",
             &server_addr,
         ])
@@ -106,7 +98,7 @@ fn calibrate_measures_the_ice_datapath_on_a_virtual_device() {
     let rest: Vec<String> = lines.map_while(Result::ok).collect();
     let status = server.wait().unwrap();
     let err = String::from_utf8_lossy(&client.stderr);
-    // `calibrate` fails when any reply did not verify.
+    // `calibrate run` fails when any reply did not verify.
     assert!(client.status.success(), "{err}\nserver: {rest:?}");
     assert!(status.success(), "server: {rest:?}");
     let done = rest.iter().find(|l| l.contains("calibrate done")).unwrap();
