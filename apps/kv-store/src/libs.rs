@@ -29,6 +29,8 @@ use crate::validate;
 pub struct Scratch {
     vals: Vec<&'static [u8]>,
     statuses: Vec<i32>,
+    /// Cap'n Proto's scatter-gather list (segment table, segments).
+    sga: Vec<RcBuf>,
 }
 
 fn single(v: &Value) -> Result<&RcBuf, Status> {
@@ -174,17 +176,28 @@ pub fn serve<D: Datapath>(
         statuses: std::mem::take(&mut scratch.statuses),
     };
     view.statuses.clear();
-    let result = serve_in(dp, store, codec, &mut view, conn, msg, data);
+    let result = serve_in(
+        dp,
+        store,
+        codec,
+        &mut view,
+        &mut scratch.sga,
+        conn,
+        msg,
+        data,
+    );
     scratch.vals = recycle(view.vals);
     scratch.statuses = view.statuses;
     result
 }
 
+#[allow(clippy::too_many_arguments)]
 fn serve_in<'s, D: Datapath>(
     dp: &mut D,
     store: &'s mut Store,
     codec: &mut dyn KvCodec,
     view: &mut KvResponseView<'s>,
+    sga: &mut Vec<RcBuf>,
     conn: ConnId,
     msg: Msg,
     data: &[u8],
@@ -211,7 +224,7 @@ fn serve_in<'s, D: Datapath>(
         view.statuses.clear();
     }
     if codec.library() == Library::Capnp {
-        return send_capnp_segments(dp, conn, msg, view);
+        return send_capnp_segments(dp, conn, msg, view, sga);
     }
     let mut out = mem
         .alloc(codec.response_len_bound(view))
@@ -224,17 +237,21 @@ fn serve_in<'s, D: Datapath>(
 }
 
 /// Cap'n Proto's path: the response built in pinned segments, sent as the segment table plus
-/// one scatter-gather entry per segment.
+/// one scatter-gather entry per segment, listed in the server's reused `sga` (emptied again
+/// after the send, so no buffer stays referenced).
 fn send_capnp_segments<D: Datapath>(
     dp: &mut D,
     conn: ConnId,
     msg: Msg,
     view: &KvResponseView<'_>,
+    sga: &mut Vec<RcBuf>,
 ) -> Result<(), ServeError> {
-    let sga = baselines::kv::capnp_response_sga(view, dp.memory())
-        .map_err(|e| ServeError::Send(SendError::Io(std::io::Error::other(e.to_string()))))?
-        .map_err(SendError::from)?;
-    Ok(dp.send_sga(conn, msg, &sga)?)
+    let built = baselines::kv::capnp_response_sga_into(view, dp.memory(), sga)
+        .map_err(|e| ServeError::Send(SendError::Io(std::io::Error::other(e.to_string()))))
+        .and_then(|r| r.map_err(|e| ServeError::Send(SendError::from(e))));
+    let sent = built.and_then(|()| Ok(dp.send_sga(conn, msg, sga)?));
+    sga.clear();
+    sent
 }
 
 thread_local! {
