@@ -12,7 +12,7 @@
 //! comes from the port it was sent to, that nothing is answered twice, that both cores answer
 //! (each flow has an even chance of the right queue: with 32 flows per core, a core answering
 //! none would be a 2^-32 fluke) and that each core's counters equal the replies from its port.
-//! The steering itself is the E810's (`datapath-ice/README.md`).
+//! The steering itself is the E810's (`crates/datapath-ice/README.md`).
 
 use netns_harness::Suite;
 
@@ -25,7 +25,7 @@ fn two_ice_cores_need_the_ice_feature() {
     // CORNFLAKES_REQUIRE_ICE=1.
     SUITE.skip(
         "two_ice_cores_on_a_virtual_device_answer_from_their_own_ports",
-        "built without `--features ice` (DPDK: datapath-ice/APT_PACKAGES; and root)",
+        "built without `--features ice` (DPDK: crates/datapath-ice/APT_PACKAGES; and root)",
     );
 }
 

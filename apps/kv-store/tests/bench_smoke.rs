@@ -158,7 +158,7 @@ fn bad_arguments_say_what_is_wrong() {
         ),
         (
             &["server", "--serialization", "resp", "--datapath", "nope"][..],
-            "unknown datapath \"nope\" (socket, tcp, xdp, mlx5 or ice)",
+            "socket, tcp, xdp, mlx5 or ice",
         ),
         (&["client", "--serialization", "resp"][..], "--server"),
         (&["frobnicate"][..], "unknown command"),

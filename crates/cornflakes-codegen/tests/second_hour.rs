@@ -198,16 +198,19 @@ fn real_world_corpus_compiles() {
     match fetched {
         Ok(o) if o.status.success() => {}
         Ok(o) => {
-            eprintln!(
-                "SKIPPED real_world_corpus_compiles: fetching the corpus failed: {}",
-                String::from_utf8_lossy(&o.stderr).trim()
+            test_skip::skip(
+                "real_world_corpus_compiles",
+                &format!(
+                    "fetching the corpus failed: {}",
+                    String::from_utf8_lossy(&o.stderr).trim()
+                ),
             );
             return;
         }
         Err(e) => {
-            eprintln!(
-                "SKIPPED real_world_corpus_compiles: cannot run {}: {e}",
-                script.display()
+            test_skip::skip(
+                "real_world_corpus_compiles",
+                &format!("cannot run {}: {e}", script.display()),
             );
             return;
         }

@@ -85,8 +85,8 @@ pub fn needs_feature(nic: &NicSpec, run: &CargoRun) -> String {
         NicSpec::Ice { .. } => ("ice", "DPDK"),
     };
     let pkgs = match nic {
-        NicSpec::Mlx5 { .. } => "datapath-mlx5",
-        NicSpec::Ice { .. } => "datapath-ice",
+        NicSpec::Mlx5 { .. } => "crates/datapath-mlx5",
+        NicSpec::Ice { .. } => "crates/datapath-ice",
     };
     format!(
         "--datapath {f} needs the `{f}` feature ({needs}: apt-get install -y $(cat {pkgs}/APT_PACKAGES)): {}",
