@@ -226,14 +226,19 @@ pub fn serve<D: Datapath>(
                 id,
                 path
             );
-            let list = store
-                .get_list(k)
-                .and_then(|list| list.iter().map(single).collect::<Result<Vec<&RcBuf>, _>>());
+            // Every element checked first, then appended: no list of the buffers built.
+            let list = store.get_list(k).and_then(|list| {
+                list.iter()
+                    .try_for_each(|v| single(v).map(drop))
+                    .map(|()| list)
+            });
             let status = match list {
-                Ok(bufs) => {
-                    resp.init_vals(bufs.len());
-                    for b in bufs {
-                        resp.get_mut_vals().append(bytes(b, arena));
+                Ok(list) => {
+                    resp.init_vals(list.len());
+                    for v in list {
+                        if let Some(b) = v.single() {
+                            resp.get_mut_vals().append(bytes(b, arena));
+                        }
                     }
                     Status::Ok
                 }

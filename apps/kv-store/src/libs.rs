@@ -12,7 +12,7 @@
 
 use std::cell::RefCell;
 
-use baselines::kv::{KvCodec, KvRequestView, KvResponseView};
+use baselines::kv::{recycle, KvCodec, KvRequestView, KvResponseView};
 use baselines::Library;
 use cornflakes::{ConnId, Datapath, Msg, RcBuf, SendError};
 
@@ -22,13 +22,15 @@ use crate::rifl::Origin;
 use crate::store::{Store, Value};
 use crate::validate;
 
-/// What a request produced: a status, the stored buffers to return, per-key statuses.
-#[derive(Default)]
-struct Outcome {
-    status: i32,
-    /// `None`: a missing key of a `getm` (an empty value in the reply).
-    vals: Vec<Option<RcBuf>>,
+/// The response lists a library server reuses from one request to the next (recycled with
+/// [`baselines::kv::recycle`]), so answering a request allocates nothing of the server's own:
+/// the values returned are borrowed from the store straight into the response view.
+#[derive(Debug, Default)]
+pub struct Scratch {
+    vals: Vec<&'static [u8]>,
     statuses: Vec<i32>,
+    /// Cap'n Proto's scatter-gather list (segment table, segments).
+    sga: Vec<RcBuf>,
 }
 
 fn single(v: &Value) -> Result<&RcBuf, Status> {
@@ -65,153 +67,191 @@ fn well_formed(kind: OpKind, r: &KvRequestView<'_>) -> Result<(), Status> {
     }
 }
 
-fn execute(
-    store: &mut Store,
+/// Applies request `r` to `store` and writes the outcome into `out` (its lists empty on
+/// entry): the status, the stored values returned — borrowed from `store`, no copy, no
+/// allocation — and `getm`'s per-key statuses.
+fn execute<'s>(
+    store: &'s mut Store,
     r: &KvRequestView<'_>,
     origin: Origin<'_>,
-) -> Result<Outcome, ServeError> {
+    out: &mut KvResponseView<'s>,
+) -> Result<(), ServeError> {
     let kind = OpKind::from_msg_type(r.op)
         .ok_or_else(|| ServeError::Malformed(format!("unknown operation {}", r.op)))?;
-    let mut o = Outcome::default();
+    out.id = r.id;
+    out.status = Status::Ok as i32;
     if let Err(s) = well_formed(kind, r) {
-        o.status = store.tally(s) as i32;
-        return Ok(o);
+        out.status = store.tally(s) as i32;
+        return Ok(());
     }
-    let key = || -> Result<&str, ServeError> { Ok(r.keys[0]) };
-    let tag = matches!(
-        kind,
-        OpKind::Put | OpKind::PutM | OpKind::Append | OpKind::Delete
-    )
-    .then(|| origin.tag())
-    .flatten();
+    // `well_formed` checked the key and value counts.
+    let key = r.keys[0];
+    let tag = || origin.tag();
     match kind {
         OpKind::Get | OpKind::GetFromList => {
             let got = if kind == OpKind::Get {
-                store.get(key()?)
+                store.get(key)
             } else {
-                store.get_from_list(key()?, r.index as usize)
+                store.get_from_list(key, r.index as usize)
             };
             match got.and_then(single) {
-                Ok(b) => o.vals.push(Some(b.clone())),
-                Err(s) => o.status = s as i32,
+                Ok(b) => out.vals.push(&b[..]),
+                Err(s) => out.status = s as i32,
             }
         }
-        OpKind::GetList => match store
-            .get_list(key()?)
-            .and_then(|l| l.iter().map(single).collect::<Result<Vec<_>, _>>())
-        {
-            Ok(bufs) => o.vals.extend(bufs.into_iter().map(|b| Some(b.clone()))),
-            Err(s) => o.status = s as i32,
+        OpKind::GetList => match store.get_list(key) {
+            Ok(list) => {
+                for v in list {
+                    match single(v) {
+                        Ok(b) => out.vals.push(&b[..]),
+                        Err(s) => {
+                            out.vals.clear();
+                            out.status = s as i32;
+                            break;
+                        }
+                    }
+                }
+            }
+            Err(s) => out.status = s as i32,
         },
         OpKind::GetM => {
+            let store: &'s Store = store;
             for k in &r.keys {
                 let s = match store.get(k).and_then(single) {
                     Ok(b) => {
-                        o.vals.push(Some(b.clone()));
+                        out.vals.push(&b[..]);
                         Status::Ok
                     }
                     Err(s) => {
-                        o.vals.push(None);
+                        // A missing key is an empty value in the reply.
+                        out.vals.push(&[]);
                         s
                     }
                 };
-                if o.status == 0 {
-                    o.status = s as i32;
+                if out.status == 0 {
+                    out.status = s as i32;
                 }
-                o.statuses.push(s as i32);
+                out.statuses.push(s as i32);
             }
         }
         OpKind::Put => {
-            let v = r
-                .vals
-                .first()
-                .ok_or_else(|| ServeError::Malformed("put without a value".to_owned()))?;
-            let k = key()?;
-            o.status = st(store.once(tag, |s| s.put(k, v).map(|_| 0)));
+            let v = r.vals[0];
+            out.status = st(store.once(tag(), |s| s.put(key, v).map(|_| 0)));
         }
         OpKind::PutM => {
+            // The store copies the values into pinned buffers and builds its entries: a
+            // write allocates in the store, whatever the serialization.
             let pairs: Vec<(&str, &[u8])> =
                 r.keys.iter().copied().zip(r.vals.iter().copied()).collect();
-            o.status = st(store.once(tag, |s| s.put_many(&pairs).map(|_| 0)));
+            out.status = st(store.once(tag(), |s| s.put_many(&pairs).map(|_| 0)));
         }
         OpKind::Append => {
-            let v = r
-                .vals
-                .first()
-                .ok_or_else(|| ServeError::Malformed("append without a value".to_owned()))?;
-            let k = key()?;
-            o.status = st(store.once(tag, |s| s.append(k, v)));
+            let v = r.vals[0];
+            out.status = st(store.once(tag(), |s| s.append(key, v)));
         }
         OpKind::Delete => {
-            let k = key()?;
-            o.status = st(store.once(tag, |s| s.delete(k).map(|_| 0)));
+            out.status = st(store.once(tag(), |s| s.delete(key).map(|_| 0)));
         }
     }
-    Ok(o)
+    Ok(())
 }
 
 /// Handles one request in `codec`'s format: decode, apply to `store`, serialize the response
-/// into one pinned transmit buffer and queue it.
+/// into one pinned transmit buffer and queue it. The response's lists come from `scratch`
+/// and go back to it, whatever the outcome.
+#[allow(clippy::too_many_arguments)]
 pub fn serve<D: Datapath>(
     dp: &mut D,
     store: &mut Store,
     codec: &mut dyn KvCodec,
+    scratch: &mut Scratch,
     conn: ConnId,
     msg: Msg,
     data: &[u8],
 ) -> Result<(), ServeError> {
-    let mut result: Option<Result<(u32, Outcome), ServeError>> = None;
+    let mut view = KvResponseView {
+        id: 0,
+        status: 0,
+        vals: recycle(std::mem::take(&mut scratch.vals)),
+        statuses: std::mem::take(&mut scratch.statuses),
+    };
+    view.statuses.clear();
+    let result = serve_in(
+        dp,
+        store,
+        codec,
+        &mut view,
+        &mut scratch.sga,
+        conn,
+        msg,
+        data,
+    );
+    scratch.vals = recycle(view.vals);
+    scratch.statuses = view.statuses;
+    result
+}
+
+#[allow(clippy::too_many_arguments)]
+fn serve_in<'s, D: Datapath>(
+    dp: &mut D,
+    store: &'s mut Store,
+    codec: &mut dyn KvCodec,
+    view: &mut KvResponseView<'s>,
+    sga: &mut Vec<RcBuf>,
+    conn: ConnId,
+    msg: Msg,
+    data: &[u8],
+) -> Result<(), ServeError> {
     let origin = Origin::of(dp, conn, msg, data);
+    // The closure may run once; it hands the store (and so the borrow of the values it
+    // returns) to `execute`.
+    let mut store = Some(store);
+    let mut result: Option<Result<(), ServeError>> = None;
     codec
         .with_request(data, &mut |r| {
-            result = Some(execute(store, r, origin).map(|o| (r.id, o)));
+            result = Some(match store.take() {
+                Some(store) => execute(store, r, origin, view),
+                None => Err(ServeError::Malformed("more than one request".to_owned())),
+            });
         })
         .map_err(|e| ServeError::Malformed(e.to_string()))?;
-    let (id, o) = result.ok_or_else(|| ServeError::Malformed("no request".to_owned()))??;
-    let mut view = KvResponseView {
-        id,
-        status: o.status,
-        vals: o
-            .vals
-            .iter()
-            .map(|b| b.as_ref().map_or(&[][..], |b| &b[..]))
-            .collect(),
-        statuses: o.statuses.clone(),
-    };
+    result.ok_or_else(|| ServeError::Malformed("no request".to_owned()))??;
     let mem = dp.memory();
     let limit = mem.max_item_size().min(dp.max_message_len());
-    if codec.response_len_bound(&view) > limit {
-        view = KvResponseView {
-            id,
-            status: Status::TooLarge as i32,
-            ..KvResponseView::default()
-        };
+    if codec.response_len_bound(view) > limit {
+        view.status = Status::TooLarge as i32;
+        view.vals.clear();
+        view.statuses.clear();
     }
     if codec.library() == Library::Capnp {
-        return send_capnp_segments(dp, conn, msg, &view);
+        return send_capnp_segments(dp, conn, msg, view, sga);
     }
     let mut out = mem
-        .alloc(codec.response_len_bound(&view))
+        .alloc(codec.response_len_bound(view))
         .map_err(SendError::from)?;
     let n = codec
-        .encode_response(&view, &mut out)
+        .encode_response(view, &mut out)
         .map_err(|e| ServeError::Send(SendError::Io(std::io::Error::other(e.to_string()))))?;
     out.set_len(n);
     Ok(dp.send_sga(conn, msg, &[out.freeze()])?)
 }
 
 /// Cap'n Proto's path: the response built in pinned segments, sent as the segment table plus
-/// one scatter-gather entry per segment.
+/// one scatter-gather entry per segment, listed in the server's reused `sga` (emptied again
+/// after the send, so no buffer stays referenced).
 fn send_capnp_segments<D: Datapath>(
     dp: &mut D,
     conn: ConnId,
     msg: Msg,
     view: &KvResponseView<'_>,
+    sga: &mut Vec<RcBuf>,
 ) -> Result<(), ServeError> {
-    let sga = baselines::kv::capnp_response_sga(view, dp.memory())
-        .map_err(|e| ServeError::Send(SendError::Io(std::io::Error::other(e.to_string()))))?
-        .map_err(SendError::from)?;
-    Ok(dp.send_sga(conn, msg, &sga)?)
+    let built = baselines::kv::capnp_response_sga_into(view, dp.memory(), sga)
+        .map_err(|e| ServeError::Send(SendError::Io(std::io::Error::other(e.to_string()))))
+        .and_then(|r| r.map_err(|e| ServeError::Send(SendError::from(e))));
+    let sent = built.and_then(|()| Ok(dp.send_sga(conn, msg, sga)?));
+    sga.clear();
+    sent
 }
 
 thread_local! {

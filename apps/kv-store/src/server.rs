@@ -131,6 +131,8 @@ pub struct Kv {
     store: Store,
     arena: Arena,
     codec: Option<Box<dyn KvCodec + Send>>,
+    /// The library servers' reused response lists.
+    scratch: crate::libs::Scratch,
 }
 
 impl Kv {
@@ -151,6 +153,7 @@ impl Kv {
             store,
             arena,
             codec: cfg.serialization.library().map(|lib| lib.kv_codec()),
+            scratch: crate::libs::Scratch::default(),
         }
     }
 
@@ -191,9 +194,15 @@ impl Handler for Kv {
     fn handle<D: Datapath>(&mut self, dp: &mut D, m: &RxMsg) -> Result<(), Unanswered> {
         Ok(match (self.ser, self.codec.as_mut()) {
             (Serialization::Resp, _) => resp::serve(dp, &mut self.store, m.conn, m.msg, &m.data),
-            (_, Some(codec)) => {
-                crate::libs::serve(dp, &mut self.store, codec.as_mut(), m.conn, m.msg, &m.data)
-            }
+            (_, Some(codec)) => crate::libs::serve(
+                dp,
+                &mut self.store,
+                codec.as_mut(),
+                &mut self.scratch,
+                m.conn,
+                m.msg,
+                &m.data,
+            ),
             (ser, None) => {
                 self.arena.reset();
                 let path = ser

@@ -126,6 +126,17 @@ pub fn capnp_response_sga(
     crate::segments::pinned_sga(mem, words, |m| capnp_kv::fill_response(m, resp))
 }
 
+/// [`capnp_response_sga`] into `sga` (cleared first), a list the server reuses: per response
+/// only the `Builder`'s segment table is allocated.
+pub fn capnp_response_sga_into(
+    resp: &KvResponseView<'_>,
+    mem: &cornflakes::PinnedMemory,
+    sga: &mut Vec<cornflakes::RcBuf>,
+) -> Result<Result<(), cornflakes::mem::AllocError>, CodecError> {
+    let words = capnp_kv::response_len_bound(resp) / 8;
+    crate::segments::pinned_sga_into(mem, words, |m| capnp_kv::fill_response(m, resp), sga)
+}
+
 /// `v` emptied, as a vector of references of another lifetime, keeping its allocation: how a
 /// server reuses a [`KvRequestView`]'s or [`KvResponseView`]'s lists from one request to the
 /// next (the borrowed input is gone, the capacity stays). The standard library collects a

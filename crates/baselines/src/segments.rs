@@ -100,24 +100,88 @@ impl SegmentList<RcBufMut> {
 
 /// Builds a message with `fill` in buffers of `mem` (see [`build_segments`]) and returns the
 /// scatter-gather list to send; the outer error is the library's, the inner one the pinned
-/// memory's.
+/// memory's. A server that sends a reply per request uses [`pinned_sga_into`] with a reused
+/// list instead (this one allocates the list it returns).
 pub fn pinned_sga(
     mem: &PinnedMemory,
     first_words: usize,
     fill: impl FnOnce(&mut Builder<&mut PinnedAllocator<'_>>) -> Result<(), CodecError>,
 ) -> Result<Result<Vec<RcBuf>, AllocError>, CodecError> {
-    let alloc: Box<dyn FnMut(usize) -> Option<RcBufMut> + '_> = Box::new(|n| mem.alloc(n).ok());
-    Ok(build_segments(alloc, first_words, fill)?.into_sga(mem))
+    let mut sga = Vec::new();
+    Ok(pinned_sga_into(mem, first_words, fill, &mut sga)?.map(|()| sga))
+}
+
+/// [`pinned_sga`] appending to `sga` (cleared first): the segment table in a pinned buffer,
+/// then each segment. Per message this allocates only what capnp's `Builder` itself does
+/// (its segment table); the first segment is held in place, not boxed, and the table is
+/// written straight into pinned memory. On an error `sga` holds what was built so far.
+pub fn pinned_sga_into(
+    mem: &PinnedMemory,
+    first_words: usize,
+    fill: impl FnOnce(&mut Builder<&mut PinnedAllocator<'_>>) -> Result<(), CodecError>,
+    sga: &mut Vec<RcBuf>,
+) -> Result<Result<(), AllocError>, CodecError> {
+    sga.clear();
+    let (out, a) = build(Pinned(mem), first_words, fill)?;
+    let table_len = 8 * (out.count() / 2 + 1);
+    let mut table = match mem.alloc(table_len) {
+        Ok(t) => t,
+        Err(e) => return Ok(Err(e)),
+    };
+    write_table(&out, &mut table[..table_len]);
+    table.set_len(table_len);
+    sga.push(table.freeze());
+    let mut failed = None;
+    a.take(&out, |s| {
+        if failed.is_some() {
+            return;
+        }
+        match s {
+            Segment::Given { mut buf, len } => {
+                buf.set_len(len);
+                sga.push(buf.freeze());
+            }
+            Segment::Heap(v) => match mem.alloc_copy(&v) {
+                Ok(b) => sga.push(b),
+                Err(e) => failed = Some(e),
+            },
+        }
+    });
+    Ok(failed.map_or(Ok(()), Err))
+}
+
+/// Where a segment's memory comes from: a buffer of at least the byte count asked for, or
+/// `None` (the segment then comes from the heap).
+pub trait SegmentSource<B> {
+    /// A buffer of at least `bytes` bytes, or `None`.
+    fn segment(&mut self, bytes: usize) -> Option<B>;
+}
+
+impl<B, F: FnMut(usize) -> Option<B>> SegmentSource<B> for F {
+    fn segment(&mut self, bytes: usize) -> Option<B> {
+        self(bytes)
+    }
+}
+
+/// The segment source of [`pinned_sga`]: buffers of a pinned memory.
+#[derive(Clone, Copy, Debug)]
+pub struct Pinned<'a>(pub &'a PinnedMemory);
+
+impl SegmentSource<RcBufMut> for Pinned<'_> {
+    fn segment(&mut self, bytes: usize) -> Option<RcBufMut> {
+        self.0.alloc(bytes).ok()
+    }
 }
 
 /// The allocator of [`pinned_sga`].
-pub type PinnedAllocator<'a> =
-    SegmentAllocator<RcBufMut, Box<dyn FnMut(usize) -> Option<RcBufMut> + 'a>>;
+pub type PinnedAllocator<'a> = SegmentAllocator<RcBufMut, Pinned<'a>>;
 
 enum Held<B> {
     // Boxed so the buffer (and any bytes it holds inline) stays put while the builder
-    // writes through the pointer handed out for it.
+    // writes through the pointer handed out for it, however `more` grows.
     Given(Box<B>),
+    /// The first segment's buffer, held in the allocator itself (see [`SegmentAllocator`]).
+    Here(B),
     Heap(Box<[u8]>),
 }
 
@@ -125,46 +189,170 @@ enum Held<B> {
 pub struct SegmentAllocator<B, F> {
     alloc: F,
     next_words: u32,
-    held: Vec<Held<B>>,
+    /// The first segment, in place (the builder borrows the allocator, so it does not move
+    /// while the builder writes into it); usually the only one.
+    first: Option<Held<B>>,
+    more: Vec<Held<B>>,
+}
+
+fn region<B: DerefMut<Target = [u8]>>(h: &mut Held<B>, bytes: usize) -> &mut [u8] {
+    match h {
+        Held::Given(b) => {
+            let r = &mut b[..bytes];
+            r.fill(0);
+            r
+        }
+        Held::Here(b) => {
+            let r = &mut b[..bytes];
+            r.fill(0);
+            r
+        }
+        Held::Heap(h) => &mut h[..],
+    }
+}
+
+fn start<B: DerefMut<Target = [u8]>>(h: &Held<B>) -> usize {
+    match h {
+        Held::Given(b) => {
+            let s: &[u8] = &b[..];
+            s.as_ptr() as usize
+        }
+        Held::Here(b) => {
+            let s: &[u8] = b;
+            s.as_ptr() as usize
+        }
+        Held::Heap(v) => v.as_ptr() as usize,
+    }
 }
 
 // SAFETY: `allocate_segment` returns the start of a zeroed region of at least the returned
 // number of words (at least `minimum_size`) that nothing else reads or writes while the
-// builder lives: a caller's buffer we own, boxed so it does not move (pointer taken from its
-// one `deref_mut`), or a boxed heap slice. Every region stays alive in `self.held` until the
-// allocator itself is dropped or consumed, which the borrow of the builder (`Builder<&mut
-// Self>`) orders after the builder's end, so `deallocate_segment` has nothing to free.
+// builder lives: a caller's buffer we own (boxed, or for the first segment held in the
+// allocator itself, which the builder's `&mut` borrow keeps in place; pointer taken from its
+// one `deref_mut`), or a boxed heap slice. Every region stays alive in `self.first` /
+// `self.more` until the allocator itself is dropped or consumed, which the borrow of the
+// builder (`Builder<&mut Self>`) orders after the builder's end, so `deallocate_segment` has
+// nothing to free.
 #[allow(unsafe_code)]
 unsafe impl<B, F> Allocator for SegmentAllocator<B, F>
 where
     B: DerefMut<Target = [u8]>,
-    F: FnMut(usize) -> Option<B>,
+    F: SegmentSource<B>,
 {
     fn allocate_segment(&mut self, minimum_size: u32) -> (NonNull<u8>, u32) {
         let want = minimum_size.max(self.next_words).max(1);
         // Later segments (rare: the first is sized for the message) grow like capnp's own.
         self.next_words = want.saturating_mul(2);
         let bytes = want as usize * 8;
-        let held = match (self.alloc)(bytes) {
+        let first = self.first.is_none();
+        let held = match self.alloc.segment(bytes) {
+            Some(b) if b.len() >= bytes && first => Held::Here(b),
             Some(b) if b.len() >= bytes => Held::Given(Box::new(b)),
             _ => Held::Heap(vec![0u8; bytes].into_boxed_slice()),
         };
-        self.held.push(held);
-        let region: &mut [u8] = match self.held.last_mut().expect("just pushed") {
-            Held::Given(b) => {
-                let r = &mut b[..bytes];
-                r.fill(0);
-                r
-            }
-            Held::Heap(h) => &mut h[..],
+        let slot = if first {
+            self.first.insert(held)
+        } else {
+            self.more.push(held);
+            self.more.last_mut().expect("just pushed")
         };
-        (NonNull::from(region).cast::<u8>(), want)
+        (NonNull::from(region(slot, bytes)).cast::<u8>(), want)
     }
-
     #[allow(unsafe_code)]
     unsafe fn deallocate_segment(&mut self, _ptr: NonNull<u8>, _words: u32, _used: u32) {
         // The regions live in `self.held` and are handed to the caller (or dropped) once
         // the builder is gone.
+    }
+}
+
+/// The segments capnp output: (start address, length) of each, the first kept inline so a
+/// one-segment message records them without allocating.
+struct Output {
+    first: (usize, usize),
+    more: Vec<(usize, usize)>,
+}
+
+impl Output {
+    fn count(&self) -> usize {
+        1 + self.more.len()
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
+        std::iter::once(self.first).chain(self.more.iter().copied())
+    }
+}
+
+/// The segment table of `out` (segment count − 1, each length in words, padded to a word),
+/// as `capnp::serialize::write_message` writes it, into `t` (`8 * (count / 2 + 1)` bytes).
+fn write_table(out: &Output, t: &mut [u8]) {
+    t.fill(0);
+    t[..4].copy_from_slice(&(out.count() as u32 - 1).to_le_bytes());
+    for (i, (_, len)) in out.iter().enumerate() {
+        t[4 + 4 * i..8 + 4 * i].copy_from_slice(&((len / 8) as u32).to_le_bytes());
+    }
+}
+
+/// Runs `fill` on a builder over a [`SegmentAllocator`] from `alloc`; returns the output
+/// segments and the allocator holding their memory, checked to match in allocation order.
+fn build<B, F>(
+    alloc: F,
+    first_words: usize,
+    fill: impl FnOnce(&mut Builder<&mut SegmentAllocator<B, F>>) -> Result<(), CodecError>,
+) -> Result<(Output, SegmentAllocator<B, F>), CodecError>
+where
+    B: DerefMut<Target = [u8]>,
+    F: SegmentSource<B>,
+{
+    let mut a = SegmentAllocator {
+        alloc,
+        // At most 512 MiB: a larger request is a caller's bug, and capnp grows from there.
+        next_words: first_words.clamp(1, 1 << 26) as u32,
+        first: None,
+        more: Vec::new(),
+    };
+    let out = {
+        let mut message = Builder::new(&mut a);
+        fill(&mut message)?;
+        let segs = message.get_segments_for_output();
+        let mut out = Output {
+            first: (0, 0),
+            more: Vec::new(),
+        };
+        for (i, s) in segs.iter().enumerate() {
+            let seg = (s.as_ptr() as usize, s.len());
+            if i == 0 {
+                out.first = seg;
+            } else {
+                out.more.push(seg);
+            }
+        }
+        out
+    };
+    // The builder is gone: the regions are ours again. Match each output segment to the
+    // region it was built in (capnp outputs them in allocation order), before anything moves.
+    let failed = |what: &str| CodecError::Capnp(capnp::Error::failed(what.to_owned()));
+    let held = a.first.iter().chain(a.more.iter());
+    if held.clone().count() < out.count() {
+        return Err(failed("capnp output a segment it did not allocate"));
+    }
+    if held.zip(out.iter()).any(|(h, (ptr, _))| start(h) != ptr) {
+        return Err(failed("capnp output segments out of allocation order"));
+    }
+    Ok((out, a))
+}
+
+impl<B: DerefMut<Target = [u8]>, F> SegmentAllocator<B, F> {
+    /// Hands each output segment of `out` to `each`, in order (a heap one copied to its
+    /// length; [`build`] checked that they match).
+    fn take(self, out: &Output, mut each: impl FnMut(Segment<B>)) {
+        let held = self.first.into_iter().chain(self.more);
+        for (h, (_, len)) in held.zip(out.iter()) {
+            each(match h {
+                Held::Given(b) => Segment::Given { buf: *b, len },
+                Held::Here(buf) => Segment::Given { buf, len },
+                Held::Heap(v) => Segment::Heap(v[..len].to_vec()),
+            });
+        }
     }
 }
 
@@ -179,55 +367,13 @@ pub fn build_segments<B, F>(
 ) -> Result<SegmentList<B>, CodecError>
 where
     B: DerefMut<Target = [u8]>,
-    F: FnMut(usize) -> Option<B>,
+    F: SegmentSource<B>,
 {
-    let mut a = SegmentAllocator {
-        alloc,
-        // At most 512 MiB: a larger request is a caller's bug, and capnp grows from there.
-        next_words: first_words.clamp(1, 1 << 26) as u32,
-        held: Vec::new(),
-    };
-    let lens: Vec<(usize, usize)> = {
-        let mut message = Builder::new(&mut a);
-        fill(&mut message)?;
-        let out = message.get_segments_for_output();
-        out.iter().map(|s| (s.as_ptr() as usize, s.len())).collect()
-    };
-    // The builder is gone: the regions are ours again. Match each output segment to the
-    // region it was built in (capnp outputs them in allocation order).
-    let mut table = Vec::with_capacity(8 * (lens.len() / 2 + 1));
-    table.extend_from_slice(&(lens.len() as u32 - 1).to_le_bytes());
-    for (_, len) in &lens {
-        table.extend_from_slice(&((len / 8) as u32).to_le_bytes());
-    }
-    if table.len() % 8 != 0 {
-        table.extend_from_slice(&[0; 4]);
-    }
-    let mut segments = Vec::with_capacity(lens.len());
-    let mut held = a.held.into_iter();
-    for (ptr, len) in lens {
-        let h = held.next().ok_or_else(|| {
-            CodecError::Capnp(capnp::Error::failed(
-                "capnp output a segment it did not allocate".to_owned(),
-            ))
-        })?;
-        let start = match &h {
-            Held::Given(b) => {
-                let s: &[u8] = &b[..];
-                s.as_ptr() as usize
-            }
-            Held::Heap(v) => v.as_ptr() as usize,
-        };
-        if start != ptr {
-            return Err(CodecError::Capnp(capnp::Error::failed(
-                "capnp output segments out of allocation order".to_owned(),
-            )));
-        }
-        segments.push(match h {
-            Held::Given(b) => Segment::Given { buf: *b, len },
-            Held::Heap(v) => Segment::Heap(v[..len].to_vec()),
-        });
-    }
+    let (out, a) = build(alloc, first_words, fill)?;
+    let mut table = vec![0; 8 * (out.count() / 2 + 1)];
+    write_table(&out, &mut table);
+    let mut segments = Vec::with_capacity(out.count());
+    a.take(&out, |s| segments.push(s));
     Ok(SegmentList { table, segments })
 }
 
