@@ -27,7 +27,7 @@ use cornflakes::RxMsg;
 use cornflakes_stack::{MacAddr, StackConfig};
 use datapath_loopback::{Loopback, LoopbackConfig};
 use kv_store::server::{memory_config, Kv, ServerConfig};
-use kv_store::{Op, Serialization};
+use kv_store::{Op, Serialization, Shared};
 
 struct Counting;
 
@@ -176,8 +176,8 @@ fn server_read_paths_allocate_only_what_the_library_forces() {
                 continue;
             }
             let want = match ser {
-                Serialization::Protobuf => keys,
-                Serialization::Capnp | Serialization::CornflakesNoSsend => 1,
+                Serialization::Shared(Shared::PROTOBUF) => keys,
+                Serialization::Shared(Shared::CAPNP | Shared::CORNFLAKES_NO_SSEND) => 1,
                 _ => 0,
             };
             println!("{ser} {name}: {got} allocations per request (expected {want})");
