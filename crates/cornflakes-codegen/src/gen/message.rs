@@ -744,7 +744,7 @@ impl<'s> MessageGen<'s> {
                 _ => {}
             }
         }
-        let into = self.into_zero_copy_fn();
+        let into = self.move_zero_copy_fn();
         if stmts.is_empty() {
             quote! {
                 #[inline]
@@ -764,7 +764,7 @@ impl<'s> MessageGen<'s> {
 
     /// `into_zero_copy`: the walk of `for_each_zero_copy`, moving each reference out of the
     /// consumed object instead of lending it (presence is read before any field moves).
-    fn into_zero_copy_fn(&self) -> TokenStream {
+    fn move_zero_copy_fn(&self) -> TokenStream {
         let mut flags = Vec::new();
         let mut stmts = Vec::new();
         for (i, f) in self.fields.iter().enumerate() {
