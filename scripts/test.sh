@@ -120,10 +120,16 @@ fi
 
 # --- packaging -------------------------------------------------------------------------------
 # The crates meant for publishing must package (metadata, readme, versions on path
-# dependencies). Packaged together, so each finds the others without crates.io; --no-verify
-# skips rebuilding them from the archives (the tests above built them). Needs the crates.io index.
-say "cargo package --no-verify: cornflakes, cornflakes-codegen, cornflakes-cli"
-cargo package --no-verify --allow-dirty -p cornflakes -p cornflakes-codegen -p cornflakes-cli
+# dependencies), one by one in the order they would be published: the runtime (package
+# `cornflakes-runtime`, library `cornflakes`; crates.io's `cornflakes` is an unrelated crate)
+# needs nothing unpublished, so it is packaged alone and verified (built from its archive);
+# each later crate is packaged with the ones before it, which cargo then takes from the local
+# archives as it would from crates.io once they are published. --no-verify for those two: the
+# tests above built them. Needs the crates.io index.
+say "cargo package, in publishing order: cornflakes-runtime, cornflakes-codegen, cornflakes-cli"
+cargo package --allow-dirty -p cornflakes-runtime
+cargo package --no-verify --allow-dirty -p cornflakes-runtime -p cornflakes-codegen
+cargo package --no-verify --allow-dirty -p cornflakes-runtime -p cornflakes-codegen -p cornflakes-cli
 
 # --- AddressSanitizer ------------------------------------------------------------------------
 # Every crate with `unsafe` (pinned memory, FFI datapaths, the netns harness, capnp's segment
@@ -131,9 +137,11 @@ cargo package --no-verify --allow-dirty -p cornflakes -p cornflakes-codegen -p c
 # lists them) runs its tests again under ASan with leak detection. Default features: the
 # feature-gated FFI needs hardware or root and is tested above.
 asan_pkgs=""
-for p in cornflakes datapath-loopback datapath-socket datapath-tcp datapath-xdp datapath-mlx5 datapath-ice \
+for p in cornflakes-runtime datapath-loopback datapath-socket datapath-tcp datapath-xdp datapath-mlx5 datapath-ice \
   netns-harness baselines percore cornflakes-c; do
-  if [ -d "crates/$p" ]; then asan_pkgs="$asan_pkgs $p"; fi
+  # The runtime's package is cornflakes-runtime, its directory crates/cornflakes.
+  d=${p%-runtime}
+  if [ -d "crates/$d" ]; then asan_pkgs="$asan_pkgs $p"; fi
 done
 nightly=""
 if rustup toolchain list 2>/dev/null | grep -q '^nightly'; then nightly=1; fi

@@ -13,8 +13,17 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(args) = parse_request(data) {
         assert!(!args.is_empty() && args.len() <= MAX_ARGS);
         // Each argument takes at least 6 bytes ("$0\r\n\r\n").
-        assert!(args.len() * 6 <= data.len(), "{} arguments in {} bytes", args.len(), data.len());
-        assert!(args.capacity() * 6 <= data.len() + 6 * 16, "reserved {}", args.capacity());
+        assert!(
+            args.len() * 6 <= data.len(),
+            "{} arguments in {} bytes",
+            args.len(),
+            data.len()
+        );
+        assert!(
+            args.capacity() * 6 <= data.len() + 6 * 16,
+            "reserved {}",
+            args.capacity()
+        );
         let mut again = format!("*{}\r\n", args.len()).into_bytes();
         for a in &args {
             again.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());

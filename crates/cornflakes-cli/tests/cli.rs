@@ -353,3 +353,51 @@ fn truncated_or_malformed_bytes_fail_cleanly() {
     );
     assert!(err.contains("malformed object at byte 4"), "{err}");
 }
+
+/// Bytes after the object are refused, as by generated code (issue 28): the framing gives
+/// the object's length, so extra bytes are an error, saying how many and where.
+#[test]
+fn decode_refuses_trailing_bytes() {
+    let p = examples_proto();
+    let args = [
+        "decode",
+        "--schema",
+        p.to_str().unwrap(),
+        "--message",
+        "GetM",
+        "--hex",
+    ];
+    let padded = format!("{}eeeeee", example1());
+    let err = fails(&args, padded.as_bytes());
+    assert!(
+        err.contains("3 trailing bytes: the object ends at byte 47 of 50"),
+        "{err}"
+    );
+}
+
+/// `gen -I DIR path/in/DIR.proto` resolves the file against the include directory, as
+/// protoc does (issue 28), and names it as given in errors.
+#[test]
+fn gen_resolves_file_arguments_against_include_paths() {
+    let d = temp_dir("resolve");
+    std::fs::create_dir_all(d.join("inc/pkg")).unwrap();
+    std::fs::write(
+        d.join("inc/pkg/a.proto"),
+        "syntax = \"proto3\";\npackage pkg;\nmessage A { uint32 x = 1; }\n",
+    )
+    .unwrap();
+    let out = d.join("out");
+    let o = run(
+        &[
+            "gen",
+            "pkg/a.proto",
+            "-I",
+            d.join("inc").to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ],
+        b"",
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(out.join("pkg.cornflakes.rs").is_file());
+}

@@ -22,8 +22,9 @@ pub enum ErrorKind {
 
 /// An error from [`Config::compile_protos`](crate::Config::compile_protos) or
 /// [`Schema::load`](crate::Schema::load). `Display` starts with `file:line:col` when the
-/// problem has a position.
-#[derive(Debug)]
+/// problem has a position. `Debug` prints the same text (the offending line and caret on
+/// lines of their own), so a build script's `main() -> Result<(), Box<dyn Error>>` shows the
+/// message as written, not a struct on one line; `{:#?}` gives the fields.
 pub struct Error {
     kind: ErrorKind,
     message: String,
@@ -60,8 +61,21 @@ impl Error {
     /// `includes`), always naming a file: "error in `f.proto`: at 3:5: msg" becomes
     /// "f.proto:3:5: msg" with the line; an import the parser could not find or read is
     /// prefixed with the file and `line:col` that imports it; anything else with the inputs.
-    pub(crate) fn from_parser(e: impl fmt::Display, inputs: &[&Path], includes: &[&Path]) -> Error {
-        let text = format!("{e:#}");
+    ///
+    /// `renames` are `(as the parser was given it, as the caller named it)` path prefixes, so
+    /// the message uses the caller's paths like every other error.
+    pub(crate) fn from_parser(
+        e: impl fmt::Display,
+        inputs: &[&Path],
+        includes: &[&Path],
+        renames: &[(String, String)],
+    ) -> Error {
+        let mut text = format!("{e:#}");
+        for (from, to) in renames {
+            if from != to {
+                text = text.replace(from.as_str(), to);
+            }
+        }
         let text = text.strip_prefix("using pure parser: ").unwrap_or(&text);
         let named_inputs = || {
             let files: Vec<String> = inputs.iter().map(|p| p.display().to_string()).collect();
@@ -147,7 +161,8 @@ fn import_target(message: &str) -> Option<(&str, &'static str)> {
     let hint = if message.contains("is not found in import path")
         || message.contains("must reside in include path")
     {
-        ": add the directory holding it to the include paths (`-I`)"
+        ": add the directory holding it to the include paths (the `includes` of \
+         `compile_protos` in build.rs, `-I` on the command line)"
     } else if message.starts_with("could not read file `") {
         ""
     } else {
@@ -242,6 +257,19 @@ impl fmt::Display for Error {
     }
 }
 
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if f.alternate() {
+            f.debug_struct("Error")
+                .field("kind", &self.kind)
+                .field("message", &self.message)
+                .finish()
+        } else {
+            f.write_str(&self.message)
+        }
+    }
+}
+
 impl std::error::Error for Error {}
 
 impl From<Error> for std::io::Error {
@@ -299,7 +327,9 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains("gone/c.proto") && text.contains("(`-I`)"),
+            text.contains("gone/c.proto")
+                && text.contains("the `includes` of `compile_protos` in build.rs")
+                && text.contains("`-I` on the command line"),
             "{text}"
         );
         assert!(text.contains("3 | import \"gone/c.proto\";"), "{text}");

@@ -147,8 +147,20 @@ impl Config {
         };
         let under_cargo = std::env::var_os("OUT_DIR").is_some();
         if self.rerun_if_changed && under_cargo {
+            // Before loading, so a file that fails is still watched; named as it resolves
+            // (a file argument may be relative to an include directory, as with protoc).
             for p in protos {
-                println!("cargo:rerun-if-changed={}", p.as_ref().display());
+                let p = p.as_ref();
+                let found = if p.is_file() || p.is_absolute() {
+                    p.to_path_buf()
+                } else {
+                    includes
+                        .iter()
+                        .map(|i| i.as_ref().join(p))
+                        .find(|q| q.is_file())
+                        .unwrap_or_else(|| p.to_path_buf())
+                };
+                println!("cargo:rerun-if-changed={}", found.display());
             }
         }
         let schema = Schema::load(protos, includes)?;

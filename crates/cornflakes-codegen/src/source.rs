@@ -368,6 +368,15 @@ pub fn scan(src: &str) -> SourceInfo {
                 stack.push(Frame::Oneof);
                 i += 3;
             }
+            "extend" if crate::schema::is_options_message(text(i + 1)) => {
+                // Custom options (`extend google.protobuf.FieldOptions { … }`): read and left
+                // out, as prost does; the fields inside are not message fields.
+                while i < toks.len() && toks[i].text != "{" {
+                    i += 1;
+                }
+                stack.push(Frame::Other);
+                i += 1;
+            }
             "service" | "extend" => {
                 info.blocks.push((
                     if t.text == "service" {

@@ -1,7 +1,7 @@
 //! Pointer recovery (our table vs the paper's chain of hash maps) and CFPtr construction
 //! (copy vs zero-copy), in the same run.
 //!
-//! `cargo bench -p cornflakes --bench recover`
+//! `cargo bench -p cornflakes-runtime --bench recover`
 
 use std::hint::black_box;
 

@@ -1,7 +1,7 @@
 //! A tour of the hybrid serializer: builds a `GetM` reply whose values are partly small, partly
 //! large and pinned, partly large but on the heap; shows which fields are copied and which go
 //! out by scatter-gather, the scatter-gather entries a datapath would post, and the decoded
-//! result. `cargo run --release -p cornflakes --example demo`
+//! result. `cargo run --release -p cornflakes-runtime --example demo`
 
 use cornflakes::handwritten::GetM;
 use cornflakes::{

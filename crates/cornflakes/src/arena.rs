@@ -16,8 +16,12 @@ pub const DEFAULT_THRESHOLD: usize = 512;
 pub enum ZeroCopyFallback {
     /// The arena has no pinned memory ([`Arena::new`] instead of [`Arena::with_memory`]).
     NoPinnedMemory,
-    /// The bytes are not in the arena's pinned memory (heap, stack, another allocator).
+    /// The bytes are not in any pinned memory (heap, stack, a static, another allocator).
     NotPinned,
+    /// The bytes are pinned, but in a different [`PinnedMemory`] from the arena's (another
+    /// core's, or a second one created by mistake): give the arena the memory the value
+    /// lives in ([`Arena::with_memory`]).
+    OtherPinnedMemory,
     /// The bytes straddle two pinned items (a value must lie in one item).
     SpansItems,
     /// The item is free or still held by an [`RcBufMut`](crate::RcBufMut): freeze it first.
@@ -35,6 +39,8 @@ pub struct ZeroCopyFallbacks {
     pub no_pinned_memory: u64,
     /// See [`ZeroCopyFallback::NotPinned`].
     pub not_pinned: u64,
+    /// See [`ZeroCopyFallback::OtherPinnedMemory`].
+    pub other_pinned_memory: u64,
     /// See [`ZeroCopyFallback::SpansItems`].
     pub spans_items: u64,
     /// See [`ZeroCopyFallback::NotFrozen`].
@@ -48,6 +54,7 @@ impl ZeroCopyFallbacks {
     pub fn total(&self) -> u64 {
         self.no_pinned_memory
             + self.not_pinned
+            + self.other_pinned_memory
             + self.spans_items
             + self.not_frozen
             + self.ref_count_saturated
@@ -58,6 +65,7 @@ impl ZeroCopyFallbacks {
         match reason {
             ZeroCopyFallback::NoPinnedMemory => self.no_pinned_memory,
             ZeroCopyFallback::NotPinned => self.not_pinned,
+            ZeroCopyFallback::OtherPinnedMemory => self.other_pinned_memory,
             ZeroCopyFallback::SpansItems => self.spans_items,
             ZeroCopyFallback::NotFrozen => self.not_frozen,
             ZeroCopyFallback::RefCountSaturated => self.ref_count_saturated,
@@ -68,6 +76,7 @@ impl ZeroCopyFallbacks {
         let c = match reason {
             ZeroCopyFallback::NoPinnedMemory => &mut self.no_pinned_memory,
             ZeroCopyFallback::NotPinned => &mut self.not_pinned,
+            ZeroCopyFallback::OtherPinnedMemory => &mut self.other_pinned_memory,
             ZeroCopyFallback::SpansItems => &mut self.spans_items,
             ZeroCopyFallback::NotFrozen => &mut self.not_frozen,
             ZeroCopyFallback::RefCountSaturated => &mut self.ref_count_saturated,
@@ -105,6 +114,53 @@ impl ZeroCopyFallbacks {
 /// }
 /// ```
 ///
+/// # Growth: high-water mark and limit
+/// An arena that is never reset keeps everything allocated in it (tens of bytes per small
+/// decoded request whose objects are kept), so a long-lived one grows without bound.
+/// [`high_water_bytes`](Self::high_water_bytes) is the most the arena has held (chunk bytes,
+/// as [`allocated_bytes`](Self::allocated_bytes)); [`set_limit`](Self::set_limit) bounds it: once
+/// the arena holds more than the limit, decoding into it fails with
+/// [`DecodeErrorKind::ArenaLimit`](crate::DecodeErrorKind::ArenaLimit) and
+/// [`check_limit`](Self::check_limit) (for code that builds objects) with [`ArenaFull`],
+/// instead of growing further. The check is made when a request starts (a decode, or your
+/// `check_limit()`), so one request may take the arena past the limit, the next one is
+/// refused. Setting fields never fails: the limit is a guard for the loop, not an allocator
+/// error in the middle of a request.
+///
+/// ```
+/// use cornflakes::{Arena, CFString, CornflakesObj, DecodeErrorKind, handwritten::GetM};
+/// let wire = {
+///     let a = Arena::new();
+///     let mut m = GetM::new_in(&a);
+///     m.set_id(7);
+///     m.get_mut_keys().append(CFString::new("user:1", &a)); // decoding it allocates a list
+///     m.serialize_to_vec()
+/// };
+/// let mut arena = Arena::new().with_limit(64 * 1024);
+/// for _ in 0..10_000 {
+///     // The per-request pattern: everything allocated for the request is freed after it.
+///     let id = arena.scope(|a| GetM::deserialize(&wire, a).map(|m| m.get_id())).unwrap();
+///     assert_eq!(id, 7);
+/// }
+/// assert!(arena.high_water_bytes() <= 64 * 1024);
+/// // Never resetting it (here the objects are kept): refused once past the limit, never
+/// // an unbounded heap.
+/// let mut kept = Vec::new();
+/// let mut refused = None;
+/// for _ in 0..100_000 {
+///     match GetM::deserialize(&wire, &arena) {
+///         Ok(m) => kept.push(m),
+///         Err(e) => {
+///             refused = Some(e);
+///             break;
+///         }
+///     }
+/// }
+/// let err = refused.expect("the limit stops the growth");
+/// assert!(matches!(err.kind(), DecodeErrorKind::ArenaLimit { .. }), "{err}");
+/// assert!(arena.high_water_bytes() > 64 * 1024);
+/// ```
+///
 /// # Zero-copy fallbacks
 /// A value at least the threshold long that cannot be sent zero-copy (see
 /// [`ZeroCopyFallback`]) is copied and counted; read the counters with
@@ -114,7 +170,31 @@ pub struct Arena {
     threshold: usize,
     mem: Option<PinnedMemory>,
     fallbacks: Cell<ZeroCopyFallbacks>,
+    /// The most `allocated_bytes` seen at a reset or a query.
+    high_water: Cell<usize>,
+    limit: Option<usize>,
 }
+
+/// The arena holds more than its limit ([`Arena::check_limit`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ArenaFull {
+    /// Bytes the arena holds.
+    pub allocated: usize,
+    /// Its limit ([`Arena::set_limit`]).
+    pub limit: usize,
+}
+
+impl std::fmt::Display for ArenaFull {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the arena holds {} bytes, above its limit of {}: reset it between requests (`Arena::scope`) or raise `Arena::set_limit`",
+            self.allocated, self.limit
+        )
+    }
+}
+
+impl std::error::Error for ArenaFull {}
 
 impl Arena {
     /// An arena with no pinned memory: every field is copied. Its threshold is the process
@@ -125,6 +205,8 @@ impl Arena {
             threshold: crate::threshold::default_threshold(),
             mem: None,
             fallbacks: Cell::new(ZeroCopyFallbacks::default()),
+            high_water: Cell::new(0),
+            limit: None,
         }
     }
 
@@ -174,7 +256,67 @@ impl Arena {
     /// Frees everything allocated since the last reset. Objects built in the arena must be gone
     /// (the borrow checker enforces it).
     pub fn reset(&mut self) {
+        self.note_high_water();
         self.bump.reset();
+    }
+
+    fn note_high_water(&self) -> usize {
+        let now = self.bump.allocated_bytes();
+        let hw = self.high_water.get().max(now);
+        self.high_water.set(hw);
+        hw
+    }
+
+    /// The most bytes the arena has held (its chunks, as
+    /// [`allocated_bytes`](Self::allocated_bytes)) since it was created, measured at each
+    /// [`reset`](Self::reset) and at this call.
+    pub fn high_water_bytes(&self) -> usize {
+        self.note_high_water()
+    }
+
+    /// Bounds the arena: once it holds more than `limit` bytes (its chunks, at least the first
+    /// one of about 20 KB), decoding into it and [`check_limit`](Self::check_limit) fail
+    /// instead of letting it grow. `None` (the default) removes the bound.
+    pub fn set_limit(&mut self, limit: Option<usize>) {
+        self.limit = limit;
+    }
+
+    /// Sets the limit (builder form of [`set_limit`](Self::set_limit)).
+    pub fn with_limit(mut self, limit: usize) -> Arena {
+        self.limit = Some(limit);
+        self
+    }
+
+    /// The limit, if any.
+    pub fn limit(&self) -> Option<usize> {
+        self.limit
+    }
+
+    /// `Err` when the arena holds more than its limit: call it before building a request's
+    /// objects (decoding calls it for you).
+    #[inline]
+    pub fn check_limit(&self) -> Result<(), ArenaFull> {
+        match self.limit {
+            Some(limit) if self.bump.allocated_bytes() > limit => Err(ArenaFull {
+                allocated: self.bump.allocated_bytes(),
+                limit,
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// [`check_limit`](Self::check_limit) as a decode error.
+    #[inline]
+    pub(crate) fn check_limit_for_decode(&self) -> Result<(), crate::DecodeError> {
+        self.check_limit().map_err(|e| {
+            crate::DecodeError::new(
+                crate::DecodeErrorKind::ArenaLimit {
+                    allocated: e.allocated,
+                    limit: e.limit,
+                },
+                0,
+            )
+        })
     }
 
     /// Lends the arena to `f` (which builds, sends and drops one request's objects), then
@@ -223,6 +365,8 @@ impl std::fmt::Debug for Arena {
         f.debug_struct("Arena")
             .field("threshold", &self.threshold)
             .field("allocated_bytes", &self.bump.allocated_bytes())
+            .field("high_water_bytes", &self.high_water.get())
+            .field("limit", &self.limit)
             .field("pinned", &self.mem.is_some())
             .field("zero_copy_fallbacks", &self.fallbacks.get())
             .finish()

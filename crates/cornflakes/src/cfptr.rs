@@ -356,6 +356,60 @@ impl PartialEq for CFString<'_> {
     }
 }
 
+impl Eq for CFString<'_> {}
+
+/// Compares the bytes with a `&str`, with no UTF-8 check needed: `get_key() == "k"`.
+impl PartialEq<str> for CFString<'_> {
+    fn eq(&self, other: &str) -> bool {
+        self.as_bytes() == other.as_bytes()
+    }
+}
+
+impl PartialEq<&str> for CFString<'_> {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_bytes() == other.as_bytes()
+    }
+}
+
+impl PartialEq<CFString<'_>> for str {
+    fn eq(&self, other: &CFString<'_>) -> bool {
+        self.as_bytes() == other.as_bytes()
+    }
+}
+
+impl PartialEq<CFString<'_>> for &str {
+    fn eq(&self, other: &CFString<'_>) -> bool {
+        self.as_bytes() == other.as_bytes()
+    }
+}
+
+impl Eq for CFBytes<'_> {}
+
+/// Compares the bytes with a byte slice: `get_val() == b"v"[..]`.
+impl PartialEq<[u8]> for CFBytes<'_> {
+    fn eq(&self, other: &[u8]) -> bool {
+        self.as_bytes() == other
+    }
+}
+
+impl PartialEq<&[u8]> for CFBytes<'_> {
+    fn eq(&self, other: &&[u8]) -> bool {
+        self.as_bytes() == *other
+    }
+}
+
+impl<const N: usize> PartialEq<[u8; N]> for CFBytes<'_> {
+    fn eq(&self, other: &[u8; N]) -> bool {
+        self.as_bytes() == other
+    }
+}
+
+impl<const N: usize> PartialEq<&[u8; N]> for CFBytes<'_> {
+    fn eq(&self, other: &&[u8; N]) -> bool {
+        self.as_bytes() == *other
+    }
+}
+
 impl fmt::Debug for CFString<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match std::str::from_utf8(self.as_bytes()) {

@@ -438,6 +438,27 @@ impl<T: std::fmt::Debug> std::fmt::Debug for PackedList<'_, T> {
     }
 }
 
+/// Element by element (the values, not whether each is copied or zero-copy).
+impl<T: PartialEq> PartialEq for LeafList<'_, T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.items[..] == other.items[..]
+    }
+}
+
+/// Element by element.
+impl<M: PartialEq> PartialEq for MessageList<'_, M> {
+    fn eq(&self, other: &Self) -> bool {
+        self.items[..] == other.items[..]
+    }
+}
+
+/// Element by element.
+impl<T: PartialEq> PartialEq for PackedList<'_, T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.items[..] == other.items[..]
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

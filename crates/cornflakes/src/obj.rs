@@ -172,18 +172,53 @@ pub trait DecodeObj<'a>: Sized {
     /// Decodes the object whose header `h` has opened; values reference the input.
     fn decode_from(h: HeaderReader<'_, 'a>, arena: &'a Arena) -> Result<Self, DecodeError>;
 
-    /// Decodes from plain bytes (values borrow `buf`).
+    /// Decodes from plain bytes (values borrow `buf`). The object must fill `buf`: bytes after
+    /// it are refused with [`DecodeErrorKind::TrailingBytes`](crate::DecodeErrorKind) (use
+    /// [`deserialize_prefix`](Self::deserialize_prefix) to accept them). An arena above its
+    /// [limit](Arena::set_limit) refuses the request with
+    /// [`DecodeErrorKind::ArenaLimit`](crate::DecodeErrorKind).
     #[inline]
     fn deserialize_bytes(buf: &'a [u8], arena: &'a Arena) -> Result<Self, DecodeError> {
+        arena.check_limit_for_decode()?;
         let dec = Decoder::new(buf);
-        Self::decode_from(dec.root()?, arena)
+        let obj = Self::decode_from(dec.root()?, arena)?;
+        dec.check_no_trailing_bytes()?;
+        Ok(obj)
     }
 
     /// Decodes from a received packet: values at least the arena's threshold long reference
-    /// the packet, shorter ones borrow it.
+    /// the packet, shorter ones borrow it. Trailing bytes and the arena limit as in
+    /// [`deserialize_bytes`](Self::deserialize_bytes).
     #[inline]
     fn deserialize_rcbuf(pkt: &'a RcBuf, arena: &'a Arena) -> Result<Self, DecodeError> {
+        arena.check_limit_for_decode()?;
         let dec = Decoder::from_rcbuf(pkt, arena);
-        Self::decode_from(dec.root()?, arena)
+        let obj = Self::decode_from(dec.root()?, arena)?;
+        dec.check_no_trailing_bytes()?;
+        Ok(obj)
+    }
+
+    /// Decodes an object at the start of `buf` and accepts bytes after it (an explicit opt-in:
+    /// the format has no length field, so the framing normally gives the object's length).
+    /// Returns the object and the bytes it uses: the furthest byte any of its fields
+    /// references, or all of `buf` when it has fields this reader does not know (their data
+    /// may lie anywhere, see [`Decoder::consumed`]).
+    fn deserialize_prefix(buf: &'a [u8], arena: &'a Arena) -> Result<(Self, usize), DecodeError> {
+        arena.check_limit_for_decode()?;
+        let dec = Decoder::new(buf);
+        let obj = Self::decode_from(dec.root()?, arena)?;
+        Ok((obj, dec.consumed().unwrap_or(buf.len())))
+    }
+
+    /// [`deserialize_prefix`](Self::deserialize_prefix) from a received packet, values as in
+    /// [`deserialize_rcbuf`](Self::deserialize_rcbuf).
+    fn deserialize_rcbuf_prefix(
+        pkt: &'a RcBuf,
+        arena: &'a Arena,
+    ) -> Result<(Self, usize), DecodeError> {
+        arena.check_limit_for_decode()?;
+        let dec = Decoder::from_rcbuf(pkt, arena);
+        let obj = Self::decode_from(dec.root()?, arena)?;
+        Ok((obj, dec.consumed().unwrap_or(pkt.len())))
     }
 }

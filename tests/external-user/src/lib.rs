@@ -16,6 +16,16 @@ pub mod pb {
 
 pub use cf::{Item, Kind, Price};
 
+/// The Cornflakes objects of `proto/second.proto` (a map, a oneof, a custom option).
+pub mod second {
+    cornflakes::include_schema!("second");
+}
+
+/// The prost messages of `proto/second.proto`.
+pub mod pb_second {
+    include!(concat!(env!("OUT_DIR"), "/second.rs"));
+}
+
 use cornflakes::wire::BufferTooSmall;
 use cornflakes::{CornflakesObj, RcBuf, SendPlan};
 

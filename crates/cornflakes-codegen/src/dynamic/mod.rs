@@ -240,7 +240,9 @@ impl<'a> DynMessage<'a> {
         cornflakes::wire::header_len(words, slots)
     }
 
-    /// Decodes message `msg` of `schema` from plain bytes (values borrow `buf`).
+    /// Decodes message `msg` of `schema` from plain bytes (values borrow `buf`). Bytes after
+    /// the object are refused, as by generated code (`docs/wire-format.md`, trailing bytes);
+    /// [`decode_prefix`](Self::decode_prefix) accepts them.
     pub fn decode(
         schema: &'a Schema,
         msg: MsgId,
@@ -248,7 +250,22 @@ impl<'a> DynMessage<'a> {
         arena: &'a Arena,
     ) -> Result<Self, DecodeFailure> {
         let dec = Decoder::new(buf);
-        Self::decode_from(schema, msg, dec.root()?, arena)
+        let m = Self::decode_from(schema, msg, dec.root()?, arena)?;
+        dec.check_no_trailing_bytes()?;
+        Ok(m)
+    }
+
+    /// Decodes an object at the start of `buf`, accepting bytes after it; returns it and the
+    /// bytes it uses (all of `buf` when it has fields the schema does not know).
+    pub fn decode_prefix(
+        schema: &'a Schema,
+        msg: MsgId,
+        buf: &'a [u8],
+        arena: &'a Arena,
+    ) -> Result<(Self, usize), DecodeFailure> {
+        let dec = Decoder::new(buf);
+        let m = Self::decode_from(schema, msg, dec.root()?, arena)?;
+        Ok((m, dec.consumed().unwrap_or(buf.len())))
     }
 
     /// Decodes the object whose header `h` has opened, as generated code does.

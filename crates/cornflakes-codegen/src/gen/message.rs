@@ -7,6 +7,9 @@
 use proc_macro2::{Literal, TokenStream};
 use quote::{format_ident, quote};
 
+mod extras;
+pub(crate) use extras::{oneof_value_enum, oneof_value_name};
+
 use super::names::{self, doc_attrs, enum_path, ident, ident_avoiding, message_path, snake};
 use crate::schema::{DefaultValue, FieldDef, FieldKind, MessageDef, MsgId, ScalarKind, Schema};
 
@@ -249,6 +252,7 @@ impl<'s> MessageGen<'s> {
         let zc = self.zero_copy_fn();
         let decode = self.decode_fn();
         let debug = self.debug_fn();
+        let extras = self.extras();
         let new_doc = format!(" An empty `{}` (no field present).", self.msg.name);
 
         quote! {
@@ -305,6 +309,8 @@ impl<'s> MessageGen<'s> {
             impl ::core::fmt::Debug for #name<'_> {
                 #debug
             }
+
+            #extras
         }
     }
 

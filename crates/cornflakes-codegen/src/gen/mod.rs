@@ -156,15 +156,19 @@ fn module_items(
                 let d = format!(" `{}` (field {}).", f.name, f.number);
                 quote!(#[doc = #d] #v,)
             });
+            let value = message::oneof_value_enum(schema, id, oi);
             quote! {
                 #[doc = #doc]
                 #proto_doc
                 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
                 pub enum #case { #(#variants)* }
+                #value
             }
         });
         let inner = module_items(schema, runtime, &m.nested_messages, &m.nested_enums);
-        let use_rt = if m.nested_messages.is_empty() {
+        let oneof_borrows =
+            (0..m.oneofs.len()).any(|oi| message::oneof_value_name(schema, id, oi).1);
+        let use_rt = if m.nested_messages.is_empty() && !oneof_borrows {
             quote!()
         } else {
             quote!(use #runtime as cf;)

@@ -65,26 +65,36 @@ impl MemoryConfig {
     /// The smallest item size any configuration may ask for.
     pub const MIN_ITEM_SIZE: usize = 64;
 
-    /// Checks the sizes: item sizes powers of two within
+    /// Checks every combination [`PinnedMemory::new`] or its first allocations would refuse:
+    /// item sizes powers of two within
     /// [`MIN_ITEM_SIZE`](Self::MIN_ITEM_SIZE)..=[`MAX_ITEM_SIZE`](Self::MAX_ITEM_SIZE), the smallest
-    /// not above the largest, `initial_bytes` not above `max_bytes`, and a non-zero
-    /// `region_bytes` when the memory may grow.
+    /// not above the largest; `initial_bytes` and `region_bytes` *rounded up to whole 2 MiB chunks* (as they are mapped) not above
+    /// `max_bytes`; a non-zero `region_bytes` when the memory may grow, and a non-zero
+    /// `initial_bytes` when it may not (else nothing could ever be allocated). The error names
+    /// the field, its value and, for sizes, the rounding.
     ///
     /// ```
     /// use cornflakes::mem::MemoryConfig;
     /// let too_big = MemoryConfig { max_item_size: 256 << 20, ..MemoryConfig::default() };
     /// let e = too_big.validate().unwrap_err();
     /// assert!(e.to_string().contains("max_item_size"), "{e}");
+    /// // 1 MiB is mapped as one 2 MiB chunk, which a 1 MiB limit cannot hold:
+    /// let rounded = MemoryConfig { initial_bytes: 1 << 20, max_bytes: 1 << 20, ..MemoryConfig::default() };
+    /// let e = rounded.validate().unwrap_err();
+    /// assert_eq!(e.field, "initial_bytes");
     /// assert!(MemoryConfig::default().validate().is_ok());
     /// ```
     pub fn validate(&self) -> Result<(), ConfigError> {
+        let err = |field: &'static str, value: usize, reason: String| {
+            Err(ConfigError {
+                field,
+                value,
+                reason,
+            })
+        };
         let item = |field: &'static str, v: usize| {
             if !v.is_power_of_two() || !(Self::MIN_ITEM_SIZE..=Self::MAX_ITEM_SIZE).contains(&v) {
-                Err(ConfigError {
-                    field,
-                    value: v,
-                    reason: "must be a power of two from 64 bytes to 2 MiB (one item is contiguous and lies in one 2 MiB chunk)",
-                })
+                err(field, v, "must be a power of two from 64 bytes to 2 MiB (one item is contiguous and lies in one 2 MiB chunk)".into())
             } else {
                 Ok(())
             }
@@ -92,25 +102,49 @@ impl MemoryConfig {
         item("min_item_size", self.min_item_size)?;
         item("max_item_size", self.max_item_size)?;
         if self.min_item_size > self.max_item_size {
-            return Err(ConfigError {
-                field: "min_item_size",
-                value: self.min_item_size,
-                reason: "must not be above max_item_size",
-            });
+            return err(
+                "min_item_size",
+                self.min_item_size,
+                format!("must not be above max_item_size ({})", self.max_item_size),
+            );
         }
-        if self.initial_bytes > self.max_bytes {
-            return Err(ConfigError {
-                field: "initial_bytes",
-                value: self.initial_bytes,
-                reason: "must not be above max_bytes",
-            });
+        let rounded = |b: usize| b.div_ceil(CHUNK_SIZE).max(1).saturating_mul(CHUNK_SIZE);
+        if self.initial_bytes > 0 && rounded(self.initial_bytes) > self.max_bytes {
+            return err(
+                "initial_bytes",
+                self.initial_bytes,
+                format!(
+                    "rounded up to whole 2 MiB chunks ({} bytes, as it is mapped) is above max_bytes = {}",
+                    rounded(self.initial_bytes),
+                    self.max_bytes
+                ),
+            );
         }
-        if self.grow && self.region_bytes == 0 {
-            return Err(ConfigError {
-                field: "region_bytes",
-                value: 0,
-                reason: "must be non-zero when grow is true",
-            });
+        if self.grow {
+            if self.region_bytes == 0 {
+                return err(
+                    "region_bytes",
+                    0,
+                    "must be non-zero when grow is true".into(),
+                );
+            }
+            if rounded(self.region_bytes) > self.max_bytes {
+                return err(
+                    "region_bytes",
+                    self.region_bytes,
+                    format!(
+                        "rounded up to whole 2 MiB chunks ({} bytes, as it is mapped) is above max_bytes = {}: no region could be mapped",
+                        rounded(self.region_bytes),
+                        self.max_bytes
+                    ),
+                );
+            }
+        } else if self.initial_bytes == 0 {
+            return err(
+                "initial_bytes",
+                0,
+                "must be non-zero when grow is false: nothing could ever be allocated".into(),
+            );
         }
         Ok(())
     }
@@ -123,8 +157,8 @@ pub struct ConfigError {
     pub field: &'static str,
     /// The value given.
     pub value: usize,
-    /// What the value must be.
-    pub reason: &'static str,
+    /// What the value must be (and, for sizes mapped in whole chunks, the rounding).
+    pub reason: String,
 }
 
 impl fmt::Display for ConfigError {
@@ -454,7 +488,11 @@ impl PinnedMemory {
         // reference does not outlive it.
         let table = unsafe { &*self.inner().table.get() };
         let Some(slot) = table.get(addr >> CHUNK_SHIFT) else {
-            return Some(ZeroCopyFallback::NotPinned);
+            return Some(if super::region::in_any_region(addr) {
+                ZeroCopyFallback::OtherPinnedMemory
+            } else {
+                ZeroCopyFallback::NotPinned
+            });
         };
         let chunk_base = slot.key << CHUNK_SHIFT;
         let idx = (addr - chunk_base) >> slot.shift;

@@ -11,6 +11,24 @@ use std::cell::Cell;
 use std::fmt;
 use std::io;
 use std::ptr::NonNull;
+use std::sync::Mutex;
+
+/// Every region mapped in the process, as `(start, end)`: the cold path of the zero-copy
+/// fallback counters asks it whether bytes outside one `PinnedMemory` lie in another one
+/// ([`ZeroCopyFallback::OtherPinnedMemory`](crate::ZeroCopyFallback::OtherPinnedMemory)).
+/// Touched only when a region is mapped or unmapped and on that fallback path.
+static ALL_REGIONS: Mutex<Vec<(usize, usize)>> = Mutex::new(Vec::new());
+
+fn all_regions() -> std::sync::MutexGuard<'static, Vec<(usize, usize)>> {
+    // A panic while holding the lock cannot leave the vector inconsistent (push/retain).
+    ALL_REGIONS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Whether `addr` lies in a region of any [`PinnedMemory`](crate::PinnedMemory) of this
+/// process (any thread). Off the fast path: takes a lock and scans the regions.
+pub fn in_any_region(addr: usize) -> bool {
+    all_regions().iter().any(|&(s, e)| (s..e).contains(&addr))
+}
 
 /// Size and alignment of the chunks regions are cut into (one 2 MiB hugepage).
 pub const CHUNK_SHIFT: u32 = 21;
@@ -55,6 +73,13 @@ pub struct Region {
 impl Region {
     /// Maps `len` bytes (rounded up to a whole number of chunks), aligned to [`CHUNK_SIZE`].
     pub(crate) fn map(len: usize, index: u32, huge: HugePages, lock: bool) -> io::Result<Region> {
+        let r = Self::map_inner(len, index, huge, lock)?;
+        let start = r.base.as_ptr() as usize;
+        all_regions().push((start, start + r.len));
+        Ok(r)
+    }
+
+    fn map_inner(len: usize, index: u32, huge: HugePages, lock: bool) -> io::Result<Region> {
         let len = len.div_ceil(CHUNK_SIZE).max(1) * CHUNK_SIZE;
         if huge != HugePages::Never {
             match map_huge(len) {
@@ -149,6 +174,8 @@ impl fmt::Debug for Region {
 
 impl Drop for Region {
     fn drop(&mut self) {
+        let start = self.base.as_ptr() as usize;
+        all_regions().retain(|&(s, _)| s != start);
         // SAFETY: `base..base+len` is a mapping this region created and owns alone; the owning
         // `PinnedMemory` drops regions only after every buffer inside them was released.
         unsafe {

@@ -28,6 +28,11 @@ pub struct Decoder<'a> {
     pkt: Option<&'a RcBuf>,
     threshold: usize,
     budget: Cell<usize>,
+    /// The furthest byte any header, slot, pair array or value read so far ends at.
+    end: Cell<usize>,
+    /// Whether some object had a present field above the reader's highest known number (its
+    /// slot and data were not read, so `end` says nothing about them).
+    unknown: Cell<bool>,
 }
 
 impl<'a> Decoder<'a> {
@@ -38,6 +43,8 @@ impl<'a> Decoder<'a> {
             pkt: None,
             threshold: usize::MAX,
             budget: Cell::new(buf.len()),
+            end: Cell::new(0),
+            unknown: Cell::new(false),
         }
     }
 
@@ -50,12 +57,49 @@ impl<'a> Decoder<'a> {
             pkt: Some(pkt),
             threshold: arena.threshold().max(1),
             budget: Cell::new(pkt.len()),
+            end: Cell::new(0),
+            unknown: Cell::new(false),
         }
     }
 
     /// The object bytes.
     pub fn bytes(&self) -> &'a [u8] {
         self.buf
+    }
+
+    /// How many bytes of the input the objects decoded so far use: the furthest byte any of
+    /// their headers, slots, pair arrays or values ends at. `None` when some object had a
+    /// present field this reader does not know (its data may lie anywhere in the input, so
+    /// trailing bytes cannot be told from it).
+    pub fn consumed(&self) -> Option<usize> {
+        if self.unknown.get() {
+            None
+        } else {
+            Some(self.end.get())
+        }
+    }
+
+    /// Refuses bytes after the object (call after decoding it): `Ok` when the objects decoded
+    /// use the whole input, or when fields this reader does not know were present (see
+    /// [`consumed`](Self::consumed)); else [`DecodeErrorKind::TrailingBytes`].
+    pub fn check_no_trailing_bytes(&self) -> Result<(), DecodeError> {
+        match self.consumed() {
+            Some(c) if c < self.buf.len() => Err(DecodeError::new(
+                DecodeErrorKind::TrailingBytes {
+                    consumed: c,
+                    len: self.buf.len(),
+                },
+                c,
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    #[inline(always)]
+    fn note_end(&self, end: usize) {
+        if end > self.end.get() {
+            self.end.set(end);
+        }
     }
 
     /// Charges `n` bytes of header structure to the budget.
@@ -109,6 +153,7 @@ impl<'a> Decoder<'a> {
                 at,
             ));
         }
+        self.note_end(end as usize);
         Ok(off as usize)
     }
 
@@ -177,6 +222,15 @@ pub struct HeaderReader<'d, 'a> {
     words: u32,
     cursor: usize,
     depth: u32,
+}
+
+impl Drop for HeaderReader<'_, '_> {
+    /// The slots read end the header as far as the decoder knows (for
+    /// [`Decoder::consumed`]).
+    #[inline(always)]
+    fn drop(&mut self) {
+        self.dec.note_end(self.cursor);
+    }
 }
 
 impl<'d, 'a> HeaderReader<'d, 'a> {
@@ -326,6 +380,10 @@ impl<'d, 'a> HeaderReader<'d, 'a> {
         known: impl Fn(usize) -> u32,
     ) -> Result<(), DecodeError> {
         let limit_words = (max_known as usize).div_ceil(32).min(self.words as usize);
+        if self.words as usize > limit_words {
+            // Words wholly above the known fields: any bit set is a tolerated unknown field.
+            self.note_unknown_words(limit_words);
+        }
         for i in 0..limit_words {
             let at = self.start + 4 + i * 4;
             // One bounds check for the word (the header's words were checked to be in the
@@ -338,11 +396,15 @@ impl<'d, 'a> HeaderReader<'d, 'a> {
             let first = i as u32 * 32 + 1;
             if first + 31 > max_known {
                 let keep = max_known + 1 - first; // bits [0, keep) are at or below max_known
-                unknown &= if keep >= 32 {
+                let mask = if keep >= 32 {
                     u32::MAX
                 } else {
                     (1u32 << keep) - 1
                 };
+                if w & !mask != 0 {
+                    self.dec.unknown.set(true);
+                }
+                unknown &= mask;
             }
             if unknown != 0 {
                 let field = first + unknown.trailing_zeros();
@@ -353,6 +415,20 @@ impl<'d, 'a> HeaderReader<'d, 'a> {
             }
         }
         Ok(())
+    }
+}
+
+impl HeaderReader<'_, '_> {
+    /// Marks the decode as having unknown fields when a bitmap word from `from` on is non-zero.
+    #[cold]
+    fn note_unknown_words(&self, from: usize) {
+        let any = (from..self.words as usize).any(|i| {
+            let at = self.start + 4 + i * 4;
+            self.dec.buf[at..at + 4] != [0, 0, 0, 0]
+        });
+        if any {
+            self.dec.unknown.set(true);
+        }
     }
 }
 

@@ -59,6 +59,22 @@ pub enum DecodeErrorKind {
         /// Length of the whole object.
         object_len: usize,
     },
+    /// Bytes follow the object that none of its fields references (the default
+    /// `deserialize*` calls refuse them; `deserialize_prefix` reports the length instead).
+    TrailingBytes {
+        /// Bytes the object uses (the furthest byte any field references).
+        consumed: usize,
+        /// Length of the input.
+        len: usize,
+    },
+    /// The arena already holds more than the limit set with `Arena::set_limit`: reset it
+    /// between requests (`Arena::scope`) or raise the limit.
+    ArenaLimit {
+        /// Bytes the arena holds.
+        allocated: usize,
+        /// Its limit.
+        limit: usize,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -131,6 +147,15 @@ impl fmt::Display for DecodeErrorKind {
             DecodeErrorKind::BudgetExceeded { object_len } => write!(
                 f,
                 "headers reference more bytes than the {object_len}-byte object holds"
+            ),
+            DecodeErrorKind::TrailingBytes { consumed, len } => write!(
+                f,
+                "{} trailing bytes: the object ends at byte {consumed} of {len} (decode with `deserialize_prefix` to accept bytes after it)",
+                len - consumed
+            ),
+            DecodeErrorKind::ArenaLimit { allocated, limit } => write!(
+                f,
+                "the arena holds {allocated} bytes, above its limit of {limit}: reset it between requests (`Arena::scope`) or raise `Arena::set_limit`"
             ),
         }
     }

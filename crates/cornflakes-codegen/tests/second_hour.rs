@@ -1,0 +1,272 @@
+//! What a user hit in the second hour (issue 28), compiler side: errors that print well from
+//! build.rs, one path style, custom options, file arguments resolved against the include
+//! paths, and a corpus of real schemas.
+
+use std::path::{Path, PathBuf};
+
+use cornflakes_codegen::{Config, ErrorKind, Schema};
+
+/// A fresh directory below the workspace's `target/`, named relative to the package
+/// directory (the test's current directory), as a build script names its files.
+fn rel_dir(name: &str) -> PathBuf {
+    let d = PathBuf::from(format!(
+        "../../target/cf-second-hour-{name}-{}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// Item 6: `main() -> Result<(), Box<dyn Error>>` prints `Debug`, which was
+/// `Error { kind: Parse, message: "…\n4 | …\n  | ^" }` on one line.
+#[test]
+fn debug_reads_like_display() {
+    let dir = rel_dir("debug");
+    let bad = write(
+        &dir,
+        "bad.proto",
+        "syntax = \"proto3\";\nmessage M {\n  uint32 id = ;\n}\n",
+    );
+    let err = Schema::load(&[&bad], &[&dir]).err().unwrap();
+    let boxed: Box<dyn std::error::Error> = Box::new(err);
+    let debug = format!("{boxed:?}");
+    assert_eq!(debug, boxed.to_string());
+    assert!(debug.contains("\n3 |   uint32 id = ;\n"), "{debug}");
+    assert!(!debug.contains("Error {"), "{debug}");
+    let err = Schema::load(&[&bad], &[&dir]).err().unwrap();
+    assert!(format!("{err:#?}").contains("kind: Parse"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Item 6: syntax errors named the file by its absolute path, every other error by the path
+/// the caller gave.
+#[test]
+fn every_error_names_the_file_as_the_caller_did() {
+    let dir = rel_dir("paths");
+    let syntax = write(
+        &dir,
+        "syntax.proto",
+        "syntax = \"proto3\";\nmessage M { uint32 id = ; }\n",
+    );
+    let unsupported = write(
+        &dir,
+        "unsupported.proto",
+        "syntax = \"proto3\";\nservice S {}\n",
+    );
+    let bad_import = write(
+        &dir,
+        "imp.proto",
+        "syntax = \"proto3\";\nimport \"sub/broken.proto\";\nmessage A { B b = 1; }\n",
+    );
+    write(
+        &dir,
+        "sub/broken.proto",
+        "syntax = \"proto3\";\nmessage B { uint32 x = ; }\n",
+    );
+    let shown = |p: &Path| p.display().to_string();
+    for (file, expect) in [
+        (&syntax, shown(&syntax) + ":2:"),
+        (&unsupported, shown(&unsupported) + ":2:1"),
+        (&bad_import, shown(&dir.join("sub/broken.proto")) + ":2:"),
+    ] {
+        let text = Schema::load(&[file], &[&dir]).err().unwrap().to_string();
+        assert!(text.starts_with(&expect), "expected {expect}…, got: {text}");
+        let abs = std::fs::canonicalize(&dir).unwrap();
+        assert!(!text.contains(&*abs.to_string_lossy()), "{text}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Item 6: the missing-import hint used the command line's wording (`-I`) in build.rs too.
+#[test]
+fn the_missing_import_hint_fits_build_rs_and_the_command() {
+    let dir = rel_dir("hint");
+    let a = write(
+        &dir,
+        "a.proto",
+        "syntax = \"proto3\";\nimport \"elsewhere/x.proto\";\nmessage A {}\n",
+    );
+    let text = Schema::load(&[&a], &[&dir]).err().unwrap().to_string();
+    assert!(
+        text.contains("the `includes` of `compile_protos` in build.rs")
+            && text.contains("`-I` on the command line"),
+        "{text}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Item 9: `extend google.protobuf.*Options` (custom options) was refused; it is read and
+/// left out as prost does. Other `extend`s keep their clear error.
+#[test]
+fn custom_options_are_accepted_other_extensions_refused() {
+    let dir = rel_dir("extend");
+    let opts = write(
+        &dir,
+        "opts.proto",
+        r#"syntax = "proto3";
+package my.opts;
+import "google/protobuf/descriptor.proto";
+extend google.protobuf.FieldOptions { string unit = 50001; }
+extend .google.protobuf.MethodOptions { bool idempotent = 50002; }
+message Holder {
+  extend google.protobuf.MessageOptions { int32 version = 50003; }
+  uint32 x = 1;
+}
+"#,
+    );
+    let user = write(
+        &dir,
+        "user.proto",
+        r#"syntax = "proto3";
+package my;
+import "opts.proto";
+message Reading {
+  option (my.opts.Holder.version) = 2;
+  double value = 1 [(my.opts.unit) = "kelvin"];
+}
+"#,
+    );
+    let schema = Schema::load(&[&opts, &user], &[&dir]).unwrap();
+    let holder = schema.message("my.opts.Holder").unwrap();
+    assert_eq!(
+        schema.messages[holder].fields.len(),
+        1,
+        "extension fields left out"
+    );
+    let files = Config::new().generate(&schema).unwrap();
+    let reading = &files
+        .iter()
+        .find(|(n, _)| n == "my.cornflakes.rs")
+        .unwrap()
+        .1;
+    assert!(
+        reading.contains("pub fn get_value(&self) -> f64"),
+        "{reading}"
+    );
+    assert!(!reading.contains("unit") && !reading.contains("version"));
+
+    let other = write(
+        &dir,
+        "other.proto",
+        "syntax = \"proto2\";\nmessage Base { extensions 100 to 200; }\nextend Base { optional int32 more = 100; }\n",
+    );
+    let err = Schema::load(&[&other], &[&dir]).err().unwrap();
+    assert_eq!(err.kind(), ErrorKind::Unsupported);
+    assert!(
+        err.to_string()
+            .starts_with(&format!("{}:3:1: unsupported `extend`", other.display())),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Item 9: a file argument was looked up from the current directory only; protoc (and now
+/// this compiler) also resolves it against the include paths.
+#[test]
+fn file_arguments_are_resolved_against_the_include_paths() {
+    let dir = rel_dir("resolve");
+    write(
+        &dir,
+        "pkg/inner.proto",
+        "syntax = \"proto3\";\npackage pkg;\nmessage Inner { uint32 x = 1; }\n",
+    );
+    let schema = Schema::load(&["pkg/inner.proto"], &[&dir]).unwrap();
+    assert!(schema.message("pkg.Inner").is_some());
+    let err = Schema::load(&["pkg/nowhere.proto"], &[&dir]).err().unwrap();
+    assert_eq!(err.kind(), ErrorKind::Io);
+    assert!(err.to_string().contains("each include directory"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Item 9: a corpus of real schemas, fetched (not committed) by
+/// `scripts/fetch-proto-corpus.sh`: googleapis' common protos (PyPI) and protobuf's
+/// well-known types. Every file compiles except the two that declare a `service`, which
+/// are refused with the `service` error.
+#[test]
+fn real_world_corpus_compiles() {
+    let corpus = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("proto-corpus");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/fetch-proto-corpus.sh");
+    let fetched = std::process::Command::new(&script).arg(&corpus).output();
+    match fetched {
+        Ok(o) if o.status.success() => {}
+        Ok(o) => {
+            eprintln!(
+                "SKIPPED real_world_corpus_compiles: fetching the corpus failed: {}",
+                String::from_utf8_lossy(&o.stderr).trim()
+            );
+            return;
+        }
+        Err(e) => {
+            eprintln!(
+                "SKIPPED real_world_corpus_compiles: cannot run {}: {e}",
+                script.display()
+            );
+            return;
+        }
+    }
+    let (apis, wkt) = (corpus.join("googleapis"), corpus.join("wkt"));
+    let mut files = Vec::new();
+    collect(&apis, &apis, &mut files);
+    assert_eq!(
+        files.len(),
+        63,
+        "googleapis-common-protos 1.76.0 has 63 files"
+    );
+    let mut wkt_files = Vec::new();
+    collect(&wkt, &wkt, &mut wkt_files);
+    assert!(wkt_files.iter().any(|f| f.ends_with("descriptor.proto")));
+
+    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("proto-corpus-out");
+    let (mut ok, mut services, mut extends) = (0, 0, 0);
+    for (root, list) in [(&apis, &files), (&wkt, &wkt_files)] {
+        for rel in list {
+            let text = std::fs::read_to_string(root.join(rel)).unwrap();
+            let has_service = text.lines().any(|l| l.starts_with("service "));
+            extends += text
+                .lines()
+                .any(|l| l.starts_with("extend google.protobuf.")) as usize;
+            // The file named relative to the include directory, as `cornflakes gen -I` takes it.
+            let r = Config::new()
+                .out_dir(&out)
+                .rerun_if_changed(false)
+                .compile_protos(&[rel], &[&apis, &wkt]);
+            match (r, has_service) {
+                (Ok(()), false) => ok += 1,
+                (Err(e), true) => {
+                    assert!(
+                        e.to_string().contains("unsupported `service`"),
+                        "{rel:?}: {e}"
+                    );
+                    services += 1;
+                }
+                (r, _) => panic!("{rel:?}: {r:?}"),
+            }
+        }
+    }
+    assert!(
+        extends >= 10,
+        "the corpus declares custom options ({extends} files)"
+    );
+    assert_eq!(services, 2);
+    assert_eq!(ok, files.len() + wkt_files.len() - 2);
+}
+
+fn collect(root: &Path, dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            collect(root, &p, out);
+        } else if p.extension().is_some_and(|x| x == "proto") {
+            out.push(p.strip_prefix(root).unwrap().to_path_buf());
+        }
+    }
+    out.sort();
+}
