@@ -467,22 +467,27 @@ impl Cf {
     }
 }
 
-/// Serialize-and-send of `m` up to the descriptors, then the completion releasing them.
+/// Serialize-and-send of `m` up to the descriptors, then the completion releasing them. The
+/// send consumes the object: its zero-copy references move into the descriptors
+/// ([`CornflakesObj::into_zero_copy`]), as a datapath's consuming send does.
 #[inline(always)]
-fn send<O: CornflakesObj>(m: &O, tx: &mut [u8], ring: &mut [Desc]) -> usize {
+fn send<O: CornflakesObj>(m: O, tx: &mut [u8], ring: &mut [Desc]) -> usize {
     let s = m.sizes();
     let head = m
         .write_header_and_copy(&s, &mut tx[PACKET_HEADER..], Demote::NONE, 0)
         .expect("the transmit buffer holds the header and copy areas");
     ring[0].addr = tx.as_ptr() as u64;
     ring[0].len = (PACKET_HEADER + head) as u32;
+    if s.zero_copy_count == 0 {
+        return PACKET_HEADER + head;
+    }
     let mut slot = 1;
     let mut keep = Demote::NONE;
-    m.for_each_zero_copy(&mut keep, &mut |b: &RcBuf| {
+    m.into_zero_copy(&mut keep, &mut |b: RcBuf| {
         let d = &mut ring[slot];
         d.addr = b.as_ptr() as u64;
         d.len = b.len() as u32;
-        d.buf = Some(b.clone());
+        d.buf = Some(b);
         slot += 1;
     });
     // Completion: the device is done, the references go.
@@ -545,7 +550,7 @@ fn cf_tree<'a, T: TreeObj<'a>>(
         let v = it.next().map_or(&[][..], |&i| &store.vals[i as usize][..]);
         CFBytes::new_ref(v, arena)
     });
-    send(&t, tx, ring)
+    send(t, tx, ring)
 }
 
 fn cf_read_tree<'a, T: TreeObj<'a>>(rx: &'a RcBuf, arena: &'a Arena) -> usize {
@@ -581,7 +586,7 @@ impl Lib for Cf {
                     m.get_mut_vals()
                         .append(CFBytes::new_ref(&store.vals[i as usize][..], arena));
                 }
-                send(&m, tx, ring)
+                send(m, tx, ring)
             }
         }
     }

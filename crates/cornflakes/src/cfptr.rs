@@ -225,6 +225,12 @@ impl<'a> CFBytes<'a> {
         &self.0
     }
 
+    /// The hybrid pointer, by value (a zero-copy reference moves out without a clone).
+    #[inline]
+    pub fn into_ptr(self) -> CFPtr<'a> {
+        self.0
+    }
+
     /// Length in bytes.
     #[inline]
     pub fn len(&self) -> usize {
@@ -323,6 +329,12 @@ impl<'a> CFString<'a> {
     #[inline]
     pub fn ptr(&self) -> &CFPtr<'a> {
         &self.ptr
+    }
+
+    /// The hybrid pointer, by value (a zero-copy reference moves out without a clone).
+    #[inline]
+    pub fn into_ptr(self) -> CFPtr<'a> {
+        self.ptr
     }
 
     /// Length in bytes.

@@ -14,7 +14,7 @@
 use bumpalo::boxed::Box as ABox;
 
 use crate::arena::Arena;
-use crate::cfptr::{CFBytes, CFString};
+use crate::cfptr::{CFBytes, CFPtr, CFString};
 use crate::list::{Leaf, LeafList, MessageList, PackedList};
 use crate::mem::RcBuf;
 use crate::obj::{CornflakesObj, DecodeObj, Sizes};
@@ -169,6 +169,17 @@ impl CornflakesObj for GetM<'_> {
             self.vals.for_each_zero_copy(demote, f);
         }
     }
+
+    #[inline]
+    fn into_zero_copy<F: FnMut(RcBuf)>(self, demote: &mut Demote, f: &mut F) {
+        let b = self.p.words[0];
+        if b & 2 != 0 {
+            self.keys.into_zero_copy(demote, f);
+        }
+        if b & 4 != 0 {
+            self.vals.into_zero_copy(demote, f);
+        }
+    }
 }
 
 impl<'a> DecodeObj<'a> for GetM<'a> {
@@ -288,6 +299,17 @@ impl CornflakesObj for Inner<'_> {
     fn for_each_zero_copy<F: FnMut(&RcBuf)>(&self, demote: &mut Demote, f: &mut F) {
         if self.has_b() {
             if let Some(b) = self.b.ptr().as_rcbuf() {
+                if demote.keep_zero_copy(b.len()) {
+                    f(b);
+                }
+            }
+        }
+    }
+
+    #[inline]
+    fn into_zero_copy<F: FnMut(RcBuf)>(self, demote: &mut Demote, f: &mut F) {
+        if self.has_b() {
+            if let CFPtr::ZeroCopy(b) = self.b.into_ptr() {
                 if demote.keep_zero_copy(b.len()) {
                     f(b);
                 }
@@ -455,6 +477,19 @@ impl CornflakesObj for Outer<'_> {
         }
         if b & 8 != 0 {
             self.list.for_each_zero_copy(demote, f);
+        }
+    }
+
+    #[inline]
+    fn into_zero_copy<F: FnMut(RcBuf)>(self, demote: &mut Demote, f: &mut F) {
+        let b = self.p.words[0];
+        if b & 2 != 0 {
+            if let Some(m) = self.in_ {
+                ABox::into_inner(m).into_zero_copy(demote, f);
+            }
+        }
+        if b & 8 != 0 {
+            self.list.into_zero_copy(demote, f);
         }
     }
 }

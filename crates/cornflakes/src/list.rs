@@ -22,6 +22,8 @@ pub trait Leaf<'a> {
     fn cf_ptr(&self) -> &CFPtr<'a>;
     /// Wraps a decoded value.
     fn from_ptr(p: CFPtr<'a>) -> Self;
+    /// The hybrid pointer, by value.
+    fn into_ptr(self) -> CFPtr<'a>;
 }
 
 impl<'a> Leaf<'a> for CFPtr<'a> {
@@ -32,6 +34,10 @@ impl<'a> Leaf<'a> for CFPtr<'a> {
     #[inline]
     fn from_ptr(p: CFPtr<'a>) -> Self {
         p
+    }
+    #[inline]
+    fn into_ptr(self) -> CFPtr<'a> {
+        self
     }
 }
 
@@ -44,6 +50,10 @@ impl<'a> Leaf<'a> for CFBytes<'a> {
     fn from_ptr(p: CFPtr<'a>) -> Self {
         CFBytes(p)
     }
+    #[inline]
+    fn into_ptr(self) -> CFPtr<'a> {
+        self.0
+    }
 }
 
 impl<'a> Leaf<'a> for CFString<'a> {
@@ -54,6 +64,10 @@ impl<'a> Leaf<'a> for CFString<'a> {
     #[inline]
     fn from_ptr(p: CFPtr<'a>) -> Self {
         CFString::from_ptr_unchecked_utf8(p)
+    }
+    #[inline]
+    fn into_ptr(self) -> CFPtr<'a> {
+        CFString::into_ptr(self)
     }
 }
 
@@ -166,6 +180,26 @@ impl<'a, T: Leaf<'a>> LeafList<'a, T> {
             }
         }
     }
+
+    /// Consumes the list, handing each zero-copy element kept by `demote` to `f` by value (its
+    /// reference moves, no clone); the demoted ones release theirs.
+    #[inline]
+    pub fn into_zero_copy<F: FnMut(RcBuf)>(mut self, demote: &mut Demote, f: &mut F) {
+        if self.sizes.zero_copy_count == 0 {
+            return;
+        }
+        // The list's own drop then has nothing to release.
+        self.sizes.zero_copy_count = 0;
+        let bump = self.items.bump();
+        let items = std::mem::replace(&mut *self.items, BVec::new_in(bump));
+        for v in items {
+            if let CFPtr::ZeroCopy(b) = v.into_ptr() {
+                if demote.keep_zero_copy(b.len()) {
+                    f(b);
+                }
+            }
+        }
+    }
 }
 
 impl<'a, T> Index<usize> for LeafList<'a, T> {
@@ -267,6 +301,14 @@ impl<'a, M: CornflakesObj> MessageList<'a, M> {
     pub fn for_each_zero_copy<F: FnMut(&RcBuf)>(&self, demote: &mut Demote, f: &mut F) {
         for m in self.items.iter() {
             m.for_each_zero_copy(demote, f);
+        }
+    }
+
+    /// Consumes the list, handing every element's zero-copy leaves to `f` by value, in order
+    /// (see [`CornflakesObj::into_zero_copy`]).
+    pub fn into_zero_copy<F: FnMut(RcBuf)>(self, demote: &mut Demote, f: &mut F) {
+        for m in self.items {
+            m.into_zero_copy(demote, f);
         }
     }
 }

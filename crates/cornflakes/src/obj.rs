@@ -95,6 +95,20 @@ pub trait CornflakesObj {
     /// Calls `f` on each zero-copy leaf kept by `demote`, in wire order.
     fn for_each_zero_copy<F: FnMut(&RcBuf)>(&self, demote: &mut Demote, f: &mut F);
 
+    /// Consumes the object, handing each zero-copy leaf kept by `demote` to `f` by value, in
+    /// wire order: the same leaves as [`for_each_zero_copy`](Self::for_each_zero_copy), but the
+    /// object's own references move into `f` (a datapath posts them as descriptors and releases
+    /// them at completion: one clone and one release less per leaf than cloning from a
+    /// borrowed object and dropping it). Leaves `demote` does not keep are released. Generated
+    /// objects move; this default clones, then drops the object.
+    #[inline]
+    fn into_zero_copy<F: FnMut(RcBuf)>(self, demote: &mut Demote, f: &mut F)
+    where
+        Self: Sized,
+    {
+        self.for_each_zero_copy(demote, &mut |b: &RcBuf| f(b.clone()));
+    }
+
     /// Writes HEADER AREA + COPY AREA into the start of `buf` and returns the bytes written,
     /// `sizes.head() + demoted`; a shorter `buf` is refused with [`BufferTooSmall`] before
     /// anything is written. `sizes` must be `self.sizes()` and `(demote, demoted)` a plan for

@@ -223,7 +223,14 @@ proptest! {
             prop_assert_eq!(demoted.len(), s.total());
             check_outer(&spec, &Outer::deserialize_bytes(&demoted, &rx_arena).unwrap());
             drop(back);
-            drop(obj);
+            // The consuming walk hands over the same entries, in order: the wire's tail.
+            let mut moved = Vec::new();
+            let mut keep_all = Demote::NONE;
+            obj.into_zero_copy(&mut keep_all, &mut |b: RcBuf| moved.push(b));
+            prop_assert_eq!(moved.len(), s.zero_copy_count);
+            let tail: Vec<u8> = moved.iter().flat_map(|b| b.to_vec()).collect();
+            prop_assert_eq!(&tail[..], &bytes[s.head()..]);
+            drop(moved);
             drop(src);
             prop_assert_eq!(pkt.ref_count(), 1);
         }

@@ -291,3 +291,75 @@ fn appending_without_init_is_encoded() {
     let back = kv::PutMReq::deserialize(&mb, &rx).unwrap();
     assert!(back.has_keys() && back.get_keys().is_empty());
 }
+
+/// Builds an `Everything` whose zero-copy leaves sit in every place a leaf can: a singular
+/// string and bytes, a oneof member's nested message, lists of strings, bytes and messages, a
+/// boxed child and a list of children. Every leaf references `value` (threshold 0).
+fn zero_copy_everywhere<'a>(arena: &'a Arena, value: &'a cornflakes::RcBuf) -> Everything<'a> {
+    let b = || CFBytes::new(&value[..], arena);
+    let s = || CFString::new(std::str::from_utf8(&value[..]).unwrap(), arena);
+    let mut m = Everything::new_in(arena);
+    m.set_text(s());
+    m.set_data(b());
+    m.init_r_text(2);
+    m.get_mut_r_text().append(s());
+    m.get_mut_r_text().append(s());
+    m.init_r_data(1);
+    m.get_mut_r_data().append(b());
+    m.init_r_nested(1);
+    let mut n = Nested::new_in(arena);
+    n.set_leaf(b());
+    n.get_mut_deeper().init_notes(1);
+    n.get_mut_deeper().get_mut_notes().append(s());
+    m.get_mut_r_nested().append(n);
+    m.get_mut_sub().set_leaf(b());
+    m.get_mut_child().set_data(b());
+    m.init_children(1);
+    let mut c = Everything::new_in(arena);
+    c.set_text(s());
+    m.get_mut_children().append(c);
+    m
+}
+
+#[test]
+fn into_zero_copy_moves_the_same_leaves_the_borrowing_walk_lends() {
+    use cornflakes::wire::Demote;
+    let mem = cornflakes::PinnedMemory::with_defaults().unwrap();
+    let arena = Arena::with_memory(&mem).with_threshold(0);
+    // One pinned value (UTF-8, for the strings) behind every leaf.
+    let value = &mem.alloc_copy(&[b'v'; 600]).unwrap();
+    let m = zero_copy_everywhere(&arena, value);
+    let s = m.sizes();
+    assert_eq!(s.zero_copy_count, 10, "every leaf is zero-copy");
+    assert_eq!(value.ref_count(), 1 + 10);
+    let mut lent = Vec::new();
+    let mut keep_all = Demote::NONE;
+    m.for_each_zero_copy(&mut keep_all, &mut |b: &cornflakes::RcBuf| {
+        lent.push((b.as_ptr(), b.len()))
+    });
+    let wire = m.serialize_to_vec();
+    let mut moved = Vec::new();
+    let mut keep_all = Demote::NONE;
+    m.into_zero_copy(&mut keep_all, &mut |b| moved.push(b));
+    // The object's references moved: none cloned, none released.
+    assert_eq!(value.ref_count(), 1 + 10);
+    let got: Vec<_> = moved.iter().map(|b| (b.as_ptr(), b.len())).collect();
+    assert_eq!(got, lent, "same leaves, same wire order");
+    drop(moved);
+    assert_eq!(value.ref_count(), 1);
+    // The moved walk and the borrowed one put the same bytes on the wire.
+    let back = Everything::deserialize(&wire, &arena).unwrap();
+    assert_eq!(back.get_r_text().len(), 2);
+    drop(back);
+
+    // With at most 3 entries the other 7 leaves (all the same length: the first 7 in wire
+    // order) are demoted: released, not handed over.
+    let m = zero_copy_everywhere(&arena, value);
+    let (mut plan, _) = Demote::plan(&m.zero_copy_lens(), 3);
+    let mut kept = Vec::new();
+    m.into_zero_copy(&mut plan, &mut |b| kept.push(b));
+    assert_eq!(kept.len(), 3);
+    assert_eq!(value.ref_count(), 1 + 3);
+    drop(kept);
+    assert_eq!(value.ref_count(), 1);
+}
