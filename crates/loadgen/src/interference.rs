@@ -53,12 +53,12 @@ impl Interference {
     }
 
     /// Whether the trial is disturbed: other processes took more than [`DISTURBED_SHARE`] of
-    /// the watched CPUs, or this process's threads were switched out involuntarily more than
-    /// a few times per CPU per second (the kernel's own ticks cause a handful).
+    /// the watched CPUs. The involuntary switches are reported, not judged: on an idle 2-CPU
+    /// machine a bench's own threads (server, device, the main thread waking to watch) switch
+    /// each other out 20-240 times per trial, so a count says nothing about a neighbour by
+    /// itself (a first version flagged every trial of a quiet run that way).
     pub fn disturbed(&self) -> bool {
-        let secs = self.window.as_secs_f64().max(1e-3);
         self.others_share() > DISTURBED_SHARE
-            || self.involuntary_switches as f64 > 20.0 * secs * self.cpus as f64 + 5.0
     }
 
     /// One phrase for a progress line or a table note.
@@ -221,7 +221,7 @@ mod tests {
     }
 
     #[test]
-    fn the_disturbed_flag_follows_the_share_and_the_switches() {
+    fn the_disturbed_flag_follows_the_share_of_other_processes() {
         let quiet = Interference {
             window: Duration::from_secs(1),
             cpus: 2,
@@ -236,10 +236,11 @@ mod tests {
             ..quiet.clone()
         };
         assert!(shared.disturbed() && shared.describe().ends_with("DISTURBED"));
+        // The bench's own threads displacing each other is not a neighbour.
         let switched = Interference {
             involuntary_switches: 500,
             ..quiet
         };
-        assert!(switched.disturbed());
+        assert!(!switched.disturbed() && switched.describe().contains("500 involuntary"));
     }
 }
