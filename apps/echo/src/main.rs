@@ -66,9 +66,12 @@ usage:
       (feature `ice`) on the DPDK port the EAL arguments name (e.g. '-l 2 -a 0000:3b:00.0').
   echo client --server IP:PORT --mode M [--shape S] [--rates R,..] [--duration SECS]
               [--warmup SECS] [--timeout-ms MS] [--threads N] [--mtu N] [--bind IP]
-              [--out DIR] [--json PATH] [--spin] [--cores N]
+              [--out DIR] [--json PATH] [--spin] [--cores N] [--datapath socket|tcp [--conns N]]
       Sweeps the offered loads against a running `echo server` of the same mode. --cores N:
       the server runs N cores on PORT..PORT+N-1; requests are spread round-robin over them.
+      --datapath tcp: over kernel TCP, --conns N connections (default 1) per server core and
+      client thread, against `echo server --datapath tcp` or the same handler over
+      Demikernel's TCP (`demi-server echo`, built with nightly in demikernel/; docs/tcp.md).
 
 modes:  raw zero-copy one-copy two-copy cornflakes cornflakes-sg cornflakes-copy
         cornflakes-no-ssend protobuf capnp flatbuffers
@@ -286,6 +289,7 @@ fn client_cmd(mut a: Args) -> Result<(), String> {
         .map_or_else(|| out.join("echo-client.json"), PathBuf::from);
     let busy_poll = a.switch("--spin");
     let cores = a.parse::<usize>("--cores")?.unwrap_or(1).max(1);
+    let tcp_conns = app_server::cli::client_transport(&mut a)?;
     a.finish()?;
     let mut loads = rates;
     loads.sort_by(f64::total_cmp);
@@ -305,7 +309,7 @@ fn client_cmd(mut a: Args) -> Result<(), String> {
         mtu,
         stop_after_misses: 2,
         busy_poll,
-        tcp_conns: None,
+        tcp_conns,
     };
     let records = bench::sweep_mode(&plan)?;
     if let Some(dir) = json.parent().filter(|p| !p.as_os_str().is_empty()) {
