@@ -1,0 +1,229 @@
+//! The apps over Demikernel: `demi-server echo` and `demi-server kv` (the apps' own handlers on
+//! `app_server::Server` over [`DemiDatapath`](cornflakes_demikernel::datapath::DemiDatapath))
+//! in namespace A of a veth pair the test creates, and the apps' own bench clients
+//! (`echo::bench::sweep_mode`, `kv_store::bench::run_client` — what `echo client --datapath tcp`
+//! and `kv client --datapath tcp` run) over kernel TCP in namespace B, for every echo mode and
+//! every KV serialization at a low load. Every request must be answered and every reply
+//! verified; nothing is timed. Needs root and `ip`; prints SKIPPED otherwise
+//! (`CORNFLAKES_REQUIRE_NETNS=1` turns that into a failure).
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddrV4;
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use loadgen::Record;
+use netns_harness::host::format_mac;
+use netns_harness::{in_netns, Suite, VethPair};
+
+const SUITE: Suite = Suite::new("cfdapp", "cda", 78, "CORNFLAKES_REQUIRE_NETNS");
+const PORT: u16 = 7400;
+
+/// A `demi-server` child in namespace A; its stderr is echoed (indented) and kept.
+struct DemiServer {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: mpsc::Receiver<String>,
+    addr: SocketAddrV4,
+}
+
+impl DemiServer {
+    fn start(v: &VethPair, app_args: &[&str]) -> Result<DemiServer, String> {
+        let addr = SocketAddrV4::new(v.ip_a, PORT);
+        let mut child = Command::new("ip")
+            .args(["netns", "exec", &v.ns_a])
+            .arg(env!("CARGO_BIN_EXE_demi-server"))
+            .args(app_args)
+            .args(["--bind", &addr.to_string(), "--ifname", &v.if_a])
+            .args(["--peer", &format!("{}={}", v.ip_b, format_mac(v.mac_b))])
+            .arg("--until-stdin-closes")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("starting demi-server: {e}"))?;
+        let stdin = child.stdin.take();
+        let stderr = child.stderr.take().ok_or("no stderr pipe")?;
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                eprintln!("  {line}");
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let s = DemiServer {
+            child,
+            stdin,
+            lines,
+            addr,
+        };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match s.lines.recv_timeout(left) {
+                Ok(l) if l.starts_with("[server] ready:") => {
+                    if !l.contains("Demikernel catpowder TCP") {
+                        return Err(format!("unexpected ready line {l:?}"));
+                    }
+                    return Ok(s);
+                }
+                Ok(_) => {}
+                Err(_) => return Err(format!("demi-server {app_args:?} never became ready")),
+            }
+        }
+    }
+
+    /// Closes stdin, waits for the exit and returns the final counters line.
+    fn stop(mut self) -> Result<String, String> {
+        drop(self.stdin.take());
+        let status = self.child.wait().map_err(|e| e.to_string())?;
+        let lines: Vec<String> = self.lines.iter().collect();
+        if !status.success() {
+            return Err(format!("demi-server exited with {status}"));
+        }
+        lines
+            .into_iter()
+            .find(|l| l.contains(" done: "))
+            .ok_or_else(|| "no final counters line".to_owned())
+    }
+}
+
+impl Drop for DemiServer {
+    fn drop(&mut self) {
+        if self.stdin.is_some() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Every request answered and verified, nothing else.
+fn check(what: &str, records: &[Record]) {
+    assert!(!records.is_empty(), "{what}: no record");
+    for r in records {
+        assert!(r.sent > 0, "{what}: nothing sent: {r:?}");
+        assert_eq!(
+            r.verified, r.sent,
+            "{what}: not every reply verified: {r:?}"
+        );
+        assert_eq!(
+            (r.mismatched, r.lost, r.unexpected, r.malformed, r.errors),
+            (0, 0, 0, 0, 0),
+            "{what}: {r:?}"
+        );
+    }
+}
+
+/// The counters line must show no malformed request and no failed send.
+fn check_server(what: &str, done: &str) {
+    for bad in ["malformed=", "send_failed=", "io_errors="] {
+        if let Some(i) = done.find(bad) {
+            let n: String = done[i + bad.len()..]
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect();
+            assert_eq!(n, "0", "{what}: {done}");
+        }
+    }
+}
+
+fn skip(test: &str) -> bool {
+    match SUITE.skip_reason() {
+        Some(why) => {
+            SUITE.skip(test, &why);
+            true
+        }
+        None => false,
+    }
+}
+
+#[test]
+fn echo_client_verifies_every_mode_against_demi_server_on_a_veth_pair() {
+    if skip("echo_client_verifies_every_mode_against_demi_server_on_a_veth_pair") {
+        return;
+    }
+    let v = VethPair::create(&SUITE, 1500).expect("create the veth pair");
+    for mode in echo::Mode::ALL {
+        let server = DemiServer::start(&v, &["echo", "--mode", mode.name()])
+            .unwrap_or_else(|e| panic!("{mode}: {e}"));
+        let plan = echo::bench::SweepPlan {
+            mode,
+            shape: echo::bench::BenchConfig::default().shape,
+            server: server.addr,
+            bind: v.ip_b,
+            loads: vec![200.0],
+            duration: Duration::from_millis(300),
+            warmup: Duration::from_millis(100),
+            timeout: Duration::from_secs(3),
+            threads: 1,
+            mtu: echo::bench::DEFAULT_MTU,
+            stop_after_misses: 0,
+            busy_poll: false,
+            other_cores: Vec::new(),
+            tcp_conns: Some(2),
+        };
+        let records = in_netns(&v.ns_b, move || echo::bench::sweep_mode(&plan))
+            .expect("run the client in namespace B")
+            .unwrap_or_else(|e| panic!("{mode}: {e}"));
+        let done = server.stop().unwrap_or_else(|e| panic!("{mode}: {e}"));
+        check(mode.name(), &records);
+        check_server(mode.name(), &done);
+    }
+}
+
+#[test]
+fn kv_client_verifies_every_serialization_against_demi_server_on_a_veth_pair() {
+    if skip("kv_client_verifies_every_serialization_against_demi_server_on_a_veth_pair") {
+        return;
+    }
+    let v = VethPair::create(&SUITE, 1500).expect("create the veth pair");
+    let out =
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("demi-kv-{}", std::process::id()));
+    for ser in kv_store::Serialization::ALL {
+        let server = DemiServer::start(
+            &v,
+            &[
+                "kv",
+                "--serialization",
+                ser.name(),
+                "--workload",
+                "google",
+                "--list-lens",
+                "1-4",
+                "--keys",
+                "300",
+            ],
+        )
+        .unwrap_or_else(|e| panic!("{ser}: {e}"));
+        let mut cfg = kv_store::bench::BenchConfig::default();
+        let mut a = loadgen::args::Args::new(
+            ["--list-lens", "1-4", "--keys", "300"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+        );
+        cfg.workload = kv_store::load::workload_from_args(&mut a, "google").unwrap();
+        a.finish().unwrap();
+        cfg.serializations = vec![ser];
+        cfg.rates = vec![200.0];
+        cfg.duration = Duration::from_millis(300);
+        cfg.warmup = Duration::from_millis(100);
+        cfg.timeout = Duration::from_secs(3);
+        cfg.requests = 300;
+        cfg.threads = 1;
+        cfg.tcp_conns = Some(2);
+        cfg.out_dir = out.clone();
+        let addr = server.addr;
+        let outcome = in_netns(&v.ns_b, move || kv_store::bench::run_client(&cfg, addr))
+            .expect("run the client in namespace B")
+            .unwrap_or_else(|e| panic!("{ser}: {e}"));
+        let done = server.stop().unwrap_or_else(|e| panic!("{ser}: {e}"));
+        check(ser.name(), &outcome.records);
+        check_server(ser.name(), &done);
+    }
+    let _ = std::fs::remove_dir_all(&out);
+}
