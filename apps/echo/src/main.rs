@@ -55,7 +55,7 @@ usage:
       server runs over AF_XDP in a network namespace the command creates and deletes, one
       mode after another; the clients use kernel sockets on the veth's peer.
   echo server --mode M [--bind IP:PORT] [--threshold N] [--mtu N] [--seconds SECS] [--spin]
-              [--cores N] [--until-stdin-closes] [--datapath socket|xdp --ifname IF [--peer IP=MAC]]
+              [--cores N] [--until-stdin-closes] [--datapath socket|tcp|xdp --ifname IF [--peer IP=MAC]]
               [--datapath mlx5 --mlx5-dev DEV] [--datapath ice --dpdk-args ARGS]
       Serves until killed (or for SECS, or until stdin closes), printing its counters every
       second on stderr. --cores N (every datapath): N share-nothing cores pinned one per CPU,
@@ -64,6 +64,9 @@ usage:
       per-core and summed counters at the end (docs/cores.md). With --datapath xdp (feature `xdp`, root) over AF_XDP on IF; with
       mlx5 (feature `mlx5`) on a ConnectX device (RDMA name or PCI address); with ice
       (feature `ice`) on the DPDK port the EAL arguments name (e.g. '-l 2 -a 0000:3b:00.0').
+      --datapath tcp: kernel TCP (stream frames). Over Demikernel's TCP the same server is
+      `demi-server echo --mode M --bind IP:PORT --ifname IF --peer IP=MAC`, a nightly binary
+      in demikernel/ run with `ip netns exec` (docs/tcp.md, section The apps over Demikernel).
   echo client --server IP:PORT --mode M [--shape S] [--rates R,..] [--duration SECS]
               [--warmup SECS] [--timeout-ms MS] [--threads N] [--mtu N] [--bind IP]
               [--out DIR] [--json PATH] [--spin] [--cores N] [--datapath socket|tcp [--conns N]]

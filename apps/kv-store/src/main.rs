@@ -62,7 +62,7 @@ usage:
   kv server --serialization S [--bind IP:PORT] [--threshold N] [--mtu N] [--max-item BYTES]
             [--memory-limit BYTES] [--workload W [workload options]] [--seconds SECS] [--spin]
             [--until-stdin-closes] [--cores N]
-            [--datapath socket | xdp --ifname IF [--peer IP=MAC] | mlx5 --mlx5-dev DEV | ice --dpdk-args ARGS]
+            [--datapath socket | tcp | xdp --ifname IF [--peer IP=MAC] | mlx5 --mlx5-dev DEV | ice --dpdk-args ARGS]
       Serves until killed (or for SECS, or until its stdin closes), printing its counters
       every second; with --workload, loads that workload's contents first. xdp (feature
       `xdp`, root): AF_XDP on interface IF, with a static ARP entry for the peer; mlx5
@@ -72,6 +72,9 @@ usage:
       PORT+i holding only the keys k with kv_store::steer::core_of(k, N) = i (xdp: on queue i
       of IF, which needs N queues and a NIC steering each port to its queue; mlx5/ice: its
       own queue set and one flow rule for its port; docs/cores.md). --memory-limit is per core.
+      --datapath tcp: kernel TCP (stream frames). Over Demikernel's TCP the same server is
+      `demi-server kv --serialization S --bind IP:PORT --ifname IF --peer IP=MAC [--workload W
+      ...]`, a nightly binary in demikernel/ run with `ip netns exec` (docs/tcp.md).
   kv client --server IP:PORT --serialization S --workload W [workload options] [--rates ..]
             [--duration SECS] [--warmup SECS] [--timeout-ms MS] [--threads N] [--requests N]
             [--seed N] [--out DIR] [--json PATH] [--spin] [--cores N] [--datapath socket|tcp [--conns N]]
