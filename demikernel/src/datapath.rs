@@ -130,6 +130,9 @@ struct Conn {
     /// Bytes pushed and not yet reported done.
     pushed: usize,
     dirty: bool,
+    /// The peer ended its stream: no more pops; closed at the next burst, after the replies to
+    /// what it sent last were flushed.
+    rx_closed: bool,
 }
 
 /// Why a connection is being closed.
@@ -153,6 +156,8 @@ pub struct DemiDatapath {
     pending: HashMap<u64, Pending>,
     dirty: Vec<u32>,
     closing: Vec<(u32, Close)>,
+    /// Connections whose peer ended its stream during the last burst.
+    half_closed: Vec<u32>,
     results: Vec<demi_qresult_t>,
     rx_frames: Vec<(Msg, RcBuf)>,
     counters: DropCounters,
@@ -198,6 +203,7 @@ impl DemiDatapath {
             pending,
             dirty: Vec::new(),
             closing: Vec::new(),
+            half_closed: Vec::new(),
             results: Vec::new(),
             rx_frames: Vec::new(),
             counters: DropCounters::default(),
@@ -237,6 +243,7 @@ impl DemiDatapath {
                 tx: TxQueue::default(),
                 pushed: 0,
                 dirty: false,
+                rx_closed: false,
             },
         );
         Ok(ConnId(id))
@@ -311,14 +318,16 @@ impl DemiDatapath {
             std::slice::from_raw_parts(seg.sgaseg_buf as *const u8, seg.sgaseg_len as usize)
         };
         if bytes.is_empty() {
-            // End of stream.
+            // End of stream: the replies to what was delivered are still to be sent (the
+            // server flushes after this burst), so the connection is closed at the next one.
             let _ = self.libos.sgafree(sga);
             if c.rx.partial_bytes() > 0 {
                 self.stats.partial_frames_lost += 1;
                 self.counters.truncated += 1;
             }
             self.stats.peer_closed += 1;
-            self.closing.push((id, Close::Done));
+            c.rx_closed = true;
+            self.half_closed.push(id);
             return;
         }
         self.stats.pops += 1;
@@ -408,8 +417,12 @@ impl DemiDatapath {
             let n = c.tx.clear();
             self.queued -= n;
             self.completed += n;
-            // Demikernel finishes (or cancels) the pushes and the pop in flight; their results
-            // find no connection and are dropped.
+            // Demikernel finishes (or cancels) the pushes and the pop in flight; their results,
+            // if any, find no connection and are dropped (a popped buffer is freed).
+            self.pending.retain(|_, p| match *p {
+                Pending::Pop(i) | Pending::Push(i, _) => i != id,
+                Pending::Accept | Pending::Close => true,
+            });
             if let Ok(qt) = self.libos.async_close(c.qd) {
                 self.pending.insert(u64::from(qt), Pending::Close);
             }
@@ -564,6 +577,10 @@ impl Receive for DemiDatapath {
     /// [`POP_ROUNDS`] times, so that a backlog drains and the receive window reopens.
     fn recv_burst(&mut self, out: &mut Vec<RxMsg>) -> io::Result<usize> {
         let before = out.len();
+        // Peers that ended their streams during the last burst: their replies are flushed.
+        for id in self.half_closed.drain(..) {
+            self.closing.push((id, Close::Done));
+        }
         let mut r = Ok(());
         for _ in 0..POP_ROUNDS {
             r = self.collect();

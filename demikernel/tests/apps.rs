@@ -227,3 +227,67 @@ fn kv_client_verifies_every_serialization_against_demi_server_on_a_veth_pair() {
     }
     let _ = std::fs::remove_dir_all(&out);
 }
+
+/// Bad input on one connection — a stream that is not framing, a frame cut by the end of its
+/// stream — closes only that connection and is counted; a well-behaved client is served in full.
+#[test]
+fn a_bad_stream_closes_only_its_connection_on_demi_server() {
+    if skip("a_bad_stream_closes_only_its_connection_on_demi_server") {
+        return;
+    }
+    use std::io::{Read, Write};
+    let v = VethPair::create(&SUITE, 1500).expect("create the veth pair");
+    let mode = echo::Mode::ALL[4];
+    let server = DemiServer::start(&v, &["echo", "--mode", mode.name()]).unwrap();
+    let addr = server.addr;
+    let plan = echo::bench::SweepPlan {
+        mode,
+        shape: echo::bench::BenchConfig::default().shape,
+        server: addr,
+        bind: v.ip_b,
+        loads: vec![200.0],
+        duration: Duration::from_millis(300),
+        warmup: Duration::from_millis(100),
+        timeout: Duration::from_secs(3),
+        threads: 1,
+        mtu: echo::bench::DEFAULT_MTU,
+        stop_after_misses: 0,
+        busy_poll: false,
+        other_cores: Vec::new(),
+        tcp_conns: Some(2),
+    };
+    let (closed, records) = in_netns(&v.ns_b, move || {
+        let connect = || {
+            let s = std::net::TcpStream::connect_timeout(&addr.into(), Duration::from_secs(10))
+                .expect("connect");
+            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            s
+        };
+        // Not framing: the server closes the connection.
+        let mut garbage = connect();
+        garbage.write_all(&[0xff; 64]).unwrap();
+        let mut buf = [0u8; 16];
+        let closed = match garbage.read(&mut buf) {
+            Ok(0) => true,
+            Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+            Ok(_) => false,
+        };
+        // A frame announcing 1000 bytes, 10 of them sent, then the end of the stream.
+        let mut cut = connect();
+        let mut frame = vec![0u8; datapath_tcp::frame::HEADER_LEN + 10];
+        datapath_tcp::frame::write_header(&mut frame, cornflakes::Msg::new(1, 1), 1000);
+        cut.write_all(&frame).unwrap();
+        cut.shutdown(std::net::Shutdown::Write).unwrap();
+        let _ = cut.read(&mut buf);
+        (closed, echo::bench::sweep_mode(&plan))
+    })
+    .expect("run the clients in namespace B");
+    assert!(closed, "the server kept a connection that sent no framing");
+    check(mode.name(), &records.unwrap());
+    let done = server.stop().unwrap();
+    check_server(mode.name(), &done);
+    assert!(
+        done.contains("datapath_drops=2"),
+        "one bad stream and one cut frame counted: {done}"
+    );
+}
