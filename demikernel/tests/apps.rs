@@ -291,3 +291,59 @@ fn a_bad_stream_closes_only_its_connection_on_demi_server() {
         "one bad stream and one cut frame counted: {done}"
     );
 }
+
+/// The calibration server (`demi-server calibrate`, the app's own `Calib` handler) answers both
+/// policies' requests over Demikernel; the calibration client (`calibrate::server::CalibClient`
+/// over kernel TCP) checks every reply's segments.
+#[test]
+fn calibration_client_verifies_both_policies_against_demi_server_on_a_veth_pair() {
+    if skip("calibration_client_verifies_both_policies_against_demi_server_on_a_veth_pair") {
+        return;
+    }
+    use calibrate::server::{items_for, CalibClient, Cell, Policy, ARRAY_ITEM};
+    let v = VethPair::create(&SUITE, 1500).expect("create the veth pair");
+    let array = 16 * ARRAY_ITEM;
+    let server = DemiServer::start(&v, &["calibrate", "--array-bytes", &array.to_string()])
+        .expect("start demi-server calibrate");
+    let addr = server.addr;
+    for policy in Policy::BOTH {
+        let cell = Cell {
+            size: 1024,
+            count: 4,
+            policy,
+            items: items_for(array),
+        };
+        let report = in_netns(&v.ns_b, move || {
+            let checker = move |id: u64, payload: &[u8]| {
+                cell.check(id, payload, &cornflakes::Arena::new(), &mut Vec::new())
+            };
+            let schedule = loadgen::Schedule::poisson(&loadgen::ScheduleConfig {
+                rate_rps: 200.0,
+                bound: loadgen::Bound::Duration(Duration::from_millis(400)),
+                threads: 1,
+                seed: 7,
+            })
+            .map_err(|e| e.to_string())?;
+            let run_cfg = loadgen::RunConfig {
+                warmup: Duration::from_millis(100),
+                timeout: Duration::from_secs(3),
+                busy_poll: false,
+                progress: false,
+            };
+            let make = |thread: usize| {
+                let dp = datapath_tcp::TcpDatapath::new(datapath_tcp::TcpConfig::new(None))
+                    .map_err(std::io::Error::other)?;
+                CalibClient::new(dp, addr, thread, cell)
+            };
+            loadgen::run(&schedule, &run_cfg, make, &checker).map_err(|e| e.to_string())
+        })
+        .expect("run the client in namespace B")
+        .unwrap_or_else(|e| panic!("{}: {e}", policy.name()));
+        check(
+            policy.name(),
+            &[Record::from_report(policy.name(), "4x1024", &report)],
+        );
+    }
+    let done = server.stop().unwrap();
+    check_server("calibrate", &done);
+}

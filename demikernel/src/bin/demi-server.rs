@@ -1,5 +1,5 @@
-//! `demi-server echo | kv`: the apps' own servers (echo's `Echo`, the KV store's `Kv`) on the
-//! shared server skeleton (`app_server::Server`) over Demikernel's TCP (catpowder LibOS), the
+//! `demi-server echo | kv | calibrate`: the apps' own servers (echo's `Echo`, the KV store's
+//! `Kv`, the calibration server's `Calib`) on the shared server skeleton (`app_server::Server`) over Demikernel's TCP (catpowder LibOS), the
 //! Demikernel arm of the apps (docs/tcp.md, "The apps over Demikernel"). Clients are the apps'
 //! own: `echo client --datapath tcp`, `kv client --datapath tcp`.
 
@@ -22,7 +22,9 @@ usage:
   demi-server kv --serialization S --bind IP:PORT (--ifname IF --peer IP=MAC [--mtu N] | --config PATH)
                  [--workload W [workload options]] [--threshold N] [--max-item BYTES]
                  [--memory-limit BYTES] [--seconds SECS] [--until-stdin-closes]
-      The echo server or the KV store (the apps' own handlers, every mode / serialization of
+  demi-server calibrate --array-bytes N --bind IP:PORT (--ifname IF --peer IP=MAC [--mtu N] | --config PATH)
+                        [--seconds SECS] [--until-stdin-closes]
+      The echo server, the KV store or the calibration server (the apps' own handlers, every mode / serialization of
       `echo server` / `kv server`) on one core over Demikernel's TCP: the catpowder LibOS runs
       its own ARP, IPv4 and TCP over a raw socket on IF and owns the --bind address, which
       the kernel must not have (it would answer with resets). Needs root (raw socket) and the
@@ -209,11 +211,41 @@ fn kv_cmd(mut a: Args) -> Result<(), String> {
     })
 }
 
+fn calibrate_cmd(mut a: Args) -> Result<(), String> {
+    let array_bytes: usize = a
+        .parse("--array-bytes")?
+        .ok_or("--array-bytes is required")?;
+    let c = common(&mut a)?;
+    a.finish()?;
+    if c.threshold.is_some() {
+        return Err(
+            "calibrate sets its thresholds per request (copy or sg): no --threshold".into(),
+        );
+    }
+    // As `calibrate server`: the array in pinned memory beside the buffers.
+    let mut dc = DemiConfig::new(None);
+    dc.memory.max_item_size = dc.memory.max_item_size.max(calibrate::run::SOCKET_MAX_ITEM);
+    dc.memory.max_bytes = array_bytes + (256 << 20);
+    serve(c, "calibrate", dc, move |mem| {
+        let calib = calibrate::server::Calib::new(mem, array_bytes)?;
+        eprintln!(
+            "[server] calibrate: {} array items ({} MiB)",
+            calib.items(),
+            array_bytes >> 20
+        );
+        Ok(calib)
+    })
+}
+
 fn main() -> ExitCode {
     app_server::cli::main(
         "demi-server",
         USAGE,
-        &[("echo", echo_cmd), ("kv", kv_cmd)],
+        &[
+            ("echo", echo_cmd),
+            ("kv", kv_cmd),
+            ("calibrate", calibrate_cmd),
+        ],
         std::env::args().skip(1).collect(),
     )
 }
