@@ -559,6 +559,17 @@ impl TcpDatapath {
         }
     }
 
+    /// A failed io_uring zero-copy send whose notification is still to come (the kernel posts
+    /// one for a send that failed with `EAGAIN`, too): its send number is taken by an empty
+    /// record, so that the notification completes that and not the next send, whose buffers
+    /// the kernel may still be reading.
+    fn reserve_notification(c: &mut Conn, zc_conns: &mut Vec<u32>) {
+        if c.zc.sends() == 0 {
+            zc_conns.push(c.id);
+        }
+        c.zc.record(Vec::new());
+    }
+
     /// Writes `id`'s queue until it is empty or the socket is full. An error means the
     /// connection failed.
     fn write_conn(&mut self, id: u32) -> io::Result<()> {
@@ -574,7 +585,16 @@ impl TcpDatapath {
             let sent = match self.uring.as_mut() {
                 Some(ring) if allow_zc && sys::fill_iov(&c.tx, &mut self.iov) => {
                     let user_data = (u64::from(id) << 32) | u64::from(c.zc.next_id());
-                    ring.send(c.stream.as_fd(), &mut self.iov, user_data)
+                    let r = ring.send(c.stream.as_fd(), &mut self.iov, user_data);
+                    match r.result {
+                        Ok(n) => Ok((n, r.more)),
+                        Err(e) => {
+                            if r.more {
+                                Self::reserve_notification(c, &mut self.zc_conns);
+                            }
+                            Err(e)
+                        }
+                    }
                 }
                 _ => sys::send_queue(
                     c.stream.as_fd(),
@@ -652,10 +672,6 @@ impl TcpDatapath {
         let mut released = 0;
         for z in self.notifications.drain(..) {
             let (id, send) = ((z.user_data >> 32) as u32, z.user_data as u32);
-            self.stats.zero_copy_completed += 1;
-            if z.copied {
-                self.stats.zero_copy_copied += 1;
-            }
             let c = match self.conns.get_mut(&id) {
                 Some(c) => c,
                 None => match self.draining.iter_mut().find(|c| c.id == id) {
@@ -663,7 +679,15 @@ impl TcpDatapath {
                     None => continue,
                 },
             };
-            released += c.zc.complete(send, send);
+            let n = c.zc.complete(send, send);
+            // A failed send's notification completes its empty record: not a zero-copy send.
+            if n > 0 {
+                self.stats.zero_copy_completed += 1;
+                if z.copied {
+                    self.stats.zero_copy_copied += 1;
+                }
+            }
+            released += n;
         }
         self.zc_conns
             .retain(|id| self.conns.get(id).is_some_and(|c| c.zc.sends() > 0));

@@ -28,6 +28,29 @@ pub(crate) struct Notification {
     pub copied: bool,
 }
 
+/// A send's result CQE: the bytes the kernel took, or the error, and whether a notification
+/// with the same `user_data` follows (`IORING_CQE_F_MORE`). The kernel posts one even for a
+/// send that failed (e.g. `EAGAIN` on a full socket buffer): its send number must stay
+/// reserved until that notification arrives, or it would release a later send's buffers early.
+#[derive(Debug)]
+pub(crate) struct SendResult {
+    pub result: io::Result<usize>,
+    pub more: bool,
+}
+
+impl SendResult {
+    fn of(res: i32, flags: u32) -> SendResult {
+        SendResult {
+            result: if res < 0 {
+                Err(io::Error::from_raw_os_error(-res))
+            } else {
+                Ok(res as usize)
+            },
+            more: cqueue::more(flags),
+        }
+    }
+}
+
 /// The ring, and notifications read while waiting for a send's result.
 pub(crate) struct ZcRing {
     ring: IoUring,
@@ -53,16 +76,32 @@ impl ZcRing {
         })
     }
 
-    /// Sends `iov` on `fd` as one `SENDMSG_ZC` tagged `user_data` and waits for its result.
-    /// Returns the bytes the kernel took and whether a notification will follow (then the
-    /// caller must keep every buffer the taken bytes lie in until [`ZcRing::drain`] returns it).
-    /// `EAGAIN`, `ENOBUFS` and socket errors come back as errors, as from `sendmsg`.
+    /// Sends `iov` on `fd` as one `SENDMSG_ZC` tagged `user_data` and waits for its result:
+    /// the bytes the kernel took and whether a notification will follow (then the caller must
+    /// keep every buffer the taken bytes lie in until [`ZcRing::drain`] returns it). `EAGAIN`,
+    /// `ENOBUFS` and socket errors come back as errors, as from `sendmsg` (possibly with a
+    /// notification to come, see [`SendResult`]); so do errors of the ring itself.
     pub(crate) fn send(
         &mut self,
         fd: BorrowedFd<'_>,
         iov: &mut [libc::iovec],
         user_data: u64,
-    ) -> io::Result<(usize, bool)> {
+    ) -> SendResult {
+        match self.send_one(fd, iov, user_data) {
+            Ok(r) => r,
+            Err(e) => SendResult {
+                result: Err(e),
+                more: false,
+            },
+        }
+    }
+
+    fn send_one(
+        &mut self,
+        fd: BorrowedFd<'_>,
+        iov: &mut [libc::iovec],
+        user_data: u64,
+    ) -> io::Result<SendResult> {
         // SAFETY: an all-zero msghdr is valid (no name, no control data).
         let mut m: libc::msghdr = unsafe { zeroed() };
         m.msg_iov = iov.as_mut_ptr();
@@ -100,15 +139,11 @@ impl ZcRing {
                         copied: cqe.result() & NOTIF_USAGE_ZC_COPIED != 0,
                     });
                 } else if cqe.user_data() == user_data && result.is_none() {
-                    result = Some((cqe.result(), cqueue::more(cqe.flags())));
+                    result = Some(SendResult::of(cqe.result(), cqe.flags()));
                 }
             }
-            if let Some((res, more)) = result {
-                return if res < 0 {
-                    Err(io::Error::from_raw_os_error(-res))
-                } else {
-                    Ok((res as usize, more))
-                };
+            if let Some(r) = result {
+                return Ok(r);
             }
         }
     }
