@@ -199,6 +199,12 @@ pub struct TcpStats {
     pub zero_copy_enobufs: u64,
     /// Closed connections still waiting for zero-copy completions (their buffers held).
     pub draining: u64,
+    /// [`ZeroCopyMode::IoUring`]: `io_uring_enter` calls made for zero-copy sends. A flush
+    /// submits the zero-copy sends of all its connections together and waits for their results
+    /// at once, so a batch of several connections' sends usually takes one.
+    pub uring_enters: u64,
+    /// [`ZeroCopyMode::IoUring`]: zero-copy sends made in such batches of two or more.
+    pub uring_batched_sends: u64,
 }
 
 /// One TCP connection.
@@ -362,6 +368,7 @@ impl TcpDatapath {
     pub fn stats(&self) -> TcpStats {
         let mut s = self.stats;
         s.draining = self.draining.len() as u64;
+        s.uring_enters = self.uring.as_ref().map_or(0, |r| r.enters());
         s
     }
 
@@ -570,16 +577,136 @@ impl TcpDatapath {
         c.zc.record(Vec::new());
     }
 
-    /// Writes `id`'s queue until it is empty or the socket is full. An error means the
+    /// Accounts for `n` bytes the kernel took from `c`'s queue in one send that offered
+    /// `offered` bytes; `zc`: a zero-copy send, whose buffers are held until its notification.
+    #[allow(clippy::too_many_arguments)]
+    fn took(
+        c: &mut Conn,
+        n: usize,
+        zc: bool,
+        offered: usize,
+        stats: &mut TcpStats,
+        queued: &mut usize,
+        zc_held: &mut usize,
+        completed: &mut usize,
+        zc_conns: &mut Vec<u32>,
+    ) {
+        if n < c.tx.bytes() && n < offered {
+            stats.partial_writes += 1;
+        }
+        if zc {
+            let mut keep = Vec::new();
+            let done = c.tx.advance(n, Some(&mut keep));
+            *queued -= done;
+            *zc_held += keep.len();
+            if c.zc.sends() == 0 {
+                zc_conns.push(c.id);
+            }
+            c.zc.record(keep);
+            stats.zero_copy_sends += 1;
+            // Wholly sent buffers are released at the completion, not now.
+        } else {
+            let done = c.tx.advance(n, None);
+            *queued -= done;
+            *completed += done;
+        }
+        c.blocked = false;
+    }
+
+    /// [`ZeroCopyMode::IoUring`]: the first zero-copy send of each of `ids`' queues, submitted
+    /// together ([`uring::ZcRing::send_batch`]: one `io_uring_enter` for the batch instead of
+    /// one per connection). What a send leaves queued is written by [`Self::write_conn`]
+    /// afterwards. Returns the connections whose socket buffer was full (`EAGAIN`).
+    fn send_zc_batch(&mut self, ids: &[u32]) -> std::collections::HashSet<u32> {
+        let mut blocked = std::collections::HashSet::new();
+        let Some(ring) = self.uring.as_mut() else {
+            return blocked;
+        };
+        let mut batch = Vec::new();
+        for &id in ids {
+            let Some(c) = self.conns.get(&id) else {
+                continue;
+            };
+            if !c.zero_copy || c.tx.is_empty() {
+                continue;
+            }
+            let mut iov = Vec::new();
+            if !sys::fill_iov(&c.tx, &mut iov) {
+                continue; // no zero-copy field: write_conn's copying sendmsg
+            }
+            batch.push(uring::BatchSend {
+                fd: std::os::fd::AsRawFd::as_raw_fd(&c.stream),
+                len: iov.iter().map(|v| v.iov_len).sum(),
+                iov,
+                user_data: (u64::from(id) << 32) | u64::from(c.zc.next_id()),
+                result: None,
+            });
+        }
+        if batch.len() < 2 {
+            return blocked; // one send: write_conn's own path, nothing to batch
+        }
+        self.stats.sendmsg_calls += batch.len() as u64;
+        self.stats.uring_batched_sends += batch.len() as u64;
+        let ring_failed = ring.send_batch(&mut batch).is_err();
+        for b in batch {
+            let id = (b.user_data >> 32) as u32;
+            let Some(c) = self.conns.get_mut(&id) else {
+                continue;
+            };
+            let result = b.result.map(|r| match r.result {
+                Ok(n) => Ok((n, r.more)),
+                Err(e) => {
+                    if r.more {
+                        Self::reserve_notification(c, &mut self.zc_conns);
+                    }
+                    Err(e)
+                }
+            });
+            match result {
+                Some(Ok((n, zc))) => Self::took(
+                    c,
+                    n,
+                    zc,
+                    b.len,
+                    &mut self.stats,
+                    &mut self.queued,
+                    &mut self.zc_held,
+                    &mut self.completed,
+                    &mut self.zc_conns,
+                ),
+                Some(Err(e)) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.stats.would_block += 1;
+                    c.blocked = true;
+                    blocked.insert(id);
+                }
+                // Interrupted, or ENOBUFS (the optmem limit): write_conn sends it again, and
+                // copies it if the limit holds.
+                Some(Err(e)) if e.kind() == io::ErrorKind::Interrupted => {}
+                Some(Err(e)) if e.raw_os_error() == Some(libc::ENOBUFS) => {
+                    self.stats.zero_copy_enobufs += 1;
+                }
+                Some(Err(_)) => self.closing.push((id, Close::Failed)),
+                // The ring failed before this result arrived: whether the kernel took the
+                // bytes is unknown, and sending them again could duplicate them on the
+                // stream. The connection is closed instead.
+                None if ring_failed => self.closing.push((id, Close::Failed)),
+                None => {}
+            }
+        }
+        blocked
+    }
+
+    /// Writes `id`'s queue until it is empty or the socket is full (with `send` false, only
+    /// settles its epoll interest: a batch just found its socket full). An error means the
     /// connection failed.
-    fn write_conn(&mut self, id: u32) -> io::Result<()> {
+    fn write_conn(&mut self, id: u32, send: bool) -> io::Result<()> {
         let Some(c) = self.conns.get_mut(&id) else {
             return Ok(());
         };
         c.dirty = false;
         let mut allow_zc = c.zero_copy;
         let mut result = Ok(());
-        while !c.tx.is_empty() {
+        while send && !c.tx.is_empty() {
             let queued = c.tx.bytes();
             self.stats.sendmsg_calls += 1;
             let sent = match self.uring.as_mut() {
@@ -605,27 +732,20 @@ impl TcpDatapath {
             };
             match sent {
                 Ok((n, zc)) => {
-                    if n < queued && n < self.iov.iter().map(|v| v.iov_len).sum::<usize>() {
-                        self.stats.partial_writes += 1;
-                    }
-                    if zc {
-                        let mut keep = Vec::with_capacity(self.iov.len());
-                        let done = c.tx.advance(n, Some(&mut keep));
-                        self.queued -= done;
-                        self.zc_held += keep.len();
-                        if c.zc.sends() == 0 {
-                            self.zc_conns.push(id);
-                        }
-                        c.zc.record(keep);
-                        self.stats.zero_copy_sends += 1;
-                        // Wholly sent buffers are released at the completion, not now.
-                    } else {
-                        let done = c.tx.advance(n, None);
-                        self.queued -= done;
-                        self.completed += done;
-                    }
+                    let offered = self.iov.iter().map(|v| v.iov_len).sum::<usize>();
+                    debug_assert!(queued >= n);
+                    Self::took(
+                        c,
+                        n,
+                        zc,
+                        offered,
+                        &mut self.stats,
+                        &mut self.queued,
+                        &mut self.zc_held,
+                        &mut self.completed,
+                        &mut self.zc_conns,
+                    );
                     allow_zc = c.zero_copy;
-                    c.blocked = false;
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     self.stats.would_block += 1;
@@ -822,7 +942,8 @@ impl Receive for TcpDatapath {
                 read = ev & (sys::IN | libc::EPOLLHUP as u32) != 0;
             }
             let rx_closed = c.rx_closed;
-            if (ev & sys::OUT != 0 || (ev & hup != 0 && rx_closed)) && self.write_conn(id).is_err()
+            if (ev & sys::OUT != 0 || (ev & hup != 0 && rx_closed))
+                && self.write_conn(id, true).is_err()
             {
                 self.closing.push((id, Close::Failed));
                 continue;
@@ -969,8 +1090,13 @@ impl Transmit for TcpDatapath {
     /// not an error of the flush.
     fn flush(&mut self) -> Result<(), SendError> {
         let dirty = std::mem::take(&mut self.dirty);
+        let blocked = if self.uring.is_some() && dirty.len() > 1 {
+            self.send_zc_batch(&dirty)
+        } else {
+            std::collections::HashSet::new()
+        };
         for &id in &dirty {
-            if self.write_conn(id).is_err() {
+            if self.write_conn(id, !blocked.contains(&id)).is_err() {
                 self.closing.push((id, Close::Failed));
             }
         }
