@@ -158,7 +158,7 @@ fn echo_client_verifies_every_mode_against_demi_server_on_a_veth_pair() {
             loads: vec![200.0],
             duration: Duration::from_millis(300),
             warmup: Duration::from_millis(100),
-            timeout: Duration::from_secs(3),
+            timeout: Duration::from_secs(10),
             threads: 1,
             mtu: echo::bench::DEFAULT_MTU,
             stop_after_misses: 0,
@@ -212,7 +212,7 @@ fn kv_client_verifies_every_serialization_against_demi_server_on_a_veth_pair() {
         cfg.rates = vec![200.0];
         cfg.duration = Duration::from_millis(300);
         cfg.warmup = Duration::from_millis(100);
-        cfg.timeout = Duration::from_secs(3);
+        cfg.timeout = Duration::from_secs(10);
         cfg.requests = 300;
         cfg.threads = 1;
         cfg.tcp_conns = Some(2);
@@ -248,7 +248,7 @@ fn a_bad_stream_closes_only_its_connection_on_demi_server() {
         loads: vec![200.0],
         duration: Duration::from_millis(300),
         warmup: Duration::from_millis(100),
-        timeout: Duration::from_secs(3),
+        timeout: Duration::from_secs(10),
         threads: 1,
         mtu: echo::bench::DEFAULT_MTU,
         stop_after_misses: 0,
@@ -326,7 +326,7 @@ fn calibration_client_verifies_both_policies_against_demi_server_on_a_veth_pair(
             .map_err(|e| e.to_string())?;
             let run_cfg = loadgen::RunConfig {
                 warmup: Duration::from_millis(100),
-                timeout: Duration::from_secs(3),
+                timeout: Duration::from_secs(10),
                 busy_poll: false,
                 progress: false,
             };

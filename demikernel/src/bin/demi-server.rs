@@ -18,12 +18,12 @@ use loadgen::args::Args;
 const USAGE: &str = "\
 usage:
   demi-server echo --mode M --bind IP:PORT (--ifname IF --peer IP=MAC [--mtu N] | --config PATH)
-                   [--threshold N] [--seconds SECS] [--until-stdin-closes]
+                   [--threshold N] [--seconds SECS] [--until-stdin-closes] [--spin]
   demi-server kv --serialization S --bind IP:PORT (--ifname IF --peer IP=MAC [--mtu N] | --config PATH)
                  [--workload W [workload options]] [--threshold N] [--max-item BYTES]
-                 [--memory-limit BYTES] [--seconds SECS] [--until-stdin-closes]
+                 [--memory-limit BYTES] [--seconds SECS] [--until-stdin-closes] [--spin]
   demi-server calibrate --array-bytes N --bind IP:PORT (--ifname IF --peer IP=MAC [--mtu N] | --config PATH)
-                        [--seconds SECS] [--until-stdin-closes]
+                        [--seconds SECS] [--until-stdin-closes] [--spin]
       The echo server, the KV store or the calibration server (the apps' own handlers, every mode / serialization of
       `echo server` / `kv server`) on one core over Demikernel's TCP: the catpowder LibOS runs
       its own ARP, IPv4 and TCP over a raw socket on IF and owns the --bind address, which
@@ -35,14 +35,20 @@ usage:
       tcp` (the same workload options for kv). Replies are copied into Demikernel's buffers
       (Demikernel 1.5.13 takes one LibOS-allocated segment per push: no zero-copy). Prints
       `[server] ready: LABEL on ADDR (Demikernel catpowder TCP on IF, core 0 of 1)`, its
-      counters every second, and the totals at the end.
+      counters every second, and the totals at the end. An idle server sleeps 100 us between
+      polls after 64 empty ones (Demikernel has no descriptor to block on); --spin only yields.
 ";
 
-/// The flags both servers take.
+/// How long an idle server sleeps between polls (after `IDLE_SPINS` empty ones) without
+/// `--spin`: Demikernel's retransmission timers and a new request wait at most this long.
+const IDLE_SLEEP: std::time::Duration = std::time::Duration::from_micros(100);
+
+/// The flags every server takes.
 struct Common {
     bind: SocketAddrV4,
     seconds: Option<std::time::Duration>,
     until_stdin_closes: bool,
+    spin: bool,
     threshold: Option<usize>,
     /// Where the catpowder configuration is (written here from --ifname/--peer, or --config).
     config: Result<PathBuf, CatpowderConfig>,
@@ -55,6 +61,7 @@ fn common(a: &mut Args) -> Result<Common, String> {
         .ok_or("--bind IP:PORT (the address Demikernel owns) is required")?;
     let seconds = a.secs("--seconds")?;
     let until_stdin_closes = a.switch("--until-stdin-closes");
+    let spin = a.switch("--spin");
     let threshold = a.parse("--threshold")?;
     let config_path = a.take("--config")?;
     let ifname = a.take("--ifname")?;
@@ -78,6 +85,7 @@ fn common(a: &mut Args) -> Result<Common, String> {
         bind,
         seconds,
         until_stdin_closes,
+        spin,
         threshold,
         config,
         ifname,
@@ -126,11 +134,20 @@ fn serve<H: Handler>(
         c.ifname
     );
     let stats = app_server::cli::serve_until(c.seconds, c.until_stdin_closes, |stop| {
+        // Demikernel has no descriptor to block on: an idle server sleeps IDLE_SLEEP between
+        // polls (or only yields with --spin), so idle servers leave the CPU to others.
+        let spin = c.spin;
         server.run(
             stop,
             Some(std::time::Duration::from_secs(1)),
             app_server::idle::IDLE_SPINS,
-            &mut app_server::idle::yield_idle,
+            &mut |_: &DemiDatapath| {
+                if spin {
+                    std::thread::yield_now()
+                } else {
+                    std::thread::sleep(IDLE_SLEEP)
+                }
+            },
         );
         Ok(server.stats())
     })?;
