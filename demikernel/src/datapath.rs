@@ -23,9 +23,9 @@ use std::time::Duration;
 
 use cornflakes::datapath::{Completions, Connect, DatapathMemory, DropCounters, Receive, Transmit};
 use cornflakes::mem::MemoryConfig;
-use cornflakes::{ConnId, CornflakesObj, Msg, PinnedMemory, RcBuf, RxMsg, SendError, SendPlan};
-use datapath_tcp::frame::{self, DeframeError, Deframer, HEADER_LEN};
-use datapath_tcp::txq::TxQueue;
+use cornflakes::{ConnId, CornflakesObj, Msg, PinnedMemory, RcBuf, RxMsg, SendError};
+use datapath_tcp::frame::{DeframeError, Deframer, HEADER_LEN};
+use datapath_tcp::txq::{framed_copy, sga_header, FramedObject, TxQueue};
 use demikernel::runtime::types::{demi_opcode_t, demi_qresult_t};
 use demikernel::{demi_sgarray_t, LibOS, QDesc, QToken};
 
@@ -639,31 +639,21 @@ impl Transmit for DemiDatapath {
         msg: Msg,
         obj: &O,
     ) -> Result<(), SendError> {
-        let plan = SendPlan::new(obj, self.cfg.max_segments - 1);
-        let total = plan.total_len();
-        if HEADER_LEN + plan.head_len() > self.mem.max_item_size() {
+        let Some(f) = FramedObject::new(&self.mem, msg, obj, self.cfg.max_segments - 1)? else {
             let bytes = obj.serialize_to_vec();
             return self.send_copy(conn, msg, &bytes);
-        }
-        let mut head = self.mem.alloc(HEADER_LEN + plan.head_len())?;
-        frame::write_header(&mut head, msg, total as u32);
-        let n = plan.write_head(&mut head[HEADER_LEN..])?;
-        head.set_len(HEADER_LEN + n);
-        let c = self.conn_for_send(conn, total)?;
-        let before = c.tx.len();
-        c.tx.push(head.freeze(), false);
-        plan.for_each_zero_copy(|b| c.tx.push(b.clone(), false));
-        self.queued += c.tx.len() - before;
+        };
+        let c = self.conn_for_send(conn, f.total)?;
+        // Every byte is copied at the push: no field is marked zero-copy.
+        self.queued += f.queue(&mut c.tx, usize::MAX);
         Ok(())
     }
 
     fn send_sga(&mut self, conn: ConnId, msg: Msg, entries: &[RcBuf]) -> Result<(), SendError> {
-        let total: usize = entries.iter().map(|e| e.len()).sum();
-        let mut head = self.mem.alloc(HEADER_LEN)?;
-        frame::write_header(&mut head, msg, total as u32);
+        let (head, total) = sga_header(&self.mem, msg, entries)?;
         let c = self.conn_for_send(conn, total)?;
         let before = c.tx.len();
-        c.tx.push(head.freeze(), false);
+        c.tx.push(head, false);
         for e in entries {
             c.tx.push(e.clone(), false);
         }
@@ -672,15 +662,7 @@ impl Transmit for DemiDatapath {
     }
 
     fn send_copy(&mut self, conn: ConnId, msg: Msg, data: &[u8]) -> Result<(), SendError> {
-        let item = self.mem.max_item_size();
-        let first = data.len().min(item - HEADER_LEN);
-        let mut b = self.mem.alloc(HEADER_LEN + first)?;
-        frame::write_header(&mut b, msg, data.len() as u32);
-        b[HEADER_LEN..].copy_from_slice(&data[..first]);
-        let mut bufs = vec![b.freeze()];
-        for chunk in data[first..].chunks(item) {
-            bufs.push(self.mem.alloc_copy(chunk)?);
-        }
+        let bufs = framed_copy(&self.mem, msg, data)?;
         let c = self.conn_for_send(conn, data.len())?;
         let before = c.tx.len();
         for b in bufs {

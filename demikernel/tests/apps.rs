@@ -101,6 +101,27 @@ impl Drop for DemiServer {
     }
 }
 
+/// What `echo client --mode M --datapath tcp --conns 2 --rates 200 --duration 0.3` runs from
+/// side B against `server` (10 s allowed per reply).
+fn echo_plan(mode: echo::Mode, server: SocketAddrV4, v: &VethPair) -> echo::bench::SweepPlan {
+    echo::bench::SweepPlan {
+        mode,
+        shape: echo::bench::BenchConfig::default().shape,
+        server,
+        bind: v.ip_b,
+        loads: vec![200.0],
+        duration: Duration::from_millis(300),
+        warmup: Duration::from_millis(100),
+        timeout: Duration::from_secs(10),
+        threads: 1,
+        mtu: echo::bench::DEFAULT_MTU,
+        stop_after_misses: 0,
+        busy_poll: false,
+        other_cores: Vec::new(),
+        tcp_conns: Some(2),
+    }
+}
+
 /// Every request answered and verified, nothing else.
 fn check(what: &str, records: &[Record]) {
     assert!(!records.is_empty(), "{what}: no record");
@@ -150,22 +171,7 @@ fn echo_client_verifies_every_mode_against_demi_server_on_a_veth_pair() {
     for mode in echo::Mode::ALL {
         let server = DemiServer::start(&v, &["echo", "--mode", mode.name()])
             .unwrap_or_else(|e| panic!("{mode}: {e}"));
-        let plan = echo::bench::SweepPlan {
-            mode,
-            shape: echo::bench::BenchConfig::default().shape,
-            server: server.addr,
-            bind: v.ip_b,
-            loads: vec![200.0],
-            duration: Duration::from_millis(300),
-            warmup: Duration::from_millis(100),
-            timeout: Duration::from_secs(10),
-            threads: 1,
-            mtu: echo::bench::DEFAULT_MTU,
-            stop_after_misses: 0,
-            busy_poll: false,
-            other_cores: Vec::new(),
-            tcp_conns: Some(2),
-        };
+        let plan = echo_plan(mode, server.addr, &v);
         let records = in_netns(&v.ns_b, move || echo::bench::sweep_mode(&plan))
             .expect("run the client in namespace B")
             .unwrap_or_else(|e| panic!("{mode}: {e}"));
@@ -240,22 +246,7 @@ fn a_bad_stream_closes_only_its_connection_on_demi_server() {
     let mode = echo::Mode::ALL[4];
     let server = DemiServer::start(&v, &["echo", "--mode", mode.name()]).unwrap();
     let addr = server.addr;
-    let plan = echo::bench::SweepPlan {
-        mode,
-        shape: echo::bench::BenchConfig::default().shape,
-        server: addr,
-        bind: v.ip_b,
-        loads: vec![200.0],
-        duration: Duration::from_millis(300),
-        warmup: Duration::from_millis(100),
-        timeout: Duration::from_secs(10),
-        threads: 1,
-        mtu: echo::bench::DEFAULT_MTU,
-        stop_after_misses: 0,
-        busy_poll: false,
-        other_cores: Vec::new(),
-        tcp_conns: Some(2),
-    };
+    let plan = echo_plan(mode, addr, &v);
     let (closed, records) = in_netns(&v.ns_b, move || {
         let connect = || {
             let s = std::net::TcpStream::connect_timeout(&addr.into(), Duration::from_secs(10))

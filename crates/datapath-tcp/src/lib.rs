@@ -43,12 +43,12 @@ use std::time::{Duration, Instant};
 
 use cornflakes::datapath::{Completions, Connect, DatapathMemory, DropCounters, Receive, Transmit};
 use cornflakes::mem::{AllocError, MemoryConfig};
-use cornflakes::{ConnId, CornflakesObj, Msg, PinnedMemory, RcBuf, RxMsg, SendError, SendPlan};
+use cornflakes::{ConnId, CornflakesObj, Msg, PinnedMemory, RcBuf, RxMsg, SendError};
 
 use frame::{DeframeError, Deframer, HEADER_LEN};
 use sys::{Epoll, ZcCompletion};
 
-use txq::{TxQueue, ZcInFlight};
+use txq::{FramedObject, TxQueue, ZcInFlight};
 
 /// Configuration of a [`TcpDatapath`].
 #[derive(Clone, Debug)]
@@ -1028,34 +1028,23 @@ impl Transmit for TcpDatapath {
         msg: Msg,
         obj: &O,
     ) -> Result<(), SendError> {
-        let plan = SendPlan::new(obj, self.cfg.max_segments - 1);
-        let total = plan.total_len();
-        if HEADER_LEN + plan.head_len() > self.mem.max_item_size() {
+        let Some(f) = FramedObject::new(&self.mem, msg, obj, self.cfg.max_segments - 1)? else {
             // The head alone is larger than a pinned item (a huge copy area): copy the message.
             let bytes = obj.serialize_to_vec();
             return self.send_copy(conn, msg, &bytes);
-        }
-        let mut head = self.mem.alloc(HEADER_LEN + plan.head_len())?;
-        frame::write_header(&mut head, msg, total as u32);
-        let n = plan.write_head(&mut head[HEADER_LEN..])?;
-        head.set_len(HEADER_LEN + n);
+        };
         let thr = self.zc_threshold();
-        let c = self.conn_for_send(conn, total)?;
-        let before = c.tx.len();
-        c.tx.push(head.freeze(), false);
-        plan.for_each_zero_copy(|b| c.tx.push(b.clone(), b.len() >= thr));
-        self.queued += c.tx.len() - before;
+        let c = self.conn_for_send(conn, f.total)?;
+        self.queued += f.queue(&mut c.tx, thr);
         Ok(())
     }
 
     fn send_sga(&mut self, conn: ConnId, msg: Msg, entries: &[RcBuf]) -> Result<(), SendError> {
-        let total: usize = entries.iter().map(|e| e.len()).sum();
-        let mut head = self.mem.alloc(HEADER_LEN)?;
-        frame::write_header(&mut head, msg, total as u32);
+        let (head, total) = txq::sga_header(&self.mem, msg, entries)?;
         let thr = self.zc_threshold();
         let c = self.conn_for_send(conn, total)?;
         let before = c.tx.len();
-        c.tx.push(head.freeze(), false);
+        c.tx.push(head, false);
         for e in entries {
             c.tx.push(e.clone(), e.len() >= thr);
         }
@@ -1064,16 +1053,7 @@ impl Transmit for TcpDatapath {
     }
 
     fn send_copy(&mut self, conn: ConnId, msg: Msg, data: &[u8]) -> Result<(), SendError> {
-        let item = self.mem.max_item_size();
-        let mut bufs = Vec::with_capacity(1 + (HEADER_LEN + data.len()) / item);
-        let first = data.len().min(item - HEADER_LEN);
-        let mut b = self.mem.alloc(HEADER_LEN + first)?;
-        frame::write_header(&mut b, msg, data.len() as u32);
-        b[HEADER_LEN..].copy_from_slice(&data[..first]);
-        bufs.push(b.freeze());
-        for chunk in data[first..].chunks(item) {
-            bufs.push(self.mem.alloc_copy(chunk)?);
-        }
+        let bufs = txq::framed_copy(&self.mem, msg, data)?;
         let c = self.conn_for_send(conn, data.len())?;
         let before = c.tx.len();
         for b in bufs {
