@@ -171,6 +171,12 @@ if [ -n "$nightly" ]; then
     export CARGO_TARGET_DIR="$PWD/../target/demikernel"
     cargo +nightly clippy --all-targets -- -D warnings
     cargo +nightly test
+    # Its unsafe (Demikernel's result unions, the popped buffers) under AddressSanitizer too,
+    # the netns tests' demi-server children included.
+    ASAN_OPTIONS="detect_leaks=1:${ASAN_OPTIONS:-}" \
+      RUSTFLAGS="-Zsanitizer=address" RUSTDOCFLAGS="-Zsanitizer=address" \
+      CARGO_TARGET_DIR="$PWD/../target/asan-demikernel" \
+      cargo +nightly test --target x86_64-unknown-linux-gnu --tests
   )
 else
   say "SKIPPED: demikernel/ — no nightly toolchain (rustup toolchain install nightly)"
