@@ -40,6 +40,7 @@ fn config() -> BenchConfig {
         // Generous: three threads share the CPUs.
         timeout: Duration::from_millis(800),
         sample_every: 1,
+        check_every: 1,
         cores: CORES,
         ..BenchConfig::default()
     }

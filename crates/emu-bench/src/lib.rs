@@ -85,6 +85,7 @@
 
 mod capture;
 mod frames;
+mod hash;
 mod resident;
 mod run;
 mod search;
@@ -100,7 +101,7 @@ pub use frames::{Request, RequestFrames};
 pub use resident::{resident, Resident};
 pub use run::{
     memory_config, run, run_cores, Bottleneck, CoreReport, EmuReport, EmuRunConfig, ServerPort,
-    DEVICE_SATURATED, ETHERNET_WIRE_OVERHEAD, LINE_RATE_GBPS,
+    DEFAULT_CHECK_EVERY, DEVICE_SATURATED, ETHERNET_WIRE_OVERHEAD, LINE_RATE_GBPS,
 };
 pub use search::{
     control_line, median_records, replies_verified, table, trials_json, Bound, EmuSummary,

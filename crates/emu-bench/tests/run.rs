@@ -65,6 +65,8 @@ fn cfg(rate: f64) -> EmuRunConfig {
         // Generous: the test machine is shared and the threads are not pinned.
         timeout: Duration::from_millis(500),
         sample_every: 1,
+        // Every reply's payload checked unless a test samples.
+        check_every: 1,
         pin: false,
         ..EmuRunConfig::default()
     }
@@ -102,6 +104,9 @@ fn every_reply_is_matched_verified_and_every_buffer_returns() {
         report.sampled, delivered,
         "sample_every 1 reads every reply"
     );
+    // check_every 1 is the behaviour before sampling: no reply's payload skipped.
+    assert_eq!((report.unchecked, report.check_every), (0, 1));
+    assert!(report.coverage_complete(), "{}", report.coverage_note());
     assert_eq!(echoed, delivered);
     assert_eq!(live, 0, "every pinned buffer back in its pool");
     assert!(!report.run.latency.is_empty());
@@ -436,4 +441,169 @@ fn a_stale_reply_equal_to_an_earlier_right_one_is_caught_when_the_state_moved() 
         "{:?}",
         report.failures
     );
+
+    // Sampled: every write still goes to the checker in order (the model stays right, so
+    // right reads pass), and a stale read is caught whenever the sample picks one (about
+    // 2 in 9 replies are stale reads; 1 in 4 checked).
+    let c = EmuRunConfig {
+        check_every: 4,
+        ..c
+    };
+    let (report, writes) = run(&c, &reqs, CounterCheck { applied: 0 }, |p| {
+        counter_server(p, false)
+    })
+    .expect("run");
+    let k = report.run.counters;
+    assert_eq!(k.mismatched, 0, "{k} {:?}", report.failures);
+    assert!(report.unchecked > 0, "{}", report.coverage_note());
+    assert!(
+        report.sampled >= writes.saturating_sub(k.lost),
+        "{writes} writes: {report:?}"
+    );
+    let (report, _) = run(&c, &reqs, CounterCheck { applied: 0 }, |p| {
+        counter_server(p, true)
+    })
+    .expect("run");
+    let k = report.run.counters;
+    assert!(k.mismatched > 0, "{k}");
+    assert!(
+        report
+            .failures
+            .iter()
+            .all(|f| f.contains("the store holds")),
+        "{:?}",
+        report.failures
+    );
+}
+
+/// Echoes every message; every reply to the request whose payload is `len` bytes long gets
+/// its byte `len / 2` changed. Returns the messages echoed.
+fn echo_corrupting_one(port: ServerPort, len: usize) -> u64 {
+    let mem = PinnedMemory::new(port.memory_config()).expect("memory");
+    let mut dp = port.datapath(mem).expect("datapath");
+    let mut rx = Vec::new();
+    let mut n = 0u64;
+    while !port.stopped() {
+        rx.clear();
+        dp.recv_burst(&mut rx).expect("recv");
+        for m in &rx {
+            n += 1;
+            if m.data.len() == len {
+                let mut v = m.data.to_vec();
+                v[len / 2] ^= 0x55;
+                dp.send_copy(m.conn, m.msg, &v).expect("send");
+            } else {
+                dp.send_sga(m.conn, m.msg, std::slice::from_ref(&m.data))
+                    .expect("send");
+            }
+        }
+        dp.flush().expect("flush");
+        dp.poll_completions();
+    }
+    n
+}
+
+fn check_echo(reqs: &[Request]) -> impl Fn(usize, &[u8]) -> Result<(), String> + Clone + Send {
+    let expected: Vec<Vec<u8>> = reqs.iter().map(|r| r.payload.clone()).collect();
+    move |i: usize, reply: &[u8]| {
+        if reply == expected[i] {
+            Ok(())
+        } else {
+            Err(format!("request {i}: reply differs"))
+        }
+    }
+}
+
+/// Sampled checking (a payload check for hardly any reply beyond those that must be): every
+/// distinct request answered in the measured window still has a checked reply there, the
+/// rest are counted as read but not checked, and the counts add up.
+#[test]
+fn sampled_checking_covers_every_distinct_request() {
+    let _g = serial();
+    let reqs = requests(24);
+    let c = EmuRunConfig {
+        check_every: 1 << 40,
+        sample_every: 1 << 40,
+        ..cfg(10_000.0)
+    };
+    let (report, _) = run(&c, &reqs, check_echo(&reqs), |p| echo_server(p, 0)).expect("run");
+    let k = report.run.counters;
+    assert_eq!(k.mismatched + k.malformed, 0, "{k} {:?}", report.failures);
+    assert_eq!(
+        report.checked() + report.unchecked,
+        k.verified,
+        "{report:?}"
+    );
+    assert_eq!(report.distinct, 24);
+    assert_eq!(report.distinct_answered, 24, "{}", report.coverage_note());
+    assert_eq!(report.distinct_verified, 24, "{}", report.coverage_note());
+    assert_eq!((report.cores_verified, report.cores), (1, 1));
+    assert!(report.coverage_complete());
+    // First replies (warm-up and measured window): at most two per distinct request went
+    // to the checker or the hash; everything else was read but not checked.
+    assert!(report.checked() <= 48, "{}", report.coverage_note());
+    assert!(
+        report.unchecked > k.verified / 2,
+        "{}",
+        report.coverage_note()
+    );
+    assert_eq!(report.check_every, 1 << 40);
+    assert!(report
+        .coverage_note()
+        .contains("distinct requests 24/24 answered (of 24), cores 1/1"));
+}
+
+/// A request whose every reply is corrupted fails the run under sampling, whatever the
+/// random sample picks: its first reply, and its first in the measured window, must be
+/// checked.
+#[test]
+fn a_request_with_corrupted_replies_fails_under_sampling() {
+    let _g = serial();
+    let reqs = requests(16);
+    let bad = reqs[5].payload.len();
+    let c = EmuRunConfig {
+        check_every: 1 << 40,
+        ..cfg(10_000.0)
+    };
+    let (report, _) = run(&c, &reqs, check_echo(&reqs), move |p| {
+        echo_corrupting_one(p, bad)
+    })
+    .expect("run");
+    let k = report.run.counters;
+    assert!(k.mismatched >= 2, "{k}");
+    assert!(
+        report.failures.iter().all(|f| f.contains("request 5:")),
+        "{:?}",
+        report.failures
+    );
+    // Request 5 has no right reply: it counts as mismatched, not as answered, so the other
+    // 15 are what the coverage is of.
+    assert_eq!(
+        (report.distinct_verified, report.distinct_answered),
+        (15, 15),
+        "{}",
+        report.coverage_note()
+    );
+}
+
+/// The random sample is seeded: the same seed picks the same replies, so a run's sample is
+/// reproducible; a corrupted byte in a reply the sample picks is caught.
+#[test]
+fn the_sample_catches_corrupted_replies_it_picks() {
+    let _g = serial();
+    let reqs = requests(4);
+    let c = EmuRunConfig {
+        check_every: 4,
+        ..cfg(10_000.0)
+    };
+    // One reply in 5 corrupted, at byte 0: about 1 in 4 of those checked, so with ~300
+    // corrupted replies some are (missing all has probability (3/4)^300).
+    let (report, (echoed, _)) = run(&c, &reqs, check_echo(&reqs), |p| {
+        echo_corrupting(p, 5, |_| 0)
+    })
+    .expect("run");
+    let k = report.run.counters;
+    assert!(echoed > 1000, "{echoed}");
+    assert!(k.mismatched > 0 && k.mismatched < echoed / 5, "{k}");
+    assert!(report.unchecked > 0, "{}", report.coverage_note());
 }
