@@ -15,6 +15,9 @@
 //!
 //! Echo's server step (`Codec::echo`, per shape) is measured the same way: prost 1 (single
 //! value), 16 (8 values), 30 (depth-3 tree), all in its decode; Cap'n Proto 1; FlatBuffers 0.
+//! Echo's Cap'n Proto network path (`capnp_echo_sga_into`, segments in pinned memory sent as
+//! a reused list) allocates 1 per reply, the `Builder`'s segment table (the list-returning
+//! `capnp_echo_sga` 2).
 //!
 //! The counter is per thread (the harness's own threads allocate too).
 
@@ -186,6 +189,53 @@ fn prost_configurations() -> (f64, f64, f64) {
     (vec, from_slice, from_bytes)
 }
 
+/// Echo's Cap'n Proto network path per shape ([`baselines::capnp_echo_sga_into`] with a
+/// reused list, then [`baselines::capnp_echo_sga`]), replies built in pinned memory.
+fn capnp_echo_sga_allocations() -> Vec<(Shape, f64, f64)> {
+    use cornflakes::mem::{HugePages, MemoryConfig};
+    let mem = cornflakes::PinnedMemory::new(MemoryConfig {
+        hugepages: HugePages::Never,
+        lock: false,
+        ..MemoryConfig::default()
+    })
+    .expect("pinned memory");
+    let vals: Vec<Vec<u8>> = (0..8).map(|i| vec![i as u8; 64 + 300 * i]).collect();
+    let mut out = Vec::new();
+    for (shape, n) in [(Shape::Single, 1), (Shape::List, 8), (Shape::Tree(3), 8)] {
+        let refs: Vec<&[u8]> = vals[..n].iter().map(Vec::as_slice).collect();
+        let mut input = vec![0u8; 64 * 1024];
+        let len = Library::Capnp
+            .codec()
+            .encode(
+                &EchoMsg {
+                    id: 3,
+                    shape,
+                    vals: &refs,
+                },
+                &mut input,
+            )
+            .expect("encode");
+        input.truncate(len);
+        let mut sga = Vec::new();
+        let into = allocations_per_call(|| {
+            baselines::capnp_echo_sga_into(shape, &input, &mem, &mut sga)
+                .expect("decode")
+                .expect("pinned memory");
+            assert!(sga.len() >= 2);
+            // The server drops its references once the list is sent.
+            sga.clear();
+        });
+        let fresh = allocations_per_call(|| {
+            let sga = baselines::capnp_echo_sga(shape, &input, &mem)
+                .expect("decode")
+                .expect("pinned memory");
+            assert!(sga.len() >= 2);
+        });
+        out.push((shape, into, fresh));
+    }
+    out
+}
+
 #[test]
 fn a_baseline_server_path_allocates_only_what_its_library_forces() {
     // prost: 8 keys, 8 values. Generated `Vec<u8>`: a `String` per key, a `Bytes` and a `Vec`
@@ -208,6 +258,16 @@ fn a_baseline_server_path_allocates_only_what_its_library_forces() {
         assert_eq!(
             per, forced,
             "echo {lib:?} {shape}: {per} allocations per message"
+        );
+    }
+    // Echo's Cap'n Proto network path (segments in pinned memory, sent as a list): with the
+    // server's reused list only the `Builder`'s segment table; the list-returning form
+    // allocates the list too.
+    for (shape, into, fresh) in capnp_echo_sga_allocations() {
+        assert_eq!(
+            (into, fresh),
+            (1.0, 2.0),
+            "echo capnp segments {shape}: reused list {into}, fresh list {fresh}"
         );
     }
     let store: HashMap<String, Vec<u8>> = (0..16)

@@ -49,12 +49,13 @@ pub struct EmuRunConfig {
     /// Seed of the arrival times.
     pub seed: u64,
     /// Every reply is read whole (every byte of every descriptor, as a NIC's DMA reads it)
-    /// and its headers, length, type, id and answering core checked. Its payload is given to
-    /// the [`ReplyCheck`] when it is the first reply to its distinct request, when its bytes
-    /// differ from the last reply the checker accepted for that request (compared by a
-    /// 64-bit hash), and for a random sample of 1 in `sample_every` of the rest (1: every
-    /// reply goes to the checker). So a wrong byte in any reply is caught; what the sample
-    /// adds is a re-check of replies identical to an accepted one.
+    /// and its headers, length, type, id and answering core checked. A reply whose payload is
+    /// checked ([`check_every`](Self::check_every)) is given to the [`ReplyCheck`] when it is
+    /// the first reply to its distinct request, when its bytes differ from the last reply the
+    /// checker accepted for that request (compared by a 64-bit hash), and for a random
+    /// sample of 1 in `sample_every` of the rest (1: every checked reply goes to the
+    /// checker). So a wrong byte in any checked reply is caught; what this sample adds is a
+    /// re-check of replies identical to an accepted one.
     pub sample_every: u64,
     /// Which replies' payloads are checked at all (the hash above and, when it says so, the
     /// [`ReplyCheck`]): every reply that must be — every reply to a request the checker
