@@ -208,7 +208,7 @@ fn bench_rx_ring_sets_the_receive_queue_and_rejects_bad_sizes() {
     // Sampled payload checks by default, their share and coverage in the table.
     assert!(
         stdout.contains(&format!(
-            "a random 1 in {} of the other replies",
+            "for a random 1 in {} replies (--check-every)",
             emu_bench::DEFAULT_CHECK_EVERY
         )) && stdout.contains("payload checked there"),
         "{stdout}"

@@ -99,11 +99,15 @@ impl PayloadHasher {
         if self.words & 3 == 0 {
             let blocks = (bytes.len() / 32).min(self.block_words.saturating_sub(self.words) / 4);
             let (whole, rest) = bytes.split_at(blocks * 32);
+            // The lanes in locals, so they stay in registers through the loop.
+            let [mut l0, mut l1, mut l2, mut l3] = self.lanes;
             for b in whole.chunks_exact(32) {
-                for (i, lane) in self.lanes.iter_mut().enumerate() {
-                    *lane = step(*lane, word(&b[i * 8..i * 8 + 8]));
-                }
+                l0 = step(l0, word(&b[..8]));
+                l1 = step(l1, word(&b[8..16]));
+                l2 = step(l2, word(&b[16..24]));
+                l3 = step(l3, word(&b[24..32]));
             }
+            self.lanes = [l0, l1, l2, l3];
             self.words += blocks * 4;
             bytes = rest;
         }

@@ -574,21 +574,22 @@ pub fn table(summaries: &[EmuSummary], baseline: Option<&str>, trials: usize) ->
         "{who} (not a network measurement). Each load: median of up to {trials} trials; \
          saturation bracketed by a grid, then bisection. Device cost per gather entry \
          (--desc-ns): {desc} ns{}. Every reply is read whole and its headers checked; its \
-         payload is checked {} (--check-every), and in every trial the first reply of each \
-         distinct request and of each core in the measured window (\"payload checked\": \
-         replies checked of those answered at that load, over its trials; \"coverage \
-         incomplete\" marks trials where that failed).\n",
+         payload is checked {} (\"payload checked there\": replies checked of those \
+         answered at that load, over its trials; a trial where an answered distinct request, or \
+         any core, had no checked reply in the measured window is counted as coverage \
+         incomplete).\n",
         if desc == 0 {
             " (the paper's crossover comes from CPU-side costs; its NICs were not the limit, §5.2)"
         } else {
             ""
         },
         if check_every <= 1 {
-            "in every reply".to_owned()
+            "in every reply (--check-every 1)".to_owned()
         } else {
             format!(
-                "in every write and a random 1 in {check_every} of the other replies, besides \
-                 the first reply of each distinct request"
+                "for a random 1 in {check_every} replies (--check-every) and always for \
+                 writes, the first reply to each distinct request and its first in the \
+                 measured window"
             )
         }
     );
@@ -857,7 +858,10 @@ mod tests {
         // Each trial: 1 checked, 3 not (report()).
         assert_eq!((best.checked, best.answered), (2, 8));
         let t = table(std::slice::from_ref(&a), None, 3);
-        assert!(t.contains("a random 1 in 8 of the other replies"), "{t}");
+        assert!(
+            t.contains("for a random 1 in 8 replies (--check-every)"),
+            "{t}"
+        );
         assert!(t.contains("| 25.0% (2 of 8) |"), "{t}");
         assert!(!t.contains("coverage incomplete in"), "{t}");
         let trial = &searches[0].loads[0].trials[0];
