@@ -31,8 +31,9 @@ const CLIENT: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::new(10, 77, 0, 1), 5000
 /// A device thread busier than this fraction of the measured window is called saturated.
 pub const DEVICE_SATURATED: f64 = 0.9;
 
-/// The default [`EmuRunConfig::check_every`]: why this value, from the device's instruction
-/// counts per reply, is in `crates/emu-bench/README.md`.
+/// The default [`EmuRunConfig::check_every`]. Why 8: with it the device's instructions per
+/// 4 KiB echo request are 2811 against 4382 checking every reply and 2600 at 64 (callgrind;
+/// `crates/emu-bench/README.md`, docs/results.md "How replies are checked").
 pub const DEFAULT_CHECK_EVERY: u64 = 8;
 
 /// What one run does.
