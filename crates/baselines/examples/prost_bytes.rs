@@ -1,6 +1,6 @@
 //! prost's two configurations of a `bytes` field, on the server steps of the echo and KV
-//! shapes: the generated `Vec<u8>` (`bytes = "vec"`, what `src/generated/` holds) against
-//! `bytes::Bytes` (`bytes = "bytes"`), decoded from a `&[u8]` (`bytes-slice`) or from a
+//! shapes: `Vec<u8>` (`bytes = "vec"`, prost's default, what `src/generated/` holds for echo)
+//! against `bytes::Bytes` (`bytes = "bytes"`, what it holds for the KV request), decoded from a `&[u8]` (`bytes-slice`) or from a
 //! `Bytes` that owns the received buffer (`bytes-owned`: what a server gets by wrapping its
 //! receive buffer with `Bytes::from_owner`, counted here per request).
 //!
@@ -47,17 +47,17 @@ struct SingleBytes {
     val: Bytes,
 }
 
-/// `kv.proto`'s `KvRequest` with `bytes = "bytes"`.
+/// `kv.proto`'s `KvRequest` with `bytes = "vec"`.
 #[derive(Clone, PartialEq, prost::Message)]
-struct KvRequestBytes {
+struct KvRequestVec {
     #[prost(uint32, tag = "1")]
     id: u32,
     #[prost(uint32, tag = "2")]
     op: u32,
     #[prost(string, repeated, tag = "3")]
     keys: Vec<String>,
-    #[prost(bytes = "bytes", repeated, tag = "4")]
-    vals: Vec<Bytes>,
+    #[prost(bytes = "vec", repeated, tag = "4")]
+    vals: Vec<Vec<u8>>,
     #[prost(uint32, tag = "5")]
     index: u32,
 }
@@ -96,7 +96,7 @@ fn request(shape: &str) -> Vec<u8> {
                 op: 1,
                 keys: (0..keys).map(|i| format!("key-{i:08}")).collect(),
                 vals: if shape == "kv-putm8" {
-                    (0..8).map(|i| val(i, 100 + 300 * i)).collect()
+                    (0..8).map(|i| Bytes::from(val(i, 100 + 300 * i))).collect()
                 } else {
                     Vec::new()
                 },
@@ -114,10 +114,10 @@ fn request(shape: &str) -> Vec<u8> {
 struct Server {
     single: echo::Single,
     list: echo::ListMsg,
-    kv: kvpb::KvRequest,
+    kv: KvRequestVec,
     single_b: SingleBytes,
     list_b: ListBytes,
-    kv_b: KvRequestBytes,
+    kv_b: kvpb::KvRequest,
     tx: Vec<u8>,
 }
 
