@@ -83,8 +83,6 @@ pub struct LoadWire<C: ReplyCheck> {
     ends: Ends,
     warmup_ns: u64,
     timeout_ns: u64,
-    sample_every: u64,
-    check_every: u64,
     replies_vary: bool,
     checker: C,
     /// One flag per server core, set when its datapath is up: injection starts when all are.
@@ -100,13 +98,13 @@ pub struct LoadWire<C: ReplyCheck> {
     /// checker accepted and the checker's [`ReplyCheck::version`] then: a reply with the same
     /// bytes under the same version is right without decoding it again.
     verified_hash: Vec<Option<(u64, u64)>>,
-    /// The state of the random sample (xorshift64*): which replies the checker reads even
-    /// when their bytes equal a verified reply's.
-    rng: u64,
-    /// The state of the random sample of replies whose payload is checked at all (1 in
-    /// `check_every`, besides those that must be), its own stream so that the checker's
-    /// sample among them is the same whatever `check_every`.
-    check_rng: u64,
+    /// The random sample of checked replies the checker reads even when their bytes equal a
+    /// verified reply's (1 in `sample_every`).
+    decode_sample: Sample,
+    /// The random sample of replies whose payload is checked at all (1 in `check_every`,
+    /// besides those that must be), its own stream so that the checker's sample among them
+    /// is the same whatever `check_every`.
+    check_sample: Sample,
     /// Per distinct request, whether a reply to it in the measured window was answered
     /// (headers right), and whether one had its payload checked and accepted.
     measured_answered: Vec<bool>,
@@ -160,8 +158,6 @@ impl<C: ReplyCheck> LoadWire<C> {
             ends,
             warmup_ns: cfg.warmup.as_nanos() as u64,
             timeout_ns: u64::try_from(cfg.timeout.as_nanos()).unwrap_or(u64::MAX),
-            sample_every: cfg.sample_every.max(1),
-            check_every: cfg.check_every.max(1),
             replies_vary: cfg.replies_vary,
             checker,
             ready,
@@ -171,8 +167,8 @@ impl<C: ReplyCheck> LoadWire<C> {
             outstanding: 0,
             reply_len: vec![None; k],
             verified_hash: vec![None; k],
-            rng: cfg.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1,
-            check_rng: (cfg.seed ^ 0x5851_F42D_4C95_7F2D).wrapping_mul(0xD1B5_4A32_D192_ED03) | 1,
+            decode_sample: Sample::new(cfg.seed, cfg.sample_every),
+            check_sample: Sample::new(cfg.seed ^ CHECK_STREAM, cfg.check_every),
             measured_answered: vec![false; k],
             measured_checked: vec![false; k],
             scratch: Vec::with_capacity(16 * 1024),
@@ -243,32 +239,6 @@ impl<C: ReplyCheck> LoadWire<C> {
             distinct_answered: count(&self.measured_answered),
             cores_checked: count(&checked),
         }
-    }
-
-    /// Whether a reply that need not be checked is in the random 1 in `check_every` whose
-    /// payload is.
-    fn checked_now(&mut self) -> bool {
-        if self.check_every <= 1 {
-            return true;
-        }
-        self.check_rng = xorshift(self.check_rng);
-        self.check_rng
-            .wrapping_mul(0x2545_F491_4F6C_DD1D)
-            .is_multiple_of(self.check_every)
-    }
-
-    /// Whether this reply is in the random sample the checker reads even when its bytes
-    /// equal a verified reply's (1 in `sample_every`).
-    fn sampled_now(&mut self) -> bool {
-        if self.sample_every <= 1 {
-            return true;
-        }
-        // xorshift64*: cheap, and not aligned with the request cycle (a `seq % n` sample
-        // would revisit the same distinct requests and cores forever).
-        self.rng = xorshift(self.rng);
-        self.rng
-            .wrapping_mul(0x2545_F491_4F6C_DD1D)
-            .is_multiple_of(self.sample_every)
     }
 
     /// Checks headers and framing of a reply of `len` bytes whose first bytes are `head`;
@@ -388,7 +358,7 @@ impl<C: ReplyCheck> LoadWire<C> {
         let must = every
             || self.reply_len[k] != Some(payload_len)
             || (measured && !self.measured_checked[k]);
-        if !must && !self.checked_now() {
+        if !must && !self.check_sample.next() {
             self.gather(frame)?;
             self.unchecked += 1;
             return Ok(false);
@@ -405,7 +375,7 @@ impl<C: ReplyCheck> LoadWire<C> {
             return Err(format!("reply frame read {seen} of {} bytes", frame.len()));
         }
         let h = hasher.finish();
-        let sampled = self.sampled_now();
+        let sampled = self.decode_sample.next();
         let version = if every { 0 } else { self.checker.version(k) };
         if !every && !sampled && self.verified_hash[k] == Some((h, version)) {
             self.hash_matched += 1;
@@ -613,12 +583,60 @@ impl<C: ReplyCheck> LoadWire<C> {
     }
 }
 
-/// One step of xorshift64 (the state of the wire's random samples).
-fn xorshift(mut x: u64) -> u64 {
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    x
+/// What the seed is mixed with for the payload-check sample's stream.
+const CHECK_STREAM: u64 = 0x5851_F42D_4C95_7F2D;
+
+/// A seeded random sample of 1 in `every` (xorshift64*): cheap, reproducible from its seed,
+/// and not aligned with the request cycle (a `seq % n` sample would revisit the same
+/// distinct requests and cores forever).
+#[derive(Clone, Debug)]
+pub(crate) struct Sample {
+    state: u64,
+    every: u64,
+}
+
+impl Sample {
+    /// A sample of 1 in `every` (0 and 1: every one) seeded by `seed`.
+    pub(crate) fn new(seed: u64, every: u64) -> Sample {
+        Sample {
+            state: seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1,
+            every: every.max(1),
+        }
+    }
+
+    /// Whether the next one is in the sample (with `every` 1, always, and the state does not
+    /// move).
+    pub(crate) fn next(&mut self) -> bool {
+        if self.every <= 1 {
+            return true;
+        }
+        let mut x = self.state;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.state = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+            .is_multiple_of(self.every)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Sample;
+
+    #[test]
+    fn a_sample_is_reproducible_from_its_seed_and_about_1_in_n() {
+        let picks = |seed, every| {
+            let mut s = Sample::new(seed, every);
+            (0..80_000).map(|_| s.next()).collect::<Vec<bool>>()
+        };
+        assert_eq!(picks(7, 8), picks(7, 8), "same seed, same picks");
+        assert_ne!(picks(7, 8), picks(8, 8), "another seed, other picks");
+        let n = picks(7, 8).iter().filter(|&&p| p).count();
+        assert!((9_000..11_000).contains(&n), "{n} of 80000 at 1 in 8");
+        assert!(picks(7, 1).iter().all(|&p| p), "1 in 1 is every one");
+        assert!(picks(7, 0).iter().all(|&p| p), "0 reads as 1");
+    }
 }
 
 /// What a run's payload checks covered in its measured window.
