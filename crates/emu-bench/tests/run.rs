@@ -12,6 +12,11 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+// Only the byte-for-byte reply check is shared with the multi-core tests.
+#[allow(dead_code)]
+mod common;
+
+use common::check_echo;
 use cornflakes::datapath::{Completions, Receive, Transmit};
 use cornflakes::PinnedMemory;
 use emu_bench::{run, Bottleneck, EmuRunConfig, Request, ServerPort};
@@ -501,17 +506,6 @@ fn echo_corrupting_one(port: ServerPort, len: usize) -> u64 {
         dp.poll_completions();
     }
     n
-}
-
-fn check_echo(reqs: &[Request]) -> impl Fn(usize, &[u8]) -> Result<(), String> + Clone + Send {
-    let expected: Vec<Vec<u8>> = reqs.iter().map(|r| r.payload.clone()).collect();
-    move |i: usize, reply: &[u8]| {
-        if reply == expected[i] {
-            Ok(())
-        } else {
-            Err(format!("request {i}: reply differs"))
-        }
-    }
 }
 
 /// Sampled checking (a payload check for hardly any reply beyond those that must be): every
