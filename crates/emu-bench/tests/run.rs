@@ -35,6 +35,15 @@ fn echo_server(port: ServerPort, corrupt_every: u64) -> (u64, usize) {
 
 /// [`echo_server`], changing byte `at(len)` of the corrupted replies.
 fn echo_corrupting(port: ServerPort, corrupt_every: u64, at: fn(usize) -> usize) -> (u64, usize) {
+    echo_changing(port, move |n, len| {
+        (corrupt_every > 0 && n.is_multiple_of(corrupt_every)).then(|| at(len))
+    })
+}
+
+/// Echoes every message (zero-copy) but for the `n`-th (from 1) of length `len` when
+/// `change(n, len)` names a byte: that reply is copied with the byte changed. Returns
+/// (echoed, live items after the datapath is gone).
+fn echo_changing(port: ServerPort, change: impl Fn(u64, usize) -> Option<usize>) -> (u64, usize) {
     let mem = PinnedMemory::new(port.memory_config()).expect("memory");
     let mut dp = port.datapath(mem.clone()).expect("datapath");
     let mut rx = Vec::new();
@@ -44,9 +53,8 @@ fn echo_corrupting(port: ServerPort, corrupt_every: u64, at: fn(usize) -> usize)
         dp.recv_burst(&mut rx).expect("recv");
         for m in &rx {
             n += 1;
-            let r = if corrupt_every > 0 && n.is_multiple_of(corrupt_every) {
+            let r = if let Some(i) = change(n, m.data.len()) {
                 let mut v = m.data.to_vec();
-                let i = at(v.len());
                 v[i] ^= 0x55;
                 dp.send_copy(m.conn, m.msg, &v)
             } else {
@@ -484,28 +492,7 @@ fn a_stale_reply_equal_to_an_earlier_right_one_is_caught_when_the_state_moved() 
 /// Echoes every message; every reply to the request whose payload is `len` bytes long gets
 /// its byte `len / 2` changed. Returns the messages echoed.
 fn echo_corrupting_one(port: ServerPort, len: usize) -> u64 {
-    let mem = PinnedMemory::new(port.memory_config()).expect("memory");
-    let mut dp = port.datapath(mem).expect("datapath");
-    let mut rx = Vec::new();
-    let mut n = 0u64;
-    while !port.stopped() {
-        rx.clear();
-        dp.recv_burst(&mut rx).expect("recv");
-        for m in &rx {
-            n += 1;
-            if m.data.len() == len {
-                let mut v = m.data.to_vec();
-                v[len / 2] ^= 0x55;
-                dp.send_copy(m.conn, m.msg, &v).expect("send");
-            } else {
-                dp.send_sga(m.conn, m.msg, std::slice::from_ref(&m.data))
-                    .expect("send");
-            }
-        }
-        dp.flush().expect("flush");
-        dp.poll_completions();
-    }
-    n
+    echo_changing(port, move |_, l| (l == len).then_some(len / 2)).0
 }
 
 /// Sampled checking (a payload check for hardly any reply beyond those that must be): every
