@@ -63,7 +63,7 @@ pub struct EmuRunConfig {
     /// [sees every](ReplyCheck::sees_every) reply of (a write), the first reply to each
     /// distinct request, the first to each in the measured window, and any whose length
     /// differs from the last checked one — and a random 1 in `check_every` of the rest
-    /// (seeded by `seed`, so reproducible). 1 checks every reply. The others are still read
+    /// (a stream of draws seeded by `seed`: the same seed, the same draws). 1 checks every reply. The others are still read
     /// whole, as a NIC's DMA reads them, and their headers, length, type, id and core are
     /// checked; only the payload check is sampled. Every distinct request answered in the
     /// measured window, and so every core, has a checked reply there
