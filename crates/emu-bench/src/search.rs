@@ -539,7 +539,7 @@ fn checked_cell(m: &EmuSummary) -> String {
     if m.incomplete > 0 {
         format!("{share}; coverage incomplete in {} trial(s)", m.incomplete)
     } else {
-        share
+        format!("{share}; every distinct request and core covered")
     }
 }
 
@@ -575,9 +575,9 @@ pub fn table(summaries: &[EmuSummary], baseline: Option<&str>, trials: usize) ->
          saturation bracketed by a grid, then bisection. Device cost per gather entry \
          (--desc-ns): {desc} ns{}. Every reply is read whole and its headers checked; its \
          payload is checked {} (\"payload checked there\": replies checked of those \
-         answered at that load, over its trials; a trial where an answered distinct request, or \
-         any core, had no checked reply in the measured window is counted as coverage \
-         incomplete).\n",
+         answered at that load, over its trials, and whether every trial of the search had a \
+         checked reply in its measured window for every distinct request answered there and \
+         every core; a trial without is counted as coverage incomplete).\n",
         if desc == 0 {
             " (the paper's crossover comes from CPU-side costs; its NICs were not the limit, §5.2)"
         } else {
@@ -862,7 +862,10 @@ mod tests {
             t.contains("for a random 1 in 8 replies (--check-every)"),
             "{t}"
         );
-        assert!(t.contains("| 25.0% (2 of 8) |"), "{t}");
+        assert!(
+            t.contains("| 25.0% (2 of 8); every distinct request and core covered |"),
+            "{t}"
+        );
         assert!(!t.contains("coverage incomplete in"), "{t}");
         let trial = &searches[0].loads[0].trials[0];
         let line = trial.progress();
