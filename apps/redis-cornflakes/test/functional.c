@@ -229,6 +229,26 @@ static void test_objects(void) {
     CHECK(bytes_are(r, F(getr, "val"), -1, big2, sizeof big2));
     r = call(8, req(del, "cf:big", NULL, 0), delr);
     CHECK(status_of(r, delr) == 0);
+    /* LRANGE of cf:biglist, which run.sh made over TCP (RPUSH of 600 'a', 2000 'b', "small"):
+     * the two long elements live in pinned memory and are sent by reference (run.sh counts
+     * them in INFO); then RPUSH (APPEND on a list) of a 3000-byte element over this port. */
+    static char as[600], bs[2000];
+    memset(as, 'a', sizeof as);
+    memset(bs, 'b', sizeof bs);
+    uint32_t vals = F(glr, "vals");
+    size_t count = 0;
+    r = call(5, req(gl, "cf:biglist", NULL, 0), glr);
+    CHECK(status_of(r, glr) == 0);
+    CHECK(cf_msg_count(r, vals, &count) == CF_OK && count == 3);
+    CHECK(bytes_are(r, vals, 0, as, sizeof as));
+    CHECK(bytes_are(r, vals, 1, bs, sizeof bs));
+    CHECK(bytes_are(r, vals, 2, "small", 5));
+    r = call(7, req(ap, "cf:biglist", big, sizeof big), apr);
+    CHECK(status_of(r, apr) == 0);
+    r = call(5, req(gl, "cf:biglist", NULL, 0), glr);
+    CHECK(cf_msg_count(r, vals, &count) == CF_OK && count == 4);
+    CHECK(bytes_are(r, vals, 1, bs, sizeof bs));
+    CHECK(bytes_are(r, vals, 3, big, sizeof big));
     cf_arena_reset(arena);
 }
 

@@ -2,7 +2,8 @@
 # Builds redis-cornflakes (scripts/redis-cornflakes.sh) and tests it: the functional test over
 # the Cornflakes port in both formats (test/functional.c, against the C API), then Redis's own
 # test units for the commands the patch touches (type/string, type/list), run with the
-# Cornflakes port on so every long SET value lives in pinned memory. Called by scripts/test.sh.
+# Cornflakes port on so every long SET value and list element lives in pinned memory. Called by
+# scripts/test.sh.
 # Usage: apps/redis-cornflakes/test/run.sh [--no-redis-units]
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -36,14 +37,45 @@ for fmt in resp cornflakes; do
     --logfile "$out/redis-$fmt.log" &
   pids+=($!)
   for _ in $(seq 50); do "$src/src/redis-cli" -p "$tcp" ping >/dev/null 2>&1 && break; sleep 0.1; done
+  if [ "$fmt" = cornflakes ]; then
+    # The list functional.c reads with LRANGE: two elements over the threshold, one under.
+    "$src/src/redis-cli" -p "$tcp" rpush cf:biglist "$(head -c 600 /dev/zero | tr '\0' a)" \
+      "$(head -c 2000 /dev/zero | tr '\0' b)" small >/dev/null
+  fi
   echo "==> functional test, $fmt format"
   "$out/functional" "$fmt" "$udp" "$root/schemas"
-  "$src/src/redis-cli" -p "$tcp" info cornflakes | grep -E "malformed|pinned_values|zero_copy"
+  "$src/src/redis-cli" -p "$tcp" info cornflakes | grep -E "malformed|pinned_values|pinned_list_elements|zero_copy"
 done
+
+cli=("$src/src/redis-cli" -p "$tcp")
+# List elements (the object server above): cf:biglist's 600-, 2000- and 3000-byte elements are
+# pinned, and the object test's LRANGEs sent 2 + 3 of them by reference (plus its first GET of a
+# pinned string: 6 values in all). LSET replaces a pinned element with a new one, LPOP and DEL
+# release them, and a list freed by a background thread (UNLINK of 100 long elements) is
+# released on the main thread's timer.
+info() { "${cli[@]}" info cornflakes | sed -n "s/^cornflakes_$1:\([0-9]*\).*/\1/p"; }
+"${cli[@]}" rpush cf:biglist "$(head -c 700 /dev/zero | tr '\0' c)" >/dev/null
+[ "$(info pinned_list_elements)" = 4 ] || { echo "FAILED: $(info pinned_list_elements) pinned list elements, not 4"; exit 1; }
+[ "$(info zero_copy_values_sent)" = 6 ] || { echo "FAILED: $(info zero_copy_values_sent) values sent by reference, not 6"; exit 1; }
+"${cli[@]}" lset cf:biglist 0 "$(head -c 800 /dev/zero | tr '\0' d)" >/dev/null
+[ "$(info pinned_list_elements)" = 4 ] || { echo "FAILED: LSET leaked or lost a pinned element"; exit 1; }
+[ "$("${cli[@]}" lindex cf:biglist 0)" = "$(head -c 800 /dev/zero | tr '\0' d)" ] || { echo "FAILED: LSET"; exit 1; }
+"${cli[@]}" lpop cf:biglist >/dev/null
+[ "$(info pinned_list_elements)" = 3 ] || { echo "FAILED: LPOP did not release a pinned element"; exit 1; }
+[ "$("${cli[@]}" llen cf:biglist)" = 4 ] || { echo "FAILED: the list lost elements"; exit 1; }
+"${cli[@]}" memory usage cf:biglist >/dev/null
+"${cli[@]}" del cf:biglist >/dev/null
+[ "$(info pinned_list_elements)" = 0 ] || { echo "FAILED: DEL did not release pinned elements"; exit 1; }
+for i in $(seq 100); do echo "RPUSH cf:lazy $(head -c 600 /dev/zero | tr '\0' e)$i"; done | "${cli[@]}" >/dev/null
+[ "$(info pinned_list_elements)" = 100 ] || { echo "FAILED: RPUSH did not pin 100 elements"; exit 1; }
+"${cli[@]}" unlink cf:lazy >/dev/null
+sleep 0.5
+[ "$(info pinned_list_elements)" = 0 ] || { echo "FAILED: a list freed in the background left $(info pinned_list_elements) pinned elements"; exit 1; }
+[ "$(info pinned_list_element_bytes)" = 0 ] || { echo "FAILED: pinned element bytes not back to 0"; exit 1; }
+echo "pinned list elements: RPUSH pins, LRANGE references, LSET replaces, LPOP/DEL/UNLINK release: ok"
 
 # A long value set over TCP is pinned; APPEND copies it to the heap; a value freed by a
 # background thread (FLUSHALL ASYNC) is released on the main thread's timer.
-cli=("$src/src/redis-cli" -p "$tcp")
 pinned() { "${cli[@]}" info cornflakes | sed -n 's/^cornflakes_pinned_values:\([0-9]*\).*/\1/p'; }
 "${cli[@]}" set cf:pin "$(head -c 1000 /dev/zero | tr '\0' x)" >/dev/null
 [ "$(pinned)" = 1 ] || { echo "FAILED: a 1000-byte SET was not pinned"; exit 1; }
@@ -58,7 +90,7 @@ echo "pinned values: SET pins, APPEND copies, FLUSHALL ASYNC releases: ok"
 
 if [ "${1:-}" != "--no-redis-units" ]; then
   if command -v tclsh >/dev/null; then
-    echo "==> Redis's own tests: unit/type/string, unit/type/list (Cornflakes port on, values >= 512 B pinned)"
+    echo "==> Redis's own tests: unit/type/string, unit/type/list (Cornflakes port on, values and list elements >= 512 B pinned)"
     (cd "$src" && ./runtest --single unit/type/string --single unit/type/list --clients 2 \
       --config cornflakes-port -1 --config cornflakes-schema "$root/schemas/kv.proto" \
       --config cornflakes-format resp) 2>&1 | tee "$out/runtest.log" | grep -E "\[(ok|err|exception)\]|All tests passed|\[TIMEOUT\]" | grep -v "\[ok\]" || true
