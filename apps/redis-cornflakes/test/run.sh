@@ -95,6 +95,14 @@ if [ "${1:-}" != "--no-redis-units" ]; then
       --config cornflakes-port -1 --config cornflakes-schema "$root/schemas/kv.proto" \
       --config cornflakes-format resp) 2>&1 | tee "$out/runtest.log" | grep -E "\[(ok|err|exception)\]|All tests passed|\[TIMEOUT\]" | grep -v "\[ok\]" || true
     grep -q "All tests passed without errors" "$out/runtest.log"
+    # Its list elements are mostly 500 B or shorter: again with a 100-byte threshold, so those
+    # (compressed plain nodes, LINSERT, LSET, LTRIM of them) are pinned too.
+    echo "==> Redis's own tests: unit/type/list again, list elements >= 100 B pinned"
+    (cd "$src" && ./runtest --single unit/type/list --clients 2 \
+      --config cornflakes-port -1 --config cornflakes-schema "$root/schemas/kv.proto" \
+      --config cornflakes-format resp --config cornflakes-threshold 100) 2>&1 \
+      | tee "$out/runtest-100.log" | grep -E "\[(err|exception)\]|All tests passed|\[TIMEOUT\]" || true
+    grep -q "All tests passed without errors" "$out/runtest-100.log"
   else
     echo "SKIPPED redis runtest: tclsh is not installed (apps/redis-cornflakes/APT_PACKAGES lists tcl)"
   fi
