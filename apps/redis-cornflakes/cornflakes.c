@@ -52,6 +52,7 @@ static struct {
     int on, resp_format;
     pthread_t main_thread;
     cf_dp dp;
+    const char *kind;             /* the datapath: socket, xdp, mlx5 or ice */
     cf_mem mem;
     cf_arena arena;
     cf_schema kv;
@@ -531,6 +532,49 @@ static void setupOp(int op, const char *req, const char *resp) {
     o->resp_statuses = field(o->resp, "statuses");
 }
 
+/* Polls a datapath without a file descriptor (AF_XDP, ConnectX, DPDK): a time event due again at
+ * once, so the event loop never sleeps while the port is on (a kernel-bypass core spins). */
+static int cfPoll(aeEventLoop *el, long long id, void *data) {
+    UNUSED(id); UNUSED(data);
+    cfReadable(el, -1, NULL, 0);
+    return 0;
+}
+
+/* Opens what cornflakes-datapath names: "socket" (kernel UDP, the default), "xdp IFNAME
+ * [IP=MAC]", "mlx5 DEVICE" or "ice DPDK-ARGS". The kernel-bypass ones need the C library built
+ * with that feature (scripts/redis-cornflakes.sh with CORNFLAKES_C_FEATURES) and a fixed port. */
+static int openDatapath(void) {
+    const char *spec = server.cornflakes_datapath ? server.cornflakes_datapath : "";
+    spec += strspn(spec, " ");
+    size_t k = strcspn(spec, " ");
+    const char *arg = spec + k + strspn(spec + k, " ");
+    int port = server.cornflakes_port;
+    if (k == 0 || (k == 6 && !strncmp(spec, "socket", 6)))
+        return cf_dp_socket_new_sized(server.cornflakes_bind, (uint16_t)(port < 0 ? 0 : port),
+                                      CF_MAX_MESSAGE, &cf.dp) == CF_OK;
+    if (port <= 0) {
+        serverLog(LL_WARNING, "cornflakes-datapath '%s' needs a cornflakes-port of its own (not -1)", spec);
+        return 0;
+    }
+    cf_status st;
+    if (k == 3 && !strncmp(spec, "xdp", 3)) {
+        char ifname[64] = "", peer[64] = "";
+        if (sscanf(arg, "%63s %63s", ifname, peer) < 1) {
+            serverLog(LL_WARNING, "cornflakes-datapath: xdp IFNAME [IP=MAC]");
+            return 0;
+        }
+        st = cf_dp_xdp_new(ifname, server.cornflakes_bind, (uint16_t)port, peer[0] ? peer : NULL, 0, &cf.dp);
+    } else if (k == 4 && !strncmp(spec, "mlx5", 4)) {
+        st = cf_dp_mlx5_new(arg, server.cornflakes_bind, (uint16_t)port, CF_MAX_MESSAGE, 0, &cf.dp);
+    } else if (k == 3 && !strncmp(spec, "ice", 3)) {
+        st = cf_dp_ice_new(arg, server.cornflakes_bind, (uint16_t)port, &cf.dp);
+    } else {
+        serverLog(LL_WARNING, "cornflakes-datapath must be socket, xdp IFNAME [IP=MAC], mlx5 DEVICE or ice DPDK-ARGS, not '%s'", spec);
+        return 0;
+    }
+    return st == CF_OK;
+}
+
 /* Called at the end of initServer: opens the datapath when cornflakes-port is set. */
 void cfInit(void) {
     cf.main_thread = pthread_self();
@@ -544,10 +588,7 @@ void cfInit(void) {
         serverLog(LL_WARNING, "cornflakes-port needs cornflakes-schema (the repository's schemas/kv.proto)");
         exit(1);
     }
-    if (cf_schema_load(server.cornflakes_schema, NULL, &cf.kv) != CF_OK ||
-        cf_dp_socket_new_sized(server.cornflakes_bind,
-                               (uint16_t)(server.cornflakes_port < 0 ? 0 : server.cornflakes_port),
-                               CF_MAX_MESSAGE, &cf.dp) != CF_OK ||
+    if (cf_schema_load(server.cornflakes_schema, NULL, &cf.kv) != CF_OK || !openDatapath() ||
         cf_dp_memory(cf.dp, &cf.mem) != CF_OK || cf_mem_max_len(cf.mem, &cf.max_pinned) != CF_OK ||
         cf_arena_new(cf.mem, &cf.arena) != CF_OK ||
         cf_arena_set_threshold(cf.arena, (size_t)server.cornflakes_threshold) != CF_OK) {
@@ -570,10 +611,17 @@ void cfInit(void) {
     cf.fake->authenticated = 1;
     int fd;
     uint16_t port = 0;
-    cf_dp_fd(cf.dp, &fd);
+    const char *kind = "socket";
+    cf_dp_kind(cf.dp, &kind);
+    cf.kind = kind;
     cf_dp_local_port(cf.dp, &port);
-    if (aeCreateFileEvent(server.el, fd, AE_READABLE, cfReadable, NULL) == AE_ERR) {
-        serverLog(LL_WARNING, "cornflakes: cannot watch the datapath's socket");
+    if (cf_dp_fd(cf.dp, &fd) == CF_OK) {
+        if (aeCreateFileEvent(server.el, fd, AE_READABLE, cfReadable, NULL) == AE_ERR) {
+            serverLog(LL_WARNING, "cornflakes: cannot watch the datapath's socket");
+            exit(1);
+        }
+    } else if (aeCreateTimeEvent(server.el, 0, cfPoll, NULL, NULL) == AE_ERR) {
+        serverLog(LL_WARNING, "cornflakes: cannot poll the datapath");
         exit(1);
     }
     if (aeCreateTimeEvent(server.el, 100, cfCron, NULL, NULL) == AE_ERR) {
@@ -586,9 +634,9 @@ void cfInit(void) {
     quicklistPinnedAlloc = cfListElementAlloc;
     quicklistPinnedFree = cfListElementFree;
     cf.on = 1;
-    serverLog(LL_NOTICE, "Cornflakes: serving %s on UDP %s:%d (values >= %lld bytes pinned, sent by reference)",
+    serverLog(LL_NOTICE, "Cornflakes: serving %s on UDP %s:%d, %s datapath (values >= %lld bytes pinned, sent by reference)",
               cf.resp_format ? "RESP" : "Cornflakes objects", server.cornflakes_bind,
-              (int)port, server.cornflakes_threshold);
+              (int)port, kind, server.cornflakes_threshold);
 }
 
 /* The INFO "cornflakes" section. */
@@ -597,13 +645,13 @@ sds cfInfo(sds info) {
     if (cf.on) cf_dp_get_counters(cf.dp, &c);
     return sdscatprintf(info,
         "# Cornflakes\r\n"
-        "cornflakes_enabled:%d\r\ncornflakes_format:%s\r\n"
+        "cornflakes_enabled:%d\r\ncornflakes_format:%s\r\ncornflakes_datapath:%s\r\n"
         "cornflakes_requests:%lld\r\ncornflakes_replies:%lld\r\ncornflakes_malformed:%lld\r\n"
         "cornflakes_send_errors:%lld\r\ncornflakes_dropped_datagrams:%llu\r\n"
         "cornflakes_pinned_values:%lld\r\ncornflakes_pinned_bytes:%lld\r\n"
         "cornflakes_pinned_list_elements:%lld\r\ncornflakes_pinned_list_element_bytes:%lld\r\n"
         "cornflakes_pinned_failures:%lld\r\ncornflakes_zero_copy_values_sent:%lld\r\n",
-        cf.on, cf.on ? (cf.resp_format ? "resp" : "cornflakes") : "off",
+        cf.on, cf.on ? (cf.resp_format ? "resp" : "cornflakes") : "off", cf.on ? cf.kind : "off",
         cf.requests, cf.replies, cf.malformed, cf.send_errors, (unsigned long long)c.total_drops,
         cf.pinned_values, cf.pinned_bytes, cf.pinned_elements, cf.pinned_element_bytes,
         cf.pinned_failures, cf.zero_copy_sends);

@@ -4,7 +4,8 @@
  * is referenced from pinned memory, APPEND copying it, and malformed requests answered or
  * dropped while the server keeps serving. Run by apps/redis-cornflakes/test/run.sh.
  *
- * Usage: functional resp|cornflakes PORT SCHEMA_DIR
+ * Usage: functional resp|cornflakes PORT SCHEMA_DIR [SERVER_IP [BIND_IP]]
+ *   (default 127.0.0.1 for both; run.sh's AF_XDP test gives the server's address on a veth)
  */
 #include "cornflakes.h"
 
@@ -253,8 +254,8 @@ static void test_objects(void) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 4) {
-        fprintf(stderr, "usage: %s resp|cornflakes PORT SCHEMA_DIR\n", argv[0]);
+    if (argc < 4 || argc > 6) {
+        fprintf(stderr, "usage: %s resp|cornflakes PORT SCHEMA_DIR [SERVER_IP [BIND_IP]]\n", argv[0]);
         return 2;
     }
     for (size_t i = 0; i < sizeof big; i++) big[i] = (char)('a' + i % 26);
@@ -262,8 +263,9 @@ int main(int argc, char **argv) {
     memcpy(big2 + sizeof big, "tail!", 5);
     char path[4096];
     snprintf(path, sizeof path, "%s/kv.proto", argv[3]);
-    if (cf_schema_load(path, argv[3], &kv) != CF_OK || cf_dp_socket_new("127.0.0.1", 0, &dp) != CF_OK ||
-        cf_dp_connect(dp, "127.0.0.1", (uint16_t)atoi(argv[2]), &conn) != CF_OK) {
+    const char *server_ip = argc > 4 ? argv[4] : "127.0.0.1", *bind_ip = argc > 5 ? argv[5] : "127.0.0.1";
+    if (cf_schema_load(path, argv[3], &kv) != CF_OK || cf_dp_socket_new(bind_ip, 0, &dp) != CF_OK ||
+        cf_dp_connect(dp, server_ip, (uint16_t)atoi(argv[2]), &conn) != CF_OK) {
         fprintf(stderr, "setup: %s\n", cf_last_error());
         return 2;
     }
