@@ -93,51 +93,33 @@ echo "pinned values: SET pins, APPEND copies, FLUSHALL ASYNC releases: ok"
 # descriptor), functional.c's object test from namespace B over the kernel. Needs root, `ip`,
 # `ethtool`, AF_XDP and libbpf (crates/datapath-xdp/APT_PACKAGES); else SKIPPED. The default
 # build is restored afterwards.
-xdp_why=""
-if [ "$(id -u)" != 0 ]; then xdp_why="not running as root (namespaces, veth and AF_XDP need it)"
-elif ! ip -V >/dev/null 2>&1 || ! ethtool --version >/dev/null 2>&1; then xdp_why="ip or ethtool is missing"
-elif ! pkg-config --exists libbpf 2>/dev/null || ! command -v clang >/dev/null; then xdp_why="libbpf-dev or clang is missing (crates/datapath-xdp/APT_PACKAGES)"
-elif ! python3 -c 'import socket; socket.socket(44, socket.SOCK_RAW)' 2>/dev/null; then xdp_why="the kernel refuses an AF_XDP socket"
-fi
+# shellcheck source=../../../crates/cornflakes-c/tests/c/netns.sh
+. "$root/crates/cornflakes-c/tests/c/netns.sh"
+xdp_why=$(cf_xdp_why)
 if [ -n "$xdp_why" ]; then
-  line="SKIPPED redis-cornflakes on AF_XDP: $xdp_why"
-  if [ "${CORNFLAKES_REQUIRE_ALL:-}" = 1 ] || [ "${CORNFLAKES_REQUIRE_XDP:-}" = 1 ]; then echo "$line (but a REQUIRE variable is 1)"; exit 1; fi
-  echo "$line" >&2
-  echo "$line" >>"${CORNFLAKES_SKIP_LOG:-$target/skipped.txt}"
+  cf_skip "redis-cornflakes on AF_XDP" "$xdp_why" CORNFLAKES_REQUIRE_XDP
 else
   echo "==> functional test on AF_XDP (cornflakes-datapath xdp), objects"
   CORNFLAKES_C_FEATURES=xdp scripts/redis-cornflakes.sh build >/dev/null
-  ns_a="cfredis-$$-a" ns_b="cfredis-$$-b" if_a="cr$$a" if_b="cr$$b" ip_a=10.84.1.1 ip_b=10.84.1.2
-  xdp_cleanup() { ip netns del "$ns_a" 2>/dev/null || true; ip netns del "$ns_b" 2>/dev/null || true; }
-  trap 'cleanup; xdp_cleanup' EXIT
-  ip netns add "$ns_a"
-  ip netns add "$ns_b"
-  ip link add "$if_a" netns "$ns_a" type veth peer name "$if_b" netns "$ns_b"
-  for side in "$ns_a $if_a" "$ns_b $if_b"; do
-    read -r ns ifn <<<"$side"
-    ip -n "$ns" link set lo up
-    ip -n "$ns" link set "$ifn" mtu 1500 up
-  done
-  ip -n "$ns_b" addr add "$ip_b/24" dev "$if_b"
-  ip netns exec "$ns_b" ethtool -K "$if_b" tx off >/dev/null
-  mac_b=$(ip -n "$ns_b" -o link show "$if_b" | sed -n 's/.*link\/ether \([0-9a-f:]*\).*/\1/p')
+  trap 'cleanup; cf_veth_cleanup' EXIT
+  cf_veth_pair r 1
   tcp=$base udp=7200
-  ip netns exec "$ns_a" "$server" --port "$tcp" --bind 127.0.0.1 --save '' --appendonly no \
-    --cornflakes-port "$udp" --cornflakes-bind "$ip_a" --cornflakes-datapath "xdp $if_a $ip_b=$mac_b" \
+  ip netns exec "$NS_A" "$server" --port "$tcp" --bind 127.0.0.1 --save '' --appendonly no \
+    --cornflakes-port "$udp" --cornflakes-bind "$IP_A" --cornflakes-datapath "xdp $IF_A $IP_B=$MAC_B" \
     --cornflakes-format cornflakes --cornflakes-schema "$root/schemas/kv.proto" \
     --logfile "$out/redis-xdp.log" &
   pids+=($!)
-  xcli=(ip netns exec "$ns_a" "$src/src/redis-cli" -p "$tcp")
+  xcli=(ip netns exec "$NS_A" "$src/src/redis-cli" -p "$tcp")
   for _ in $(seq 50); do "${xcli[@]}" ping >/dev/null 2>&1 && break; sleep 0.1; done
   "${xcli[@]}" rpush cf:biglist "$(head -c 600 /dev/zero | tr '\0' a)" \
     "$(head -c 2000 /dev/zero | tr '\0' b)" small >/dev/null
-  ip netns exec "$ns_b" "$out/functional" cornflakes "$udp" "$root/schemas" "$ip_a" "$ip_b"
+  ip netns exec "$NS_B" "$out/functional" cornflakes "$udp" "$root/schemas" "$IP_A" "$IP_B"
   "${xcli[@]}" info cornflakes | grep -E "datapath|malformed|pinned_list_elements|zero_copy"
   "${xcli[@]}" info cornflakes | grep -q "^cornflakes_datapath:xdp" || { echo "FAILED: not on AF_XDP"; exit 1; }
   [ "$("${xcli[@]}" info cornflakes | sed -n 's/^cornflakes_zero_copy_values_sent:\([0-9]*\).*/\1/p')" = 6 ] \
     || { echo "FAILED: values sent by reference on AF_XDP"; exit 1; }
   "${xcli[@]}" shutdown nosave >/dev/null 2>&1 || true
-  xdp_cleanup
+  cf_veth_cleanup
   scripts/redis-cornflakes.sh build >/dev/null
 fi
 
