@@ -88,37 +88,50 @@ sleep 0.5
 [ "$(pinned)" = 0 ] || { echo "FAILED: FLUSHALL ASYNC left a pinned value unreleased"; exit 1; }
 echo "pinned values: SET pins, APPEND copies, FLUSHALL ASYNC releases: ok"
 
-# The same server on AF_XDP (cornflakes-datapath xdp): the C library rebuilt with the `xdp`
-# feature, redis-server in network namespace A serving on its end of a veth pair (polling, no
+# The same server on the kernel-bypass datapaths: AF_XDP (cornflakes-datapath xdp) and DPDK on its
+# net_af_packet virtual device (cornflakes-datapath ice), the C library rebuilt with those
+# features, redis-server in network namespace A serving on its end of a veth pair (polling, no
 # descriptor), functional.c's object test from namespace B over the kernel. Needs root, `ip`,
-# `ethtool`, AF_XDP and libbpf (crates/datapath-xdp/APT_PACKAGES); else SKIPPED. The default
-# build is restored afterwards.
+# `ethtool`, AF_XDP, libbpf and DPDK (crates/datapath-xdp/APT_PACKAGES,
+# crates/datapath-ice/APT_PACKAGES); else SKIPPED. The default build is restored afterwards.
 # shellcheck source=../../../crates/cornflakes-c/tests/c/netns.sh
 . "$root/crates/cornflakes-c/tests/c/netns.sh"
-xdp_why=$(cf_xdp_why)
-if [ -n "$xdp_why" ]; then
-  cf_skip "redis-cornflakes on AF_XDP" "$xdp_why" CORNFLAKES_REQUIRE_XDP
+bypass_why=$(cf_xdp_why)
+if [ -z "$bypass_why" ] && ! pkg-config --exists libdpdk 2>/dev/null; then
+  bypass_why="libdpdk-dev is missing (crates/datapath-ice/APT_PACKAGES)"
+fi
+if [ -n "$bypass_why" ]; then
+  cf_skip "redis-cornflakes on AF_XDP" "$bypass_why" CORNFLAKES_REQUIRE_XDP
+  cf_skip "redis-cornflakes on DPDK net_af_packet" "$bypass_why" CORNFLAKES_REQUIRE_ICE
 else
-  echo "==> functional test on AF_XDP (cornflakes-datapath xdp), objects"
-  CORNFLAKES_C_FEATURES=xdp scripts/redis-cornflakes.sh build >/dev/null
+  CORNFLAKES_C_FEATURES=xdp,ice scripts/redis-cornflakes.sh build >/dev/null
   trap 'cleanup; cf_veth_cleanup' EXIT
-  cf_veth_pair r 1
-  tcp=$base udp=7200
-  ip netns exec "$NS_A" "$server" --port "$tcp" --bind 127.0.0.1 --save '' --appendonly no \
-    --cornflakes-port "$udp" --cornflakes-bind "$IP_A" --cornflakes-datapath "xdp $IF_A $IP_B=$MAC_B" \
-    --cornflakes-format cornflakes --cornflakes-schema "$root/schemas/kv.proto" \
-    --logfile "$out/redis-xdp.log" &
-  pids+=($!)
-  xcli=(ip netns exec "$NS_A" "$src/src/redis-cli" -p "$tcp")
-  for _ in $(seq 50); do "${xcli[@]}" ping >/dev/null 2>&1 && break; sleep 0.1; done
-  "${xcli[@]}" rpush cf:biglist "$(head -c 600 /dev/zero | tr '\0' a)" \
-    "$(head -c 2000 /dev/zero | tr '\0' b)" small >/dev/null
-  ip netns exec "$NS_B" "$out/functional" cornflakes "$udp" "$root/schemas" "$IP_A" "$IP_B"
-  "${xcli[@]}" info cornflakes | grep -E "datapath|malformed|pinned_list_elements|zero_copy"
-  "${xcli[@]}" info cornflakes | grep -q "^cornflakes_datapath:xdp" || { echo "FAILED: not on AF_XDP"; exit 1; }
-  [ "$("${xcli[@]}" info cornflakes | sed -n 's/^cornflakes_zero_copy_values_sent:\([0-9]*\).*/\1/p')" = 6 ] \
-    || { echo "FAILED: values sent by reference on AF_XDP"; exit 1; }
-  "${xcli[@]}" shutdown nosave >/dev/null 2>&1 || true
+  n=1
+  for kind in xdp ice; do
+    echo "==> functional test on $kind (cornflakes-datapath $kind), objects"
+    cf_veth_pair "r$n" "$n"
+    case $kind in
+      xdp) spec="xdp $IF_A $IP_B=$MAC_B" ;;
+      ice) spec="ice --vdev net_af_packet0,iface=$IF_A" ;;
+    esac
+    tcp=$((base + n)) udp=7200
+    ip netns exec "$NS_A" "$server" --port "$tcp" --bind 127.0.0.1 --save '' --appendonly no \
+      --cornflakes-port "$udp" --cornflakes-bind "$IP_A" --cornflakes-datapath "$spec" \
+      --cornflakes-format cornflakes --cornflakes-schema "$root/schemas/kv.proto" \
+      --logfile "$out/redis-$kind.log" &
+    pids+=($!)
+    xcli=(ip netns exec "$NS_A" "$src/src/redis-cli" -p "$tcp")
+    for _ in $(seq 100); do "${xcli[@]}" ping >/dev/null 2>&1 && break; sleep 0.1; done
+    "${xcli[@]}" rpush cf:biglist "$(head -c 600 /dev/zero | tr '\0' a)" \
+      "$(head -c 2000 /dev/zero | tr '\0' b)" small >/dev/null
+    ip netns exec "$NS_B" "$out/functional" cornflakes "$udp" "$root/schemas" "$IP_A" "$IP_B"
+    "${xcli[@]}" info cornflakes | grep -E "datapath|malformed|pinned_list_elements|zero_copy"
+    "${xcli[@]}" info cornflakes | grep -q "^cornflakes_datapath:$kind" || { echo "FAILED: not on $kind"; exit 1; }
+    [ "$("${xcli[@]}" info cornflakes | sed -n 's/^cornflakes_zero_copy_values_sent:\([0-9]*\).*/\1/p')" = 6 ] \
+      || { echo "FAILED: values sent by reference on $kind"; exit 1; }
+    "${xcli[@]}" shutdown nosave >/dev/null 2>&1 || true
+    n=$((n + 1))
+  done
   cf_veth_cleanup
   scripts/redis-cornflakes.sh build >/dev/null
 fi
