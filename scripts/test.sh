@@ -156,6 +156,13 @@ if [ -n "$nightly" ]; then
     RUSTFLAGS="-Zsanitizer=address" RUSTDOCFLAGS="-Zsanitizer=address" \
     CARGO_TARGET_DIR=target/asan \
     cargo +nightly test $args --target x86_64-unknown-linux-gnu --tests
+  # The C API's AF_XDP handle with the library instrumented (tests/xdp.rs; root, else SKIPPED).
+  if [ -n "$features" ]; then
+    ASAN_OPTIONS="detect_leaks=1:${ASAN_OPTIONS:-}" \
+      RUSTFLAGS="-Zsanitizer=address" RUSTDOCFLAGS="-Zsanitizer=address" \
+      CARGO_TARGET_DIR=target/asan \
+      cargo +nightly test -p cornflakes-c --features xdp --target x86_64-unknown-linux-gnu --test xdp
+  fi
 else
   say "SKIPPED: AddressSanitizer run — no nightly toolchain (rustup toolchain install nightly)"
 fi
