@@ -1,0 +1,214 @@
+//! The store's operations, run once for every serialization: a format decodes a request into
+//! something that implements [`Request`], [`execute`] applies it to the [`Store`], and the
+//! format encodes the [`Answer`]. What an operation means lives here only:
+//!
+//! - **Well-formed or refused**: a single-key operation takes exactly one key (and one value
+//!   for `put` / `append`, none otherwise), `getm` at least one key and no values, `putm` one
+//!   value per key. Anything else, or any key that is not UTF-8, is refused `BAD_REQUEST`
+//!   (counted, [`Store::tally`]) before the store is touched ([`crate::validate`]).
+//! - **Writes exactly once** under retries: a write runs through [`Store::once`] under its
+//!   [`WriteTag`](crate::rifl::WriteTag) (taken only for writes: reads pay nothing for it).
+//! - **All or nothing**: `putm` checks every key before the first write and the store applies
+//!   it whole ([`Store::put_many`]).
+//! - **Reads borrow**: the values answered are the store's own buffers, borrowed for as long
+//!   as the reply is being built — no copy, no allocation ([`Items`] is reused for `getm`).
+//!
+//! How a stored value goes on the wire (by reference, copied, in pieces, or `TOO_LARGE` when
+//! a format cannot carry a value stored in pieces) is the format's business.
+
+use crate::ops::{OpKind, Status};
+use crate::rifl::{Origin, Outcome};
+use crate::store::Store;
+use crate::validate;
+use crate::value::Value;
+
+/// A decoded request, whatever its wire format: the operation and its keys, values and list
+/// index, borrowed from the received message.
+pub trait Request {
+    /// The operation.
+    fn kind(&self) -> OpKind;
+    /// How many keys the request carries.
+    fn key_count(&self) -> usize;
+    /// Key `i` (`i < key_count()`) as a string; `BAD_REQUEST` when it is not UTF-8.
+    fn key(&self, i: usize) -> Result<&str, Status>;
+    /// How many values the request carries.
+    fn val_count(&self) -> usize;
+    /// Value `i` (`i < val_count()`).
+    fn val(&self, i: usize) -> &[u8];
+    /// The list index of `get_from_list` (0 for the other operations).
+    fn index(&self) -> usize;
+}
+
+/// One key's result in a `getm`: its value, or why there is none.
+pub type Item<'s> = Result<&'s Value, Status>;
+
+/// What [`execute`] answered, borrowing the store (`'s`) and the caller's `getm` list (`'i`).
+#[derive(Debug)]
+pub enum Answer<'s, 'i> {
+    /// Refused before the store was touched (`BAD_REQUEST`, counted).
+    Refused(Status),
+    /// A write's outcome (`put`, `putm`, `append`, `delete`): for `append`, the list's new
+    /// length; a retry is answered its first outcome.
+    Wrote(Outcome),
+    /// `get` (the first element of the key's list) or `get_from_list`.
+    Value(Result<&'s Value, Status>),
+    /// `getlist`: the key's whole list.
+    List(Result<&'s [Value], Status>),
+    /// `getm`: each key's result, in request order.
+    Values(&'i [Item<'s>]),
+}
+
+impl Answer<'_, '_> {
+    /// The reply's status: the failure, or for `getm` the first key's failure, else `OK`.
+    pub fn status(&self) -> Status {
+        let of = |e: Option<Status>| e.unwrap_or(Status::Ok);
+        match self {
+            Answer::Refused(s) => *s,
+            Answer::Wrote(r) => of(r.err()),
+            Answer::Value(r) => of(r.err()),
+            Answer::List(r) => of(r.err()),
+            Answer::Values(items) => of(items.iter().find_map(|r| r.err())),
+        }
+    }
+}
+
+/// Whether `req` has the keys and values its operation takes (`BAD_REQUEST` otherwise:
+/// never served with the first key or value).
+fn well_formed<R: Request + ?Sized>(kind: OpKind, req: &R) -> Result<(), Status> {
+    let (keys, vals) = (req.key_count(), req.val_count());
+    let ok = match kind {
+        OpKind::Get | OpKind::GetList | OpKind::GetFromList | OpKind::Delete => {
+            keys == 1 && vals == 0
+        }
+        OpKind::Put | OpKind::Append => keys == 1 && vals == 1,
+        OpKind::GetM => keys >= 1 && vals == 0,
+        OpKind::PutM => return validate::paired(keys, vals),
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(Status::BadRequest)
+    }
+}
+
+/// Applies `req` to `store`; `origin` tags a write for exactly-once, `items` (emptied first)
+/// receives a `getm`'s results. The answer borrows the store's values.
+pub fn execute<'s, 'i, R: Request + ?Sized>(
+    store: &'s mut Store,
+    req: &R,
+    origin: Origin<'_>,
+    items: &'i mut Vec<Item<'s>>,
+) -> Answer<'s, 'i> {
+    let kind = req.kind();
+    if let Err(s) = well_formed(kind, req) {
+        return Answer::Refused(store.tally(s));
+    }
+    let tag = || origin.tag();
+    // The one key of a single-key operation (`well_formed` checked there is one).
+    macro_rules! key {
+        () => {
+            match req.key(0) {
+                Ok(k) => k,
+                Err(s) => return Answer::Refused(store.tally(s)),
+            }
+        };
+    }
+    match kind {
+        OpKind::Get => {
+            let k = key!();
+            Answer::Value(store.get(k))
+        }
+        OpKind::GetFromList => {
+            let k = key!();
+            Answer::Value(store.get_from_list(k, req.index()))
+        }
+        OpKind::GetList => {
+            let k = key!();
+            Answer::List(store.get_list(k))
+        }
+        OpKind::Put => {
+            let k = key!();
+            let v = req.val(0);
+            Answer::Wrote(store.once(tag(), |s| s.put(k, v).map(|_| 0)))
+        }
+        OpKind::Append => {
+            let k = key!();
+            let v = req.val(0);
+            Answer::Wrote(store.once(tag(), |s| s.append(k, v)))
+        }
+        OpKind::Delete => {
+            let k = key!();
+            Answer::Wrote(store.once(tag(), |s| s.delete(k).map(|_| 0)))
+        }
+        OpKind::GetM => {
+            // Every key checked before any is read: one bad key refuses the request.
+            if let Err(s) = all_keys(req) {
+                return Answer::Refused(store.tally(s));
+            }
+            let store: &'s Store = store;
+            items.clear();
+            items.extend((0..req.key_count()).map(|i| req.key(i).and_then(|k| store.get(k))));
+            Answer::Values(items)
+        }
+        OpKind::PutM => {
+            // Every key checked before the first write; the store applies all or nothing. It
+            // copies the values into pinned buffers and builds its entries: a write
+            // allocates in the store, whatever the serialization.
+            let pairs: Result<Vec<(&str, &[u8])>, Status> = (0..req.key_count())
+                .map(|i| Ok((req.key(i)?, req.val(i))))
+                .collect();
+            match pairs {
+                Ok(pairs) => Answer::Wrote(store.once(tag(), |s| s.put_many(&pairs).map(|_| 0))),
+                Err(s) => Answer::Refused(store.tally(s)),
+            }
+        }
+    }
+}
+
+/// `BAD_REQUEST` unless every key of `req` is UTF-8 (nothing collected).
+fn all_keys<R: Request + ?Sized>(req: &R) -> Result<(), Status> {
+    (0..req.key_count()).try_for_each(|i| req.key(i).map(drop))
+}
+
+/// The `getm` result list a server keeps from one request to the next ([`Items::take`] /
+/// [`Items::put_back`]), so a `getm` allocates nothing once warm.
+#[derive(Debug, Default)]
+pub struct Items(Vec<Item<'static>>);
+
+impl Items {
+    /// The list, empty, for one request's answer (whose borrow of the store it takes).
+    pub fn take<'s>(&mut self) -> Vec<Item<'s>> {
+        recycle(std::mem::take(&mut self.0))
+    }
+
+    /// Keeps the list's room for the next request (its contents are dropped).
+    pub fn put_back(&mut self, v: Vec<Item<'_>>) {
+        self.0 = recycle(v);
+    }
+}
+
+/// An emptied list of items of another lifetime, keeping its allocation (the standard
+/// library collects a `Vec`'s own iterator in place when the item layout is the same).
+fn recycle<'b>(mut v: Vec<Item<'_>>) -> Vec<Item<'b>> {
+    v.clear();
+    // `filter_map` (not `filter`) because the item type changes lifetime.
+    #[allow(clippy::unnecessary_filter_map)]
+    v.into_iter().filter_map(|_| None).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_recycled_list_keeps_its_room() {
+        let mut items = Items::default();
+        let mut v = items.take();
+        v.extend([Err(Status::NotFound), Err(Status::BadIndex)]);
+        let (cap, ptr) = (v.capacity(), v.as_ptr() as usize);
+        items.put_back(v);
+        let v = items.take();
+        assert!(v.is_empty());
+        assert_eq!((v.capacity(), v.as_ptr() as usize), (cap, ptr));
+    }
+}
