@@ -167,7 +167,9 @@ impl Parser {
         if n as usize > room {
             return fail(0, ParseErrorKind::TooManyArgs { claimed: n, room });
         }
-        self.spans.reserve(n as usize);
+        // Exactly: the room held stays within one argument per MIN_ARG_LEN bytes of the
+        // longest request seen.
+        self.spans.reserve_exact(n as usize);
         for _ in 0..n {
             let start = at;
             let len = header(buf, &mut at, b'$')?;
