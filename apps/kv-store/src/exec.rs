@@ -198,7 +198,162 @@ fn recycle<'b>(mut v: Vec<Item<'_>>) -> Vec<Item<'b>> {
 
 #[cfg(test)]
 mod tests {
+    use std::net::{Ipv4Addr, SocketAddrV4};
+
+    use cornflakes::mem::MemoryConfig;
+    use cornflakes::{Msg, PinnedMemory};
+
     use super::*;
+    use crate::store::StoreConfig;
+
+    /// A request of any shape, as no wire format would let through.
+    struct Raw {
+        kind: OpKind,
+        keys: Vec<&'static [u8]>,
+        vals: Vec<&'static [u8]>,
+        index: usize,
+    }
+
+    impl Request for Raw {
+        fn kind(&self) -> OpKind {
+            self.kind
+        }
+        fn key_count(&self) -> usize {
+            self.keys.len()
+        }
+        fn key(&self, i: usize) -> Result<&str, Status> {
+            validate::key(self.keys[i])
+        }
+        fn val_count(&self) -> usize {
+            self.vals.len()
+        }
+        fn val(&self, i: usize) -> &[u8] {
+            self.vals[i]
+        }
+        fn index(&self) -> usize {
+            self.index
+        }
+    }
+
+    fn raw(kind: OpKind, keys: &[&'static [u8]], vals: &[&'static [u8]]) -> Raw {
+        Raw {
+            kind,
+            keys: keys.to_vec(),
+            vals: vals.to_vec(),
+            index: 0,
+        }
+    }
+
+    fn store() -> (PinnedMemory, Store) {
+        let mem = PinnedMemory::new(MemoryConfig {
+            max_item_size: 16 * 1024,
+            ..Default::default()
+        })
+        .unwrap();
+        let store = Store::new(&mem, StoreConfig::default());
+        (mem, store)
+    }
+
+    const CLIENT: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 2), 9);
+
+    /// Runs `req` as request `id` from `CLIENT`; returns the answer's status and values.
+    fn run(store: &mut Store, req: &Raw, id: u32) -> (Status, Vec<Option<Vec<u8>>>) {
+        let msg = Msg {
+            id,
+            ty: req.kind.msg_type(),
+        };
+        let body = format!("{id}");
+        let origin = Origin::new(Some(CLIENT), msg, body.as_bytes());
+        let mut items = Items::default();
+        let mut list = items.take();
+        let a = execute(store, req, origin, &mut list);
+        let vals = match &a {
+            Answer::Value(Ok(v)) => vec![Some(v.to_vec())],
+            Answer::List(Ok(l)) => l.iter().map(|v| Some(v.to_vec())).collect(),
+            Answer::Values(items) => items.iter().map(|r| r.ok().map(Value::to_vec)).collect(),
+            Answer::Wrote(Ok(n)) => vec![Some(n.to_le_bytes().to_vec())],
+            _ => vec![],
+        };
+        (a.status(), vals)
+    }
+
+    #[test]
+    fn malformed_shapes_are_refused_and_counted_before_the_store_is_touched() {
+        let (_m, mut s) = store();
+        for req in [
+            raw(OpKind::Get, &[b"a", b"b"], &[]),
+            raw(OpKind::Get, &[], &[]),
+            raw(OpKind::Put, &[b"a"], &[]),
+            raw(OpKind::Put, &[b"a"], &[b"1", b"2"]),
+            raw(OpKind::Delete, &[b"a"], &[b"1"]),
+            raw(OpKind::GetM, &[], &[]),
+            raw(OpKind::PutM, &[b"a", b"b"], &[b"1"]),
+            raw(OpKind::PutM, &[], &[]),
+            raw(OpKind::Put, &[b"\xff"], &[b"1"]),
+            raw(OpKind::GetM, &[b"a", b"\xff"], &[]),
+            raw(OpKind::PutM, &[b"a", b"\xff"], &[b"1", b"2"]),
+        ] {
+            assert_eq!(run(&mut s, &req, 1).0, Status::BadRequest, "{:?}", req.kind);
+        }
+        let stats = s.stats();
+        assert_eq!((stats.bad_requests, stats.keys), (11, 0));
+    }
+
+    #[test]
+    fn reads_borrow_what_writes_stored() {
+        let (_m, mut s) = store();
+        let putm = raw(OpKind::PutM, &[b"a", b"b"], &[b"1", b"22"]);
+        assert_eq!(run(&mut s, &putm, 1).0, Status::Ok);
+        let append = raw(OpKind::Append, &[b"b"], &[b"333"]);
+        let (st, n) = run(&mut s, &append, 2);
+        assert_eq!(
+            (st, n),
+            (Status::Ok, vec![Some(2usize.to_le_bytes().to_vec())])
+        );
+        let getm = raw(OpKind::GetM, &[b"a", b"zz", b"b"], &[]);
+        assert_eq!(
+            run(&mut s, &getm, 3),
+            (
+                Status::NotFound,
+                vec![Some(b"1".to_vec()), None, Some(b"22".to_vec())]
+            )
+        );
+        let list = raw(OpKind::GetList, &[b"b"], &[]);
+        assert_eq!(
+            run(&mut s, &list, 4).1,
+            vec![Some(b"22".to_vec()), Some(b"333".to_vec())]
+        );
+        let mut at = raw(OpKind::GetFromList, &[b"b"], &[]);
+        at.index = 1;
+        assert_eq!(run(&mut s, &at, 5).1, vec![Some(b"333".to_vec())]);
+        at.index = 2;
+        assert_eq!(run(&mut s, &at, 6).0, Status::BadIndex);
+        assert_eq!(
+            run(&mut s, &raw(OpKind::Delete, &[b"a"], &[]), 7).0,
+            Status::Ok
+        );
+        assert_eq!(
+            run(&mut s, &raw(OpKind::Get, &[b"a"], &[]), 8).0,
+            Status::NotFound
+        );
+    }
+
+    #[test]
+    fn a_retried_write_is_answered_its_first_outcome_and_not_run_again() {
+        let (_m, mut s) = store();
+        let append = raw(OpKind::Append, &[b"l"], &[b"x"]);
+        let first = run(&mut s, &append, 9);
+        // The same client, id and bytes: a retry.
+        assert_eq!(run(&mut s, &append, 9), first);
+        assert_eq!(s.get_list("l").unwrap().len(), 1);
+        // Another id: a new write.
+        run(&mut s, &append, 10);
+        assert_eq!(s.get_list("l").unwrap().len(), 2);
+        let del = raw(OpKind::Delete, &[b"l"], &[]);
+        assert_eq!(run(&mut s, &del, 11).0, Status::Ok);
+        assert_eq!(run(&mut s, &del, 11).0, Status::Ok, "a retried delete");
+        assert_eq!(run(&mut s, &del, 12).0, Status::NotFound);
+    }
 
     #[test]
     fn a_recycled_list_keeps_its_room() {

@@ -82,6 +82,12 @@ impl<'a> Origin<'a> {
         }
     }
 
+    /// Request `msg` with body `data` from `client` (`None`: its connection is gone, and a
+    /// write is then not deduplicated).
+    pub fn new(client: Option<SocketAddrV4>, msg: Msg, data: &'a [u8]) -> Origin<'a> {
+        Origin { client, msg, data }
+    }
+
     /// The request's write tag (`None` when its connection is gone).
     pub fn tag(&self) -> Option<WriteTag> {
         self.client.map(|c| WriteTag::new(c, self.msg, self.data))
