@@ -15,7 +15,7 @@ use cornflakes::{
 
 use crate::exec::{self, Answer, Items};
 use crate::ops::{status_from_raw, Op, OpKind, Reply, Status};
-use crate::rifl::Origin;
+use crate::rifl::WriteTag;
 use crate::schema::*;
 use crate::store::{Store, Value};
 use crate::validate;
@@ -200,11 +200,17 @@ pub fn serve<D: Datapath>(
         .ok_or_else(|| ServeError::Malformed(format!("unknown message type {}", msg.ty)))?;
     let req = CfRequest::decode(kind, data, arena)?;
     let id = req.id();
-    let origin = Origin::of(dp, conn, msg, data);
-    let mut getm = items.take();
-    let answer = exec::execute(store, &req, origin, &mut getm);
+    // Only a getm takes (and gives back) the reused result list.
+    let mut getm = if kind == OpKind::GetM {
+        items.take()
+    } else {
+        Vec::new()
+    };
+    let answer = exec::execute(store, &req, || WriteTag::of(dp, conn, msg, data), &mut getm);
     let sent = send_answer(dp, conn, msg, kind, id, &answer, arena, path);
-    items.put_back(getm);
+    if kind == OpKind::GetM {
+        items.put_back(getm);
+    }
     Ok(sent?)
 }
 

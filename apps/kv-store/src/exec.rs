@@ -17,7 +17,7 @@
 //! a format cannot carry a value stored in pieces) is the format's business.
 
 use crate::ops::{OpKind, Status};
-use crate::rifl::{Origin, Outcome};
+use crate::rifl::{Outcome, WriteTag};
 use crate::store::Store;
 use crate::validate;
 use crate::value::Value;
@@ -91,19 +91,21 @@ fn well_formed<R: Request + ?Sized>(kind: OpKind, req: &R) -> Result<(), Status>
     }
 }
 
-/// Applies `req` to `store`; `origin` tags a write for exactly-once, `items` (emptied first)
-/// receives a `getm`'s results. The answer borrows the store's values.
+/// Applies `req` to `store`; `tag` names a write for exactly-once (called only for a write,
+/// so a read pays nothing for its client's address or fingerprint: e.g.
+/// `|| WriteTag::of(dp, conn, msg, data)`), `items` (emptied first) receives a `getm`'s
+/// results. The answer borrows the store's values.
+#[inline]
 pub fn execute<'s, 'i, R: Request + ?Sized>(
     store: &'s mut Store,
     req: &R,
-    origin: Origin<'_>,
+    tag: impl FnOnce() -> Option<WriteTag>,
     items: &'i mut Vec<Item<'s>>,
 ) -> Answer<'s, 'i> {
     let kind = req.kind();
     if let Err(s) = well_formed(kind, req) {
         return Answer::Refused(store.tally(s));
     }
-    let tag = || origin.tag();
     // The one key of a single-key operation (`well_formed` checked there is one).
     macro_rules! key {
         () => {
@@ -263,10 +265,10 @@ mod tests {
             ty: req.kind.msg_type(),
         };
         let body = format!("{id}");
-        let origin = Origin::new(Some(CLIENT), msg, body.as_bytes());
+        let tag = || Some(WriteTag::new(CLIENT, msg, body.as_bytes()));
         let mut items = Items::default();
         let mut list = items.take();
-        let a = execute(store, req, origin, &mut list);
+        let a = execute(store, req, tag, &mut list);
         let vals = match &a {
             Answer::Value(Ok(v)) => vec![Some(v.to_vec())],
             Answer::List(Ok(l)) => l.iter().map(|v| Some(v.to_vec())).collect(),

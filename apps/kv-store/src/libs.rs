@@ -19,7 +19,7 @@ use cornflakes::{ConnId, Datapath, Msg, RcBuf, SendError};
 use crate::cf::ServeError;
 use crate::exec::{self, Answer, Item, Items};
 use crate::ops::{status_from_raw, Op, OpKind, Reply, Status};
-use crate::rifl::Origin;
+use crate::rifl::WriteTag;
 use crate::store::{Store, Value};
 
 /// The response lists a library server reuses from one request to the next (recycled with
@@ -72,14 +72,29 @@ impl exec::Request for LibRequest<'_, '_> {
 fn answer<'s>(
     store: &'s mut Store,
     r: &KvRequestView<'_>,
-    origin: Origin<'_>,
-    items: &mut Vec<Item<'s>>,
+    tag: impl FnOnce() -> Option<WriteTag>,
+    items: &mut Items,
     out: &mut KvResponseView<'s>,
 ) -> Result<(), ServeError> {
     let kind = OpKind::from_msg_type(r.op)
         .ok_or_else(|| ServeError::Malformed(format!("unknown operation {}", r.op)))?;
     out.id = r.id;
-    let a = exec::execute(store, &LibRequest { view: r, kind }, origin, items);
+    // Only a getm takes (and gives back) the reused result list.
+    let mut getm: Vec<Item<'s>> = if kind == OpKind::GetM {
+        items.take()
+    } else {
+        Vec::new()
+    };
+    let a = exec::execute(store, &LibRequest { view: r, kind }, tag, &mut getm);
+    fill(a, out);
+    if kind == OpKind::GetM {
+        items.put_back(getm);
+    }
+    Ok(())
+}
+
+/// The answer as the response view.
+fn fill<'s>(a: Answer<'s, '_>, out: &mut KvResponseView<'s>) {
     out.status = a.status() as i32;
     match a {
         Answer::Value(Ok(v)) => match single(v) {
@@ -121,7 +136,6 @@ fn answer<'s>(
         }
         Answer::Refused(_) | Answer::Wrote(_) | Answer::Value(Err(_)) | Answer::List(Err(_)) => {}
     }
-    Ok(())
 }
 
 /// Handles one request in `codec`'s format: decode, apply to `store`, serialize the response
@@ -138,7 +152,6 @@ pub fn serve<D: Datapath>(
     msg: Msg,
     data: &[u8],
 ) -> Result<(), ServeError> {
-    let mut getm = items.take();
     let mut view = KvResponseView {
         id: 0,
         status: 0,
@@ -151,13 +164,12 @@ pub fn serve<D: Datapath>(
         store,
         codec,
         &mut view,
-        &mut getm,
+        items,
         &mut scratch.sga,
         conn,
         msg,
         data,
     );
-    items.put_back(getm);
     scratch.vals = recycle(view.vals);
     scratch.statuses = view.statuses;
     result
@@ -169,13 +181,13 @@ fn serve_in<'s, D: Datapath>(
     store: &'s mut Store,
     codec: &mut dyn KvCodec,
     view: &mut KvResponseView<'s>,
-    items: &mut Vec<Item<'s>>,
+    items: &mut Items,
     sga: &mut Vec<RcBuf>,
     conn: ConnId,
     msg: Msg,
     data: &[u8],
 ) -> Result<(), ServeError> {
-    let origin = Origin::of(dp, conn, msg, data);
+    let peer: &D = dp;
     // The closure may run once; it hands the store (and so the borrow of the values it
     // returns) to `execute`.
     let mut store = Some(store);
@@ -183,7 +195,13 @@ fn serve_in<'s, D: Datapath>(
     codec
         .with_request(data, &mut |r| {
             result = Some(match store.take() {
-                Some(store) => answer(store, r, origin, items, view),
+                Some(store) => answer(
+                    store,
+                    r,
+                    || WriteTag::of(peer, conn, msg, data),
+                    items,
+                    view,
+                ),
                 None => Err(ServeError::Malformed("more than one request".to_owned())),
             });
         })

@@ -31,7 +31,7 @@ use cornflakes::{ConnId, Datapath, Msg, SendError};
 use crate::cf::ServeError;
 use crate::exec::{self, Answer, Items};
 use crate::ops::{Op, OpKind, Reply, Status};
-use crate::rifl::Origin;
+use crate::rifl::WriteTag;
 use crate::store::{Store, Value};
 use crate::validate;
 
@@ -234,11 +234,18 @@ pub fn serve<D: Datapath>(
         .parse(data)
         .map_err(|e| ServeError::Malformed(e.to_string()))?;
     let req = RespRequest::decode(args)?;
-    let origin = Origin::of(dp, conn, msg, data);
-    let mut getm = items.take();
-    let answer = exec::execute(store, &req, origin, &mut getm);
-    let sent = send_answer(dp, conn, msg, req.kind, &answer);
-    items.put_back(getm);
+    let kind = req.kind;
+    // Only a getm takes (and gives back) the reused result list.
+    let mut getm = if kind == OpKind::GetM {
+        items.take()
+    } else {
+        Vec::new()
+    };
+    let answer = exec::execute(store, &req, || WriteTag::of(dp, conn, msg, data), &mut getm);
+    let sent = send_answer(dp, conn, msg, kind, &answer);
+    if kind == OpKind::GetM {
+        items.put_back(getm);
+    }
     sent
 }
 
