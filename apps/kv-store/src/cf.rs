@@ -81,107 +81,112 @@ macro_rules! status_only {
     }};
 }
 
-/// A decoded Cornflakes request: one message type per operation (`schemas/kv.proto`), read
-/// in place from the received buffer.
-enum CfRequest<'a> {
-    Get(GetReq<'a>),
-    Put(PutReq<'a>),
-    GetM(GetMReq<'a>),
-    PutM(PutMReq<'a>),
-    GetList(GetListReq<'a>),
-    GetFromList(GetFromListReq<'a>),
-    Append(AppendReq<'a>),
-    Delete(DeleteReq<'a>),
-}
-
-impl<'a> CfRequest<'a> {
-    /// Decodes `data` as the request `kind` names.
-    fn decode(kind: OpKind, data: &'a RcBuf, arena: &'a Arena) -> Result<Self, DecodeError> {
-        Ok(match kind {
-            OpKind::Get => CfRequest::Get(GetReq::deserialize_rcbuf(data, arena)?),
-            OpKind::Put => CfRequest::Put(PutReq::deserialize_rcbuf(data, arena)?),
-            OpKind::GetM => CfRequest::GetM(GetMReq::deserialize_rcbuf(data, arena)?),
-            OpKind::PutM => CfRequest::PutM(PutMReq::deserialize_rcbuf(data, arena)?),
-            OpKind::GetList => CfRequest::GetList(GetListReq::deserialize_rcbuf(data, arena)?),
-            OpKind::GetFromList => {
-                CfRequest::GetFromList(GetFromListReq::deserialize_rcbuf(data, arena)?)
+/// The request messages as the store's operations see them ([`exec::Request`]): one message
+/// type per operation (`schemas/kv.proto`), read in place from the received buffer. Each
+/// type names its operation statically, so [`exec::execute`], inlined per type, knows it.
+macro_rules! one_key_request {
+    ($ty:ident, $kind:ident, vals: $vals:expr, val: |$m:ident, $i:ident| $val:expr, index: |$m2:ident| $index:expr) => {
+        impl exec::Request for $ty<'_> {
+            #[inline]
+            fn kind(&self) -> OpKind {
+                OpKind::$kind
             }
-            OpKind::Append => CfRequest::Append(AppendReq::deserialize_rcbuf(data, arena)?),
-            OpKind::Delete => CfRequest::Delete(DeleteReq::deserialize_rcbuf(data, arena)?),
-        })
-    }
-
-    fn id(&self) -> u32 {
-        match self {
-            CfRequest::Get(r) => r.get_id(),
-            CfRequest::Put(r) => r.get_id(),
-            CfRequest::GetM(r) => r.get_id(),
-            CfRequest::PutM(r) => r.get_id(),
-            CfRequest::GetList(r) => r.get_id(),
-            CfRequest::GetFromList(r) => r.get_id(),
-            CfRequest::Append(r) => r.get_id(),
-            CfRequest::Delete(r) => r.get_id(),
+            #[inline]
+            fn key_count(&self) -> usize {
+                1
+            }
+            #[inline]
+            fn key(&self, i: usize) -> Result<&str, Status> {
+                if i == 0 {
+                    validate::key(self.get_key().as_bytes())
+                } else {
+                    Err(Status::BadRequest)
+                }
+            }
+            #[inline]
+            fn val_count(&self) -> usize {
+                $vals
+            }
+            #[inline]
+            fn val(&self, $i: usize) -> &[u8] {
+                let $m = self;
+                $val
+            }
+            #[inline]
+            fn index(&self) -> usize {
+                let $m2 = self;
+                $index
+            }
         }
-    }
+    };
 }
 
-impl exec::Request for CfRequest<'_> {
+one_key_request!(GetReq, Get, vals: 0, val: |_m, _i| &[], index: |_m| 0);
+one_key_request!(GetListReq, GetList, vals: 0, val: |_m, _i| &[], index: |_m| 0);
+one_key_request!(DeleteReq, Delete, vals: 0, val: |_m, _i| &[], index: |_m| 0);
+one_key_request!(GetFromListReq, GetFromList, vals: 0, val: |_m, _i| &[], index: |m| m.get_index() as usize);
+one_key_request!(PutReq, Put, vals: 1, val: |m, i| if i == 0 { m.get_val().as_bytes() } else { &[] }, index: |_m| 0);
+one_key_request!(AppendReq, Append, vals: 1, val: |m, i| if i == 0 { m.get_val().as_bytes() } else { &[] }, index: |_m| 0);
+
+impl exec::Request for GetMReq<'_> {
+    #[inline]
     fn kind(&self) -> OpKind {
-        match self {
-            CfRequest::Get(_) => OpKind::Get,
-            CfRequest::Put(_) => OpKind::Put,
-            CfRequest::GetM(_) => OpKind::GetM,
-            CfRequest::PutM(_) => OpKind::PutM,
-            CfRequest::GetList(_) => OpKind::GetList,
-            CfRequest::GetFromList(_) => OpKind::GetFromList,
-            CfRequest::Append(_) => OpKind::Append,
-            CfRequest::Delete(_) => OpKind::Delete,
-        }
+        OpKind::GetM
     }
+    #[inline]
     fn key_count(&self) -> usize {
-        match self {
-            CfRequest::GetM(r) => r.get_keys().len(),
-            CfRequest::PutM(r) => r.get_keys().len(),
-            _ => 1,
-        }
+        self.get_keys().len()
     }
+    #[inline]
     fn key(&self, i: usize) -> Result<&str, Status> {
-        let k = match self {
-            CfRequest::GetM(r) => r.get_keys().get(i),
-            CfRequest::PutM(r) => r.get_keys().get(i),
-            CfRequest::Get(r) => Some(r.get_key()),
-            CfRequest::Put(r) => Some(r.get_key()),
-            CfRequest::GetList(r) => Some(r.get_key()),
-            CfRequest::GetFromList(r) => Some(r.get_key()),
-            CfRequest::Append(r) => Some(r.get_key()),
-            CfRequest::Delete(r) => Some(r.get_key()),
-        };
-        k.map_or(Err(Status::BadRequest), |k| validate::key(k.as_bytes()))
+        self.get_keys()
+            .get(i)
+            .map_or(Err(Status::BadRequest), |k| validate::key(k.as_bytes()))
     }
+    #[inline]
     fn val_count(&self) -> usize {
-        match self {
-            CfRequest::PutM(r) => r.get_vals().len(),
-            CfRequest::Put(_) | CfRequest::Append(_) => 1,
-            _ => 0,
-        }
+        0
     }
-    fn val(&self, i: usize) -> &[u8] {
-        match self {
-            CfRequest::PutM(r) => r.get_vals().get(i).map_or(&[], |v| v.as_bytes()),
-            CfRequest::Put(r) => r.get_val().as_bytes(),
-            CfRequest::Append(r) => r.get_val().as_bytes(),
-            _ => &[],
-        }
+    #[inline]
+    fn val(&self, _: usize) -> &[u8] {
+        &[]
     }
+    #[inline]
     fn index(&self) -> usize {
-        match self {
-            CfRequest::GetFromList(r) => r.get_index() as usize,
-            _ => 0,
-        }
+        0
     }
 }
 
-/// Handles one request: decodes `data` as the request `kind` names, runs it
+impl exec::Request for PutMReq<'_> {
+    #[inline]
+    fn kind(&self) -> OpKind {
+        OpKind::PutM
+    }
+    #[inline]
+    fn key_count(&self) -> usize {
+        self.get_keys().len()
+    }
+    #[inline]
+    fn key(&self, i: usize) -> Result<&str, Status> {
+        self.get_keys()
+            .get(i)
+            .map_or(Err(Status::BadRequest), |k| validate::key(k.as_bytes()))
+    }
+    #[inline]
+    fn val_count(&self) -> usize {
+        self.get_vals().len()
+    }
+    #[inline]
+    fn val(&self, i: usize) -> &[u8] {
+        self.get_vals().get(i).map_or(&[], |v| v.as_bytes())
+    }
+    #[inline]
+    fn index(&self) -> usize {
+        0
+    }
+}
+
+/// Handles one request: decodes `data` as the request message its type names, runs it
 /// ([`exec::execute`]), and queues the reply (same message id and type) on `conn`. `arena`
 /// holds this request's objects (the caller resets it); `items` is the server's reused
 /// `getm` list.
@@ -198,19 +203,38 @@ pub fn serve<D: Datapath>(
 ) -> Result<(), ServeError> {
     let kind = OpKind::from_msg_type(msg.ty)
         .ok_or_else(|| ServeError::Malformed(format!("unknown message type {}", msg.ty)))?;
-    let req = CfRequest::decode(kind, data, arena)?;
-    let id = req.id();
-    // Only a getm takes (and gives back) the reused result list.
-    let mut getm = if kind == OpKind::GetM {
-        items.take()
-    } else {
-        Vec::new()
-    };
-    let answer = exec::execute(store, &req, || WriteTag::of(dp, conn, msg, data), &mut getm);
-    let sent = send_answer(dp, conn, msg, kind, id, &answer, arena, path);
-    if kind == OpKind::GetM {
-        items.put_back(getm);
+    // Decode as the message type, run, answer: the operation's meaning is `execute`'s, the
+    // message types are this format's.
+    macro_rules! run {
+        ($ty:ident) => {{
+            let req = $ty::deserialize_rcbuf(data, arena)?;
+            let id = req.get_id();
+            let mut none = Vec::new();
+            let answer =
+                exec::execute(store, &req, || WriteTag::of(dp, conn, msg, data), &mut none);
+            send_answer(dp, conn, msg, kind, id, &answer, arena, path)
+        }};
     }
+    let sent = match kind {
+        OpKind::Get => run!(GetReq),
+        OpKind::Put => run!(PutReq),
+        OpKind::PutM => run!(PutMReq),
+        OpKind::GetList => run!(GetListReq),
+        OpKind::GetFromList => run!(GetFromListReq),
+        OpKind::Append => run!(AppendReq),
+        OpKind::Delete => run!(DeleteReq),
+        OpKind::GetM => {
+            // Only a getm takes (and gives back) the reused result list.
+            let req = GetMReq::deserialize_rcbuf(data, arena)?;
+            let id = req.get_id();
+            let mut getm = items.take();
+            let answer =
+                exec::execute(store, &req, || WriteTag::of(dp, conn, msg, data), &mut getm);
+            let sent = send_answer(dp, conn, msg, kind, id, &answer, arena, path);
+            items.put_back(getm);
+            sent
+        }
+    };
     Ok(sent?)
 }
 
