@@ -241,6 +241,9 @@ pub fn serve<D: Datapath>(
 /// Encodes `answer` to a request of `kind` as that operation's response message and queues
 /// it. Stored values go by reference or copy as the arena's threshold decides; `get`
 /// carries a value stored in pieces as its `pieces`, the other reads answer `TOO_LARGE`.
+// Inlined into each operation's arm of `serve`, where the operation is known: the match on
+// it, and on the answer `execute` just built, fold away.
+#[inline(always)]
 #[allow(clippy::too_many_arguments)]
 fn send_answer<D: Datapath>(
     dp: &mut D,
