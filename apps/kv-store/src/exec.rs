@@ -7,7 +7,7 @@
 //!   value per key. Anything else, or any key that is not UTF-8, is refused `BAD_REQUEST`
 //!   (counted, [`Store::tally`]) before the store is touched ([`crate::validate`]).
 //! - **Writes exactly once** under retries: a write runs through [`Store::once`] under its
-//!   [`WriteTag`](crate::rifl::WriteTag) (taken only for writes: reads pay nothing for it).
+//!   [`WriteTag`] (taken only for writes: reads pay nothing for it).
 //! - **All or nothing**: `putm` checks every key before the first write and the store applies
 //!   it whole ([`Store::put_many`]).
 //! - **Reads borrow**: the values answered are the store's own buffers, borrowed for as long
