@@ -69,6 +69,7 @@ impl exec::Request for LibRequest<'_, '_> {
 /// entry): the status, the stored values returned — borrowed from `store`, no copy, no
 /// allocation — and `getm`'s per-key statuses. A value stored in pieces does not fit the
 /// libraries' one `bytes` field per value: `TOO_LARGE`.
+#[inline]
 fn answer<'s>(
     store: &'s mut Store,
     r: &KvRequestView<'_>,
@@ -94,6 +95,7 @@ fn answer<'s>(
 }
 
 /// The answer as the response view.
+#[inline(always)]
 fn fill<'s>(a: Answer<'s, '_>, out: &mut KvResponseView<'s>) {
     out.status = a.status() as i32;
     match a {
