@@ -76,6 +76,22 @@ shapes: single-N, list-KxN, treeD-N (D = 1..5; N bytes per field); default list-
 ";
 
 fn bench_cmd(mut a: Args) -> Result<(), String> {
+    let cfg = bench_config(&mut a)?;
+    a.finish()?;
+    let out = bench::run_bench(&cfg)?;
+    // Every trial of every load (the emulated NIC's search), not only the median ones.
+    if let Some(emu) = &out.emu {
+        emu_bench::replies_verified(&emu.summaries)?;
+    }
+    let bad: u64 = out.records.iter().map(|r| r.mismatched).sum();
+    if bad > 0 {
+        return Err(format!("{bad} responses did not verify"));
+    }
+    Ok(())
+}
+
+/// What `echo bench`'s flags ask for (`a` keeps what it does not know).
+fn bench_config(a: &mut Args) -> Result<BenchConfig, String> {
     let mut cfg = BenchConfig::default();
     let explicit_threshold = a.has("--threshold");
     if !explicit_threshold {
@@ -199,17 +215,7 @@ fn bench_cmd(mut a: Args) -> Result<(), String> {
     if a.switch("--all-points") {
         cfg.stop_after_misses = 0;
     }
-    a.finish()?;
-    let out = bench::run_bench(&cfg)?;
-    // Every trial of every load (the emulated NIC's search), not only the median ones.
-    if let Some(emu) = &out.emu {
-        emu_bench::replies_verified(&emu.summaries)?;
-    }
-    let bad: u64 = out.records.iter().map(|r| r.mismatched).sum();
-    if bad > 0 {
-        return Err(format!("{bad} responses did not verify"));
-    }
-    Ok(())
+    Ok(cfg)
 }
 
 fn socket_config(bind: SocketAddrV4, mtu: usize) -> SocketConfig {
@@ -267,6 +273,21 @@ fn server_cmd(mut a: Args) -> Result<(), String> {
 }
 
 fn client_cmd(mut a: Args) -> Result<(), String> {
+    let (plan, json) = client_plan(&mut a)?;
+    a.finish()?;
+    let records = bench::sweep_mode(&plan)?;
+    if let Some(dir) = json.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    }
+    loadgen::write_json(&json, &records).map_err(|e| format!("writing {}: {e}", json.display()))?;
+    let fixed = plan.loads.first().copied().unwrap_or(0.0);
+    print!("{}", bench::table(&records, fixed, &[]));
+    eprintln!("[client] wrote {}", json.display());
+    Ok(())
+}
+
+/// What `echo client`'s flags ask for: the sweep and where its JSON goes.
+fn client_plan(a: &mut Args) -> Result<(SweepPlan, PathBuf), String> {
     let server: SocketAddrV4 = a.parse("--server")?.ok_or("--server is required")?;
     let mode: Mode = a.parse("--mode")?.ok_or("--mode is required")?;
     let d = BenchConfig::default();
@@ -286,7 +307,6 @@ fn client_cmd(mut a: Args) -> Result<(), String> {
         .map_or_else(|| out.join("echo-client.json"), PathBuf::from);
     let busy_poll = a.switch("--spin");
     let cores = a.parse::<usize>("--cores")?.unwrap_or(1).max(1);
-    a.finish()?;
     let mut loads = rates;
     loads.sort_by(f64::total_cmp);
     let plan = SweepPlan {
@@ -307,15 +327,7 @@ fn client_cmd(mut a: Args) -> Result<(), String> {
         busy_poll,
         tcp_conns: None,
     };
-    let records = bench::sweep_mode(&plan)?;
-    if let Some(dir) = json.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
-    }
-    loadgen::write_json(&json, &records).map_err(|e| format!("writing {}: {e}", json.display()))?;
-    let fixed = plan.loads.first().copied().unwrap_or(0.0);
-    print!("{}", bench::table(&records, fixed, &[]));
-    eprintln!("[client] wrote {}", json.display());
-    Ok(())
+    Ok((plan, json))
 }
 
 fn main() -> ExitCode {
@@ -329,4 +341,116 @@ fn main() -> ExitCode {
         ],
         std::env::args().skip(1).collect(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    //! The flags each command reads, and what they set: the same before and after the load
+    //! flags moved to `loadgen::args`.
+    use super::*;
+
+    fn args(s: &str) -> Args {
+        Args::new(s.split_whitespace().map(str::to_owned).collect())
+    }
+
+    #[test]
+    fn bench_flags_set_the_config() {
+        let mut a = args(
+            "--datapath socket --modes raw,protobuf --shape single-64 --rates 2000,1000 \
+             --duration 0.25 --warmup 0.5 --timeout-ms 30 --threads 4 --threshold 256 \
+             --mtu 9000 --out o --json j.json --all-points --spin --sample-every 0 \
+             --desc-ns 7 --rx-ring 256 --demote-lines 2 --trials 5 --resolution 0.2 --cores 2",
+        );
+        let got = bench_config(&mut a).unwrap();
+        a.finish().unwrap();
+        let want = BenchConfig {
+            modes: vec!["raw".parse().unwrap(), "protobuf".parse().unwrap()],
+            shape: "single-64".parse().unwrap(),
+            rates: vec![2000.0, 1000.0],
+            fixed_rps: 1000.0,
+            duration: Duration::from_millis(250),
+            warmup: Duration::from_millis(500),
+            timeout: Duration::from_millis(30),
+            threads: 4,
+            threshold: 256,
+            mtu: 9000,
+            out_dir: PathBuf::from("o"),
+            json: Some(PathBuf::from("j.json")),
+            stop_after_misses: 0,
+            spin: true,
+            sample_every: 1,
+            delay_per_segment: Duration::from_nanos(7),
+            rx_ring: Some(256),
+            demote_lines: 2,
+            trials: 5,
+            resolution: 0.2,
+            cores: 2,
+            ..BenchConfig::default()
+        };
+        assert_eq!(format!("{got:?}"), format!("{want:?}"));
+
+        // Without flags (on sockets): the defaults.
+        let mut a = args("--datapath socket");
+        let got = bench_config(&mut a).unwrap();
+        assert_eq!(format!("{got:?}"), format!("{:?}", BenchConfig::default()));
+        // --fixed-rps after --rates wins; bad values name the flag.
+        let got = bench_config(&mut args("--datapath socket --rates 5,6 --fixed-rps 9")).unwrap();
+        assert_eq!((got.rates, got.fixed_rps), (vec![5.0, 6.0], 9.0));
+        let got = bench_config(&mut args("--datapath socket --threads 0")).unwrap();
+        assert_eq!(got.threads, 1);
+        let e = bench_config(&mut args("--datapath socket --threads x")).unwrap_err();
+        assert_eq!(e, "--threads \"x\": invalid digit found in string");
+        let e = bench_config(&mut args("--datapath socket --duration -1")).unwrap_err();
+        assert_eq!(e, "--duration -1: not a duration");
+    }
+
+    #[test]
+    fn client_flags_set_the_plan() {
+        let mut a = args(
+            "--server 10.0.0.1:7000 --mode cornflakes --shape list-2x64 --rates 3000,1000 \
+             --duration 2 --warmup 1 --timeout-ms 40 --threads 3 --mtu 1500 --bind 10.0.0.2 \
+             --out o --spin --cores 2",
+        );
+        let (plan, json) = client_plan(&mut a).unwrap();
+        a.finish().unwrap();
+        assert_eq!(json, PathBuf::from("o/echo-client.json"));
+        let server = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 1), 7000);
+        let want = SweepPlan {
+            other_cores: vec![SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 1), 7001)],
+            mode: "cornflakes".parse().unwrap(),
+            shape: "list-2x64".parse().unwrap(),
+            server,
+            bind: Ipv4Addr::new(10, 0, 0, 2),
+            loads: vec![1000.0, 3000.0],
+            duration: Duration::from_secs(2),
+            warmup: Duration::from_secs(1),
+            timeout: Duration::from_millis(40),
+            threads: 3,
+            mtu: 1500,
+            stop_after_misses: 2,
+            busy_poll: true,
+            tcp_conns: None,
+        };
+        assert_eq!(format!("{plan:?}"), format!("{want:?}"));
+
+        // Defaults: the bench's load, one thread, results/echo.
+        let (plan, json) =
+            client_plan(&mut args("--server 10.0.0.1:7000 --mode raw --json x.json")).unwrap();
+        let d = BenchConfig::default();
+        assert_eq!(json, PathBuf::from("x.json"));
+        assert_eq!(
+            (
+                plan.duration,
+                plan.warmup,
+                plan.timeout,
+                plan.threads,
+                plan.mtu
+            ),
+            (d.duration, d.warmup, d.timeout, 1, DEFAULT_MTU)
+        );
+        assert!(!plan.busy_poll && plan.other_cores.is_empty() && plan.bind == *server.ip());
+        let mut sorted = d.rates.clone();
+        sorted.sort_by(f64::total_cmp);
+        assert_eq!(plan.loads, sorted);
+    }
 }

@@ -196,6 +196,31 @@ fn common(a: &mut Args, cfg: &mut BenchConfig) -> Result<(), String> {
 }
 
 fn bench_cmd(mut a: Args) -> Result<(), String> {
+    let (cfg, peers) = bench_config(&mut a)?;
+    a.finish()?;
+    if peers.is_some() && cfg.datapath != bench::DatapathKind::Socket {
+        return Err("--peers runs redis-server/memcached over kernel TCP beside the store: use it with --datapath socket".to_owned());
+    }
+    let out = bench::run_bench(&cfg)?;
+    if let Some(p) = peers {
+        kv_store::peers::run_beside(&cfg, &p, &out)?;
+    }
+    // A wrong reply at any point fails the bench (the emulated NIC's search checks every
+    // trial itself, before it returns).
+    let bad: u64 = out.records.iter().map(|r| r.mismatched + r.malformed).sum();
+    if bad > 0 {
+        return Err(format!(
+            "{bad} replies did not verify (mismatched or malformed; see the table's columns)"
+        ));
+    }
+    Ok(())
+}
+
+/// The peers `kv bench --peers` runs beside the store.
+type Peers = Option<Vec<kv_peers::server::Peer>>;
+
+/// What `kv bench`'s flags ask for (`a` keeps what it does not know).
+fn bench_config(a: &mut Args) -> Result<(BenchConfig, Peers), String> {
     let mut cfg = BenchConfig::default();
     // As `echo bench`: the emulated NIC when there are CPUs for it (the server cores are then
     // what the run measures), else the kernel sockets.
@@ -253,7 +278,7 @@ fn bench_cmd(mut a: Args) -> Result<(), String> {
         cfg.resolution = r;
     }
     let name = a.take("--workload")?.unwrap_or_else(|| "ycsb".to_owned());
-    cfg.workload = workload(&mut a, &name)?;
+    cfg.workload = workload(a, &name)?;
     if let Some(s) = a.list::<Serialization>("--serializations")? {
         cfg.serializations = s;
     }
@@ -268,27 +293,18 @@ fn bench_cmd(mut a: Args) -> Result<(), String> {
         ),
     }
     let peers = a.list::<kv_peers::server::Peer>("--peers")?;
-    common(&mut a, &mut cfg)?;
-    a.finish()?;
-    if peers.is_some() && cfg.datapath != bench::DatapathKind::Socket {
-        return Err("--peers runs redis-server/memcached over kernel TCP beside the store: use it with --datapath socket".to_owned());
-    }
-    let out = bench::run_bench(&cfg)?;
-    if let Some(p) = peers {
-        kv_store::peers::run_beside(&cfg, &p, &out)?;
-    }
-    // A wrong reply at any point fails the bench (the emulated NIC's search checks every
-    // trial itself, before it returns).
-    let bad: u64 = out.records.iter().map(|r| r.mismatched + r.malformed).sum();
-    if bad > 0 {
-        return Err(format!(
-            "{bad} replies did not verify (mismatched or malformed; see the table's columns)"
-        ));
-    }
-    Ok(())
+    common(a, &mut cfg)?;
+    Ok((cfg, peers))
 }
 
 fn client_cmd(mut a: Args) -> Result<(), String> {
+    let (cfg, server) = client_config(&mut a)?;
+    a.finish()?;
+    bench::run_client(&cfg, server).map(|_| ())
+}
+
+/// What `kv client`'s flags ask for: the run and the server.
+fn client_config(a: &mut Args) -> Result<(BenchConfig, SocketAddrV4), String> {
     let mut cfg = BenchConfig::default();
     let server = a
         .parse::<SocketAddrV4>("--server")?
@@ -298,10 +314,9 @@ fn client_cmd(mut a: Args) -> Result<(), String> {
         .ok_or("--serialization is required")?;
     cfg.serializations = vec![ser];
     let name = a.take("--workload")?.ok_or("--workload is required")?;
-    cfg.workload = workload(&mut a, &name)?;
-    common(&mut a, &mut cfg)?;
-    a.finish()?;
-    bench::run_client(&cfg, server).map(|_| ())
+    cfg.workload = workload(a, &name)?;
+    common(a, &mut cfg)?;
+    Ok((cfg, server))
 }
 
 fn faults_cmd(mut a: Args) -> Result<(), String> {
@@ -461,4 +476,95 @@ fn main() -> ExitCode {
         ],
         std::env::args().skip(1).collect(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    //! The flags each command reads, and what they set: the same before and after the load
+    //! flags moved to `loadgen::args`.
+    use super::*;
+
+    fn args(s: &str) -> Args {
+        Args::new(s.split_whitespace().map(str::to_owned).collect())
+    }
+
+    /// What the load and run flags of `bench` and `client` set.
+    fn run_flags(want: &mut BenchConfig) {
+        want.rates = vec![3000.0, 1000.0];
+        want.duration = Duration::from_millis(250);
+        want.warmup = Duration::from_millis(500);
+        want.timeout = Duration::from_millis(30);
+        want.threads = 4;
+        want.requests = 10;
+        want.seed = 9;
+        want.out_dir = PathBuf::from("o");
+        want.json = Some(PathBuf::from("j.json"));
+        want.spin = true;
+        want.mtu = 9000;
+        want.max_item = 1 << 16;
+        want.memory_limit = 1 << 24;
+        want.cores = 2;
+    }
+
+    const RUN_FLAGS: &str = "--rates 3000,1000 --duration 0.25 --warmup 0.5 --timeout-ms 30 \
+        --threads 4 --requests 10 --seed 9 --out o --json j.json --spin --mtu 9000 \
+        --max-item 65536 --memory-limit 16777216 --cores 2";
+
+    #[test]
+    fn bench_flags_set_the_config() {
+        let mut a = args(&format!(
+            "--datapath socket --workload google --keys 50 --list-lens 1-4 \
+             --serializations protobuf,resp --threshold 256 --peers redis --sample-every 0 \
+             --desc-ns 7 --demote-lines 2 --trials 5 --resolution 0.2 {RUN_FLAGS}"
+        ));
+        let (got, peers) = bench_config(&mut a).unwrap();
+        a.finish().unwrap();
+        let mut want = BenchConfig::default();
+        run_flags(&mut want);
+        want.workload = workload(&mut args("--keys 50 --list-lens 1-4"), "google").unwrap();
+        want.serializations = vec!["protobuf".parse().unwrap(), "resp".parse().unwrap()];
+        want.threshold = 256;
+        want.sample_every = 1;
+        want.desc_ns = 7;
+        want.demote_lines = 2;
+        want.trials = 5;
+        want.resolution = 0.2;
+        assert_eq!(format!("{got:?}"), format!("{want:?}"));
+        assert_eq!(
+            format!("{peers:?}"),
+            format!(
+                "{:?}",
+                Some(vec!["redis".parse::<kv_peers::server::Peer>().unwrap()])
+            )
+        );
+
+        let (got, peers) = bench_config(&mut args("--datapath socket")).unwrap();
+        assert_eq!(format!("{got:?}"), format!("{:?}", BenchConfig::default()));
+        assert!(peers.is_none());
+        let got = bench_config(&mut args("--datapath socket --threads 0"))
+            .unwrap()
+            .0;
+        assert_eq!(got.threads, 1);
+        let e = bench_config(&mut args("--datapath socket --timeout-ms x")).unwrap_err();
+        assert_eq!(e, "--timeout-ms \"x\": invalid digit found in string");
+    }
+
+    #[test]
+    fn client_flags_set_the_config() {
+        let mut a = args(&format!(
+            "--server 10.0.0.1:7878 --serialization capnp --workload cdn --total-mb 3 {RUN_FLAGS}"
+        ));
+        let (got, server) = client_config(&mut a).unwrap();
+        a.finish().unwrap();
+        assert_eq!(server, "10.0.0.1:7878".parse::<SocketAddrV4>().unwrap());
+        let mut want = BenchConfig::default();
+        run_flags(&mut want);
+        want.serializations = vec!["capnp".parse().unwrap()];
+        want.workload = workload(&mut args("--total-mb 3"), "cdn").unwrap();
+        assert_eq!(format!("{got:?}"), format!("{want:?}"));
+        // Flags only `bench` reads stay unread.
+        let mut a = args("--server 10.0.0.1:7878 --serialization capnp --workload cdn --trials 3");
+        client_config(&mut a).unwrap();
+        assert_eq!(a.finish().unwrap_err(), "unexpected argument \"--trials\"");
+    }
 }
