@@ -4,9 +4,7 @@
 #![forbid(unsafe_code)]
 
 use std::net::{Ipv4Addr, SocketAddrV4};
-use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use app_server::cli::serve_until;
 use app_server::{CargoRun, Launch, Transport};
@@ -85,36 +83,9 @@ fn run_config(a: &mut Args) -> Result<CalibConfig, String> {
         }
         cfg.array_bytes = Some((m * f64::from(1u32 << 20)) as usize);
     }
-    if let Some(r) = a.list::<f64>("--rates")? {
-        cfg.rates = r;
-    }
-    if let Some(k) = a.parse::<usize>("--trials")? {
-        cfg.trials = k;
-    }
-    if let Some(r) = a.parse::<f64>("--resolution")? {
-        cfg.resolution = r;
-    }
-    if let Some(d) = a.secs("--duration")? {
-        cfg.duration = d;
-    }
-    if let Some(d) = a.secs("--warmup")? {
-        cfg.warmup = d;
-    }
-    if let Some(ms) = a.parse::<u64>("--timeout-ms")? {
-        cfg.timeout = Duration::from_millis(ms);
-    }
-    if let Some(t) = a.parse::<usize>("--threads")? {
-        cfg.threads = t.max(1);
-    }
-    if let Some(m) = a.parse::<usize>("--mtu")? {
-        cfg.mtu = m;
-    }
-    if let Some(o) = a.take("--out")? {
-        cfg.out_dir = PathBuf::from(o);
-    }
-    if a.switch("--spin") {
-        cfg.spin = true;
-    }
+    a.load_flags()?.apply(loadgen::load_settings!(cfg));
+    a.search_flags()?
+        .apply(&mut cfg.trials, &mut cfg.resolution);
     if a.switch("--all-points") {
         cfg.whole_grid = true;
     }
@@ -194,6 +165,8 @@ mod tests {
     //! The flags `calibrate run` reads, and what they set: the same before and after the load
     //! flags moved to `loadgen::args`.
     use super::*;
+    use std::path::PathBuf;
+    use std::time::Duration;
 
     fn args(s: &str) -> Args {
         Args::new(s.split_whitespace().map(str::to_owned).collect())

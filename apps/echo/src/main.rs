@@ -140,17 +140,12 @@ fn bench_config(a: &mut Args) -> Result<BenchConfig, String> {
     if let Some(n) = a.parse::<u64>("--sample-every")? {
         cfg.sample_every = n.max(1);
     }
-    if let Some(k) = a.parse::<usize>("--trials")? {
-        cfg.trials = k;
-    }
-    if let Some(r) = a.parse::<f64>("--resolution")? {
-        cfg.resolution = r;
-    }
-    if let Some(n) = a.parse::<usize>("--cores")? {
-        if n == 0 {
-            return Err("--cores must be at least 1".to_owned());
-        }
-        cfg.cores = n;
+    a.search_flags()?
+        .apply(&mut cfg.trials, &mut cfg.resolution);
+    let load = a.load_flags()?;
+    load.apply(loadgen::load_settings!(cfg));
+    if let Some(r) = &load.rates {
+        cfg.fixed_rps = r.iter().copied().fold(f64::INFINITY, f64::min);
     }
     for flag in ["--desc-ns", "--delay-ns"] {
         if let Some(ns) = a.parse::<u64>(flag)? {
@@ -174,43 +169,15 @@ fn bench_config(a: &mut Args) -> Result<BenchConfig, String> {
     if let Some(s) = a.parse::<ShapeSpec>("--shape")? {
         cfg.shape = s;
     }
-    if let Some(r) = a.list::<f64>("--rates")? {
-        cfg.fixed_rps = r.iter().copied().fold(f64::INFINITY, f64::min);
-        cfg.rates = r;
-    }
     if let Some(f) = a.parse::<f64>("--fixed-rps")? {
         cfg.fixed_rps = f;
-    }
-    if let Some(d) = a.secs("--duration")? {
-        cfg.duration = d;
-    }
-    if let Some(d) = a.secs("--warmup")? {
-        cfg.warmup = d;
-    }
-    if let Some(ms) = a.parse::<u64>("--timeout-ms")? {
-        cfg.timeout = Duration::from_millis(ms);
-    }
-    if let Some(t) = a.parse::<usize>("--threads")? {
-        cfg.threads = t.max(1);
-    }
-    if let Some(n) = a.parse::<usize>("--cores")? {
-        cfg.cores = n;
     }
     if let Some(t) = a.parse::<usize>("--threshold")? {
         cfg.threshold = t;
         eprintln!("[bench] hybrid threshold: {t} B (from --threshold)");
     }
-    if let Some(m) = a.parse::<usize>("--mtu")? {
-        cfg.mtu = m;
-    }
-    if let Some(o) = a.take("--out")? {
-        cfg.out_dir = PathBuf::from(o);
-    }
     if let Some(j) = a.take("--json")? {
         cfg.json = Some(PathBuf::from(j));
-    }
-    if a.switch("--spin") {
-        cfg.spin = true;
     }
     if a.switch("--all-points") {
         cfg.stop_after_misses = 0;
@@ -290,41 +257,35 @@ fn client_cmd(mut a: Args) -> Result<(), String> {
 fn client_plan(a: &mut Args) -> Result<(SweepPlan, PathBuf), String> {
     let server: SocketAddrV4 = a.parse("--server")?.ok_or("--server is required")?;
     let mode: Mode = a.parse("--mode")?.ok_or("--mode is required")?;
-    let d = BenchConfig::default();
-    let shape = a.parse("--shape")?.unwrap_or(d.shape);
-    let rates = a.list::<f64>("--rates")?.unwrap_or(d.rates);
-    let duration = a.secs("--duration")?.unwrap_or(d.duration);
-    let warmup = a.secs("--warmup")?.unwrap_or(d.warmup);
-    let timeout = a
-        .parse("--timeout-ms")?
-        .map_or(d.timeout, Duration::from_millis);
-    let threads = a.parse::<usize>("--threads")?.unwrap_or(1).max(1);
-    let mtu = a.parse("--mtu")?.unwrap_or(DEFAULT_MTU);
+    // The bench's defaults: one thread, the jumbo MTU, results/echo.
+    let mut d = BenchConfig {
+        shape: a.parse("--shape")?.unwrap_or_default(),
+        ..BenchConfig::default()
+    };
+    a.load_flags()?.apply(loadgen::load_settings!(d));
     let bind = a.parse("--bind")?.unwrap_or(*server.ip());
-    let out = a.take("--out")?.map_or(d.out_dir, PathBuf::from);
     let json = a
         .take("--json")?
-        .map_or_else(|| out.join("echo-client.json"), PathBuf::from);
-    let busy_poll = a.switch("--spin");
+        .map_or_else(|| d.out_dir.join("echo-client.json"), PathBuf::from);
     let cores = a.parse::<usize>("--cores")?.unwrap_or(1).max(1);
-    let mut loads = rates;
+    let mut loads = d.rates;
     loads.sort_by(f64::total_cmp);
     let plan = SweepPlan {
         other_cores: (1..cores)
             .map(|i| percore::core_addr(server, i))
             .collect::<Result<_, _>>()?,
         mode,
-        shape,
+        shape: d.shape,
         server,
         bind,
         loads,
-        duration,
-        warmup,
-        timeout,
-        threads,
-        mtu,
+        duration: d.duration,
+        warmup: d.warmup,
+        timeout: d.timeout,
+        threads: d.threads,
+        mtu: d.mtu,
         stop_after_misses: 2,
-        busy_poll,
+        busy_poll: d.spin,
         tcp_conns: None,
     };
     Ok((plan, json))

@@ -7,7 +7,6 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
-use std::time::Duration;
 
 use app_server::{CargoRun, Launch, Transport};
 use kv_store::bench::{self, BenchConfig};
@@ -153,36 +152,17 @@ fn workload(a: &mut Args, name: &str) -> Result<WorkloadConfig, String> {
     })
 }
 
+/// The flags of every command that runs the store or its clients: the load flags
+/// ([`loadgen::args::LoadFlags`]) and the store's.
 fn common(a: &mut Args, cfg: &mut BenchConfig) -> Result<(), String> {
-    if let Some(r) = a.list::<f64>("--rates")? {
-        cfg.rates = r;
-    }
-    if let Some(d) = a.secs("--duration")? {
-        cfg.duration = d;
-    }
-    if let Some(d) = a.secs("--warmup")? {
-        cfg.warmup = d;
-    }
-    if let Some(ms) = a.parse::<u64>("--timeout-ms")? {
-        cfg.timeout = Duration::from_millis(ms);
-    }
-    if let Some(t) = a.parse::<usize>("--threads")? {
-        cfg.threads = t.max(1);
-    }
+    a.load_flags()?.apply(loadgen::load_settings!(cfg));
     if let Some(n) = a.parse::<usize>("--requests")? {
         cfg.requests = n.max(1);
     }
     if let Some(n) = a.parse::<u64>("--seed")? {
         cfg.seed = n;
     }
-    if let Some(d) = a.take("--out")? {
-        cfg.out_dir = PathBuf::from(d);
-    }
     cfg.json = a.take("--json")?.map(PathBuf::from);
-    cfg.spin = a.switch("--spin");
-    if let Some(m) = a.parse::<usize>("--mtu")? {
-        cfg.mtu = m;
-    }
     if let Some(m) = a.parse::<usize>("--max-item")? {
         cfg.max_item = m;
     }
@@ -271,12 +251,8 @@ fn bench_config(a: &mut Args) -> Result<(BenchConfig, Peers), String> {
     if let Some(ns) = a.parse::<u64>("--desc-ns")? {
         cfg.desc_ns = ns;
     }
-    if let Some(k) = a.parse::<usize>("--trials")? {
-        cfg.trials = k;
-    }
-    if let Some(r) = a.parse::<f64>("--resolution")? {
-        cfg.resolution = r;
-    }
+    a.search_flags()?
+        .apply(&mut cfg.trials, &mut cfg.resolution);
     let name = a.take("--workload")?.unwrap_or_else(|| "ycsb".to_owned());
     cfg.workload = workload(a, &name)?;
     if let Some(s) = a.list::<Serialization>("--serializations")? {
@@ -483,6 +459,7 @@ mod tests {
     //! The flags each command reads, and what they set: the same before and after the load
     //! flags moved to `loadgen::args`.
     use super::*;
+    use std::time::Duration;
 
     fn args(s: &str) -> Args {
         Args::new(s.split_whitespace().map(str::to_owned).collect())
