@@ -6,8 +6,8 @@ use loadgen::args::Args;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::AtomicBool;
 
+use app_server::cli::serve_until;
 use app_server::{CargoRun, Launch, Transport};
 use kv_store::bench::{self, BenchConfig};
 use kv_store::load::load_store;
@@ -390,22 +390,6 @@ fn server_cmd(mut a: Args) -> Result<(), String> {
     let mut transport = Transport::from_args(&mut a)?;
     common(&mut a, &mut bc)?;
     a.finish()?;
-    let stop = std::sync::Arc::new(AtomicBool::new(false));
-    if let Some(s) = seconds {
-        let stop = stop.clone();
-        std::thread::spawn(move || {
-            std::thread::sleep(s);
-            stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        });
-    }
-    if until_stdin_closes {
-        // How a parent (the AF_XDP bench) stops a child server: it closes our stdin.
-        let stop = stop.clone();
-        std::thread::spawn(move || {
-            let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
-            stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        });
-    }
     let cfg = ServerConfig {
         serialization: ser,
         threshold,
@@ -423,19 +407,21 @@ fn server_cmd(mut a: Args) -> Result<(), String> {
     l.spin = bc.spin;
     l.name = format!("kv-server-{ser}");
     l.min_item = bc.max_item;
-    let st = app_server::launch(
-        &l,
-        move |mem, core| {
-            let mut kv = Kv::new(mem, cfg).with_core(core.index, core.count);
-            if let Some(wl) = &wl {
-                let done = load_store(wl, kv.store_mut())
-                    .map_err(|e| format!("loading the store: {e}"))?;
-                eprintln!("[server {ser} core {}] {done}", core.index);
-            }
-            Ok(kv)
-        },
-        &stop,
-    )?;
+    let st = serve_until(seconds, until_stdin_closes, |stop| {
+        app_server::launch(
+            &l,
+            move |mem, core| {
+                let mut kv = Kv::new(mem, cfg).with_core(core.index, core.count);
+                if let Some(wl) = &wl {
+                    let done = load_store(wl, kv.store_mut())
+                        .map_err(|e| format!("loading the store: {e}"))?;
+                    eprintln!("[server {ser} core {}] {done}", core.index);
+                }
+                Ok(kv)
+            },
+            stop,
+        )
+    })?;
     eprintln!("[server] {st}");
     Ok(())
 }
