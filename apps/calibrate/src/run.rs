@@ -702,8 +702,9 @@ fn run_emu(cfg: &CalibConfig, array_bytes: usize) -> Result<Calibration, String>
 #[cfg(feature = "xdp")]
 fn run_xdp(cfg: &CalibConfig, array_bytes: usize) -> Result<Calibration, String> {
     use netns_harness::{ChildServer, HostVeth, Suite};
-    // The namespace and interfaces (`cfcalx-…`, `ccx…`) and subnet (`10.73.N.0/24`).
-    const SUITE: Suite = Suite::new("cfcalx", "ccx", 73, "CORNFLAKES_REQUIRE_XDP");
+    // The namespace and interfaces (`cfcalx-…`, `ccx…`); the subnet is leased
+    // (`netns_harness::subnet`).
+    const SUITE: Suite = Suite::new("cfcalx", "ccx", "CORNFLAKES_REQUIRE_XDP");
     let mtu = u32::try_from(cfg.mtu).map_err(|_| format!("MTU {} is too large", cfg.mtu))?;
     let ns = HostVeth::create(&SUITE, mtu)
         .map_err(|e| format!("creating the namespace and veth: {e}"))?;

@@ -15,9 +15,9 @@ use netns_harness::{ChildServer, HostVeth, Suite};
 
 use crate::server::{ServerConfig, ServerStats};
 
-/// Names of the benchmark's namespace and interfaces (`cfecho-…`, `cfe…s` / `cfe…c`) and its
-/// subnet (`10.78.N.0/24`).
-pub const SUITE: Suite = Suite::new("cfecho", "cfe", 78, "CORNFLAKES_REQUIRE_XDP");
+/// Names of the benchmark's namespace and interfaces (`cfecho-…`, `cfe…s` / `cfe…c`); its
+/// subnet is leased from `netns_harness::subnet`, unique among all suites running.
+pub const SUITE: Suite = Suite::new("cfecho", "cfe", "CORNFLAKES_REQUIRE_XDP");
 
 /// Creates the benchmark's namespace and veth pair with `mtu` on both ends.
 pub fn create_netns(mtu: usize) -> Result<HostVeth, String> {
