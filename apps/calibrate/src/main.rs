@@ -162,19 +162,14 @@ fn main() -> ExitCode {
 
 #[cfg(test)]
 mod tests {
-    //! The flags `calibrate run` reads, and what they set: the same before and after the load
-    //! flags moved to `loadgen::args`.
+    //! `calibrate run`: every flag, and the config field it sets.
     use super::*;
     use std::path::PathBuf;
     use std::time::Duration;
 
-    fn args(s: &str) -> Args {
-        Args::new(s.split_whitespace().map(str::to_owned).collect())
-    }
-
     #[test]
     fn run_flags_set_the_config() {
-        let mut a = args(
+        let mut a = Args::from_line(
             "--datapath emu --sizes 64,512 --counts 1,2 --array-mib 2 --rates 1000,2000 \
              --trials 5 --resolution 0.2 --all-points --duration 0.25 --warmup 0.5 \
              --timeout-ms 30 --threads 4 --mtu 9000 --out o --spin \
@@ -206,14 +201,19 @@ mod tests {
         });
         assert_eq!(format!("{got:?}"), format!("{want:?}"));
 
-        let got = run_config(&mut args("")).unwrap();
+        let got = run_config(&mut Args::from_line("")).unwrap();
         let want = CalibConfig::for_datapath(DatapathKind::Socket);
         assert_eq!(format!("{got:?}"), format!("{want:?}"));
-        assert_eq!(run_config(&mut args("--threads 0")).unwrap().threads, 1);
-        let e = run_config(&mut args("--warmup x")).unwrap_err();
+        assert_eq!(
+            run_config(&mut Args::from_line("--threads 0"))
+                .unwrap()
+                .threads,
+            1
+        );
+        let e = run_config(&mut Args::from_line("--warmup x")).unwrap_err();
         assert!(e.starts_with("--warmup \"x\": "), "{e}");
         // --cores only with --server.
-        let mut a = args("--cores 2");
+        let mut a = Args::from_line("--cores 2");
         run_config(&mut a).unwrap();
         assert_eq!(a.finish().unwrap_err(), "unexpected argument \"--cores\"");
     }

@@ -1,6 +1,7 @@
 //! The benchmark: for each mode, a server thread and load-generator client thread(s) over the
 //! socket datapath on 127.0.0.1, an offered-load sweep, then a table, JSON and a plot.
 
+use loadgen::fmt_us;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::Duration;
 
@@ -15,7 +16,7 @@ use crate::client::{EchoClient, Verifier};
 pub use crate::config::{BenchConfig, BenchOutcome, DatapathKind, DEFAULT_MTU, DEFAULT_RATES};
 use crate::mode::Mode;
 pub use crate::report::table;
-use crate::report::{us, write_outputs};
+use crate::report::write_outputs;
 use crate::server::ServerConfig;
 use crate::shape::ShapeSpec;
 
@@ -216,8 +217,8 @@ pub fn run_bench(cfg: &BenchConfig) -> Result<BenchOutcome, String> {
                     load,
                     plan.mode.name(),
                     rec.achieved_rps,
-                    us(rec.p50_us),
-                    us(rec.p99_us),
+                    fmt_us(rec.p50_us),
+                    fmt_us(rec.p99_us),
                     report.counters
                 );
                 *misses = if rec.keeps_up(DEFAULT_KEEP_UP) {

@@ -306,17 +306,13 @@ fn main() -> ExitCode {
 
 #[cfg(test)]
 mod tests {
-    //! The flags each command reads, and what they set: the same before and after the load
-    //! flags moved to `loadgen::args`.
+    //! What each flag of `echo bench` and `echo client` sets (pinned before the load flags
+    //! moved to `loadgen::args`, unchanged after).
     use super::*;
-
-    fn args(s: &str) -> Args {
-        Args::new(s.split_whitespace().map(str::to_owned).collect())
-    }
 
     #[test]
     fn bench_flags_set_the_config() {
-        let mut a = args(
+        let mut a = Args::from_line(
             "--datapath socket --modes raw,protobuf --shape single-64 --rates 2000,1000 \
              --duration 0.25 --warmup 0.5 --timeout-ms 30 --threads 4 --threshold 256 \
              --mtu 9000 --out o --json j.json --all-points --spin --sample-every 0 \
@@ -351,23 +347,26 @@ mod tests {
         assert_eq!(format!("{got:?}"), format!("{want:?}"));
 
         // Without flags (on sockets): the defaults.
-        let mut a = args("--datapath socket");
+        let mut a = Args::from_line("--datapath socket");
         let got = bench_config(&mut a).unwrap();
         assert_eq!(format!("{got:?}"), format!("{:?}", BenchConfig::default()));
         // --fixed-rps after --rates wins; bad values name the flag.
-        let got = bench_config(&mut args("--datapath socket --rates 5,6 --fixed-rps 9")).unwrap();
+        let got = bench_config(&mut Args::from_line(
+            "--datapath socket --rates 5,6 --fixed-rps 9",
+        ))
+        .unwrap();
         assert_eq!((got.rates, got.fixed_rps), (vec![5.0, 6.0], 9.0));
-        let got = bench_config(&mut args("--datapath socket --threads 0")).unwrap();
+        let got = bench_config(&mut Args::from_line("--datapath socket --threads 0")).unwrap();
         assert_eq!(got.threads, 1);
-        let e = bench_config(&mut args("--datapath socket --threads x")).unwrap_err();
+        let e = bench_config(&mut Args::from_line("--datapath socket --threads x")).unwrap_err();
         assert_eq!(e, "--threads \"x\": invalid digit found in string");
-        let e = bench_config(&mut args("--datapath socket --duration -1")).unwrap_err();
+        let e = bench_config(&mut Args::from_line("--datapath socket --duration -1")).unwrap_err();
         assert_eq!(e, "--duration -1: not a duration");
     }
 
     #[test]
     fn client_flags_set_the_plan() {
-        let mut a = args(
+        let mut a = Args::from_line(
             "--server 10.0.0.1:7000 --mode cornflakes --shape list-2x64 --rates 3000,1000 \
              --duration 2 --warmup 1 --timeout-ms 40 --threads 3 --mtu 1500 --bind 10.0.0.2 \
              --out o --spin --cores 2",
@@ -395,8 +394,10 @@ mod tests {
         assert_eq!(format!("{plan:?}"), format!("{want:?}"));
 
         // Defaults: the bench's load, one thread, results/echo.
-        let (plan, json) =
-            client_plan(&mut args("--server 10.0.0.1:7000 --mode raw --json x.json")).unwrap();
+        let (plan, json) = client_plan(&mut Args::from_line(
+            "--server 10.0.0.1:7000 --mode raw --json x.json",
+        ))
+        .unwrap();
         let d = BenchConfig::default();
         assert_eq!(json, PathBuf::from("x.json"));
         assert_eq!(

@@ -442,14 +442,9 @@ fn main() -> ExitCode {
 
 #[cfg(test)]
 mod tests {
-    //! The flags each command reads, and what they set: the same before and after the load
-    //! flags moved to `loadgen::args`.
+    //! `kv bench` and `kv client`: every flag, and the config field it sets.
     use super::*;
     use std::time::Duration;
-
-    fn args(s: &str) -> Args {
-        Args::new(s.split_whitespace().map(str::to_owned).collect())
-    }
 
     /// What the load and run flags of `bench` and `client` set.
     fn run_flags(want: &mut BenchConfig) {
@@ -475,7 +470,7 @@ mod tests {
 
     #[test]
     fn bench_flags_set_the_config() {
-        let mut a = args(&format!(
+        let mut a = Args::from_line(&format!(
             "--datapath socket --workload google --keys 50 --list-lens 1-4 \
              --serializations protobuf,resp --threshold 256 --peers redis --sample-every 0 \
              --desc-ns 7 --demote-lines 2 --trials 5 --resolution 0.2 {RUN_FLAGS}"
@@ -484,7 +479,8 @@ mod tests {
         a.finish().unwrap();
         let mut want = BenchConfig::default();
         run_flags(&mut want);
-        want.workload = workload(&mut args("--keys 50 --list-lens 1-4"), "google").unwrap();
+        want.workload =
+            workload(&mut Args::from_line("--keys 50 --list-lens 1-4"), "google").unwrap();
         want.serializations = vec!["protobuf".parse().unwrap(), "resp".parse().unwrap()];
         want.threshold = 256;
         want.sample_every = 1;
@@ -501,20 +497,20 @@ mod tests {
             )
         );
 
-        let (got, peers) = bench_config(&mut args("--datapath socket")).unwrap();
+        let (got, peers) = bench_config(&mut Args::from_line("--datapath socket")).unwrap();
         assert_eq!(format!("{got:?}"), format!("{:?}", BenchConfig::default()));
         assert!(peers.is_none());
-        let got = bench_config(&mut args("--datapath socket --threads 0"))
+        let got = bench_config(&mut Args::from_line("--datapath socket --threads 0"))
             .unwrap()
             .0;
         assert_eq!(got.threads, 1);
-        let e = bench_config(&mut args("--datapath socket --timeout-ms x")).unwrap_err();
+        let e = bench_config(&mut Args::from_line("--datapath socket --timeout-ms x")).unwrap_err();
         assert_eq!(e, "--timeout-ms \"x\": invalid digit found in string");
     }
 
     #[test]
     fn client_flags_set_the_config() {
-        let mut a = args(&format!(
+        let mut a = Args::from_line(&format!(
             "--server 10.0.0.1:7878 --serialization capnp --workload cdn --total-mb 3 {RUN_FLAGS}"
         ));
         let (got, server) = client_config(&mut a).unwrap();
@@ -523,10 +519,12 @@ mod tests {
         let mut want = BenchConfig::default();
         run_flags(&mut want);
         want.serializations = vec!["capnp".parse().unwrap()];
-        want.workload = workload(&mut args("--total-mb 3"), "cdn").unwrap();
+        want.workload = workload(&mut Args::from_line("--total-mb 3"), "cdn").unwrap();
         assert_eq!(format!("{got:?}"), format!("{want:?}"));
         // Flags only `bench` reads stay unread.
-        let mut a = args("--server 10.0.0.1:7878 --serialization capnp --workload cdn --trials 3");
+        let mut a = Args::from_line(
+            "--server 10.0.0.1:7878 --serialization capnp --workload cdn --trials 3",
+        );
         client_config(&mut a).unwrap();
         assert_eq!(a.finish().unwrap_err(), "unexpected argument \"--trials\"");
     }

@@ -2,6 +2,7 @@
 //! addresses, its checker) and its points; the socket bench interleaves lanes, the AF_XDP
 //! bench runs one lane per server process.
 
+use loadgen::fmt_us;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::Arc;
 
@@ -13,7 +14,6 @@ use loadgen::{
 
 use crate::client::{Checker, KvClient, RunRequests};
 use crate::config::BenchConfig;
-use crate::report::us;
 use crate::serialization::Serialization;
 use crate::server::ServerHandle;
 
@@ -114,8 +114,8 @@ pub(crate) fn run_lane_point(
         load,
         lane.ser.name(),
         rec.achieved_rps,
-        us(rec.p50_us),
-        us(rec.p99_us),
+        fmt_us(rec.p50_us),
+        fmt_us(rec.p99_us),
         report.counters
     );
     lane.misses = if rec.keeps_up(DEFAULT_KEEP_UP) {

@@ -20,6 +20,12 @@ impl Args {
         Args { rest }
     }
 
+    /// The arguments of a command line written as one string, split at white space (for
+    /// tests and examples: no quoting).
+    pub fn from_line(line: &str) -> Args {
+        Args::new(line.split_whitespace().map(str::to_owned).collect())
+    }
+
     /// The value after `flag`, if `flag` is present; an error if it is the last argument.
     pub fn take(&mut self, flag: &str) -> Result<Option<String>, String> {
         match self.rest.iter().position(|a| a == flag) {
@@ -236,7 +242,7 @@ mod tests {
     use super::*;
 
     fn args(s: &str) -> Args {
-        Args::new(s.split_whitespace().map(str::to_owned).collect())
+        Args::from_line(s)
     }
 
     #[test]

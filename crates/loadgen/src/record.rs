@@ -83,6 +83,11 @@ impl Record {
     }
 }
 
+/// A latency in microseconds as the tables print it: one decimal, `–` when there is none.
+pub fn fmt_us(v: Option<f64>) -> String {
+    v.map_or_else(|| "–".to_owned(), |v| format!("{v:.1}"))
+}
+
 /// Serializes records as a pretty-printed JSON array.
 pub fn to_json(records: &[Record]) -> String {
     // Serializing plain structs of numbers and strings cannot fail.
