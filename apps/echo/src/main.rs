@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use app_server::cli::serve_until;
+use app_server::cli::{serve_until, BenchDatapath};
 use app_server::{CargoRun, Launch, Transport};
 use datapath_socket::SocketConfig;
 use echo::bench::{self, BenchConfig, DatapathKind, SweepPlan, DEFAULT_MTU};
@@ -93,12 +93,8 @@ fn bench_cmd(mut a: Args) -> Result<(), String> {
 /// What `echo bench`'s flags ask for (`a` keeps what it does not know).
 fn bench_config(a: &mut Args) -> Result<BenchConfig, String> {
     let mut cfg = BenchConfig::default();
-    let explicit_threshold = a.has("--threshold");
-    if !explicit_threshold {
-        eprintln!(
-            "[bench] hybrid threshold: {}",
-            cornflakes::threshold_setting()
-        );
+    if let Some(t) = app_server::cli::threshold(a, "[bench]")? {
+        cfg.threshold = t;
     }
     // Without --datapath: the emulated NIC when there are CPUs for the server cores and the
     // device (--cores N needs N + 1), else the kernel sockets.
@@ -109,26 +105,18 @@ fn bench_config(a: &mut Args) -> Result<BenchConfig, String> {
         }
         cfg.cores = n;
     }
-    match a.take("--datapath")?.as_deref() {
-        None => match datapath_mlx5::emu::threaded::cores_for(cfg.cores) {
-            Ok(_) => cfg.datapath = DatapathKind::Emu,
-            Err(e) => eprintln!("[bench] socket datapath: {e}"),
-        },
-        Some("socket") => {}
-        Some("tcp") => cfg.tcp_conns = Some(1),
-        Some("xdp") => cfg.datapath = DatapathKind::Xdp,
-        Some("emu") => cfg.datapath = DatapathKind::Emu,
-        Some(other) => {
-            return Err(format!(
-                "unknown datapath {other:?} (emu, socket, tcp or xdp)"
-            ))
-        }
-    }
-    if let Some(n) = a.parse::<usize>("--conns")? {
-        if cfg.tcp_conns.is_none() || n == 0 {
-            return Err("--conns N (at least 1) goes with --datapath tcp".to_owned());
-        }
-        cfg.tcp_conns = Some(n);
+    let cores = cfg.cores;
+    let emu_cpus = || {
+        emu_bench::cores_for(cores)
+            .map(drop)
+            .map_err(|e| e.to_string())
+    };
+    let unknown = |o: &str| format!("unknown datapath {o:?} (emu, socket, tcp or xdp)");
+    match BenchDatapath::from_args(a, emu_cpus, unknown)? {
+        BenchDatapath::Socket => {}
+        BenchDatapath::Tcp { conns } => cfg.tcp_conns = Some(conns),
+        BenchDatapath::Xdp => cfg.datapath = DatapathKind::Xdp,
+        BenchDatapath::Emu => cfg.datapath = DatapathKind::Emu,
     }
     if cfg.datapath == DatapathKind::Emu {
         cfg.rates = echo::emu::EMU_RATES.to_vec();
@@ -137,8 +125,12 @@ fn bench_config(a: &mut Args) -> Result<BenchConfig, String> {
         cfg.warmup = echo::emu::EMU_WARMUP;
         cfg.timeout = echo::emu::EMU_TIMEOUT;
     }
-    if let Some(n) = a.parse::<u64>("--sample-every")? {
-        cfg.sample_every = n.max(1);
+    let emu = emu_bench::EmuFlags::from_args(a)?;
+    cfg.sample_every = emu.sample_every.unwrap_or(cfg.sample_every);
+    cfg.demote_lines = emu.demote_lines.unwrap_or(cfg.demote_lines);
+    // --delay-ns: the old name of --desc-ns.
+    if let Some(ns) = a.parse::<u64>("--delay-ns")?.or(emu.desc_ns) {
+        cfg.delay_per_segment = Duration::from_nanos(ns);
     }
     a.search_flags()?
         .apply(&mut cfg.trials, &mut cfg.resolution);
@@ -146,11 +138,6 @@ fn bench_config(a: &mut Args) -> Result<BenchConfig, String> {
     load.apply(loadgen::load_settings!(cfg));
     if let Some(r) = &load.rates {
         cfg.fixed_rps = r.iter().copied().fold(f64::INFINITY, f64::min);
-    }
-    for flag in ["--desc-ns", "--delay-ns"] {
-        if let Some(ns) = a.parse::<u64>(flag)? {
-            cfg.delay_per_segment = Duration::from_nanos(ns);
-        }
     }
     if let Some(n) = a.parse::<u32>("--rx-ring")? {
         if !n.is_power_of_two() || !(64..=32768).contains(&n) {
@@ -160,9 +147,6 @@ fn bench_config(a: &mut Args) -> Result<BenchConfig, String> {
         }
         cfg.rx_ring = Some(n);
     }
-    if let Some(n) = a.parse::<usize>("--demote-lines")? {
-        cfg.demote_lines = n;
-    }
     if let Some(m) = a.list::<Mode>("--modes")? {
         cfg.modes = m;
     }
@@ -171,10 +155,6 @@ fn bench_config(a: &mut Args) -> Result<BenchConfig, String> {
     }
     if let Some(f) = a.parse::<f64>("--fixed-rps")? {
         cfg.fixed_rps = f;
-    }
-    if let Some(t) = a.parse::<usize>("--threshold")? {
-        cfg.threshold = t;
-        eprintln!("[bench] hybrid threshold: {t} B (from --threshold)");
     }
     if let Some(j) = a.take("--json")? {
         cfg.json = Some(PathBuf::from(j));
@@ -203,19 +183,8 @@ fn server_cmd(mut a: Args) -> Result<(), String> {
     let bind = a
         .parse::<SocketAddrV4>("--bind")?
         .unwrap_or(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 7000));
-    let threshold = match a.parse("--threshold")? {
-        Some(t) => {
-            eprintln!("[server] hybrid threshold: {t} B (from --threshold)");
-            t
-        }
-        None => {
-            eprintln!(
-                "[server] hybrid threshold: {}",
-                cornflakes::threshold_setting()
-            );
-            cornflakes::default_threshold()
-        }
-    };
+    let threshold = app_server::cli::threshold(&mut a, "[server]")?
+        .unwrap_or_else(cornflakes::default_threshold);
     let mtu_arg: Option<usize> = a.parse("--mtu")?;
     let seconds = a.secs("--seconds")?;
     let spin = a.switch("--spin");
@@ -356,6 +325,12 @@ mod tests {
         ))
         .unwrap();
         assert_eq!((got.rates, got.fixed_rps), (vec![5.0, 6.0], 9.0));
+        // --delay-ns, the old name of --desc-ns, wins when both are given (as it did).
+        let got = bench_config(&mut Args::from_line(
+            "--datapath socket --desc-ns 3 --delay-ns 9",
+        ))
+        .unwrap();
+        assert_eq!(got.delay_per_segment, Duration::from_nanos(9));
         let got = bench_config(&mut Args::from_line("--datapath socket --threads 0")).unwrap();
         assert_eq!(got.threads, 1);
         let e = bench_config(&mut Args::from_line("--datapath socket --threads x")).unwrap_err();

@@ -7,7 +7,7 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use app_server::cli::serve_until;
+use app_server::cli::{serve_until, BenchDatapath};
 use app_server::{CargoRun, Launch, Transport};
 use kv_store::bench::{self, BenchConfig};
 use kv_store::load::load_store;
@@ -208,49 +208,30 @@ fn bench_config(a: &mut Args) -> Result<(BenchConfig, Peers), String> {
     if let Some(n) = a.parse::<usize>("--cores")? {
         cfg.cores = n;
     }
-    let emu = match a.take("--datapath")?.as_deref() {
-        None => match emu_bench::cores_for(cfg.cores.max(1)) {
-            Ok(_) => true,
-            Err(e) => {
-                eprintln!("[bench] socket datapath: {e}");
-                false
-            }
-        },
-        Some("socket") => false,
-        Some("tcp") => {
-            cfg.tcp_conns = Some(1);
-            false
-        }
-        Some("emu") => true,
-        Some("xdp") => {
-            cfg.datapath = bench::DatapathKind::Xdp;
-            false
-        }
-        Some(other) => {
-            return Err(format!(
-                "--datapath {other:?}: kv bench runs on emu, socket, tcp or xdp (mlx5 and ice: `kv server` on the NIC machine and `kv client`; see apps/kv-store/README.md)"
-            ))
-        }
+    let cores = cfg.cores.max(1);
+    let emu_cpus = || {
+        emu_bench::cores_for(cores)
+            .map(drop)
+            .map_err(|e| e.to_string())
     };
-    if let Some(n) = a.parse::<usize>("--conns")? {
-        if cfg.tcp_conns.is_none() || n == 0 {
-            return Err("--conns N (at least 1) goes with --datapath tcp".to_owned());
+    let unknown = |o: &str| {
+        format!(
+        "--datapath {o:?}: kv bench runs on emu, socket, tcp or xdp (mlx5 and ice: `kv server` on the NIC machine and `kv client`; see apps/kv-store/README.md)"
+    )
+    };
+    match BenchDatapath::from_args(a, emu_cpus, unknown)? {
+        BenchDatapath::Socket => {}
+        BenchDatapath::Tcp { conns } => cfg.tcp_conns = Some(conns),
+        BenchDatapath::Xdp => cfg.datapath = bench::DatapathKind::Xdp,
+        BenchDatapath::Emu => {
+            cfg.datapath = bench::DatapathKind::Emu;
+            cfg.rates = bench::EMU_RATES.to_vec();
         }
-        cfg.tcp_conns = Some(n);
     }
-    if emu {
-        cfg.datapath = bench::DatapathKind::Emu;
-        cfg.rates = bench::EMU_RATES.to_vec();
-    }
-    if let Some(n) = a.parse::<usize>("--demote-lines")? {
-        cfg.demote_lines = n;
-    }
-    if let Some(n) = a.parse::<u64>("--sample-every")? {
-        cfg.sample_every = n.max(1);
-    }
-    if let Some(ns) = a.parse::<u64>("--desc-ns")? {
-        cfg.desc_ns = ns;
-    }
+    let emu = emu_bench::EmuFlags::from_args(a)?;
+    cfg.sample_every = emu.sample_every.unwrap_or(cfg.sample_every);
+    cfg.desc_ns = emu.desc_ns.unwrap_or(cfg.desc_ns);
+    cfg.demote_lines = emu.demote_lines.unwrap_or(cfg.demote_lines);
     a.search_flags()?
         .apply(&mut cfg.trials, &mut cfg.resolution);
     let name = a.take("--workload")?.unwrap_or_else(|| "ycsb".to_owned());
@@ -258,15 +239,8 @@ fn bench_config(a: &mut Args) -> Result<(BenchConfig, Peers), String> {
     if let Some(s) = a.list::<Serialization>("--serializations")? {
         cfg.serializations = s;
     }
-    match a.parse::<usize>("--threshold")? {
-        Some(t) => {
-            cfg.threshold = t;
-            eprintln!("[bench] hybrid threshold: {t} B (from --threshold)");
-        }
-        None => eprintln!(
-            "[bench] hybrid threshold: {}",
-            cornflakes::threshold_setting()
-        ),
+    if let Some(t) = app_server::cli::threshold(a, "[bench]")? {
+        cfg.threshold = t;
     }
     let peers = a.list::<kv_peers::server::Peer>("--peers")?;
     common(a, &mut cfg)?;
@@ -366,19 +340,7 @@ fn server_cmd(mut a: Args) -> Result<(), String> {
         .parse::<SocketAddrV4>("--bind")?
         .unwrap_or(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 7878));
     let mut bc = BenchConfig::default();
-    let threshold = match a.parse::<usize>("--threshold")? {
-        Some(t) => {
-            eprintln!("[server] hybrid threshold: {t} B (from --threshold)");
-            t
-        }
-        None => {
-            eprintln!(
-                "[server] hybrid threshold: {}",
-                cornflakes::threshold_setting()
-            );
-            bc.threshold
-        }
-    };
+    let threshold = app_server::cli::threshold(&mut a, "[server]")?.unwrap_or(bc.threshold);
     let wl = match a.take("--workload")? {
         Some(n) => Some(workload(&mut a, &n)?),
         None => None,
