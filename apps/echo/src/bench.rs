@@ -7,10 +7,7 @@ use std::time::Duration;
 
 use datapath_socket::{SocketConfig, SocketDatapath};
 use datapath_tcp::{TcpConfig, TcpDatapath};
-use loadgen::{
-    run, sweep, Bound, Record, RunConfig, RunReport, Schedule, ScheduleConfig, SweepConfig,
-    DEFAULT_KEEP_UP,
-};
+use loadgen::{run, sweep, Record, RunConfig, RunReport, Schedule, SweepConfig, DEFAULT_KEEP_UP};
 
 use crate::client::{EchoClient, Verifier};
 pub use crate::config::{BenchConfig, BenchOutcome, DatapathKind, DEFAULT_MTU, DEFAULT_RATES};
@@ -63,19 +60,8 @@ pub fn run_point(
     seed: u64,
 ) -> Result<RunReport, String> {
     let checker = |id: u64, payload: &[u8]| verifier.check(id, payload);
-    let run_cfg = RunConfig {
-        warmup: plan.warmup,
-        timeout: plan.timeout,
-        busy_poll: plan.busy_poll,
-        progress: false,
-    };
-    let schedule = Schedule::poisson(&ScheduleConfig {
-        rate_rps: rate,
-        bound: Bound::Duration(plan.warmup + plan.duration),
-        threads: plan.threads,
-        seed,
-    })
-    .map_err(|e| format!("schedule at {rate} req/s: {e}"))?;
+    let run_cfg = RunConfig::quiet(plan.warmup, plan.timeout, plan.busy_poll);
+    let schedule = Schedule::poisson_point(rate, plan.warmup, plan.duration, plan.threads, seed)?;
     let cores: Vec<SocketAddrV4> = std::iter::once(plan.server)
         .chain(plan.other_cores.iter().copied())
         .collect();
