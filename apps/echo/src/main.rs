@@ -212,10 +212,7 @@ fn client_cmd(mut a: Args) -> Result<(), String> {
     let (plan, json) = client_plan(&mut a)?;
     a.finish()?;
     let records = bench::sweep_mode(&plan)?;
-    if let Some(dir) = json.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
-    }
-    loadgen::write_json(&json, &records).map_err(|e| format!("writing {}: {e}", json.display()))?;
+    loadgen::save_json(&json, &records)?;
     let fixed = plan.loads.first().copied().unwrap_or(0.0);
     print!("{}", bench::table(&records, fixed, &[]));
     eprintln!("[client] wrote {}", json.display());

@@ -3,7 +3,7 @@
 use loadgen::fmt_us;
 use std::fmt::Write as _;
 
-use loadgen::{max_kept_up, plot_kept_p99_curves, write_json, Record, DEFAULT_KEEP_UP};
+use loadgen::{max_kept_up, plot_kept_p99_curves, save_json, Record, DEFAULT_KEEP_UP};
 
 pub use crate::config::{BenchConfig, BenchOutcome, DatapathKind, DEFAULT_MTU, DEFAULT_RATES};
 use crate::mode::{Mode, Serialization};
@@ -15,10 +15,7 @@ pub(crate) fn write_outputs(cfg: &BenchConfig, out: &BenchOutcome) -> Result<(),
     std::fs::create_dir_all(&cfg.out_dir)
         .map_err(|e| format!("creating {}: {e}", cfg.out_dir.display()))?;
     let json = cfg.json_path();
-    if let Some(dir) = json.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
-    }
-    write_json(&json, &out.records).map_err(|e| format!("writing {}: {e}", json.display()))?;
+    save_json(&json, &out.records)?;
     eprintln!("[bench] wrote {}", json.display());
     let servers_path = cfg.out_dir.join("servers.json");
     let servers: Vec<serde_json::Value> = out

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use kv_workloads::WorkloadConfig;
 use loadgen::{
-    max_kept_up, max_kept_up_within_p99, plot_kept_p99_curves, write_json, Record, DEFAULT_KEEP_UP,
+    max_kept_up, max_kept_up_within_p99, plot_kept_p99_curves, save_json, Record, DEFAULT_KEEP_UP,
 };
 
 use crate::config::{BenchConfig, BenchOutcome, DatapathKind};
@@ -16,10 +16,7 @@ pub(crate) fn write_outputs(cfg: &BenchConfig, out: &BenchOutcome) -> Result<(),
     std::fs::create_dir_all(&cfg.out_dir)
         .map_err(|e| format!("creating {}: {e}", cfg.out_dir.display()))?;
     let json = cfg.json_path();
-    if let Some(dir) = json.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
-    }
-    write_json(&json, &out.records).map_err(|e| format!("writing {}: {e}", json.display()))?;
+    save_json(&json, &out.records)?;
     eprintln!("[bench] wrote {}", json.display());
     let servers: Vec<serde_json::Value> = out
         .servers

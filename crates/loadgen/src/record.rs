@@ -104,6 +104,15 @@ pub fn write_json(path: &Path, records: &[Record]) -> io::Result<()> {
     fs::write(path, to_json(records) + "\n")
 }
 
+/// [`write_json`], creating `path`'s directory first; the error says which path failed and
+/// how (a bench's `--json PATH` output).
+pub fn save_json(path: &Path, records: &[Record]) -> Result<(), String> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    }
+    write_json(path, records).map_err(|e| format!("writing {}: {e}", path.display()))
+}
+
 /// Reads records written by [`write_json`].
 pub fn read_json(path: &Path) -> io::Result<Vec<Record>> {
     let text = fs::read_to_string(path)?;
@@ -194,6 +203,15 @@ mod tests {
         assert_eq!(
             read_json(&path).unwrap_err().kind(),
             io::ErrorKind::InvalidData
+        );
+        // save_json creates the directories on the way.
+        let nested = dir.join("a/b/r.json");
+        save_json(&nested, &recs).unwrap();
+        assert_eq!(read_json(&nested).unwrap(), recs);
+        let e = save_json(&path.join("under-a-file.json"), &recs).unwrap_err();
+        assert!(
+            e.starts_with(&format!("creating {}: ", path.display())),
+            "{e}"
         );
         fs::remove_dir_all(&dir).unwrap();
     }

@@ -8,7 +8,7 @@
 //! A lease is an exclusive `flock(2)` on `/run/cornflakes-netns/<index>`: the kernel drops it
 //! when the holder closes the file or dies, so a crashed test leaves nothing to clean up. The
 //! search starts at a place derived from the process id and the pair's number
-//! ([`first_choice`]), so concurrent processes rarely even probe the same files.
+//! (64 subnets apart per process), so concurrent processes rarely even probe the same files.
 
 use std::fs::{File, OpenOptions};
 use std::io;
