@@ -174,13 +174,11 @@ mod tests {
             sent: 10,
             received: 10,
             verified: 10,
-            mismatched: 0,
             lost: 1,
-            unexpected: 0,
-            malformed: 0,
             errors: 1,
             threads: 1,
             measured_s: 1.0,
+            ..Record::default()
         }
     }
 

@@ -205,13 +205,9 @@ mod tests {
             sent: 100,
             received: 100,
             verified: 100,
-            mismatched: 0,
-            lost: 0,
-            unexpected: 0,
-            malformed: 0,
-            errors: 0,
             threads: 1,
             measured_s: 0.1,
+            ..Record::default()
         };
         let kv = BenchOutcome {
             records: vec![rec("cornflakes", 1000.0)],

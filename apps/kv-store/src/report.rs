@@ -359,13 +359,9 @@ mod tests {
             sent: 10,
             received: 10,
             verified: 10,
-            mismatched: 0,
-            lost: 0,
-            unexpected: 0,
-            malformed: 0,
-            errors: 0,
             threads: 1,
             measured_s: 1.0,
+            ..Record::default()
         }
     }
 

@@ -212,13 +212,9 @@ mod tests {
             sent: 1,
             received: 1,
             verified: 1,
-            mismatched: 0,
-            lost: 0,
-            unexpected: 0,
-            malformed: 0,
-            errors: 0,
             threads: 1,
             measured_s: 1.0,
+            ..Record::default()
         }
     }
 

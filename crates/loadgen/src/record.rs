@@ -10,7 +10,7 @@ use std::path::Path;
 ///
 /// Percentiles are `null` when no response was verified in the measured
 /// window (e.g. everything was lost).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Record {
     /// What was measured, e.g. `"protobuf"` or `"cornflakes-hybrid"`.
     pub mode: String,
