@@ -20,7 +20,7 @@ usage:
   echo bench  [--modes M,M,..] [--shape S] [--rates R,R,..] [--fixed-rps R] [--duration SECS]
               [--warmup SECS] [--timeout-ms MS] [--threads N] [--threshold N] [--mtu N]
               [--out DIR] [--json PATH] [--all-points] [--spin] [--datapath emu|socket|tcp|xdp] [--conns N]
-              [--sample-every N] [--desc-ns NS] [--rx-ring N] [--demote-lines N] [--trials K] [--resolution F] [--cores N]
+              [--sample-every N] [--check-every N] [--desc-ns NS] [--rx-ring N] [--demote-lines N] [--trials K] [--resolution F] [--cores N]
       Every mode (or --modes), one offered-load sweep each; prints the comparison table and
       writes DIR/echo.json (or --json), DIR/echo.svg, DIR/echo.png and DIR/table.md
       (DIR defaults to results/echo).
@@ -28,8 +28,11 @@ usage:
       network measurement. Each mode's server runs the ConnectX driver on one CPU against
       the emulated ConnectX on a second CPU, which also injects the clients' prepared
       requests at Poisson times and checks every reply (reads every byte; headers, length,
-      id; the payload against the last reply the mode's checker accepted for the request, and
-      a random 1 in --sample-every, default 64, deserialized again). --desc-ns NS: the
+      id). Payloads are checked for the first reply to each distinct request, its first in
+      the measured window, and a random 1 in --check-every (default 8; 1: every reply):
+      hashed against the last reply the mode's checker accepted for the request, and a
+      random 1 in --sample-every of those (default 64) deserialized again. Every table
+      prints the share checked and whether every distinct request and core was covered. --desc-ns NS: the
       device's time per gather entry (descriptor), printed in every table (default 0: the
       paper's crossover comes from CPU-side costs and its NICs were not the limit, §5.2;
       --delay-ns is the old name). --rx-ring N: receive-queue entries (power of two, default 1024).
@@ -127,6 +130,7 @@ fn bench_config(a: &mut Args) -> Result<BenchConfig, String> {
     }
     let emu = emu_bench::EmuFlags::from_args(a)?;
     cfg.sample_every = emu.sample_every.unwrap_or(cfg.sample_every);
+    cfg.check_every = emu.check_every.unwrap_or(cfg.check_every);
     cfg.demote_lines = emu.demote_lines.unwrap_or(cfg.demote_lines);
     // --delay-ns: the old name of --desc-ns.
     if let Some(ns) = a.parse::<u64>("--delay-ns")?.or(emu.desc_ns) {
@@ -281,7 +285,7 @@ mod tests {
         let mut a = Args::from_line(
             "--datapath socket --modes raw,protobuf --shape single-64 --rates 2000,1000 \
              --duration 0.25 --warmup 0.5 --timeout-ms 30 --threads 4 --threshold 256 \
-             --mtu 9000 --out o --json j.json --all-points --spin --sample-every 0 \
+             --mtu 9000 --out o --json j.json --all-points --spin --sample-every 0 --check-every 3 \
              --desc-ns 7 --rx-ring 256 --demote-lines 2 --trials 5 --resolution 0.2 --cores 2",
         );
         let got = bench_config(&mut a).unwrap();
@@ -302,6 +306,7 @@ mod tests {
             stop_after_misses: 0,
             spin: true,
             sample_every: 1,
+            check_every: 3,
             delay_per_segment: Duration::from_nanos(7),
             rx_ring: Some(256),
             demote_lines: 2,

@@ -31,7 +31,7 @@ usage:
             [--rates R,R,..] [--duration SECS] [--warmup SECS] [--timeout-ms MS] [--threads N]
             [--threshold N] [--mtu N] [--max-item BYTES] [--memory-limit BYTES]
             [--requests N] [--seed N] [--out DIR] [--json PATH] [--spin] [--datapath emu|socket|xdp]
-            [--sample-every N] [--desc-ns NS] [--demote-lines N] [--trials K] [--resolution F] [--peers redis,memcached] [--cores N]
+            [--sample-every N] [--check-every N] [--desc-ns NS] [--demote-lines N] [--trials K] [--resolution F] [--peers redis,memcached] [--cores N]
       One server per serialization (each loads the workload's contents), offered loads
       interleaved across serializations, every reply verified against what the store must
       hold. Prints the tables and writes DIR/kv.json (or --json), DIR/run.json, DIR/kv.svg,
@@ -39,9 +39,12 @@ usage:
       with 2+ CPUs): the server on the ConnectX driver on one core, the emulated ConnectX on
       the other playing wire and clients (measures the server core's work; the store is
       loaded once, and every trial serves a snapshot of it). Every reply is read whole and its
-      headers, length, type and id checked; its payload is decoded and verified when it is
-      the first to its distinct request, when its bytes differ from the last verified reply
-      to that request, and for a random 1 in --sample-every (default 64). --desc-ns NS: the
+      headers, length, type and id checked. Its payload is checked when it answers a write,
+      is the first to its distinct request or the first in the measured window, and for a
+      random 1 in --check-every of the rest (default 8; 1: every reply); a checked payload
+      is decoded and verified against what its keys hold now when its bytes differ from the
+      last verified reply to that request under the same writes, and for a random 1 in
+      --sample-every (default 64). Every table prints the share checked and the coverage. --desc-ns NS: the
       device's time per gather entry (descriptor), printed in every table (default 0: the
       paper's crossover comes from CPU-side costs and its NICs were not the limit, §5.2). --demote-lines N: the device moves each request frame's first N cache lines
       to the last-level cache after writing it, as a DDIO NIC's DMA leaves them (default 0). Each serialization's saturation load is searched: a doubling grid of --rates
@@ -230,6 +233,7 @@ fn bench_config(a: &mut Args) -> Result<(BenchConfig, Peers), String> {
     }
     let emu = emu_bench::EmuFlags::from_args(a)?;
     cfg.sample_every = emu.sample_every.unwrap_or(cfg.sample_every);
+    cfg.check_every = emu.check_every.unwrap_or(cfg.check_every);
     cfg.desc_ns = emu.desc_ns.unwrap_or(cfg.desc_ns);
     cfg.demote_lines = emu.demote_lines.unwrap_or(cfg.demote_lines);
     a.search_flags()?
@@ -434,7 +438,7 @@ mod tests {
     fn bench_flags_set_the_config() {
         let mut a = Args::from_line(&format!(
             "--datapath socket --workload google --keys 50 --list-lens 1-4 \
-             --serializations protobuf,resp --threshold 256 --peers redis --sample-every 0 \
+             --serializations protobuf,resp --threshold 256 --peers redis --sample-every 0 --check-every 0 \
              --desc-ns 7 --demote-lines 2 --trials 5 --resolution 0.2 {RUN_FLAGS}"
         ));
         let (got, peers) = bench_config(&mut a).unwrap();
@@ -446,6 +450,7 @@ mod tests {
         want.serializations = vec!["protobuf".parse().unwrap(), "resp".parse().unwrap()];
         want.threshold = 256;
         want.sample_every = 1;
+        want.check_every = 1;
         want.desc_ns = 7;
         want.demote_lines = 2;
         want.trials = 5;

@@ -11,9 +11,13 @@
 //!   injection is one frame copy plus a message-id patch, never a serialization;
 //! - every reply the server sends is matched to its request by message id, its latency (from
 //!   the *scheduled* send time) goes into an HDR histogram ([`loadgen::LatencyHistogram`]),
-//!   and its headers, length, message type and id are checked; a sample (default 1 in 64, and
-//!   the first reply of every distinct request) is read whole and given to the caller's
-//!   [`ReplyCheck`];
+//!   every reply is read whole and its headers, length, message type and id are checked; its
+//!   payload is checked for a seeded random 1 in [`EmuRunConfig::check_every`] (default
+//!   [`DEFAULT_CHECK_EVERY`]) and for every reply that must be (writes, the first reply of
+//!   every distinct request, its first in the measured window): hashed where the send
+//!   descriptors lie and, when it differs from the last accepted reply (or for a random 1 in
+//!   [`EmuRunConfig::sample_every`]), given to the caller's [`ReplyCheck`]; the coverage is
+//!   in every report ([`EmuReport::coverage_note`]);
 //! - the device thread reports how busy it was, so every result says whether the server or
 //!   the device saturated ([`EmuReport::bottleneck`]);
 //! - [`run_cores`] runs **N server cores** (`EmuRunConfig::cores`): one queue set of the
@@ -85,6 +89,7 @@
 
 mod capture;
 mod frames;
+mod hash;
 mod resident;
 mod run;
 mod search;
@@ -94,13 +99,16 @@ pub use capture::{capture, CaptureDatapath};
 /// Whether this machine has the N + 1 CPUs an N-core run needs (N servers, one device), and
 /// which.
 /// The flags of the emulated device every emu bench takes (`echo bench`, `kv bench`): what
-/// was given of `--sample-every N` (every n-th reply decoded again; 0 reads as 1), `--desc-ns
-/// NS` (the device's time per gather entry) and `--demote-lines N` (request cache lines
-/// demoted after each write).
+/// was given of `--sample-every N` (every n-th checked reply decoded again; 0 reads as 1),
+/// `--check-every N` (a random 1 in N of the other replies' payloads checked; 0 reads as 1),
+/// `--desc-ns NS` (the device's time per gather entry) and `--demote-lines N` (request cache
+/// lines demoted after each write).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct EmuFlags {
     /// `--sample-every N`, at least 1.
     pub sample_every: Option<u64>,
+    /// `--check-every N`, at least 1.
+    pub check_every: Option<u64>,
     /// `--desc-ns NS`.
     pub desc_ns: Option<u64>,
     /// `--demote-lines N`.
@@ -112,6 +120,7 @@ impl EmuFlags {
     pub fn from_args(a: &mut loadgen::args::Args) -> Result<EmuFlags, String> {
         Ok(EmuFlags {
             sample_every: a.parse::<u64>("--sample-every")?.map(|n| n.max(1)),
+            check_every: a.parse::<u64>("--check-every")?.map(|n| n.max(1)),
             desc_ns: a.parse::<u64>("--desc-ns")?,
             demote_lines: a.parse::<usize>("--demote-lines")?,
         })
@@ -125,7 +134,7 @@ pub use frames::{Request, RequestFrames};
 pub use resident::{resident, Resident};
 pub use run::{
     memory_config, run, run_cores, Bottleneck, CoreReport, EmuReport, EmuRunConfig, ServerPort,
-    DEVICE_SATURATED, ETHERNET_WIRE_OVERHEAD, LINE_RATE_GBPS,
+    DEFAULT_CHECK_EVERY, DEVICE_SATURATED, ETHERNET_WIRE_OVERHEAD, LINE_RATE_GBPS,
 };
 pub use search::{
     control_line, median_records, replies_verified, table, trials_json, Bound, EmuSummary,
