@@ -82,7 +82,18 @@ impl<'a> Decoder<'a> {
     /// Refuses bytes after the object (call after decoding it): `Ok` when the objects decoded
     /// use the whole input, or when fields this reader does not know were present (see
     /// [`consumed`](Self::consumed)); else [`DecodeErrorKind::TrailingBytes`].
+    #[inline(always)]
     pub fn check_no_trailing_bytes(&self) -> Result<(), DecodeError> {
+        if self.end.get() == self.buf.len() || self.unknown.get() {
+            return Ok(());
+        }
+        self.trailing_bytes()
+    }
+
+    /// The error of [`check_no_trailing_bytes`](Self::check_no_trailing_bytes), out of line.
+    #[cold]
+    #[inline(never)]
+    fn trailing_bytes(&self) -> Result<(), DecodeError> {
         match self.consumed() {
             Some(c) if c < self.buf.len() => Err(DecodeError::new(
                 DecodeErrorKind::TrailingBytes {
