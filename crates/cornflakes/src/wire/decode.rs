@@ -320,10 +320,16 @@ impl<'d, 'a> HeaderReader<'d, 'a> {
             .dec
             .range("string/bytes pair array", off, count as u64 * 8, at)?;
         self.dec.charge(count as usize * 8, at)?;
+        // In bounds: `range` checked it.
+        let pairs = self
+            .dec
+            .buf
+            .get(pos..pos + count as usize * 8)
+            .unwrap_or(&[]);
         Ok(LeafIter {
             dec: self.dec,
+            pairs: pairs.chunks_exact(8),
             pos,
-            left: count as usize,
         })
     }
 
@@ -446,33 +452,31 @@ impl HeaderReader<'_, '_> {
 /// Elements of a repeated string/bytes field.
 pub struct LeafIter<'d, 'a> {
     dec: &'d Decoder<'a>,
+    /// The pairs not yet read (validated when the slot was read).
+    pairs: std::slice::ChunksExact<'a, u8>,
+    /// Offset of the next pair (for errors).
     pos: usize,
-    left: usize,
 }
 
 impl<'a> LeafIter<'_, 'a> {
     /// Number of elements not yet read.
     pub fn len(&self) -> usize {
-        self.left
+        self.pairs.len()
     }
 
     /// Whether all elements were read.
     pub fn is_empty(&self) -> bool {
-        self.left == 0
+        self.pairs.len() == 0
     }
 
     /// The next element, `None` after the last.
     #[inline]
     pub fn next_leaf(&mut self) -> Option<Result<CFPtr<'a>, DecodeError>> {
-        if self.left == 0 {
-            return None;
-        }
+        let s = self.pairs.next()?;
         let at = self.pos;
-        let s = &self.dec.buf[at..at + 8];
         let len = u32::from_le_bytes([s[0], s[1], s[2], s[3]]);
         let off = u32::from_le_bytes([s[4], s[5], s[6], s[7]]);
         self.pos += 8;
-        self.left -= 1;
         Some(self.dec.value(len, off, at))
     }
 }
