@@ -131,7 +131,8 @@ impl<'a> Decoder<'a> {
 
     #[inline]
     fn need(&self, what: &'static str, at: usize, n: usize) -> Result<&'a [u8], DecodeError> {
-        match self.buf.get(at..).and_then(|s| s.get(..n)) {
+        // `at + n` cannot overflow: both are below the buffer length plus a slot size.
+        match self.buf.get(at..at.wrapping_add(n)) {
             Some(s) => Ok(s),
             None => Err(DecodeError::new(
                 DecodeErrorKind::Truncated {
@@ -198,12 +199,18 @@ impl<'a> Decoder<'a> {
             ));
         }
         let bitmap_len = w as usize * 4;
-        self.need("bitmap", offset + 4, bitmap_len)?;
+        let bitmap = self.need("bitmap", offset + 4, bitmap_len)?;
         self.charge(4 + bitmap_len, offset)?;
+        // Fields 1-32, the usual case, are tested against this copy of the first word.
+        let word0 = match bitmap.get(..4) {
+            Some(b) => u32::from_le_bytes([b[0], b[1], b[2], b[3]]),
+            None => 0,
+        };
         Ok(HeaderReader {
             dec: self,
             start: offset,
             words: w,
+            word0,
             cursor: offset + 4 + bitmap_len,
             depth,
         })
@@ -231,6 +238,8 @@ pub struct HeaderReader<'d, 'a> {
     dec: &'d Decoder<'a>,
     start: usize,
     words: u32,
+    /// Bitmap word 0 (0 when `words` is 0).
+    word0: u32,
     cursor: usize,
     depth: u32,
 }
@@ -249,6 +258,9 @@ impl<'d, 'a> HeaderReader<'d, 'a> {
     #[inline]
     pub fn has(&self, n: u32) -> bool {
         let i = (n - 1) / 32;
+        if i == 0 {
+            return self.word0 & (1 << ((n - 1) % 32)) != 0;
+        }
         if i >= self.words {
             return false;
         }
@@ -403,11 +415,15 @@ impl<'d, 'a> HeaderReader<'d, 'a> {
         }
         for i in 0..limit_words {
             let at = self.start + 4 + i * 4;
-            // One bounds check for the word (the header's words were checked to be in the
-            // buffer when it was opened).
-            let mut word = [0u8; 4];
-            word.copy_from_slice(&self.dec.buf[at..at + 4]);
-            let w = u32::from_le_bytes(word);
+            let w = if i == 0 {
+                self.word0
+            } else {
+                // One bounds check for the word (the header's words were checked to be in
+                // the buffer when it was opened).
+                let mut word = [0u8; 4];
+                word.copy_from_slice(&self.dec.buf[at..at + 4]);
+                u32::from_le_bytes(word)
+            };
             let mut unknown = w & !known(i);
             // Bits above max_known in its word are tolerated.
             let first = i as u32 * 32 + 1;
