@@ -408,6 +408,29 @@ impl<'d, 'a> HeaderReader<'d, 'a> {
         max_known: u32,
         known: impl Fn(usize) -> u32,
     ) -> Result<(), DecodeError> {
+        if self.words <= 1 && (1..=32).contains(&max_known) {
+            // One bitmap word (or none) and every known field in it: with the reader's
+            // constants this is a test of the word against one mask.
+            let mask = if max_known == 32 {
+                u32::MAX
+            } else {
+                (1u32 << max_known) - 1
+            };
+            if self.word0 & !mask != 0 {
+                // Fields above every known one: tolerated, their data may lie anywhere.
+                self.dec.unknown.set(true);
+            }
+            let unknown = self.word0 & mask & !known(0);
+            if unknown != 0 {
+                return Err(DecodeError::new(
+                    DecodeErrorKind::UnknownField {
+                        field: 1 + unknown.trailing_zeros(),
+                    },
+                    self.start + 4,
+                ));
+            }
+            return Ok(());
+        }
         let limit_words = (max_known as usize).div_ceil(32).min(self.words as usize);
         if self.words as usize > limit_words {
             // Words wholly above the known fields: any bit set is a tolerated unknown field.
