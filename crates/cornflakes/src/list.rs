@@ -111,6 +111,34 @@ impl<'a, T: Leaf<'a>> LeafList<'a, T> {
         }
     }
 
+    /// Makes the list empty with room for `cap` elements, in place: what a generated
+    /// `init_*` does. A fresh list (nothing appended) only gets its storage; one with elements
+    /// drops them first (the zero-copy ones release their references).
+    #[inline]
+    pub fn reset_with_capacity(&mut self, cap: usize) {
+        if !self.items.is_empty() {
+            self.clear();
+        }
+        if self.items.capacity() < cap {
+            let bump = self.items.bump();
+            // The old vector is empty; its storage stays with the arena.
+            std::mem::forget(std::mem::replace(
+                &mut *self.items,
+                BVec::with_capacity_in(cap, bump),
+            ));
+        }
+    }
+
+    /// Drops every element and zeroes the sizes.
+    #[cold]
+    #[inline(never)]
+    fn clear(&mut self) {
+        self.items.clear();
+        self.copy = 0;
+        self.zero_copy_len = 0;
+        self.zero_copy_count = 0;
+    }
+
     #[inline(always)]
     fn add_leaf(&mut self, p: &CFPtr<'_>) {
         match p {
@@ -530,6 +558,36 @@ mod tests {
         l.append(CFPtr::new(b"abc", &arena));
         assert!(l.set(0, CFPtr::new_ref(&big, &arena)).is_some());
         assert_eq!(big.ref_count(), 2);
+        drop(l);
+        assert_eq!(big.ref_count(), 1);
+    }
+
+    #[test]
+    fn reset_with_capacity_empties_the_list_and_releases_its_references() {
+        let mem = PinnedMemory::with_defaults().unwrap();
+        let arena = Arena::with_memory(&mem).with_threshold(512);
+        let big = mem.alloc_copy(&[7u8; 1024]).unwrap();
+        let mut l: LeafList<'_, CFBytes<'_>> = LeafList::with_capacity_in(0, &arena);
+        l.reset_with_capacity(3);
+        assert!(l.is_empty());
+        l.append(CFBytes::new_ref(&big, &arena));
+        l.append(CFBytes::new(b"abc", &arena));
+        assert_eq!(big.ref_count(), 2);
+        assert_eq!(l.sizes().zero_copy_count, 1);
+        // Emptied in place: the reference goes, the sizes start again.
+        l.reset_with_capacity(1);
+        assert_eq!(big.ref_count(), 1);
+        assert!(l.is_empty());
+        assert_eq!(l.sizes(), Sizes::default());
+        l.append(CFBytes::new(b"xy", &arena));
+        assert_eq!(
+            l.sizes(),
+            Sizes {
+                header: PAIR,
+                copy: 2,
+                ..Sizes::default()
+            }
+        );
         drop(l);
         assert_eq!(big.ref_count(), 1);
     }
