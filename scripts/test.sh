@@ -64,7 +64,7 @@ if cargo fmt --version >/dev/null 2>&1; then
   # fuzz/ is its own workspace (nightly only); its formatting is checked all the same.
   rustfmt --edition 2021 --check fuzz/src/*.rs fuzz/fuzz_targets/*.rs
   # So is demikernel/ (its own workspace, nightly only).
-  rustfmt --edition 2021 --check demikernel/src/*.rs demikernel/tests/*.rs
+  rustfmt --edition 2021 --check demikernel/src/*.rs demikernel/src/bin/*.rs demikernel/tests/*.rs
 else
   say "SKIPPED: cargo fmt --check — rustfmt is not installed (rustup component add rustfmt)"
 fi
@@ -90,15 +90,17 @@ cargo test --workspace $features
 
 # --- the C API from C ---------------------------------------------------------------------------
 # crates/cornflakes-c: the static library, a C test program built with `cc` against the committed
-# header, run plain and with the C side under AddressSanitizer (docs/c-api.md, "Tests").
-say "C API: test_capi.c with cc, plain and -fsanitize=address"
+# header, run plain and with the C side under AddressSanitizer; then the library with the xdp and
+# ice features and test_dp.c on AF_XDP and DPDK's net_af_packet between two namespaces (root;
+# else SKIPPED) (docs/c-api.md, "Tests").
+say "C API: test_capi.c and test_dp.c with cc, plain and -fsanitize=address"
 crates/cornflakes-c/tests/c/run.sh
 
 # --- Redis with Cornflakes ------------------------------------------------------------------------
 # apps/redis-cornflakes: Redis 7.0.15 from Debian's source package, patched and built (a few
 # minutes), its functional test over the Cornflakes port, and Redis's own string and list units
 # with the port on (apps/redis-cornflakes/README.md, "Tests").
-say "redis-cornflakes: build, functional test, Redis's unit/type/string and unit/type/list"
+say "redis-cornflakes: build, functional test (sockets; AF_XDP as root), Redis's unit/type/string and unit/type/list"
 apps/redis-cornflakes/test/run.sh
 
 # --- a user crate outside the workspace -----------------------------------------------------
@@ -154,6 +156,13 @@ if [ -n "$nightly" ]; then
     RUSTFLAGS="-Zsanitizer=address" RUSTDOCFLAGS="-Zsanitizer=address" \
     CARGO_TARGET_DIR=target/asan \
     cargo +nightly test $args --target x86_64-unknown-linux-gnu --tests
+  # The C API's AF_XDP handle with the library instrumented (tests/xdp.rs; root, else SKIPPED).
+  if [ -n "$features" ]; then
+    ASAN_OPTIONS="detect_leaks=1:${ASAN_OPTIONS:-}" \
+      RUSTFLAGS="-Zsanitizer=address" RUSTDOCFLAGS="-Zsanitizer=address" \
+      CARGO_TARGET_DIR=target/asan \
+      cargo +nightly test -p cornflakes-c --features xdp --target x86_64-unknown-linux-gnu --test xdp
+  fi
 else
   say "SKIPPED: AddressSanitizer run — no nightly toolchain (rustup toolchain install nightly)"
 fi
@@ -161,7 +170,9 @@ fi
 # --- Demikernel ------------------------------------------------------------------------------
 # demikernel/ carries Cornflakes frames over Demikernel's TCP (catpowder LibOS); the demikernel
 # crate needs nightly, so it is its own workspace, built and tested here with nightly. Its netns
-# test needs root and `ip` and says SKIPPED without them (docs/tcp.md, "Demikernel").
+# tests (frames echoed over Demikernel; `demi-server echo|kv` against the apps' own TCP clients,
+# every mode and serialization) need root and `ip` and say SKIPPED without them (docs/tcp.md,
+# "Demikernel").
 if [ -n "$nightly" ]; then
   say "demikernel/ (nightly): clippy and tests"
   (
@@ -169,6 +180,12 @@ if [ -n "$nightly" ]; then
     export CARGO_TARGET_DIR="$PWD/../target/demikernel"
     cargo +nightly clippy --all-targets -- -D warnings
     cargo +nightly test
+    # Its unsafe (Demikernel's result unions, the popped buffers) under AddressSanitizer too,
+    # the netns tests' demi-server children included.
+    ASAN_OPTIONS="detect_leaks=1:${ASAN_OPTIONS:-}" \
+      RUSTFLAGS="-Zsanitizer=address" RUSTDOCFLAGS="-Zsanitizer=address" \
+      CARGO_TARGET_DIR="$PWD/../target/asan-demikernel" \
+      cargo +nightly test --target x86_64-unknown-linux-gnu --tests
   )
 else
   say "SKIPPED: demikernel/ — no nightly toolchain (rustup toolchain install nightly)"
