@@ -118,15 +118,51 @@ impl<'a> Decoder<'a> {
     fn charge(&self, n: usize, at: usize) -> Result<(), DecodeError> {
         let b = self.budget.get();
         if n > b {
-            return Err(DecodeError::new(
-                DecodeErrorKind::BudgetExceeded {
-                    object_len: self.buf.len(),
-                },
-                at,
-            ));
+            return Err(self.budget_exceeded(at));
         }
         self.budget.set(b - n);
         Ok(())
+    }
+
+    // The errors of the checks below are built out of line: on the accepted path each check
+    // is a compare and a branch, with no error operands computed ahead of it.
+
+    #[cold]
+    #[inline(never)]
+    fn budget_exceeded(&self, at: usize) -> DecodeError {
+        DecodeError::new(
+            DecodeErrorKind::BudgetExceeded {
+                object_len: self.buf.len(),
+            },
+            at,
+        )
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn truncated(&self, what: &'static str, at: usize, n: usize) -> DecodeError {
+        DecodeError::new(
+            DecodeErrorKind::Truncated {
+                what,
+                need: n,
+                available: self.buf.len().saturating_sub(at),
+            },
+            at,
+        )
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn out_of_bounds(&self, what: &'static str, off: u32, len: u64, at: usize) -> DecodeError {
+        DecodeError::new(
+            DecodeErrorKind::OutOfBounds {
+                what,
+                offset: off as u64,
+                len,
+                object_len: self.buf.len(),
+            },
+            at,
+        )
     }
 
     #[inline]
@@ -134,14 +170,7 @@ impl<'a> Decoder<'a> {
         // `at + n` cannot overflow: both are below the buffer length plus a slot size.
         match self.buf.get(at..at.wrapping_add(n)) {
             Some(s) => Ok(s),
-            None => Err(DecodeError::new(
-                DecodeErrorKind::Truncated {
-                    what,
-                    need: n,
-                    available: self.buf.len().saturating_sub(at),
-                },
-                at,
-            )),
+            None => Err(self.truncated(what, at, n)),
         }
     }
 
@@ -155,15 +184,7 @@ impl<'a> Decoder<'a> {
     ) -> Result<usize, DecodeError> {
         let end = off as u64 + len;
         if end > self.buf.len() as u64 {
-            return Err(DecodeError::new(
-                DecodeErrorKind::OutOfBounds {
-                    what,
-                    offset: off as u64,
-                    len,
-                    object_len: self.buf.len(),
-                },
-                at,
-            ));
+            return Err(self.out_of_bounds(what, off, len, at));
         }
         self.note_end(end as usize);
         Ok(off as usize)
@@ -179,10 +200,7 @@ impl<'a> Decoder<'a> {
     #[inline]
     pub fn header(&self, offset: usize, depth: u32) -> Result<HeaderReader<'_, 'a>, DecodeError> {
         if depth > MAX_DEPTH {
-            return Err(DecodeError::new(
-                DecodeErrorKind::TooDeep { max: MAX_DEPTH },
-                offset,
-            ));
+            return Err(too_deep(offset));
         }
         let w = u32::from_le_bytes(
             self.need("object header", offset, 4)?
@@ -190,13 +208,7 @@ impl<'a> Decoder<'a> {
                 .unwrap_or_default(),
         );
         if w > MAX_BITMAP_WORDS {
-            return Err(DecodeError::new(
-                DecodeErrorKind::TooManyBitmapWords {
-                    words: w,
-                    max: MAX_BITMAP_WORDS,
-                },
-                offset,
-            ));
+            return Err(too_many_bitmap_words(w, offset));
         }
         let bitmap_len = w as usize * 4;
         let bitmap = self.need("bitmap", offset + 4, bitmap_len)?;
@@ -230,6 +242,24 @@ impl<'a> Decoder<'a> {
         }
         Ok(CFPtr::Copy(&self.buf[off..off + len]))
     }
+}
+
+#[cold]
+#[inline(never)]
+fn too_deep(offset: usize) -> DecodeError {
+    DecodeError::new(DecodeErrorKind::TooDeep { max: MAX_DEPTH }, offset)
+}
+
+#[cold]
+#[inline(never)]
+fn too_many_bitmap_words(words: u32, offset: usize) -> DecodeError {
+    DecodeError::new(
+        DecodeErrorKind::TooManyBitmapWords {
+            words,
+            max: MAX_BITMAP_WORDS,
+        },
+        offset,
+    )
 }
 
 /// Reads one object's header: presence bits, then slots in increasing field number.
