@@ -910,18 +910,35 @@ impl<'s> MessageGen<'s> {
                 }
             }
         });
-        let (hm, mm) = if self.fields.is_empty() {
-            (quote!(h), quote!(m))
-        } else {
-            (quote!(mut h), quote!(mut m))
-        };
+        if self.fields.is_empty() {
+            return quote! {
+                #[inline]
+                fn decode_from(h: cf::wire::HeaderReader<'_, 'a>, arena: &'a cf::Arena) -> ::core::result::Result<Self, cf::DecodeError> {
+                    #check.map_err(|e| e.within(#path))?;
+                    ::core::result::Result::Ok(#name::new_in(arena))
+                }
+            };
+        }
+        // The fields are read in a closure, and its error is returned after the object is
+        // dropped: a `?` in this function would write the error into the returned place while
+        // the object is live, which keeps LLVM from building the object in that place (it
+        // would be copied there whole at the end).
         quote! {
             #[inline]
-            fn decode_from(#hm: cf::wire::HeaderReader<'_, 'a>, arena: &'a cf::Arena) -> ::core::result::Result<Self, cf::DecodeError> {
+            fn decode_from(mut h: cf::wire::HeaderReader<'_, 'a>, arena: &'a cf::Arena) -> ::core::result::Result<Self, cf::DecodeError> {
                 #check.map_err(|e| e.within(#path))?;
-                let #mm = #name::new_in(arena);
-                #(#reads)*
-                ::core::result::Result::Ok(m)
+                let mut m = #name::new_in(arena);
+                let read = (|| -> ::core::result::Result<(), cf::DecodeError> {
+                    #(#reads)*
+                    ::core::result::Result::Ok(())
+                })();
+                match read {
+                    ::core::result::Result::Ok(()) => ::core::result::Result::Ok(m),
+                    ::core::result::Result::Err(e) => {
+                        ::core::mem::drop(m);
+                        ::core::result::Result::Err(e)
+                    }
+                }
             }
         }
     }
