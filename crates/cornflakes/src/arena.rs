@@ -10,25 +10,7 @@ use crate::mem::PinnedMemory;
 /// scatter-gather when their memory is pinned.
 pub const DEFAULT_THRESHOLD: usize = 512;
 
-/// Why a value at least the threshold long was copied instead of sent zero-copy.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum ZeroCopyFallback {
-    /// The arena has no pinned memory ([`Arena::new`] instead of [`Arena::with_memory`]).
-    NoPinnedMemory,
-    /// The bytes are not in any pinned memory (heap, stack, a static, another allocator).
-    NotPinned,
-    /// The bytes are pinned, but in a different [`PinnedMemory`] from the arena's (another
-    /// core's, or a second one created by mistake): give the arena the memory the value
-    /// lives in ([`Arena::with_memory`]).
-    OtherPinnedMemory,
-    /// The bytes straddle two pinned items (a value must lie in one item).
-    SpansItems,
-    /// The item is free or still held by an [`RcBufMut`](crate::RcBufMut): freeze it first.
-    NotFrozen,
-    /// The item's reference count is at its maximum.
-    RefCountSaturated,
-}
+pub use crate::mem::ZeroCopyFallback;
 
 /// How many values at least the threshold long were copied instead of sent zero-copy, by
 /// reason ([`Arena::zero_copy_fallbacks`]). Counters only grow; [`Arena::reset`] keeps them.
