@@ -21,3 +21,60 @@ pub enum ZeroCopyFallback {
     /// The item's reference count is at its maximum.
     RefCountSaturated,
 }
+
+/// How many values at least the threshold long were copied instead of sent zero-copy, by
+/// reason (the runtime's `Arena::zero_copy_fallbacks`). Counters only grow; `Arena::reset` keeps
+/// them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ZeroCopyFallbacks {
+    /// See [`ZeroCopyFallback::NoPinnedMemory`].
+    pub no_pinned_memory: u64,
+    /// See [`ZeroCopyFallback::NotPinned`].
+    pub not_pinned: u64,
+    /// See [`ZeroCopyFallback::OtherPinnedMemory`].
+    pub other_pinned_memory: u64,
+    /// See [`ZeroCopyFallback::SpansItems`].
+    pub spans_items: u64,
+    /// See [`ZeroCopyFallback::NotFrozen`].
+    pub not_frozen: u64,
+    /// See [`ZeroCopyFallback::RefCountSaturated`].
+    pub ref_count_saturated: u64,
+}
+
+impl ZeroCopyFallbacks {
+    /// All fallbacks, whatever the reason.
+    pub fn total(&self) -> u64 {
+        self.no_pinned_memory
+            + self.not_pinned
+            + self.other_pinned_memory
+            + self.spans_items
+            + self.not_frozen
+            + self.ref_count_saturated
+    }
+
+    /// The counter for `reason`.
+    pub fn get(&self, reason: ZeroCopyFallback) -> u64 {
+        match reason {
+            ZeroCopyFallback::NoPinnedMemory => self.no_pinned_memory,
+            ZeroCopyFallback::NotPinned => self.not_pinned,
+            ZeroCopyFallback::OtherPinnedMemory => self.other_pinned_memory,
+            ZeroCopyFallback::SpansItems => self.spans_items,
+            ZeroCopyFallback::NotFrozen => self.not_frozen,
+            ZeroCopyFallback::RefCountSaturated => self.ref_count_saturated,
+        }
+    }
+
+    /// Counts one fallback for `reason` (the arena, when a pointer falls back to a copy).
+    pub fn count(&mut self, reason: ZeroCopyFallback) {
+        let c = match reason {
+            ZeroCopyFallback::NoPinnedMemory => &mut self.no_pinned_memory,
+            ZeroCopyFallback::NotPinned => &mut self.not_pinned,
+            ZeroCopyFallback::OtherPinnedMemory => &mut self.other_pinned_memory,
+            ZeroCopyFallback::SpansItems => &mut self.spans_items,
+            ZeroCopyFallback::NotFrozen => &mut self.not_frozen,
+            ZeroCopyFallback::RefCountSaturated => &mut self.ref_count_saturated,
+        };
+        *c += 1;
+    }
+}

@@ -35,7 +35,7 @@ mod table;
 
 #[cfg(any(test, feature = "fixtures"))]
 pub use baseline::HashMapRecover;
-pub use fallback::ZeroCopyFallback;
+pub use fallback::{ZeroCopyFallback, ZeroCopyFallbacks};
 pub use pool::{AllocError, ConfigError, MemoryConfig, MemoryStats, PinnedMemory};
 pub use rcbuf::{RcBuf, RcBufMut, RefCountOverflow, MAX_REFS};
 pub use region::{Backing, HugePages, Region, CHUNK_SIZE};

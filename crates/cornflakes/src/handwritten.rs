@@ -20,6 +20,9 @@ use crate::mem::RcBuf;
 use crate::obj::{CornflakesObj, DecodeObj, Sizes};
 use crate::wire::{DecodeError, Demote, Encoder, HeaderReader, Presence, PAIR};
 
+// What the datapaths send through, as generated code declares it.
+crate::impl_send_object!(GetM<'_>, Inner<'_>, Outer<'_>);
+
 /// `message GetM { uint32 id = 1; repeated string keys = 2; repeated bytes vals = 3; }`
 pub struct GetM<'a> {
     arena: &'a Arena,

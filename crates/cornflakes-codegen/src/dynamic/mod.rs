@@ -362,6 +362,9 @@ fn read_value<'a>(
     })
 }
 
+// Datapaths send it like a generated object.
+cornflakes::impl_send_object!(DynMessage<'_>);
+
 impl CornflakesObj for DynMessage<'_> {
     fn sizes(&self) -> Sizes {
         let mut s = Sizes {

@@ -1,4 +1,5 @@
-//! One message: its struct, accessors, `CornflakesObj`, `DecodeObj` and `Debug`.
+//! One message: its struct, accessors, `CornflakesObj` (and the datapaths' `SendObject` through
+//! `impl_send_object!`), `DecodeObj` and `Debug`.
 //!
 //! The shape follows `cornflakes::handwritten`: a presence bitmap stored per bitmap word that
 //! holds a field of the message, per-slot-size masks so the header length is a few popcounts,
@@ -301,6 +302,8 @@ impl<'s> MessageGen<'s> {
                 #emit
                 #zc
             }
+
+            cf::impl_send_object!(#name<'_>);
 
             impl<'a> cf::DecodeObj<'a> for #name<'a> {
                 #decode
