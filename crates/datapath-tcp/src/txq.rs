@@ -3,7 +3,7 @@
 
 use std::collections::VecDeque;
 
-use cornflakes::RcBuf;
+use cornflakes_mem::RcBuf;
 
 /// One queued buffer: a framing-header + head buffer, or a zero-copy field.
 #[derive(Debug)]
@@ -155,7 +155,7 @@ impl ZcInFlight {
 #[cfg(test)]
 mod test {
     use super::*;
-    use cornflakes::PinnedMemory;
+    use cornflakes_mem::PinnedMemory;
 
     #[test]
     fn advance_keeps_order_and_partial_fronts() {
