@@ -15,8 +15,8 @@ use cornflakes_mem::RcBuf;
 /// An object a datapath can serialize and send: a head (the HEADER AREA and COPY AREA, written
 /// into the first transmit buffer) followed by its zero-copy leaves, each its own descriptor.
 ///
-/// Every `cornflakes::CornflakesObj` implements it (the runtime's `impl_send_object!`, which
-/// generated code calls, forwards each method to the `CornflakesObj` method named in its
+/// Every `cornflakes::CornflakesObj` implements it (with the runtime's `send_object_methods!`,
+/// as generated code does, each method forwards to the `CornflakesObj` method named in its
 /// documentation); the names differ from those methods so that both traits can be in scope.
 pub trait SendObject {
     /// Sizes of the encoded areas (`CornflakesObj::sizes`).

@@ -74,7 +74,7 @@ impl MemoryConfig {
     /// the field, its value and, for sizes, the rounding.
     ///
     /// ```
-    /// use cornflakes::mem::MemoryConfig;
+    /// use cornflakes_mem::MemoryConfig;
     /// let too_big = MemoryConfig { max_item_size: 256 << 20, ..MemoryConfig::default() };
     /// let e = too_big.validate().unwrap_err();
     /// assert!(e.to_string().contains("max_item_size"), "{e}");

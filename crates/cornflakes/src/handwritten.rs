@@ -21,7 +21,17 @@ use crate::obj::{CornflakesObj, DecodeObj, Sizes};
 use crate::wire::{DecodeError, Demote, Encoder, HeaderReader, Presence, PAIR};
 
 // What the datapaths send through, as generated code declares it.
-crate::impl_send_object!(GetM<'_>, Inner<'_>, Outer<'_>);
+impl crate::datapath::SendObject for GetM<'_> {
+    crate::send_object_methods!();
+}
+
+impl crate::datapath::SendObject for Inner<'_> {
+    crate::send_object_methods!();
+}
+
+impl crate::datapath::SendObject for Outer<'_> {
+    crate::send_object_methods!();
+}
 
 /// `message GetM { uint32 id = 1; repeated string keys = 2; repeated bytes vals = 3; }`
 pub struct GetM<'a> {

@@ -99,11 +99,10 @@ macro_rules! include_schema {
     };
 }
 
-/// Implements the datapath interface's [`SendObject`](crate::datapath::SendObject) for types that
-/// implement [`CornflakesObj`], each method forwarding to the `CornflakesObj` method it names
-/// (inlined: a send costs the same as calling them directly). Generated code calls it once per
-/// message; an object implemented by hand calls it beside its `impl CornflakesObj`. Types with
-/// lifetimes are written with `'_`; generic type parameters are not supported.
+/// The methods of the datapath interface's [`SendObject`](crate::datapath::SendObject) for a
+/// type that implements [`CornflakesObj`], each forwarding to the `CornflakesObj` method it names
+/// (inlined: a send costs the same as calling those directly). Generated code writes it inside
+/// `impl SendObject` once per message; so does an object implemented by hand.
 ///
 /// ```
 /// # use cornflakes::{wire::{Demote, Encoder}, CornflakesObj, RcBuf, Sizes};
@@ -117,49 +116,49 @@ macro_rules! include_schema {
 ///     }
 ///     fn for_each_zero_copy<F: FnMut(&RcBuf)>(&self, _: &mut Demote, _: &mut F) {}
 /// }
-/// cornflakes::impl_send_object!(Empty);
+/// impl cornflakes::datapath::SendObject for Empty {
+///     cornflakes::send_object_methods!();
+/// }
 /// assert_eq!(Empty.serialize_to_vec(), [0, 0, 0, 0]);
 /// ```
 #[macro_export]
-macro_rules! impl_send_object {
-    ($($t:ty),+ $(,)?) => {$(
-        impl $crate::datapath::SendObject for $t {
-            #[inline]
-            fn object_sizes(&self) -> $crate::Sizes {
-                <Self as $crate::CornflakesObj>::sizes(self)
-            }
-
-            #[inline]
-            fn write_object_head(
-                &self,
-                sizes: &$crate::Sizes,
-                buf: &mut [u8],
-                demote: $crate::wire::Demote,
-                demoted: usize,
-            ) -> ::core::result::Result<usize, $crate::wire::BufferTooSmall> {
-                <Self as $crate::CornflakesObj>::write_header_and_copy(
-                    self, sizes, buf, demote, demoted,
-                )
-            }
-
-            #[inline]
-            fn for_each_object_leaf<F: FnMut(&$crate::RcBuf)>(
-                &self,
-                demote: &mut $crate::wire::Demote,
-                f: &mut F,
-            ) {
-                <Self as $crate::CornflakesObj>::for_each_zero_copy(self, demote, f)
-            }
-
-            #[inline]
-            fn object_leaf_lens(&self) -> ::std::vec::Vec<usize> {
-                <Self as $crate::CornflakesObj>::zero_copy_lens(self)
-            }
-
-            #[inline]
-            fn object_to_vec(&self) -> ::std::vec::Vec<u8> {
-                <Self as $crate::CornflakesObj>::serialize_to_vec(self)
-            }
+macro_rules! send_object_methods {
+    () => {
+        #[inline]
+        fn object_sizes(&self) -> $crate::Sizes {
+            <Self as $crate::CornflakesObj>::sizes(self)
         }
-    )+};
+
+        #[inline]
+        fn write_object_head(
+            &self,
+            sizes: &$crate::Sizes,
+            buf: &mut [u8],
+            demote: $crate::wire::Demote,
+            demoted: usize,
+        ) -> ::core::result::Result<usize, $crate::wire::BufferTooSmall> {
+            <Self as $crate::CornflakesObj>::write_header_and_copy(
+                self, sizes, buf, demote, demoted,
+            )
+        }
+
+        #[inline]
+        fn for_each_object_leaf<F: FnMut(&$crate::RcBuf)>(
+            &self,
+            demote: &mut $crate::wire::Demote,
+            f: &mut F,
+        ) {
+            <Self as $crate::CornflakesObj>::for_each_zero_copy(self, demote, f)
+        }
+
+        #[inline]
+        fn object_leaf_lens(&self) -> ::std::vec::Vec<usize> {
+            <Self as $crate::CornflakesObj>::zero_copy_lens(self)
+        }
+
+        #[inline]
+        fn object_to_vec(&self) -> ::std::vec::Vec<u8> {
+            <Self as $crate::CornflakesObj>::serialize_to_vec(self)
+        }
+    };
 }

@@ -32,8 +32,9 @@ impl SizedLeaf for CFPtr<'_> {
 /// large the first buffer is and how many descriptors follow.
 ///
 /// Datapaths send through the datapath interface's [`SendObject`], which every `CornflakesObj`
-/// also implements: generated code does it with [`impl_send_object!`](crate::impl_send_object)
-/// (one line per message), and so must an object written by hand.
+/// also implements: generated code does it with [`send_object_methods!`](crate::send_object_methods)
+/// (`impl SendObject for T { cornflakes::send_object_methods!(); }` per message), and so must an
+/// object written by hand.
 pub trait CornflakesObj: SendObject {
     /// Sizes of the encoded areas.
     fn sizes(&self) -> Sizes;

@@ -363,7 +363,9 @@ fn read_value<'a>(
 }
 
 // Datapaths send it like a generated object.
-cornflakes::impl_send_object!(DynMessage<'_>);
+impl cornflakes::datapath::SendObject for DynMessage<'_> {
+    cornflakes::send_object_methods!();
+}
 
 impl CornflakesObj for DynMessage<'_> {
     fn sizes(&self) -> Sizes {

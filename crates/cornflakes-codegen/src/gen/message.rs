@@ -1,5 +1,5 @@
 //! One message: its struct, accessors, `CornflakesObj` (and the datapaths' `SendObject` through
-//! `impl_send_object!`), `DecodeObj` and `Debug`.
+//! `send_object_methods!`), `DecodeObj` and `Debug`.
 //!
 //! The shape follows `cornflakes::handwritten`: a presence bitmap stored per bitmap word that
 //! holds a field of the message, per-slot-size masks so the header length is a few popcounts,
@@ -303,7 +303,9 @@ impl<'s> MessageGen<'s> {
                 #zc
             }
 
-            cf::impl_send_object!(#name<'_>);
+            impl cf::datapath::SendObject for #name<'_> {
+                cf::send_object_methods!();
+            }
 
             impl<'a> cf::DecodeObj<'a> for #name<'a> {
                 #decode
