@@ -4,7 +4,7 @@
 //! Single-frame objects (the common case) take the paper's path: one transmit buffer gets the
 //! Ethernet/IPv4/UDP headers (from the connection's template), the framing header and the
 //! object's header and copy areas; then every zero-copy entry is posted as its own descriptor
-//! from inside [`SendObject::for_each_object_leaf`](cornflakes_datapath::SendObject::for_each_object_leaf). Nothing is collected and nothing is
+//! from inside [`SendObject::for_each_object_leaf`]. Nothing is collected and nothing is
 //! allocated besides the one transmit buffer. With software UDP checksums the zero-copy
 //! entries are walked once more first, to sum them.
 //!

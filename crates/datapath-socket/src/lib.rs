@@ -6,7 +6,7 @@
 //! with one `sendmmsg` per [`Transmit::flush`], each datagram an iovec list pointing straight at
 //! pinned buffers: for [`Transmit::send_object`], one buffer holding the framing header and the
 //! object's header and copy areas, then one iovec per zero-copy entry, added from inside
-//! [`SendObject::for_each_object_leaf`](cornflakes_datapath::SendObject::for_each_object_leaf). The kernel copies during the call, so buffers are
+//! [`SendObject::for_each_object_leaf`]. The kernel copies during the call, so buffers are
 //! released (completed) when the flush returns. Receives use `recvmmsg` into pinned buffers that
 //! become the messages' [`RcBuf`]s without a copy. Objects larger than one frame are segmented
 //! (cut into MTU-sized datagrams by the kernel with UDP GSO when it is available) and
