@@ -86,6 +86,11 @@ pub struct BenchConfig {
     /// `emu` only: every n-th reply is deserialized and compared (the first reply to each
     /// distinct request always is; every reply's headers, length and id are checked).
     pub sample_every: u64,
+    /// `emu` only: a random 1 in n replies has its payload checked (hashed and, as
+    /// `sample_every` says, deserialized), besides the first reply to each distinct request
+    /// and its first in the measured window; the rest are read whole and their headers
+    /// checked (`emu_bench::EmuRunConfig::check_every`; 1: every reply).
+    pub check_every: u64,
     /// `emu` only: the device's time per gather entry (default 0).
     pub delay_per_segment: Duration,
     /// `emu` only: receive-queue entries (a power of two; `None`: emu-bench's default, 1024),
@@ -141,6 +146,7 @@ impl Default for BenchConfig {
             out_dir: PathBuf::from("results/echo"),
             json: None,
             sample_every: 64,
+            check_every: emu_bench::DEFAULT_CHECK_EVERY,
             delay_per_segment: Duration::ZERO,
             rx_ring: None,
             demote_lines: 0,

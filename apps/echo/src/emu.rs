@@ -95,6 +95,7 @@ pub fn run_point_with(
         timeout: cfg.timeout,
         seed,
         sample_every: cfg.sample_every,
+        check_every: cfg.check_every,
         delay_per_segment: cfg.delay_per_segment,
         cores: cfg.cores,
         pin,

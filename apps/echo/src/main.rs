@@ -20,7 +20,7 @@ usage:
   echo bench  [--modes M,M,..] [--shape S] [--rates R,R,..] [--fixed-rps R] [--duration SECS]
               [--warmup SECS] [--timeout-ms MS] [--threads N] [--threshold N] [--mtu N]
               [--out DIR] [--json PATH] [--all-points] [--spin] [--datapath emu|socket|tcp|xdp] [--conns N]
-              [--sample-every N] [--desc-ns NS] [--rx-ring N] [--demote-lines N] [--trials K] [--resolution F] [--cores N]
+              [--sample-every N] [--check-every N] [--desc-ns NS] [--rx-ring N] [--demote-lines N] [--trials K] [--resolution F] [--cores N]
       Every mode (or --modes), one offered-load sweep each; prints the comparison table and
       writes DIR/echo.json (or --json), DIR/echo.svg, DIR/echo.png and DIR/table.md
       (DIR defaults to results/echo).
@@ -28,8 +28,11 @@ usage:
       network measurement. Each mode's server runs the ConnectX driver on one CPU against
       the emulated ConnectX on a second CPU, which also injects the clients' prepared
       requests at Poisson times and checks every reply (reads every byte; headers, length,
-      id; the payload against the last reply the mode's checker accepted for the request, and
-      a random 1 in --sample-every, default 64, deserialized again). --desc-ns NS: the
+      id). Payloads are checked for the first reply to each distinct request, its first in
+      the measured window, and a random 1 in --check-every (default 8; 1: every reply):
+      hashed against the last reply the mode's checker accepted for the request, and a
+      random 1 in --sample-every of those (default 64) deserialized again. Every table
+      prints the share checked and whether every distinct request and core was covered. --desc-ns NS: the
       device's time per gather entry (descriptor), printed in every table (default 0: the
       paper's crossover comes from CPU-side costs and its NICs were not the limit, §5.2;
       --delay-ns is the old name). --rx-ring N: receive-queue entries (power of two, default 1024).
@@ -123,6 +126,9 @@ fn bench_cmd(mut a: Args) -> Result<(), String> {
     }
     if let Some(n) = a.parse::<u64>("--sample-every")? {
         cfg.sample_every = n.max(1);
+    }
+    if let Some(n) = a.parse::<u64>("--check-every")? {
+        cfg.check_every = n.max(1);
     }
     if let Some(k) = a.parse::<usize>("--trials")? {
         cfg.trials = k;

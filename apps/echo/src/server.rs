@@ -177,10 +177,21 @@ impl Handler for Echo {
             Format::Library(Library::Capnp) => {
                 // Cap'n Proto's own network path (paper §6.1.3): the reply is built in pinned
                 // segments, sent as the segment table plus one entry per segment.
-                let sga = baselines::capnp_echo_sga(crate::libs::shape(kind), &m.data, dp.memory())
-                    .map_err(|_| malformed("bad Cap'n Proto message"))?
-                    .map_err(SendError::from)?;
-                Ok(dp.send_sga(m.conn, m.msg, &sga)?)
+                // The list is reused: per reply only the Builder's segment table is allocated.
+                let built = baselines::capnp_echo_sga_into(
+                    crate::libs::shape(kind),
+                    &m.data,
+                    dp.memory(),
+                    &mut self.sga,
+                );
+                let res = match built {
+                    Ok(Ok(())) => dp.send_sga(m.conn, m.msg, &self.sga).map_err(Into::into),
+                    Ok(Err(e)) => Err(SendError::from(e).into()),
+                    Err(_) => Err(malformed("bad Cap'n Proto message")),
+                };
+                // Drop the list's references so the buffers go back when sent.
+                self.sga.clear();
+                res
             }
             Format::Library(_) => {
                 let Some(codec) = self.codec.as_mut() else {

@@ -84,7 +84,7 @@ fn bench_writes_records_plot_and_table() {
 }
 
 /// `--datapath emu`: every available mode against the emulated ConnectX on a second core,
-/// every reply deserialized and compared (`--sample-every 1`).
+/// every reply deserialized and compared (`--check-every 1 --sample-every 1`).
 #[test]
 fn bench_on_the_emulated_nic_verifies_every_reply_of_every_mode() {
     if let Err(e) = datapath_mlx5::emu::threaded::two_cores() {
@@ -98,11 +98,19 @@ fn bench_on_the_emulated_nic_verifies_every_reply_of_every_mode() {
         .join(format!("bench-emu-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_echo"));
-    cmd.args(["bench", "--datapath", "emu", "--sample-every", "1"])
-        .args(["--duration", "0.05", "--warmup", "0.01", "--rates", "2000"])
-        .args(["--trials", "1"])
-        .args(["--timeout-ms", "2000", "--out"])
-        .arg(&dir);
+    cmd.args([
+        "bench",
+        "--datapath",
+        "emu",
+        "--sample-every",
+        "1",
+        "--check-every",
+        "1",
+    ])
+    .args(["--duration", "0.05", "--warmup", "0.01", "--rates", "2000"])
+    .args(["--trials", "1"])
+    .args(["--timeout-ms", "2000", "--out"])
+    .arg(&dir);
     let out = test_skip::success_within(cmd, Duration::from_secs(240), "echo bench --datapath emu");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("not a network measurement"), "{stdout}");
@@ -129,6 +137,12 @@ fn bench_on_the_emulated_nic_verifies_every_reply_of_every_mode() {
             .unwrap_or_else(|| panic!("no device point for {m}"));
         // Every verified reply was read whole (sample 1 in 1).
         assert_eq!(p["sampled"], r["verified"], "{p} {r}");
+        assert_eq!(
+            (&p["unchecked"], &p["check_every"]),
+            (&0.into(), &1.into()),
+            "{p}"
+        );
+        assert_eq!(p["coverage_complete"], true, "{p}");
         let busy = p["device_busy"].as_f64().unwrap();
         assert!((0.0..=1.0).contains(&busy), "{p}");
     }
@@ -191,6 +205,14 @@ fn bench_rx_ring_sets_the_receive_queue_and_rejects_bad_sizes() {
     // The device's per-descriptor cost is part of the table.
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("(--desc-ns): 20 ns"), "{stdout}");
+    // Sampled payload checks by default, their share and coverage in the table.
+    assert!(
+        stdout.contains(&format!(
+            "for a random 1 in {} replies (--check-every)",
+            emu_bench::DEFAULT_CHECK_EVERY
+        )) && stdout.contains("payload checked there"),
+        "{stdout}"
+    );
     let recs: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("echo.json")).unwrap()).unwrap();
     for r in recs.as_array().unwrap() {

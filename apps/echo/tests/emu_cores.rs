@@ -21,6 +21,7 @@ fn two_echo_cores_each_answer_exactly_their_round_robin_share() {
         // Generous: three threads share the CPUs.
         timeout: Duration::from_millis(800),
         sample_every: 1,
+        check_every: 1,
         cores: 2,
         ..BenchConfig::default()
     };

@@ -109,6 +109,11 @@ pub struct BenchConfig {
     /// `emu` only: every n-th reply is decoded and verified (the first reply to each distinct
     /// request always is; every reply's headers, length, type and id are checked).
     pub sample_every: u64,
+    /// `emu` only: a random 1 in n replies has its payload checked (hashed and, as
+    /// `sample_every` says, decoded), besides every write's reply, the first reply to each
+    /// distinct request and its first in the measured window; the rest are read whole and
+    /// their headers checked (`emu_bench::EmuRunConfig::check_every`; 1: every reply).
+    pub check_every: u64,
     /// `emu` only: the device's time per gather entry (descriptor), nanoseconds (0: free; the
     /// paper's crossover comes from CPU-side costs, §5.2).
     pub desc_ns: u64,
@@ -162,6 +167,7 @@ impl Default for BenchConfig {
             out_dir: PathBuf::from("results/kv"),
             json: None,
             sample_every: 64,
+            check_every: emu_bench::DEFAULT_CHECK_EVERY,
             desc_ns: 0,
             demote_lines: 0,
             trials: loadgen::search::DEFAULT_TRIALS,

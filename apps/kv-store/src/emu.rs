@@ -533,6 +533,7 @@ impl KvCores<'_, '_> {
             timeout: cfg.timeout,
             seed,
             sample_every: cfg.sample_every,
+            check_every: cfg.check_every,
             delay_per_segment: std::time::Duration::from_nanos(cfg.desc_ns),
             // A write changes what later reads of its key return (e.g. an append).
             replies_vary: true,

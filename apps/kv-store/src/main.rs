@@ -32,7 +32,7 @@ usage:
             [--rates R,R,..] [--duration SECS] [--warmup SECS] [--timeout-ms MS] [--threads N]
             [--threshold N] [--mtu N] [--max-item BYTES] [--memory-limit BYTES]
             [--requests N] [--seed N] [--out DIR] [--json PATH] [--spin] [--datapath emu|socket|xdp]
-            [--sample-every N] [--desc-ns NS] [--demote-lines N] [--trials K] [--resolution F] [--peers redis,memcached] [--cores N]
+            [--sample-every N] [--check-every N] [--desc-ns NS] [--demote-lines N] [--trials K] [--resolution F] [--peers redis,memcached] [--cores N]
       One server per serialization (each loads the workload's contents), offered loads
       interleaved across serializations, every reply verified against what the store must
       hold. Prints the tables and writes DIR/kv.json (or --json), DIR/run.json, DIR/kv.svg,
@@ -40,9 +40,12 @@ usage:
       with 2+ CPUs): the server on the ConnectX driver on one core, the emulated ConnectX on
       the other playing wire and clients (measures the server core's work; the store is
       loaded once, and every trial serves a snapshot of it). Every reply is read whole and its
-      headers, length, type and id checked; its payload is decoded and verified when it is
-      the first to its distinct request, when its bytes differ from the last verified reply
-      to that request, and for a random 1 in --sample-every (default 64). --desc-ns NS: the
+      headers, length, type and id checked. Its payload is checked when it answers a write,
+      is the first to its distinct request or the first in the measured window, and for a
+      random 1 in --check-every of the rest (default 8; 1: every reply); a checked payload
+      is decoded and verified against what its keys hold now when its bytes differ from the
+      last verified reply to that request under the same writes, and for a random 1 in
+      --sample-every (default 64). Every table prints the share checked and the coverage. --desc-ns NS: the
       device's time per gather entry (descriptor), printed in every table (default 0: the
       paper's crossover comes from CPU-side costs and its NICs were not the limit, §5.2). --demote-lines N: the device moves each request frame's first N cache lines
       to the last-level cache after writing it, as a DDIO NIC's DMA leaves them (default 0). Each serialization's saturation load is searched: a doubling grid of --rates
@@ -242,6 +245,9 @@ fn bench_cmd(mut a: Args) -> Result<(), String> {
     }
     if let Some(n) = a.parse::<u64>("--sample-every")? {
         cfg.sample_every = n.max(1);
+    }
+    if let Some(n) = a.parse::<u64>("--check-every")? {
+        cfg.check_every = n.max(1);
     }
     if let Some(ns) = a.parse::<u64>("--desc-ns")? {
         cfg.desc_ns = ns;

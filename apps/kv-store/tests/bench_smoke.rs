@@ -231,7 +231,7 @@ fn bench_on_the_emulated_nic() {
     ])
     .args(["--serializations", "cornflakes,cornflakes-no-ssend,resp"])
     .args(["--rates", "2000", "--duration", "0.05", "--warmup", "0.01"])
-    .args(["--sample-every", "1", "--trials", "1"])
+    .args(["--sample-every", "1", "--check-every", "1", "--trials", "1"])
     // A DDIO-like device (every line of each request demoted): a cache hint, so every
     // reply must still verify.
     .args(["--demote-lines", "1000"])
@@ -250,7 +250,7 @@ fn bench_on_the_emulated_nic() {
         assert!(r["verified"].as_u64().unwrap() > 0, "{r}");
     }
     // The saturation search's summary per serialization, and every trial: with
-    // --sample-every 1 every verified reply was decoded.
+    // --check-every 1 --sample-every 1 every verified reply was decoded.
     let read = |f: &str| -> serde_json::Value {
         serde_json::from_str(&std::fs::read_to_string(dir.join(f)).unwrap()).unwrap()
     };
@@ -262,6 +262,8 @@ fn bench_on_the_emulated_nic() {
     }
     for p in read("emu-points.json").as_array().unwrap() {
         assert_eq!(p["sampled"], p["verified"], "{p}");
+        assert_eq!(p["unchecked"], 0, "{p}");
+        assert_eq!(p["coverage_complete"], true, "{p}");
     }
     assert!(dir.join("emu.md").exists());
 }

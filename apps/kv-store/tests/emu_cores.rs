@@ -40,6 +40,7 @@ fn config() -> BenchConfig {
         // Generous: three threads share the CPUs.
         timeout: Duration::from_millis(800),
         sample_every: 1,
+        check_every: 1,
         cores: CORES,
         ..BenchConfig::default()
     }
@@ -295,6 +296,49 @@ fn every_trial_on_resident_cores_starts_from_the_loaded_store() {
             assert_eq!(p.report.sampled, c.verified, "every reply decoded");
             let st = ServerStats::sum(&p.per_core);
             assert_eq!(st.app.keys as u64, KEYS, "{cores} cores, trial {i}: {st}");
+        }
+    }
+}
+
+/// Sampled payload checks (`--check-every 4`) on the same two cores: writes still go to the
+/// checker in order (every later read checked against what the store holds then), every
+/// distinct request and core is covered, split requests still merge, and most reads are only
+/// read (DMA) and header-checked.
+#[test]
+fn sampled_checks_keep_the_store_model_and_cover_every_request_and_core() {
+    let cfg = BenchConfig {
+        check_every: 4,
+        ..config()
+    };
+    let w: Arc<dyn Workload> = Arc::from(cfg.workload.build().unwrap());
+    let ops = requests(w.as_ref());
+    let expected = Arc::new(Expected::for_workload(w.clone(), &ops));
+    let reqs = Arc::new(RunRequests { ops, threads: 1 });
+    let emu = KvEmu::new(&cfg, reqs, expected).expect("plan");
+    for ser in [
+        Serialization::Shared(Shared::CORNFLAKES),
+        Serialization::Shared(Shared::PROTOBUF),
+    ] {
+        let point = emu.run_point(&cfg, ser, 3_000.0, 7, false).expect("run");
+        let report = &point.report;
+        let c = report.run.counters;
+        assert_eq!(
+            c.mismatched + c.unexpected + c.malformed,
+            0,
+            "{ser}: {c} {:?}",
+            report.failures
+        );
+        assert_eq!(report.check_every, 4, "{ser}");
+        assert_eq!(report.checked() + report.unchecked, c.verified, "{ser}");
+        assert!(report.unchecked > 0, "{ser}: {}", report.coverage_note());
+        assert!(
+            report.coverage_complete(),
+            "{ser}: {}",
+            report.coverage_note()
+        );
+        assert_eq!(report.cores_verified, CORES, "{ser}");
+        if c.lost == 0 {
+            assert_eq!(point.merged as usize, emu.plan().split_requests(), "{ser}");
         }
     }
 }

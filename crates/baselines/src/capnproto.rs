@@ -198,14 +198,34 @@ fn copy_root<A: Allocator>(
 /// `shape` and reserialize it in segments of `mem`, returned as the scatter-gather list to
 /// send (segment table, then one entry per segment; see [`crate::segments`]). The bytes
 /// equal [`Codec::echo`]'s. The outer error is the input's, the inner one the memory's.
+/// A server uses [`capnp_echo_sga_into`] with a reused list (this one allocates the list).
 pub fn capnp_echo_sga(
     shape: Shape,
     input: &[u8],
     mem: &cornflakes::PinnedMemory,
 ) -> Result<Result<Vec<cornflakes::RcBuf>, cornflakes::mem::AllocError>, CodecError> {
+    let mut sga = Vec::new();
+    Ok(capnp_echo_sga_into(shape, input, mem, &mut sga)?.map(|()| sga))
+}
+
+/// [`capnp_echo_sga`] into `sga` (cleared first), a list the server reuses: per reply only
+/// the one allocation capnp's `Builder` forces (its segment table, a `Vec` inside the
+/// builder that its API gives no way to keep between messages).
+pub fn capnp_echo_sga_into(
+    shape: Shape,
+    input: &[u8],
+    mem: &cornflakes::PinnedMemory,
+    sga: &mut Vec<cornflakes::RcBuf>,
+) -> Result<Result<(), cornflakes::mem::AllocError>, CodecError> {
+    sga.clear();
     let incoming = open(input)?;
     check(shape, &incoming, &mut |_| {})?;
-    crate::segments::pinned_sga(mem, echo_words(input), |m| copy_root(shape, &incoming, m))
+    crate::segments::pinned_sga_into(
+        mem,
+        echo_words(input),
+        |m| copy_root(shape, &incoming, m),
+        sga,
+    )
 }
 
 impl Codec for CapnpCodec {

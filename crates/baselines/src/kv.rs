@@ -14,10 +14,11 @@
 //! reads in place and builds its response in reused scratch words; FlatBuffers verifies
 //! in place and reuses its builder and offset list; prost decodes into a reused message and
 //! encodes from reused value buffers — but its decoded message owns a `String` per key and a
-//! `Vec<u8>` per value, and prost 0.14 decodes a `bytes` field from a `&[u8]` through a
-//! `Bytes` it then copies into the `Vec`: one allocation per key and two per value (the
-//! library's owned types force them); a Cap'n Proto `Builder` allocates its segment table
-//! once per message.
+//! `Bytes` per value (prost 0.14 decodes a `bytes` field from a `&[u8]` through
+//! `Buf::copy_to_bytes`; the request's values are generated as `bytes::Bytes`, so that copy
+//! is the only one, where a `Vec<u8>` field would copy it again): one allocation per key and
+//! one per value (the library's owned types force them); a Cap'n Proto `Builder` allocates
+//! its segment table once per message.
 //!
 //! Malformed input is an error, never a panic (FlatBuffers input is verified; Cap'n Proto is
 //! read with a traversal limit proportional to the input).
@@ -199,7 +200,11 @@ mod prost_kv {
                 id: r.id,
                 op: u32::from(r.op),
                 keys: r.keys.iter().map(|k| (*k).to_owned()).collect(),
-                vals: r.vals.iter().map(|v| v.to_vec()).collect(),
+                vals: r
+                    .vals
+                    .iter()
+                    .map(|v| prost::bytes::Bytes::copy_from_slice(v))
+                    .collect(),
                 index: r.index,
             };
             out.clear();
@@ -216,7 +221,7 @@ mod prost_kv {
             let op = u16::try_from(self.req.op).unwrap_or(u16::MAX);
             let (mut keys, mut vals) = self.lists.take();
             keys.extend(self.req.keys.iter().map(String::as_str));
-            vals.extend(self.req.vals.iter().map(Vec::as_slice));
+            vals.extend(self.req.vals.iter().map(|v| &v[..]));
             let view = KvRequestView {
                 id: self.req.id,
                 op,

@@ -29,7 +29,7 @@ mod protobuf;
 pub mod segments;
 mod shape;
 
-pub use capnproto::{capnp_echo_sga, CapnpCodec};
+pub use capnproto::{capnp_echo_sga, capnp_echo_sga_into, CapnpCodec};
 pub use flatbuf::FlatbuffersCodec;
 pub use protobuf::ProstCodec;
 pub use shape::{

@@ -11,9 +11,13 @@
 //!   injection is one frame copy plus a message-id patch, never a serialization;
 //! - every reply the server sends is matched to its request by message id, its latency (from
 //!   the *scheduled* send time) goes into an HDR histogram ([`loadgen::LatencyHistogram`]),
-//!   and its headers, length, message type and id are checked; a sample (default 1 in 64, and
-//!   the first reply of every distinct request) is read whole and given to the caller's
-//!   [`ReplyCheck`];
+//!   every reply is read whole and its headers, length, message type and id are checked; its
+//!   payload is checked for a seeded random 1 in [`EmuRunConfig::check_every`] (default
+//!   [`DEFAULT_CHECK_EVERY`]) and for every reply that must be (writes, the first reply of
+//!   every distinct request, its first in the measured window): hashed where the send
+//!   descriptors lie and, when it differs from the last accepted reply (or for a random 1 in
+//!   [`EmuRunConfig::sample_every`]), given to the caller's [`ReplyCheck`]; the coverage is
+//!   in every report ([`EmuReport::coverage_note`]);
 //! - the device thread reports how busy it was, so every result says whether the server or
 //!   the device saturated ([`EmuReport::bottleneck`]);
 //! - [`run_cores`] runs **N server cores** (`EmuRunConfig::cores`): one queue set of the
@@ -85,6 +89,7 @@
 
 mod capture;
 mod frames;
+mod hash;
 mod resident;
 mod run;
 mod search;
@@ -100,7 +105,7 @@ pub use frames::{Request, RequestFrames};
 pub use resident::{resident, Resident};
 pub use run::{
     memory_config, run, run_cores, Bottleneck, CoreReport, EmuReport, EmuRunConfig, ServerPort,
-    DEVICE_SATURATED, ETHERNET_WIRE_OVERHEAD, LINE_RATE_GBPS,
+    DEFAULT_CHECK_EVERY, DEVICE_SATURATED, ETHERNET_WIRE_OVERHEAD, LINE_RATE_GBPS,
 };
 pub use search::{
     control_line, median_records, replies_verified, table, trials_json, Bound, EmuSummary,

@@ -31,6 +31,11 @@ const CLIENT: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::new(10, 77, 0, 1), 5000
 /// A device thread busier than this fraction of the measured window is called saturated.
 pub const DEVICE_SATURATED: f64 = 0.9;
 
+/// The default [`EmuRunConfig::check_every`]. Why 8: with it the device's instructions per
+/// 4 KiB echo request are 2811 against 4382 checking every reply and 2600 at 64 (callgrind;
+/// `crates/emu-bench/README.md`, docs/results.md "How replies are checked").
+pub const DEFAULT_CHECK_EVERY: u64 = 8;
+
 /// What one run does.
 #[derive(Clone, Debug)]
 pub struct EmuRunConfig {
@@ -45,13 +50,25 @@ pub struct EmuRunConfig {
     /// Seed of the arrival times.
     pub seed: u64,
     /// Every reply is read whole (every byte of every descriptor, as a NIC's DMA reads it)
-    /// and its headers, length, type, id and answering core checked. Its payload is given to
-    /// the [`ReplyCheck`] when it is the first reply to its distinct request, when its bytes
-    /// differ from the last reply the checker accepted for that request (compared by a
-    /// 64-bit hash), and for a random sample of 1 in `sample_every` of the rest (1: every
-    /// reply goes to the checker). So a wrong byte in any reply is caught; what the sample
-    /// adds is a re-check of replies identical to an accepted one.
+    /// and its headers, length, type, id and answering core checked. A reply whose payload is
+    /// checked ([`check_every`](Self::check_every)) is given to the [`ReplyCheck`] when it is
+    /// the first reply to its distinct request, when its bytes differ from the last reply the
+    /// checker accepted for that request (compared by a 64-bit hash), and for a random
+    /// sample of 1 in `sample_every` of the rest (1: every checked reply goes to the
+    /// checker). So a wrong byte in any checked reply is caught; what this sample adds is a
+    /// re-check of replies identical to an accepted one.
     pub sample_every: u64,
+    /// Which replies' payloads are checked at all (the hash above and, when it says so, the
+    /// [`ReplyCheck`]): every reply that must be — every reply to a request the checker
+    /// [sees every](ReplyCheck::sees_every) reply of (a write), the first reply to each
+    /// distinct request, the first to each in the measured window, and any whose length
+    /// differs from the last checked one — and a random 1 in `check_every` of the rest
+    /// (a stream of draws seeded by `seed`: the same seed, the same draws). 1 checks every reply. The others are still read
+    /// whole, as a NIC's DMA reads them, and their headers, length, type, id and core are
+    /// checked; only the payload check is sampled. Every distinct request answered in the
+    /// measured window, and so every core, has a checked reply there
+    /// ([`EmuReport::coverage_complete`]). Default [`DEFAULT_CHECK_EVERY`].
+    pub check_every: u64,
     /// Replies to one request may change length during the run (a key-value store's writes
     /// change what a read returns): a reply whose length differs from the last reply to the
     /// same request is then read whole and checked, instead of counted as mismatched.
@@ -86,6 +103,7 @@ impl Default for EmuRunConfig {
             timeout: Duration::from_millis(20),
             seed: 1,
             sample_every: 64,
+            check_every: DEFAULT_CHECK_EVERY,
             replies_vary: false,
             delay_per_segment: Duration::ZERO,
             cores: 1,
@@ -155,15 +173,25 @@ pub struct EmuReport {
     pub device: EmuStats,
     /// Replies whose payload the [`ReplyCheck`] checked.
     pub sampled: u64,
+    /// Replies right by their headers whose payload was read but not checked (outside the
+    /// 1-in-[`check_every`](EmuRunConfig::check_every) sample). `sampled + hash_matched +
+    /// unchecked` is every reply that verified.
+    pub unchecked: u64,
+    /// The run's [`EmuRunConfig::check_every`].
+    pub check_every: u64,
     /// Replies whose gathered payload equalled (by hash) a reply the checker accepted for
-    /// the same request: checked without decoding. `sampled + hash_matched` is every reply
-    /// that verified.
+    /// the same request: checked without decoding.
     pub hash_matched: u64,
-    /// Distinct requests with a reply the checker accepted, of `distinct`.
+    /// Distinct requests with a reply in the measured window whose payload was checked and
+    /// accepted, of `distinct_answered`.
     pub distinct_verified: usize,
+    /// Distinct requests with a reply in the measured window right by its headers (checked
+    /// or not).
+    pub distinct_answered: usize,
     /// Distinct requests of the run.
     pub distinct: usize,
-    /// Server cores with a reply the checker accepted, of `cores`.
+    /// Server cores with a reply in the measured window whose payload was checked and
+    /// accepted, of `cores`.
     pub cores_verified: usize,
     /// What else ran on the run's CPUs (server cores and device) from the device's start to
     /// its stop; `None` for an unpinned run (its CPUs are not its own) or without `/proc`.
@@ -203,6 +231,43 @@ impl EmuReport {
         let on_wire = |len: f64| len.max(60.0) + ETHERNET_WIRE_OVERHEAD;
         let bytes = on_wire(self.mean_request_frame).max(on_wire(reply));
         Some(gbps * 1e9 / 8.0 / bytes / self.frames_per_request.max(1.0))
+    }
+
+    /// Replies whose payload was checked (by hash or by the checker).
+    pub fn checked(&self) -> u64 {
+        self.sampled + self.hash_matched
+    }
+
+    /// Whether the payload checks covered the run: every distinct request answered in the
+    /// measured window and every server core had a checked reply there. Sampling
+    /// ([`EmuRunConfig::check_every`]) guarantees it whenever every core answered; a run
+    /// where it fails is flagged in the tables.
+    pub fn coverage_complete(&self) -> bool {
+        self.distinct_verified == self.distinct_answered && self.cores_verified == self.cores
+    }
+
+    /// The coverage in words: replies checked of those answered, distinct requests and cores.
+    pub fn coverage_note(&self) -> String {
+        let all = self.checked() + self.unchecked;
+        format!(
+            "payload checked: {} of {} replies ({} decoded, {} by hash; 1 in {} sampled), \
+             distinct requests {}/{} answered (of {}), cores {}/{}{}",
+            self.checked(),
+            all,
+            self.sampled,
+            self.hash_matched,
+            self.check_every,
+            self.distinct_verified,
+            self.distinct_answered,
+            self.distinct,
+            self.cores_verified,
+            self.cores,
+            if self.coverage_complete() {
+                ""
+            } else {
+                " INCOMPLETE"
+            }
+        )
     }
 
     /// Which side saturated, if any.
@@ -617,7 +682,7 @@ impl<'a, C: ReplyCheck> Run<'a, C> {
             _ => 0.0,
         };
         let (mean_request_frame, mean_reply_frame) = wire.mean_frames();
-        let (distinct_verified, cores_verified) = wire.coverage();
+        let coverage = wire.coverage();
         let per_core: Vec<CoreReport> = (0..n)
             .map(|i| CoreReport {
                 counters: wire.per_core[i],
@@ -640,10 +705,13 @@ impl<'a, C: ReplyCheck> Run<'a, C> {
             device_busy,
             device: dev.stats,
             sampled: wire.sampled,
+            unchecked: wire.unchecked,
+            check_every: cfg.check_every.max(1),
             hash_matched: wire.hash_matched,
-            distinct_verified,
+            distinct_verified: coverage.distinct_checked,
+            distinct_answered: coverage.distinct_answered,
             distinct: wire.distinct(),
-            cores_verified,
+            cores_verified: coverage.cores_checked,
             interference,
             desc_ns: u64::try_from(cfg.delay_per_segment.as_nanos()).unwrap_or(u64::MAX),
             not_delivered: wire.not_delivered,

@@ -77,10 +77,7 @@ impl<S> EmuTrial<S> {
             r.bottleneck(),
             r.run.counters
         ) + &per_core
-            + &format!(
-                "  checked: {} decoded + {} by hash, distinct requests {}/{}, cores {}/{}",
-                r.sampled, r.hash_matched, r.distinct_verified, r.distinct, r.cores_verified, r.cores
-            )
+            + &format!("  {}", r.coverage_note())
             + &r.interference
                 .as_ref()
                 .filter(|i| i.disturbed())
@@ -112,9 +109,13 @@ impl<S> EmuTrial<S> {
             "work_p50_ns": self.work_p50_ns,
             "sampled": r.sampled,
             "hash_matched": r.hash_matched,
+            "unchecked": r.unchecked,
+            "check_every": r.check_every,
             "distinct_verified": r.distinct_verified,
+            "distinct_answered": r.distinct_answered,
             "distinct": r.distinct,
             "cores_verified": r.cores_verified,
+            "coverage_complete": r.coverage_complete(),
             "not_delivered": r.not_delivered,
             "max_inject_lag_ns": r.max_inject_lag_ns,
             "cores": r.cores,
@@ -177,6 +178,13 @@ pub struct LoadSummary {
     pub line_rate_rps: Option<f64>,
     /// Trials at this load that other processes disturbed ([`EmuTrial::disturbed`]).
     pub disturbed: usize,
+    /// Replies whose payload was checked, and replies answered, over the trials here.
+    pub checked: u64,
+    /// See `checked`.
+    pub answered: u64,
+    /// Trials here whose payload checks did not cover every distinct request answered and
+    /// every core ([`EmuReport::coverage_complete`]).
+    pub incomplete: usize,
 }
 
 impl LoadSummary {
@@ -195,6 +203,17 @@ impl LoadSummary {
             bottleneck: m.report.bottleneck(),
             line_rate_rps: m.report.line_rate_rps(crate::run::LINE_RATE_GBPS),
             disturbed: v.trials.iter().filter(|t| t.disturbed()).count(),
+            checked: v.trials.iter().map(|t| t.report.checked()).sum(),
+            answered: v
+                .trials
+                .iter()
+                .map(|t| t.report.checked() + t.report.unchecked)
+                .sum(),
+            incomplete: v
+                .trials
+                .iter()
+                .filter(|t| !t.report.coverage_complete())
+                .count(),
         }
     }
 
@@ -211,6 +230,9 @@ impl LoadSummary {
             "bottleneck": self.bottleneck.to_string(),
             "line_rate_100gbe_rps": self.line_rate_rps,
             "disturbed_trials": self.disturbed,
+            "checked_replies": self.checked,
+            "answered_replies": self.answered,
+            "incomplete_coverage_trials": self.incomplete,
         })
     }
 }
@@ -269,6 +291,11 @@ pub struct EmuSummary {
     pub disturbed: usize,
     /// The device's cost per gather entry of its trials, nanoseconds (`--desc-ns`).
     pub desc_ns: u64,
+    /// The payload-check sample of its trials (`--check-every`, largest).
+    pub check_every: u64,
+    /// Trials, over the whole search, whose payload checks did not cover every distinct
+    /// request answered and every core (must be 0).
+    pub incomplete: usize,
 }
 
 impl EmuSummary {
@@ -326,6 +353,19 @@ impl EmuSummary {
                 .flat_map(|v| v.trials.iter())
                 .filter(|t| t.disturbed())
                 .count(),
+            check_every: s
+                .loads
+                .iter()
+                .flat_map(|v| v.trials.iter())
+                .map(|t| t.report.check_every)
+                .max()
+                .unwrap_or(1),
+            incomplete: s
+                .loads
+                .iter()
+                .flat_map(|v| v.trials.iter())
+                .filter(|t| !t.report.coverage_complete())
+                .count(),
         }
     }
 
@@ -382,6 +422,8 @@ impl EmuSummary {
             "disturbed_trials": self.disturbed,
             "rests_on_disturbed_trials": self.rests_on_disturbed(),
             "desc_ns": self.desc_ns,
+            "check_every": self.check_every,
+            "incomplete_coverage_trials": self.incomplete,
         })
     }
 }
@@ -479,6 +521,28 @@ pub fn trials_json<S>(s: &Search<EmuTrial<S>>) -> Vec<Value> {
         .collect()
 }
 
+/// The "payload checked there" cell: the share of replies checked at the best load, over
+/// its trials, and whether coverage was complete in every trial of the search.
+fn checked_cell(m: &EmuSummary) -> String {
+    let share = m
+        .best
+        .as_ref()
+        .filter(|b| b.answered > 0)
+        .map_or("–".to_owned(), |b| {
+            format!(
+                "{:.1}% ({} of {})",
+                100.0 * b.checked as f64 / b.answered as f64,
+                b.checked,
+                b.answered
+            )
+        });
+    if m.incomplete > 0 {
+        format!("{share}; coverage incomplete in {} trial(s)", m.incomplete)
+    } else {
+        format!("{share}; every distinct request and core covered")
+    }
+}
+
 fn k(v: f64) -> String {
     format!("{:.0}", v)
 }
@@ -504,25 +568,39 @@ pub fn table(summaries: &[EmuSummary], baseline: Option<&str>, trials: usize) ->
         )
     };
     let desc = summaries.iter().map(|m| m.desc_ns).max().unwrap_or(0);
+    let check_every = summaries.iter().map(|m| m.check_every).max().unwrap_or(1);
     let _ = writeln!(
         s,
         "{who} (not a network measurement). Each load: median of up to {trials} trials; \
          saturation bracketed by a grid, then bisection. Device cost per gather entry \
-         (--desc-ns): {desc} ns{}.\n",
+         (--desc-ns): {desc} ns{}. Every reply is read whole and its headers checked; its \
+         payload is checked {} (\"payload checked there\": replies checked of those \
+         answered at that load, over its trials, and whether every trial of the search had a \
+         checked reply in its measured window for every distinct request answered there and \
+         every core; a trial without is counted as coverage incomplete).\n",
         if desc == 0 {
             " (the paper's crossover comes from CPU-side costs; its NICs were not the limit, §5.2)"
         } else {
             ""
+        },
+        if check_every <= 1 {
+            "in every reply (--check-every 1)".to_owned()
+        } else {
+            format!(
+                "for a random 1 in {check_every} replies (--check-every) and always for \
+                 writes, the first reply to each distinct request and its first in the \
+                 measured window"
+            )
         }
     );
     let vs = baseline.map_or(String::new(), |b| format!(" vs {b} |"));
     let _ = writeln!(
         s,
-        "| mode | max req/s within 95% of offered (median) | trials there: min–max req/s |{vs} p99 there (µs) | device busy there | 100 GbE line rate (req/s) | server work p50 there (ns) | bounded by | mismatched | lost | loads / trials | disturbed trials (there / all) |"
+        "| mode | max req/s within 95% of offered (median) | trials there: min–max req/s |{vs} p99 there (µs) | device busy there | 100 GbE line rate (req/s) | server work p50 there (ns) | bounded by | mismatched | lost | loads / trials | disturbed trials (there / all) | payload checked there |"
     );
     let _ = writeln!(
         s,
-        "|---|---:|---:|{}---:|---:|---:|---:|---|---:|---:|---:|---:|",
+        "|---|---:|---:|{}---:|---:|---:|---:|---|---:|---:|---:|---:|---:|",
         if baseline.is_some() { "---:|" } else { "" }
     );
     for m in summaries {
@@ -542,7 +620,7 @@ pub fn table(summaries: &[EmuSummary], baseline: Option<&str>, trials: usize) ->
         };
         let _ = writeln!(
             s,
-            "| {} | {} | {} |{ratio} {} | {} | {} | {} | {} | {} | {} | {} / {} | {} / {} |",
+            "| {} | {} | {} |{ratio} {} | {} | {} | {} | {} | {} | {} | {} / {} | {} / {} | {} |",
             m.mode,
             b.map_or("none kept up".to_owned(), |b| format!(
                 "{} (offered {})",
@@ -571,6 +649,16 @@ pub fn table(summaries: &[EmuSummary], baseline: Option<&str>, trials: usize) ->
             m.trials,
             b.map_or(0, |b| b.disturbed),
             m.disturbed,
+            checked_cell(m),
+        );
+    }
+    let incomplete: usize = summaries.iter().map(|m| m.incomplete).sum();
+    if incomplete > 0 {
+        let _ = writeln!(
+            s,
+            "\n{incomplete} trial(s) had a distinct request answered or a core without a \
+             checked reply in the measured window (`coverage_complete: false` in \
+             emu-points.json): their replies were not all covered by the payload check."
         );
     }
     let disturbed: usize = summaries.iter().map(|m| m.disturbed).sum();
@@ -610,8 +698,11 @@ mod tests {
             device_busy: busy,
             device: Default::default(),
             sampled: 1,
+            unchecked: 3,
+            check_every: 8,
             hash_matched: 0,
             distinct_verified: 1,
+            distinct_answered: 1,
             distinct: 1,
             cores_verified: 1,
             interference: None,
@@ -755,5 +846,55 @@ mod tests {
         // The device's per-descriptor cost is in every table.
         let t = table(&all, None, 3);
         assert!(t.contains("(--desc-ns): 0 ns"), "{t}");
+    }
+    /// Every table, trial line and JSON says how many replies' payloads were checked and
+    /// whether each trial covered every distinct request and core; a gap is flagged.
+    #[test]
+    fn the_checked_share_and_incomplete_coverage_are_in_every_table() {
+        let searches = run();
+        let a = EmuSummary::of("a", &searches[0]);
+        assert_eq!((a.check_every, a.incomplete), (8, 0));
+        let best = a.best.as_ref().unwrap();
+        // Each trial: 1 checked, 3 not (report()).
+        assert_eq!((best.checked, best.answered), (2, 8));
+        let t = table(std::slice::from_ref(&a), None, 3);
+        assert!(
+            t.contains("for a random 1 in 8 replies (--check-every)"),
+            "{t}"
+        );
+        assert!(
+            t.contains("| 25.0% (2 of 8); every distinct request and core covered |"),
+            "{t}"
+        );
+        assert!(!t.contains("coverage incomplete in"), "{t}");
+        let trial = &searches[0].loads[0].trials[0];
+        let line = trial.progress();
+        assert!(
+            line.contains("payload checked: 1 of 4 replies")
+                && line.contains("distinct requests 1/1 answered (of 1), cores 1/1")
+                && !line.contains("INCOMPLETE"),
+            "{line}"
+        );
+        assert_eq!(trial.to_json()["coverage_complete"], true);
+
+        // A trial where a distinct request answered had no checked reply is flagged.
+        let mut r = trial.report.clone();
+        r.distinct_answered = 2;
+        r.distinct = 2;
+        assert!(!r.coverage_complete());
+        assert!(
+            r.coverage_note().ends_with("INCOMPLETE"),
+            "{}",
+            r.coverage_note()
+        );
+        let mut gap = a.clone();
+        gap.incomplete = 1;
+        let t = table(&[gap], None, 3);
+        assert!(t.contains("; coverage incomplete in 1 trial(s) |"), "{t}");
+        assert!(t.contains("1 trial(s) had a distinct request"), "{t}");
+        // And a core without one.
+        let mut r = trial.report.clone();
+        r.cores = 2;
+        assert!(!r.coverage_complete());
     }
 }

@@ -14,6 +14,7 @@ use datapath_mlx5::prm::{MLX5_ETH_WQE_L3_CSUM, MLX5_ETH_WQE_L4_CSUM};
 use loadgen::{Counters, LatencyHistogram};
 
 use crate::frames::RequestFrames;
+use crate::hash::PayloadHasher;
 
 /// Decides whether a reply payload is the correct answer to request `request` (an index into
 /// the requests given to [`crate::run`]). Runs on the device thread.
@@ -82,7 +83,6 @@ pub struct LoadWire<C: ReplyCheck> {
     ends: Ends,
     warmup_ns: u64,
     timeout_ns: u64,
-    sample_every: u64,
     replies_vary: bool,
     checker: C,
     /// One flag per server core, set when its datapath is up: injection starts when all are.
@@ -98,9 +98,18 @@ pub struct LoadWire<C: ReplyCheck> {
     /// checker accepted and the checker's [`ReplyCheck::version`] then: a reply with the same
     /// bytes under the same version is right without decoding it again.
     verified_hash: Vec<Option<(u64, u64)>>,
-    /// The state of the random sample (xorshift64*): which replies the checker reads even
-    /// when their bytes equal a verified reply's.
-    rng: u64,
+    /// The random sample of checked replies the checker reads even when their bytes equal a
+    /// verified reply's (1 in `sample_every`).
+    decode_sample: Sample,
+    /// The random sample of replies whose payload is checked at all (1 in `check_every`,
+    /// besides those that must be), its own stream so that the checker's sample among them
+    /// is the same whatever `check_every`.
+    check_sample: Sample,
+    /// Per distinct request, whether a reply to it in the measured window was answered
+    /// (headers right), and whether one had its payload checked and accepted.
+    measured_answered: Vec<bool>,
+    measured_checked: Vec<bool>,
+    /// The gathered frame, for the checker (and as the DMA of a reply not checked).
     scratch: Vec<u8>,
     /// Request outcomes per server core (a request's by the core it was sent to; a malformed
     /// or unexpected reply's by the queue set that sent it). Their sum is the run's.
@@ -114,6 +123,9 @@ pub struct LoadWire<C: ReplyCheck> {
     pub(crate) last_measured_reply_ns: u64,
     /// Replies given to the checker (first replies, changed bytes, and the random sample).
     pub(crate) sampled: u64,
+    /// Replies answered right by their headers whose payload was read (DMA) but not checked:
+    /// outside the 1-in-`check_every` sample and not a reply that must be checked.
+    pub(crate) unchecked: u64,
     /// Replies whose gathered bytes hashed equal to a reply the checker accepted for the
     /// same request.
     pub(crate) hash_matched: u64,
@@ -146,7 +158,6 @@ impl<C: ReplyCheck> LoadWire<C> {
             ends,
             warmup_ns: cfg.warmup.as_nanos() as u64,
             timeout_ns: u64::try_from(cfg.timeout.as_nanos()).unwrap_or(u64::MAX),
-            sample_every: cfg.sample_every.max(1),
             replies_vary: cfg.replies_vary,
             checker,
             ready,
@@ -156,7 +167,10 @@ impl<C: ReplyCheck> LoadWire<C> {
             outstanding: 0,
             reply_len: vec![None; k],
             verified_hash: vec![None; k],
-            rng: cfg.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1,
+            decode_sample: Sample::new(cfg.seed, cfg.sample_every),
+            check_sample: Sample::new(cfg.seed ^ CHECK_STREAM, cfg.check_every),
+            measured_answered: vec![false; k],
+            measured_checked: vec![false; k],
             scratch: Vec::with_capacity(16 * 1024),
             per_core: vec![Counters::default(); cores],
             latency: LatencyHistogram::new(),
@@ -164,6 +178,7 @@ impl<C: ReplyCheck> LoadWire<C> {
             measured_verified: vec![0; cores],
             last_measured_reply_ns: 0,
             sampled: 0,
+            unchecked: 0,
             hash_matched: 0,
             not_delivered: 0,
             max_inject_lag_ns: 0,
@@ -211,34 +226,19 @@ impl<C: ReplyCheck> LoadWire<C> {
         self.frames.len()
     }
 
-    /// Distinct requests with a reply the checker accepted, and the server cores that
-    /// answered one.
-    pub(crate) fn coverage(&self) -> (usize, usize) {
-        let distinct = self.verified_hash.iter().filter(|h| h.is_some()).count();
-        let mut cores = vec![false; self.per_core.len()];
-        for (k, h) in self.verified_hash.iter().enumerate() {
-            if h.is_some() {
-                cores[self.frames.core(k)] = true;
-            }
+    /// What the measured window's payload checks covered.
+    pub(crate) fn coverage(&self) -> Coverage {
+        let cores = self.per_core.len();
+        let mut checked = vec![false; cores];
+        for k in 0..self.frames.len() {
+            checked[self.frames.core(k)] |= self.measured_checked[k];
         }
-        (distinct, cores.iter().filter(|&&c| c).count())
-    }
-
-    /// Whether this reply is in the random sample the checker reads even when its bytes
-    /// equal a verified reply's (1 in `sample_every`).
-    fn sampled_now(&mut self) -> bool {
-        if self.sample_every <= 1 {
-            return true;
+        let count = |v: &[bool]| v.iter().filter(|&&b| b).count();
+        Coverage {
+            distinct_checked: count(&self.measured_checked),
+            distinct_answered: count(&self.measured_answered),
+            cores_checked: count(&checked),
         }
-        // xorshift64*: cheap, and not aligned with the request cycle (a `seq % n` sample
-        // would revisit the same distinct requests and cores forever).
-        let mut x = self.rng;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.rng = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
-            .is_multiple_of(self.sample_every)
     }
 
     /// Checks headers and framing of a reply of `len` bytes whose first bytes are `head`;
@@ -322,23 +322,73 @@ impl<C: ReplyCheck> LoadWire<C> {
         r
     }
 
-    /// Checks the payload of a whole reply (`buf`, the gathered frame) to distinct request
-    /// `k`: bytes equal (by [`payload_hash`]) to a reply the checker accepted for `k` are
-    /// right unless the random sample picks the reply; any other reply goes to the checker,
-    /// and when it is accepted its hash becomes `k`'s.
-    fn verify_payload(&mut self, buf: &[u8], cs: u8, k: usize) -> Result<(), String> {
-        let h = payload_hash(&buf[FRAME_OVERHEAD..]);
-        let sampled = self.sampled_now();
+    /// Reads the whole frame into `scratch`, as the device's DMA would (and for the
+    /// checker); an error when it reads short.
+    fn gather(&mut self, frame: &TxFrame<'_>) -> Result<(), String> {
+        self.scratch.clear();
+        self.scratch.resize(frame.len(), 0);
+        let got = frame.read_prefix(&mut self.scratch);
+        if got == frame.len() {
+            Ok(())
+        } else {
+            Err(format!("reply frame read {got} of {} bytes", frame.len()))
+        }
+    }
+
+    /// Checks the payload (`payload_len` bytes) of `frame`, a reply to distinct request `k`
+    /// whose headers were right; `measured` when its request is in the measured window.
+    /// Returns whether the payload was checked (`false`: read but outside the sample).
+    ///
+    /// A reply must be checked when the checker sees every reply to `k` (a write), when it
+    /// is the first to `k`, the first to `k` in the measured window, or its length differs
+    /// from the last checked one; of the others, a random 1 in `check_every` is. A checked
+    /// reply is hashed where its descriptors lie ([`PayloadHasher`]): bytes equal to a reply
+    /// the checker accepted for `k` under the same [`ReplyCheck::version`] are right unless
+    /// the checker's own random sample (1 in `sample_every`) picks the reply; any other goes
+    /// to the checker, and when it is accepted its hash becomes `k`'s. A reply not checked
+    /// is still read whole (the DMA).
+    fn check_payload(
+        &mut self,
+        frame: &TxFrame<'_>,
+        k: usize,
+        payload_len: usize,
+        measured: bool,
+    ) -> Result<bool, String> {
         let every = self.checker.sees_every(k);
+        let must = every
+            || self.reply_len[k] != Some(payload_len)
+            || (measured && !self.measured_checked[k]);
+        if !must && !self.check_sample.next() {
+            self.gather(frame)?;
+            self.unchecked += 1;
+            return Ok(false);
+        }
+        let mut hasher = PayloadHasher::new(payload_len);
+        let mut skip = FRAME_OVERHEAD;
+        let seen = frame.visit(|piece| {
+            let s = skip.min(piece.len());
+            skip -= s;
+            hasher.update(&piece[s..]);
+            true
+        });
+        if seen != frame.len() {
+            return Err(format!("reply frame read {seen} of {} bytes", frame.len()));
+        }
+        let h = hasher.finish();
+        let sampled = self.decode_sample.next();
         let version = if every { 0 } else { self.checker.version(k) };
         if !every && !sampled && self.verified_hash[k] == Some((h, version)) {
             self.hash_matched += 1;
-            return Ok(());
+            return Ok(true);
         }
-        self.verify_full(buf, cs, k)?;
+        self.gather(frame)?;
+        let buf = std::mem::take(&mut self.scratch);
+        let r = self.verify_full(&buf, frame.cs_flags(), k);
+        self.scratch = buf;
+        r?;
         self.verified_hash[k] = Some((h, version));
-        self.reply_len[k] = Some(buf.len() - FRAME_OVERHEAD);
-        Ok(())
+        self.reply_len[k] = Some(payload_len);
+        Ok(true)
     }
 
     fn inject(&mut self, clock: &DeviceClock, rx: &mut RxPort<'_>) -> bool {
@@ -401,15 +451,11 @@ impl<C: ReplyCheck> LoadWire<C> {
 
 impl<C: ReplyCheck> Wire for LoadWire<C> {
     fn transmit(&mut self, frame: &TxFrame<'_>, now_ns: u64) {
-        // Every byte of every gathered descriptor is read, as a NIC's DMA reads it: the
-        // payload check below sees exactly what the wire would carry.
-        let mut buf = std::mem::take(&mut self.scratch);
-        buf.clear();
-        buf.resize(frame.len(), 0);
-        let got = frame.read_prefix(&mut buf);
-        buf.truncate(got);
-        self.settle(frame, &buf, now_ns);
-        self.scratch = buf;
+        // Every byte of every gathered descriptor is read, as a NIC's DMA reads it: hashed
+        // in place when the payload is checked, copied out otherwise. The headers first.
+        let mut head = [0u8; FRAME_OVERHEAD];
+        let got = frame.read_prefix(&mut head);
+        self.settle(frame, &head[..got], now_ns);
     }
 
     fn poll(&mut self, clock: &DeviceClock, rx: &mut RxPort<'_>) -> bool {
@@ -432,33 +478,24 @@ impl<C: ReplyCheck> Wire for LoadWire<C> {
 impl<C: ReplyCheck> LoadWire<C> {
     /// Hands a reply that came too late to be counted to the checker, when it wants every
     /// reply to its request.
-    fn late(&mut self, seq: usize, buf: &[u8]) {
+    fn late(&mut self, seq: usize, frame: &TxFrame<'_>) {
         let k = seq % self.frames.len();
-        if self.checker.sees_every(k) && buf.len() >= FRAME_OVERHEAD {
-            self.checker.late(k, &buf[FRAME_OVERHEAD..]);
+        // Read whole either way (the DMA).
+        if self.gather(frame).is_ok() && self.checker.sees_every(k) {
+            self.checker.late(k, &self.scratch[FRAME_OVERHEAD..]);
         }
     }
 
-    /// Matches the reply `buf` (the whole frame as gathered) to its request, checks it and
-    /// records the outcome.
-    fn settle(&mut self, frame: &TxFrame<'_>, buf: &[u8], now_ns: u64) {
+    /// Matches the reply `frame`, whose first bytes (its headers, as far as it has them) are
+    /// `head`, to its request, checks it and records the outcome.
+    fn settle(&mut self, frame: &TxFrame<'_>, head: &[u8], now_ns: u64) {
         // The queue set that sent it, for replies that belong to no request.
         let sender = frame.queue().min(self.per_core.len() - 1);
-        let head = &buf[..buf.len().min(FRAME_OVERHEAD)];
-        let parsed = self.parse_head(head, frame.len()).and_then(|x| {
-            if buf.len() == frame.len() {
-                Ok(x)
-            } else {
-                Err(format!(
-                    "reply frame read {} of {} bytes",
-                    buf.len(),
-                    frame.len()
-                ))
-            }
-        });
+        let parsed = self.parse_head(head, frame.len());
         let (id, ty, payload_len, src_port) = match parsed {
             Ok(x) => x,
             Err(e) => {
+                let _ = self.gather(frame);
                 self.per_core[sender].malformed += 1;
                 self.fail(|| e);
                 return;
@@ -466,6 +503,7 @@ impl<C: ReplyCheck> LoadWire<C> {
         };
         let seq = id as usize;
         let Some(t0) = self.t0 else {
+            let _ = self.gather(frame);
             self.per_core[sender].unexpected += 1;
             return;
         };
@@ -473,7 +511,9 @@ impl<C: ReplyCheck> LoadWire<C> {
             self.per_core[sender].unexpected += 1;
             if seq < self.next {
                 // Timed out already, but handled by the server.
-                self.late(seq, buf);
+                self.late(seq, frame);
+            } else {
+                let _ = self.gather(frame);
             }
             return;
         }
@@ -484,9 +524,10 @@ impl<C: ReplyCheck> LoadWire<C> {
         let lat = now_ns.saturating_sub(t0 + self.offsets[seq]);
         if lat > self.timeout_ns {
             self.per_core[core].lost += 1;
-            self.late(seq, buf);
+            self.late(seq, frame);
             return;
         }
+        let measured = self.offsets[seq] >= self.warmup_ns;
         let from_core = usize::from(src_port - self.ends.base_port);
         let verdict = if from_core != core || frame.queue() != core {
             // Steering or a server answering for another core: the shards would not be
@@ -506,13 +547,15 @@ impl<C: ReplyCheck> LoadWire<C> {
                 Some(l) if l != payload_len && !self.replies_vary => Err(format!(
                     "reply to request {k} (id {id}) has {payload_len} bytes, earlier ones {l}"
                 )),
-                _ => self.verify_payload(buf, frame.cs_flags(), k),
+                _ => self.check_payload(frame, k, payload_len, measured),
             }
         };
         match verdict {
-            Ok(()) => {
+            Ok(checked) => {
                 self.per_core[core].verified += 1;
-                if self.offsets[seq] >= self.warmup_ns {
+                if measured {
+                    self.measured_answered[k] = true;
+                    self.measured_checked[k] |= checked;
                     self.measured_verified[core] += 1;
                     self.last_measured_reply_ns = self.last_measured_reply_ns.max(now_ns - t0);
                     match self.frames.group(k) {
@@ -540,60 +583,71 @@ impl<C: ReplyCheck> LoadWire<C> {
     }
 }
 
-/// A 64-bit hash of a reply payload, four lanes of 8-byte words wide (cheap enough for every
-/// reply of the device thread). Each step of a lane is a bijection of its state for a given
-/// word, and the lanes are folded in by bijections too, so two payloads of the same length
-/// that differ in a single word (any corrupted byte or run of up to 8 bytes) always hash
-/// differently; other differences collide with probability about 2^-64.
-pub(crate) fn payload_hash(bytes: &[u8]) -> u64 {
-    const K: u64 = 0x9E37_79B9_7F4A_7C15;
-    #[inline(always)]
-    fn step(h: u64, w: u64) -> u64 {
-        (h ^ w).wrapping_mul(K).rotate_left(29)
-    }
-    let word = |c: &[u8]| u64::from_le_bytes(c.try_into().expect("8 bytes"));
-    let mut lanes = [1u64, 2, 3, 4];
-    let mut blocks = bytes.chunks_exact(32);
-    for b in &mut blocks {
-        for (i, lane) in lanes.iter_mut().enumerate() {
-            *lane = step(*lane, word(&b[i * 8..i * 8 + 8]));
+/// What the seed is mixed with for the payload-check sample's stream.
+const CHECK_STREAM: u64 = 0x5851_F42D_4C95_7F2D;
+
+/// A seeded random sample of 1 in `every` (xorshift64*): cheap, reproducible from its seed,
+/// and not aligned with the request cycle (a `seq % n` sample would revisit the same
+/// distinct requests and cores forever).
+#[derive(Clone, Debug)]
+pub(crate) struct Sample {
+    state: u64,
+    every: u64,
+}
+
+impl Sample {
+    /// A sample of 1 in `every` (0 and 1: every one) seeded by `seed`.
+    pub(crate) fn new(seed: u64, every: u64) -> Sample {
+        Sample {
+            state: seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1,
+            every: every.max(1),
         }
     }
-    let rest = blocks.remainder();
-    let mut words = rest.chunks_exact(8);
-    let mut h = bytes.len() as u64;
-    for w in &mut words {
-        h = step(h, word(w));
+
+    /// Whether the next one is in the sample (with `every` 1, always, and the state does not
+    /// move).
+    pub(crate) fn next(&mut self) -> bool {
+        if self.every <= 1 {
+            return true;
+        }
+        let mut x = self.state;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.state = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+            .is_multiple_of(self.every)
     }
-    let mut last = [0u8; 8];
-    last[..words.remainder().len()].copy_from_slice(words.remainder());
-    h = step(h, u64::from_le_bytes(last));
-    for lane in lanes {
-        h = step(h, lane);
-    }
-    h
 }
 
 #[cfg(test)]
 mod tests {
-    use super::payload_hash;
+    use super::Sample;
 
     #[test]
-    fn any_changed_byte_changes_the_hash() {
-        let base: Vec<u8> = (0..4157u32).map(|i| (i * 31 + 7) as u8).collect();
-        let h = payload_hash(&base);
-        for at in [0, 1, 7, 8, 31, 32, 33, 100, 4095, 4128, 4150, 4156] {
-            for flip in [1u8, 0x80, 0xff] {
-                let mut v = base.clone();
-                v[at] ^= flip;
-                assert_ne!(payload_hash(&v), h, "byte {at} ^ {flip:#x}");
-            }
-        }
-        // A different length (even with zero bytes appended) is a different hash.
-        let mut longer = base.clone();
-        longer.push(0);
-        assert_ne!(payload_hash(&longer), h);
-        assert_eq!(payload_hash(&base), h, "deterministic");
-        assert_ne!(payload_hash(&[]), payload_hash(&[0]));
+    fn a_sample_is_reproducible_from_its_seed_and_about_1_in_n() {
+        let picks = |seed, every| {
+            let mut s = Sample::new(seed, every);
+            (0..80_000).map(|_| s.next()).collect::<Vec<bool>>()
+        };
+        assert_eq!(picks(7, 8), picks(7, 8), "same seed, same picks");
+        assert_ne!(picks(7, 8), picks(8, 8), "another seed, other picks");
+        let n = picks(7, 8).iter().filter(|&&p| p).count();
+        assert!((9_000..11_000).contains(&n), "{n} of 80000 at 1 in 8");
+        assert!(picks(7, 1).iter().all(|&p| p), "1 in 1 is every one");
+        assert!(picks(7, 0).iter().all(|&p| p), "0 reads as 1");
     }
+}
+
+/// What a run's payload checks covered in its measured window.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Coverage {
+    /// Distinct requests with a reply in the measured window whose payload was checked and
+    /// accepted.
+    pub(crate) distinct_checked: usize,
+    /// Distinct requests with a reply in the measured window answered right by its headers
+    /// (checked or not).
+    pub(crate) distinct_answered: usize,
+    /// Server cores with a checked and accepted reply in the measured window.
+    pub(crate) cores_checked: usize,
 }

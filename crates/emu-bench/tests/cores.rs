@@ -168,3 +168,38 @@ fn a_split_requests_parts_go_out_together_and_count_once_in_the_latency() {
         );
     }
 }
+
+/// Sampled checking on two cores: each core, and each distinct request, still has a checked
+/// reply in the measured window, while most replies are read but not checked.
+#[test]
+fn sampled_checking_covers_every_core() {
+    let _g = serial();
+    let reqs = requests(16, 2);
+    let c = EmuRunConfig {
+        check_every: 1 << 40,
+        sample_every: 1 << 40,
+        ..cfg(2)
+    };
+    let (report, _) = run_cores(&c, &reqs, check_echo(&reqs), echo_core).expect("run");
+    let k = report.run.counters;
+    assert_eq!(k.mismatched + k.malformed, 0, "{k} {:?}", report.failures);
+    assert_eq!(report.checked() + report.unchecked, k.verified);
+    assert!(
+        report.unchecked > k.verified / 2,
+        "{}",
+        report.coverage_note()
+    );
+    assert_eq!(
+        (report.cores_verified, report.cores),
+        (2, 2),
+        "{}",
+        report.coverage_note()
+    );
+    assert_eq!(
+        (report.distinct_verified, report.distinct_answered),
+        (16, 16),
+        "{}",
+        report.coverage_note()
+    );
+    assert!(report.coverage_complete());
+}

@@ -12,6 +12,11 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+// Only the byte-for-byte reply check is shared with the multi-core tests.
+#[allow(dead_code)]
+mod common;
+
+use common::check_echo;
 use cornflakes::datapath::{Completions, Receive, Transmit};
 use cornflakes::PinnedMemory;
 use emu_bench::{run, Bottleneck, EmuRunConfig, Request, ServerPort};
@@ -30,6 +35,15 @@ fn echo_server(port: ServerPort, corrupt_every: u64) -> (u64, usize) {
 
 /// [`echo_server`], changing byte `at(len)` of the corrupted replies.
 fn echo_corrupting(port: ServerPort, corrupt_every: u64, at: fn(usize) -> usize) -> (u64, usize) {
+    echo_changing(port, move |n, len| {
+        (corrupt_every > 0 && n.is_multiple_of(corrupt_every)).then(|| at(len))
+    })
+}
+
+/// Echoes every message (zero-copy) but for the `n`-th (from 1) of length `len` when
+/// `change(n, len)` names a byte: that reply is copied with the byte changed. Returns
+/// (echoed, live items after the datapath is gone).
+fn echo_changing(port: ServerPort, change: impl Fn(u64, usize) -> Option<usize>) -> (u64, usize) {
     let mem = PinnedMemory::new(port.memory_config()).expect("memory");
     let mut dp = port.datapath(mem.clone()).expect("datapath");
     let mut rx = Vec::new();
@@ -39,9 +53,8 @@ fn echo_corrupting(port: ServerPort, corrupt_every: u64, at: fn(usize) -> usize)
         dp.recv_burst(&mut rx).expect("recv");
         for m in &rx {
             n += 1;
-            let r = if corrupt_every > 0 && n.is_multiple_of(corrupt_every) {
+            let r = if let Some(i) = change(n, m.data.len()) {
                 let mut v = m.data.to_vec();
-                let i = at(v.len());
                 v[i] ^= 0x55;
                 dp.send_copy(m.conn, m.msg, &v)
             } else {
@@ -65,6 +78,8 @@ fn cfg(rate: f64) -> EmuRunConfig {
         // Generous: the test machine is shared and the threads are not pinned.
         timeout: Duration::from_millis(500),
         sample_every: 1,
+        // Every reply's payload checked unless a test samples.
+        check_every: 1,
         pin: false,
         ..EmuRunConfig::default()
     }
@@ -102,6 +117,9 @@ fn every_reply_is_matched_verified_and_every_buffer_returns() {
         report.sampled, delivered,
         "sample_every 1 reads every reply"
     );
+    // check_every 1 is the behaviour before sampling: no reply's payload skipped.
+    assert_eq!((report.unchecked, report.check_every), (0, 1));
+    assert!(report.coverage_complete(), "{}", report.coverage_note());
     assert_eq!(echoed, delivered);
     assert_eq!(live, 0, "every pinned buffer back in its pool");
     assert!(!report.run.latency.is_empty());
@@ -436,4 +454,137 @@ fn a_stale_reply_equal_to_an_earlier_right_one_is_caught_when_the_state_moved() 
         "{:?}",
         report.failures
     );
+
+    // Sampled: every write still goes to the checker in order (the model stays right, so
+    // right reads pass), and a stale read is caught whenever the sample picks one (about
+    // 2 in 9 replies are stale reads; 1 in 4 checked).
+    let c = EmuRunConfig {
+        check_every: 4,
+        ..c
+    };
+    let (report, writes) = run(&c, &reqs, CounterCheck { applied: 0 }, |p| {
+        counter_server(p, false)
+    })
+    .expect("run");
+    let k = report.run.counters;
+    assert_eq!(k.mismatched, 0, "{k} {:?}", report.failures);
+    assert!(report.unchecked > 0, "{}", report.coverage_note());
+    assert!(
+        report.sampled >= writes.saturating_sub(k.lost),
+        "{writes} writes: {report:?}"
+    );
+    let (report, _) = run(&c, &reqs, CounterCheck { applied: 0 }, |p| {
+        counter_server(p, true)
+    })
+    .expect("run");
+    let k = report.run.counters;
+    assert!(k.mismatched > 0, "{k}");
+    assert!(
+        report
+            .failures
+            .iter()
+            .all(|f| f.contains("the store holds")),
+        "{:?}",
+        report.failures
+    );
+}
+
+/// Echoes every message; every reply to the request whose payload is `len` bytes long gets
+/// its byte `len / 2` changed. Returns the messages echoed.
+fn echo_corrupting_one(port: ServerPort, len: usize) -> u64 {
+    echo_changing(port, move |_, l| (l == len).then_some(len / 2)).0
+}
+
+/// Sampled checking (a payload check for hardly any reply beyond those that must be): every
+/// distinct request answered in the measured window still has a checked reply there, the
+/// rest are counted as read but not checked, and the counts add up.
+#[test]
+fn sampled_checking_covers_every_distinct_request() {
+    let _g = serial();
+    let reqs = requests(24);
+    let c = EmuRunConfig {
+        check_every: 1 << 40,
+        sample_every: 1 << 40,
+        ..cfg(10_000.0)
+    };
+    let (report, _) = run(&c, &reqs, check_echo(&reqs), |p| echo_server(p, 0)).expect("run");
+    let k = report.run.counters;
+    assert_eq!(k.mismatched + k.malformed, 0, "{k} {:?}", report.failures);
+    assert_eq!(
+        report.checked() + report.unchecked,
+        k.verified,
+        "{report:?}"
+    );
+    assert_eq!(report.distinct, 24);
+    assert_eq!(report.distinct_answered, 24, "{}", report.coverage_note());
+    assert_eq!(report.distinct_verified, 24, "{}", report.coverage_note());
+    assert_eq!((report.cores_verified, report.cores), (1, 1));
+    assert!(report.coverage_complete());
+    // First replies (warm-up and measured window): at most two per distinct request went
+    // to the checker or the hash; everything else was read but not checked.
+    assert!(report.checked() <= 48, "{}", report.coverage_note());
+    assert!(
+        report.unchecked > k.verified / 2,
+        "{}",
+        report.coverage_note()
+    );
+    assert_eq!(report.check_every, 1 << 40);
+    assert!(report
+        .coverage_note()
+        .contains("distinct requests 24/24 answered (of 24), cores 1/1"));
+}
+
+/// A request whose every reply is corrupted fails the run under sampling, whatever the
+/// random sample picks: its first reply, and its first in the measured window, must be
+/// checked.
+#[test]
+fn a_request_with_corrupted_replies_fails_under_sampling() {
+    let _g = serial();
+    let reqs = requests(16);
+    let bad = reqs[5].payload.len();
+    let c = EmuRunConfig {
+        check_every: 1 << 40,
+        ..cfg(10_000.0)
+    };
+    let (report, _) = run(&c, &reqs, check_echo(&reqs), move |p| {
+        echo_corrupting_one(p, bad)
+    })
+    .expect("run");
+    let k = report.run.counters;
+    assert!(k.mismatched >= 2, "{k}");
+    assert!(
+        report.failures.iter().all(|f| f.contains("request 5:")),
+        "{:?}",
+        report.failures
+    );
+    // Request 5 has no right reply: it counts as mismatched, not as answered, so the other
+    // 15 are what the coverage is of.
+    assert_eq!(
+        (report.distinct_verified, report.distinct_answered),
+        (15, 15),
+        "{}",
+        report.coverage_note()
+    );
+}
+
+/// The random sample is seeded: the same seed picks the same replies, so a run's sample is
+/// reproducible; a corrupted byte in a reply the sample picks is caught.
+#[test]
+fn the_sample_catches_corrupted_replies_it_picks() {
+    let _g = serial();
+    let reqs = requests(4);
+    let c = EmuRunConfig {
+        check_every: 4,
+        ..cfg(10_000.0)
+    };
+    // One reply in 5 corrupted, at byte 0: about 1 in 4 of those checked, so with ~300
+    // corrupted replies some are (missing all has probability (3/4)^300).
+    let (report, (echoed, _)) = run(&c, &reqs, check_echo(&reqs), |p| {
+        echo_corrupting(p, 5, |_| 0)
+    })
+    .expect("run");
+    let k = report.run.counters;
+    assert!(echoed > 1000, "{echoed}");
+    assert!(k.mismatched > 0 && k.mismatched < echoed / 5, "{k}");
+    assert!(report.unchecked > 0, "{}", report.coverage_note());
 }

@@ -121,6 +121,11 @@ pub fn generate(out: &Path) -> Result<(), String> {
     if !protos.is_empty() {
         // prost-build finds protoc through PROTOC or PATH itself.
         prost_build::Config::new()
+            // A KV request's values as `bytes::Bytes`: prost decodes a `bytes` field from a
+            // `&[u8]` into a `Bytes` first, so a `Vec<u8>` field copies each value twice
+            // (docs/performance.md, "prost's bytes::Bytes configuration"). Responses keep
+            // `Vec<u8>`: the server refills their reused vectors without allocating.
+            .bytes([".kvpb.KvRequest.vals"])
             .out_dir(&proto_dir)
             .compile_protos(&protos, &[&schemas_dir])
             .map_err(|e| format!("prost-build failed: {e}"))?;

@@ -278,44 +278,55 @@ impl TxFrame<'_> {
     /// without checksum offload applied; returns how many.
     pub fn read_prefix(&self, out: &mut [u8]) -> usize {
         let mut at = 0;
-        let mut put = |src: &[u8], at: &mut usize| {
-            let n = src.len().min(out.len() - *at);
-            out[*at..*at + n].copy_from_slice(&src[..n]);
-            *at += n;
-            *at == out.len()
+        self.visit(|src| {
+            let n = src.len().min(out.len() - at);
+            out[at..at + n].copy_from_slice(&src[..n]);
+            at += n;
+            at < out.len()
+        });
+        at
+    }
+
+    /// Reads the frame in place, as a NIC's DMA reads it: calls `f` with each piece of it in
+    /// order — the inline headers, then every data segment's bytes where the driver left
+    /// them (nothing is copied) — until `f` returns `false` or the frame ends. No checksum
+    /// offload is applied. Returns the bytes visited (the frame's length when `f` never
+    /// stopped).
+    pub fn visit(&self, mut f: impl FnMut(&[u8]) -> bool) -> usize {
+        let mut seen = 0;
+        let mut give = |piece: &[u8], seen: &mut usize| {
+            *seen += piece.len();
+            piece.is_empty() || f(piece)
         };
         let n_inline = self.eth.inline_len();
         let mut head = [0u8; ETH_SEG_INLINE];
         head[..2].copy_from_slice(&self.eth.inline_hdr_start);
         head[2..].copy_from_slice(&self.eth.inline_hdr);
-        if put(&head[..n_inline.min(ETH_SEG_INLINE)], &mut at) {
-            return at;
+        if !give(&head[..n_inline.min(ETH_SEG_INLINE)], &mut seen) {
+            return seen;
         }
         let mut left = n_inline.saturating_sub(ETH_SEG_INLINE);
         for k in 0..self.spill {
             let u = self.sh.sq_unit(self.start, 3 + k);
             let n = left.min(16);
             left -= n;
-            if put(&u[..n], &mut at) {
-                return at;
+            if !give(&u[..n], &mut seen) {
+                return seen;
             }
         }
         for k in 3 + self.spill..self.ds {
             let d = DataSeg::from_bytes(&self.sh.sq_unit(self.start, k));
-            let n = (d.len() as usize).min(out.len() - at);
             // SAFETY: the WQE was validated: `[addr, addr + len)` lies inside a registered
             // region, whose memory the driver keeps alive and unmodified until this WQE's
-            // completion (which the device has not written yet); `n <= len`, and the
-            // destination has `n` bytes left.
-            unsafe {
-                std::ptr::copy_nonoverlapping(d.address() as *const u8, out.as_mut_ptr().add(at), n)
-            };
-            at += n;
-            if at == out.len() {
-                break;
+            // completion, which the device writes only after the sink it handed this frame
+            // to has returned; the slice does not outlive this call of `f`.
+            let piece =
+                unsafe { std::slice::from_raw_parts(d.address() as *const u8, d.len() as usize) };
+            if !give(piece, &mut seen) {
+                return seen;
             }
         }
-        at
+        seen
     }
 
     /// The whole frame as the wire carries it: gathered, checksums filled as the Ethernet

@@ -72,6 +72,7 @@ pub fn cfg(cores: usize) -> EmuRunConfig {
         // Generous: the threads share the CPUs.
         timeout: Duration::from_millis(800),
         sample_every: 1,
+        check_every: 1,
         cores,
         pin: false,
         ..EmuRunConfig::default()

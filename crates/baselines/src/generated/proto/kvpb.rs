@@ -7,8 +7,8 @@ pub struct KvRequest {
     pub op: u32,
     #[prost(string, repeated, tag = "3")]
     pub keys: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
-    #[prost(bytes = "vec", repeated, tag = "4")]
-    pub vals: ::prost::alloc::vec::Vec<::prost::alloc::vec::Vec<u8>>,
+    #[prost(bytes = "bytes", repeated, tag = "4")]
+    pub vals: ::prost::alloc::vec::Vec<::prost::bytes::Bytes>,
     #[prost(uint32, tag = "5")]
     pub index: u32,
 }
