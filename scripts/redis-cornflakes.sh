@@ -7,6 +7,8 @@
 # apps/redis-cornflakes/README.md.
 #
 # Usage: scripts/redis-cornflakes.sh [fetch|build]   (default: build, which fetches first)
+# CORNFLAKES_C_FEATURES=xdp (or mlx5, ice, a comma list) builds the C library with those
+# datapaths, so `cornflakes-datapath` can name them, and links their system libraries.
 # Needs: apt deb-src access to Debian bookworm (added here as root when missing), dpkg-dev
 # (dpkg-source), make and cc (apps/redis-cornflakes/APT_PACKAGES).
 set -euo pipefail
@@ -67,10 +69,23 @@ SRC
 
 build() {
   fetch
-  say "building the C API (cargo build --release -p cornflakes-c)"
-  cargo build -q --release -p cornflakes-c
+  local features="${CORNFLAKES_C_FEATURES:-}" libs=""
+  if [ -z "$features" ]; then
+    say "building the C API (cargo build --release -p cornflakes-c)"
+    cargo build -q --release -p cornflakes-c
+  else
+    say "building the C API with $features (cargo rustc --release -p cornflakes-c --features $features)"
+    # The system libraries those datapaths need, as rustc names them for a static link.
+    libs=$(cargo rustc -q --release -p cornflakes-c --features "$features" --crate-type staticlib \
+      -- --print native-static-libs 2>&1 | sed -n 's/.*native-static-libs: //p' | tail -1)
+    [ -n "$libs" ] || { echo "no native-static-libs line from cargo rustc" >&2; exit 1; }
+    libs="-Wl,--no-as-needed $libs"
+  fi
   say "building redis-server (make -j${CARGO_BUILD_JOBS:-2}; log: $work/build.log)"
-  make -C "$src" -j"${CARGO_BUILD_JOBS:-2}" MALLOC=libc BUILD_TLS=no \
+  # Linked again every time: cargo may hand back a library built earlier (with other features)
+  # whose date is older than the binary, which make alone would not relink.
+  rm -f "$src/src/redis-server"
+  make -C "$src" -j"${CARGO_BUILD_JOBS:-2}" MALLOC=libc BUILD_TLS=no CORNFLAKES_LIBS="$libs" \
     CORNFLAKES_LIB="${CARGO_TARGET_DIR:-$root/target}/release/libcornflakes_c.a" \
     CORNFLAKES_INCLUDE="$root/crates/cornflakes-c/include" >"$work/build.log" 2>&1 \
     || { tail -40 "$work/build.log"; exit 1; }

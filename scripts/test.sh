@@ -90,15 +90,17 @@ cargo test --workspace $features
 
 # --- the C API from C ---------------------------------------------------------------------------
 # crates/cornflakes-c: the static library, a C test program built with `cc` against the committed
-# header, run plain and with the C side under AddressSanitizer (docs/c-api.md, "Tests").
-say "C API: test_capi.c with cc, plain and -fsanitize=address"
+# header, run plain and with the C side under AddressSanitizer; then the library with the xdp and
+# ice features and test_dp.c on AF_XDP and DPDK's net_af_packet between two namespaces (root;
+# else SKIPPED) (docs/c-api.md, "Tests").
+say "C API: test_capi.c and test_dp.c with cc, plain and -fsanitize=address"
 crates/cornflakes-c/tests/c/run.sh
 
 # --- Redis with Cornflakes ------------------------------------------------------------------------
 # apps/redis-cornflakes: Redis 7.0.15 from Debian's source package, patched and built (a few
 # minutes), its functional test over the Cornflakes port, and Redis's own string and list units
 # with the port on (apps/redis-cornflakes/README.md, "Tests").
-say "redis-cornflakes: build, functional test, Redis's unit/type/string and unit/type/list"
+say "redis-cornflakes: build, functional test (sockets; AF_XDP as root), Redis's unit/type/string and unit/type/list"
 apps/redis-cornflakes/test/run.sh
 
 # --- a user crate outside the workspace -----------------------------------------------------
@@ -156,6 +158,13 @@ if [ -n "$nightly" ]; then
     RUSTFLAGS="-Zsanitizer=address" RUSTDOCFLAGS="-Zsanitizer=address" \
     CARGO_TARGET_DIR=target/asan \
     cargo +nightly test $args --target x86_64-unknown-linux-gnu --tests
+  # The C API's AF_XDP handle with the library instrumented (tests/xdp.rs; root, else SKIPPED).
+  if [ -n "$features" ]; then
+    ASAN_OPTIONS="detect_leaks=1:${ASAN_OPTIONS:-}" \
+      RUSTFLAGS="-Zsanitizer=address" RUSTDOCFLAGS="-Zsanitizer=address" \
+      CARGO_TARGET_DIR=target/asan \
+      cargo +nightly test -p cornflakes-c --features xdp --target x86_64-unknown-linux-gnu --test xdp
+  fi
 else
   say "SKIPPED: AddressSanitizer run — no nightly toolchain (rustup toolchain install nightly)"
 fi

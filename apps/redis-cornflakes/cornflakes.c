@@ -52,21 +52,23 @@ static struct {
     int on, resp_format;
     pthread_t main_thread;
     cf_dp dp;
+    const char *kind;             /* the datapath: socket, xdp, mlx5 or ice */
     cf_mem mem;
     cf_arena arena;
     cf_schema kv;
     cfOp ops[OP_MAX];
     uint32_t req_id_field;
     size_t max_pinned;
-    dict *pinned;                 /* pinned sds -> cf_buf handle */
+    dict *pinned;                 /* pinned sds or list element -> cf_buf handle */
     client *fake;                 /* runs the commands of the Cornflakes port */
-    /* pinned strings freed on another thread (lazy free), released on the main thread */
+    /* pinned strings and list elements freed on another thread (lazy free), released on the
+     * main thread */
     pthread_mutex_t orphan_lock;
-    sds *orphans;
+    struct orphan { void *p; int element; } *orphans;
     size_t norphans, orphans_cap;
     /* counters (INFO cornflakes) */
     long long requests, replies, malformed, send_errors, pinned_values, pinned_bytes,
-        pinned_failures, zero_copy_sends;
+        pinned_failures, zero_copy_sends, pinned_elements, pinned_element_bytes;
 } cf;
 
 /* ---------------------------------------------------------------- pinned strings */
@@ -101,30 +103,82 @@ static void releasePinned(sds s) {
     if (cf_buf_release(b) != CF_OK) cfLog("releasing a pinned value");
 }
 
+static void releasePinnedElement(unsigned char *p) {
+    dictEntry *de = dictFind(cf.pinned, p);
+    serverAssert(de != NULL);
+    cf_buf b = { (uint64_t)(uintptr_t)dictGetVal(de) };
+    const uint8_t *data;
+    size_t n = 0;
+    if (cf_buf_data(b, &data, &n) != CF_OK) cfLog("a pinned list element");
+    cf.pinned_elements--;
+    cf.pinned_element_bytes -= (long long)n;
+    dictDelete(cf.pinned, p);
+    if (cf_buf_release(b) != CF_OK) cfLog("releasing a pinned list element");
+}
+
+/* Releases pinned memory now on the main thread, or queues it for the main thread when a
+ * background thread frees it (the C API's handles belong to the main thread). */
+static void releaseOrQueue(void *p, int element) {
+    if (pthread_equal(pthread_self(), cf.main_thread)) {
+        if (element) releasePinnedElement(p);
+        else releasePinned(p);
+        return;
+    }
+    pthread_mutex_lock(&cf.orphan_lock);
+    if (cf.norphans == cf.orphans_cap) {
+        cf.orphans_cap = cf.orphans_cap ? cf.orphans_cap * 2 : 64;
+        cf.orphans = zrealloc(cf.orphans, cf.orphans_cap * sizeof(*cf.orphans));
+    }
+    cf.orphans[cf.norphans].p = p;
+    cf.orphans[cf.norphans].element = element;
+    cf.norphans++;
+    pthread_mutex_unlock(&cf.orphan_lock);
+}
+
 /* sds.c calls this for every sdsfree: 1 when the string was pinned (released here, or queued
  * for the main thread when freed by a background thread), 0 to free it normally. */
 static int cfSdsFreeHook(sds s) {
     if (!cfSdsIsPinned(s)) return 0;
-    if (pthread_equal(pthread_self(), cf.main_thread)) {
-        releasePinned(s);
-    } else {
-        pthread_mutex_lock(&cf.orphan_lock);
-        if (cf.norphans == cf.orphans_cap) {
-            cf.orphans_cap = cf.orphans_cap ? cf.orphans_cap * 2 : 64;
-            cf.orphans = zrealloc(cf.orphans, cf.orphans_cap * sizeof(sds));
-        }
-        cf.orphans[cf.norphans++] = s;
-        pthread_mutex_unlock(&cf.orphan_lock);
-    }
+    releaseOrQueue(s, 0);
     return 1;
 }
 
 static void drainOrphans(void) {
     if (!cf.on || cf.norphans == 0) return;
     pthread_mutex_lock(&cf.orphan_lock);
-    for (size_t i = 0; i < cf.norphans; i++) releasePinned(cf.orphans[i]);
+    for (size_t i = 0; i < cf.norphans; i++) {
+        if (cf.orphans[i].element) releasePinnedElement(cf.orphans[i].p);
+        else releasePinned(cf.orphans[i].p);
+    }
     cf.norphans = 0;
     pthread_mutex_unlock(&cf.orphan_lock);
+}
+
+/* quicklist.c's plain nodes (elements at least list's packed threshold long, set to ours in
+ * cfInit): a list element at least the threshold long is copied into a pinned buffer of its
+ * own, to be sent by reference (LRANGE). NULL: the heap (too long, pinned memory exhausted, or
+ * not on the main thread). quicklist never writes such an entry in place: LSET replaces it,
+ * compression (list-compress-depth) moves it to the heap, deleting it releases it here. */
+static unsigned char *cfListElementAlloc(const void *value, size_t sz) {
+    if (sz < (size_t)server.cornflakes_threshold || sz > cf.max_pinned ||
+        !pthread_equal(pthread_self(), cf.main_thread))
+        return NULL;
+    cf_buf b;
+    if (cf_buf_alloc(cf.mem, value, sz, &b) != CF_OK) {
+        cf.pinned_failures++;
+        return NULL;
+    }
+    const uint8_t *data;
+    size_t n;
+    serverAssert(cf_buf_data(b, &data, &n) == CF_OK && n == sz);
+    serverAssert(dictAdd(cf.pinned, (void *)data, (void *)(uintptr_t)b.id) == DICT_OK);
+    cf.pinned_elements++;
+    cf.pinned_element_bytes += (long long)sz;
+    return (unsigned char *)data;
+}
+
+static void cfListElementFree(unsigned char *entry) {
+    releaseOrQueue(entry, 1);
 }
 
 /* A raw string object holding a copy of p[0..len] in pinned memory, or NULL (too long for one
@@ -377,6 +431,8 @@ static void serveObject(const cf_rx *rx) {
             if (!p) {
                 n = ll2string(buf, sizeof buf, q->longval);
                 p = (const uint8_t *)buf;
+            } else if (q->node->pinned) {
+                cf.zero_copy_sends++; /* referenced: pointer recovery finds its buffer */
             }
             if (cf_msg_append_bytes(resp, o->resp_vals, p, n) != CF_OK) status = ST_TOO_LARGE;
         }
@@ -476,6 +532,49 @@ static void setupOp(int op, const char *req, const char *resp) {
     o->resp_statuses = field(o->resp, "statuses");
 }
 
+/* Polls a datapath without a file descriptor (AF_XDP, ConnectX, DPDK): a time event due again at
+ * once, so the event loop never sleeps while the port is on (a kernel-bypass core spins). */
+static int cfPoll(aeEventLoop *el, long long id, void *data) {
+    UNUSED(id); UNUSED(data);
+    cfReadable(el, -1, NULL, 0);
+    return 0;
+}
+
+/* Opens what cornflakes-datapath names: "socket" (kernel UDP, the default), "xdp IFNAME
+ * [IP=MAC]", "mlx5 DEVICE" or "ice DPDK-ARGS". The kernel-bypass ones need the C library built
+ * with that feature (scripts/redis-cornflakes.sh with CORNFLAKES_C_FEATURES) and a fixed port. */
+static int openDatapath(void) {
+    const char *spec = server.cornflakes_datapath ? server.cornflakes_datapath : "";
+    spec += strspn(spec, " ");
+    size_t k = strcspn(spec, " ");
+    const char *arg = spec + k + strspn(spec + k, " ");
+    int port = server.cornflakes_port;
+    if (k == 0 || (k == 6 && !strncmp(spec, "socket", 6)))
+        return cf_dp_socket_new_sized(server.cornflakes_bind, (uint16_t)(port < 0 ? 0 : port),
+                                      CF_MAX_MESSAGE, &cf.dp) == CF_OK;
+    if (port <= 0) {
+        serverLog(LL_WARNING, "cornflakes-datapath '%s' needs a cornflakes-port of its own (not -1)", spec);
+        return 0;
+    }
+    cf_status st;
+    if (k == 3 && !strncmp(spec, "xdp", 3)) {
+        char ifname[64] = "", peer[64] = "";
+        if (sscanf(arg, "%63s %63s", ifname, peer) < 1) {
+            serverLog(LL_WARNING, "cornflakes-datapath: xdp IFNAME [IP=MAC]");
+            return 0;
+        }
+        st = cf_dp_xdp_new(ifname, server.cornflakes_bind, (uint16_t)port, peer[0] ? peer : NULL, 0, &cf.dp);
+    } else if (k == 4 && !strncmp(spec, "mlx5", 4)) {
+        st = cf_dp_mlx5_new(arg, server.cornflakes_bind, (uint16_t)port, CF_MAX_MESSAGE, 0, &cf.dp);
+    } else if (k == 3 && !strncmp(spec, "ice", 3)) {
+        st = cf_dp_ice_new(arg, server.cornflakes_bind, (uint16_t)port, &cf.dp);
+    } else {
+        serverLog(LL_WARNING, "cornflakes-datapath must be socket, xdp IFNAME [IP=MAC], mlx5 DEVICE or ice DPDK-ARGS, not '%s'", spec);
+        return 0;
+    }
+    return st == CF_OK;
+}
+
 /* Called at the end of initServer: opens the datapath when cornflakes-port is set. */
 void cfInit(void) {
     cf.main_thread = pthread_self();
@@ -489,10 +588,7 @@ void cfInit(void) {
         serverLog(LL_WARNING, "cornflakes-port needs cornflakes-schema (the repository's schemas/kv.proto)");
         exit(1);
     }
-    if (cf_schema_load(server.cornflakes_schema, NULL, &cf.kv) != CF_OK ||
-        cf_dp_socket_new_sized(server.cornflakes_bind,
-                               (uint16_t)(server.cornflakes_port < 0 ? 0 : server.cornflakes_port),
-                               CF_MAX_MESSAGE, &cf.dp) != CF_OK ||
+    if (cf_schema_load(server.cornflakes_schema, NULL, &cf.kv) != CF_OK || !openDatapath() ||
         cf_dp_memory(cf.dp, &cf.mem) != CF_OK || cf_mem_max_len(cf.mem, &cf.max_pinned) != CF_OK ||
         cf_arena_new(cf.mem, &cf.arena) != CF_OK ||
         cf_arena_set_threshold(cf.arena, (size_t)server.cornflakes_threshold) != CF_OK) {
@@ -515,10 +611,17 @@ void cfInit(void) {
     cf.fake->authenticated = 1;
     int fd;
     uint16_t port = 0;
-    cf_dp_fd(cf.dp, &fd);
+    const char *kind = "socket";
+    cf_dp_kind(cf.dp, &kind);
+    cf.kind = kind;
     cf_dp_local_port(cf.dp, &port);
-    if (aeCreateFileEvent(server.el, fd, AE_READABLE, cfReadable, NULL) == AE_ERR) {
-        serverLog(LL_WARNING, "cornflakes: cannot watch the datapath's socket");
+    if (cf_dp_fd(cf.dp, &fd) == CF_OK) {
+        if (aeCreateFileEvent(server.el, fd, AE_READABLE, cfReadable, NULL) == AE_ERR) {
+            serverLog(LL_WARNING, "cornflakes: cannot watch the datapath's socket");
+            exit(1);
+        }
+    } else if (aeCreateTimeEvent(server.el, 0, cfPoll, NULL, NULL) == AE_ERR) {
+        serverLog(LL_WARNING, "cornflakes: cannot poll the datapath");
         exit(1);
     }
     if (aeCreateTimeEvent(server.el, 100, cfCron, NULL, NULL) == AE_ERR) {
@@ -526,10 +629,14 @@ void cfInit(void) {
         exit(1);
     }
     sdsFreeHook = cfSdsFreeHook;
+    /* List elements at least the threshold long: each in a plain node, pinned (see above). */
+    quicklistisSetPackedThreshold((size_t)server.cornflakes_threshold);
+    quicklistPinnedAlloc = cfListElementAlloc;
+    quicklistPinnedFree = cfListElementFree;
     cf.on = 1;
-    serverLog(LL_NOTICE, "Cornflakes: serving %s on UDP %s:%d (values >= %lld bytes pinned, sent by reference)",
+    serverLog(LL_NOTICE, "Cornflakes: serving %s on UDP %s:%d, %s datapath (values >= %lld bytes pinned, sent by reference)",
               cf.resp_format ? "RESP" : "Cornflakes objects", server.cornflakes_bind,
-              (int)port, server.cornflakes_threshold);
+              (int)port, kind, server.cornflakes_threshold);
 }
 
 /* The INFO "cornflakes" section. */
@@ -538,12 +645,14 @@ sds cfInfo(sds info) {
     if (cf.on) cf_dp_get_counters(cf.dp, &c);
     return sdscatprintf(info,
         "# Cornflakes\r\n"
-        "cornflakes_enabled:%d\r\ncornflakes_format:%s\r\n"
+        "cornflakes_enabled:%d\r\ncornflakes_format:%s\r\ncornflakes_datapath:%s\r\n"
         "cornflakes_requests:%lld\r\ncornflakes_replies:%lld\r\ncornflakes_malformed:%lld\r\n"
         "cornflakes_send_errors:%lld\r\ncornflakes_dropped_datagrams:%llu\r\n"
         "cornflakes_pinned_values:%lld\r\ncornflakes_pinned_bytes:%lld\r\n"
+        "cornflakes_pinned_list_elements:%lld\r\ncornflakes_pinned_list_element_bytes:%lld\r\n"
         "cornflakes_pinned_failures:%lld\r\ncornflakes_zero_copy_values_sent:%lld\r\n",
-        cf.on, cf.on ? (cf.resp_format ? "resp" : "cornflakes") : "off",
+        cf.on, cf.on ? (cf.resp_format ? "resp" : "cornflakes") : "off", cf.on ? cf.kind : "off",
         cf.requests, cf.replies, cf.malformed, cf.send_errors, (unsigned long long)c.total_drops,
-        cf.pinned_values, cf.pinned_bytes, cf.pinned_failures, cf.zero_copy_sends);
+        cf.pinned_values, cf.pinned_bytes, cf.pinned_elements, cf.pinned_element_bytes,
+        cf.pinned_failures, cf.zero_copy_sends);
 }

@@ -4,7 +4,8 @@
  * is referenced from pinned memory, APPEND copying it, and malformed requests answered or
  * dropped while the server keeps serving. Run by apps/redis-cornflakes/test/run.sh.
  *
- * Usage: functional resp|cornflakes PORT SCHEMA_DIR
+ * Usage: functional resp|cornflakes PORT SCHEMA_DIR [SERVER_IP [BIND_IP]]
+ *   (default 127.0.0.1 for both; run.sh's AF_XDP test gives the server's address on a veth)
  */
 #include "cornflakes.h"
 
@@ -229,12 +230,32 @@ static void test_objects(void) {
     CHECK(bytes_are(r, F(getr, "val"), -1, big2, sizeof big2));
     r = call(8, req(del, "cf:big", NULL, 0), delr);
     CHECK(status_of(r, delr) == 0);
+    /* LRANGE of cf:biglist, which run.sh made over TCP (RPUSH of 600 'a', 2000 'b', "small"):
+     * the two long elements live in pinned memory and are sent by reference (run.sh counts
+     * them in INFO); then RPUSH (APPEND on a list) of a 3000-byte element over this port. */
+    static char as[600], bs[2000];
+    memset(as, 'a', sizeof as);
+    memset(bs, 'b', sizeof bs);
+    uint32_t vals = F(glr, "vals");
+    size_t count = 0;
+    r = call(5, req(gl, "cf:biglist", NULL, 0), glr);
+    CHECK(status_of(r, glr) == 0);
+    CHECK(cf_msg_count(r, vals, &count) == CF_OK && count == 3);
+    CHECK(bytes_are(r, vals, 0, as, sizeof as));
+    CHECK(bytes_are(r, vals, 1, bs, sizeof bs));
+    CHECK(bytes_are(r, vals, 2, "small", 5));
+    r = call(7, req(ap, "cf:biglist", big, sizeof big), apr);
+    CHECK(status_of(r, apr) == 0);
+    r = call(5, req(gl, "cf:biglist", NULL, 0), glr);
+    CHECK(cf_msg_count(r, vals, &count) == CF_OK && count == 4);
+    CHECK(bytes_are(r, vals, 1, bs, sizeof bs));
+    CHECK(bytes_are(r, vals, 3, big, sizeof big));
     cf_arena_reset(arena);
 }
 
 int main(int argc, char **argv) {
-    if (argc != 4) {
-        fprintf(stderr, "usage: %s resp|cornflakes PORT SCHEMA_DIR\n", argv[0]);
+    if (argc < 4 || argc > 6) {
+        fprintf(stderr, "usage: %s resp|cornflakes PORT SCHEMA_DIR [SERVER_IP [BIND_IP]]\n", argv[0]);
         return 2;
     }
     for (size_t i = 0; i < sizeof big; i++) big[i] = (char)('a' + i % 26);
@@ -242,8 +263,9 @@ int main(int argc, char **argv) {
     memcpy(big2 + sizeof big, "tail!", 5);
     char path[4096];
     snprintf(path, sizeof path, "%s/kv.proto", argv[3]);
-    if (cf_schema_load(path, argv[3], &kv) != CF_OK || cf_dp_socket_new("127.0.0.1", 0, &dp) != CF_OK ||
-        cf_dp_connect(dp, "127.0.0.1", (uint16_t)atoi(argv[2]), &conn) != CF_OK) {
+    const char *server_ip = argc > 4 ? argv[4] : "127.0.0.1", *bind_ip = argc > 5 ? argv[5] : "127.0.0.1";
+    if (cf_schema_load(path, argv[3], &kv) != CF_OK || cf_dp_socket_new(bind_ip, 0, &dp) != CF_OK ||
+        cf_dp_connect(dp, server_ip, (uint16_t)atoi(argv[2]), &conn) != CF_OK) {
         fprintf(stderr, "setup: %s\n", cf_last_error());
         return 2;
     }

@@ -38,6 +38,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+// The IP MTU the NIC datapaths are opened with (as the apps' `--mtu` default).
+#define CF_NIC_MTU 1500
+
 // What a call did. `CF_OK` is 0; every error is negative and leaves a message for
 // [`cf_last_error`].
 typedef enum cf_status {
@@ -67,6 +70,10 @@ typedef enum cf_status {
   CF_ERR_INTERNAL = -9,
   // A reference count would pass its maximum (2^31 - 1 references to one buffer).
   CF_ERR_OVERFLOW = -10,
+  // Not in this build or not on this datapath: a datapath whose cargo feature the library
+  // was built without (`cf_dp_kinds` lists those built in), or `cf_dp_fd` on a datapath
+  // without a file descriptor.
+  CF_ERR_UNSUPPORTED = -11,
 } cf_status;
 
 // A handle to pinned memory (a per-thread pool of DMA-safe buffers). `{0}` is no handle.
@@ -81,7 +88,8 @@ typedef struct cf_buf {
   uint64_t id;
 } cf_buf;
 
-// A handle to a datapath (a UDP socket with the Cornflakes framing). `{0}` is no handle.
+// A handle to a datapath: a kernel UDP socket, AF_XDP, ConnectX or a DPDK port, each speaking
+// the Cornflakes framing (`cf_dp_kind` says which). `{0}` is no handle.
 typedef struct cf_dp {
   // The handle's value (opaque).
   uint64_t id;
@@ -110,12 +118,13 @@ typedef struct cf_msg {
   uint64_t id;
 } cf_msg;
 
-// Why messages were dropped on receive (see docs/stack.md, "Counters"; the kernel does the
-// link and IP layers here, so only these can be non-zero).
+// Why messages were dropped on receive (docs/stack.md, "Counters"). The socket datapath
+// leaves the link, IP and ARP counters at zero (the kernel does those layers); the
+// kernel-bypass datapaths count them all.
 typedef struct cf_dp_counters {
   // Messages handed to the program.
   uint64_t delivered;
-  // Datagrams shorter than the framing header, or longer than a receive buffer.
+  // Frames or datagrams shorter than a header, or longer than a receive buffer.
   uint64_t truncated;
   // Framing header malformed, or inconsistent with other segments of its message.
   uint64_t bad_framing;
@@ -125,10 +134,30 @@ typedef struct cf_dp_counters {
   uint64_t reassembly_timeout;
   // Messages too large, or reassembly limits reached.
   uint64_t reassembly_overflow;
-  // No pinned buffer for a received datagram.
+  // No pinned buffer for a received frame.
   uint64_t no_rx_buffers;
-  // Datagrams from a new peer while the connection table was full.
+  // Messages from a new peer while the connection table was full.
   uint64_t conn_table_full;
+  // IPv4 header or UDP checksum mismatch.
+  uint64_t bad_checksum;
+  // EtherType neither IPv4 nor ARP.
+  uint64_t non_ipv4;
+  // IPv4 protocol other than UDP.
+  uint64_t non_udp;
+  // IPv4 fragments (not reassembled).
+  uint64_t ip_fragment;
+  // IPv4 headers with options.
+  uint64_t ip_options;
+  // Other malformed IPv4 headers.
+  uint64_t bad_ip_header;
+  // Destination MAC or IP address not ours.
+  uint64_t wrong_dst;
+  // UDP destination port not ours.
+  uint64_t unknown_port;
+  // ARP packets malformed or not for Ethernet/IPv4.
+  uint64_t bad_arp;
+  // ARP resolutions that gave up.
+  uint64_t arp_failures;
   // All drop reasons added up.
   uint64_t total_drops;
 } cf_dp_counters;
@@ -227,8 +256,9 @@ enum cf_status cf_dp_release(struct cf_dp dp);
 // The UDP port the datapath is bound to.
 enum cf_status cf_dp_local_port(struct cf_dp dp, uint16_t *out_port);
 
-// The socket's file descriptor, to wait for readability in an event loop (epoll, Redis's ae).
-// It stays the datapath's: do not read from it or close it.
+// The socket datapath's file descriptor, to wait for readability in an event loop (epoll,
+// Redis's ae). It stays the datapath's: do not read from it or close it. The kernel-bypass
+// datapaths have none (`CF_ERR_UNSUPPORTED`): poll `cf_dp_recv` instead.
 enum cf_status cf_dp_fd(struct cf_dp dp, int *out_fd);
 
 // A handle to the datapath's pinned memory: values allocated there (and arenas made with it)
@@ -269,9 +299,17 @@ enum cf_status cf_dp_send_bufs(struct cf_dp dp,
                                const struct cf_buf *bufs,
                                size_t count);
 
-// Hands the queued sends to the kernel (one `sendmmsg`); the socket datapath completes them
-// here, releasing the references the sends held.
+// Hands the queued sends to the kernel (one `sendmmsg`) or the device, and reaps the sends
+// the device has finished, releasing the references they held. The socket datapath completes
+// every send here; a NIC may finish later: keep calling `cf_dp_flush` (or `cf_dp_recv`).
 enum cf_status cf_dp_flush(struct cf_dp dp);
+
+// Sends queued or posted whose buffers the device still holds (0 once every send completed;
+// the socket datapath completes them in `cf_dp_flush`).
+enum cf_status cf_dp_in_flight(struct cf_dp dp, size_t *out_count);
+
+// The largest message this datapath sends or accepts, in bytes.
+enum cf_status cf_dp_max_message_len(struct cf_dp dp, size_t *out_len);
 
 // The receive counters.
 enum cf_status cf_dp_get_counters(struct cf_dp dp, struct cf_dp_counters *out_counters);
@@ -458,6 +496,54 @@ enum cf_status cf_msg_serialized_len(struct cf_msg msg, size_t *out_len);
 // decodes with `cf_msg_decode`. A buffer shorter than `cf_msg_serialized_len` is refused
 // with `CF_ERR_TOO_LARGE` before anything is written.
 enum cf_status cf_msg_serialize(struct cf_msg msg, uint8_t *out_buf, size_t cap, size_t *out_len);
+
+// Opens an AF_XDP datapath (feature `xdp`; needs root) on interface `ifname`'s queue 0,
+// answering at `ip:port` (the stack owns `ip` on that interface and answers ARP for it):
+// an XDP program redirects that UDP port to the socket, everything else goes on to the
+// kernel. Copy mode, so any interface works (veth too); the IP MTU is the interface's.
+// `peer` is NULL or `"IP=MAC"` (e.g. `"10.0.0.2=02:00:00:00:00:02"`, as the apps' `--peer`):
+// a static ARP entry, so the first send to that peer need not wait for address resolution
+// (without it, a send to a peer not yet resolved returns `CF_ERR_AGAIN` until the answer
+// arrives: keep calling `cf_dp_recv`). `umem_bytes` is the pinned memory (the UMEM, every
+// value sent by reference must live there; rounded up to 2 MiB); 0: 32 MiB. The datapath has
+// no file descriptor (`cf_dp_fd` returns `CF_ERR_UNSUPPORTED`): poll `cf_dp_recv`.
+// Create it on the thread, and in the network namespace, that will use it.
+enum cf_status cf_dp_xdp_new(const char *ifname,
+                             const char *ip,
+                             uint16_t port,
+                             const char *peer,
+                             size_t umem_bytes,
+                             struct cf_dp *out_dp);
+
+// Opens a datapath on ConnectX `device` (feature `mlx5`; an RDMA device name such as
+// `mlx5_0`, or a PCI address) answering at `ip:port`, IP MTU [`CF_NIC_MTU`]. Its pinned
+// memory is registered with the NIC: items up to `max_item` bytes (0: 16 KiB) can be
+// allocated from it (`cf_dp_memory`) and sent by reference, and `extra_bytes` is memory
+// beyond the packet buffers the program will keep there (e.g. a store's values; 0: none).
+// No file descriptor: poll `cf_dp_recv`. The error names the devices present.
+enum cf_status cf_dp_mlx5_new(const char *device,
+                              const char *ip,
+                              uint16_t port,
+                              size_t max_item,
+                              size_t extra_bytes,
+                              struct cf_dp *out_dp);
+
+// Opens a datapath on a DPDK port (feature `ice`: the Intel E810 through DPDK's ice driver,
+// or any DPDK device) answering at `ip:port`, IP MTU [`CF_NIC_MTU`]. `dpdk_args` are the EAL
+// arguments naming the port, as the apps' `--dpdk-args` (e.g. `"-l 2 -a 0000:3b:00.0"`, or
+// a virtual device: `"--vdev net_af_packet0,iface=veth0"`). DPDK's EAL starts once per
+// process, with the first call's arguments. No file descriptor: poll `cf_dp_recv`.
+enum cf_status cf_dp_ice_new(const char *dpdk_args,
+                             const char *ip,
+                             uint16_t port,
+                             struct cf_dp *out_dp);
+
+// The datapaths this library was built with, space-separated: `"socket"` always, then
+// `xdp`, `mlx5`, `ice` for each built in (a static string).
+const char *cf_dp_kinds(void);
+
+// Which datapath `dp` is: `"socket"`, `"xdp"`, `"mlx5"` or `"ice"` (a static string).
+enum cf_status cf_dp_kind(struct cf_dp dp, const char **out_kind);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -1,14 +1,16 @@
-//! The datapath: a UDP socket speaking the Cornflakes framing (crate `datapath-socket`).
-//! Receive, serialize-and-send of messages, sends of bytes and buffers, flush, counters.
+//! The datapath calls: opening the kernel-socket datapath (crate `datapath-socket`; the
+//! kernel-bypass ones are opened in `open.rs`), and for every datapath receive,
+//! serialize-and-send of messages, sends of bytes and buffers, flush, counters.
 
 use std::collections::VecDeque;
 use std::ffi::{c_char, c_int};
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::os::fd::AsRawFd;
 
-use cornflakes::datapath::{Completions, Connect, DatapathMemory, Receive, Transmit};
 use cornflakes::{ConnId, Msg, RcBuf, SendError};
 use datapath_socket::{SetupError, SocketConfig, SocketDatapath};
+
+use crate::any_dp::{AnyDatapath, Opened};
 
 use crate::buf::{alloc_error, buf_of};
 use crate::error::{cf_status, cstr, guard, out, slice_of, write_at, Error, Result};
@@ -33,14 +35,15 @@ pub struct cf_rx {
     pub data: cf_buf,
 }
 
-/// Why messages were dropped on receive (see docs/stack.md, "Counters"; the kernel does the
-/// link and IP layers here, so only these can be non-zero).
+/// Why messages were dropped on receive (docs/stack.md, "Counters"). The socket datapath
+/// leaves the link, IP and ARP counters at zero (the kernel does those layers); the
+/// kernel-bypass datapaths count them all.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct cf_dp_counters {
     /// Messages handed to the program.
     pub delivered: u64,
-    /// Datagrams shorter than the framing header, or longer than a receive buffer.
+    /// Frames or datagrams shorter than a header, or longer than a receive buffer.
     pub truncated: u64,
     /// Framing header malformed, or inconsistent with other segments of its message.
     pub bad_framing: u64,
@@ -50,22 +53,42 @@ pub struct cf_dp_counters {
     pub reassembly_timeout: u64,
     /// Messages too large, or reassembly limits reached.
     pub reassembly_overflow: u64,
-    /// No pinned buffer for a received datagram.
+    /// No pinned buffer for a received frame.
     pub no_rx_buffers: u64,
-    /// Datagrams from a new peer while the connection table was full.
+    /// Messages from a new peer while the connection table was full.
     pub conn_table_full: u64,
+    /// IPv4 header or UDP checksum mismatch.
+    pub bad_checksum: u64,
+    /// EtherType neither IPv4 nor ARP.
+    pub non_ipv4: u64,
+    /// IPv4 protocol other than UDP.
+    pub non_udp: u64,
+    /// IPv4 fragments (not reassembled).
+    pub ip_fragment: u64,
+    /// IPv4 headers with options.
+    pub ip_options: u64,
+    /// Other malformed IPv4 headers.
+    pub bad_ip_header: u64,
+    /// Destination MAC or IP address not ours.
+    pub wrong_dst: u64,
+    /// UDP destination port not ours.
+    pub unknown_port: u64,
+    /// ARP packets malformed or not for Ethernet/IPv4.
+    pub bad_arp: u64,
+    /// ARP resolutions that gave up.
+    pub arp_failures: u64,
     /// All drop reasons added up.
     pub total_drops: u64,
 }
 
-fn dp_of(t: &mut table::Table, dp: cf_dp) -> Result<&mut DpEntry> {
+pub(crate) fn dp_of(t: &mut table::Table, dp: cf_dp) -> Result<&mut DpEntry> {
     match t.get_mut(dp.id, "cf_dp")? {
         Entry::Dp(d) => Ok(d),
         _ => unreachable!("checked kind"),
     }
 }
 
-fn addr(ip: *const c_char, port: u16) -> Result<SocketAddrV4> {
+pub(crate) fn addr(ip: *const c_char, port: u16) -> Result<SocketAddrV4> {
     let ip = cstr(ip, "ip")?;
     let ip: Ipv4Addr = ip
         .parse()
@@ -131,6 +154,17 @@ fn open(ip: *const c_char, port: u16, max_len: usize, out_dp: *mut cf_dp) -> Res
         SetupError::Io(e) => Error::new(cf_status::CF_ERR_IO, format!("binding {bind}: {e}")),
         SetupError::Memory(e) => alloc_error(e),
     })?;
+    let fd = dp.socket().as_raw_fd();
+    let dp = insert_dp(Box::new(Opened {
+        dp,
+        kind: "socket",
+        fd: Some(fd),
+    }))?;
+    out(out_dp, "out_dp", dp)
+}
+
+/// A new handle to an opened datapath.
+pub(crate) fn insert_dp(dp: Box<dyn AnyDatapath>) -> Result<cf_dp> {
     let id = table::with(|t| {
         t.insert(Entry::Dp(Box::new(DpEntry {
             dp,
@@ -138,7 +172,7 @@ fn open(ip: *const c_char, port: u16, max_len: usize, out_dp: *mut cf_dp) -> Res
             scratch: Vec::new(),
         })))
     })?;
-    out(out_dp, "out_dp", cf_dp { id })
+    Ok(cf_dp { id })
 }
 
 /// The largest pinned item.
@@ -161,12 +195,13 @@ pub extern "C" fn cf_dp_local_port(dp: cf_dp, out_port: *mut u16) -> cf_status {
     })
 }
 
-/// The socket's file descriptor, to wait for readability in an event loop (epoll, Redis's ae).
-/// It stays the datapath's: do not read from it or close it.
+/// The socket datapath's file descriptor, to wait for readability in an event loop (epoll,
+/// Redis's ae). It stays the datapath's: do not read from it or close it. The kernel-bypass
+/// datapaths have none (`CF_ERR_UNSUPPORTED`): poll `cf_dp_recv` instead.
 #[no_mangle]
 pub extern "C" fn cf_dp_fd(dp: cf_dp, out_fd: *mut c_int) -> cf_status {
     guard("cf_dp_fd", || {
-        let fd = table::with(|t| Ok(dp_of(t, dp)?.dp.socket().as_raw_fd()))?;
+        let fd = table::with(|t| crate::open::fd_of(&*dp_of(t, dp)?.dp))?;
         out(out_fd, "out_fd", fd)
     })
 }
@@ -221,6 +256,8 @@ pub extern "C" fn cf_dp_recv(
             let d = dp_of(t, dp)?;
             if d.pending.len() < max {
                 let mut scratch = std::mem::take(&mut d.scratch);
+                // Reap finished sends too (a NIC completes them after `cf_dp_flush`).
+                d.dp.poll_completions();
                 let r = d.dp.recv_burst(&mut scratch);
                 d.pending.extend(scratch.drain(..));
                 d.scratch = scratch;
@@ -273,7 +310,7 @@ pub extern "C" fn cf_dp_send_msg(
                 }
                 _ => unreachable!("checked kind"),
             };
-            d.dp.send_object(
+            d.dp.send_msg(
                 ConnId(conn),
                 Msg {
                     id: msg_id,
@@ -347,8 +384,9 @@ pub extern "C" fn cf_dp_send_bufs(
     })
 }
 
-/// Hands the queued sends to the kernel (one `sendmmsg`); the socket datapath completes them
-/// here, releasing the references the sends held.
+/// Hands the queued sends to the kernel (one `sendmmsg`) or the device, and reaps the sends
+/// the device has finished, releasing the references they held. The socket datapath completes
+/// every send here; a NIC may finish later: keep calling `cf_dp_flush` (or `cf_dp_recv`).
 #[no_mangle]
 pub extern "C" fn cf_dp_flush(dp: cf_dp) -> cf_status {
     guard("cf_dp_flush", || {
@@ -358,6 +396,25 @@ pub extern "C" fn cf_dp_flush(dp: cf_dp) -> cf_status {
             d.dp.poll_completions();
             Ok(())
         })
+    })
+}
+
+/// Sends queued or posted whose buffers the device still holds (0 once every send completed;
+/// the socket datapath completes them in `cf_dp_flush`).
+#[no_mangle]
+pub extern "C" fn cf_dp_in_flight(dp: cf_dp, out_count: *mut usize) -> cf_status {
+    guard("cf_dp_in_flight", || {
+        let n = table::with(|t| Ok(dp_of(t, dp)?.dp.in_flight()))?;
+        out(out_count, "out_count", n)
+    })
+}
+
+/// The largest message this datapath sends or accepts, in bytes.
+#[no_mangle]
+pub extern "C" fn cf_dp_max_message_len(dp: cf_dp, out_len: *mut usize) -> cf_status {
+    guard("cf_dp_max_message_len", || {
+        let n = table::with(|t| Ok(dp_of(t, dp)?.dp.max_message_len()))?;
+        out(out_len, "out_len", n)
     })
 }
 
@@ -378,6 +435,16 @@ pub extern "C" fn cf_dp_get_counters(dp: cf_dp, out_counters: *mut cf_dp_counter
                 reassembly_overflow: c.reassembly_overflow,
                 no_rx_buffers: c.no_rx_buffers,
                 conn_table_full: c.conn_table_full,
+                bad_checksum: c.bad_checksum,
+                non_ipv4: c.non_ipv4,
+                non_udp: c.non_udp,
+                ip_fragment: c.ip_fragment,
+                ip_options: c.ip_options,
+                bad_ip_header: c.bad_ip_header,
+                wrong_dst: c.wrong_dst,
+                unknown_port: c.unknown_port,
+                bad_arp: c.bad_arp,
+                arp_failures: c.arp_failures,
                 total_drops: c.total_drops(),
             },
         )

@@ -35,6 +35,10 @@ pub enum cf_status {
     CF_ERR_INTERNAL = -9,
     /// A reference count would pass its maximum (2^31 - 1 references to one buffer).
     CF_ERR_OVERFLOW = -10,
+    /// Not in this build or not on this datapath: a datapath whose cargo feature the library
+    /// was built without (`cf_dp_kinds` lists those built in), or `cf_dp_fd` on a datapath
+    /// without a file descriptor.
+    CF_ERR_UNSUPPORTED = -11,
 }
 
 thread_local! {
@@ -118,6 +122,7 @@ pub extern "C" fn cf_status_name(status: i32) -> *const c_char {
         -8 => c"CF_ERR_TOO_LARGE",
         -9 => c"CF_ERR_INTERNAL",
         -10 => c"CF_ERR_OVERFLOW",
+        -11 => c"CF_ERR_UNSUPPORTED",
         _ => c"CF_UNKNOWN",
     };
     s.as_ptr()

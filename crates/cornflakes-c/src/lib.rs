@@ -23,16 +23,19 @@
 // The C names (`cf_buf`, `CF_OK`) are the API.
 #![allow(non_camel_case_types)]
 
+mod any_dp;
 mod buf;
 mod dp;
 mod error;
 mod msg;
+mod open;
 mod table;
 
 pub use buf::*;
 pub use dp::*;
 pub use error::{cf_last_error, cf_status, cf_status_name};
 pub use msg::*;
+pub use open::*;
 pub use table::{cf_arena, cf_buf, cf_dp, cf_mem, cf_msg, cf_schema};
 
 /// The version of this library, `"major.minor.patch"` (a static string).

@@ -15,7 +15,6 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use cornflakes::{Arena, PinnedMemory, RcBuf, RxMsg};
 use cornflakes_codegen::dynamic::{DynMessage, Value};
 use cornflakes_codegen::Schema;
-use datapath_socket::SocketDatapath;
 
 use crate::error::{cf_status, Error, Result};
 
@@ -60,7 +59,8 @@ pub struct cf_msg {
     pub id: u64,
 }
 
-/// A handle to a datapath (a UDP socket with the Cornflakes framing). `{0}` is no handle.
+/// A handle to a datapath: a kernel UDP socket, AF_XDP, ConnectX or a DPDK port, each speaking
+/// the Cornflakes framing (`cf_dp_kind` says which). `{0}` is no handle.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct cf_dp {
@@ -144,7 +144,8 @@ pub(crate) enum MsgEntry {
 }
 
 pub(crate) struct DpEntry {
-    pub dp: SocketDatapath,
+    /// Any datapath (`any_dp.rs`).
+    pub dp: Box<dyn crate::any_dp::AnyDatapath>,
     /// Messages received but not yet handed out (a burst larger than the caller's array).
     pub pending: VecDeque<RxMsg>,
     pub scratch: Vec<RxMsg>,

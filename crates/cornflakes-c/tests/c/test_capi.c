@@ -20,19 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static int failures = 0, checks = 0;
-
-#define CHECK(cond)                                                                    \
-    do {                                                                               \
-        checks++;                                                                      \
-        if (!(cond)) {                                                                 \
-            failures++;                                                                \
-            fprintf(stderr, "%s:%d: CHECK failed: %s (last error: %s)\n", __FILE__,   \
-                    __LINE__, #cond, cf_last_error());                                 \
-        }                                                                              \
-    } while (0)
-#define OK(call) CHECK((call) == CF_OK)
-#define FAILS(call, status) CHECK((call) == (status) && strlen(cf_last_error()) > 0)
+#include "check.h"
 
 static const char *schema_dir;
 
