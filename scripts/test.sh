@@ -64,7 +64,7 @@ if cargo fmt --version >/dev/null 2>&1; then
   # fuzz/ is its own workspace (nightly only); its formatting is checked all the same.
   rustfmt --edition 2021 --check fuzz/src/*.rs fuzz/fuzz_targets/*.rs
   # So is demikernel/ (its own workspace, nightly only).
-  rustfmt --edition 2021 --check demikernel/src/*.rs demikernel/tests/*.rs
+  rustfmt --edition 2021 --check demikernel/src/*.rs demikernel/src/bin/*.rs demikernel/tests/*.rs
 else
   say "SKIPPED: cargo fmt --check — rustfmt is not installed (rustup component add rustfmt)"
 fi
@@ -172,7 +172,9 @@ fi
 # --- Demikernel ------------------------------------------------------------------------------
 # demikernel/ carries Cornflakes frames over Demikernel's TCP (catpowder LibOS); the demikernel
 # crate needs nightly, so it is its own workspace, built and tested here with nightly. Its netns
-# test needs root and `ip` and says SKIPPED without them (docs/tcp.md, "Demikernel").
+# tests (frames echoed over Demikernel; `demi-server echo|kv` against the apps' own TCP clients,
+# every mode and serialization) need root and `ip` and say SKIPPED without them (docs/tcp.md,
+# "Demikernel").
 if [ -n "$nightly" ]; then
   say "demikernel/ (nightly): clippy and tests"
   (
@@ -180,6 +182,12 @@ if [ -n "$nightly" ]; then
     export CARGO_TARGET_DIR="$PWD/../target/demikernel"
     cargo +nightly clippy --all-targets -- -D warnings
     cargo +nightly test
+    # Its unsafe (Demikernel's result unions, the popped buffers) under AddressSanitizer too,
+    # the netns tests' demi-server children included.
+    ASAN_OPTIONS="detect_leaks=1:${ASAN_OPTIONS:-}" \
+      RUSTFLAGS="-Zsanitizer=address" RUSTDOCFLAGS="-Zsanitizer=address" \
+      CARGO_TARGET_DIR="$PWD/../target/asan-demikernel" \
+      cargo +nightly test --target x86_64-unknown-linux-gnu --tests
   )
 else
   say "SKIPPED: demikernel/ — no nightly toolchain (rustup toolchain install nightly)"

@@ -16,8 +16,17 @@
 //! buffer's allocated region"). [`push_zero_copy`] builds exactly the array Cornflakes wants
 //! and shows the refusal; [`push_object`] is what works: the frame header and the whole object
 //! (copy area and zero-copy fields) written into one `sgaalloc`ed segment.
+//!
+//! **The apps over Demikernel.** [`datapath::DemiDatapath`] implements the runtime's datapath
+//! traits over Demikernel (the kernel TCP datapath's framing, receive buffers and send queue;
+//! copies at the push), so the apps' own handlers (`echo::server::Echo`, `kv_store::server::Kv`)
+//! run on `app_server::Server` unchanged: the `demi-server echo|kv` binary
+//! (`src/bin/demi-server.rs`). [`config::CatpowderConfig`] writes the LibOS's configuration file.
 
 #![warn(missing_docs, clippy::undocumented_unsafe_blocks)]
+
+pub mod config;
+pub mod datapath;
 
 use std::io;
 
@@ -35,7 +44,7 @@ pub fn io_error(e: Fail) -> io::Error {
 }
 
 /// The bytes of the single segment of an `sgaalloc`ed array.
-fn segment_mut(sga: &mut demi_sgarray_t) -> &mut [u8] {
+pub(crate) fn segment_mut(sga: &mut demi_sgarray_t) -> &mut [u8] {
     let seg = &sga.sga_segs[0];
     // SAFETY: `sga` came from `LibOS::sgaalloc`, whose one segment points at `sgaseg_len`
     // writable bytes of a DemiBuffer the array owns until it is freed; the returned slice

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use cornflakes::datapath::{Connect, DatapathMemory, Receive, Transmit};
 use cornflakes::handwritten::GetM;
 use cornflakes::{Arena, CFBytes, CFPtr, Msg, PinnedMemory};
+use cornflakes_demikernel::config::CatpowderConfig;
 use cornflakes_demikernel::{io_error, push_bytes, push_zero_copy};
 use datapath_tcp::frame::Deframer;
 use datapath_tcp::{TcpConfig, TcpDatapath};
@@ -22,46 +23,15 @@ const SUITE: Suite = Suite::new("cfdemi", "cdm", 78, "CORNFLAKES_REQUIRE_NETNS")
 const PORT: u16 = 7300;
 const MESSAGES: usize = 5;
 
-fn mac(m: [u8; 6]) -> String {
-    m.iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<Vec<_>>()
-        .join(":")
-}
-
 fn config(v: &VethPair) -> String {
-    let (ip_a, ip_b, mac_a, mac_b) = (v.ip_a, v.ip_b, mac(v.mac_a), mac(v.mac_b));
-    [
-        "demikernel:".to_string(),
-        format!("  local_ipv4_addr: {ip_a}"),
-        format!("  local_link_addr: \"{mac_a}\""),
-        "raw_socket:".to_string(),
-        format!("  linux_interface_name: \"{}\"", v.if_a),
-        "  xdp_interface_index: 0".to_string(),
-        "tcp_socket_options:".to_string(),
-        "  keepalive:".to_string(),
-        "    enabled: false".to_string(),
-        "    time_millis: 0".to_string(),
-        "    interval: 0".to_string(),
-        "  linger:".to_string(),
-        "    enabled: true".to_string(),
-        "    time_seconds: 0".to_string(),
-        "  nodelay: true".to_string(),
-        "inetstack_config:".to_string(),
-        "  mtu: 1500".to_string(),
-        "  mss: 1460".to_string(),
-        "  enable_jumbo_frames: false".to_string(),
-        "  udp_checksum_offload: false".to_string(),
-        "  tcp_checksum_offload: false".to_string(),
-        "  arp_table:".to_string(),
-        format!("    \"{mac_a}\": \"{ip_a}\""),
-        format!("    \"{mac_b}\": \"{ip_b}\""),
-        "  arp_request_retries: 3".to_string(),
-        "  arp_request_timeout: 1".to_string(),
-        "  arp_cache_ttl: 600".to_string(),
-    ]
-    .join("\n")
-        + "\n"
+    CatpowderConfig {
+        ip: v.ip_a,
+        mac: v.mac_a,
+        ifname: v.if_a.clone(),
+        arp: vec![(v.ip_b, v.mac_b)],
+        mtu: 1500,
+    }
+    .yaml()
 }
 
 /// The kernel-TCP client on side B: sends `MESSAGES` objects, returns how many echoes matched.

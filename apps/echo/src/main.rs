@@ -58,7 +58,7 @@ usage:
       server runs over AF_XDP in a network namespace the command creates and deletes, one
       mode after another; the clients use kernel sockets on the veth's peer.
   echo server --mode M [--bind IP:PORT] [--threshold N] [--mtu N] [--seconds SECS] [--spin]
-              [--cores N] [--until-stdin-closes] [--datapath socket|xdp --ifname IF [--peer IP=MAC]]
+              [--cores N] [--until-stdin-closes] [--datapath socket|tcp|xdp --ifname IF [--peer IP=MAC]]
               [--datapath mlx5 --mlx5-dev DEV] [--datapath ice --dpdk-args ARGS]
       Serves until killed (or for SECS, or until stdin closes), printing its counters every
       second on stderr. --cores N (every datapath): N share-nothing cores pinned one per CPU,
@@ -67,11 +67,17 @@ usage:
       per-core and summed counters at the end (docs/cores.md). With --datapath xdp (feature `xdp`, root) over AF_XDP on IF; with
       mlx5 (feature `mlx5`) on a ConnectX device (RDMA name or PCI address); with ice
       (feature `ice`) on the DPDK port the EAL arguments name (e.g. '-l 2 -a 0000:3b:00.0').
+      --datapath tcp: kernel TCP (stream frames). Over Demikernel's TCP the same server is
+      `demi-server echo --mode M --bind IP:PORT --ifname IF --peer IP=MAC`, a nightly binary
+      in demikernel/ run with `ip netns exec` (docs/tcp.md, section The apps over Demikernel).
   echo client --server IP:PORT --mode M [--shape S] [--rates R,..] [--duration SECS]
               [--warmup SECS] [--timeout-ms MS] [--threads N] [--mtu N] [--bind IP]
-              [--out DIR] [--json PATH] [--spin] [--cores N]
+              [--out DIR] [--json PATH] [--spin] [--cores N] [--datapath socket|tcp [--conns N]]
       Sweeps the offered loads against a running `echo server` of the same mode. --cores N:
       the server runs N cores on PORT..PORT+N-1; requests are spread round-robin over them.
+      --datapath tcp: over kernel TCP, --conns N connections (default 1) per server core and
+      client thread, against `echo server --datapath tcp` or the same handler over
+      Demikernel's TCP (`demi-server echo`, built with nightly in demikernel/; docs/tcp.md).
 
 modes:  raw zero-copy one-copy two-copy cornflakes cornflakes-sg cornflakes-copy
         cornflakes-no-ssend protobuf capnp flatbuffers
@@ -292,6 +298,7 @@ fn client_cmd(mut a: Args) -> Result<(), String> {
         .map_or_else(|| out.join("echo-client.json"), PathBuf::from);
     let busy_poll = a.switch("--spin");
     let cores = a.parse::<usize>("--cores")?.unwrap_or(1).max(1);
+    let tcp_conns = app_server::cli::client_transport(&mut a)?;
     a.finish()?;
     let mut loads = rates;
     loads.sort_by(f64::total_cmp);
@@ -311,7 +318,7 @@ fn client_cmd(mut a: Args) -> Result<(), String> {
         mtu,
         stop_after_misses: 2,
         busy_poll,
-        tcp_conns: None,
+        tcp_conns,
     };
     let records = bench::sweep_mode(&plan)?;
     if let Some(dir) = json.parent().filter(|p| !p.as_os_str().is_empty()) {

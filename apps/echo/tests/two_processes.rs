@@ -1,5 +1,6 @@
-//! `echo server` and `echo client` as separate processes: the client's sweep verifies every
-//! reply, and the server, stopped by closing its standard input, reports what it echoed.
+//! `echo server` and `echo client` as separate processes, over UDP and over TCP (`--datapath
+//! tcp`): the client's sweep verifies every reply, and the server, stopped by closing its
+//! standard input, reports what it echoed.
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -7,6 +8,21 @@ use std::process::{Command, Stdio};
 
 #[test]
 fn client_process_against_server_process() {
+    client_against_server(&[], &[]);
+}
+
+/// The bench client against a separate TCP server (the way it measures a Demikernel server):
+/// on a stream nothing may be lost, so every request is answered and verified.
+#[test]
+fn tcp_client_process_against_tcp_server_process() {
+    client_against_server(
+        &["--datapath", "tcp"],
+        &["--datapath", "tcp", "--conns", "3"],
+    );
+}
+
+fn client_against_server(server_args: &[&str], client_args: &[&str]) {
+    let tcp = !server_args.is_empty();
     let exe = env!("CARGO_BIN_EXE_echo");
     let mut server = Command::new(exe)
         .args([
@@ -17,6 +33,7 @@ fn client_process_against_server_process() {
             "127.0.0.1:0",
             "--until-stdin-closes",
         ])
+        .args(server_args)
         .stdin(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -34,8 +51,11 @@ fn client_process_against_server_process() {
         .unwrap();
     assert!(!addr.ends_with(":0"), "{ready}");
 
-    let dir =
-        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("two-{}", std::process::id()));
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!(
+        "two-{}-{}",
+        std::process::id(),
+        if tcp { "tcp" } else { "udp" }
+    ));
     let json = dir.join("client.json");
     let out = Command::new(exe)
         .args([
@@ -57,6 +77,7 @@ fn client_process_against_server_process() {
             "--timeout-ms",
             "3000",
         ])
+        .args(client_args)
         .arg("--json")
         .arg(&json)
         .output()
@@ -75,6 +96,12 @@ fn client_process_against_server_process() {
     );
     assert!(r["verified"].as_u64().unwrap() > 0, "{r}");
     assert_eq!(r["mismatched"], 0, "{r}");
+    if tcp {
+        assert_eq!(r["verified"], r["sent"], "{r}");
+        for f in ["lost", "unexpected", "malformed", "errors"] {
+            assert_eq!(r[f], 0, "{f}: {r}");
+        }
+    }
 
     drop(server.stdin.take());
     let done = lines

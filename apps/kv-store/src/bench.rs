@@ -57,8 +57,8 @@ fn run_sweeps(cfg: &BenchConfig, remote: Option<SocketAddrV4>) -> Result<BenchOu
     if cfg.serializations.is_empty() {
         return Err("no serialization to run".to_owned());
     }
-    if cfg.tcp_conns.is_some() && (cfg.datapath != DatapathKind::Socket || remote.is_some()) {
-        return Err("--datapath tcp runs the bench's own servers on 127.0.0.1".to_owned());
+    if cfg.tcp_conns.is_some() && cfg.datapath != DatapathKind::Socket {
+        return Err("--datapath tcp runs beside the socket datapath, not emu or xdp".to_owned());
     }
     if cfg.datapath == DatapathKind::Emu {
         if remote.is_some() {

@@ -15,9 +15,8 @@ use kv_store::load::load_store;
 use kv_store::server::{Kv, ServerConfig};
 use kv_store::store::StoreConfig;
 use kv_store::{Serialization, Shared};
-use kv_workloads::{
-    CdnConfig, GoogleConfig, TwitterConfig, WorkloadConfig, YcsbAccess, YcsbConfig,
-};
+// The workload flags are parsed in the library, shared with `demi-server kv` (demikernel/).
+use kv_store::load::workload_from_args as workload;
 
 /// How to build `kv` with a datapath's feature (the hint of a build without it).
 const CARGO_RUN: CargoRun = CargoRun {
@@ -66,7 +65,7 @@ usage:
   kv server --serialization S [--bind IP:PORT] [--threshold N] [--mtu N] [--max-item BYTES]
             [--memory-limit BYTES] [--workload W [workload options]] [--seconds SECS] [--spin]
             [--until-stdin-closes] [--cores N]
-            [--datapath socket | xdp --ifname IF [--peer IP=MAC] | mlx5 --mlx5-dev DEV | ice --dpdk-args ARGS]
+            [--datapath socket | tcp | xdp --ifname IF [--peer IP=MAC] | mlx5 --mlx5-dev DEV | ice --dpdk-args ARGS]
       Serves until killed (or for SECS, or until its stdin closes), printing its counters
       every second; with --workload, loads that workload's contents first. xdp (feature
       `xdp`, root): AF_XDP on interface IF, with a static ARP entry for the peer; mlx5
@@ -76,10 +75,16 @@ usage:
       PORT+i holding only the keys k with kv_store::steer::core_of(k, N) = i (xdp: on queue i
       of IF, which needs N queues and a NIC steering each port to its queue; mlx5/ice: its
       own queue set and one flow rule for its port; docs/cores.md). --memory-limit is per core.
+      --datapath tcp: kernel TCP (stream frames). Over Demikernel's TCP the same server is
+      `demi-server kv --serialization S --bind IP:PORT --ifname IF --peer IP=MAC [--workload W
+      ...]`, a nightly binary in demikernel/ run with `ip netns exec` (docs/tcp.md).
   kv client --server IP:PORT --serialization S --workload W [workload options] [--rates ..]
             [--duration SECS] [--warmup SECS] [--timeout-ms MS] [--threads N] [--requests N]
-            [--seed N] [--out DIR] [--json PATH] [--spin] [--cores N]
+            [--seed N] [--out DIR] [--json PATH] [--spin] [--cores N] [--datapath socket|tcp [--conns N]]
       Sweeps the offered loads against a running `kv server` loaded with the same workload.
+      --datapath tcp: over kernel TCP, --conns N connections (default 1) per server core and
+      client thread, against `kv server --datapath tcp` or the same handler over Demikernel's
+      TCP (`demi-server kv`, built with nightly in demikernel/; docs/tcp.md).
       --cores N: the server runs N cores on PORT..PORT+N-1; each request goes to the core
       owning its key, a getm/putm over several cores is split and its replies merged.
 
@@ -99,62 +104,6 @@ workload options:
   cdn:     --total-mb N  --piece-size BYTES
 serializations: cornflakes cornflakes-sg cornflakes-copy cornflakes-no-ssend protobuf capnp flatbuffers resp
 ";
-
-fn workload(a: &mut Args, name: &str) -> Result<WorkloadConfig, String> {
-    let keys = a.parse::<u64>("--keys")?;
-    Ok(match name {
-        "ycsb" => {
-            let access = match a.take("--access")?.as_deref() {
-                None | Some("getm") => YcsbAccess::GetM,
-                Some("getlist") => YcsbAccess::GetList,
-                Some(o) => return Err(format!("--access {o:?}: getm or getlist")),
-            };
-            let mut c = match a.take("--shape")? {
-                Some(s) => YcsbConfig::with_shape(&s, access).map_err(|e| e.to_string())?,
-                None => YcsbConfig {
-                    access,
-                    ..YcsbConfig::default()
-                },
-            };
-            c.keys = keys.unwrap_or(c.keys);
-            WorkloadConfig::Ycsb(c)
-        }
-        "google" => {
-            let mut c = match a.take("--list-lens")? {
-                Some(l) => {
-                    GoogleConfig::with_list_lens(&l).map_err(|e| format!("--list-lens {e}"))?
-                }
-                None => GoogleConfig::default(),
-            };
-            if a.switch("--no-resample") {
-                c.resample_over_frame = false;
-            }
-            c.keys = keys.unwrap_or(c.keys);
-            WorkloadConfig::Google(c)
-        }
-        "twitter" => {
-            let mut c = TwitterConfig::default();
-            c.trace = a.take("--trace")?.map(PathBuf::from);
-            c.keys = keys.unwrap_or(c.keys);
-            WorkloadConfig::Twitter(c)
-        }
-        "cdn" => {
-            let mut c = CdnConfig::default();
-            if let Some(mb) = a.parse::<u64>("--total-mb")? {
-                c.total_bytes = mb << 20;
-            }
-            if let Some(p) = a.parse::<usize>("--piece-size")? {
-                c.piece_size = p;
-            }
-            WorkloadConfig::Cdn(c)
-        }
-        other => {
-            return Err(format!(
-                "unknown workload {other:?} (ycsb, google, twitter or cdn)"
-            ))
-        }
-    })
-}
 
 fn common(a: &mut Args, cfg: &mut BenchConfig) -> Result<(), String> {
     if let Some(r) = a.list::<f64>("--rates")? {
@@ -306,6 +255,7 @@ fn client_cmd(mut a: Args) -> Result<(), String> {
     let name = a.take("--workload")?.ok_or("--workload is required")?;
     cfg.workload = workload(&mut a, &name)?;
     common(&mut a, &mut cfg)?;
+    cfg.tcp_conns = app_server::cli::client_transport(&mut a)?;
     a.finish()?;
     bench::run_client(&cfg, server).map(|_| ())
 }

@@ -63,3 +63,55 @@ pub fn serve_until<T>(
         r
     })
 }
+
+/// The transport of a client against a running server (`echo client`, `kv client`):
+/// `--datapath socket` (the default, UDP) gives `None`; `--datapath tcp` gives `Some(n)`, `n`
+/// TCP connections per server core and client thread (`--conns N`, default 1). The server may
+/// be any that speaks the stream framing: `echo server --datapath tcp`, `kv server --datapath
+/// tcp`, or `demi-server` over Demikernel (demikernel/, docs/tcp.md).
+pub fn client_transport(a: &mut Args) -> Result<Option<usize>, String> {
+    let tcp = match a.take("--datapath")?.as_deref() {
+        None | Some("socket") => false,
+        Some("tcp") => true,
+        Some(other) => {
+            return Err(format!(
+                "--datapath {other:?}: a client runs on socket (UDP) or tcp"
+            ))
+        }
+    };
+    match a.parse::<usize>("--conns")? {
+        Some(n) if !tcp || n == 0 => {
+            Err("--conns N (at least 1) goes with --datapath tcp".to_owned())
+        }
+        Some(n) => Ok(Some(n)),
+        None => Ok(tcp.then_some(1)),
+    }
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    fn transport(args: &[&str]) -> Result<Option<usize>, String> {
+        let mut a = Args::new(args.iter().map(|s| s.to_string()).collect());
+        let t = client_transport(&mut a)?;
+        a.finish()?;
+        Ok(t)
+    }
+
+    #[test]
+    fn a_client_runs_on_udp_or_on_tcp_with_n_connections() {
+        assert_eq!(transport(&[]), Ok(None));
+        assert_eq!(transport(&["--datapath", "socket"]), Ok(None));
+        assert_eq!(transport(&["--datapath", "tcp"]), Ok(Some(1)));
+        assert_eq!(
+            transport(&["--datapath", "tcp", "--conns", "4"]),
+            Ok(Some(4))
+        );
+        assert!(transport(&["--conns", "4"]).is_err());
+        assert!(transport(&["--datapath", "tcp", "--conns", "0"]).is_err());
+        assert!(transport(&["--datapath", "xdp"])
+            .unwrap_err()
+            .contains("socket"));
+    }
+}

@@ -42,14 +42,14 @@ use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
 use cornflakes_datapath::{Completions, Connect, DatapathMemory, DropCounters, Receive, Transmit};
-use cornflakes_datapath::{ConnId, Msg, RxMsg, SendError, SendObject, SendPlan};
+use cornflakes_datapath::{ConnId, Msg, RxMsg, SendError, SendObject};
 use cornflakes_mem::{AllocError, MemoryConfig};
 use cornflakes_mem::{PinnedMemory, RcBuf};
 
 use frame::{DeframeError, Deframer, HEADER_LEN};
 use sys::{Epoll, ZcCompletion};
 
-use txq::{TxQueue, ZcInFlight};
+use txq::{FramedObject, TxQueue, ZcInFlight};
 
 /// Configuration of a [`TcpDatapath`].
 #[derive(Clone, Debug)]
@@ -200,6 +200,12 @@ pub struct TcpStats {
     pub zero_copy_enobufs: u64,
     /// Closed connections still waiting for zero-copy completions (their buffers held).
     pub draining: u64,
+    /// [`ZeroCopyMode::IoUring`]: `io_uring_enter` calls made for zero-copy sends. A flush
+    /// submits the zero-copy sends of all its connections together and waits for their results
+    /// at once, so a batch of several connections' sends usually takes one.
+    pub uring_enters: u64,
+    /// [`ZeroCopyMode::IoUring`]: zero-copy sends made in such batches of two or more.
+    pub uring_batched_sends: u64,
 }
 
 /// One TCP connection.
@@ -363,6 +369,7 @@ impl TcpDatapath {
     pub fn stats(&self) -> TcpStats {
         let mut s = self.stats;
         s.draining = self.draining.len() as u64;
+        s.uring_enters = self.uring.as_ref().map_or(0, |r| r.enters());
         s
     }
 
@@ -560,22 +567,162 @@ impl TcpDatapath {
         }
     }
 
-    /// Writes `id`'s queue until it is empty or the socket is full. An error means the
+    /// A failed io_uring zero-copy send whose notification is still to come (the kernel posts
+    /// one for a send that failed with `EAGAIN`, too): its send number is taken by an empty
+    /// record, so that the notification completes that and not the next send, whose buffers
+    /// the kernel may still be reading.
+    fn reserve_notification(c: &mut Conn, zc_conns: &mut Vec<u32>) {
+        if c.zc.sends() == 0 {
+            zc_conns.push(c.id);
+        }
+        c.zc.record(Vec::new());
+    }
+
+    /// Accounts for `n` bytes the kernel took from `c`'s queue in one send that offered
+    /// `offered` bytes; `zc`: a zero-copy send, whose buffers are held until its notification.
+    #[allow(clippy::too_many_arguments)]
+    fn took(
+        c: &mut Conn,
+        n: usize,
+        zc: bool,
+        offered: usize,
+        stats: &mut TcpStats,
+        queued: &mut usize,
+        zc_held: &mut usize,
+        completed: &mut usize,
+        zc_conns: &mut Vec<u32>,
+    ) {
+        if n < c.tx.bytes() && n < offered {
+            stats.partial_writes += 1;
+        }
+        if zc {
+            let mut keep = Vec::new();
+            let done = c.tx.advance(n, Some(&mut keep));
+            *queued -= done;
+            *zc_held += keep.len();
+            if c.zc.sends() == 0 {
+                zc_conns.push(c.id);
+            }
+            c.zc.record(keep);
+            stats.zero_copy_sends += 1;
+            // Wholly sent buffers are released at the completion, not now.
+        } else {
+            let done = c.tx.advance(n, None);
+            *queued -= done;
+            *completed += done;
+        }
+        c.blocked = false;
+    }
+
+    /// [`ZeroCopyMode::IoUring`]: the first zero-copy send of each of `ids`' queues, submitted
+    /// together ([`uring::ZcRing::send_batch`]: one `io_uring_enter` for the batch instead of
+    /// one per connection). What a send leaves queued is written by [`Self::write_conn`]
+    /// afterwards. Returns the connections whose socket buffer was full (`EAGAIN`).
+    fn send_zc_batch(&mut self, ids: &[u32]) -> std::collections::HashSet<u32> {
+        let mut blocked = std::collections::HashSet::new();
+        let Some(ring) = self.uring.as_mut() else {
+            return blocked;
+        };
+        let mut batch = Vec::new();
+        for &id in ids {
+            let Some(c) = self.conns.get(&id) else {
+                continue;
+            };
+            if !c.zero_copy || c.tx.is_empty() {
+                continue;
+            }
+            let mut iov = Vec::new();
+            if !sys::fill_iov(&c.tx, &mut iov) {
+                continue; // no zero-copy field: write_conn's copying sendmsg
+            }
+            batch.push(uring::BatchSend {
+                fd: std::os::fd::AsRawFd::as_raw_fd(&c.stream),
+                len: iov.iter().map(|v| v.iov_len).sum(),
+                iov,
+                user_data: (u64::from(id) << 32) | u64::from(c.zc.next_id()),
+                result: None,
+            });
+        }
+        if batch.len() < 2 {
+            return blocked; // one send: write_conn's own path, nothing to batch
+        }
+        self.stats.sendmsg_calls += batch.len() as u64;
+        self.stats.uring_batched_sends += batch.len() as u64;
+        let ring_failed = ring.send_batch(&mut batch).is_err();
+        for b in batch {
+            let id = (b.user_data >> 32) as u32;
+            let Some(c) = self.conns.get_mut(&id) else {
+                continue;
+            };
+            let result = b.result.map(|r| match r.result {
+                Ok(n) => Ok((n, r.more)),
+                Err(e) => {
+                    if r.more {
+                        Self::reserve_notification(c, &mut self.zc_conns);
+                    }
+                    Err(e)
+                }
+            });
+            match result {
+                Some(Ok((n, zc))) => Self::took(
+                    c,
+                    n,
+                    zc,
+                    b.len,
+                    &mut self.stats,
+                    &mut self.queued,
+                    &mut self.zc_held,
+                    &mut self.completed,
+                    &mut self.zc_conns,
+                ),
+                Some(Err(e)) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.stats.would_block += 1;
+                    c.blocked = true;
+                    blocked.insert(id);
+                }
+                // Interrupted, or ENOBUFS (the optmem limit): write_conn sends it again, and
+                // copies it if the limit holds.
+                Some(Err(e)) if e.kind() == io::ErrorKind::Interrupted => {}
+                Some(Err(e)) if e.raw_os_error() == Some(libc::ENOBUFS) => {
+                    self.stats.zero_copy_enobufs += 1;
+                }
+                Some(Err(_)) => self.closing.push((id, Close::Failed)),
+                // The ring failed before this result arrived: whether the kernel took the
+                // bytes is unknown, and sending them again could duplicate them on the
+                // stream. The connection is closed instead.
+                None if ring_failed => self.closing.push((id, Close::Failed)),
+                None => {}
+            }
+        }
+        blocked
+    }
+
+    /// Writes `id`'s queue until it is empty or the socket is full (with `send` false, only
+    /// settles its epoll interest: a batch just found its socket full). An error means the
     /// connection failed.
-    fn write_conn(&mut self, id: u32) -> io::Result<()> {
+    fn write_conn(&mut self, id: u32, send: bool) -> io::Result<()> {
         let Some(c) = self.conns.get_mut(&id) else {
             return Ok(());
         };
         c.dirty = false;
         let mut allow_zc = c.zero_copy;
         let mut result = Ok(());
-        while !c.tx.is_empty() {
+        while send && !c.tx.is_empty() {
             let queued = c.tx.bytes();
             self.stats.sendmsg_calls += 1;
             let sent = match self.uring.as_mut() {
                 Some(ring) if allow_zc && sys::fill_iov(&c.tx, &mut self.iov) => {
                     let user_data = (u64::from(id) << 32) | u64::from(c.zc.next_id());
-                    ring.send(c.stream.as_fd(), &mut self.iov, user_data)
+                    let r = ring.send(c.stream.as_fd(), &mut self.iov, user_data);
+                    match r.result {
+                        Ok(n) => Ok((n, r.more)),
+                        Err(e) => {
+                            if r.more {
+                                Self::reserve_notification(c, &mut self.zc_conns);
+                            }
+                            Err(e)
+                        }
+                    }
                 }
                 _ => sys::send_queue(
                     c.stream.as_fd(),
@@ -586,27 +733,20 @@ impl TcpDatapath {
             };
             match sent {
                 Ok((n, zc)) => {
-                    if n < queued && n < self.iov.iter().map(|v| v.iov_len).sum::<usize>() {
-                        self.stats.partial_writes += 1;
-                    }
-                    if zc {
-                        let mut keep = Vec::with_capacity(self.iov.len());
-                        let done = c.tx.advance(n, Some(&mut keep));
-                        self.queued -= done;
-                        self.zc_held += keep.len();
-                        if c.zc.sends() == 0 {
-                            self.zc_conns.push(id);
-                        }
-                        c.zc.record(keep);
-                        self.stats.zero_copy_sends += 1;
-                        // Wholly sent buffers are released at the completion, not now.
-                    } else {
-                        let done = c.tx.advance(n, None);
-                        self.queued -= done;
-                        self.completed += done;
-                    }
+                    let offered = self.iov.iter().map(|v| v.iov_len).sum::<usize>();
+                    debug_assert!(queued >= n);
+                    Self::took(
+                        c,
+                        n,
+                        zc,
+                        offered,
+                        &mut self.stats,
+                        &mut self.queued,
+                        &mut self.zc_held,
+                        &mut self.completed,
+                        &mut self.zc_conns,
+                    );
                     allow_zc = c.zero_copy;
-                    c.blocked = false;
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     self.stats.would_block += 1;
@@ -653,10 +793,6 @@ impl TcpDatapath {
         let mut released = 0;
         for z in self.notifications.drain(..) {
             let (id, send) = ((z.user_data >> 32) as u32, z.user_data as u32);
-            self.stats.zero_copy_completed += 1;
-            if z.copied {
-                self.stats.zero_copy_copied += 1;
-            }
             let c = match self.conns.get_mut(&id) {
                 Some(c) => c,
                 None => match self.draining.iter_mut().find(|c| c.id == id) {
@@ -664,7 +800,15 @@ impl TcpDatapath {
                     None => continue,
                 },
             };
-            released += c.zc.complete(send, send);
+            let n = c.zc.complete(send, send);
+            // A failed send's notification completes its empty record: not a zero-copy send.
+            if n > 0 {
+                self.stats.zero_copy_completed += 1;
+                if z.copied {
+                    self.stats.zero_copy_copied += 1;
+                }
+            }
+            released += n;
         }
         self.zc_conns
             .retain(|id| self.conns.get(id).is_some_and(|c| c.zc.sends() > 0));
@@ -799,7 +943,8 @@ impl Receive for TcpDatapath {
                 read = ev & (sys::IN | libc::EPOLLHUP as u32) != 0;
             }
             let rx_closed = c.rx_closed;
-            if (ev & sys::OUT != 0 || (ev & hup != 0 && rx_closed)) && self.write_conn(id).is_err()
+            if (ev & sys::OUT != 0 || (ev & hup != 0 && rx_closed))
+                && self.write_conn(id, true).is_err()
             {
                 self.closing.push((id, Close::Failed));
                 continue;
@@ -884,34 +1029,23 @@ impl Transmit for TcpDatapath {
         msg: Msg,
         obj: &O,
     ) -> Result<(), SendError> {
-        let plan = SendPlan::new(obj, self.cfg.max_segments - 1);
-        let total = plan.total_len();
-        if HEADER_LEN + plan.head_len() > self.mem.max_item_size() {
+        let Some(f) = FramedObject::new(&self.mem, msg, obj, self.cfg.max_segments - 1)? else {
             // The head alone is larger than a pinned item (a huge copy area): copy the message.
             let bytes = obj.object_to_vec();
             return self.send_copy(conn, msg, &bytes);
-        }
-        let mut head = self.mem.alloc(HEADER_LEN + plan.head_len())?;
-        frame::write_header(&mut head, msg, total as u32);
-        let n = plan.write_head(&mut head[HEADER_LEN..])?;
-        head.set_len(HEADER_LEN + n);
+        };
         let thr = self.zc_threshold();
-        let c = self.conn_for_send(conn, total)?;
-        let before = c.tx.len();
-        c.tx.push(head.freeze(), false);
-        plan.for_each_zero_copy(|b| c.tx.push(b.clone(), b.len() >= thr));
-        self.queued += c.tx.len() - before;
+        let c = self.conn_for_send(conn, f.total)?;
+        self.queued += f.queue(&mut c.tx, thr);
         Ok(())
     }
 
     fn send_sga(&mut self, conn: ConnId, msg: Msg, entries: &[RcBuf]) -> Result<(), SendError> {
-        let total: usize = entries.iter().map(|e| e.len()).sum();
-        let mut head = self.mem.alloc(HEADER_LEN)?;
-        frame::write_header(&mut head, msg, total as u32);
+        let (head, total) = txq::sga_header(&self.mem, msg, entries)?;
         let thr = self.zc_threshold();
         let c = self.conn_for_send(conn, total)?;
         let before = c.tx.len();
-        c.tx.push(head.freeze(), false);
+        c.tx.push(head, false);
         for e in entries {
             c.tx.push(e.clone(), e.len() >= thr);
         }
@@ -920,16 +1054,7 @@ impl Transmit for TcpDatapath {
     }
 
     fn send_copy(&mut self, conn: ConnId, msg: Msg, data: &[u8]) -> Result<(), SendError> {
-        let item = self.mem.max_item_size();
-        let mut bufs = Vec::with_capacity(1 + (HEADER_LEN + data.len()) / item);
-        let first = data.len().min(item - HEADER_LEN);
-        let mut b = self.mem.alloc(HEADER_LEN + first)?;
-        frame::write_header(&mut b, msg, data.len() as u32);
-        b[HEADER_LEN..].copy_from_slice(&data[..first]);
-        bufs.push(b.freeze());
-        for chunk in data[first..].chunks(item) {
-            bufs.push(self.mem.alloc_copy(chunk)?);
-        }
+        let bufs = txq::framed_copy(&self.mem, msg, data)?;
         let c = self.conn_for_send(conn, data.len())?;
         let before = c.tx.len();
         for b in bufs {
@@ -946,8 +1071,13 @@ impl Transmit for TcpDatapath {
     /// not an error of the flush.
     fn flush(&mut self) -> Result<(), SendError> {
         let dirty = std::mem::take(&mut self.dirty);
+        let blocked = if self.uring.is_some() && dirty.len() > 1 {
+            self.send_zc_batch(&dirty)
+        } else {
+            std::collections::HashSet::new()
+        };
         for &id in &dirty {
-            if self.write_conn(id).is_err() {
+            if self.write_conn(id, !blocked.contains(&id)).is_err() {
                 self.closing.push((id, Close::Failed));
             }
         }

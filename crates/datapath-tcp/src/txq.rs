@@ -1,9 +1,91 @@
 //! The send side of one connection: the queue of pinned buffers not yet taken by the kernel,
-//! and the buffers the kernel still refers to after `MSG_ZEROCOPY` sends.
+//! and the buffers the kernel still refers to after `MSG_ZEROCOPY` sends; and how a message
+//! becomes queued buffers ([`FramedObject`], [`framed_copy`], [`sga_header`]), shared with
+//! the Demikernel datapath (`demikernel/`), which queues the same way.
 
 use std::collections::VecDeque;
 
-use cornflakes_mem::RcBuf;
+use cornflakes_datapath::{Msg, SendError, SendObject, SendPlan};
+use cornflakes_mem::{PinnedMemory, RcBuf};
+
+use crate::frame::{write_header, HEADER_LEN};
+
+/// An object framed for a stream: one pinned buffer with the frame header, the object header
+/// and the copy area, then one reference per zero-copy field ([`FramedObject::queue`]).
+#[derive(Debug)]
+pub struct FramedObject<'o, O: ?Sized> {
+    plan: SendPlan<'o, O>,
+    head: RcBuf,
+    /// The message's length (without the frame header).
+    pub total: usize,
+}
+
+impl<'o, O: SendObject + ?Sized> FramedObject<'o, O> {
+    /// Writes `obj`'s head into a new buffer of `mem`, at most `max_zero_copy` fields by
+    /// reference (smaller ones beyond that are copied into the head). `Ok(None)` when the head
+    /// alone is larger than a pinned item (a huge copy area): send the serialized bytes with
+    /// [`framed_copy`] instead.
+    pub fn new(
+        mem: &PinnedMemory,
+        msg: Msg,
+        obj: &'o O,
+        max_zero_copy: usize,
+    ) -> Result<Option<Self>, SendError> {
+        let plan = SendPlan::new(obj, max_zero_copy);
+        let total = plan.total_len();
+        if HEADER_LEN + plan.head_len() > mem.max_item_size() {
+            return Ok(None);
+        }
+        let mut head = mem.alloc(HEADER_LEN + plan.head_len())?;
+        write_header(&mut head, msg, total as u32);
+        let n = plan.write_head(&mut head[HEADER_LEN..])?;
+        head.set_len(HEADER_LEN + n);
+        Ok(Some(FramedObject {
+            plan,
+            head: head.freeze(),
+            total,
+        }))
+    }
+
+    /// Appends the head and a reference to each zero-copy field to `tx` (fields at least
+    /// `zero_copy_threshold` long marked for a zero-copy send). Returns the buffers queued.
+    pub fn queue(self, tx: &mut TxQueue, zero_copy_threshold: usize) -> usize {
+        let before = tx.len();
+        tx.push(self.head, false);
+        self.plan
+            .for_each_zero_copy(|b| tx.push(b.clone(), b.len() >= zero_copy_threshold));
+        tx.len() - before
+    }
+}
+
+/// `data` framed as one message in pinned buffers of `mem` (copied): the frame header and as
+/// much of `data` as fits in the first item, then the rest in items of the largest size.
+pub fn framed_copy(mem: &PinnedMemory, msg: Msg, data: &[u8]) -> Result<Vec<RcBuf>, SendError> {
+    let item = mem.max_item_size();
+    let mut bufs = Vec::with_capacity(1 + (HEADER_LEN + data.len()) / item);
+    let first = data.len().min(item - HEADER_LEN);
+    let mut b = mem.alloc(HEADER_LEN + first)?;
+    write_header(&mut b, msg, data.len() as u32);
+    b[HEADER_LEN..].copy_from_slice(&data[..first]);
+    bufs.push(b.freeze());
+    for chunk in data[first..].chunks(item) {
+        bufs.push(mem.alloc_copy(chunk)?);
+    }
+    Ok(bufs)
+}
+
+/// The frame header of a message that is the concatenation of `entries` (sent by reference
+/// after it), and that message's length.
+pub fn sga_header(
+    mem: &PinnedMemory,
+    msg: Msg,
+    entries: &[RcBuf],
+) -> Result<(RcBuf, usize), SendError> {
+    let total: usize = entries.iter().map(|e| e.len()).sum();
+    let mut head = mem.alloc(HEADER_LEN)?;
+    write_header(&mut head, msg, total as u32);
+    Ok((head.freeze(), total))
+}
 
 /// One queued buffer: a framing-header + head buffer, or a zero-copy field.
 #[derive(Debug)]
