@@ -19,7 +19,7 @@ use demikernel::runtime::types::demi_opcode_t;
 use demikernel::{LibOS, LibOSName};
 use netns_harness::{in_netns, Suite, VethPair};
 
-const SUITE: Suite = Suite::new("cfdemi", "cdm", 78, "CORNFLAKES_REQUIRE_NETNS");
+const SUITE: Suite = Suite::new("cfdemi", "cdm", "CORNFLAKES_REQUIRE_NETNS");
 const PORT: u16 = 7300;
 const MESSAGES: usize = 5;
 

@@ -4,9 +4,7 @@
 #![forbid(unsafe_code)]
 
 use std::net::{Ipv4Addr, SocketAddrV4};
-use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use app_server::cli::serve_until;
 use app_server::{CargoRun, Launch, Transport};
@@ -53,6 +51,18 @@ const CARGO_RUN: CargoRun = CargoRun {
 };
 
 fn run_cmd(mut a: Args) -> Result<(), String> {
+    let cfg = run_config(&mut a)?;
+    a.finish()?;
+    let out = run::run_calibration(&cfg)?;
+    let bad: u64 = out.records.iter().map(|r| r.mismatched).sum();
+    if bad > 0 {
+        return Err(format!("{bad} responses did not verify"));
+    }
+    Ok(())
+}
+
+/// What `calibrate run`'s flags ask for (`a` keeps what it does not know).
+fn run_config(a: &mut Args) -> Result<CalibConfig, String> {
     let datapath = match a.take("--datapath")?.as_deref() {
         None | Some("socket") => DatapathKind::Socket,
         Some("xdp") => DatapathKind::Xdp,
@@ -73,36 +83,9 @@ fn run_cmd(mut a: Args) -> Result<(), String> {
         }
         cfg.array_bytes = Some((m * f64::from(1u32 << 20)) as usize);
     }
-    if let Some(r) = a.list::<f64>("--rates")? {
-        cfg.rates = r;
-    }
-    if let Some(k) = a.parse::<usize>("--trials")? {
-        cfg.trials = k;
-    }
-    if let Some(r) = a.parse::<f64>("--resolution")? {
-        cfg.resolution = r;
-    }
-    if let Some(d) = a.secs("--duration")? {
-        cfg.duration = d;
-    }
-    if let Some(d) = a.secs("--warmup")? {
-        cfg.warmup = d;
-    }
-    if let Some(ms) = a.parse::<u64>("--timeout-ms")? {
-        cfg.timeout = Duration::from_millis(ms);
-    }
-    if let Some(t) = a.parse::<usize>("--threads")? {
-        cfg.threads = t.max(1);
-    }
-    if let Some(m) = a.parse::<usize>("--mtu")? {
-        cfg.mtu = m;
-    }
-    if let Some(o) = a.take("--out")? {
-        cfg.out_dir = PathBuf::from(o);
-    }
-    if a.switch("--spin") {
-        cfg.spin = true;
-    }
+    a.load_flags()?.apply(loadgen::load_settings!(cfg));
+    a.search_flags()?
+        .apply(&mut cfg.trials, &mut cfg.resolution);
     if a.switch("--all-points") {
         cfg.whole_grid = true;
     }
@@ -117,13 +100,7 @@ fn run_cmd(mut a: Args) -> Result<(), String> {
             cores: a.parse::<usize>("--cores")?.unwrap_or(1).max(1),
         });
     }
-    a.finish()?;
-    let out = run::run_calibration(&cfg)?;
-    let bad: u64 = out.records.iter().map(|r| r.mismatched).sum();
-    if bad > 0 {
-        return Err(format!("{bad} responses did not verify"));
-    }
-    Ok(())
+    Ok(cfg)
 }
 
 fn server_cmd(mut a: Args) -> Result<(), String> {
@@ -181,4 +158,63 @@ fn main() -> ExitCode {
         &[("run", run_cmd), ("server", server_cmd)],
         std::env::args().skip(1).collect(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    //! `calibrate run`: every flag, and the config field it sets.
+    use super::*;
+    use std::path::PathBuf;
+    use std::time::Duration;
+
+    #[test]
+    fn run_flags_set_the_config() {
+        let mut a = Args::from_line(
+            "--datapath emu --sizes 64,512 --counts 1,2 --array-mib 2 --rates 1000,2000 \
+             --trials 5 --resolution 0.2 --all-points --duration 0.25 --warmup 0.5 \
+             --timeout-ms 30 --threads 4 --mtu 9000 --out o --spin \
+             --server 10.0.0.1:7000 --bind 10.0.0.2 --max-segments 8 --max-reply 4096 --cores 2",
+        );
+        let got = run_config(&mut a).unwrap();
+        a.finish().unwrap();
+        let mut want = CalibConfig::for_datapath(DatapathKind::Emu);
+        want.sizes = vec![64, 512];
+        want.counts = vec![1, 2];
+        want.array_bytes = Some(2 << 20);
+        want.rates = vec![1000.0, 2000.0];
+        want.trials = 5;
+        want.resolution = 0.2;
+        want.whole_grid = true;
+        want.duration = Duration::from_millis(250);
+        want.warmup = Duration::from_millis(500);
+        want.timeout = Duration::from_millis(30);
+        want.threads = 4;
+        want.mtu = 9000;
+        want.out_dir = PathBuf::from("o");
+        want.spin = true;
+        want.remote = Some(run::Remote {
+            server: SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 1), 7000),
+            bind: Ipv4Addr::new(10, 0, 0, 2),
+            max_segments: 8,
+            max_reply: 4096,
+            cores: 2,
+        });
+        assert_eq!(format!("{got:?}"), format!("{want:?}"));
+
+        let got = run_config(&mut Args::from_line("")).unwrap();
+        let want = CalibConfig::for_datapath(DatapathKind::Socket);
+        assert_eq!(format!("{got:?}"), format!("{want:?}"));
+        assert_eq!(
+            run_config(&mut Args::from_line("--threads 0"))
+                .unwrap()
+                .threads,
+            1
+        );
+        let e = run_config(&mut Args::from_line("--warmup x")).unwrap_err();
+        assert!(e.starts_with("--warmup \"x\": "), "{e}");
+        // --cores only with --server.
+        let mut a = Args::from_line("--cores 2");
+        run_config(&mut a).unwrap();
+        assert_eq!(a.finish().unwrap_err(), "unexpected argument \"--cores\"");
+    }
 }

@@ -23,8 +23,7 @@ use datapath_socket::{SocketConfig, SocketDatapath};
 use emu_bench::Bottleneck;
 use loadgen::search::{doubling_grid, search, SearchConfig};
 use loadgen::{
-    plot_heatmap, run, Bound, Heatmap, Record, RunConfig, RunReport, Schedule, ScheduleConfig,
-    DEFAULT_KEEP_UP,
+    plot_heatmap, run, Heatmap, Record, RunConfig, RunReport, Schedule, DEFAULT_KEEP_UP,
 };
 use serde_json::json;
 
@@ -324,19 +323,8 @@ fn run_point(
             cell.check(id, payload, arena, offsets)
         })
     };
-    let run_cfg = RunConfig {
-        warmup: cfg.warmup,
-        timeout: cfg.timeout,
-        busy_poll: cfg.spin,
-        progress: false,
-    };
-    let schedule = Schedule::poisson(&ScheduleConfig {
-        rate_rps: rate,
-        bound: Bound::Duration(cfg.warmup + cfg.duration),
-        threads: cfg.threads.max(1),
-        seed,
-    })
-    .map_err(|e| format!("schedule at {rate} req/s: {e}"))?;
+    let run_cfg = RunConfig::quiet(cfg.warmup, cfg.timeout, cfg.spin);
+    let schedule = Schedule::poisson_point(rate, cfg.warmup, cfg.duration, cfg.threads, seed)?;
     let make = |thread: usize| {
         let mut sc = SocketConfig::new(SocketAddrV4::new(t.bind, 0));
         sc.mtu = cfg.mtu;
@@ -702,8 +690,9 @@ fn run_emu(cfg: &CalibConfig, array_bytes: usize) -> Result<Calibration, String>
 #[cfg(feature = "xdp")]
 fn run_xdp(cfg: &CalibConfig, array_bytes: usize) -> Result<Calibration, String> {
     use netns_harness::{ChildServer, HostVeth, Suite};
-    // The namespace and interfaces (`cfcalx-…`, `ccx…`) and subnet (`10.73.N.0/24`).
-    const SUITE: Suite = Suite::new("cfcalx", "ccx", 73, "CORNFLAKES_REQUIRE_XDP");
+    // The namespace and interfaces (`cfcalx-…`, `ccx…`); the subnet is leased
+    // (`netns_harness::subnet`).
+    const SUITE: Suite = Suite::new("cfcalx", "ccx", "CORNFLAKES_REQUIRE_XDP");
     let mtu = u32::try_from(cfg.mtu).map_err(|_| format!("MTU {} is too large", cfg.mtu))?;
     let ns = HostVeth::create(&SUITE, mtu)
         .map_err(|e| format!("creating the namespace and veth: {e}"))?;

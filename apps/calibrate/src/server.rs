@@ -18,8 +18,8 @@ use std::io;
 use std::net::SocketAddrV4;
 
 use app_server::{AppCounters, Handler, Unanswered};
-use cornflakes::{Arena, CFBytes, ConnId, Datapath, Msg, PinnedMemory, RcBuf, RxMsg, SendError};
-use loadgen::{request_id, split_request_id, ClientTransport, Response, SeededRng};
+use cornflakes::{Arena, CFBytes, ConnId, Datapath, Msg, PinnedMemory, RcBuf, RxMsg};
+use loadgen::{split_request_id, ClientTransport, Response, SeededRng};
 
 use crate::schema::List;
 
@@ -398,15 +398,6 @@ impl<D: Datapath> CalibClient<D> {
             rx: Vec::with_capacity(64),
         })
     }
-
-    fn flush(&mut self) -> io::Result<()> {
-        let r = match self.dp.flush() {
-            Ok(()) | Err(SendError::Full) => Ok(()),
-            Err(e) => Err(io::Error::other(e.to_string())),
-        };
-        self.dp.poll_completions();
-        r
-    }
 }
 
 impl<D: Datapath + cornflakes::datapath::Connect> ClientTransport for CalibClient<D> {
@@ -416,27 +407,12 @@ impl<D: Datapath + cornflakes::datapath::Connect> ClientTransport for CalibClien
         let (_, seq) = split_request_id(id);
         let msg = Msg::new(seq as u32, CALIB_MSG_TYPE);
         let conn = self.conns[(seq % self.conns.len() as u64) as usize];
-        let mut r = self.dp.send_copy(conn, msg, &self.buf);
-        if let Err(SendError::Full) = r {
-            self.flush()?;
-            r = self.dp.send_copy(conn, msg, &self.buf);
-        }
-        r.map_err(|e| io::Error::other(e.to_string()))
+        let buf = &self.buf;
+        app_server::client::send_or_flush(&mut self.dp, |dp| dp.send_copy(conn, msg, buf))
     }
 
     fn poll_responses(&mut self, on_response: &mut dyn FnMut(Response<'_>)) -> io::Result<usize> {
-        self.flush()?;
-        self.rx.clear();
-        self.dp.recv_burst(&mut self.rx)?;
-        for m in &self.rx {
-            on_response(Response {
-                id: Some(request_id(self.thread, u64::from(m.msg.id))),
-                payload: &m.data,
-            });
-        }
-        let n = self.rx.len();
-        self.rx.clear();
-        Ok(n)
+        app_server::client::poll_replies(&mut self.dp, &mut self.rx, self.thread, on_response)
     }
 }
 

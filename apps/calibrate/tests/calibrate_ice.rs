@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 
 use netns_harness::{Suite, VethPair};
 
-const SUITE: Suite = Suite::new("cfcal", "cc", 81, "CORNFLAKES_REQUIRE_ICE");
+const SUITE: Suite = Suite::new("cfcal", "cc", "CORNFLAKES_REQUIRE_ICE");
 
 #[test]
 fn calibrate_measures_the_ice_datapath_on_a_virtual_device() {

@@ -10,7 +10,7 @@ use std::process::Command;
 use netns_harness::Suite;
 
 /// Used only to decide whether the test can run here (the command creates its own namespace).
-const SUITE: Suite = Suite::new("cfcalt", "cct", 72, "CORNFLAKES_REQUIRE_XDP");
+const SUITE: Suite = Suite::new("cfcalt", "cct", "CORNFLAKES_REQUIRE_XDP");
 
 #[test]
 fn calibrate_runs_over_af_xdp_and_verifies_every_reply() {

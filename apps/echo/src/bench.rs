@@ -1,21 +1,19 @@
 //! The benchmark: for each mode, a server thread and load-generator client thread(s) over the
 //! socket datapath on 127.0.0.1, an offered-load sweep, then a table, JSON and a plot.
 
+use loadgen::fmt_us;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::Duration;
 
 use datapath_socket::{SocketConfig, SocketDatapath};
 use datapath_tcp::{TcpConfig, TcpDatapath};
-use loadgen::{
-    run, sweep, Bound, Record, RunConfig, RunReport, Schedule, ScheduleConfig, SweepConfig,
-    DEFAULT_KEEP_UP,
-};
+use loadgen::{run, sweep, Record, RunConfig, RunReport, Schedule, SweepConfig, DEFAULT_KEEP_UP};
 
 use crate::client::{EchoClient, Verifier};
 pub use crate::config::{BenchConfig, BenchOutcome, DatapathKind, DEFAULT_MTU, DEFAULT_RATES};
 use crate::mode::Mode;
 pub use crate::report::table;
-use crate::report::{us, write_outputs};
+use crate::report::write_outputs;
 use crate::server::ServerConfig;
 use crate::shape::ShapeSpec;
 
@@ -62,19 +60,8 @@ pub fn run_point(
     seed: u64,
 ) -> Result<RunReport, String> {
     let checker = |id: u64, payload: &[u8]| verifier.check(id, payload);
-    let run_cfg = RunConfig {
-        warmup: plan.warmup,
-        timeout: plan.timeout,
-        busy_poll: plan.busy_poll,
-        progress: false,
-    };
-    let schedule = Schedule::poisson(&ScheduleConfig {
-        rate_rps: rate,
-        bound: Bound::Duration(plan.warmup + plan.duration),
-        threads: plan.threads,
-        seed,
-    })
-    .map_err(|e| format!("schedule at {rate} req/s: {e}"))?;
+    let run_cfg = RunConfig::quiet(plan.warmup, plan.timeout, plan.busy_poll);
+    let schedule = Schedule::poisson_point(rate, plan.warmup, plan.duration, plan.threads, seed)?;
     let cores: Vec<SocketAddrV4> = std::iter::once(plan.server)
         .chain(plan.other_cores.iter().copied())
         .collect();
@@ -216,8 +203,8 @@ pub fn run_bench(cfg: &BenchConfig) -> Result<BenchOutcome, String> {
                     load,
                     plan.mode.name(),
                     rec.achieved_rps,
-                    us(rec.p50_us),
-                    us(rec.p99_us),
+                    fmt_us(rec.p50_us),
+                    fmt_us(rec.p99_us),
                     report.counters
                 );
                 *misses = if rec.keeps_up(DEFAULT_KEEP_UP) {

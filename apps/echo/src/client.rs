@@ -7,7 +7,7 @@ use std::net::SocketAddrV4;
 use std::sync::Mutex;
 
 use cornflakes::{Arena, ConnId, Datapath, Msg, RxMsg, SendError};
-use loadgen::{request_id, split_request_id, ClientTransport, Response};
+use loadgen::{split_request_id, ClientTransport, Response};
 
 use crate::cf;
 use crate::libs::LibCodec;
@@ -176,17 +176,6 @@ impl<D: Datapath> EchoClient<D> {
     pub fn datapath(&mut self) -> &mut D {
         &mut self.dp
     }
-
-    /// Pushes queued requests out. A full socket buffer is not an error: what is still
-    /// queued goes out at the next flush.
-    fn flush(&mut self) -> io::Result<()> {
-        let r = match self.dp.flush() {
-            Ok(()) | Err(SendError::Full) => Ok(()),
-            Err(e) => Err(io::Error::other(e.to_string())),
-        };
-        self.dp.poll_completions();
-        r
-    }
 }
 
 impl EchoClient<datapath_tcp::TcpDatapath> {
@@ -201,12 +190,7 @@ impl EchoClient<datapath_tcp::TcpDatapath> {
         spec: ShapeSpec,
     ) -> io::Result<Self> {
         // Connection k serves core k mod N, so `seq mod len` keeps the round-robin over cores.
-        let mut conns = Vec::with_capacity(cores.len() * per_core.max(1));
-        for _ in 0..per_core.max(1) {
-            for &c in cores {
-                conns.push(dp.open(c)?);
-            }
-        }
+        let conns = app_server::client::tcp_conns(&mut dp, cores, per_core)?;
         let req = RequestBuilder::new(mode, spec).map_err(io::Error::other)?;
         Ok(EchoClient {
             dp,
@@ -225,26 +209,11 @@ impl<D: Datapath> ClientTransport for EchoClient<D> {
     fn send_request(&mut self, id: u64) -> io::Result<()> {
         let (_, seq) = split_request_id(id);
         let conn = self.conns[(seq % self.conns.len() as u64) as usize];
-        let mut r = self.req.send(&mut self.dp, conn, id);
-        if let Err(SendError::Full) = r {
-            self.flush()?;
-            r = self.req.send(&mut self.dp, conn, id);
-        }
-        r.map_err(|e| io::Error::other(e.to_string()))
+        let req = &mut self.req;
+        app_server::client::send_or_flush(&mut self.dp, |dp| req.send(dp, conn, id))
     }
 
     fn poll_responses(&mut self, on_response: &mut dyn FnMut(Response<'_>)) -> io::Result<usize> {
-        self.flush()?;
-        self.rx.clear();
-        self.dp.recv_burst(&mut self.rx)?;
-        for m in &self.rx {
-            on_response(Response {
-                id: Some(request_id(self.thread, u64::from(m.msg.id))),
-                payload: &m.data,
-            });
-        }
-        let n = self.rx.len();
-        self.rx.clear();
-        Ok(n)
+        app_server::client::poll_replies(&mut self.dp, &mut self.rx, self.thread, on_response)
     }
 }

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use app_server::cli::serve_until;
+use app_server::cli::{serve_until, BenchDatapath};
 use app_server::{CargoRun, Launch, Transport};
 use datapath_socket::SocketConfig;
 use echo::bench::{self, BenchConfig, DatapathKind, SweepPlan, DEFAULT_MTU};
@@ -85,132 +85,7 @@ shapes: single-N, list-KxN, treeD-N (D = 1..5; N bytes per field); default list-
 ";
 
 fn bench_cmd(mut a: Args) -> Result<(), String> {
-    let mut cfg = BenchConfig::default();
-    let explicit_threshold = a.has("--threshold");
-    if !explicit_threshold {
-        eprintln!(
-            "[bench] hybrid threshold: {}",
-            cornflakes::threshold_setting()
-        );
-    }
-    // Without --datapath: the emulated NIC when there are CPUs for the server cores and the
-    // device (--cores N needs N + 1), else the kernel sockets.
-    let want_cores = a.parse::<usize>("--cores")?;
-    if let Some(n) = want_cores {
-        if n == 0 {
-            return Err("--cores must be at least 1".to_owned());
-        }
-        cfg.cores = n;
-    }
-    match a.take("--datapath")?.as_deref() {
-        None => match datapath_mlx5::emu::threaded::cores_for(cfg.cores) {
-            Ok(_) => cfg.datapath = DatapathKind::Emu,
-            Err(e) => eprintln!("[bench] socket datapath: {e}"),
-        },
-        Some("socket") => {}
-        Some("tcp") => cfg.tcp_conns = Some(1),
-        Some("xdp") => cfg.datapath = DatapathKind::Xdp,
-        Some("emu") => cfg.datapath = DatapathKind::Emu,
-        Some(other) => {
-            return Err(format!(
-                "unknown datapath {other:?} (emu, socket, tcp or xdp)"
-            ))
-        }
-    }
-    if let Some(n) = a.parse::<usize>("--conns")? {
-        if cfg.tcp_conns.is_none() || n == 0 {
-            return Err("--conns N (at least 1) goes with --datapath tcp".to_owned());
-        }
-        cfg.tcp_conns = Some(n);
-    }
-    if cfg.datapath == DatapathKind::Emu {
-        cfg.rates = echo::emu::EMU_RATES.to_vec();
-        cfg.fixed_rps = echo::emu::EMU_RATES[0];
-        cfg.duration = echo::emu::EMU_DURATION;
-        cfg.warmup = echo::emu::EMU_WARMUP;
-        cfg.timeout = echo::emu::EMU_TIMEOUT;
-    }
-    if let Some(n) = a.parse::<u64>("--sample-every")? {
-        cfg.sample_every = n.max(1);
-    }
-    if let Some(n) = a.parse::<u64>("--check-every")? {
-        cfg.check_every = n.max(1);
-    }
-    if let Some(k) = a.parse::<usize>("--trials")? {
-        cfg.trials = k;
-    }
-    if let Some(r) = a.parse::<f64>("--resolution")? {
-        cfg.resolution = r;
-    }
-    if let Some(n) = a.parse::<usize>("--cores")? {
-        if n == 0 {
-            return Err("--cores must be at least 1".to_owned());
-        }
-        cfg.cores = n;
-    }
-    for flag in ["--desc-ns", "--delay-ns"] {
-        if let Some(ns) = a.parse::<u64>(flag)? {
-            cfg.delay_per_segment = Duration::from_nanos(ns);
-        }
-    }
-    if let Some(n) = a.parse::<u32>("--rx-ring")? {
-        if !n.is_power_of_two() || !(64..=32768).contains(&n) {
-            return Err(format!(
-                "--rx-ring {n}: the receive queue's entries, a power of two from 64 to 32768"
-            ));
-        }
-        cfg.rx_ring = Some(n);
-    }
-    if let Some(n) = a.parse::<usize>("--demote-lines")? {
-        cfg.demote_lines = n;
-    }
-    if let Some(m) = a.list::<Mode>("--modes")? {
-        cfg.modes = m;
-    }
-    if let Some(s) = a.parse::<ShapeSpec>("--shape")? {
-        cfg.shape = s;
-    }
-    if let Some(r) = a.list::<f64>("--rates")? {
-        cfg.fixed_rps = r.iter().copied().fold(f64::INFINITY, f64::min);
-        cfg.rates = r;
-    }
-    if let Some(f) = a.parse::<f64>("--fixed-rps")? {
-        cfg.fixed_rps = f;
-    }
-    if let Some(d) = a.secs("--duration")? {
-        cfg.duration = d;
-    }
-    if let Some(d) = a.secs("--warmup")? {
-        cfg.warmup = d;
-    }
-    if let Some(ms) = a.parse::<u64>("--timeout-ms")? {
-        cfg.timeout = Duration::from_millis(ms);
-    }
-    if let Some(t) = a.parse::<usize>("--threads")? {
-        cfg.threads = t.max(1);
-    }
-    if let Some(n) = a.parse::<usize>("--cores")? {
-        cfg.cores = n;
-    }
-    if let Some(t) = a.parse::<usize>("--threshold")? {
-        cfg.threshold = t;
-        eprintln!("[bench] hybrid threshold: {t} B (from --threshold)");
-    }
-    if let Some(m) = a.parse::<usize>("--mtu")? {
-        cfg.mtu = m;
-    }
-    if let Some(o) = a.take("--out")? {
-        cfg.out_dir = PathBuf::from(o);
-    }
-    if let Some(j) = a.take("--json")? {
-        cfg.json = Some(PathBuf::from(j));
-    }
-    if a.switch("--spin") {
-        cfg.spin = true;
-    }
-    if a.switch("--all-points") {
-        cfg.stop_after_misses = 0;
-    }
+    let cfg = bench_config(&mut a)?;
     a.finish()?;
     let out = bench::run_bench(&cfg)?;
     // Every trial of every load (the emulated NIC's search), not only the median ones.
@@ -222,6 +97,82 @@ fn bench_cmd(mut a: Args) -> Result<(), String> {
         return Err(format!("{bad} responses did not verify"));
     }
     Ok(())
+}
+
+/// What `echo bench`'s flags ask for (`a` keeps what it does not know).
+fn bench_config(a: &mut Args) -> Result<BenchConfig, String> {
+    let mut cfg = BenchConfig::default();
+    if let Some(t) = app_server::cli::threshold(a, "[bench]")? {
+        cfg.threshold = t;
+    }
+    // Without --datapath: the emulated NIC when there are CPUs for the server cores and the
+    // device (--cores N needs N + 1), else the kernel sockets.
+    let want_cores = a.parse::<usize>("--cores")?;
+    if let Some(n) = want_cores {
+        if n == 0 {
+            return Err("--cores must be at least 1".to_owned());
+        }
+        cfg.cores = n;
+    }
+    let cores = cfg.cores;
+    let emu_cpus = || {
+        emu_bench::cores_for(cores)
+            .map(drop)
+            .map_err(|e| e.to_string())
+    };
+    let unknown = |o: &str| format!("unknown datapath {o:?} (emu, socket, tcp or xdp)");
+    match BenchDatapath::from_args(a, emu_cpus, unknown)? {
+        BenchDatapath::Socket => {}
+        BenchDatapath::Tcp { conns } => cfg.tcp_conns = Some(conns),
+        BenchDatapath::Xdp => cfg.datapath = DatapathKind::Xdp,
+        BenchDatapath::Emu => cfg.datapath = DatapathKind::Emu,
+    }
+    if cfg.datapath == DatapathKind::Emu {
+        cfg.rates = echo::emu::EMU_RATES.to_vec();
+        cfg.fixed_rps = echo::emu::EMU_RATES[0];
+        cfg.duration = echo::emu::EMU_DURATION;
+        cfg.warmup = echo::emu::EMU_WARMUP;
+        cfg.timeout = echo::emu::EMU_TIMEOUT;
+    }
+    let emu = emu_bench::EmuFlags::from_args(a)?;
+    cfg.sample_every = emu.sample_every.unwrap_or(cfg.sample_every);
+    cfg.check_every = emu.check_every.unwrap_or(cfg.check_every);
+    cfg.demote_lines = emu.demote_lines.unwrap_or(cfg.demote_lines);
+    // --delay-ns: the old name of --desc-ns.
+    if let Some(ns) = a.parse::<u64>("--delay-ns")?.or(emu.desc_ns) {
+        cfg.delay_per_segment = Duration::from_nanos(ns);
+    }
+    a.search_flags()?
+        .apply(&mut cfg.trials, &mut cfg.resolution);
+    let load = a.load_flags()?;
+    load.apply(loadgen::load_settings!(cfg));
+    if let Some(r) = &load.rates {
+        cfg.fixed_rps = r.iter().copied().fold(f64::INFINITY, f64::min);
+    }
+    if let Some(n) = a.parse::<u32>("--rx-ring")? {
+        if !n.is_power_of_two() || !(64..=32768).contains(&n) {
+            return Err(format!(
+                "--rx-ring {n}: the receive queue's entries, a power of two from 64 to 32768"
+            ));
+        }
+        cfg.rx_ring = Some(n);
+    }
+    if let Some(m) = a.list::<Mode>("--modes")? {
+        cfg.modes = m;
+    }
+    if let Some(s) = a.parse::<ShapeSpec>("--shape")? {
+        cfg.shape = s;
+    }
+    if let Some(f) = a.parse::<f64>("--fixed-rps")? {
+        cfg.fixed_rps = f;
+    }
+    if let Some(j) = a.take("--json")? {
+        cfg.json = Some(PathBuf::from(j));
+    }
+    if a.switch("--all-points") {
+        cfg.stop_after_misses = 0;
+    }
+    Ok(cfg)
 }
 
 fn socket_config(bind: SocketAddrV4, mtu: usize) -> SocketConfig {
@@ -242,19 +193,8 @@ fn server_cmd(mut a: Args) -> Result<(), String> {
     let bind = a
         .parse::<SocketAddrV4>("--bind")?
         .unwrap_or(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 7000));
-    let threshold = match a.parse("--threshold")? {
-        Some(t) => {
-            eprintln!("[server] hybrid threshold: {t} B (from --threshold)");
-            t
-        }
-        None => {
-            eprintln!(
-                "[server] hybrid threshold: {}",
-                cornflakes::threshold_setting()
-            );
-            cornflakes::default_threshold()
-        }
-    };
+    let threshold = app_server::cli::threshold(&mut a, "[server]")?
+        .unwrap_or_else(cornflakes::default_threshold);
     let mtu_arg: Option<usize> = a.parse("--mtu")?;
     let seconds = a.secs("--seconds")?;
     let spin = a.switch("--spin");
@@ -279,56 +219,53 @@ fn server_cmd(mut a: Args) -> Result<(), String> {
 }
 
 fn client_cmd(mut a: Args) -> Result<(), String> {
+    let (plan, json) = client_plan(&mut a)?;
+    a.finish()?;
+    let records = bench::sweep_mode(&plan)?;
+    loadgen::save_json(&json, &records)?;
+    let fixed = plan.loads.first().copied().unwrap_or(0.0);
+    print!("{}", bench::table(&records, fixed, &[]));
+    eprintln!("[client] wrote {}", json.display());
+    Ok(())
+}
+
+/// What `echo client`'s flags ask for: the sweep and where its JSON goes.
+fn client_plan(a: &mut Args) -> Result<(SweepPlan, PathBuf), String> {
     let server: SocketAddrV4 = a.parse("--server")?.ok_or("--server is required")?;
     let mode: Mode = a.parse("--mode")?.ok_or("--mode is required")?;
-    let d = BenchConfig::default();
-    let shape = a.parse("--shape")?.unwrap_or(d.shape);
-    let rates = a.list::<f64>("--rates")?.unwrap_or(d.rates);
-    let duration = a.secs("--duration")?.unwrap_or(d.duration);
-    let warmup = a.secs("--warmup")?.unwrap_or(d.warmup);
-    let timeout = a
-        .parse("--timeout-ms")?
-        .map_or(d.timeout, Duration::from_millis);
-    let threads = a.parse::<usize>("--threads")?.unwrap_or(1).max(1);
-    let mtu = a.parse("--mtu")?.unwrap_or(DEFAULT_MTU);
+    // The bench's defaults: one thread, the jumbo MTU, results/echo.
+    let mut d = BenchConfig {
+        shape: a.parse("--shape")?.unwrap_or_default(),
+        ..BenchConfig::default()
+    };
+    a.load_flags()?.apply(loadgen::load_settings!(d));
     let bind = a.parse("--bind")?.unwrap_or(*server.ip());
-    let out = a.take("--out")?.map_or(d.out_dir, PathBuf::from);
     let json = a
         .take("--json")?
-        .map_or_else(|| out.join("echo-client.json"), PathBuf::from);
-    let busy_poll = a.switch("--spin");
+        .map_or_else(|| d.out_dir.join("echo-client.json"), PathBuf::from);
     let cores = a.parse::<usize>("--cores")?.unwrap_or(1).max(1);
-    let tcp_conns = app_server::cli::client_transport(&mut a)?;
-    a.finish()?;
-    let mut loads = rates;
+    let tcp_conns = app_server::cli::client_transport(a)?;
+    let mut loads = d.rates;
     loads.sort_by(f64::total_cmp);
     let plan = SweepPlan {
         other_cores: (1..cores)
             .map(|i| percore::core_addr(server, i))
             .collect::<Result<_, _>>()?,
         mode,
-        shape,
+        shape: d.shape,
         server,
         bind,
         loads,
-        duration,
-        warmup,
-        timeout,
-        threads,
-        mtu,
+        duration: d.duration,
+        warmup: d.warmup,
+        timeout: d.timeout,
+        threads: d.threads,
+        mtu: d.mtu,
         stop_after_misses: 2,
-        busy_poll,
+        busy_poll: d.spin,
         tcp_conns,
     };
-    let records = bench::sweep_mode(&plan)?;
-    if let Some(dir) = json.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
-    }
-    loadgen::write_json(&json, &records).map_err(|e| format!("writing {}: {e}", json.display()))?;
-    let fixed = plan.loads.first().copied().unwrap_or(0.0);
-    print!("{}", bench::table(&records, fixed, &[]));
-    eprintln!("[client] wrote {}", json.display());
-    Ok(())
+    Ok((plan, json))
 }
 
 fn main() -> ExitCode {
@@ -342,4 +279,124 @@ fn main() -> ExitCode {
         ],
         std::env::args().skip(1).collect(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    //! What each flag of `echo bench` and `echo client` sets (pinned before the load flags
+    //! moved to `loadgen::args`, unchanged after).
+    use super::*;
+
+    #[test]
+    fn bench_flags_set_the_config() {
+        let mut a = Args::from_line(
+            "--datapath socket --modes raw,protobuf --shape single-64 --rates 2000,1000 \
+             --duration 0.25 --warmup 0.5 --timeout-ms 30 --threads 4 --threshold 256 \
+             --mtu 9000 --out o --json j.json --all-points --spin --sample-every 0 --check-every 3 \
+             --desc-ns 7 --rx-ring 256 --demote-lines 2 --trials 5 --resolution 0.2 --cores 2",
+        );
+        let got = bench_config(&mut a).unwrap();
+        a.finish().unwrap();
+        let want = BenchConfig {
+            modes: vec!["raw".parse().unwrap(), "protobuf".parse().unwrap()],
+            shape: "single-64".parse().unwrap(),
+            rates: vec![2000.0, 1000.0],
+            fixed_rps: 1000.0,
+            duration: Duration::from_millis(250),
+            warmup: Duration::from_millis(500),
+            timeout: Duration::from_millis(30),
+            threads: 4,
+            threshold: 256,
+            mtu: 9000,
+            out_dir: PathBuf::from("o"),
+            json: Some(PathBuf::from("j.json")),
+            stop_after_misses: 0,
+            spin: true,
+            sample_every: 1,
+            check_every: 3,
+            delay_per_segment: Duration::from_nanos(7),
+            rx_ring: Some(256),
+            demote_lines: 2,
+            trials: 5,
+            resolution: 0.2,
+            cores: 2,
+            ..BenchConfig::default()
+        };
+        assert_eq!(format!("{got:?}"), format!("{want:?}"));
+
+        // Without flags (on sockets): the defaults.
+        let mut a = Args::from_line("--datapath socket");
+        let got = bench_config(&mut a).unwrap();
+        assert_eq!(format!("{got:?}"), format!("{:?}", BenchConfig::default()));
+        // --fixed-rps after --rates wins; bad values name the flag.
+        let got = bench_config(&mut Args::from_line(
+            "--datapath socket --rates 5,6 --fixed-rps 9",
+        ))
+        .unwrap();
+        assert_eq!((got.rates, got.fixed_rps), (vec![5.0, 6.0], 9.0));
+        // --delay-ns, the old name of --desc-ns, wins when both are given (as it did).
+        let got = bench_config(&mut Args::from_line(
+            "--datapath socket --desc-ns 3 --delay-ns 9",
+        ))
+        .unwrap();
+        assert_eq!(got.delay_per_segment, Duration::from_nanos(9));
+        let got = bench_config(&mut Args::from_line("--datapath socket --threads 0")).unwrap();
+        assert_eq!(got.threads, 1);
+        let e = bench_config(&mut Args::from_line("--datapath socket --threads x")).unwrap_err();
+        assert_eq!(e, "--threads \"x\": invalid digit found in string");
+        let e = bench_config(&mut Args::from_line("--datapath socket --duration -1")).unwrap_err();
+        assert_eq!(e, "--duration -1: not a duration");
+    }
+
+    #[test]
+    fn client_flags_set_the_plan() {
+        let mut a = Args::from_line(
+            "--server 10.0.0.1:7000 --mode cornflakes --shape list-2x64 --rates 3000,1000 \
+             --duration 2 --warmup 1 --timeout-ms 40 --threads 3 --mtu 1500 --bind 10.0.0.2 \
+             --out o --spin --cores 2",
+        );
+        let (plan, json) = client_plan(&mut a).unwrap();
+        a.finish().unwrap();
+        assert_eq!(json, PathBuf::from("o/echo-client.json"));
+        let server = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 1), 7000);
+        let want = SweepPlan {
+            other_cores: vec![SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 1), 7001)],
+            mode: "cornflakes".parse().unwrap(),
+            shape: "list-2x64".parse().unwrap(),
+            server,
+            bind: Ipv4Addr::new(10, 0, 0, 2),
+            loads: vec![1000.0, 3000.0],
+            duration: Duration::from_secs(2),
+            warmup: Duration::from_secs(1),
+            timeout: Duration::from_millis(40),
+            threads: 3,
+            mtu: 1500,
+            stop_after_misses: 2,
+            busy_poll: true,
+            tcp_conns: None,
+        };
+        assert_eq!(format!("{plan:?}"), format!("{want:?}"));
+
+        // Defaults: the bench's load, one thread, results/echo.
+        let (plan, json) = client_plan(&mut Args::from_line(
+            "--server 10.0.0.1:7000 --mode raw --json x.json",
+        ))
+        .unwrap();
+        let d = BenchConfig::default();
+        assert_eq!(json, PathBuf::from("x.json"));
+        assert_eq!(
+            (
+                plan.duration,
+                plan.warmup,
+                plan.timeout,
+                plan.threads,
+                plan.mtu
+            ),
+            (d.duration, d.warmup, d.timeout, 1, DEFAULT_MTU)
+        );
+        assert!(!plan.busy_poll && plan.other_cores.is_empty() && plan.bind == *server.ip());
+        let mut sorted = d.rates.clone();
+        sorted.sort_by(f64::total_cmp);
+        assert_eq!(plan.loads, sorted);
+    }
 }

@@ -1,8 +1,9 @@
 //! An echo benchmark's outputs: JSON, the p99 plot and the comparison table.
 
+use loadgen::fmt_us;
 use std::fmt::Write as _;
 
-use loadgen::{max_kept_up, plot_p99_curves, write_json, Record, DEFAULT_KEEP_UP};
+use loadgen::{max_kept_up, plot_kept_p99_curves, save_json, Record, DEFAULT_KEEP_UP};
 
 pub use crate::config::{BenchConfig, BenchOutcome, DatapathKind, DEFAULT_MTU, DEFAULT_RATES};
 use crate::mode::{Mode, Serialization};
@@ -14,10 +15,7 @@ pub(crate) fn write_outputs(cfg: &BenchConfig, out: &BenchOutcome) -> Result<(),
     std::fs::create_dir_all(&cfg.out_dir)
         .map_err(|e| format!("creating {}: {e}", cfg.out_dir.display()))?;
     let json = cfg.json_path();
-    if let Some(dir) = json.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
-    }
-    write_json(&json, &out.records).map_err(|e| format!("writing {}: {e}", json.display()))?;
+    save_json(&json, &out.records)?;
     eprintln!("[bench] wrote {}", json.display());
     let servers_path = cfg.out_dir.join("servers.json");
     let servers: Vec<serde_json::Value> = out
@@ -65,31 +63,13 @@ pub(crate) fn write_outputs(cfg: &BenchConfig, out: &BenchOutcome) -> Result<(),
         .map_err(|e| format!("writing {}: {e}", table_path.display()))?;
     print!("{table}");
     let (svg, png) = (cfg.out_dir.join("echo.svg"), cfg.out_dir.join("echo.png"));
-    // Saturated points (achieved far below offered, p99 = the loss timeout) would squash the
-    // curves into the x axis; the JSON has them all. (Very short runs may have no point
-    // within 95 %: then everything is drawn.)
-    let kept: Vec<Record> = out
-        .records
-        .iter()
-        .filter(|r| r.keeps_up(DEFAULT_KEEP_UP))
-        .cloned()
-        .collect();
-    let (points, which) = if kept.is_empty() {
-        (&out.records, "all points")
-    } else {
-        (&kept, "points within 95% of offered")
-    };
-    let title = format!("echo {}, {} ({which})", cfg.shape, cfg.datapath_label());
-    match plot_p99_curves(points, &title, &svg, &png) {
+    let title = format!("echo {}, {}", cfg.shape, cfg.datapath_label());
+    match plot_kept_p99_curves(&out.records, &title, &svg, &png) {
         Ok(()) => eprintln!("[bench] wrote {} and {}", svg.display(), png.display()),
         // A run where nothing was verified has nothing to draw; the table says so.
         Err(e) => eprintln!("[bench] no plot: {e}"),
     }
     Ok(())
-}
-
-pub(crate) fn us(v: Option<f64>) -> String {
-    v.map_or_else(|| "–".to_owned(), |v| format!("{v:.1}"))
 }
 
 /// The comparison table (Markdown): per mode, the highest achieved load within 95 % of
@@ -144,9 +124,9 @@ pub fn table(records: &[Record], fixed_rps: f64, servers: &[(Mode, ServerStats)]
                 || "none kept up".to_owned(),
                 |b| format!("{:.0}", b.achieved_rps)
             ),
-            us(b.as_ref().and_then(|b| b.p99_us)),
-            us(fixed.and_then(|r| r.p50_us)),
-            us(fixed.and_then(|r| r.p99_us)),
+            fmt_us(b.as_ref().and_then(|b| b.p99_us)),
+            fmt_us(fixed.and_then(|r| r.p50_us)),
+            fmt_us(fixed.and_then(|r| r.p99_us)),
         );
     }
     // The headline and its control: the hybrid and Cornflakes copying every field (as a
@@ -194,13 +174,11 @@ mod tests {
             sent: 10,
             received: 10,
             verified: 10,
-            mismatched: 0,
             lost: 1,
-            unexpected: 0,
-            malformed: 0,
             errors: 1,
             threads: 1,
             measured_s: 1.0,
+            ..Record::default()
         }
     }
 

@@ -7,63 +7,17 @@
 //! The namespace, the veth pair and the child process are netns-harness's ([`HostVeth`],
 //! [`ChildServer`]), shared with `kv bench --datapath xdp`.
 
-use std::io;
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::SocketAddrV4;
 use std::time::Duration;
 
-use cornflakes_stack::wire::MacAddr;
 use datapath_xdp::bpf::ProgramStats;
-use datapath_xdp::{XdpConfig, XdpDatapath};
 use netns_harness::{ChildServer, HostVeth, Suite};
 
 use crate::server::{ServerConfig, ServerStats};
 
-/// The AF_XDP configuration of a server on `ifname` at `addr`: a static ARP entry for the
-/// peer (so the first replies need not wait for address resolution) and the IP MTU (`None`:
-/// the interface's, the default when `--mtu` is not given).
-pub fn config(
-    ifname: &str,
-    addr: SocketAddrV4,
-    peer: Option<(Ipv4Addr, MacAddr)>,
-    mtu: Option<usize>,
-) -> XdpConfig {
-    let mut cfg = XdpConfig::new(ifname, addr);
-    cfg.static_arp.extend(peer);
-    cfg.mtu = mtu;
-    cfg
-}
-
-/// Creates an [`XdpDatapath`] as [`config`] describes.
-pub fn datapath(
-    ifname: &str,
-    addr: SocketAddrV4,
-    peer: Option<(Ipv4Addr, MacAddr)>,
-    mtu: Option<usize>,
-) -> io::Result<XdpDatapath> {
-    XdpDatapath::new(config(ifname, addr, peer, mtu))
-}
-
-/// [`datapath`] with a UMEM of `umem_bytes` (e.g. to hold the calibration's array).
-pub fn datapath_with_umem(
-    ifname: &str,
-    addr: SocketAddrV4,
-    peer: Option<(Ipv4Addr, MacAddr)>,
-    mtu: Option<usize>,
-    umem_bytes: usize,
-) -> io::Result<XdpDatapath> {
-    let mut cfg = config(ifname, addr, peer, mtu);
-    cfg.umem_bytes = umem_bytes;
-    XdpDatapath::new(cfg)
-}
-
-/// Parses `aa:bb:cc:dd:ee:ff`.
-pub fn parse_mac(s: &str) -> Option<MacAddr> {
-    netns_harness::parse_mac(s).ok().map(MacAddr)
-}
-
-/// Names of the benchmark's namespace and interfaces (`cfecho-…`, `cfe…s` / `cfe…c`) and its
-/// subnet (`10.78.N.0/24`).
-pub const SUITE: Suite = Suite::new("cfecho", "cfe", 78, "CORNFLAKES_REQUIRE_XDP");
+/// Names of the benchmark's namespace and interfaces (`cfecho-…`, `cfe…s` / `cfe…c`); its
+/// subnet is leased from `netns_harness::subnet`, unique among all suites running.
+pub const SUITE: Suite = Suite::new("cfecho", "cfe", "CORNFLAKES_REQUIRE_XDP");
 
 /// Creates the benchmark's namespace and veth pair with `mtu` on both ends.
 pub fn create_netns(mtu: usize) -> Result<HostVeth, String> {

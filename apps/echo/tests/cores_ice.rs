@@ -16,7 +16,7 @@
 
 use netns_harness::Suite;
 
-const SUITE: Suite = Suite::new("cfice", "ci", 73, "CORNFLAKES_REQUIRE_ICE");
+const SUITE: Suite = Suite::new("cfice", "ci", "CORNFLAKES_REQUIRE_ICE");
 
 #[cfg(not(feature = "ice"))]
 #[test]

@@ -19,10 +19,10 @@
 
 use netns_harness::Suite;
 
-/// `cfecq-*` namespace, `ceq*` interfaces, 10.72.N.0/24 (apart from the other suites' subnets).
+/// `cfecq-*` namespace, `ceq*` interfaces (the subnet leased from `netns_harness::subnet`).
 const SUITE: Suite = Suite {
     root_needed_for: "AF_XDP, XDP programs and network namespaces",
-    ..Suite::new("cfecq", "ceq", 72, "CORNFLAKES_REQUIRE_XDP")
+    ..Suite::new("cfecq", "ceq", "CORNFLAKES_REQUIRE_XDP")
 };
 const TEST: &str = "two_af_xdp_echo_cores_each_answer_their_own_port";
 

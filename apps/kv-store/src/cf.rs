@@ -13,6 +13,7 @@ use cornflakes::{
     SendError,
 };
 
+use crate::exec::{self, Answer, Items};
 use crate::ops::{status_from_raw, Op, OpKind, Reply, Status};
 use crate::rifl::WriteTag;
 use crate::schema::*;
@@ -60,15 +61,6 @@ fn reply<D: Datapath, O: CornflakesObj, P: CornflakesObj>(
     }
 }
 
-fn key<'a>(s: &'a CFString<'_>) -> Result<&'a str, Status> {
-    validate::key(s.as_bytes())
-}
-
-/// The status of a write's outcome.
-fn status(o: Result<usize, Status>) -> Status {
-    o.err().unwrap_or(Status::Ok)
-}
-
 /// A stored value as a reply field: referenced when at least the threshold long, else borrowed
 /// from the store (which outlives the reply) and copied once, into the packet at send time.
 fn bytes<'a>(b: &'a RcBuf, arena: &Arena) -> CFBytes<'a> {
@@ -89,27 +81,120 @@ macro_rules! status_only {
     }};
 }
 
-/// The key of a request, or — when it is not UTF-8 — a `BAD_REQUEST` reply of type `$ty`
-/// sent (and counted) in place of serving it.
-macro_rules! key_or_bad_request {
-    ($k:expr, $ty:ident, $dp:expr, $store:expr, $conn:expr, $msg:expr, $arena:expr, $id:expr, $path:expr) => {
-        match key($k) {
-            Ok(k) => k,
-            Err(e) => {
-                let resp = status_only!($ty, $arena, $id, $store.tally(e));
-                return Ok($path.send($dp, $conn, $msg, &resp)?);
+/// The request messages as the store's operations see them ([`exec::Request`]): one message
+/// type per operation (`schemas/kv.proto`), read in place from the received buffer. Each
+/// type names its operation statically, so [`exec::execute`], inlined per type, knows it.
+macro_rules! one_key_request {
+    ($ty:ident, $kind:ident, vals: $vals:expr, val: |$m:ident, $i:ident| $val:expr, index: |$m2:ident| $index:expr) => {
+        impl exec::Request for $ty<'_> {
+            #[inline]
+            fn kind(&self) -> OpKind {
+                OpKind::$kind
+            }
+            #[inline]
+            fn key_count(&self) -> usize {
+                1
+            }
+            #[inline]
+            fn key(&self, i: usize) -> Result<&str, Status> {
+                if i == 0 {
+                    validate::key(self.get_key().as_bytes())
+                } else {
+                    Err(Status::BadRequest)
+                }
+            }
+            #[inline]
+            fn val_count(&self) -> usize {
+                $vals
+            }
+            #[inline]
+            fn val(&self, $i: usize) -> &[u8] {
+                let $m = self;
+                $val
+            }
+            #[inline]
+            fn index(&self) -> usize {
+                let $m2 = self;
+                $index
             }
         }
     };
 }
 
-/// Handles one request: decodes `data` as the request `kind` names, applies it to `store`,
-/// and queues the reply (same message id and type) on `conn`. `arena` holds this request's
-/// objects (the caller resets it).
+one_key_request!(GetReq, Get, vals: 0, val: |_m, _i| &[], index: |_m| 0);
+one_key_request!(GetListReq, GetList, vals: 0, val: |_m, _i| &[], index: |_m| 0);
+one_key_request!(DeleteReq, Delete, vals: 0, val: |_m, _i| &[], index: |_m| 0);
+one_key_request!(GetFromListReq, GetFromList, vals: 0, val: |_m, _i| &[], index: |m| m.get_index() as usize);
+one_key_request!(PutReq, Put, vals: 1, val: |m, i| if i == 0 { m.get_val().as_bytes() } else { &[] }, index: |_m| 0);
+one_key_request!(AppendReq, Append, vals: 1, val: |m, i| if i == 0 { m.get_val().as_bytes() } else { &[] }, index: |_m| 0);
+
+impl exec::Request for GetMReq<'_> {
+    #[inline]
+    fn kind(&self) -> OpKind {
+        OpKind::GetM
+    }
+    #[inline]
+    fn key_count(&self) -> usize {
+        self.get_keys().len()
+    }
+    #[inline]
+    fn key(&self, i: usize) -> Result<&str, Status> {
+        self.get_keys()
+            .get(i)
+            .map_or(Err(Status::BadRequest), |k| validate::key(k.as_bytes()))
+    }
+    #[inline]
+    fn val_count(&self) -> usize {
+        0
+    }
+    #[inline]
+    fn val(&self, _: usize) -> &[u8] {
+        &[]
+    }
+    #[inline]
+    fn index(&self) -> usize {
+        0
+    }
+}
+
+impl exec::Request for PutMReq<'_> {
+    #[inline]
+    fn kind(&self) -> OpKind {
+        OpKind::PutM
+    }
+    #[inline]
+    fn key_count(&self) -> usize {
+        self.get_keys().len()
+    }
+    #[inline]
+    fn key(&self, i: usize) -> Result<&str, Status> {
+        self.get_keys()
+            .get(i)
+            .map_or(Err(Status::BadRequest), |k| validate::key(k.as_bytes()))
+    }
+    #[inline]
+    fn val_count(&self) -> usize {
+        self.get_vals().len()
+    }
+    #[inline]
+    fn val(&self, i: usize) -> &[u8] {
+        self.get_vals().get(i).map_or(&[], |v| v.as_bytes())
+    }
+    #[inline]
+    fn index(&self) -> usize {
+        0
+    }
+}
+
+/// Handles one request: decodes `data` as the request message its type names, runs it
+/// ([`exec::execute`]), and queues the reply (same message id and type) on `conn`. `arena`
+/// holds this request's objects (the caller resets it); `items` is the server's reused
+/// `getm` list.
 #[allow(clippy::too_many_arguments)]
 pub fn serve<D: Datapath>(
     dp: &mut D,
     store: &mut Store,
+    items: &mut Items,
     conn: ConnId,
     msg: Msg,
     data: &RcBuf,
@@ -118,68 +203,131 @@ pub fn serve<D: Datapath>(
 ) -> Result<(), ServeError> {
     let kind = OpKind::from_msg_type(msg.ty)
         .ok_or_else(|| ServeError::Malformed(format!("unknown message type {}", msg.ty)))?;
+    // Decode as the message type, run, answer: the operation's meaning is `execute`'s, the
+    // message types are this format's.
+    macro_rules! run {
+        ($ty:ident) => {{
+            let req = $ty::deserialize_rcbuf(data, arena)?;
+            let id = req.get_id();
+            let mut none = Vec::new();
+            let answer =
+                exec::execute(store, &req, || WriteTag::of(dp, conn, msg, data), &mut none);
+            send_answer(dp, conn, msg, kind, id, &answer, arena, path)
+        }};
+    }
+    let sent = match kind {
+        OpKind::Get => run!(GetReq),
+        OpKind::Put => run!(PutReq),
+        OpKind::PutM => run!(PutMReq),
+        OpKind::GetList => run!(GetListReq),
+        OpKind::GetFromList => run!(GetFromListReq),
+        OpKind::Append => run!(AppendReq),
+        OpKind::Delete => run!(DeleteReq),
+        OpKind::GetM => {
+            // Only a getm takes (and gives back) the reused result list.
+            let req = GetMReq::deserialize_rcbuf(data, arena)?;
+            let id = req.get_id();
+            let mut getm = items.take();
+            let answer =
+                exec::execute(store, &req, || WriteTag::of(dp, conn, msg, data), &mut getm);
+            let sent = send_answer(dp, conn, msg, kind, id, &answer, arena, path);
+            items.put_back(getm);
+            sent
+        }
+    };
+    Ok(sent?)
+}
+
+/// Encodes `answer` to a request of `kind` as that operation's response message and queues
+/// it. Stored values go by reference or copy as the arena's threshold decides; `get`
+/// carries a value stored in pieces as its `pieces`, the other reads answer `TOO_LARGE`.
+// Inlined into each operation's arm of `serve`, where the operation is known: the match on
+// it, and on the answer `execute` just built, fold away.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn send_answer<D: Datapath>(
+    dp: &mut D,
+    conn: ConnId,
+    msg: Msg,
+    kind: OpKind,
+    id: u32,
+    answer: &Answer<'_, '_>,
+    arena: &Arena,
+    path: SendPath,
+) -> Result<(), SendError> {
+    let status = answer.status();
     match kind {
         OpKind::Get => {
-            let req = GetReq::deserialize_rcbuf(data, arena)?;
-            let id = req.get_id();
             let mut resp = GetResp::new_in(arena);
             resp.set_id(id);
-            let k = key_or_bad_request!(
-                req.get_key(),
-                GetResp,
-                dp,
-                store,
-                conn,
-                msg,
-                arena,
-                id,
-                path
-            );
-            let status = match store.get(k) {
-                Ok(Value::One(b)) => {
-                    resp.set_val(bytes(b, arena));
-                    Status::Ok
-                }
-                Ok(Value::Pieces(ps)) => {
+            resp.set_status(status);
+            match answer {
+                Answer::Value(Ok(Value::One(b))) => resp.set_val(bytes(b, arena)),
+                Answer::Value(Ok(Value::Pieces(ps))) => {
                     resp.init_pieces(ps.len());
                     for p in ps {
                         resp.get_mut_pieces().append(bytes(p, arena));
                     }
-                    Status::Ok
                 }
-                Err(s) => s,
+                _ => {}
+            }
+            reply(dp, conn, msg, &resp, path, || {
+                status_only!(GetResp, arena, id, Status::TooLarge)
+            })
+        }
+        OpKind::GetFromList => {
+            let mut resp = GetFromListResp::new_in(arena);
+            resp.set_id(id);
+            let status = match answer {
+                Answer::Value(Ok(v)) => match single(v) {
+                    Ok(b) => {
+                        resp.set_val(bytes(b, arena));
+                        Status::Ok
+                    }
+                    Err(s) => s,
+                },
+                _ => status,
             };
             resp.set_status(status);
-            Ok(reply(dp, conn, msg, &resp, path, || {
-                status_only!(GetResp, arena, id, Status::TooLarge)
-            })?)
+            reply(dp, conn, msg, &resp, path, || {
+                status_only!(GetFromListResp, arena, id, Status::TooLarge)
+            })
         }
-        OpKind::Put => {
-            let req = PutReq::deserialize_rcbuf(data, arena)?;
-            let tag = WriteTag::of(dp, conn, msg, data);
-            let status = match key(req.get_key()) {
-                Ok(k) => status(store.once(tag, |s| s.put(k, req.get_val().as_bytes()).map(|_| 0))),
-                Err(e) => store.tally(e),
+        OpKind::GetList => {
+            let mut resp = GetListResp::new_in(arena);
+            resp.set_id(id);
+            // Every element checked first, then appended: no list of the buffers built.
+            let status = match answer {
+                Answer::List(Ok(list)) => match list.iter().try_for_each(|v| single(v).map(drop)) {
+                    Ok(()) => {
+                        resp.init_vals(list.len());
+                        for v in list.iter() {
+                            if let Some(b) = v.single() {
+                                resp.get_mut_vals().append(bytes(b, arena));
+                            }
+                        }
+                        Status::Ok
+                    }
+                    Err(s) => s,
+                },
+                _ => status,
             };
-            let resp = status_only!(PutResp, arena, req.get_id(), status);
-            Ok(path.send(dp, conn, msg, &resp)?)
+            resp.set_status(status);
+            reply(dp, conn, msg, &resp, path, || {
+                status_only!(GetListResp, arena, id, Status::TooLarge)
+            })
         }
         OpKind::GetM => {
-            let req = GetMReq::deserialize_rcbuf(data, arena)?;
-            let id = req.get_id();
-            let n = req.get_keys().len();
-            // Every key checked first (no allocation): a bad one fails the whole request.
-            if let Err(e) = validate::all_keys(req.get_keys().iter().map(|k| k.as_bytes())) {
-                let resp = status_only!(GetMResp, arena, id, store.tally(e));
-                return Ok(path.send(dp, conn, msg, &resp)?);
-            }
+            let Answer::Values(items) = answer else {
+                return path.send(dp, conn, msg, &status_only!(GetMResp, arena, id, status));
+            };
             let mut resp = GetMResp::new_in(arena);
             resp.set_id(id);
-            resp.init_vals(n);
-            resp.init_statuses(n);
+            resp.init_vals(items.len());
+            resp.init_statuses(items.len());
             let mut first = Status::Ok;
-            for k in req.get_keys().iter() {
-                let (v, s) = match key(k).and_then(|k| store.get(k)).and_then(single) {
+            for it in items.iter() {
+                let (v, s) = match it.and_then(single) {
                     Ok(b) => (bytes(b, arena), Status::Ok),
                     Err(s) => (CFBytes::default(), s),
                 };
@@ -190,116 +338,14 @@ pub fn serve<D: Datapath>(
                 resp.get_mut_statuses().append(s as i32);
             }
             resp.set_status(first);
-            Ok(reply(dp, conn, msg, &resp, path, || {
+            reply(dp, conn, msg, &resp, path, || {
                 status_only!(GetMResp, arena, id, Status::TooLarge)
-            })?)
+            })
         }
-        OpKind::PutM => {
-            let req = PutMReq::deserialize_rcbuf(data, arena)?;
-            let vals: Vec<&[u8]> = req.get_vals().iter().map(|v| v.as_bytes()).collect();
-            // Every key checked before the first write; the store applies all or nothing.
-            let status = match validate::keys(req.get_keys().iter().map(|k| k.as_bytes()))
-                .and_then(|keys| validate::pairs(&keys, &vals).map(|p| p.to_vec()))
-            {
-                Ok(pairs) => {
-                    let tag = WriteTag::of(dp, conn, msg, data);
-                    status(store.once(tag, |s| s.put_many(&pairs).map(|_| 0)))
-                }
-                Err(e) => store.tally(e),
-            };
-            let resp = status_only!(PutMResp, arena, req.get_id(), status);
-            Ok(path.send(dp, conn, msg, &resp)?)
-        }
-        OpKind::GetList => {
-            let req = GetListReq::deserialize_rcbuf(data, arena)?;
-            let id = req.get_id();
-            let mut resp = GetListResp::new_in(arena);
-            resp.set_id(id);
-            let k = key_or_bad_request!(
-                req.get_key(),
-                GetListResp,
-                dp,
-                store,
-                conn,
-                msg,
-                arena,
-                id,
-                path
-            );
-            // Every element checked first, then appended: no list of the buffers built.
-            let list = store.get_list(k).and_then(|list| {
-                list.iter()
-                    .try_for_each(|v| single(v).map(drop))
-                    .map(|()| list)
-            });
-            let status = match list {
-                Ok(list) => {
-                    resp.init_vals(list.len());
-                    for v in list {
-                        if let Some(b) = v.single() {
-                            resp.get_mut_vals().append(bytes(b, arena));
-                        }
-                    }
-                    Status::Ok
-                }
-                Err(s) => s,
-            };
-            resp.set_status(status);
-            Ok(reply(dp, conn, msg, &resp, path, || {
-                status_only!(GetListResp, arena, id, Status::TooLarge)
-            })?)
-        }
-        OpKind::GetFromList => {
-            let req = GetFromListReq::deserialize_rcbuf(data, arena)?;
-            let id = req.get_id();
-            let mut resp = GetFromListResp::new_in(arena);
-            resp.set_id(id);
-            let k = key_or_bad_request!(
-                req.get_key(),
-                GetFromListResp,
-                dp,
-                store,
-                conn,
-                msg,
-                arena,
-                id,
-                path
-            );
-            let status = match store
-                .get_from_list(k, req.get_index() as usize)
-                .and_then(single)
-            {
-                Ok(b) => {
-                    resp.set_val(bytes(b, arena));
-                    Status::Ok
-                }
-                Err(s) => s,
-            };
-            resp.set_status(status);
-            Ok(reply(dp, conn, msg, &resp, path, || {
-                status_only!(GetFromListResp, arena, id, Status::TooLarge)
-            })?)
-        }
-        OpKind::Append => {
-            let req = AppendReq::deserialize_rcbuf(data, arena)?;
-            let tag = WriteTag::of(dp, conn, msg, data);
-            let status = match key(req.get_key()) {
-                Ok(k) => status(store.once(tag, |s| s.append(k, req.get_val().as_bytes()))),
-                Err(e) => store.tally(e),
-            };
-            let resp = status_only!(AppendResp, arena, req.get_id(), status);
-            Ok(path.send(dp, conn, msg, &resp)?)
-        }
-        OpKind::Delete => {
-            let req = DeleteReq::deserialize_rcbuf(data, arena)?;
-            let tag = WriteTag::of(dp, conn, msg, data);
-            let status = match key(req.get_key()) {
-                Ok(k) => status(store.once(tag, |s| s.delete(k).map(|_| 0))),
-                Err(e) => store.tally(e),
-            };
-            let resp = status_only!(DeleteResp, arena, req.get_id(), status);
-            Ok(path.send(dp, conn, msg, &resp)?)
-        }
+        OpKind::Put => path.send(dp, conn, msg, &status_only!(PutResp, arena, id, status)),
+        OpKind::PutM => path.send(dp, conn, msg, &status_only!(PutMResp, arena, id, status)),
+        OpKind::Append => path.send(dp, conn, msg, &status_only!(AppendResp, arena, id, status)),
+        OpKind::Delete => path.send(dp, conn, msg, &status_only!(DeleteResp, arena, id, status)),
     }
 }
 

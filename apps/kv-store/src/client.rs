@@ -167,12 +167,7 @@ impl<D: Datapath> KvClient<D> {
     }
 
     fn flush(&mut self) -> io::Result<()> {
-        let r = match self.dp.flush() {
-            Ok(()) | Err(SendError::Full) => Ok(()),
-            Err(e) => Err(io::Error::other(e.to_string())),
-        };
-        self.dp.poll_completions();
-        r
+        app_server::client::flush(&mut self.dp)
     }
 
     fn send(&mut self, id: u64) -> Result<(), SendError> {
@@ -233,12 +228,7 @@ impl KvClient<datapath_tcp::TcpDatapath> {
         ser: Serialization,
         reqs: Arc<RunRequests>,
     ) -> io::Result<Self> {
-        let mut conns = Vec::with_capacity(cores.len() * per_core.max(1));
-        for _ in 0..per_core.max(1) {
-            for &c in cores {
-                conns.push(dp.open(c)?);
-            }
-        }
+        let conns = app_server::client::tcp_conns(&mut dp, cores, per_core)?;
         Self::with_conns(dp, conns, cores.len(), thread, ser, reqs)
     }
 }

@@ -6,6 +6,9 @@
 //! build.rs ([`schema`]), or Redis's RESP ([`resp`]); one server binary speaks every
 //! [serialization](serialization::Serialization).
 //!
+//! - [`exec`]: the store's operations, run once for every serialization — a format decodes
+//!   a request ([`exec::Request`]) and encodes the [`exec::Answer`]: [`cf`] (Cornflakes),
+//!   [`libs`] (protobuf, Cap'n Proto, FlatBuffers), [`resp`] (RESP, over the `resp` crate).
 //! - [`server::Kv`]: the KV store as a handler of the shared server skeleton (`app-server`);
 //!   [`server::KvServer`] is it on one datapath queue, `app_server::launch` on any datapath.
 //! - [`client`]: requests over a datapath, the load generator's transport, and the checker
@@ -30,6 +33,7 @@ pub mod client;
 pub mod config;
 pub mod cost;
 pub mod emu;
+pub mod exec;
 pub mod faults;
 pub mod libs;
 pub mod load;

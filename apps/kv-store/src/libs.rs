@@ -17,10 +17,10 @@ use baselines::Library;
 use cornflakes::{ConnId, Datapath, Msg, RcBuf, SendError};
 
 use crate::cf::ServeError;
+use crate::exec::{self, Answer, Item, Items};
 use crate::ops::{status_from_raw, Op, OpKind, Reply, Status};
-use crate::rifl::Origin;
+use crate::rifl::WriteTag;
 use crate::store::{Store, Value};
-use crate::validate;
 
 /// The response lists a library server reuses from one request to the next (recycled with
 /// [`baselines::kv::recycle`]), so answering a request allocates nothing of the server's own:
@@ -37,87 +37,88 @@ fn single(v: &Value) -> Result<&RcBuf, Status> {
     v.single().ok_or(Status::TooLarge)
 }
 
-fn st(r: Result<usize, Status>) -> i32 {
-    r.err().unwrap_or(Status::Ok) as i32
+/// A library's decoded request as the store's operations see it ([`exec::Request`]).
+struct LibRequest<'r, 'a> {
+    view: &'r KvRequestView<'a>,
+    kind: OpKind,
 }
 
-/// Whether a request has the keys and values its operation takes: one key for the
-/// single-key operations (and one value for `put` / `append`, none for the reads and
-/// `delete`), one value per key for `putm`, at least one key for `getm`. Anything else is
-/// refused (`BAD_REQUEST`), never served with the first key or value.
-fn well_formed(kind: OpKind, r: &KvRequestView<'_>) -> Result<(), Status> {
-    match kind {
-        OpKind::Get | OpKind::GetList | OpKind::GetFromList | OpKind::Delete => {
-            validate::exactly(&r.keys, 1)?;
-            validate::exactly(&r.vals, 0)
-        }
-        OpKind::Put | OpKind::Append => {
-            validate::exactly(&r.keys, 1)?;
-            validate::exactly(&r.vals, 1)
-        }
-        OpKind::GetM => {
-            validate::exactly(&r.vals, 0)?;
-            if r.keys.is_empty() {
-                Err(Status::BadRequest)
-            } else {
-                Ok(())
-            }
-        }
-        OpKind::PutM => validate::paired(r.keys.len(), r.vals.len()),
+impl exec::Request for LibRequest<'_, '_> {
+    fn kind(&self) -> OpKind {
+        self.kind
+    }
+    fn key_count(&self) -> usize {
+        self.view.keys.len()
+    }
+    fn key(&self, i: usize) -> Result<&str, Status> {
+        // The libraries' string fields are UTF-8 once decoded.
+        self.view.keys.get(i).copied().ok_or(Status::BadRequest)
+    }
+    fn val_count(&self) -> usize {
+        self.view.vals.len()
+    }
+    fn val(&self, i: usize) -> &[u8] {
+        self.view.vals.get(i).copied().unwrap_or_default()
+    }
+    fn index(&self) -> usize {
+        self.view.index as usize
     }
 }
 
-/// Applies request `r` to `store` and writes the outcome into `out` (its lists empty on
+/// Runs request `r` ([`exec::execute`]) and writes the answer into `out` (its lists empty on
 /// entry): the status, the stored values returned — borrowed from `store`, no copy, no
-/// allocation — and `getm`'s per-key statuses.
-fn execute<'s>(
+/// allocation — and `getm`'s per-key statuses. A value stored in pieces does not fit the
+/// libraries' one `bytes` field per value: `TOO_LARGE`.
+#[inline]
+fn answer<'s>(
     store: &'s mut Store,
     r: &KvRequestView<'_>,
-    origin: Origin<'_>,
+    tag: impl FnOnce() -> Option<WriteTag>,
+    items: &mut Items,
     out: &mut KvResponseView<'s>,
 ) -> Result<(), ServeError> {
     let kind = OpKind::from_msg_type(r.op)
         .ok_or_else(|| ServeError::Malformed(format!("unknown operation {}", r.op)))?;
     out.id = r.id;
-    out.status = Status::Ok as i32;
-    if let Err(s) = well_formed(kind, r) {
-        out.status = store.tally(s) as i32;
-        return Ok(());
+    // Only a getm takes (and gives back) the reused result list.
+    let mut getm: Vec<Item<'s>> = if kind == OpKind::GetM {
+        items.take()
+    } else {
+        Vec::new()
+    };
+    let a = exec::execute(store, &LibRequest { view: r, kind }, tag, &mut getm);
+    fill(a, out);
+    if kind == OpKind::GetM {
+        items.put_back(getm);
     }
-    // `well_formed` checked the key and value counts.
-    let key = r.keys[0];
-    let tag = || origin.tag();
-    match kind {
-        OpKind::Get | OpKind::GetFromList => {
-            let got = if kind == OpKind::Get {
-                store.get(key)
-            } else {
-                store.get_from_list(key, r.index as usize)
-            };
-            match got.and_then(single) {
-                Ok(b) => out.vals.push(&b[..]),
-                Err(s) => out.status = s as i32,
-            }
-        }
-        OpKind::GetList => match store.get_list(key) {
-            Ok(list) => {
-                for v in list {
-                    match single(v) {
-                        Ok(b) => out.vals.push(&b[..]),
-                        Err(s) => {
-                            out.vals.clear();
-                            out.status = s as i32;
-                            break;
-                        }
+    Ok(())
+}
+
+/// The answer as the response view.
+#[inline(always)]
+fn fill<'s>(a: Answer<'s, '_>, out: &mut KvResponseView<'s>) {
+    out.status = a.status() as i32;
+    match a {
+        Answer::Value(Ok(v)) => match single(v) {
+            Ok(b) => out.vals.push(&b[..]),
+            Err(s) => out.status = s as i32,
+        },
+        Answer::List(Ok(list)) => {
+            for v in list {
+                match single(v) {
+                    Ok(b) => out.vals.push(&b[..]),
+                    Err(s) => {
+                        out.vals.clear();
+                        out.status = s as i32;
+                        break;
                     }
                 }
             }
-            Err(s) => out.status = s as i32,
-        },
-        OpKind::GetM => {
-            let store: &'s Store = store;
-            for k in &r.keys {
-                let s = match store.get(k).and_then(single) {
+        }
+        Answer::Values(items) => {
+            let mut first = Status::Ok;
+            for it in items {
+                let s = match it.and_then(single) {
                     Ok(b) => {
                         out.vals.push(&b[..]);
                         Status::Ok
@@ -128,32 +129,15 @@ fn execute<'s>(
                         s
                     }
                 };
-                if out.status == 0 {
-                    out.status = s as i32;
+                if first == Status::Ok {
+                    first = s;
                 }
                 out.statuses.push(s as i32);
             }
+            out.status = first as i32;
         }
-        OpKind::Put => {
-            let v = r.vals[0];
-            out.status = st(store.once(tag(), |s| s.put(key, v).map(|_| 0)));
-        }
-        OpKind::PutM => {
-            // The store copies the values into pinned buffers and builds its entries: a
-            // write allocates in the store, whatever the serialization.
-            let pairs: Vec<(&str, &[u8])> =
-                r.keys.iter().copied().zip(r.vals.iter().copied()).collect();
-            out.status = st(store.once(tag(), |s| s.put_many(&pairs).map(|_| 0)));
-        }
-        OpKind::Append => {
-            let v = r.vals[0];
-            out.status = st(store.once(tag(), |s| s.append(key, v)));
-        }
-        OpKind::Delete => {
-            out.status = st(store.once(tag(), |s| s.delete(key).map(|_| 0)));
-        }
+        Answer::Refused(_) | Answer::Wrote(_) | Answer::Value(Err(_)) | Answer::List(Err(_)) => {}
     }
-    Ok(())
 }
 
 /// Handles one request in `codec`'s format: decode, apply to `store`, serialize the response
@@ -165,6 +149,7 @@ pub fn serve<D: Datapath>(
     store: &mut Store,
     codec: &mut dyn KvCodec,
     scratch: &mut Scratch,
+    items: &mut Items,
     conn: ConnId,
     msg: Msg,
     data: &[u8],
@@ -181,6 +166,7 @@ pub fn serve<D: Datapath>(
         store,
         codec,
         &mut view,
+        items,
         &mut scratch.sga,
         conn,
         msg,
@@ -197,12 +183,13 @@ fn serve_in<'s, D: Datapath>(
     store: &'s mut Store,
     codec: &mut dyn KvCodec,
     view: &mut KvResponseView<'s>,
+    items: &mut Items,
     sga: &mut Vec<RcBuf>,
     conn: ConnId,
     msg: Msg,
     data: &[u8],
 ) -> Result<(), ServeError> {
-    let origin = Origin::of(dp, conn, msg, data);
+    let peer: &D = dp;
     // The closure may run once; it hands the store (and so the borrow of the values it
     // returns) to `execute`.
     let mut store = Some(store);
@@ -210,7 +197,13 @@ fn serve_in<'s, D: Datapath>(
     codec
         .with_request(data, &mut |r| {
             result = Some(match store.take() {
-                Some(store) => execute(store, r, origin, view),
+                Some(store) => answer(
+                    store,
+                    r,
+                    || WriteTag::of(peer, conn, msg, data),
+                    items,
+                    view,
+                ),
                 None => Err(ServeError::Malformed("more than one request".to_owned())),
             });
         })

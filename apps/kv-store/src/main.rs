@@ -6,9 +6,8 @@ use loadgen::args::Args;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::AtomicBool;
-use std::time::Duration;
 
+use app_server::cli::{serve_until, BenchDatapath};
 use app_server::{CargoRun, Launch, Transport};
 use kv_store::bench::{self, BenchConfig};
 use kv_store::load::load_store;
@@ -105,36 +104,17 @@ workload options:
 serializations: cornflakes cornflakes-sg cornflakes-copy cornflakes-no-ssend protobuf capnp flatbuffers resp
 ";
 
+/// The flags of every command that runs the store or its clients: the load flags
+/// ([`loadgen::args::LoadFlags`]) and the store's.
 fn common(a: &mut Args, cfg: &mut BenchConfig) -> Result<(), String> {
-    if let Some(r) = a.list::<f64>("--rates")? {
-        cfg.rates = r;
-    }
-    if let Some(d) = a.secs("--duration")? {
-        cfg.duration = d;
-    }
-    if let Some(d) = a.secs("--warmup")? {
-        cfg.warmup = d;
-    }
-    if let Some(ms) = a.parse::<u64>("--timeout-ms")? {
-        cfg.timeout = Duration::from_millis(ms);
-    }
-    if let Some(t) = a.parse::<usize>("--threads")? {
-        cfg.threads = t.max(1);
-    }
+    a.load_flags()?.apply(loadgen::load_settings!(cfg));
     if let Some(n) = a.parse::<usize>("--requests")? {
         cfg.requests = n.max(1);
     }
     if let Some(n) = a.parse::<u64>("--seed")? {
         cfg.seed = n;
     }
-    if let Some(d) = a.take("--out")? {
-        cfg.out_dir = PathBuf::from(d);
-    }
     cfg.json = a.take("--json")?.map(PathBuf::from);
-    cfg.spin = a.switch("--spin");
-    if let Some(m) = a.parse::<usize>("--mtu")? {
-        cfg.mtu = m;
-    }
     if let Some(m) = a.parse::<usize>("--max-item")? {
         cfg.max_item = m;
     }
@@ -148,82 +128,7 @@ fn common(a: &mut Args, cfg: &mut BenchConfig) -> Result<(), String> {
 }
 
 fn bench_cmd(mut a: Args) -> Result<(), String> {
-    let mut cfg = BenchConfig::default();
-    // As `echo bench`: the emulated NIC when there are CPUs for it (the server cores are then
-    // what the run measures), else the kernel sockets.
-    // --cores N on the emulated NIC needs N + 1 CPUs; without them, the kernel sockets.
-    if let Some(n) = a.parse::<usize>("--cores")? {
-        cfg.cores = n;
-    }
-    let emu = match a.take("--datapath")?.as_deref() {
-        None => match emu_bench::cores_for(cfg.cores.max(1)) {
-            Ok(_) => true,
-            Err(e) => {
-                eprintln!("[bench] socket datapath: {e}");
-                false
-            }
-        },
-        Some("socket") => false,
-        Some("tcp") => {
-            cfg.tcp_conns = Some(1);
-            false
-        }
-        Some("emu") => true,
-        Some("xdp") => {
-            cfg.datapath = bench::DatapathKind::Xdp;
-            false
-        }
-        Some(other) => {
-            return Err(format!(
-                "--datapath {other:?}: kv bench runs on emu, socket, tcp or xdp (mlx5 and ice: `kv server` on the NIC machine and `kv client`; see apps/kv-store/README.md)"
-            ))
-        }
-    };
-    if let Some(n) = a.parse::<usize>("--conns")? {
-        if cfg.tcp_conns.is_none() || n == 0 {
-            return Err("--conns N (at least 1) goes with --datapath tcp".to_owned());
-        }
-        cfg.tcp_conns = Some(n);
-    }
-    if emu {
-        cfg.datapath = bench::DatapathKind::Emu;
-        cfg.rates = bench::EMU_RATES.to_vec();
-    }
-    if let Some(n) = a.parse::<usize>("--demote-lines")? {
-        cfg.demote_lines = n;
-    }
-    if let Some(n) = a.parse::<u64>("--sample-every")? {
-        cfg.sample_every = n.max(1);
-    }
-    if let Some(n) = a.parse::<u64>("--check-every")? {
-        cfg.check_every = n.max(1);
-    }
-    if let Some(ns) = a.parse::<u64>("--desc-ns")? {
-        cfg.desc_ns = ns;
-    }
-    if let Some(k) = a.parse::<usize>("--trials")? {
-        cfg.trials = k;
-    }
-    if let Some(r) = a.parse::<f64>("--resolution")? {
-        cfg.resolution = r;
-    }
-    let name = a.take("--workload")?.unwrap_or_else(|| "ycsb".to_owned());
-    cfg.workload = workload(&mut a, &name)?;
-    if let Some(s) = a.list::<Serialization>("--serializations")? {
-        cfg.serializations = s;
-    }
-    match a.parse::<usize>("--threshold")? {
-        Some(t) => {
-            cfg.threshold = t;
-            eprintln!("[bench] hybrid threshold: {t} B (from --threshold)");
-        }
-        None => eprintln!(
-            "[bench] hybrid threshold: {}",
-            cornflakes::threshold_setting()
-        ),
-    }
-    let peers = a.list::<kv_peers::server::Peer>("--peers")?;
-    common(&mut a, &mut cfg)?;
+    let (cfg, peers) = bench_config(&mut a)?;
     a.finish()?;
     if peers.is_some() && cfg.datapath != bench::DatapathKind::Socket {
         return Err("--peers runs redis-server/memcached over kernel TCP beside the store: use it with --datapath socket".to_owned());
@@ -243,7 +148,66 @@ fn bench_cmd(mut a: Args) -> Result<(), String> {
     Ok(())
 }
 
+/// The peers `kv bench --peers` runs beside the store.
+type Peers = Option<Vec<kv_peers::server::Peer>>;
+
+/// What `kv bench`'s flags ask for (`a` keeps what it does not know).
+fn bench_config(a: &mut Args) -> Result<(BenchConfig, Peers), String> {
+    let mut cfg = BenchConfig::default();
+    // As `echo bench`: the emulated NIC when there are CPUs for it (the server cores are then
+    // what the run measures), else the kernel sockets.
+    // --cores N on the emulated NIC needs N + 1 CPUs; without them, the kernel sockets.
+    if let Some(n) = a.parse::<usize>("--cores")? {
+        cfg.cores = n;
+    }
+    let cores = cfg.cores.max(1);
+    let emu_cpus = || {
+        emu_bench::cores_for(cores)
+            .map(drop)
+            .map_err(|e| e.to_string())
+    };
+    let unknown = |o: &str| {
+        format!(
+        "--datapath {o:?}: kv bench runs on emu, socket, tcp or xdp (mlx5 and ice: `kv server` on the NIC machine and `kv client`; see apps/kv-store/README.md)"
+    )
+    };
+    match BenchDatapath::from_args(a, emu_cpus, unknown)? {
+        BenchDatapath::Socket => {}
+        BenchDatapath::Tcp { conns } => cfg.tcp_conns = Some(conns),
+        BenchDatapath::Xdp => cfg.datapath = bench::DatapathKind::Xdp,
+        BenchDatapath::Emu => {
+            cfg.datapath = bench::DatapathKind::Emu;
+            cfg.rates = bench::EMU_RATES.to_vec();
+        }
+    }
+    let emu = emu_bench::EmuFlags::from_args(a)?;
+    cfg.sample_every = emu.sample_every.unwrap_or(cfg.sample_every);
+    cfg.check_every = emu.check_every.unwrap_or(cfg.check_every);
+    cfg.desc_ns = emu.desc_ns.unwrap_or(cfg.desc_ns);
+    cfg.demote_lines = emu.demote_lines.unwrap_or(cfg.demote_lines);
+    a.search_flags()?
+        .apply(&mut cfg.trials, &mut cfg.resolution);
+    let name = a.take("--workload")?.unwrap_or_else(|| "ycsb".to_owned());
+    cfg.workload = workload(a, &name)?;
+    if let Some(s) = a.list::<Serialization>("--serializations")? {
+        cfg.serializations = s;
+    }
+    if let Some(t) = app_server::cli::threshold(a, "[bench]")? {
+        cfg.threshold = t;
+    }
+    let peers = a.list::<kv_peers::server::Peer>("--peers")?;
+    common(a, &mut cfg)?;
+    Ok((cfg, peers))
+}
+
 fn client_cmd(mut a: Args) -> Result<(), String> {
+    let (cfg, server) = client_config(&mut a)?;
+    a.finish()?;
+    bench::run_client(&cfg, server).map(|_| ())
+}
+
+/// What `kv client`'s flags ask for: the run and the server.
+fn client_config(a: &mut Args) -> Result<(BenchConfig, SocketAddrV4), String> {
     let mut cfg = BenchConfig::default();
     let server = a
         .parse::<SocketAddrV4>("--server")?
@@ -253,11 +217,10 @@ fn client_cmd(mut a: Args) -> Result<(), String> {
         .ok_or("--serialization is required")?;
     cfg.serializations = vec![ser];
     let name = a.take("--workload")?.ok_or("--workload is required")?;
-    cfg.workload = workload(&mut a, &name)?;
-    common(&mut a, &mut cfg)?;
-    cfg.tcp_conns = app_server::cli::client_transport(&mut a)?;
-    a.finish()?;
-    bench::run_client(&cfg, server).map(|_| ())
+    cfg.workload = workload(a, &name)?;
+    common(a, &mut cfg)?;
+    cfg.tcp_conns = app_server::cli::client_transport(a)?;
+    Ok((cfg, server))
 }
 
 fn faults_cmd(mut a: Args) -> Result<(), String> {
@@ -331,19 +294,7 @@ fn server_cmd(mut a: Args) -> Result<(), String> {
         .parse::<SocketAddrV4>("--bind")?
         .unwrap_or(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 7878));
     let mut bc = BenchConfig::default();
-    let threshold = match a.parse::<usize>("--threshold")? {
-        Some(t) => {
-            eprintln!("[server] hybrid threshold: {t} B (from --threshold)");
-            t
-        }
-        None => {
-            eprintln!(
-                "[server] hybrid threshold: {}",
-                cornflakes::threshold_setting()
-            );
-            bc.threshold
-        }
-    };
+    let threshold = app_server::cli::threshold(&mut a, "[server]")?.unwrap_or(bc.threshold);
     let wl = match a.take("--workload")? {
         Some(n) => Some(workload(&mut a, &n)?),
         None => None,
@@ -355,22 +306,6 @@ fn server_cmd(mut a: Args) -> Result<(), String> {
     let mut transport = Transport::from_args(&mut a)?;
     common(&mut a, &mut bc)?;
     a.finish()?;
-    let stop = std::sync::Arc::new(AtomicBool::new(false));
-    if let Some(s) = seconds {
-        let stop = stop.clone();
-        std::thread::spawn(move || {
-            std::thread::sleep(s);
-            stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        });
-    }
-    if until_stdin_closes {
-        // How a parent (the AF_XDP bench) stops a child server: it closes our stdin.
-        let stop = stop.clone();
-        std::thread::spawn(move || {
-            let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
-            stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        });
-    }
     let cfg = ServerConfig {
         serialization: ser,
         threshold,
@@ -388,19 +323,21 @@ fn server_cmd(mut a: Args) -> Result<(), String> {
     l.spin = bc.spin;
     l.name = format!("kv-server-{ser}");
     l.min_item = bc.max_item;
-    let st = app_server::launch(
-        &l,
-        move |mem, core| {
-            let mut kv = Kv::new(mem, cfg).with_core(core.index, core.count);
-            if let Some(wl) = &wl {
-                let done = load_store(wl, kv.store_mut())
-                    .map_err(|e| format!("loading the store: {e}"))?;
-                eprintln!("[server {ser} core {}] {done}", core.index);
-            }
-            Ok(kv)
-        },
-        &stop,
-    )?;
+    let st = serve_until(seconds, until_stdin_closes, |stop| {
+        app_server::launch(
+            &l,
+            move |mem, core| {
+                let mut kv = Kv::new(mem, cfg).with_core(core.index, core.count);
+                if let Some(wl) = &wl {
+                    let done = load_store(wl, kv.store_mut())
+                        .map_err(|e| format!("loading the store: {e}"))?;
+                    eprintln!("[server {ser} core {}] {done}", core.index);
+                }
+                Ok(kv)
+            },
+            stop,
+        )
+    })?;
     eprintln!("[server] {st}");
     Ok(())
 }
@@ -417,4 +354,95 @@ fn main() -> ExitCode {
         ],
         std::env::args().skip(1).collect(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    //! `kv bench` and `kv client`: every flag, and the config field it sets.
+    use super::*;
+    use std::time::Duration;
+
+    /// What the load and run flags of `bench` and `client` set.
+    fn run_flags(want: &mut BenchConfig) {
+        want.rates = vec![3000.0, 1000.0];
+        want.duration = Duration::from_millis(250);
+        want.warmup = Duration::from_millis(500);
+        want.timeout = Duration::from_millis(30);
+        want.threads = 4;
+        want.requests = 10;
+        want.seed = 9;
+        want.out_dir = PathBuf::from("o");
+        want.json = Some(PathBuf::from("j.json"));
+        want.spin = true;
+        want.mtu = 9000;
+        want.max_item = 1 << 16;
+        want.memory_limit = 1 << 24;
+        want.cores = 2;
+    }
+
+    const RUN_FLAGS: &str = "--rates 3000,1000 --duration 0.25 --warmup 0.5 --timeout-ms 30 \
+        --threads 4 --requests 10 --seed 9 --out o --json j.json --spin --mtu 9000 \
+        --max-item 65536 --memory-limit 16777216 --cores 2";
+
+    #[test]
+    fn bench_flags_set_the_config() {
+        let mut a = Args::from_line(&format!(
+            "--datapath socket --workload google --keys 50 --list-lens 1-4 \
+             --serializations protobuf,resp --threshold 256 --peers redis --sample-every 0 --check-every 0 \
+             --desc-ns 7 --demote-lines 2 --trials 5 --resolution 0.2 {RUN_FLAGS}"
+        ));
+        let (got, peers) = bench_config(&mut a).unwrap();
+        a.finish().unwrap();
+        let mut want = BenchConfig::default();
+        run_flags(&mut want);
+        want.workload =
+            workload(&mut Args::from_line("--keys 50 --list-lens 1-4"), "google").unwrap();
+        want.serializations = vec!["protobuf".parse().unwrap(), "resp".parse().unwrap()];
+        want.threshold = 256;
+        want.sample_every = 1;
+        want.check_every = 1;
+        want.desc_ns = 7;
+        want.demote_lines = 2;
+        want.trials = 5;
+        want.resolution = 0.2;
+        assert_eq!(format!("{got:?}"), format!("{want:?}"));
+        assert_eq!(
+            format!("{peers:?}"),
+            format!(
+                "{:?}",
+                Some(vec!["redis".parse::<kv_peers::server::Peer>().unwrap()])
+            )
+        );
+
+        let (got, peers) = bench_config(&mut Args::from_line("--datapath socket")).unwrap();
+        assert_eq!(format!("{got:?}"), format!("{:?}", BenchConfig::default()));
+        assert!(peers.is_none());
+        let got = bench_config(&mut Args::from_line("--datapath socket --threads 0"))
+            .unwrap()
+            .0;
+        assert_eq!(got.threads, 1);
+        let e = bench_config(&mut Args::from_line("--datapath socket --timeout-ms x")).unwrap_err();
+        assert_eq!(e, "--timeout-ms \"x\": invalid digit found in string");
+    }
+
+    #[test]
+    fn client_flags_set_the_config() {
+        let mut a = Args::from_line(&format!(
+            "--server 10.0.0.1:7878 --serialization capnp --workload cdn --total-mb 3 {RUN_FLAGS}"
+        ));
+        let (got, server) = client_config(&mut a).unwrap();
+        a.finish().unwrap();
+        assert_eq!(server, "10.0.0.1:7878".parse::<SocketAddrV4>().unwrap());
+        let mut want = BenchConfig::default();
+        run_flags(&mut want);
+        want.serializations = vec!["capnp".parse().unwrap()];
+        want.workload = workload(&mut Args::from_line("--total-mb 3"), "cdn").unwrap();
+        assert_eq!(format!("{got:?}"), format!("{want:?}"));
+        // Flags only `bench` reads stay unread.
+        let mut a = Args::from_line(
+            "--server 10.0.0.1:7878 --serialization capnp --workload cdn --trials 3",
+        );
+        client_config(&mut a).unwrap();
+        assert_eq!(a.finish().unwrap_err(), "unexpected argument \"--trials\"");
+    }
 }

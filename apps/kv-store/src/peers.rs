@@ -3,6 +3,7 @@
 //! memcached, their own servers over kernel TCP), on the same machine with the same requests,
 //! offered loads and point lengths, reported beside ours and labelled as different systems.
 
+use loadgen::fmt_us;
 use std::fmt::Write as _;
 
 use kv_peers::bench::{mode_label, run_bench, table, BenchConfig as PeersConfig, PeerResult};
@@ -78,10 +79,6 @@ pub fn run_beside(cfg: &BenchConfig, peers: &[Peer], kv: &BenchOutcome) -> Resul
     Ok(beside)
 }
 
-fn us(v: Option<f64>) -> String {
-    v.map_or_else(|| "–".to_owned(), |v| format!("{v:.1}"))
-}
-
 /// The side-by-side table: each serialization of our KV store on the socket datapath, then
 /// each peer, every row saying what system and transport it is.
 pub fn beside_table(cfg: &BenchConfig, kv: &BenchOutcome, peers: &[PeerResult]) -> String {
@@ -120,9 +117,9 @@ pub fn beside_table(cfg: &BenchConfig, kv: &BenchOutcome, peers: &[PeerResult]) 
         let (tput, p50, p99, p999) = match best {
             Some(b) => (
                 format!("{:.0}", b.achieved_rps / scale),
-                us(b.p50_us),
-                us(b.p99_us),
-                us(b.p999_us),
+                fmt_us(b.p50_us),
+                fmt_us(b.p99_us),
+                fmt_us(b.p999_us),
             ),
             None => (
                 "no point kept up".to_owned(),
@@ -208,13 +205,9 @@ mod tests {
             sent: 100,
             received: 100,
             verified: 100,
-            mismatched: 0,
-            lost: 0,
-            unexpected: 0,
-            malformed: 0,
-            errors: 0,
             threads: 1,
             measured_s: 0.1,
+            ..Record::default()
         };
         let kv = BenchOutcome {
             records: vec![rec("cornflakes", 1000.0)],

@@ -1,11 +1,12 @@
 //! A KV benchmark's outputs: JSON, throughput–p99 plots and the tables in the form of the
 //! paper's Tables 1, 2, 4 and 5.
 
+use loadgen::fmt_us;
 use std::fmt::Write as _;
 
 use kv_workloads::WorkloadConfig;
 use loadgen::{
-    max_kept_up, max_kept_up_within_p99, plot_p99_curves, write_json, Record, DEFAULT_KEEP_UP,
+    max_kept_up, max_kept_up_within_p99, plot_kept_p99_curves, save_json, Record, DEFAULT_KEEP_UP,
 };
 
 use crate::config::{BenchConfig, BenchOutcome, DatapathKind};
@@ -15,10 +16,7 @@ pub(crate) fn write_outputs(cfg: &BenchConfig, out: &BenchOutcome) -> Result<(),
     std::fs::create_dir_all(&cfg.out_dir)
         .map_err(|e| format!("creating {}: {e}", cfg.out_dir.display()))?;
     let json = cfg.json_path();
-    if let Some(dir) = json.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
-    }
-    write_json(&json, &out.records).map_err(|e| format!("writing {}: {e}", json.display()))?;
+    save_json(&json, &out.records)?;
     eprintln!("[bench] wrote {}", json.display());
     let servers: Vec<serde_json::Value> = out
         .servers
@@ -61,17 +59,6 @@ pub(crate) fn write_outputs(cfg: &BenchConfig, out: &BenchOutcome) -> Result<(),
     std::fs::write(&table_path, &tables)
         .map_err(|e| format!("writing {}: {e}", table_path.display()))?;
     print!("{tables}");
-    let kept: Vec<Record> = out
-        .records
-        .iter()
-        .filter(|r| r.keeps_up(DEFAULT_KEEP_UP))
-        .cloned()
-        .collect();
-    let (points, which) = if kept.is_empty() {
-        (&out.records, "all points")
-    } else {
-        (&kept, "points within 95% of offered")
-    };
     let (svg, png) = (cfg.out_dir.join("kv.svg"), cfg.out_dir.join("kv.png"));
     let dp = match cfg.datapath {
         DatapathKind::Socket if cfg.tcp_conns.is_some() => "kernel TCP",
@@ -79,16 +66,12 @@ pub(crate) fn write_outputs(cfg: &BenchConfig, out: &BenchOutcome) -> Result<(),
         DatapathKind::Emu => "emulated ConnectX",
         DatapathKind::Xdp => "AF_XDP on veth",
     };
-    let title = format!("kv {}, {dp} ({which})", out.workload);
-    match plot_p99_curves(points, &title, &svg, &png) {
+    let title = format!("kv {}, {dp}", out.workload);
+    match plot_kept_p99_curves(&out.records, &title, &svg, &png) {
         Ok(()) => eprintln!("[bench] wrote {} and {}", svg.display(), png.display()),
         Err(e) => eprintln!("[bench] no plot: {e}"),
     }
     Ok(())
-}
-
-pub(crate) fn us(v: Option<f64>) -> String {
-    v.map_or_else(|| "–".to_owned(), |v| format!("{v:.1}"))
 }
 
 fn best(records: &[Record], mode: &str) -> Option<Record> {
@@ -224,8 +207,8 @@ pub fn tables(workload: &WorkloadConfig, out: &BenchOutcome) -> String {
                 "{:.0}",
                 b.achieved_rps
             )),
-            us(b.as_ref().and_then(|b| b.p99_us)),
-            us(b.as_ref().and_then(|b| b.p50_us)),
+            fmt_us(b.as_ref().and_then(|b| b.p99_us)),
+            fmt_us(b.as_ref().and_then(|b| b.p50_us)),
             st.and_then(ServerStats::work_p50_ns)
                 .map_or("–".to_owned(), |w| format!("{w:.0}")),
             st.map_or("–".to_owned(), |st| st.malformed.to_string()),
@@ -376,13 +359,9 @@ mod tests {
             sent: 10,
             received: 10,
             verified: 10,
-            mismatched: 0,
-            lost: 0,
-            unexpected: 0,
-            malformed: 0,
-            errors: 0,
             threads: 1,
             measured_s: 1.0,
+            ..Record::default()
         }
     }
 

@@ -17,19 +17,25 @@
 //! Other failures are errors whose first word names the status (`-TOOLARGE …`,
 //! `-STOREFULL …`, `-BADREQUEST …`). As in Redis, the reply is written (copied) into one
 //! output buffer, here one pinned transmit buffer handed to the NIC as a single entry.
+//!
+//! The protocol itself (parsing, writing, reading replies back) is the `resp` crate's; this
+//! module maps commands to the store's operations ([`RespRequest`]), which
+//! [`exec::execute`] runs as for every serialization, and writes the [`Answer`] as Redis
+//! would. The server's parser and `getm` list are reused and the reply is sized first
+//! ([`::resp::Len`]) and written straight into the transmit buffer, so a request allocates
+//! nothing on the heap.
 
-use std::io::Write as _;
-
+use ::resp::{Args, Frame, Int, Len, Out, Parser, Reader, SliceOut};
 use cornflakes::{ConnId, Datapath, Msg, SendError};
 
 use crate::cf::ServeError;
+use crate::exec::{self, Answer, Items};
 use crate::ops::{Op, OpKind, Reply, Status};
-use crate::rifl::Origin;
+use crate::rifl::WriteTag;
 use crate::store::{Store, Value};
 use crate::validate;
 
-/// Most arguments a request may have.
-pub const MAX_ARGS: usize = 1 << 16;
+pub use ::resp::MAX_ARGS;
 
 fn err_word(s: Status) -> &'static str {
     match s {
@@ -42,7 +48,7 @@ fn err_word(s: Status) -> &'static str {
     }
 }
 
-fn word_status(w: &str) -> Option<Status> {
+fn word_status(w: &[u8]) -> Option<Status> {
     [
         Status::NotFound,
         Status::BadIndex,
@@ -51,163 +57,119 @@ fn word_status(w: &str) -> Option<Status> {
         Status::BadRequest,
     ]
     .into_iter()
-    .find(|s| err_word(*s) == w)
+    .find(|s| err_word(*s).as_bytes() == w)
 }
 
-/// A cursor over RESP bytes.
-struct Cursor<'a> {
-    buf: &'a [u8],
-    at: usize,
+/// A RESP request as the store's operations see it ([`exec::Request`]): the command
+/// (matched ignoring case, as Redis does) and its arguments, borrowed from the request.
+pub struct RespRequest<'a, 'p> {
+    args: Args<'a, 'p>,
+    kind: OpKind,
+    index: usize,
 }
 
-impl<'a> Cursor<'a> {
-    fn line(&mut self) -> Result<&'a [u8], String> {
-        let rest = &self.buf[self.at..];
-        let end = rest
-            .windows(2)
-            .position(|w| w == b"\r\n")
-            .ok_or_else(|| format!("no CRLF after byte {}", self.at))?;
-        self.at += end + 2;
-        Ok(&rest[..end])
-    }
-
-    fn int(&mut self, prefix: u8) -> Result<i64, String> {
-        let at = self.at;
-        let l = self.line()?;
-        if l.first() != Some(&prefix) {
-            return Err(format!(
-                "expected '{}' at byte {at}, found {:?}",
-                prefix as char,
-                l.first().map(|c| *c as char)
-            ));
-        }
-        std::str::from_utf8(&l[1..])
-            .ok()
-            .and_then(|s| s.parse::<i64>().ok())
-            .ok_or_else(|| format!("bad length at byte {at}"))
-    }
-
-    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
-        let end = self
-            .at
-            .checked_add(n)
-            .filter(|e| e + 2 <= self.buf.len())
-            .ok_or_else(|| {
-                format!(
-                    "bulk string of {n} bytes at byte {} runs past the end",
-                    self.at
-                )
-            })?;
-        if &self.buf[end..end + 2] != b"\r\n" {
-            return Err(format!("no CRLF after bulk string ending at byte {end}"));
-        }
-        let s = &self.buf[self.at..end];
-        self.at = end + 2;
-        Ok(s)
-    }
-
-    /// A bulk string, or `None` for the null bulk.
-    fn bulk(&mut self) -> Result<Option<&'a [u8]>, String> {
-        match self.int(b'$')? {
-            -1 => Ok(None),
-            n if n >= 0 => self.take(n as usize).map(Some),
-            n => Err(format!("negative bulk length {n}")),
-        }
-    }
-
-    fn done(&self) -> Result<(), String> {
-        if self.at == self.buf.len() {
-            Ok(())
-        } else {
-            Err(format!("{} trailing bytes", self.buf.len() - self.at))
-        }
-    }
-}
-
-/// Bytes of the smallest argument (`$0\r\n\r\n`): a request of `len` bytes cannot hold
-/// more than `len / 6` arguments, so no more are reserved before they are read.
-const MIN_ARG_LEN: usize = 6;
-
-/// Parses a request: an array of bulk strings.
-pub fn parse_request(buf: &[u8]) -> Result<Vec<&[u8]>, String> {
-    let mut c = Cursor { buf, at: 0 };
-    let n = c.int(b'*')?;
-    if !(1..=MAX_ARGS as i64).contains(&n) {
-        return Err(format!("request with {n} arguments"));
-    }
-    // The count is the sender's claim: reserve only what the bytes present can back.
-    let room = (buf.len() - c.at) / MIN_ARG_LEN;
-    if n as usize > room {
-        return Err(format!(
-            "request claims {n} arguments but its {} bytes hold at most {room}",
-            buf.len()
-        ));
-    }
-    let mut args = Vec::with_capacity(n as usize);
-    for _ in 0..n {
-        args.push(c.bulk()?.ok_or("null bulk string in a request")?);
-    }
-    c.done()?;
-    Ok(args)
-}
-
-fn push_bulk(out: &mut Vec<u8>, b: &[u8]) {
-    let _ = write!(out, "${}\r\n", b.len());
-    out.extend_from_slice(b);
-    out.extend_from_slice(b"\r\n");
-}
-
-/// Appends the RESP encoding of request `op`.
-pub fn encode_request(op: &Op, out: &mut Vec<u8>) {
-    let mut args: Vec<&[u8]> = Vec::new();
-    let idx;
-    match op {
-        Op::Get { key } => args.extend([&b"GET"[..], key.as_bytes()]),
-        Op::Put { key, val } => args.extend([&b"SET"[..], key.as_bytes(), val]),
-        Op::GetM { keys } => {
-            args.push(b"MGET");
-            args.extend(keys.iter().map(|k| k.as_bytes()));
-        }
-        Op::PutM { keys, vals } => {
-            args.push(b"MSET");
-            for (k, v) in keys.iter().zip(vals) {
-                args.extend([k.as_bytes(), v]);
+impl<'a, 'p> RespRequest<'a, 'p> {
+    /// The operation `args` names, with the arguments it takes. An unknown command, a wrong
+    /// number of arguments, an `LRANGE` other than `0 -1` or an `LINDEX` whose index is not a
+    /// number is malformed.
+    pub fn decode(args: Args<'a, 'p>) -> Result<Self, ServeError> {
+        let n = args.len();
+        let bad = |why: &str| {
+            ServeError::Malformed(format!(
+                "{}: {why}",
+                String::from_utf8_lossy(args.command())
+            ))
+        };
+        let mut index = 0;
+        let kind = if args.is("GET") && n == 2 {
+            OpKind::Get
+        } else if args.is("SET") && n == 3 {
+            OpKind::Put
+        } else if args.is("MGET") && n >= 2 {
+            OpKind::GetM
+        } else if args.is("MSET") && n >= 3 && n % 2 == 1 {
+            OpKind::PutM
+        } else if args.is("LRANGE") && n == 4 {
+            if args.arg(2) != b"0" || args.arg(3) != b"-1" {
+                return Err(bad("only LRANGE key 0 -1 (the whole list) is supported"));
             }
+            OpKind::GetList
+        } else if args.is("LINDEX") && n == 3 {
+            index = parse_index(args.arg(2)).ok_or_else(|| bad("index is not a number"))?;
+            OpKind::GetFromList
+        } else if args.is("RPUSH") && n == 3 {
+            OpKind::Append
+        } else if args.is("DEL") && n == 2 {
+            OpKind::Delete
+        } else {
+            return Err(bad("unknown command or wrong number of arguments"));
+        };
+        Ok(RespRequest { args, kind, index })
+    }
+
+    /// The operation.
+    pub fn op(&self) -> OpKind {
+        self.kind
+    }
+}
+
+impl exec::Request for RespRequest<'_, '_> {
+    fn kind(&self) -> OpKind {
+        self.kind
+    }
+    fn key_count(&self) -> usize {
+        match self.kind {
+            OpKind::GetM => self.args.len() - 1,
+            OpKind::PutM => (self.args.len() - 1) / 2,
+            _ => 1,
         }
-        Op::GetList { key } => args.extend([&b"LRANGE"[..], key.as_bytes(), b"0", b"-1"]),
-        Op::GetFromList { key, index } => {
-            idx = index.to_string();
-            args.extend([&b"LINDEX"[..], key.as_bytes(), idx.as_bytes()]);
+    }
+    fn key(&self, i: usize) -> Result<&str, Status> {
+        let at = match self.kind {
+            OpKind::GetM => 1 + i,
+            OpKind::PutM => 1 + 2 * i,
+            _ if i == 0 => 1,
+            _ => return Err(Status::BadRequest),
+        };
+        self.args
+            .get(at)
+            .map_or(Err(Status::BadRequest), validate::key)
+    }
+    fn val_count(&self) -> usize {
+        match self.kind {
+            OpKind::PutM => (self.args.len() - 1) / 2,
+            OpKind::Put | OpKind::Append => 1,
+            _ => 0,
         }
-        Op::Append { key, val } => args.extend([&b"RPUSH"[..], key.as_bytes(), val]),
-        Op::Delete { key } => args.extend([&b"DEL"[..], key.as_bytes()]),
     }
-    let _ = write!(out, "*{}\r\n", args.len());
-    for a in args {
-        push_bulk(out, a);
+    fn val(&self, i: usize) -> &[u8] {
+        let at = match self.kind {
+            OpKind::PutM => 2 + 2 * i,
+            OpKind::Put | OpKind::Append if i == 0 => 2,
+            _ => return &[],
+        };
+        self.args.get(at).unwrap_or_default()
     }
-}
-
-/// A reply being built: pieces of RESP appended in order.
-enum Part<'s> {
-    Text(Vec<u8>),
-    Value(&'s Value),
-}
-
-fn header(out: &mut Vec<Part<'_>>, text: &str) {
-    match out.last_mut() {
-        Some(Part::Text(t)) => t.extend_from_slice(text.as_bytes()),
-        _ => out.push(Part::Text(text.as_bytes().to_vec())),
+    fn index(&self) -> usize {
+        self.index
     }
 }
 
-fn bulk_value<'s>(out: &mut Vec<Part<'s>>, v: &'s Value) {
-    header(out, &format!("${}\r\n", v.len()));
-    out.push(Part::Value(v));
-    header(out, "\r\n");
+fn parse_index(a: &[u8]) -> Option<usize> {
+    std::str::from_utf8(a).ok()?.parse().ok()
 }
 
-fn error(out: &mut Vec<Part<'_>>, s: Status) {
+/// A stored value as a bulk string (a value stored in pieces is written whole).
+fn bulk_value(o: &mut impl Out, v: &Value) {
+    o.bulk_header(v.len());
+    for b in v.pieces() {
+        o.put(b);
+    }
+    o.bulk_end();
+}
+
+/// A failure as an error reply whose first word names the status.
+fn error(o: &mut impl Out, s: Status) {
     let what = match s {
         Status::NotFound => "no such key",
         Status::BadIndex => "index out of range",
@@ -216,191 +178,162 @@ fn error(out: &mut Vec<Part<'_>>, s: Status) {
         Status::BadRequest => "invalid request (key not UTF-8, or wrong arguments)",
         Status::Ok => "ok",
     };
-    header(out, &format!("-{} {what}\r\n", err_word(s)));
+    o.error(err_word(s), what);
 }
 
-fn parse_index(a: &[u8]) -> Option<usize> {
-    std::str::from_utf8(a).ok()?.parse().ok()
-}
-
-/// Applies one RESP request to `store` and builds its reply. A command that is unknown or
-/// has the wrong arguments is a malformed request; one with a key that is not UTF-8 is
-/// answered `-BADREQUEST` before anything is written. Writes run once per `tag`.
-fn execute<'s>(
-    store: &'s mut Store,
-    args: &[&[u8]],
-    origin: Origin<'_>,
-    out: &mut Vec<Part<'s>>,
-) -> Result<(), ServeError> {
-    let cmd = args[0].to_ascii_uppercase();
-    let bad =
-        |why: &str| ServeError::Malformed(format!("{}: {why}", String::from_utf8_lossy(&cmd)));
-    let utf8 = validate::key;
-    // Every key of a known command checked before anything is read or written.
-    let keys_ok = match &cmd[..] {
-        b"MSET" => validate::all_keys(args[1..].iter().step_by(2).copied()),
-        b"MGET" => validate::all_keys(args[1..].iter().copied()),
-        b"SET" | b"RPUSH" | b"DEL" | b"GET" | b"LRANGE" | b"LINDEX" => {
-            validate::all_keys(args.get(1).copied())
-        }
-        _ => Ok(()),
-    };
-    if let Err(s) = keys_ok {
-        error(out, store.tally(s));
-        return Ok(());
-    }
-    let tag = (!matches!(&cmd[..], b"GET" | b"MGET" | b"LRANGE" | b"LINDEX"))
-        .then(|| origin.tag())
-        .flatten();
-    match (&cmd[..], args.len()) {
-        (b"SET", 3) => {
-            match utf8(args[1]).and_then(|k| store.once(tag, |s| s.put(k, args[2]).map(|_| 0))) {
-                Ok(_) => header(out, "+OK\r\n"),
-                Err(s) => error(out, store.tally(s)),
-            }
-        }
-        (b"MSET", n) if n >= 3 && n % 2 == 1 => {
-            // Every key checked before the first write; the store applies all or nothing.
-            let keys = validate::keys(args[1..].iter().step_by(2).copied());
-            let vals: Vec<&[u8]> = args[2..].iter().step_by(2).copied().collect();
-            let r = keys
-                .and_then(|k| validate::pairs(&k, &vals).map(|p| p.to_vec()))
-                .and_then(|pairs| store.once(tag, |s| s.put_many(&pairs).map(|_| 0)));
-            match r {
-                Ok(_) => header(out, "+OK\r\n"),
-                Err(s) => error(out, store.tally(s)),
-            }
-        }
-        (b"RPUSH", 3) => {
-            match utf8(args[1]).and_then(|k| store.once(tag, |s| s.append(k, args[2]))) {
-                Ok(n) => header(out, &format!(":{n}\r\n")),
-                Err(s) => error(out, store.tally(s)),
-            }
-        }
-        (b"DEL", 2) => match utf8(args[1]) {
-            Ok(k) => {
-                let n = u8::from(store.once(tag, |s| s.delete(k).map(|_| 0)).is_ok());
-                header(out, &format!(":{n}\r\n"));
-            }
-            Err(s) => error(out, store.tally(s)),
+/// Writes the reply to a request of `kind` that was answered `a`, as Redis answers the
+/// command (table above).
+fn write_answer(o: &mut impl Out, kind: OpKind, a: &Answer<'_, '_>) {
+    match a {
+        Answer::Refused(s) => error(o, *s),
+        Answer::Wrote(r) => match (kind, r) {
+            (OpKind::Append, Ok(n)) => o.integer(*n as i64),
+            (OpKind::Delete, Ok(_)) => o.integer(1),
+            (OpKind::Delete, Err(Status::NotFound)) => o.integer(0),
+            (_, Ok(_)) => o.simple(b"OK"),
+            (_, Err(s)) => error(o, *s),
         },
-        (b"GET", 2) => match utf8(args[1]).and_then(|k| store.get(k)) {
-            Ok(v) => bulk_value(out, v),
-            Err(Status::NotFound) => header(out, "$-1\r\n"),
-            Err(s) => error(out, s),
-        },
-        (b"MGET", n) if n >= 2 => {
-            let store: &'s Store = store;
-            header(out, &format!("*{}\r\n", n - 1));
-            for k in &args[1..] {
-                match utf8(k).and_then(|k| store.get(k)) {
-                    Ok(v) => bulk_value(out, v),
-                    Err(_) => header(out, "$-1\r\n"),
+        Answer::Value(Ok(v)) => bulk_value(o, v),
+        Answer::Value(Err(Status::NotFound)) => o.null_bulk(),
+        Answer::Value(Err(s)) => error(o, *s),
+        Answer::List(Ok(list)) => {
+            o.array(list.len());
+            for v in list.iter() {
+                bulk_value(o, v);
+            }
+        }
+        Answer::List(Err(Status::NotFound)) => o.null_array(),
+        Answer::List(Err(s)) => error(o, *s),
+        Answer::Values(items) => {
+            o.array(items.len());
+            for it in items.iter() {
+                match it {
+                    Ok(v) => bulk_value(o, v),
+                    Err(_) => o.null_bulk(),
                 }
             }
         }
-        (b"LRANGE", 4) => {
-            if args[2] != b"0" || args[3] != b"-1" {
-                return Err(bad("only LRANGE key 0 -1 (the whole list) is supported"));
-            }
-            match utf8(args[1]).and_then(|k| store.get_list(k)) {
-                Ok(list) => {
-                    header(out, &format!("*{}\r\n", list.len()));
-                    for v in list {
-                        bulk_value(out, v);
-                    }
-                }
-                Err(Status::NotFound) => header(out, "*-1\r\n"),
-                Err(s) => error(out, s),
-            }
-        }
-        (b"LINDEX", 3) => {
-            let i = parse_index(args[2]).ok_or_else(|| bad("index is not a number"))?;
-            match utf8(args[1]).and_then(|k| store.get_from_list(k, i)) {
-                Ok(v) => bulk_value(out, v),
-                Err(Status::NotFound) => header(out, "$-1\r\n"),
-                Err(s) => error(out, s),
-            }
-        }
-        _ => return Err(bad("unknown command or wrong number of arguments")),
     }
-    Ok(())
 }
 
-/// Handles one RESP request: parses it, applies it to `store`, and queues the reply in one
-/// pinned transmit buffer (or `-TOOLARGE` when the reply exceeds one buffer or message).
+/// Handles one RESP request: parses it with the server's `parser`, runs it
+/// ([`exec::execute`]), and writes the reply straight into one pinned transmit buffer sized
+/// for it (or `-TOOLARGE` when the reply exceeds one buffer or message). Once the parser's
+/// and `items`' lists have grown to the largest request, nothing is allocated.
+#[allow(clippy::too_many_arguments)]
 pub fn serve<D: Datapath>(
     dp: &mut D,
     store: &mut Store,
+    parser: &mut Parser,
+    items: &mut Items,
     conn: ConnId,
     msg: Msg,
     data: &[u8],
 ) -> Result<(), ServeError> {
-    let args = parse_request(data).map_err(ServeError::Malformed)?;
-    let mut parts = Vec::with_capacity(4);
-    execute(store, &args, Origin::of(dp, conn, msg, data), &mut parts)?;
-    let len: usize = parts
-        .iter()
-        .map(|p| match p {
-            Part::Text(t) => t.len(),
-            Part::Value(v) => v.len(),
-        })
-        .sum();
+    let args = parser
+        .parse(data)
+        .map_err(|e| ServeError::Malformed(e.to_string()))?;
+    let req = RespRequest::decode(args)?;
+    let kind = req.kind;
+    // Only a getm takes (and gives back) the reused result list.
+    let mut getm = if kind == OpKind::GetM {
+        items.take()
+    } else {
+        Vec::new()
+    };
+    let answer = exec::execute(store, &req, || WriteTag::of(dp, conn, msg, data), &mut getm);
+    let sent = send_answer(dp, conn, msg, kind, &answer);
+    if kind == OpKind::GetM {
+        items.put_back(getm);
+    }
+    sent
+}
+
+fn send_answer<D: Datapath>(
+    dp: &mut D,
+    conn: ConnId,
+    msg: Msg,
+    kind: OpKind,
+    answer: &Answer<'_, '_>,
+) -> Result<(), ServeError> {
+    let mut len = Len::default();
+    write_answer(&mut len, kind, answer);
     let mem = dp.memory();
-    if len > mem.max_item_size().min(dp.max_message_len()) {
-        let mut e = Vec::new();
-        error(&mut e, Status::TooLarge);
-        let Some(Part::Text(t)) = e.pop() else {
-            unreachable!("error() writes one text part")
-        };
-        return Ok(dp.send_copy(conn, msg, &t)?);
+    if len.0 > mem.max_item_size().min(dp.max_message_len()) {
+        let mut e = [0u8; 64];
+        let mut o = SliceOut::new(&mut e);
+        error(&mut o, Status::TooLarge);
+        let n = o.written();
+        return Ok(dp.send_copy(conn, msg, &e[..n])?);
     }
-    let mut out = mem.alloc(len).map_err(SendError::from)?;
-    let mut at = 0;
-    for p in &parts {
-        let pieces: &[&[u8]] = match p {
-            Part::Text(t) => &[&t[..]],
-            Part::Value(_) => &[],
-        };
-        for s in pieces {
-            out[at..at + s.len()].copy_from_slice(s);
-            at += s.len();
-        }
-        if let Part::Value(v) = p {
-            for b in v.pieces() {
-                out[at..at + b.len()].copy_from_slice(b);
-                at += b.len();
-            }
-        }
-    }
-    out.set_len(at);
+    let mut out = mem.alloc(len.0).map_err(SendError::from)?;
+    let mut o = SliceOut::new(&mut out);
+    write_answer(&mut o, kind, answer);
+    let n = o
+        .finish()
+        .map_err(|e| ServeError::Send(SendError::Io(std::io::Error::other(e))))?;
+    out.set_len(n);
     Ok(dp.send_sga(conn, msg, &[out.freeze()])?)
 }
 
-fn reply_value(c: &mut Cursor<'_>) -> Result<(Status, Option<Vec<u8>>), String> {
-    match c.buf.get(c.at) {
-        Some(b'-') => {
-            let l = c.line()?;
-            let text = String::from_utf8_lossy(&l[1..]).into_owned();
-            let word = text.split_whitespace().next().unwrap_or("");
-            let s = word_status(word).ok_or_else(|| format!("error reply {text:?}"))?;
-            Ok((s, None))
+/// Appends the RESP encoding of request `op` (a command, as a Redis client sends it).
+pub fn encode_request(op: &Op, out: &mut Vec<u8>) {
+    let cmd = |out: &mut Vec<u8>, name: &[u8], n: usize| {
+        out.array(n);
+        out.bulk(name);
+    };
+    match op {
+        Op::Get { key } => {
+            cmd(out, b"GET", 2);
+            out.bulk(key.as_bytes());
         }
-        _ => match c.bulk()? {
-            Some(b) => Ok((Status::Ok, Some(b.to_vec()))),
-            None => Ok((Status::NotFound, None)),
-        },
+        Op::Put { key, val } => out.command(&[b"SET", key.as_bytes(), val]),
+        Op::GetM { keys } => {
+            cmd(out, b"MGET", 1 + keys.len());
+            keys.iter().for_each(|k| out.bulk(k.as_bytes()));
+        }
+        Op::PutM { keys, vals } => {
+            cmd(out, b"MSET", 1 + 2 * keys.len().min(vals.len()));
+            for (k, v) in keys.iter().zip(vals) {
+                out.bulk(k.as_bytes());
+                out.bulk(v);
+            }
+        }
+        Op::GetList { key } => out.command(&[b"LRANGE", key.as_bytes(), b"0", b"-1"]),
+        Op::GetFromList { key, index } => out.command(&[
+            b"LINDEX",
+            key.as_bytes(),
+            Int::new(i64::from(*index)).as_bytes(),
+        ]),
+        Op::Append { key, val } => out.command(&[b"RPUSH", key.as_bytes(), val]),
+        Op::Delete { key } => out.command(&[b"DEL", key.as_bytes()]),
     }
+}
+
+/// A bulk-string element of a reply (or an error naming a status): its status and value.
+fn reply_value(r: &mut Reader<'_>) -> Result<(Status, Option<Vec<u8>>), String> {
+    match r.frame().map_err(|e| e.to_string())? {
+        Frame::Error(l) => Ok((error_status(l)?, None)),
+        Frame::Bulk(Some(b)) => Ok((Status::Ok, Some(b.to_vec()))),
+        Frame::Bulk(None) => Ok((Status::NotFound, None)),
+        f => Err(format!("expected a bulk string, got {f:?}")),
+    }
+}
+
+/// The status an error reply's first word names.
+fn error_status(l: &[u8]) -> Result<Status, String> {
+    let word = l.split(|c| *c == b' ').next().unwrap_or_default();
+    word_status(word).ok_or_else(|| format!("error reply {:?}", String::from_utf8_lossy(l)))
 }
 
 /// Decodes the RESP reply to a request of `kind`.
 pub fn decode_reply(kind: OpKind, payload: &[u8]) -> Result<Reply, String> {
-    let mut c = Cursor {
-        buf: payload,
-        at: 0,
-    };
-    let first = *payload.first().ok_or("empty reply")?;
-    let r = if first == b'-' {
+    let mut c = Reader::new(payload);
+    let e = |e: ::resp::ProtocolError| e.to_string();
+    if payload.is_empty() {
+        return Err("empty reply".to_owned());
+    }
+    let r = if payload[0] == b'-' {
         let (s, _) = reply_value(&mut c)?;
         Reply::status(s)
     } else {
@@ -411,32 +344,24 @@ pub fn decode_reply(kind: OpKind, payload: &[u8]) -> Result<Reply, String> {
                 r.vals.extend(v);
                 r
             }
-            OpKind::Put | OpKind::PutM => {
-                let l = c.line()?;
-                if l != b"+OK" {
-                    return Err(format!(
-                        "expected +OK, got {:?}",
-                        String::from_utf8_lossy(l)
-                    ));
-                }
-                Reply::status(Status::Ok)
-            }
-            OpKind::Append => {
-                c.int(b':')?;
-                Reply::status(Status::Ok)
-            }
-            OpKind::Delete => match c.int(b':')? {
-                1 => Reply::status(Status::Ok),
-                0 => Reply::status(Status::NotFound),
-                n => return Err(format!("DEL answered {n}")),
+            OpKind::Put | OpKind::PutM => match c.frame().map_err(e)? {
+                Frame::Simple(b"OK") => Reply::status(Status::Ok),
+                f => return Err(format!("expected +OK, got {f:?}")),
             },
-            OpKind::GetList | OpKind::GetM => {
-                let n = c.int(b'*')?;
-                if n == -1 {
-                    Reply::status(Status::NotFound)
-                } else {
+            OpKind::Append => match c.frame().map_err(e)? {
+                Frame::Integer(_) => Reply::status(Status::Ok),
+                f => return Err(format!("expected an integer, got {f:?}")),
+            },
+            OpKind::Delete => match c.frame().map_err(e)? {
+                Frame::Integer(1) => Reply::status(Status::Ok),
+                Frame::Integer(0) => Reply::status(Status::NotFound),
+                f => return Err(format!("DEL answered {f:?}")),
+            },
+            OpKind::GetList | OpKind::GetM => match c.frame().map_err(e)? {
+                Frame::Array(None) => Reply::status(Status::NotFound),
+                Frame::Array(Some(n)) => {
                     let mut r = Reply::status(Status::Ok);
-                    for _ in 0..n.max(0) {
+                    for _ in 0..n {
                         let (s, v) = reply_value(&mut c)?;
                         if r.status == Status::Ok {
                             r.status = s;
@@ -448,48 +373,68 @@ pub fn decode_reply(kind: OpKind, payload: &[u8]) -> Result<Reply, String> {
                     }
                     r
                 }
-            }
+                f => return Err(format!("expected an array, got {f:?}")),
+            },
         }
     };
-    c.done()?;
+    c.finish().map_err(e)?;
     Ok(r)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::exec::Request as _;
 
     #[test]
     fn requests_round_trip_through_the_parser() {
         let ops = [
-            Op::Get { key: "k".into() },
-            Op::Put {
-                key: "k".into(),
-                val: b"a\r\nb".to_vec(),
-            },
-            Op::GetM {
-                keys: vec!["a".into(), "b".into()],
-            },
-            Op::PutM {
-                keys: vec!["a".into()],
-                vals: vec![vec![]],
-            },
-            Op::GetList { key: "l".into() },
-            Op::GetFromList {
-                key: "l".into(),
-                index: 12,
-            },
-            Op::Append {
-                key: "l".into(),
-                val: vec![0; 3],
-            },
-            Op::Delete { key: "k".into() },
+            (Op::Get { key: "k".into() }, OpKind::Get),
+            (
+                Op::Put {
+                    key: "k".into(),
+                    val: b"a\r\nb".to_vec(),
+                },
+                OpKind::Put,
+            ),
+            (
+                Op::GetM {
+                    keys: vec!["a".into(), "b".into()],
+                },
+                OpKind::GetM,
+            ),
+            (
+                Op::PutM {
+                    keys: vec!["a".into()],
+                    vals: vec![vec![]],
+                },
+                OpKind::PutM,
+            ),
+            (Op::GetList { key: "l".into() }, OpKind::GetList),
+            (
+                Op::GetFromList {
+                    key: "l".into(),
+                    index: 12,
+                },
+                OpKind::GetFromList,
+            ),
+            (
+                Op::Append {
+                    key: "l".into(),
+                    val: vec![0; 3],
+                },
+                OpKind::Append,
+            ),
+            (Op::Delete { key: "k".into() }, OpKind::Delete),
         ];
-        for op in ops {
+        let mut p = Parser::new();
+        for (op, kind) in ops {
             let mut buf = Vec::new();
             encode_request(&op, &mut buf);
-            let args = parse_request(&buf).unwrap();
-            assert!(args.len() >= 2, "{op:?}");
+            let req =
+                RespRequest::decode(p.parse(&buf).unwrap()).unwrap_or_else(|_| panic!("{op:?}"));
+            assert_eq!(req.op(), kind);
+            assert!(req.key(0).is_ok(), "{op:?}");
         }
         let mut buf = Vec::new();
         encode_request(
@@ -500,38 +445,40 @@ mod tests {
             &mut buf,
         );
         assert_eq!(buf, b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$4\r\na\r\nb\r\n");
+        let mut buf = Vec::new();
+        encode_request(
+            &Op::PutM {
+                keys: vec!["a".into(), "b".into()],
+                vals: vec![b"1".to_vec(), b"22".to_vec()],
+            },
+            &mut buf,
+        );
+        let req = RespRequest::decode(p.parse(&buf).unwrap()).unwrap();
+        assert_eq!((req.key_count(), req.val_count()), (2, 2));
+        assert_eq!((req.key(1), req.val(1)), (Ok("b"), &b"22"[..]));
+        assert_eq!(req.key(2), Err(Status::BadRequest));
     }
 
     #[test]
-    fn malformed_requests_are_errors_not_panics() {
-        for bad in [
-            &b""[..],
-            b"*",
-            b"*1\r\n",
-            b"*1\r\n$5\r\nab\r\n",
-            b"*1\r\n$-1\r\n",
-            b"*99999999999\r\n",
-            b"*1\r\n$2\r\nab\r\nextra",
-            b"*1\r\n$18446744073709551615\r\n",
-            b"+OK\r\n",
+    fn unknown_commands_and_wrong_arguments_are_malformed() {
+        let mut p = Parser::new();
+        for args in [
+            &[&b"GET"[..]][..],
+            &[b"GET", b"a", b"b"],
+            &[b"MSET", b"a", b"1", b"b"],
+            &[b"LRANGE", b"l", b"1", b"2"],
+            &[b"LINDEX", b"l", b"x"],
+            &[b"FLUSHALL"],
         ] {
-            assert!(parse_request(bad).is_err(), "{bad:?}");
+            let mut buf = Vec::new();
+            buf.command(args);
+            let r = RespRequest::decode(p.parse(&buf).unwrap());
+            assert!(matches!(r, Err(ServeError::Malformed(_))), "{args:?}");
         }
-    }
-
-    #[test]
-    fn an_argument_count_reserves_only_what_the_bytes_can_back() {
-        // 8 bytes claiming 65 536 arguments: refused before anything is reserved.
-        let e = parse_request(b"*65536\r\n").unwrap_err();
-        assert!(e.contains("claims 65536 arguments"), "{e}");
-        // As many empty arguments as the bytes hold still parse.
-        let mut req = b"*1000\r\n".to_vec();
-        for _ in 0..1000 {
-            req.extend_from_slice(b"$0\r\n\r\n");
-        }
-        let args = parse_request(&req).unwrap();
-        assert_eq!(args.len(), 1000);
-        assert!(args.capacity() <= 1000);
+        // Command names ignore case, as in Redis.
+        let mut buf = Vec::new();
+        buf.command(&[b"get", b"k"]);
+        assert!(RespRequest::decode(p.parse(&buf).unwrap()).is_ok());
     }
 
     #[test]
@@ -553,5 +500,6 @@ mod tests {
         assert_eq!(m.status, Status::NotFound);
         assert!(decode_reply(OpKind::Put, b"+OK\r\nx").is_err());
         assert!(decode_reply(OpKind::Get, b"-WHAT\r\n").is_err());
+        assert!(decode_reply(OpKind::Get, b"").is_err());
     }
 }

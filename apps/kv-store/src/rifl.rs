@@ -63,31 +63,6 @@ impl WriteTag {
     }
 }
 
-/// Where a request came from, to tag it only if it turns out to be a write (reads pay
-/// nothing for the fingerprint).
-#[derive(Clone, Copy, Debug)]
-pub struct Origin<'a> {
-    client: Option<SocketAddrV4>,
-    msg: Msg,
-    data: &'a [u8],
-}
-
-impl<'a> Origin<'a> {
-    /// Request `msg` with body `data` received on `conn` of `dp`.
-    pub fn of<D: Connect>(dp: &D, conn: ConnId, msg: Msg, data: &'a [u8]) -> Origin<'a> {
-        Origin {
-            client: dp.peer_addr(conn),
-            msg,
-            data,
-        }
-    }
-
-    /// The request's write tag (`None` when its connection is gone).
-    pub fn tag(&self) -> Option<WriteTag> {
-        self.client.map(|c| WriteTag::new(c, self.msg, self.data))
-    }
-}
-
 /// The type, the length and the first [`FINGERPRINT_BYTES`] of a request, mixed into 64 bits
 /// a word at a time (a retry has the very same bytes).
 fn fingerprint(ty: u16, data: &[u8]) -> u64 {

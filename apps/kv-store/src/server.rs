@@ -14,6 +14,7 @@ use datapath_socket::SocketConfig;
 use percore::CoresConfig;
 
 use crate::cf::{self, ServeError};
+use crate::exec::Items;
 use crate::resp;
 use crate::serialization::Serialization;
 use crate::store::{Store, StoreConfig, StoreStats};
@@ -133,6 +134,10 @@ pub struct Kv {
     codec: Option<Box<dyn KvCodec + Send>>,
     /// The library servers' reused response lists.
     scratch: crate::libs::Scratch,
+    /// The `getm` result list, reused by every serialization.
+    items: Items,
+    /// RESP's request parser (its argument list reused).
+    parser: ::resp::Parser,
 }
 
 impl Kv {
@@ -154,6 +159,8 @@ impl Kv {
             arena,
             codec: cfg.serialization.library().map(|lib| lib.kv_codec()),
             scratch: crate::libs::Scratch::default(),
+            items: Items::default(),
+            parser: ::resp::Parser::new(),
         }
     }
 
@@ -193,12 +200,21 @@ impl Handler for Kv {
 
     fn handle<D: Datapath>(&mut self, dp: &mut D, m: &RxMsg) -> Result<(), Unanswered> {
         Ok(match (self.ser, self.codec.as_mut()) {
-            (Serialization::Resp, _) => resp::serve(dp, &mut self.store, m.conn, m.msg, &m.data),
+            (Serialization::Resp, _) => resp::serve(
+                dp,
+                &mut self.store,
+                &mut self.parser,
+                &mut self.items,
+                m.conn,
+                m.msg,
+                &m.data,
+            ),
             (_, Some(codec)) => crate::libs::serve(
                 dp,
                 &mut self.store,
                 codec.as_mut(),
                 &mut self.scratch,
+                &mut self.items,
                 m.conn,
                 m.msg,
                 &m.data,
@@ -211,6 +227,7 @@ impl Handler for Kv {
                 cf::serve(
                     dp,
                     &mut self.store,
+                    &mut self.items,
                     m.conn,
                     m.msg,
                     &m.data,

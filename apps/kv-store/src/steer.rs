@@ -12,18 +12,10 @@
 
 use crate::ops::{Op, Reply, Status};
 
-/// The core (0..`cores`) that owns `key`: 64-bit FNV-1a of its bytes, mod `cores`. Stable
-/// across processes and builds (clients and servers must agree).
+/// The core (0..`cores`) that owns `key`: [`percore::core_of_key`] (64-bit FNV-1a of its
+/// bytes, mod `cores`; stable across processes and builds, clients and servers must agree).
 pub fn core_of(key: &str, cores: usize) -> usize {
-    if cores <= 1 {
-        return 0;
-    }
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in key.as_bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    (h % cores as u64) as usize
+    percore::core_of_key(key.as_bytes(), cores)
 }
 
 /// The one core that owns every key of `op`, or `None` when its keys belong to several cores

@@ -2,18 +2,16 @@
 //! addresses, its checker) and its points; the socket bench interleaves lanes, the AF_XDP
 //! bench runs one lane per server process.
 
+use loadgen::fmt_us;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::Arc;
 
 use datapath_socket::SocketDatapath;
 use datapath_tcp::{TcpConfig, TcpDatapath};
-use loadgen::{
-    run, Bound, Record, RunConfig, RunReport, Schedule, ScheduleConfig, DEFAULT_KEEP_UP,
-};
+use loadgen::{run, Record, RunConfig, RunReport, Schedule, DEFAULT_KEEP_UP};
 
 use crate::client::{Checker, KvClient, RunRequests};
 use crate::config::BenchConfig;
-use crate::report::us;
 use crate::serialization::Serialization;
 use crate::server::ServerHandle;
 
@@ -44,19 +42,8 @@ fn run_point(
     rate: f64,
     seed: u64,
 ) -> Result<RunReport, String> {
-    let run_cfg = RunConfig {
-        warmup: cfg.warmup,
-        timeout: cfg.timeout,
-        busy_poll: cfg.spin,
-        progress: false,
-    };
-    let schedule = Schedule::poisson(&ScheduleConfig {
-        rate_rps: rate,
-        bound: Bound::Duration(cfg.warmup + cfg.duration),
-        threads: cfg.threads,
-        seed,
-    })
-    .map_err(|e| format!("schedule at {rate} req/s: {e}"))?;
+    let run_cfg = RunConfig::quiet(cfg.warmup, cfg.timeout, cfg.spin);
+    let schedule = Schedule::poisson_point(rate, cfg.warmup, cfg.duration, cfg.threads, seed)?;
     let checker = |id: u64, payload: &[u8]| lane.checker.check(id, payload);
     let result = match cfg.tcp_conns {
         None => {
@@ -114,8 +101,8 @@ pub(crate) fn run_lane_point(
         load,
         lane.ser.name(),
         rec.achieved_rps,
-        us(rec.p50_us),
-        us(rec.p99_us),
+        fmt_us(rec.p50_us),
+        fmt_us(rec.p99_us),
         report.counters
     );
     lane.misses = if rec.keeps_up(DEFAULT_KEEP_UP) {

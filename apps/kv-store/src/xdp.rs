@@ -23,9 +23,9 @@ use crate::server::ServerStats;
 /// The line a server prints once its datapath is up (`app_server::launch`).
 pub const READY: &str = "[server] ready";
 
-/// Names of the benchmark's namespace and interfaces (`cfkv-…`, `ckv…s` / `ckv…c`) and its
-/// subnet (`10.77.N.0/24`).
-pub const SUITE: Suite = Suite::new("cfkv", "ckv", 77, "CORNFLAKES_REQUIRE_XDP");
+/// Names of the benchmark's namespace and interfaces (`cfkv-…`, `ckv…s` / `ckv…c`); its subnet
+/// is leased from `netns_harness::subnet`, unique among all suites running.
+pub const SUITE: Suite = Suite::new("cfkv", "ckv", "CORNFLAKES_REQUIRE_XDP");
 
 /// The counters a child server printed last (`[server] received=… work_p50=…ns`); the
 /// histogram crosses the process boundary as one sample, its median.

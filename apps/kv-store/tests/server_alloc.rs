@@ -9,8 +9,8 @@
 //!   it measures;
 //! - protobuf (prost): one per request key — the decoded message owns a `String` per key;
 //! - Cap'n Proto: one, the `Builder`'s segment table;
-//! - RESP: not yet at zero — the codec's parse and reply building allocate (see
-//!   `RESP_NOT_YET`): the counts are held as ceilings until `src/resp.rs` is reworked.
+//! - RESP: none (the `resp` crate's parser keeps its argument list, the `getm` list is
+//!   reused, and the reply is sized first and written straight into the transmit buffer).
 //!
 //! Writes are not counted: the store copies a written value into pinned memory and builds its
 //! entries, whatever the serialization. Nothing is timed.
@@ -128,19 +128,6 @@ fn server_read_paths_allocate_only_what_the_library_forces() {
     for ser in Serialization::ALL {
         for (name, op, keys) in ops() {
             let got = per_request(ser, &op);
-            if ser == Serialization::Resp {
-                let ceiling = RESP_NOT_YET
-                    .iter()
-                    .find(|(n, _)| *n == name)
-                    .map_or(0, |(_, c)| *c);
-                println!(
-                    "{ser} {name}: {got} allocations per request (not yet 0; at most {ceiling})"
-                );
-                if got > ceiling {
-                    failures.push(format!("{ser} {name}: {got}, more than {ceiling}"));
-                }
-                continue;
-            }
             let want = match ser {
                 Serialization::Shared(Shared::PROTOBUF) => keys,
                 Serialization::Shared(Shared::CAPNP | Shared::CORNFLAKES_NO_SSEND) => 1,
@@ -154,13 +141,3 @@ fn server_read_paths_allocate_only_what_the_library_forces() {
     }
     assert!(failures.is_empty(), "{failures:#?}");
 }
-
-/// RESP's allocations per request as measured on 2026-11-26 (branch `kvexec`): the server's
-/// RESP parse and reply (`src/resp.rs`) still build owned lists; a ceiling, so they cannot
-/// grow unnoticed, until that path is reworked to reuse its buffers.
-const RESP_NOT_YET: [(&str, u64); 4] = [
-    ("get", 6),
-    ("get_from_list", 6),
-    ("getlist", 19),
-    ("getm", 16),
-];

@@ -20,9 +20,9 @@ use kv_store::server::memory_config;
 use kv_store::xdp::{parse_stats, READY, SUITE};
 use netns_harness::Suite;
 
-/// The direct test's own subnet (10.76.N.0/24), apart from the bench's (`SUITE`, 10.77), so the
-/// two tests' host-side routes never overlap when they run at once.
-const DIRECT: Suite = Suite::new("cfkvt", "ckt", 76, "CORNFLAKES_REQUIRE_XDP");
+/// The direct test's own names; its subnet, like every suite's, is leased from
+/// `netns_harness::subnet`, so the host-side routes of tests running at once never overlap.
+const DIRECT: Suite = Suite::new("cfkvt", "ckt", "CORNFLAKES_REQUIRE_XDP");
 use kv_store::{Op, OpKind, Reply, Serialization, Shared};
 use netns_harness::{ChildServer, HostVeth};
 
@@ -197,7 +197,7 @@ fn kv_client_reaches_a_server_on_another_address() {
     // `kv client` against a `kv server` that is not on 127.0.0.1 (here: AF_XDP behind a veth,
     // as a server on another machine would be): its sockets must not be bound to loopback.
     let test = "kv_client_reaches_a_server_on_another_address";
-    const CLIENT: Suite = Suite::new("cfkvc", "ckc", 75, "CORNFLAKES_REQUIRE_XDP");
+    const CLIENT: Suite = Suite::new("cfkvc", "ckc", "CORNFLAKES_REQUIRE_XDP");
     if let Some(why) = CLIENT.xdp_skip_reason() {
         CLIENT.skip(test, &why);
         return;
@@ -254,7 +254,7 @@ fn kv_client_reaches_a_server_on_another_address() {
 /// wrong core.
 #[test]
 fn two_af_xdp_cores_answer_each_key_from_its_owner() {
-    const CORES: Suite = Suite::new("cfkvq", "ckq", 74, "CORNFLAKES_REQUIRE_XDP");
+    const CORES: Suite = Suite::new("cfkvq", "ckq", "CORNFLAKES_REQUIRE_XDP");
     const BASE: u16 = 7200;
     const N: usize = 2;
     let test = "two_af_xdp_cores_answer_each_key_from_its_owner";

@@ -11,10 +11,10 @@ use cornflakes::datapath::{Connect, DatapathMemory, Receive, Transmit};
 use cornflakes::{Arena, CFBytes, CFString, ConnId, Msg, RxMsg, SendError};
 use datapath_socket::{SocketConfig, SocketDatapath};
 use kv_peers::plan::Plan;
-use kv_peers::resp::{self, Value as V};
 use kv_store::schema as kv;
 use kv_workloads::Request;
 use loadgen::{ClientTransport, Response};
+use resp::Value as V;
 
 /// The largest message either side sends (the server's CF_MAX_MESSAGE).
 const MAX_MESSAGE: usize = 256 << 10;

@@ -19,14 +19,13 @@
 
 pub mod plot;
 
-use std::fmt;
 use std::io;
 use std::net::SocketAddrV4;
-use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use baselines::{Codec, EchoMsg, Library, Shape};
+pub use app_server::serialization::{Library, Serialization};
+use baselines::{Codec, EchoMsg, Shape};
 use cornflakes::datapath::{Completions, Connect, DatapathMemory, Receive, Transmit};
 use cornflakes::{Arena, CFBytes, CFPtr, ConnId, Msg, RxMsg};
 use datapath_tcp::{TcpConfig, TcpDatapath};
@@ -39,34 +38,45 @@ pub mod schema {
 
 use schema::Single;
 
-/// The serializations compared.
+/// The serializations compared: no serialization, or one every app shares
+/// ([`app_server::serialization`]: Cornflakes, or a copying library).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Mode {
     /// No serialization: the bytes echoed back.
     Raw,
-    /// Cornflakes serialize-and-send.
-    Cornflakes,
-    /// FlatBuffers.
-    Flatbuffers,
-    /// protobuf (prost).
-    Protobuf,
-    /// Cap'n Proto.
-    Capnp,
+    /// A shared serialization. The Figure's are [`Mode::ALL`]'s; any Cornflakes
+    /// configuration is sent and served as hybrid serialize-and-send (its message type).
+    Shared(Serialization),
 }
 
 impl Mode {
+    /// Cornflakes serialize-and-send.
+    pub const CORNFLAKES: Mode = Mode::Shared(Serialization::CORNFLAKES);
+    /// FlatBuffers.
+    pub const FLATBUFFERS: Mode = Mode::Shared(Serialization::FLATBUFFERS);
+    /// protobuf (prost).
+    pub const PROTOBUF: Mode = Mode::Shared(Serialization::PROTOBUF);
+    /// Cap'n Proto.
+    pub const CAPNP: Mode = Mode::Shared(Serialization::CAPNP);
+
     /// Every mode, in the Figure's order.
     pub const ALL: [Mode; 5] = [
         Mode::Raw,
-        Mode::Cornflakes,
-        Mode::Flatbuffers,
-        Mode::Protobuf,
-        Mode::Capnp,
+        Mode::CORNFLAKES,
+        Mode::FLATBUFFERS,
+        Mode::PROTOBUF,
+        Mode::CAPNP,
     ];
 
-    /// The message type that selects this mode on the server.
+    /// The message type that selects this mode on the server (its place in [`Mode::ALL`]).
     pub fn msg_type(self) -> u16 {
-        self as u16
+        match self {
+            Mode::Raw => 0,
+            Mode::Shared(Serialization::Cornflakes(_)) => 1,
+            Mode::Shared(Serialization::Library(Library::Flatbuffers)) => 2,
+            Mode::Shared(Serialization::Library(Library::Protobuf)) => 3,
+            Mode::Shared(Serialization::Library(Library::Capnp)) => 4,
+        }
     }
 
     /// The mode of a message type.
@@ -74,42 +84,23 @@ impl Mode {
         Mode::ALL.get(ty as usize).copied()
     }
 
+    /// The name on the command line and in results.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Raw => "raw",
+            Mode::Shared(s) => s.name(),
+        }
+    }
+
     fn library(self) -> Option<Library> {
         match self {
-            Mode::Flatbuffers => Some(Library::Flatbuffers),
-            Mode::Protobuf => Some(Library::Protobuf),
-            Mode::Capnp => Some(Library::Capnp),
-            Mode::Raw | Mode::Cornflakes => None,
+            Mode::Shared(s) => s.library(),
+            Mode::Raw => None,
         }
     }
 }
 
-impl fmt::Display for Mode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Mode::Raw => "raw",
-            Mode::Cornflakes => "cornflakes",
-            Mode::Flatbuffers => "flatbuffers",
-            Mode::Protobuf => "protobuf",
-            Mode::Capnp => "capnp",
-        })
-    }
-}
-
-impl FromStr for Mode {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Mode, String> {
-        Mode::ALL
-            .into_iter()
-            .find(|m| m.to_string() == s)
-            .ok_or_else(|| {
-                format!(
-                    "unknown mode {s:?}; expected raw, cornflakes, flatbuffers, protobuf or capnp"
-                )
-            })
-    }
-}
+app_server::named!(Mode, "mode");
 
 /// The value every request carries: `size` bytes, a function of the position.
 pub fn value(size: usize) -> Vec<u8> {
@@ -120,7 +111,7 @@ pub fn value(size: usize) -> Vec<u8> {
 pub fn encode_request(mode: Mode, val: &[u8]) -> Result<Vec<u8>, String> {
     match mode {
         Mode::Raw => Ok(val.to_vec()),
-        Mode::Cornflakes => {
+        Mode::Shared(Serialization::Cornflakes(_)) => {
             let arena = Arena::new();
             let mut m = Single::new_in(&arena);
             m.set_val(CFBytes(CFPtr::borrowed(val)));
@@ -229,7 +220,7 @@ impl Server {
             Mode::Raw => dp
                 .send_sga(m.conn, m.msg, std::slice::from_ref(&m.data))
                 .map_err(|_| EchoError::Send),
-            Mode::Cornflakes => arena.scope(|a| {
+            Mode::Shared(Serialization::Cornflakes(_)) => arena.scope(|a| {
                 let req = Single::deserialize_rcbuf(&m.data, a).map_err(|_| EchoError::Bad)?;
                 let mut resp = Single::new_in(a);
                 if req.has_val() {
@@ -316,7 +307,7 @@ impl Client {
     fn correct(&mut self, payload: &[u8]) -> bool {
         match self.mode {
             Mode::Raw => payload == self.value,
-            Mode::Cornflakes => {
+            Mode::Shared(Serialization::Cornflakes(_)) => {
                 let arena = Arena::new();
                 Single::deserialize(payload, &arena)
                     .is_ok_and(|m| m.get_val().as_bytes() == self.value)
@@ -391,3 +382,28 @@ impl Percentiles {
 
 /// How long a request may go unanswered before it counts as lost.
 pub const TIMEOUT: Duration = Duration::from_millis(500);
+
+#[cfg(test)]
+mod mode_tests {
+    use super::*;
+
+    #[test]
+    fn modes_keep_their_names_and_message_types() {
+        let names: Vec<String> = Mode::ALL.iter().map(Mode::to_string).collect();
+        assert_eq!(
+            names,
+            ["raw", "cornflakes", "flatbuffers", "protobuf", "capnp"]
+        );
+        for (i, m) in Mode::ALL.into_iter().enumerate() {
+            assert_eq!(m.msg_type(), i as u16);
+            assert_eq!(Mode::from_msg_type(i as u16), Some(m));
+            assert_eq!(m.name().parse::<Mode>(), Ok(m));
+        }
+        assert_eq!(Mode::from_msg_type(5), None);
+        assert!("cornflakes-sg".parse::<Mode>().is_err());
+        assert!("resp"
+            .parse::<Mode>()
+            .unwrap_err()
+            .contains("one of: raw, cornflakes"));
+    }
+}

@@ -72,8 +72,8 @@ fn requests_that_do_not_decode_are_counted_not_answered() {
         f.extend_from_slice(body);
         w.write_all(&f).unwrap();
     };
-    send(Mode::Flatbuffers.msg_type(), &[0xFF; 40]);
-    send(Mode::Cornflakes.msg_type(), &[0xFF; 40]);
+    send(Mode::FLATBUFFERS.msg_type(), &[0xFF; 40]);
+    send(Mode::CORNFLAKES.msg_type(), &[0xFF; 40]);
     send(99, b"unknown mode");
     // A correct request after them, on the same connection, is still answered (and, the
     // stream being in order, the bad ones were handled before it).

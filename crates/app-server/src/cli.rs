@@ -2,6 +2,7 @@
 
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use loadgen::args::Args;
@@ -35,33 +36,162 @@ pub fn main(prog: &str, usage: &str, commands: &[Command], mut argv: Vec<String>
     }
 }
 
+/// `--threshold N` of a bench or server command: the hybrid threshold given, or `None` for the
+/// process default ([`cornflakes::threshold_setting`]); says which on stderr as
+/// `{role} hybrid threshold: …`.
+pub fn threshold(a: &mut Args, role: &str) -> Result<Option<usize>, String> {
+    let t = a.parse::<usize>("--threshold")?;
+    match t {
+        Some(t) => eprintln!("{role} hybrid threshold: {t} B (from --threshold)"),
+        None => eprintln!(
+            "{role} hybrid threshold: {}",
+            cornflakes::threshold_setting()
+        ),
+    }
+    Ok(t)
+}
+
+/// The datapath of a benchmark command (`echo bench`, `kv bench`): what `--datapath
+/// emu|socket|tcp|xdp` and `--conns N` chose.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BenchDatapath {
+    /// Kernel UDP sockets on 127.0.0.1.
+    Socket,
+    /// Kernel TCP on 127.0.0.1, each client thread with `conns` connections to each core.
+    Tcp {
+        /// `--conns N` (default 1).
+        conns: usize,
+    },
+    /// AF_XDP on a veth in a network namespace.
+    Xdp,
+    /// The emulated ConnectX on a core of its own.
+    Emu,
+}
+
+impl BenchDatapath {
+    /// Reads `--datapath` and `--conns`. Without `--datapath`: the emulated NIC when
+    /// `emu_cpus` finds the CPUs for it, else the kernel sockets (saying why on stderr). An
+    /// unknown datapath is the error `unknown(name)`; `--conns` goes with `tcp` only.
+    pub fn from_args(
+        a: &mut Args,
+        emu_cpus: impl FnOnce() -> Result<(), String>,
+        unknown: impl FnOnce(&str) -> String,
+    ) -> Result<BenchDatapath, String> {
+        let mut dp = match a.take("--datapath")?.as_deref() {
+            None => match emu_cpus() {
+                Ok(()) => BenchDatapath::Emu,
+                Err(e) => {
+                    eprintln!("[bench] socket datapath: {e}");
+                    BenchDatapath::Socket
+                }
+            },
+            Some("socket") => BenchDatapath::Socket,
+            Some("tcp") => BenchDatapath::Tcp { conns: 1 },
+            Some("xdp") => BenchDatapath::Xdp,
+            Some("emu") => BenchDatapath::Emu,
+            Some(other) => return Err(unknown(other)),
+        };
+        if let Some(n) = a.parse::<usize>("--conns")? {
+            match &mut dp {
+                BenchDatapath::Tcp { conns } if n > 0 => *conns = n,
+                _ => return Err("--conns N (at least 1) goes with --datapath tcp".to_owned()),
+            }
+        }
+        Ok(dp)
+    }
+}
+
 /// Runs `body` until `--seconds` pass or, with `--until-stdin-closes`, standard input closes
 /// (how a parent, e.g. the AF_XDP bench, stops a child server); `body` gets the stop flag.
+/// The timer and the stdin reader are detached: when `body` ends first (an error, say) they
+/// do not hold the program up.
 pub fn serve_until<T>(
     seconds: Option<Duration>,
     until_stdin_closes: bool,
     body: impl FnOnce(&AtomicBool) -> Result<T, String>,
 ) -> Result<T, String> {
-    let stop = AtomicBool::new(false);
-    std::thread::scope(|s| {
-        let stop = &stop;
-        if let Some(d) = seconds {
-            s.spawn(move || {
-                std::thread::sleep(d);
-                stop.store(true, Ordering::Relaxed);
-            });
-        }
-        if until_stdin_closes {
-            s.spawn(move || {
-                let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
-                stop.store(true, Ordering::Relaxed);
-            });
-        }
-        let r = body(stop);
-        // Let the helper threads end too.
-        stop.store(true, Ordering::Relaxed);
-        r
-    })
+    let stop = Arc::new(AtomicBool::new(false));
+    if let Some(d) = seconds {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(d);
+            stop.store(true, Ordering::Relaxed);
+        });
+    }
+    if until_stdin_closes {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
+            stop.store(true, Ordering::Relaxed);
+        });
+    }
+    body(&stop)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    #[test]
+    fn bench_datapaths_parse_once() {
+        let parse = |line: &str, emu: Result<(), String>| {
+            BenchDatapath::from_args(&mut Args::from_line(line), || emu, |o| format!("no {o}"))
+        };
+        let no_cpus = || Err("1 CPU".to_owned());
+        assert_eq!(parse("", Ok(())), Ok(BenchDatapath::Emu));
+        assert_eq!(parse("", no_cpus()), Ok(BenchDatapath::Socket));
+        assert_eq!(parse("--datapath emu", no_cpus()), Ok(BenchDatapath::Emu));
+        assert_eq!(parse("--datapath xdp", Ok(())), Ok(BenchDatapath::Xdp));
+        assert_eq!(
+            parse("--datapath tcp", Ok(())),
+            Ok(BenchDatapath::Tcp { conns: 1 })
+        );
+        assert_eq!(
+            parse("--datapath tcp --conns 4", Ok(())),
+            Ok(BenchDatapath::Tcp { conns: 4 })
+        );
+        let conns = "--conns N (at least 1) goes with --datapath tcp";
+        assert_eq!(
+            parse("--datapath tcp --conns 0", Ok(())).unwrap_err(),
+            conns
+        );
+        assert_eq!(
+            parse("--datapath socket --conns 2", Ok(())).unwrap_err(),
+            conns
+        );
+        assert_eq!(parse("--datapath ice", Ok(())).unwrap_err(), "no ice");
+    }
+
+    #[test]
+    fn threshold_is_read_once() {
+        let mut a = Args::from_line("--threshold 300 --x");
+        assert_eq!(threshold(&mut a, "[t]"), Ok(Some(300)));
+        assert_eq!(threshold(&mut a, "[t]"), Ok(None));
+        assert!(threshold(&mut Args::from_line("--threshold big"), "[t]").is_err());
+    }
+
+    #[test]
+    fn serve_until_stops_after_the_seconds_and_returns_at_once_on_an_error() {
+        let t = Instant::now();
+        let spins = serve_until(Some(Duration::from_millis(50)), false, |stop| {
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                n += 1;
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Ok(n)
+        })
+        .unwrap();
+        assert!(spins > 0 && t.elapsed() >= Duration::from_millis(50));
+        // An error before the time is up is returned without waiting for the timer.
+        let t = Instant::now();
+        let e = serve_until(Some(Duration::from_secs(3600)), false, |_| {
+            Err::<(), _>("no such device".to_owned())
+        });
+        assert_eq!(e.unwrap_err(), "no such device");
+        assert!(t.elapsed() < Duration::from_secs(60));
+    }
 }
 
 /// The transport of a client against a running server (`echo client`, `kv client`):

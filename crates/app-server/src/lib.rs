@@ -18,6 +18,7 @@
 #![warn(missing_docs)]
 
 pub mod cli;
+pub mod client;
 pub mod idle;
 mod launch;
 pub mod serialization;

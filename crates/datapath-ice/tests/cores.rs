@@ -49,14 +49,9 @@ mod with_dpdk {
     /// Requests each client core sends on its own queue to the other core's port.
     const MISDIRECTED: usize = 5;
 
-    /// The core that owns `key` (FNV-1a mod the number of cores), as a key-steering client
-    /// computes it.
+    /// The core that owns `key`, as a key-steering client computes it.
     fn owner(key: &[u8]) -> usize {
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for b in key {
-            h = (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3);
-        }
-        (h % CORES as u64) as usize
+        percore::core_of_key(key, CORES)
     }
 
     fn key(i: usize) -> String {

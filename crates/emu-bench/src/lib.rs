@@ -98,6 +98,35 @@ mod wire;
 pub use capture::{capture, CaptureDatapath};
 /// Whether this machine has the N + 1 CPUs an N-core run needs (N servers, one device), and
 /// which.
+/// The flags of the emulated device every emu bench takes (`echo bench`, `kv bench`): what
+/// was given of `--sample-every N` (every n-th checked reply decoded again; 0 reads as 1),
+/// `--check-every N` (a random 1 in N of the other replies' payloads checked; 0 reads as 1),
+/// `--desc-ns NS` (the device's time per gather entry) and `--demote-lines N` (request cache
+/// lines demoted after each write).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EmuFlags {
+    /// `--sample-every N`, at least 1.
+    pub sample_every: Option<u64>,
+    /// `--check-every N`, at least 1.
+    pub check_every: Option<u64>,
+    /// `--desc-ns NS`.
+    pub desc_ns: Option<u64>,
+    /// `--demote-lines N`.
+    pub demote_lines: Option<usize>,
+}
+
+impl EmuFlags {
+    /// Reads the flags from `a`.
+    pub fn from_args(a: &mut loadgen::args::Args) -> Result<EmuFlags, String> {
+        Ok(EmuFlags {
+            sample_every: a.parse::<u64>("--sample-every")?.map(|n| n.max(1)),
+            check_every: a.parse::<u64>("--check-every")?.map(|n| n.max(1)),
+            desc_ns: a.parse::<u64>("--desc-ns")?,
+            demote_lines: a.parse::<usize>("--demote-lines")?,
+        })
+    }
+}
+
 pub use datapath_mlx5::emu::threaded::cores_for;
 /// Whether this machine has the two CPUs a one-core run needs (server and device), and which.
 pub use datapath_mlx5::emu::threaded::two_cores;

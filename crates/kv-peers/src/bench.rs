@@ -5,6 +5,7 @@ use crate::plan::Plan;
 use crate::server::{Peer, ServerConfig, ServerProcess, StartError};
 use crate::transport::PeerTransport;
 use kv_workloads::{Stats, WorkloadConfig};
+use loadgen::fmt_us;
 use loadgen::{run, sweep, Bound, Record, RunConfig, Schedule, ScheduleConfig, SweepConfig};
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -169,10 +170,6 @@ pub fn run_bench(cfg: &BenchConfig) -> Result<(Stats, Vec<PeerResult>), String> 
     Ok((stats, out))
 }
 
-fn us(v: Option<f64>) -> String {
-    v.map_or_else(|| "–".to_owned(), |v| format!("{v:.1}"))
-}
-
 /// The markdown report: a summary row per system (the highest offered load kept up within
 /// 95%, with its latencies) and every point, labelled as different systems over TCP.
 pub fn table(workload: &str, stats: &Stats, results: &[PeerResult]) -> String {
@@ -206,9 +203,9 @@ pub fn table(workload: &str, stats: &Stats, results: &[PeerResult]) -> String {
                     s,
                     "| {mode} | {:.0} | {} | {} | {} | {mis} | {lost} | {} | {:.1} |",
                     b.achieved_rps,
-                    us(b.p50_us),
-                    us(b.p99_us),
-                    us(b.p999_us),
+                    fmt_us(b.p50_us),
+                    fmt_us(b.p99_us),
+                    fmt_us(b.p999_us),
                     r.loaded.keys,
                     r.loaded.bytes as f64 / 1e6
                 );
@@ -234,9 +231,9 @@ pub fn table(workload: &str, stats: &Stats, results: &[PeerResult]) -> String {
                 x.mode,
                 x.offered_rps,
                 x.achieved_rps,
-                us(x.p50_us),
-                us(x.p99_us),
-                us(x.p999_us),
+                fmt_us(x.p50_us),
+                fmt_us(x.p99_us),
+                fmt_us(x.p999_us),
                 x.mismatched,
                 x.lost
             );

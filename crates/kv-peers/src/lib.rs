@@ -13,6 +13,5 @@ pub mod bench;
 pub mod load;
 pub mod memcache;
 pub mod plan;
-pub mod resp;
 pub mod server;
 pub mod transport;

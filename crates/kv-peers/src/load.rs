@@ -2,7 +2,6 @@
 
 use crate::memcache;
 use crate::plan::Layout;
-use crate::resp;
 use crate::server::Peer;
 use kv_workloads::Workload;
 use std::io::{self, Read, Write};
@@ -117,7 +116,7 @@ pub fn load(
         inbuf: Vec::new(),
     };
     match peer {
-        Peer::Redis => resp::encode_command(&mut p.out, &[b"FLUSHALL"]),
+        Peer::Redis => resp::Out::command(&mut p.out, &[b"FLUSHALL"]),
         Peer::Memcached => p.out.extend_from_slice(b"flush_all\r\n"),
     }
     p.queued()?;
@@ -129,14 +128,14 @@ pub fn load(
         loaded.bytes += vals.iter().map(|v| v.len() as u64).sum::<u64>();
         match (peer, layout) {
             (Peer::Redis, Layout::Strings) => {
-                resp::encode_command(&mut p.out, &[b"SET", key.as_bytes(), &vals.concat()]);
+                resp::Out::command(&mut p.out, &[b"SET", key.as_bytes(), &vals.concat()]);
                 p.queued()?;
             }
             (Peer::Redis, Layout::Lists) => {
                 for chunk in vals.chunks(PUSH_CHUNK) {
                     let mut args: Vec<&[u8]> = vec![b"RPUSH", key.as_bytes()];
                     args.extend(chunk.iter().map(Vec::as_slice));
-                    resp::encode_command(&mut p.out, &args);
+                    resp::Out::command(&mut p.out, &args);
                     p.queued()?;
                 }
             }

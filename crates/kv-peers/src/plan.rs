@@ -9,7 +9,6 @@
 //! the server acknowledges them; their effect is checked by the reads that follow.
 
 use crate::memcache;
-use crate::resp;
 use crate::server::Peer;
 use kv_workloads::{Request, Workload};
 use std::collections::{HashMap, HashSet};
@@ -292,10 +291,10 @@ impl Plan {
                     (Request::Put { key, val }, Layout::Lists) => {
                         // Replace the list by one element, atomically.
                         let mut o = Vec::new();
-                        resp::encode_command(&mut o, &[b"MULTI"]);
-                        resp::encode_command(&mut o, &[b"DEL", key.as_bytes()]);
-                        resp::encode_command(&mut o, &[b"RPUSH", key.as_bytes(), val]);
-                        resp::encode_command(&mut o, &[b"EXEC"]);
+                        resp::Out::command(&mut o, &[b"MULTI"]);
+                        resp::Out::command(&mut o, &[b"DEL", key.as_bytes()]);
+                        resp::Out::command(&mut o, &[b"RPUSH", key.as_bytes(), val]);
+                        resp::Out::command(&mut o, &[b"EXEC"]);
                         out.extend_from_slice(&o);
                         return 4;
                     }
@@ -318,7 +317,7 @@ impl Plan {
                     (Request::Delete { key }, _) => vec![b("DEL"), b(key)],
                 };
                 let refs: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
-                resp::encode_command(out, &refs);
+                resp::Out::command(out, &refs);
                 1
             }
             // Keys were checked when the plan was built, so encoding cannot fail here.

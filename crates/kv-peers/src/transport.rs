@@ -3,7 +3,6 @@
 
 use crate::memcache;
 use crate::plan::Plan;
-use crate::resp;
 use crate::server::Peer;
 use loadgen::{ClientTransport, Response};
 use std::collections::VecDeque;

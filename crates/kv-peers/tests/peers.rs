@@ -156,9 +156,7 @@ fn a_corrupted_value_is_caught() {
         let mut s = TcpStream::connect(server.addr()).unwrap();
         let mut cmd = Vec::new();
         match peer {
-            Peer::Redis => {
-                kv_peers::resp::encode_command(&mut cmd, &[b"SET", key.as_bytes(), &[b'x'; 64]])
-            }
+            Peer::Redis => resp::Out::command(&mut cmd, &[b"SET", key.as_bytes(), &[b'x'; 64]]),
             Peer::Memcached => {
                 kv_peers::memcache::encode_store(&mut cmd, "set", key.as_bytes(), &[b'x'; 64])
                     .unwrap()

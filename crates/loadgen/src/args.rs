@@ -1,6 +1,9 @@
 //! The flags of a benchmark command line (`--flag value`, `--switch`, comma lists, seconds),
-//! shared by the bench binaries (echo, kv, kv-peers) so each parses them the same way.
+//! shared by the bench binaries (echo, kv, calibrate, kv-peers) so each parses them the same
+//! way; and the load flags every load-generating command takes ([`LoadFlags`]), read once
+//! here so each app adds only its own.
 
+use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -15,6 +18,12 @@ impl Args {
     /// The arguments to parse, in order.
     pub fn new(rest: Vec<String>) -> Args {
         Args { rest }
+    }
+
+    /// The arguments of a command line written as one string, split at white space (for
+    /// tests and examples: no quoting).
+    pub fn from_line(line: &str) -> Args {
+        Args::new(line.split_whitespace().map(str::to_owned).collect())
     }
 
     /// The value after `flag`, if `flag` is present; an error if it is the last argument.
@@ -88,12 +97,152 @@ impl Args {
     }
 }
 
+/// The load flags of every load-generating command (`echo bench|client`, `kv bench|client`,
+/// `calibrate run`): what was given of
+/// `--rates R,R,.. --duration SECS --warmup SECS --timeout-ms MS --threads N --mtu N --out DIR
+/// --spin`. The saturation search's own are [`SearchFlags`].
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LoadFlags {
+    /// `--rates R,R,..`: offered loads, requests per second.
+    pub rates: Option<Vec<f64>>,
+    /// `--duration SECS`: measured time per load point.
+    pub duration: Option<Duration>,
+    /// `--warmup SECS`: warm-up before each measured window.
+    pub warmup: Option<Duration>,
+    /// `--timeout-ms MS`: a request unanswered this long is lost.
+    pub timeout: Option<Duration>,
+    /// `--threads N`: client threads (at least 1; 0 reads as 1).
+    pub threads: Option<usize>,
+    /// `--mtu N`: the socket datapath's IP MTU.
+    pub mtu: Option<usize>,
+    /// `--out DIR`: where the results go.
+    pub out: Option<PathBuf>,
+    /// `--spin`: busy-poll instead of blocking or yielding when idle.
+    pub spin: bool,
+}
+
+/// The flags of the saturation search ([`crate::search`]) of `echo bench`, `kv bench` and
+/// `calibrate run`: what was given of `--trials K --resolution F`.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct SearchFlags {
+    /// `--trials K`: trials per load at most (their median decides).
+    pub trials: Option<usize>,
+    /// `--resolution F`: the search bisects until the saturation bracket is within this
+    /// fraction.
+    pub resolution: Option<f64>,
+}
+
+impl SearchFlags {
+    /// Sets `trials` and `resolution` to what was given; leaves the rest.
+    pub fn apply(self, trials: &mut usize, resolution: &mut f64) {
+        *trials = self.trials.unwrap_or(*trials);
+        *resolution = self.resolution.unwrap_or(*resolution);
+    }
+}
+
+/// The settings of a command's configuration that [`LoadFlags`] change, borrowed (build it
+/// with [`load_settings!`](crate::load_settings) from a configuration with fields of these
+/// names).
+#[derive(Debug)]
+pub struct LoadSettings<'a> {
+    /// Offered loads.
+    pub rates: &'a mut Vec<f64>,
+    /// Measured time per load point.
+    pub duration: &'a mut Duration,
+    /// Warm-up per load point.
+    pub warmup: &'a mut Duration,
+    /// Loss timeout.
+    pub timeout: &'a mut Duration,
+    /// Client threads.
+    pub threads: &'a mut usize,
+    /// IP MTU.
+    pub mtu: &'a mut usize,
+    /// Output directory.
+    pub out_dir: &'a mut PathBuf,
+    /// Busy-poll.
+    pub spin: &'a mut bool,
+}
+
+/// [`LoadSettings`] of a configuration whose fields are named `rates`, `duration`, `warmup`,
+/// `timeout`, `threads`, `mtu`, `out_dir` and `spin`.
+#[macro_export]
+macro_rules! load_settings {
+    ($cfg:expr) => {
+        $crate::args::LoadSettings {
+            rates: &mut $cfg.rates,
+            duration: &mut $cfg.duration,
+            warmup: &mut $cfg.warmup,
+            timeout: &mut $cfg.timeout,
+            threads: &mut $cfg.threads,
+            mtu: &mut $cfg.mtu,
+            out_dir: &mut $cfg.out_dir,
+            spin: &mut $cfg.spin,
+        }
+    };
+}
+
+impl LoadFlags {
+    /// Sets in `s` what was given (`--spin` only turns spinning on); leaves the rest.
+    pub fn apply(&self, s: LoadSettings<'_>) {
+        if let Some(r) = &self.rates {
+            s.rates.clone_from(r);
+        }
+        if let Some(d) = self.duration {
+            *s.duration = d;
+        }
+        if let Some(d) = self.warmup {
+            *s.warmup = d;
+        }
+        if let Some(t) = self.timeout {
+            *s.timeout = t;
+        }
+        if let Some(t) = self.threads {
+            *s.threads = t;
+        }
+        if let Some(m) = self.mtu {
+            *s.mtu = m;
+        }
+        if let Some(o) = &self.out {
+            s.out_dir.clone_from(o);
+        }
+        if self.spin {
+            *s.spin = true;
+        }
+    }
+}
+
+impl Args {
+    /// Reads the load flags ([`LoadFlags`]).
+    pub fn load_flags(&mut self) -> Result<LoadFlags, String> {
+        Ok(LoadFlags {
+            rates: self.list::<f64>("--rates")?,
+            duration: self.secs("--duration")?,
+            warmup: self.secs("--warmup")?,
+            timeout: self
+                .parse::<u64>("--timeout-ms")?
+                .map(Duration::from_millis),
+            threads: self.parse::<usize>("--threads")?.map(|t| t.max(1)),
+            mtu: self.parse::<usize>("--mtu")?,
+            out: self.take("--out")?.map(PathBuf::from),
+            spin: self.switch("--spin"),
+        })
+    }
+
+    /// Reads the saturation search's flags ([`SearchFlags`]).
+    pub fn search_flags(&mut self) -> Result<SearchFlags, String> {
+        Ok(SearchFlags {
+            trials: self.parse::<usize>("--trials")?,
+            resolution: self.parse::<f64>("--resolution")?,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn args(s: &str) -> Args {
-        Args::new(s.split_whitespace().map(str::to_owned).collect())
+        Args::from_line(s)
     }
 
     #[test]
@@ -132,5 +281,63 @@ mod tests {
             .starts_with("--rates \"x\""));
         assert_eq!(a.take("--out").unwrap_err(), "--out needs a value");
         assert_eq!(a.finish().unwrap_err(), "unexpected argument \"--out\"");
+    }
+
+    #[derive(Debug, Default)]
+    struct Cfg {
+        rates: Vec<f64>,
+        duration: Duration,
+        warmup: Duration,
+        timeout: Duration,
+        threads: usize,
+        mtu: usize,
+        out_dir: PathBuf,
+        spin: bool,
+        other: u8,
+    }
+
+    #[test]
+    fn load_flags_set_what_was_given() {
+        let mut a = args(
+            "--rates 2,1 --duration 0.5 --warmup 1 --timeout-ms 20 --threads 0 --mtu 9000 \
+             --out o --spin --trials 4 --resolution 0.1 --other 3",
+        );
+        let f = a.load_flags().unwrap();
+        let search = a.search_flags().unwrap();
+        assert_eq!(a.parse::<u8>("--other").unwrap(), Some(3));
+        a.finish().unwrap();
+        let (mut trials, mut resolution) = (3, 0.05);
+        search.apply(&mut trials, &mut resolution);
+        assert_eq!((trials, resolution), (4, 0.1));
+        let mut c = Cfg::default();
+        f.apply(crate::load_settings!(c));
+        assert_eq!(c.rates, vec![2.0, 1.0]);
+        assert_eq!(
+            (c.duration, c.warmup, c.timeout),
+            (
+                Duration::from_millis(500),
+                Duration::from_secs(1),
+                Duration::from_millis(20)
+            )
+        );
+        assert_eq!((c.threads, c.mtu, c.spin, c.other), (1, 9000, true, 0));
+        assert_eq!(c.out_dir, PathBuf::from("o"));
+
+        // Nothing given: nothing changes, and the search's flags stay unread.
+        let mut a = args("--trials 4");
+        let f = a.load_flags().unwrap();
+        assert_eq!(f, LoadFlags::default());
+        let mut c = Cfg {
+            threads: 3,
+            spin: true,
+            ..Cfg::default()
+        };
+        f.apply(crate::load_settings!(c));
+        assert_eq!((c.threads, c.spin), (3, true));
+        assert_eq!(a.finish().unwrap_err(), "unexpected argument \"--trials\"");
+        assert_eq!(
+            args("--timeout-ms -3").load_flags().unwrap_err(),
+            "--timeout-ms \"-3\": invalid digit found in string"
+        );
     }
 }

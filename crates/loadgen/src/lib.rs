@@ -51,8 +51,8 @@ mod sweep;
 mod transport;
 
 pub use heatmap::{plot_heatmap, Heatmap};
-pub use plot::{plot_p99_curves, PlotError, PLOT_SIZE};
-pub use record::{from_json, read_json, to_json, write_json, Record};
+pub use plot::{plot_kept_p99_curves, plot_p99_curves, PlotError, PLOT_SIZE};
+pub use record::{fmt_us, from_json, read_json, save_json, to_json, write_json, Record};
 pub use run::{run, RunConfig, RunError, RunReport};
 pub use schedule::{
     request_id, split_request_id, Bound, Schedule, ScheduleConfig, ScheduleError, SeededRng,

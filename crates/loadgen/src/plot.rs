@@ -146,6 +146,30 @@ fn draw<DB: DrawingBackend>(
     root.present().map_err(err)
 }
 
+/// [`plot_p99_curves`] of the points that kept up (achieved within
+/// [`DEFAULT_KEEP_UP`](crate::DEFAULT_KEEP_UP) of offered), or of every point when none did
+/// (very short runs), the title ending in which: `"{title} (points within 95% of offered)"` or
+/// `"{title} (all points)"`. Saturated points (achieved far below offered, p99 = the loss
+/// timeout) would squash the curves into the x axis; the JSON keeps them all.
+pub fn plot_kept_p99_curves(
+    records: &[Record],
+    title: &str,
+    svg_path: &Path,
+    png_path: &Path,
+) -> Result<(), PlotError> {
+    let kept: Vec<Record> = records
+        .iter()
+        .filter(|r| r.keeps_up(crate::DEFAULT_KEEP_UP))
+        .cloned()
+        .collect();
+    let (points, which) = if kept.is_empty() {
+        (records, "all points")
+    } else {
+        (&kept[..], "points within 95% of offered")
+    };
+    plot_p99_curves(points, &format!("{title} ({which})"), svg_path, png_path)
+}
+
 /// Draws p99 latency against achieved load, one line per (mode, shape), to
 /// `svg_path` and `png_path`.
 pub fn plot_p99_curves(
@@ -188,13 +212,9 @@ mod tests {
             sent: 1,
             received: 1,
             verified: 1,
-            mismatched: 0,
-            lost: 0,
-            unexpected: 0,
-            malformed: 0,
-            errors: 0,
             threads: 1,
             measured_s: 1.0,
+            ..Record::default()
         }
     }
 
@@ -237,5 +257,26 @@ mod tests {
         assert_eq!(&png_bytes[..8], b"\x89PNG\r\n\x1a\n");
         std::fs::remove_dir_all(&dir).unwrap();
         assert!(plot_p99_curves(&[rec("a", "s", 1.0, None)], "t", &svg, &png).is_err());
+    }
+
+    #[test]
+    fn kept_curves_leave_saturated_points_out_and_say_so() {
+        let dir = std::env::temp_dir().join(format!("loadgen-kept-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (svg, png) = (dir.join("k.svg"), dir.join("k.png"));
+        let mut saturated = rec("raw", "s", 9e6, Some(200_000.0));
+        saturated.achieved_rps = 1e6;
+        let recs = vec![rec("raw", "s", 1e5, Some(10.0)), saturated.clone()];
+        plot_kept_p99_curves(&recs, "echo s", &svg, &png).unwrap();
+        let text = std::fs::read_to_string(&svg).unwrap();
+        assert!(
+            text.contains("echo s (points within 95% of offered)"),
+            "{text}"
+        );
+        // Only the saturated point: every point is drawn.
+        plot_kept_p99_curves(&[saturated], "echo s", &svg, &png).unwrap();
+        let text = std::fs::read_to_string(&svg).unwrap();
+        assert!(text.contains("echo s (all points)"), "{text}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

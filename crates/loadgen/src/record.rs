@@ -10,7 +10,7 @@ use std::path::Path;
 ///
 /// Percentiles are `null` when no response was verified in the measured
 /// window (e.g. everything was lost).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Record {
     /// What was measured, e.g. `"protobuf"` or `"cornflakes-hybrid"`.
     pub mode: String,
@@ -83,6 +83,11 @@ impl Record {
     }
 }
 
+/// A latency in microseconds as the tables print it: one decimal, `–` when there is none.
+pub fn fmt_us(v: Option<f64>) -> String {
+    v.map_or_else(|| "–".to_owned(), |v| format!("{v:.1}"))
+}
+
 /// Serializes records as a pretty-printed JSON array.
 pub fn to_json(records: &[Record]) -> String {
     // Serializing plain structs of numbers and strings cannot fail.
@@ -97,6 +102,15 @@ pub fn from_json(text: &str) -> Result<Vec<Record>, serde_json::Error> {
 /// Writes records to `path` as a JSON array.
 pub fn write_json(path: &Path, records: &[Record]) -> io::Result<()> {
     fs::write(path, to_json(records) + "\n")
+}
+
+/// [`write_json`], creating `path`'s directory first; the error says which path failed and
+/// how (a bench's `--json PATH` output).
+pub fn save_json(path: &Path, records: &[Record]) -> Result<(), String> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    }
+    write_json(path, records).map_err(|e| format!("writing {}: {e}", path.display()))
 }
 
 /// Reads records written by [`write_json`].
@@ -189,6 +203,15 @@ mod tests {
         assert_eq!(
             read_json(&path).unwrap_err().kind(),
             io::ErrorKind::InvalidData
+        );
+        // save_json creates the directories on the way.
+        let nested = dir.join("a/b/r.json");
+        save_json(&nested, &recs).unwrap();
+        assert_eq!(read_json(&nested).unwrap(), recs);
+        let e = save_json(&path.join("under-a-file.json"), &recs).unwrap_err();
+        assert!(
+            e.starts_with(&format!("creating {}: ", path.display())),
+            "{e}"
         );
         fs::remove_dir_all(&dir).unwrap();
     }

@@ -34,6 +34,18 @@ pub struct RunConfig {
     pub progress: bool,
 }
 
+impl RunConfig {
+    /// A run without progress lines: what every benchmark point uses.
+    pub fn quiet(warmup: Duration, timeout: Duration, busy_poll: bool) -> RunConfig {
+        RunConfig {
+            warmup,
+            timeout,
+            busy_poll,
+            progress: false,
+        }
+    }
+}
+
 impl Default for RunConfig {
     fn default() -> Self {
         RunConfig {

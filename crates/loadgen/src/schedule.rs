@@ -180,6 +180,25 @@ pub struct Schedule {
 }
 
 impl Schedule {
+    /// One load point of a benchmark sweep: Poisson arrivals at `rate` req/s for `warmup +
+    /// duration`, split over `threads` (at least 1), seeded with `seed`. The error names the
+    /// rate (`schedule at R req/s: …`).
+    pub fn poisson_point(
+        rate: f64,
+        warmup: Duration,
+        duration: Duration,
+        threads: usize,
+        seed: u64,
+    ) -> Result<Schedule, String> {
+        Schedule::poisson(&ScheduleConfig {
+            rate_rps: rate,
+            bound: Bound::Duration(warmup + duration),
+            threads: threads.max(1),
+            seed,
+        })
+        .map_err(|e| format!("schedule at {rate} req/s: {e}"))
+    }
+
     /// Generates a Poisson schedule.
     ///
     /// Thread `t` uses its own generator seeded from `(seed, t)` and rate
@@ -274,6 +293,19 @@ impl Schedule {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_load_point_is_the_poisson_schedule_of_warmup_and_duration() {
+        let (w, d) = (Duration::from_millis(100), Duration::from_millis(400));
+        let p = Schedule::poisson_point(5000.0, w, d, 2, 7).unwrap();
+        let want = Schedule::poisson(&cfg(5000.0, Bound::Duration(w + d), 2, 7)).unwrap();
+        assert_eq!(p, want);
+        // Threads 0 reads as one.
+        let one = Schedule::poisson_point(5000.0, w, d, 0, 7).unwrap();
+        assert_eq!(one.threads().len(), 1);
+        let e = Schedule::poisson_point(-1.0, w, d, 1, 7).unwrap_err();
+        assert!(e.starts_with("schedule at -1 req/s: "), "{e}");
+    }
 
     fn cfg(rate: f64, bound: Bound, threads: usize, seed: u64) -> ScheduleConfig {
         ScheduleConfig {

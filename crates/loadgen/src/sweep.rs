@@ -183,16 +183,9 @@ mod tests {
             p99_us: Some(offered / 1000.0),
             p999_us: Some(2.0),
             mean_us: Some(1.0),
-            sent: 0,
-            received: 0,
-            verified: 0,
-            mismatched: 0,
-            lost: 0,
-            unexpected: 0,
-            malformed: 0,
-            errors: 0,
             threads: 1,
             measured_s: 1.0,
+            ..Record::default()
         }
     }
 

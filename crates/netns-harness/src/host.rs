@@ -21,7 +21,7 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use crate::{mac_of, mac_of_here, run, Suite, MAX_IFNAME, NEXT};
+use crate::{mac_of, mac_of_here, run, Lease, Suite, MAX_IFNAME, NEXT};
 
 /// A namespace holding the server end (`server_if`) of a veth pair whose client end
 /// (`client_if`) stays in the calling process's namespace. Dropping it deletes the namespace,
@@ -41,6 +41,8 @@ pub struct HostVeth {
     pub client_ip: Ipv4Addr,
     /// MAC address of `client_if`.
     pub client_mac: [u8; 6],
+    /// The subnet, held until the namespace is gone (`None`: only named, not created).
+    lease: Option<Lease>,
 }
 
 impl HostVeth {
@@ -57,13 +59,19 @@ impl HostVeth {
     /// sending CPU ([`Self::map_tx_queues_to_cpus`]).
     pub fn create_with_queues(suite: &Suite, mtu: u32, queues: u32) -> io::Result<HostVeth> {
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let mut v = HostVeth::named(suite, std::process::id(), n);
+        let pid = std::process::id();
+        let mut v = HostVeth::named(suite, pid, n, 0);
         if v.server_if.len() > MAX_IFNAME {
             return Err(io::Error::other(format!(
                 "interface name `{}` is longer than {MAX_IFNAME} bytes",
                 v.server_if
             )));
         }
+        // The client end's address is in this (the host's) namespace: its subnet must be
+        // no other suite's.
+        let lease = Lease::take(pid, n)?;
+        (v.server_ip, v.client_ip) = (lease.ip(1), lease.ip(2));
+        v.lease = Some(lease);
         run(&["netns", "add", &v.name])?;
         // From here on Drop removes the namespace (and the pair with it).
         let q = queues.max(1).to_string();
@@ -132,16 +140,18 @@ impl HostVeth {
         Ok(v)
     }
 
-    /// Names and addresses for pair number `n` of process `pid`; nothing is created.
-    fn named(suite: &Suite, pid: u32, n: u32) -> HostVeth {
-        let (tag, subnet) = crate::tag_and_subnet(pid, n);
+    /// Names of pair number `n` of process `pid`, and addresses in subnet `index` of
+    /// [`crate::subnet`]; nothing is created or leased.
+    fn named(suite: &Suite, pid: u32, n: u32, index: u16) -> HostVeth {
+        let tag = crate::tag(pid, n);
         HostVeth {
             name: format!("{}-{tag}", suite.ns_prefix),
             server_if: format!("{}{tag}s", suite.if_prefix),
             client_if: format!("{}{tag}c", suite.if_prefix),
-            server_ip: Ipv4Addr::new(10, suite.subnet_octet, subnet, 1),
-            client_ip: Ipv4Addr::new(10, suite.subnet_octet, subnet, 2),
+            server_ip: crate::subnet::subnet_ip(index, 1),
+            client_ip: crate::subnet::subnet_ip(index, 2),
             client_mac: [0; 6],
+            lease: None,
         }
     }
 
@@ -344,19 +354,19 @@ impl Drop for ChildServer {
 mod tests {
     use super::*;
 
-    const SUITE: Suite = Suite::new("cfhost", "ch", 79, "CORNFLAKES_REQUIRE_NETNS");
+    const SUITE: Suite = Suite::new("cfhost", "ch", "CORNFLAKES_REQUIRE_NETNS");
 
     #[test]
     fn names_fit_and_addresses_follow_the_suite() {
-        let v = HostVeth::named(&SUITE, 99_999, 99_999);
+        let v = HostVeth::named(&SUITE, 99_999, 99_999, 1);
         assert!(v.server_if.len() <= MAX_IFNAME, "{}", v.server_if);
         assert_eq!(v.name, "cfhost-99999x99999");
         assert_eq!(
             (v.server_if.as_str(), v.client_if.as_str()),
             ("ch99999x99999s", "ch99999x99999c")
         );
-        assert_eq!(v.server_ip.octets()[..2], [10, 79]);
-        assert_eq!(v.server_ip.octets()[2], v.client_ip.octets()[2]);
+        assert_eq!(v.server_ip, Ipv4Addr::new(10, 72, 1, 1));
+        assert_eq!(v.client_ip, Ipv4Addr::new(10, 72, 1, 2));
         // Nothing was created: skip Drop's `ip netns del`, without leaking the names
         // (LeakSanitizer runs these tests).
         let mut v = v;

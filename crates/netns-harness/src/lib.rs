@@ -1,21 +1,23 @@
 //! Network namespaces and veth pairs for root-only tests and the apps' AF_XDP benchmarks (not published).
 //!
 //! A test creates a [`VethPair`]: two network namespaces, A and B, joined by a veth pair, with
-//! unique names derived from the process id and a per-process counter, and removed again by
-//! `Drop` (also when the test fails or panics). Side A's interface has no kernel IPv4 address
-//! (the datapath under test owns `10.X.N.1`); side B is a plain kernel with `10.X.N.2/24` on
-//! its end. Only addresses inside these namespaces are used.
+//! unique names derived from the process id and a per-process counter, and a `/24` of its
+//! own from the one allocator of every suite ([`subnet`]: `10.X.N.0/24` in `10.72.0.0/13`,
+//! leased so two suites running at once never share one), removed again by `Drop` (also
+//! when the test fails or panics). Side A's interface has no kernel IPv4 address (the
+//! datapath under test owns `10.X.N.1`); side B is a plain kernel with `10.X.N.2/24` on its
+//! end. Only addresses inside these namespaces are used.
 //!
 //! Code runs inside a namespace with [`in_netns`] (a fresh thread), [`Held`] (a thread parked
 //! there until the guard is dropped) or [`NetnsGuard`] (the calling thread, until dropped).
 //!
-//! What differs between test suites (names, the subnet, the environment variable that turns
-//! a skip into a failure, the wording of skip reasons) is a [`Suite`]:
+//! What differs between test suites (names, the environment variable that turns a skip into a
+//! failure, the wording of skip reasons) is a [`Suite`]:
 //!
 //! ```no_run
 //! use netns_harness::{in_netns, Suite, VethPair};
 //!
-//! const SUITE: Suite = Suite::new("cfdemo", "cd", 76, "CORNFLAKES_REQUIRE_DEMO");
+//! const SUITE: Suite = Suite::new("cfdemo", "cd", "CORNFLAKES_REQUIRE_DEMO");
 //!
 //! if let Some(why) = SUITE.skip_reason() {
 //!     SUITE.skip("demo", &why);
@@ -34,7 +36,9 @@
 #![warn(missing_docs)]
 
 pub mod host;
+pub mod subnet;
 pub use host::{ChildServer, HostVeth};
+pub use subnet::Lease;
 
 use std::ffi::CString;
 use std::io;
@@ -56,8 +60,6 @@ pub struct Suite {
     /// Interfaces are named `{if_prefix}{tag}a` and `{if_prefix}{tag}b`. The tag takes up to
     /// 11 bytes and a name at most 15, so keep this to 2 or 3 bytes.
     pub if_prefix: &'static str,
-    /// The `X` of the `10.X.N.0/24` subnet each pair gets (`N` varies per pair).
-    pub subnet_octet: u8,
     /// Environment variable that, set to `1`, turns every skip into a failure: the
     /// environment is declared able to run the tests.
     pub require_var: &'static str,
@@ -69,21 +71,19 @@ pub struct Suite {
 }
 
 impl Suite {
-    /// A suite named by `ns_prefix` and `if_prefix`, on `10.{subnet_octet}.N.0/24`, whose
-    /// skips fail under `{require_var}=1`. Skip reasons say root is needed for "network
+    /// A suite named by `ns_prefix` and `if_prefix` (its subnets come from [`subnet`], as
+    /// every suite's), whose skips fail under `{require_var}=1`. Skip reasons say root is needed for "network
     /// namespaces and veth" and name no package for `ip`; override
     /// [`root_needed_for`](Self::root_needed_for) and
     /// [`ip_package_hint`](Self::ip_package_hint) with struct update syntax to change that.
     pub const fn new(
         ns_prefix: &'static str,
         if_prefix: &'static str,
-        subnet_octet: u8,
         require_var: &'static str,
     ) -> Suite {
         Suite {
             ns_prefix,
             if_prefix,
-            subnet_octet,
             require_var,
             root_needed_for: "network namespaces and veth",
             ip_package_hint: None,
@@ -206,6 +206,8 @@ pub struct VethPair {
     pub mac_b: [u8; 6],
     /// MTU of both ends as created (not updated by [`set_mtu`](Self::set_mtu)).
     pub mtu: u32,
+    /// The subnet, held until the namespaces are gone (`None`: only named, not created).
+    lease: Option<Lease>,
 }
 
 impl VethPair {
@@ -223,7 +225,8 @@ impl VethPair {
     /// hash — not by destination port.
     pub fn create_with_queues(suite: &Suite, mtu: u32, queues: u32) -> io::Result<VethPair> {
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let mut v = VethPair::named(suite, std::process::id(), n, mtu);
+        let pid = std::process::id();
+        let mut v = VethPair::named(suite, pid, n, 0, mtu);
         if v.if_a.len() > MAX_IFNAME {
             // Nothing exists yet; Drop's deletions fail quietly.
             return Err(io::Error::other(format!(
@@ -231,6 +234,9 @@ impl VethPair {
                 v.if_a
             )));
         }
+        let lease = Lease::take(pid, n)?;
+        (v.ip_a, v.ip_b) = (lease.ip(1), lease.ip(2));
+        v.lease = Some(lease);
         // From here on Drop removes whatever was created.
         run(&["netns", "add", &v.ns_a])?;
         run(&["netns", "add", &v.ns_b])?;
@@ -278,19 +284,21 @@ impl VethPair {
         Ok(v)
     }
 
-    /// Names and addresses for pair number `n` of process `pid`; nothing is created.
-    fn named(suite: &Suite, pid: u32, n: u32, mtu: u32) -> VethPair {
-        let (tag, subnet) = tag_and_subnet(pid, n);
+    /// Names of pair number `n` of process `pid`, and addresses in subnet `index` of
+    /// [`subnet`]; nothing is created or leased.
+    fn named(suite: &Suite, pid: u32, n: u32, index: u16, mtu: u32) -> VethPair {
+        let tag = tag(pid, n);
         VethPair {
             ns_a: format!("{}-{tag}-a", suite.ns_prefix),
             ns_b: format!("{}-{tag}-b", suite.ns_prefix),
             if_a: format!("{}{tag}a", suite.if_prefix),
             if_b: format!("{}{tag}b", suite.if_prefix),
-            ip_a: Ipv4Addr::new(10, suite.subnet_octet, subnet, 1),
-            ip_b: Ipv4Addr::new(10, suite.subnet_octet, subnet, 2),
+            ip_a: subnet::subnet_ip(index, 1),
+            ip_b: subnet::subnet_ip(index, 2),
             mac_a: [0; 6],
             mac_b: [0; 6],
             mtu,
+            lease: None,
         }
     }
 
@@ -367,11 +375,9 @@ pub(crate) fn map_xps(ns: Option<&str>, ifname: &str, cpus: &[usize]) -> io::Res
     Ok(())
 }
 
-/// The name tag (`{pid}x{n}`) and the third address octet of pair `n` of process `pid`.
-pub(crate) fn tag_and_subnet(pid: u32, n: u32) -> (String, u8) {
-    let pid = pid % 100_000;
-    let subnet = (pid.wrapping_mul(7).wrapping_add(n) % 250 + 1) as u8;
-    (format!("{pid}x{n}"), subnet)
+/// The name tag of pair `n` of process `pid`: `{pid}x{n}` (the pid's last five digits).
+pub(crate) fn tag(pid: u32, n: u32) -> String {
+    format!("{}x{n}", pid % 100_000)
 }
 
 /// Turns off transmit checksum offload on `ifname` (in namespace `ns`, or here). veth hands
@@ -553,8 +559,8 @@ mod tests {
     use super::*;
     use std::net::{SocketAddrV4, UdpSocket};
 
-    /// This crate's own tests: 10.79.N.0/24, inside the namespaces they create.
-    const TEST: Suite = Suite::new("cfnh", "cn", 79, "CORNFLAKES_REQUIRE_NETNS");
+    /// This crate's own tests.
+    const TEST: Suite = Suite::new("cfnh", "cn", "CORNFLAKES_REQUIRE_NETNS");
 
     /// Drops a pair that was only named, without its `Drop` (nothing was created, nothing is
     /// to be deleted) and without leaking its names (LeakSanitizer runs these tests).
@@ -567,7 +573,7 @@ mod tests {
 
     #[test]
     fn names_and_addresses_follow_the_suite() {
-        let v = VethPair::named(&TEST, 123_456, 3, 9000);
+        let v = VethPair::named(&TEST, 123_456, 3, 258, 9000);
         assert_eq!(
             (v.ns_a.as_str(), v.ns_b.as_str()),
             ("cfnh-23456x3-a", "cfnh-23456x3-b")
@@ -576,16 +582,16 @@ mod tests {
             (v.if_a.as_str(), v.if_b.as_str()),
             ("cn23456x3a", "cn23456x3b")
         );
-        // (23456 * 7 + 3) % 250 + 1 = 196
-        assert_eq!(v.ip_a, Ipv4Addr::new(10, 79, 196, 1));
-        assert_eq!(v.ip_b, Ipv4Addr::new(10, 79, 196, 2));
+        // Subnet 258 of 10.72.0.0/13.
+        assert_eq!(v.ip_a, Ipv4Addr::new(10, 73, 2, 1));
+        assert_eq!(v.ip_b, Ipv4Addr::new(10, 73, 2, 2));
         assert_eq!(v.mtu, 9000);
         forget_uncreated(v);
     }
 
     #[test]
     fn interface_names_fit_the_kernel_limit() {
-        let v = VethPair::named(&TEST, 99_999, 99_999, 1500);
+        let v = VethPair::named(&TEST, 99_999, 99_999, 0, 1500);
         assert!(v.if_a.len() <= MAX_IFNAME && v.if_b.len() <= MAX_IFNAME);
         forget_uncreated(v);
         let long = Suite {

@@ -455,10 +455,37 @@ pub fn core_addr(
         .map_err(|_| format!("core {core}'s port {port} (base {base}) is past 65535"))
 }
 
+/// The core (0..`cores`) that owns `key` under key steering (`docs/cores.md`): the 64-bit
+/// FNV-1a hash of its bytes, mod `cores`. Stable across processes and builds: clients, servers
+/// and tests must agree on it.
+pub fn core_of_key(key: &[u8], cores: usize) -> usize {
+    if cores <= 1 {
+        return 0;
+    }
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in key {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    (h % cores as u64) as usize
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::sync::atomic::AtomicU64;
+
+    #[test]
+    fn keys_steer_by_fnv1a() {
+        // FNV-1a of "" is the offset basis; of "a", 0xaf63dc4c8601ec8c.
+        assert_eq!(core_of_key(b"", 7), (0xcbf2_9ce4_8422_2325u64 % 7) as usize);
+        assert_eq!(
+            core_of_key(b"a", 1000),
+            (0xaf63_dc4c_8601_ec8cu64 % 1000) as usize
+        );
+        assert_eq!(core_of_key(b"anything", 1), 0);
+        assert_eq!(core_of_key(b"anything", 0), 0);
+    }
 
     #[test]
     fn core_lines_read_back_what_serve_until_printed() {

@@ -359,18 +359,12 @@ mod tests {
             achieved_rps: achieved,
             p50_us: Some(5.0),
             p99_us: Some(offered / 100.0),
-            p999_us: None,
-            mean_us: None,
             sent: 1,
             received: 1,
             verified: 1,
-            mismatched: 0,
-            lost: 0,
-            unexpected: 0,
-            malformed: 0,
-            errors: 0,
             threads: 1,
             measured_s: 1.0,
+            ..Record::default()
         }
     }
 

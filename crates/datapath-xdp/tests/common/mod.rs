@@ -3,7 +3,8 @@
 //! reporting; the `netns-harness` crate, set up for this suite.
 //!
 //! Side A holds the AF_XDP socket (the interface has no kernel IPv4 address: our stack owns
-//! 10.77.N.1); side B is a plain kernel with 10.77.N.2 on its end and ordinary UDP sockets.
+//! 10.X.N.1); side B is a plain kernel with 10.X.N.2 on its end and ordinary UDP sockets
+//! (a /24 leased from netns-harness's one allocator, `netns_harness::subnet`).
 //! Only addresses inside these namespaces are used.
 
 // Each test file, with and without the feature, uses a different part of it.
@@ -11,10 +12,10 @@
 
 pub use netns_harness::{in_netns, Held, Suite, VethPair};
 
-/// `cfxdp-*` namespaces, `cx*` interfaces, 10.77.N.0/24. `XDP.skip` fails a test instead of
+/// `cfxdp-*` namespaces, `cx*` interfaces. `XDP.skip` fails a test instead of
 /// skipping it when `CORNFLAKES_REQUIRE_XDP=1` says the environment must support it.
 pub const XDP: Suite = Suite {
     root_needed_for: "AF_XDP, XDP programs and netns",
     ip_package_hint: Some("iproute2"),
-    ..Suite::new("cfxdp", "cx", 77, "CORNFLAKES_REQUIRE_XDP")
+    ..Suite::new("cfxdp", "cx", "CORNFLAKES_REQUIRE_XDP")
 };

@@ -1,0 +1,74 @@
+//! The client side of the apps' load generators: what every app's
+//! [`loadgen::ClientTransport`] over a datapath does the same way (echo, KV, calibration).
+//! Each app keeps only how it builds a request and reads a reply.
+
+use std::io;
+use std::net::SocketAddrV4;
+
+use cornflakes::{ConnId, Datapath, RxMsg, SendError};
+use datapath_tcp::TcpDatapath;
+use loadgen::{request_id, Response};
+
+/// Pushes queued requests out and reaps completions. A full queue is not an error: what is
+/// still queued goes out at the next flush.
+pub fn flush<D: Datapath>(dp: &mut D) -> io::Result<()> {
+    let r = match dp.flush() {
+        Ok(()) | Err(SendError::Full) => Ok(()),
+        Err(e) => Err(io::Error::other(e.to_string())),
+    };
+    dp.poll_completions();
+    r
+}
+
+/// Queues one request with `send`; when the queue is full, flushes once and tries again.
+pub fn send_or_flush<D: Datapath>(
+    dp: &mut D,
+    mut send: impl FnMut(&mut D) -> Result<(), SendError>,
+) -> io::Result<()> {
+    let mut r = send(dp);
+    if let Err(SendError::Full) = r {
+        flush(dp)?;
+        r = send(dp);
+    }
+    r.map_err(|e| io::Error::other(e.to_string()))
+}
+
+/// [`loadgen::ClientTransport::poll_responses`] of a client thread `thread` whose replies
+/// carry their request's sequence number as the message id: flushes, receives one burst into
+/// `rx` and hands each reply on with its full request id. Returns the replies received.
+pub fn poll_replies<D: Datapath>(
+    dp: &mut D,
+    rx: &mut Vec<RxMsg>,
+    thread: usize,
+    on_response: &mut dyn FnMut(Response<'_>),
+) -> io::Result<usize> {
+    flush(dp)?;
+    rx.clear();
+    dp.recv_burst(rx)?;
+    for m in rx.iter() {
+        on_response(Response {
+            id: Some(request_id(thread, u64::from(m.msg.id))),
+            payload: &m.data,
+        });
+    }
+    let n = rx.len();
+    rx.clear();
+    Ok(n)
+}
+
+/// Opens `per_core` (at least 1) kernel-TCP connections to each server core in `cores`:
+/// connection *k* goes to core *k* mod N, so spreading requests over the connections by
+/// sequence number keeps them round-robin over the cores.
+pub fn tcp_conns(
+    dp: &mut TcpDatapath,
+    cores: &[SocketAddrV4],
+    per_core: usize,
+) -> io::Result<Vec<ConnId>> {
+    let mut conns = Vec::with_capacity(cores.len() * per_core.max(1));
+    for _ in 0..per_core.max(1) {
+        for &c in cores {
+            conns.push(dp.open(c)?);
+        }
+    }
+    Ok(conns)
+}
