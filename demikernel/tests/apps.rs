@@ -18,7 +18,7 @@ use loadgen::Record;
 use netns_harness::host::format_mac;
 use netns_harness::{in_netns, Suite, VethPair};
 
-const SUITE: Suite = Suite::new("cfdapp", "cda", 78, "CORNFLAKES_REQUIRE_NETNS");
+const SUITE: Suite = Suite::new("cfdapp", "cda", "CORNFLAKES_REQUIRE_NETNS");
 const PORT: u16 = 7400;
 
 /// A `demi-server` child in namespace A; its stderr is echoed (indented) and kept.

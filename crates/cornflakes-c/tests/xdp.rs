@@ -10,7 +10,7 @@ use netns_harness::Suite;
 
 const SUITE: Suite = Suite {
     root_needed_for: "network namespaces, veth and AF_XDP",
-    ..Suite::new("cfcx", "cfx", 85, "CORNFLAKES_REQUIRE_XDP")
+    ..Suite::new("cfcx", "cfx", "CORNFLAKES_REQUIRE_XDP")
 };
 
 #[cfg(not(feature = "xdp"))]

@@ -68,7 +68,7 @@ impl<'a> GetM<'a> {
     }
     /// Makes `keys` present and empty, with room for `cap` elements.
     pub fn init_keys(&mut self, cap: usize) {
-        self.keys = LeafList::with_capacity_in(cap, self.arena);
+        self.keys.reset_with_capacity(cap);
         self.p.set(2, 8);
     }
     /// `keys` (empty when absent).
@@ -93,7 +93,7 @@ impl<'a> GetM<'a> {
     }
     /// Makes `vals` present and empty, with room for `cap` elements.
     pub fn init_vals(&mut self, cap: usize) {
-        self.vals = LeafList::with_capacity_in(cap, self.arena);
+        self.vals.reset_with_capacity(cap);
         self.p.set(3, 8);
     }
     /// `vals` (empty when absent).

@@ -78,13 +78,19 @@ impl<'a> Leaf<'a> for CFString<'a> {
 /// the memory to the arena's reset.
 pub struct LeafList<'a, T> {
     items: ManuallyDrop<BVec<'a, T>>,
-    sizes: Sizes,
+    /// COPY AREA bytes of the copied elements.
+    copy: usize,
+    /// ZERO-COPY AREA bytes of the zero-copy elements.
+    zero_copy_len: usize,
+    /// Zero-copy elements (0: dropping the list has nothing to release). The pair array's
+    /// bytes follow from the length, so the list keeps no header count.
+    zero_copy_count: usize,
 }
 
 impl<T> Drop for LeafList<'_, T> {
     #[inline]
     fn drop(&mut self) {
-        if self.sizes.zero_copy_count != 0 {
+        if self.zero_copy_count != 0 {
             // Drops every element (the zero-copy ones release their references); the storage
             // goes back to the arena.
             let bump = self.items.bump();
@@ -99,24 +105,78 @@ impl<'a, T: Leaf<'a>> LeafList<'a, T> {
     pub fn with_capacity_in(cap: usize, arena: &'a Arena) -> Self {
         LeafList {
             items: ManuallyDrop::new(BVec::with_capacity_in(cap, arena.bump())),
-            sizes: Sizes::default(),
+            copy: 0,
+            zero_copy_len: 0,
+            zero_copy_count: 0,
+        }
+    }
+
+    /// Makes the list empty with room for `cap` elements, in place: what a generated
+    /// `init_*` does. A fresh list (nothing appended) only gets its storage; one with elements
+    /// drops them first (the zero-copy ones release their references).
+    #[inline]
+    pub fn reset_with_capacity(&mut self, cap: usize) {
+        if !self.items.is_empty() {
+            self.clear();
+        }
+        if self.items.capacity() < cap {
+            let bump = self.items.bump();
+            // The old vector is empty; its storage stays with the arena.
+            std::mem::forget(std::mem::replace(
+                &mut *self.items,
+                BVec::with_capacity_in(cap, bump),
+            ));
+        }
+    }
+
+    /// Drops every element and zeroes the sizes.
+    #[cold]
+    #[inline(never)]
+    fn clear(&mut self) {
+        self.items.clear();
+        self.copy = 0;
+        self.zero_copy_len = 0;
+        self.zero_copy_count = 0;
+    }
+
+    #[inline(always)]
+    fn add_leaf(&mut self, p: &CFPtr<'_>) {
+        match p {
+            CFPtr::ZeroCopy(b) => {
+                self.zero_copy_count += 1;
+                self.zero_copy_len += b.len();
+            }
+            CFPtr::Copy(b) => self.copy += b.len(),
+        }
+    }
+
+    #[inline(always)]
+    fn remove_leaf(&mut self, p: &CFPtr<'_>) {
+        match p {
+            CFPtr::ZeroCopy(b) => {
+                self.zero_copy_count -= 1;
+                self.zero_copy_len -= b.len();
+            }
+            CFPtr::Copy(b) => self.copy -= b.len(),
         }
     }
 
     /// Appends a value.
     #[inline]
     pub fn append(&mut self, v: T) {
-        self.sizes.header += PAIR;
-        self.sizes.add_leaf(v.cf_ptr());
+        self.add_leaf(v.cf_ptr());
         self.items.push(v);
     }
 
     /// Replaces element `i`, returning the old value (`None` if `i` is out of range).
     pub fn set(&mut self, i: usize, v: T) -> Option<T> {
-        let slot = self.items.get_mut(i)?;
-        self.sizes.remove_leaf(slot.cf_ptr());
-        self.sizes.add_leaf(v.cf_ptr());
-        Some(std::mem::replace(slot, v))
+        if i >= self.items.len() {
+            return None;
+        }
+        self.add_leaf(v.cf_ptr());
+        let old = std::mem::replace(&mut self.items[i], v);
+        self.remove_leaf(old.cf_ptr());
+        Some(old)
     }
 
     /// Number of elements.
@@ -152,7 +212,12 @@ impl<'a, T: Leaf<'a>> LeafList<'a, T> {
     /// Encoded sizes: the pair array and the leaves (the field's slot is the parent's).
     #[inline]
     pub fn sizes(&self) -> Sizes {
-        self.sizes
+        Sizes {
+            header: PAIR * self.items.len(),
+            copy: self.copy,
+            zero_copy_count: self.zero_copy_count,
+            zero_copy_len: self.zero_copy_len,
+        }
     }
 
     /// Writes the pair array at `at` (copying copied leaves); returns the end of the array.
@@ -169,7 +234,7 @@ impl<'a, T: Leaf<'a>> LeafList<'a, T> {
     /// Calls `f` on each zero-copy element kept by `demote`.
     #[inline]
     pub fn for_each_zero_copy<F: FnMut(&RcBuf)>(&self, demote: &mut Demote, f: &mut F) {
-        if self.sizes.zero_copy_count == 0 {
+        if self.zero_copy_count == 0 {
             return;
         }
         for v in self.items.iter() {
@@ -185,11 +250,11 @@ impl<'a, T: Leaf<'a>> LeafList<'a, T> {
     /// reference moves, no clone); the demoted ones release theirs.
     #[inline]
     pub fn into_zero_copy<F: FnMut(RcBuf)>(mut self, demote: &mut Demote, f: &mut F) {
-        if self.sizes.zero_copy_count == 0 {
+        if self.zero_copy_count == 0 {
             return;
         }
         // The list's own drop then has nothing to release.
-        self.sizes.zero_copy_count = 0;
+        self.zero_copy_count = 0;
         let bump = self.items.bump();
         let items = std::mem::replace(&mut *self.items, BVec::new_in(bump));
         for v in items {
@@ -493,6 +558,36 @@ mod tests {
         l.append(CFPtr::new(b"abc", &arena));
         assert!(l.set(0, CFPtr::new_ref(&big, &arena)).is_some());
         assert_eq!(big.ref_count(), 2);
+        drop(l);
+        assert_eq!(big.ref_count(), 1);
+    }
+
+    #[test]
+    fn reset_with_capacity_empties_the_list_and_releases_its_references() {
+        let mem = PinnedMemory::with_defaults().unwrap();
+        let arena = Arena::with_memory(&mem).with_threshold(512);
+        let big = mem.alloc_copy(&[7u8; 1024]).unwrap();
+        let mut l: LeafList<'_, CFBytes<'_>> = LeafList::with_capacity_in(0, &arena);
+        l.reset_with_capacity(3);
+        assert!(l.is_empty());
+        l.append(CFBytes::new_ref(&big, &arena));
+        l.append(CFBytes::new(b"abc", &arena));
+        assert_eq!(big.ref_count(), 2);
+        assert_eq!(l.sizes().zero_copy_count, 1);
+        // Emptied in place: the reference goes, the sizes start again.
+        l.reset_with_capacity(1);
+        assert_eq!(big.ref_count(), 1);
+        assert!(l.is_empty());
+        assert_eq!(l.sizes(), Sizes::default());
+        l.append(CFBytes::new(b"xy", &arena));
+        assert_eq!(
+            l.sizes(),
+            Sizes {
+                header: PAIR,
+                copy: 2,
+                ..Sizes::default()
+            }
+        );
         drop(l);
         assert_eq!(big.ref_count(), 1);
     }

@@ -181,9 +181,13 @@ pub trait DecodeObj<'a>: Sized {
     fn deserialize_bytes(buf: &'a [u8], arena: &'a Arena) -> Result<Self, DecodeError> {
         arena.check_limit_for_decode()?;
         let dec = Decoder::new(buf);
-        let obj = Self::decode_from(dec.root()?, arena)?;
-        dec.check_no_trailing_bytes()?;
-        Ok(obj)
+        // The result is returned as it is (not taken apart and rebuilt), so the object is not
+        // moved again.
+        let r = Self::decode_from(dec.root()?, arena);
+        if r.is_ok() {
+            dec.check_no_trailing_bytes()?;
+        }
+        r
     }
 
     /// Decodes from a received packet: values at least the arena's threshold long reference
@@ -193,9 +197,13 @@ pub trait DecodeObj<'a>: Sized {
     fn deserialize_rcbuf(pkt: &'a RcBuf, arena: &'a Arena) -> Result<Self, DecodeError> {
         arena.check_limit_for_decode()?;
         let dec = Decoder::from_rcbuf(pkt, arena);
-        let obj = Self::decode_from(dec.root()?, arena)?;
-        dec.check_no_trailing_bytes()?;
-        Ok(obj)
+        // The result is returned as it is (not taken apart and rebuilt), so the object is not
+        // moved again.
+        let r = Self::decode_from(dec.root()?, arena);
+        if r.is_ok() {
+            dec.check_no_trailing_bytes()?;
+        }
+        r
     }
 
     /// Decodes an object at the start of `buf` and accepts bytes after it (an explicit opt-in:

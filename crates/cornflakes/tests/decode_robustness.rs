@@ -125,6 +125,31 @@ fn specific_malformations_give_the_right_error() {
     b[4] = 0x1f; // Outer field 3 unknown, below known field 5: an error
     let e = Outer::deserialize_bytes(&b, &arena).unwrap_err();
     assert_eq!(e.kind(), &DecodeErrorKind::UnknownField { field: 3 });
+    assert_eq!(e.offset(), 4, "the bitmap word of the top-level header");
+}
+
+#[test]
+fn a_tolerated_unknown_field_accepts_what_follows_and_a_known_one_does_not() {
+    // The one-word bitmap check: field 4 of GetM (known 1..=3) is above every known field,
+    // so its data may lie anywhere and bytes after the known data are accepted; without it
+    // the same bytes are trailing.
+    let arena = Arena::new();
+    let mut b = hex(EXAMPLE1);
+    b.extend_from_slice(&[0xaa; 3]);
+    let e = GetM::deserialize(&b, &arena).unwrap_err();
+    assert!(
+        matches!(e.kind(), DecodeErrorKind::TrailingBytes { .. }),
+        "{e}"
+    );
+    b[4] |= 0x08;
+    let m = GetM::deserialize(&b, &arena).unwrap();
+    let orig = hex(EXAMPLE1);
+    let want = GetM::deserialize(&orig, &arena).unwrap();
+    assert_eq!(m.get_id(), want.get_id());
+    let vals = |g: &GetM<'_>| -> Vec<Vec<u8>> {
+        g.get_vals().iter().map(|v| v.as_bytes().to_vec()).collect()
+    };
+    assert_eq!(vals(&m), vals(&want));
 }
 
 #[test]

@@ -417,6 +417,14 @@ impl<'s> MessageGen<'s> {
                 FieldKind::String | FieldKind::Bytes => quote!(cf::LeafList),
                 FieldKind::Message(_) => quote!(cf::MessageList),
             };
+            // A string/bytes list is emptied in place (the usual case: the fresh list of
+            // `new_in`, no allocation to replace, nothing to drop).
+            let init_body = match d.kind {
+                FieldKind::String | FieldKind::Bytes => {
+                    quote!(self.#s.reset_with_capacity(cap);)
+                }
+                _ => quote!(self.#s = #cap_ctor::with_capacity_in(cap, self.arena);),
+            };
             let enum_note = if let FieldKind::Enum(e) = d.kind {
                 format!(
                     " Elements are raw `{}` numbers (unknown numbers are kept).",
@@ -445,7 +453,7 @@ impl<'s> MessageGen<'s> {
                 #[doc = #init_doc]
                 #[inline]
                 pub fn #init(&mut self, cap: usize) {
-                    self.#s = #cap_ctor::with_capacity_in(cap, self.arena);
+                    #init_body
                     #set_bit
                 }
                 #[doc = #mut_doc]

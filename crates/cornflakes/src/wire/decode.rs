@@ -82,7 +82,18 @@ impl<'a> Decoder<'a> {
     /// Refuses bytes after the object (call after decoding it): `Ok` when the objects decoded
     /// use the whole input, or when fields this reader does not know were present (see
     /// [`consumed`](Self::consumed)); else [`DecodeErrorKind::TrailingBytes`].
+    #[inline(always)]
     pub fn check_no_trailing_bytes(&self) -> Result<(), DecodeError> {
+        if self.end.get() == self.buf.len() || self.unknown.get() {
+            return Ok(());
+        }
+        self.trailing_bytes()
+    }
+
+    /// The error of [`check_no_trailing_bytes`](Self::check_no_trailing_bytes), out of line.
+    #[cold]
+    #[inline(never)]
+    fn trailing_bytes(&self) -> Result<(), DecodeError> {
         match self.consumed() {
             Some(c) if c < self.buf.len() => Err(DecodeError::new(
                 DecodeErrorKind::TrailingBytes {
@@ -120,7 +131,8 @@ impl<'a> Decoder<'a> {
 
     #[inline]
     fn need(&self, what: &'static str, at: usize, n: usize) -> Result<&'a [u8], DecodeError> {
-        match self.buf.get(at..).and_then(|s| s.get(..n)) {
+        // `at + n` cannot overflow: both are below the buffer length plus a slot size.
+        match self.buf.get(at..at.wrapping_add(n)) {
             Some(s) => Ok(s),
             None => Err(DecodeError::new(
                 DecodeErrorKind::Truncated {
@@ -187,12 +199,18 @@ impl<'a> Decoder<'a> {
             ));
         }
         let bitmap_len = w as usize * 4;
-        self.need("bitmap", offset + 4, bitmap_len)?;
+        let bitmap = self.need("bitmap", offset + 4, bitmap_len)?;
         self.charge(4 + bitmap_len, offset)?;
+        // Fields 1-32, the usual case, are tested against this copy of the first word.
+        let word0 = match bitmap.get(..4) {
+            Some(b) => u32::from_le_bytes([b[0], b[1], b[2], b[3]]),
+            None => 0,
+        };
         Ok(HeaderReader {
             dec: self,
             start: offset,
             words: w,
+            word0,
             cursor: offset + 4 + bitmap_len,
             depth,
         })
@@ -220,6 +238,8 @@ pub struct HeaderReader<'d, 'a> {
     dec: &'d Decoder<'a>,
     start: usize,
     words: u32,
+    /// Bitmap word 0 (0 when `words` is 0).
+    word0: u32,
     cursor: usize,
     depth: u32,
 }
@@ -238,6 +258,9 @@ impl<'d, 'a> HeaderReader<'d, 'a> {
     #[inline]
     pub fn has(&self, n: u32) -> bool {
         let i = (n - 1) / 32;
+        if i == 0 {
+            return self.word0 & (1 << ((n - 1) % 32)) != 0;
+        }
         if i >= self.words {
             return false;
         }
@@ -309,10 +332,16 @@ impl<'d, 'a> HeaderReader<'d, 'a> {
             .dec
             .range("string/bytes pair array", off, count as u64 * 8, at)?;
         self.dec.charge(count as usize * 8, at)?;
+        // In bounds: `range` checked it.
+        let pairs = self
+            .dec
+            .buf
+            .get(pos..pos + count as usize * 8)
+            .unwrap_or(&[]);
         Ok(LeafIter {
             dec: self.dec,
+            pairs: pairs.chunks_exact(8),
             pos,
-            left: count as usize,
         })
     }
 
@@ -379,6 +408,29 @@ impl<'d, 'a> HeaderReader<'d, 'a> {
         max_known: u32,
         known: impl Fn(usize) -> u32,
     ) -> Result<(), DecodeError> {
+        if self.words <= 1 && (1..=32).contains(&max_known) {
+            // One bitmap word (or none) and every known field in it: with the reader's
+            // constants this is a test of the word against one mask.
+            let mask = if max_known == 32 {
+                u32::MAX
+            } else {
+                (1u32 << max_known) - 1
+            };
+            if self.word0 & !mask != 0 {
+                // Fields above every known one: tolerated, their data may lie anywhere.
+                self.dec.unknown.set(true);
+            }
+            let unknown = self.word0 & mask & !known(0);
+            if unknown != 0 {
+                return Err(DecodeError::new(
+                    DecodeErrorKind::UnknownField {
+                        field: 1 + unknown.trailing_zeros(),
+                    },
+                    self.start + 4,
+                ));
+            }
+            return Ok(());
+        }
         let limit_words = (max_known as usize).div_ceil(32).min(self.words as usize);
         if self.words as usize > limit_words {
             // Words wholly above the known fields: any bit set is a tolerated unknown field.
@@ -386,11 +438,15 @@ impl<'d, 'a> HeaderReader<'d, 'a> {
         }
         for i in 0..limit_words {
             let at = self.start + 4 + i * 4;
-            // One bounds check for the word (the header's words were checked to be in the
-            // buffer when it was opened).
-            let mut word = [0u8; 4];
-            word.copy_from_slice(&self.dec.buf[at..at + 4]);
-            let w = u32::from_le_bytes(word);
+            let w = if i == 0 {
+                self.word0
+            } else {
+                // One bounds check for the word (the header's words were checked to be in
+                // the buffer when it was opened).
+                let mut word = [0u8; 4];
+                word.copy_from_slice(&self.dec.buf[at..at + 4]);
+                u32::from_le_bytes(word)
+            };
             let mut unknown = w & !known(i);
             // Bits above max_known in its word are tolerated.
             let first = i as u32 * 32 + 1;
@@ -435,33 +491,31 @@ impl HeaderReader<'_, '_> {
 /// Elements of a repeated string/bytes field.
 pub struct LeafIter<'d, 'a> {
     dec: &'d Decoder<'a>,
+    /// The pairs not yet read (validated when the slot was read).
+    pairs: std::slice::ChunksExact<'a, u8>,
+    /// Offset of the next pair (for errors).
     pos: usize,
-    left: usize,
 }
 
 impl<'a> LeafIter<'_, 'a> {
     /// Number of elements not yet read.
     pub fn len(&self) -> usize {
-        self.left
+        self.pairs.len()
     }
 
     /// Whether all elements were read.
     pub fn is_empty(&self) -> bool {
-        self.left == 0
+        self.pairs.len() == 0
     }
 
     /// The next element, `None` after the last.
     #[inline]
     pub fn next_leaf(&mut self) -> Option<Result<CFPtr<'a>, DecodeError>> {
-        if self.left == 0 {
-            return None;
-        }
+        let s = self.pairs.next()?;
         let at = self.pos;
-        let s = &self.dec.buf[at..at + 8];
         let len = u32::from_le_bytes([s[0], s[1], s[2], s[3]]);
         let off = u32::from_le_bytes([s[4], s[5], s[6], s[7]]);
         self.pos += 8;
-        self.left -= 1;
         Some(self.dec.value(len, off, at))
     }
 }

@@ -143,6 +143,18 @@ impl<'b> Encoder<'b> {
     /// one bounds check and two stores.
     #[inline(always)]
     pub fn presence<const W: usize>(&mut self, pos: usize, p: &Presence<W>) -> usize {
+        if W == 1 {
+            // The common case, without the loops: `W` is 0 or 1, then the word when 1.
+            let word = p.words[0];
+            if word == 0 {
+                self.put_u32(pos, 0);
+                return pos + 4;
+            }
+            let out = &mut self.buf[pos..pos + 8];
+            out[..4].copy_from_slice(&1u32.to_le_bytes());
+            out[4..].copy_from_slice(&word.to_le_bytes());
+            return pos + 8;
+        }
         let w = used_words(&p.words);
         let end = pos + 4 + 4 * w;
         let out = &mut self.buf[pos..end];
