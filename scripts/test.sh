@@ -122,16 +122,18 @@ fi
 
 # --- packaging -------------------------------------------------------------------------------
 # The crates meant for publishing must package (metadata, readme, versions on path
-# dependencies), one by one in the order they would be published: the runtime (package
-# `cornflakes-runtime`, library `cornflakes`; crates.io's `cornflakes` is an unrelated crate)
-# needs nothing unpublished, so it is packaged alone and verified (built from its archive);
-# each later crate is packaged with the ones before it, which cargo then takes from the local
-# archives as it would from crates.io once they are published. --no-verify for those two: the
-# tests above built them. Needs the crates.io index.
-say "cargo package, in publishing order: cornflakes-runtime, cornflakes-codegen, cornflakes-cli"
-cargo package --allow-dirty -p cornflakes-runtime
-cargo package --no-verify --allow-dirty -p cornflakes-runtime -p cornflakes-codegen
-cargo package --no-verify --allow-dirty -p cornflakes-runtime -p cornflakes-codegen -p cornflakes-cli
+# dependencies), in the order they would be published: pinned memory (cornflakes-mem) needs
+# nothing unpublished, so it is packaged alone and verified (built from its archive); the
+# datapath interface (cornflakes-datapath, on the memory crate) and the runtime (package
+# `cornflakes-runtime`, library `cornflakes`; crates.io's `cornflakes` is an unrelated crate; on
+# both) are packaged and verified with it, cargo taking the ones before each from the local
+# archives as it would from crates.io once they are published. Then codegen and the CLI,
+# --no-verify: the tests above built them. Needs the crates.io index.
+say "cargo package, in publishing order: cornflakes-mem, cornflakes-datapath, cornflakes-runtime, cornflakes-codegen, cornflakes-cli"
+cargo package --allow-dirty -p cornflakes-mem
+cargo package --allow-dirty -p cornflakes-mem -p cornflakes-datapath -p cornflakes-runtime
+cargo package --no-verify --allow-dirty -p cornflakes-mem -p cornflakes-datapath -p cornflakes-runtime -p cornflakes-codegen
+cargo package --no-verify --allow-dirty -p cornflakes-mem -p cornflakes-datapath -p cornflakes-runtime -p cornflakes-codegen -p cornflakes-cli
 
 # --- AddressSanitizer ------------------------------------------------------------------------
 # Every crate with `unsafe` (pinned memory, FFI datapaths, the netns harness, capnp's segment
@@ -139,7 +141,7 @@ cargo package --no-verify --allow-dirty -p cornflakes-runtime -p cornflakes-code
 # lists them) runs its tests again under ASan with leak detection. Default features: the
 # feature-gated FFI needs hardware or root and is tested above.
 asan_pkgs=""
-for p in cornflakes-runtime datapath-loopback datapath-socket datapath-tcp datapath-xdp datapath-mlx5 datapath-ice \
+for p in cornflakes-mem cornflakes-runtime datapath-loopback datapath-socket datapath-tcp datapath-xdp datapath-mlx5 datapath-ice \
   netns-harness baselines percore cornflakes-c; do
   # The runtime's package is cornflakes-runtime, its directory crates/cornflakes.
   d=${p%-runtime}

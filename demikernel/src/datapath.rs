@@ -21,9 +21,11 @@ use std::io;
 use std::net::{SocketAddr, SocketAddrV4};
 use std::time::Duration;
 
-use cornflakes::datapath::{Completions, Connect, DatapathMemory, DropCounters, Receive, Transmit};
+use cornflakes::datapath::{
+    Completions, Connect, DatapathMemory, DropCounters, Receive, SendObject, Transmit,
+};
 use cornflakes::mem::MemoryConfig;
-use cornflakes::{ConnId, CornflakesObj, Msg, PinnedMemory, RcBuf, RxMsg, SendError};
+use cornflakes::{ConnId, Msg, PinnedMemory, RcBuf, RxMsg, SendError};
 use datapath_tcp::frame::{DeframeError, Deframer, HEADER_LEN};
 use datapath_tcp::txq::{framed_copy, sga_header, FramedObject, TxQueue};
 use demikernel::runtime::types::{demi_opcode_t, demi_qresult_t};
@@ -633,14 +635,14 @@ impl Transmit for DemiDatapath {
         self.cfg.max_message_len
     }
 
-    fn send_object<O: CornflakesObj>(
+    fn send_object<O: SendObject>(
         &mut self,
         conn: ConnId,
         msg: Msg,
         obj: &O,
     ) -> Result<(), SendError> {
         let Some(f) = FramedObject::new(&self.mem, msg, obj, self.cfg.max_segments - 1)? else {
-            let bytes = obj.serialize_to_vec();
+            let bytes = obj.object_to_vec();
             return self.send_copy(conn, msg, &bytes);
         };
         let c = self.conn_for_send(conn, f.total)?;

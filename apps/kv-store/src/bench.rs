@@ -91,7 +91,7 @@ fn run_sweeps(cfg: &BenchConfig, remote: Option<SocketAddrV4>) -> Result<BenchOu
         cfg.duration,
         cfg.warmup,
         cfg.threads,
-        cfg.socket_label(),
+        cfg.socket_label(remote),
         cfg.mtu
     );
     let mut lanes = Vec::new();
@@ -150,7 +150,7 @@ fn run_sweeps(cfg: &BenchConfig, remote: Option<SocketAddrV4>) -> Result<BenchOu
         workload: name,
         stats: Some(stats),
         requests_per_unit: per_unit,
-        datapath: cfg.socket_label().to_owned(),
+        datapath: cfg.socket_label(remote),
         ..BenchOutcome::default()
     };
     for lane in lanes {

@@ -134,13 +134,19 @@ pub struct BenchConfig {
 }
 
 impl BenchConfig {
-    /// The label of the socket datapath this configuration runs ([`DATAPATH_LABEL`] or
-    /// [`TCP_LABEL`]).
-    pub fn socket_label(&self) -> &'static str {
-        if self.tcp_conns.is_some() {
-            TCP_LABEL
-        } else {
-            DATAPATH_LABEL
+    /// The label of the socket datapath this configuration runs: with the servers in this
+    /// process ([`DATAPATH_LABEL`] or [`TCP_LABEL`]), or, for `kv client`, against the server
+    /// at `remote` (its real address, wherever it is).
+    pub fn socket_label(&self, remote: Option<SocketAddrV4>) -> String {
+        match (remote, self.tcp_conns.is_some()) {
+            (None, true) => TCP_LABEL.to_owned(),
+            (None, false) => DATAPATH_LABEL.to_owned(),
+            (Some(addr), true) => {
+                format!("kernel TCP to the server at {addr} (datapath-tcp; this process the client)")
+            }
+            (Some(addr), false) => format!(
+                "kernel UDP sockets to the server at {addr} (datapath-socket; this process the client)"
+            ),
         }
     }
 }
@@ -263,4 +269,32 @@ pub(crate) fn prepare(cfg: &BenchConfig) -> Result<Prepared, String> {
         expected,
         reqs,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_remote_server_is_named_by_its_address() {
+        let remote: SocketAddrV4 = "10.1.2.3:7000".parse().unwrap();
+        let mut cfg = BenchConfig {
+            tcp_conns: Some(2),
+            ..BenchConfig::default()
+        };
+        assert_eq!(cfg.socket_label(None), TCP_LABEL);
+        let tcp = cfg.socket_label(Some(remote));
+        assert!(
+            tcp.starts_with("kernel TCP to the server at 10.1.2.3:7000 "),
+            "{tcp}"
+        );
+        assert!(!tcp.contains("127.0.0.1"), "{tcp}");
+        cfg.tcp_conns = None;
+        assert_eq!(cfg.socket_label(None), DATAPATH_LABEL);
+        let udp = cfg.socket_label(Some(remote));
+        assert!(
+            udp.starts_with("kernel UDP sockets to the server at 10.1.2.3:7000 "),
+            "{udp}"
+        );
+    }
 }

@@ -62,6 +62,16 @@ fn tcp_client_process_against_tcp_server_process() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // The client names the server it measured, not a loopback server of its own.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!("kernel TCP to the server at {addr}")),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("server and client threads in one process"),
+        "{stderr}"
+    );
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("kv.json")).unwrap()).unwrap();
     let recs = v.as_array().unwrap();

@@ -1,9 +1,11 @@
 //! An echo over TCP (`datapath-tcp`) in the five modes of the paper's Figure 9, and the
 //! Figure as a command (`tcp-echo fig9`, see `README.md`).
 //!
-//! One server serves every mode: the framing header's message type says which. The client is
-//! a [`loadgen::ClientTransport`] over several TCP connections, driven open-loop by
-//! [`loadgen::run`] at a fixed Poisson load.
+//! One server serves every mode: the framing header's message type says which. The server is
+//! the [`EchoAll`] handler on the apps' one server skeleton (`app-server`, its kernel-TCP arm:
+//! [`spawn`]); this crate keeps only the handler, the client, the fixed-load run and the plot.
+//! The client is a [`loadgen::ClientTransport`] over several TCP connections, driven
+//! open-loop by [`loadgen::run`] at a fixed Poisson load.
 //!
 //! - `raw`: the server sends the received bytes back as they are (a reference to the receive
 //!   buffer, after a frame header of its own): no serialization at all.
@@ -21,15 +23,17 @@ pub mod plot;
 
 use std::io;
 use std::net::SocketAddrV4;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 pub use app_server::serialization::{Library, Serialization};
+use app_server::{Handler, Unanswered};
 use baselines::{Codec, EchoMsg, Shape};
-use cornflakes::datapath::{Completions, Connect, DatapathMemory, Receive, Transmit};
-use cornflakes::{Arena, CFBytes, CFPtr, ConnId, Msg, RxMsg};
+use cornflakes::datapath::{Completions, Receive, Transmit};
+use cornflakes::{Arena, CFBytes, CFPtr, ConnId, Datapath, Msg, PinnedMemory, RxMsg, SendError};
+use datapath_socket::SocketConfig;
 use datapath_tcp::{TcpConfig, TcpDatapath};
 use loadgen::{ClientTransport, Response};
+use percore::CoresConfig;
 
 #[allow(missing_docs)]
 pub mod schema {
@@ -134,124 +138,89 @@ pub fn encode_request(mode: Mode, val: &[u8]) -> Result<Vec<u8>, String> {
     }
 }
 
-/// Counts of a server.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ServerStats {
-    /// Requests echoed.
-    pub echoed: u64,
-    /// Requests that did not decode (or of an unknown mode): dropped.
-    pub bad_requests: u64,
-    /// Replies refused (queue full, connection gone): dropped.
-    pub send_errors: u64,
+/// What the echo server has seen ([`app_server::ServerStats`]: `replied` counts the echoes,
+/// `malformed` the requests that did not decode or name no mode, `send_failed` the replies
+/// refused).
+pub type ServerStats = app_server::ServerStats;
+
+/// Running echo server cores over kernel TCP ([`spawn`]).
+pub type ServerHandle = app_server::ServerHandle<()>;
+
+/// Starts the echo server of every mode on one unpinned thread: the [`EchoAll`] handler on
+/// the shared server skeleton's kernel-TCP arm (`app_server::ServerHandle::spawn_tcp`, what
+/// `--datapath tcp` runs), listening on `listen` (port 0 picks one). An idle server waits in
+/// `epoll_wait` after a few empty polls; with `spin` it polls and yields instead, for a quiet
+/// machine with a core each. Returns once it listens ([`ServerHandle::addr`]).
+pub fn spawn(listen: SocketAddrV4, spin: bool) -> Result<ServerHandle, String> {
+    let mut cores = CoresConfig::new("tcp-echo-server", 1);
+    cores.pin = false;
+    ServerHandle::spawn_tcp(SocketConfig::new(listen), &cores, None, spin, |mem, _| {
+        Ok(EchoAll::new(mem))
+    })
 }
 
-/// The echo server: one TCP datapath, every mode.
-pub struct Server {
-    dp: TcpDatapath,
+/// The echo of every mode, as a handler of the shared server skeleton: the framing header's
+/// message type ([`Mode::msg_type`]) says how to answer each request.
+pub struct EchoAll {
+    arena: Arena,
     codecs: Vec<(Mode, Box<dyn Codec + Send>)>,
-    stats: ServerStats,
-    rx: Vec<RxMsg>,
 }
 
-impl Server {
-    /// Listens on `addr` (port 0 picks one).
-    pub fn bind(addr: SocketAddrV4) -> io::Result<Server> {
-        let dp = TcpDatapath::new(TcpConfig::new(Some(addr))).map_err(io::Error::other)?;
+impl EchoAll {
+    /// The handler, its Cornflakes arena on `mem` (the datapath's pinned memory).
+    pub fn new(mem: &PinnedMemory) -> EchoAll {
         let codecs = Mode::ALL
             .into_iter()
             .filter_map(|m| m.library().map(|l| (m, l.codec())))
             .collect();
-        Ok(Server {
-            dp,
+        EchoAll {
+            arena: Arena::with_memory(mem),
             codecs,
-            stats: ServerStats::default(),
-            rx: Vec::new(),
-        })
-    }
-
-    /// The listening address.
-    pub fn local_addr(&self) -> SocketAddrV4 {
-        self.dp.local_addr()
-    }
-
-    /// The counters so far.
-    pub fn stats(&self) -> ServerStats {
-        self.stats
-    }
-
-    /// Serves until `stop` is set: poll, echo, flush. With `spin` false, a poll that found
-    /// nothing waits in `epoll_wait` (up to 1 ms) instead of polling again at once: on a
-    /// machine shared with other work a spinning server only competes with its clients.
-    pub fn serve(&mut self, stop: &AtomicBool, spin: bool) -> io::Result<()> {
-        let mut arena = Arena::with_memory(self.dp.memory());
-        while !stop.load(Ordering::Relaxed) {
-            if self.poll_once(&mut arena)? == 0 && !spin {
-                self.dp.wait(Duration::from_millis(1))?;
-            }
-        }
-        Ok(())
-    }
-
-    /// One poll: receives a burst, echoes every request, flushes. Returns the requests seen.
-    pub fn poll_once(&mut self, arena: &mut Arena) -> io::Result<usize> {
-        let mut rx = std::mem::take(&mut self.rx);
-        self.dp.recv_burst(&mut rx)?;
-        let n = rx.len();
-        for m in rx.drain(..) {
-            let r = match Mode::from_msg_type(m.msg.ty) {
-                Some(mode) => self.echo(mode, &m, arena),
-                None => Err(EchoError::Bad),
-            };
-            match r {
-                Ok(()) => self.stats.echoed += 1,
-                Err(EchoError::Bad) => self.stats.bad_requests += 1,
-                Err(EchoError::Send) => self.stats.send_errors += 1,
-            }
-        }
-        self.rx = rx;
-        let _ = self.dp.flush();
-        self.dp.poll_completions();
-        Ok(n)
-    }
-
-    fn echo(&mut self, mode: Mode, m: &RxMsg, arena: &mut Arena) -> Result<(), EchoError> {
-        let dp = &mut self.dp;
-        match mode {
-            Mode::Raw => dp
-                .send_sga(m.conn, m.msg, std::slice::from_ref(&m.data))
-                .map_err(|_| EchoError::Send),
-            Mode::Shared(Serialization::Cornflakes(_)) => arena.scope(|a| {
-                let req = Single::deserialize_rcbuf(&m.data, a).map_err(|_| EchoError::Bad)?;
-                let mut resp = Single::new_in(a);
-                if req.has_val() {
-                    resp.set_val(req.get_val().clone());
-                }
-                dp.send_object(m.conn, m.msg, &resp)
-                    .map_err(|_| EchoError::Send)
-            }),
-            _ => {
-                let codec = &mut self
-                    .codecs
-                    .iter_mut()
-                    .find(|(c, _)| *c == mode)
-                    .expect("a codec per library mode")
-                    .1;
-                let cap = (m.data.len() * 2 + 1024).min(dp.memory().max_item_size());
-                let mut out = dp.memory().alloc(cap).map_err(|_| EchoError::Send)?;
-                let n = codec
-                    .echo(Shape::Single, &m.data, &mut out)
-                    .map_err(|_| EchoError::Bad)?;
-                out.set_len(n);
-                dp.send_sga(m.conn, m.msg, &[out.freeze()])
-                    .map_err(|_| EchoError::Send)
-            }
         }
     }
 }
 
-enum EchoError {
-    Bad,
-    Send,
+fn malformed(why: &str) -> Unanswered {
+    Unanswered::Malformed(why.to_owned())
+}
+
+impl Handler for EchoAll {
+    type Counters = ();
+
+    fn label(&self) -> String {
+        "tcp-echo".to_owned()
+    }
+
+    fn counters(&self) {}
+
+    fn handle<D: Datapath>(&mut self, dp: &mut D, m: &RxMsg) -> Result<(), Unanswered> {
+        let mode = Mode::from_msg_type(m.msg.ty).ok_or_else(|| malformed("unknown mode"))?;
+        match mode {
+            Mode::Raw => Ok(dp.send_sga(m.conn, m.msg, std::slice::from_ref(&m.data))?),
+            Mode::Shared(Serialization::Cornflakes(_)) => self.arena.scope(|a| {
+                let req = Single::deserialize_rcbuf(&m.data, a)
+                    .map_err(|e| Unanswered::Malformed(e.to_string()))?;
+                let mut resp = Single::new_in(a);
+                if req.has_val() {
+                    resp.set_val(req.get_val().clone());
+                }
+                Ok(dp.send_object(m.conn, m.msg, &resp)?)
+            }),
+            _ => {
+                let Some((_, codec)) = self.codecs.iter_mut().find(|(c, _)| *c == mode) else {
+                    return Err(malformed("no codec"));
+                };
+                let mem = dp.memory();
+                let cap = (m.data.len() * 2 + 1024).min(mem.max_item_size());
+                let mut out = mem.alloc(cap).map_err(SendError::from)?;
+                let n = codec
+                    .echo(Shape::Single, &m.data, &mut out)
+                    .map_err(|_| malformed("bad library message"))?;
+                out.set_len(n);
+                Ok(dp.send_sga(m.conn, m.msg, &[out.freeze()])?)
+            }
+        }
+    }
 }
 
 /// The client side of one mode: requests round-robin over `conns` TCP connections; each

@@ -2,12 +2,11 @@
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use loadgen::{Bound, RunConfig, Schedule, ScheduleConfig};
-use tcp_echo::{plot, verdict_ok, Client, Mode, Percentiles, Server, TIMEOUT};
+use tcp_echo::{plot, verdict_ok, Client, Mode, Percentiles, TIMEOUT};
 
 const USAGE: &str = "usage: tcp-echo fig9 [--rate REQ_PER_S] [--size BYTES] [--seconds S] \
 [--warmup S] [--conns N] [--modes raw,cornflakes,...] [--out DIR] [--spin]
@@ -80,24 +79,8 @@ fn parse(args: &[String]) -> Result<Args, String> {
 }
 
 fn fig9(a: &Args) -> Result<(), String> {
-    // The server (its datapath is not Send) is created on its own thread.
-    let stop = Arc::new(AtomicBool::new(false));
-    let s2 = stop.clone();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let spin = a.spin;
-    let srv = std::thread::spawn(move || {
-        let mut server = match Server::bind(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0)) {
-            Ok(s) => s,
-            Err(e) => {
-                let _ = tx.send(Err(e.to_string()));
-                return (Ok(()), Default::default());
-            }
-        };
-        let _ = tx.send(Ok(server.local_addr()));
-        let r = server.serve(&s2, spin);
-        (r, server.stats())
-    });
-    let addr = rx.recv().map_err(|_| "server thread ended".to_string())??;
+    let server = tcp_echo::spawn(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0), a.spin)?;
+    let addr = server.addr();
     let mut rows = Vec::new();
     let mut json = Vec::new();
     println!(
@@ -157,14 +140,10 @@ fn fig9(a: &Args) -> Result<(), String> {
         }));
         rows.push((mode.to_string(), p));
     }
-    stop.store(true, Ordering::Relaxed);
-    let (r, stats) = srv
-        .join()
-        .map_err(|_| "server thread panicked".to_string())?;
-    r.map_err(|e| format!("server: {e}"))?;
+    let stats = server.stop().map_err(|e| format!("server: {e}"))?;
     println!(
         "server: {} echoed, {} bad requests, {} replies refused",
-        stats.echoed, stats.bad_requests, stats.send_errors
+        stats.replied, stats.malformed, stats.send_failed
     );
     std::fs::create_dir_all(&a.out).map_err(|e| format!("{}: {e}", a.out.display()))?;
     let j = a.out.join("fig9.json");
@@ -182,10 +161,9 @@ fn fig9(a: &Args) -> Result<(), String> {
 }
 
 fn server(a: &Args) -> Result<(), String> {
-    let mut s = Server::bind(a.listen).map_err(|e| format!("{}: {e}", a.listen))?;
-    println!("tcp-echo server on {}", s.local_addr());
-    s.serve(&AtomicBool::new(false), a.spin)
-        .map_err(|e| e.to_string())
+    let s = tcp_echo::spawn(a.listen, a.spin)?;
+    println!("tcp-echo server on {}", s.addr());
+    s.serve_until(&AtomicBool::new(false)).map(|_| ())
 }
 
 fn main() {

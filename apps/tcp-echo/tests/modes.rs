@@ -2,33 +2,19 @@
 //! it cannot decode instead of answering them.
 
 use std::net::{Ipv4Addr, SocketAddrV4};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use loadgen::{ClientTransport, Response};
-use tcp_echo::{verdict_ok, Client, Mode, Server, ServerStats};
+use tcp_echo::{verdict_ok, Client, Mode, ServerHandle};
 
-fn start() -> (
-    SocketAddrV4,
-    Arc<AtomicBool>,
-    std::thread::JoinHandle<ServerStats>,
-) {
-    let stop = Arc::new(AtomicBool::new(false));
-    let s2 = stop.clone();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let h = std::thread::spawn(move || {
-        let mut s = Server::bind(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0)).unwrap();
-        tx.send(s.local_addr()).unwrap();
-        s.serve(&s2, false).unwrap();
-        s.stats()
-    });
-    (rx.recv().unwrap(), stop, h)
+fn start() -> (SocketAddrV4, ServerHandle) {
+    let s = tcp_echo::spawn(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0), false).unwrap();
+    (s.addr(), s)
 }
 
 #[test]
 fn every_mode_echoes_correct_responses() {
-    let (addr, stop, h) = start();
+    let (addr, server) = start();
     for mode in Mode::ALL {
         for size in [1, 1024, 5000] {
             let mut c = Client::connect(addr, 3, mode, size).unwrap();
@@ -53,17 +39,16 @@ fn every_mode_echoes_correct_responses() {
             assert_eq!(got, want, "{mode} {size}");
         }
     }
-    stop.store(true, Ordering::Relaxed);
-    let st = h.join().unwrap();
-    assert_eq!(st.echoed, 5 * 3 * 30);
-    assert_eq!((st.bad_requests, st.send_errors), (0, 0));
+    let st = server.stop().unwrap();
+    assert_eq!(st.replied, 5 * 3 * 30);
+    assert_eq!((st.malformed, st.send_failed, st.io_errors), (0, 0, 0));
 }
 
 #[test]
 fn requests_that_do_not_decode_are_counted_not_answered() {
     use datapath_tcp::frame::{write_header, HEADER_LEN};
     use std::io::{Read, Write};
-    let (addr, stop, h) = start();
+    let (addr, server) = start();
     let mut s = std::net::TcpStream::connect(addr).unwrap();
     let mut w = s.try_clone().unwrap();
     let mut send = |ty: u16, body: &[u8]| {
@@ -82,8 +67,7 @@ fn requests_that_do_not_decode_are_counted_not_answered() {
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     s.read_exact(&mut reply).unwrap();
     assert_eq!(&reply[HEADER_LEN..], b"ping");
-    stop.store(true, Ordering::Relaxed);
-    let st = h.join().unwrap();
-    assert_eq!(st.bad_requests, 3, "{st:?}");
-    assert_eq!(st.echoed, 1);
+    let st = server.stop().unwrap();
+    assert_eq!(st.malformed, 3, "{st:?}");
+    assert_eq!(st.replied, 1);
 }

@@ -3,8 +3,10 @@
 use std::io;
 use std::net::SocketAddrV4;
 
-use cornflakes::datapath::{Completions, Connect, DatapathMemory, DropCounters, Receive, Transmit};
-use cornflakes::{ConnId, CornflakesObj, Datapath, Msg, PinnedMemory, RcBuf, RxMsg, SendError};
+use cornflakes::datapath::{
+    Completions, Connect, DatapathMemory, DropCounters, Receive, SendObject, Transmit,
+};
+use cornflakes::{ConnId, Datapath, Msg, PinnedMemory, RcBuf, RxMsg, SendError};
 
 /// The counters [`Tx`] keeps.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -100,7 +102,7 @@ impl<D: Datapath> Transmit for Tx<'_, D> {
     }
 
     #[inline]
-    fn send_object<O: CornflakesObj>(
+    fn send_object<O: SendObject>(
         &mut self,
         conn: ConnId,
         msg: Msg,

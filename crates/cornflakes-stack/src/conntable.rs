@@ -15,14 +15,14 @@
 //!   connection of a message in the burst being processed stays valid until it is answered.
 //!
 //! A [`ConnId`] holds the slot and a generation: once a slot is reused for another peer, an
-//! old id of it is refused ([`SendError::UnknownConn`](cornflakes::SendError)) instead of
+//! old id of it is refused ([`SendError::UnknownConn`](cornflakes_datapath::SendError)) instead of
 //! reaching the new peer. The datapaths count evictions in
-//! [`DropCounters::conn_evicted`](cornflakes::datapath::DropCounters) and a new peer that
+//! [`DropCounters::conn_evicted`](cornflakes_datapath::DropCounters) and a new peer that
 //! found every entry protected in `conn_table_full` (`docs/stack.md`).
 
 use std::net::SocketAddrV4;
 
-use cornflakes::ConnId;
+use cornflakes_datapath::ConnId;
 
 use crate::peers::PeerMap;
 

@@ -7,13 +7,14 @@
 //!
 //! The loopback NIC, AF_XDP, ConnectX (mlx5) and E810 (ice) datapaths each implement
 //! [`Device`] for their rings and keep their public type as a thin wrapper around an
-//! `EthDatapath` ([`cornflakes::datapath::DelegateDatapath`]), with the device-specific
+//! `EthDatapath` ([`cornflakes_datapath::DelegateDatapath`]), with the device-specific
 //! constructors and statistics of their own.
 //!
 //! ```
 //! use std::net::{Ipv4Addr, SocketAddrV4};
-//! use cornflakes::datapath::{Connect, DropCounters, Receive, Transmit};
-//! use cornflakes::{Msg, PinnedMemory, RcBuf, SendError};
+//! use cornflakes_datapath::{Connect, DropCounters, Receive, Transmit};
+//! use cornflakes_datapath::{Msg, SendError};
+//! use cornflakes_mem::{PinnedMemory, RcBuf};
 //! use cornflakes_stack::device::{Device, EthDatapath};
 //! use cornflakes_stack::{MacAddr, StackConfig, TxSink};
 //!
@@ -74,8 +75,9 @@ use std::io;
 use std::net::SocketAddrV4;
 use std::time::Instant;
 
-use cornflakes::datapath::{Completions, Connect, DatapathMemory, Receive, Transmit};
-use cornflakes::{ConnId, CornflakesObj, DropCounters, Msg, PinnedMemory, RcBuf, RxMsg, SendError};
+use cornflakes_datapath::{Completions, Connect, DatapathMemory, Receive, Transmit};
+use cornflakes_datapath::{ConnId, DropCounters, Msg, RxMsg, SendError, SendObject};
+use cornflakes_mem::{PinnedMemory, RcBuf};
 
 use crate::iface::{EthStack, StackConfig};
 use crate::tx::{self, TxSink};
@@ -122,7 +124,7 @@ pub trait Device: TxSink {
     /// Serialize-and-send of `obj` on `conn` (paper §3.2.3). The default is the stack's
     /// [`tx::send_object`] over this device's [`TxSink`]; a device whose descriptors follow
     /// other rules may plan the frame itself (AF_XDP maps leaves onto UMEM frames).
-    fn send_object<O: CornflakesObj>(
+    fn send_object<O: SendObject>(
         &mut self,
         stack: &mut EthStack,
         mem: &PinnedMemory,
@@ -310,7 +312,7 @@ impl<D: Device> Transmit for EthDatapath<D> {
     }
 
     #[inline]
-    fn send_object<O: CornflakesObj>(
+    fn send_object<O: SendObject>(
         &mut self,
         conn: ConnId,
         msg: Msg,

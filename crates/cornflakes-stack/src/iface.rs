@@ -6,7 +6,8 @@
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::Instant;
 
-use cornflakes::{ConnId, DropCounters, Msg, PinnedMemory, RcBuf, RxMsg, SendError};
+use cornflakes_datapath::{ConnId, DropCounters, Msg, RxMsg, SendError};
+use cornflakes_mem::{PinnedMemory, RcBuf};
 
 use crate::arp::{ArpCache, ArpConfig, ArpEvent, Resolution};
 use crate::conntable::ConnTable;

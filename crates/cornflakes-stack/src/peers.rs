@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
 use std::net::SocketAddrV4;
 
-use cornflakes::ConnId;
+use cornflakes_datapath::ConnId;
 
 /// Peer address → connection.
 #[derive(Debug)]

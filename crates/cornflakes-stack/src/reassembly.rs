@@ -13,7 +13,8 @@
 use std::net::SocketAddrV4;
 use std::time::{Duration, Instant};
 
-use cornflakes::{Msg, PinnedMemory, RcBuf, RcBufMut};
+use cornflakes_datapath::Msg;
+use cornflakes_mem::{PinnedMemory, RcBuf, RcBufMut};
 
 use crate::wire::framing;
 
@@ -56,7 +57,7 @@ pub enum Drop {
 
 impl Drop {
     /// Counts this drop in its counter of `c`.
-    pub fn count(self, c: &mut cornflakes::DropCounters) {
+    pub fn count(self, c: &mut cornflakes_datapath::DropCounters) {
         match self {
             Drop::BadFraming => c.bad_framing += 1,
             Drop::Duplicate => c.duplicate_segment += 1,

@@ -6,7 +6,7 @@
 //! piece at frame boundaries as it is fed, so a datapath can post descriptors straight from
 //! the zero-copy iterator without collecting them first.
 
-use cornflakes::Msg;
+use cornflakes_datapath::Msg;
 
 use crate::wire::framing;
 

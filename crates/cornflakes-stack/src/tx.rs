@@ -4,7 +4,7 @@
 //! Single-frame objects (the common case) take the paper's path: one transmit buffer gets the
 //! Ethernet/IPv4/UDP headers (from the connection's template), the framing header and the
 //! object's header and copy areas; then every zero-copy entry is posted as its own descriptor
-//! from inside [`CornflakesObj::for_each_zero_copy`]. Nothing is collected and nothing is
+//! from inside [`SendObject::for_each_object_leaf`]. Nothing is collected and nothing is
 //! allocated besides the one transmit buffer. With software UDP checksums the zero-copy
 //! entries are walked once more first, to sum them.
 //!
@@ -12,7 +12,8 @@
 //! the header and copy areas go into one more pinned buffer, and every descriptor references
 //! a slice of that buffer or of a zero-copy entry.
 
-use cornflakes::{ConnId, CornflakesObj, Msg, PinnedMemory, RcBuf, RcBufMut, SendError, SendPlan};
+use cornflakes_datapath::{ConnId, Msg, SendError, SendObject, SendPlan};
+use cornflakes_mem::{PinnedMemory, RcBuf, RcBufMut};
 
 use crate::checksum::Accumulator;
 use crate::iface::{EthStack, FRAME_OVERHEAD};
@@ -46,7 +47,7 @@ fn check_len(stack: &EthStack, total: usize) -> Result<FramePlan, SendError> {
 }
 
 /// Serialize-and-send of `obj` on `conn` (see the module docs).
-pub fn send_object<S: TxSink, O: CornflakesObj>(
+pub fn send_object<S: TxSink, O: SendObject>(
     stack: &mut EthStack,
     mem: &PinnedMemory,
     sink: &mut S,
@@ -55,7 +56,7 @@ pub fn send_object<S: TxSink, O: CornflakesObj>(
     msg: Msg,
     obj: &O,
 ) -> Result<(), SendError> {
-    let sizes = obj.sizes();
+    let sizes = obj.object_sizes();
     let total = sizes.total();
     let plan = check_len(stack, total)?;
     if !plan.is_single() {
@@ -91,7 +92,7 @@ pub fn send_object<S: TxSink, O: CornflakesObj>(
 }
 
 #[allow(clippy::too_many_arguments)]
-fn send_object_segmented<S: TxSink, O: CornflakesObj>(
+fn send_object_segmented<S: TxSink, O: SendObject>(
     stack: &mut EthStack,
     mem: &PinnedMemory,
     sink: &mut S,
@@ -101,14 +102,14 @@ fn send_object_segmented<S: TxSink, O: CornflakesObj>(
     obj: &O,
     plan: FramePlan,
 ) -> Result<(), SendError> {
-    let sizes = obj.sizes();
+    let sizes = obj.object_sizes();
     // Each frame: its header, at most one slice of the head buffer, and slices of at most
     // `max_segments - 2` zero-copy entries.
     let send = SendPlan::with_sizes(obj, sizes, max_segments.saturating_sub(2));
     let head_len = send.head_len();
     if max_segments < 3 || head_len > mem.max_item_size() {
         // No room for scatter-gather, or a head too large for one pinned buffer: copy all.
-        let bytes = obj.serialize_to_vec();
+        let bytes = obj.object_to_vec();
         return send_copy(stack, mem, sink, conn, msg, &bytes);
     }
     let mut head = mem.alloc(head_len)?;

@@ -20,6 +20,19 @@ use crate::mem::RcBuf;
 use crate::obj::{CornflakesObj, DecodeObj, Sizes};
 use crate::wire::{DecodeError, Demote, Encoder, HeaderReader, Presence, PAIR};
 
+// What the datapaths send through, as generated code declares it.
+impl crate::datapath::SendObject for GetM<'_> {
+    crate::send_object_methods!();
+}
+
+impl crate::datapath::SendObject for Inner<'_> {
+    crate::send_object_methods!();
+}
+
+impl crate::datapath::SendObject for Outer<'_> {
+    crate::send_object_methods!();
+}
+
 /// `message GetM { uint32 id = 1; repeated string keys = 2; repeated bytes vals = 3; }`
 pub struct GetM<'a> {
     arena: &'a Arena,

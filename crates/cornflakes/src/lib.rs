@@ -4,7 +4,8 @@
 //! each string/bytes field is either copied into the packet (small fields) or sent straight from
 //! pinned memory by scatter-gather (large fields), decided once per field when it is set.
 //!
-//! - [`mem`]: pinned pools, [`RcBuf`] / [`RcBufMut`] and pointer recovery.
+//! - [`mem`]: pinned pools, [`RcBuf`] / [`RcBufMut`] and pointer recovery (the
+//!   `cornflakes-mem` crate, re-exported).
 //! - [`CFPtr`], [`CFBytes`], [`CFString`]: hybrid pointers applying the size threshold.
 //! - [`Arena`]: the per-request arena holding copied data and lists.
 //! - [`threshold`]: the process's default threshold (built-in 512 B, or from the environment or
@@ -13,6 +14,9 @@
 //! - [`CornflakesObj`]: the serialize-and-send interface of generated objects.
 //! - [`SendPlan`]: serialize into your own transmit buffer and get the zero-copy descriptors
 //!   (for a datapath or framing of your own).
+//! - [`datapath`]: the interface between objects and a datapath (the `cornflakes-datapath`
+//!   crate, re-exported): the [`Datapath`] traits, and [`SendObject`](datapath::SendObject),
+//!   which every [`CornflakesObj`] implements so that datapaths need no object code.
 //!
 //! ```
 //! use cornflakes::{Arena, CFPtr, PinnedMemory};
@@ -30,14 +34,43 @@
 
 pub mod arena;
 pub mod cfptr;
-pub mod datapath;
+/// The datapath interface (the `cornflakes-datapath` crate): connections, receive, transmit,
+/// completions, and what a datapath needs of an object to send it.
+pub use cornflakes_datapath as datapath;
 // Test fixtures (feature `fixtures`; this crate's own tests always have them).
 #[cfg(any(test, feature = "fixtures"))]
 pub mod handwritten;
 pub mod list;
-pub mod mem;
+/// Pinned memory (the `cornflakes-mem` crate).
+pub use cornflakes_mem as mem;
 pub mod obj;
-pub mod send;
+pub mod send {
+    //! Serialize into your own buffer and get the scatter-gather entries for the rest, as a
+    //! datapath's serialize-and-send does: [`SendPlan`] (defined with the datapath interface,
+    //! `cornflakes-datapath`).
+    //!
+    //! ```
+    //! use cornflakes::{handwritten::GetM, Arena, CFBytes, PinnedMemory, RcBuf, SendPlan};
+    //! let mem = PinnedMemory::with_defaults().unwrap();
+    //! let arena = Arena::with_memory(&mem);
+    //! let value = mem.alloc_copy(&[7u8; 4096]).unwrap();
+    //! let mut m = GetM::new_in(&arena);
+    //! m.set_id(1);
+    //! m.get_mut_vals().append(CFBytes::new(&value[..], &arena));
+    //!
+    //! // My NIC takes 4 descriptors per frame; my framing header is 16 bytes.
+    //! let plan = SendPlan::new(&m, 4 - 1);
+    //! let mut tx = vec![0u8; 16 + plan.head_len()]; // or a pinned transmit buffer
+    //! let head = plan.write_head(&mut tx[16..]).unwrap();
+    //! // Post `tx[..16 + head]`, then each zero-copy entry, keeping a clone until completion.
+    //! let mut entries: Vec<RcBuf> = Vec::new();
+    //! plan.for_each_zero_copy(|b| entries.push(b.clone()));
+    //! let sent: usize = head + entries.iter().map(|b| b.len()).sum::<usize>();
+    //! assert_eq!((sent, entries.len()), (plan.total_len(), plan.zero_copy_entries()));
+    //! assert_eq!(value.ref_count(), 3); // ours, the object's, the posted entry's
+    //! ```
+    pub use cornflakes_datapath::SendPlan;
+}
 pub mod threshold;
 pub mod wire;
 
@@ -63,5 +96,69 @@ pub use wire::{BufferTooSmall, DecodeError, DecodeErrorKind, Decoder};
 macro_rules! include_schema {
     ($package:literal) => {
         include!(concat!(env!("OUT_DIR"), "/", $package, ".cornflakes.rs"));
+    };
+}
+
+/// The methods of the datapath interface's [`SendObject`](crate::datapath::SendObject) for a
+/// type that implements [`CornflakesObj`], each forwarding to the `CornflakesObj` method it names
+/// (inlined: a send costs the same as calling those directly). Generated code writes it inside
+/// `impl SendObject` once per message; so does an object implemented by hand.
+///
+/// ```
+/// # use cornflakes::{wire::{Demote, Encoder}, CornflakesObj, RcBuf, Sizes};
+/// struct Empty;
+/// impl CornflakesObj for Empty {
+///     fn sizes(&self) -> Sizes {
+///         Sizes { header: 4, ..Sizes::default() }
+///     }
+///     fn emit(&self, enc: &mut Encoder<'_>, pos: usize) -> usize {
+///         enc.bitmap(pos, &[])
+///     }
+///     fn for_each_zero_copy<F: FnMut(&RcBuf)>(&self, _: &mut Demote, _: &mut F) {}
+/// }
+/// impl cornflakes::datapath::SendObject for Empty {
+///     cornflakes::send_object_methods!();
+/// }
+/// assert_eq!(Empty.serialize_to_vec(), [0, 0, 0, 0]);
+/// ```
+#[macro_export]
+macro_rules! send_object_methods {
+    () => {
+        #[inline]
+        fn object_sizes(&self) -> $crate::Sizes {
+            <Self as $crate::CornflakesObj>::sizes(self)
+        }
+
+        #[inline]
+        fn write_object_head(
+            &self,
+            sizes: &$crate::Sizes,
+            buf: &mut [u8],
+            demote: $crate::wire::Demote,
+            demoted: usize,
+        ) -> ::core::result::Result<usize, $crate::wire::BufferTooSmall> {
+            <Self as $crate::CornflakesObj>::write_header_and_copy(
+                self, sizes, buf, demote, demoted,
+            )
+        }
+
+        #[inline]
+        fn for_each_object_leaf<F: FnMut(&$crate::RcBuf)>(
+            &self,
+            demote: &mut $crate::wire::Demote,
+            f: &mut F,
+        ) {
+            <Self as $crate::CornflakesObj>::for_each_zero_copy(self, demote, f)
+        }
+
+        #[inline]
+        fn object_leaf_lens(&self) -> ::std::vec::Vec<usize> {
+            <Self as $crate::CornflakesObj>::zero_copy_lens(self)
+        }
+
+        #[inline]
+        fn object_to_vec(&self) -> ::std::vec::Vec<u8> {
+            <Self as $crate::CornflakesObj>::serialize_to_vec(self)
+        }
     };
 }

@@ -1,79 +1,25 @@
 //! The serialize-and-send interface every generated object implements.
 
-use std::ops::{Add, AddAssign};
+use cornflakes_datapath::{SendObject, SizedLeaf};
 
 use crate::arena::Arena;
 use crate::cfptr::CFPtr;
 use crate::mem::RcBuf;
 use crate::wire::{BufferTooSmall, DecodeError, Decoder, Demote, Encoder, HeaderReader};
 
-/// The sizes of an encoded object's three areas, kept up to date as fields are set so a send
-/// needs no extra walk to size its buffers and descriptors.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Sizes {
-    /// HEADER AREA bytes (all object headers, slots and pair arrays).
-    pub header: usize,
-    /// COPY AREA bytes (copied leaves and packed arrays).
-    pub copy: usize,
-    /// Number of zero-copy leaves (scatter-gather entries beyond the first).
-    pub zero_copy_count: usize,
-    /// ZERO-COPY AREA bytes.
-    pub zero_copy_len: usize,
-}
+/// The sizes of an object's three areas (defined with the datapath interface, which sizes its
+/// buffers and descriptors with them).
+pub use cornflakes_datapath::Sizes;
 
-impl Sizes {
-    /// Length of the whole encoded object.
+impl SizedLeaf for CFPtr<'_> {
     #[inline]
-    pub fn total(&self) -> usize {
-        self.header + self.copy + self.zero_copy_len
+    fn leaf_len(&self) -> usize {
+        self.len()
     }
 
-    /// Length of the first scatter-gather entry (header + copy areas).
     #[inline]
-    pub fn head(&self) -> usize {
-        self.header + self.copy
-    }
-
-    /// Accounts for one string/bytes leaf (its slot or pair is counted by the caller).
-    #[inline]
-    pub fn add_leaf(&mut self, p: &CFPtr<'_>) {
-        if p.is_zero_copy() {
-            self.zero_copy_count += 1;
-            self.zero_copy_len += p.len();
-        } else {
-            self.copy += p.len();
-        }
-    }
-
-    /// Removes one leaf previously added with [`add_leaf`](Self::add_leaf).
-    #[inline]
-    pub fn remove_leaf(&mut self, p: &CFPtr<'_>) {
-        if p.is_zero_copy() {
-            self.zero_copy_count -= 1;
-            self.zero_copy_len -= p.len();
-        } else {
-            self.copy -= p.len();
-        }
-    }
-}
-
-impl Add for Sizes {
-    type Output = Sizes;
-    #[inline]
-    fn add(self, o: Sizes) -> Sizes {
-        Sizes {
-            header: self.header + o.header,
-            copy: self.copy + o.copy,
-            zero_copy_count: self.zero_copy_count + o.zero_copy_count,
-            zero_copy_len: self.zero_copy_len + o.zero_copy_len,
-        }
-    }
-}
-
-impl AddAssign for Sizes {
-    #[inline]
-    fn add_assign(&mut self, o: Sizes) {
-        *self = *self + o;
+    fn leaf_is_zero_copy(&self) -> bool {
+        self.is_zero_copy()
     }
 }
 
@@ -84,7 +30,12 @@ impl AddAssign for Sizes {
 /// [`for_each_zero_copy`](Self::for_each_zero_copy) hands each zero-copy leaf, in wire order,
 /// to a callback that posts it as its own descriptor. [`sizes`](Self::sizes) says up front how
 /// large the first buffer is and how many descriptors follow.
-pub trait CornflakesObj {
+///
+/// Datapaths send through the datapath interface's [`SendObject`], which every `CornflakesObj`
+/// also implements: generated code does it with [`send_object_methods!`](crate::send_object_methods)
+/// (`impl SendObject for T { cornflakes::send_object_methods!(); }` per message), and so must an
+/// object written by hand.
+pub trait CornflakesObj: SendObject {
     /// Sizes of the encoded areas.
     fn sizes(&self) -> Sizes;
 

@@ -29,9 +29,10 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
-use cornflakes::datapath::DelegateDatapath;
-use cornflakes::mem::{MemoryConfig, Region};
-use cornflakes::{DropCounters, PinnedMemory, RcBuf, SendError};
+use cornflakes_datapath::DelegateDatapath;
+use cornflakes_datapath::{DropCounters, SendError};
+use cornflakes_mem::{MemoryConfig, Region};
+use cornflakes_mem::{PinnedMemory, RcBuf};
 use cornflakes_stack::device::{Device, EthDatapath};
 use cornflakes_stack::tx::TxSink;
 use cornflakes_stack::wire::{ethernet, ipv4};

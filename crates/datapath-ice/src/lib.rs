@@ -7,12 +7,12 @@
 //!
 //! - the head segment is a pinned buffer holding `[Ethernet/IPv4/UDP | framing | object header
 //!   | copy area]`, every zero-copy entry is one more segment of the same chain;
-//! - each segment keeps an [`RcBuf`](cornflakes::RcBuf) clone alive until DPDK frees the mbuf
+//! - each segment keeps an [`RcBuf`](cornflakes_mem::RcBuf) clone alive until DPDK frees the mbuf
 //!   (after transmission), through the external buffer's free callback;
-//! - at most [`Transmit::max_segments`](cornflakes::datapath::Transmit::max_segments) segments
+//! - at most [`Transmit::max_segments`](cornflakes_datapath::Transmit::max_segments) segments
 //!   per packet: the port's `tx_desc_lim` (8 on the E810), smaller entries demoted to copies;
 //! - pinned regions are registered with DPDK (`rte_extmem_register` + `rte_dev_dma_map`) via
-//!   [`PinnedMemory::set_registrar`](cornflakes::PinnedMemory::set_registrar), the IOVA base
+//!   [`PinnedMemory::set_registrar`](cornflakes_mem::PinnedMemory::set_registrar), the IOVA base
 //!   stored as each region's registration handle;
 //! - receive buffers are pinned too: the RX mempool is created over pinned items
 //!   (`rte_pktmbuf_pool_create_extbuf`), so a received frame is an `RcBuf` view of the mbuf's

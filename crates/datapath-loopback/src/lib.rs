@@ -4,9 +4,9 @@
 //!
 //! Sends post descriptors — a pointer, a length, and a clone of the [`RcBuf`] that keeps the
 //! memory alive — to the sender's transmit ring, exactly as a NIC driver would. Nothing is read
-//! then: the bytes are gathered ("DMA") only when the peer polls ([`Receive::recv_burst`](cornflakes::datapath::Receive::recv_burst)),
-//! and only descriptors made visible by [`Transmit::flush`](cornflakes::datapath::Transmit::flush) are gathered. The sender learns of
-//! completions at its next [`Completions::poll_completions`](cornflakes::datapath::Completions::poll_completions), which is when it drops the
+//! then: the bytes are gathered ("DMA") only when the peer polls ([`Receive::recv_burst`](cornflakes_datapath::Receive::recv_burst)),
+//! and only descriptors made visible by [`Transmit::flush`](cornflakes_datapath::Transmit::flush) are gathered. The sender learns of
+//! completions at its next [`Completions::poll_completions`](cornflakes_datapath::Completions::poll_completions), which is when it drops the
 //! buffer references. So a test can observe the whole ownership protocol: what the application
 //! may do with its buffers between a send and the device reading them, and when each buffer
 //! is released.
@@ -29,8 +29,8 @@
 
 //! ```
 //! use std::net::{Ipv4Addr, SocketAddrV4};
-//! use cornflakes::datapath::{Completions, Connect, Receive, Transmit};
-//! use cornflakes::Msg;
+//! use cornflakes_datapath::{Completions, Connect, Receive, Transmit};
+//! use cornflakes_datapath::Msg;
 //! use cornflakes_stack::{MacAddr, StackConfig};
 //! use datapath_loopback::{Loopback, LoopbackConfig};
 //!
@@ -59,9 +59,10 @@ use std::collections::VecDeque;
 use std::rc::Rc;
 use std::time::Instant;
 
-use cornflakes::datapath::{DelegateDatapath, DropCounters};
-use cornflakes::mem::{AllocError, MemoryConfig};
-use cornflakes::{PinnedMemory, RcBuf, RxMsg, SendError};
+use cornflakes_datapath::{DelegateDatapath, DropCounters};
+use cornflakes_datapath::{RxMsg, SendError};
+use cornflakes_mem::{AllocError, MemoryConfig};
+use cornflakes_mem::{PinnedMemory, RcBuf};
 use cornflakes_stack::device::{Device, EthDatapath};
 use cornflakes_stack::tx::TxSink;
 use cornflakes_stack::{EthStack, StackConfig};
@@ -286,7 +287,7 @@ impl Loopback {
         (r.descs.len() - r.visible, r.visible - r.done, r.done)
     }
 
-    /// [`Receive::recv_burst`](cornflakes::datapath::Receive::recv_burst) at a given time (for deterministic timeout tests).
+    /// [`Receive::recv_burst`](cornflakes_datapath::Receive::recv_burst) at a given time (for deterministic timeout tests).
     pub fn recv_burst_at(&mut self, out: &mut Vec<RxMsg>, now: Instant) -> usize {
         self.eth.recv_burst_at(out, now)
     }

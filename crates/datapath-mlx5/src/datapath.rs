@@ -10,8 +10,9 @@
 
 use std::io;
 
-use cornflakes::datapath::DelegateDatapath;
-use cornflakes::{DropCounters, PinnedMemory, RcBuf, SendError};
+use cornflakes_datapath::DelegateDatapath;
+use cornflakes_datapath::{DropCounters, SendError};
+use cornflakes_mem::{PinnedMemory, RcBuf};
 use cornflakes_stack::device::{Device, EthDatapath};
 use cornflakes_stack::iface::{EthStack, StackConfig};
 use cornflakes_stack::tx::TxSink;
@@ -44,7 +45,7 @@ pub struct Mlx5Config {
     /// Bytes per receive buffer (at least one full frame).
     pub rx_buf_size: usize,
     /// Receive completions handled per
-    /// [`Receive::recv_burst`](cornflakes::datapath::Receive::recv_burst).
+    /// [`Receive::recv_burst`](cornflakes_datapath::Receive::recv_burst).
     pub rx_burst: usize,
 }
 
@@ -60,7 +61,7 @@ impl Mlx5Config {
 }
 
 /// Device-level counters (the stack's drop counters are in
-/// [`Receive::counters`](cornflakes::datapath::Receive::counters)).
+/// [`Receive::counters`](cornflakes_datapath::Receive::counters)).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Mlx5Stats {
     pub tx: TxStats,

@@ -17,8 +17,8 @@ use std::path::PathBuf;
 use std::ptr::NonNull;
 use std::rc::Rc;
 
-use cornflakes::mem::Region;
-use cornflakes::PinnedMemory;
+use cornflakes_mem::PinnedMemory;
+use cornflakes_mem::Region;
 use cornflakes_stack::wire::MacAddr;
 
 use crate::datapath::{DeviceCaps, Mlx5Config, Mlx5Datapath};
@@ -538,7 +538,7 @@ fn open_server_with(
     min_item: usize,
     extra_bytes: usize,
 ) -> Result<Mlx5Datapath<HwQueues>, String> {
-    use cornflakes::mem::MemoryConfig;
+    use cornflakes_mem::MemoryConfig;
     let device = hw.device.as_str();
     let defaults = MemoryConfig::default();
     let mem = PinnedMemory::new(MemoryConfig {

@@ -2,7 +2,7 @@
 //!
 //! A kernel-bypass datapath over rdma-core's mlx5 direct verbs. Setup (device, protection
 //! domain, memory regions, raw-packet QP, CQs, flow rules) goes through libibverbs/mlx5dv; the
-//! transmit and receive hot paths are ours: [`Datapath::send_object`](cornflakes::datapath::Transmit::send_object)
+//! transmit and receive hot paths are ours: [`Datapath::send_object`](cornflakes_datapath::Transmit::send_object)
 //! writes the control segment, the Ethernet segment with the inlined headers and one data
 //! segment per gather entry straight into the send queue while walking the object, and the
 //! completion queues are polled with the owner-bit protocol.
@@ -11,7 +11,7 @@
 //! - [`mmio`]: the one place that reads/writes device-shared memory and the doorbell.
 //! - [`queue`]: the hot path, generic over [`queue::QueueMemory`].
 //! - [`emu`]: an emulated ConnectX the tests run the hot path against.
-//! - [`datapath`]: [`Mlx5Datapath`], the `cornflakes::Datapath` over any queue memory.
+//! - [`datapath`]: [`Mlx5Datapath`], the `cornflakes_datapath::Datapath` over any queue memory.
 //! - `hw` (feature `mlx5`): the rdma-core bindings and the hardware queue memory.
 
 #![deny(unsafe_code, unsafe_op_in_unsafe_fn)]

@@ -15,7 +15,7 @@
 use std::io;
 use std::ptr::NonNull;
 
-use cornflakes::{PinnedMemory, RcBuf, RcBufMut};
+use cornflakes_mem::{PinnedMemory, RcBuf, RcBufMut};
 use cornflakes_stack::TxSink;
 
 use crate::mmio;

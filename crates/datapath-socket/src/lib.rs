@@ -6,7 +6,7 @@
 //! with one `sendmmsg` per [`Transmit::flush`], each datagram an iovec list pointing straight at
 //! pinned buffers: for [`Transmit::send_object`], one buffer holding the framing header and the
 //! object's header and copy areas, then one iovec per zero-copy entry, added from inside
-//! [`CornflakesObj::for_each_zero_copy`]. The kernel copies during the call, so buffers are
+//! [`SendObject::for_each_object_leaf`]. The kernel copies during the call, so buffers are
 //! released (completed) when the flush returns. Receives use `recvmmsg` into pinned buffers that
 //! become the messages' [`RcBuf`]s without a copy. Objects larger than one frame are segmented
 //! (cut into MTU-sized datagrams by the kernel with UDP GSO when it is available) and
@@ -23,11 +23,10 @@ use std::net::{SocketAddrV4, UdpSocket};
 use std::os::fd::AsFd;
 use std::time::Instant;
 
-use cornflakes::datapath::{Completions, Connect, DatapathMemory, DropCounters, Receive, Transmit};
-use cornflakes::mem::{AllocError, MemoryConfig};
-use cornflakes::{
-    ConnId, CornflakesObj, Msg, PinnedMemory, RcBuf, RcBufMut, RxMsg, SendError, SendPlan,
-};
+use cornflakes_datapath::{Completions, Connect, DatapathMemory, DropCounters, Receive, Transmit};
+use cornflakes_datapath::{ConnId, Msg, RxMsg, SendError, SendObject, SendPlan};
+use cornflakes_mem::{AllocError, MemoryConfig};
+use cornflakes_mem::{PinnedMemory, RcBuf, RcBufMut};
 use cornflakes_stack::reassembly::{Reassembler, ReassemblyConfig};
 use cornflakes_stack::wire::framing;
 use cornflakes_stack::ConnTable;
@@ -457,14 +456,14 @@ impl Transmit for SocketDatapath {
         self.cfg.max_message_len
     }
 
-    fn send_object<O: CornflakesObj>(
+    fn send_object<O: SendObject>(
         &mut self,
         conn: ConnId,
         msg: Msg,
         obj: &O,
     ) -> Result<(), SendError> {
         let peer = self.peer(conn)?;
-        let sizes = obj.sizes();
+        let sizes = obj.object_sizes();
         let total = sizes.total();
         let plan = self.plan(total)?;
         if plan.is_single() {
@@ -491,7 +490,7 @@ impl Transmit for SocketDatapath {
         let send = SendPlan::with_sizes(obj, sizes, self.cfg.max_segments.saturating_sub(2));
         let head_len = send.head_len();
         if self.cfg.max_segments < 3 || head_len > self.mem.max_item_size() {
-            let bytes = obj.serialize_to_vec();
+            let bytes = obj.object_to_vec();
             return self.queue_copy(peer, msg, &bytes);
         }
         let mut head = self.mem.alloc(head_len)?;

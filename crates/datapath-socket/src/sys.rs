@@ -10,7 +10,7 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use std::ops::Range;
 use std::os::fd::{AsRawFd, BorrowedFd};
 
-use cornflakes::{RcBuf, RcBufMut};
+use cornflakes_mem::{RcBuf, RcBufMut};
 
 /// `UDP_SEGMENT` from `<linux/udp.h>` (not in the libc crate): the GSO segment size.
 const UDP_SEGMENT: libc::c_int = 103;

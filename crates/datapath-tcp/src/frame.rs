@@ -9,8 +9,9 @@
 
 use std::fmt;
 
-use cornflakes::mem::AllocError;
-use cornflakes::{Msg, PinnedMemory, RcBuf, RcBufMut};
+use cornflakes_datapath::Msg;
+use cornflakes_mem::AllocError;
+use cornflakes_mem::{PinnedMemory, RcBuf, RcBufMut};
 use cornflakes_stack::wire::framing::{self, Packet, Repr};
 
 /// Bytes of the frame header (the framing header of `docs/wire-format.md`).
@@ -302,7 +303,7 @@ impl std::error::Error for DeframeError {
 #[cfg(test)]
 mod test {
     use super::*;
-    use cornflakes::mem::MemoryConfig;
+    use cornflakes_mem::MemoryConfig;
 
     fn memory() -> PinnedMemory {
         PinnedMemory::new(MemoryConfig {

@@ -41,9 +41,10 @@ use std::net::{Shutdown, SocketAddr, SocketAddrV4, TcpListener, TcpStream};
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
-use cornflakes::datapath::{Completions, Connect, DatapathMemory, DropCounters, Receive, Transmit};
-use cornflakes::mem::{AllocError, MemoryConfig};
-use cornflakes::{ConnId, CornflakesObj, Msg, PinnedMemory, RcBuf, RxMsg, SendError};
+use cornflakes_datapath::{Completions, Connect, DatapathMemory, DropCounters, Receive, Transmit};
+use cornflakes_datapath::{ConnId, Msg, RxMsg, SendError, SendObject};
+use cornflakes_mem::{AllocError, MemoryConfig};
+use cornflakes_mem::{PinnedMemory, RcBuf};
 
 use frame::{DeframeError, Deframer, HEADER_LEN};
 use sys::{Epoll, ZcCompletion};
@@ -74,7 +75,7 @@ pub struct TcpConfig {
     /// How zero-copy sends are made.
     pub zero_copy_mode: ZeroCopyMode,
     /// Most zero-copy fields of one object sent as their own iovec; smaller ones beyond it are
-    /// copied into the head buffer ([`cornflakes::wire::Demote`]).
+    /// copied into the head buffer ([`cornflakes_datapath::Demote`]).
     pub max_segments: usize,
     /// Most connections (accepted and opened); further accepted connections are closed at
     /// once and counted in [`DropCounters::conn_table_full`].
@@ -1022,7 +1023,7 @@ impl Transmit for TcpDatapath {
         self.cfg.max_message_len
     }
 
-    fn send_object<O: CornflakesObj>(
+    fn send_object<O: SendObject>(
         &mut self,
         conn: ConnId,
         msg: Msg,
@@ -1030,7 +1031,7 @@ impl Transmit for TcpDatapath {
     ) -> Result<(), SendError> {
         let Some(f) = FramedObject::new(&self.mem, msg, obj, self.cfg.max_segments - 1)? else {
             // The head alone is larger than a pinned item (a huge copy area): copy the message.
-            let bytes = obj.serialize_to_vec();
+            let bytes = obj.object_to_vec();
             return self.send_copy(conn, msg, &bytes);
         };
         let thr = self.zc_threshold();

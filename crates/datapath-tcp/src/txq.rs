@@ -5,7 +5,8 @@
 
 use std::collections::VecDeque;
 
-use cornflakes::{CornflakesObj, Msg, PinnedMemory, RcBuf, SendError, SendPlan};
+use cornflakes_datapath::{Msg, SendError, SendObject, SendPlan};
+use cornflakes_mem::{PinnedMemory, RcBuf};
 
 use crate::frame::{write_header, HEADER_LEN};
 
@@ -19,7 +20,7 @@ pub struct FramedObject<'o, O: ?Sized> {
     pub total: usize,
 }
 
-impl<'o, O: CornflakesObj + ?Sized> FramedObject<'o, O> {
+impl<'o, O: SendObject + ?Sized> FramedObject<'o, O> {
     /// Writes `obj`'s head into a new buffer of `mem`, at most `max_zero_copy` fields by
     /// reference (smaller ones beyond that are copied into the head). `Ok(None)` when the head
     /// alone is larger than a pinned item (a huge copy area): send the serialized bytes with
@@ -236,7 +237,7 @@ impl ZcInFlight {
 #[cfg(test)]
 mod test {
     use super::*;
-    use cornflakes::PinnedMemory;
+    use cornflakes_mem::PinnedMemory;
 
     #[test]
     fn advance_keeps_order_and_partial_fronts() {

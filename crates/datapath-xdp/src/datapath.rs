@@ -1,4 +1,4 @@
-//! [`XdpDatapath`]: the Cornflakes [`Datapath`](cornflakes::Datapath) over one AF_XDP socket.
+//! [`XdpDatapath`]: the Cornflakes [`Datapath`](cornflakes_datapath::Datapath) over one AF_XDP socket.
 //!
 //! The datapath traits, Ethernet/IPv4/UDP, ARP, framing, segmentation and reassembly are the
 //! stack's [`EthDatapath`]; this module is the [`Device`] under it ([`XdpNic`]): it turns
@@ -12,9 +12,10 @@
 use std::io;
 use std::net::{Ipv4Addr, SocketAddrV4};
 
-use cornflakes::datapath::{DelegateDatapath, DropCounters};
-use cornflakes::wire::Demote;
-use cornflakes::{ConnId, CornflakesObj, Msg, PinnedMemory, RcBuf, SendError};
+use cornflakes_datapath::Demote;
+use cornflakes_datapath::{ConnId, Msg, SendError, SendObject};
+use cornflakes_datapath::{DelegateDatapath, DropCounters};
+use cornflakes_mem::{PinnedMemory, RcBuf};
 use cornflakes_stack::checksum::Accumulator;
 use cornflakes_stack::device::{Device, EthDatapath};
 use cornflakes_stack::iface::{EthStack, StackConfig, FRAME_OVERHEAD};
@@ -28,7 +29,7 @@ use crate::sys::{self, BindMode, RingSizes};
 use crate::xsk::{umem_memory, TxError, Xsk, XskConfig, XskStats, MAX_TX_DESCRIPTORS, RX_HEADROOM};
 
 /// Frames taken from the RX ring per
-/// [`Receive::recv_burst`](cornflakes::datapath::Receive::recv_burst).
+/// [`Receive::recv_burst`](cornflakes_datapath::Receive::recv_burst).
 pub const RX_BURST: usize = 64;
 /// Attempts to find room in the TX ring (flushing and reclaiming between attempts).
 const TX_RETRIES: usize = 64;
@@ -57,7 +58,7 @@ pub struct XdpConfig {
     /// the Ethernet header.
     pub mtu: Option<usize>,
     /// Bytes of pinned memory = the UMEM (rounded up to 2 MiB). Application values meant to
-    /// be sent zero-copy must be allocated from [`DatapathMemory::memory`](cornflakes::datapath::DatapathMemory::memory).
+    /// be sent zero-copy must be allocated from [`DatapathMemory::memory`](cornflakes_datapath::DatapathMemory::memory).
     pub umem_bytes: usize,
     /// Copy (any device, e.g. veth) or zero-copy (drivers with AF_XDP zero-copy support).
     pub mode: BindMode,
@@ -306,7 +307,7 @@ impl XdpNic {
     /// Serialize-and-send of an object that fits one frame (paper §3.2.3): headers, object
     /// header and copy area in one fresh buffer, then one descriptor per zero-copy leaf;
     /// leaves beyond `max_segments` are demoted with [`Demote::plan`] (via [`plan_chain`]).
-    fn send_object_single<O: CornflakesObj>(
+    fn send_object_single<O: SendObject>(
         &mut self,
         stack: &mut EthStack,
         conn: ConnId,
@@ -314,7 +315,7 @@ impl XdpNic {
         obj: &O,
         zc: &mut Vec<RcBuf>,
     ) -> Result<(), SendError> {
-        let sizes = obj.sizes();
+        let sizes = obj.object_sizes();
         let total = sizes.total();
         self.entries.clear();
         for b in zc.iter() {
@@ -337,7 +338,7 @@ impl XdpNic {
         let (template, ident) = stack.template(conn, 1)?;
         template.write(&mut hdr, framing::HEADER_LEN + total, ident);
         framing::Repr::single(msg.id, msg.ty, total as u32).emit(&mut hdr[TEMPLATE_LEN..]);
-        obj.write_header_and_copy(
+        obj.write_object_head(
             &sizes,
             &mut hdr[FRAME_OVERHEAD..],
             plan.demote,
@@ -504,7 +505,7 @@ impl Device for XdpNic {
         // stack's.
     }
 
-    fn send_object<O: CornflakesObj>(
+    fn send_object<O: SendObject>(
         &mut self,
         stack: &mut EthStack,
         mem: &PinnedMemory,
@@ -512,7 +513,7 @@ impl Device for XdpNic {
         msg: Msg,
         obj: &O,
     ) -> Result<(), SendError> {
-        let total = obj.sizes().total();
+        let total = obj.object_sizes().total();
         let max = stack.config().max_message_len;
         if total > max {
             return Err(SendError::TooLarge { len: total, max });
@@ -527,7 +528,7 @@ impl Device for XdpNic {
         let mut zc = std::mem::take(&mut self.zc);
         zc.clear();
         let mut keep_all = Demote::NONE;
-        obj.for_each_zero_copy(&mut keep_all, &mut |b: &RcBuf| zc.push(b.clone()));
+        obj.for_each_object_leaf(&mut keep_all, &mut |b: &RcBuf| zc.push(b.clone()));
         let r = self.send_object_single(stack, conn, msg, obj, &mut zc);
         zc.clear();
         self.zc = zc;

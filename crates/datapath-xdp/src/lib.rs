@@ -1,7 +1,7 @@
 //! # AF_XDP datapath for Cornflakes
 //!
 //! Sends and receives UDP through an AF_XDP socket whose UMEM *is* the pinned memory of a
-//! [`cornflakes::PinnedMemory`] (one region, no growth, 4 KiB frames). Because every `RcBuf`
+//! [`cornflakes_mem::PinnedMemory`] (one region, no growth, 4 KiB frames). Because every `RcBuf`
 //! lives inside the UMEM, a zero-copy leaf of an object is transmitted by pointing one more
 //! descriptor at its bytes, with no copy and no translation (paper §3.2.3): the head buffer
 //! holds the packet headers and the object's header and copy areas, each zero-copy leaf is

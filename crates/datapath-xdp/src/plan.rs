@@ -19,7 +19,7 @@
 //! smallest ones into the copy area with [`Demote::plan`], exactly like a NIC with a short
 //! scatter-gather list.
 
-use cornflakes::wire::Demote;
+use cornflakes_datapath::Demote;
 
 /// Size of one UMEM frame (aligned chunk mode).
 pub const FRAME_SIZE: usize = 4096;

@@ -14,8 +14,8 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::io;
 
-use cornflakes::mem::{MemoryConfig, Region};
-use cornflakes::{PinnedMemory, RcBuf, RcBufMut};
+use cornflakes_mem::{MemoryConfig, Region};
+use cornflakes_mem::{PinnedMemory, RcBuf, RcBufMut};
 use libc::xdp_desc;
 
 use crate::plan::{frames_spanned, split_at_frames, Reassembled, Reassembly, FRAME_SIZE};
@@ -128,11 +128,11 @@ pub struct Xsk {
 
 /// A pinned memory suitable as a UMEM: one region of `bytes` (rounded up to 2 MiB), no growth,
 /// items up to 16 KiB.
-pub fn umem_memory(bytes: usize) -> Result<PinnedMemory, cornflakes::mem::AllocError> {
+pub fn umem_memory(bytes: usize) -> Result<PinnedMemory, cornflakes_mem::AllocError> {
     PinnedMemory::new(MemoryConfig {
         initial_bytes: bytes,
         grow: false,
-        max_bytes: bytes.div_ceil(cornflakes::mem::CHUNK_SIZE).max(1) * cornflakes::mem::CHUNK_SIZE,
+        max_bytes: bytes.div_ceil(cornflakes_mem::CHUNK_SIZE).max(1) * cornflakes_mem::CHUNK_SIZE,
         max_item_size: 16 * 1024,
         ..MemoryConfig::default()
     })

@@ -362,6 +362,11 @@ fn read_value<'a>(
     })
 }
 
+// Datapaths send it like a generated object.
+impl cornflakes::datapath::SendObject for DynMessage<'_> {
+    cornflakes::send_object_methods!();
+}
+
 impl CornflakesObj for DynMessage<'_> {
     fn sizes(&self) -> Sizes {
         let mut s = Sizes {

@@ -1,4 +1,5 @@
-//! One message: its struct, accessors, `CornflakesObj`, `DecodeObj` and `Debug`.
+//! One message: its struct, accessors, `CornflakesObj` (and the datapaths' `SendObject` through
+//! `send_object_methods!`), `DecodeObj` and `Debug`.
 //!
 //! The shape follows `cornflakes::handwritten`: a presence bitmap stored per bitmap word that
 //! holds a field of the message, per-slot-size masks so the header length is a few popcounts,
@@ -300,6 +301,10 @@ impl<'s> MessageGen<'s> {
                 #sizes
                 #emit
                 #zc
+            }
+
+            impl cf::datapath::SendObject for #name<'_> {
+                cf::send_object_methods!();
             }
 
             impl<'a> cf::DecodeObj<'a> for #name<'a> {

@@ -4,60 +4,9 @@ use super::scalar::Scalar;
 use crate::cfptr::CFPtr;
 use crate::list::PackedList;
 use crate::obj::Sizes;
-
-/// Which zero-copy leaves to send as copies instead, because the device takes fewer
-/// scatter-gather entries than the object has: every leaf shorter than `below`, and the first
-/// `ties` leaves (in wire order) exactly `below` long. Built by [`Demote::plan`]; [`Demote::NONE`]
-/// keeps every zero-copy leaf. Both walks of a send (header and zero-copy entries) start from the
-/// same value, so they agree on every leaf.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Demote {
-    below: usize,
-    ties: usize,
-}
-
-impl Demote {
-    /// Keep every zero-copy leaf.
-    pub const NONE: Demote = Demote { below: 0, ties: 0 };
-
-    /// Whether the next zero-copy leaf of length `len` stays zero-copy (advances the tie count).
-    #[inline]
-    pub fn keep_zero_copy(&mut self, len: usize) -> bool {
-        if len > self.below {
-            return true;
-        }
-        if len < self.below {
-            return false;
-        }
-        if self.ties > 0 {
-            self.ties -= 1;
-            return false;
-        }
-        true
-    }
-
-    /// Demotes the smallest zero-copy leaves of an object with zero-copy leaf lengths `lens`
-    /// (wire order) so that at most `max_zero_copy` remain. Returns the plan and the bytes it
-    /// moves into the copy area.
-    pub fn plan(lens: &[usize], max_zero_copy: usize) -> (Demote, usize) {
-        if lens.len() <= max_zero_copy {
-            return (Demote::NONE, 0);
-        }
-        let k = lens.len() - max_zero_copy;
-        let mut sorted = lens.to_vec();
-        sorted.sort_unstable();
-        let cutoff = sorted[k - 1];
-        let strictly_below = sorted[..k].iter().filter(|&&l| l < cutoff).count();
-        let bytes = sorted[..k].iter().sum();
-        (
-            Demote {
-                below: cutoff,
-                ties: k - strictly_below,
-            },
-            bytes,
-        )
-    }
-}
+/// Which zero-copy leaves a send copies instead (defined with the datapath interface, which
+/// plans it).
+pub use cornflakes_datapath::Demote;
 
 /// Writes an object's HEADER AREA and COPY AREA into one buffer, keeping the three cursors of
 /// the wire format: headers (given by the caller per object), the copy area and the zero-copy

@@ -2,6 +2,9 @@
 
 use std::fmt;
 
+/// A buffer too small for an object (defined with the datapath interface, whose sends report it).
+pub use cornflakes_datapath::BufferTooSmall;
+
 /// What was wrong with an encoded object.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -179,34 +182,3 @@ impl fmt::Display for DecodeError {
 }
 
 impl std::error::Error for DecodeError {}
-
-/// The buffer given to `serialize_into`, `write_header_and_copy` or `SendPlan::write_head` is
-/// too small (nothing was written).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct BufferTooSmall {
-    /// Bytes the object needs.
-    pub needed: usize,
-    /// Bytes the buffer holds.
-    pub available: usize,
-}
-
-impl BufferTooSmall {
-    /// `needed` bytes were needed, `available` given (out of line: only on the error path).
-    #[cold]
-    #[inline(never)]
-    pub fn new(needed: usize, available: usize) -> BufferTooSmall {
-        BufferTooSmall { needed, available }
-    }
-}
-
-impl fmt::Display for BufferTooSmall {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "object needs {} bytes but the buffer holds {}",
-            self.needed, self.available
-        )
-    }
-}
-
-impl std::error::Error for BufferTooSmall {}

@@ -17,7 +17,7 @@ use std::os::raw::{c_int, c_uint};
 use std::ptr::NonNull;
 use std::rc::Rc;
 
-use cornflakes::RcBuf;
+use cornflakes_mem::RcBuf;
 
 use super::eal::DpdkError;
 use super::sys;

@@ -6,8 +6,8 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::io;
 
-use cornflakes::mem::{Backing, Region, CHUNK_SIZE};
-use cornflakes::{PinnedMemory, RcBuf};
+use cornflakes_mem::{Backing, Region, CHUNK_SIZE};
+use cornflakes_mem::{PinnedMemory, RcBuf};
 
 use super::mbuf::{Mempool, RxInfo};
 use super::port::{self, DeviceHandle};

@@ -30,8 +30,8 @@ use std::ptr::NonNull;
 use std::rc::{Rc, Weak};
 use std::sync::Arc;
 
-use cornflakes::mem::Region;
-use cornflakes::PinnedMemory;
+use cornflakes_mem::PinnedMemory;
+use cornflakes_mem::Region;
 
 use crate::mmio;
 use crate::prm::*;

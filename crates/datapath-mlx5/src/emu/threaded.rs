@@ -35,7 +35,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use cornflakes::PinnedMemory;
+use cornflakes_mem::PinnedMemory;
 
 use super::device::{Device, Shared, DB_QP, DB_RCQ, DB_SCQ};
 use super::{register_with, EmuConfig, EmuStats, TxFrame};

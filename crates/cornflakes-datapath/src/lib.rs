@@ -1,10 +1,15 @@
+//! # Cornflakes datapath interface
+//!
 //! The interface between the runtime and a datapath: a kernel UDP socket, the in-process
-//! loopback NIC, AF_XDP, or a kernel-bypass NIC driver. See `docs/stack.md`.
+//! loopback NIC, AF_XDP, or a kernel-bypass NIC driver. See `docs/stack.md`. The runtime
+//! (`cornflakes-runtime`, library `cornflakes`) re-exports this crate as `cornflakes::datapath`
+//! and its main types at its root.
 //!
 //! The interface is split into small traits, one per capability, with no optional methods:
 //!
 //! - [`DatapathMemory`]: the pinned memory the datapath sends from and receives into. Each
-//!   region's [`registration`](crate::mem::Region::registration) holds this datapath's handle.
+//!   region's [`registration`](cornflakes_mem::Region::registration) holds this datapath's
+//!   handle.
 //! - [`Connect`]: turns a peer address into a [`ConnId`] (a per-connection header template).
 //! - [`Receive`]: a burst of received messages ([`RxMsg`]), each a zero-copy [`RcBuf`] of the
 //!   payload after the framing header, and the drop counters ([`DropCounters`]).
@@ -17,7 +22,14 @@
 //!
 //! [`Datapath`] is all five together (blanket-implemented). [`DelegateDatapath`] gives a type
 //! the five traits of a datapath it wraps. The traits take generic objects
-//! (`send_object<O: CornflakesObj>`), so a datapath is chosen at compile time, not behind `dyn`.
+//! (`send_object<O: SendObject>`), so a datapath is chosen at compile time, not behind `dyn`.
+//!
+//! # Objects
+//! A datapath sends any [`SendObject`]: its [`Sizes`], its head (HEADER AREA and COPY AREA)
+//! written into a buffer, and its zero-copy leaves ([`SendPlan`] keeps them together, with a
+//! [`Demote`] plan when the device takes fewer entries). The runtime's objects
+//! (`cornflakes::CornflakesObj`, all generated code) implement it; this crate needs no object
+//! code, only pinned memory (`cornflakes-mem`).
 //!
 //! # Buffer ownership on send
 //! A send clones (reference count + 1) every [`RcBuf`] it posts and keeps the clone until the
@@ -25,14 +37,20 @@
 //! as the send call returns; a pinned buffer is never written while any reference exists, so
 //! the bytes on the wire are the bytes at the time of the call.
 
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
 use std::fmt;
 use std::io;
 use std::net::SocketAddrV4;
 
-use crate::mem::{AllocError, PinnedMemory, RcBuf};
-use crate::obj::{CornflakesObj, Sizes};
-use crate::send::SendPlan;
-use crate::wire::{BufferTooSmall, Demote};
+use cornflakes_mem::{AllocError, PinnedMemory, RcBuf};
+
+mod object;
+mod send;
+
+pub use object::{BufferTooSmall, Demote, SendObject, SizedLeaf, Sizes};
+pub use send::SendPlan;
 
 /// A connection (a peer address and its prepared packet header) of one datapath.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -99,7 +117,7 @@ pub enum SendError {
     /// A transmit or header buffer could not be allocated.
     Alloc(AllocError),
     /// The buffer given for an object's head was shorter than the plan needs (a datapath
-    /// that sized it from something other than [`SendPlan::head_len`](crate::SendPlan::head_len)).
+    /// that sized it from something other than [`SendPlan::head_len`]).
     BufferTooSmall(BufferTooSmall),
     /// The operating system refused the send.
     Io(io::Error),
@@ -333,10 +351,10 @@ pub trait Transmit {
 
     /// Serialize-and-send (paper §3.2.3): writes the packet headers, the object's header area
     /// and copy area into one transmit buffer, then posts each zero-copy entry as its own
-    /// descriptor straight from [`CornflakesObj::for_each_zero_copy`]. When the object has more
+    /// descriptor straight from [`SendObject::for_each_object_leaf`]. When the object has more
     /// zero-copy entries than the device takes, the smallest are demoted to copies
     /// ([`Demote::plan`]).
-    fn send_object<O: CornflakesObj>(
+    fn send_object<O: SendObject>(
         &mut self,
         conn: ConnId,
         msg: Msg,
@@ -443,7 +461,7 @@ impl<T: DelegateDatapath> Transmit for T {
     }
 
     #[inline]
-    fn send_object<O: CornflakesObj>(
+    fn send_object<O: SendObject>(
         &mut self,
         conn: ConnId,
         msg: Msg,
@@ -480,11 +498,11 @@ impl<T: DelegateDatapath> Completions for T {
     }
 }
 
-/// The demotion plan for sending `obj` (whose [`sizes`](CornflakesObj::sizes) the caller has
-/// already computed) with at most `max_zero_copy` zero-copy entries, and the bytes it moves into
+/// The demotion plan for sending `obj` (whose [`object_sizes`](SendObject::object_sizes) the
+/// caller has already computed) with at most `max_zero_copy` zero-copy entries, and the bytes it moves into
 /// the copy area. Allocates only when entries must be demoted.
 #[inline]
-pub fn plan_demote<O: CornflakesObj + ?Sized>(
+pub fn plan_demote<O: SendObject + ?Sized>(
     obj: &O,
     sizes: &Sizes,
     max_zero_copy: usize,
@@ -492,7 +510,7 @@ pub fn plan_demote<O: CornflakesObj + ?Sized>(
     if sizes.zero_copy_count <= max_zero_copy {
         return (Demote::NONE, 0);
     }
-    Demote::plan(&obj.zero_copy_lens(), max_zero_copy)
+    Demote::plan(&obj.object_leaf_lens(), max_zero_copy)
 }
 
 /// Turns an object into a scatter-gather array the way a stack without serialize-and-send
@@ -500,7 +518,7 @@ pub fn plan_demote<O: CornflakesObj + ?Sized>(
 /// entry, collected into a new vector (at most `max_entries` entries; smaller zero-copy
 /// entries are demoted to copies to fit). Used by the ablation that sends with
 /// [`Transmit::send_sga`].
-pub fn object_to_sga<O: CornflakesObj + ?Sized>(
+pub fn object_to_sga<O: SendObject + ?Sized>(
     obj: &O,
     mem: &PinnedMemory,
     max_entries: usize,
@@ -523,8 +541,6 @@ pub fn object_to_sga<O: CornflakesObj + ?Sized>(
 #[cfg(test)]
 mod test {
     use super::*;
-    use crate::handwritten::GetM;
-    use crate::{Arena, CFBytes, CFPtr};
 
     #[test]
     fn drop_counters_of_several_cores_add_up_field_by_field() {
@@ -556,52 +572,6 @@ mod test {
             }
         );
         assert_eq!(a.total_drops(), 1 + 6 + 7);
-    }
-
-    fn getm<'a>(arena: &'a Arena, mem: &PinnedMemory, lens: &[usize]) -> GetM<'a> {
-        let mut m = GetM::new_in(arena);
-        m.set_id(3);
-        m.init_vals(lens.len());
-        for (i, &n) in lens.iter().enumerate() {
-            let b = mem.alloc_copy(&vec![i as u8 + 1; n]).unwrap();
-            m.get_mut_vals()
-                .append(CFBytes(CFPtr::from_rcbuf(b, arena)));
-        }
-        m
-    }
-
-    #[test]
-    fn sga_concatenates_to_the_serialized_object() {
-        let mem = PinnedMemory::with_defaults().unwrap();
-        let arena = Arena::with_memory(&mem);
-        let m = getm(&arena, &mem, &[600, 10, 700, 800]);
-        let flat = m.serialize_to_vec();
-        for max in [1, 2, 3, 4, 16] {
-            let sga = object_to_sga(&m, &mem, max).unwrap();
-            assert!(sga.len() <= max.max(1), "{max}: {}", sga.len());
-            let joined: Vec<u8> = sga.iter().flat_map(|b| b.iter().copied()).collect();
-            if max >= 4 {
-                // Nothing demoted: the same bytes as a contiguous serialization.
-                assert_eq!(joined, flat, "max {max}");
-            }
-            // Demoted values move to the copy area; the object decodes the same.
-            let a2 = Arena::new();
-            let d = GetM::deserialize(&joined, &a2).unwrap();
-            let vals: Vec<&[u8]> = d.get_vals().iter().map(|v| v.as_bytes()).collect();
-            let want: Vec<&[u8]> = m.get_vals().iter().map(|v| v.as_bytes()).collect();
-            assert_eq!((d.get_id(), vals), (3, want), "max {max}");
-        }
-    }
-
-    #[test]
-    fn plan_demote_keeps_all_when_they_fit() {
-        let mem = PinnedMemory::with_defaults().unwrap();
-        let arena = Arena::with_memory(&mem);
-        let m = getm(&arena, &mem, &[600, 700]);
-        assert_eq!(plan_demote(&m, &m.sizes(), 2), (Demote::NONE, 0));
-        let (d, bytes) = plan_demote(&m, &m.sizes(), 1);
-        assert_ne!(d, Demote::NONE);
-        assert_eq!(bytes, 600);
     }
 
     #[test]

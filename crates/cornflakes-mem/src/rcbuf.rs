@@ -37,7 +37,7 @@ impl std::error::Error for RefCountOverflow {}
 /// to another thread is a compile error:
 ///
 /// ```compile_fail
-/// let mem = cornflakes::PinnedMemory::with_defaults().unwrap();
+/// let mem = cornflakes_mem::PinnedMemory::with_defaults().unwrap();
 /// let buf = mem.alloc_copy(b"x").unwrap();
 /// std::thread::spawn(move || drop(buf)); // error: `*const ()` cannot be sent between threads
 /// ```

@@ -9,7 +9,7 @@ use std::ptr::NonNull;
 use super::rcbuf::{RcBuf, RcBufMut, RefCountOverflow, MUT_FLAG};
 use super::region::{Backing, HugePages, Region, CHUNK_SHIFT, CHUNK_SIZE};
 use super::table::{ChunkTable, Slot};
-use crate::arena::ZeroCopyFallback;
+use crate::fallback::ZeroCopyFallback;
 
 /// How a [`PinnedMemory`] sizes its items and regions.
 ///
@@ -74,7 +74,7 @@ impl MemoryConfig {
     /// the field, its value and, for sizes, the rounding.
     ///
     /// ```
-    /// use cornflakes::mem::MemoryConfig;
+    /// use cornflakes_mem::MemoryConfig;
     /// let too_big = MemoryConfig { max_item_size: 256 << 20, ..MemoryConfig::default() };
     /// let e = too_big.validate().unwrap_err();
     /// assert!(e.to_string().contains("max_item_size"), "{e}");
@@ -477,7 +477,7 @@ impl PinnedMemory {
     }
 
     /// Why [`recover_ptr`](Self::recover_ptr) gives `None` for `data` (for the fallback
-    /// counters of [`Arena`](crate::Arena); off the fast path). `None` when it would succeed.
+    /// counters of the runtime's `Arena`; off the fast path). `None` when it would succeed.
     pub fn why_not_recoverable(&self, data: &[u8]) -> Option<ZeroCopyFallback> {
         let addr = data.as_ptr() as usize;
         let len = data.len();

@@ -1,10 +1,10 @@
 //! Serialize into your own buffer and get the scatter-gather entries for the rest: the
 //! serialize-and-send of a datapath, for datapaths and framings outside this project.
 
-use crate::datapath::plan_demote;
-use crate::mem::RcBuf;
-use crate::obj::{CornflakesObj, Sizes};
-use crate::wire::{BufferTooSmall, Demote};
+use cornflakes_mem::RcBuf;
+
+use crate::object::{BufferTooSmall, Demote, SendObject, Sizes};
+use crate::plan_demote;
 
 /// How one object goes out as a first buffer (HEADER AREA + COPY AREA, written by
 /// [`write_head`](Self::write_head)) followed by one descriptor per zero-copy entry
@@ -13,26 +13,7 @@ use crate::wire::{BufferTooSmall, Demote};
 /// [`Demote::plan`]). The message on the wire is the head followed by the entries, in order,
 /// [`total_len`](Self::total_len) bytes.
 ///
-/// ```
-/// use cornflakes::{handwritten::GetM, Arena, CFBytes, PinnedMemory, RcBuf, SendPlan};
-/// let mem = PinnedMemory::with_defaults().unwrap();
-/// let arena = Arena::with_memory(&mem);
-/// let value = mem.alloc_copy(&[7u8; 4096]).unwrap();
-/// let mut m = GetM::new_in(&arena);
-/// m.set_id(1);
-/// m.get_mut_vals().append(CFBytes::new(&value[..], &arena));
-///
-/// // My NIC takes 4 descriptors per frame; my framing header is 16 bytes.
-/// let plan = SendPlan::new(&m, 4 - 1);
-/// let mut tx = vec![0u8; 16 + plan.head_len()]; // or a pinned transmit buffer
-/// let head = plan.write_head(&mut tx[16..]).unwrap();
-/// // Post `tx[..16 + head]`, then each zero-copy entry, keeping a clone until completion.
-/// let mut entries: Vec<RcBuf> = Vec::new();
-/// plan.for_each_zero_copy(|b| entries.push(b.clone()));
-/// let sent: usize = head + entries.iter().map(|b| b.len()).sum::<usize>();
-/// assert_eq!((sent, entries.len()), (plan.total_len(), plan.zero_copy_entries()));
-/// assert_eq!(value.ref_count(), 3); // ours, the object's, the posted entry's
-/// ```
+/// The runtime's `cornflakes::send` module shows it with a generated-style object.
 #[derive(Clone, Copy, Debug)]
 pub struct SendPlan<'o, O: ?Sized> {
     obj: &'o O,
@@ -42,15 +23,15 @@ pub struct SendPlan<'o, O: ?Sized> {
     entries: usize,
 }
 
-impl<'o, O: CornflakesObj + ?Sized> SendPlan<'o, O> {
+impl<'o, O: SendObject + ?Sized> SendPlan<'o, O> {
     /// Plans sending `obj` with at most `max_zero_copy` zero-copy entries after the head
     /// (a device's scatter-gather limit minus the entries the caller uses itself).
     #[inline]
     pub fn new(obj: &'o O, max_zero_copy: usize) -> Self {
-        Self::with_sizes(obj, obj.sizes(), max_zero_copy)
+        Self::with_sizes(obj, obj.object_sizes(), max_zero_copy)
     }
 
-    /// [`new`](Self::new) when the caller already has `sizes` = `obj.sizes()`.
+    /// [`new`](Self::new) when the caller already has `sizes` = `obj.object_sizes()`.
     #[inline]
     pub fn with_sizes(obj: &'o O, sizes: Sizes, max_zero_copy: usize) -> Self {
         let (demote, demoted) = plan_demote(obj, &sizes, max_zero_copy);
@@ -100,7 +81,7 @@ impl<'o, O: CornflakesObj + ?Sized> SendPlan<'o, O> {
     #[inline]
     pub fn write_head(&self, buf: &mut [u8]) -> Result<usize, BufferTooSmall> {
         self.obj
-            .write_header_and_copy(&self.sizes, buf, self.demote, self.demoted)
+            .write_object_head(&self.sizes, buf, self.demote, self.demoted)
     }
 
     /// Calls `f` on each zero-copy entry, in wire order: post each as its own descriptor,
@@ -108,6 +89,6 @@ impl<'o, O: CornflakesObj + ?Sized> SendPlan<'o, O> {
     #[inline]
     pub fn for_each_zero_copy(&self, mut f: impl FnMut(&RcBuf)) {
         let mut walk = self.demote;
-        self.obj.for_each_zero_copy(&mut walk, &mut f);
+        self.obj.for_each_object_leaf(&mut walk, &mut f);
     }
 }

@@ -1,5 +1,9 @@
+//! # Cornflakes pinned memory
+//!
 //! Pinned (DMA-safe) memory: regions, size-class pools, reference-counted buffers and pointer
-//! recovery.
+//! recovery. The Cornflakes runtime (`cornflakes-runtime`, library `cornflakes`) re-exports this
+//! crate as `cornflakes::mem` and its main types at its root; the datapath interface
+//! (`cornflakes-datapath`) sends and receives these buffers.
 //!
 //! # Layout
 //! A [`PinnedMemory`] owns [`Region`]s (large mappings, see [`region`]). Regions are cut into
@@ -17,8 +21,13 @@
 //! Buffers keep their memory alive: dropping the last `PinnedMemory` handle while buffers are
 //! still out only unmaps the regions once the last buffer is released.
 
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs, clippy::undocumented_unsafe_blocks)]
+
+// The paper's hash-map pointer recovery, a benchmark baseline (feature `fixtures`).
 #[cfg(any(test, feature = "fixtures"))]
 mod baseline;
+mod fallback;
 mod pool;
 mod rcbuf;
 pub mod region;
@@ -26,6 +35,7 @@ mod table;
 
 #[cfg(any(test, feature = "fixtures"))]
 pub use baseline::HashMapRecover;
+pub use fallback::{ZeroCopyFallback, ZeroCopyFallbacks};
 pub use pool::{AllocError, ConfigError, MemoryConfig, MemoryStats, PinnedMemory};
 pub use rcbuf::{RcBuf, RcBufMut, RefCountOverflow, MAX_REFS};
 pub use region::{Backing, HugePages, Region, CHUNK_SIZE};

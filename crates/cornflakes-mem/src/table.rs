@@ -3,7 +3,7 @@
 //! Open addressing with linear probing over a power-of-two array kept at most half full. A slot
 //! holds the key and everything recovery needs (item size, refcount array), so a hit touches one
 //! cache line of the table and one of the refcount array — the paper's chain of per-pool hash
-//! maps touched several (see [`HashMapRecover`](crate::mem::HashMapRecover) for that baseline).
+//! maps touched several (see [`HashMapRecover`](crate::HashMapRecover) for that baseline).
 
 use std::cell::Cell;
 
