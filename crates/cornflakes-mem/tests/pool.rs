@@ -33,6 +33,8 @@ fn clone_drop_and_free_lifecycle() {
     assert_eq!(mem.stats().live_items, 0);
     // The freed item is reused by the next allocation of its class.
     let again = mem.alloc(128).unwrap();
+    // SAFETY: `addr` is 10 bytes into an item of the pool's mapped region, so 10 bytes back
+    // is the item's start, inside the same allocation; the pointer is only compared.
     assert_eq!(again.as_ref().as_ptr(), unsafe { addr.sub(10) });
 }
 
@@ -40,6 +42,8 @@ fn clone_drop_and_free_lifecycle() {
 fn recover_on_a_freed_item_gives_none() {
     let mem = small_mem();
     let buf = mem.alloc_copy(&[1u8; 1000]).unwrap();
+    // SAFETY: 1000 bytes of the pool's region, which stays mapped while `mem` lives; after
+    // `drop(buf)` the slice is only handed to `recover_ptr`, which compares addresses.
     let raw: &[u8] = unsafe { std::slice::from_raw_parts(buf.as_ptr(), 1000) };
     assert!(mem.recover_ptr(raw).is_some());
     drop(buf);
@@ -53,6 +57,8 @@ fn recover_on_a_freed_item_gives_none() {
 fn recover_refuses_an_item_being_filled() {
     let mem = small_mem();
     let mut m = mem.alloc(256).unwrap();
+    // SAFETY: the item's 256 bytes, mapped while `mem` lives and not written while `raw` is
+    // used (the test only hands it to `recover_ptr`).
     let raw: &[u8] = unsafe { std::slice::from_raw_parts(m.as_mut_ptr(), 256) };
     assert!(mem.recover_ptr(raw).is_none());
     let frozen = m.freeze();
@@ -66,17 +72,23 @@ fn recover_at_item_edges() {
     let a = mem.alloc(1024).unwrap().freeze();
     let b = mem.alloc(1024).unwrap().freeze();
     let (pa, pb) = (a.as_ptr(), b.as_ptr());
+    // SAFETY (every use below): `p..p + len` lies inside the pool's mapped region (two
+    // adjacent 1024-byte items and at most one byte past the first), which lives as long as
+    // `mem`; the slices are only handed to `recover_ptr`.
     let span = |p: *const u8, len: usize| unsafe { std::slice::from_raw_parts(p, len) };
     // Whole item, first byte, last byte.
     assert_eq!(mem.recover_ptr(span(pa, 1024)).unwrap().len(), 1024);
     assert_eq!(mem.recover_ptr(span(pa, 1)).unwrap().item_offset(), 0);
+    // SAFETY: byte 1023 of a 1024-byte item.
     let last = mem.recover_ptr(span(unsafe { pa.add(1023) }, 1)).unwrap();
     assert_eq!(last.item_offset(), 1023);
+    // SAFETY: as above.
     assert_eq!(last.as_ptr(), unsafe { pa.add(1023) });
     drop(last);
     // One byte past the end of an item straddles into the next: refused.
     if pb as usize == pa as usize + 1024 {
         assert!(mem.recover_ptr(span(pa, 1025)).is_none());
+        // SAFETY: byte 1023 of the first item; the next item follows it directly.
         assert!(mem.recover_ptr(span(unsafe { pa.add(1023) }, 2)).is_none());
     }
     // Empty slices and memory outside pinned regions: refused.
@@ -117,6 +129,7 @@ fn refcount_overflow_is_an_error_not_a_wrap() {
     assert_eq!(a.ref_count(), MAX_REFS, "a failed clone changes nothing");
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| a.clone()));
     assert!(r.is_err(), "Clone panics instead of wrapping");
+    // SAFETY: back to the one live reference, `a`, before it is dropped.
     unsafe { a.set_ref_count_for_test(1) };
     drop(a);
     assert_eq!(mem.stats().live_items, 0);
