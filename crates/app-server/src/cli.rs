@@ -91,11 +91,9 @@ impl BenchDatapath {
             Some("emu") => BenchDatapath::Emu,
             Some(other) => return Err(unknown(other)),
         };
-        if let Some(n) = a.parse::<usize>("--conns")? {
-            match &mut dp {
-                BenchDatapath::Tcp { conns } if n > 0 => *conns = n,
-                _ => return Err("--conns N (at least 1) goes with --datapath tcp".to_owned()),
-            }
+        let n = tcp_conns(a, matches!(dp, BenchDatapath::Tcp { .. }))?;
+        if let (BenchDatapath::Tcp { conns }, Some(n)) = (&mut dp, n) {
+            *conns = n;
         }
         Ok(dp)
     }
@@ -209,6 +207,12 @@ pub fn client_transport(a: &mut Args) -> Result<Option<usize>, String> {
             ))
         }
     };
+    tcp_conns(a, tcp)
+}
+
+/// `--conns N`, the one rule for benches and clients: TCP connections (default 1) when the
+/// datapath is `tcp`, an error with any other datapath or when N is 0.
+fn tcp_conns(a: &mut Args, tcp: bool) -> Result<Option<usize>, String> {
     match a.parse::<usize>("--conns")? {
         Some(n) if !tcp || n == 0 => {
             Err("--conns N (at least 1) goes with --datapath tcp".to_owned())
