@@ -464,7 +464,9 @@ impl<'d, 'a> HeaderReader<'d, 'a> {
         let limit_words = (max_known as usize).div_ceil(32).min(self.words as usize);
         if self.words as usize > limit_words {
             // Words wholly above the known fields: any bit set is a tolerated unknown field.
-            self.note_unknown_words(limit_words);
+            if any_word_set(self.dec.buf, self.start, self.words, limit_words) {
+                self.dec.unknown.set(true);
+            }
         }
         for i in 0..limit_words {
             let at = self.start + 4 + i * 4;
@@ -504,18 +506,16 @@ impl<'d, 'a> HeaderReader<'d, 'a> {
     }
 }
 
-impl HeaderReader<'_, '_> {
-    /// Marks the decode as having unknown fields when a bitmap word from `from` on is non-zero.
-    #[cold]
-    fn note_unknown_words(&self, from: usize) {
-        let any = (from..self.words as usize).any(|i| {
-            let at = self.start + 4 + i * 4;
-            self.dec.buf[at..at + 4] != [0, 0, 0, 0]
-        });
-        if any {
-            self.dec.unknown.set(true);
-        }
-    }
+/// Whether a bitmap word from `from` on (of the `words` of the header at `start`) is non-zero.
+/// Out of line and given values, not the reader: the reader's address does not escape, so
+/// its cursor stays in a register.
+#[cold]
+#[inline(never)]
+fn any_word_set(buf: &[u8], start: usize, words: u32, from: usize) -> bool {
+    (from..words as usize).any(|i| {
+        let at = start + 4 + i * 4;
+        buf[at..at + 4] != [0, 0, 0, 0]
+    })
 }
 
 /// Elements of a repeated string/bytes field.
