@@ -87,23 +87,7 @@ impl<'a> Decoder<'a> {
         if self.end.get() == self.buf.len() || self.unknown.get() {
             return Ok(());
         }
-        self.trailing_bytes()
-    }
-
-    /// The error of [`check_no_trailing_bytes`](Self::check_no_trailing_bytes), out of line.
-    #[cold]
-    #[inline(never)]
-    fn trailing_bytes(&self) -> Result<(), DecodeError> {
-        match self.consumed() {
-            Some(c) if c < self.buf.len() => Err(DecodeError::new(
-                DecodeErrorKind::TrailingBytes {
-                    consumed: c,
-                    len: self.buf.len(),
-                },
-                c,
-            )),
-            _ => Ok(()),
-        }
+        trailing_bytes(self.end.get(), self.buf.len())
     }
 
     #[inline(always)]
@@ -118,51 +102,10 @@ impl<'a> Decoder<'a> {
     fn charge(&self, n: usize, at: usize) -> Result<(), DecodeError> {
         let b = self.budget.get();
         if n > b {
-            return Err(self.budget_exceeded(at));
+            return Err(budget_exceeded(self.buf.len(), at));
         }
         self.budget.set(b - n);
         Ok(())
-    }
-
-    // The errors of the checks below are built out of line: on the accepted path each check
-    // is a compare and a branch, with no error operands computed ahead of it.
-
-    #[cold]
-    #[inline(never)]
-    fn budget_exceeded(&self, at: usize) -> DecodeError {
-        DecodeError::new(
-            DecodeErrorKind::BudgetExceeded {
-                object_len: self.buf.len(),
-            },
-            at,
-        )
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn truncated(&self, what: &'static str, at: usize, n: usize) -> DecodeError {
-        DecodeError::new(
-            DecodeErrorKind::Truncated {
-                what,
-                need: n,
-                available: self.buf.len().saturating_sub(at),
-            },
-            at,
-        )
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn out_of_bounds(&self, what: &'static str, off: u32, len: u64, at: usize) -> DecodeError {
-        DecodeError::new(
-            DecodeErrorKind::OutOfBounds {
-                what,
-                offset: off as u64,
-                len,
-                object_len: self.buf.len(),
-            },
-            at,
-        )
     }
 
     #[inline]
@@ -170,7 +113,7 @@ impl<'a> Decoder<'a> {
         // `at + n` cannot overflow: both are below the buffer length plus a slot size.
         match self.buf.get(at..at.wrapping_add(n)) {
             Some(s) => Ok(s),
-            None => Err(self.truncated(what, at, n)),
+            None => Err(truncated(self.buf.len(), what, at, n)),
         }
     }
 
@@ -184,7 +127,7 @@ impl<'a> Decoder<'a> {
     ) -> Result<usize, DecodeError> {
         let end = off as u64 + len;
         if end > self.buf.len() as u64 {
-            return Err(self.out_of_bounds(what, off, len, at));
+            return Err(out_of_bounds(self.buf.len(), what, off, len, at));
         }
         self.note_end(end as usize);
         Ok(off as usize)
@@ -242,6 +185,65 @@ impl<'a> Decoder<'a> {
         }
         Ok(CFPtr::Copy(&self.buf[off..off + len]))
     }
+}
+
+// The errors of the decoder's checks are built out of line: on the accepted path each check
+// is a compare and a branch, with no error operands computed ahead of it. They take values,
+// not the decoder: its address does not escape, so its state (budget, furthest byte) can
+// stay in registers.
+
+/// The error of [`Decoder::check_no_trailing_bytes`] when the objects end at `end` of `len`
+/// bytes and no unknown field was present.
+#[cold]
+#[inline(never)]
+fn trailing_bytes(end: usize, len: usize) -> Result<(), DecodeError> {
+    if end < len {
+        Err(DecodeError::new(
+            DecodeErrorKind::TrailingBytes { consumed: end, len },
+            end,
+        ))
+    } else {
+        Ok(())
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn budget_exceeded(object_len: usize, at: usize) -> DecodeError {
+    DecodeError::new(DecodeErrorKind::BudgetExceeded { object_len }, at)
+}
+
+#[cold]
+#[inline(never)]
+fn truncated(object_len: usize, what: &'static str, at: usize, n: usize) -> DecodeError {
+    DecodeError::new(
+        DecodeErrorKind::Truncated {
+            what,
+            need: n,
+            available: object_len.saturating_sub(at),
+        },
+        at,
+    )
+}
+
+#[cold]
+#[inline(never)]
+fn out_of_bounds(
+    object_len: usize,
+    what: &'static str,
+    off: u32,
+    len: u64,
+    at: usize,
+) -> DecodeError {
+    DecodeError::new(
+        DecodeErrorKind::OutOfBounds {
+            what,
+            offset: off as u64,
+            len,
+            object_len,
+        },
+        at,
+    )
 }
 
 #[cold]
