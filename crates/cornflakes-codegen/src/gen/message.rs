@@ -252,6 +252,7 @@ impl<'s> MessageGen<'s> {
         let emit = self.emit_fn();
         let zc = self.zero_copy_fn();
         let decode = self.decode_fn();
+        let decode_fields = self.decode_fields_fn();
         let debug = self.debug_fn();
         let extras = self.extras();
         let new_doc = format!(" An empty `{}` (no field present).", self.msg.name);
@@ -282,6 +283,8 @@ impl<'s> MessageGen<'s> {
                 fn own_header_len(&self) -> usize {
                     #header_len
                 }
+
+                #decode_fields
 
                 /// Decodes from plain bytes; string and bytes values borrow `buf`.
                 #[inline]
@@ -346,6 +349,11 @@ impl<'s> MessageGen<'s> {
 
     /// Statements clearing the other members of `f`'s oneof.
     fn clear_siblings(&self, f: &Field<'_>) -> TokenStream {
+        self.clear_siblings_on(quote!(self), f)
+    }
+
+    /// [`clear_siblings`](Self::clear_siblings) on the object `recv`.
+    fn clear_siblings_on(&self, recv: TokenStream, f: &Field<'_>) -> TokenStream {
         let Some(o) = f.def.oneof else {
             return quote!();
         };
@@ -355,7 +363,7 @@ impl<'s> MessageGen<'s> {
             .filter(|&&i| self.msg.fields[i].number != f.def.number)
             .map(|&i| {
                 let c = format_ident!("clear_{}", self.fields[i].base);
-                quote!(self.#c();)
+                quote!(#recv.#c();)
             });
         quote!(#(#calls)*)
     }
@@ -840,81 +848,6 @@ impl<'s> MessageGen<'s> {
         } else {
             quote!(h.check_fields_sparse(&Self::KNOWN, &Self::WORDS, #max))
         };
-        let reads = self.fields.iter().map(|f| {
-            let n = Literal::u32_unsuffixed(f.def.number);
-            let s = &f.store;
-            let b = &f.base;
-            let set = format_ident!("set_{b}");
-            let label = format!("{path}.{}", f.def.name);
-            let within = quote!(.map_err(|e| e.within(#label))?);
-            let body = match (f.def.repeated, f.def.kind) {
-                (true, FieldKind::Scalar(k)) => {
-                    let t = Self::scalar_type(k);
-                    let set_bit = Self::set_bit_on(quote!(m), f);
-                    quote! {
-                        let (bytes, n) = h.packed::<#t>()#within;
-                        m.#s = cf::PackedList::from_le_bytes(bytes, n, arena);
-                        #set_bit
-                    }
-                }
-                (true, FieldKind::Enum(_)) => {
-                    let set_bit = Self::set_bit_on(quote!(m), f);
-                    quote! {
-                        let (bytes, n) = h.packed::<i32>()#within;
-                        m.#s = cf::PackedList::from_le_bytes(bytes, n, arena);
-                        #set_bit
-                    }
-                }
-                (true, FieldKind::String | FieldKind::Bytes) => {
-                    let init = format_ident!("init_{b}");
-                    let wrap = if f.def.kind == FieldKind::String {
-                        quote!(cf::CFString::from_ptr_unchecked_utf8)
-                    } else {
-                        quote!(cf::CFBytes)
-                    };
-                    quote! {
-                        let mut it = h.leaf_list()#within;
-                        m.#init(it.len());
-                        while let ::core::option::Option::Some(v) = it.next_leaf() {
-                            m.#s.append(#wrap(v #within));
-                        }
-                    }
-                }
-                (true, FieldKind::Message(id)) => {
-                    let init = format_ident!("init_{b}");
-                    let p = message_path(self.schema, &self.module, id);
-                    quote! {
-                        let mut it = h.message_list()#within;
-                        m.#init(it.len());
-                        while let ::core::option::Option::Some(sub) = it.next_header() {
-                            let sub = sub #within;
-                            m.#s.append(<#p as cf::DecodeObj>::decode_from(sub, arena)#within);
-                        }
-                    }
-                }
-                (false, FieldKind::Scalar(_)) => quote!(m.#set(h.scalar()#within);),
-                (false, FieldKind::Enum(_)) => {
-                    let set_raw = format_ident!("set_{b}_raw");
-                    quote!(m.#set_raw(h.scalar()#within);)
-                }
-                (false, FieldKind::String) => quote! {
-                    m.#set(cf::CFString::from_ptr_unchecked_utf8(h.leaf()#within));
-                },
-                (false, FieldKind::Bytes) => quote!(m.#set(cf::CFBytes(h.leaf()#within));),
-                (false, FieldKind::Message(id)) => {
-                    let p = message_path(self.schema, &self.module, id);
-                    quote! {
-                        let sub = h.nested()#within;
-                        m.#set(<#p as cf::DecodeObj>::decode_from(sub, arena)#within);
-                    }
-                }
-            };
-            quote! {
-                if h.has(#n) {
-                    #body
-                }
-            }
-        });
         if self.fields.is_empty() {
             return quote! {
                 #[inline]
@@ -924,29 +857,145 @@ impl<'s> MessageGen<'s> {
                 }
             };
         }
-        // The fields are read in a closure, and its error is returned after the object is
-        // dropped: a `?` in this function would write the error into the returned place while
-        // the object is live, which keeps LLVM from building the object in that place (it
-        // would be copied there whole at the end).
+        // The fields are read by `cf_decode_fields`; its error is returned after the object is
+        // dropped: a `?` in `decode_from` itself would write the error into
+        // the returned place while the object is live, which keeps LLVM from building the
+        // object in that place (it would be copied there whole at the end).
         // (`drop` of an object without drop glue is still what orders the error's write after
         // the object's death, hence the allowed lint.)
+        // A message without message fields is decoded inline wherever it is (its code is
+        // bounded by its own fields): its object is then built where the caller keeps it.
+        let inline = if self
+            .fields
+            .iter()
+            .any(|f| matches!(f.def.kind, FieldKind::Message(_)))
+        {
+            quote!(#[inline])
+        } else {
+            quote!(#[inline(always)])
+        };
         quote! {
-            #[inline]
+            #inline
             #[allow(clippy::drop_non_drop)]
             fn decode_from(mut h: cf::wire::HeaderReader<'_, 'a>, arena: &'a cf::Arena) -> ::core::result::Result<Self, cf::DecodeError> {
                 #check.map_err(|e| e.within(#path))?;
                 let mut m = #name::new_in(arena);
-                let read = (|| -> ::core::result::Result<(), cf::DecodeError> {
-                    #(#reads)*
-                    ::core::result::Result::Ok(())
-                })();
-                match read {
+                match Self::cf_decode_fields(&mut m, &mut h, arena) {
                     ::core::result::Result::Ok(()) => ::core::result::Result::Ok(m),
                     ::core::result::Result::Err(e) => {
                         ::core::mem::drop(m);
                         ::core::result::Result::Err(e)
                     }
                 }
+            }
+
+        }
+    }
+
+    /// One read per field, in field order, into `m` from `h`.
+    fn decode_reads(&self) -> Vec<TokenStream> {
+        let path = self.proto_path();
+        self.fields
+            .iter()
+            .map(|f| {
+                let n = Literal::u32_unsuffixed(f.def.number);
+                let s = &f.store;
+                let b = &f.base;
+                let set = format_ident!("set_{b}");
+                let label = format!("{path}.{}", f.def.name);
+                let within = quote!(.map_err(|e| e.within(#label))?);
+                let body = match (f.def.repeated, f.def.kind) {
+                    (true, FieldKind::Scalar(k)) => {
+                        let t = Self::scalar_type(k);
+                        let set_bit = Self::set_bit_on(quote!(m), f);
+                        quote! {
+                            let (bytes, n) = h.packed::<#t>()#within;
+                            m.#s = cf::PackedList::from_le_bytes(bytes, n, arena);
+                            #set_bit
+                        }
+                    }
+                    (true, FieldKind::Enum(_)) => {
+                        let set_bit = Self::set_bit_on(quote!(m), f);
+                        quote! {
+                            let (bytes, n) = h.packed::<i32>()#within;
+                            m.#s = cf::PackedList::from_le_bytes(bytes, n, arena);
+                            #set_bit
+                        }
+                    }
+                    (true, FieldKind::String | FieldKind::Bytes) => {
+                        let init = format_ident!("init_{b}");
+                        let wrap = if f.def.kind == FieldKind::String {
+                            quote!(cf::CFString::from_ptr_unchecked_utf8)
+                        } else {
+                            quote!(cf::CFBytes)
+                        };
+                        quote! {
+                            let mut it = h.leaf_list()#within;
+                            m.#init(it.len());
+                            while let ::core::option::Option::Some(v) = it.next_leaf() {
+                                m.#s.append(#wrap(v #within));
+                            }
+                        }
+                    }
+                    (true, FieldKind::Message(id)) => {
+                        let init = format_ident!("init_{b}");
+                        let p = message_path(self.schema, &self.module, id);
+                        quote! {
+                            let mut it = h.message_list()#within;
+                            m.#init(it.len());
+                            while let ::core::option::Option::Some(sub) = it.next_header() {
+                                let sub = sub #within;
+                                m.#s.append(<#p as cf::DecodeObj>::decode_from(sub, arena)#within);
+                            }
+                        }
+                    }
+                    (false, FieldKind::Scalar(_)) => quote!(m.#set(h.scalar()#within);),
+                    (false, FieldKind::Enum(_)) => {
+                        let set_raw = format_ident!("set_{b}_raw");
+                        quote!(m.#set_raw(h.scalar()#within);)
+                    }
+                    (false, FieldKind::String) => quote! {
+                        m.#set(cf::CFString::from_ptr_unchecked_utf8(h.leaf()#within));
+                    },
+                    (false, FieldKind::Bytes) => quote!(m.#set(cf::CFBytes(h.leaf()#within));),
+                    (false, FieldKind::Message(id)) => {
+                        // What `set_*` does, with the box made by `DecodeObj::decode_boxed`.
+                        let p = message_path(self.schema, &self.module, id);
+                        let siblings = self.clear_siblings_on(quote!(m), f);
+                        let set_bit = Self::set_bit_on(quote!(m), f);
+                        quote! {
+                            let sub = h.nested()#within;
+                            let b = <#p as cf::DecodeObj>::decode_boxed(sub, arena)#within;
+                            #siblings
+                            m.#s = ::core::option::Option::Some(b);
+                            #set_bit
+                        }
+                    }
+                };
+                quote! {
+                    if h.has(#n) {
+                        #body
+                    }
+                }
+            })
+            .collect()
+    }
+
+    /// The fields' reads of `decode_from`, an associated function of the message (nothing
+    /// for a message without fields).
+    fn decode_fields_fn(&self) -> TokenStream {
+        if self.fields.is_empty() {
+            return quote!();
+        }
+        let reads = self.decode_reads();
+        quote! {
+            /// Reads the fields present in `h` into `m`, a new object (`DecodeObj::decode_from`,
+            /// after the fields were checked).
+            #[inline(always)]
+            #[allow(unused_variables)]
+            fn cf_decode_fields(m: &mut Self, h: &mut cf::wire::HeaderReader<'_, 'a>, arena: &'a cf::Arena) -> ::core::result::Result<(), cf::DecodeError> {
+                #(#reads)*
+                ::core::result::Result::Ok(())
             }
         }
     }
