@@ -38,6 +38,7 @@
 #![warn(missing_docs, unreachable_pub)]
 
 pub mod args;
+pub mod canary;
 pub mod fake;
 mod heatmap;
 pub mod interference;
