@@ -333,11 +333,14 @@ mod tests {
     }
 
     #[test]
-    fn a_real_reading_becomes_the_reference_and_the_next_is_near_it() {
+    fn a_real_reading_on_a_pinned_thread_becomes_the_reference() {
         let cpu = match percore::allowed_cores() {
             Ok(c) if !c.is_empty() => c[0],
             _ => {
-                println!("SKIPPED a_real_reading_becomes_the_reference: no CPU affinity here");
+                test_skip::skip(
+                    "a_real_reading_on_a_pinned_thread_becomes_the_reference",
+                    "this process's CPU affinity cannot be read",
+                );
                 return;
             }
         };
