@@ -38,7 +38,8 @@ impl<S> EmuTrial<S> {
         work_p50_ns: Option<f64>,
         server: S,
     ) -> EmuTrial<S> {
-        let record = Record::from_report(mode, shape, &report.run);
+        let mut record = Record::from_report(mode, shape, &report.run);
+        record.canary_ratio = report.canary.as_ref().map(|c| c.ratio());
         EmuTrial {
             point,
             report,
@@ -83,13 +84,9 @@ impl<S> EmuTrial<S> {
                 .as_ref()
                 .filter(|i| i.disturbed())
                 .map_or(String::new(), |i| format!("  {}", i.describe()))
-            + &r.canary.as_ref().map_or(String::new(), |c| {
-                if c.slowed() || c.reference_slowed() {
-                    format!("  {}", c.describe())
-                } else {
-                    format!("  speed canary {:.2}x", c.ratio())
-                }
-            })
+            + &r.canary
+                .as_ref()
+                .map_or(String::new(), |c| format!("  {}", c.progress_note()))
     }
 
     /// Whether other processes disturbed this trial ([`loadgen::interference`]).
@@ -976,6 +973,12 @@ mod tests {
         assert_eq!(j["canary"]["cpus"], json!([0, 1]));
         assert_eq!(j["canary"]["reference_us"], json!([700.0, 710.0]));
         assert_eq!(normal.to_json()["slowed"], false);
+        // Its record (the JSON and the socket tables' input) carries the ratio.
+        assert_eq!(
+            slow.record.canary_ratio,
+            Some(slow.report.canary.as_ref().unwrap().ratio())
+        );
+        assert!(slow.record.slowed() && !normal.record.slowed());
 
         let a = EmuSummary::of("a", &searches[0]);
         let b = EmuSummary::of("b", &searches[1]);

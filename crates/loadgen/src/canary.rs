@@ -35,6 +35,8 @@ use std::fmt::Write as _;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use crate::Record;
+
 /// A trial whose canary ran this many times slower than the run's first canary on the same
 /// CPU is slowed. Why 1.3: a quiet CPU repeats the canary within a few percent, and the slow
 /// state this was built for is about 3 × — 1.3 sits well above the noise and far below the
@@ -190,6 +192,16 @@ impl Speed {
             .any(|r| r > 0.0 && r * SLOWED_RATIO < 1.0)
     }
 
+    /// What a trial's progress line says: the ratio alone when nothing is wrong, else
+    /// [`describe`](Self::describe) (per CPU, and SLOWED or that the run started slowed).
+    pub fn progress_note(&self) -> String {
+        if self.slowed() || self.reference_slowed() {
+            self.describe()
+        } else {
+            format!("speed canary {:.2}x", self.ratio())
+        }
+    }
+
     /// One phrase for a progress line or a table note.
     pub fn describe(&self) -> String {
         let mut s = format!("speed canary {:.2}x the run's first", self.ratio());
@@ -219,6 +231,19 @@ impl Speed {
         }
         s
     }
+}
+
+/// The note under a table of `records` when some were slowed ([`Record::slowed`]): how many,
+/// and what it means; `None` when none were.
+pub fn slowed_note(records: &[Record]) -> Option<String> {
+    let n = records.iter().filter(|r| r.slowed()).count();
+    (n > 0).then(|| {
+        format!(
+            "{n} point(s) ran on a machine slower than at the run's start (speed canary over \
+             {SLOWED_RATIO}x the run's first: `canary_ratio` in the JSON); numbers resting on \
+             them compare the machine's states, not the modes: rerun on a quiet machine."
+        )
+    })
 }
 
 /// The reference readings of a run: each CPU's first canary time.
@@ -252,6 +277,22 @@ impl Canary {
             .map(|&c| time_on(c).map(|t| (c, t)))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(self.judge(&readings))
+    }
+
+    /// [`check`](Self::check) on every CPU this process may run on: what a trial whose threads
+    /// are not pinned (they float over those CPUs) calls before it starts. `None`, with the
+    /// reason on stderr, when the canary cannot run.
+    pub fn check_allowed(&self) -> Option<Speed> {
+        let checked = percore::allowed_cores()
+            .map_err(|e| format!("speed canary: reading this process's CPUs: {e}"))
+            .and_then(|cpus| self.check(&cpus));
+        match checked {
+            Ok(s) => Some(s),
+            Err(e) => {
+                eprintln!("[bench] {e}; trials are not checked for a slowed machine");
+                None
+            }
+        }
     }
 
     /// Judges `(cpu, time)` readings: a CPU without a reference takes its reading as one.
@@ -354,6 +395,40 @@ mod tests {
         // A CPU this process may not run on is a clear error, not a reading.
         let err = c.check(&[libc_cpu_setsize()]).unwrap_err();
         assert!(err.contains("speed canary"), "{err}");
+    }
+
+    #[test]
+    fn a_records_canary_ratio_is_in_its_json_and_slowed_ones_get_a_note() {
+        let plain = Record {
+            mode: "m".into(),
+            ..Record::default()
+        };
+        // Without a canary the JSON is as before.
+        let j = serde_json::to_value(&plain).unwrap();
+        assert!(j.get("canary_ratio").is_none(), "{j}");
+        assert!(!plain.slowed());
+        let normal = Record {
+            canary_ratio: Some(1.1),
+            ..plain.clone()
+        };
+        let slow = Record {
+            canary_ratio: Some(2.5),
+            ..plain.clone()
+        };
+        assert!(!normal.slowed() && slow.slowed());
+        let j = serde_json::to_value(&slow).unwrap();
+        assert_eq!(j["canary_ratio"], 2.5);
+        let back: Record = serde_json::from_value(j).unwrap();
+        assert_eq!(back, slow);
+        // Records written before the field read back without it.
+        let old: Record = serde_json::from_value(serde_json::to_value(&plain).unwrap()).unwrap();
+        assert_eq!(old.canary_ratio, None);
+        assert_eq!(slowed_note(&[plain.clone(), normal.clone()]), None);
+        let note = slowed_note(&[plain, slow.clone(), normal, slow]).unwrap();
+        assert!(
+            note.starts_with("2 point(s) ran on a machine slower") && note.contains("1.3x"),
+            "{note}"
+        );
     }
 
     fn libc_cpu_setsize() -> usize {
