@@ -62,8 +62,8 @@ const COPY_BYTES: usize = 2048;
 /// The seed [`Canary::check`] runs [`workload`] with.
 pub const SEED: u64 = 0x00c0_ffee_cafe_f00d;
 
-/// The canary's work: `ROUNDS` passes of a hash that reads and rewrites every word of a
-/// `BUFFER_BYTES` buffer filled from `seed`, each pass followed by [`COPY_BYTES`] copies from one
+/// The canary's work: [`ROUNDS`] passes of a hash that reads and rewrites every word of a
+/// [`BUFFER_BYTES`] buffer filled from `seed`, each pass followed by four 2 KiB copies from one
 /// place in the buffer to another chosen by the hash so far. Returns the final hash: the same
 /// for the same seed, on every machine and build.
 pub fn workload(seed: u64) -> u64 {
