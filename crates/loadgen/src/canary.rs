@@ -23,9 +23,10 @@
 //! or a cold start does not make a reading (or worse, the reference) slow. The canary measures
 //! how fast a CPU runs fixed work when it gets the CPU; it does **not** see a neighbour
 //! sharing the CPU — that is what [`interference`](crate::interference) measures, over the
-//! whole trial. (Measured on a 2-vCPU VM, Linux 6.18: with a thread spinning, pinned on the
-//! canary's CPU, 40 readings took 0.96-1.02 × as long as without it; a freshly started
-//! thread is run ahead of the spinning one for longer than a reading.)
+//! whole trial. (Measured on this project's 2-vCPU VM, Linux 6.18, debug build, one run per
+//! reading: with a thread spinning, pinned on the canary's CPU, 40 readings took 0.96-1.02 ×
+//! as long as without it, in three attempts; a freshly started thread is run ahead of the
+//! spinning one for longer than a reading.)
 //!
 //! [`Canary::process`] is the one reference of a bench process (one process, one run); a
 //! [`Canary::new`] has its own (tests).
@@ -38,7 +39,8 @@ use std::time::{Duration, Instant};
 use crate::Record;
 
 /// A trial whose canary ran this many times slower than the run's first canary on the same
-/// CPU is slowed. Why 1.3: a quiet CPU repeats the canary within a few percent, and the slow
+/// CPU is slowed. Why 1.3: a quiet CPU repeats the canary within several percent (release
+/// build, this project's VM: 0.99-1.08 × the first reading over six readings), and the slow
 /// state this was built for is about 3 × — 1.3 sits well above the noise and far below the
 /// effect, so a 30 % slower machine, enough to move a comparison between modes that differ by
 /// 10-50 %, is flagged.
@@ -129,8 +131,8 @@ fn fill(buf: &mut [u64], seed: u64) {
     }
 }
 
-/// Takes a reading on a thread pinned to `cpu` (the faster of [`RUNS_PER_READING`] runs); an error when the thread
-/// cannot be pinned there (or be spawned).
+/// Takes a reading on a thread pinned to `cpu` (the faster of [`RUNS_PER_READING`] runs); an
+/// error when the thread cannot be pinned there (or be spawned).
 pub fn time_on(cpu: usize) -> Result<Duration, String> {
     std::thread::Builder::new()
         .name(format!("canary-{cpu}"))
