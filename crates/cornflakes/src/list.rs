@@ -92,9 +92,8 @@ impl<T> Drop for LeafList<'_, T> {
     fn drop(&mut self) {
         if self.zero_copy_count != 0 {
             // Drops every element (the zero-copy ones release their references); the storage
-            // goes back to the arena.
-            let bump = self.items.bump();
-            drop(std::mem::replace(&mut *self.items, BVec::new_in(bump)));
+            // stays with the arena until its reset (not handed back to it here).
+            self.items.clear();
         }
     }
 }
