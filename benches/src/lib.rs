@@ -553,6 +553,19 @@ fn cf_tree<'a, T: TreeObj<'a>>(
     send(t, tx, ring)
 }
 
+/// A `List` of the store's values `idx` (built where [`send`] takes it, so it is not moved).
+#[inline(always)]
+fn cf_list<'a>(arena: &'a Arena, store: &'a Store, idx: &[u32]) -> List<'a> {
+    let mut m = List::new_in(arena);
+    m.set_id(42);
+    m.init_vals(idx.len());
+    for &i in idx {
+        m.get_mut_vals()
+            .append(CFBytes::new_ref(&store.vals[i as usize][..], arena));
+    }
+    m
+}
+
 fn cf_read_tree<'a, T: TreeObj<'a>>(rx: &'a RcBuf, arena: &'a Arena) -> usize {
     T::deserialize_rcbuf(rx, arena)
         .expect("valid message")
@@ -578,16 +591,7 @@ impl Lib for Cf {
             Shape::Tree { depth: 3, .. } => cf_tree::<Tree3>(arena, store, idx, tx, ring),
             Shape::Tree { depth: 4, .. } => cf_tree::<Tree4>(arena, store, idx, tx, ring),
             Shape::Tree { .. } => cf_tree::<Tree5>(arena, store, idx, tx, ring),
-            _ => {
-                let mut m = List::new_in(arena);
-                m.set_id(42);
-                m.init_vals(idx.len());
-                for &i in idx {
-                    m.get_mut_vals()
-                        .append(CFBytes::new_ref(&store.vals[i as usize][..], arena));
-                }
-                send(m, tx, ring)
-            }
+            _ => send(cf_list(arena, store, idx), tx, ring),
         }
     }
 
