@@ -559,9 +559,9 @@ fn cf_list<'a>(arena: &'a Arena, store: &'a Store, idx: &[u32]) -> List<'a> {
     let mut m = List::new_in(arena);
     m.set_id(42);
     m.init_vals(idx.len());
+    let vals = m.get_mut_vals();
     for &i in idx {
-        m.get_mut_vals()
-            .append(CFBytes::new_ref(&store.vals[i as usize][..], arena));
+        vals.append_ref(&store.vals[i as usize][..], arena);
     }
     m
 }
