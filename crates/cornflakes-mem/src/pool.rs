@@ -523,8 +523,7 @@ impl PinnedMemory {
 
     /// The table slot of chunk `key` (probing the table, which a recovery does when the chunk
     /// is not the last one found), remembered as the last one found.
-    #[cold]
-    #[inline(never)]
+    #[inline(always)]
     fn find_chunk(&self, key: usize) -> Option<(*const Chunk, *const Cell<u32>, u32)> {
         if key == 0 {
             // 0 marks the table's empty slots; no item lives in the first 2 MiB of addresses.
