@@ -1,6 +1,7 @@
 //! The benchmark: for each mode, a server thread and load-generator client thread(s) over the
 //! socket datapath on 127.0.0.1, an offered-load sweep, then a table, JSON and a plot.
 
+use loadgen::canary::{Canary, Speed};
 use loadgen::fmt_us;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::Duration;
@@ -194,10 +195,14 @@ pub fn run_bench(cfg: &BenchConfig) -> Result<BenchOutcome, String> {
                 if cfg.stop_after_misses > 0 && *misses >= cfg.stop_after_misses {
                     continue;
                 }
+                // The speed canary on the CPUs the point's threads float over, before it starts.
+                let speed = Canary::process().check_allowed();
                 let report = run_point(plan, verifier, load, 1 + li as u64)?;
-                let rec = Record::from_report(plan.mode.name(), &cfg.shape.to_string(), &report);
+                let mut rec =
+                    Record::from_report(plan.mode.name(), &cfg.shape.to_string(), &report);
+                rec.canary_ratio = speed.as_ref().map(Speed::ratio);
                 eprintln!(
-                    "[bench] load {}/{} {:>7.0} req/s  {:<20} achieved {:>7.0}  p50 {:>8}  p99 {:>8}  ({})",
+                    "[bench] load {}/{} {:>7.0} req/s  {:<20} achieved {:>7.0}  p50 {:>8}  p99 {:>8}  ({}){}",
                     li + 1,
                     loads.len(),
                     load,
@@ -205,7 +210,10 @@ pub fn run_bench(cfg: &BenchConfig) -> Result<BenchOutcome, String> {
                     rec.achieved_rps,
                     fmt_us(rec.p50_us),
                     fmt_us(rec.p99_us),
-                    report.counters
+                    report.counters,
+                    speed
+                        .as_ref()
+                        .map_or(String::new(), |s| format!("  {}", s.progress_note()))
                 );
                 *misses = if rec.keeps_up(DEFAULT_KEEP_UP) {
                     0

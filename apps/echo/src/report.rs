@@ -122,7 +122,11 @@ pub fn table(records: &[Record], fixed_rps: f64, servers: &[(Mode, ServerStats)]
             "| {m} | {} | {ratio} | {} | {} | {} | {work} | {mismatched} | {lost} | {malformed} |",
             b.as_ref().map_or_else(
                 || "none kept up".to_owned(),
-                |b| format!("{:.0}", b.achieved_rps)
+                |b| format!(
+                    "{:.0}{}",
+                    b.achieved_rps,
+                    if b.slowed() { " (slowed)" } else { "" }
+                )
             ),
             fmt_us(b.as_ref().and_then(|b| b.p99_us)),
             fmt_us(fixed.and_then(|r| r.p50_us)),
@@ -153,6 +157,9 @@ pub fn table(records: &[Record], fixed_rps: f64, servers: &[(Mode, ServerStats)]
             h / l,
             c / l
         );
+    }
+    if let Some(note) = loadgen::canary::slowed_note(records) {
+        let _ = writeln!(s, "\n{note}");
     }
     s
 }
@@ -215,6 +222,17 @@ mod tests {
         );
         assert!(cf.ends_with("| 0 | 2 | – |"), "{cf}");
         assert!(!t.contains("Control:"), "no libraries measured: no control");
+        assert!(!t.contains("slowed"), "{t}");
+        // A point whose speed canary read slow is marked, and the table says why.
+        let mut slowed = records.clone();
+        slowed[1].canary_ratio = Some(2.0);
+        let t = table(&slowed, 10.0, &[]);
+        let raw = t.lines().find(|l| l.starts_with("| raw ")).unwrap();
+        assert!(raw.starts_with("| raw | 20 (slowed) | 1.00 |"), "{raw}");
+        assert!(
+            t.contains("1 point(s) ran on a machine slower than at the run's start"),
+            "{t}"
+        );
         let mut with_libs = records.clone();
         with_libs.push(rec("cornflakes-copy", 10.0, 10.0, 4.0, 8.0));
         with_libs.push(rec("protobuf", 8.0, 8.0, 4.0, 8.0));

@@ -59,7 +59,13 @@ fn bench_writes_records_plot_and_table() {
         assert_eq!(r["shape"], "list-2x2048");
         assert!(r["offered_rps"].as_f64().unwrap() > 0.0);
         assert_eq!(r["mismatched"], 0, "{r}");
+        // The speed canary ran before every point.
+        assert!(r["canary_ratio"].as_f64().unwrap() > 0.0, "{r}");
     }
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("speed canary"),
+        "the point lines print the canary"
+    );
     assert!(dir.join("table.md").exists());
     let servers: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("servers.json")).unwrap()).unwrap();
@@ -145,7 +151,16 @@ fn bench_on_the_emulated_nic_verifies_every_reply_of_every_mode() {
         assert_eq!(p["coverage_complete"], true, "{p}");
         let busy = p["device_busy"].as_f64().unwrap();
         assert!((0.0..=1.0).contains(&busy), "{p}");
+        // The speed canary of the trial's two CPUs (server, device), in the points and records.
+        assert_eq!(p["canary"]["cpus"].as_array().unwrap().len(), 2, "{p}");
+        assert!(p["canary"]["ratio"].as_f64().unwrap() > 0.0, "{p}");
+        assert_eq!(p["slowed"], p["canary"]["slowed"], "{p}");
+        assert_eq!(r["canary_ratio"], p["canary"]["ratio"], "{p} {r}");
     }
+    assert!(
+        stdout.contains("| slowed trials (there / all) |"),
+        "{stdout}"
+    );
     // Per mode, what its saturation search found and what bounded it (here: the grid of one
     // load, kept up).
     let summary: serde_json::Value =

@@ -204,8 +204,9 @@ pub fn tables(workload: &WorkloadConfig, out: &BenchOutcome) -> String {
             s,
             "| {m} | {}{unit} | {} | {} | {} | {mismatched} | {lost} | {} | {} |",
             b.as_ref().map_or("none kept up".to_owned(), |b| format!(
-                "{:.0}",
-                b.achieved_rps
+                "{:.0}{}",
+                b.achieved_rps,
+                if b.slowed() { " (slowed)" } else { "" }
             )),
             fmt_us(b.as_ref().and_then(|b| b.p99_us)),
             fmt_us(b.as_ref().and_then(|b| b.p50_us)),
@@ -312,6 +313,9 @@ pub fn tables(workload: &WorkloadConfig, out: &BenchOutcome) -> String {
         }
         let _ = writeln!(s, "{}", equal_p99(recs, lib));
     }
+    if let Some(note) = loadgen::canary::slowed_note(recs) {
+        let _ = writeln!(s, "\n{note}");
+    }
     s
 }
 
@@ -399,6 +403,16 @@ mod tests {
         // The control beside the headline, with the paper's range.
         assert!(
             t.contains("control: cornflakes-copy / best library (protobuf): 1.25 (the paper's copy-only ÷ protobuf: 0.93–1.02"),
+            "{t}"
+        );
+        assert!(!t.contains("slowed"), "{t}");
+        // A point whose speed canary read slow is marked, and the tables say why.
+        let mut slowed = out;
+        slowed.records[5].canary_ratio = Some(3.0);
+        let t = tables(&wl, &slowed);
+        assert!(t.contains("| protobuf | 800 (slowed) |"), "{t}");
+        assert!(
+            t.contains("1 point(s) ran on a machine slower than at the run's start"),
             "{t}"
         );
     }

@@ -2,6 +2,7 @@
 //! addresses, its checker) and its points; the socket bench interleaves lanes, the AF_XDP
 //! bench runs one lane per server process.
 
+use loadgen::canary::{Canary, Speed};
 use loadgen::fmt_us;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::Arc;
@@ -92,10 +93,13 @@ pub(crate) fn run_lane_point(
     if cfg.stop_after_misses > 0 && lane.misses >= cfg.stop_after_misses {
         return Ok(());
     }
+    // The speed canary on the CPUs the point's threads float over, before it starts.
+    let speed = Canary::process().check_allowed();
     let report = run_point(cfg, lane, reqs, load, cfg.seed + 1 + li as u64)?;
-    let rec = Record::from_report(lane.ser.name(), name, &report);
+    let mut rec = Record::from_report(lane.ser.name(), name, &report);
+    rec.canary_ratio = speed.as_ref().map(Speed::ratio);
     eprintln!(
-        "[bench] load {}/{} {:>7.0} req/s  {:<20} achieved {:>7.0}  p50 {:>8}  p99 {:>8}  ({})",
+        "[bench] load {}/{} {:>7.0} req/s  {:<20} achieved {:>7.0}  p50 {:>8}  p99 {:>8}  ({}){}",
         li + 1,
         n,
         load,
@@ -103,7 +107,10 @@ pub(crate) fn run_lane_point(
         rec.achieved_rps,
         fmt_us(rec.p50_us),
         fmt_us(rec.p99_us),
-        report.counters
+        report.counters,
+        speed
+            .as_ref()
+            .map_or(String::new(), |s| format!("  {}", s.progress_note()))
     );
     lane.misses = if rec.keeps_up(DEFAULT_KEEP_UP) {
         0

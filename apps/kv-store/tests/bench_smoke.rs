@@ -60,6 +60,8 @@ fn bench_writes_records_tables_and_plots_for_every_serialization() {
         for r in recs {
             assert_eq!(r["mismatched"], 0, "{workload}: {r}");
             assert!(r["verified"].as_u64().unwrap() > 0, "{workload}: {r}");
+            // The speed canary ran before every point.
+            assert!(r["canary_ratio"].as_f64().unwrap() > 0.0, "{workload}: {r}");
         }
         assert!(stdout.contains("Datapath: kernel UDP sockets"), "{stdout}");
         assert!(stdout.contains("Table 5 form"), "{stdout}");
@@ -264,7 +266,16 @@ fn bench_on_the_emulated_nic() {
         assert_eq!(p["sampled"], p["verified"], "{p}");
         assert_eq!(p["unchecked"], 0, "{p}");
         assert_eq!(p["coverage_complete"], true, "{p}");
+        assert!(p["canary"]["ratio"].as_f64().unwrap() > 0.0, "{p}");
+        assert!(p["slowed"].is_boolean(), "{p}");
     }
+    for r in recs {
+        assert!(r["canary_ratio"].as_f64().unwrap() > 0.0, "{r}");
+    }
+    assert!(
+        stdout.contains("| slowed trials (there / all) |"),
+        "{stdout}"
+    );
     assert!(dir.join("emu.md").exists());
 }
 

@@ -52,6 +52,8 @@ fn bench_over_tcp_verifies_every_reply_of_every_serialization() {
             for f in ["mismatched", "lost", "unexpected", "malformed", "errors"] {
                 assert_eq!(r[f], 0, "{f}: {r}");
             }
+            // The speed canary ran before every point.
+            assert!(r["canary_ratio"].as_f64().unwrap() > 0.0, "{r}");
         }
     }
     let run: serde_json::Value =

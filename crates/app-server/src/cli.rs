@@ -69,6 +69,16 @@ pub enum BenchDatapath {
 }
 
 impl BenchDatapath {
+    /// The `--datapath` value that names this datapath.
+    pub fn name(&self) -> &'static str {
+        match self {
+            BenchDatapath::Socket => "socket",
+            BenchDatapath::Tcp { .. } => "tcp",
+            BenchDatapath::Xdp => "xdp",
+            BenchDatapath::Emu => "emu",
+        }
+    }
+
     /// Reads `--datapath` and `--conns`. Without `--datapath`: the emulated NIC when
     /// `emu_cpus` finds the CPUs for it, else the kernel sockets (saying why on stderr). An
     /// unknown datapath is the error `unknown(name)`; `--conns` goes with `tcp` only.
@@ -77,7 +87,7 @@ impl BenchDatapath {
         emu_cpus: impl FnOnce() -> Result<(), String>,
         unknown: impl FnOnce(&str) -> String,
     ) -> Result<BenchDatapath, String> {
-        let mut dp = match a.take("--datapath")?.as_deref() {
+        let mut dp = match datapath_name(a)? {
             None => match emu_cpus() {
                 Ok(()) => BenchDatapath::Emu,
                 Err(e) => {
@@ -85,11 +95,8 @@ impl BenchDatapath {
                     BenchDatapath::Socket
                 }
             },
-            Some("socket") => BenchDatapath::Socket,
-            Some("tcp") => BenchDatapath::Tcp { conns: 1 },
-            Some("xdp") => BenchDatapath::Xdp,
-            Some("emu") => BenchDatapath::Emu,
-            Some(other) => return Err(unknown(other)),
+            Some(Ok(dp)) => dp,
+            Some(Err(other)) => return Err(unknown(&other)),
         };
         let n = tcp_conns(a, matches!(dp, BenchDatapath::Tcp { .. }))?;
         if let (BenchDatapath::Tcp { conns }, Some(n)) = (&mut dp, n) {
@@ -97,6 +104,18 @@ impl BenchDatapath {
         }
         Ok(dp)
     }
+}
+
+/// `--datapath NAME`, the one reading of the flag for benches and clients: the datapath it
+/// names, or the unknown name as the inner error.
+fn datapath_name(a: &mut Args) -> Result<Option<Result<BenchDatapath, String>>, String> {
+    Ok(a.take("--datapath")?.map(|name| match name.as_str() {
+        "socket" => Ok(BenchDatapath::Socket),
+        "tcp" => Ok(BenchDatapath::Tcp { conns: 1 }),
+        "xdp" => Ok(BenchDatapath::Xdp),
+        "emu" => Ok(BenchDatapath::Emu),
+        _ => Err(name),
+    }))
 }
 
 /// Runs `body` until `--seconds` pass or, with `--until-stdin-closes`, standard input closes
@@ -198,13 +217,14 @@ mod tests {
 /// be any that speaks the stream framing: `echo server --datapath tcp`, `kv server --datapath
 /// tcp`, or `demi-server` over Demikernel (demikernel/, docs/tcp.md).
 pub fn client_transport(a: &mut Args) -> Result<Option<usize>, String> {
-    let tcp = match a.take("--datapath")?.as_deref() {
-        None | Some("socket") => false,
-        Some("tcp") => true,
+    let tcp = match datapath_name(a)? {
+        None | Some(Ok(BenchDatapath::Socket)) => false,
+        Some(Ok(BenchDatapath::Tcp { .. })) => true,
         Some(other) => {
+            let name = other.map_or_else(|name| name, |dp| dp.name().to_owned());
             return Err(format!(
-                "--datapath {other:?}: a client runs on socket (UDP) or tcp"
-            ))
+                "--datapath {name:?}: a client runs on socket (UDP) or tcp"
+            ));
         }
     };
     tcp_conns(a, tcp)
@@ -246,6 +266,9 @@ mod test {
         assert!(transport(&["--datapath", "tcp", "--conns", "0"]).is_err());
         assert!(transport(&["--datapath", "xdp"])
             .unwrap_err()
-            .contains("socket"));
+            .starts_with("--datapath \"xdp\": a client runs on socket"));
+        assert!(transport(&["--datapath", "dpdk"])
+            .unwrap_err()
+            .starts_with("--datapath \"dpdk\""));
     }
 }

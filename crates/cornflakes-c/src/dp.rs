@@ -151,7 +151,9 @@ fn open(ip: *const c_char, port: u16, max_len: usize, out_dp: *mut cf_dp) -> Res
         cfg.max_message_len = cfg.memory.max_item_size;
     }
     let dp = SocketDatapath::new(cfg).map_err(|e| match e {
-        SetupError::Io(e) => Error::new(cf_status::CF_ERR_IO, format!("binding {bind}: {e}")),
+        SetupError::Io { source: e, .. } => {
+            Error::new(cf_status::CF_ERR_IO, format!("binding {bind}: {e}"))
+        }
         SetupError::Memory(e) => alloc_error(e),
     })?;
     let fd = dp.socket().as_raw_fd();

@@ -52,6 +52,47 @@ mod send;
 pub use object::{BufferTooSmall, Demote, SendObject, SizedLeaf, Sizes};
 pub use send::SendPlan;
 
+/// Why a kernel-socket datapath (`datapath-socket`, `datapath-tcp`) could not be created.
+#[derive(Debug)]
+pub enum SetupError {
+    /// A socket, epoll or io_uring instance could not be created, bound or configured.
+    Io {
+        /// Which datapath failed ("UDP socket", "TCP").
+        datapath: &'static str,
+        /// What the kernel said.
+        source: io::Error,
+    },
+    /// The pinned memory could not be created.
+    Memory(AllocError),
+}
+
+impl SetupError {
+    /// `map_err` adapter: an I/O error of datapath `datapath`.
+    pub fn io(datapath: &'static str) -> impl Fn(io::Error) -> SetupError {
+        move |source| SetupError::Io { datapath, source }
+    }
+}
+
+impl fmt::Display for SetupError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SetupError::Io { datapath, source } => {
+                write!(f, "{datapath} datapath setup failed: {source}")
+            }
+            SetupError::Memory(e) => write!(f, "pinned memory setup failed: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for SetupError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            SetupError::Io { source, .. } => Some(source),
+            SetupError::Memory(e) => Some(e),
+        }
+    }
+}
+
 /// A connection (a peer address and its prepared packet header) of one datapath.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ConnId(pub u32);
@@ -541,6 +582,14 @@ pub fn object_to_sga<O: SendObject + ?Sized>(
 #[cfg(test)]
 mod test {
     use super::*;
+
+    #[test]
+    fn a_setup_error_names_the_datapath_and_keeps_the_cause() {
+        use std::error::Error;
+        let e = SetupError::io("TCP")(io::Error::other("address in use"));
+        assert_eq!(e.to_string(), "TCP datapath setup failed: address in use");
+        assert_eq!(e.source().unwrap().to_string(), "address in use");
+    }
 
     #[test]
     fn drop_counters_of_several_cores_add_up_field_by_field() {

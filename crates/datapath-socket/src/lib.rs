@@ -25,7 +25,7 @@ use std::time::Instant;
 
 use cornflakes_datapath::{Completions, Connect, DatapathMemory, DropCounters, Receive, Transmit};
 use cornflakes_datapath::{ConnId, Msg, RxMsg, SendError, SendObject, SendPlan};
-use cornflakes_mem::{AllocError, MemoryConfig};
+use cornflakes_mem::MemoryConfig;
 use cornflakes_mem::{PinnedMemory, RcBuf, RcBufMut};
 use cornflakes_stack::reassembly::{Reassembler, ReassemblyConfig};
 use cornflakes_stack::wire::framing;
@@ -83,32 +83,10 @@ impl SocketConfig {
     }
 }
 
-/// Why a socket datapath could not be created.
-#[derive(Debug)]
-pub enum SetupError {
-    /// The socket could not be created, bound or configured.
-    Io(io::Error),
-    /// The pinned memory could not be created.
-    Memory(AllocError),
-}
+pub use cornflakes_datapath::SetupError;
 
-impl std::fmt::Display for SetupError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            SetupError::Io(e) => write!(f, "socket setup failed: {e}"),
-            SetupError::Memory(e) => write!(f, "pinned memory setup failed: {e}"),
-        }
-    }
-}
-
-impl std::error::Error for SetupError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            SetupError::Io(e) => Some(e),
-            SetupError::Memory(e) => Some(e),
-        }
-    }
-}
+/// This datapath's name in [`SetupError::Io`].
+const SETUP_IO: &str = "UDP socket";
 
 /// A datapath over one nonblocking UDP socket.
 pub struct SocketDatapath {
@@ -136,12 +114,15 @@ const FH: usize = framing::HEADER_LEN;
 impl SocketDatapath {
     /// Binds the socket and creates the pinned memory.
     pub fn new(cfg: SocketConfig) -> Result<SocketDatapath, SetupError> {
-        let sock = UdpSocket::bind(cfg.bind).map_err(SetupError::Io)?;
-        sock.set_nonblocking(true).map_err(SetupError::Io)?;
-        let local = match sock.local_addr().map_err(SetupError::Io)? {
+        let sock = UdpSocket::bind(cfg.bind).map_err(SetupError::io(SETUP_IO))?;
+        sock.set_nonblocking(true)
+            .map_err(SetupError::io(SETUP_IO))?;
+        let local = match sock.local_addr().map_err(SetupError::io(SETUP_IO))? {
             std::net::SocketAddr::V4(a) => a,
             std::net::SocketAddr::V6(_) => {
-                return Err(SetupError::Io(io::Error::other("bound an IPv6 address")))
+                return Err(SetupError::io(SETUP_IO)(io::Error::other(
+                    "bound an IPv6 address",
+                )))
             }
         };
         let mem = PinnedMemory::new(cfg.memory.clone()).map_err(SetupError::Memory)?;

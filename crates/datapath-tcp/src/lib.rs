@@ -43,7 +43,7 @@ use std::time::{Duration, Instant};
 
 use cornflakes_datapath::{Completions, Connect, DatapathMemory, DropCounters, Receive, Transmit};
 use cornflakes_datapath::{ConnId, Msg, RxMsg, SendError, SendObject};
-use cornflakes_mem::{AllocError, MemoryConfig};
+use cornflakes_mem::MemoryConfig;
 use cornflakes_mem::{PinnedMemory, RcBuf};
 
 use frame::{DeframeError, Deframer, HEADER_LEN};
@@ -131,32 +131,10 @@ impl TcpConfig {
     }
 }
 
-/// Why a TCP datapath could not be created.
-#[derive(Debug)]
-pub enum SetupError {
-    /// The listening socket or epoll instance could not be created.
-    Io(io::Error),
-    /// The pinned memory could not be created.
-    Memory(AllocError),
-}
+pub use cornflakes_datapath::SetupError;
 
-impl std::fmt::Display for SetupError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            SetupError::Io(e) => write!(f, "TCP datapath setup failed: {e}"),
-            SetupError::Memory(e) => write!(f, "pinned memory setup failed: {e}"),
-        }
-    }
-}
-
-impl std::error::Error for SetupError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            SetupError::Io(e) => Some(e),
-            SetupError::Memory(e) => Some(e),
-        }
-    }
-}
+/// This datapath's name in [`SetupError::Io`].
+const SETUP_IO: &str = "TCP";
 
 /// Counts of the TCP datapath beyond [`DropCounters`]; they only grow.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -301,10 +279,10 @@ impl TcpDatapath {
     /// Creates the pinned memory and the epoll instance, and listens on `cfg.listen`.
     pub fn new(cfg: TcpConfig) -> Result<TcpDatapath, SetupError> {
         let mem = PinnedMemory::new(cfg.memory.clone()).map_err(SetupError::Memory)?;
-        let epoll = Epoll::new(cfg.events_per_poll).map_err(SetupError::Io)?;
+        let epoll = Epoll::new(cfg.events_per_poll).map_err(SetupError::io(SETUP_IO))?;
         let uring = match (cfg.zero_copy_mode, cfg.zero_copy_threshold) {
             (ZeroCopyMode::IoUring, Some(_)) => {
-                Some(uring::ZcRing::new(URING_ENTRIES).map_err(SetupError::Io)?)
+                Some(uring::ZcRing::new(URING_ENTRIES).map_err(SetupError::io(SETUP_IO))?)
             }
             _ => None,
         };
@@ -318,17 +296,19 @@ impl TcpDatapath {
         cfg.read_budget = cfg.read_budget.max(1);
         let (listener, local) = match cfg.listen {
             Some(addr) => {
-                let l = TcpListener::bind(addr).map_err(SetupError::Io)?;
-                l.set_nonblocking(true).map_err(SetupError::Io)?;
-                let local = match l.local_addr().map_err(SetupError::Io)? {
+                let l = TcpListener::bind(addr).map_err(SetupError::io(SETUP_IO))?;
+                l.set_nonblocking(true).map_err(SetupError::io(SETUP_IO))?;
+                let local = match l.local_addr().map_err(SetupError::io(SETUP_IO))? {
                     SocketAddr::V4(a) => a,
                     SocketAddr::V6(_) => {
-                        return Err(SetupError::Io(io::Error::other("bound an IPv6 address")))
+                        return Err(SetupError::io(SETUP_IO)(io::Error::other(
+                            "bound an IPv6 address",
+                        )))
                     }
                 };
                 epoll
                     .add(l.as_fd(), sys::IN, LISTENER)
-                    .map_err(SetupError::Io)?;
+                    .map_err(SetupError::io(SETUP_IO))?;
                 (Some(l), local)
             }
             None => (None, SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 0)),

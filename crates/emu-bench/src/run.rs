@@ -17,6 +17,7 @@ use datapath_mlx5::emu::threaded::{
 };
 use datapath_mlx5::emu::{EmuConfig, EmuStats};
 use datapath_mlx5::{core_flow_rules, core_port, DeviceCaps, Mlx5Config, Mlx5Datapath};
+use loadgen::canary::{Canary, Speed};
 use loadgen::interference::{CpuSnapshot, Interference};
 use loadgen::{Bound, Counters, RunReport, Schedule, ScheduleConfig};
 
@@ -196,6 +197,10 @@ pub struct EmuReport {
     /// What else ran on the run's CPUs (server cores and device) from the device's start to
     /// its stop; `None` for an unpinned run (its CPUs are not its own) or without `/proc`.
     pub interference: Option<Interference>,
+    /// The speed canary timed on the run's CPUs just before it started, against the process's
+    /// first ([`loadgen::canary`]: a machine that slows down by itself, which `interference`
+    /// cannot see); `None` for an unpinned run.
+    pub canary: Option<Speed>,
     /// The device's time per gather entry (`EmuRunConfig::delay_per_segment`), nanoseconds.
     pub desc_ns: u64,
     /// Requests dropped by the device for want of a posted receive buffer (counted lost).
@@ -481,6 +486,8 @@ pub(crate) struct Run<'a, C: ReplyCheck> {
     limit: Duration,
     /// The run's CPUs' time when it started (pinned runs).
     cpu_start: Option<CpuSnapshot>,
+    /// The speed canary on the run's CPUs before it started (pinned runs).
+    canary: Option<Speed>,
 }
 
 impl<'a, C: ReplyCheck> Run<'a, C> {
@@ -529,6 +536,15 @@ impl<'a, C: ReplyCheck> Run<'a, C> {
         if offsets.len() as u64 > u64::from(u32::MAX) {
             return Err("more than 2^32 requests in one run".to_owned());
         }
+        // The speed canary on every CPU of the run, before any of its threads starts there.
+        let canary = match &cpus {
+            Some((servers, device)) => {
+                let mut all = servers.clone();
+                all.push(*device);
+                Some(Canary::process().check(&all)?)
+            }
+            None => None,
+        };
         let ready: Arc<[AtomicBool]> = (0..n).map(|_| AtomicBool::new(false)).collect();
         let stop = Arc::new(AtomicBool::new(false));
         let ends = Ends {
@@ -575,6 +591,7 @@ impl<'a, C: ReplyCheck> Run<'a, C> {
         });
         Ok(Run {
             cpu_start,
+            canary,
             cfg,
             n,
             cpus,
@@ -713,6 +730,7 @@ impl<'a, C: ReplyCheck> Run<'a, C> {
             distinct: wire.distinct(),
             cores_verified: coverage.cores_checked,
             interference,
+            canary: self.canary.clone(),
             desc_ns: u64::try_from(cfg.delay_per_segment.as_nanos()).unwrap_or(u64::MAX),
             not_delivered: wire.not_delivered,
             max_inject_lag_ns: wire.max_inject_lag_ns,

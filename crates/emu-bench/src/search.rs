@@ -5,6 +5,7 @@
 
 use std::fmt::Write as _;
 
+use loadgen::canary::SLOWED_RATIO;
 use loadgen::search::{Point, Search, Trial};
 use loadgen::Record;
 use serde_json::{json, Value};
@@ -37,7 +38,8 @@ impl<S> EmuTrial<S> {
         work_p50_ns: Option<f64>,
         server: S,
     ) -> EmuTrial<S> {
-        let record = Record::from_report(mode, shape, &report.run);
+        let mut record = Record::from_report(mode, shape, &report.run);
+        record.canary_ratio = report.canary.as_ref().map(|c| c.ratio());
         EmuTrial {
             point,
             report,
@@ -82,6 +84,9 @@ impl<S> EmuTrial<S> {
                 .as_ref()
                 .filter(|i| i.disturbed())
                 .map_or(String::new(), |i| format!("  {}", i.describe()))
+            + &r.canary
+                .as_ref()
+                .map_or(String::new(), |c| format!("  {}", c.progress_note()))
     }
 
     /// Whether other processes disturbed this trial ([`loadgen::interference`]).
@@ -90,6 +95,13 @@ impl<S> EmuTrial<S> {
             .interference
             .as_ref()
             .is_some_and(|i| i.disturbed())
+    }
+
+    /// Whether the machine was slower in this trial than at the run's start: its speed canary
+    /// took more than [`loadgen::canary::SLOWED_RATIO`] times the run's first
+    /// ([`loadgen::canary`]). Treated as a disturbed trial is.
+    pub fn slowed(&self) -> bool {
+        self.report.canary.as_ref().is_some_and(|c| c.slowed())
     }
 
     /// The trial as JSON (every trial goes to the run's points file).
@@ -134,6 +146,15 @@ impl<S> EmuTrial<S> {
             "lost": self.record.lost,
             "failures": r.failures,
             "disturbed": self.disturbed(),
+            "slowed": self.slowed(),
+            "canary": r.canary.as_ref().map(|c| json!({
+                "ratio": c.ratio(),
+                "slowed": c.slowed(),
+                "reference_slowed": c.reference_slowed(),
+                "cpus": c.cpus,
+                "time_us": c.times.iter().map(|t| t.as_secs_f64() * 1e6).collect::<Vec<_>>(),
+                "reference_us": c.reference.iter().map(|t| t.as_secs_f64() * 1e6).collect::<Vec<_>>(),
+            })),
             "interference": r.interference.as_ref().map(|i| json!({
                 "window_s": i.window.as_secs_f64(),
                 "cpus": i.cpus,
@@ -178,6 +199,8 @@ pub struct LoadSummary {
     pub line_rate_rps: Option<f64>,
     /// Trials at this load that other processes disturbed ([`EmuTrial::disturbed`]).
     pub disturbed: usize,
+    /// Trials at this load that ran on a slowed machine ([`EmuTrial::slowed`]).
+    pub slowed: usize,
     /// Replies whose payload was checked, and replies answered, over the trials here.
     pub checked: u64,
     /// See `checked`.
@@ -203,6 +226,7 @@ impl LoadSummary {
             bottleneck: m.report.bottleneck(),
             line_rate_rps: m.report.line_rate_rps(crate::run::LINE_RATE_GBPS),
             disturbed: v.trials.iter().filter(|t| t.disturbed()).count(),
+            slowed: v.trials.iter().filter(|t| t.slowed()).count(),
             checked: v.trials.iter().map(|t| t.report.checked()).sum(),
             answered: v
                 .trials
@@ -230,6 +254,7 @@ impl LoadSummary {
             "bottleneck": self.bottleneck.to_string(),
             "line_rate_100gbe_rps": self.line_rate_rps,
             "disturbed_trials": self.disturbed,
+            "slowed_trials": self.slowed,
             "checked_replies": self.checked,
             "answered_replies": self.answered,
             "incomplete_coverage_trials": self.incomplete,
@@ -289,6 +314,12 @@ pub struct EmuSummary {
     pub lost: u64,
     /// Trials other processes disturbed, over the whole search.
     pub disturbed: usize,
+    /// Trials that ran on a slowed machine ([`EmuTrial::slowed`]), over the whole search.
+    pub slowed: usize,
+    /// Trials whose speed canary was faster than the run's first by more than
+    /// [`loadgen::canary::SLOWED_RATIO`]: the run's reference was taken slowed, so its trials
+    /// near ratio 1 ran slowed too.
+    pub faster_than_reference: usize,
     /// The device's cost per gather entry of its trials, nanoseconds (`--desc-ns`).
     pub desc_ns: u64,
     /// The payload-check sample of its trials (`--check-every`, largest).
@@ -353,6 +384,23 @@ impl EmuSummary {
                 .flat_map(|v| v.trials.iter())
                 .filter(|t| t.disturbed())
                 .count(),
+            slowed: s
+                .loads
+                .iter()
+                .flat_map(|v| v.trials.iter())
+                .filter(|t| t.slowed())
+                .count(),
+            faster_than_reference: s
+                .loads
+                .iter()
+                .flat_map(|v| v.trials.iter())
+                .filter(|t| {
+                    t.report
+                        .canary
+                        .as_ref()
+                        .is_some_and(|c| c.reference_slowed())
+                })
+                .count(),
             check_every: s
                 .loads
                 .iter()
@@ -372,6 +420,12 @@ impl EmuSummary {
     /// Whether the result rests on disturbed trials: some trial of its best load was.
     pub fn rests_on_disturbed(&self) -> bool {
         self.best.as_ref().is_some_and(|b| b.disturbed > 0)
+    }
+
+    /// Whether the result rests on slowed trials: some trial of its best load was
+    /// ([`EmuTrial::slowed`]).
+    pub fn rests_on_slowed(&self) -> bool {
+        self.best.as_ref().is_some_and(|b| b.slowed > 0)
     }
 
     /// Replies of any trial that were wrong: mismatched or malformed.
@@ -421,6 +475,9 @@ impl EmuSummary {
             "lost": self.lost,
             "disturbed_trials": self.disturbed,
             "rests_on_disturbed_trials": self.rests_on_disturbed(),
+            "slowed_trials": self.slowed,
+            "rests_on_slowed_trials": self.rests_on_slowed(),
+            "faster_than_reference_trials": self.faster_than_reference,
             "desc_ns": self.desc_ns,
             "check_every": self.check_every,
             "incomplete_coverage_trials": self.incomplete,
@@ -453,11 +510,10 @@ pub fn control_line(
     let (h, c) = (find(headline)?, find(copy)?);
     let (hr, cr) = (rps(h)?, rps(c)?);
     let flag = |m: &EmuSummary| {
-        if m.rests_on_disturbed() || best.0.rests_on_disturbed() {
-            " (disturbed trials)"
-        } else {
-            ""
-        }
+        flag(
+            m.rests_on_disturbed() || best.0.rests_on_disturbed(),
+            m.rests_on_slowed() || best.0.rests_on_slowed(),
+        )
     };
     let control = cr / best.1;
     let (lo, hi) = PAPER_CONTROL;
@@ -477,6 +533,16 @@ pub fn control_line(
         flag(h),
         flag(c),
     ))
+}
+
+/// The mark of a ratio that rests on disturbed or slowed trials (empty when on neither).
+fn flag(disturbed: bool, slowed: bool) -> &'static str {
+    match (disturbed, slowed) {
+        (false, false) => "",
+        (true, false) => " (disturbed trials)",
+        (false, true) => " (slowed trials)",
+        (true, true) => " (disturbed and slowed trials)",
+    }
 }
 
 /// `Ok` when every reply of every trial of every mode verified; otherwise an error naming
@@ -557,6 +623,7 @@ pub fn table(summaries: &[EmuSummary], baseline: Option<&str>, trials: usize) ->
         .and_then(|s| s.best.as_ref())
         .map(|b| b.median_rps);
     let base_disturbed = base_summary.is_some_and(EmuSummary::rests_on_disturbed);
+    let base_slowed = base_summary.is_some_and(EmuSummary::rests_on_slowed);
     let mut s = String::new();
     let cores = summaries.iter().map(|m| m.cores).max().unwrap_or(1);
     let who = if cores == 1 {
@@ -596,11 +663,11 @@ pub fn table(summaries: &[EmuSummary], baseline: Option<&str>, trials: usize) ->
     let vs = baseline.map_or(String::new(), |b| format!(" vs {b} |"));
     let _ = writeln!(
         s,
-        "| mode | max req/s within 95% of offered (median) | trials there: min–max req/s |{vs} p99 there (µs) | device busy there | 100 GbE line rate (req/s) | server work p50 there (ns) | bounded by | mismatched | lost | loads / trials | disturbed trials (there / all) | payload checked there |"
+        "| mode | max req/s within 95% of offered (median) | trials there: min–max req/s |{vs} p99 there (µs) | device busy there | 100 GbE line rate (req/s) | server work p50 there (ns) | bounded by | mismatched | lost | loads / trials | disturbed trials (there / all) | slowed trials (there / all) | payload checked there |"
     );
     let _ = writeln!(
         s,
-        "|---|---:|---:|{}---:|---:|---:|---:|---|---:|---:|---:|---:|---:|",
+        "|---|---:|---:|{}---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|",
         if baseline.is_some() { "---:|" } else { "" }
     );
     for m in summaries {
@@ -609,18 +676,17 @@ pub fn table(summaries: &[EmuSummary], baseline: Option<&str>, trials: usize) ->
             (Some(b), Some(base)) if base > 0.0 => format!(
                 " {:.2}{} |",
                 b.median_rps / base,
-                if b.disturbed > 0 || base_disturbed {
-                    " (disturbed trials)"
-                } else {
-                    ""
-                }
+                flag(
+                    b.disturbed > 0 || base_disturbed,
+                    b.slowed > 0 || base_slowed
+                )
             ),
             _ if baseline.is_some() => " – |".to_owned(),
             _ => String::new(),
         };
         let _ = writeln!(
             s,
-            "| {} | {} | {} |{ratio} {} | {} | {} | {} | {} | {} | {} | {} / {} | {} / {} | {} |",
+            "| {} | {} | {} |{ratio} {} | {} | {} | {} | {} | {} | {} | {} / {} | {} / {} | {} / {} | {} |",
             m.mode,
             b.map_or("none kept up".to_owned(), |b| format!(
                 "{} (offered {})",
@@ -649,6 +715,8 @@ pub fn table(summaries: &[EmuSummary], baseline: Option<&str>, trials: usize) ->
             m.trials,
             b.map_or(0, |b| b.disturbed),
             m.disturbed,
+            b.map_or(0, |b| b.slowed),
+            m.slowed,
             checked_cell(m),
         );
     }
@@ -662,12 +730,24 @@ pub fn table(summaries: &[EmuSummary], baseline: Option<&str>, trials: usize) ->
         );
     }
     let disturbed: usize = summaries.iter().map(|m| m.disturbed).sum();
-    if disturbed > 0 {
+    let slowed: usize = summaries.iter().map(|m| m.slowed).sum();
+    if disturbed + slowed > 0 {
         let _ = writeln!(
             s,
             "\n{disturbed} trial(s) ran while other processes used the bench's CPUs \
-             (`disturbed` in emu-points.json); a ratio marked \"(disturbed trials)\" rests on \
-             one: rerun on a quiet machine."
+             (`disturbed` in emu-points.json) and {slowed} on a machine slower than at the \
+             run's start (its speed canary over {SLOWED_RATIO}x the run's first: `slowed` and \
+             `canary` in emu-points.json); a ratio marked \"(disturbed trials)\" or \
+             \"(slowed trials)\" rests on one: rerun on a quiet machine."
+        );
+    }
+    let faster: usize = summaries.iter().map(|m| m.faster_than_reference).sum();
+    if faster > 0 {
+        let _ = writeln!(
+            s,
+            "\n{faster} trial(s) ran their speed canary more than {SLOWED_RATIO}x faster than \
+             the run's first: the run started on a slowed machine, so trials not marked slowed \
+             may have been (see `canary` in emu-points.json)."
         );
     }
     s
@@ -706,6 +786,7 @@ mod tests {
             distinct: 1,
             cores_verified: 1,
             interference: None,
+            canary: None,
             desc_ns: 0,
             not_delivered: 0,
             max_inject_lag_ns: 0,
@@ -847,6 +928,124 @@ mod tests {
         let t = table(&all, None, 3);
         assert!(t.contains("(--desc-ns): 0 ns"), "{t}");
     }
+    /// A trial whose speed canary read over 1.3x the run's first is slowed: its line says so,
+    /// its JSON has the canary, and the summaries, the table and the control line count and mark
+    /// it as they do a disturbed trial.
+    #[test]
+    fn slowed_trials_are_printed_counted_and_marked_like_disturbed_ones() {
+        let canary = loadgen::canary::Canary::new();
+        let us = Duration::from_micros;
+        let reference = canary.judge(&[(0, us(700)), (1, us(710))]);
+        let cfg = SearchConfig::new(vec![100.0, 200.0, 400.0, 800.0]);
+        // Mode `a` (lane 0) kept up to 300 with every trial on a machine 2x slower than at the
+        // start; `b` normal.
+        let searches = search::<_, String, _>(&cfg, 2, |p| {
+            let mut r = report(p.offered_rps, p.offered_rps.min(300.0), 0.2);
+            r.canary = Some(if p.lane == 0 {
+                canary.judge(&[(0, us(1400)), (1, us(720))])
+            } else {
+                canary.judge(&[(0, us(720)), (1, us(700))])
+            });
+            Ok(EmuTrial::new(p, ["a", "b"][p.lane], "s", r, None, 0u32))
+        })
+        .unwrap();
+        assert!(!reference.slowed());
+        let slow = &searches[0].loads[0].trials[0];
+        let normal = &searches[1].loads[0].trials[0];
+        assert!(slow.slowed() && !slow.disturbed() && !normal.slowed());
+        let line = slow.progress();
+        assert!(
+            line.contains("speed canary 2.00x the run's first") && line.ends_with(": SLOWED"),
+            "{line}"
+        );
+        let line = normal.progress();
+        assert!(
+            line.contains("speed canary 1.03x") && !line.contains("SLOWED"),
+            "{line}"
+        );
+        let j = slow.to_json();
+        assert_eq!(j["slowed"], true);
+        assert_eq!(j["disturbed"], false);
+        assert!(
+            (j["canary"]["ratio"].as_f64().unwrap() - 2.0).abs() < 1e-9,
+            "{j}"
+        );
+        assert_eq!(j["canary"]["cpus"], json!([0, 1]));
+        assert_eq!(j["canary"]["reference_us"], json!([700.0, 710.0]));
+        assert_eq!(normal.to_json()["slowed"], false);
+        // Its record (the JSON and the socket tables' input) carries the ratio.
+        assert_eq!(
+            slow.record.canary_ratio,
+            Some(slow.report.canary.as_ref().unwrap().ratio())
+        );
+        assert!(slow.record.slowed() && !normal.record.slowed());
+
+        let a = EmuSummary::of("a", &searches[0]);
+        let b = EmuSummary::of("b", &searches[1]);
+        assert_eq!((a.slowed, a.disturbed), (a.trials, 0));
+        assert_eq!(b.slowed, 0);
+        assert!(a.rests_on_slowed() && !a.rests_on_disturbed() && !b.rests_on_slowed());
+        let best = a.best.as_ref().unwrap();
+        assert_eq!(best.slowed, best.trials);
+        let ja = a.to_json();
+        assert_eq!(ja["slowed_trials"], a.trials);
+        assert_eq!(ja["rests_on_slowed_trials"], true);
+        assert_eq!(ja["best"]["slowed_trials"], best.trials);
+
+        // The table: its own column, the ratio marked, the summary line counting them.
+        let t = table(&[b.clone(), a.clone()], Some("b"), 3);
+        assert!(t.contains("| slowed trials (there / all) |"), "{t}");
+        assert!(
+            t.contains(&format!("| 0 / 0 | {} / {} |", best.trials, a.trials)),
+            "{t}"
+        );
+        assert!(t.contains(" 1.00 (slowed trials) |"), "{t}");
+        assert!(
+            t.contains(&format!(
+                "0 trial(s) ran while other processes used the bench's CPUs \
+                 (`disturbed` in emu-points.json) and {} on a machine slower",
+                a.trials
+            )),
+            "{t}"
+        );
+        // Neither disturbed nor slowed: no mark, no note.
+        let t = table(std::slice::from_ref(&b), Some("b"), 3);
+        assert!(
+            !t.contains("slowed trials)") && !t.contains("trial(s) ran"),
+            "{t}"
+        );
+        // Disturbed and slowed together.
+        let mut both = a.clone();
+        both.best.as_mut().unwrap().disturbed = 1;
+        both.disturbed = 1;
+        let t = table(&[b.clone(), both], Some("b"), 3);
+        assert!(t.contains("(disturbed and slowed trials) |"), "{t}");
+        assert!(t.contains("1 trial(s) ran while other processes"), "{t}");
+
+        // The control line marks a ratio resting on a slowed mode.
+        let mode = |m: &EmuSummary, name: &str| {
+            let mut m = m.clone();
+            m.mode = name.to_owned();
+            m
+        };
+        let all = [
+            mode(&b, "cornflakes"),
+            mode(&b, "cornflakes-copy"),
+            mode(&a, "protobuf"),
+        ];
+        let line = control_line(&all, "cornflakes", "cornflakes-copy", &["protobuf"]).unwrap();
+        assert!(line.contains("1.00 (slowed trials)"), "{line}");
+
+        // A run whose first canary was the slow one says so.
+        let mut started_slow = b.clone();
+        started_slow.faster_than_reference = 2;
+        let t = table(&[started_slow], None, 3);
+        assert!(
+            t.contains("2 trial(s) ran their speed canary more than 1.3x faster"),
+            "{t}"
+        );
+    }
+
     /// Every table, trial line and JSON says how many replies' payloads were checked and
     /// whether each trial covered every distinct request and core; a gap is flagged.
     #[test]

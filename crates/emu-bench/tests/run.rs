@@ -588,3 +588,52 @@ fn the_sample_catches_corrupted_replies_it_picks() {
     assert!(k.mismatched > 0 && k.mismatched < echoed / 5, "{k}");
     assert!(report.unchecked > 0, "{}", report.coverage_note());
 }
+
+/// A pinned run times the speed canary on each of its CPUs (server, then device) before it
+/// starts; the process's first canary is the reference of the next run's. The only pinned
+/// test of this binary, so its first run is the process's first canary. A smoke run: no
+/// speed is asserted.
+#[test]
+fn a_pinned_run_times_the_speed_canary_on_its_cpus() {
+    let _g = serial();
+    let (servers, device) = match emu_bench::cores_for(1) {
+        Ok(c) => c,
+        Err(e) => {
+            test_skip::skip(
+                "a_pinned_run_times_the_speed_canary_on_its_cpus",
+                &format!("a pinned run needs 2 CPUs: {e}"),
+            );
+            return;
+        }
+    };
+    let reqs = requests(4);
+    let pinned = EmuRunConfig {
+        pin: true,
+        duration: Duration::from_millis(30),
+        warmup: Duration::from_millis(5),
+        ..cfg(5_000.0)
+    };
+    let once = || {
+        run(&pinned, &reqs, check_echo(&reqs), |port| {
+            echo_server(port, 0)
+        })
+        .expect("pinned run")
+        .0
+    };
+    let first = once().canary.expect("a pinned run has a canary");
+    let cpus: Vec<usize> = servers.iter().copied().chain([device]).collect();
+    assert_eq!(first.cpus, cpus);
+    assert!(first.times.iter().all(|t| !t.is_zero()), "{first:?}");
+    assert_eq!(
+        first.reference, first.times,
+        "the first canary is the reference"
+    );
+    let second = once().canary.expect("canary");
+    assert_eq!(second.reference, first.times);
+    assert!(second.ratio() > 0.0);
+    // An unpinned run's CPUs are not its own: no canary.
+    let unpinned = run(&cfg(5_000.0), &reqs, check_echo(&reqs), |port| {
+        echo_server(port, 0)
+    });
+    assert!(unpinned.expect("run").0.canary.is_none());
+}

@@ -18,6 +18,10 @@
 //! 5. [`Record`]s go to JSON ([`write_json`]) and to throughput–p99 plots
 //!    ([`plot_p99_curves`]); grids of ratios to heatmaps ([`plot_heatmap`]).
 //!
+//! Whether a trial can be trusted: [`interference`] measures other processes' time on the
+//! bench's CPUs during it, and [`canary`] times fixed work on each of those CPUs just before
+//! it, against the run's first reading, for a machine that slows down by itself.
+//!
 //! ```
 //! use loadgen::fake::{check_echo, FakeEchoServer, FaultPlan};
 //! use loadgen::{run, Bound, RunConfig, Schedule, ScheduleConfig};
@@ -38,6 +42,7 @@
 #![warn(missing_docs, unreachable_pub)]
 
 pub mod args;
+pub mod canary;
 pub mod fake;
 mod heatmap;
 pub mod interference;

@@ -49,6 +49,10 @@ pub struct Record {
     pub threads: usize,
     /// Length of the measured window, seconds.
     pub measured_s: f64,
+    /// The speed canary before this point, over the run's first ([`crate::canary`]);
+    /// absent when the bench did not time it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub canary_ratio: Option<f64>,
 }
 
 impl Record {
@@ -74,7 +78,15 @@ impl Record {
             errors: c.errors(),
             threads: r.threads,
             measured_s: r.measured_window.as_secs_f64(),
+            canary_ratio: None,
         }
+    }
+
+    /// Whether the machine was slower at this point than at the run's start: its speed
+    /// canary over [`SLOWED_RATIO`](crate::canary::SLOWED_RATIO) times the run's first.
+    pub fn slowed(&self) -> bool {
+        self.canary_ratio
+            .is_some_and(|r| r > crate::canary::SLOWED_RATIO)
     }
 
     /// True when the achieved load is at least `fraction` of the offered load.
