@@ -686,6 +686,46 @@ mod tests {
     }
 
     #[test]
+    fn lists_built_with_append_ref_serialize_every_value() {
+        // The serialize path builds its lists with `LeafList::append_ref`: each value is
+        // borrowed or referenced by its length, the list's sizes count it, and the message
+        // (header and copy area, then the zero-copy values) decodes to the store's values.
+        for shape in Shape::all() {
+            if matches!(shape, Shape::Tree { .. }) {
+                continue;
+            }
+            let store = Store::new(shape, Temp::Hot);
+            for threshold in [0, cornflakes::DEFAULT_THRESHOLD, usize::MAX] {
+                let arena = Arena::with_memory(&store.mem).with_threshold(threshold);
+                for i in 0..4 {
+                    let idx = store.msg(i);
+                    let m = cf_list(&arena, &store, idx);
+                    let zero_copy = idx
+                        .iter()
+                        .filter(|&&v| store.vals[v as usize].len() >= threshold)
+                        .count();
+                    assert_eq!(m.sizes().zero_copy_count, zero_copy, "{shape} {threshold}");
+                    for (&v, got) in idx.iter().zip(m.get_vals().iter()) {
+                        let want = &store.vals[v as usize];
+                        assert_eq!(got.ptr().is_zero_copy(), want.len() >= threshold);
+                        // Referenced values hold a count; borrowed ones do not.
+                        assert_eq!(want.ref_count(), 1 + u32::from(want.len() >= threshold));
+                    }
+                    let wire = m.serialize_to_vec();
+                    drop(m);
+                    let back = List::deserialize_bytes(&wire, &arena).expect("decodes");
+                    assert_eq!(back.get_id(), 42);
+                    assert_eq!(back.get_vals().len(), idx.len());
+                    for (&v, got) in idx.iter().zip(back.get_vals().iter()) {
+                        assert_eq!(got.as_bytes(), &store.vals[v as usize][..], "{shape}");
+                        assert_eq!(store.vals[v as usize].ref_count(), 1, "released");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
     fn google_sizes_follow_the_buckets() {
         let mut rng = Rng::new(7);
         let n = 100_000;
