@@ -480,9 +480,6 @@ impl PinnedMemory {
     pub fn try_recover_ptr(&self, data: &[u8]) -> Result<Option<RcBuf>, RefCountOverflow> {
         let addr = data.as_ptr() as usize;
         let len = data.len();
-        if len == 0 {
-            return Ok(None);
-        }
         let key = addr >> CHUNK_SHIFT;
         let inner = self.inner();
         let (chunk, refcnts, shift) = match inner.last.get(key) {
@@ -494,8 +491,10 @@ impl PinnedMemory {
         };
         let chunk_base = key << CHUNK_SHIFT;
         let idx = (addr - chunk_base) >> shift;
+        // An empty slice gives `len - 1 = usize::MAX`, which overflows (a slice's address is
+        // never 0), so it is refused here with the slices that end in another item.
         let last = addr
-            .checked_add(len - 1)
+            .checked_add(len.wrapping_sub(1))
             .map(|l| l.wrapping_sub(chunk_base) >> shift);
         if last != Some(idx) {
             return Ok(None);

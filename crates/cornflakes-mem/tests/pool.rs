@@ -390,6 +390,10 @@ fn recovery_alternating_between_chunks_and_classes_stays_exact() {
             );
             assert_eq!((r.item_offset(), r.len(), r.ref_count()), (8, 16, 2));
             assert!(mem.recover_ptr(&heap).is_none());
+            // Empty slices are refused, inside an item of the chunk just found and at its start.
+            assert!(mem.recover_ptr(&big[i][5..5]).is_none());
+            assert!(mem.recover_ptr(&big[i][..0]).is_none());
+            assert!(mem.recover_ptr(&[]).is_none());
             // A slice crossing into the next item is refused even when its chunk is the last one found.
             let whole = mem.recover_ptr(&big[i]).unwrap();
             // SAFETY: the pointer stays inside the 16 KiB item `whole` views (one byte back
