@@ -553,6 +553,19 @@ fn cf_tree<'a, T: TreeObj<'a>>(
     send(t, tx, ring)
 }
 
+/// A `List` of the store's values `idx` (built where [`send`] takes it, so it is not moved).
+#[inline(always)]
+fn cf_list<'a>(arena: &'a Arena, store: &'a Store, idx: &[u32]) -> List<'a> {
+    let mut m = List::new_in(arena);
+    m.set_id(42);
+    m.init_vals(idx.len());
+    let vals = m.get_mut_vals();
+    for &i in idx {
+        vals.append_ref(&store.vals[i as usize][..], arena);
+    }
+    m
+}
+
 fn cf_read_tree<'a, T: TreeObj<'a>>(rx: &'a RcBuf, arena: &'a Arena) -> usize {
     T::deserialize_rcbuf(rx, arena)
         .expect("valid message")
@@ -578,16 +591,7 @@ impl Lib for Cf {
             Shape::Tree { depth: 3, .. } => cf_tree::<Tree3>(arena, store, idx, tx, ring),
             Shape::Tree { depth: 4, .. } => cf_tree::<Tree4>(arena, store, idx, tx, ring),
             Shape::Tree { .. } => cf_tree::<Tree5>(arena, store, idx, tx, ring),
-            _ => {
-                let mut m = List::new_in(arena);
-                m.set_id(42);
-                m.init_vals(idx.len());
-                for &i in idx {
-                    m.get_mut_vals()
-                        .append(CFBytes::new_ref(&store.vals[i as usize][..], arena));
-                }
-                send(m, tx, ring)
-            }
+            _ => send(cf_list(arena, store, idx), tx, ring),
         }
     }
 
@@ -676,6 +680,46 @@ mod tests {
                     assert_eq!(got, want + id, "{} {shape} message {i}", lib.name());
                     assert!(lib.serialize(&store, store.msg(i), &mut tx) >= want.min(1));
                     lib.after();
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn lists_built_with_append_ref_serialize_every_value() {
+        // The serialize path builds its lists with `LeafList::append_ref`: each value is
+        // borrowed or referenced by its length, the list's sizes count it, and the message
+        // (header and copy area, then the zero-copy values) decodes to the store's values.
+        for shape in Shape::all() {
+            if matches!(shape, Shape::Tree { .. }) {
+                continue;
+            }
+            let store = Store::new(shape, Temp::Hot);
+            for threshold in [0, cornflakes::DEFAULT_THRESHOLD, usize::MAX] {
+                let arena = Arena::with_memory(&store.mem).with_threshold(threshold);
+                for i in 0..4 {
+                    let idx = store.msg(i);
+                    let m = cf_list(&arena, &store, idx);
+                    let zero_copy = idx
+                        .iter()
+                        .filter(|&&v| store.vals[v as usize].len() >= threshold)
+                        .count();
+                    assert_eq!(m.sizes().zero_copy_count, zero_copy, "{shape} {threshold}");
+                    for (&v, got) in idx.iter().zip(m.get_vals().iter()) {
+                        let want = &store.vals[v as usize];
+                        assert_eq!(got.ptr().is_zero_copy(), want.len() >= threshold);
+                        // Referenced values hold a count; borrowed ones do not.
+                        assert_eq!(want.ref_count(), 1 + u32::from(want.len() >= threshold));
+                    }
+                    let wire = m.serialize_to_vec();
+                    drop(m);
+                    let back = List::deserialize_bytes(&wire, &arena).expect("decodes");
+                    assert_eq!(back.get_id(), 42);
+                    assert_eq!(back.get_vals().len(), idx.len());
+                    for (&v, got) in idx.iter().zip(back.get_vals().iter()) {
+                        assert_eq!(got.as_bytes(), &store.vals[v as usize][..], "{shape}");
+                        assert_eq!(store.vals[v as usize].ref_count(), 1, "released");
+                    }
                 }
             }
         }

@@ -26,15 +26,19 @@ const TUNABLES: &str = "glibc.cpu.x86_rep_stosb_threshold=1073741824:\
 /// The environment variable that makes the binary run one cell instead of the driver.
 const CELL: &str = "BENCHES_COUNT_CELL";
 
-/// Runs one cell: `lib op shape n`.
+/// Runs one cell: `lib op shape n`, or `lib op shape n cold` for the cold store (values at
+/// random places in [`COLD_BYTES`](benches::COLD_BYTES) of pinned memory; the driver's table
+/// is hot only, the cold cells are for reading one path by hand).
 fn run_cell(spec: &str) -> Result<(), String> {
     let parts: Vec<&str> = spec.split_whitespace().collect();
-    let [lib, op, shape, n] = parts[..] else {
-        return Err(format!("bad {CELL} {spec:?}"));
+    let (lib, op, shape, n, temp) = match parts[..] {
+        [lib, op, shape, n] => (lib, op, shape, n, Temp::Hot),
+        [lib, op, shape, n, "cold"] => (lib, op, shape, n, Temp::Cold),
+        _ => return Err(format!("bad {CELL} {spec:?}")),
     };
     let shape: Shape = shape.parse()?;
     let n: usize = n.parse().map_err(|_| format!("bad count {n:?}"))?;
-    let store = Store::new(shape, Temp::Hot);
+    let store = Store::new(shape, temp);
     let mut lib = library(lib, &store.mem).ok_or_else(|| format!("unknown library {lib:?}"))?;
     let mut total = 0usize;
     match op {
@@ -46,7 +50,7 @@ fn run_cell(spec: &str) -> Result<(), String> {
             }
         }
         "deserialize" => {
-            let rx = received(lib.as_mut(), &store, Temp::Hot);
+            let rx = received(lib.as_mut(), &store, temp);
             for i in 0..n {
                 total += lib.deserialize(shape, &rx[i % rx.len()]);
                 lib.after();

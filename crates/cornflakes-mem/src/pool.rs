@@ -308,6 +308,43 @@ impl ClassPool {
     }
 }
 
+/// The last table slot a recovery found, field by field (a `Cell<Slot>` would copy the whole
+/// 32-byte-aligned slot through the stack, and the callers' frames would be realigned for it).
+struct LastChunk {
+    key: Cell<usize>,
+    chunk: Cell<*const Chunk>,
+    refcnts: Cell<*const Cell<u32>>,
+    shift: Cell<u32>,
+}
+
+impl LastChunk {
+    fn new() -> LastChunk {
+        LastChunk {
+            key: Cell::new(Slot::NONE.key),
+            chunk: Cell::new(Slot::NONE.chunk),
+            refcnts: Cell::new(Slot::NONE.refcnts),
+            shift: Cell::new(Slot::NONE.shift),
+        }
+    }
+
+    /// The remembered slot when it is chunk `key`'s.
+    #[inline(always)]
+    fn get(&self, key: usize) -> Option<(*const Chunk, *const Cell<u32>, u32)> {
+        if self.key.get() == key {
+            Some((self.chunk.get(), self.refcnts.get(), self.shift.get()))
+        } else {
+            None
+        }
+    }
+
+    fn set(&self, s: &Slot) {
+        self.key.set(s.key);
+        self.chunk.set(s.chunk);
+        self.refcnts.set(s.refcnts);
+        self.shift.set(s.shift);
+    }
+}
+
 /// State shared by every handle and buffer of one [`PinnedMemory`]. Freed when the last handle
 /// is dropped and no item is live.
 pub(crate) struct Inner {
@@ -319,6 +356,11 @@ pub(crate) struct Inner {
     /// Read on every recovery, so not behind a `RefCell`: only `add_chunk` mutates it, and no
     /// reference to it is held across calls (see the SAFETY comments at both uses).
     table: UnsafeCell<ChunkTable>,
+    /// The table slot of the last chunk a recovery found: the values of one message, or of
+    /// consecutive messages, usually lie in the same 2 MiB chunk, and a hit here skips the hash
+    /// and the probe. Its key starts at `usize::MAX`, which no address shifted by
+    /// `CHUNK_SHIFT` equals. Chunks are never removed, so a slot once found stays true.
+    last: LastChunk,
     state: RefCell<State>,
 }
 
@@ -344,6 +386,7 @@ impl PinnedMemory {
             min_shift,
             max_shift,
             table: UnsafeCell::new(ChunkTable::new()),
+            last: LastChunk::new(),
             state: RefCell::new(State {
                 regions: Vec::new(),
                 chunks: Vec::new(),
@@ -437,43 +480,62 @@ impl PinnedMemory {
     pub fn try_recover_ptr(&self, data: &[u8]) -> Result<Option<RcBuf>, RefCountOverflow> {
         let addr = data.as_ptr() as usize;
         let len = data.len();
-        if len == 0 {
-            return Ok(None);
-        }
-        // SAFETY: the table is only mutated by `add_chunk`, which cannot run during this call
-        // (single thread: `PinnedMemory` is !Sync; nothing here calls back into the allocator),
-        // and the reference does not outlive the call.
-        let table = unsafe { &*self.inner().table.get() };
-        let Some(slot) = table.get(addr >> CHUNK_SHIFT) else {
-            return Ok(None);
+        let key = addr >> CHUNK_SHIFT;
+        let inner = self.inner();
+        let (chunk, refcnts, shift) = match inner.last.get(key) {
+            Some(hit) => hit,
+            None => match self.find_chunk(key) {
+                Some(found) => found,
+                None => return Ok(None),
+            },
         };
-        let chunk_base = slot.key << CHUNK_SHIFT;
-        let idx = (addr - chunk_base) >> slot.shift;
+        let chunk_base = key << CHUNK_SHIFT;
+        let idx = (addr - chunk_base) >> shift;
+        // An empty slice gives `len - 1 = usize::MAX`, which overflows (a slice's address is
+        // never 0), so it is refused here with the slices that end in another item.
         let last = addr
-            .checked_add(len - 1)
-            .map(|l| l.wrapping_sub(chunk_base) >> slot.shift);
+            .checked_add(len.wrapping_sub(1))
+            .map(|l| l.wrapping_sub(chunk_base) >> shift);
         if last != Some(idx) {
             return Ok(None);
         }
         // SAFETY: `idx` < items per chunk because `addr` is inside the chunk (same key), and the
         // refcount array has one entry per item; the chunk outlives this call.
-        let rc = unsafe { &*slot.refcnts.add(idx) };
+        let rc = unsafe { &*refcnts.add(idx) };
         let n = rc.get();
         if n == 0 || n & MUT_FLAG != 0 {
             return Ok(None);
         }
-        let item_base = chunk_base + (idx << slot.shift);
-        // SAFETY: the slice is inside live item `idx` of `slot.chunk`, whose count is non-zero.
+        let item_base = chunk_base + (idx << shift);
+        // SAFETY: the slice is inside live item `idx` of `chunk`, whose count is non-zero.
         unsafe {
             RcBuf::recovered(
                 NonNull::new_unchecked(addr as *mut u8),
                 len,
                 addr - item_base,
                 NonNull::from(rc),
-                NonNull::new_unchecked(slot.chunk as *mut Chunk),
+                NonNull::new_unchecked(chunk as *mut Chunk),
             )
         }
         .map(Some)
+    }
+
+    /// The table slot of chunk `key` (probing the table, which a recovery does when the chunk
+    /// is not the last one found), remembered as the last one found.
+    #[inline(always)]
+    fn find_chunk(&self, key: usize) -> Option<(*const Chunk, *const Cell<u32>, u32)> {
+        if key == 0 {
+            // 0 marks the table's empty slots; no item lives in the first 2 MiB of addresses.
+            return None;
+        }
+        let inner = self.inner();
+        // SAFETY: the table is only mutated by `add_chunk`, which cannot run during this call
+        // (single thread: `PinnedMemory` is !Sync; nothing here calls back into the allocator),
+        // and the reference does not outlive the call.
+        let table = unsafe { &*inner.table.get() };
+        let slot = table.get(key)?;
+        inner.last.set(slot);
+        Some((slot.chunk, slot.refcnts, slot.shift))
     }
 
     /// Why [`recover_ptr`](Self::recover_ptr) gives `None` for `data` (for the fallback
@@ -484,26 +546,24 @@ impl PinnedMemory {
         if len == 0 {
             return Some(ZeroCopyFallback::NotPinned);
         }
-        // SAFETY: as in `try_recover_ptr`: the table is not mutated during this call and the
-        // reference does not outlive it.
-        let table = unsafe { &*self.inner().table.get() };
-        let Some(slot) = table.get(addr >> CHUNK_SHIFT) else {
+        let key = addr >> CHUNK_SHIFT;
+        let Some((_, refcnts, shift)) = self.find_chunk(key) else {
             return Some(if super::region::in_any_region(addr) {
                 ZeroCopyFallback::OtherPinnedMemory
             } else {
                 ZeroCopyFallback::NotPinned
             });
         };
-        let chunk_base = slot.key << CHUNK_SHIFT;
-        let idx = (addr - chunk_base) >> slot.shift;
+        let chunk_base = key << CHUNK_SHIFT;
+        let idx = (addr - chunk_base) >> shift;
         let last = addr
             .checked_add(len - 1)
-            .map(|l| l.wrapping_sub(chunk_base) >> slot.shift);
+            .map(|l| l.wrapping_sub(chunk_base) >> shift);
         if last != Some(idx) {
             return Some(ZeroCopyFallback::SpansItems);
         }
         // SAFETY: as in `try_recover_ptr`: `idx` is in range and the chunk outlives this call.
-        let n = unsafe { &*slot.refcnts.add(idx) }.get();
+        let n = unsafe { &*refcnts.add(idx) }.get();
         if n == 0 || n & MUT_FLAG != 0 {
             return Some(ZeroCopyFallback::NotFrozen);
         }

@@ -20,6 +20,16 @@ pub(crate) struct Slot {
     pub shift: u32,
 }
 
+impl Slot {
+    /// A slot no chunk number matches (the initial "last slot found" of a recovery).
+    pub const NONE: Slot = Slot {
+        key: usize::MAX,
+        chunk: std::ptr::null(),
+        refcnts: std::ptr::null(),
+        shift: 0,
+    };
+}
+
 const EMPTY: Slot = Slot {
     key: 0,
     chunk: std::ptr::null(),

@@ -365,3 +365,46 @@ fn ordinary_page_regions_are_advised_as_transparent_hugepages_unless_never() {
         );
     }
 }
+
+#[test]
+fn recovery_alternating_between_chunks_and_classes_stays_exact() {
+    // Recovery remembers the last chunk it found: every switch (another chunk of the same
+    // class, a chunk of another class, memory outside the pools) must still give the right
+    // item, offset and count, and a miss must not disturb the next hit.
+    let mem = small_mem();
+    // 16 KiB items: 128 per chunk, so these 300 span three chunks.
+    let big: Vec<_> = (0..300u32)
+        .map(|i| mem.alloc_copy(&i.to_le_bytes().repeat(4096)).unwrap())
+        .collect();
+    let small: Vec<_> = (0..4u8)
+        .map(|i| mem.alloc_copy(&[i; 64]).unwrap())
+        .collect();
+    let heap = vec![7u8; 4096];
+    for round in 0..3 {
+        for (i, j) in [(0usize, 1usize), (299, 2), (128, 0), (1, 3), (200, 1)] {
+            let r = mem.recover_ptr(&big[i][8..24]).unwrap();
+            assert_eq!(
+                &r[..4],
+                &(i as u32).to_le_bytes(),
+                "round {round}, value {i}"
+            );
+            assert_eq!((r.item_offset(), r.len(), r.ref_count()), (8, 16, 2));
+            assert!(mem.recover_ptr(&heap).is_none());
+            // Empty slices are refused, inside an item of the chunk just found and at its start.
+            assert!(mem.recover_ptr(&big[i][5..5]).is_none());
+            assert!(mem.recover_ptr(&big[i][..0]).is_none());
+            assert!(mem.recover_ptr(&[]).is_none());
+            // A slice crossing into the next item is refused even when its chunk is the last one found.
+            let whole = mem.recover_ptr(&big[i]).unwrap();
+            // SAFETY: the pointer stays inside the 16 KiB item `whole` views (one byte back
+            // from its end), and the slice is only handed to recovery, which reads no byte.
+            let crossing = unsafe { std::slice::from_raw_parts(whole.as_ptr().add(16383), 2) };
+            assert!(mem.recover_ptr(crossing).is_none());
+            let s = mem.recover_ptr(&small[j][..]).unwrap();
+            assert_eq!((s[0], s.item_capacity(), s.ref_count()), (j as u8, 64, 2));
+            assert_eq!(mem.why_not_recoverable(&small[j][..]), None);
+        }
+    }
+    drop((big, small));
+    assert_eq!(mem.stats().live_items, 0);
+}

@@ -60,7 +60,7 @@ impl<'a> CFPtr<'a> {
     /// [`new`](Self::new) for a value at least the threshold long: a reference when its bytes
     /// lie in one live pinned item, else copied and counted.
     #[inline(always)]
-    fn reference_or_copy(data: &[u8], arena: &'a Arena) -> CFPtr<'a> {
+    pub(crate) fn reference_or_copy(data: &[u8], arena: &'a Arena) -> CFPtr<'a> {
         if let Some(mem) = arena.memory() {
             if let Some(buf) = mem.recover_ptr(data) {
                 return CFPtr::ZeroCopy(buf);

@@ -266,6 +266,37 @@ impl<'a, T: Leaf<'a>> LeafList<'a, T> {
     }
 }
 
+impl<'a> LeafList<'a, CFBytes<'a>> {
+    /// Appends bytes that outlive the object, as `append(CFBytes::new_ref(data, arena))` does
+    /// (shorter than the threshold: borrowed, copied once at send time; else referenced by
+    /// pointer recovery, or copied and counted), but each kind is written into the list where
+    /// it is decided, without a [`CFPtr`] built first and then moved in.
+    ///
+    /// ```
+    /// use cornflakes::{Arena, CFBytes, LeafList, PinnedMemory};
+    /// let mem = PinnedMemory::with_defaults().unwrap();
+    /// let arena = Arena::with_memory(&mem).with_threshold(512);
+    /// let store = [mem.alloc_copy(b"tiny").unwrap(), mem.alloc_copy(&[1u8; 600]).unwrap()];
+    /// let mut l: LeafList<CFBytes> = LeafList::with_capacity_in(2, &arena);
+    /// l.append_ref(&store[0], &arena);
+    /// l.append_ref(&store[1], &arena);
+    /// assert!(!l[0].ptr().is_zero_copy() && l[1].ptr().is_zero_copy());
+    /// assert_eq!(l.sizes().copy, 4);
+    /// assert_eq!((l.sizes().zero_copy_count, l.sizes().zero_copy_len), (1, 600));
+    /// ```
+    #[inline(always)]
+    pub fn append_ref(&mut self, data: &'a [u8], arena: &'a Arena) {
+        if data.len() < arena.threshold() {
+            self.copy += data.len();
+            self.items.push(CFBytes(CFPtr::Copy(data)));
+        } else {
+            let p = CFPtr::reference_or_copy(data, arena);
+            self.add_leaf(&p);
+            self.items.push(CFBytes(p));
+        }
+    }
+}
+
 impl<'a, T> Index<usize> for LeafList<'a, T> {
     type Output = T;
     fn index(&self, i: usize) -> &T {
