@@ -84,10 +84,11 @@ impl<'a> Decoder<'a> {
     /// [`consumed`](Self::consumed)); else [`DecodeErrorKind::TrailingBytes`].
     #[inline(always)]
     pub fn check_no_trailing_bytes(&self) -> Result<(), DecodeError> {
-        if self.end.get() == self.buf.len() || self.unknown.get() {
+        if self.end.get() == self.buf.len() {
             return Ok(());
         }
-        trailing_bytes(self.end.get(), self.buf.len())
+        // Unknown fields are looked at out of line: the accepted path is one compare.
+        trailing_bytes(self.end.get(), self.buf.len(), self.unknown.get())
     }
 
     #[inline(always)]
@@ -192,12 +193,12 @@ impl<'a> Decoder<'a> {
 // not the decoder: its address does not escape, so its state (budget, furthest byte) can
 // stay in registers.
 
-/// The error of [`Decoder::check_no_trailing_bytes`] when the objects end at `end` of `len`
-/// bytes and no unknown field was present.
+/// The rest of [`Decoder::check_no_trailing_bytes`] when the objects end at `end`, not at
+/// `len`: `Ok` when some object had an unknown field (`unknown`), else the error.
 #[cold]
 #[inline(never)]
-fn trailing_bytes(end: usize, len: usize) -> Result<(), DecodeError> {
-    if end < len {
+fn trailing_bytes(end: usize, len: usize, unknown: bool) -> Result<(), DecodeError> {
+    if !unknown && end < len {
         Err(DecodeError::new(
             DecodeErrorKind::TrailingBytes { consumed: end, len },
             end,
