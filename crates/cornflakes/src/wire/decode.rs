@@ -192,12 +192,21 @@ impl<'a> Decoder<'a> {
 // is a compare and a branch, with no error operands computed ahead of it. They take values,
 // not the decoder: its address does not escape, so its state (budget, furthest byte) can
 // stay in registers.
+//
+// They are `extern "C"`, which Rust calls as functions that cannot unwind (a panic inside
+// one aborts; the only one possible is an allocation failure, which the default handler
+// aborts on anyway). A call that may unwind while an object being decoded is alive needs a
+// landing pad that drops the object through its address, so the object could not live in
+// registers and every nested object's fields were written to memory. The
+// `improper_ctypes_definitions` lint is allowed: they are called from Rust only, never
+// through a C declaration.
 
 /// The rest of [`Decoder::check_no_trailing_bytes`] when the objects end at `end`, not at
 /// `len`: `Ok` when some object had an unknown field (`unknown`), else the error.
 #[cold]
 #[inline(never)]
-fn trailing_bytes(end: usize, len: usize, unknown: bool) -> Result<(), DecodeError> {
+#[allow(improper_ctypes_definitions)]
+extern "C" fn trailing_bytes(end: usize, len: usize, unknown: bool) -> Result<(), DecodeError> {
     if !unknown && end < len {
         Err(DecodeError::new(
             DecodeErrorKind::TrailingBytes { consumed: end, len },
@@ -210,13 +219,15 @@ fn trailing_bytes(end: usize, len: usize, unknown: bool) -> Result<(), DecodeErr
 
 #[cold]
 #[inline(never)]
-fn budget_exceeded(object_len: usize, at: usize) -> DecodeError {
+#[allow(improper_ctypes_definitions)]
+extern "C" fn budget_exceeded(object_len: usize, at: usize) -> DecodeError {
     DecodeError::new(DecodeErrorKind::BudgetExceeded { object_len }, at)
 }
 
 #[cold]
 #[inline(never)]
-fn truncated(object_len: usize, what: &'static str, at: usize, n: usize) -> DecodeError {
+#[allow(improper_ctypes_definitions)]
+extern "C" fn truncated(object_len: usize, what: &'static str, at: usize, n: usize) -> DecodeError {
     DecodeError::new(
         DecodeErrorKind::Truncated {
             what,
@@ -229,7 +240,8 @@ fn truncated(object_len: usize, what: &'static str, at: usize, n: usize) -> Deco
 
 #[cold]
 #[inline(never)]
-fn out_of_bounds(
+#[allow(improper_ctypes_definitions)]
+extern "C" fn out_of_bounds(
     object_len: usize,
     what: &'static str,
     off: u32,
@@ -249,13 +261,15 @@ fn out_of_bounds(
 
 #[cold]
 #[inline(never)]
-fn too_deep(offset: usize) -> DecodeError {
+#[allow(improper_ctypes_definitions)]
+extern "C" fn too_deep(offset: usize) -> DecodeError {
     DecodeError::new(DecodeErrorKind::TooDeep { max: MAX_DEPTH }, offset)
 }
 
 #[cold]
 #[inline(never)]
-fn too_many_bitmap_words(words: u32, offset: usize) -> DecodeError {
+#[allow(improper_ctypes_definitions)]
+extern "C" fn too_many_bitmap_words(words: u32, offset: usize) -> DecodeError {
     DecodeError::new(
         DecodeErrorKind::TooManyBitmapWords {
             words,

@@ -89,6 +89,7 @@ struct Inner {
 
 /// A malformed object. Boxed so `Result<T, DecodeError>` stays small.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[repr(transparent)]
 pub struct DecodeError(Box<Inner>);
 
 impl DecodeError {
@@ -103,8 +104,12 @@ impl DecodeError {
     }
 
     /// Adds the field being decoded (`"Message.field"`), innermost first.
+    ///
+    /// `extern "C"` so that a generated decode calling it needs no unwinding landing pad
+    /// (see the decoder's error builders in `wire/decode.rs`); called from Rust only.
     #[cold]
-    pub fn within(mut self, field: &'static str) -> DecodeError {
+    #[allow(improper_ctypes_definitions)]
+    pub extern "C" fn within(mut self, field: &'static str) -> DecodeError {
         self.0.path.push(field);
         self
     }
