@@ -135,6 +135,17 @@ pub trait DecodeObj<'a>: Sized {
         Self::decode_from(h, arena).map(|m| bumpalo::boxed::Box::new_in(m, arena.bump()))
     }
 
+    /// [`decode_boxed`](Self::decode_boxed), never inlined: how generated code decodes the
+    /// nested messages of a message too large to decode in one function (the nested decode is
+    /// inlined here instead).
+    #[inline(never)]
+    fn decode_boxed_out_of_line(
+        h: HeaderReader<'_, 'a>,
+        arena: &'a Arena,
+    ) -> Result<bumpalo::boxed::Box<'a, Self>, DecodeError> {
+        Self::decode_boxed(h, arena)
+    }
+
     /// Decodes from plain bytes (values borrow `buf`). The object must fill `buf`: bytes after
     /// it are refused with [`DecodeErrorKind::TrailingBytes`](crate::DecodeErrorKind) (use
     /// [`deserialize_prefix`](Self::deserialize_prefix) to accept them). An arena above its

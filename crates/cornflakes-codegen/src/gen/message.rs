@@ -44,6 +44,33 @@ fn lit(n: usize) -> Literal {
     Literal::usize_unsuffixed(n)
 }
 
+/// Most nested objects a message's decode reads with every nested decode inline for it to be
+/// forced inline itself. Measured on the `benches` trees (docs/performance.md, "Issue 25,
+/// sixth round"): `Tree4` (14 nested objects) was faster forced inline, `Tree5` (30) slower.
+const INLINE_NESTED: usize = 14;
+
+/// How many nested objects decoding message `id` reads when every nested decode is inline
+/// (each message field counted once, repeated or not); `None` for a recursive message or one
+/// above `limit`.
+fn nested_weight(schema: &Schema, id: MsgId, limit: usize, seen: &mut Vec<MsgId>) -> Option<usize> {
+    if seen.contains(&id) {
+        return None;
+    }
+    seen.push(id);
+    let mut w = 0usize;
+    for f in &schema.messages[id].fields {
+        if let FieldKind::Message(child) = f.kind {
+            w += 1 + nested_weight(schema, child, limit, seen)?;
+            if w > limit {
+                seen.pop();
+                return None;
+            }
+        }
+    }
+    seen.pop();
+    Some(w)
+}
+
 fn word_array(v: &[u32]) -> TokenStream {
     let items = v.iter().map(|&w| hex(w));
     quote!([#(#items),*])
@@ -863,16 +890,16 @@ impl<'s> MessageGen<'s> {
         // object in that place (it would be copied there whole at the end).
         // (`drop` of an object without drop glue is still what orders the error's write after
         // the object's death, hence the allowed lint.)
-        // A message without message fields is decoded inline wherever it is (its code is
-        // bounded by its own fields): its object is then built where the caller keeps it.
-        let inline = if self
-            .fields
-            .iter()
-            .any(|f| matches!(f.def.kind, FieldKind::Message(_)))
-        {
-            quote!(#[inline])
-        } else {
+        // A message whose decode, with every nested message's decode inline, reads at most
+        // `INLINE_NESTED` nested objects is decoded inline wherever it is: its objects are
+        // then built where the caller keeps them and the decoder's state stays in registers.
+        // Larger (or recursive) messages are left to LLVM, and read a singular message field
+        // whose message is forced inline but not a leaf through an out-of-line call
+        // (`decode_reads`), which bounds the size of any one function.
+        let inline = if self.inlines_nested() {
             quote!(#[inline(always)])
+        } else {
+            quote!(#[inline])
         };
         quote! {
             #inline
@@ -890,6 +917,12 @@ impl<'s> MessageGen<'s> {
             }
 
         }
+    }
+
+    /// Whether this message's decode is forced inline with its nested messages' (see
+    /// [`INLINE_NESTED`]).
+    fn inlines_nested(&self) -> bool {
+        nested_weight(self.schema, self.id, INLINE_NESTED, &mut Vec::new()).is_some()
     }
 
     /// One read per field, in field order, into `m` from `h`.
@@ -963,9 +996,18 @@ impl<'s> MessageGen<'s> {
                         let p = message_path(self.schema, &self.module, id);
                         let siblings = self.clear_siblings_on(quote!(m), f);
                         let set_bit = Self::set_bit_on(quote!(m), f);
+                        // A nested message forced inline that has nested messages of its own
+                        // is read out of line by a message not forced inline: the size of
+                        // one function stays bounded (a leaf message stays inline).
+                        let child = nested_weight(self.schema, id, INLINE_NESTED, &mut Vec::new());
+                        let boxed = if !self.inlines_nested() && child.is_some_and(|w| w > 0) {
+                            quote!(decode_boxed_out_of_line)
+                        } else {
+                            quote!(decode_boxed)
+                        };
                         quote! {
                             let sub = h.nested()#within;
-                            let b = <#p as cf::DecodeObj>::decode_boxed(sub, arena)#within;
+                            let b = <#p as cf::DecodeObj>::#boxed(sub, arena)#within;
                             #siblings
                             m.#s = ::core::option::Option::Some(b);
                             #set_bit
