@@ -525,13 +525,16 @@ impl<'d, 'a> HeaderReader<'d, 'a> {
 
 /// Whether a bitmap word from `from` on (of the `words` of the header at `start`) is non-zero.
 /// Out of line and given values, not the reader: the reader's address does not escape, so
-/// its cursor stays in a register.
+/// its cursor stays in a register. `extern "C"` (cannot unwind) like the error builders
+/// above, and it cannot panic: opening the header checked its words are in `buf` (a word
+/// outside it would count as zero).
 #[cold]
 #[inline(never)]
-fn any_word_set(buf: &[u8], start: usize, words: u32, from: usize) -> bool {
+#[allow(improper_ctypes_definitions)]
+extern "C" fn any_word_set(buf: &[u8], start: usize, words: u32, from: usize) -> bool {
     (from..words as usize).any(|i| {
         let at = start + 4 + i * 4;
-        buf[at..at + 4] != [0, 0, 0, 0]
+        buf.get(at..at + 4).is_some_and(|w| w != [0, 0, 0, 0])
     })
 }
 
