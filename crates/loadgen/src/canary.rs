@@ -15,9 +15,9 @@
 //! trial's threads are), one CPU after another, before the trial starts; a reading takes
 //! about 1.5 ms per CPU in a release build. The first reading of each CPU is its
 //! **reference**; every later trial gets the ratio of its reading to the reference
-//! ([`Speed::ratio`], the slowest CPU's), and a trial whose canary took more than
-//! [`SLOWED_RATIO`] times its reference is **slowed** ([`Speed::slowed`]), which the benches
-//! treat as they treat a disturbed trial.
+//! ([`Speed::ratio`], the largest of the CPUs' and the pair reading's, below), and a trial
+//! whose canary took more than [`SLOWED_RATIO`] times its reference is **slowed**
+//! ([`Speed::slowed`]), which the benches treat as they treat a disturbed trial.
 //!
 //! A reading is the faster of two back-to-back runs on the pinned thread, so one preemption
 //! or a cold start does not make a reading (or worse, the reference) slow. The canary measures
@@ -38,13 +38,13 @@
 //! cache lines between them. Why: in a quiet run (2026-11-27 03:41-03:58, `kv bench`, protobuf,
 //! `/work/quiet/out4/kv-after-google-1/emu-points.json`) three trials at the same offered
 //! 1.2 M req/s achieved 718 k, 1143 k and 1187 k req/s; in the slow one the server's work per
-//! request (p50 1062 vs 530 ns) *and* the device's busy time per request (device_busy 0.51 at
-//! 730 k vs 0.35 at 1142 k) were both about 2 × higher, while the single-CPU canary read
-//! 1.00-1.03 on both CPUs in every trial. Both cores slower per request, each alone at normal
-//! speed: the common factor is the traffic between them. The hypothesis is that the host
-//! sometimes places the two vCPUs far apart (another CCX, CCD or socket), which makes every
-//! cross-core cache-line transfer dearer; an idle ping-pong on this VM reads about 55-79 ns per
-//! round trip. **Whether the pair reading flags that slow state is not shown yet**: the slow
+//! request (p50 1062 vs 530 ns: 2.0 ×) *and* the device's busy time per request (device_busy
+//! 0.486 at 718 k vs 0.364 at 1143 k and 0.351 at 1187 k: 2.1-2.3 ×) were higher, while the
+//! single-CPU canary read 1.000-1.005 × on both CPUs in every protobuf trial of that run. Both
+//! cores slower per request, each alone at normal speed: the common factor is the traffic
+//! between them. The hypothesis is that the host sometimes places the two vCPUs far apart
+//! (another CCX, CCD or socket), which makes every cross-core cache-line transfer dearer; an
+//! idle ping-pong on this VM reads about 55-79 ns per round trip. **Whether the pair reading flags that slow state is not shown yet**: the slow
 //! state has not been seen since the pair reading was added.
 //!
 //! [`Canary::process`] is the one reference of a bench process (one process, one run); a
