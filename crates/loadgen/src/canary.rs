@@ -36,7 +36,8 @@
 //! per-CPU ratios and the pair's. For the emulated bench the pair is the (first) server CPU and
 //! the device CPU, which share descriptor rings and packet buffers, so every request moves
 //! cache lines between them. Why: in a quiet run (2026-11-27 03:41-03:58, `kv bench`, protobuf,
-//! `/work/quiet/out4/kv-after-google-1/emu-points.json`) three trials at the same offered
+//! docs/results/2026-11-27/README.md "Second run"; its trials were read from that run's
+//! `kv-after-google-1/emu-points.json`, not in the repository) three trials at the same offered
 //! 1.2 M req/s achieved 718 k, 1143 k and 1187 k req/s; in the slow one the server's work per
 //! request (p50 1062 vs 530 ns: 2.0 ×) *and* the device's busy time per request (device_busy
 //! 0.486 at 718 k vs 0.364 at 1143 k and 0.351 at 1187 k: 2.1-2.3 ×) were higher, while the
