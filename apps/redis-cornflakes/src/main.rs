@@ -80,6 +80,7 @@ impl Experiment {
     }
 }
 
+#[derive(Debug, PartialEq)]
 struct Cli {
     experiments: Vec<Experiment>,
     loads: Vec<f64>,
@@ -93,12 +94,8 @@ struct Cli {
     out: PathBuf,
 }
 
-fn parse_cli() -> Result<Cli, String> {
-    let mut a = Args::new(std::env::args().skip(1).collect());
-    if a.switch("--help") || a.switch("-h") {
-        print!("{USAGE}");
-        std::process::exit(0);
-    }
+/// Reads the command line (all but `--help`); refuses what is left.
+fn parse_cli(mut a: Args) -> Result<Cli, String> {
     let experiments = match a.take("--experiments")? {
         Some(s) => s
             .split(',')
@@ -436,7 +433,12 @@ fn server_binary(cli: &Cli) -> Result<PathBuf, String> {
 }
 
 fn main_inner() -> Result<(), String> {
-    let cli = parse_cli()?;
+    let mut a = Args::new(std::env::args().skip(1).collect());
+    if a.switch("--help") || a.switch("-h") {
+        print!("{USAGE}");
+        return Ok(());
+    }
+    let cli = parse_cli(a)?;
     let bin = server_binary(&cli)?;
     let mut results = Vec::new();
     for &exp in &cli.experiments {
@@ -467,5 +469,70 @@ fn main() -> ExitCode {
             eprintln!("redis-cf-bench: {e}\n\n{USAGE}");
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cli(line: &str) -> Result<Cli, String> {
+        parse_cli(Args::from_line(line))
+    }
+
+    #[test]
+    fn a_full_command_line_sets_every_field() {
+        let got = cli(
+            "--experiments get,twitter --rates 100,200 --duration 1.5 --warmup 0.25 \
+             --requests 5000 --threads 2 --threshold 1024 --redis-server /x/redis-server \
+             --no-stock --out o",
+        )
+        .unwrap();
+        assert_eq!(
+            got,
+            Cli {
+                experiments: vec![Experiment::Get, Experiment::Twitter],
+                loads: vec![100.0, 200.0],
+                duration: Duration::from_millis(1500),
+                warmup: Duration::from_millis(250),
+                requests: 5000,
+                threads: 2,
+                threshold: 1024,
+                redis_server: Some(PathBuf::from("/x/redis-server")),
+                stock: false,
+                out: PathBuf::from("o"),
+            }
+        );
+        assert_eq!(
+            cli("").unwrap(),
+            Cli {
+                experiments: vec![
+                    Experiment::Get,
+                    Experiment::MGet2,
+                    Experiment::LRange2,
+                    Experiment::Twitter
+                ],
+                loads: vec![5_000.0, 10_000.0, 20_000.0, 40_000.0, 80_000.0],
+                duration: Duration::from_secs(2),
+                warmup: Duration::from_millis(300),
+                requests: 200_000,
+                threads: 1,
+                threshold: 512,
+                redis_server: None,
+                stock: true,
+                out: PathBuf::from("results/redis"),
+            }
+        );
+    }
+
+    #[test]
+    fn an_unknown_flag_or_experiment_is_refused() {
+        assert_eq!(
+            cli("--rates 100 --bogus 1").unwrap_err(),
+            "unexpected argument \"--bogus\""
+        );
+        assert!(cli("--experiments get,set")
+            .unwrap_err()
+            .starts_with("unknown experiment \"set\""));
     }
 }

@@ -19,6 +19,7 @@ fig9.png (default DIR results/tcp-echo). --spin: server and client busy-poll (a 
 with a core each); by default an idle server waits in epoll_wait and the client yields.
 server: the echo server alone (every mode), until killed.";
 
+#[derive(Debug, PartialEq)]
 struct Args {
     rate: f64,
     size: usize,
@@ -176,5 +177,67 @@ fn main() {
     if let Err(e) = r {
         eprintln!("tcp-echo: {e}");
         std::process::exit(1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fig9_line(line: &str) -> Result<Args, String> {
+        parse(
+            &line
+                .split_whitespace()
+                .map(str::to_owned)
+                .collect::<Vec<_>>(),
+        )
+    }
+
+    #[test]
+    fn fig9_reads_every_flag_and_keeps_the_defaults() {
+        let a = fig9_line(
+            "--rate 1000 --size 512 --seconds 1.5 --warmup 0.25 --conns 2 \
+             --modes raw,capnp --out o --spin",
+        )
+        .unwrap();
+        assert_eq!(
+            a,
+            Args {
+                rate: 1000.0,
+                size: 512,
+                seconds: 1.5,
+                warmup: 0.25,
+                conns: 2,
+                modes: vec![Mode::Raw, Mode::CAPNP],
+                out: PathBuf::from("o"),
+                listen: SocketAddrV4::new(Ipv4Addr::LOCALHOST, 7878),
+                spin: true,
+            }
+        );
+        assert_eq!(
+            fig9_line("").unwrap(),
+            Args {
+                rate: 175_000.0,
+                size: 1024,
+                seconds: 2.0,
+                warmup: 0.5,
+                conns: 4,
+                modes: Mode::ALL.to_vec(),
+                out: PathBuf::from("results/tcp-echo"),
+                listen: SocketAddrV4::new(Ipv4Addr::LOCALHOST, 7878),
+                spin: false,
+            }
+        );
+    }
+
+    #[test]
+    fn an_unknown_flag_or_a_bad_value_is_refused() {
+        let e = fig9_line("--rate 10 --bogus 1").unwrap_err();
+        assert!(e.contains("--bogus") && e.ends_with(USAGE), "{e}");
+        assert!(fig9_line("--rate 0").is_err());
+        assert!(fig9_line("--rate")
+            .unwrap_err()
+            .contains("--rate needs a value"));
+        assert!(fig9_line("--modes raw,zip").is_err());
     }
 }

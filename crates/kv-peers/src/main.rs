@@ -92,12 +92,16 @@ fn slug(name: &str) -> String {
     out.trim_end_matches('-').to_owned()
 }
 
-fn main_inner() -> Result<(), String> {
-    let mut a = Args::new(std::env::args().skip(1).collect());
-    if a.switch("--help") || a.switch("-h") {
-        print!("{USAGE}");
-        return Ok(());
-    }
+/// What the command line asks for: the run, the output directory and the JSON path.
+#[derive(Debug)]
+struct Cli {
+    cfg: BenchConfig,
+    out: PathBuf,
+    json: Option<PathBuf>,
+}
+
+/// Reads the command line (all but `--help`); refuses what is left, with the usage.
+fn parse(mut a: Args) -> Result<Cli, String> {
     let mut cfg = BenchConfig {
         workload: workload(&mut a)?,
         ..BenchConfig::default()
@@ -152,6 +156,16 @@ fn main_inner() -> Result<(), String> {
             "--threads, --connections, --requests and --rates must be non-empty / >= 1".into(),
         );
     }
+    Ok(Cli { cfg, out, json })
+}
+
+fn main_inner() -> Result<(), String> {
+    let mut a = Args::new(std::env::args().skip(1).collect());
+    if a.switch("--help") || a.switch("-h") {
+        print!("{USAGE}");
+        return Ok(());
+    }
+    let Cli { cfg, out, json } = parse(a)?;
 
     let (stats, results) = run_bench(&cfg)?;
     let name = cfg.workload.build().map_err(|e| e.to_string())?.name();
@@ -204,6 +218,67 @@ mod tests {
             WorkloadConfig::Google(c) => Ok(c),
             other => panic!("not google: {other:?}"),
         }
+    }
+
+    /// The whole configuration a command line gives, as its `Debug` text (every field).
+    fn cli(line: &str) -> Result<String, String> {
+        parse(Args::from_line(line)).map(|c| format!("{c:?}"))
+    }
+
+    #[test]
+    fn a_full_command_line_sets_every_field() {
+        let got = cli(
+            "--peers memcached --workload ycsb --shape 2x2048 --access getlist --keys 1000 \
+             --rates 100,200 --duration 1.5 --warmup 0.25 --timeout-ms 40 --requests 5000 \
+             --threads 2 --connections 3 --seed 7 --all-points --memcached-threads 2 \
+             --memcached-mb 128 --out o --json j.json --quiet",
+        )
+        .unwrap();
+        let mut cfg = BenchConfig {
+            peers: vec![Peer::Memcached],
+            workload: WorkloadConfig::Ycsb(YcsbConfig {
+                keys: 1000,
+                ..YcsbConfig::with_shape("2x2048", YcsbAccess::GetList).unwrap()
+            }),
+            requests: 5000,
+            seed: 7,
+            loads: vec![100.0, 200.0],
+            duration: Duration::from_millis(1500),
+            warmup: Duration::from_millis(250),
+            timeout: Duration::from_millis(40),
+            threads: 2,
+            connections: 3,
+            stop_after_misses: 0,
+            progress: false,
+            ..BenchConfig::default()
+        };
+        cfg.server.memcached_threads = 2;
+        cfg.server.memory_mib = 128;
+        let want = Cli {
+            cfg,
+            out: PathBuf::from("o"),
+            json: Some(PathBuf::from("j.json")),
+        };
+        assert_eq!(got, format!("{want:?}"));
+        // Nothing given: the defaults.
+        let want = Cli {
+            cfg: BenchConfig::default(),
+            out: PathBuf::from("results/kv-peers"),
+            json: None,
+        };
+        assert_eq!(cli("").unwrap(), format!("{want:?}"));
+    }
+
+    #[test]
+    fn an_unknown_flag_is_refused_with_the_usage() {
+        let e = cli("--rates 100 --bogus 1").unwrap_err();
+        assert!(
+            e.starts_with("unexpected argument \"--bogus\"") && e.ends_with(USAGE),
+            "{e}"
+        );
+        assert!(cli("--rates")
+            .unwrap_err()
+            .contains("--rates needs a value"));
     }
 
     #[test]
