@@ -94,6 +94,10 @@ struct Cli {
     out: PathBuf,
 }
 
+/// The load flags ([`loadgen::args::LoadFlags`]) redis-cf-bench honours: not `--timeout-ms`
+/// (its loss timeout is fixed), `--mtu` or `--spin`.
+const LOAD_FLAGS: &[&str] = &["--rates", "--duration", "--warmup", "--threads", "--out"];
+
 /// Reads the command line (all but `--help`); refuses what is left.
 fn parse_cli(mut a: Args) -> Result<Cli, String> {
     let experiments = match a.take("--experiments")? {
@@ -108,21 +112,20 @@ fn parse_cli(mut a: Args) -> Result<Cli, String> {
             Experiment::Twitter,
         ],
     };
+    let load = a.load_flags()?.only("redis-cf-bench", LOAD_FLAGS)?;
     let cli = Cli {
         experiments,
-        loads: a
-            .list::<f64>("--rates")?
+        loads: load
+            .rates
             .unwrap_or_else(|| vec![5_000.0, 10_000.0, 20_000.0, 40_000.0, 80_000.0]),
-        duration: a.secs("--duration")?.unwrap_or(Duration::from_secs(2)),
-        warmup: a.secs("--warmup")?.unwrap_or(Duration::from_millis(300)),
+        duration: load.duration.unwrap_or(Duration::from_secs(2)),
+        warmup: load.warmup.unwrap_or(Duration::from_millis(300)),
         requests: a.parse("--requests")?.unwrap_or(200_000),
-        threads: a.parse("--threads")?.unwrap_or(1),
+        threads: load.threads.unwrap_or(1),
         threshold: a.parse("--threshold")?.unwrap_or(512),
         redis_server: a.take("--redis-server")?.map(PathBuf::from),
         stock: !a.switch("--no-stock"),
-        out: a
-            .take("--out")?
-            .map_or_else(|| PathBuf::from("results/redis"), PathBuf::from),
+        out: load.out.unwrap_or_else(|| PathBuf::from("results/redis")),
     };
     a.finish()?;
     Ok(cli)
@@ -534,5 +537,13 @@ mod tests {
         assert!(cli("--experiments get,set")
             .unwrap_err()
             .starts_with("unknown experiment \"set\""));
+        assert_eq!(
+            cli("--spin").unwrap_err(),
+            "redis-cf-bench does not take --spin (its load flags are --rates --duration \
+             --warmup --threads --out)"
+        );
+        assert!(cli("--mtu 1500 --timeout-ms 5")
+            .unwrap_err()
+            .contains("does not take --timeout-ms"));
     }
 }

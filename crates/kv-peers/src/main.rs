@@ -92,6 +92,17 @@ fn slug(name: &str) -> String {
     out.trim_end_matches('-').to_owned()
 }
 
+/// The load flags ([`loadgen::args::LoadFlags`]) kv-peers honours: not `--mtu` (kernel TCP)
+/// nor `--spin` (its clients block on their connections).
+const LOAD_FLAGS: &[&str] = &[
+    "--rates",
+    "--duration",
+    "--warmup",
+    "--timeout-ms",
+    "--threads",
+    "--out",
+];
+
 /// What the command line asks for: the run, the output directory and the JSON path.
 #[derive(Debug)]
 struct Cli {
@@ -109,23 +120,24 @@ fn parse(mut a: Args) -> Result<Cli, String> {
     if let Some(p) = a.list::<Peer>("--peers")? {
         cfg.peers = p;
     }
-    if let Some(r) = a.list::<f64>("--rates")? {
+    let load = a.load_flags()?.only("kv-peers", LOAD_FLAGS)?;
+    if let Some(r) = load.rates {
         cfg.loads = r;
     }
-    if let Some(d) = a.secs("--duration")? {
+    if let Some(d) = load.duration {
         cfg.duration = d;
     }
-    if let Some(d) = a.secs("--warmup")? {
+    if let Some(d) = load.warmup {
         cfg.warmup = d;
     }
-    if let Some(ms) = a.parse::<u64>("--timeout-ms")? {
-        cfg.timeout = Duration::from_millis(ms);
+    if let Some(t) = load.timeout {
+        cfg.timeout = t;
+    }
+    if let Some(n) = load.threads {
+        cfg.threads = n;
     }
     if let Some(n) = a.parse("--requests")? {
         cfg.requests = n;
-    }
-    if let Some(n) = a.parse("--threads")? {
-        cfg.threads = n;
     }
     if let Some(n) = a.parse("--connections")? {
         cfg.connections = n;
@@ -143,18 +155,15 @@ fn parse(mut a: Args) -> Result<Cli, String> {
         cfg.server.memory_mib = n;
     }
     cfg.progress = !a.switch("--quiet");
-    let out = PathBuf::from(
-        a.take("--out")?
-            .unwrap_or_else(|| "results/kv-peers".to_owned()),
-    );
+    let out = load
+        .out
+        .unwrap_or_else(|| PathBuf::from("results/kv-peers"));
     let json = a.take("--json")?.map(PathBuf::from);
     if let Err(e) = a.finish() {
         return Err(format!("{e}\n\n{USAGE}"));
     }
-    if cfg.threads == 0 || cfg.connections == 0 || cfg.requests == 0 || cfg.loads.is_empty() {
-        return Err(
-            "--threads, --connections, --requests and --rates must be non-empty / >= 1".into(),
-        );
+    if cfg.connections == 0 || cfg.requests == 0 || cfg.loads.is_empty() {
+        return Err("--connections and --requests must be >= 1, --rates non-empty".into());
     }
     Ok(Cli { cfg, out, json })
 }
