@@ -9,7 +9,6 @@ use kv_workloads::{GoogleConfig, WorkloadConfig, YcsbAccess, YcsbConfig};
 use loadgen::args::Args;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 const USAGE: &str = "\
 usage: kv-peers [--peers redis,memcached] [--workload ycsb|google|twitter|cdn]
@@ -218,6 +217,7 @@ fn main() -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     fn google(args: &[&str]) -> Result<GoogleConfig, String> {
         let mut a = Args::new(args.iter().map(|s| s.to_string()).collect());
