@@ -164,7 +164,23 @@ impl<'a, T: Leaf<'a>> LeafList<'a, T> {
     #[inline]
     pub fn append(&mut self, v: T) {
         self.add_leaf(v.cf_ptr());
-        self.items.push(v);
+        self.push(v);
+    }
+
+    /// Pushes `v`, growing the storage out of line. The vector is handed to the growing call by
+    /// value, not by address: a call given the list's address would make the whole object
+    /// being built live in memory (its counters, its presence bits and the vector's length
+    /// stored and reloaded at every append, and the object copied when it is moved).
+    #[inline(always)]
+    fn push(&mut self, v: T) {
+        if self.items.len() < self.items.capacity() {
+            // Cannot grow: `Vec::push`'s own capacity check folds away.
+            self.items.push(v);
+        } else {
+            let bump = self.items.bump();
+            let items = std::mem::replace(&mut self.items, ManuallyDrop::new(BVec::new_in(bump)));
+            self.items = ManuallyDrop::new(pushed_grown(ManuallyDrop::into_inner(items), v));
+        }
     }
 
     /// Replaces element `i`, returning the old value (`None` if `i` is out of range).
@@ -288,13 +304,21 @@ impl<'a> LeafList<'a, CFBytes<'a>> {
     pub fn append_ref(&mut self, data: &'a [u8], arena: &'a Arena) {
         if data.len() < arena.threshold() {
             self.copy += data.len();
-            self.items.push(CFBytes(CFPtr::Copy(data)));
+            self.push(CFBytes(CFPtr::Copy(data)));
         } else {
             let p = CFPtr::reference_or_copy(data, arena);
             self.add_leaf(&p);
-            self.items.push(CFBytes(p));
+            self.push(CFBytes(p));
         }
     }
+}
+
+/// `items` with `v` pushed, after growing its storage (the vector is full).
+#[cold]
+#[inline(never)]
+fn pushed_grown<'a, T>(mut items: BVec<'a, T>, v: T) -> BVec<'a, T> {
+    items.push(v);
+    items
 }
 
 impl<'a, T> Index<usize> for LeafList<'a, T> {
