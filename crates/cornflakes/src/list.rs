@@ -164,7 +164,9 @@ impl<'a, T: Leaf<'a>> LeafList<'a, T> {
     #[inline]
     pub fn append(&mut self, v: T) {
         self.add_leaf(v.cf_ptr());
-        self.push(v);
+        // `Vec::push` as is, not `push` below: the decode loop (its only hot caller) counts more
+        // instructions with that (docs/performance.md, issue 25's sixth round).
+        self.items.push(v);
     }
 
     /// Pushes `v`, growing the storage out of line. The vector is handed to the growing call by
