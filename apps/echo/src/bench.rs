@@ -1,7 +1,7 @@
 //! The benchmark: for each mode, a server thread and load-generator client thread(s) over the
 //! socket datapath on 127.0.0.1, an offered-load sweep, then a table, JSON and a plot.
 
-use loadgen::canary::{Canary, Speed};
+use loadgen::canary::Canary;
 use loadgen::fmt_us;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::Duration;
@@ -200,7 +200,9 @@ pub fn run_bench(cfg: &BenchConfig) -> Result<BenchOutcome, String> {
                 let report = run_point(plan, verifier, load, 1 + li as u64)?;
                 let mut rec =
                     Record::from_report(plan.mode.name(), &cfg.shape.to_string(), &report);
-                rec.canary_ratio = speed.as_ref().map(Speed::ratio);
+                if let Some(speed) = &speed {
+                    rec.set_canary(speed);
+                }
                 eprintln!(
                     "[bench] load {}/{} {:>7.0} req/s  {:<20} achieved {:>7.0}  p50 {:>8}  p99 {:>8}  ({}){}",
                     li + 1,

@@ -156,6 +156,10 @@ fn bench_on_the_emulated_nic_verifies_every_reply_of_every_mode() {
         assert!(p["canary"]["ratio"].as_f64().unwrap() > 0.0, "{p}");
         assert_eq!(p["slowed"], p["canary"]["slowed"], "{p}");
         assert_eq!(r["canary_ratio"], p["canary"]["ratio"], "{p} {r}");
+        // ... and the pair reading between those two CPUs.
+        assert_eq!(p["canary"]["pair_cpus"], p["canary"]["cpus"], "{p}");
+        assert!(p["canary"]["pair_us"].as_f64().unwrap() > 0.0, "{p}");
+        assert_eq!(r["canary_pair_ratio"], p["canary"]["pair_ratio"], "{p} {r}");
     }
     assert!(
         stdout.contains("| slowed trials (there / all) |"),

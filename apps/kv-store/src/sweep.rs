@@ -2,7 +2,7 @@
 //! addresses, its checker) and its points; the socket bench interleaves lanes, the AF_XDP
 //! bench runs one lane per server process.
 
-use loadgen::canary::{Canary, Speed};
+use loadgen::canary::Canary;
 use loadgen::fmt_us;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::Arc;
@@ -97,7 +97,9 @@ pub(crate) fn run_lane_point(
     let speed = Canary::process().check_allowed();
     let report = run_point(cfg, lane, reqs, load, cfg.seed + 1 + li as u64)?;
     let mut rec = Record::from_report(lane.ser.name(), name, &report);
-    rec.canary_ratio = speed.as_ref().map(Speed::ratio);
+    if let Some(speed) = &speed {
+        rec.set_canary(speed);
+    }
     eprintln!(
         "[bench] load {}/{} {:>7.0} req/s  {:<20} achieved {:>7.0}  p50 {:>8}  p99 {:>8}  ({}){}",
         li + 1,

@@ -541,7 +541,13 @@ impl<'a, C: ReplyCheck> Run<'a, C> {
             Some((servers, device)) => {
                 let mut all = servers.clone();
                 all.push(*device);
-                Some(Canary::process().check(&all)?)
+                // The pair: the first server's CPU and the device's, which share its rings and
+                // buffers (every request moves cache lines between them).
+                let pair = servers
+                    .first()
+                    .filter(|&s| s != device)
+                    .map(|&s| [s, *device]);
+                Some(Canary::process().check_with_pair(&all, pair)?)
             }
             None => None,
         };

@@ -39,7 +39,9 @@ impl<S> EmuTrial<S> {
         server: S,
     ) -> EmuTrial<S> {
         let mut record = Record::from_report(mode, shape, &report.run);
-        record.canary_ratio = report.canary.as_ref().map(|c| c.ratio());
+        if let Some(c) = &report.canary {
+            record.set_canary(c);
+        }
         EmuTrial {
             point,
             report,
@@ -147,14 +149,7 @@ impl<S> EmuTrial<S> {
             "failures": r.failures,
             "disturbed": self.disturbed(),
             "slowed": self.slowed(),
-            "canary": r.canary.as_ref().map(|c| json!({
-                "ratio": c.ratio(),
-                "slowed": c.slowed(),
-                "reference_slowed": c.reference_slowed(),
-                "cpus": c.cpus,
-                "time_us": c.times.iter().map(|t| t.as_secs_f64() * 1e6).collect::<Vec<_>>(),
-                "reference_us": c.reference.iter().map(|t| t.as_secs_f64() * 1e6).collect::<Vec<_>>(),
-            })),
+            "canary": r.canary.as_ref().map(loadgen::canary::Speed::to_json),
             "interference": r.interference.as_ref().map(|i| json!({
                 "window_s": i.window.as_secs_f64(),
                 "cpus": i.cpus,
@@ -517,14 +512,7 @@ pub fn control_line(
     };
     let control = cr / best.1;
     let (lo, hi) = PAPER_CONTROL;
-    let note = if control > hi + 0.03 {
-        format!(
-            "; above the paper's range: the baselines pay per request for something {copy} does \
-             not (see docs/results.md)"
-        )
-    } else {
-        String::new()
-    };
+    let note = control_note(control, copy);
     Some(format!(
         "Headline: {headline} ÷ best library ({}) = {:.2}{}. Control: {copy} ÷ best library = \
          {control:.2}{} (the paper's copy-only ÷ protobuf: {lo:.2}–{hi:.2}){note}.",
@@ -533,6 +521,27 @@ pub fn control_line(
         flag(h),
         flag(c),
     ))
+}
+
+/// What a control ratio (`copy` ÷ the best library) says against [`PAPER_CONTROL`]: empty
+/// inside the range (with 0.03 of slack), else "; above the paper's range: …" or "; below the
+/// paper's range: …" with what that points at.
+pub fn control_note(control: f64, copy: &str) -> String {
+    let (lo, hi) = PAPER_CONTROL;
+    if control > hi + 0.03 {
+        format!(
+            "; above the paper's range: the baselines pay per request for something {copy} does \
+             not (see docs/results.md)"
+        )
+    } else if control < lo - 0.03 {
+        format!(
+            "; below the paper's range: the best library ran faster than {copy}, which copies \
+             every field as it does (check the trials' spread and server work: a machine whose \
+             speed changed during the run shows here too)"
+        )
+    } else {
+        String::new()
+    }
 }
 
 /// The mark of a ratio that rests on disturbed or slowed trials (empty when on neither).
@@ -920,6 +929,14 @@ mod tests {
         all[1].best.as_mut().unwrap().median_rps = 196.0;
         let line = control_line(&all, "cornflakes", "cornflakes-copy", &libs).unwrap();
         assert!(line.contains("= 0.98") && !line.contains("above"), "{line}");
+        // Inside the paper's range nothing is said; outside, which side and what it points at.
+        assert_eq!(control_note(0.95, "cornflakes-copy"), "");
+        assert!(control_note(1.30, "cornflakes-copy").starts_with("; above the paper's range"));
+        let below = control_note(0.85, "cornflakes-copy");
+        assert!(
+            below.starts_with("; below the paper's range") && below.contains("cornflakes-copy"),
+            "{below}"
+        );
         assert_eq!(
             control_line(&all[2..], "cornflakes", "cornflakes-copy", &libs),
             None
@@ -935,7 +952,8 @@ mod tests {
     fn slowed_trials_are_printed_counted_and_marked_like_disturbed_ones() {
         let canary = loadgen::canary::Canary::new();
         let us = Duration::from_micros;
-        let reference = canary.judge(&[(0, us(700)), (1, us(710))]);
+        let reference =
+            canary.judge_with_pair(&[(0, us(700)), (1, us(710))], Some(([0, 1], us(1400))));
         let cfg = SearchConfig::new(vec![100.0, 200.0, 400.0, 800.0]);
         // Mode `a` (lane 0) kept up to 300 with every trial on a machine 2x slower than at the
         // start; `b` normal.
@@ -944,7 +962,7 @@ mod tests {
             r.canary = Some(if p.lane == 0 {
                 canary.judge(&[(0, us(1400)), (1, us(720))])
             } else {
-                canary.judge(&[(0, us(720)), (1, us(700))])
+                canary.judge_with_pair(&[(0, us(720)), (1, us(700))], Some(([0, 1], us(1430))))
             });
             Ok(EmuTrial::new(p, ["a", "b"][p.lane], "s", r, None, 0u32))
         })
@@ -972,7 +990,19 @@ mod tests {
         );
         assert_eq!(j["canary"]["cpus"], json!([0, 1]));
         assert_eq!(j["canary"]["reference_us"], json!([700.0, 710.0]));
-        assert_eq!(normal.to_json()["slowed"], false);
+        assert_eq!(j["canary"]["pair_us"], Value::Null);
+        let jn = normal.to_json();
+        assert_eq!(jn["slowed"], false);
+        // The pair reading (server and device CPU) next to the per-CPU fields.
+        assert_eq!(jn["canary"]["pair_cpus"], json!([0, 1]));
+        assert_eq!(jn["canary"]["pair_us"], json!(1430.0));
+        assert_eq!(jn["canary"]["pair_reference_us"], json!(1400.0));
+        assert!((jn["canary"]["pair_round_trip_ns"].as_f64().unwrap() - 71.5).abs() < 1e-9);
+        assert!((jn["canary"]["pair_ratio"].as_f64().unwrap() - 1430.0 / 1400.0).abs() < 1e-9);
+        assert_eq!(
+            normal.record.canary_pair_ratio,
+            normal.report.canary.as_ref().unwrap().pair_ratio()
+        );
         // Its record (the JSON and the socket tables' input) carries the ratio.
         assert_eq!(
             slow.record.canary_ratio,

@@ -589,8 +589,8 @@ fn the_sample_catches_corrupted_replies_it_picks() {
     assert!(report.unchecked > 0, "{}", report.coverage_note());
 }
 
-/// A pinned run times the speed canary on each of its CPUs (server, then device) before it
-/// starts; the process's first canary is the reference of the next run's. The only pinned
+/// A pinned run times the speed canary on each of its CPUs (server, then device), and the pair
+/// reading between them, before it starts; the process's first canary is the reference of the next run's. The only pinned
 /// test of this binary, so its first run is the process's first canary. A smoke run: no
 /// speed is asserted.
 #[test]
@@ -628,8 +628,19 @@ fn a_pinned_run_times_the_speed_canary_on_its_cpus() {
         first.reference, first.times,
         "the first canary is the reference"
     );
+    // The pair reading: the server's CPU and the device's bouncing a cache line.
+    let pair = first
+        .pair
+        .as_ref()
+        .expect("a pinned run has a pair reading");
+    assert_eq!(pair.cpus, [servers[0], device]);
+    assert!(
+        !pair.time.is_zero() && pair.reference == pair.time,
+        "{pair:?}"
+    );
     let second = once().canary.expect("canary");
     assert_eq!(second.reference, first.times);
+    assert_eq!(second.pair.as_ref().expect("pair").reference, pair.time);
     assert!(second.ratio() > 0.0);
     // An unpinned run's CPUs are not its own: no canary.
     let unpinned = run(&cfg(5_000.0), &reqs, check_echo(&reqs), |port| {

@@ -53,6 +53,12 @@ pub struct Record {
     /// absent when the bench did not time it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub canary_ratio: Option<f64>,
+    /// The canary's pair reading (two CPUs bouncing a cache line) over the run's first
+    /// ([`crate::canary::Pair`]); already counted in `canary_ratio`, which is the largest of
+    /// the ratios. Absent when the bench did not time it (fewer than two CPUs, or records
+    /// written before it existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub canary_pair_ratio: Option<f64>,
 }
 
 impl Record {
@@ -79,7 +85,14 @@ impl Record {
             threads: r.threads,
             measured_s: r.measured_window.as_secs_f64(),
             canary_ratio: None,
+            canary_pair_ratio: None,
         }
+    }
+
+    /// Records the speed canary timed before this point: its ratio and its pair's.
+    pub fn set_canary(&mut self, speed: &crate::canary::Speed) {
+        self.canary_ratio = Some(speed.ratio());
+        self.canary_pair_ratio = speed.pair_ratio();
     }
 
     /// Whether the machine was slower at this point than at the run's start: its speed
