@@ -619,6 +619,45 @@ mod tests {
     }
 
     #[test]
+    fn append_ref_grows_past_the_capacity_keeping_every_value_and_reference() {
+        // `push` grows the storage out of line with the vector by value: every kind of value
+        // appended past the capacity (copied, referenced, and a long value outside pinned
+        // memory, copied by the fallback) is kept in order, counted, and released at the drop.
+        let mem = PinnedMemory::with_defaults().unwrap();
+        let arena = Arena::with_memory(&mem).with_threshold(512);
+        let big = mem.alloc_copy(&[7u8; 1024]).unwrap();
+        let small = mem.alloc_copy(&[1u8; 16]).unwrap();
+        let heap = vec![9u8; 700];
+        {
+            let mut l: LeafList<'_, CFBytes<'_>> = LeafList::with_capacity_in(0, &arena);
+            for i in 0..40 {
+                match i % 3 {
+                    0 => l.append_ref(&small, &arena),
+                    1 => l.append_ref(&big, &arena),
+                    _ => l.append_ref(&heap, &arena),
+                }
+            }
+            assert_eq!(l.len(), 40);
+            assert_eq!(big.ref_count(), 1 + 13);
+            assert_eq!(small.ref_count(), 1);
+            for (i, v) in l.iter().enumerate() {
+                let (want, zero_copy): (&[u8], bool) = match i % 3 {
+                    0 => (&small[..], false),
+                    1 => (&big[..], true),
+                    _ => (&heap[..], false),
+                };
+                assert_eq!(v.as_bytes(), want, "element {i}");
+                assert_eq!(v.ptr().is_zero_copy(), zero_copy, "element {i}");
+            }
+            let s = l.sizes();
+            assert_eq!((s.zero_copy_count, s.zero_copy_len), (13, 13 * 1024));
+            assert_eq!((s.header, s.copy), (40 * PAIR, 14 * 16 + 13 * 700));
+            assert_eq!(arena.zero_copy_fallbacks().total(), 13);
+        }
+        assert_eq!(big.ref_count(), 1);
+    }
+
+    #[test]
     fn reset_with_capacity_empties_the_list_and_releases_its_references() {
         let mem = PinnedMemory::with_defaults().unwrap();
         let arena = Arena::with_memory(&mem).with_threshold(512);
