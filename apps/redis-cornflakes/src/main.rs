@@ -80,6 +80,7 @@ impl Experiment {
     }
 }
 
+#[derive(Debug, PartialEq)]
 struct Cli {
     experiments: Vec<Experiment>,
     loads: Vec<f64>,
@@ -93,12 +94,12 @@ struct Cli {
     out: PathBuf,
 }
 
-fn parse_cli() -> Result<Cli, String> {
-    let mut a = Args::new(std::env::args().skip(1).collect());
-    if a.switch("--help") || a.switch("-h") {
-        print!("{USAGE}");
-        std::process::exit(0);
-    }
+/// The load flags ([`loadgen::args::LoadFlags`]) redis-cf-bench honours: not `--timeout-ms`
+/// (its loss timeout is fixed), `--mtu` or `--spin`.
+const LOAD_FLAGS: &[&str] = &["--rates", "--duration", "--warmup", "--threads", "--out"];
+
+/// Reads the command line (all but `--help`); refuses what is left.
+fn parse_cli(mut a: Args) -> Result<Cli, String> {
     let experiments = match a.take("--experiments")? {
         Some(s) => s
             .split(',')
@@ -111,21 +112,20 @@ fn parse_cli() -> Result<Cli, String> {
             Experiment::Twitter,
         ],
     };
+    let load = a.load_flags()?.only("redis-cf-bench", LOAD_FLAGS)?;
     let cli = Cli {
         experiments,
-        loads: a
-            .list::<f64>("--rates")?
+        loads: load
+            .rates
             .unwrap_or_else(|| vec![5_000.0, 10_000.0, 20_000.0, 40_000.0, 80_000.0]),
-        duration: a.secs("--duration")?.unwrap_or(Duration::from_secs(2)),
-        warmup: a.secs("--warmup")?.unwrap_or(Duration::from_millis(300)),
+        duration: load.duration.unwrap_or(Duration::from_secs(2)),
+        warmup: load.warmup.unwrap_or(Duration::from_millis(300)),
         requests: a.parse("--requests")?.unwrap_or(200_000),
-        threads: a.parse("--threads")?.unwrap_or(1),
+        threads: load.threads.unwrap_or(1),
         threshold: a.parse("--threshold")?.unwrap_or(512),
         redis_server: a.take("--redis-server")?.map(PathBuf::from),
         stock: !a.switch("--no-stock"),
-        out: a
-            .take("--out")?
-            .map_or_else(|| PathBuf::from("results/redis"), PathBuf::from),
+        out: load.out.unwrap_or_else(|| PathBuf::from("results/redis")),
     };
     a.finish()?;
     Ok(cli)
@@ -436,7 +436,12 @@ fn server_binary(cli: &Cli) -> Result<PathBuf, String> {
 }
 
 fn main_inner() -> Result<(), String> {
-    let cli = parse_cli()?;
+    let mut a = Args::new(std::env::args().skip(1).collect());
+    if a.switch("--help") || a.switch("-h") {
+        print!("{USAGE}");
+        return Ok(());
+    }
+    let cli = parse_cli(a)?;
     let bin = server_binary(&cli)?;
     let mut results = Vec::new();
     for &exp in &cli.experiments {
@@ -467,5 +472,78 @@ fn main() -> ExitCode {
             eprintln!("redis-cf-bench: {e}\n\n{USAGE}");
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cli(line: &str) -> Result<Cli, String> {
+        parse_cli(Args::from_line(line))
+    }
+
+    #[test]
+    fn a_full_command_line_sets_every_field() {
+        let got = cli(
+            "--experiments get,twitter --rates 100,200 --duration 1.5 --warmup 0.25 \
+             --requests 5000 --threads 2 --threshold 1024 --redis-server /x/redis-server \
+             --no-stock --out o",
+        )
+        .unwrap();
+        assert_eq!(
+            got,
+            Cli {
+                experiments: vec![Experiment::Get, Experiment::Twitter],
+                loads: vec![100.0, 200.0],
+                duration: Duration::from_millis(1500),
+                warmup: Duration::from_millis(250),
+                requests: 5000,
+                threads: 2,
+                threshold: 1024,
+                redis_server: Some(PathBuf::from("/x/redis-server")),
+                stock: false,
+                out: PathBuf::from("o"),
+            }
+        );
+        assert_eq!(
+            cli("").unwrap(),
+            Cli {
+                experiments: vec![
+                    Experiment::Get,
+                    Experiment::MGet2,
+                    Experiment::LRange2,
+                    Experiment::Twitter
+                ],
+                loads: vec![5_000.0, 10_000.0, 20_000.0, 40_000.0, 80_000.0],
+                duration: Duration::from_secs(2),
+                warmup: Duration::from_millis(300),
+                requests: 200_000,
+                threads: 1,
+                threshold: 512,
+                redis_server: None,
+                stock: true,
+                out: PathBuf::from("results/redis"),
+            }
+        );
+    }
+
+    #[test]
+    fn an_unknown_flag_or_experiment_is_refused() {
+        assert_eq!(
+            cli("--rates 100 --bogus 1").unwrap_err(),
+            "unexpected argument \"--bogus\""
+        );
+        assert!(cli("--experiments get,set")
+            .unwrap_err()
+            .starts_with("unknown experiment \"set\""));
+        assert_eq!(
+            cli("--spin").unwrap_err(),
+            "redis-cf-bench does not take --spin (its load flags are --rates --duration \
+             --warmup --threads --out)"
+        );
+        assert!(cli("--mtu 1500 --timeout-ms 5")
+            .unwrap_err()
+            .contains("does not take --timeout-ms"));
     }
 }

@@ -2,90 +2,108 @@
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
+use std::process::ExitCode;
 use std::time::Duration;
 
+use app_server::cli::serve_until;
+use app_server::{CargoRun, Launch, Transport};
+use datapath_socket::SocketConfig;
+use loadgen::args::Args;
 use loadgen::{Bound, RunConfig, Schedule, ScheduleConfig};
-use tcp_echo::{plot, verdict_ok, Client, Mode, Percentiles, TIMEOUT};
+use tcp_echo::{plot, verdict_ok, Client, EchoAll, Mode, Percentiles, TIMEOUT};
 
 const USAGE: &str = "usage: tcp-echo fig9 [--rate REQ_PER_S] [--size BYTES] [--seconds S] \
 [--warmup S] [--conns N] [--modes raw,cornflakes,...] [--out DIR] [--spin]
-       tcp-echo server [--listen IP:PORT] [--spin]
+       tcp-echo server [--listen IP:PORT] [--cores N] [--seconds S] [--until-stdin-closes] [--spin]
 
 fig9: an in-process server and an open-loop client on 127.0.0.1, one mode after the other at a
 fixed Poisson load (default 175000 req/s of 1024-byte values, 2 s each after 0.5 s of warm-up,
 4 connections); prints p5/p25/p50/p75/p99 per mode and writes DIR/fig9.json, fig9.svg,
 fig9.png (default DIR results/tcp-echo). --spin: server and client busy-poll (a quiet machine
 with a core each); by default an idle server waits in epoll_wait and the client yields.
-server: the echo server alone (every mode), until killed.";
+server: the echo server alone (every mode) on --cores N (default 1) kernel-TCP cores, core i
+listening on PORT+i (default 127.0.0.1:7878), several pinned one per CPU, as `echo server
+--datapath tcp`; ready lines and counters on stderr; until --seconds pass, standard input
+closes (--until-stdin-closes) or it is killed.
+";
 
-struct Args {
+/// What `tcp-echo fig9` runs.
+#[derive(Debug, PartialEq)]
+struct Fig9 {
     rate: f64,
     size: usize,
-    seconds: f64,
-    warmup: f64,
+    seconds: Duration,
+    warmup: Duration,
     conns: usize,
     modes: Vec<Mode>,
     out: PathBuf,
-    listen: SocketAddrV4,
     spin: bool,
 }
 
-fn parse(args: &[String]) -> Result<Args, String> {
-    let mut a = Args {
-        rate: 175_000.0,
-        size: 1024,
-        seconds: 2.0,
-        warmup: 0.5,
-        conns: 4,
-        modes: Mode::ALL.to_vec(),
-        out: PathBuf::from("results/tcp-echo"),
-        listen: SocketAddrV4::new(Ipv4Addr::LOCALHOST, 7878),
-        spin: false,
-    };
-    let mut it = args.iter();
-    while let Some(flag) = it.next() {
-        let mut val = || it.next().ok_or_else(|| format!("{flag} needs a value"));
-        let num = |v: &String| {
-            v.parse::<f64>()
-                .map_err(|_| format!("{flag}: not a number: {v}"))
-        };
-        match flag.as_str() {
-            "--rate" => a.rate = num(val()?)?,
-            "--size" => a.size = num(val()?)? as usize,
-            "--seconds" => a.seconds = num(val()?)?,
-            "--warmup" => a.warmup = num(val()?)?,
-            "--conns" => a.conns = num(val()?)? as usize,
-            "--modes" => {
-                a.modes = val()?
-                    .split(',')
-                    .map(str::parse)
-                    .collect::<Result<Vec<Mode>, String>>()?
-            }
-            "--out" => a.out = PathBuf::from(val()?),
-            "--spin" => a.spin = true,
-            "--listen" => {
-                a.listen = val()?
-                    .parse()
-                    .map_err(|_| format!("{flag}: not an IPv4 address and port"))?
-            }
-            _ => return Err(format!("unknown argument {flag}\n{USAGE}")),
-        }
-    }
-    if !(a.rate > 0.0 && a.seconds > 0.0 && a.warmup >= 0.0 && a.size > 0) {
-        return Err("--rate, --seconds and --size must be positive".into());
-    }
-    Ok(a)
+/// What `tcp-echo server` runs.
+#[derive(Debug, PartialEq)]
+struct ServerArgs {
+    listen: SocketAddrV4,
+    cores: usize,
+    seconds: Option<Duration>,
+    until_stdin_closes: bool,
+    spin: bool,
 }
 
-fn fig9(a: &Args) -> Result<(), String> {
+/// Ok when every argument was read; else the first left over, with the usage.
+fn finish(a: Args) -> Result<(), String> {
+    a.finish().map_err(|e| format!("{e}\n{USAGE}"))
+}
+
+fn fig9_args(mut a: Args) -> Result<Fig9, String> {
+    let f = Fig9 {
+        rate: a.parse("--rate")?.unwrap_or(175_000.0),
+        size: a.parse("--size")?.unwrap_or(1024),
+        seconds: a.secs("--seconds")?.unwrap_or(Duration::from_secs(2)),
+        warmup: a.secs("--warmup")?.unwrap_or(Duration::from_millis(500)),
+        conns: a.parse("--conns")?.unwrap_or(4),
+        modes: a.list("--modes")?.unwrap_or_else(|| Mode::ALL.to_vec()),
+        out: a
+            .take("--out")?
+            .map_or_else(|| PathBuf::from("results/tcp-echo"), PathBuf::from),
+        spin: a.switch("--spin"),
+    };
+    finish(a)?;
+    if !(f.rate > 0.0 && !f.seconds.is_zero() && f.size > 0) {
+        return Err("--rate, --seconds and --size must be positive".into());
+    }
+    if f.conns == 0 || f.modes.is_empty() {
+        return Err("--conns must be at least 1 and --modes name at least one mode".into());
+    }
+    Ok(f)
+}
+
+fn server_args(mut a: Args) -> Result<ServerArgs, String> {
+    let s = ServerArgs {
+        listen: a
+            .parse("--listen")?
+            .unwrap_or(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 7878)),
+        cores: a.parse("--cores")?.unwrap_or(1),
+        seconds: a.secs("--seconds")?,
+        until_stdin_closes: a.switch("--until-stdin-closes"),
+        spin: a.switch("--spin"),
+    };
+    finish(a)?;
+    Ok(s)
+}
+
+fn fig9(a: &Fig9) -> Result<(), String> {
     let server = tcp_echo::spawn(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0), a.spin)?;
     let addr = server.addr();
     let mut rows = Vec::new();
     let mut json = Vec::new();
     println!(
         "TCP echo over 127.0.0.1: {} req/s of {} B, {} connections, {} s per mode (+{} s warm-up)",
-        a.rate, a.size, a.conns, a.seconds, a.warmup
+        a.rate,
+        a.size,
+        a.conns,
+        a.seconds.as_secs_f64(),
+        a.warmup.as_secs_f64()
     );
     println!(
         "{:<12} {:>9} {:>9} {:>9} {:>9} {:>9} {:>11} {:>8} {:>8}",
@@ -94,13 +112,13 @@ fn fig9(a: &Args) -> Result<(), String> {
     for &mode in &a.modes {
         let schedule = Schedule::poisson(&ScheduleConfig {
             rate_rps: a.rate,
-            bound: Bound::Duration(Duration::from_secs_f64(a.seconds + a.warmup)),
+            bound: Bound::Duration(a.seconds + a.warmup),
             threads: 1,
             seed: 9,
         })
         .map_err(|e| e.to_string())?;
         let cfg = RunConfig {
-            warmup: Duration::from_secs_f64(a.warmup),
+            warmup: a.warmup,
             timeout: TIMEOUT,
             busy_poll: a.spin,
             ..RunConfig::default()
@@ -160,21 +178,129 @@ fn fig9(a: &Args) -> Result<(), String> {
     Ok(())
 }
 
-fn server(a: &Args) -> Result<(), String> {
-    let s = tcp_echo::spawn(a.listen, a.spin)?;
-    println!("tcp-echo server on {}", s.addr());
-    s.serve_until(&AtomicBool::new(false)).map(|_| ())
+const CARGO_RUN: CargoRun = CargoRun {
+    package: "tcp-echo",
+    bin: None,
+    args: "server ...",
+};
+
+/// The [`EchoAll`] handler on the launcher's kernel-TCP arm, as `echo server --datapath tcp`
+/// runs its handler: `--cores` cores, until `--seconds` or `--until-stdin-closes`.
+fn server(s: &ServerArgs) -> Result<(), String> {
+    let mut l = Launch::new(
+        Transport::Tcp,
+        SocketConfig::new(s.listen),
+        "tcp-echo (every mode)",
+        CARGO_RUN,
+    );
+    l.cores = s.cores;
+    l.spin = s.spin;
+    l.name = "tcp-echo-server".to_owned();
+    let stats = serve_until(s.seconds, s.until_stdin_closes, |stop| {
+        app_server::launch(&l, |mem, _| Ok(EchoAll::new(mem)), stop)
+    })?;
+    eprintln!("[server] tcp-echo done: {stats}");
+    Ok(())
 }
 
-fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let r = match args.first().map(String::as_str) {
-        Some("fig9") => parse(&args[1..]).and_then(|a| fig9(&a)),
-        Some("server") => parse(&args[1..]).and_then(|a| server(&a)),
-        _ => Err(USAGE.to_string()),
-    };
-    if let Err(e) = r {
-        eprintln!("tcp-echo: {e}");
-        std::process::exit(1);
+fn main() -> ExitCode {
+    app_server::cli::main(
+        "tcp-echo",
+        USAGE,
+        &[
+            ("fig9", |a| fig9(&fig9_args(a)?)),
+            ("server", |a| server(&server_args(a)?)),
+        ],
+        std::env::args().skip(1).collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fig9_line(line: &str) -> Result<Fig9, String> {
+        fig9_args(Args::from_line(line))
+    }
+
+    #[test]
+    fn fig9_reads_every_flag_and_keeps_the_defaults() {
+        let a = fig9_line(
+            "--rate 1000 --size 512 --seconds 1.5 --warmup 0.25 --conns 2 \
+             --modes raw,capnp --out o --spin",
+        )
+        .unwrap();
+        assert_eq!(
+            a,
+            Fig9 {
+                rate: 1000.0,
+                size: 512,
+                seconds: Duration::from_millis(1500),
+                warmup: Duration::from_millis(250),
+                conns: 2,
+                modes: vec![Mode::Raw, Mode::CAPNP],
+                out: PathBuf::from("o"),
+                spin: true,
+            }
+        );
+        assert_eq!(
+            fig9_line("").unwrap(),
+            Fig9 {
+                rate: 175_000.0,
+                size: 1024,
+                seconds: Duration::from_secs(2),
+                warmup: Duration::from_millis(500),
+                conns: 4,
+                modes: Mode::ALL.to_vec(),
+                out: PathBuf::from("results/tcp-echo"),
+                spin: false,
+            }
+        );
+    }
+
+    #[test]
+    fn server_reads_its_flags_and_keeps_the_defaults() {
+        let s = server_args(Args::from_line(
+            "--listen 127.0.0.1:9000 --cores 2 --seconds 1 --until-stdin-closes --spin",
+        ))
+        .unwrap();
+        assert_eq!(
+            s,
+            ServerArgs {
+                listen: SocketAddrV4::new(Ipv4Addr::LOCALHOST, 9000),
+                cores: 2,
+                seconds: Some(Duration::from_secs(1)),
+                until_stdin_closes: true,
+                spin: true,
+            }
+        );
+        assert_eq!(
+            server_args(Args::from_line("")).unwrap(),
+            ServerArgs {
+                listen: SocketAddrV4::new(Ipv4Addr::LOCALHOST, 7878),
+                cores: 1,
+                seconds: None,
+                until_stdin_closes: false,
+                spin: false,
+            }
+        );
+    }
+
+    #[test]
+    fn an_unknown_flag_or_a_bad_value_is_refused() {
+        let e = fig9_line("--rate 10 --bogus 1").unwrap_err();
+        assert!(e.contains("--bogus") && e.ends_with(USAGE), "{e}");
+        assert!(fig9_line("--rate 0").is_err());
+        assert!(fig9_line("--rate")
+            .unwrap_err()
+            .contains("--rate needs a value"));
+        assert!(fig9_line("--modes raw,zip").is_err());
+        assert!(fig9_line("--conns 0").is_err());
+        // Each command takes only its own flags.
+        assert!(fig9_line("--listen 127.0.0.1:1")
+            .unwrap_err()
+            .ends_with(USAGE));
+        let e = server_args(Args::from_line("--rate 10")).unwrap_err();
+        assert!(e.starts_with("unexpected argument \"--rate\"") && e.ends_with(USAGE));
     }
 }

@@ -1,12 +1,13 @@
 //! The `tcp-echo` commands end to end at a low load: `fig9` answers every request of every
-//! mode correctly and prints and writes what its README says; `server` prints its address and
-//! echoes. Nothing is timed: the rate is low and only counts are checked.
+//! mode correctly and prints and writes what its README says; `server --cores 2` echoes on
+//! each core and stops after its `--seconds`. Nothing is timed: the rate is low and only
+//! counts are checked.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use datapath_tcp::frame::{write_header, HEADER_LEN};
 
@@ -84,36 +85,85 @@ fn fig9_at_a_low_load_verifies_every_mode_and_writes_its_outputs() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// One framed `raw` echo of `body` on a new connection to `addr`.
+fn echo_once(addr: &str, body: &[u8]) {
+    let mut s = TcpStream::connect(addr).unwrap_or_else(|e| panic!("connect {addr}: {e}"));
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut f = vec![0u8; HEADER_LEN];
+    write_header(&mut f, cornflakes::Msg::new(7, 0), body.len() as u32);
+    f.extend_from_slice(body);
+    s.write_all(&f).unwrap();
+    let mut reply = vec![0u8; HEADER_LEN + body.len()];
+    s.read_exact(&mut reply).unwrap();
+    assert_eq!(&reply[HEADER_LEN..], body, "echo from {addr}");
+}
+
+/// `tcp-echo server --cores 2 --seconds S` on the launcher's TCP arm: two ready lines, core i
+/// on its own port, each echoes a client of its own (its counters at the end say so), and the
+/// server stops by itself after its seconds.
 #[test]
-fn server_prints_its_address_and_echoes() {
+fn server_on_two_cores_echoes_on_each_and_stops_after_its_seconds() {
     let mut child = Command::new(env!("CARGO_BIN_EXE_tcp-echo"))
-        .args(["server", "--listen", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
+        .args(["server", "--listen", "127.0.0.1:0", "--cores", "2"])
+        .args(["--seconds", "2"])
+        .stderr(Stdio::piped())
         .spawn()
         .expect("start tcp-echo server");
-    let mut first = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut first)
-        .unwrap();
-    let addr = first
-        .trim_end()
-        .strip_prefix("tcp-echo server on ")
-        .unwrap_or_else(|| panic!("ready line: {first:?}"))
-        .to_owned();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    let ready: Vec<String> = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .inspect(|l| seen.push(l.clone()))
+        .filter(|l| l.starts_with("[server] ready: "))
+        .take(2)
+        .collect();
     let result = std::panic::catch_unwind(|| {
-        let mut s = TcpStream::connect(&addr).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        let mut f = vec![0u8; HEADER_LEN];
-        write_header(&mut f, cornflakes::Msg::new(7, 0), 5);
-        f.extend_from_slice(b"hello");
-        s.write_all(&f).unwrap();
-        let mut reply = vec![0u8; HEADER_LEN + 5];
-        s.read_exact(&mut reply).unwrap();
-        assert_eq!(&reply[HEADER_LEN..], b"hello");
+        assert_eq!(ready.len(), 2, "{seen:?}");
+        for (i, l) in ready.iter().enumerate() {
+            assert!(
+                l.starts_with("[server] ready: tcp-echo (every mode) on 127.0.0.1:")
+                    && l.ends_with(&format!("(kernel TCP, core {i} of 2)")),
+                "{l}"
+            );
+            let addr = l.split(" on ").nth(1).unwrap().split(' ').next().unwrap();
+            echo_once(addr, format!("hello core {i}").as_bytes());
+        }
     });
-    let _ = child.kill();
-    let _ = child.wait();
+    // The rest of stderr, up to the exit; a server that does not stop is killed and fails.
+    let rest = std::thread::spawn(move || lines.map_while(Result::ok).collect::<Vec<_>>());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break Some(s);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
     if let Err(e) = result {
         std::panic::resume_unwind(e);
     }
+    let rest = rest.join().unwrap();
+    let status = status.unwrap_or_else(|| panic!("still running after 60 s: {rest:?}"));
+    assert!(status.success(), "{rest:?}");
+    let per_core = percore::core_lines(&rest, "[server]");
+    assert_eq!(per_core.len(), 2, "{rest:?}");
+    for (i, c) in per_core.iter().enumerate() {
+        assert!(
+            c.contains(" replied=1 ") && c.contains(" malformed=0 "),
+            "core {i}: {c}"
+        );
+    }
+    let done = rest
+        .iter()
+        .find_map(|l| l.strip_prefix("[server] tcp-echo done: "))
+        .unwrap_or_else(|| panic!("no summary: {rest:?}"));
+    assert!(
+        done.starts_with("received=2 replied=2 malformed=0 "),
+        "{done}"
+    );
 }

@@ -9,7 +9,6 @@ use kv_workloads::{GoogleConfig, WorkloadConfig, YcsbAccess, YcsbConfig};
 use loadgen::args::Args;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 const USAGE: &str = "\
 usage: kv-peers [--peers redis,memcached] [--workload ycsb|google|twitter|cdn]
@@ -92,12 +91,27 @@ fn slug(name: &str) -> String {
     out.trim_end_matches('-').to_owned()
 }
 
-fn main_inner() -> Result<(), String> {
-    let mut a = Args::new(std::env::args().skip(1).collect());
-    if a.switch("--help") || a.switch("-h") {
-        print!("{USAGE}");
-        return Ok(());
-    }
+/// The load flags ([`loadgen::args::LoadFlags`]) kv-peers honours: not `--mtu` (kernel TCP)
+/// nor `--spin` (its clients block on their connections).
+const LOAD_FLAGS: &[&str] = &[
+    "--rates",
+    "--duration",
+    "--warmup",
+    "--timeout-ms",
+    "--threads",
+    "--out",
+];
+
+/// What the command line asks for: the run, the output directory and the JSON path.
+#[derive(Debug)]
+struct Cli {
+    cfg: BenchConfig,
+    out: PathBuf,
+    json: Option<PathBuf>,
+}
+
+/// Reads the command line (all but `--help`); refuses what is left, with the usage.
+fn parse(mut a: Args) -> Result<Cli, String> {
     let mut cfg = BenchConfig {
         workload: workload(&mut a)?,
         ..BenchConfig::default()
@@ -105,23 +119,24 @@ fn main_inner() -> Result<(), String> {
     if let Some(p) = a.list::<Peer>("--peers")? {
         cfg.peers = p;
     }
-    if let Some(r) = a.list::<f64>("--rates")? {
+    let load = a.load_flags()?.only("kv-peers", LOAD_FLAGS)?;
+    if let Some(r) = load.rates {
         cfg.loads = r;
     }
-    if let Some(d) = a.secs("--duration")? {
+    if let Some(d) = load.duration {
         cfg.duration = d;
     }
-    if let Some(d) = a.secs("--warmup")? {
+    if let Some(d) = load.warmup {
         cfg.warmup = d;
     }
-    if let Some(ms) = a.parse::<u64>("--timeout-ms")? {
-        cfg.timeout = Duration::from_millis(ms);
+    if let Some(t) = load.timeout {
+        cfg.timeout = t;
+    }
+    if let Some(n) = load.threads {
+        cfg.threads = n;
     }
     if let Some(n) = a.parse("--requests")? {
         cfg.requests = n;
-    }
-    if let Some(n) = a.parse("--threads")? {
-        cfg.threads = n;
     }
     if let Some(n) = a.parse("--connections")? {
         cfg.connections = n;
@@ -139,19 +154,26 @@ fn main_inner() -> Result<(), String> {
         cfg.server.memory_mib = n;
     }
     cfg.progress = !a.switch("--quiet");
-    let out = PathBuf::from(
-        a.take("--out")?
-            .unwrap_or_else(|| "results/kv-peers".to_owned()),
-    );
+    let out = load
+        .out
+        .unwrap_or_else(|| PathBuf::from("results/kv-peers"));
     let json = a.take("--json")?.map(PathBuf::from);
     if let Err(e) = a.finish() {
         return Err(format!("{e}\n\n{USAGE}"));
     }
-    if cfg.threads == 0 || cfg.connections == 0 || cfg.requests == 0 || cfg.loads.is_empty() {
-        return Err(
-            "--threads, --connections, --requests and --rates must be non-empty / >= 1".into(),
-        );
+    if cfg.connections == 0 || cfg.requests == 0 || cfg.loads.is_empty() {
+        return Err("--connections and --requests must be >= 1, --rates non-empty".into());
     }
+    Ok(Cli { cfg, out, json })
+}
+
+fn main_inner() -> Result<(), String> {
+    let mut a = Args::new(std::env::args().skip(1).collect());
+    if a.switch("--help") || a.switch("-h") {
+        print!("{USAGE}");
+        return Ok(());
+    }
+    let Cli { cfg, out, json } = parse(a)?;
 
     let (stats, results) = run_bench(&cfg)?;
     let name = cfg.workload.build().map_err(|e| e.to_string())?.name();
@@ -195,6 +217,7 @@ fn main() -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     fn google(args: &[&str]) -> Result<GoogleConfig, String> {
         let mut a = Args::new(args.iter().map(|s| s.to_string()).collect());
@@ -204,6 +227,67 @@ mod tests {
             WorkloadConfig::Google(c) => Ok(c),
             other => panic!("not google: {other:?}"),
         }
+    }
+
+    /// The whole configuration a command line gives, as its `Debug` text (every field).
+    fn cli(line: &str) -> Result<String, String> {
+        parse(Args::from_line(line)).map(|c| format!("{c:?}"))
+    }
+
+    #[test]
+    fn a_full_command_line_sets_every_field() {
+        let got = cli(
+            "--peers memcached --workload ycsb --shape 2x2048 --access getlist --keys 1000 \
+             --rates 100,200 --duration 1.5 --warmup 0.25 --timeout-ms 40 --requests 5000 \
+             --threads 2 --connections 3 --seed 7 --all-points --memcached-threads 2 \
+             --memcached-mb 128 --out o --json j.json --quiet",
+        )
+        .unwrap();
+        let mut cfg = BenchConfig {
+            peers: vec![Peer::Memcached],
+            workload: WorkloadConfig::Ycsb(YcsbConfig {
+                keys: 1000,
+                ..YcsbConfig::with_shape("2x2048", YcsbAccess::GetList).unwrap()
+            }),
+            requests: 5000,
+            seed: 7,
+            loads: vec![100.0, 200.0],
+            duration: Duration::from_millis(1500),
+            warmup: Duration::from_millis(250),
+            timeout: Duration::from_millis(40),
+            threads: 2,
+            connections: 3,
+            stop_after_misses: 0,
+            progress: false,
+            ..BenchConfig::default()
+        };
+        cfg.server.memcached_threads = 2;
+        cfg.server.memory_mib = 128;
+        let want = Cli {
+            cfg,
+            out: PathBuf::from("o"),
+            json: Some(PathBuf::from("j.json")),
+        };
+        assert_eq!(got, format!("{want:?}"));
+        // Nothing given: the defaults.
+        let want = Cli {
+            cfg: BenchConfig::default(),
+            out: PathBuf::from("results/kv-peers"),
+            json: None,
+        };
+        assert_eq!(cli("").unwrap(), format!("{want:?}"));
+    }
+
+    #[test]
+    fn an_unknown_flag_is_refused_with_the_usage() {
+        let e = cli("--rates 100 --bogus 1").unwrap_err();
+        assert!(
+            e.starts_with("unexpected argument \"--bogus\"") && e.ends_with(USAGE),
+            "{e}"
+        );
+        assert!(cli("--rates")
+            .unwrap_err()
+            .contains("--rates needs a value"));
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! The flags of a benchmark command line (`--flag value`, `--switch`, comma lists, seconds),
-//! shared by the bench binaries (echo, kv, calibrate, kv-peers) so each parses them the same
-//! way; and the load flags every load-generating command takes ([`LoadFlags`]), read once
-//! here so each app adds only its own.
+//! shared by the bench binaries (echo, kv, calibrate, kv-peers, redis-cf-bench, tcp-echo) so
+//! each parses them the same way; and the load flags every load-generating command takes
+//! ([`LoadFlags`]), read once here so each app adds only its own (a command that honours only
+//! some of them refuses the rest with [`LoadFlags::only`]).
 
 use std::path::PathBuf;
 use std::str::FromStr;
@@ -182,6 +183,36 @@ macro_rules! load_settings {
 }
 
 impl LoadFlags {
+    /// The flags given, by name (`--rates`, …), in the order of the fields.
+    pub fn given(&self) -> Vec<&'static str> {
+        [
+            ("--rates", self.rates.is_some()),
+            ("--duration", self.duration.is_some()),
+            ("--warmup", self.warmup.is_some()),
+            ("--timeout-ms", self.timeout.is_some()),
+            ("--threads", self.threads.is_some()),
+            ("--mtu", self.mtu.is_some()),
+            ("--out", self.out.is_some()),
+            ("--spin", self.spin),
+        ]
+        .into_iter()
+        .filter_map(|(name, given)| given.then_some(name))
+        .collect()
+    }
+
+    /// These flags, when the command `cmd` honours every one given (`takes` names those it
+    /// honours); else an error naming the first it does not, so that a command running only
+    /// part of the load (kernel TCP has no MTU to set, say) accepts nothing silently.
+    pub fn only(self, cmd: &str, takes: &[&str]) -> Result<LoadFlags, String> {
+        match self.given().into_iter().find(|f| !takes.contains(f)) {
+            Some(f) => Err(format!(
+                "{cmd} does not take {f} (its load flags are {})",
+                takes.join(" ")
+            )),
+            None => Ok(self),
+        }
+    }
+
     /// Sets in `s` what was given (`--spin` only turns spinning on); leaves the rest.
     pub fn apply(&self, s: LoadSettings<'_>) {
         if let Some(r) = &self.rates {
@@ -297,6 +328,27 @@ mod tests {
     }
 
     #[test]
+    fn only_refuses_a_load_flag_the_command_does_not_honour() {
+        let takes = ["--rates", "--duration", "--out"];
+        let f = args("--rates 1,2 --out o").load_flags().unwrap();
+        assert_eq!(f.clone().only("tcp-thing", &takes), Ok(f));
+        assert_eq!(
+            args("--rates 1 --mtu 9000 --spin")
+                .load_flags()
+                .unwrap()
+                .only("tcp-thing", &takes)
+                .unwrap_err(),
+            "tcp-thing does not take --mtu (its load flags are --rates --duration --out)"
+        );
+        assert!(args("--spin")
+            .load_flags()
+            .unwrap()
+            .only("tcp-thing", &takes)
+            .unwrap_err()
+            .contains("does not take --spin"));
+    }
+
+    #[test]
     fn load_flags_set_what_was_given() {
         let mut a = args(
             "--rates 2,1 --duration 0.5 --warmup 1 --timeout-ms 20 --threads 0 --mtu 9000 \
@@ -335,6 +387,13 @@ mod tests {
         f.apply(crate::load_settings!(c));
         assert_eq!((c.threads, c.spin), (3, true));
         assert_eq!(a.finish().unwrap_err(), "unexpected argument \"--trials\"");
+        assert_eq!(
+            args("--spin --rates 1 --mtu 1500")
+                .load_flags()
+                .unwrap()
+                .given(),
+            ["--rates", "--mtu", "--spin"]
+        );
         assert_eq!(
             args("--timeout-ms -3").load_flags().unwrap_err(),
             "--timeout-ms \"-3\": invalid digit found in string"
