@@ -66,18 +66,20 @@ impl<'a> CFPtr<'a> {
                 return CFPtr::ZeroCopy(buf);
             }
         }
-        Self::fallback(data, arena)
+        CFPtr::Copy(Self::fallback(data, arena))
     }
 
     /// A value at least the threshold long that could not be referenced: counted, then copied.
-    /// Out of line, so the zero-copy path keeps its registers.
+    /// Out of line, so the zero-copy path keeps its registers; it returns the copy (two
+    /// registers), not a `CFPtr` (through memory, which the zero-copy path's `RcBuf` would then
+    /// share: built on the stack and copied into its place).
     #[cold]
     #[inline(never)]
-    fn fallback(data: &[u8], arena: &'a Arena) -> CFPtr<'a> {
+    fn fallback(data: &[u8], arena: &'a Arena) -> &'a [u8] {
         if !data.is_empty() {
             arena.count_fallback(data);
         }
-        CFPtr::Copy(arena.copy_slice(data))
+        arena.copy_slice(data)
     }
 
     /// Uses an existing pinned buffer: referenced when at least the threshold long, else copied

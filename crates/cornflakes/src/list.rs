@@ -164,7 +164,25 @@ impl<'a, T: Leaf<'a>> LeafList<'a, T> {
     #[inline]
     pub fn append(&mut self, v: T) {
         self.add_leaf(v.cf_ptr());
+        // `Vec::push` as is, not `push` below: the decode loop (its only hot caller) counts more
+        // instructions with that (docs/performance.md, issue 25's sixth round).
         self.items.push(v);
+    }
+
+    /// Pushes `v`, growing the storage out of line. The vector is handed to the growing call by
+    /// value, not by address: a call given the list's address would make the whole object
+    /// being built live in memory (its counters, its presence bits and the vector's length
+    /// stored and reloaded at every append, and the object copied when it is moved).
+    #[inline(always)]
+    fn push(&mut self, v: T) {
+        if self.items.len() < self.items.capacity() {
+            // Cannot grow: `Vec::push`'s own capacity check folds away.
+            self.items.push(v);
+        } else {
+            let bump = self.items.bump();
+            let items = std::mem::replace(&mut self.items, ManuallyDrop::new(BVec::new_in(bump)));
+            self.items = ManuallyDrop::new(pushed_grown(ManuallyDrop::into_inner(items), v));
+        }
     }
 
     /// Replaces element `i`, returning the old value (`None` if `i` is out of range).
@@ -288,13 +306,21 @@ impl<'a> LeafList<'a, CFBytes<'a>> {
     pub fn append_ref(&mut self, data: &'a [u8], arena: &'a Arena) {
         if data.len() < arena.threshold() {
             self.copy += data.len();
-            self.items.push(CFBytes(CFPtr::Copy(data)));
+            self.push(CFBytes(CFPtr::Copy(data)));
         } else {
             let p = CFPtr::reference_or_copy(data, arena);
             self.add_leaf(&p);
-            self.items.push(CFBytes(p));
+            self.push(CFBytes(p));
         }
     }
+}
+
+/// `items` with `v` pushed, after growing its storage (the vector is full).
+#[cold]
+#[inline(never)]
+fn pushed_grown<'a, T>(mut items: BVec<'a, T>, v: T) -> BVec<'a, T> {
+    items.push(v);
+    items
 }
 
 impl<'a, T> Index<usize> for LeafList<'a, T> {
@@ -589,6 +615,45 @@ mod tests {
         assert!(l.set(0, CFPtr::new_ref(&big, &arena)).is_some());
         assert_eq!(big.ref_count(), 2);
         drop(l);
+        assert_eq!(big.ref_count(), 1);
+    }
+
+    #[test]
+    fn append_ref_grows_past_the_capacity_keeping_every_value_and_reference() {
+        // `push` grows the storage out of line with the vector by value: every kind of value
+        // appended past the capacity (copied, referenced, and a long value outside pinned
+        // memory, copied by the fallback) is kept in order, counted, and released at the drop.
+        let mem = PinnedMemory::with_defaults().unwrap();
+        let arena = Arena::with_memory(&mem).with_threshold(512);
+        let big = mem.alloc_copy(&[7u8; 1024]).unwrap();
+        let small = mem.alloc_copy(&[1u8; 16]).unwrap();
+        let heap = vec![9u8; 700];
+        {
+            let mut l: LeafList<'_, CFBytes<'_>> = LeafList::with_capacity_in(0, &arena);
+            for i in 0..40 {
+                match i % 3 {
+                    0 => l.append_ref(&small, &arena),
+                    1 => l.append_ref(&big, &arena),
+                    _ => l.append_ref(&heap, &arena),
+                }
+            }
+            assert_eq!(l.len(), 40);
+            assert_eq!(big.ref_count(), 1 + 13);
+            assert_eq!(small.ref_count(), 1);
+            for (i, v) in l.iter().enumerate() {
+                let (want, zero_copy): (&[u8], bool) = match i % 3 {
+                    0 => (&small[..], false),
+                    1 => (&big[..], true),
+                    _ => (&heap[..], false),
+                };
+                assert_eq!(v.as_bytes(), want, "element {i}");
+                assert_eq!(v.ptr().is_zero_copy(), zero_copy, "element {i}");
+            }
+            let s = l.sizes();
+            assert_eq!((s.zero_copy_count, s.zero_copy_len), (13, 13 * 1024));
+            assert_eq!((s.header, s.copy), (40 * PAIR, 14 * 16 + 13 * 700));
+            assert_eq!(arena.zero_copy_fallbacks().total(), 13);
+        }
         assert_eq!(big.ref_count(), 1);
     }
 
