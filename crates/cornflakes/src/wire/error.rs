@@ -104,14 +104,9 @@ impl DecodeError {
     }
 
     /// Adds the field being decoded (`"Message.field"`), innermost first.
-    ///
-    /// `extern "C"` so that a generated decode calling it needs no unwinding landing pad
-    /// (see the decoder's error builders in `wire/decode.rs`); called from Rust only.
-    #[cold]
-    #[allow(improper_ctypes_definitions)]
-    pub extern "C" fn within(mut self, field: &'static str) -> DecodeError {
-        self.0.path.push(field);
-        self
+    #[inline(always)]
+    pub fn within(self, field: &'static str) -> DecodeError {
+        push_field(self, field)
     }
 
     /// What was wrong.
@@ -128,6 +123,18 @@ impl DecodeError {
     pub fn path(&self) -> impl Iterator<Item = &'static str> + '_ {
         self.0.path.iter().rev().copied()
     }
+}
+
+/// [`DecodeError::within`]'s work, out of line and `extern "C"`: a call that cannot unwind, so
+/// a generated decode calling it needs no landing pad that would drop the object being built
+/// through its address (see the decoder's error builders in `wire/decode.rs`). Called from
+/// Rust only.
+#[cold]
+#[inline(never)]
+#[allow(improper_ctypes_definitions)]
+extern "C" fn push_field(mut e: DecodeError, field: &'static str) -> DecodeError {
+    e.0.path.push(field);
+    e
 }
 
 impl fmt::Display for DecodeErrorKind {
