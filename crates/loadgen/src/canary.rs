@@ -45,8 +45,15 @@
 //! cores slower per request, each alone at normal speed: the common factor is the traffic
 //! between them. The hypothesis is that the host sometimes places the two vCPUs far apart
 //! (another CCX, CCD or socket), which makes every cross-core cache-line transfer dearer; an
-//! idle ping-pong on this VM reads about 55-79 ns per round trip. **Whether the pair reading flags that slow state is not shown yet**: the slow
-//! state has not been seen since the pair reading was added.
+//! idle ping-pong on this VM reads about 55-79 ns per round trip. **The pair reading does see that state** (third run of
+//! docs/results/2026-11-27/README.md, 04:54-04:58): its round trip was either about 62 ns or
+//! about 330 ns, never in between, and the trial's server work followed it (protobuf p50 461 vs
+//! 1021 ns, cornflakes 356 vs 701). **Judging it against the run's first reading does not
+//! work** for a state that flips both ways: a run whose first reading was unusually fast (30 ns)
+//! marked every trial slowed, and runs whose first reading was in the slow state marked none
+//! (their fast trials read "faster than the reference"). A reference taken from the whole
+//! run's readings (a low percentile, after the run) would classify them; it is not built. Until
+//! then, read `pair_round_trip_ns`.
 //!
 //! [`Canary::process`] is the one reference of a bench process (one process, one run); a
 //! [`Canary::new`] has its own (tests).
