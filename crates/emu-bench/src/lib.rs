@@ -137,7 +137,7 @@ pub use run::{
     DEFAULT_CHECK_EVERY, DEVICE_SATURATED, ETHERNET_WIRE_OVERHEAD, LINE_RATE_GBPS,
 };
 pub use search::{
-    control_line, control_note, median_records, replies_verified, table, trials_json, Bound,
-    EmuSummary, EmuTrial, LoadSummary, PAPER_CONTROL,
+    control_line, control_note, median_records, rebase_canaries, replies_verified, table,
+    trials_json, Bound, EmuSummary, EmuTrial, LoadSummary, PAPER_CONTROL,
 };
 pub use wire::{LoadWire, ReplyCheck, MAX_FAILURES_KEPT};

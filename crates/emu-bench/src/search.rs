@@ -99,8 +99,9 @@ impl<S> EmuTrial<S> {
             .is_some_and(|i| i.disturbed())
     }
 
-    /// Whether the machine was slower in this trial than at the run's start: its speed canary
-    /// took more than [`loadgen::canary::SLOWED_RATIO`] times the run's first
+    /// Whether the machine was slower in this trial than in its fast state: its speed canary
+    /// took more than [`loadgen::canary::SLOWED_RATIO`] times its reference (the run's first
+    /// reading; after [`rebase_canaries`], the whole run's)
     /// ([`loadgen::canary`]). Treated as a disturbed trial is.
     pub fn slowed(&self) -> bool {
         self.report.canary.as_ref().is_some_and(|c| c.slowed())
@@ -311,9 +312,9 @@ pub struct EmuSummary {
     pub disturbed: usize,
     /// Trials that ran on a slowed machine ([`EmuTrial::slowed`]), over the whole search.
     pub slowed: usize,
-    /// Trials whose speed canary was faster than the run's first by more than
-    /// [`loadgen::canary::SLOWED_RATIO`]: the run's reference was taken slowed, so its trials
-    /// near ratio 1 ran slowed too.
+    /// Trials whose speed canary was faster than its reference by more than
+    /// [`loadgen::canary::SLOWED_RATIO`]: the reference was taken slowed, so trials near
+    /// ratio 1 ran slowed too.
     pub faster_than_reference: usize,
     /// The device's cost per gather entry of its trials, nanoseconds (`--desc-ns`).
     pub desc_ns: u64,
@@ -588,6 +589,30 @@ pub fn median_records<S>(s: &Search<EmuTrial<S>>) -> Vec<Record> {
     v
 }
 
+/// Re-judges the speed canary of every trial of a run — all modes' searches — against
+/// references from the whole run ([`loadgen::canary::rebase`]), and updates each trial's
+/// record to match. Benches call it once every search is done, before the summaries, tables
+/// and JSON: a trial's progress line could only judge against the run's first reading, which
+/// misjudges a machine whose state flips both ways (docs/results/2026-11-27, "Third run").
+pub fn rebase_canaries<S>(searches: &mut [Search<EmuTrial<S>>]) {
+    let mut speeds: Vec<&mut loadgen::canary::Speed> = searches
+        .iter_mut()
+        .flat_map(|s| s.loads.iter_mut())
+        .flat_map(|v| v.trials.iter_mut())
+        .filter_map(|t| t.report.canary.as_mut())
+        .collect();
+    loadgen::canary::rebase(&mut speeds);
+    for t in searches
+        .iter_mut()
+        .flat_map(|s| s.loads.iter_mut())
+        .flat_map(|v| v.trials.iter_mut())
+    {
+        if let Some(c) = &t.report.canary {
+            t.record.set_canary(c);
+        }
+    }
+}
+
 /// Every trial of a search as JSON.
 pub fn trials_json<S>(s: &Search<EmuTrial<S>>) -> Vec<Value> {
     s.loads
@@ -744,9 +769,10 @@ pub fn table(summaries: &[EmuSummary], baseline: Option<&str>, trials: usize) ->
         let _ = writeln!(
             s,
             "\n{disturbed} trial(s) ran while other processes used the bench's CPUs \
-             (`disturbed` in emu-points.json) and {slowed} on a machine slower than at the \
-             run's start (its speed canary over {SLOWED_RATIO}x the run's first: `slowed` and \
-             `canary` in emu-points.json); a ratio marked \"(disturbed trials)\" or \
+             (`disturbed` in emu-points.json) and {slowed} on a machine slower than its fast \
+             state (its speed canary over {SLOWED_RATIO}x the run's reference, each CPU's and \
+             pair's 10th-percentile reading over the run: `slowed` and `canary` in \
+             emu-points.json); a ratio marked \"(disturbed trials)\" or \
              \"(slowed trials)\" rests on one: rerun on a quiet machine."
         );
     }
@@ -755,8 +781,8 @@ pub fn table(summaries: &[EmuSummary], baseline: Option<&str>, trials: usize) ->
         let _ = writeln!(
             s,
             "\n{faster} trial(s) ran their speed canary more than {SLOWED_RATIO}x faster than \
-             the run's first: the run started on a slowed machine, so trials not marked slowed \
-             may have been (see `canary` in emu-points.json)."
+             the run's reference: the machine was faster still in those, so trials not marked \
+             slowed may have been (see `canary` in emu-points.json)."
         );
     }
     s
@@ -945,6 +971,44 @@ mod tests {
         let t = table(&all, None, 3);
         assert!(t.contains("(--desc-ns): 0 ns"), "{t}");
     }
+    /// Once the run is over, every trial is judged against the whole run's readings: a run
+    /// whose first pair reading was in the slow state marks its slow trials after
+    /// `rebase_canaries`, and their records agree.
+    #[test]
+    fn rebase_canaries_judges_every_trial_against_the_whole_run() {
+        let canary = loadgen::canary::Canary::new();
+        let us = Duration::from_micros;
+        let cpus = [(0, us(700)), (1, us(705))];
+        // The run's first pair reading is slow (6.6 ms: 330 ns per round trip).
+        let first = canary.judge_with_pair(&cpus, Some(([0, 1], us(6600))));
+        assert!(!first.slowed());
+        let cfg = SearchConfig::new(vec![100.0, 200.0, 400.0, 800.0]);
+        // Mode `a` ran slow (like the first reading), mode `b` fast (62 ns per round trip).
+        let mut searches = search::<_, String, _>(&cfg, 2, |p| {
+            let mut r = report(p.offered_rps, p.offered_rps.min(300.0), 0.2);
+            let pair = [us(6600), us(1240)][p.lane];
+            r.canary = Some(canary.judge_with_pair(&cpus, Some(([0, 1], pair))));
+            Ok(EmuTrial::new(p, ["a", "b"][p.lane], "s", r, None, 0u32))
+        })
+        .unwrap();
+        let slowed = |s: &Search<EmuTrial<u32>>| {
+            s.loads
+                .iter()
+                .flat_map(|v| &v.trials)
+                .filter(|t| t.slowed())
+                .count()
+        };
+        assert_eq!((slowed(&searches[0]), slowed(&searches[1])), (0, 0));
+        rebase_canaries(&mut searches);
+        assert_eq!(slowed(&searches[0]), searches[0].trials_run());
+        assert_eq!(slowed(&searches[1]), 0);
+        let a = EmuSummary::of("a", &searches[0]);
+        assert_eq!(a.slowed, a.trials);
+        let t = &searches[0].loads[0].trials[0];
+        assert!(t.record.slowed());
+        assert!((t.record.canary_pair_ratio.unwrap() - 6600.0 / 1240.0).abs() < 1e-9);
+    }
+
     /// A trial whose speed canary read over 1.3x the run's first is slowed: its line says so,
     /// its JSON has the canary, and the summaries, the table and the control line count and mark
     /// it as they do a disturbed trial.

@@ -14,7 +14,7 @@
 //! [`Canary::check`] runs it on each of the trial's CPUs, on a thread pinned there (as the
 //! trial's threads are), one CPU after another, before the trial starts; a reading takes
 //! about 1.5 ms per CPU in a release build. The first reading of each CPU is its
-//! **reference**; every later trial gets the ratio of its reading to the reference
+//! **reference** while the run goes on (see [`rebase`] for after it); every later trial gets the ratio of its reading to the reference
 //! ([`Speed::ratio`], the largest of the CPUs' and the pair reading's, below), and a trial
 //! whose canary took more than [`SLOWED_RATIO`] times its reference is **slowed**
 //! ([`Speed::slowed`]), which the benches treat as they treat a disturbed trial.
@@ -51,9 +51,11 @@
 //! 1021 ns, cornflakes 356 vs 701). **Judging it against the run's first reading does not
 //! work** for a state that flips both ways: a run whose first reading was unusually fast (30 ns)
 //! marked every trial slowed, and runs whose first reading was in the slow state marked none
-//! (their fast trials read "faster than the reference"). A reference taken from the whole
-//! run's readings (a low percentile, after the run) would classify them; it is not built. Until
-//! then, read `pair_round_trip_ns`.
+//! (their fast trials read "faster than the reference"). So once a run is over, [`rebase`]
+//! judges every trial again against the whole run's readings (each CPU's and pair's
+//! [`REFERENCE_PERCENTILE`] reading): the emulated benches' tables and JSON use that judgment
+//! (`emu_bench::rebase_canaries`); a trial's progress line, printed before the run was over,
+//! and the socket/TCP benches' points still use the first reading.
 //!
 //! [`Canary::process`] is the one reference of a bench process (one process, one run); a
 //! [`Canary::new`] has its own (tests).
@@ -493,6 +495,51 @@ impl Speed {
     }
 }
 
+/// Which of a run's readings [`rebase`] takes as each CPU's (and pair's) reference: the
+/// reading at this fraction of the run's readings, fastest first. Low, so that the machine's
+/// fast state sets the reference when the run saw it at all (one run of 2026-11-27 had it in
+/// 15 % of its trials, the rest ≈ 5 × slower on the pair reading); not the fastest, so that
+/// one odd reading does not (another run's first pair reading was 30 ns against ≈ 62 ns for
+/// every other fast one, which marked all its trials slowed against the first reading).
+pub const REFERENCE_PERCENTILE: f64 = 0.1;
+
+/// Re-judges a whole run's canaries against references taken from the run's readings as a
+/// whole, once the run is over: each CPU's reference becomes its [`REFERENCE_PERCENTILE`]
+/// reading over `speeds`, and each pair's likewise. A trial's progress line was judged against
+/// the run's first reading (all it had then); a machine whose state flips both ways during a
+/// run (docs/results/2026-11-27, "Third run") is judged right only by this.
+pub fn rebase(speeds: &mut [&mut Speed]) {
+    let mut cpu: BTreeMap<usize, Vec<Duration>> = BTreeMap::new();
+    let mut pair: BTreeMap<[usize; 2], Vec<Duration>> = BTreeMap::new();
+    for s in speeds.iter() {
+        for (c, t) in s.cpus.iter().zip(&s.times) {
+            cpu.entry(*c).or_default().push(*t);
+        }
+        if let Some(p) = &s.pair {
+            pair.entry(p.cpus).or_default().push(p.time);
+        }
+    }
+    let low = |v: &mut Vec<Duration>| {
+        v.sort();
+        let i = ((v.len() - 1) as f64 * REFERENCE_PERCENTILE).round() as usize;
+        v[i]
+    };
+    let cpu: BTreeMap<usize, Duration> =
+        cpu.into_iter().map(|(c, mut v)| (c, low(&mut v))).collect();
+    let pair: BTreeMap<[usize; 2], Duration> = pair
+        .into_iter()
+        .map(|(c, mut v)| (c, low(&mut v)))
+        .collect();
+    for s in speeds.iter_mut() {
+        for (r, c) in s.reference.iter_mut().zip(&s.cpus) {
+            *r = cpu[c];
+        }
+        if let Some(p) = &mut s.pair {
+            p.reference = pair[&p.cpus];
+        }
+    }
+}
+
 /// The note under a table of `records` when some were slowed ([`Record::slowed`]): how many,
 /// and what it means; `None` when none were.
 pub fn slowed_note(records: &[Record]) -> Option<String> {
@@ -615,6 +662,58 @@ impl Canary {
 
 #[cfg(test)]
 mod tests {
+
+    /// After a run, each CPU and pair is judged against a low percentile of the whole run's
+    /// readings: a run whose first pair reading was an odd fast one, or in the slow state,
+    /// still marks exactly its slow-state trials (the two failures of 2026-11-27's third run).
+    #[test]
+    fn rebase_judges_a_run_against_its_own_fast_state_whatever_its_first_reading() {
+        let us = Duration::from_micros;
+        let speed = |pair_us: u64| Speed {
+            cpus: vec![0, 1],
+            times: vec![us(700), us(705)],
+            reference: vec![us(700), us(705)],
+            pair: Some(Pair {
+                cpus: [0, 1],
+                time: us(pair_us),
+                reference: us(600), // the run's first: an odd fast reading
+            }),
+        };
+        // 1 odd fast reading, 12 fast (1240 us = 62 ns per round trip), 7 slow (6600 us).
+        let mut run: Vec<Speed> = std::iter::once(speed(600))
+            .chain((0..12).map(|_| speed(1240)))
+            .chain((0..7).map(|_| speed(6600)))
+            .collect();
+        assert!(
+            run[1..13].iter().all(|s| s.slowed()),
+            "judged against the odd first reading"
+        );
+        rebase(&mut run.iter_mut().collect::<Vec<_>>());
+        assert!(run[1..13]
+            .iter()
+            .all(|s| !s.slowed() && (s.ratio() - 1.0).abs() < 1e-9));
+        assert!(run[13..]
+            .iter()
+            .all(|s| s.slowed() && s.pair_ratio().unwrap() > 5.0));
+        assert_eq!(run[0].pair.as_ref().unwrap().reference, us(1240));
+        // A run that starts slow and is mostly slow: 17 slow readings first, 3 fast ones.
+        let mut run: Vec<Speed> = (0..17)
+            .map(|_| speed(6600))
+            .chain((0..3).map(|_| speed(1240)))
+            .collect();
+        for s in &mut run {
+            s.pair.as_mut().unwrap().reference = us(6600);
+        }
+        assert!(
+            run.iter().all(|s| !s.slowed()),
+            "judged against a slow first reading"
+        );
+        rebase(&mut run.iter_mut().collect::<Vec<_>>());
+        assert_eq!(run.iter().filter(|s| s.slowed()).count(), 17);
+        // The per-CPU references are the CPUs' own low readings.
+        assert_eq!(run[0].reference, vec![us(700), us(705)]);
+    }
+
     use super::*;
 
     #[test]
