@@ -580,14 +580,7 @@ impl PinnedMemory {
     where
         F: FnMut(&Region) -> io::Result<Option<u64>> + 'static,
     {
-        let regions: Vec<*const Region> = self
-            .inner()
-            .state
-            .borrow()
-            .regions
-            .iter()
-            .map(|r| &**r as *const Region)
-            .collect();
+        let regions = self.region_ptrs();
         for r in regions {
             // SAFETY: regions are boxed and live as long as `inner`.
             let r = unsafe { &*r };
@@ -597,16 +590,22 @@ impl PinnedMemory {
         Ok(())
     }
 
-    /// Calls `f` on every region now mapped.
-    pub fn for_each_region(&self, mut f: impl FnMut(&Region)) {
-        let regions: Vec<*const Region> = self
-            .inner()
+    /// The regions now mapped, as pointers: a snapshot taken with the state borrowed only for
+    /// the copy, so a callback over them may allocate (and map a region) without a double
+    /// borrow. Regions are boxed and live as long as `inner`.
+    fn region_ptrs(&self) -> Vec<*const Region> {
+        self.inner()
             .state
             .borrow()
             .regions
             .iter()
             .map(|r| &**r as *const Region)
-            .collect();
+            .collect()
+    }
+
+    /// Calls `f` on every region now mapped.
+    pub fn for_each_region(&self, mut f: impl FnMut(&Region)) {
+        let regions = self.region_ptrs();
         for r in regions {
             // SAFETY: as in `set_registrar`.
             f(unsafe { &*r });
