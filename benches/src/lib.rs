@@ -467,9 +467,9 @@ impl Cf {
     }
 }
 
-/// Serialize-and-send of `m` up to the descriptors, then the completion releasing them. The
-/// send consumes the object: its zero-copy references move into the descriptors
-/// ([`CornflakesObj::into_zero_copy`]), as a datapath's consuming send does.
+/// Serialize-and-send of `m` up to the descriptors, then the completion releasing them. Each
+/// descriptor takes a counted reference to its value ([`cornflakes::PinnedRef::to_rcbuf`]), as
+/// a datapath's send does: the object borrows its values and holds none.
 #[inline(always)]
 fn send<O: CornflakesObj>(m: O, tx: &mut [u8], ring: &mut [Desc]) -> usize {
     let s = m.sizes();
@@ -483,13 +483,14 @@ fn send<O: CornflakesObj>(m: O, tx: &mut [u8], ring: &mut [Desc]) -> usize {
     }
     let mut slot = 1;
     let mut keep = Demote::NONE;
-    m.into_zero_copy(&mut keep, &mut |b: RcBuf| {
+    m.for_each_zero_copy(&mut keep, &mut |b: cornflakes::PinnedRef<'_>| {
         let d = &mut ring[slot];
         d.addr = b.as_ptr() as u64;
         d.len = b.len() as u32;
-        d.buf = Some(b);
+        d.buf = Some(b.to_rcbuf());
         slot += 1;
     });
+    drop(m);
     // Completion: the device is done, the references go.
     for d in &mut ring[1..slot] {
         d.buf = None;

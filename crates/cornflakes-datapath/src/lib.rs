@@ -32,8 +32,8 @@
 //! code, only pinned memory (`cornflakes-mem`).
 //!
 //! # Buffer ownership on send
-//! A send clones (reference count + 1) every [`RcBuf`] it posts and keeps the clone until the
-//! device completes that descriptor. The application may drop or replace its buffers as soon
+//! A send takes a counted reference (reference count + 1, an [`RcBuf`]) to every buffer it
+//! posts and keeps it until the device completes that descriptor. The application may drop or replace its buffers as soon
 //! as the send call returns; a pinned buffer is never written while any reference exists, so
 //! the bytes on the wire are the bytes at the time of the call.
 
@@ -575,7 +575,7 @@ pub fn object_to_sga<O: SendObject + ?Sized>(
             out.push(head.freeze());
         }
     }
-    plan.for_each_zero_copy(|b| out.push(b.clone()));
+    plan.for_each_zero_copy(|b| out.push(b.to_rcbuf()));
     Ok(out)
 }
 

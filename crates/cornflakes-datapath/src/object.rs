@@ -10,7 +10,7 @@
 use std::fmt;
 use std::ops::{Add, AddAssign};
 
-use cornflakes_mem::RcBuf;
+use cornflakes_mem::PinnedRef;
 
 /// An object a datapath can serialize and send: a head (the HEADER AREA and COPY AREA, written
 /// into the first transmit buffer) followed by its zero-copy leaves, each its own descriptor.
@@ -36,8 +36,10 @@ pub trait SendObject {
     ) -> Result<usize, BufferTooSmall>;
 
     /// Calls `f` on each zero-copy leaf kept by `demote`, in wire order
-    /// (`CornflakesObj::for_each_zero_copy`).
-    fn for_each_object_leaf<F: FnMut(&RcBuf)>(&self, demote: &mut Demote, f: &mut F);
+    /// (`CornflakesObj::for_each_zero_copy`): a view that holds no reference count (the object
+    /// borrows its leaves); a datapath takes a counted reference
+    /// ([`PinnedRef::to_rcbuf`]) for each descriptor it posts.
+    fn for_each_object_leaf<F: FnMut(PinnedRef<'_>)>(&self, demote: &mut Demote, f: &mut F);
 
     /// Lengths of the zero-copy leaves in wire order, for planning a [`Demote`]
     /// (`CornflakesObj::zero_copy_lens`).

@@ -1,7 +1,7 @@
 //! Serialize into your own buffer and get the scatter-gather entries for the rest: the
 //! serialize-and-send of a datapath, for datapaths and framings outside this project.
 
-use cornflakes_mem::RcBuf;
+use cornflakes_mem::PinnedRef;
 
 use crate::object::{BufferTooSmall, Demote, SendObject, Sizes};
 use crate::plan_demote;
@@ -85,9 +85,10 @@ impl<'o, O: SendObject + ?Sized> SendPlan<'o, O> {
     }
 
     /// Calls `f` on each zero-copy entry, in wire order: post each as its own descriptor,
-    /// keeping a clone (`RcBuf::clone`) until the device is done with it.
+    /// keeping a counted reference (`PinnedRef::to_rcbuf`) until the device is done with it.
+    /// The object holds none of its own (its entries are borrowed views).
     #[inline]
-    pub fn for_each_zero_copy(&self, mut f: impl FnMut(&RcBuf)) {
+    pub fn for_each_zero_copy(&self, mut f: impl FnMut(PinnedRef<'_>)) {
         let mut walk = self.demote;
         self.obj.for_each_object_leaf(&mut walk, &mut f);
     }

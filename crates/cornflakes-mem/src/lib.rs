@@ -28,6 +28,7 @@
 #[cfg(any(test, feature = "fixtures"))]
 mod baseline;
 mod fallback;
+mod keep;
 mod pool;
 mod rcbuf;
 pub mod region;
@@ -36,6 +37,7 @@ mod table;
 #[cfg(any(test, feature = "fixtures"))]
 pub use baseline::HashMapRecover;
 pub use fallback::{ZeroCopyFallback, ZeroCopyFallbacks};
+pub use keep::Keeper;
 pub use pool::{AllocError, ConfigError, MemoryConfig, MemoryStats, PinnedMemory};
-pub use rcbuf::{RcBuf, RcBufMut, RefCountOverflow, MAX_REFS};
+pub use rcbuf::{PinnedRef, RcBuf, RcBufMut, RefCountOverflow, MAX_REFS};
 pub use region::{Backing, HugePages, Region, CHUNK_SIZE};

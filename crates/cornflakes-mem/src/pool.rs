@@ -6,7 +6,7 @@ use std::io;
 use std::marker::PhantomData;
 use std::ptr::NonNull;
 
-use super::rcbuf::{RcBuf, RcBufMut, RefCountOverflow, MUT_FLAG};
+use super::rcbuf::{PinnedRef, RcBuf, RcBufMut, RefCountOverflow, MUT_FLAG};
 use super::region::{Backing, HugePages, Region, CHUNK_SHIFT, CHUNK_SIZE};
 use super::table::{ChunkTable, Slot};
 use crate::fallback::ZeroCopyFallback;
@@ -478,16 +478,26 @@ impl PinnedMemory {
     /// [`recover_ptr`](Self::recover_ptr) that reports a saturated reference count as an error.
     #[inline]
     pub fn try_recover_ptr(&self, data: &[u8]) -> Result<Option<RcBuf>, RefCountOverflow> {
+        match self.recover_ref(data) {
+            Some(r) => r.try_to_rcbuf().map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Pointer recovery without a reference: when `data` lies inside one live item of this
+    /// memory, a [`PinnedRef`] view of exactly that slice, borrowed for as long as `data` is
+    /// (the item's count is not touched: whatever lends `data` keeps the item alive). The
+    /// refusals are [`recover_ptr`](Self::recover_ptr)'s, except that a saturated count is
+    /// not one (it matters only when a reference is taken, [`PinnedRef::to_rcbuf`]).
+    #[inline]
+    pub fn recover_ref<'d>(&self, data: &'d [u8]) -> Option<PinnedRef<'d>> {
         let addr = data.as_ptr() as usize;
         let len = data.len();
         let key = addr >> CHUNK_SHIFT;
         let inner = self.inner();
         let (chunk, refcnts, shift) = match inner.last.get(key) {
             Some(hit) => hit,
-            None => match self.find_chunk(key) {
-                Some(found) => found,
-                None => return Ok(None),
-            },
+            None => self.find_chunk(key)?,
         };
         let chunk_base = key << CHUNK_SHIFT;
         let idx = (addr - chunk_base) >> shift;
@@ -497,27 +507,30 @@ impl PinnedMemory {
             .checked_add(len.wrapping_sub(1))
             .map(|l| l.wrapping_sub(chunk_base) >> shift);
         if last != Some(idx) {
-            return Ok(None);
+            return None;
         }
         // SAFETY: `idx` < items per chunk because `addr` is inside the chunk (same key), and the
         // refcount array has one entry per item; the chunk outlives this call.
         let rc = unsafe { &*refcnts.add(idx) };
         let n = rc.get();
         if n == 0 || n & MUT_FLAG != 0 {
-            return Ok(None);
+            return None;
         }
         let item_base = chunk_base + (idx << shift);
-        // SAFETY: the slice is inside live item `idx` of `chunk`, whose count is non-zero.
-        unsafe {
-            RcBuf::recovered(
+        // SAFETY: the slice is inside live item `idx` of `chunk`, held by at least one
+        // `RcBuf` (count in 1..=MAX_REFS) and by no `RcBufMut`. Safe code reaches the bytes
+        // of such an item only through an `RcBuf` (or a view borrowed from one), so `data`'s
+        // lender holds a reference for all of `'d`: the count stays at least 1 and the bytes
+        // unchanged (an item is written only through an `RcBufMut`) for as long as the view.
+        Some(unsafe {
+            PinnedRef::borrowed(
                 NonNull::new_unchecked(addr as *mut u8),
                 len,
                 addr - item_base,
                 NonNull::from(rc),
                 NonNull::new_unchecked(chunk as *mut Chunk),
             )
-        }
-        .map(Some)
+        })
     }
 
     /// The table slot of chunk `key` (probing the table, which a recovery does when the chunk

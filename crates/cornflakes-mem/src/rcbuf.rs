@@ -201,6 +201,231 @@ impl RcBuf {
     }
 }
 
+impl RcBuf {
+    /// A borrowed view of all of this buffer, holding no reference of its own (the borrow keeps
+    /// the item alive). See [`PinnedRef`].
+    #[inline]
+    pub fn pinned(&self) -> PinnedRef<'_> {
+        PinnedRef {
+            ptr: self.ptr,
+            len: self.len,
+            off: self.off,
+            refcnt: self.refcnt,
+            chunk: self.chunk,
+            _borrow: PhantomData,
+        }
+    }
+
+    /// A borrowed view of `start..start+len` of this buffer (no reference taken), `None` when
+    /// that is out of bounds.
+    #[inline]
+    pub fn pinned_slice(&self, start: usize, len: usize) -> Option<PinnedRef<'_>> {
+        match start.checked_add(len) {
+            Some(end) if end <= self.len() => {}
+            _ => return None,
+        }
+        Some(PinnedRef {
+            // SAFETY: start <= len, so the pointer stays inside the view.
+            ptr: unsafe { NonNull::new_unchecked(self.ptr.as_ptr().add(start)) },
+            len: len as u32,
+            off: self.off + start as u32,
+            refcnt: self.refcnt,
+            chunk: self.chunk,
+            _borrow: PhantomData,
+        })
+    }
+}
+
+/// A view of pinned memory borrowed for `'a`, holding no reference count: what an object keeps
+/// for a zero-copy value whose bytes outlive it (a stored value, a received packet).
+///
+/// The borrow keeps the item alive, so while the view lives its bytes cannot be freed or
+/// rewritten; a reference is taken only where one must outlive the borrow — a descriptor that
+/// the device completes later — with [`to_rcbuf`](Self::to_rcbuf). So building an object from
+/// borrowed values and dropping it touches no count, and the object needs no drop.
+///
+/// ```
+/// let mem = cornflakes_mem::PinnedMemory::with_defaults().unwrap();
+/// let buf = mem.alloc_copy(&[7u8; 600]).unwrap();
+/// let r = mem.recover_ref(&buf[100..300]).expect("inside one live item");
+/// assert_eq!((r.len(), buf.ref_count()), (200, 1)); // no reference taken
+/// let desc = r.to_rcbuf(); // a descriptor's reference
+/// assert_eq!((desc.len(), buf.ref_count()), (200, 2));
+/// ```
+///
+/// Like [`RcBuf`] it is neither `Send` nor `Sync`.
+#[derive(Clone, Copy)]
+pub struct PinnedRef<'a> {
+    ptr: NonNull<u8>,
+    len: u32,
+    off: u32,
+    refcnt: NonNull<Cell<u32>>,
+    chunk: NonNull<Chunk>,
+    _borrow: PhantomData<&'a RcBuf>,
+}
+
+impl<'a> PinnedRef<'a> {
+    /// Builds a view of a live item without touching its count.
+    ///
+    /// # Safety
+    /// `ptr..ptr+len` lies inside the item whose count is `refcnt` (`off` is `ptr`'s offset in
+    /// it, `chunk` its chunk), and something else keeps the item's count at least 1, and its
+    /// bytes unchanged, for all of `'a`.
+    #[inline]
+    pub(crate) unsafe fn borrowed(
+        ptr: NonNull<u8>,
+        len: usize,
+        off: usize,
+        refcnt: NonNull<Cell<u32>>,
+        chunk: NonNull<Chunk>,
+    ) -> PinnedRef<'a> {
+        PinnedRef {
+            ptr,
+            len: len as u32,
+            off: off as u32,
+            refcnt,
+            chunk,
+            _borrow: PhantomData,
+        }
+    }
+
+    /// The same view with another lifetime.
+    ///
+    /// # Safety
+    /// The item stays alive (count at least 1) and unchanged for all of `'b`.
+    #[inline]
+    pub(crate) unsafe fn extend_to<'b>(self) -> PinnedRef<'b> {
+        PinnedRef {
+            ptr: self.ptr,
+            len: self.len,
+            off: self.off,
+            refcnt: self.refcnt,
+            chunk: self.chunk,
+            _borrow: PhantomData,
+        }
+    }
+
+    /// Length of the view.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len as usize
+    }
+
+    /// Whether the view is empty.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The viewed bytes, for as long as the borrow.
+    #[inline]
+    pub fn as_slice(&self) -> &'a [u8] {
+        // SAFETY: `ptr..ptr+len` is inside an item kept alive, unchanged, for `'a` (the
+        // constructors' contract).
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len as usize) }
+    }
+
+    /// Address of the first viewed byte (for a device descriptor).
+    #[inline]
+    pub fn as_ptr(&self) -> *const u8 {
+        self.ptr.as_ptr()
+    }
+
+    /// A view of `start..start+len` of this view, `None` when that is out of bounds.
+    #[inline]
+    pub fn sub(&self, start: usize, len: usize) -> Option<PinnedRef<'a>> {
+        match start.checked_add(len) {
+            Some(end) if end <= self.len() => {}
+            _ => return None,
+        }
+        Some(PinnedRef {
+            // SAFETY: start <= len, so the pointer stays inside the view.
+            ptr: unsafe { NonNull::new_unchecked(self.ptr.as_ptr().add(start)) },
+            len: len as u32,
+            off: self.off + start as u32,
+            ..*self
+        })
+    }
+
+    /// A counted reference to the same bytes (the count + 1), or an error when the count is
+    /// saturated: what a descriptor holds until its completion.
+    #[inline]
+    pub fn try_to_rcbuf(&self) -> Result<RcBuf, RefCountOverflow> {
+        // SAFETY: the view's contract: the item is live for `'a`, `ptr..ptr+len` inside it.
+        unsafe {
+            RcBuf::recovered(
+                self.ptr,
+                self.len(),
+                self.off as usize,
+                self.refcnt,
+                self.chunk,
+            )
+        }
+    }
+
+    /// A counted reference to the same bytes.
+    ///
+    /// # Panics
+    /// When the count is already [`MAX_REFS`], as [`RcBuf::clone`] does; use
+    /// [`try_to_rcbuf`](Self::try_to_rcbuf) to handle that case.
+    #[inline]
+    pub fn to_rcbuf(&self) -> RcBuf {
+        match self.try_to_rcbuf() {
+            Ok(b) => b,
+            Err(e) => overflow_panic(e),
+        }
+    }
+
+    /// The region the bytes live in (its registration handle is there).
+    #[inline]
+    pub fn region(&self) -> &'a Region {
+        // SAFETY: the item is live for `'a`, and regions outlive every item in them.
+        unsafe { &*self.chunk.as_ref().region }
+    }
+
+    /// Offset of the first viewed byte from the start of its region.
+    #[inline]
+    pub fn region_offset(&self) -> usize {
+        self.ptr.as_ptr() as usize - self.region().base() as usize
+    }
+
+    /// Number of live references to the underlying item (the view holds none).
+    pub fn ref_count(&self) -> u32 {
+        // SAFETY: the item, and so its chunk's count array, is live for `'a`.
+        unsafe { self.refcnt.as_ref() }.get()
+    }
+}
+
+impl Deref for PinnedRef<'_> {
+    type Target = [u8];
+    #[inline]
+    fn deref(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
+impl AsRef<[u8]> for PinnedRef<'_> {
+    fn as_ref(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
+impl PartialEq for PinnedRef<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl fmt::Debug for PinnedRef<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PinnedRef")
+            .field("ptr", &self.ptr)
+            .field("len", &self.len)
+            .field("refs", &self.ref_count())
+            .finish()
+    }
+}
+
 impl Clone for RcBuf {
     /// Adds one reference.
     ///

@@ -13,7 +13,7 @@
 //! a slice of that buffer or of a zero-copy entry.
 
 use cornflakes_datapath::{ConnId, Msg, SendError, SendObject, SendPlan};
-use cornflakes_mem::{PinnedMemory, RcBuf, RcBufMut};
+use cornflakes_mem::{PinnedMemory, PinnedRef, RcBuf, RcBufMut};
 
 use crate::checksum::Accumulator;
 use crate::iface::{EthStack, FRAME_OVERHEAD};
@@ -76,14 +76,14 @@ pub fn send_object<S: TxSink, O: SendObject>(
     if tmpl.caps().udp_tx {
         let mut acc = Accumulator::new();
         acc.add(&hb[TEMPLATE_LEN..]);
-        send.for_each_zero_copy(|b: &RcBuf| acc.add(b));
+        send.for_each_zero_copy(|b: PinnedRef<'_>| acc.add(&b));
         HeaderTemplate::set_udp_checksum(&mut hb, tmpl.udp_checksum(udp_payload, acc.sum()));
     }
     // Post one behind, so the last descriptor of the frame is known when it is posted.
     let mut pending = hb.freeze();
-    send.for_each_zero_copy(|b: &RcBuf| {
+    send.for_each_zero_copy(|b: PinnedRef<'_>| {
         if !b.is_empty() {
-            let prev = std::mem::replace(&mut pending, b.clone());
+            let prev = std::mem::replace(&mut pending, b.to_rcbuf());
             sink.post(prev, false);
         }
     });
@@ -117,14 +117,14 @@ fn send_object_segmented<S: TxSink, O: SendObject>(
     let head = head.freeze();
     let pieces = 1 + sizes.zero_copy_count;
     send_pieces(stack, mem, sink, conn, msg, plan, pieces, &mut |f| {
-        f(&head);
-        send.for_each_zero_copy(|b: &RcBuf| f(b));
+        f(head.pinned());
+        send.for_each_zero_copy(|b: PinnedRef<'_>| f(b));
     })
 }
 
 /// Produces a message's pieces in order, each through the callback it is given (walked once,
 /// or twice when software sums them first).
-pub type PieceWalk<'a> = dyn FnMut(&mut dyn FnMut(&RcBuf)) + 'a;
+pub type PieceWalk<'a> = dyn FnMut(&mut dyn FnMut(PinnedRef<'_>)) + 'a;
 
 /// Sends the concatenation of the pieces `walk` produces (called once or twice, producing the
 /// same pieces each time), one header descriptor per frame.
@@ -161,7 +161,7 @@ fn send_pieces<S: TxSink>(
             a.add(&h[TEMPLATE_LEN..]);
         }
         let mut cur = Cursor::new(plan);
-        walk(&mut |b: &RcBuf| {
+        walk(&mut |b: PinnedRef<'_>| {
             cur.feed(b.len(), |p| {
                 accs[p.frame].add(&b[p.offset..p.offset + p.len])
             });
@@ -173,14 +173,17 @@ fn send_pieces<S: TxSink>(
     }
     let mut hdrs = headers.into_iter().map(RcBufMut::freeze);
     let mut cur = Cursor::new(plan);
-    walk(&mut |b: &RcBuf| {
+    walk(&mut |b: PinnedRef<'_>| {
         cur.feed(b.len(), |p| {
             if p.starts_frame {
                 if let Some(h) = hdrs.next() {
                     sink.post(h, false);
                 }
             }
-            sink.post(b.slice(p.offset..p.offset + p.len), p.ends_frame);
+            // The cursor cuts pieces inside the entry it is fed: `sub` always succeeds.
+            if let Some(piece) = b.sub(p.offset, p.len) {
+                sink.post(piece.to_rcbuf(), p.ends_frame);
+            }
         });
     });
     Ok(())
@@ -212,7 +215,7 @@ pub fn send_sga<S: TxSink>(
     }
     send_pieces(stack, mem, sink, conn, msg, plan, n, &mut |f| {
         for e in entries.iter().filter(|e| !e.is_empty()) {
-            f(e);
+            f(e.pinned());
         }
     })
 }

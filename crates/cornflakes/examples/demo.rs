@@ -5,7 +5,7 @@
 
 use cornflakes::handwritten::GetM;
 use cornflakes::{
-    Arena, CFBytes, CFString, CornflakesObj, DecodeObj, PinnedMemory, RcBuf, SendPlan,
+    Arena, CFBytes, CFString, CornflakesObj, DecodeObj, PinnedMemory, PinnedRef, RcBuf, SendPlan,
 };
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -63,9 +63,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         plan.write_head(&mut head)?;
         let mut entries = vec![head.len()];
         let mut wire = head;
-        plan.for_each_zero_copy(|b: &RcBuf| {
+        plan.for_each_zero_copy(|b: PinnedRef<'_>| {
             entries.push(b.len());
-            wire.extend_from_slice(b);
+            wire.extend_from_slice(&b);
         });
         println!("  scatter-gather entries: {entries:?}");
         let rx = Arena::new();

@@ -4,7 +4,7 @@ use std::cell::Cell;
 
 use bumpalo::Bump;
 
-use crate::mem::PinnedMemory;
+use crate::mem::{Keeper, PinnedMemory, PinnedRef, RcBuf};
 
 /// The default zero-copy threshold in bytes (paper §5): fields at least this long are sent by
 /// scatter-gather when their memory is pinned.
@@ -100,6 +100,8 @@ pub struct Arena {
     /// The most `allocated_bytes` seen at a reset or a query.
     high_water: Cell<usize>,
     limit: Option<usize>,
+    /// Pinned buffers given to the arena's objects ([`keep`](Self::keep)), released at reset.
+    kept: Keeper,
 }
 
 /// The arena holds more than its limit ([`Arena::check_limit`]).
@@ -134,6 +136,7 @@ impl Arena {
             fallbacks: Cell::new(ZeroCopyFallbacks::default()),
             high_water: Cell::new(0),
             limit: None,
+            kept: Keeper::default(),
         }
     }
 
@@ -184,7 +187,29 @@ impl Arena {
     /// (the borrow checker enforces it).
     pub fn reset(&mut self) {
         self.note_high_water();
+        self.kept.clear();
         self.bump.reset();
+    }
+
+    /// Keeps `buf` until the next [`reset`](Self::reset) (or the arena's drop) and returns a
+    /// view of it for the arena's objects: how an object holds a pinned buffer it was given
+    /// rather than borrowed ([`CFPtr::from_rcbuf`](crate::CFPtr::from_rcbuf)), so that objects
+    /// themselves own nothing and need no drop.
+    ///
+    /// ```
+    /// use cornflakes::{Arena, PinnedMemory};
+    /// let mem = PinnedMemory::with_defaults().unwrap();
+    /// let mut arena = Arena::with_memory(&mem);
+    /// let buf = mem.alloc_copy(&[5u8; 900]).unwrap();
+    /// let probe = buf.clone();
+    /// let view = arena.keep(buf);
+    /// assert_eq!((view.len(), probe.ref_count()), (900, 2));
+    /// arena.reset(); // the arena's reference goes
+    /// assert_eq!(probe.ref_count(), 1);
+    /// ```
+    #[inline]
+    pub fn keep(&self, buf: RcBuf) -> PinnedRef<'_> {
+        self.kept.keep(buf)
     }
 
     fn note_high_water(&self) -> usize {

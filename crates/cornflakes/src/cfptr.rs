@@ -5,7 +5,7 @@ use std::fmt;
 use std::str::Utf8Error;
 
 use crate::arena::Arena;
-use crate::mem::RcBuf;
+use crate::mem::{PinnedRef, RcBuf};
 
 /// A bytes or string field's value (paper Listing 3).
 ///
@@ -13,12 +13,21 @@ use crate::mem::RcBuf;
 /// shorter than the arena's threshold → copied into the arena; otherwise, if the bytes lie in a
 /// live pinned buffer, that buffer is recovered and referenced; otherwise copied after all, and
 /// counted in the arena's [`zero_copy_fallbacks`](Arena::zero_copy_fallbacks).
+///
+/// A pointer owns nothing: both kinds borrow bytes that live at least as long as the object
+/// (`'a`), so a pointer is `Copy` and an object needs no drop. A zero-copy value is a
+/// [`PinnedRef`], a view of pinned memory holding no reference count: its bytes are a stored
+/// value or a received packet that outlives the object, or a pinned buffer given to the
+/// arena, which keeps it until its reset ([`Arena::keep`]). A send takes a counted reference
+/// ([`PinnedRef::to_rcbuf`]) only for what outlives the object: each descriptor, until the
+/// device is done with it.
+#[derive(Clone, Copy)]
 pub enum CFPtr<'a> {
     /// Bytes copied into the transmit buffer at send time. They live in the arena, or in a
     /// received packet or caller data that outlives the object.
     Copy(&'a [u8]),
-    /// A reference to pinned memory, sent as its own scatter-gather entry.
-    ZeroCopy(RcBuf),
+    /// A view of pinned memory, sent as its own scatter-gather entry.
+    ZeroCopy(PinnedRef<'a>),
 }
 
 impl<'a> CFPtr<'a> {
@@ -26,19 +35,29 @@ impl<'a> CFPtr<'a> {
     ///
     /// The threshold is compared first; only a value at least the threshold long goes on to
     /// pointer recovery (a table probe and the item's reference count).
+    ///
+    /// The bytes need not outlive the object: a zero-copy value takes a reference that the
+    /// arena keeps until its reset ([`Arena::keep`]). For bytes that do outlive it,
+    /// [`new_ref`](Self::new_ref) takes none.
     #[inline(always)]
     pub fn new(data: &[u8], arena: &'a Arena) -> CFPtr<'a> {
         if data.len() < arena.threshold() {
             return CFPtr::Copy(arena.copy_slice(data));
         }
-        Self::reference_or_copy(data, arena)
+        if let Some(mem) = arena.memory() {
+            if let Some(buf) = mem.recover_ptr(data) {
+                return CFPtr::ZeroCopy(arena.keep(buf));
+            }
+        }
+        CFPtr::Copy(Self::fallback(data, arena))
     }
 
     /// [`new`](Self::new) for bytes that outlive the object (a value in a store, a received
     /// packet): the same choice, except that a value shorter than the threshold is borrowed
     /// instead of copied into the arena, so its bytes are copied once, into the transmit buffer
     /// at send time. A value at least the threshold long is referenced by pointer recovery (or
-    /// copied and counted when that fails), as with `new`.
+    /// copied and counted when that fails), as with `new`, but borrowed: no reference count is
+    /// taken until a send posts it.
     ///
     /// ```
     /// use cornflakes::{Arena, CFPtr, PinnedMemory};
@@ -48,6 +67,7 @@ impl<'a> CFPtr<'a> {
     /// let (s, b) = (CFPtr::new_ref(&store[0], &arena), CFPtr::new_ref(&store[1], &arena));
     /// assert!(!s.is_zero_copy() && b.is_zero_copy());
     /// assert_eq!(s.as_bytes().as_ptr(), store[0].as_ptr()); // borrowed, not copied
+    /// assert_eq!(store[1].ref_count(), 1); // referenced, no count taken
     /// ```
     #[inline(always)]
     pub fn new_ref(data: &'a [u8], arena: &'a Arena) -> CFPtr<'a> {
@@ -57,13 +77,13 @@ impl<'a> CFPtr<'a> {
         Self::reference_or_copy(data, arena)
     }
 
-    /// [`new`](Self::new) for a value at least the threshold long: a reference when its bytes
-    /// lie in one live pinned item, else copied and counted.
+    /// [`new_ref`](Self::new_ref) for a value at least the threshold long: a view when its
+    /// bytes lie in one live pinned item, else copied and counted.
     #[inline(always)]
-    pub(crate) fn reference_or_copy(data: &[u8], arena: &'a Arena) -> CFPtr<'a> {
+    pub(crate) fn reference_or_copy(data: &'a [u8], arena: &'a Arena) -> CFPtr<'a> {
         if let Some(mem) = arena.memory() {
-            if let Some(buf) = mem.recover_ptr(data) {
-                return CFPtr::ZeroCopy(buf);
+            if let Some(r) = mem.recover_ref(data) {
+                return CFPtr::ZeroCopy(r);
             }
         }
         CFPtr::Copy(Self::fallback(data, arena))
@@ -82,22 +102,24 @@ impl<'a> CFPtr<'a> {
         arena.copy_slice(data)
     }
 
-    /// Uses an existing pinned buffer: referenced when at least the threshold long, else copied
-    /// into the arena (the buffer is given up, so its bytes must be kept somewhere). When the
-    /// buffer outlives the object, [`from_rcbuf_ref`](Self::from_rcbuf_ref) avoids that copy.
+    /// Uses an existing pinned buffer: referenced when at least the threshold long (the arena
+    /// keeps the buffer until its reset, [`Arena::keep`]), else copied into the arena (the
+    /// buffer is given up, so its bytes must be kept somewhere). When the buffer outlives the
+    /// object, [`from_rcbuf_ref`](Self::from_rcbuf_ref) avoids both.
     #[inline]
     pub fn from_rcbuf(buf: RcBuf, arena: &'a Arena) -> CFPtr<'a> {
         if buf.len() >= arena.threshold() && !buf.is_empty() {
-            CFPtr::ZeroCopy(buf)
+            CFPtr::ZeroCopy(arena.keep(buf))
         } else {
             CFPtr::Copy(arena.copy_slice(&buf))
         }
     }
 
-    /// Uses a pinned buffer that outlives the object (a stored value, say): referenced (one
-    /// more reference) when at least the threshold long, else borrowed, so its bytes are copied
-    /// once, into the transmit buffer at send time. Unlike [`from_rcbuf`](Self::from_rcbuf),
-    /// a short value is neither copied into the arena first nor its reference count touched.
+    /// Uses a pinned buffer that outlives the object (a stored value, say): referenced when at
+    /// least the threshold long, else borrowed, so its bytes are copied once, into the transmit
+    /// buffer at send time. Either way the buffer's reference count is not touched (a send
+    /// takes one per descriptor), and unlike [`from_rcbuf`](Self::from_rcbuf) a short value is
+    /// not copied into the arena first.
     ///
     /// ```
     /// use cornflakes::{Arena, CFPtr, PinnedMemory};
@@ -106,13 +128,13 @@ impl<'a> CFPtr<'a> {
     /// let (small, big) = (mem.alloc_copy(b"tiny").unwrap(), mem.alloc_copy(&[1u8; 600]).unwrap());
     /// let (s, b) = (CFPtr::from_rcbuf_ref(&small, &arena), CFPtr::from_rcbuf_ref(&big, &arena));
     /// assert!(!s.is_zero_copy() && b.is_zero_copy());
-    /// assert_eq!((small.ref_count(), big.ref_count()), (1, 2));
+    /// assert_eq!((small.ref_count(), big.ref_count()), (1, 1));
     /// assert_eq!(s.as_bytes().as_ptr(), small.as_ptr()); // borrowed, not copied
     /// ```
     #[inline]
     pub fn from_rcbuf_ref(buf: &'a RcBuf, arena: &Arena) -> CFPtr<'a> {
         if buf.len() >= arena.threshold() && !buf.is_empty() {
-            CFPtr::ZeroCopy(buf.clone())
+            CFPtr::ZeroCopy(buf.pinned())
         } else {
             CFPtr::Copy(buf.as_slice())
         }
@@ -126,8 +148,8 @@ impl<'a> CFPtr<'a> {
 
     /// The bytes.
     #[inline]
-    pub fn as_bytes(&self) -> &[u8] {
-        match self {
+    pub fn as_bytes(&self) -> &'a [u8] {
+        match *self {
             CFPtr::Copy(b) => b,
             CFPtr::ZeroCopy(r) => r.as_slice(),
         }
@@ -154,23 +176,23 @@ impl<'a> CFPtr<'a> {
         matches!(self, CFPtr::ZeroCopy(_))
     }
 
-    /// The pinned buffer, for zero-copy values.
+    /// The view of pinned memory, for zero-copy values.
     #[inline]
-    pub fn as_rcbuf(&self) -> Option<&RcBuf> {
-        match self {
+    pub fn as_pinned(&self) -> Option<PinnedRef<'a>> {
+        match *self {
             CFPtr::ZeroCopy(r) => Some(r),
             CFPtr::Copy(_) => None,
         }
     }
-}
 
-impl Clone for CFPtr<'_> {
-    /// Shares the value: a copied value borrows the same bytes, a zero-copy one adds a reference.
-    fn clone(&self) -> Self {
-        match self {
-            CFPtr::Copy(b) => CFPtr::Copy(b),
-            CFPtr::ZeroCopy(r) => CFPtr::ZeroCopy(r.clone()),
-        }
+    /// A counted reference to a zero-copy value's bytes (one more reference, which outlives
+    /// the object), `None` for a copied value.
+    ///
+    /// # Panics
+    /// When the count is saturated, as [`RcBuf::clone`] does.
+    #[inline]
+    pub fn to_rcbuf(&self) -> Option<RcBuf> {
+        self.as_pinned().map(|r| r.to_rcbuf())
     }
 }
 

@@ -14,9 +14,9 @@
 use bumpalo::boxed::Box as ABox;
 
 use crate::arena::Arena;
-use crate::cfptr::{CFBytes, CFPtr, CFString};
+use crate::cfptr::{CFBytes, CFString};
 use crate::list::{Leaf, LeafList, MessageList, PackedList};
-use crate::mem::RcBuf;
+use crate::mem::PinnedRef;
 use crate::obj::{CornflakesObj, DecodeObj, Sizes};
 use crate::wire::{DecodeError, Demote, Encoder, HeaderReader, Presence, PAIR};
 
@@ -174,23 +174,12 @@ impl CornflakesObj for GetM<'_> {
     }
 
     #[inline]
-    fn for_each_zero_copy<F: FnMut(&RcBuf)>(&self, demote: &mut Demote, f: &mut F) {
+    fn for_each_zero_copy<F: FnMut(PinnedRef<'_>)>(&self, demote: &mut Demote, f: &mut F) {
         if self.p.words[0] & 2 != 0 {
             self.keys.for_each_zero_copy(demote, f);
         }
         if self.p.words[0] & 4 != 0 {
             self.vals.for_each_zero_copy(demote, f);
-        }
-    }
-
-    #[inline]
-    fn into_zero_copy<F: FnMut(RcBuf)>(self, demote: &mut Demote, f: &mut F) {
-        let b = self.p.words[0];
-        if b & 2 != 0 {
-            self.keys.into_zero_copy(demote, f);
-        }
-        if b & 4 != 0 {
-            self.vals.into_zero_copy(demote, f);
         }
     }
 }
@@ -309,20 +298,9 @@ impl CornflakesObj for Inner<'_> {
         sub
     }
 
-    fn for_each_zero_copy<F: FnMut(&RcBuf)>(&self, demote: &mut Demote, f: &mut F) {
+    fn for_each_zero_copy<F: FnMut(PinnedRef<'_>)>(&self, demote: &mut Demote, f: &mut F) {
         if self.has_b() {
-            if let Some(b) = self.b.ptr().as_rcbuf() {
-                if demote.keep_zero_copy(b.len()) {
-                    f(b);
-                }
-            }
-        }
-    }
-
-    #[inline]
-    fn into_zero_copy<F: FnMut(RcBuf)>(self, demote: &mut Demote, f: &mut F) {
-        if self.has_b() {
-            if let CFPtr::ZeroCopy(b) = self.b.into_ptr() {
+            if let Some(b) = self.b.ptr().as_pinned() {
                 if demote.keep_zero_copy(b.len()) {
                     f(b);
                 }
@@ -481,7 +459,7 @@ impl CornflakesObj for Outer<'_> {
         sub
     }
 
-    fn for_each_zero_copy<F: FnMut(&RcBuf)>(&self, demote: &mut Demote, f: &mut F) {
+    fn for_each_zero_copy<F: FnMut(PinnedRef<'_>)>(&self, demote: &mut Demote, f: &mut F) {
         let b = self.p.words[0];
         if b & 2 != 0 {
             if let Some(m) = &self.in_ {
@@ -490,19 +468,6 @@ impl CornflakesObj for Outer<'_> {
         }
         if b & 8 != 0 {
             self.list.for_each_zero_copy(demote, f);
-        }
-    }
-
-    #[inline]
-    fn into_zero_copy<F: FnMut(RcBuf)>(self, demote: &mut Demote, f: &mut F) {
-        let b = self.p.words[0];
-        if b & 2 != 0 {
-            if let Some(m) = self.in_ {
-                ABox::into_inner(m).into_zero_copy(demote, f);
-            }
-        }
-        if b & 8 != 0 {
-            self.list.into_zero_copy(demote, f);
         }
     }
 }

@@ -56,18 +56,21 @@ pub mod send {
     //! let value = mem.alloc_copy(&[7u8; 4096]).unwrap();
     //! let mut m = GetM::new_in(&arena);
     //! m.set_id(1);
-    //! m.get_mut_vals().append(CFBytes::new(&value[..], &arena));
+    //! m.get_mut_vals().append(CFBytes::new_ref(&value[..], &arena));
     //!
     //! // My NIC takes 4 descriptors per frame; my framing header is 16 bytes.
     //! let plan = SendPlan::new(&m, 4 - 1);
     //! let mut tx = vec![0u8; 16 + plan.head_len()]; // or a pinned transmit buffer
     //! let head = plan.write_head(&mut tx[16..]).unwrap();
-    //! // Post `tx[..16 + head]`, then each zero-copy entry, keeping a clone until completion.
+    //! // Post `tx[..16 + head]`, then each zero-copy entry, keeping a reference until
+    //! // completion.
     //! let mut entries: Vec<RcBuf> = Vec::new();
-    //! plan.for_each_zero_copy(|b| entries.push(b.clone()));
+    //! plan.for_each_zero_copy(|b| entries.push(b.to_rcbuf()));
     //! let sent: usize = head + entries.iter().map(|b| b.len()).sum::<usize>();
     //! assert_eq!((sent, entries.len()), (plan.total_len(), plan.zero_copy_entries()));
-    //! assert_eq!(value.ref_count(), 3); // ours, the object's, the posted entry's
+    //! assert_eq!(value.ref_count(), 2); // ours and the posted entry's: the object borrows
+    //! drop(entries); // the completion
+    //! assert_eq!(value.ref_count(), 1);
     //! ```
     pub use cornflakes_datapath::SendPlan;
 }
@@ -80,7 +83,9 @@ pub use bumpalo;
 pub use cfptr::{CFBytes, CFPtr, CFString};
 pub use datapath::{ConnId, Datapath, DelegateDatapath, DropCounters, Msg, RxMsg, SendError};
 pub use list::{Leaf, LeafList, MessageList, PackedList};
-pub use mem::{AllocError, ConfigError, HugePages, MemoryConfig, PinnedMemory, RcBuf, RcBufMut};
+pub use mem::{
+    AllocError, ConfigError, HugePages, MemoryConfig, PinnedMemory, PinnedRef, RcBuf, RcBufMut,
+};
 pub use obj::{CornflakesObj, DecodeObj, Sizes};
 pub use send::SendPlan;
 pub use threshold::{default_threshold, threshold_setting, ThresholdSetting, ThresholdSource};
@@ -105,7 +110,7 @@ macro_rules! include_schema {
 /// `impl SendObject` once per message; so does an object implemented by hand.
 ///
 /// ```
-/// # use cornflakes::{wire::{Demote, Encoder}, CornflakesObj, RcBuf, Sizes};
+/// # use cornflakes::{wire::{Demote, Encoder}, CornflakesObj, PinnedRef, Sizes};
 /// struct Empty;
 /// impl CornflakesObj for Empty {
 ///     fn sizes(&self) -> Sizes {
@@ -114,7 +119,7 @@ macro_rules! include_schema {
 ///     fn emit(&self, enc: &mut Encoder<'_>, pos: usize) -> usize {
 ///         enc.bitmap(pos, &[])
 ///     }
-///     fn for_each_zero_copy<F: FnMut(&RcBuf)>(&self, _: &mut Demote, _: &mut F) {}
+///     fn for_each_zero_copy<F: FnMut(PinnedRef<'_>)>(&self, _: &mut Demote, _: &mut F) {}
 /// }
 /// impl cornflakes::datapath::SendObject for Empty {
 ///     cornflakes::send_object_methods!();
@@ -143,7 +148,7 @@ macro_rules! send_object_methods {
         }
 
         #[inline]
-        fn for_each_object_leaf<F: FnMut(&$crate::RcBuf)>(
+        fn for_each_object_leaf<F: FnMut($crate::mem::PinnedRef<'_>)>(
             &self,
             demote: &mut $crate::wire::Demote,
             f: &mut F,

@@ -7,16 +7,15 @@ use bumpalo::collections::Vec as BVec;
 
 use crate::arena::Arena;
 use crate::cfptr::{CFBytes, CFPtr, CFString};
-use crate::mem::RcBuf;
+use crate::mem::PinnedRef;
 use crate::obj::{CornflakesObj, Sizes};
 use crate::wire::{Demote, Encoder, Scalar, PAIR};
 
 /// A string/bytes value type that can be a list element.
 ///
-/// A [`LeafList`] drops only its zero-copy elements (each releases its reference); an element
-/// whose pointer is a copy owns nothing (its bytes live in the arena or outlive the object) and
-/// is forgotten with the list's storage, which the arena frees at its reset. An implementation
-/// must therefore hold nothing that needs dropping beyond its [`CFPtr`].
+/// A [`LeafList`] never drops its elements: they are forgotten with the list's storage, which
+/// the arena frees at its reset. A [`CFPtr`] owns nothing (both kinds borrow), so an
+/// implementation must hold nothing that needs dropping.
 pub trait Leaf<'a> {
     /// The hybrid pointer holding the value.
     fn cf_ptr(&self) -> &CFPtr<'a>;
@@ -73,29 +72,17 @@ impl<'a> Leaf<'a> for CFString<'a> {
 
 /// A repeated string/bytes field.
 ///
-/// Its storage is an arena vector that is never given back piecemeal: dropping the list
-/// releases the zero-copy elements' references (none to walk when there are none) and leaves
-/// the memory to the arena's reset.
+/// Its storage is an arena vector that is never given back piecemeal: dropping the list does
+/// nothing (its elements own nothing) and leaves the memory to the arena's reset.
 pub struct LeafList<'a, T> {
     items: ManuallyDrop<BVec<'a, T>>,
     /// COPY AREA bytes of the copied elements.
     copy: usize,
     /// ZERO-COPY AREA bytes of the zero-copy elements.
     zero_copy_len: usize,
-    /// Zero-copy elements (0: dropping the list has nothing to release). The pair array's
-    /// bytes follow from the length, so the list keeps no header count.
+    /// Zero-copy elements. The pair array's bytes follow from the length, so the list keeps
+    /// no header count.
     zero_copy_count: usize,
-}
-
-impl<T> Drop for LeafList<'_, T> {
-    #[inline]
-    fn drop(&mut self) {
-        if self.zero_copy_count != 0 {
-            // Drops every element (the zero-copy ones release their references); the storage
-            // stays with the arena until its reset (not handed back to it here).
-            self.items.clear();
-        }
-    }
 }
 
 impl<'a, T: Leaf<'a>> LeafList<'a, T> {
@@ -112,7 +99,7 @@ impl<'a, T: Leaf<'a>> LeafList<'a, T> {
 
     /// Makes the list empty with room for `cap` elements, in place: what a generated
     /// `init_*` does. A fresh list (nothing appended) only gets its storage; one with elements
-    /// drops them first (the zero-copy ones release their references).
+    /// forgets them first.
     #[inline]
     pub fn reset_with_capacity(&mut self, cap: usize) {
         if !self.items.is_empty() {
@@ -128,7 +115,7 @@ impl<'a, T: Leaf<'a>> LeafList<'a, T> {
         }
     }
 
-    /// Drops every element and zeroes the sizes.
+    /// Forgets every element and zeroes the sizes.
     #[cold]
     #[inline(never)]
     fn clear(&mut self) {
@@ -250,32 +237,12 @@ impl<'a, T: Leaf<'a>> LeafList<'a, T> {
 
     /// Calls `f` on each zero-copy element kept by `demote`.
     #[inline]
-    pub fn for_each_zero_copy<F: FnMut(&RcBuf)>(&self, demote: &mut Demote, f: &mut F) {
+    pub fn for_each_zero_copy<F: FnMut(PinnedRef<'_>)>(&self, demote: &mut Demote, f: &mut F) {
         if self.zero_copy_count == 0 {
             return;
         }
         for v in self.items.iter() {
-            if let CFPtr::ZeroCopy(b) = v.cf_ptr() {
-                if demote.keep_zero_copy(b.len()) {
-                    f(b);
-                }
-            }
-        }
-    }
-
-    /// Consumes the list, handing each zero-copy element kept by `demote` to `f` by value (its
-    /// reference moves, no clone); the demoted ones release theirs.
-    #[inline]
-    pub fn into_zero_copy<F: FnMut(RcBuf)>(mut self, demote: &mut Demote, f: &mut F) {
-        if self.zero_copy_count == 0 {
-            return;
-        }
-        // The list's own drop then has nothing to release.
-        self.zero_copy_count = 0;
-        let bump = self.items.bump();
-        let items = std::mem::replace(&mut *self.items, BVec::new_in(bump));
-        for v in items {
-            if let CFPtr::ZeroCopy(b) = v.into_ptr() {
+            if let CFPtr::ZeroCopy(b) = *v.cf_ptr() {
                 if demote.keep_zero_copy(b.len()) {
                     f(b);
                 }
@@ -419,17 +386,9 @@ impl<'a, M: CornflakesObj> MessageList<'a, M> {
     }
 
     /// Calls `f` on each zero-copy leaf of every element, in order.
-    pub fn for_each_zero_copy<F: FnMut(&RcBuf)>(&self, demote: &mut Demote, f: &mut F) {
+    pub fn for_each_zero_copy<F: FnMut(PinnedRef<'_>)>(&self, demote: &mut Demote, f: &mut F) {
         for m in self.items.iter() {
             m.for_each_zero_copy(demote, f);
-        }
-    }
-
-    /// Consumes the list, handing every element's zero-copy leaves to `f` by value, in order
-    /// (see [`CornflakesObj::into_zero_copy`]).
-    pub fn into_zero_copy<F: FnMut(RcBuf)>(self, demote: &mut Demote, f: &mut F) {
-        for m in self.items {
-            m.into_zero_copy(demote, f);
         }
     }
 }
@@ -586,43 +545,44 @@ mod tests {
     use crate::mem::PinnedMemory;
 
     #[test]
-    fn dropping_a_leaf_list_releases_exactly_its_zero_copy_references() {
+    fn a_leaf_list_holds_no_reference_and_the_arena_keeps_what_new_took() {
         let mem = PinnedMemory::with_defaults().unwrap();
-        let arena = Arena::with_memory(&mem).with_threshold(512);
+        let mut arena = Arena::with_memory(&mem).with_threshold(512);
         let big = mem.alloc_copy(&[7u8; 1024]).unwrap();
         let small = mem.alloc_copy(&[1u8; 16]).unwrap();
         {
             let mut l: LeafList<'_, CFBytes<'_>> = LeafList::with_capacity_in(1, &arena);
             l.append(CFBytes::new_ref(&small, &arena));
             l.append(CFBytes::new_ref(&big, &arena));
+            // `new` does not borrow its bytes: the zero-copy value's reference is the arena's.
             l.append(CFBytes::new(&big[..600], &arena));
             l.append(CFBytes::new(&[3u8; 8], &arena));
-            assert_eq!((big.ref_count(), small.ref_count()), (3, 1));
+            assert_eq!((big.ref_count(), small.ref_count()), (2, 1));
             assert_eq!(l.sizes().zero_copy_count, 2);
             assert_eq!(
                 l.iter().map(|v| v.len()).sum::<usize>(),
                 16 + 1024 + 600 + 8
             );
+            // A send's reference, held past the list, is its own.
+            let desc = l[1].ptr().to_rcbuf().expect("zero-copy");
+            drop(l);
+            assert_eq!((big.ref_count(), desc.len()), (3, 1024));
         }
+        assert_eq!(big.ref_count(), 2);
+        arena.reset();
         assert_eq!((big.ref_count(), small.ref_count()), (1, 1));
-        // A list of copies only forgets its storage; nothing to release.
-        let mut l: LeafList<'_, CFPtr<'_>> = LeafList::with_capacity_in(0, &arena);
-        l.append(CFPtr::new(b"abc", &arena));
-        drop(l);
-        // Replacing an element keeps the zero-copy count (and so the drop) right.
+        // Replacing an element keeps the zero-copy count right.
         let mut l: LeafList<'_, CFPtr<'_>> = LeafList::with_capacity_in(1, &arena);
         l.append(CFPtr::new(b"abc", &arena));
         assert!(l.set(0, CFPtr::new_ref(&big, &arena)).is_some());
-        assert_eq!(big.ref_count(), 2);
-        drop(l);
-        assert_eq!(big.ref_count(), 1);
+        assert_eq!((l.sizes().zero_copy_count, big.ref_count()), (1, 1));
     }
 
     #[test]
     fn append_ref_grows_past_the_capacity_keeping_every_value_and_reference() {
         // `push` grows the storage out of line with the vector by value: every kind of value
         // appended past the capacity (copied, referenced, and a long value outside pinned
-        // memory, copied by the fallback) is kept in order, counted, and released at the drop.
+        // memory, copied by the fallback) is kept in order and counted; none takes a reference.
         let mem = PinnedMemory::with_defaults().unwrap();
         let arena = Arena::with_memory(&mem).with_threshold(512);
         let big = mem.alloc_copy(&[7u8; 1024]).unwrap();
@@ -638,7 +598,7 @@ mod tests {
                 }
             }
             assert_eq!(l.len(), 40);
-            assert_eq!(big.ref_count(), 1 + 13);
+            assert_eq!(big.ref_count(), 1);
             assert_eq!(small.ref_count(), 1);
             for (i, v) in l.iter().enumerate() {
                 let (want, zero_copy): (&[u8], bool) = match i % 3 {
@@ -658,7 +618,7 @@ mod tests {
     }
 
     #[test]
-    fn reset_with_capacity_empties_the_list_and_releases_its_references() {
+    fn reset_with_capacity_empties_the_list() {
         let mem = PinnedMemory::with_defaults().unwrap();
         let arena = Arena::with_memory(&mem).with_threshold(512);
         let big = mem.alloc_copy(&[7u8; 1024]).unwrap();
@@ -667,11 +627,9 @@ mod tests {
         assert!(l.is_empty());
         l.append(CFBytes::new_ref(&big, &arena));
         l.append(CFBytes::new(b"abc", &arena));
-        assert_eq!(big.ref_count(), 2);
         assert_eq!(l.sizes().zero_copy_count, 1);
-        // Emptied in place: the reference goes, the sizes start again.
+        // Emptied in place: the sizes start again.
         l.reset_with_capacity(1);
-        assert_eq!(big.ref_count(), 1);
         assert!(l.is_empty());
         assert_eq!(l.sizes(), Sizes::default());
         l.append(CFBytes::new(b"xy", &arena));
@@ -683,7 +641,6 @@ mod tests {
                 ..Sizes::default()
             }
         );
-        drop(l);
         assert_eq!(big.ref_count(), 1);
     }
 }

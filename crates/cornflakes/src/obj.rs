@@ -4,7 +4,7 @@ use cornflakes_datapath::{SendObject, SizedLeaf};
 
 use crate::arena::Arena;
 use crate::cfptr::CFPtr;
-use crate::mem::RcBuf;
+use crate::mem::{PinnedRef, RcBuf};
 use crate::wire::{BufferTooSmall, DecodeError, Decoder, Demote, Encoder, HeaderReader};
 
 /// The sizes of an object's three areas (defined with the datapath interface, which sizes its
@@ -28,7 +28,8 @@ impl SizedLeaf for CFPtr<'_> {
 /// A datapath sends an object in two walks: [`emit`](Self::emit) writes the HEADER AREA and
 /// COPY AREA into the first transmit buffer (after the packet header), then
 /// [`for_each_zero_copy`](Self::for_each_zero_copy) hands each zero-copy leaf, in wire order,
-/// to a callback that posts it as its own descriptor. [`sizes`](Self::sizes) says up front how
+/// to a callback that posts it as its own descriptor (taking a counted reference for it: the
+/// object's leaves are borrowed views, [`PinnedRef`]). [`sizes`](Self::sizes) says up front how
 /// large the first buffer is and how many descriptors follow.
 ///
 /// Datapaths send through the datapath interface's [`SendObject`], which every `CornflakesObj`
@@ -44,21 +45,7 @@ pub trait CornflakesObj: SendObject {
     fn emit(&self, enc: &mut Encoder<'_>, pos: usize) -> usize;
 
     /// Calls `f` on each zero-copy leaf kept by `demote`, in wire order.
-    fn for_each_zero_copy<F: FnMut(&RcBuf)>(&self, demote: &mut Demote, f: &mut F);
-
-    /// Consumes the object, handing each zero-copy leaf kept by `demote` to `f` by value, in
-    /// wire order: the same leaves as [`for_each_zero_copy`](Self::for_each_zero_copy), but the
-    /// object's own references move into `f` (a datapath posts them as descriptors and releases
-    /// them at completion: one clone and one release less per leaf than cloning from a
-    /// borrowed object and dropping it). Leaves `demote` does not keep are released. Generated
-    /// objects move; this default clones, then drops the object.
-    #[inline]
-    fn into_zero_copy<F: FnMut(RcBuf)>(self, demote: &mut Demote, f: &mut F)
-    where
-        Self: Sized,
-    {
-        self.for_each_zero_copy(demote, &mut |b: &RcBuf| f(b.clone()));
-    }
+    fn for_each_zero_copy<F: FnMut(PinnedRef<'_>)>(&self, demote: &mut Demote, f: &mut F);
 
     /// Writes HEADER AREA + COPY AREA into the start of `buf` and returns the bytes written,
     /// `sizes.head() + demoted`; a shorter `buf` is refused with [`BufferTooSmall`] before
@@ -85,7 +72,7 @@ pub trait CornflakesObj: SendObject {
     fn zero_copy_lens(&self) -> Vec<usize> {
         let mut v = Vec::new();
         let mut keep_all = Demote::NONE;
-        self.for_each_zero_copy(&mut keep_all, &mut |b: &RcBuf| v.push(b.len()));
+        self.for_each_zero_copy(&mut keep_all, &mut |b: PinnedRef<'_>| v.push(b.len()));
         v
     }
 
@@ -102,8 +89,8 @@ pub trait CornflakesObj: SendObject {
         }
         let mut pos = self.write_header_and_copy(&s, &mut buf[..total], Demote::NONE, 0)?;
         let mut keep_all = Demote::NONE;
-        self.for_each_zero_copy(&mut keep_all, &mut |b: &RcBuf| {
-            buf[pos..pos + b.len()].copy_from_slice(b);
+        self.for_each_zero_copy(&mut keep_all, &mut |b: PinnedRef<'_>| {
+            buf[pos..pos + b.len()].copy_from_slice(&b);
             pos += b.len();
         });
         Ok(total)

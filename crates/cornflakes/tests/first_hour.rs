@@ -131,7 +131,7 @@ fn send_plan_gives_head_and_descriptors() {
         let mut entries = 0;
         plan.for_each_zero_copy(|b| {
             entries += 1;
-            wire.extend_from_slice(b);
+            wire.extend_from_slice(&b);
         });
         assert_eq!(entries, plan.zero_copy_entries(), "max {max_zc}");
         assert_eq!(entries, max_zc.min(3));

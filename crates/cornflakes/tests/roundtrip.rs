@@ -5,7 +5,9 @@
 use cornflakes::handwritten::{GetM, Inner, Outer};
 use cornflakes::mem::{HugePages, MemoryConfig};
 use cornflakes::wire::Demote;
-use cornflakes::{Arena, CFBytes, CFPtr, CFString, CornflakesObj, DecodeObj, PinnedMemory, RcBuf};
+use cornflakes::{
+    Arena, CFBytes, CFPtr, CFString, CornflakesObj, DecodeObj, PinnedMemory, PinnedRef, RcBuf,
+};
 use proptest::prelude::*;
 
 /// A leaf value: its bytes and whether the source lives in pinned memory.
@@ -172,8 +174,8 @@ fn two_walk<O: CornflakesObj>(obj: &O, max_zc: usize) -> (Vec<u8>, usize) {
         .expect("sized by the plan");
     let mut entries = 1;
     let mut walk = plan;
-    obj.for_each_zero_copy(&mut walk, &mut |b: &RcBuf| {
-        wire.extend_from_slice(b);
+    obj.for_each_zero_copy(&mut walk, &mut |b: PinnedRef<'_>| {
+        wire.extend_from_slice(&b);
         entries += 1;
     });
     (wire, entries)
@@ -223,14 +225,16 @@ proptest! {
             prop_assert_eq!(demoted.len(), s.total());
             check_outer(&spec, &Outer::deserialize_bytes(&demoted, &rx_arena).unwrap());
             drop(back);
-            // The consuming walk hands over the same entries, in order: the wire's tail.
-            let mut moved = Vec::new();
+            // A send's references (one per entry, in order: the wire's tail) outlive the
+            // object, which holds none of its own.
+            let mut lent = Vec::new();
             let mut keep_all = Demote::NONE;
-            obj.into_zero_copy(&mut keep_all, &mut |b: RcBuf| moved.push(b));
-            prop_assert_eq!(moved.len(), s.zero_copy_count);
-            let tail: Vec<u8> = moved.iter().flat_map(|b| b.to_vec()).collect();
+            obj.for_each_zero_copy(&mut keep_all, &mut |b: PinnedRef<'_>| lent.push(b.to_rcbuf()));
+            prop_assert_eq!(lent.len(), s.zero_copy_count);
+            drop(obj);
+            let tail: Vec<u8> = lent.iter().flat_map(|b| b.to_vec()).collect();
             prop_assert_eq!(&tail[..], &bytes[s.head()..]);
-            drop(moved);
+            drop(lent);
             drop(src);
             prop_assert_eq!(pkt.ref_count(), 1);
         }

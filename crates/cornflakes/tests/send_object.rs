@@ -74,7 +74,7 @@ fn send_object_forwards_to_the_objects_own_methods() {
     assert_eq!(short.unwrap_err().needed, s.head());
     let mut lens = Vec::new();
     let mut keep_all = Demote::NONE;
-    m.for_each_object_leaf(&mut keep_all, &mut |b: &cornflakes::RcBuf| {
+    m.for_each_object_leaf(&mut keep_all, &mut |b: cornflakes::PinnedRef<'_>| {
         lens.push(b.len())
     });
     assert_eq!(lens, [600, 700]);

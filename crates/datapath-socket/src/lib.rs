@@ -26,7 +26,7 @@ use std::time::Instant;
 use cornflakes_datapath::{Completions, Connect, DatapathMemory, DropCounters, Receive, Transmit};
 use cornflakes_datapath::{ConnId, Msg, RxMsg, SendError, SendObject, SendPlan};
 use cornflakes_mem::MemoryConfig;
-use cornflakes_mem::{PinnedMemory, RcBuf, RcBufMut};
+use cornflakes_mem::{PinnedMemory, PinnedRef, RcBuf, RcBufMut};
 use cornflakes_stack::reassembly::{Reassembler, ReassemblyConfig};
 use cornflakes_stack::wire::framing;
 use cornflakes_stack::ConnTable;
@@ -256,12 +256,13 @@ impl SocketDatapath {
         let dgrams = &mut self.tx_dgrams;
         let mut start = bufs.len();
         let mut cur = Cursor::new(plan);
-        walk(&mut |b: &RcBuf| {
+        walk(&mut |b: PinnedRef<'_>| {
             cur.feed(b.len(), |p| {
                 if p.starts_frame {
                     bufs.extend(hdrs.next());
                 }
-                bufs.push(b.slice(p.offset..p.offset + p.len));
+                // The cursor cuts pieces inside the entry it is fed: `sub` always succeeds.
+                bufs.extend(b.sub(p.offset, p.len).map(|piece| piece.to_rcbuf()));
                 if p.ends_frame && (!use_gso || p.frame + 1 == plan.frames) {
                     dgrams.push(Datagram {
                         addr: peer,
@@ -288,7 +289,7 @@ impl SocketDatapath {
         let n = pieces.len();
         self.queue_pieces(peer, msg, plan, n, &mut |f| {
             for p in &pieces {
-                f(p)
+                f(p.pinned())
             }
         })
     }
@@ -456,9 +457,9 @@ impl Transmit for SocketDatapath {
             let start = self.tx_bufs.len();
             self.tx_bufs.push(hb.freeze());
             let bufs = &mut self.tx_bufs;
-            send.for_each_zero_copy(|b: &RcBuf| {
+            send.for_each_zero_copy(|b: PinnedRef<'_>| {
                 if !b.is_empty() {
-                    bufs.push(b.clone());
+                    bufs.push(b.to_rcbuf());
                 }
             });
             self.tx_dgrams.push(Datagram {
@@ -479,8 +480,8 @@ impl Transmit for SocketDatapath {
         let head = head.freeze();
         let pieces = 1 + sizes.zero_copy_count;
         self.queue_pieces(peer, msg, plan, pieces, &mut |f| {
-            f(&head);
-            send.for_each_zero_copy(|b: &RcBuf| f(b));
+            f(head.pinned());
+            send.for_each_zero_copy(|b: PinnedRef<'_>| f(b));
         })
     }
 
@@ -494,7 +495,7 @@ impl Transmit for SocketDatapath {
         let plan = self.plan(entries.iter().map(|e| e.len()).sum())?;
         self.queue_pieces(peer, msg, plan, n, &mut |f| {
             for e in entries.iter().filter(|e| !e.is_empty()) {
-                f(e)
+                f(e.pinned())
             }
         })
     }

@@ -53,7 +53,7 @@ impl<'o, O: SendObject + ?Sized> FramedObject<'o, O> {
         let before = tx.len();
         tx.push(self.head, false);
         self.plan
-            .for_each_zero_copy(|b| tx.push(b.clone(), b.len() >= zero_copy_threshold));
+            .for_each_zero_copy(|b| tx.push(b.to_rcbuf(), b.len() >= zero_copy_threshold));
         tx.len() - before
     }
 }

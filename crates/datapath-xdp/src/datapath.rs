@@ -15,7 +15,7 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use cornflakes_datapath::Demote;
 use cornflakes_datapath::{ConnId, Msg, SendError, SendObject};
 use cornflakes_datapath::{DelegateDatapath, DropCounters};
-use cornflakes_mem::{PinnedMemory, RcBuf};
+use cornflakes_mem::{PinnedMemory, PinnedRef, RcBuf};
 use cornflakes_stack::checksum::Accumulator;
 use cornflakes_stack::device::{Device, EthDatapath};
 use cornflakes_stack::iface::{EthStack, StackConfig, FRAME_OVERHEAD};
@@ -528,7 +528,7 @@ impl Device for XdpNic {
         let mut zc = std::mem::take(&mut self.zc);
         zc.clear();
         let mut keep_all = Demote::NONE;
-        obj.for_each_object_leaf(&mut keep_all, &mut |b: &RcBuf| zc.push(b.clone()));
+        obj.for_each_object_leaf(&mut keep_all, &mut |b: PinnedRef<'_>| zc.push(b.to_rcbuf()));
         let r = self.send_object_single(stack, conn, msg, obj, &mut zc);
         zc.clear();
         self.zc = zc;

@@ -33,7 +33,7 @@ use std::fmt;
 
 use cornflakes::wire::{Decoder, Demote, Encoder, HeaderReader, PAIR};
 use cornflakes::{
-    Arena, CFPtr, CornflakesObj, DecodeError, LeafList, MessageList, PackedList, RcBuf, Sizes,
+    Arena, CFPtr, CornflakesObj, DecodeError, LeafList, MessageList, PackedList, PinnedRef, Sizes,
 };
 
 use crate::schema::{FieldDef, FieldKind, MessageDef, MsgId, ScalarKind, Schema};
@@ -418,11 +418,11 @@ impl CornflakesObj for DynMessage<'_> {
         sub
     }
 
-    fn for_each_zero_copy<F: FnMut(&RcBuf)>(&self, demote: &mut Demote, f: &mut F) {
+    fn for_each_zero_copy<F: FnMut(PinnedRef<'_>)>(&self, demote: &mut Demote, f: &mut F) {
         for (_, v) in &self.fields {
             match v {
                 Value::String(p) | Value::Bytes(p) => {
-                    if let Some(b) = p.as_rcbuf() {
+                    if let Some(b) = p.as_pinned() {
                         if demote.keep_zero_copy(b.len()) {
                             f(b);
                         }

@@ -783,7 +783,7 @@ impl<'s> MessageGen<'s> {
                 }
                 (false, FieldKind::String | FieldKind::Bytes) => stmts.push(quote! {
                     if #has {
-                        if let ::core::option::Option::Some(b) = self.#s.ptr().as_rcbuf() {
+                        if let ::core::option::Option::Some(b) = self.#s.ptr().as_pinned() {
                             if demote.keep_zero_copy(b.len()) {
                                 f(b);
                             }
@@ -798,68 +798,15 @@ impl<'s> MessageGen<'s> {
                 _ => {}
             }
         }
-        let into = self.move_zero_copy_fn();
         if stmts.is_empty() {
             quote! {
                 #[inline]
-                fn for_each_zero_copy<F: FnMut(&cf::RcBuf)>(&self, _demote: &mut cf::wire::Demote, _f: &mut F) {}
-                #into
+                fn for_each_zero_copy<F: FnMut(cf::PinnedRef<'_>)>(&self, _demote: &mut cf::wire::Demote, _f: &mut F) {}
             }
         } else {
             quote! {
                 #[inline]
-                fn for_each_zero_copy<F: FnMut(&cf::RcBuf)>(&self, demote: &mut cf::wire::Demote, f: &mut F) {
-                    #(#stmts)*
-                }
-                #into
-            }
-        }
-    }
-
-    /// `into_zero_copy`: the walk of `for_each_zero_copy`, moving each reference out of the
-    /// consumed object instead of lending it (presence is read before any field moves).
-    fn move_zero_copy_fn(&self) -> TokenStream {
-        let mut flags = Vec::new();
-        let mut stmts = Vec::new();
-        for (i, f) in self.fields.iter().enumerate() {
-            let s = &f.store;
-            let has = self.has(f);
-            let flag = format_ident!("has_{}", i);
-            match (f.def.repeated, f.def.kind) {
-                (true, FieldKind::String | FieldKind::Bytes | FieldKind::Message(_)) => {
-                    flags.push(quote!(let #flag = #has;));
-                    stmts.push(quote!(if #flag { self.#s.into_zero_copy(demote, f); }));
-                }
-                (false, FieldKind::String | FieldKind::Bytes) => {
-                    flags.push(quote!(let #flag = #has;));
-                    stmts.push(quote! {
-                        if #flag {
-                            if let cf::CFPtr::ZeroCopy(b) = self.#s.into_ptr() {
-                                if demote.keep_zero_copy(b.len()) {
-                                    f(b);
-                                }
-                            }
-                        }
-                    });
-                }
-                (false, FieldKind::Message(_)) => stmts.push(quote! {
-                    if let ::core::option::Option::Some(m) = self.#s {
-                        cf::bumpalo::boxed::Box::into_inner(m).into_zero_copy(demote, f);
-                    }
-                }),
-                _ => {}
-            }
-        }
-        if stmts.is_empty() {
-            quote! {
-                #[inline]
-                fn into_zero_copy<F: FnMut(cf::RcBuf)>(self, _demote: &mut cf::wire::Demote, _f: &mut F) {}
-            }
-        } else {
-            quote! {
-                #[inline]
-                fn into_zero_copy<F: FnMut(cf::RcBuf)>(self, demote: &mut cf::wire::Demote, f: &mut F) {
-                    #(#flags)*
+                fn for_each_zero_copy<F: FnMut(cf::PinnedRef<'_>)>(&self, demote: &mut cf::wire::Demote, f: &mut F) {
                     #(#stmts)*
                 }
             }

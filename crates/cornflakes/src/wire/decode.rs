@@ -1,8 +1,9 @@
 //! Zero-copy, validating decoding (see `docs/wire-format.md`, "Decoding must validate").
 //!
 //! A [`Decoder`] reads an object from a received packet ([`RcBuf`]) or any `&[u8]`. Decoded
-//! string/bytes values reference the input: as [`CFPtr::ZeroCopy`] (a new reference to the
-//! packet) when at least the arena's threshold long and the input is a packet, otherwise as
+//! string/bytes values reference the input: as [`CFPtr::ZeroCopy`] (a view of the packet,
+//! borrowed like it: no reference count is taken) when at least the arena's threshold long
+//! and the input is a packet, otherwise as
 //! [`CFPtr::Copy`] borrowing the input. Nothing is copied while decoding.
 //!
 //! Every read is bounds-checked; counts are checked against the bytes before anything is sized
@@ -179,7 +180,7 @@ impl<'a> Decoder<'a> {
         let len = len as usize;
         if len >= self.threshold {
             if let Some(pkt) = self.pkt {
-                if let Ok(Some(b)) = pkt.try_slice(off, len) {
+                if let Some(b) = pkt.pinned_slice(off, len) {
                     return Ok(CFPtr::ZeroCopy(b));
                 }
             }
