@@ -291,7 +291,7 @@ fn buffers_are_released_only_after_their_completion() {
     let conn = connect(&mut a, IP_B);
     let mem = a.dp.memory().clone();
     let value = mem.alloc_copy(&[0x5a; 4000]).unwrap();
-    let arena = Arena::with_memory(&mem);
+    let mut arena = Arena::with_memory(&mem);
     let mut m = GetM::new_in(&arena);
     m.init_vals(2);
     m.get_mut_vals()
@@ -328,10 +328,12 @@ fn buffers_are_released_only_after_their_completion() {
     assert_eq!(mem.stats().live_items, base_live);
     assert_eq!(a.dp.in_flight(), 0);
 
-    // The application may drop its object right after the send: the WQE keeps the bytes.
+    // The application may drop its object, and reset its arena (which kept the slices the
+    // object was given), right after the send: the WQE keeps the bytes.
     a.dp.send_object(conn, Msg::new(2, 1), &m).unwrap();
     let want = m.serialize_to_vec();
     drop(m);
+    arena.reset();
     assert_eq!(value.ref_count(), 3);
     drive(&mut a);
     assert_eq!(value.ref_count(), 1);
@@ -363,7 +365,8 @@ fn a_forged_lkey_is_refused_by_the_device_and_the_queue_recovers() {
             .append(CFBytes(CFPtr::from_rcbuf(value.clone(), &arena)));
         a.dp.send_object(conn, Msg::new(1, 1), &m).unwrap();
         drop(m);
-        // A second, good message behind it in the same batch is flushed by the device.
+        drop(arena); // and with it the clone the object was given
+                     // A second, good message behind it in the same batch is flushed by the device.
         let arena2 = Arena::with_memory(&mem);
         let good = getm(&arena2, &mem, 2, 1, &[700]);
         a.dp.send_object(conn, Msg::new(2, 1), &good).unwrap();
