@@ -713,7 +713,6 @@ mod tests {
                         assert_eq!(want.ref_count(), 1);
                     }
                     let wire = m.serialize_to_vec();
-                    drop(m);
                     let back = List::deserialize_bytes(&wire, &arena).expect("decodes");
                     assert_eq!(back.get_id(), 42);
                     assert_eq!(back.get_vals().len(), idx.len());

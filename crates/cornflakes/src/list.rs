@@ -565,7 +565,6 @@ mod tests {
             );
             // A send's reference, held past the list, is its own.
             let desc = l[1].ptr().to_rcbuf().expect("zero-copy");
-            drop(l);
             assert_eq!((big.ref_count(), desc.len()), (3, 1024));
         }
         assert_eq!(big.ref_count(), 2);

@@ -313,7 +313,6 @@ mod with_dpdk {
             a.flush().unwrap();
             assert_eq!(a.in_flight(), 4, "head + 3 entries in the ring");
             let expect = o.serialize_to_vec();
-            drop(o);
             drop(vals);
             let live_mid = live(&mem);
             let f = raw.frames();
@@ -530,7 +529,6 @@ mod with_dpdk {
             let o = getm(&arena, 12, &[], &[&v]);
             a.send_object(conn, Msg::new(8, 1), &o).unwrap();
             a.flush().unwrap();
-            drop(o);
             let rc = v.ref_count();
             drop(a);
             assert_eq!(v.ref_count(), rc - 1, "the in-flight clone was dropped");

@@ -161,7 +161,6 @@ fn buffers_dropped_or_replaced_after_send_still_put_the_right_bytes_on_the_wire(
     // The arena keeps what the object was given until its reset or drop.
     assert_eq!(keep.ref_count(), 3);
     // ...then drops the object and its arena, and allocates more buffers of the same size.
-    drop(m);
     drop(arena);
     let scribble: Vec<RcBuf> = (0..8)
         .map(|_| mem.alloc_copy(&[0xcc; 1024]).unwrap())
@@ -245,7 +244,6 @@ fn objects_larger_than_one_frame_are_segmented_and_reassembled() {
     drop(got);
     // Completions release everything (frame headers, the head buffer, value slices).
     a.poll_completions();
-    drop(m);
     drop(arena);
     drop(bufs);
     assert_eq!(mem.stats().live_items, 0);

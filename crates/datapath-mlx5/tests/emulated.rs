@@ -332,7 +332,6 @@ fn buffers_are_released_only_after_their_completion() {
     // object was given), right after the send: the WQE keeps the bytes.
     a.dp.send_object(conn, Msg::new(2, 1), &m).unwrap();
     let want = m.serialize_to_vec();
-    drop(m);
     arena.reset();
     assert_eq!(value.ref_count(), 3);
     drive(&mut a);
@@ -364,7 +363,6 @@ fn a_forged_lkey_is_refused_by_the_device_and_the_queue_recovers() {
         m.get_mut_vals()
             .append(CFBytes(CFPtr::from_rcbuf(value.clone(), &arena)));
         a.dp.send_object(conn, Msg::new(1, 1), &m).unwrap();
-        drop(m);
         drop(arena); // and with it the clone the object was given
                      // A second, good message behind it in the same batch is flushed by the device.
         let arena2 = Arena::with_memory(&mem);
@@ -478,8 +476,6 @@ fn receive_path_end_to_end_into_rxmsg_and_back() {
     let echoed = recv_all(&mut a);
     assert_eq!(echoed.len(), 1);
     assert_eq!(&echoed[0].data[..], &m.serialize_to_vec()[..]);
-    drop(echo_obj);
-    drop(back);
     drop(got);
     drop(echoed);
     drop(tail);

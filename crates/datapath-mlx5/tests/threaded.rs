@@ -349,7 +349,6 @@ fn a_refused_lkey_resets_the_queue_pair_through_the_device_thread_and_it_recover
     settle(&mut n);
     let f = n.sent.recv_timeout(Duration::from_secs(30)).expect("sent");
     assert_eq!(message_of(&f), good.serialize_to_vec());
-    drop(good);
     drop(arena);
     let Node { dev, dp, mem, .. } = n;
     drop(dp);

@@ -262,7 +262,6 @@ mod with_xdp {
                     "the wire bytes are the object's encoding"
                 );
                 // The datapath held one reference per in-flight entry; completions release them.
-                drop(m);
                 wait_completions(ctx);
                 for v in &vals {
                     assert_eq!(v.ref_count(), 1);
@@ -306,7 +305,6 @@ mod with_xdp {
             for (got, want) in d.get_vals().iter().zip(&vals) {
                 assert_eq!(got.as_bytes(), &want[..]);
             }
-            drop(m);
             wait_completions(ctx);
         });
     }
@@ -328,7 +326,6 @@ mod with_xdp {
             assert_eq!(extra, 17);
             let (_, bytes) = peer_recv(ctx);
             assert_eq!(bytes, m.serialize_to_vec());
-            drop(m);
             wait_completions(ctx);
         });
     }
@@ -373,7 +370,6 @@ mod with_xdp {
                     assert_eq!(got.as_bytes(), &want[..]);
                 }
                 assert_eq!(ctx.dp.tx_stats().dropped, 0);
-                drop(m);
                 wait_completions(ctx);
                 for v in &vals {
                     assert_eq!(v.ref_count(), 1, "completions released every reference");
@@ -444,7 +440,6 @@ mod with_xdp {
                 ctx.dp.xsk_stats().rx_multi_buffer >= 1,
                 "arrived in several buffers"
             );
-            drop(m);
             wait_completions(ctx);
         });
     }
@@ -465,7 +460,6 @@ mod with_xdp {
             assert!(first.seg_count > 1);
             assert_eq!((first.msg_id, first.msg_type), (10, 4));
             assert_eq!(got, want);
-            drop(m);
             wait_completions(ctx);
         });
     }
@@ -786,7 +780,6 @@ mod with_xdp {
                 }
                 let (h, bytes) = peer_recv_message(ctx);
                 assert_eq!((h.msg_id, bytes), (15, big));
-                drop(m);
                 wait_completions(ctx);
             },
         );
