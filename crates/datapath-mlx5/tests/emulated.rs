@@ -363,8 +363,9 @@ fn a_forged_lkey_is_refused_by_the_device_and_the_queue_recovers() {
         m.get_mut_vals()
             .append(CFBytes(CFPtr::from_rcbuf(value.clone(), &arena)));
         a.dp.send_object(conn, Msg::new(1, 1), &m).unwrap();
-        drop(arena); // and with it the clone the object was given
-                     // A second, good message behind it in the same batch is flushed by the device.
+        // The arena goes, and with it the clone the object was given.
+        drop(arena);
+        // A second, good message behind it in the same batch is flushed by the device.
         let arena2 = Arena::with_memory(&mem);
         let good = getm(&arena2, &mem, 2, 1, &[700]);
         a.dp.send_object(conn, Msg::new(2, 1), &good).unwrap();
