@@ -499,16 +499,17 @@ impl PinnedMemory {
             Some(hit) => hit,
             None => self.find_chunk(key)?,
         };
-        let chunk_base = key << CHUNK_SHIFT;
-        let idx = (addr - chunk_base) >> shift;
-        // An empty slice gives `len - 1 = usize::MAX`, which overflows (a slice's address is
-        // never 0), so it is refused here with the slices that end in another item.
-        let last = addr
-            .checked_add(len.wrapping_sub(1))
-            .map(|l| l.wrapping_sub(chunk_base) >> shift);
-        if last != Some(idx) {
+        // Items are aligned to their size (a power of two, at most the 2 MiB chunk, which is
+        // aligned to it): the slice lies in one item when its first and last bytes agree above
+        // the item bits. An empty slice gives `len - 1 = usize::MAX`, which overflows (a
+        // slice's address is never 0), so it is refused here with the slices that end in
+        // another item.
+        let last = addr.checked_add(len.wrapping_sub(1))?;
+        if (addr ^ last) >> shift != 0 {
             return None;
         }
+        let item_base = addr & !((1usize << shift) - 1);
+        let idx = (item_base & (CHUNK_SIZE - 1)) >> shift;
         // SAFETY: `idx` < items per chunk because `addr` is inside the chunk (same key), and the
         // refcount array has one entry per item; the chunk outlives this call.
         let rc = unsafe { &*refcnts.add(idx) };
@@ -516,7 +517,6 @@ impl PinnedMemory {
         if n == 0 || n & MUT_FLAG != 0 {
             return None;
         }
-        let item_base = chunk_base + (idx << shift);
         // SAFETY: the slice is inside live item `idx` of `chunk`, held by at least one
         // `RcBuf` (count in 1..=MAX_REFS) and by no `RcBufMut`. Safe code reaches the bytes
         // of such an item only through an `RcBuf` (or a view borrowed from one), so `data`'s
