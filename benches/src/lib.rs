@@ -468,29 +468,38 @@ impl Cf {
 }
 
 /// Serialize-and-send of `m` up to the descriptors, then the completion releasing them. Each
-/// descriptor takes a counted reference to its value ([`cornflakes::PinnedRef::to_rcbuf`]), as
-/// a datapath's send does: the object borrows its values and holds none.
+/// zero-copy value is posted as its slot is written ([`CornflakesObj::write_head_and_leaves`]),
+/// its descriptor taking a counted reference ([`cornflakes::PinnedRef::to_rcbuf`]), as a
+/// datapath's send does: the object borrows its values and holds none.
 #[inline(always)]
 fn send<O: CornflakesObj>(m: O, tx: &mut [u8], ring: &mut [Desc]) -> usize {
     let s = m.sizes();
-    let head = m
-        .write_header_and_copy(&s, &mut tx[PACKET_HEADER..], Demote::NONE, 0)
-        .expect("the transmit buffer holds the header and copy areas");
     ring[0].addr = tx.as_ptr() as u64;
-    ring[0].len = (PACKET_HEADER + head) as u32;
     if s.zero_copy_count == 0 {
+        // One descriptor: the head alone (no walk handing out leaves).
+        let head = m
+            .write_header_and_copy(&s, &mut tx[PACKET_HEADER..], Demote::NONE, 0)
+            .expect("the transmit buffer holds the header and copy areas");
+        ring[0].len = (PACKET_HEADER + head) as u32;
         return PACKET_HEADER + head;
     }
     let mut slot = 1;
-    let mut keep = Demote::NONE;
-    m.for_each_zero_copy(&mut keep, &mut |b: cornflakes::PinnedRef<'_>| {
-        let d = &mut ring[slot];
-        d.addr = b.as_ptr() as u64;
-        d.len = b.len() as u32;
-        d.buf = Some(b.to_rcbuf());
-        slot += 1;
-    });
-    drop(m);
+    let head = m
+        .write_head_and_leaves(
+            &s,
+            &mut tx[PACKET_HEADER..],
+            Demote::NONE,
+            0,
+            &mut |b: cornflakes::PinnedRef<'_>| {
+                let d = &mut ring[slot];
+                d.addr = b.as_ptr() as u64;
+                d.len = b.len() as u32;
+                d.buf = Some(b.to_rcbuf());
+                slot += 1;
+            },
+        )
+        .expect("the transmit buffer holds the header and copy areas");
+    ring[0].len = (PACKET_HEADER + head) as u32;
     // Completion: the device is done, the references go.
     for d in &mut ring[1..slot] {
         d.buf = None;

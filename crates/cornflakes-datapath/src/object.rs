@@ -35,6 +35,24 @@ pub trait SendObject {
         demoted: usize,
     ) -> Result<usize, BufferTooSmall>;
 
+    /// [`write_object_head`](Self::write_object_head), handing each zero-copy leaf the plan
+    /// keeps to `f` in wire order during the same walk (`CornflakesObj::write_head_and_leaves`):
+    /// a datapath posts each leaf as its descriptor while the head is written. `f` is not
+    /// called when `buf` is refused. This default walks twice.
+    fn write_object_head_and_leaves<F: FnMut(PinnedRef<'_>)>(
+        &self,
+        sizes: &Sizes,
+        buf: &mut [u8],
+        demote: Demote,
+        demoted: usize,
+        f: &mut F,
+    ) -> Result<usize, BufferTooSmall> {
+        let n = self.write_object_head(sizes, buf, demote, demoted)?;
+        let mut walk = demote;
+        self.for_each_object_leaf(&mut walk, f);
+        Ok(n)
+    }
+
     /// Calls `f` on each zero-copy leaf kept by `demote`, in wire order
     /// (`CornflakesObj::for_each_zero_copy`): a view that holds no reference count (the object
     /// borrows its leaves); a datapath takes a counted reference

@@ -84,6 +84,20 @@ impl<'o, O: SendObject + ?Sized> SendPlan<'o, O> {
             .write_object_head(&self.sizes, buf, self.demote, self.demoted)
     }
 
+    /// [`write_head`](Self::write_head) and [`for_each_zero_copy`](Self::for_each_zero_copy)
+    /// in one walk: each zero-copy entry goes to `f` as its slot in the head is written (the
+    /// head's length, [`head_len`](Self::head_len), is known before). `f` is not called when
+    /// `buf` is refused.
+    #[inline]
+    pub fn write_head_and_entries(
+        &self,
+        buf: &mut [u8],
+        mut f: impl FnMut(PinnedRef<'_>),
+    ) -> Result<usize, BufferTooSmall> {
+        self.obj
+            .write_object_head_and_leaves(&self.sizes, buf, self.demote, self.demoted, &mut f)
+    }
+
     /// Calls `f` on each zero-copy entry, in wire order: post each as its own descriptor,
     /// keeping a counted reference (`PinnedRef::to_rcbuf`) until the device is done with it.
     /// The object holds none of its own (its entries are borrowed views).

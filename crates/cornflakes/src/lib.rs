@@ -148,6 +148,20 @@ macro_rules! send_object_methods {
         }
 
         #[inline]
+        fn write_object_head_and_leaves<F: FnMut($crate::mem::PinnedRef<'_>)>(
+            &self,
+            sizes: &$crate::Sizes,
+            buf: &mut [u8],
+            demote: $crate::wire::Demote,
+            demoted: usize,
+            f: &mut F,
+        ) -> ::core::result::Result<usize, $crate::wire::BufferTooSmall> {
+            <Self as $crate::CornflakesObj>::write_head_and_leaves(
+                self, sizes, buf, demote, demoted, f,
+            )
+        }
+
+        #[inline]
         fn for_each_object_leaf<F: FnMut($crate::mem::PinnedRef<'_>)>(
             &self,
             demote: &mut $crate::wire::Demote,

@@ -168,7 +168,11 @@ impl<'a, T: Leaf<'a>> LeafList<'a, T> {
         } else {
             let bump = self.items.bump();
             let items = std::mem::replace(&mut self.items, ManuallyDrop::new(BVec::new_in(bump)));
-            self.items = ManuallyDrop::new(pushed_grown(ManuallyDrop::into_inner(items), v));
+            // Through a temporary (`black_box`, on this cold path only): returned straight into
+            // the field, the call would write it through the list's address, which would then
+            // escape and keep the object in memory.
+            let grown = std::hint::black_box(pushed_grown(ManuallyDrop::into_inner(items), v));
+            self.items = ManuallyDrop::new(grown);
         }
     }
 
@@ -227,9 +231,21 @@ impl<'a, T: Leaf<'a>> LeafList<'a, T> {
     /// Writes the pair array at `at` (copying copied leaves); returns the end of the array.
     #[inline]
     pub fn emit(&self, enc: &mut Encoder<'_>, at: usize) -> usize {
+        self.emit_with(enc, at, &mut |_| {})
+    }
+
+    /// [`emit`](Self::emit), handing each zero-copy element the plan keeps to `sink` as its
+    /// pair is written ([`CornflakesObj::emit_with`]).
+    #[inline]
+    pub fn emit_with<S: FnMut(PinnedRef<'_>)>(
+        &self,
+        enc: &mut Encoder<'_>,
+        at: usize,
+        sink: &mut S,
+    ) -> usize {
         let mut p = at;
         for v in self.items.iter() {
-            enc.leaf(p, v.cf_ptr());
+            enc.leaf_with(p, v.cf_ptr(), sink);
             p += PAIR;
         }
         p
@@ -377,10 +393,21 @@ impl<'a, M: CornflakesObj> MessageList<'a, M> {
 
     /// Writes the pair array at `at`, then each element's header after it; returns the end.
     pub fn emit(&self, enc: &mut Encoder<'_>, at: usize) -> usize {
+        self.emit_with(enc, at, &mut |_| {})
+    }
+
+    /// [`emit`](Self::emit), handing each element's zero-copy leaves the plan keeps to `sink`
+    /// in wire order ([`CornflakesObj::emit_with`]).
+    pub fn emit_with<S: FnMut(PinnedRef<'_>)>(
+        &self,
+        enc: &mut Encoder<'_>,
+        at: usize,
+        sink: &mut S,
+    ) -> usize {
         let mut sub = at + PAIR * self.items.len();
         for (i, m) in self.items.iter().enumerate() {
             enc.put_pair(at + PAIR * i, 0, sub);
-            sub = m.emit(enc, sub);
+            sub = m.emit_with(enc, sub, sink);
         }
         sub
     }

@@ -44,6 +44,23 @@ pub trait CornflakesObj: SendObject {
     /// its copied leaves at the encoder's copy cursor; returns the end of its header subtree.
     fn emit(&self, enc: &mut Encoder<'_>, pos: usize) -> usize;
 
+    /// [`emit`](Self::emit), also handing each zero-copy leaf the encoder's plan keeps to
+    /// `sink`, in wire order: the leaves [`for_each_zero_copy`](Self::for_each_zero_copy)
+    /// gives. Generated objects do both in one walk (each leaf as its slot is written); this
+    /// default walks twice.
+    #[inline]
+    fn emit_with<S: FnMut(PinnedRef<'_>)>(
+        &self,
+        enc: &mut Encoder<'_>,
+        pos: usize,
+        sink: &mut S,
+    ) -> usize {
+        let end = self.emit(enc, pos);
+        let mut plan = enc.plan();
+        self.for_each_zero_copy(&mut plan, sink);
+        end
+    }
+
     /// Calls `f` on each zero-copy leaf kept by `demote`, in wire order.
     fn for_each_zero_copy<F: FnMut(PinnedRef<'_>)>(&self, demote: &mut Demote, f: &mut F);
 
@@ -65,6 +82,28 @@ pub trait CornflakesObj: SendObject {
         }
         let mut enc = Encoder::new(buf, sizes, demote, demoted);
         self.emit(&mut enc, 0);
+        Ok(need)
+    }
+
+    /// [`write_header_and_copy`](Self::write_header_and_copy) and the zero-copy leaves the plan
+    /// keeps handed to `sink` in wire order, in one walk ([`emit_with`](Self::emit_with)): what
+    /// a send does, posting each leaf as its descriptor while the header is written. `sink` is
+    /// not called when `buf` is refused.
+    #[inline]
+    fn write_head_and_leaves<S: FnMut(PinnedRef<'_>)>(
+        &self,
+        sizes: &Sizes,
+        buf: &mut [u8],
+        demote: Demote,
+        demoted: usize,
+        sink: &mut S,
+    ) -> Result<usize, BufferTooSmall> {
+        let need = sizes.head() + demoted;
+        if buf.len() < need {
+            return Err(BufferTooSmall::new(need, buf.len()));
+        }
+        let mut enc = Encoder::new(buf, sizes, demote, demoted);
+        self.emit_with(&mut enc, 0, sink);
         Ok(need)
     }
 

@@ -178,6 +178,20 @@ fn two_walk<O: CornflakesObj>(obj: &O, max_zc: usize) -> (Vec<u8>, usize) {
         wire.extend_from_slice(&b);
         entries += 1;
     });
+    // The one-walk send (each leaf handed over as its slot is written) gives the same head
+    // and the same leaves in the same order.
+    let mut one = vec![0u8; s.head() + demoted];
+    let mut leaves: Vec<u8> = Vec::new();
+    let mut n = 1;
+    let head = obj
+        .write_head_and_leaves(&s, &mut one, plan, demoted, &mut |b: PinnedRef<'_>| {
+            leaves.extend_from_slice(&b);
+            n += 1;
+        })
+        .expect("sized by the plan");
+    assert_eq!(head, s.head() + demoted);
+    one.extend_from_slice(&leaves);
+    assert_eq!((&one, n), (&wire, entries), "one walk and two walks differ");
     (wire, entries)
 }
 

@@ -322,6 +322,81 @@ fn zero_copy_everywhere<'a>(arena: &'a Arena, value: &'a cornflakes::RcBuf) -> E
 }
 
 #[test]
+fn the_one_walk_send_writes_the_same_head_and_hands_over_the_same_leaves_in_order() {
+    use cornflakes::wire::Demote;
+    let mem = cornflakes::PinnedMemory::with_defaults().unwrap();
+    let arena = Arena::with_memory(&mem).with_threshold(0);
+    // Distinct pinned values, so the order of the leaves shows.
+    let values: Vec<_> = (0..10u8)
+        .map(|i| mem.alloc_copy(&[b'a' + i; 600]).unwrap())
+        .collect();
+    let mut next = values.iter();
+    let mut v = || next.next().expect("ten leaves");
+    fn bytes<'a>(v: &'a cornflakes::RcBuf, arena: &'a Arena) -> CFBytes<'a> {
+        CFBytes::new_ref(&v[..], arena)
+    }
+    fn text<'a>(v: &'a cornflakes::RcBuf, arena: &'a Arena) -> CFString<'a> {
+        CFString::new_ref(std::str::from_utf8(&v[..]).unwrap(), arena)
+    }
+    let m = {
+        let b = |v| bytes(v, &arena);
+        let s = |v| text(v, &arena);
+        let mut m = Everything::new_in(&arena);
+        m.set_text(s(v()));
+        m.set_data(b(v()));
+        m.init_r_text(2);
+        m.get_mut_r_text().append(s(v()));
+        m.get_mut_r_text().append(s(v()));
+        m.init_r_data(1);
+        m.get_mut_r_data().append(b(v()));
+        m.init_r_nested(1);
+        let mut n = Nested::new_in(&arena);
+        n.set_leaf(b(v()));
+        n.get_mut_deeper().init_notes(1);
+        n.get_mut_deeper().get_mut_notes().append(s(v()));
+        m.get_mut_r_nested().append(n);
+        m.get_mut_sub().set_leaf(b(v()));
+        m.get_mut_child().set_data(b(v()));
+        m.init_children(1);
+        let mut c = Everything::new_in(&arena);
+        c.set_text(s(v()));
+        m.get_mut_children().append(c);
+        m
+    };
+    let s = m.sizes();
+    assert_eq!(s.zero_copy_count, 10);
+    for max in [10, 3, 0] {
+        let (plan, demoted) = Demote::plan(&m.zero_copy_lens(), max);
+        let mut two = vec![0u8; s.head() + demoted];
+        m.write_header_and_copy(&s, &mut two, plan, demoted)
+            .unwrap();
+        let mut lent = Vec::new();
+        m.for_each_zero_copy(&mut plan.clone(), &mut |b: cornflakes::PinnedRef<'_>| {
+            lent.push(b.as_ptr())
+        });
+        let mut one = vec![0u8; s.head() + demoted];
+        let mut handed = Vec::new();
+        let n = m
+            .write_head_and_leaves(&s, &mut one, plan, demoted, &mut |b| {
+                handed.push(b.as_ptr())
+            })
+            .unwrap();
+        assert_eq!(n, s.head() + demoted, "max {max}");
+        assert_eq!(one, two, "the same head, max {max}");
+        assert_eq!(handed, lent, "the same leaves in the same order, max {max}");
+        assert_eq!(handed.len(), max.min(10));
+    }
+    // A buffer too short is refused before any leaf is handed over.
+    let mut short = vec![0u8; s.head() - 1];
+    let mut called = false;
+    let err = m
+        .write_head_and_leaves(&s, &mut short, Demote::NONE, 0, &mut |_| called = true)
+        .unwrap_err();
+    assert_eq!((err.needed, called), (s.head(), false));
+    assert!(values.iter().all(|v| v.ref_count() == 1));
+}
+
+#[test]
 fn the_zero_copy_walk_lends_every_leaf_in_wire_order_and_the_object_holds_no_reference() {
     use cornflakes::wire::Demote;
     let mem = cornflakes::PinnedMemory::with_defaults().unwrap();

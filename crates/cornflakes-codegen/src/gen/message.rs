@@ -705,6 +705,7 @@ impl<'s> MessageGen<'s> {
         let n = self.fields.len();
         let mut stmts = Vec::new();
         let mut has_sub = false;
+        let mut uses_sink = false;
         for (i, f) in self.fields.iter().enumerate() {
             let s = &f.store;
             let has = self.has(f);
@@ -720,20 +721,23 @@ impl<'s> MessageGen<'s> {
                 }
                 (true, _) => {
                     has_sub = true;
+                    uses_sink = true;
                     quote! {
                         enc.put_pair(slot, self.#s.len(), sub);
-                        sub = self.#s.emit(enc, sub);
+                        sub = self.#s.emit_with(enc, sub, sink);
                     }
                 }
                 (false, FieldKind::String | FieldKind::Bytes) => {
-                    quote!(enc.leaf(slot, self.#s.ptr());)
+                    uses_sink = true;
+                    quote!(enc.leaf_with(slot, self.#s.ptr(), sink);)
                 }
                 (false, FieldKind::Message(_)) => {
                     has_sub = true;
+                    uses_sink = true;
                     stmts.push(quote! {
                         if let ::core::option::Option::Some(m) = &self.#s {
                             enc.put_pair(slot, 0, sub);
-                            sub = m.emit(enc, sub);
+                            sub = m.emit_with(enc, sub, sink);
                             #step
                         }
                     });
@@ -761,9 +765,24 @@ impl<'s> MessageGen<'s> {
         } else {
             (quote!(), quote!(pos + self.own_header_len()))
         };
+        let sink = if uses_sink {
+            quote!(sink)
+        } else {
+            quote!(_sink)
+        };
         quote! {
             #[inline]
             fn emit(&self, enc: &mut cf::wire::Encoder<'_>, pos: usize) -> usize {
+                self.emit_with(enc, pos, &mut |_| {})
+            }
+
+            #[inline]
+            fn emit_with<S: FnMut(cf::PinnedRef<'_>)>(
+                &self,
+                enc: &mut cf::wire::Encoder<'_>,
+                pos: usize,
+                #sink: &mut S,
+            ) -> usize {
                 #head
                 #sub_init
                 #(#stmts)*

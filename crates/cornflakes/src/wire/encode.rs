@@ -3,6 +3,7 @@
 use super::scalar::Scalar;
 use crate::cfptr::CFPtr;
 use crate::list::PackedList;
+use crate::mem::PinnedRef;
 use crate::obj::Sizes;
 /// Which zero-copy leaves a send copies instead (defined with the datapath interface, which
 /// plans it).
@@ -16,6 +17,8 @@ pub struct Encoder<'b> {
     copy: usize,
     zc: usize,
     demote: Demote,
+    /// The plan as given (`demote` advances as leaves are written).
+    plan: Demote,
 }
 
 impl<'b> Encoder<'b> {
@@ -30,7 +33,14 @@ impl<'b> Encoder<'b> {
             copy,
             zc,
             demote,
+            plan: demote,
         }
+    }
+
+    /// The demotion plan the encoder was given (for a second walk over the same leaves).
+    #[inline]
+    pub fn plan(&self) -> Demote {
+        self.plan
     }
 
     /// Writes a scalar at `pos`.
@@ -117,11 +127,19 @@ impl<'b> Encoder<'b> {
     /// Writes a string/bytes slot at `slot` and, for copied leaves, the bytes into the copy area.
     #[inline]
     pub fn leaf(&mut self, slot: usize, p: &CFPtr<'_>) {
+        self.leaf_with(slot, p, &mut |_| {})
+    }
+
+    /// [`leaf`](Self::leaf), handing a zero-copy leaf the plan keeps to `sink` as its slot is
+    /// written (a send's one walk: the slot and the descriptor together).
+    #[inline]
+    pub fn leaf_with<S: FnMut(PinnedRef<'_>)>(&mut self, slot: usize, p: &CFPtr<'_>, sink: &mut S) {
         let len = p.len();
-        let off = match p {
-            CFPtr::ZeroCopy(_) if self.demote.keep_zero_copy(len) => {
+        let off = match *p {
+            CFPtr::ZeroCopy(b) if self.demote.keep_zero_copy(len) => {
                 let o = self.zc;
                 self.zc += len;
+                sink(b);
                 o
             }
             _ => {
