@@ -138,6 +138,7 @@ fn bench_config(a: &mut Args) -> Result<BenchConfig, String> {
     cfg.sample_every = emu.sample_every.unwrap_or(cfg.sample_every);
     cfg.check_every = emu.check_every.unwrap_or(cfg.check_every);
     cfg.demote_lines = emu.demote_lines.unwrap_or(cfg.demote_lines);
+    cfg.slowed_retries = emu.slowed_retries.unwrap_or(cfg.slowed_retries);
     // --delay-ns: the old name of --desc-ns.
     if let Some(ns) = a.parse::<u64>("--delay-ns")?.or(emu.desc_ns) {
         cfg.delay_per_segment = Duration::from_nanos(ns);
@@ -293,7 +294,7 @@ mod tests {
             "--datapath socket --modes raw,protobuf --shape single-64 --rates 2000,1000 \
              --duration 0.25 --warmup 0.5 --timeout-ms 30 --threads 4 --threshold 256 \
              --mtu 9000 --out o --json j.json --all-points --spin --sample-every 0 --check-every 3 \
-             --desc-ns 7 --rx-ring 256 --demote-lines 2 --trials 5 --resolution 0.2 --cores 2",
+             --desc-ns 7 --rx-ring 256 --demote-lines 2 --slowed-retries 1 --trials 5 --resolution 0.2 --cores 2",
         );
         let got = bench_config(&mut a).unwrap();
         a.finish().unwrap();
@@ -317,6 +318,7 @@ mod tests {
             delay_per_segment: Duration::from_nanos(7),
             rx_ring: Some(256),
             demote_lines: 2,
+            slowed_retries: 1,
             trials: 5,
             resolution: 0.2,
             cores: 2,
