@@ -30,7 +30,7 @@ usage:
             [--rates R,R,..] [--duration SECS] [--warmup SECS] [--timeout-ms MS] [--threads N]
             [--threshold N] [--mtu N] [--max-item BYTES] [--memory-limit BYTES]
             [--requests N] [--seed N] [--out DIR] [--json PATH] [--spin] [--datapath emu|socket|xdp]
-            [--sample-every N] [--check-every N] [--desc-ns NS] [--demote-lines N] [--trials K] [--resolution F] [--peers redis,memcached] [--cores N]
+            [--sample-every N] [--check-every N] [--desc-ns NS] [--demote-lines N] [--slowed-retries N] [--trials K] [--resolution F] [--peers redis,memcached] [--cores N]
       One server per serialization (each loads the workload's contents), offered loads
       interleaved across serializations, every reply verified against what the store must
       hold. Prints the tables and writes DIR/kv.json (or --json), DIR/run.json, DIR/kv.svg,
@@ -50,6 +50,10 @@ usage:
       (default 0.1 to 3.2 M req/s) until a load's median of up to --trials K trials (default
       3) misses 95 % of offered, then bisection until the bracket is within --resolution F
       (default 0.05); also writes DIR/emu.md, DIR/emu-summary.json and DIR/emu-points.json.
+      A trial whose speed canary read the machine's slow state (over 1.3 x the run's
+      readings so far) is rerun up to --slowed-retries N times (default 2; 0: never) and the
+      runs thrown away are counted in the table and JSON (docs/results.md, \"How trials are
+      judged\").
       --cores N there: N server cores, each with its shard, on N + 1 CPUs (the device on the
       last); each request to its key's core, a getm/putm over several cores sent as one part
       per core (rates count whole requests, counters parts; docs/cores.md).
