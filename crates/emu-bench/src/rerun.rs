@@ -6,37 +6,11 @@
 //! CPU and the device CPU takes ≈ 330 ns instead of ≈ 62 ns and the server's work per request
 //! doubles (docs/results/2026-11-27/README.md, "Third run"). Marking such trials after the run
 //! ([`crate::rebase_canaries`]) says a result rests on them, but the search's medians and
-//! verdicts were already taken over them, so one binary's Google-1 ratio read 0.96, 1.05, 1.40
-//! and 1.27 on one day. [`search_rerunning_slowed`] keeps them out of the medians instead.
+//! verdicts were already taken over them: one binary's Google-1 ratio read 0.96, 1.05 and 1.40
+//! on one day, and 1.27 in a run wholly in the fast state. [`search_rerunning_slowed`] keeps
+//! them out of the medians instead.
 //!
-//! **The rule.** Before every trial the speed canary times each of its CPUs and the pair
-//! (server CPU, device CPU) ([`loadgen::canary`]). When the trial is done its readings join
-//! the run's readings so far ([`Readings`]) and it is judged against them: each CPU's and the
-//! pair's reference is its 10th-percentile reading so far
-//! ([`loadgen::canary::REFERENCE_PERCENTILE`]: the fastest while there are five readings or
-//! fewer). A trial whose canary read over [`loadgen::canary::SLOWED_RATIO`] × a reference
-//! (the pair's is the one the slow state moves) is thrown away and the same point (lane,
-//! offered load, trial number) run again, up to `retries` times (`--slowed-retries`, default
-//! [`DEFAULT_SLOWED_RETRIES`]); the first run judged not slowed is what the search takes. A
-//! trial still slowed after the retries is taken and stays marked slowed. Every attempt's
-//! readings stay in the run's readings, and the attempts thrown away stay in the trial
-//! ([`EmuTrial::slowed_reruns`]) and in the points file, counted in every table and summary.
-//! Once the run is over [`crate::rebase_canaries`] judges every trial, kept or thrown away,
-//! against the whole run's readings, as before.
-//!
-//! **The first trials of a run.** The reference so far is only as good as the readings so
-//! far:
-//! - A run that *starts in the slow state* has slow references: its slow trials read ≈ 1.0
-//!   and are taken without a rerun until the machine turns fast; from then on the fast
-//!   readings set the reference and slow trials are rerun. The early slow trials are not
-//!   rerun (the search has used them); the rebase after the run marks them slowed when the
-//!   run saw the fast state in more than about a tenth of its readings, and the table says a
-//!   result rests on them. A run wholly in the slow state is judged fast throughout, by both.
-//! - An *odd fast first reading* (one run's first pair reading was 30 ns against ≈ 62 ns for
-//!   every later fast one) is the reference while a CPU has five readings or fewer, so the
-//!   next trials read ≈ 2 × and are rerun; the reruns add readings, and from the sixth the
-//!   odd one no longer sets the reference. It costs a few trials at the start, and the
-//!   rebase unmarks a trial taken slowed that way.
+//! The rule, and what it does with a run's first trials: [`search_rerunning_slowed`].
 
 use loadgen::canary::{Readings, Speed};
 use loadgen::search::{search, Point, Search, SearchConfig};
@@ -88,13 +62,42 @@ impl SlowedRun {
 }
 
 /// The saturation search ([`loadgen::search::search`]) of `lanes` modes over
-/// [`EmuTrial`]s, with a slowed trial rerun, not counted (the rule: [module
-/// docs](self)). `run_trial` runs one trial at a point; each attempt's progress line (and its
-/// failures) goes to stderr, an attempt thrown away followed by `-> slowed: rerun k of
-/// retries`. The trial the search takes carries the attempts thrown away before it
-/// ([`EmuTrial::slowed_reruns`]), the limit it ran under ([`EmuTrial::slowed_retries`]) and
-/// the count in its record (`slowed_reruns`). `retries == 0` takes every trial as it is.
-/// The first error ends the search and is returned.
+/// [`EmuTrial`]s, with a slowed trial rerun, not counted. `run_trial` runs one trial at a
+/// point; each attempt's progress line (and its failures) goes to stderr, an attempt thrown
+/// away followed by `-> slowed: rerun k of retries`. The trial the search takes carries the
+/// attempts thrown away before it ([`EmuTrial::slowed_reruns`]), the limit it ran under
+/// ([`EmuTrial::slowed_retries`]) and the count in its record (`slowed_reruns`).
+/// `retries == 0` takes every trial as it is. The first error ends the search and is
+/// returned.
+///
+/// **The rule.** Before every trial the speed canary times each of its CPUs and the pair
+/// (server CPU, device CPU) ([`loadgen::canary`]). When the trial is done its readings join
+/// the run's readings so far ([`Readings`](loadgen::canary::Readings)) and it is judged against them: each CPU's and the
+/// pair's reference is its 10th-percentile reading so far
+/// ([`loadgen::canary::REFERENCE_PERCENTILE`]: the fastest while there are five readings or
+/// fewer). A trial whose canary read over [`loadgen::canary::SLOWED_RATIO`] × a reference
+/// (the pair's is the one the slow state moves) is thrown away and the same point (lane,
+/// offered load, trial number) run again, up to `retries` times (`--slowed-retries`, default
+/// [`DEFAULT_SLOWED_RETRIES`]); the first run judged not slowed is what the search takes. A
+/// trial still slowed after the retries is taken and stays marked slowed. Every attempt's
+/// readings stay in the run's readings, and the attempts thrown away stay in the trial
+/// ([`EmuTrial::slowed_reruns`]) and in the points file, counted in every table and summary.
+/// Once the run is over [`crate::rebase_canaries`] judges every trial, kept or thrown away,
+/// against the whole run's readings, as before.
+///
+/// **The first trials of a run.** The reference so far is only as good as the readings so
+/// far:
+/// - A run that *starts in the slow state* has slow references: its slow trials read ≈ 1.0
+///   and are taken without a rerun until the machine turns fast; from then on the fast
+///   readings set the reference and slow trials are rerun. The early slow trials are not
+///   rerun (the search has used them); the rebase after the run marks them slowed when the
+///   run saw the fast state in more than about a tenth of its readings, and the table says a
+///   result rests on them. A run wholly in the slow state is judged fast throughout, by both.
+/// - An *odd fast first reading* (one run's first pair reading was 30 ns against ≈ 62 ns for
+///   every later fast one) is the reference while a CPU has five readings or fewer, so the
+///   next trials read ≈ 2 × and are rerun; the reruns add readings, and from the sixth the
+///   odd one no longer sets the reference. It costs a few trials at the start, and the
+///   rebase unmarks a trial taken slowed that way.
 pub fn search_rerunning_slowed<S, F>(
     cfg: &SearchConfig,
     lanes: usize,
