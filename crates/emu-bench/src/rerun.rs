@@ -145,10 +145,8 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::EmuReport;
     use crate::{table, trials_json, EmuSummary};
     use loadgen::canary::Canary;
-    use loadgen::{Counters, LatencyHistogram, RunReport};
     use std::time::Duration;
 
     fn us(n: u64) -> Duration {
@@ -163,42 +161,10 @@ mod tests {
     /// CPU alone at its usual speed), judged as the device run judges it (the process's first
     /// reading: here `canary`'s).
     fn trial(canary: &Canary, p: Point, achieved: f64, pair_us: u64) -> EmuTrial<u32> {
-        let mut latency = LatencyHistogram::new();
-        latency.record(Duration::from_micros(7));
-        let report = EmuReport {
-            run: RunReport {
-                offered_rps: p.offered_rps,
-                achieved_rps: achieved,
-                measured_window: Duration::from_millis(200),
-                measured_requests: 10,
-                counters: Counters::default(),
-                latency,
-                threads: 1,
-            },
-            cores: 1,
-            per_core: Vec::new(),
-            device_busy: 0.3,
-            device: Default::default(),
-            sampled: 1,
-            unchecked: 0,
-            check_every: 1,
-            hash_matched: 0,
-            distinct_verified: 1,
-            distinct_answered: 1,
-            distinct: 1,
-            cores_verified: 1,
-            interference: None,
-            canary: Some(
-                canary.judge_with_pair(&[(0, us(700)), (1, us(705))], Some(([0, 1], us(pair_us)))),
-            ),
-            desc_ns: 0,
-            not_delivered: 0,
-            max_inject_lag_ns: 0,
-            failures: Vec::new(),
-            mean_request_frame: 100.0,
-            mean_reply_frame: Some(100.0),
-            frames_per_request: 1.0,
-        };
+        let mut report = crate::search::tests::report(p.offered_rps, achieved, 0.3);
+        report.canary = Some(
+            canary.judge_with_pair(&[(0, us(700)), (1, us(705))], Some(([0, 1], us(pair_us)))),
+        );
         let work = if pair_us == SLOW { 700.0 } else { 350.0 };
         EmuTrial::new(p, "m", "s", report, Some(work), 0)
     }

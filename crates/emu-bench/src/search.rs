@@ -875,13 +875,15 @@ pub fn table(summaries: &[EmuSummary], baseline: Option<&str>, trials: usize) ->
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use loadgen::search::{search, SearchConfig};
     use loadgen::{Counters, LatencyHistogram, RunReport};
     use std::time::Duration;
 
-    fn report(offered: f64, achieved: f64, busy: f64) -> EmuReport {
+    /// A one-core trial's report: `achieved` of `offered` req/s, device busy `busy`, no
+    /// canary (the rerun tests' trials too).
+    pub(crate) fn report(offered: f64, achieved: f64, busy: f64) -> EmuReport {
         let mut latency = LatencyHistogram::new();
         latency.record(Duration::from_micros(7));
         EmuReport {

@@ -745,16 +745,8 @@ mod tests {
     #[test]
     fn rebase_judges_a_run_against_its_own_fast_state_whatever_its_first_reading() {
         let us = Duration::from_micros;
-        let speed = |pair_us: u64| Speed {
-            cpus: vec![0, 1],
-            times: vec![us(700), us(705)],
-            reference: vec![us(700), us(705)],
-            pair: Some(Pair {
-                cpus: [0, 1],
-                time: us(pair_us),
-                reference: us(600), // the run's first: an odd fast reading
-            }),
-        };
+        // References: each CPU its own reading, the pair the run's first, an odd fast one.
+        let speed = |pair_us: u64| two_cpus(pair_us, None, 600);
         // 1 odd fast reading, 12 fast (1240 us = 62 ns per round trip), 7 slow (6600 us).
         let mut run: Vec<Speed> = std::iter::once(speed(600))
             .chain((0..12).map(|_| speed(1240)))
@@ -792,22 +784,31 @@ mod tests {
 
     use super::*;
 
+    /// A canary on CPUs 0 and 1 (700 and 705 us) and their pair (`pair_us`), with each CPU's
+    /// reference `cpu_ref_us` (`None`: its own reading) and the pair's `pair_ref_us`.
+    fn two_cpus(pair_us: u64, cpu_ref_us: Option<u64>, pair_ref_us: u64) -> Speed {
+        let us = Duration::from_micros;
+        let times = vec![us(700), us(705)];
+        Speed {
+            cpus: vec![0, 1],
+            reference: cpu_ref_us.map_or(times.clone(), |r| vec![us(r), us(r)]),
+            times,
+            pair: Some(Pair {
+                cpus: [0, 1],
+                time: us(pair_us),
+                reference: us(pair_ref_us),
+            }),
+        }
+    }
+
     /// While a run goes on, a reading is judged against the readings so far: the fastest
     /// while there are five or fewer, the 10th percentile from then on (so an odd fast one
     /// stops setting the reference), and a CPU or pair not seen keeps its reference.
     #[test]
     fn readings_so_far_judge_against_the_fast_state_seen_so_far() {
         let us = Duration::from_micros;
-        let speed = |pair_us: u64| Speed {
-            cpus: vec![0, 1],
-            times: vec![us(700), us(705)],
-            reference: vec![us(1), us(1)],
-            pair: Some(Pair {
-                cpus: [0, 1],
-                time: us(pair_us),
-                reference: us(1),
-            }),
-        };
+        // References of 1 us: not yet judged.
+        let speed = |pair_us: u64| two_cpus(pair_us, Some(1), 1);
         let mut r = Readings::new();
         assert!(r.is_empty());
         // Nothing seen: references stay as they were.
