@@ -54,12 +54,13 @@
 //! marked every trial slowed, and runs whose first reading was in the slow state marked none
 //! (their fast trials read "faster than the reference"). So once a run is over, [`rebase`]
 //! judges every trial again against the whole run's readings (each CPU's and pair's
-//! [`REFERENCE_PERCENTILE`] reading): every bench's tables and JSON use that judgment
-//! (`emu_bench::rebase_canaries` for the emulated NIC, [`rebase_records`] for the socket, TCP
-//! and AF_XDP sweeps). While the run goes on, the emulated benches judge each trial against
-//! the readings so far ([`Readings`]: the same percentile over the run's readings up to it)
-//! and rerun a trial that reads slowed (`emu_bench::search_rerunning_slowed`); the socket,
-//! TCP and AF_XDP sweeps' progress lines use the run's first reading ([`Canary`]).
+//! [`REFERENCE_PERCENTILE`] reading): the tables and JSON of every bench that times the
+//! canary use that judgment (`emu_bench::rebase_canaries` for the emulated NIC,
+//! [`rebase_records`] for the echo and KV socket and TCP sweeps and the KV AF_XDP one). While
+//! the run goes on, the emulated benches judge each trial against the readings so far
+//! ([`Readings`]: the same percentile over the run's readings up to it) and rerun a trial
+//! that reads slowed (`emu_bench::search_rerunning_slowed`); the sweeps' progress lines use
+//! the run's first reading ([`Canary`]).
 //!
 //! [`Canary::process`] is the one reference of a bench process (one process, one run); a
 //! [`Canary::new`] has its own (tests).
