@@ -35,6 +35,14 @@ pub struct SlowedRun {
     pub device_busy: f64,
     /// Its speed canary (re-judged with the run's by [`crate::rebase_canaries`]).
     pub canary: Speed,
+    /// Replies that failed verification and replies whose headers or framing were wrong: a
+    /// run thrown away still counts them ([`crate::EmuSummary::mismatched`], so a bench exits
+    /// non-zero on them).
+    pub mismatched: u64,
+    /// See `mismatched`.
+    pub malformed: u64,
+    /// What the failed checks said.
+    pub failures: Vec<String>,
 }
 
 impl SlowedRun {
@@ -46,6 +54,9 @@ impl SlowedRun {
             work_p50_ns: t.work_p50_ns,
             device_busy: t.report.device_busy,
             canary: t.report.canary.clone()?,
+            mismatched: t.report.run.counters.mismatched,
+            malformed: t.report.run.counters.malformed,
+            failures: t.report.failures.clone(),
         })
     }
 
@@ -57,6 +68,9 @@ impl SlowedRun {
             "device_busy": self.device_busy,
             "slowed": self.canary.slowed(),
             "canary": self.canary.to_json(),
+            "mismatched": self.mismatched,
+            "malformed": self.malformed,
+            "failures": self.failures,
         })
     }
 }
@@ -72,8 +86,8 @@ impl SlowedRun {
 ///
 /// **The rule.** Before every trial the speed canary times each of its CPUs and the pair
 /// (server CPU, device CPU) ([`loadgen::canary`]). When the trial is done its readings join
-/// the run's readings so far ([`Readings`](loadgen::canary::Readings)) and it is judged against them: each CPU's and the
-/// pair's reference is its 10th-percentile reading so far
+/// the run's readings so far ([`Readings`](loadgen::canary::Readings)) and it is judged
+/// against them: each CPU's and the pair's reference is its 10th-percentile reading so far
 /// ([`loadgen::canary::REFERENCE_PERCENTILE`]: the fastest while there are five readings or
 /// fewer). A trial whose canary read over [`loadgen::canary::SLOWED_RATIO`] × a reference
 /// (the pair's is the one the slow state moves) is thrown away and the same point (lane,
@@ -217,6 +231,41 @@ mod tests {
         assert_eq!((t.slowed_retries, t.record.slowed_reruns), (2, Some(1)));
         // The first load's trial was not rerun; its record says 0.
         assert_eq!(s.loads[0].trials[0].record.slowed_reruns, Some(0));
+    }
+
+    /// A wrong reply in a run thrown away as slowed still counts: the summary's mismatched
+    /// replies include it and `replies_verified` fails the bench, and the points file has it.
+    #[test]
+    fn a_wrong_reply_in_a_run_thrown_away_still_fails_the_bench() {
+        let canary = Canary::new();
+        let mut cfg = SearchConfig::new(vec![100.0, 200.0]);
+        (cfg.trials, cfg.resolution) = (1, 1.0);
+        let mut n = 0;
+        let searches = search_rerunning_slowed(&cfg, 1, 2, |p| {
+            n += 1;
+            // The second run (the first at 200) is slow and had one wrong reply.
+            let slow = n == 2;
+            let mut t = trial(&canary, p, p.offered_rps, if slow { SLOW } else { FAST });
+            if slow {
+                t.report.run.counters.mismatched = 1;
+                t.report.failures.push("request 3: wrong value".to_owned());
+            }
+            Ok(t)
+        })
+        .unwrap();
+        let s = &searches[0];
+        let t = &s.loads[1].trials[0];
+        assert_eq!(
+            (t.slowed_reruns.len(), t.report.run.counters.mismatched),
+            (1, 0)
+        );
+        let summary = EmuSummary::of("m", s);
+        assert_eq!(summary.mismatched, 1);
+        let err = crate::replies_verified(&[summary]).unwrap_err();
+        assert!(err.contains("m: 1 mismatched"), "{err}");
+        let j = &trials_json(s)[1]["thrown_slowed_runs"][0];
+        assert_eq!(j["mismatched"], 1);
+        assert_eq!(j["failures"][0], "request 3: wrong value");
     }
 
     /// Reruns are bounded: a trial slowed every time is run 1 + retries times, then taken

@@ -329,9 +329,11 @@ pub struct EmuSummary {
     pub loads: usize,
     /// See `loads`.
     pub trials: usize,
-    /// Replies that failed verification, over every trial (must be 0).
+    /// Replies that failed verification, over every trial and every run thrown away as
+    /// slowed (must be 0).
     pub mismatched: u64,
-    /// Replies whose headers or framing were wrong, over every trial (must be 0).
+    /// Replies whose headers or framing were wrong, over every trial and every run thrown
+    /// away as slowed (must be 0).
     pub malformed: u64,
     /// Requests lost, over every trial.
     pub lost: u64,
@@ -379,7 +381,12 @@ impl EmuSummary {
         let all = s.loads.iter().flat_map(|v| v.trials.iter());
         let (mismatched, malformed, lost) = all.fold((0, 0, 0), |(m, f, l), t| {
             let c = &t.report.run.counters;
-            (m + c.mismatched, f + c.malformed, l + c.lost)
+            // A wrong reply in a run thrown away as slowed is still a wrong reply.
+            let (tm, tf) = t
+                .slowed_reruns
+                .iter()
+                .fold((0, 0), |(m, f), r| (m + r.mismatched, f + r.malformed));
+            (m + c.mismatched + tm, f + c.malformed + tf, l + c.lost)
         });
         let cores = s
             .loads
