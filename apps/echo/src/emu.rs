@@ -14,9 +14,10 @@ use std::time::Duration;
 use cornflakes::PinnedMemory;
 
 use emu_bench::{
-    median_records, trials_json, EmuReport, EmuRunConfig, EmuSummary, EmuTrial, Request,
+    median_records, search_rerunning_slowed, trials_json, EmuReport, EmuRunConfig, EmuSummary,
+    EmuTrial, Request,
 };
-use loadgen::search::{search, SearchConfig};
+use loadgen::search::SearchConfig;
 
 use crate::client::{RequestBuilder, Verifier};
 use crate::config::{BenchConfig, BenchOutcome, EmuOutcome};
@@ -198,18 +199,15 @@ pub fn run_bench_emu(cfg: &BenchConfig) -> Result<(BenchOutcome, EmuOutcome), St
     }
     let shape = cfg.shape.to_string();
     let mut seed = 1u64;
-    let mut searches = search(&scfg, modes.len(), |p| {
+    // A trial whose speed canary read the machine's slow state is rerun (each attempt's
+    // progress line is printed there).
+    let mut searches = search_rerunning_slowed(&scfg, modes.len(), cfg.slowed_retries, |p| {
         seed += 1;
         let mode = modes[p.lane];
         let (report, per_core) = run_point(cfg, mode, &requests[p.lane], p.offered_rps, seed)?;
         let stats = ServerStats::sum(&per_core);
         let work = stats.work_p50_ns();
-        let t = EmuTrial::new(p, mode.name(), &shape, report, work, stats);
-        eprintln!("[bench] {}", t.progress());
-        for f in &t.report.failures {
-            eprintln!("[bench]   {mode}: {f}");
-        }
-        Ok::<_, String>(t)
+        Ok(EmuTrial::new(p, mode.name(), &shape, report, work, stats))
     })?;
     // The tables and JSON judge every trial's speed canary against the whole run.
     emu_bench::rebase_canaries(&mut searches);

@@ -20,7 +20,7 @@ usage:
   echo bench  [--modes M,M,..] [--shape S] [--rates R,R,..] [--fixed-rps R] [--duration SECS]
               [--warmup SECS] [--timeout-ms MS] [--threads N] [--threshold N] [--mtu N]
               [--out DIR] [--json PATH] [--all-points] [--spin] [--datapath emu|socket|tcp|xdp] [--conns N]
-              [--sample-every N] [--check-every N] [--desc-ns NS] [--rx-ring N] [--demote-lines N] [--trials K] [--resolution F] [--cores N]
+              [--sample-every N] [--check-every N] [--desc-ns NS] [--rx-ring N] [--demote-lines N] [--slowed-retries N] [--trials K] [--resolution F] [--cores N]
       Every mode (or --modes), one offered-load sweep each; prints the comparison table and
       writes DIR/echo.json (or --json), DIR/echo.svg, DIR/echo.png and DIR/table.md
       (DIR defaults to results/echo).
@@ -41,7 +41,10 @@ usage:
       0). Each mode's saturation load is searched, the modes interleaved trial by trial: a doubling grid of --rates (default 0.125 to 8 M req/s) until a load's
       median of up to --trials K trials (default 3) misses 95 % of offered, then bisection
       until the bracket is within --resolution F (default 0.05); --all-points runs the whole
-      grid first. The table gives per mode the highest load kept up (median), the spread of
+      grid first. A trial whose speed canary read the machine's slow state (over 1.3 x the
+      run's readings so far) is rerun up to --slowed-retries N times (default 2; 0: never),
+      the runs thrown away counted in the table and JSON (docs/results.md, \"How trials are
+      judged\"). The table gives per mode the highest load kept up (median), the spread of
       its trials, p99, device utilisation, the 100 GbE line rate of its frames
       (above it a 100 Gbit/s port would be the limit), server time and what bounded it
       (server or device). About 1-2 minutes for all modes. Writes DIR/emu-summary.json (per mode) and
@@ -138,6 +141,7 @@ fn bench_config(a: &mut Args) -> Result<BenchConfig, String> {
     cfg.sample_every = emu.sample_every.unwrap_or(cfg.sample_every);
     cfg.check_every = emu.check_every.unwrap_or(cfg.check_every);
     cfg.demote_lines = emu.demote_lines.unwrap_or(cfg.demote_lines);
+    cfg.slowed_retries = emu.slowed_retries.unwrap_or(cfg.slowed_retries);
     // --delay-ns: the old name of --desc-ns.
     if let Some(ns) = a.parse::<u64>("--delay-ns")?.or(emu.desc_ns) {
         cfg.delay_per_segment = Duration::from_nanos(ns);
@@ -293,7 +297,7 @@ mod tests {
             "--datapath socket --modes raw,protobuf --shape single-64 --rates 2000,1000 \
              --duration 0.25 --warmup 0.5 --timeout-ms 30 --threads 4 --threshold 256 \
              --mtu 9000 --out o --json j.json --all-points --spin --sample-every 0 --check-every 3 \
-             --desc-ns 7 --rx-ring 256 --demote-lines 2 --trials 5 --resolution 0.2 --cores 2",
+             --desc-ns 7 --rx-ring 256 --demote-lines 2 --slowed-retries 1 --trials 5 --resolution 0.2 --cores 2",
         );
         let got = bench_config(&mut a).unwrap();
         a.finish().unwrap();
@@ -317,6 +321,7 @@ mod tests {
             delay_per_segment: Duration::from_nanos(7),
             rx_ring: Some(256),
             demote_lines: 2,
+            slowed_retries: 1,
             trials: 5,
             resolution: 0.2,
             cores: 2,

@@ -230,7 +230,7 @@ mod tests {
         let raw = t.lines().find(|l| l.starts_with("| raw ")).unwrap();
         assert!(raw.starts_with("| raw | 20 (slowed) | 1.00 |"), "{raw}");
         assert!(
-            t.contains("1 point(s) ran on a machine slower than at the run's start"),
+            t.contains("1 point(s) ran on a machine slower than its fast state"),
             "{t}"
         );
         let mut with_libs = records.clone();

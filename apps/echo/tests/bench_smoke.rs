@@ -160,9 +160,15 @@ fn bench_on_the_emulated_nic_verifies_every_reply_of_every_mode() {
         assert_eq!(p["canary"]["pair_cpus"], p["canary"]["cpus"], "{p}");
         assert!(p["canary"]["pair_us"].as_f64().unwrap() > 0.0, "{p}");
         assert_eq!(r["canary_pair_ratio"], p["canary"]["pair_ratio"], "{p} {r}");
+        // How many runs of the trial were thrown away as slowed (default: up to 2 reruns),
+        // in the points and the record.
+        assert_eq!(p["slowed_retries"], 2, "{p}");
+        let reruns = p["thrown_slowed_runs"].as_array().unwrap().len();
+        assert_eq!(p["slowed_reruns"], reruns, "{p}");
+        assert_eq!(r["slowed_reruns"], reruns, "{r}");
     }
     assert!(
-        stdout.contains("| slowed trials (there / all) |"),
+        stdout.contains("| slowed trials (there / all) | rerun for slowness (there / all) |"),
         "{stdout}"
     );
     // Per mode, what its saturation search found and what bounded it (here: the grid of one

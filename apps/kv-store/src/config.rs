@@ -120,6 +120,9 @@ pub struct BenchConfig {
     /// `emu` only: leading cache lines of each request frame the device demotes to the
     /// last-level cache after writing it, as DDIO leaves DMA writes there (0: none).
     pub demote_lines: usize,
+    /// `emu` only: reruns of a trial whose speed canary read the machine's slow state
+    /// (`--slowed-retries`, [`emu_bench::search_rerunning_slowed`]; 0: none).
+    pub slowed_retries: usize,
     /// `emu` only: trials per load of the saturation search (its median decides).
     pub trials: usize,
     /// `emu` only: the search bisects until the saturation bracket is within this fraction.
@@ -176,6 +179,7 @@ impl Default for BenchConfig {
             check_every: emu_bench::DEFAULT_CHECK_EVERY,
             desc_ns: 0,
             demote_lines: 0,
+            slowed_retries: emu_bench::DEFAULT_SLOWED_RETRIES,
             trials: loadgen::search::DEFAULT_TRIALS,
             resolution: loadgen::search::DEFAULT_RESOLUTION,
             cores: 1,

@@ -14,9 +14,11 @@
 //! (late ones too), and a read is right only against the current value ([`Current`]); a read
 //! whose bytes equal the last verified reply to the same request, with none of its keys
 //! written since, is accepted by hash, the rest (and a random 1 in `--sample-every`) decoded.
-//! Each serialization's saturation load is found by the shared search ([`loadgen::search`]:
-//! median of `--trials` per load, grid then bisection, serializations interleaved trial by
-//! trial), reported with [`emu_bench::EmuSummary`].
+//! Each serialization's saturation load is found by the shared search
+//! ([`emu_bench::search_rerunning_slowed`] over [`loadgen::search`]: median of `--trials` per
+//! load, grid then bisection, serializations interleaved trial by trial, a trial whose speed
+//! canary read the machine's slow state rerun up to `--slowed-retries` times), reported with
+//! [`emu_bench::EmuSummary`].
 //!
 //! **Several cores** ([`CorePlan`], `docs/cores.md`): each request goes to the core that
 //! owns its key ([`crate::steer::core_of`], by destination port, [`Request::core`]). A
@@ -39,10 +41,11 @@ use std::sync::Arc;
 use cornflakes::datapath::DatapathMemory as _;
 use cornflakes::PinnedMemory;
 use emu_bench::{
-    median_records, trials_json, EmuReport, EmuRunConfig, EmuSummary, EmuTrial, ReplyCheck, Request,
+    median_records, search_rerunning_slowed, trials_json, EmuReport, EmuRunConfig, EmuSummary,
+    EmuTrial, ReplyCheck, Request,
 };
 use kv_workloads::WorkloadConfig;
-use loadgen::search::{search, SearchConfig};
+use loadgen::search::SearchConfig;
 
 use crate::cf;
 use crate::client::{decode_reply, Current, Expected, RunRequests};
@@ -647,18 +650,23 @@ pub(crate) fn run_emu(cfg: &BenchConfig, loads: &[f64]) -> Result<BenchOutcome, 
             "[bench] emu: {} (once; every trial serves a snapshot of it)",
             cores.loaded().join("; ")
         );
-        search(&scfg, cfg.serializations.len(), |pt| {
+        // A trial whose speed canary read the machine's slow state is rerun (each attempt's
+        // progress line is printed there).
+        let lanes = cfg.serializations.len();
+        search_rerunning_slowed(&scfg, lanes, cfg.slowed_retries, |pt| {
             runs += 1;
             let ser = cfg.serializations[pt.lane];
             let point = cores.run_point(cfg, ser, pt.offered_rps, cfg.seed + runs)?;
             let stats = ServerStats::sum(&point.per_core);
             let work = stats.work_p50_ns();
-            let t = EmuTrial::new(pt, ser.name(), &name, point.report, work, stats);
-            eprintln!("[bench] {}", t.progress());
-            for f in &t.report.failures {
-                eprintln!("[bench] {ser}: {f}");
-            }
-            Ok::<_, String>(t)
+            Ok(EmuTrial::new(
+                pt,
+                ser.name(),
+                &name,
+                point.report,
+                work,
+                stats,
+            ))
         })
     })?;
     // The tables and JSON judge every trial's speed canary against the whole run.

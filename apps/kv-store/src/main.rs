@@ -30,7 +30,7 @@ usage:
             [--rates R,R,..] [--duration SECS] [--warmup SECS] [--timeout-ms MS] [--threads N]
             [--threshold N] [--mtu N] [--max-item BYTES] [--memory-limit BYTES]
             [--requests N] [--seed N] [--out DIR] [--json PATH] [--spin] [--datapath emu|socket|xdp]
-            [--sample-every N] [--check-every N] [--desc-ns NS] [--demote-lines N] [--trials K] [--resolution F] [--peers redis,memcached] [--cores N]
+            [--sample-every N] [--check-every N] [--desc-ns NS] [--demote-lines N] [--slowed-retries N] [--trials K] [--resolution F] [--peers redis,memcached] [--cores N]
       One server per serialization (each loads the workload's contents), offered loads
       interleaved across serializations, every reply verified against what the store must
       hold. Prints the tables and writes DIR/kv.json (or --json), DIR/run.json, DIR/kv.svg,
@@ -50,6 +50,10 @@ usage:
       (default 0.1 to 3.2 M req/s) until a load's median of up to --trials K trials (default
       3) misses 95 % of offered, then bisection until the bracket is within --resolution F
       (default 0.05); also writes DIR/emu.md, DIR/emu-summary.json and DIR/emu-points.json.
+      A trial whose speed canary read the machine's slow state (over 1.3 x the run's
+      readings so far) is rerun up to --slowed-retries N times (default 2; 0: never) and the
+      runs thrown away are counted in the table and JSON (docs/results.md, \"How trials are
+      judged\").
       --cores N there: N server cores, each with its shard, on N + 1 CPUs (the device on the
       last); each request to its key's core, a getm/putm over several cores sent as one part
       per core (rates count whole requests, counters parts; docs/cores.md).
@@ -185,6 +189,7 @@ fn bench_config(a: &mut Args) -> Result<(BenchConfig, Peers), String> {
     cfg.check_every = emu.check_every.unwrap_or(cfg.check_every);
     cfg.desc_ns = emu.desc_ns.unwrap_or(cfg.desc_ns);
     cfg.demote_lines = emu.demote_lines.unwrap_or(cfg.demote_lines);
+    cfg.slowed_retries = emu.slowed_retries.unwrap_or(cfg.slowed_retries);
     a.search_flags()?
         .apply(&mut cfg.trials, &mut cfg.resolution);
     let name = a.take("--workload")?.unwrap_or_else(|| "ycsb".to_owned());
@@ -389,7 +394,7 @@ mod tests {
         let mut a = Args::from_line(&format!(
             "--datapath socket --workload google --keys 50 --list-lens 1-4 \
              --serializations protobuf,resp --threshold 256 --peers redis --sample-every 0 --check-every 0 \
-             --desc-ns 7 --demote-lines 2 --trials 5 --resolution 0.2 {RUN_FLAGS}"
+             --desc-ns 7 --demote-lines 2 --slowed-retries 1 --trials 5 --resolution 0.2 {RUN_FLAGS}"
         ));
         let (got, peers) = bench_config(&mut a).unwrap();
         a.finish().unwrap();
@@ -403,6 +408,7 @@ mod tests {
         want.check_every = 1;
         want.desc_ns = 7;
         want.demote_lines = 2;
+        want.slowed_retries = 1;
         want.trials = 5;
         want.resolution = 0.2;
         assert_eq!(format!("{got:?}"), format!("{want:?}"));

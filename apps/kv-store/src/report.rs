@@ -413,7 +413,7 @@ mod tests {
         let t = tables(&wl, &slowed);
         assert!(t.contains("| protobuf | 800 (slowed) |"), "{t}");
         assert!(
-            t.contains("1 point(s) ran on a machine slower than at the run's start"),
+            t.contains("1 point(s) ran on a machine slower than its fast state"),
             "{t}"
         );
     }

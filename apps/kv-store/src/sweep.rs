@@ -2,7 +2,7 @@
 //! addresses, its checker) and its points; the socket bench interleaves lanes, the AF_XDP
 //! bench runs one lane per server process.
 
-use loadgen::canary::Canary;
+use loadgen::canary::{Canary, Speed};
 use loadgen::fmt_us;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::Arc;
@@ -33,7 +33,9 @@ pub(crate) struct Lane {
     pub(crate) server: Option<ServerHandle>,
     pub(crate) checker: Arc<Checker>,
     pub(crate) misses: usize,
-    pub(crate) records: Vec<Record>,
+    /// Each point's record with the speed canary taken before it (`None` when it could not
+    /// run), re-judged together once the run is over ([`loadgen::canary::rebase_records`]).
+    pub(crate) points: Vec<(Record, Option<Speed>)>,
 }
 
 fn run_point(
@@ -122,12 +124,14 @@ pub(crate) fn run_lane_point(
     if cfg.stop_after_misses > 0 && lane.misses == cfg.stop_after_misses {
         eprintln!("[bench] {}: saturated, no higher loads", lane.ser);
     }
-    lane.records.push(rec);
+    lane.points.push((rec, speed));
     Ok(())
 }
 
 /// Sweeps `loads` for one serialization against a server at `server` (already loaded) from
-/// clients bound to `bind`: the AF_XDP bench's per-server sweep.
+/// clients bound to `bind`: the AF_XDP bench's per-server sweep. Its points keep their speed
+/// canaries: the caller re-judges the whole run's together
+/// ([`loadgen::canary::rebase_records`]).
 #[cfg_attr(not(feature = "xdp"), allow(dead_code))]
 pub(crate) fn sweep_one(
     cfg: &BenchConfig,
@@ -137,7 +141,7 @@ pub(crate) fn sweep_one(
     reqs: &Arc<RunRequests>,
     name: &str,
     loads: &[f64],
-) -> Result<Vec<Record>, String> {
+) -> Result<Vec<(Record, Option<Speed>)>, String> {
     let mut lane = Lane {
         ser: checker.ser,
         addrs: vec![server],
@@ -145,10 +149,10 @@ pub(crate) fn sweep_one(
         server: None,
         checker,
         misses: 0,
-        records: Vec::new(),
+        points: Vec::new(),
     };
     for (li, &load) in loads.iter().enumerate() {
         run_lane_point(cfg, &mut lane, reqs, name, li, loads.len(), load)?;
     }
-    Ok(lane.records)
+    Ok(lane.points)
 }

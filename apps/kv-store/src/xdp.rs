@@ -167,6 +167,7 @@ pub(crate) fn run_xdp(
         }
     }
     let n = cfg.serializations.len();
+    let mut points = Vec::new();
     for (i, &ser) in cfg.serializations.iter().enumerate() {
         eprintln!("[bench] serialization {}/{n}: {ser}", i + 1);
         let server = spawn_server(&ns, cfg, ser, 7000 + i as u16)?;
@@ -187,10 +188,13 @@ pub(crate) fn run_xdp(
         );
         let stats = parse_stats(&server.stop()?);
         eprintln!("[bench] {ser} server: {stats}");
-        out.records.extend(records?);
+        points.extend(records?);
         out.servers.push((ser, stats));
     }
     drop(ns);
+    // Every point's speed canary judged against the whole run's readings (all servers').
+    loadgen::canary::rebase_records(&mut points);
+    out.records = points.into_iter().map(|(r, _)| r).collect();
     Ok(out)
 }
 

@@ -268,12 +268,20 @@ fn bench_on_the_emulated_nic() {
         assert_eq!(p["coverage_complete"], true, "{p}");
         assert!(p["canary"]["ratio"].as_f64().unwrap() > 0.0, "{p}");
         assert!(p["slowed"].is_boolean(), "{p}");
+        // Runs thrown away as slowed before the trial (default: up to 2 reruns).
+        assert_eq!(p["slowed_retries"], 2, "{p}");
+        let reruns = p["thrown_slowed_runs"].as_array().unwrap().len();
+        assert_eq!(p["slowed_reruns"], reruns, "{p}");
+    }
+    for s in summary.as_array().unwrap() {
+        assert!(s["slowed_reruns"].is_u64(), "{s}");
     }
     for r in recs {
         assert!(r["canary_ratio"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["slowed_reruns"].is_u64(), "{r}");
     }
     assert!(
-        stdout.contains("| slowed trials (there / all) |"),
+        stdout.contains("| slowed trials (there / all) | rerun for slowness (there / all) |"),
         "{stdout}"
     );
     assert!(dir.join("emu.md").exists());

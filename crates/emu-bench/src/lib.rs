@@ -31,8 +31,10 @@
 //!   state once (e.g. a key-value store loaded into its pinned memory) and every
 //!   [`Resident::run`] calls the run's job with that state and a fresh [`ServerPort`] of the
 //!   run's device, so a state that takes longer to build than a run is built once per search;
-//! - a benchmark searches each mode's saturation load with [`loadgen::search`] (median of K
-//!   trials per load, grid then bisection, modes interleaved) over [`EmuTrial`]s, and reports
+//! - a benchmark searches each mode's saturation load with [`search_rerunning_slowed`]
+//!   ([`loadgen::search`]: median of K trials per load, grid then bisection, modes
+//!   interleaved; a trial whose speed canary read the machine's slow state rerun up to
+//!   `--slowed-retries` times, not counted) over [`EmuTrial`]s, and reports
 //!   it with [`EmuSummary`] and [`table`]: the highest load kept up, the spread of its trials,
 //!   p99, device utilisation, the 100 GbE line rate of its frames
 //!   ([`EmuReport::line_rate_rps`]), server handling time and what bounded it ([`Bound`]).
@@ -90,6 +92,7 @@
 mod capture;
 mod frames;
 mod hash;
+mod rerun;
 mod resident;
 mod run;
 mod search;
@@ -101,8 +104,9 @@ pub use capture::{capture, CaptureDatapath};
 /// The flags of the emulated device every emu bench takes (`echo bench`, `kv bench`): what
 /// was given of `--sample-every N` (every n-th checked reply decoded again; 0 reads as 1),
 /// `--check-every N` (a random 1 in N of the other replies' payloads checked; 0 reads as 1),
-/// `--desc-ns NS` (the device's time per gather entry) and `--demote-lines N` (request cache
-/// lines demoted after each write).
+/// `--desc-ns NS` (the device's time per gather entry), `--demote-lines N` (request cache
+/// lines demoted after each write) and `--slowed-retries N` (reruns of a trial whose speed
+/// canary read the machine's slow state).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct EmuFlags {
     /// `--sample-every N`, at least 1.
@@ -113,6 +117,9 @@ pub struct EmuFlags {
     pub desc_ns: Option<u64>,
     /// `--demote-lines N`.
     pub demote_lines: Option<usize>,
+    /// `--slowed-retries N`: reruns of a trial whose speed canary read slowed
+    /// ([`search_rerunning_slowed`]; default [`DEFAULT_SLOWED_RETRIES`], 0: none).
+    pub slowed_retries: Option<usize>,
 }
 
 impl EmuFlags {
@@ -123,6 +130,7 @@ impl EmuFlags {
             check_every: a.parse::<u64>("--check-every")?.map(|n| n.max(1)),
             desc_ns: a.parse::<u64>("--desc-ns")?,
             demote_lines: a.parse::<usize>("--demote-lines")?,
+            slowed_retries: a.parse::<usize>("--slowed-retries")?,
         })
     }
 }
@@ -131,6 +139,7 @@ pub use datapath_mlx5::emu::threaded::cores_for;
 /// Whether this machine has the two CPUs a one-core run needs (server and device), and which.
 pub use datapath_mlx5::emu::threaded::two_cores;
 pub use frames::{Request, RequestFrames};
+pub use rerun::{search_rerunning_slowed, SlowedRun, DEFAULT_SLOWED_RETRIES};
 pub use resident::{resident, Resident};
 pub use run::{
     memory_config, run, run_cores, Bottleneck, CoreReport, EmuReport, EmuRunConfig, ServerPort,

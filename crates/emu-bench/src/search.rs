@@ -10,6 +10,7 @@ use loadgen::search::{Point, Search, Trial};
 use loadgen::Record;
 use serde_json::{json, Value};
 
+use crate::rerun::SlowedRun;
 use crate::run::{Bottleneck, EmuReport};
 
 /// One trial of one mode at one load: the device's report, the record of it, and what the
@@ -26,6 +27,13 @@ pub struct EmuTrial<S> {
     pub work_p50_ns: Option<f64>,
     /// The server's own counters.
     pub server: S,
+    /// Runs of this trial thrown away before it because their speed canary read slowed
+    /// ([`crate::search_rerunning_slowed`]), in the order run; empty when none was (or the
+    /// search did not rerun).
+    pub slowed_reruns: Vec<SlowedRun>,
+    /// The reruns its search allowed a slowed trial (`--slowed-retries`; 0 when the search
+    /// did not rerun).
+    pub slowed_retries: usize,
 }
 
 impl<S> EmuTrial<S> {
@@ -48,6 +56,8 @@ impl<S> EmuTrial<S> {
             record,
             work_p50_ns,
             server,
+            slowed_reruns: Vec::new(),
+            slowed_retries: 0,
         }
     }
 
@@ -101,7 +111,8 @@ impl<S> EmuTrial<S> {
 
     /// Whether the machine was slower in this trial than in its fast state: its speed canary
     /// took more than [`loadgen::canary::SLOWED_RATIO`] times its reference (the run's first
-    /// reading; after [`rebase_canaries`], the whole run's)
+    /// reading as the device run judged it; the run's readings so far in
+    /// [`crate::search_rerunning_slowed`]; after [`rebase_canaries`], the whole run's)
     /// ([`loadgen::canary`]). Treated as a disturbed trial is.
     pub fn slowed(&self) -> bool {
         self.report.canary.as_ref().is_some_and(|c| c.slowed())
@@ -110,7 +121,7 @@ impl<S> EmuTrial<S> {
     /// The trial as JSON (every trial goes to the run's points file).
     pub fn to_json(&self) -> Value {
         let r = &self.report;
-        json!({
+        let mut v = json!({
             "mode": self.record.mode,
             "shape": self.record.shape,
             "phase": self.point.phase.to_string(),
@@ -159,7 +170,18 @@ impl<S> EmuTrial<S> {
                 "others_share": i.others_share(),
                 "involuntary_switches": i.involuntary_switches,
             })),
-        })
+        });
+        // Beside the canary: the runs thrown away as slowed before this one (one json!
+        // holding every field exceeds the macro's recursion limit).
+        v["slowed_reruns"] = json!(self.slowed_reruns.len());
+        v["slowed_retries"] = json!(self.slowed_retries);
+        v["thrown_slowed_runs"] = self
+            .slowed_reruns
+            .iter()
+            .map(SlowedRun::to_json)
+            .collect::<Vec<_>>()
+            .into();
+        v
     }
 }
 
@@ -197,6 +219,9 @@ pub struct LoadSummary {
     pub disturbed: usize,
     /// Trials at this load that ran on a slowed machine ([`EmuTrial::slowed`]).
     pub slowed: usize,
+    /// Runs thrown away at this load because their speed canary read slowed, each replaced
+    /// by a rerun ([`EmuTrial::slowed_reruns`]).
+    pub slowed_reruns: usize,
     /// Replies whose payload was checked, and replies answered, over the trials here.
     pub checked: u64,
     /// See `checked`.
@@ -223,6 +248,7 @@ impl LoadSummary {
             line_rate_rps: m.report.line_rate_rps(crate::run::LINE_RATE_GBPS),
             disturbed: v.trials.iter().filter(|t| t.disturbed()).count(),
             slowed: v.trials.iter().filter(|t| t.slowed()).count(),
+            slowed_reruns: v.trials.iter().map(|t| t.slowed_reruns.len()).sum(),
             checked: v.trials.iter().map(|t| t.report.checked()).sum(),
             answered: v
                 .trials
@@ -251,6 +277,7 @@ impl LoadSummary {
             "line_rate_100gbe_rps": self.line_rate_rps,
             "disturbed_trials": self.disturbed,
             "slowed_trials": self.slowed,
+            "slowed_reruns": self.slowed_reruns,
             "checked_replies": self.checked,
             "answered_replies": self.answered,
             "incomplete_coverage_trials": self.incomplete,
@@ -302,9 +329,11 @@ pub struct EmuSummary {
     pub loads: usize,
     /// See `loads`.
     pub trials: usize,
-    /// Replies that failed verification, over every trial (must be 0).
+    /// Replies that failed verification, over every trial and every run thrown away as
+    /// slowed (must be 0).
     pub mismatched: u64,
-    /// Replies whose headers or framing were wrong, over every trial (must be 0).
+    /// Replies whose headers or framing were wrong, over every trial and every run thrown
+    /// away as slowed (must be 0).
     pub malformed: u64,
     /// Requests lost, over every trial.
     pub lost: u64,
@@ -312,6 +341,11 @@ pub struct EmuSummary {
     pub disturbed: usize,
     /// Trials that ran on a slowed machine ([`EmuTrial::slowed`]), over the whole search.
     pub slowed: usize,
+    /// Runs thrown away because their speed canary read slowed, each replaced by a rerun
+    /// ([`EmuTrial::slowed_reruns`]), over the whole search (not counted in `trials`).
+    pub slowed_reruns: usize,
+    /// The reruns the search allowed a slowed trial (`--slowed-retries`; 0: none).
+    pub slowed_retries: usize,
     /// Trials whose speed canary was faster than its reference by more than
     /// [`loadgen::canary::SLOWED_RATIO`]: the reference was taken slowed, so trials near
     /// ratio 1 ran slowed too.
@@ -347,7 +381,12 @@ impl EmuSummary {
         let all = s.loads.iter().flat_map(|v| v.trials.iter());
         let (mismatched, malformed, lost) = all.fold((0, 0, 0), |(m, f, l), t| {
             let c = &t.report.run.counters;
-            (m + c.mismatched, f + c.malformed, l + c.lost)
+            // A wrong reply in a run thrown away as slowed is still a wrong reply.
+            let (tm, tf) = t
+                .slowed_reruns
+                .iter()
+                .fold((0, 0), |(m, f), r| (m + r.mismatched, f + r.malformed));
+            (m + c.mismatched + tm, f + c.malformed + tf, l + c.lost)
         });
         let cores = s
             .loads
@@ -386,6 +425,19 @@ impl EmuSummary {
                 .flat_map(|v| v.trials.iter())
                 .filter(|t| t.slowed())
                 .count(),
+            slowed_reruns: s
+                .loads
+                .iter()
+                .flat_map(|v| v.trials.iter())
+                .map(|t| t.slowed_reruns.len())
+                .sum(),
+            slowed_retries: s
+                .loads
+                .iter()
+                .flat_map(|v| v.trials.iter())
+                .map(|t| t.slowed_retries)
+                .max()
+                .unwrap_or(0),
             faster_than_reference: s
                 .loads
                 .iter()
@@ -473,6 +525,8 @@ impl EmuSummary {
             "rests_on_disturbed_trials": self.rests_on_disturbed(),
             "slowed_trials": self.slowed,
             "rests_on_slowed_trials": self.rests_on_slowed(),
+            "slowed_reruns": self.slowed_reruns,
+            "slowed_retries": self.slowed_retries,
             "faster_than_reference_trials": self.faster_than_reference,
             "desc_ns": self.desc_ns,
             "check_every": self.check_every,
@@ -589,18 +643,22 @@ pub fn median_records<S>(s: &Search<EmuTrial<S>>) -> Vec<Record> {
     v
 }
 
-/// Re-judges the speed canary of every trial of a run — all modes' searches — against
-/// references from the whole run ([`loadgen::canary::rebase`]), and updates each trial's
-/// record to match. Benches call it once every search is done, before the summaries, tables
-/// and JSON: a trial's progress line could only judge against the run's first reading, which
-/// misjudges a machine whose state flips both ways (docs/results/2026-11-27, "Third run").
+/// Re-judges the speed canary of every trial of a run — all modes' searches, and the runs
+/// thrown away as slowed ([`EmuTrial::slowed_reruns`]) — against references from the whole
+/// run ([`loadgen::canary::rebase`]), and updates each trial's record to match. Benches call
+/// it once every search is done, before the summaries, tables and JSON: a trial's progress
+/// line could only judge against the readings before it, which misjudges a machine whose
+/// state flips both ways (docs/results/2026-11-27, "Third run").
 pub fn rebase_canaries<S>(searches: &mut [Search<EmuTrial<S>>]) {
-    let mut speeds: Vec<&mut loadgen::canary::Speed> = searches
+    let mut speeds: Vec<&mut loadgen::canary::Speed> = Vec::new();
+    for t in searches
         .iter_mut()
         .flat_map(|s| s.loads.iter_mut())
         .flat_map(|v| v.trials.iter_mut())
-        .filter_map(|t| t.report.canary.as_mut())
-        .collect();
+    {
+        speeds.extend(t.report.canary.as_mut());
+        speeds.extend(t.slowed_reruns.iter_mut().map(|r| &mut r.canary));
+    }
     loadgen::canary::rebase(&mut speeds);
     for t in searches
         .iter_mut()
@@ -672,13 +730,25 @@ pub fn table(summaries: &[EmuSummary], baseline: Option<&str>, trials: usize) ->
     let check_every = summaries.iter().map(|m| m.check_every).max().unwrap_or(1);
     let _ = writeln!(
         s,
-        "{who} (not a network measurement). Each load: median of up to {trials} trials; \
+        "{who} (not a network measurement). Each load: median of up to {trials} trials{}; \
          saturation bracketed by a grid, then bisection. Device cost per gather entry \
          (--desc-ns): {desc} ns{}. Every reply is read whole and its headers checked; its \
          payload is checked {} (\"payload checked there\": replies checked of those \
          answered at that load, over its trials, and whether every trial of the search had a \
          checked reply in its measured window for every distinct request answered there and \
          every core; a trial without is counted as coverage incomplete).\n",
+        match summaries
+            .iter()
+            .map(|m| m.slowed_retries)
+            .max()
+            .unwrap_or(0)
+        {
+            0 => String::new(),
+            r => format!(
+                ", a trial whose speed canary read the machine's slow state rerun up to {r} \
+                 times (--slowed-retries)"
+            ),
+        },
         if desc == 0 {
             " (the paper's crossover comes from CPU-side costs; its NICs were not the limit, §5.2)"
         } else {
@@ -697,11 +767,11 @@ pub fn table(summaries: &[EmuSummary], baseline: Option<&str>, trials: usize) ->
     let vs = baseline.map_or(String::new(), |b| format!(" vs {b} |"));
     let _ = writeln!(
         s,
-        "| mode | max req/s within 95% of offered (median) | trials there: min–max req/s |{vs} p99 there (µs) | device busy there | 100 GbE line rate (req/s) | server work p50 there (ns) | bounded by | mismatched | lost | loads / trials | disturbed trials (there / all) | slowed trials (there / all) | payload checked there |"
+        "| mode | max req/s within 95% of offered (median) | trials there: min–max req/s |{vs} p99 there (µs) | device busy there | 100 GbE line rate (req/s) | server work p50 there (ns) | bounded by | mismatched | lost | loads / trials | disturbed trials (there / all) | slowed trials (there / all) | rerun for slowness (there / all) | payload checked there |"
     );
     let _ = writeln!(
         s,
-        "|---|---:|---:|{}---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|",
+        "|---|---:|---:|{}---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|",
         if baseline.is_some() { "---:|" } else { "" }
     );
     for m in summaries {
@@ -720,7 +790,7 @@ pub fn table(summaries: &[EmuSummary], baseline: Option<&str>, trials: usize) ->
         };
         let _ = writeln!(
             s,
-            "| {} | {} | {} |{ratio} {} | {} | {} | {} | {} | {} | {} | {} / {} | {} / {} | {} / {} | {} |",
+            "| {} | {} | {} |{ratio} {} | {} | {} | {} | {} | {} | {} | {} / {} | {} / {} | {} / {} | {} / {} | {} |",
             m.mode,
             b.map_or("none kept up".to_owned(), |b| format!(
                 "{} (offered {})",
@@ -751,6 +821,8 @@ pub fn table(summaries: &[EmuSummary], baseline: Option<&str>, trials: usize) ->
             m.disturbed,
             b.map_or(0, |b| b.slowed),
             m.slowed,
+            b.map_or(0, |b| b.slowed_reruns),
+            m.slowed_reruns,
             checked_cell(m),
         );
     }
@@ -776,6 +848,27 @@ pub fn table(summaries: &[EmuSummary], baseline: Option<&str>, trials: usize) ->
              \"(slowed trials)\" rests on one: rerun on a quiet machine."
         );
     }
+    let retries = summaries
+        .iter()
+        .map(|m| m.slowed_retries)
+        .max()
+        .unwrap_or(0);
+    let reruns: usize = summaries.iter().map(|m| m.slowed_reruns).sum();
+    if reruns > 0 {
+        let _ = writeln!(
+            s,
+            "\n{reruns} trial run(s) were thrown away and rerun because the speed canary before \
+             them read the machine's slow state (over {SLOWED_RATIO}x the run's readings so \
+             far, up to --slowed-retries {retries} reruns per trial: \"rerun for slowness\", \
+             `thrown_slowed_runs` in emu-points.json); the medians and verdicts rest on the \
+             reruns, and a trial still slowed after them is counted slowed."
+        );
+    } else if retries == 0 && summaries.iter().any(|m| m.slowed > 0) {
+        let _ = writeln!(
+            s,
+            "\nSlowed trials were not rerun (--slowed-retries 0): the medians include them."
+        );
+    }
     let faster: usize = summaries.iter().map(|m| m.faster_than_reference).sum();
     if faster > 0 {
         let _ = writeln!(
@@ -789,13 +882,15 @@ pub fn table(summaries: &[EmuSummary], baseline: Option<&str>, trials: usize) ->
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use loadgen::search::{search, SearchConfig};
     use loadgen::{Counters, LatencyHistogram, RunReport};
     use std::time::Duration;
 
-    fn report(offered: f64, achieved: f64, busy: f64) -> EmuReport {
+    /// A one-core trial's report: `achieved` of `offered` req/s, device busy `busy`, no
+    /// canary (the rerun tests' trials too).
+    pub(crate) fn report(offered: f64, achieved: f64, busy: f64) -> EmuReport {
         let mut latency = LatencyHistogram::new();
         latency.record(Duration::from_micros(7));
         EmuReport {
@@ -1037,7 +1132,7 @@ mod tests {
         assert!(slow.slowed() && !slow.disturbed() && !normal.slowed());
         let line = slow.progress();
         assert!(
-            line.contains("speed canary 2.00x the run's first") && line.ends_with(": SLOWED"),
+            line.contains("speed canary 2.00x its reference") && line.ends_with(": SLOWED"),
             "{line}"
         );
         let line = normal.progress();

@@ -14,7 +14,8 @@
 //! [`Canary::check`] runs it on each of the trial's CPUs, on a thread pinned there (as the
 //! trial's threads are), one CPU after another, before the trial starts; a reading takes
 //! about 1.5 ms per CPU in a release build. The first reading of each CPU is its
-//! **reference** while the run goes on (see [`rebase`] for after it); every later trial gets the ratio of its reading to the reference
+//! **reference** in [`Canary`]'s judgment (see [`Readings`] and [`rebase`] for the run's
+//! readings as a whole); every later trial gets the ratio of its reading to the reference
 //! ([`Speed::ratio`], the largest of the CPUs' and the pair reading's, below), and a trial
 //! whose canary took more than [`SLOWED_RATIO`] times its reference is **slowed**
 //! ([`Speed::slowed`]), which the benches treat as they treat a disturbed trial.
@@ -53,9 +54,13 @@
 //! marked every trial slowed, and runs whose first reading was in the slow state marked none
 //! (their fast trials read "faster than the reference"). So once a run is over, [`rebase`]
 //! judges every trial again against the whole run's readings (each CPU's and pair's
-//! [`REFERENCE_PERCENTILE`] reading): the emulated benches' tables and JSON use that judgment
-//! (`emu_bench::rebase_canaries`); a trial's progress line, printed before the run was over,
-//! and the socket/TCP benches' points still use the first reading.
+//! [`REFERENCE_PERCENTILE`] reading): the tables and JSON of every bench that times the
+//! canary use that judgment (`emu_bench::rebase_canaries` for the emulated NIC,
+//! [`rebase_records`] for the echo and KV socket and TCP sweeps and the KV AF_XDP one). While
+//! the run goes on, the emulated benches judge each trial against the readings so far
+//! ([`Readings`]: the same percentile over the run's readings up to it) and rerun a trial
+//! that reads slowed (`emu_bench::search_rerunning_slowed`); the sweeps' progress lines use
+//! the run's first reading ([`Canary`]).
 //!
 //! [`Canary::process`] is the one reference of a bench process (one process, one run); a
 //! [`Canary::new`] has its own (tests).
@@ -68,8 +73,8 @@ use std::time::{Duration, Instant};
 
 use crate::Record;
 
-/// A trial whose canary ran this many times slower than the run's first canary on the same
-/// CPU is slowed. Why 1.3: a quiet CPU repeats the canary within several percent (release
+/// A trial whose canary ran this many times slower than its reference on the same CPU (or
+/// pair) is slowed. Why 1.3: a quiet CPU repeats the canary within several percent (release
 /// build, this project's VM: 0.99-1.08 × the first reading over six readings), and the slow
 /// state this was built for is about 3 × — 1.3 sits well above the noise and far below the
 /// effect, so a 30 % slower machine, enough to move a comparison between modes that differ by
@@ -318,7 +323,9 @@ pub struct Pair {
     pub cpus: [usize; 2],
     /// The reading: [`ROUND_TRIPS`] round trips of the cache line between them.
     pub time: Duration,
-    /// The run's first reading on the same two CPUs (on the run's first trial, its own).
+    /// The reading it is judged against: the run's first on the same two CPUs (on the run's
+    /// first trial, its own) when [`Canary`] judged it; a low percentile of the run's readings
+    /// when [`Readings`] or [`rebase`] did.
     pub reference: Duration,
 }
 
@@ -344,15 +351,16 @@ fn ratio(t: Duration, reference: Duration) -> f64 {
 }
 
 /// A trial's canary: its time on each CPU and each CPU's reference (the run's first reading
-/// there), and the pair reading between two of the CPUs ([`Pair`]).
+/// there, or a low percentile of the run's readings once [`Readings`] or [`rebase`] judged
+/// it), and the pair reading between two of the CPUs ([`Pair`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Speed {
     /// The CPUs, in the order the trial gave them.
     pub cpus: Vec<usize>,
     /// The canary's time on each CPU of `cpus`.
     pub times: Vec<Duration>,
-    /// Each CPU's reference time (the run's first canary on it; on the run's first trial, its
-    /// own reading).
+    /// Each CPU's reference time (the run's first canary on it, on the run's first trial its
+    /// own reading; after [`Readings::judge`] or [`rebase`], a low percentile of the run's).
     pub reference: Vec<Duration>,
     /// The pair reading ([`pair_on`]): `None` when the trial has fewer than two CPUs.
     pub pair: Option<Pair>,
@@ -381,13 +389,13 @@ impl Speed {
     }
 
     /// The trial's ratio: the largest of its CPUs' and its pair's (1 on the run's first
-    /// trial; 3 when some reading took three times as long as at the start).
+    /// trial; 3 when some reading took three times as long as its reference).
     pub fn ratio(&self) -> f64 {
         self.all_ratios().into_iter().fold(0.0, f64::max)
     }
 
-    /// Whether the machine was slower than at the run's start: some CPU's canary, or the
-    /// pair reading, took more than [`SLOWED_RATIO`] times its reference.
+    /// Whether the machine was slower than its reference says it can be: some CPU's canary,
+    /// or the pair reading, took more than [`SLOWED_RATIO`] times its reference.
     pub fn slowed(&self) -> bool {
         self.ratio() > SLOWED_RATIO
     }
@@ -455,7 +463,7 @@ impl Speed {
 
     /// One phrase for a progress line or a table note.
     pub fn describe(&self) -> String {
-        let mut s = format!("speed canary {:.2}x the run's first", self.ratio());
+        let mut s = format!("speed canary {:.2}x its reference", self.ratio());
         let _ = write!(s, " (");
         for (i, ((c, t), r)) in self
             .cpus
@@ -503,39 +511,107 @@ impl Speed {
 /// every other fast one, which marked all its trials slowed against the first reading).
 pub const REFERENCE_PERCENTILE: f64 = 0.1;
 
-/// Re-judges a whole run's canaries against references taken from the run's readings as a
-/// whole, once the run is over: each CPU's reference becomes its [`REFERENCE_PERCENTILE`]
-/// reading over `speeds`, and each pair's likewise. A trial's progress line was judged against
-/// the run's first reading (all it had then); a machine whose state flips both ways during a
-/// run (docs/results/2026-11-27, "Third run") is judged right only by this.
-pub fn rebase(speeds: &mut [&mut Speed]) {
-    let mut cpu: BTreeMap<usize, Vec<Duration>> = BTreeMap::new();
-    let mut pair: BTreeMap<[usize; 2], Vec<Duration>> = BTreeMap::new();
-    for s in speeds.iter() {
+/// A run's canary readings so far: each CPU's and each pair's, kept sorted, so that a reading
+/// can be judged against the run's fast state *as seen so far* ([`judge`](Self::judge)): its
+/// reference is the [`REFERENCE_PERCENTILE`] reading of its CPU (or pair) among them. While a
+/// CPU has five readings or fewer that is the fastest of them; from six on, an odd fast one
+/// no longer sets it.
+///
+/// [`rebase`] is this over a whole finished run; the emulated benches' search also judges
+/// each trial by it while the run goes on, to rerun a trial whose canary read the slow state
+/// (`emu_bench::search_rerunning_slowed`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Readings {
+    cpu: BTreeMap<usize, Vec<Duration>>,
+    pair: BTreeMap<[usize; 2], Vec<Duration>>,
+}
+
+/// Inserts `t` into the sorted `v`.
+fn insert_sorted(v: &mut Vec<Duration>, t: Duration) {
+    let at = v.partition_point(|&x| x <= t);
+    v.insert(at, t);
+}
+
+/// The [`REFERENCE_PERCENTILE`] reading of the sorted, non-empty `v`.
+fn low(v: &[Duration]) -> Duration {
+    let i = ((v.len() - 1) as f64 * REFERENCE_PERCENTILE).round() as usize;
+    v[i]
+}
+
+impl Readings {
+    /// No readings yet.
+    pub fn new() -> Readings {
+        Readings::default()
+    }
+
+    /// Adds `s`'s readings: each CPU's time and the pair's (its references are not read).
+    pub fn add(&mut self, s: &Speed) {
         for (c, t) in s.cpus.iter().zip(&s.times) {
-            cpu.entry(*c).or_default().push(*t);
+            insert_sorted(self.cpu.entry(*c).or_default(), *t);
         }
         if let Some(p) = &s.pair {
-            pair.entry(p.cpus).or_default().push(p.time);
+            insert_sorted(self.pair.entry(p.cpus).or_default(), p.time);
         }
     }
-    let low = |v: &mut Vec<Duration>| {
-        v.sort();
-        let i = ((v.len() - 1) as f64 * REFERENCE_PERCENTILE).round() as usize;
-        v[i]
-    };
-    let cpu: BTreeMap<usize, Duration> =
-        cpu.into_iter().map(|(c, mut v)| (c, low(&mut v))).collect();
-    let pair: BTreeMap<[usize; 2], Duration> = pair
-        .into_iter()
-        .map(|(c, mut v)| (c, low(&mut v)))
-        .collect();
-    for s in speeds.iter_mut() {
+
+    /// Readings added, over every CPU and pair.
+    pub fn len(&self) -> usize {
+        self.cpu
+            .values()
+            .chain(self.pair.values())
+            .map(Vec::len)
+            .sum()
+    }
+
+    /// Whether none has been added.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Sets `s`'s references (each CPU's and its pair's) to the [`REFERENCE_PERCENTILE`]
+    /// reading of that CPU (pair) so far; a CPU or pair without readings keeps its reference.
+    /// Add `s` first to judge it among the readings it belongs to.
+    pub fn judge(&self, s: &mut Speed) {
         for (r, c) in s.reference.iter_mut().zip(&s.cpus) {
-            *r = cpu[c];
+            if let Some(v) = self.cpu.get(c).filter(|v| !v.is_empty()) {
+                *r = low(v);
+            }
         }
         if let Some(p) = &mut s.pair {
-            p.reference = pair[&p.cpus];
+            if let Some(v) = self.pair.get(&p.cpus).filter(|v| !v.is_empty()) {
+                p.reference = low(v);
+            }
+        }
+    }
+}
+
+/// Re-judges a whole run's canaries against references taken from the run's readings as a
+/// whole, once the run is over: each CPU's reference becomes its [`REFERENCE_PERCENTILE`]
+/// reading over `speeds`, and each pair's likewise ([`Readings`] over the whole run). A
+/// trial's progress line was judged against the readings before it (all it had then); a
+/// machine whose state flips both ways during a run (docs/results/2026-11-27, "Third run") is
+/// judged right only by this.
+pub fn rebase(speeds: &mut [&mut Speed]) {
+    let mut all = Readings::new();
+    for s in speeds.iter() {
+        all.add(s);
+    }
+    for s in speeds.iter_mut() {
+        all.judge(s);
+    }
+}
+
+/// [`rebase`] for a run whose points are records (the socket, TCP and AF_XDP sweeps): each
+/// record with the canary read before it, `None` when it had none. Once the run is over the
+/// canaries are re-judged together and each record's canary fields
+/// ([`Record::set_canary`]) set from its re-judged canary; records without one are left as
+/// they are.
+pub fn rebase_records(points: &mut [(Record, Option<Speed>)]) {
+    let mut speeds: Vec<&mut Speed> = points.iter_mut().filter_map(|(_, s)| s.as_mut()).collect();
+    rebase(&mut speeds);
+    for (rec, speed) in points.iter_mut() {
+        if let Some(s) = speed {
+            rec.set_canary(s);
         }
     }
 }
@@ -546,9 +622,10 @@ pub fn slowed_note(records: &[Record]) -> Option<String> {
     let n = records.iter().filter(|r| r.slowed()).count();
     (n > 0).then(|| {
         format!(
-            "{n} point(s) ran on a machine slower than at the run's start (speed canary over \
-             {SLOWED_RATIO}x the run's first: `canary_ratio` in the JSON); numbers resting on \
-             them compare the machine's states, not the modes: rerun on a quiet machine."
+            "{n} point(s) ran on a machine slower than its fast state (speed canary over \
+             {SLOWED_RATIO}x the run's reference, each CPU's and pair's 10th-percentile reading \
+             over the run: `canary_ratio` in the JSON); numbers resting on them compare the \
+             machine's states, not the modes: rerun on a quiet machine."
         )
     })
 }
@@ -669,16 +746,8 @@ mod tests {
     #[test]
     fn rebase_judges_a_run_against_its_own_fast_state_whatever_its_first_reading() {
         let us = Duration::from_micros;
-        let speed = |pair_us: u64| Speed {
-            cpus: vec![0, 1],
-            times: vec![us(700), us(705)],
-            reference: vec![us(700), us(705)],
-            pair: Some(Pair {
-                cpus: [0, 1],
-                time: us(pair_us),
-                reference: us(600), // the run's first: an odd fast reading
-            }),
-        };
+        // References: each CPU its own reading, the pair the run's first, an odd fast one.
+        let speed = |pair_us: u64| two_cpus(pair_us, None, 600);
         // 1 odd fast reading, 12 fast (1240 us = 62 ns per round trip), 7 slow (6600 us).
         let mut run: Vec<Speed> = std::iter::once(speed(600))
             .chain((0..12).map(|_| speed(1240)))
@@ -715,6 +784,123 @@ mod tests {
     }
 
     use super::*;
+
+    /// A canary on CPUs 0 and 1 (700 and 705 us) and their pair (`pair_us`), with each CPU's
+    /// reference `cpu_ref_us` (`None`: its own reading) and the pair's `pair_ref_us`.
+    fn two_cpus(pair_us: u64, cpu_ref_us: Option<u64>, pair_ref_us: u64) -> Speed {
+        let us = Duration::from_micros;
+        let times = vec![us(700), us(705)];
+        Speed {
+            cpus: vec![0, 1],
+            reference: cpu_ref_us.map_or(times.clone(), |r| vec![us(r), us(r)]),
+            times,
+            pair: Some(Pair {
+                cpus: [0, 1],
+                time: us(pair_us),
+                reference: us(pair_ref_us),
+            }),
+        }
+    }
+
+    /// While a run goes on, a reading is judged against the readings so far: the fastest
+    /// while there are five or fewer, the 10th percentile from then on (so an odd fast one
+    /// stops setting the reference), and a CPU or pair not seen keeps its reference.
+    #[test]
+    fn readings_so_far_judge_against_the_fast_state_seen_so_far() {
+        let us = Duration::from_micros;
+        // References of 1 us: not yet judged.
+        let speed = |pair_us: u64| two_cpus(pair_us, Some(1), 1);
+        let mut r = Readings::new();
+        assert!(r.is_empty());
+        // Nothing seen: references stay as they were.
+        let mut s = speed(6600);
+        r.judge(&mut s);
+        assert_eq!(s.pair.as_ref().unwrap().reference, us(1));
+        // A run starting slow: its slow readings are the reference, nothing is slowed.
+        let mut first = speed(6600);
+        r.add(&first);
+        r.judge(&mut first);
+        assert!(!first.slowed() && (first.ratio() - 1.0).abs() < 1e-12);
+        // The fast state arrives: the fast reading is faster than the reference so far...
+        let mut fast = speed(1240);
+        let mut before = fast.clone();
+        r.judge(&mut before);
+        assert!(before.reference_slowed());
+        // ...and, added, becomes it: the next slow reading is slowed.
+        r.add(&fast);
+        r.judge(&mut fast);
+        assert!(!fast.slowed());
+        let mut slow = speed(6600);
+        r.add(&slow);
+        r.judge(&mut slow);
+        assert!(slow.slowed() && slow.pair_ratio().unwrap() > 5.0);
+        assert_eq!(r.len(), 9);
+        // An odd fast first reading sets the reference for five readings, not six.
+        let mut r = Readings::new();
+        r.add(&speed(600));
+        for n in 2..=6 {
+            let mut s = speed(1240);
+            r.add(&s);
+            r.judge(&mut s);
+            assert_eq!(s.slowed(), n <= 5, "reading {n}: {}", s.describe());
+        }
+        // Another pair (or CPU) is judged against its own readings only.
+        let mut other = speed(6600);
+        other.pair.as_mut().unwrap().cpus = [1, 0];
+        other.cpus = vec![2, 3];
+        r.judge(&mut other);
+        assert_eq!(other.reference, vec![us(1), us(1)]);
+        assert_eq!(other.pair.unwrap().reference, us(1));
+    }
+
+    /// A socket or TCP sweep's records, each with the canary before it, are re-judged
+    /// together once the run is over: the slow-state points of a run whose first reading was
+    /// slow are marked, the fast ones unmarked, a record without a canary left alone.
+    #[test]
+    fn rebase_records_marks_a_sweeps_slow_points_against_the_whole_run() {
+        let c = Canary::new();
+        let us = Duration::from_micros;
+        let cpus = [(0, us(700)), (1, us(705))];
+        // First reading slow (the run's reference while it ran), then 7 fast, 2 slow.
+        let pairs = [6600, 1240, 1240, 6600, 1240, 1240, 1240, 6600, 1240, 1240];
+        let mut points: Vec<(Record, Option<Speed>)> = pairs
+            .iter()
+            .enumerate()
+            .map(|(i, &p)| {
+                let speed = c.judge_with_pair(&cpus, Some(([0, 1], us(p))));
+                let mut rec = Record {
+                    mode: format!("m{}", i % 2),
+                    offered_rps: 100.0 * (1 + i / 2) as f64,
+                    ..Record::default()
+                };
+                rec.set_canary(&speed);
+                (rec, Some(speed))
+            })
+            .collect();
+        points.push((Record::default(), None));
+        // Judged against the slow first reading: nothing slowed.
+        assert!(points.iter().all(|(r, _)| !r.slowed()));
+        rebase_records(&mut points);
+        let slowed: Vec<usize> = points
+            .iter()
+            .enumerate()
+            .filter(|(_, (r, _))| r.slowed())
+            .map(|(i, _)| i)
+            .collect();
+        assert_eq!(slowed, vec![0, 3, 7]);
+        for (r, s) in &points[..10] {
+            let s = s.as_ref().unwrap();
+            assert_eq!(r.canary_ratio, Some(s.ratio()));
+            assert_eq!(r.canary_pair_ratio, s.pair_ratio());
+            assert_eq!(s.pair.as_ref().unwrap().reference, us(1240));
+        }
+        assert_eq!(points[10].0, Record::default());
+        assert!(
+            slowed_note(&points.iter().map(|p| p.0.clone()).collect::<Vec<_>>())
+                .unwrap()
+                .starts_with("3 point(s) ran on a machine slower than its fast state")
+        );
+    }
 
     #[test]
     fn the_workload_is_deterministic_and_depends_on_its_seed() {
@@ -903,7 +1089,7 @@ mod tests {
         assert!((slow.ratio() - 2.1).abs() < 1e-9 && slow.slowed());
         let note = slow.progress_note();
         assert!(
-            note.starts_with("speed canary 2.10x the run's first")
+            note.starts_with("speed canary 2.10x its reference")
                 && note.contains("CPU 0<->1 2940/1400 µs (147 ns a round trip)")
                 && note.ends_with(": SLOWED"),
             "{note}"

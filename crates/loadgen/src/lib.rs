@@ -20,7 +20,7 @@
 //!
 //! Whether a trial can be trusted: [`interference`] measures other processes' time on the
 //! bench's CPUs during it, and [`canary`] times fixed work on each of those CPUs just before
-//! it, against the run's first reading, for a machine that slows down by itself.
+//! it, judged against the run's own fast readings, for a machine that slows down by itself.
 //!
 //! ```
 //! use loadgen::fake::{check_echo, FakeEchoServer, FaultPlan};

@@ -49,16 +49,24 @@ pub struct Record {
     pub threads: usize,
     /// Length of the measured window, seconds.
     pub measured_s: f64,
-    /// The speed canary before this point, over the run's first ([`crate::canary`]);
-    /// absent when the bench did not time it.
+    /// The speed canary before this point, over its reference ([`crate::canary`]: the run's
+    /// first reading while the run goes on, the run's 10th-percentile reading once it is
+    /// over and rebased); absent when the bench did not time it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub canary_ratio: Option<f64>,
-    /// The canary's pair reading (two CPUs bouncing a cache line) over the run's first
+    /// The canary's pair reading (two CPUs bouncing a cache line) over its reference
     /// ([`crate::canary::Pair`]); already counted in `canary_ratio`, which is the largest of
     /// the ratios. Absent when the bench did not time it (fewer than two CPUs, or records
     /// written before it existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub canary_pair_ratio: Option<f64>,
+    /// Runs of this point thrown away before it because the speed canary before them read
+    /// the machine's slow state (the emulated benches rerun such a trial, up to
+    /// `--slowed-retries` times: `emu_bench::search_rerunning_slowed`). Absent from benches
+    /// that do not rerun (the socket, TCP and AF_XDP sweeps) and from records written before
+    /// it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slowed_reruns: Option<usize>,
 }
 
 impl Record {
@@ -86,6 +94,7 @@ impl Record {
             measured_s: r.measured_window.as_secs_f64(),
             canary_ratio: None,
             canary_pair_ratio: None,
+            slowed_reruns: None,
         }
     }
 
@@ -95,8 +104,8 @@ impl Record {
         self.canary_pair_ratio = speed.pair_ratio();
     }
 
-    /// Whether the machine was slower at this point than at the run's start: its speed
-    /// canary over [`SLOWED_RATIO`](crate::canary::SLOWED_RATIO) times the run's first.
+    /// Whether the machine was slower at this point than its fast state: its speed canary
+    /// over [`SLOWED_RATIO`](crate::canary::SLOWED_RATIO) times its reference.
     pub fn slowed(&self) -> bool {
         self.canary_ratio
             .is_some_and(|r| r > crate::canary::SLOWED_RATIO)
