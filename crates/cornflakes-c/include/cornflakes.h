@@ -408,7 +408,8 @@ enum cf_status cf_msg_append_double(struct cf_msg msg, uint32_t field, double va
 
 // Sets a string or bytes field to `data[0..len]`. At least the arena's threshold long and
 // inside the arena's pinned memory (a `cf_buf`'s bytes, found by pointer recovery): the field
-// references that memory (one more reference, so the buffer may be released right after);
+// references that memory (one more reference, which the arena keeps until it is reset or
+// released, so the buffer may be released right after);
 // otherwise the bytes are copied into the arena now. Either way `data` may be freed after the
 // call. A string field must be given UTF-8.
 enum cf_status cf_msg_set_bytes(struct cf_msg msg, uint32_t field, const uint8_t *data, size_t len);
@@ -420,8 +421,8 @@ enum cf_status cf_msg_append_bytes(struct cf_msg msg,
                                    size_t len);
 
 // Sets a string or bytes field to a pinned buffer: referenced (zero-copy) when at least the
-// arena's threshold long, else copied. The message takes its own reference; `buf` stays the
-// caller's.
+// arena's threshold long, else copied. The arena takes its own reference, kept until it is
+// reset or released; `buf` stays the caller's.
 enum cf_status cf_msg_set_buf(struct cf_msg msg, uint32_t field, struct cf_buf buf);
 
 // Appends a pinned buffer to a repeated string or bytes field (as `cf_msg_set_buf`).

@@ -591,7 +591,8 @@ fn set_buf(msg: cf_msg, index: u32, repeated: bool, buf: cf_buf) -> Result<()> {
 
 /// Sets a string or bytes field to `data[0..len]`. At least the arena's threshold long and
 /// inside the arena's pinned memory (a `cf_buf`'s bytes, found by pointer recovery): the field
-/// references that memory (one more reference, so the buffer may be released right after);
+/// references that memory (one more reference, which the arena keeps until it is reset or
+/// released, so the buffer may be released right after);
 /// otherwise the bytes are copied into the arena now. Either way `data` may be freed after the
 /// call. A string field must be given UTF-8.
 #[no_mangle]
@@ -620,8 +621,8 @@ pub extern "C" fn cf_msg_append_bytes(
 }
 
 /// Sets a string or bytes field to a pinned buffer: referenced (zero-copy) when at least the
-/// arena's threshold long, else copied. The message takes its own reference; `buf` stays the
-/// caller's.
+/// arena's threshold long, else copied. The arena takes its own reference, kept until it is
+/// reset or released; `buf` stays the caller's.
 #[no_mangle]
 pub extern "C" fn cf_msg_set_buf(msg: cf_msg, field: u32, buf: cf_buf) -> cf_status {
     guard("cf_msg_set_buf", || set_buf(msg, field, false, buf))

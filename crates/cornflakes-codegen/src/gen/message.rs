@@ -45,7 +45,7 @@ fn lit(n: usize) -> Literal {
 }
 
 /// Most nested objects a message's decode reads with every nested decode inline for it to be
-/// forced inline itself. Measured on the `benches` trees (docs/performance.md, "Issue 25,
+/// forced inline itself. Measured on the `benches` trees (docs/performance-issue25.md, "Issue 25,
 /// sixth round"): `Tree4` (14 nested objects) was faster forced inline, `Tree5` (30) slower.
 const INLINE_NESTED: usize = 14;
 
