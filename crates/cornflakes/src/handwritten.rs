@@ -11,8 +11,6 @@
 //! message Outer { uint64 a = 1; Inner in = 2; repeated Inner list = 4; repeated int32 nums = 5; }
 //! ```
 
-use bumpalo::boxed::Box as ABox;
-
 use crate::arena::Arena;
 use crate::cfptr::{CFBytes, CFString};
 use crate::list::{Leaf, LeafList, MessageList, PackedList};
@@ -329,7 +327,8 @@ pub struct Outer<'a> {
     arena: &'a Arena,
     p: Presence<1>,
     a: u64,
-    in_: Option<ABox<'a, Inner<'a>>>,
+    /// In the arena (objects own nothing: no box that drops it).
+    in_: Option<&'a mut Inner<'a>>,
     list: MessageList<'a, Inner<'a>>,
     nums: PackedList<'a, i32>,
 }
@@ -370,11 +369,11 @@ impl<'a> Outer<'a> {
         self.p.set(2, 8);
         let arena = self.arena;
         self.in_
-            .get_or_insert_with(|| ABox::new_in(Inner::new_in(arena), arena.bump()))
+            .get_or_insert_with(|| arena.bump().alloc(Inner::new_in(arena)))
     }
     /// Sets `in`.
     pub fn set_in(&mut self, v: Inner<'a>) {
-        self.in_ = Some(ABox::new_in(v, self.arena.bump()));
+        self.in_ = Some(self.arena.bump().alloc(v));
         self.p.set(2, 8);
     }
     /// Makes `list` present and empty, with room for `cap` elements.
