@@ -142,10 +142,26 @@ impl<'a> Decoder<'a> {
     }
 
     /// Opens the object header at `offset`, `depth` levels below the top.
-    #[inline]
+    #[inline(always)]
     pub fn header(&self, offset: usize, depth: u32) -> Result<HeaderReader<'_, 'a>, DecodeError> {
         if depth > MAX_DEPTH {
             return Err(too_deep(offset));
+        }
+        // One bitmap word (fields 1-32), the usual case: `W` and the word read with one bounds
+        // check. What the general path below checks and charges for it, in the same order, so
+        // a header it refuses goes there and is refused with the same error.
+        if let Some(b) = self.buf.get(offset..offset.wrapping_add(8)) {
+            if u32::from_le_bytes([b[0], b[1], b[2], b[3]]) == 1 {
+                self.charge(8, offset)?;
+                return Ok(HeaderReader {
+                    dec: self,
+                    start: offset,
+                    words: 1,
+                    word0: u32::from_le_bytes([b[4], b[5], b[6], b[7]]),
+                    cursor: offset + 8,
+                    depth,
+                });
+            }
         }
         let w = u32::from_le_bytes(
             self.need("object header", offset, 4)?
