@@ -208,3 +208,52 @@ fn cyclic_and_shared_offsets_cannot_amplify_work() {
         "{e}"
     );
 }
+
+#[test]
+fn a_one_word_header_is_refused_as_any_header_is() {
+    // `Decoder::header` reads a one-word header (W = 1) with one bounds check; each refusal
+    // must still be the general path's, at the same offset.
+    let arena = Arena::new();
+    let truncated_bitmap = |bytes: &[u8], at: usize, available: usize| {
+        let e = Outer::deserialize_bytes(bytes, &arena).unwrap_err();
+        assert_eq!(
+            e.kind(),
+            &DecodeErrorKind::Truncated {
+                what: "bitmap",
+                need: 4,
+                available
+            },
+            "{e}"
+        );
+        assert_eq!(e.offset(), at, "{e}");
+        e
+    };
+    // The top-level header: W = 1 and no bitmap word, or half of one.
+    truncated_bitmap(&hex("01000000"), 4, 0);
+    truncated_bitmap(&hex("01000000 0200"), 4, 2);
+    // A nested one (`in` at offset 16, its bitmap word cut after two bytes).
+    let e = truncated_bitmap(
+        &hex("01000000 02000000 00000000 10000000 01000000 0000"),
+        20,
+        2,
+    );
+    assert_eq!(e.path().collect::<Vec<_>>(), ["Outer.in"]);
+    // W = 0 and W = 2 take the general path: an empty header, and a second word present.
+    let empty = hex("00000000");
+    let m = Outer::deserialize_bytes(&empty, &arena).unwrap();
+    assert!(!m.has_in());
+    let two_words = hex("02000000 01000000 00000000 07000000 00000000");
+    let m = Outer::deserialize_bytes(&two_words, &arena).unwrap();
+    assert_eq!(m.get_a(), 7);
+    // The budget: `in` points back at the top-level header, whose 8 bytes were charged with
+    // the slot's 8; charging them again exceeds the 16-byte object, at the header's offset.
+    let e =
+        Outer::deserialize_bytes(&hex("01000000 02000000 00000000 00000000"), &arena).unwrap_err();
+    assert_eq!(
+        e.kind(),
+        &DecodeErrorKind::BudgetExceeded { object_len: 16 },
+        "{e}"
+    );
+    assert_eq!(e.offset(), 0);
+    assert_eq!(e.path().collect::<Vec<_>>(), ["Outer.in"]);
+}
