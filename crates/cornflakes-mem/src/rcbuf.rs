@@ -220,19 +220,7 @@ impl RcBuf {
     /// that is out of bounds.
     #[inline]
     pub fn pinned_slice(&self, start: usize, len: usize) -> Option<PinnedRef<'_>> {
-        match start.checked_add(len) {
-            Some(end) if end <= self.len() => {}
-            _ => return None,
-        }
-        Some(PinnedRef {
-            // SAFETY: start <= len, so the pointer stays inside the view.
-            ptr: unsafe { NonNull::new_unchecked(self.ptr.as_ptr().add(start)) },
-            len: len as u32,
-            off: self.off + start as u32,
-            refcnt: self.refcnt,
-            chunk: self.chunk,
-            _borrow: PhantomData,
-        })
+        self.pinned().sub(start, len)
     }
 }
 
