@@ -73,20 +73,27 @@ pub fn send_object<S: TxSink, O: SendObject>(
     tmpl.write(&mut hb, udp_payload, ident);
     framing::Repr::single(msg.id, msg.ty, total as u32).emit(&mut hb[TEMPLATE_LEN..]);
     send.write_head(&mut hb[FRAME_OVERHEAD..])?;
+    // No zero-copy entries (every leaf copied or demoted): the head is the whole frame, and
+    // the leaves are not walked again.
+    let leaves = send.zero_copy_entries() > 0;
     if tmpl.caps().udp_tx {
         let mut acc = Accumulator::new();
         acc.add(&hb[TEMPLATE_LEN..]);
-        send.for_each_zero_copy(|b: PinnedRef<'_>| acc.add(&b));
+        if leaves {
+            send.for_each_zero_copy(|b: PinnedRef<'_>| acc.add(&b));
+        }
         HeaderTemplate::set_udp_checksum(&mut hb, tmpl.udp_checksum(udp_payload, acc.sum()));
     }
-    // Post one behind, so the last descriptor of the frame is known when it is posted.
     let mut pending = hb.freeze();
-    send.for_each_zero_copy(|b: PinnedRef<'_>| {
-        if !b.is_empty() {
-            let prev = std::mem::replace(&mut pending, b.to_rcbuf());
-            sink.post(prev, false);
-        }
-    });
+    if leaves {
+        // Post one behind, so the last descriptor of the frame is known when it is posted.
+        send.for_each_zero_copy(|b: PinnedRef<'_>| {
+            if !b.is_empty() {
+                let prev = std::mem::replace(&mut pending, b.to_rcbuf());
+                sink.post(prev, false);
+            }
+        });
+    }
     sink.post(pending, true);
     Ok(())
 }
