@@ -112,7 +112,7 @@ impl HeaderTemplate {
     /// # Panics
     /// When `out` is shorter than [`TEMPLATE_LEN`] or `udp_payload_len` does not fit an IPv4
     /// packet (callers size packets by the MTU).
-    #[inline]
+    #[inline(always)]
     pub fn write(&self, out: &mut [u8], udp_payload_len: usize, ident: u16) {
         let out = &mut out[..TEMPLATE_LEN];
         out.copy_from_slice(&self.bytes);
