@@ -15,7 +15,8 @@
 use std::io;
 use std::ptr::NonNull;
 
-use cornflakes_mem::{PinnedMemory, RcBuf, RcBufMut};
+use cornflakes_datapath::{BufferTooSmall, SendObject, SendPlan};
+use cornflakes_mem::{PinnedMemory, PinnedRef, RcBuf, RcBufMut};
 use cornflakes_stack::TxSink;
 
 use crate::mmio;
@@ -245,8 +246,21 @@ impl SendQueue {
         self.slots[idx] = Some(buf);
     }
 
+    /// Units [`begin`](Self::begin) writes for a first buffer of `len` bytes: control and
+    /// Ethernet segments, the inline spill, and a data segment when bytes remain.
+    #[inline]
+    fn head_units(&self, len: usize) -> usize {
+        let n_inline = self.inline_len.min(len);
+        3 + n_inline
+            .saturating_sub(ETH_SEG_INLINE)
+            .div_ceil(MLX5_SEND_WQE_DS)
+            + usize::from(len > n_inline)
+    }
+
     /// Starts a WQE at `pi`: Ethernet segment with the inlined head of `buf`, then a data
-    /// segment for the rest of `buf`.
+    /// segment for the rest of `buf`. (Always inlined: one copy per posting path, each on
+    /// the per-frame path.)
+    #[inline(always)]
     fn begin(&mut self, buf: RcBuf) -> Building {
         let start = self.pi;
         let n_inline = self.inline_len.min(buf.len());
@@ -286,6 +300,7 @@ impl SendQueue {
     }
 
     /// Writes the control segment and publishes the WQE to the driver's bookkeeping.
+    #[inline(always)]
     fn finish(&mut self, b: Building) {
         self.unsignaled += 1;
         let ce = if self.unsignaled >= SIGNAL_EVERY {
@@ -423,6 +438,49 @@ impl TxSink for SendQueue {
             .max_outstanding
             .saturating_sub(self.outstanding + usize::from(self.building.is_some()));
         by_ring.min(by_cq)
+    }
+
+    /// One walk: the WQE's layout after the head is known from the head's length, so each
+    /// zero-copy entry's data segment is written into its unit as the object's walk reaches
+    /// it; the Ethernet segment (which inlines the frame's first bytes), the head's data
+    /// segment and the control segment follow once the head is written. Nothing reaches the
+    /// device before [`flush`](SendQueue::flush).
+    #[inline]
+    fn post_object_frame<O: SendObject + ?Sized>(
+        &mut self,
+        mut head: RcBufMut,
+        at: usize,
+        plan: &SendPlan<'_, O>,
+    ) -> Result<(), BufferTooSmall> {
+        if self.building.is_some() {
+            // A frame already being built: its descriptors come first, this head continues it
+            // (the trait's one-behind posting does exactly that).
+            plan.write_head(&mut head[at..])?;
+            let mut pending = head.freeze();
+            plan.for_each_zero_copy(|b: PinnedRef<'_>| {
+                if !b.is_empty() {
+                    let prev = std::mem::replace(&mut pending, b.to_rcbuf());
+                    self.post(prev, false);
+                }
+            });
+            self.post(pending, true);
+            return Ok(());
+        }
+        let start = self.pi;
+        let first = self.head_units(head.len());
+        let mut units = first;
+        plan.write_head_and_entries(&mut head[at..], |b: PinnedRef<'_>| {
+            if !b.is_empty() {
+                self.write_data_seg(start, units, b.to_rcbuf(), 0);
+                units += 1;
+            }
+        })?;
+        let mut b = self.begin(head.freeze());
+        debug_assert_eq!((b.start, b.units), (start, first), "head units");
+        b.units = units;
+        debug_assert!(b.units <= MLX5_MAX_DS, "WQE of {} units", b.units);
+        self.finish(b);
+        Ok(())
     }
 
     fn post(&mut self, buf: RcBuf, end_of_frame: bool) {
