@@ -264,25 +264,13 @@ impl SendQueue {
     fn begin(&mut self, buf: RcBuf) -> Building {
         let start = self.pi;
         let n_inline = self.inline_len.min(buf.len());
-        let mut eth = EthSeg {
-            cs_flags: self.cs_flags,
-            inline_hdr_sz: (n_inline as u16).to_be(),
-            ..EthSeg::default()
-        };
-        if let Some(head) = buf.first_chunk::<ETH_SEG_INLINE>() {
+        let [e0, e1] = match buf.first_chunk::<ETH_SEG_INLINE>() {
             // Every frame the stack builds (fixed-size copies: no `memcpy` call on the hot path).
-            let (a, b) = head.split_at(2);
-            eth.inline_hdr_start.copy_from_slice(a);
-            eth.inline_hdr.copy_from_slice(b);
-        } else {
-            inline_short_frame(&mut eth, &buf);
-        }
-        let e = eth.to_bytes();
-        let mut u = [0u8; 16];
-        u.copy_from_slice(&e[..16]);
-        self.write_unit(start, 1, &u);
-        u.copy_from_slice(&e[16..]);
-        self.write_unit(start, 2, &u);
+            Some(head) => EthSeg::units(self.cs_flags, n_inline as u16, head),
+            None => EthSeg::units(self.cs_flags, n_inline as u16, &short_frame_head(&buf)),
+        };
+        self.write_unit(start, 1, &e0);
+        self.write_unit(start, 2, &e1);
         let mut units = 3;
         if n_inline > ETH_SEG_INLINE {
             for chunk in buf[ETH_SEG_INLINE..n_inline].chunks(MLX5_SEND_WQE_DS) {
@@ -409,15 +397,16 @@ impl SendQueue {
     }
 }
 
-/// Inlines a frame shorter than the Ethernet segment's inline area: its bytes, zero-padded.
+/// The inline area of a frame shorter than the Ethernet segment's: its bytes, zero-padded.
 /// Out of line and cold, so the usual case keeps its fixed-size copies (LLVM would otherwise
 /// merge both into one variable-length `memcpy` call).
 #[cold]
 #[inline(never)]
-fn inline_short_frame(eth: &mut EthSeg, frame: &[u8]) {
-    let (a, b) = frame.split_at(frame.len().min(2));
-    eth.inline_hdr_start[..a.len()].copy_from_slice(a);
-    eth.inline_hdr[..b.len()].copy_from_slice(b);
+fn short_frame_head(frame: &[u8]) -> [u8; ETH_SEG_INLINE] {
+    let mut head = [0u8; ETH_SEG_INLINE];
+    let n = frame.len().min(ETH_SEG_INLINE);
+    head[..n].copy_from_slice(&frame[..n]);
+    head
 }
 
 impl TxSink for SendQueue {
