@@ -220,19 +220,7 @@ impl RcBuf {
     /// that is out of bounds.
     #[inline]
     pub fn pinned_slice(&self, start: usize, len: usize) -> Option<PinnedRef<'_>> {
-        match start.checked_add(len) {
-            Some(end) if end <= self.len() => {}
-            _ => return None,
-        }
-        Some(PinnedRef {
-            // SAFETY: start <= len, so the pointer stays inside the view.
-            ptr: unsafe { NonNull::new_unchecked(self.ptr.as_ptr().add(start)) },
-            len: len as u32,
-            off: self.off + start as u32,
-            refcnt: self.refcnt,
-            chunk: self.chunk,
-            _borrow: PhantomData,
-        })
+        self.pinned().sub(start, len)
     }
 }
 
@@ -253,7 +241,26 @@ impl RcBuf {
 /// assert_eq!((desc.len(), buf.ref_count()), (200, 2));
 /// ```
 ///
-/// Like [`RcBuf`] it is neither `Send` nor `Sync`.
+/// A view cannot outlive what lends it:
+///
+/// ```compile_fail
+/// let mem = cornflakes_mem::PinnedMemory::with_defaults().unwrap();
+/// let view = {
+///     let buf = mem.alloc_copy(&[1u8; 600]).unwrap();
+///     buf.pinned() // error: `buf` does not live long enough
+/// };
+/// ```
+///
+/// Like [`RcBuf`] it is neither `Send` nor `Sync`:
+///
+/// ```compile_fail
+/// let mem = cornflakes_mem::PinnedMemory::with_defaults().unwrap();
+/// let buf = mem.alloc_copy(&[1u8; 600]).unwrap();
+/// let view = buf.pinned();
+/// std::thread::scope(|s| {
+///     s.spawn(move || view.len()); // error: `NonNull<u8>` cannot be sent between threads
+/// });
+/// ```
 #[derive(Clone, Copy)]
 pub struct PinnedRef<'a> {
     ptr: NonNull<u8>,

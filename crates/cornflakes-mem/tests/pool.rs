@@ -408,3 +408,116 @@ fn recovery_alternating_between_chunks_and_classes_stays_exact() {
     drop((big, small));
     assert_eq!(mem.stats().live_items, 0);
 }
+
+#[test]
+fn recover_ref_views_the_slice_without_a_count_and_refuses_what_recover_ptr_refuses() {
+    let mem = small_mem();
+    let a = mem.alloc_copy(&[3u8; 1024]).unwrap();
+    let r = mem.recover_ref(&a[100..300]).expect("inside one live item");
+    assert_eq!((r.len(), r.as_ptr()), (200, a[100..].as_ptr()));
+    assert_eq!(
+        (a.ref_count(), r.ref_count()),
+        (1, 1),
+        "a view takes no count"
+    );
+    assert_eq!(
+        (r.region().base(), r.region_offset()),
+        (a.region().base(), a.region_offset() + 100)
+    );
+    // The refusals of recover_ptr: empty, not pinned, another item, being filled, freed.
+    assert!(mem.recover_ref(&a[..0]).is_none());
+    assert!(mem.recover_ref(&vec![0u8; 4096]).is_none());
+    let b = mem.alloc_copy(&[4u8; 1024]).unwrap();
+    if b.as_ptr() as usize == a.as_ptr() as usize + 1024 {
+        // SAFETY: the last byte of `a` and the first of `b`, adjacent items of one mapped
+        // region that lives as long as `mem`; only handed to `recover_ref`.
+        let across = unsafe { std::slice::from_raw_parts(a.as_ptr().add(1023), 2) };
+        assert!(mem.recover_ref(across).is_none());
+    }
+    let mut filling = mem.alloc(256).unwrap();
+    // SAFETY: the item's bytes, mapped while `mem` lives, only handed to `recover_ref`.
+    let raw: &[u8] = unsafe { std::slice::from_raw_parts(filling.as_mut_ptr(), 256) };
+    assert!(mem.recover_ref(raw).is_none(), "an item being filled");
+    drop(filling);
+    assert!(mem.recover_ref(raw).is_none(), "a free item");
+    // A reference taken from the view keeps the item alive after its lender goes, and
+    // releases it (item and offset right) when dropped.
+    let desc = r.to_rcbuf();
+    assert_eq!(
+        (a.ref_count(), desc.item_offset(), desc.len()),
+        (2, 100, 200)
+    );
+    drop(a);
+    assert_eq!(&desc[..], &[3u8; 200][..]);
+    let live = mem.stats().live_items;
+    drop(desc);
+    assert_eq!(mem.stats().live_items, live - 1);
+    drop(b);
+}
+
+#[test]
+fn a_saturated_count_refuses_the_reference_not_the_view() {
+    let mem = small_mem();
+    let a = mem.alloc_copy(&[1u8; 64]).unwrap();
+    // SAFETY: restored to 1 (the one live reference) before `a` is dropped.
+    unsafe { a.set_ref_count_for_test(MAX_REFS) };
+    let r = mem.recover_ref(&a).expect("viewing takes no count");
+    assert!(r.try_to_rcbuf().is_err());
+    assert_eq!(
+        a.ref_count(),
+        MAX_REFS,
+        "a refused reference changes nothing"
+    );
+    let p = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| r.to_rcbuf()));
+    assert!(
+        p.is_err(),
+        "to_rcbuf panics instead of wrapping, as Clone does"
+    );
+    // SAFETY: back to the one live reference, `a`, before it is dropped.
+    unsafe { a.set_ref_count_for_test(1) };
+    drop(a);
+    assert_eq!(mem.stats().live_items, 0);
+}
+
+#[test]
+fn pinned_views_slice_inside_their_bounds_only() {
+    let mem = small_mem();
+    let a = mem
+        .alloc_copy(&(0..=255u8).cycle().take(1000).collect::<Vec<_>>())
+        .unwrap();
+    let whole = a.pinned();
+    assert_eq!((whole.len(), whole.as_slice()), (1000, &a[..]));
+    let s = a.pinned_slice(10, 20).unwrap();
+    assert_eq!(s.as_slice(), &a[10..30]);
+    let t = s.sub(5, 15).unwrap();
+    assert_eq!(t.as_slice(), &a[15..30]);
+    assert!(s.sub(5, 16).is_none() && s.sub(usize::MAX, 2).is_none());
+    assert!(a.pinned_slice(990, 11).is_none() && a.pinned_slice(usize::MAX, 1).is_none());
+    assert!(a.pinned_slice(1000, 0).unwrap().is_empty());
+    // A reference from a sub-view knows where it is in its item.
+    let r = t.to_rcbuf();
+    assert_eq!((r.item_offset(), &r[..]), (15, &a[15..30]));
+    assert_eq!(a.ref_count(), 2);
+    drop(r);
+    assert_eq!(a.ref_count(), 1);
+}
+
+#[test]
+fn a_keeper_holds_its_buffers_until_cleared_or_dropped() {
+    let mem = small_mem();
+    let a = mem.alloc_copy(&[7u8; 700]).unwrap();
+    let mut keeper = cornflakes_mem::Keeper::default();
+    let view = keeper.keep(a.clone());
+    assert_eq!((view.len(), a.ref_count(), keeper.len()), (700, 2, 1));
+    keeper.clear();
+    assert_eq!((a.ref_count(), keeper.is_empty()), (1, true));
+    let b = mem.alloc_copy(&[8u8; 700]).unwrap();
+    let addr = b.as_ptr();
+    let view = keeper.keep(b);
+    // The keeper's reference is the only one: the view's bytes live as long as the keeper.
+    assert_eq!((view.as_ptr(), view.ref_count()), (addr, 1));
+    let live = mem.stats().live_items;
+    drop(keeper);
+    assert_eq!(mem.stats().live_items, live - 1);
+    drop(a);
+}

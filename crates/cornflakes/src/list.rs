@@ -243,12 +243,7 @@ impl<'a, T: Leaf<'a>> LeafList<'a, T> {
         at: usize,
         sink: &mut S,
     ) -> usize {
-        let mut p = at;
-        for v in self.items.iter() {
-            enc.leaf_with(p, v.cf_ptr(), sink);
-            p += PAIR;
-        }
-        p
+        enc.leaf_pairs_with(at, self.items.iter().map(|v| v.cf_ptr()), sink)
     }
 
     /// Calls `f` on each zero-copy element kept by `demote`.

@@ -301,6 +301,9 @@ mod with_dpdk {
 
         step("ring: zero-copy-only object, buffers held until the receiver frees the mbufs");
         {
+            // An arena of this step's own: it keeps the references its object was given
+            // (`CFBytes::new`) until it goes, below.
+            let arena = Arena::with_memory(&mem).with_threshold(64);
             let vals: Vec<RcBuf> = (0..3)
                 .map(|i| pinned(&mem, 300 + 50 * i, i as u8))
                 .collect();
@@ -314,6 +317,7 @@ mod with_dpdk {
             assert_eq!(a.in_flight(), 4, "head + 3 entries in the ring");
             let expect = o.serialize_to_vec();
             drop(vals);
+            drop(arena);
             let live_mid = live(&mem);
             let f = raw.frames();
             assert_eq!(f.len(), 1);

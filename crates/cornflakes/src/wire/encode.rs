@@ -5,6 +5,7 @@ use crate::cfptr::CFPtr;
 use crate::list::PackedList;
 use crate::mem::PinnedRef;
 use crate::obj::Sizes;
+use crate::wire::PAIR;
 /// Which zero-copy leaves a send copies instead (defined with the datapath interface, which
 /// plans it).
 pub use cornflakes_datapath::Demote;
@@ -19,6 +20,8 @@ pub struct Encoder<'b> {
     demote: Demote,
     /// The plan as given (`demote` advances as leaves are written).
     plan: Demote,
+    /// End of the HEADER AREA (where the copy area starts).
+    header_end: usize,
 }
 
 impl<'b> Encoder<'b> {
@@ -34,6 +37,7 @@ impl<'b> Encoder<'b> {
             zc,
             demote,
             plan: demote,
+            header_end: sizes.header,
         }
     }
 
@@ -150,6 +154,43 @@ impl<'b> Encoder<'b> {
             }
         };
         self.put_pair(slot, len, off);
+    }
+
+    /// Writes the pair array of a repeated string/bytes field at `at` — one `(len, offset)` pair
+    /// per value, each copied value's bytes into the copy area, each zero-copy value the plan
+    /// keeps to `sink` as its pair is written — and returns the end of the array. The array is
+    /// bounds-checked once, not per pair (what [`leaf_with`](Self::leaf_with) per value would
+    /// do).
+    #[inline]
+    pub fn leaf_pairs_with<'p, 'v: 'p, I, S>(&mut self, at: usize, values: I, sink: &mut S) -> usize
+    where
+        I: ExactSizeIterator<Item = &'p CFPtr<'v>>,
+        S: FnMut(PinnedRef<'_>),
+    {
+        let end = at + PAIR * values.len();
+        let (head, rest) = self.buf.split_at_mut(self.header_end);
+        let pairs = &mut head[at..end];
+        for (out, p) in pairs.chunks_exact_mut(PAIR).zip(values) {
+            let len = p.len();
+            let off = match *p {
+                CFPtr::ZeroCopy(b) if self.demote.keep_zero_copy(len) => {
+                    let o = self.zc;
+                    self.zc += len;
+                    sink(b);
+                    o
+                }
+                _ => {
+                    let o = self.copy;
+                    let c = o - self.header_end;
+                    rest[c..c + len].copy_from_slice(p.as_bytes());
+                    self.copy = o + len;
+                    o
+                }
+            };
+            out[..4].copy_from_slice(&(len as u32).to_le_bytes());
+            out[4..].copy_from_slice(&(off as u32).to_le_bytes());
+        }
+        end
     }
 
     /// Writes a packed repeated scalar's slot at `slot` and its elements into the copy area.
