@@ -58,19 +58,30 @@ pub trait TxSink {
         Self: Sized,
     {
         plan.write_head(&mut head[at..])?;
-        let mut pending = head.freeze();
-        if plan.zero_copy_entries() > 0 {
-            // Post one behind, so the last descriptor of the frame is known when it is posted.
-            plan.for_each_zero_copy(|b: PinnedRef<'_>| {
-                if !b.is_empty() {
-                    let prev = std::mem::replace(&mut pending, b.to_rcbuf());
-                    self.post(prev, false);
-                }
-            });
-        }
-        self.post(pending, true);
+        post_head_then_entries(self, head.freeze(), plan);
         Ok(())
     }
+}
+
+/// Posts a frame of a serialize-and-send whose head is written: `head`, then each non-empty
+/// zero-copy entry of `plan` as its own descriptor, one behind so that the last one is known
+/// to end the frame when it is posted (the default of [`TxSink::post_object_frame`]).
+#[inline]
+pub fn post_head_then_entries<S: TxSink, O: SendObject + ?Sized>(
+    sink: &mut S,
+    head: RcBuf,
+    plan: &SendPlan<'_, O>,
+) {
+    let mut pending = head;
+    if plan.zero_copy_entries() > 0 {
+        plan.for_each_zero_copy(|b: PinnedRef<'_>| {
+            if !b.is_empty() {
+                let prev = std::mem::replace(&mut pending, b.to_rcbuf());
+                sink.post(prev, false);
+            }
+        });
+    }
+    sink.post(pending, true);
 }
 
 #[inline]
@@ -124,24 +135,13 @@ pub fn send_object<S: TxSink, O: SendObject>(
     }
     // Software UDP checksum: the head and the entries are summed before the frame is posted.
     send.write_head(&mut hb[FRAME_OVERHEAD..])?;
-    let leaves = send.zero_copy_entries() > 0;
     let mut acc = Accumulator::new();
     acc.add(&hb[TEMPLATE_LEN..]);
-    if leaves {
+    if send.zero_copy_entries() > 0 {
         send.for_each_zero_copy(|b: PinnedRef<'_>| acc.add(&b));
     }
     HeaderTemplate::set_udp_checksum(&mut hb, tmpl.udp_checksum(udp_payload, acc.sum()));
-    let mut pending = hb.freeze();
-    if leaves {
-        // Post one behind, so the last descriptor of the frame is known when it is posted.
-        send.for_each_zero_copy(|b: PinnedRef<'_>| {
-            if !b.is_empty() {
-                let prev = std::mem::replace(&mut pending, b.to_rcbuf());
-                sink.post(prev, false);
-            }
-        });
-    }
-    sink.post(pending, true);
+    post_head_then_entries(sink, hb.freeze(), &send);
     Ok(())
 }
 

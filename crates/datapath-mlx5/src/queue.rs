@@ -17,6 +17,7 @@ use std::ptr::NonNull;
 
 use cornflakes_datapath::{BufferTooSmall, SendObject, SendPlan};
 use cornflakes_mem::{PinnedMemory, PinnedRef, RcBuf, RcBufMut};
+use cornflakes_stack::tx::post_head_then_entries;
 use cornflakes_stack::TxSink;
 
 use crate::mmio;
@@ -445,14 +446,7 @@ impl TxSink for SendQueue {
             // A frame already being built: its descriptors come first, this head continues it
             // (the trait's one-behind posting does exactly that).
             plan.write_head(&mut head[at..])?;
-            let mut pending = head.freeze();
-            plan.for_each_zero_copy(|b: PinnedRef<'_>| {
-                if !b.is_empty() {
-                    let prev = std::mem::replace(&mut pending, b.to_rcbuf());
-                    self.post(prev, false);
-                }
-            });
-            self.post(pending, true);
+            post_head_then_entries(self, head.freeze(), plan);
             return Ok(());
         }
         let start = self.pi;
