@@ -112,6 +112,7 @@ impl EthStack {
     }
 
     /// Message bytes one frame carries.
+    #[inline]
     pub fn frame_room(&self) -> usize {
         self.cfg.mtu.saturating_sub(IP_OVERHEAD).max(1)
     }
@@ -199,6 +200,7 @@ impl EthStack {
 
     /// The header template of a resolved connection, and the first of `frames` consecutive IP
     /// identifications reserved for the frames of one message.
+    #[inline]
     pub fn template(
         &mut self,
         conn: ConnId,

@@ -22,6 +22,9 @@ pub struct HeaderTemplate {
     ip_csum: u16,
     /// Pseudo-header sum without the length, plus both ports.
     udp_base: u32,
+    /// Pseudo-header sum without the length (addresses and protocol): what a device that
+    /// completes the UDP checksum is given, plus the length, per packet.
+    ph_base: u32,
     caps: ChecksumCaps,
     src: SocketAddrV4,
     dst: SocketAddrV4,
@@ -61,17 +64,15 @@ impl HeaderTemplate {
         let mut u = udp::Packet::new_unchecked(&mut bytes[UDP..]);
         u.set_src_port(src.port());
         u.set_dst_port(dst.port());
-        let udp_base = [
-            checksum::pseudo_header(src.ip().octets(), dst.ip().octets(), 0),
-            src.port() as u32,
-            dst.port() as u32,
-        ]
-        .into_iter()
-        .fold(0, checksum::combine);
+        let ph_base = checksum::pseudo_header(src.ip().octets(), dst.ip().octets(), 0);
+        let udp_base = [ph_base, src.port() as u32, dst.port() as u32]
+            .into_iter()
+            .fold(0, checksum::combine);
         HeaderTemplate {
             bytes,
             ip_csum,
             udp_base,
+            ph_base,
             caps,
             src,
             dst,
@@ -111,7 +112,7 @@ impl HeaderTemplate {
     /// # Panics
     /// When `out` is shorter than [`TEMPLATE_LEN`] or `udp_payload_len` does not fit an IPv4
     /// packet (callers size packets by the MTU).
-    #[inline]
+    #[inline(always)]
     pub fn write(&self, out: &mut [u8], udp_payload_len: usize, ident: u16) {
         let out = &mut out[..TEMPLATE_LEN];
         out.copy_from_slice(&self.bytes);
@@ -131,9 +132,7 @@ impl HeaderTemplate {
         let field = if self.caps.udp_tx || self.caps.udp_tx_zero {
             0
         } else {
-            let ph =
-                checksum::pseudo_header(self.src.ip().octets(), self.dst.ip().octets(), udp_len);
-            checksum::fold(ph)
+            checksum::fold(checksum::combine(self.ph_base, udp_len as u32))
         };
         u.set_checksum(field);
     }

@@ -4,15 +4,18 @@
 //! Single-frame objects (the common case) take the paper's path: one transmit buffer gets the
 //! Ethernet/IPv4/UDP headers (from the connection's template), the framing header and the
 //! object's header and copy areas; then every zero-copy entry is posted as its own descriptor
-//! from inside [`SendObject::for_each_object_leaf`]. Nothing is collected and nothing is
-//! allocated besides the one transmit buffer. With software UDP checksums the zero-copy
+//! ([`TxSink::post_object_frame`]: after the head, from inside
+//! [`SendObject::for_each_object_leaf`], or — for a queue that fills its descriptor slots by
+//! index, as the ConnectX send queue does — while the head is written, in one walk). Nothing
+//! is collected and nothing is allocated besides the one transmit buffer. An object without
+//! zero-copy entries is not walked for them. With software UDP checksums the zero-copy
 //! entries are walked once more first, to sum them.
 //!
 //! Objects above one frame are cut by a [`Cursor`]: each frame gets a small header buffer,
 //! the header and copy areas go into one more pinned buffer, and every descriptor references
 //! a slice of that buffer or of a zero-copy entry.
 
-use cornflakes_datapath::{ConnId, Msg, SendError, SendObject, SendPlan};
+use cornflakes_datapath::{BufferTooSmall, ConnId, Msg, SendError, SendObject, SendPlan};
 use cornflakes_mem::{PinnedMemory, PinnedRef, RcBuf, RcBufMut};
 
 use crate::checksum::Accumulator;
@@ -32,6 +35,53 @@ pub trait TxSink {
     /// Posts one descriptor covering all of `buf`; `end_of_frame` marks a frame's last
     /// descriptor. The queue keeps `buf` (and so its memory) until the device has sent it.
     fn post(&mut self, buf: RcBuf, end_of_frame: bool);
+
+    /// Posts one whole frame of a serialize-and-send: `head` is the frame's first buffer,
+    /// already holding the link, IP, UDP and framing headers in its first `at` bytes (UDP
+    /// checksum final or left to the device); the object's head goes at `at`
+    /// ([`SendPlan::head_len`] bytes, `head` is that long), then every zero-copy entry of
+    /// `plan` follows as a descriptor of its own, the last one ending the frame. Nothing is
+    /// posted when the object refuses the buffer.
+    ///
+    /// The default writes the head, then walks the entries and posts them one behind (so the
+    /// last is known). A queue that can fill its descriptor slots by index overrides it to
+    /// post each entry as the object's walk writes its slot
+    /// ([`SendPlan::write_head_and_entries`]): one walk of the object instead of two.
+    #[inline]
+    fn post_object_frame<O: SendObject + ?Sized>(
+        &mut self,
+        mut head: RcBufMut,
+        at: usize,
+        plan: &SendPlan<'_, O>,
+    ) -> Result<(), BufferTooSmall>
+    where
+        Self: Sized,
+    {
+        plan.write_head(&mut head[at..])?;
+        post_head_then_entries(self, head.freeze(), plan);
+        Ok(())
+    }
+}
+
+/// Posts a frame of a serialize-and-send whose head is written: `head`, then each non-empty
+/// zero-copy entry of `plan` as its own descriptor, one behind so that the last one is known
+/// to end the frame when it is posted (the default of [`TxSink::post_object_frame`]).
+#[inline]
+pub fn post_head_then_entries<S: TxSink, O: SendObject + ?Sized>(
+    sink: &mut S,
+    head: RcBuf,
+    plan: &SendPlan<'_, O>,
+) {
+    let mut pending = head;
+    if plan.zero_copy_entries() > 0 {
+        plan.for_each_zero_copy(|b: PinnedRef<'_>| {
+            if !b.is_empty() {
+                let prev = std::mem::replace(&mut pending, b.to_rcbuf());
+                sink.post(prev, false);
+            }
+        });
+    }
+    sink.post(pending, true);
 }
 
 #[inline]
@@ -72,22 +122,26 @@ pub fn send_object<S: TxSink, O: SendObject>(
     let mut hb = mem.alloc(FRAME_OVERHEAD + send.head_len())?;
     tmpl.write(&mut hb, udp_payload, ident);
     framing::Repr::single(msg.id, msg.ty, total as u32).emit(&mut hb[TEMPLATE_LEN..]);
-    send.write_head(&mut hb[FRAME_OVERHEAD..])?;
-    if tmpl.caps().udp_tx {
-        let mut acc = Accumulator::new();
-        acc.add(&hb[TEMPLATE_LEN..]);
-        send.for_each_zero_copy(|b: PinnedRef<'_>| acc.add(&b));
-        HeaderTemplate::set_udp_checksum(&mut hb, tmpl.udp_checksum(udp_payload, acc.sum()));
-    }
-    // Post one behind, so the last descriptor of the frame is known when it is posted.
-    let mut pending = hb.freeze();
-    send.for_each_zero_copy(|b: PinnedRef<'_>| {
-        if !b.is_empty() {
-            let prev = std::mem::replace(&mut pending, b.to_rcbuf());
-            sink.post(prev, false);
+    if !tmpl.caps().udp_tx {
+        // The headers are final.
+        if send.zero_copy_entries() == 0 {
+            // Every leaf copied (or demoted): the head is the frame, no walk for entries.
+            send.write_head(&mut hb[FRAME_OVERHEAD..])?;
+            sink.post(hb.freeze(), true);
+            return Ok(());
         }
-    });
-    sink.post(pending, true);
+        // The queue posts the frame, in one walk when it can.
+        return Ok(sink.post_object_frame(hb, FRAME_OVERHEAD, &send)?);
+    }
+    // Software UDP checksum: the head and the entries are summed before the frame is posted.
+    send.write_head(&mut hb[FRAME_OVERHEAD..])?;
+    let mut acc = Accumulator::new();
+    acc.add(&hb[TEMPLATE_LEN..]);
+    if send.zero_copy_entries() > 0 {
+        send.for_each_zero_copy(|b: PinnedRef<'_>| acc.add(&b));
+    }
+    HeaderTemplate::set_udp_checksum(&mut hb, tmpl.udp_checksum(udp_payload, acc.sum()));
+    post_head_then_entries(sink, hb.freeze(), &send);
     Ok(())
 }
 

@@ -11,8 +11,8 @@
 use std::io;
 
 use cornflakes_datapath::DelegateDatapath;
-use cornflakes_datapath::{DropCounters, SendError};
-use cornflakes_mem::{PinnedMemory, RcBuf};
+use cornflakes_datapath::{BufferTooSmall, DropCounters, SendError, SendObject, SendPlan};
+use cornflakes_mem::{PinnedMemory, RcBuf, RcBufMut};
 use cornflakes_stack::device::{Device, EthDatapath};
 use cornflakes_stack::iface::{EthStack, StackConfig};
 use cornflakes_stack::tx::TxSink;
@@ -275,6 +275,16 @@ impl<Q: QueueMemory> TxSink for Mlx5Nic<Q> {
     #[inline]
     fn post(&mut self, buf: RcBuf, end_of_frame: bool) {
         self.sq.post(buf, end_of_frame)
+    }
+
+    #[inline]
+    fn post_object_frame<O: SendObject + ?Sized>(
+        &mut self,
+        head: RcBufMut,
+        at: usize,
+        plan: &SendPlan<'_, O>,
+    ) -> Result<(), BufferTooSmall> {
+        self.sq.post_object_frame(head, at, plan)
     }
 }
 

@@ -141,6 +141,20 @@ pub struct EthSeg {
 pub const ETH_SEG_INLINE: usize = 18;
 
 impl EthSeg {
+    /// The segment's two 16-byte units, written straight (what `to_bytes` of an `EthSeg` with
+    /// these fields gives, without building one): checksum flags `cs_flags`, `n_inline` inline
+    /// header bytes of which the first [`ETH_SEG_INLINE`] are `head`.
+    #[inline(always)]
+    pub fn units(cs_flags: u8, n_inline: u16, head: &[u8; ETH_SEG_INLINE]) -> [[u8; 16]; 2] {
+        let mut a = [0u8; 16];
+        a[4] = cs_flags;
+        a[12..14].copy_from_slice(&n_inline.to_be_bytes());
+        a[14..16].copy_from_slice(&head[..2]);
+        let mut b = [0u8; 16];
+        b.copy_from_slice(&head[2..]);
+        [a, b]
+    }
+
     pub fn inline_len(&self) -> usize {
         usize::from(u16::from_be(self.inline_hdr_sz))
     }
@@ -330,6 +344,22 @@ pub const CQE_INIT_OP_OWN: u8 = (MLX5_CQE_INVALID << 4) | 1;
 mod tests {
     use super::*;
     use std::mem::{offset_of, size_of};
+
+    #[test]
+    fn eth_units_are_the_segment_bytes() {
+        let head: [u8; ETH_SEG_INLINE] = std::array::from_fn(|i| 0xa0 + i as u8);
+        let seg = EthSeg {
+            cs_flags: MLX5_ETH_WQE_L3_CSUM | MLX5_ETH_WQE_L4_CSUM,
+            inline_hdr_sz: 130u16.to_be(),
+            inline_hdr_start: [head[0], head[1]],
+            inline_hdr: std::array::from_fn(|i| head[i + 2]),
+            ..EthSeg::default()
+        };
+        let [a, b] = EthSeg::units(seg.cs_flags, 130, &head);
+        let bytes = seg.to_bytes();
+        assert_eq!((&a[..], &b[..]), (&bytes[..16], &bytes[16..]));
+        assert_eq!(EthSeg::from_bytes(&bytes).inline_len(), 130);
+    }
 
     #[test]
     fn sizes_and_offsets() {

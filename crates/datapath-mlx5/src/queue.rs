@@ -15,7 +15,9 @@
 use std::io;
 use std::ptr::NonNull;
 
-use cornflakes_mem::{PinnedMemory, RcBuf, RcBufMut};
+use cornflakes_datapath::{BufferTooSmall, SendObject, SendPlan};
+use cornflakes_mem::{PinnedMemory, PinnedRef, RcBuf, RcBufMut};
+use cornflakes_stack::tx::post_head_then_entries;
 use cornflakes_stack::TxSink;
 
 use crate::mmio;
@@ -229,7 +231,8 @@ impl SendQueue {
         idx
     }
 
-    #[inline]
+    // Always inlined: two call sites on the per-descriptor path, each a handful of stores.
+    #[inline(always)]
     fn write_data_seg(&mut self, start: u16, k: usize, buf: RcBuf, skip: usize) {
         let lkey = match buf.region().registration() {
             Some(h) => h as u32,
@@ -244,30 +247,31 @@ impl SendQueue {
         self.slots[idx] = Some(buf);
     }
 
+    /// Units [`begin`](Self::begin) writes for a first buffer of `len` bytes: control and
+    /// Ethernet segments, the inline spill, and a data segment when bytes remain.
+    #[inline]
+    fn head_units(&self, len: usize) -> usize {
+        let n_inline = self.inline_len.min(len);
+        3 + n_inline
+            .saturating_sub(ETH_SEG_INLINE)
+            .div_ceil(MLX5_SEND_WQE_DS)
+            + usize::from(len > n_inline)
+    }
+
     /// Starts a WQE at `pi`: Ethernet segment with the inlined head of `buf`, then a data
-    /// segment for the rest of `buf`.
+    /// segment for the rest of `buf`. (Always inlined: one copy per posting path, each on
+    /// the per-frame path.)
+    #[inline(always)]
     fn begin(&mut self, buf: RcBuf) -> Building {
         let start = self.pi;
         let n_inline = self.inline_len.min(buf.len());
-        let mut eth = EthSeg {
-            cs_flags: self.cs_flags,
-            inline_hdr_sz: (n_inline as u16).to_be(),
-            ..EthSeg::default()
-        };
-        if let Some(head) = buf.first_chunk::<ETH_SEG_INLINE>() {
+        let [e0, e1] = match buf.first_chunk::<ETH_SEG_INLINE>() {
             // Every frame the stack builds (fixed-size copies: no `memcpy` call on the hot path).
-            let (a, b) = head.split_at(2);
-            eth.inline_hdr_start.copy_from_slice(a);
-            eth.inline_hdr.copy_from_slice(b);
-        } else {
-            inline_short_frame(&mut eth, &buf);
-        }
-        let e = eth.to_bytes();
-        let mut u = [0u8; 16];
-        u.copy_from_slice(&e[..16]);
-        self.write_unit(start, 1, &u);
-        u.copy_from_slice(&e[16..]);
-        self.write_unit(start, 2, &u);
+            Some(head) => EthSeg::units(self.cs_flags, n_inline as u16, head),
+            None => EthSeg::units(self.cs_flags, n_inline as u16, &short_frame_head(&buf)),
+        };
+        self.write_unit(start, 1, &e0);
+        self.write_unit(start, 2, &e1);
         let mut units = 3;
         if n_inline > ETH_SEG_INLINE {
             for chunk in buf[ETH_SEG_INLINE..n_inline].chunks(MLX5_SEND_WQE_DS) {
@@ -285,6 +289,7 @@ impl SendQueue {
     }
 
     /// Writes the control segment and publishes the WQE to the driver's bookkeeping.
+    #[inline(always)]
     fn finish(&mut self, b: Building) {
         self.unsignaled += 1;
         let ce = if self.unsignaled >= SIGNAL_EVERY {
@@ -393,15 +398,16 @@ impl SendQueue {
     }
 }
 
-/// Inlines a frame shorter than the Ethernet segment's inline area: its bytes, zero-padded.
+/// The inline area of a frame shorter than the Ethernet segment's: its bytes, zero-padded.
 /// Out of line and cold, so the usual case keeps its fixed-size copies (LLVM would otherwise
 /// merge both into one variable-length `memcpy` call).
 #[cold]
 #[inline(never)]
-fn inline_short_frame(eth: &mut EthSeg, frame: &[u8]) {
-    let (a, b) = frame.split_at(frame.len().min(2));
-    eth.inline_hdr_start[..a.len()].copy_from_slice(a);
-    eth.inline_hdr[..b.len()].copy_from_slice(b);
+fn short_frame_head(frame: &[u8]) -> [u8; ETH_SEG_INLINE] {
+    let mut head = [0u8; ETH_SEG_INLINE];
+    let n = frame.len().min(ETH_SEG_INLINE);
+    head[..n].copy_from_slice(&frame[..n]);
+    head
 }
 
 impl TxSink for SendQueue {
@@ -422,6 +428,42 @@ impl TxSink for SendQueue {
             .max_outstanding
             .saturating_sub(self.outstanding + usize::from(self.building.is_some()));
         by_ring.min(by_cq)
+    }
+
+    /// One walk: the WQE's layout after the head is known from the head's length, so each
+    /// zero-copy entry's data segment is written into its unit as the object's walk reaches
+    /// it; the Ethernet segment (which inlines the frame's first bytes), the head's data
+    /// segment and the control segment follow once the head is written. Nothing reaches the
+    /// device before [`flush`](SendQueue::flush).
+    #[inline]
+    fn post_object_frame<O: SendObject + ?Sized>(
+        &mut self,
+        mut head: RcBufMut,
+        at: usize,
+        plan: &SendPlan<'_, O>,
+    ) -> Result<(), BufferTooSmall> {
+        if self.building.is_some() {
+            // A frame already being built: its descriptors come first, this head continues it
+            // (the trait's one-behind posting does exactly that).
+            plan.write_head(&mut head[at..])?;
+            post_head_then_entries(self, head.freeze(), plan);
+            return Ok(());
+        }
+        let start = self.pi;
+        let first = self.head_units(head.len());
+        let mut units = first;
+        plan.write_head_and_entries(&mut head[at..], |b: PinnedRef<'_>| {
+            if !b.is_empty() {
+                self.write_data_seg(start, units, b.to_rcbuf(), 0);
+                units += 1;
+            }
+        })?;
+        let mut b = self.begin(head.freeze());
+        debug_assert_eq!((b.start, b.units), (start, first), "head units");
+        b.units = units;
+        debug_assert!(b.units <= MLX5_MAX_DS, "WQE of {} units", b.units);
+        self.finish(b);
+        Ok(())
     }
 
     fn post(&mut self, buf: RcBuf, end_of_frame: bool) {

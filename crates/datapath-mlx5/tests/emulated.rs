@@ -213,7 +213,14 @@ fn wire_bytes_equal_the_contiguous_encoding_across_sq_and_cq_wraparound() {
         inline_len: 40,
         ..CAPS
     };
-    for caps in [CAPS, spill] {
+    // Offloaded checksums take the one-walk post (entries' data segments written while the
+    // object's head is): inlining 128 bytes reaches into the object's head, and a head of
+    // fewer bytes is inlined whole (no data segment of its own).
+    let deep = Caps {
+        inline_len: 128,
+        ..CAPS
+    };
+    for caps in [CAPS, spill, deep] {
         let (mut a, _b) = pair(emu.clone(), caps);
         let conn = connect(&mut a, IP_B);
         let mem = a.dp.memory().clone();

@@ -181,7 +181,7 @@ impl Repr {
     }
 
     /// Writes the header into the first [`HEADER_LEN`] bytes of `buf`.
-    #[inline]
+    #[inline(always)]
     pub fn emit(&self, buf: &mut [u8]) {
         let b = &mut buf[..HEADER_LEN];
         b[field::VERSION] = VERSION;
