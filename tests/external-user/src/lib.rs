@@ -61,7 +61,7 @@ pub fn send<O: CornflakesObj>(
     let head = plan.write_head(&mut tx[FRAME_HEADER..])?;
     tx.truncate(FRAME_HEADER + head);
     let mut out = vec![Desc::Head(tx)];
-    plan.for_each_zero_copy(|b| out.push(Desc::ZeroCopy(b.clone())));
+    plan.for_each_zero_copy(|b| out.push(Desc::ZeroCopy(b.to_rcbuf())));
     Ok(out)
 }
 
