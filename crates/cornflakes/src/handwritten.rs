@@ -11,6 +11,8 @@
 //! message Outer { uint64 a = 1; Inner in = 2; repeated Inner list = 4; repeated int32 nums = 5; }
 //! ```
 
+use bumpalo::boxed::Box as ABox;
+
 use crate::arena::Arena;
 use crate::cfptr::{CFBytes, CFString};
 use crate::list::{Leaf, LeafList, MessageList, PackedList};
@@ -327,8 +329,7 @@ pub struct Outer<'a> {
     arena: &'a Arena,
     p: Presence<1>,
     a: u64,
-    /// In the arena (objects own nothing: no box that drops it).
-    in_: Option<&'a mut Inner<'a>>,
+    in_: Option<ABox<'a, Inner<'a>>>,
     list: MessageList<'a, Inner<'a>>,
     nums: PackedList<'a, i32>,
 }
@@ -369,11 +370,11 @@ impl<'a> Outer<'a> {
         self.p.set(2, 8);
         let arena = self.arena;
         self.in_
-            .get_or_insert_with(|| arena.bump().alloc(Inner::new_in(arena)))
+            .get_or_insert_with(|| ABox::new_in(Inner::new_in(arena), arena.bump()))
     }
     /// Sets `in`.
     pub fn set_in(&mut self, v: Inner<'a>) {
-        self.in_ = Some(self.arena.bump().alloc(v));
+        self.in_ = Some(ABox::new_in(v, self.arena.bump()));
         self.p.set(2, 8);
     }
     /// Makes `list` present and empty, with room for `cap` elements.

@@ -149,29 +149,27 @@ pub trait DecodeObj<'a>: Sized {
     /// Decodes the object whose header `h` has opened; values reference the input.
     fn decode_from(h: HeaderReader<'_, 'a>, arena: &'a Arena) -> Result<Self, DecodeError>;
 
-    /// [`decode_from`](Self::decode_from), then the object moved into the arena: how generated
-    /// code decodes a nested message field (an `Option<&'a mut M>`; objects own nothing, so
-    /// a plain arena reference holds one, with no box that drops it). A function of its own,
-    /// and not `decode_from` and the allocation written out at each field: measured fewer
-    /// instructions per nested object, docs/performance-issue25.md "Issue 25, fifth round".
-    /// Allocating first and decoding into the slot measured more (the eighth round there).
+    /// [`decode_from`](Self::decode_from), then the object moved into a box in the arena: how
+    /// generated code decodes a nested message field. (A function of its own, and not
+    /// `decode_from` and the box written out at each field: measured fewer instructions per
+    /// nested object, docs/performance-issue25.md "Issue 25, fifth round".)
     #[inline]
-    fn decode_in_arena(
+    fn decode_boxed(
         h: HeaderReader<'_, 'a>,
         arena: &'a Arena,
-    ) -> Result<&'a mut Self, DecodeError> {
-        Self::decode_from(h, arena).map(|m| arena.bump().alloc(m))
+    ) -> Result<bumpalo::boxed::Box<'a, Self>, DecodeError> {
+        Self::decode_from(h, arena).map(|m| bumpalo::boxed::Box::new_in(m, arena.bump()))
     }
 
-    /// [`decode_in_arena`](Self::decode_in_arena), never inlined: how generated code decodes the
+    /// [`decode_boxed`](Self::decode_boxed), never inlined: how generated code decodes the
     /// nested messages of a message too large to decode in one function (the nested decode is
     /// inlined here instead).
     #[inline(never)]
-    fn decode_in_arena_out_of_line(
+    fn decode_boxed_out_of_line(
         h: HeaderReader<'_, 'a>,
         arena: &'a Arena,
-    ) -> Result<&'a mut Self, DecodeError> {
-        Self::decode_in_arena(h, arena)
+    ) -> Result<bumpalo::boxed::Box<'a, Self>, DecodeError> {
+        Self::decode_boxed(h, arena)
     }
 
     /// Decodes from plain bytes (values borrow `buf`). The object must fill `buf`: bytes after

@@ -174,7 +174,7 @@ impl<'s> MessageGen<'s> {
         };
         match (f.repeated, f.kind) {
             (false, FieldKind::Message(_)) => {
-                quote!(::core::option::Option<&'a mut #elem>)
+                quote!(::core::option::Option<cf::bumpalo::boxed::Box<'a, #elem>>)
             }
             (false, _) => elem,
             (true, FieldKind::Scalar(_) | FieldKind::Enum(_)) => quote!(cf::PackedList<'a, #elem>),
@@ -617,13 +617,15 @@ impl<'s> MessageGen<'s> {
                             #set_bit
                         }
                         let arena = self.arena;
-                        self.#s.get_or_insert_with(|| arena.bump().alloc(#path::new_in(arena)))
+                        self.#s.get_or_insert_with(|| {
+                            cf::bumpalo::boxed::Box::new_in(#path::new_in(arena), arena.bump())
+                        })
                     }
                     #[doc = #set_doc]
                     #[inline]
                     pub fn #set(&mut self, v: #t) {
                         #siblings
-                        self.#s = ::core::option::Option::Some(self.arena.bump().alloc(v));
+                        self.#s = ::core::option::Option::Some(cf::bumpalo::boxed::Box::new_in(v, self.arena.bump()));
                         #set_bit
                     }
                 }
@@ -956,7 +958,7 @@ impl<'s> MessageGen<'s> {
                     },
                     (false, FieldKind::Bytes) => quote!(m.#set(cf::CFBytes(h.leaf()#within));),
                     (false, FieldKind::Message(id)) => {
-                        // What `set_*` does, with the object put in the arena by `DecodeObj::decode_in_arena`.
+                        // What `set_*` does, with the box made by `DecodeObj::decode_boxed`.
                         let p = message_path(self.schema, &self.module, id);
                         let siblings = self.clear_siblings_on(quote!(m), f);
                         let set_bit = Self::set_bit_on(quote!(m), f);
@@ -965,9 +967,9 @@ impl<'s> MessageGen<'s> {
                         // one function stays bounded (a leaf message stays inline).
                         let child = nested_weight(self.schema, id, INLINE_NESTED, &mut Vec::new());
                         let boxed = if !self.inlines_nested() && child.is_some_and(|w| w > 0) {
-                            quote!(decode_in_arena_out_of_line)
+                            quote!(decode_boxed_out_of_line)
                         } else {
-                            quote!(decode_in_arena)
+                            quote!(decode_boxed)
                         };
                         quote! {
                             let sub = h.nested()#within;
