@@ -66,8 +66,10 @@ impl ViewLayout {
 #[derive(Clone, Copy, Debug)]
 pub struct ObjectView<'a> {
     buf: &'a [u8],
-    start: usize,
+    /// Offset of the first slot (the header's offset is `slots - 4 - 4 * words`).
     slots: usize,
+    /// The slots of the present known fields (checked to be in `buf` at open).
+    area: &'a [u8],
     words: u32,
     word0: u32,
     depth: u32,
@@ -76,18 +78,17 @@ pub struct ObjectView<'a> {
 /// Reads a little-endian `u32` at `at`; `None` past the end.
 #[inline(always)]
 fn u32_at(buf: &[u8], at: usize) -> Option<u32> {
-    let b = buf.get(at..at.wrapping_add(4))?;
-    Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    // One compare when `at` is known to be small (a wire offset, a popcount sum).
+    let b: [u8; 4] = buf.get(at..at.checked_add(4)?)?.try_into().ok()?;
+    Some(u32::from_le_bytes(b))
 }
 
 /// Reads the `(u32, u32)` pair at `at`; `None` past the end.
 #[inline(always)]
 fn pair_at(buf: &[u8], at: usize) -> Option<(u32, u32)> {
-    let b = buf.get(at..at.wrapping_add(8))?;
-    Some((
-        u32::from_le_bytes([b[0], b[1], b[2], b[3]]),
-        u32::from_le_bytes([b[4], b[5], b[6], b[7]]),
-    ))
+    let b: [u8; 8] = buf.get(at..at.checked_add(8)?)?.try_into().ok()?;
+    let b = u64::from_le_bytes(b);
+    Some((b as u32, (b >> 32) as u32))
 }
 
 impl<'a> ObjectView<'a> {
@@ -117,14 +118,15 @@ impl<'a> ObjectView<'a> {
                     return Err(unknown_field(1 + unknown.trailing_zeros(), offset + 4));
                 }
                 let slots = offset + 8;
-                let end = slots + layout.slot_bytes(0, word0);
-                if end > buf.len() {
-                    return Err(slots_truncated(buf.len(), slots, end - slots));
-                }
+                let need = layout.slot_bytes(0, word0);
+                let area = match buf.get(slots..slots + need) {
+                    Some(a) => a,
+                    None => return Err(slots_truncated(buf.len(), slots, need)),
+                };
                 let v = ObjectView {
                     buf,
-                    start: offset,
                     slots,
+                    area,
                     words: 1,
                     word0,
                     depth,
@@ -199,8 +201,8 @@ impl<'a> ObjectView<'a> {
         }
         let v = ObjectView {
             buf,
-            start: offset,
             slots,
+            area: &buf[slots..slots + slot_bytes],
             words: w,
             word0: if w > 0 { word(0) } else { 0 },
             depth,
@@ -218,11 +220,11 @@ impl<'a> ObjectView<'a> {
                 let bit = bools.trailing_zeros();
                 bools &= bools - 1;
                 let at = self.slot(layout, k, (1u32 << bit) - 1);
-                let b = self.buf.get(at).copied().unwrap_or(0);
+                let b = self.area.get(at).copied().unwrap_or(0);
                 if b > 1 {
                     return Err(DecodeError::new(
                         DecodeErrorKind::InvalidBool { value: b },
-                        at,
+                        self.slots + at,
                     ));
                 }
             }
@@ -237,7 +239,7 @@ impl<'a> ObjectView<'a> {
 
     /// Offset of this header from the object base.
     pub fn offset(&self) -> usize {
-        self.start
+        self.slots - 4 - 4 * self.words as usize
     }
 
     /// Levels below the top-level object (0 for it).
@@ -260,7 +262,7 @@ impl<'a> ObjectView<'a> {
         if i >= self.words {
             return 0;
         }
-        u32_at(self.buf, self.start + 4 + i as usize * 4).unwrap_or(0)
+        u32_at(self.buf, self.offset() + 4 + i as usize * 4).unwrap_or(0)
     }
 
     /// Whether field number `n` (≥ 1) is present.
@@ -270,11 +272,12 @@ impl<'a> ObjectView<'a> {
         self.word(n / 32) & (1 << (n % 32)) != 0
     }
 
-    /// Offset of the slot of a known field: the field is in entry `k` of `layout`, and `below`
-    /// masks the bits of its word below its own.
+    /// Where the slot of a known field starts, from the first slot (the argument of the slot
+    /// readers below): the field is in entry `k` of `layout`, and `below` masks the bits of its
+    /// word below its own.
     #[inline(always)]
     pub fn slot(&self, layout: &ViewLayout, k: usize, below: u32) -> usize {
-        let mut at = self.slots;
+        let mut at = 0;
         for j in 0..k {
             at += layout.slot_bytes(j, self.word(layout.words.get(j).copied().unwrap_or(0)));
         }
@@ -282,32 +285,38 @@ impl<'a> ObjectView<'a> {
         at + layout.slot_bytes(k, self.word(wk) & below)
     }
 
-    /// The scalar in the slot at `at` (checked at open: in bounds, bools 0 or 1).
+    /// The scalar in the slot at `at` (from [`slot`](Self::slot); checked at open: in
+    /// bounds, bools 0 or 1).
     #[inline(always)]
     pub fn scalar<T: Scalar>(&self, at: usize) -> T {
-        self.buf
-            .get(at..at.wrapping_add(T::SIZE))
-            .and_then(T::read_le)
-            .unwrap_or_default()
+        match at.checked_add(T::SIZE) {
+            Some(end) => self
+                .area
+                .get(at..end)
+                .and_then(T::read_le)
+                .unwrap_or_default(),
+            None => T::default(),
+        }
     }
 
-    /// The `(u32, u32)` slot at `at` (checked at open).
+    /// The `(u32, u32)` slot at `at` (from [`slot`](Self::slot), checked at open), and its
+    /// offset in the object.
     #[inline(always)]
-    fn pair(&self, at: usize) -> (u32, u32) {
-        pair_at(self.buf, at).unwrap_or((0, 0))
+    fn pair(&self, at: usize) -> ((u32, u32), usize) {
+        (pair_at(self.area, at).unwrap_or((0, 0)), self.slots + at)
     }
 
-    /// The bytes `(len, off)` of the string/bytes slot at `at`, checked to lie in the object.
+    /// The bytes `(len, off)` of the string/bytes slot at `at` (from [`slot`](Self::slot)), checked to lie in the object.
     #[inline(always)]
     pub fn bytes_at(&self, at: usize) -> Result<&'a [u8], DecodeError> {
-        let (len, off) = self.pair(at);
+        let ((len, off), at) = self.pair(at);
         value(self.buf, len, off, at)
     }
 
     /// The string in the string slot at `at`: in the object and UTF-8 (checked at each call).
     #[inline(always)]
     pub fn str_at(&self, at: usize) -> Result<&'a str, DecodeError> {
-        let (len, off) = self.pair(at);
+        let ((len, off), at) = self.pair(at);
         utf8(value(self.buf, len, off, at)?, off as usize)
     }
 
@@ -315,7 +324,7 @@ impl<'a> ObjectView<'a> {
     /// level deeper.
     #[inline(always)]
     pub fn nested_at<V: MessageView<'a>>(&self, at: usize) -> Result<V, DecodeError> {
-        let (zero, off) = self.pair(at);
+        let ((zero, off), at) = self.pair(at);
         if zero != 0 {
             return Err(nested_slot_length(zero, at));
         }
@@ -326,7 +335,7 @@ impl<'a> ObjectView<'a> {
     /// the object; packed bools are checked to be 0 or 1 here.
     #[inline]
     pub fn packed_at<T: Scalar>(&self, at: usize) -> Result<PackedView<'a, T>, DecodeError> {
-        let (count, off) = self.pair(at);
+        let ((count, off), at) = self.pair(at);
         let bytes = range(
             self.buf,
             "packed array",
@@ -357,7 +366,7 @@ impl<'a> ObjectView<'a> {
         at: usize,
         field: &'static str,
     ) -> Result<BytesListView<'a>, DecodeError> {
-        let (count, off) = self.pair(at);
+        let ((count, off), at) = self.pair(at);
         let pairs = range(
             self.buf,
             "string/bytes pair array",
@@ -382,7 +391,7 @@ impl<'a> ObjectView<'a> {
         at: usize,
         field: &'static str,
     ) -> Result<MessageListView<'a, V>, DecodeError> {
-        let (count, off) = self.pair(at);
+        let ((count, off), at) = self.pair(at);
         let pairs = range(self.buf, "message pair array", off, count as u64 * 8, at)?;
         Ok(MessageListView {
             buf: self.buf,

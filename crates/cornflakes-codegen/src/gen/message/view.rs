@@ -168,7 +168,7 @@ impl MessageGen<'_> {
         };
         let common = quote! {
             #[doc = #has_doc]
-            #[inline]
+            #[inline(always)]
             pub fn #has(&self) -> bool {
                 #has_body
             }
@@ -307,7 +307,7 @@ impl MessageGen<'_> {
             #common
             #[doc = #doc]
             #proto_doc
-            #[inline]
+            #[inline(always)]
             pub fn #get(&self) -> #ret {
                 if !self.#has() {
                     return #absent;
