@@ -66,10 +66,9 @@ impl ViewLayout {
 #[derive(Clone, Copy, Debug)]
 pub struct ObjectView<'a> {
     buf: &'a [u8],
-    /// Offset of the first slot (the header's offset is `slots - 4 - 4 * words`).
+    /// Offset of the first slot (the header's offset is `slots - 4 - 4 * words`); the slots of
+    /// the present known fields were checked to be in `buf` at open.
     slots: usize,
-    /// The slots of the present known fields (checked to be in `buf` at open).
-    area: &'a [u8],
     words: u32,
     word0: u32,
     depth: u32,
@@ -104,10 +103,13 @@ impl<'a> ObjectView<'a> {
         if depth > MAX_DEPTH {
             return Err(too_deep(offset));
         }
-        // One bitmap word and every known field in it, the usual case: `W` and the word read
-        // with one bounds check, the fields checked against one mask.
-        if layout.max_known <= 32 && layout.words.first().is_some_and(|&w| w == 0) {
-            if let Some((1, word0)) = pair_at(buf, offset) {
+        let one_word = layout.max_known <= 32 && layout.words.first().is_some_and(|&w| w == 0);
+        // `W` and bitmap word 0. One bitmap word and every known field in it, the usual case:
+        // both read with one bounds check, the fields checked against one mask. Any other
+        // header out of line, returning the two words in registers (the view itself is built
+        // here, so every view of one object shares `buf` as far as the compiler knows).
+        let (words, word0) = match pair_at(buf, offset) {
+            Some((1, word0)) if one_word => {
                 let mask = if layout.max_known == 32 {
                     u32::MAX
                 } else {
@@ -117,97 +119,33 @@ impl<'a> ObjectView<'a> {
                 if unknown != 0 {
                     return Err(unknown_field(1 + unknown.trailing_zeros(), offset + 4));
                 }
-                let slots = offset + 8;
-                let need = layout.slot_bytes(0, word0);
-                let area = match buf.get(slots..slots + need) {
-                    Some(a) => a,
-                    None => return Err(slots_truncated(buf.len(), slots, need)),
-                };
-                let v = ObjectView {
-                    buf,
-                    slots,
-                    area,
-                    words: 1,
-                    word0,
-                    depth,
-                };
-                if word0 & layout.one.first().copied().unwrap_or(0) != 0 {
-                    v.check_bools(layout)?;
-                }
-                return Ok(v);
+                (1, word0)
             }
-        }
-        Self::open_general(buf, offset, depth, layout)
-    }
-
-    /// [`open`](Self::open) for any header: `W` words, sparse known words, unknown fields.
-    #[inline(never)]
-    fn open_general(
-        buf: &'a [u8],
-        offset: usize,
-        depth: u32,
-        layout: &ViewLayout,
-    ) -> Result<ObjectView<'a>, DecodeError> {
-        let w = match u32_at(buf, offset) {
-            Some(w) => w,
-            None => return Err(truncated(buf.len(), "object header", offset, 4)),
+            _ => match header_words(buf, offset, layout) {
+                Ok(w) => (w as u32, (w >> 32) as u32),
+                Err(e) => return Err(e),
+            },
         };
-        if w > MAX_BITMAP_WORDS {
-            return Err(DecodeError::new(
-                DecodeErrorKind::TooManyBitmapWords {
-                    words: w,
-                    max: MAX_BITMAP_WORDS,
-                },
-                offset,
-            ));
-        }
-        let bitmap_len = w as usize * 4;
-        if buf.len() < offset + 4 || buf.len() - (offset + 4) < bitmap_len {
-            return Err(truncated(buf.len(), "bitmap", offset + 4, bitmap_len));
-        }
-        let word = |i: usize| u32_at(buf, offset + 4 + i * 4).unwrap_or(0);
-        // The unknown-field rule, word by word up to the highest known field; the words above
-        // it hold only tolerated fields.
-        let limit_words = (layout.max_known as usize).div_ceil(32).min(w as usize);
-        for i in 0..limit_words {
-            let known = match layout.words.binary_search(&(i as u32)) {
-                Ok(k) => layout.known.get(k).copied().unwrap_or(0),
-                Err(_) => 0,
-            };
-            let first = i as u32 * 32 + 1;
-            let keep = layout.max_known + 1 - first; // bits [0, keep) are at or below max_known
-            let mask = if keep >= 32 {
-                u32::MAX
-            } else {
-                (1u32 << keep) - 1
-            };
-            let unknown = word(i) & mask & !known;
-            if unknown != 0 {
-                return Err(unknown_field(
-                    first + unknown.trailing_zeros(),
-                    offset + 4 + i * 4,
-                ));
-            }
-        }
-        let mut slot_bytes = 0usize;
-        for (k, &wi) in layout.words.iter().enumerate() {
-            if wi < w {
-                slot_bytes += layout.slot_bytes(k, word(wi as usize));
-            }
-        }
-        let slots = offset + 4 + bitmap_len;
-        if buf.len() - slots < slot_bytes {
-            return Err(slots_truncated(buf.len(), slots, slot_bytes));
+        let need = if one_word {
+            layout.slot_bytes(0, word0)
+        } else {
+            slot_bytes_all(buf, offset, words, layout)
+        };
+        let slots = offset + 4 + 4 * words as usize;
+        match buf.len().checked_sub(slots) {
+            Some(left) if left >= need => {}
+            _ => return Err(slots_truncated(buf.len(), slots, need)),
         }
         let v = ObjectView {
             buf,
             slots,
-            area: &buf[slots..slots + slot_bytes],
-            words: w,
-            word0: if w > 0 { word(0) } else { 0 },
+            words,
+            word0,
             depth,
         };
-        v.check_bools(layout)?;
+        if layout.one.iter().any(|&m| m != 0) {
+            v.check_bools(layout)?;
+        }
         Ok(v)
     }
 
@@ -220,7 +158,7 @@ impl<'a> ObjectView<'a> {
                 let bit = bools.trailing_zeros();
                 bools &= bools - 1;
                 let at = self.slot(layout, k, (1u32 << bit) - 1);
-                let b = self.area.get(at).copied().unwrap_or(0);
+                let b = self.buf.get(self.slots + at).copied().unwrap_or(0);
                 if b > 1 {
                     return Err(DecodeError::new(
                         DecodeErrorKind::InvalidBool { value: b },
@@ -289,12 +227,9 @@ impl<'a> ObjectView<'a> {
     /// bounds, bools 0 or 1).
     #[inline(always)]
     pub fn scalar<T: Scalar>(&self, at: usize) -> T {
+        let at = self.slots.wrapping_add(at);
         match at.checked_add(T::SIZE) {
-            Some(end) => self
-                .area
-                .get(at..end)
-                .and_then(T::read_le)
-                .unwrap_or_default(),
+            Some(end) => self.buf.get(at..end).and_then(T::read_le).unwrap_or_default(),
             None => T::default(),
         }
     }
@@ -303,7 +238,8 @@ impl<'a> ObjectView<'a> {
     /// offset in the object.
     #[inline(always)]
     fn pair(&self, at: usize) -> ((u32, u32), usize) {
-        (pair_at(self.area, at).unwrap_or((0, 0)), self.slots + at)
+        let at = self.slots.wrapping_add(at);
+        (pair_at(self.buf, at).unwrap_or((0, 0)), at)
     }
 
     /// The bytes `(len, off)` of the string/bytes slot at `at` (from [`slot`](Self::slot)), checked to lie in the object.
@@ -402,6 +338,70 @@ impl<'a> ObjectView<'a> {
             _v: PhantomData,
         })
     }
+}
+
+/// `W` (low half) and bitmap word 0 (high half) of the header at `offset`, checked: `W`
+/// bounded, the bitmap inside `buf`, the unknown-field rule. [`ObjectView::open`] for any
+/// header but a one-word one of a reader whose fields are all in word 0.
+#[inline(never)]
+fn header_words(buf: &[u8], offset: usize, layout: &ViewLayout) -> Result<u64, DecodeError> {
+    let w = match u32_at(buf, offset) {
+        Some(w) => w,
+        None => return Err(truncated(buf.len(), "object header", offset, 4)),
+    };
+    if w > MAX_BITMAP_WORDS {
+        return Err(DecodeError::new(
+            DecodeErrorKind::TooManyBitmapWords {
+                words: w,
+                max: MAX_BITMAP_WORDS,
+            },
+            offset,
+        ));
+    }
+    let bitmap_len = w as usize * 4;
+    if buf.len() < offset + 4 || buf.len() - (offset + 4) < bitmap_len {
+        return Err(truncated(buf.len(), "bitmap", offset + 4, bitmap_len));
+    }
+    let word = |i: usize| u32_at(buf, offset + 4 + i * 4).unwrap_or(0);
+    // The unknown-field rule, word by word up to the highest known field; the words above it
+    // hold only tolerated fields.
+    let limit_words = (layout.max_known as usize).div_ceil(32).min(w as usize);
+    for i in 0..limit_words {
+        let known = match layout.words.binary_search(&(i as u32)) {
+            Ok(k) => layout.known.get(k).copied().unwrap_or(0),
+            Err(_) => 0,
+        };
+        let first = i as u32 * 32 + 1;
+        let keep = layout.max_known + 1 - first; // bits [0, keep) are at or below max_known
+        let mask = if keep >= 32 {
+            u32::MAX
+        } else {
+            (1u32 << keep) - 1
+        };
+        let unknown = word(i) & mask & !known;
+        if unknown != 0 {
+            return Err(unknown_field(
+                first + unknown.trailing_zeros(),
+                offset + 4 + i * 4,
+            ));
+        }
+    }
+    let word0 = if w > 0 { word(0) } else { 0 };
+    Ok(w as u64 | (word0 as u64) << 32)
+}
+
+/// Bytes of the slots of the known fields present in the `words`-word header at `offset`
+/// (its bitmap checked to be in `buf`).
+#[inline(never)]
+fn slot_bytes_all(buf: &[u8], offset: usize, words: u32, layout: &ViewLayout) -> usize {
+    let mut n = 0;
+    for (k, &wi) in layout.words.iter().enumerate() {
+        if wi < words {
+            let w = u32_at(buf, offset + 4 + wi as usize * 4).unwrap_or(0);
+            n += layout.slot_bytes(k, w);
+        }
+    }
+    n
 }
 
 /// A generated view type: opened on the header at an offset, at a depth.
