@@ -131,10 +131,11 @@ impl<'a> ObjectView<'a> {
         } else {
             slot_bytes_all(buf, offset, words, layout)
         };
+        // No overflow: `offset` is a wire offset (a `u32`), `W` at most `MAX_BITMAP_WORDS`,
+        // `need` popcounts; one add and one compare.
         let slots = offset + 4 + 4 * words as usize;
-        match buf.len().checked_sub(slots) {
-            Some(left) if left >= need => {}
-            _ => return Err(slots_truncated(buf.len(), slots, need)),
+        if slots.checked_add(need).is_none_or(|end| end > buf.len()) {
+            return Err(slots_truncated(buf.len(), slots, need));
         }
         let v = ObjectView {
             buf,
