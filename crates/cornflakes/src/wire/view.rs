@@ -108,7 +108,7 @@ impl<'a> ObjectView<'a> {
         // both read with one bounds check, the fields checked against one mask. Any other
         // header out of line, returning the two words in registers (the view itself is built
         // here, so every view of one object shares `buf` as far as the compiler knows).
-        let (words, word0) = match pair_at(buf, offset) {
+        let (words, word0, slots) = match pair_at(buf, offset) {
             Some((1, word0)) if one_word => {
                 let mask = if layout.max_known == 32 {
                     u32::MAX
@@ -119,10 +119,14 @@ impl<'a> ObjectView<'a> {
                 if unknown != 0 {
                     return Err(unknown_field(1 + unknown.trailing_zeros(), offset + 4));
                 }
-                (1, word0)
+                (1, word0, offset + 8)
             }
             _ => match header_words(buf, offset, layout) {
-                Ok(w) => (w as u32, (w >> 32) as u32),
+                Ok(w) => (
+                    w as u32,
+                    (w >> 32) as u32,
+                    offset + 4 + 4 * (w as u32) as usize,
+                ),
                 Err(e) => return Err(e),
             },
         };
@@ -133,7 +137,6 @@ impl<'a> ObjectView<'a> {
         };
         // No overflow: `offset` is a wire offset (a `u32`), `W` at most `MAX_BITMAP_WORDS`,
         // `need` popcounts; one add and one compare.
-        let slots = offset + 4 + 4 * words as usize;
         if slots.checked_add(need).is_none_or(|end| end > buf.len()) {
             return Err(slots_truncated(buf.len(), slots, need));
         }
@@ -230,7 +233,11 @@ impl<'a> ObjectView<'a> {
     pub fn scalar<T: Scalar>(&self, at: usize) -> T {
         let at = self.slots.wrapping_add(at);
         match at.checked_add(T::SIZE) {
-            Some(end) => self.buf.get(at..end).and_then(T::read_le).unwrap_or_default(),
+            Some(end) => self
+                .buf
+                .get(at..end)
+                .and_then(T::read_le)
+                .unwrap_or_default(),
             None => T::default(),
         }
     }
