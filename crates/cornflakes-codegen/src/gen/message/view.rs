@@ -68,6 +68,7 @@ impl MessageGen<'_> {
         let layout = self.view_layout();
         let getters = self.fields.iter().map(|f| self.view_getter(f));
         let oneofs = self.oneof_fns();
+        let to_object = self.view_to_object();
         let doc = format!(
             " A validated view of an encoded `{}`, read in place: opening it checks the header \
              (`W`, bitmap, the slots of the present known fields, the unknown-field rule, bools); \
@@ -122,6 +123,7 @@ impl MessageGen<'_> {
 
                 #(#getters)*
                 #oneofs
+                #to_object
             }
 
             impl<'a> cf::wire::MessageView<'a> for #vname<'a> {
@@ -132,6 +134,91 @@ impl MessageGen<'_> {
                         ::core::result::Result::Err(e) => ::core::result::Result::Err(e.within(#path)),
                     }
                 }
+            }
+        }
+    }
+
+    /// `to_object_in`: the object with the fields the view reads (each one read, and checked,
+    /// through its getter; values borrow the viewed bytes).
+    fn view_to_object(&self) -> TokenStream {
+        let name = self.name();
+        let arena = quote!(arena);
+        let sets = self.fields.iter().map(|f| {
+            let b = &f.base;
+            let s = &f.store;
+            let has = format_ident!("has_{b}");
+            let get = format_ident!("get_{b}");
+            let set = format_ident!("set_{b}");
+            let init = format_ident!("init_{b}");
+            let body = match (f.def.repeated, f.def.kind) {
+                (true, FieldKind::Scalar(_) | FieldKind::Enum(_)) => {
+                    let set_bit = MessageGen::set_bit_on(quote!(m), f);
+                    quote! {
+                        let l = self.#get()?;
+                        m.#s = cf::PackedList::from_le_bytes(l.as_le_bytes(), l.len(), arena);
+                        #set_bit
+                    }
+                }
+                (true, FieldKind::String) => quote! {
+                    let l = self.#get()?;
+                    m.#init(l.len());
+                    for v in l.0.iter() {
+                        m.#s.append(cf::CFString::from_ptr_unchecked_utf8(cf::CFPtr::borrowed(v?)));
+                    }
+                },
+                (true, FieldKind::Bytes) => quote! {
+                    let l = self.#get()?;
+                    m.#init(l.len());
+                    for v in l.iter() {
+                        m.#s.append(cf::CFBytes(cf::CFPtr::borrowed(v?)));
+                    }
+                },
+                (true, FieldKind::Message(_)) => quote! {
+                    let l = self.#get()?;
+                    m.#init(l.len());
+                    for v in l.iter() {
+                        m.#s.append(v?.to_object_in(arena)?);
+                    }
+                },
+                (false, FieldKind::Scalar(_)) => quote!(m.#set(self.#get());),
+                (false, FieldKind::Enum(_)) => {
+                    let get_raw = format_ident!("get_{b}_raw");
+                    let set_raw = format_ident!("set_{b}_raw");
+                    quote!(m.#set_raw(self.#get_raw());)
+                }
+                (false, FieldKind::String) => {
+                    let get_bytes = format_ident!("get_{b}_bytes");
+                    quote!(m.#set(cf::CFString::from_ptr_unchecked_utf8(cf::CFPtr::borrowed(self.#get_bytes()?)));)
+                }
+                (false, FieldKind::Bytes) => {
+                    quote!(m.#set(cf::CFBytes(cf::CFPtr::borrowed(self.#get()?)));)
+                }
+                (false, FieldKind::Message(_)) => quote! {
+                    if let ::core::option::Option::Some(v) = self.#get()? {
+                        m.#set(v.to_object_in(arena)?);
+                    }
+                },
+            };
+            quote! {
+                if self.#has() {
+                    #body
+                }
+            }
+        });
+        let doc = format!(
+            " The `{}` object this view reads, as `deserialize_bytes` builds it: every present field \
+             read (and checked) through its getter, in field order (so the last member of a oneof \
+             on the wire wins, as in decode); values borrow the viewed bytes; strings are checked \
+             to be UTF-8 when the object's `as_str` reads them, as decoded ones are.",
+            self.msg.name
+        );
+        quote! {
+            #[doc = #doc]
+            pub fn to_object_in(&self, #arena: &'a cf::Arena) -> ::core::result::Result<#name<'a>, cf::DecodeError> {
+                #[allow(unused_mut)]
+                let mut m = #name::new_in(#arena);
+                #(#sets)*
+                ::core::result::Result::Ok(m)
             }
         }
     }
@@ -277,14 +364,34 @@ impl MessageGen<'_> {
                         Some(DefaultValue::String(s)) => s.clone(),
                         _ => String::new(),
                     };
-                    (
-                        res(quote!(&'a str)),
-                        ok(quote!(#default)),
-                        quote!(self.v.str_at(#slot)#within),
-                        format!(
-                            "{get_doc}; empty (or its default) when absent; its bounds and UTF-8 are checked at each call."
-                        ),
-                    )
+                    let get_bytes = format_ident!("get_{b}_bytes");
+                    let default_bytes = Literal::byte_string(default.as_bytes());
+                    let doc = format!(
+                        "{get_doc}; empty (or its default) when absent; its bounds and UTF-8 are checked at each call."
+                    );
+                    let bytes_doc = format!(
+                        "{get_doc} as bytes, not checked to be UTF-8; its bounds are checked at each call."
+                    );
+                    return quote! {
+                        #common
+                        #[doc = #doc]
+                        #proto_doc
+                        #[inline(always)]
+                        pub fn #get(&self) -> ::core::result::Result<&'a str, cf::DecodeError> {
+                            if !self.#has() {
+                                return ::core::result::Result::Ok(#default);
+                            }
+                            self.v.str_at(#slot)#within
+                        }
+                        #[doc = #bytes_doc]
+                        #[inline(always)]
+                        pub fn #get_bytes(&self) -> ::core::result::Result<&'a [u8], cf::DecodeError> {
+                            if !self.#has() {
+                                return ::core::result::Result::Ok(#default_bytes);
+                            }
+                            self.v.bytes_at(#slot)#within
+                        }
+                    };
                 }
                 FieldKind::Bytes => (
                     res(quote!(&'a [u8])),
