@@ -1,6 +1,8 @@
 //! `cf-view`: Cornflakes hybrid on the wire, received through the generated views
 //! (`M::view_rcbuf`, docs/runtime.md "Views"): the message is read in place and nothing is
-//! built. Serializing is cf-hybrid's (the same bytes).
+//! built. Serializing is cf-hybrid's (the same bytes; the `count` table shows its serialize
+//! cells as cf-hybrid's: this `Lib::serialize` calls cf-hybrid's, and callgrind's
+//! `--toggle-collect` would switch off inside the nested match).
 
 use std::hint::black_box;
 
