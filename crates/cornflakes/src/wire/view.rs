@@ -8,24 +8,7 @@
 //! that follows an offset (string/bytes, nested message, list) checks it when it is called and
 //! returns a [`DecodeError`] value when it is malformed; scalar getters return the value.
 //!
-//! # Policy, against `deserialize_*`
-//!
-//! A view checks **what is read, when it is read**:
-//! - a field that is never read is never checked beyond its slot (a string's UTF-8 is checked
-//!   by each `&str` getter call, a nested object's header when it is opened);
-//! - there is no trailing-bytes check (bytes after the object are not looked at);
-//! - there is no budget: the work is what the reader asks for, and two fields (or a field read
-//!   twice) may point at the same bytes;
-//! - nesting is bounded as decode bounds it: each nested view carries its depth and opening one
-//!   deeper than [`MAX_DEPTH`] is [`DecodeErrorKind::TooDeep`], so a recursive reader cannot be
-//!   driven deeper than decode allows;
-//! - the slots of the present known fields are checked once, at open, as one range (a
-//!   truncated slot area is [`DecodeErrorKind::Truncated`] `"slots"` at the first slot's
-//!   offset, where decode reports the first slot that does not fit).
-//!
-//! Whenever `deserialize_bytes` accepts an object, a view of it reads the same values; a view
-//! also reads objects decode refuses for a policy reason (trailing bytes, budget, a malformed
-//! field that is not read).
+//! The policy (what is checked when, against `deserialize_*`) is on [`ObjectView`].
 
 use std::marker::PhantomData;
 
@@ -62,7 +45,31 @@ impl ViewLayout {
     }
 }
 
-/// One object header inside a buffer, checked (see the [module](self) documentation).
+/// One object header inside a buffer, checked: what a generated `MView<'a>` wraps. Opening
+/// it checks what the wire format requires of a header (`W` bounded, the bitmap and the slots
+/// of the present known fields inside the bytes, the unknown-field rule, bool slots 0 or 1,
+/// the depth); each slot is then read in O(1), its offset a few popcounts of the bitmap under
+/// the per-slot-size masks of a [`ViewLayout`]. Readers that follow an offset check it when
+/// called and return a [`DecodeError`].
+///
+/// # Policy, against `deserialize_*`
+///
+/// A view checks **what is read, when it is read**:
+/// - a field that is never read is never checked beyond its slot (a string's UTF-8 is checked
+///   by each `&str` getter call, a nested object's header when it is opened);
+/// - there is no trailing-bytes check (bytes after the object are not looked at);
+/// - there is no budget: the work is what the reader asks for, and two fields (or a field read
+///   twice) may point at the same bytes;
+/// - nesting is bounded as decode bounds it: each nested view carries its depth and opening one
+///   deeper than [`MAX_DEPTH`] is [`DecodeErrorKind::TooDeep`], so a recursive reader cannot be
+///   driven deeper than decode allows;
+/// - the slots of the present known fields are checked once, at open, as one range (a
+///   truncated slot area is [`DecodeErrorKind::Truncated`] `"slots"` at the first slot's
+///   offset, where decode reports the first slot that does not fit).
+///
+/// Whenever `deserialize_bytes` accepts an object, a view of it reads the same values; a view
+/// also reads objects decode refuses for a policy reason (trailing bytes, budget, a malformed
+/// field that is not read).
 #[derive(Clone, Copy, Debug)]
 pub struct ObjectView<'a> {
     buf: &'a [u8],
