@@ -138,7 +138,7 @@ macro_rules! view {
                 ),
                 (Err(_), Ok(_)) => {}
                 (Err(_), Err(e)) => assert!(!e.to_string().is_empty()),
-            }
+            };
         }
     };
 }
