@@ -4,6 +4,10 @@
 //! 32, maps, recursion); malformed objects give the right `DecodeErrorKind` and field path and
 //! never panic.
 
+#[path = "../../../cornflakes/tests/common/mod.rs"]
+#[allow(dead_code)]
+mod common;
+
 use cornflakes::wire::MessageView;
 use cornflakes::{Arena, CFBytes, CFString, CornflakesObj, DecodeError, DecodeErrorKind};
 use cornflakes_codegen_tests::common::Point;
@@ -274,6 +278,39 @@ fn the_spec_worked_examples_read_through_views() {
     assert!(!list.get(1).unwrap().unwrap().has_b());
     assert_eq!(v.get_nums().unwrap().iter().collect::<Vec<_>>(), [-1, 2]);
     assert!(v.to_object_in(&arena).unwrap() == Outer::deserialize(&bytes, &arena).unwrap());
+}
+
+#[test]
+fn the_committed_spec_vectors_read_through_views() {
+    // The spec's bytes as committed (crates/cornflakes/tests/vectors), not re-encoded here.
+    let b1 = common::hex(common::EXAMPLE1);
+    let v = GetM::view(&b1).unwrap();
+    assert_eq!(v.get_id(), 7);
+    assert!(!v.has_keys() && v.get_keys().unwrap().is_empty());
+    let vals = v.get_vals().unwrap();
+    assert_eq!(vals.len(), 2);
+    assert_eq!(vals.get(0).unwrap().unwrap(), b"hello");
+    assert_eq!(vals.get(1).unwrap().unwrap(), b"world!");
+
+    let b2 = common::hex(common::EXAMPLE2);
+    let v = Outer::view(&b2).unwrap();
+    assert_eq!(v.get_a(), 1);
+    let inner = v.get_in().unwrap().unwrap();
+    assert_eq!(inner.object().offset(), 40);
+    assert_eq!(inner.get_b().unwrap(), b"ab");
+    assert!(inner.get_f());
+    let list = v.get_list().unwrap();
+    let e0 = list.get(0).unwrap().unwrap();
+    assert_eq!(
+        (e0.object().offset(), e0.get_b().unwrap()),
+        (77, &b"xyz"[..])
+    );
+    let e1 = list.get(1).unwrap().unwrap();
+    assert_eq!(e1.object().offset(), 93);
+    assert!(!e1.has_b() && !e1.has_f());
+    assert_eq!(v.get_nums().unwrap().iter().collect::<Vec<_>>(), [-1, 2]);
+    let arena = Arena::new();
+    assert!(v.to_object_in(&arena).unwrap() == Outer::deserialize(&b2, &arena).unwrap());
 }
 
 fn tree<'a>(arena: &'a Arena, depth: u32) -> Tree<'a> {
