@@ -5,7 +5,6 @@
 //! never panic.
 
 #[path = "../../../cornflakes/tests/common/mod.rs"]
-#[allow(dead_code)]
 mod common;
 
 use cornflakes::wire::MessageView;
