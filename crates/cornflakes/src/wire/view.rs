@@ -214,11 +214,13 @@ impl<'a> ObjectView<'a> {
         u32_at(self.buf, self.offset() + 4 + i as usize * 4).unwrap_or(0)
     }
 
-    /// Whether field number `n` (≥ 1) is present.
+    /// Whether field number `n` is present (`false` for 0, which no field has).
     #[inline(always)]
     pub fn has(&self, n: u32) -> bool {
-        let n = n.max(1) - 1;
-        self.word(n / 32) & (1 << (n % 32)) != 0
+        match n.checked_sub(1) {
+            Some(n) => self.word(n / 32) & (1 << (n % 32)) != 0,
+            None => false,
+        }
     }
 
     /// Where the slot of a known field starts, from the first slot (the argument of the slot
@@ -748,5 +750,109 @@ impl<'a, V: MessageView<'a>> MessageListView<'a, V> {
             }
             .map_err(|e| e.within(field))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A reader knowing field 1 (bool), 2 (u32), 40 (bytes) and 70 (u64): sparse words 0, 1, 2.
+    const LAYOUT: ViewLayout = ViewLayout {
+        words: &[0, 1, 2],
+        known: &[0b11, 1 << 7, 1 << 5],
+        one: &[0b1, 0, 0],
+        four: &[0b10, 0, 0],
+        eight: &[0, 1 << 7, 1 << 5],
+        max_known: 70,
+    };
+
+    fn object(fields: &[u32], bool_byte: u8) -> Vec<u8> {
+        let mut words = [0u32; 3];
+        for &f in fields {
+            words[((f - 1) / 32) as usize] |= 1 << ((f - 1) % 32);
+        }
+        let mut b = Vec::new();
+        b.extend(3u32.to_le_bytes());
+        for w in words {
+            b.extend(w.to_le_bytes());
+        }
+        let slots = b.len();
+        let mut data: Vec<u8> = Vec::new();
+        for &f in fields {
+            match f {
+                1 => b.push(bool_byte),
+                2 => b.extend(7u32.to_le_bytes()),
+                40 => b.extend([3, 0, 0, 0, 0, 0, 0, 0]), // offset patched below
+                70 => b.extend(u64::MAX.to_le_bytes()),
+                _ => unreachable!("not in the layout"),
+            }
+        }
+        if fields.contains(&40) {
+            let at = slots
+                + fields
+                    .iter()
+                    .take_while(|&&f| f < 40)
+                    .map(|&f| if f == 1 { 1 } else { 4 })
+                    .sum::<usize>();
+            let off = (b.len() as u32).to_le_bytes();
+            b[at + 4..at + 8].copy_from_slice(&off);
+            data.extend(b"abc");
+        }
+        b.extend(data);
+        b
+    }
+
+    #[test]
+    fn slots_of_sparse_words_are_found_by_popcount() {
+        let b = object(&[1, 2, 40, 70], 1);
+        let v = ObjectView::open(&b, 0, 0, &LAYOUT).unwrap();
+        assert!(v.has(1) && v.has(2) && v.has(40) && v.has(70) && !v.has(3) && !v.has(0));
+        assert!(v.scalar::<bool>(v.slot(&LAYOUT, 0, 0)));
+        assert_eq!(v.scalar::<u32>(v.slot(&LAYOUT, 0, 0b1)), 7);
+        assert_eq!(
+            v.bytes_at(v.slot(&LAYOUT, 1, (1 << 7) - 1)).unwrap(),
+            b"abc"
+        );
+        assert_eq!(v.scalar::<u64>(v.slot(&LAYOUT, 2, (1 << 5) - 1)), u64::MAX);
+        // Without field 1 and 40, the later slots move down.
+        let b = object(&[2, 70], 0);
+        let v = ObjectView::open(&b, 0, 0, &LAYOUT).unwrap();
+        assert_eq!(v.slot(&LAYOUT, 0, 0b1), 0);
+        assert_eq!(v.scalar::<u32>(v.slot(&LAYOUT, 0, 0b1)), 7);
+        assert_eq!(v.slot(&LAYOUT, 2, (1 << 5) - 1), 4);
+        assert_eq!(v.scalar::<u64>(v.slot(&LAYOUT, 2, (1 << 5) - 1)), u64::MAX);
+        assert_eq!(v.offset(), 0);
+    }
+
+    #[test]
+    fn opening_checks_bools_slots_and_unknown_fields() {
+        let e = ObjectView::open(&object(&[1, 2], 2), 0, 0, &LAYOUT).unwrap_err();
+        assert_eq!(e.kind(), &DecodeErrorKind::InvalidBool { value: 2 });
+        assert_eq!(e.offset(), 16);
+        let b = object(&[2, 70], 0);
+        let e = ObjectView::open(&b[..b.len() - 1], 0, 0, &LAYOUT).unwrap_err();
+        assert!(
+            matches!(
+                e.kind(),
+                DecodeErrorKind::Truncated {
+                    what: "slots",
+                    need: 12,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        // Field 3 is unknown and below 70.
+        let mut b = object(&[2], 0);
+        b[4] |= 0b100;
+        let e = ObjectView::open(&b, 0, 0, &LAYOUT).unwrap_err();
+        assert_eq!(e.kind(), &DecodeErrorKind::UnknownField { field: 3 });
+        assert!(matches!(
+            ObjectView::open(&b, 0, MAX_DEPTH + 1, &LAYOUT)
+                .unwrap_err()
+                .kind(),
+            DecodeErrorKind::TooDeep { .. }
+        ));
     }
 }
