@@ -12,7 +12,9 @@
 
 use std::marker::PhantomData;
 
-use super::decode::{MAX_BITMAP_WORDS, MAX_DEPTH};
+use super::decode::{
+    out_of_bounds, too_deep, too_many_bitmap_words, truncated, MAX_BITMAP_WORDS, MAX_DEPTH,
+};
 use super::error::{DecodeError, DecodeErrorKind};
 use super::scalar::Scalar;
 
@@ -367,13 +369,7 @@ fn header_words(buf: &[u8], offset: usize, layout: &ViewLayout) -> Result<u64, D
         None => return Err(truncated(buf.len(), "object header", offset, 4)),
     };
     if w > MAX_BITMAP_WORDS {
-        return Err(DecodeError::new(
-            DecodeErrorKind::TooManyBitmapWords {
-                words: w,
-                max: MAX_BITMAP_WORDS,
-            },
-            offset,
-        ));
+        return Err(too_many_bitmap_words(w, offset));
     }
     let bitmap_len = w as usize * 4;
     if buf.len() < offset + 4 || buf.len() - (offset + 4) < bitmap_len {
@@ -456,32 +452,13 @@ fn utf8(b: &[u8], off: usize) -> Result<&str, DecodeError> {
     }
 }
 
-// Errors are built out of line, as decode's are (wire/decode.rs): the accepted path is a
-// compare and a branch per check.
-
-#[cold]
-#[inline(never)]
-fn too_deep(offset: usize) -> DecodeError {
-    DecodeError::new(DecodeErrorKind::TooDeep { max: MAX_DEPTH }, offset)
-}
+// Errors are built out of line, as decode's are (and, where decode has one, by decode's own
+// builder in wire/decode.rs): the accepted path is a compare and a branch per check.
 
 #[cold]
 #[inline(never)]
 fn unknown_field(field: u32, at: usize) -> DecodeError {
     DecodeError::new(DecodeErrorKind::UnknownField { field }, at)
-}
-
-#[cold]
-#[inline(never)]
-fn truncated(object_len: usize, what: &'static str, at: usize, need: usize) -> DecodeError {
-    DecodeError::new(
-        DecodeErrorKind::Truncated {
-            what,
-            need,
-            available: object_len.saturating_sub(at),
-        },
-        at,
-    )
 }
 
 #[cold]
@@ -494,26 +471,6 @@ fn slots_truncated(object_len: usize, at: usize, need: usize) -> DecodeError {
 #[inline(never)]
 fn nested_slot_length(value: u32, at: usize) -> DecodeError {
     DecodeError::new(DecodeErrorKind::NestedSlotLength { value }, at)
-}
-
-#[cold]
-#[inline(never)]
-fn out_of_bounds(
-    object_len: usize,
-    what: &'static str,
-    off: u32,
-    len: u64,
-    at: usize,
-) -> DecodeError {
-    DecodeError::new(
-        DecodeErrorKind::OutOfBounds {
-            what,
-            offset: off as u64,
-            len,
-            object_len,
-        },
-        at,
-    )
 }
 
 #[cold]
