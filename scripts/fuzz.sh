@@ -78,7 +78,7 @@ run_one() {
 seeds() {
   if [ -d "fuzz/regressions/$1" ]; then echo "fuzz/regressions/$1"; fi
   case $1 in
-    decode_generated | decode_dynamic | differential) echo fuzz/seeds/objects ;;
+    decode_generated | view_generated | decode_dynamic | differential) echo fuzz/seeds/objects ;;
     json_encode) echo fuzz/seeds/json ;;
     # The project's own .proto files where they live (no copies), plus derived variants.
     proto_parse) echo schemas crates/cornflakes-codegen/gen-tests/protos fuzz/seeds/proto ;;

@@ -31,8 +31,10 @@ pub mod schema {
 
 mod pd;
 mod rk;
+mod view;
 pub use pd::ProstDirect;
 pub use rk::Rkyv;
+pub use view::CfView;
 
 use schema::{List, Tree1, Tree2, Tree3, Tree4, Tree5};
 
@@ -309,6 +311,7 @@ pub fn libraries(mem: &PinnedMemory) -> Vec<Box<dyn Lib>> {
         Box::new(Cf::new(mem, CfMode::Hybrid)),
         Box::new(Cf::new(mem, CfMode::Copy)),
         Box::new(Cf::new(mem, CfMode::Sg)),
+        Box::new(CfView::new(mem)),
         Box::new(Baseline::new("prost", ProstCodec::new())),
         Box::new(ProstDirect::new()),
         Box::new(Baseline::new("capnp", CapnpCodec::new())),
@@ -318,10 +321,11 @@ pub fn libraries(mem: &PinnedMemory) -> Vec<Box<dyn Lib>> {
 }
 
 /// Library names accepted by [`library`].
-pub const LIBRARY_NAMES: [&str; 8] = [
+pub const LIBRARY_NAMES: [&str; 9] = [
     "cf-hybrid",
     "cf-copy",
     "cf-sg",
+    "cf-view",
     "prost",
     "prost-direct",
     "capnp",

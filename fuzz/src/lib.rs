@@ -108,6 +108,39 @@ pub struct Gen {
     /// Decodes `bytes` and, when they decode, checks the round trip (see [`roundtrip!`]);
     /// returns the canonical re-encoding, or `None` when the bytes were rejected.
     pub roundtrip: fn(&[u8]) -> Option<Vec<u8>>,
+    /// Views `bytes` and reads every field through the view (see [`view!`]).
+    pub view: fn(&[u8]),
+}
+
+/// The view oracle of one generated type `$ty` (lifetime elided): `M::view` of any bytes, and
+/// every field read through the view's getters (`to_object_in`), never panics; whenever
+/// `deserialize` accepts the bytes the view accepts them too and reads the same values (the
+/// two objects encode to the same bytes). A view may accept what decode refuses (trailing
+/// bytes, the budget, a malformed field it is not asked to read): not a finding.
+#[macro_export]
+macro_rules! view {
+    ($ty:ty) => {
+        |bytes: &[u8]| {
+            use cornflakes::CornflakesObj as _;
+            let arena = cornflakes::Arena::new();
+            let decoded = <$ty>::deserialize(bytes, &arena);
+            let viewed = <$ty>::view(bytes).and_then(|v| v.to_object_in(&arena));
+            match (decoded, viewed) {
+                (Ok(d), Ok(v)) => assert_eq!(
+                    v.serialize_to_vec(),
+                    d.serialize_to_vec(),
+                    "{} read through a view differs from its decode",
+                    stringify!($ty)
+                ),
+                (Ok(d), Err(e)) => panic!(
+                    "{} decodes ({d:?}) but its view refuses it: {e}",
+                    stringify!($ty)
+                ),
+                (Err(_), Ok(_)) => {}
+                (Err(_), Err(e)) => assert!(!e.to_string().is_empty()),
+            };
+        }
+    };
 }
 
 /// The round-trip oracle of one generated type `$ty` (lifetime elided):
@@ -220,6 +253,7 @@ macro_rules! messages {
         /// Every generated message type the decoder targets exercise.
         pub const MESSAGES: &[Gen] = &[$(Gen {
             name: $name,
+            view: view!($ty),
             roundtrip: roundtrip!(
                 $ty
                 $(, |$m: &$ty, $f: &mut dyn FnMut(&cornflakes::CFString<'_>)| {

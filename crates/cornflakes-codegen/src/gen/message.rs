@@ -9,6 +9,7 @@ use proc_macro2::{Literal, TokenStream};
 use quote::{format_ident, quote};
 
 mod extras;
+mod view;
 pub(crate) use extras::{oneof_value_enum, oneof_value_name};
 
 use super::names::{self, doc_attrs, enum_path, ident, ident_avoiding, message_path, snake};
@@ -282,6 +283,7 @@ impl<'s> MessageGen<'s> {
         let decode_fields = self.decode_fields_fn();
         let debug = self.debug_fn();
         let extras = self.extras();
+        let view = self.view();
         let new_doc = format!(" An empty `{}` (no field present).", self.msg.name);
 
         quote! {
@@ -346,6 +348,7 @@ impl<'s> MessageGen<'s> {
             }
 
             #extras
+            #view
         }
     }
 

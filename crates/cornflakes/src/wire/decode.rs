@@ -244,7 +244,12 @@ extern "C" fn budget_exceeded(object_len: usize, at: usize) -> DecodeError {
 #[cold]
 #[inline(never)]
 #[allow(improper_ctypes_definitions)]
-extern "C" fn truncated(object_len: usize, what: &'static str, at: usize, n: usize) -> DecodeError {
+pub(super) extern "C" fn truncated(
+    object_len: usize,
+    what: &'static str,
+    at: usize,
+    n: usize,
+) -> DecodeError {
     DecodeError::new(
         DecodeErrorKind::Truncated {
             what,
@@ -258,7 +263,7 @@ extern "C" fn truncated(object_len: usize, what: &'static str, at: usize, n: usi
 #[cold]
 #[inline(never)]
 #[allow(improper_ctypes_definitions)]
-extern "C" fn out_of_bounds(
+pub(super) extern "C" fn out_of_bounds(
     object_len: usize,
     what: &'static str,
     off: u32,
@@ -279,14 +284,14 @@ extern "C" fn out_of_bounds(
 #[cold]
 #[inline(never)]
 #[allow(improper_ctypes_definitions)]
-extern "C" fn too_deep(offset: usize) -> DecodeError {
+pub(super) extern "C" fn too_deep(offset: usize) -> DecodeError {
     DecodeError::new(DecodeErrorKind::TooDeep { max: MAX_DEPTH }, offset)
 }
 
 #[cold]
 #[inline(never)]
 #[allow(improper_ctypes_definitions)]
-extern "C" fn too_many_bitmap_words(words: u32, offset: usize) -> DecodeError {
+pub(super) extern "C" fn too_many_bitmap_words(words: u32, offset: usize) -> DecodeError {
     DecodeError::new(
         DecodeErrorKind::TooManyBitmapWords {
             words,

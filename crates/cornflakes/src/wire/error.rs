@@ -51,6 +51,11 @@ pub enum DecodeErrorKind {
         /// Its field number.
         field: u32,
     },
+    /// A string is not UTF-8 (found when a view reads it as `&str`).
+    InvalidUtf8 {
+        /// Bytes of the string that are valid UTF-8 before the first invalid one.
+        valid_up_to: usize,
+    },
     /// A nested-message slot's first word must be 0.
     NestedSlotLength {
         /// The word found.
@@ -155,6 +160,10 @@ impl fmt::Display for DecodeErrorKind {
             DecodeErrorKind::UnknownField { field } => write!(
                 f,
                 "unknown field {field} is present below the highest known field number"
+            ),
+            DecodeErrorKind::InvalidUtf8 { valid_up_to } => write!(
+                f,
+                "string is not UTF-8 (the first {valid_up_to} bytes are)"
             ),
             DecodeErrorKind::NestedSlotLength { value } => {
                 write!(f, "nested message slot starts with {value}, expected 0")

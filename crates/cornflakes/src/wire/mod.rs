@@ -5,11 +5,15 @@ mod decode;
 mod encode;
 mod error;
 mod scalar;
+mod view;
 
 pub use decode::{Decoder, HeaderReader, LeafIter, MessageIter, MAX_BITMAP_WORDS, MAX_DEPTH};
 pub use encode::{bit_is_set, set_bit, sparse_used_words, used_words, Demote, Encoder, Presence};
 pub use error::{BufferTooSmall, DecodeError, DecodeErrorKind};
 pub use scalar::Scalar;
+pub use view::{
+    BytesListView, MessageListView, MessageView, ObjectView, PackedView, StrListView, ViewLayout,
+};
 
 /// Bytes of a slot for a scalar of `size` bytes, or a (len|count, offset) pair.
 pub const PAIR: usize = 8;
