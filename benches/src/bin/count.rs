@@ -5,6 +5,11 @@
 //! cargo run --release -p benches --bin count -- 1x64 2x2048   # some shapes
 //! ```
 //!
+//! The table's Cornflakes cells build from the store's handles (as the KV server does); one
+//! cell, from slices of the values (pointer recovery) and/or the cold store:
+//! `BENCHES_COUNT_CELL="cf-hybrid serialize 4x1024 320 slices"` (or `… cold`, `… cold slices`)
+//! under the same valgrind command (see `run_cell`).
+//!
 //! For each (shape, library, operation) the binary runs itself twice under
 //! `valgrind --tool=callgrind --toggle-collect='*as benches::Lib>::OP'` with the glibc tunables
 //! that keep `memcpy`/`memset` on their vector loops (so counts track bytes), once for
