@@ -161,6 +161,9 @@ pub fn table(records: &[Record], fixed_rps: f64, servers: &[(Mode, ServerStats)]
     if let Some(note) = loadgen::canary::slowed_note(records) {
         let _ = writeln!(s, "\n{note}");
     }
+    if let Some(note) = loadgen::canary::far_pair_note(records) {
+        let _ = writeln!(s, "\n{note}");
+    }
     s
 }
 
@@ -231,6 +234,17 @@ mod tests {
         assert!(raw.starts_with("| raw | 20 (slowed) | 1.00 |"), "{raw}");
         assert!(
             t.contains("1 point(s) ran on a machine slower than its fast state"),
+            "{t}"
+        );
+        // Far apart throughout: nothing slowed against the run, the table still says it.
+        let mut far = records.clone();
+        for r in &mut far {
+            r.canary_pair_ns = Some(330.0);
+        }
+        let t = table(&far, 10.0, &[]);
+        assert!(!t.contains("slower than its fast state"), "{t}");
+        assert!(
+            t.contains("was 330 ns a round trip at the median point"),
             "{t}"
         );
         let mut with_libs = records.clone();

@@ -317,6 +317,9 @@ pub fn tables(workload: &WorkloadConfig, out: &BenchOutcome) -> String {
     if let Some(note) = loadgen::canary::slowed_note(recs) {
         let _ = writeln!(s, "\n{note}");
     }
+    if let Some(note) = loadgen::canary::far_pair_note(recs) {
+        let _ = writeln!(s, "\n{note}");
+    }
     s
 }
 
@@ -414,6 +417,20 @@ mod tests {
         assert!(t.contains("| protobuf | 800 (slowed) |"), "{t}");
         assert!(
             t.contains("1 point(s) ran on a machine slower than its fast state"),
+            "{t}"
+        );
+        assert!(!t.contains("far apart"), "{t}");
+        // A run whose pair reading was far above a socket's throughout: no point is slowed
+        // against the run, and the tables still say the whole run was in the slow state.
+        let mut far = slowed;
+        far.records[5].canary_ratio = Some(1.0);
+        for r in &mut far.records {
+            r.canary_pair_ns = Some(317.0);
+        }
+        let t = tables(&wl, &far);
+        assert!(!t.contains("slower than its fast state"), "{t}");
+        assert!(
+            t.contains("was 317 ns a round trip at the median point"),
             "{t}"
         );
     }

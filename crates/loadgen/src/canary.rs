@@ -630,6 +630,41 @@ pub fn slowed_note(records: &[Record]) -> Option<String> {
     })
 }
 
+/// A pair reading (one cache-line round trip between the bench's two CPUs) above this many
+/// nanoseconds means the two CPUs are far apart: on another socket, or placed apart by a
+/// virtual machine's host. Cores of one socket bounce a line in well under 150 ns (this
+/// project's VM: 55-79 ns in its fast state); its slow state read about 330 ns, and server
+/// work per request doubled with it (docs/results/2026-11-27, "Third run"). A run wholly in
+/// that state is judged against itself by [`rebase`] and shows no slowed trial; only an
+/// absolute reading sees it ([`far_pair_note`]).
+pub const FAR_PAIR_NS: f64 = 200.0;
+
+/// The note under a run's tables when the median pair reading of its `records` (those that
+/// have one: `canary_pair_ns`) is above [`FAR_PAIR_NS`]: the whole run ran with its two CPUs
+/// far apart, which the per-trial `slowed` marks (relative to the run) cannot show. `None`
+/// when the median is below, or no record has a pair reading.
+pub fn far_pair_note(records: &[Record]) -> Option<String> {
+    let mut ns: Vec<f64> = records.iter().filter_map(|r| r.canary_pair_ns).collect();
+    if ns.is_empty() {
+        return None;
+    }
+    ns.sort_by(f64::total_cmp);
+    let median = ns[ns.len() / 2];
+    let far = ns.iter().filter(|&&v| v > FAR_PAIR_NS).count();
+    (median > FAR_PAIR_NS).then(|| {
+        format!(
+            "The speed canary's pair reading (a cache line bounced between the bench's two \
+             CPUs) was {median:.0} ns a round trip at the median point ({far} of {} points \
+             above {FAR_PAIR_NS:.0} ns; `canary_pair_ns` in the JSON): the two CPUs were far \
+             apart (another socket, or a host placing the virtual CPUs apart) for most of the \
+             run. The slowed marks are relative to the run and cannot show it; work that \
+             crosses the two CPUs (the device's rings) is slower throughout: rerun before \
+             comparing this run's numbers with another's.",
+            ns.len()
+        )
+    })
+}
+
 /// The reference readings of a run: each CPU's first canary time, and each pair's first pair
 /// reading.
 #[derive(Debug, Default)]
@@ -1141,6 +1176,40 @@ mod tests {
             .unwrap()
             .get("canary_pair_ratio")
             .is_none());
+    }
+
+    #[test]
+    fn a_run_far_apart_throughout_gets_a_note_that_a_fast_one_does_not() {
+        let at = |ns: Option<f64>| Record {
+            canary_pair_ns: ns,
+            ..Record::default()
+        };
+        // Fast throughout (this VM's fast state), or no pair reading: no note.
+        let fast: Vec<Record> = [62.0, 64.0, 361.0].map(|v| at(Some(v))).to_vec();
+        assert_eq!(far_pair_note(&fast), None);
+        assert_eq!(far_pair_note(&[at(None), at(None)]), None);
+        assert_eq!(far_pair_note(&[]), None);
+        // Slow throughout: relative marks see nothing, the note says so.
+        let slow: Vec<Record> = [317.0, 308.0, 328.0, 61.0, 320.0]
+            .map(|v| at(Some(v)))
+            .to_vec();
+        let note = far_pair_note(&slow).expect("a note");
+        assert!(
+            note.contains(
+                "was 317 ns a round trip at the median point (4 of 5 points above 200 ns"
+            ),
+            "{note}"
+        );
+        // The record carries the reading into its JSON.
+        let c = Canary::new();
+        let speed = c.judge_with_pair(
+            &[(0, Duration::from_micros(700))],
+            Some(([0, 1], Duration::from_micros(6_000))),
+        );
+        let mut r = Record::default();
+        r.set_canary(&speed);
+        assert_eq!(r.canary_pair_ns, Some(300.0));
+        assert_eq!(serde_json::to_value(&r).unwrap()["canary_pair_ns"], 300.0);
     }
 
     fn libc_cpu_setsize() -> usize {

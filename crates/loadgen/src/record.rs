@@ -60,6 +60,12 @@ pub struct Record {
     /// written before it existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub canary_pair_ratio: Option<f64>,
+    /// The canary's pair reading per round trip, nanoseconds ([`crate::canary::Pair`]): an
+    /// absolute reading, where `canary_pair_ratio` is relative to the run. A whole run far
+    /// above [`FAR_PAIR_NS`](crate::canary::FAR_PAIR_NS) ran with its two CPUs far apart
+    /// ([`crate::canary::far_pair_note`]). Absent when the bench did not time it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub canary_pair_ns: Option<f64>,
     /// Runs of this point thrown away before it because the speed canary before them read
     /// the machine's slow state (the emulated benches rerun such a trial, up to
     /// `--slowed-retries` times: `emu_bench::search_rerunning_slowed`). Absent from benches
@@ -94,14 +100,17 @@ impl Record {
             measured_s: r.measured_window.as_secs_f64(),
             canary_ratio: None,
             canary_pair_ratio: None,
+            canary_pair_ns: None,
             slowed_reruns: None,
         }
     }
 
-    /// Records the speed canary timed before this point: its ratio and its pair's.
+    /// Records the speed canary timed before this point: its ratio, its pair's and the pair's
+    /// round trip.
     pub fn set_canary(&mut self, speed: &crate::canary::Speed) {
         self.canary_ratio = Some(speed.ratio());
         self.canary_pair_ratio = speed.pair_ratio();
+        self.canary_pair_ns = speed.pair.as_ref().map(crate::canary::Pair::round_trip_ns);
     }
 
     /// Whether the machine was slower at this point than its fast state: its speed canary
