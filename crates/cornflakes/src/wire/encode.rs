@@ -215,7 +215,7 @@ impl<'b> Encoder<'b> {
 }
 
 /// Copies a copied leaf's bytes into the copy area (`dst` and `src` of one length). A value of
-/// at most 64 bytes (≈ 82 % of the bytes fields of Google's distribution, `benches`) is moved
+/// at most 64 bytes (≈ 81 % of the bytes fields of Google's distribution, `benches`) is moved
 /// with two fixed-size copies that overlap in the middle, in line, instead of a call to
 /// `memcpy`, whose call, and the registers saved around it in the encode loop, cost more than
 /// the copy (docs/performance-issue25.md, ninth round). Longer values go to `memcpy`.
