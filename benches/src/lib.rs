@@ -3,8 +3,12 @@
 //! `baselines`), prost called directly (`prost-direct`, no `Codec` in between) and rkyv (zero-copy deserialization), on the paper's shapes, serializing and deserializing, with hot or cold values.
 //!
 //! - **serialize**: build the message from values in a [`Store`] and write it into a reused
-//!   transmit buffer (Cornflakes builds with `CFBytes::new_ref`: the store outlives the
-//!   message, so a short value is borrowed and copied once, at send time). For Cornflakes this is serialize-and-send up to the descriptors: sizes,
+//!   transmit buffer. Cornflakes builds as the KV store builds its replies, from the stored
+//!   values' handles (`LeafList::append_rcbuf_ref`, `CFBytes::from_rcbuf_ref`: no pointer
+//!   recovery; [`Build::Handles`]); [`library_built`] with [`Build::Slices`] builds from slices
+//!   of them instead (`LeafList::append_ref`, `CFBytes::new_ref`: pointer recovery). Either
+//!   way the store outlives the message, so a short value is borrowed and copied once, at
+//!   send time, and no count is taken. For Cornflakes this is serialize-and-send up to the descriptors: sizes,
 //!   header + copy area after a 42-byte packet header, one descriptor (address, length, a new
 //!   reference) per zero-copy value; then the references are released (as the completion of
 //!   the send does) and the object is dropped. The arena reset happens outside (once per
@@ -305,13 +309,30 @@ pub trait Lib {
     fn encode(&mut self, store: &Store, idx: &[u32], out: &mut [u8]) -> usize;
 }
 
-/// Every library of the matrix, in table order.
+/// How the Cornflakes libraries build a message from the store's values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Build {
+    /// From the values' handles (`&RcBuf`), as the KV store builds its replies: the
+    /// threshold decides, no pointer recovery. The matrix's default.
+    Handles,
+    /// From slices of the values (`&[u8]`): the threshold, then pointer recovery for a value
+    /// at least the threshold long (what an application holding only bytes pays).
+    Slices,
+}
+
+/// Every library of the matrix, in table order (Cornflakes building from handles).
 pub fn libraries(mem: &PinnedMemory) -> Vec<Box<dyn Lib>> {
+    libraries_built(mem, Build::Handles)
+}
+
+/// Every library of the matrix, in table order, the Cornflakes ones building as `build` says
+/// (the others have one way).
+pub fn libraries_built(mem: &PinnedMemory, build: Build) -> Vec<Box<dyn Lib>> {
     vec![
-        Box::new(Cf::new(mem, CfMode::Hybrid)),
-        Box::new(Cf::new(mem, CfMode::Copy)),
-        Box::new(Cf::new(mem, CfMode::Sg)),
-        Box::new(CfView::new(mem)),
+        Box::new(Cf::new(mem, CfMode::Hybrid, build)),
+        Box::new(Cf::new(mem, CfMode::Copy, build)),
+        Box::new(Cf::new(mem, CfMode::Sg, build)),
+        Box::new(CfView::new(mem, build)),
         Box::new(Baseline::new("prost", ProstCodec::new())),
         Box::new(ProstDirect::new()),
         Box::new(Baseline::new("capnp", CapnpCodec::new())),
@@ -333,9 +354,16 @@ pub const LIBRARY_NAMES: [&str; 9] = [
     "rkyv",
 ];
 
-/// One library by name.
+/// One library by name (Cornflakes building from handles).
 pub fn library(name: &str, mem: &PinnedMemory) -> Option<Box<dyn Lib>> {
-    libraries(mem).into_iter().find(|l| l.name() == name)
+    library_built(name, mem, Build::Handles)
+}
+
+/// One library by name, a Cornflakes one building as `build` says.
+pub fn library_built(name: &str, mem: &PinnedMemory, build: Build) -> Option<Box<dyn Lib>> {
+    libraries_built(mem, build)
+        .into_iter()
+        .find(|l| l.name() == name)
 }
 
 /// Received buffers: `store`'s messages encoded by `lib`, each in its own pinned buffer.
@@ -443,15 +471,24 @@ struct Desc {
     buf: Option<RcBuf>,
 }
 
-/// Cornflakes in one mode: an arena and a reused descriptor ring.
+/// The descriptor ring: the head's descriptor, then one per zero-copy value. A fixed array, so
+/// its length is a constant rather than a value the send keeps live (measured: 1 × 4096 B
+/// 207 → 199, 4 × 1024 B 459 → 448 instructions per message, docs/performance-issue25.md).
+type Ring = [Desc; MAX_VALUES + 1];
+
+/// Cornflakes in one mode: an arena and a reused descriptor ring. It builds its messages from
+/// the store's handles, or from slices of them ([`Build`]): one test per message chooses the
+/// build, and one send follows either (two monomorphized sends would each be a call site of
+/// the object's head writer, which LLVM then stops inlining: 1 × 64 B 227 instead of 168).
 pub struct Cf {
     mode: CfMode,
+    build: Build,
     arena: Arena,
-    ring: Vec<Desc>,
+    ring: Box<Ring>,
 }
 
 impl Cf {
-    fn new(mem: &PinnedMemory, mode: CfMode) -> Cf {
+    fn new(mem: &PinnedMemory, mode: CfMode, build: Build) -> Self {
         let threshold = match mode {
             CfMode::Hybrid => cornflakes::DEFAULT_THRESHOLD,
             CfMode::Copy => usize::MAX,
@@ -459,14 +496,13 @@ impl Cf {
         };
         Cf {
             mode,
+            build,
             arena: Arena::with_memory(mem).with_threshold(threshold),
-            ring: (0..MAX_VALUES + 1)
-                .map(|_| Desc {
-                    addr: 0,
-                    len: 0,
-                    buf: None,
-                })
-                .collect(),
+            ring: Box::new(std::array::from_fn(|_| Desc {
+                addr: 0,
+                len: 0,
+                buf: None,
+            })),
         }
     }
 }
@@ -476,7 +512,7 @@ impl Cf {
 /// its descriptor taking a counted reference ([`cornflakes::PinnedRef::to_rcbuf`]), as a
 /// datapath's send does: the object borrows its values and holds none.
 #[inline(always)]
-fn send<O: CornflakesObj>(m: O, tx: &mut [u8], ring: &mut [Desc]) -> usize {
+fn send<O: CornflakesObj>(m: O, tx: &mut [u8], ring: &mut Ring) -> usize {
     let s = m.sizes();
     ring[0].addr = tx.as_ptr() as u64;
     if s.zero_copy_count == 0 {
@@ -498,7 +534,13 @@ fn send<O: CornflakesObj>(m: O, tx: &mut [u8], ring: &mut [Desc]) -> usize {
                 let d = &mut ring[slot];
                 d.addr = b.as_ptr() as u64;
                 d.len = b.len() as u32;
-                d.buf = Some(b.to_rcbuf());
+                // The completion below emptied the slot (checked in debug builds), so the old
+                // value is not tested for a reference to release; the new one is held until
+                // the completion. A ring that assigns `Some` (mlx5's `slots[idx] = Some(buf)`)
+                // pays that test, a few instructions a value.
+                let old = d.buf.replace(b.to_rcbuf());
+                debug_assert!(old.is_none(), "a descriptor slot still held a reference");
+                std::mem::forget(old);
                 slot += 1;
             },
         )
@@ -556,26 +598,43 @@ fn cf_tree<'a, T: TreeObj<'a>>(
     arena: &'a Arena,
     store: &'a Store,
     idx: &[u32],
+    build: Build,
     tx: &mut [u8],
-    ring: &mut [Desc],
+    ring: &mut Ring,
 ) -> usize {
     let mut it = idx.iter();
-    let t = T::build(arena, &mut || {
-        let v = it.next().map_or(&[][..], |&i| &store.vals[i as usize][..]);
-        CFBytes::new_ref(v, arena)
-    });
-    send(t, tx, ring)
+    let mut handles = || match it.next() {
+        Some(&i) => CFBytes::from_rcbuf_ref(&store.vals[i as usize], arena),
+        None => CFBytes::default(),
+    };
+    let mut it = idx.iter();
+    let mut slices = || match it.next() {
+        Some(&i) => CFBytes::new_ref(&store.vals[i as usize][..], arena),
+        None => CFBytes::default(),
+    };
+    let next: &mut dyn FnMut() -> CFBytes<'a> = match build {
+        Build::Handles => &mut handles,
+        Build::Slices => &mut slices,
+    };
+    send(T::build(arena, next), tx, ring)
 }
 
-/// A `List` of the store's values `idx` (built where [`send`] takes it, so it is not moved).
+/// A `List` of the store's values `idx` (built where [`send`] takes it, so it is not moved):
+/// from their handles (`append_rcbuf_ref`), or with `SLICES` from slices of them
+/// (`append_ref`, pointer recovery).
 #[inline(always)]
-fn cf_list<'a>(arena: &'a Arena, store: &'a Store, idx: &[u32]) -> List<'a> {
+fn cf_list<'a, const SLICES: bool>(arena: &'a Arena, store: &'a Store, idx: &[u32]) -> List<'a> {
     let mut m = List::new_in(arena);
     m.set_id(42);
     m.init_vals(idx.len());
     let vals = m.get_mut_vals();
     for &i in idx {
-        vals.append_ref(&store.vals[i as usize][..], arena);
+        let v = &store.vals[i as usize];
+        if SLICES {
+            vals.append_ref(&v[..], arena);
+        } else {
+            vals.append_rcbuf_ref(v, arena);
+        }
     }
     m
 }
@@ -599,13 +658,20 @@ impl Lib for Cf {
     fn serialize(&mut self, store: &Store, idx: &[u32], tx: &mut [u8]) -> usize {
         let arena = &self.arena;
         let ring = &mut self.ring;
+        let build = self.build;
         match store.shape {
-            Shape::Tree { depth: 1, .. } => cf_tree::<Tree1>(arena, store, idx, tx, ring),
-            Shape::Tree { depth: 2, .. } => cf_tree::<Tree2>(arena, store, idx, tx, ring),
-            Shape::Tree { depth: 3, .. } => cf_tree::<Tree3>(arena, store, idx, tx, ring),
-            Shape::Tree { depth: 4, .. } => cf_tree::<Tree4>(arena, store, idx, tx, ring),
-            Shape::Tree { .. } => cf_tree::<Tree5>(arena, store, idx, tx, ring),
-            _ => send(cf_list(arena, store, idx), tx, ring),
+            Shape::Tree { depth: 1, .. } => cf_tree::<Tree1>(arena, store, idx, build, tx, ring),
+            Shape::Tree { depth: 2, .. } => cf_tree::<Tree2>(arena, store, idx, build, tx, ring),
+            Shape::Tree { depth: 3, .. } => cf_tree::<Tree3>(arena, store, idx, build, tx, ring),
+            Shape::Tree { depth: 4, .. } => cf_tree::<Tree4>(arena, store, idx, build, tx, ring),
+            Shape::Tree { .. } => cf_tree::<Tree5>(arena, store, idx, build, tx, ring),
+            _ => {
+                let m = match build {
+                    Build::Handles => cf_list::<false>(arena, store, idx),
+                    Build::Slices => cf_list::<true>(arena, store, idx),
+                };
+                send(m, tx, ring)
+            }
         }
     }
 
@@ -700,10 +766,12 @@ mod tests {
     }
 
     #[test]
-    fn lists_built_with_append_ref_serialize_every_value() {
-        // The serialize path builds its lists with `LeafList::append_ref`: each value is
-        // borrowed or referenced by its length, the list's sizes count it, and the message
-        // (header and copy area, then the zero-copy values) decodes to the store's values.
+    fn lists_built_from_handles_or_slices_serialize_every_value() {
+        // The serialize path builds its lists with `LeafList::append_rcbuf_ref` (handles) or
+        // `append_ref` (slices, pointer recovery): each value is borrowed or referenced by its
+        // length, the two paths build the same list (same kinds, same bytes in place, same
+        // sizes), and the message (header and copy area, then the zero-copy values) decodes to
+        // the store's values.
         for shape in Shape::all() {
             if matches!(shape, Shape::Tree { .. }) {
                 continue;
@@ -713,19 +781,27 @@ mod tests {
                 let arena = Arena::with_memory(&store.mem).with_threshold(threshold);
                 for i in 0..4 {
                     let idx = store.msg(i);
-                    let m = cf_list(&arena, &store, idx);
+                    let m = cf_list::<false>(&arena, &store, idx);
+                    let by_slices = cf_list::<true>(&arena, &store, idx);
+                    assert_eq!(m.sizes(), by_slices.sizes(), "{shape} {threshold}");
                     let zero_copy = idx
                         .iter()
-                        .filter(|&&v| store.vals[v as usize].len() >= threshold)
+                        .filter(|&&v| store.vals[v as usize].len() >= threshold.max(1))
                         .count();
                     assert_eq!(m.sizes().zero_copy_count, zero_copy, "{shape} {threshold}");
-                    for (&v, got) in idx.iter().zip(m.get_vals().iter()) {
+                    let pairs = m.get_vals().iter().zip(by_slices.get_vals().iter());
+                    for (&v, (got, other)) in idx.iter().zip(pairs) {
                         let want = &store.vals[v as usize];
-                        assert_eq!(got.ptr().is_zero_copy(), want.len() >= threshold);
-                        // Referenced or borrowed, the object takes no count.
+                        assert_eq!(got.ptr().is_zero_copy(), want.len() >= threshold.max(1));
+                        assert_eq!(got.ptr().is_zero_copy(), other.ptr().is_zero_copy());
+                        // Referenced or borrowed in place, never copied into the arena.
+                        assert_eq!(got.as_bytes().as_ptr(), want.as_ptr());
+                        assert_eq!(other.as_bytes().as_ptr(), want.as_ptr());
+                        // The object takes no count.
                         assert_eq!(want.ref_count(), 1);
                     }
                     let wire = m.serialize_to_vec();
+                    assert_eq!(wire, by_slices.serialize_to_vec(), "{shape} {threshold}");
                     let back = List::deserialize_bytes(&wire, &arena).expect("decodes");
                     assert_eq!(back.get_id(), 42);
                     assert_eq!(back.get_vals().len(), idx.len());
@@ -733,6 +809,45 @@ mod tests {
                         assert_eq!(got.as_bytes(), &store.vals[v as usize][..], "{shape}");
                         assert_eq!(store.vals[v as usize].ref_count(), 1, "released");
                     }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn both_builds_send_the_same_bytes_and_descriptors() {
+        // `Build::Handles` and `Build::Slices` write the same head and post the same
+        // descriptors (address and length) for every shape and mode, and every reference a
+        // descriptor took is released at the completion.
+        for shape in Shape::all() {
+            let store = Store::new(shape, Temp::Hot);
+            for mode in [CfMode::Hybrid, CfMode::Copy, CfMode::Sg] {
+                let mut a = Cf::new(&store.mem, mode, Build::Handles);
+                let mut b = Cf::new(&store.mem, mode, Build::Slices);
+                let (mut ta, mut tb) = (tx_buffer(), tx_buffer());
+                for i in 0..4 {
+                    let idx = store.msg(i);
+                    let n = a.serialize(&store, idx, &mut ta);
+                    assert_eq!(n, b.serialize(&store, idx, &mut tb), "{mode:?} {shape} {i}");
+                    let head = a.ring[0].len as usize;
+                    assert_eq!(head, b.ring[0].len as usize);
+                    assert_eq!(ta[..head], tb[..head], "{mode:?} {shape} {i}");
+                    let posted = idx.len() + 1;
+                    let da = a.ring[..posted]
+                        .iter()
+                        .map(|d| (d.addr, d.len, d.buf.is_some()));
+                    let db = b.ring[..posted]
+                        .iter()
+                        .map(|d| (d.addr, d.len, d.buf.is_some()));
+                    // The head's descriptor points into each one's own transmit buffer.
+                    assert!(da.skip(1).eq(db.skip(1)), "{mode:?} {shape} {i}");
+                    if mode == CfMode::Sg {
+                        // Every value is posted: the comparison is of real descriptors.
+                        assert!(a.ring[1..posted].iter().all(|d| d.len > 0 && d.addr != 0));
+                    }
+                    a.after();
+                    b.after();
+                    assert!(store.vals.iter().all(|v| v.ref_count() == 1));
                 }
             }
         }

@@ -10,14 +10,14 @@ use cornflakes::wire::MessageView;
 use cornflakes::{DecodeError, PinnedMemory, RcBuf};
 
 use super::schema::{List, Tree1View, Tree2View, Tree3View, Tree4View, Tree5View};
-use super::{Cf, CfMode, Lib, Shape, Store};
+use super::{Build, Cf, CfMode, Lib, Shape, Store};
 
 /// Cornflakes hybrid, deserialized through views.
 pub struct CfView(Cf);
 
 impl CfView {
-    pub(crate) fn new(mem: &PinnedMemory) -> CfView {
-        CfView(Cf::new(mem, CfMode::Hybrid))
+    pub(crate) fn new(mem: &PinnedMemory, build: Build) -> CfView {
+        CfView(Cf::new(mem, CfMode::Hybrid, build))
     }
 }
 

@@ -2,15 +2,16 @@
 //! against the [`Store`], and the client's encoding of requests and decoding of replies.
 //!
 //! The server builds each reply from the store's pinned buffers with
-//! [`CFPtr::from_rcbuf_ref`](cornflakes::CFPtr::from_rcbuf_ref): a value at least the arena's
-//! threshold long goes out by reference (scatter-gather, no copy), a shorter one is borrowed
-//! from the store and copied once, into the packet at send time. The threshold is the
-//! serialization's (hybrid, 0 or infinite).
+//! [`CFPtr::from_rcbuf_ref`](cornflakes::CFPtr::from_rcbuf_ref) (a list's elements with
+//! [`LeafList::append_rcbuf_ref`](cornflakes::LeafList::append_rcbuf_ref), the same decision
+//! written into the list): a value at least the arena's threshold long goes out by reference
+//! (scatter-gather, no copy, no pointer recovery), a shorter one is borrowed from the store and
+//! copied once, into the packet at send time. The threshold is the serialization's (hybrid, 0
+//! or infinite).
 
 pub use app_server::serialization::SendPath;
 use cornflakes::{
-    Arena, CFBytes, CFPtr, CFString, ConnId, CornflakesObj, Datapath, DecodeError, Msg, RcBuf,
-    SendError,
+    Arena, CFBytes, CFString, ConnId, CornflakesObj, Datapath, DecodeError, Msg, RcBuf, SendError,
 };
 
 use crate::exec::{self, Answer, Items};
@@ -64,7 +65,7 @@ fn reply<D: Datapath, O: CornflakesObj, P: CornflakesObj>(
 /// A stored value as a reply field: referenced when at least the threshold long, else borrowed
 /// from the store (which outlives the reply) and copied once, into the packet at send time.
 fn bytes<'a>(b: &'a RcBuf, arena: &Arena) -> CFBytes<'a> {
-    CFBytes(CFPtr::from_rcbuf_ref(b, arena))
+    CFBytes::from_rcbuf_ref(b, arena)
 }
 
 /// One buffer of a stored value, or `TOO_LARGE` for a value in pieces.
@@ -265,8 +266,9 @@ fn send_answer<D: Datapath>(
                 Answer::Value(Ok(Value::One(b))) => resp.set_val(bytes(b, arena)),
                 Answer::Value(Ok(Value::Pieces(ps))) => {
                     resp.init_pieces(ps.len());
+                    let pieces = resp.get_mut_pieces();
                     for p in ps {
-                        resp.get_mut_pieces().append(bytes(p, arena));
+                        pieces.append_rcbuf_ref(p, arena);
                     }
                 }
                 _ => {}
@@ -301,9 +303,10 @@ fn send_answer<D: Datapath>(
                 Answer::List(Ok(list)) => match list.iter().try_for_each(|v| single(v).map(drop)) {
                     Ok(()) => {
                         resp.init_vals(list.len());
+                        let vals = resp.get_mut_vals();
                         for v in list.iter() {
                             if let Some(b) = v.single() {
-                                resp.get_mut_vals().append(bytes(b, arena));
+                                vals.append_rcbuf_ref(b, arena);
                             }
                         }
                         Status::Ok
@@ -327,14 +330,19 @@ fn send_answer<D: Datapath>(
             resp.init_statuses(items.len());
             let mut first = Status::Ok;
             for it in items.iter() {
-                let (v, s) = match it.and_then(single) {
-                    Ok(b) => (bytes(b, arena), Status::Ok),
-                    Err(s) => (CFBytes::default(), s),
+                let s = match it.and_then(single) {
+                    Ok(b) => {
+                        resp.get_mut_vals().append_rcbuf_ref(b, arena);
+                        Status::Ok
+                    }
+                    Err(s) => {
+                        resp.get_mut_vals().append(CFBytes::default());
+                        s
+                    }
                 };
                 if first == Status::Ok {
                     first = s;
                 }
-                resp.get_mut_vals().append(v);
                 resp.get_mut_statuses().append(s as i32);
             }
             resp.set_status(first);

@@ -5,6 +5,11 @@
 //! cargo run --release -p benches --bin count -- 1x64 2x2048   # some shapes
 //! ```
 //!
+//! The table's Cornflakes cells build from the store's handles (as the KV server does); one
+//! cell, from slices of the values (pointer recovery) and/or the cold store:
+//! `BENCHES_COUNT_CELL="cf-hybrid serialize 4x1024 320 slices"` (or `… cold`, `… cold slices`)
+//! under the same valgrind command (see `run_cell`).
+//!
 //! For each (shape, library, operation) the binary runs itself twice under
 //! `valgrind --tool=callgrind --toggle-collect='*as benches::Lib>::OP'` with the glibc tunables
 //! that keep `memcpy`/`memset` on their vector loops (so counts track bytes), once for
@@ -14,7 +19,7 @@
 
 use std::process::{Command, ExitCode};
 
-use benches::{library, received, tx_buffer, Shape, Store, Temp, LIBRARY_NAMES};
+use benches::{library_built, received, tx_buffer, Build, Shape, Store, Temp, LIBRARY_NAMES};
 
 /// Messages in the short and the long run.
 const SHORT: usize = 64;
@@ -26,20 +31,35 @@ const TUNABLES: &str = "glibc.cpu.x86_rep_stosb_threshold=1073741824:\
 /// The environment variable that makes the binary run one cell instead of the driver.
 const CELL: &str = "BENCHES_COUNT_CELL";
 
-/// Runs one cell: `lib op shape n`, or `lib op shape n cold` for the cold store (values at
-/// random places in [`COLD_BYTES`](benches::COLD_BYTES) of pinned memory; the driver's table
-/// is hot only, the cold cells are for reading one path by hand).
+/// Runs one cell: `lib op shape n`, then optionally `cold` for the cold store (values at
+/// random places in [`COLD_BYTES`](benches::COLD_BYTES) of pinned memory) and `slices` for a
+/// Cornflakes library building from slices of the values (pointer recovery,
+/// [`Build::Slices`]) instead of their handles. The driver's table is hot and from handles;
+/// the other cells are for reading one path by hand.
 fn run_cell(spec: &str) -> Result<(), String> {
     let parts: Vec<&str> = spec.split_whitespace().collect();
-    let (lib, op, shape, n, temp) = match parts[..] {
-        [lib, op, shape, n] => (lib, op, shape, n, Temp::Hot),
-        [lib, op, shape, n, "cold"] => (lib, op, shape, n, Temp::Cold),
+    let (lib, op, shape, n, options) = match parts[..] {
+        [lib, op, shape, n, ref options @ ..] => (lib, op, shape, n, options),
         _ => return Err(format!("bad {CELL} {spec:?}")),
     };
+    let (mut temp, mut build) = (Temp::Hot, Build::Handles);
+    for &o in options {
+        match o {
+            "cold" => temp = Temp::Cold,
+            "slices" if lib.starts_with("cf-") => build = Build::Slices,
+            "slices" => return Err(format!("{lib} has one build; `slices` is for cf-*")),
+            _ => {
+                return Err(format!(
+                    "bad option {o:?} in {CELL} {spec:?} (cold, slices)"
+                ))
+            }
+        }
+    }
     let shape: Shape = shape.parse()?;
     let n: usize = n.parse().map_err(|_| format!("bad count {n:?}"))?;
     let store = Store::new(shape, temp);
-    let mut lib = library(lib, &store.mem).ok_or_else(|| format!("unknown library {lib:?}"))?;
+    let mut lib =
+        library_built(lib, &store.mem, build).ok_or_else(|| format!("unknown library {lib:?}"))?;
     let mut total = 0usize;
     match op {
         "serialize" => {

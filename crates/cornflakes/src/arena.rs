@@ -95,6 +95,10 @@ pub use crate::mem::{ZeroCopyFallback, ZeroCopyFallbacks};
 pub struct Arena {
     bump: Bump,
     threshold: usize,
+    /// The least length a pinned buffer in hand is referenced at: the threshold, but never 0
+    /// (an empty value is no descriptor). Kept beside the threshold so that the test is one
+    /// compare ([`LeafList::append_rcbuf_ref`](crate::LeafList::append_rcbuf_ref)).
+    zero_copy_from: usize,
     mem: Option<PinnedMemory>,
     fallbacks: Cell<ZeroCopyFallbacks>,
     /// The most `allocated_bytes` seen at a reset or a query.
@@ -129,9 +133,11 @@ impl Arena {
     /// An arena with no pinned memory: every field is copied. Its threshold is the process
     /// default ([`crate::threshold::default_threshold`]).
     pub fn new() -> Arena {
+        let threshold = crate::threshold::default_threshold();
         Arena {
             bump: Bump::with_capacity(16 * 1024),
-            threshold: crate::threshold::default_threshold(),
+            threshold,
+            zero_copy_from: threshold.max(1),
             mem: None,
             fallbacks: Cell::new(ZeroCopyFallbacks::default()),
             high_water: Cell::new(0),
@@ -150,19 +156,27 @@ impl Arena {
 
     /// Sets the zero-copy threshold (builder form).
     pub fn with_threshold(mut self, threshold: usize) -> Arena {
-        self.threshold = threshold;
+        self.set_threshold(threshold);
         self
     }
 
     /// Sets the zero-copy threshold.
     pub fn set_threshold(&mut self, threshold: usize) {
         self.threshold = threshold;
+        self.zero_copy_from = threshold.max(1);
     }
 
     /// The zero-copy threshold.
     #[inline]
     pub fn threshold(&self) -> usize {
         self.threshold
+    }
+
+    /// The least length of a pinned buffer in hand that is referenced rather than copied or
+    /// borrowed: the threshold, or 1 when it is 0.
+    #[inline]
+    pub(crate) fn zero_copy_from(&self) -> usize {
+        self.zero_copy_from
     }
 
     /// The pinned memory pointers are recovered from, if any.

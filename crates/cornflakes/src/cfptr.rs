@@ -133,7 +133,7 @@ impl<'a> CFPtr<'a> {
     /// ```
     #[inline]
     pub fn from_rcbuf_ref(buf: &'a RcBuf, arena: &Arena) -> CFPtr<'a> {
-        if buf.len() >= arena.threshold() && !buf.is_empty() {
+        if buf.len() >= arena.zero_copy_from() {
             CFPtr::ZeroCopy(buf.pinned())
         } else {
             CFPtr::Copy(buf.as_slice())
@@ -235,6 +235,14 @@ impl<'a> CFBytes<'a> {
     #[inline]
     pub fn new_ref(data: &'a [u8], arena: &'a Arena) -> Self {
         CFBytes(CFPtr::new_ref(data, arena))
+    }
+
+    /// See [`CFPtr::from_rcbuf_ref`]: a pinned buffer that outlives the object (a stored
+    /// value), referenced when at least the threshold long, else borrowed; no recovery, no
+    /// count taken.
+    #[inline]
+    pub fn from_rcbuf_ref(buf: &'a RcBuf, arena: &Arena) -> Self {
+        CFBytes(CFPtr::from_rcbuf_ref(buf, arena))
     }
 
     /// The bytes.

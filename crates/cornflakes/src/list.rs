@@ -7,7 +7,7 @@ use bumpalo::collections::Vec as BVec;
 
 use crate::arena::Arena;
 use crate::cfptr::{CFBytes, CFPtr, CFString};
-use crate::mem::PinnedRef;
+use crate::mem::{PinnedRef, RcBuf};
 use crate::obj::{CornflakesObj, Sizes};
 use crate::wire::{Demote, Encoder, Scalar, PAIR};
 
@@ -289,6 +289,42 @@ impl<'a> LeafList<'a, CFBytes<'a>> {
             let p = CFPtr::reference_or_copy(data, arena);
             self.add_leaf(&p);
             self.push(CFBytes(p));
+        }
+    }
+
+    /// Appends a pinned buffer that outlives the object (a stored value), as
+    /// `append(CFBytes::from_rcbuf_ref(buf, arena))` does: shorter than the threshold (or
+    /// empty), borrowed and copied once, at send time; else referenced. No pointer recovery (the
+    /// handle already knows its item) and no reference count taken (a send takes one per
+    /// descriptor). Like [`append_ref`](Self::append_ref), each kind is written into the list
+    /// where it is decided. This is how a server builds a reply from its store's values; use
+    /// [`append_ref`](Self::append_ref) when all there is is a slice.
+    ///
+    /// ```
+    /// use cornflakes::{Arena, CFBytes, LeafList, PinnedMemory};
+    /// let mem = PinnedMemory::with_defaults().unwrap();
+    /// let arena = Arena::with_memory(&mem).with_threshold(512);
+    /// let store = [mem.alloc_copy(b"tiny").unwrap(), mem.alloc_copy(&[1u8; 600]).unwrap()];
+    /// let mut l: LeafList<CFBytes> = LeafList::with_capacity_in(2, &arena);
+    /// l.append_rcbuf_ref(&store[0], &arena);
+    /// l.append_rcbuf_ref(&store[1], &arena);
+    /// assert!(!l[0].ptr().is_zero_copy() && l[1].ptr().is_zero_copy());
+    /// assert_eq!(l[0].as_bytes().as_ptr(), store[0].as_ptr()); // borrowed, not copied
+    /// assert_eq!((store[0].ref_count(), store[1].ref_count()), (1, 1)); // no count taken
+    /// assert_eq!(l.sizes().copy, 4);
+    /// assert_eq!((l.sizes().zero_copy_count, l.sizes().zero_copy_len), (1, 600));
+    /// ```
+    #[inline(always)]
+    pub fn append_rcbuf_ref(&mut self, buf: &'a RcBuf, arena: &Arena) {
+        let len = buf.len();
+        // The threshold, but an empty buffer is never a descriptor (as `from_rcbuf_ref`).
+        if len < arena.zero_copy_from() {
+            self.copy += len;
+            self.push(CFBytes(CFPtr::Copy(buf.as_slice())));
+        } else {
+            self.zero_copy_count += 1;
+            self.zero_copy_len += len;
+            self.push(CFBytes(CFPtr::ZeroCopy(buf.pinned())));
         }
     }
 }
@@ -636,6 +672,60 @@ mod tests {
             assert_eq!(arena.zero_copy_fallbacks().total(), 13);
         }
         assert_eq!(big.ref_count(), 1);
+    }
+
+    #[test]
+    fn append_rcbuf_ref_decides_by_length_and_takes_no_count() {
+        // Short values are borrowed in place (copied at send time), long ones referenced
+        // without recovery, empty ones never referenced (even at threshold 0); no count is
+        // taken, the sizes count each kind, and the result equals `append_ref`'s and
+        // `append(CFBytes::from_rcbuf_ref(..))`'s element by element.
+        let mem = PinnedMemory::with_defaults().unwrap();
+        let short = mem.alloc_copy(&[1u8; 511]).unwrap();
+        let long = mem.alloc_copy(&[7u8; 512]).unwrap();
+        let empty = mem.alloc_copy(&[]).unwrap();
+        let vals = [&short, &long, &empty, &long, &short];
+        for threshold in [0, 1, 512, 513, usize::MAX] {
+            let arena = Arena::with_memory(&mem).with_threshold(threshold);
+            let mut l: LeafList<'_, CFBytes<'_>> = LeafList::with_capacity_in(2, &arena);
+            let mut by_slice: LeafList<'_, CFBytes<'_>> = LeafList::with_capacity_in(2, &arena);
+            let mut by_ptr: LeafList<'_, CFBytes<'_>> = LeafList::with_capacity_in(2, &arena);
+            for v in vals {
+                l.append_rcbuf_ref(v, &arena);
+                by_slice.append_ref(&v[..], &arena);
+                by_ptr.append(CFBytes::from_rcbuf_ref(v, &arena));
+            }
+            assert_eq!(l.len(), vals.len());
+            let referenced = |v: &RcBuf| !v.is_empty() && v.len() >= threshold;
+            for (i, v) in vals.iter().enumerate() {
+                let got = l[i].ptr();
+                assert_eq!(got.is_zero_copy(), referenced(v), "{threshold} {i}");
+                assert_eq!(
+                    got.as_bytes().as_ptr(),
+                    v.as_ptr(),
+                    "{threshold} {i}: in place"
+                );
+                assert_eq!(got.len(), v.len());
+                assert_eq!(by_slice[i].ptr().is_zero_copy(), got.is_zero_copy());
+                assert_eq!(by_ptr[i].ptr().is_zero_copy(), got.is_zero_copy());
+            }
+            let zero_copy: Vec<&&RcBuf> = vals.iter().filter(|v| referenced(v)).collect();
+            let want = Sizes {
+                header: PAIR * vals.len(),
+                copy: vals.iter().map(|v| v.len()).sum::<usize>()
+                    - zero_copy.iter().map(|v| v.len()).sum::<usize>(),
+                zero_copy_count: zero_copy.len(),
+                zero_copy_len: zero_copy.iter().map(|v| v.len()).sum(),
+            };
+            assert_eq!(l.sizes(), want, "{threshold}");
+            assert_eq!(by_slice.sizes(), want, "{threshold}");
+            assert_eq!(by_ptr.sizes(), want, "{threshold}");
+            assert_eq!(arena.zero_copy_fallbacks().total(), 0);
+            assert_eq!(
+                (short.ref_count(), long.ref_count(), empty.ref_count()),
+                (1, 1, 1)
+            );
+        }
     }
 
     #[test]
