@@ -18,6 +18,9 @@ pub enum ErrorKind {
     Io,
     /// A bug in the compiler.
     Internal,
+    /// Two elements of the schema map to the same generated Rust name (a message `Foo`
+    /// beside a message `FooView`, say: `FooView` is `Foo`'s view).
+    NameClash,
 }
 
 /// An error from [`Config::compile_protos`](crate::Config::compile_protos) or
@@ -131,6 +134,24 @@ impl Error {
                 "{file}:{pos}: nested more than {max} levels deep (messages, blocks, option \
                  values or brackets); flatten the schema{}",
                 snippet(&file, &pos)
+            ),
+        }
+    }
+
+    /// The generated Rust item `what` is defined twice in `scope` (`package`'s code).
+    pub(crate) fn name_clash(package: &str, scope: &str, what: &str) -> Error {
+        let package = if package.is_empty() {
+            "the package-less files".to_owned()
+        } else {
+            format!("package `{package}`")
+        };
+        Error {
+            kind: ErrorKind::NameClash,
+            message: format!(
+                "{package}: two schema elements generate {what} in {scope}; Rust names are \
+                 derived from proto names (a message `Foo` also generates `FooView` and \
+                 `FooOwned`; a string field `x` also generates `get_x_bytes`; `foo_bar` and \
+                 `fooBar` both become `foo_bar`), so rename one of them in the .proto"
             ),
         }
     }

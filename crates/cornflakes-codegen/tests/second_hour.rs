@@ -273,3 +273,44 @@ fn collect(root: &Path, dir: &Path, out: &mut Vec<PathBuf>) {
     }
     out.sort();
 }
+
+/// Two schema elements whose generated Rust names meet are refused by the compiler, naming
+/// the Rust item and the module, not left for rustc to report in generated code.
+#[test]
+fn generated_names_that_meet_are_refused_with_the_item_and_module() {
+    let dir = rel_dir("clash");
+    let cases = [
+        (
+            "view.proto",
+            "syntax = \"proto3\";\npackage a.b;\nmessage Foo { uint32 id = 1; }\nmessage FooView { uint32 id = 1; }\n",
+            "package `a.b`: two schema elements generate the item `FooView` twice in module `a::b`",
+        ),
+        (
+            "bytes.proto",
+            "syntax = \"proto3\";\npackage c;\nmessage M { string x = 1; bytes x_bytes = 2; }\n",
+            "`MView::get_x_bytes` twice in module `c`",
+        ),
+        (
+            "nested.proto",
+            "syntax = \"proto3\";\npackage d;\nmessage Outer { message In { uint32 a = 1; } message InView { uint32 b = 1; } In x = 1; }\n",
+            "the item `InView` twice in module `d`, module `outer`",
+        ),
+    ];
+    for (name, text, want) in cases {
+        let p = write(&dir, name, text);
+        let schema = Schema::load(&[&p], &[&dir]).unwrap();
+        let err = Config::new().generate(&schema).err().unwrap();
+        assert_eq!(err.kind(), ErrorKind::NameClash, "{name}: {err}");
+        assert!(err.to_string().contains(want), "{name}: {err}");
+        assert!(err.to_string().contains("rename one of them in the .proto"));
+    }
+    // Names that only look alike are fine.
+    let ok = write(
+        &dir,
+        "ok.proto",
+        "syntax = \"proto3\";\npackage e;\nmessage Foo { string x = 1; bytes x_raw_bytes = 2; }\nmessage Views { uint32 v = 1; }\n",
+    );
+    let schema = Schema::load(&[&ok], &[&dir]).unwrap();
+    assert!(Config::new().generate(&schema).is_ok());
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,5 +1,6 @@
 //! The back end: a [`Schema`] → one formatted Rust file per package.
 
+mod clash;
 mod enums;
 mod message;
 pub(crate) mod names;
@@ -50,6 +51,7 @@ pub(crate) fn generate(schema: &Schema, runtime: &str) -> Result<Vec<(String, St
         };
         let file: syn::File = syn::parse2(tokens)
             .map_err(|e| Error::internal(format!("generated code does not parse: {e}")))?;
+        clash::check(package, &file)?;
         let sources: Vec<&str> = files
             .iter()
             .map(|&f| schema.files[f].name.as_str())
