@@ -214,7 +214,7 @@ impl MessageGen<'_> {
         );
         quote! {
             #[doc = #doc]
-            pub fn to_object_in(&self, #arena: &'a cf::Arena) -> ::core::result::Result<#name<'a>, cf::DecodeError> {
+            pub fn to_object_in(self, #arena: &'a cf::Arena) -> ::core::result::Result<#name<'a>, cf::DecodeError> {
                 #[allow(unused_mut)]
                 let mut m = #name::new_in(#arena);
                 #(#sets)*
