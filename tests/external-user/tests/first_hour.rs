@@ -186,3 +186,42 @@ fn zero_copy_fallbacks_are_visible() {
     let f = arena.zero_copy_fallbacks();
     assert_eq!((f.not_pinned, f.total()), (1, 1));
 }
+
+/// A received item read in place through its generated view reads what decode builds, and a
+/// malformed one is an error value naming the field, not a panic.
+#[test]
+fn a_view_reads_what_decode_builds_and_names_a_bad_field() {
+    let arena = Arena::new();
+    let mut item = Item::new_in(&arena);
+    item.set_id(9);
+    item.set_name(CFString::new("nine", &arena));
+    item.get_mut_vals().append(CFBytes::new(b"v1", &arena));
+    item.get_mut_vals().append(CFBytes::new(&[3u8; 700], &arena));
+    item.get_mut_tags().append(7);
+    item.get_mut_price().set_cents(250);
+    item.set_kind(Kind::Book);
+    let bytes = item.serialize_to_vec();
+
+    let v = Item::view(&bytes).unwrap();
+    assert_eq!(v.get_id(), 9);
+    assert_eq!(v.get_name().unwrap(), "nine");
+    let vals: Vec<&[u8]> = v.get_vals().unwrap().iter().map(|b| b.unwrap()).collect();
+    assert_eq!(vals, vec![&b"v1"[..], &[3u8; 700][..]]);
+    assert_eq!(v.get_tags().unwrap().iter().collect::<Vec<u32>>(), vec![7]);
+    assert_eq!(v.get_price().unwrap().unwrap().get_cents(), 250);
+    assert_eq!(v.get_kind(), Ok(Kind::Book));
+    // The object the view reads is the one decode builds.
+    let rx = Arena::new();
+    let decoded = Item::deserialize(&bytes, &rx).unwrap();
+    assert_eq!(to_prost(&v.to_object_in(&rx).unwrap()), to_prost(&decoded));
+
+    // The name's length made to run past the end: opening still works (the slot is in
+    // place), reading the name is an error that says which field.
+    let mut bad = bytes.clone();
+    let name_slot = 4 + 4 + 4; // W, bitmap, id
+    bad[name_slot..name_slot + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+    let v = Item::view(&bad).unwrap();
+    let err = v.get_name().unwrap_err();
+    assert!(err.to_string().contains("Item.name"), "{err}");
+    assert_eq!(v.get_id(), 9);
+}
