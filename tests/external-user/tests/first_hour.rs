@@ -196,7 +196,8 @@ fn a_view_reads_what_decode_builds_and_names_a_bad_field() {
     item.set_id(9);
     item.set_name(CFString::new("nine", &arena));
     item.get_mut_vals().append(CFBytes::new(b"v1", &arena));
-    item.get_mut_vals().append(CFBytes::new(&[3u8; 700], &arena));
+    item.get_mut_vals()
+        .append(CFBytes::new(&[3u8; 700], &arena));
     item.get_mut_tags().append(7);
     item.get_mut_price().set_cents(250);
     item.set_kind(Kind::Book);
