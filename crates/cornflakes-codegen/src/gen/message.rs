@@ -755,13 +755,27 @@ impl<'s> MessageGen<'s> {
                 (false, FieldKind::Message(_)) => {
                     has_sub = true;
                     uses_sink = true;
-                    stmts.push(quote! {
-                        if let ::core::option::Option::Some(m) = &self.#s {
-                            enc.put_pair(slot, 0, sub);
-                            sub = m.emit_with(enc, sub, sink);
-                            #step
-                        }
-                    });
+                    if Some(i) == last_placed {
+                        shared = Some(quote! {
+                            if let ::core::option::Option::Some(m) = &self.#s {
+                                sub = m.emit_with(enc, sub, sink);
+                            }
+                        });
+                        stmts.push(quote! {
+                            if self.#s.is_some() {
+                                enc.put_pair(slot, 0, sub);
+                                #step
+                            }
+                        });
+                    } else {
+                        stmts.push(quote! {
+                            if let ::core::option::Option::Some(m) = &self.#s {
+                                enc.put_pair(slot, 0, sub);
+                                sub = m.emit_with(enc, sub, sink);
+                                #step
+                            }
+                        });
+                    }
                     continue;
                 }
                 (false, _) => quote!(enc.put(slot, self.#s);),
@@ -840,7 +854,11 @@ impl<'s> MessageGen<'s> {
     /// value, a repeated field); only scalar slots follow it.
     fn last_placed(&self) -> Option<usize> {
         self.fields.iter().rposition(|f| {
-            f.def.repeated || matches!(f.def.kind, FieldKind::String | FieldKind::Bytes)
+            f.def.repeated
+                || matches!(
+                    f.def.kind,
+                    FieldKind::String | FieldKind::Bytes | FieldKind::Message(_)
+                )
         })
     }
 
@@ -859,10 +877,7 @@ impl<'s> MessageGen<'s> {
             && self.msg.oneofs.is_empty()
             && !self.fields.is_empty()
             && self.fields.len() <= FULL_HEADER_FIELDS
-            && self.fields.iter().all(|f| {
-                f.def.oneof.is_none()
-                    && (f.def.repeated || !matches!(f.def.kind, FieldKind::Message(_)))
-            });
+            && self.fields.iter().all(|f| f.def.oneof.is_none());
         if !eligible {
             return None;
         }
@@ -875,6 +890,7 @@ impl<'s> MessageGen<'s> {
         let mut pre = Vec::new();
         let mut writes = Vec::new();
         let mut has_sub = false;
+        let mut msgs = Vec::new();
         let mut at = 8;
         for (i, f) in self.fields.iter().enumerate() {
             let s = &f.store;
@@ -893,6 +909,19 @@ impl<'s> MessageGen<'s> {
                         pre.push(quote!(sub = self.#s.emit_with(enc, sub, sink);));
                     }
                 }
+                (false, FieldKind::Message(_)) => {
+                    has_sub = true;
+                    msgs.push(quote!(self.#s.is_some()));
+                    pre.push(quote!(let (#l, #o) = (0, sub);));
+                    writes.push(quote!(cf::wire::write_pair(&mut h[#a..#b], #l, #o);));
+                    if Some(i) != last_placed {
+                        pre.push(quote! {
+                            if let ::core::option::Option::Some(m) = &self.#s {
+                                sub = m.emit_with(enc, sub, sink);
+                            }
+                        });
+                    }
+                }
                 (false, FieldKind::String | FieldKind::Bytes) => {
                     pre.push(quote!(let (#l, #o) = enc.leaf_value(self.#s.ptr(), sink);));
                     writes.push(quote!(cf::wire::write_pair(&mut h[#a..#b], #l, #o);));
@@ -908,7 +937,7 @@ impl<'s> MessageGen<'s> {
             (quote!(), quote!(pos + #lenl))
         };
         Some((
-            quote!(self.p.words[0] == #mask),
+            quote!(self.p.words[0] == #mask #(&& #msgs)*),
             quote! {
                 #sub_init
                 #(#pre)*
