@@ -930,6 +930,9 @@ impl<'s> MessageGen<'s> {
             }
             at += f.slot;
         }
+        let word: Literal = format!("{mask:#x}_u32")
+            .parse()
+            .unwrap_or_else(|_| Literal::u32_suffixed(mask));
         let (lenl, mask) = (lit(len), hex(mask));
         let (sub_init, tail) = if has_sub {
             (quote!(sub = pos + #lenl;), quote!())
@@ -943,7 +946,7 @@ impl<'s> MessageGen<'s> {
                 #(#pre)*
                 let h = enc.header_bytes::<#lenl>(pos);
                 h[..4].copy_from_slice(&1u32.to_le_bytes());
-                h[4..8].copy_from_slice(&(#mask as u32).to_le_bytes());
+                h[4..8].copy_from_slice(&#word.to_le_bytes());
                 #(#writes)*
                 #tail
             },
