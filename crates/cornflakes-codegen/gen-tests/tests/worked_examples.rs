@@ -100,3 +100,62 @@ fn strings_and_clearing_update_sizes() {
     let back = GetM::deserialize(&[0, 0, 0, 0], &arena).unwrap();
     assert!(!back.has_id() && !back.has_keys() && !back.has_vals());
 }
+
+/// The little-endian bytes of `words`.
+fn le(words: &[u32]) -> Vec<u8> {
+    words.iter().flat_map(|w| w.to_le_bytes()).collect()
+}
+
+/// `emit_with` writes an object with every field present through its one-check path (one
+/// bitmap word, no oneof) and any other through the general one: both give the bytes of the
+/// wire format, spelled out here word by word (docs/performance-issue25.md, tenth round).
+#[test]
+fn full_and_partial_headers_are_the_wire_formats_bytes() {
+    use cornflakes_codegen_tests::echo::{List, Tree1, Tree2};
+    let arena = Arena::new();
+    let list = |id: Option<u32>, vals: Option<&[&[u8]]>| {
+        let mut m = List::new_in(&arena);
+        if let Some(id) = id {
+            m.set_id(id);
+        }
+        if let Some(vals) = vals {
+            m.init_vals(vals.len());
+            for v in vals {
+                m.get_mut_vals().append(CFBytes::new(v, &arena));
+            }
+        }
+        m.serialize_to_vec()
+    };
+    // Both fields: W, bitmap 0b11, id, (count, offset of the pair array), the pairs, the bytes.
+    let mut want = le(&[1, 0b11, 7, 2, 20, 2, 36, 3, 38]);
+    want.extend_from_slice(b"abcde");
+    assert_eq!(list(Some(7), Some(&[b"ab", b"cde"])), want);
+    // `vals` only (the general path): no id slot, everything 4 bytes earlier.
+    let mut want = le(&[1, 0b10, 2, 16, 2, 32, 3, 34]);
+    want.extend_from_slice(b"abcde");
+    assert_eq!(list(None, Some(&[b"ab", b"cde"])), want);
+    // `id` only, and nothing.
+    assert_eq!(list(Some(7), None), le(&[1, 0b01, 7]));
+    assert_eq!(list(None, None), le(&[0]));
+    // An empty list is present: its pair says 0 values at the end of the header.
+    assert_eq!(list(Some(7), Some(&[])), le(&[1, 0b11, 7, 0, 20]));
+
+    // Nested: Tree2 { left: Tree1 { "a", "bc" }, right: Tree1 { left: "d" } } — the left
+    // object takes the full path, the right one the general path, the root the full path.
+    let mut l = Tree1::new_in(&arena);
+    l.set_left(CFBytes::new(b"a", &arena));
+    l.set_right(CFBytes::new(b"bc", &arena));
+    let mut r = Tree1::new_in(&arena);
+    r.set_left(CFBytes::new(b"d", &arena));
+    let mut t = Tree2::new_in(&arena);
+    t.set_left(l);
+    t.set_right(r);
+    // Root header 24 bytes (0..24), left's 24 (24..48), right's 16 (48..64), copy area at 64.
+    let mut want = le(&[1, 0b11, 0, 24, 0, 48]);
+    want.extend(le(&[1, 0b11, 1, 64, 2, 65]));
+    want.extend(le(&[1, 0b01, 1, 67]));
+    want.extend_from_slice(b"abcd");
+    assert_eq!(t.serialize_to_vec(), want);
+    let back = Tree2::deserialize(&want, &arena).unwrap();
+    assert_eq!(back, t);
+}

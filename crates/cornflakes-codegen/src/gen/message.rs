@@ -50,6 +50,11 @@ fn lit(n: usize) -> Literal {
 /// sixth round"): `Tree4` (14 nested objects) was faster forced inline, `Tree5` (30) slower.
 const INLINE_NESTED: usize = 14;
 
+/// Most fields a message has for its `emit_with` to write an object with every field present
+/// through one bounds check (`MessageGen::emit_full`): past it, the values kept live until the
+/// header is written would only spill.
+const FULL_HEADER_FIELDS: usize = 8;
+
 /// How many nested objects decoding message `id` reads when every nested decode is inline
 /// (each message field counted once, repeated or not); `None` for a recursive message or one
 /// above `limit`.
@@ -706,9 +711,13 @@ impl<'s> MessageGen<'s> {
             quote!(enc.sparse_bitmap(pos, &self.p.words, &Self::WORDS))
         };
         let n = self.fields.len();
+        let last_placed = self.last_placed();
         let mut stmts = Vec::new();
         let mut has_sub = false;
         let mut uses_sink = false;
+        // The nested objects of the last field placing a value are written after the header,
+        // by one statement both paths share (only scalar slots follow it, which move no cursor).
+        let mut shared = None;
         for (i, f) in self.fields.iter().enumerate() {
             let s = &f.store;
             let has = self.has(f);
@@ -725,9 +734,18 @@ impl<'s> MessageGen<'s> {
                 (true, _) => {
                     has_sub = true;
                     uses_sink = true;
-                    quote! {
-                        enc.put_pair(slot, self.#s.len(), sub);
-                        sub = self.#s.emit_with(enc, sub, sink);
+                    if Some(i) == last_placed {
+                        shared = Some(quote! {
+                            if #has {
+                                sub = self.#s.emit_with(enc, sub, sink);
+                            }
+                        });
+                        quote!(enc.put_pair(slot, self.#s.len(), sub);)
+                    } else {
+                        quote! {
+                            enc.put_pair(slot, self.#s.len(), sub);
+                            sub = self.#s.emit_with(enc, sub, sink);
+                        }
                     }
                 }
                 (false, FieldKind::String | FieldKind::Bytes) => {
@@ -737,13 +755,27 @@ impl<'s> MessageGen<'s> {
                 (false, FieldKind::Message(_)) => {
                     has_sub = true;
                     uses_sink = true;
-                    stmts.push(quote! {
-                        if let ::core::option::Option::Some(m) = &self.#s {
-                            enc.put_pair(slot, 0, sub);
-                            sub = m.emit_with(enc, sub, sink);
-                            #step
-                        }
-                    });
+                    if Some(i) == last_placed {
+                        shared = Some(quote! {
+                            if let ::core::option::Option::Some(m) = &self.#s {
+                                sub = m.emit_with(enc, sub, sink);
+                            }
+                        });
+                        stmts.push(quote! {
+                            if self.#s.is_some() {
+                                enc.put_pair(slot, 0, sub);
+                                #step
+                            }
+                        });
+                    } else {
+                        stmts.push(quote! {
+                            if let ::core::option::Option::Some(m) = &self.#s {
+                                enc.put_pair(slot, 0, sub);
+                                sub = m.emit_with(enc, sub, sink);
+                                #step
+                            }
+                        });
+                    }
                     continue;
                 }
                 (false, _) => quote!(enc.put(slot, self.#s);),
@@ -760,18 +792,45 @@ impl<'s> MessageGen<'s> {
             1 => quote!(let slot = #bitmap;),
             _ => quote!(let mut slot = #bitmap;),
         };
-        let (sub_init, tail) = if has_sub {
-            (
-                quote!(let mut sub = pos + self.own_header_len();),
-                quote!(sub),
-            )
-        } else {
-            (quote!(), quote!(pos + self.own_header_len()))
-        };
         let sink = if uses_sink {
             quote!(sink)
         } else {
             quote!(_sink)
+        };
+        let body = match (self.emit_full(), has_sub) {
+            (Some((cond, full)), true) => quote! {
+                let mut sub;
+                if #cond {
+                    #full
+                } else {
+                    #head
+                    sub = pos + self.own_header_len();
+                    #(#stmts)*
+                }
+                #shared
+                sub
+            },
+            (Some((cond, full)), false) => quote! {
+                if #cond {
+                    #full
+                } else {
+                    #head
+                    #(#stmts)*
+                    pos + self.own_header_len()
+                }
+            },
+            (None, true) => quote! {
+                #head
+                let mut sub = pos + self.own_header_len();
+                #(#stmts)*
+                #shared
+                sub
+            },
+            (None, false) => quote! {
+                #head
+                #(#stmts)*
+                pos + self.own_header_len()
+            },
         };
         quote! {
             #[inline]
@@ -786,12 +845,112 @@ impl<'s> MessageGen<'s> {
                 pos: usize,
                 #sink: &mut S,
             ) -> usize {
-                #head
-                #sub_init
-                #(#stmts)*
-                #tail
+                #body
             }
         }
+    }
+
+    /// Index of the last field whose slot depends on the encoder's cursors (a string or bytes
+    /// value, a repeated field); only scalar slots follow it.
+    fn last_placed(&self) -> Option<usize> {
+        self.fields.iter().rposition(|f| {
+            f.def.repeated
+                || matches!(
+                    f.def.kind,
+                    FieldKind::String | FieldKind::Bytes | FieldKind::Message(_)
+                )
+        })
+    }
+
+    /// `emit_with`'s path for an object with every field present, in a message where that
+    /// fixes the own header's length (one bitmap word, no oneof, no singular message field,
+    /// at most [`FULL_HEADER_FIELDS`] fields): the condition, and the statements that write
+    /// the header through one bounds check (`Encoder::header_bytes`), each word at a constant
+    /// offset, after the values whose slots depend on the cursors (copied and zero-copy
+    /// leaves, packed arrays, nested objects) were placed in field order — the same bytes the
+    /// general path writes. With nested objects the statements set `sub` (the last field's
+    /// objects are written after them by the statement both paths share); without, they end
+    /// in the object's end. `None` when the message has no such path.
+    fn emit_full(&self) -> Option<(TokenStream, TokenStream)> {
+        let eligible = self.dense()
+            && self.words.len() == 1
+            && self.msg.oneofs.is_empty()
+            && !self.fields.is_empty()
+            && self.fields.len() <= FULL_HEADER_FIELDS
+            && self.fields.iter().all(|f| f.def.oneof.is_none());
+        if !eligible {
+            return None;
+        }
+        let mask = self
+            .fields
+            .iter()
+            .fold(0u32, |m, f| m | 1 << ((f.def.number - 1) % 32));
+        let len: usize = 8 + self.fields.iter().map(|f| f.slot).sum::<usize>();
+        let last_placed = self.last_placed();
+        let mut pre = Vec::new();
+        let mut writes = Vec::new();
+        let mut has_sub = false;
+        let mut msgs = Vec::new();
+        let mut at = 8;
+        for (i, f) in self.fields.iter().enumerate() {
+            let s = &f.store;
+            let (a, b) = (lit(at), lit(at + f.slot));
+            let (l, o) = (format_ident!("cf_len{}", i), format_ident!("cf_off{}", i));
+            match (f.def.repeated, f.def.kind) {
+                (true, FieldKind::Scalar(_) | FieldKind::Enum(_)) => {
+                    pre.push(quote!(let (#l, #o) = enc.packed_value(&self.#s);));
+                    writes.push(quote!(cf::wire::write_pair(&mut h[#a..#b], #l, #o);));
+                }
+                (true, _) => {
+                    has_sub = true;
+                    pre.push(quote!(let (#l, #o) = (self.#s.len(), sub);));
+                    writes.push(quote!(cf::wire::write_pair(&mut h[#a..#b], #l, #o);));
+                    if Some(i) != last_placed {
+                        pre.push(quote!(sub = self.#s.emit_with(enc, sub, sink);));
+                    }
+                }
+                (false, FieldKind::Message(_)) => {
+                    has_sub = true;
+                    msgs.push(quote!(self.#s.is_some()));
+                    pre.push(quote!(let (#l, #o) = (0, sub);));
+                    writes.push(quote!(cf::wire::write_pair(&mut h[#a..#b], #l, #o);));
+                    if Some(i) != last_placed {
+                        pre.push(quote! {
+                            if let ::core::option::Option::Some(m) = &self.#s {
+                                sub = m.emit_with(enc, sub, sink);
+                            }
+                        });
+                    }
+                }
+                (false, FieldKind::String | FieldKind::Bytes) => {
+                    pre.push(quote!(let (#l, #o) = enc.leaf_value(self.#s.ptr(), sink);));
+                    writes.push(quote!(cf::wire::write_pair(&mut h[#a..#b], #l, #o);));
+                }
+                _ => writes.push(quote!(cf::wire::Scalar::write_le(self.#s, &mut h[#a..#b]);)),
+            }
+            at += f.slot;
+        }
+        let word: Literal = format!("{mask:#x}_u32")
+            .parse()
+            .unwrap_or_else(|_| Literal::u32_suffixed(mask));
+        let (lenl, mask) = (lit(len), hex(mask));
+        let (sub_init, tail) = if has_sub {
+            (quote!(sub = pos + #lenl;), quote!())
+        } else {
+            (quote!(), quote!(pos + #lenl))
+        };
+        Some((
+            quote!(self.p.words[0] == #mask #(&& #msgs)*),
+            quote! {
+                #sub_init
+                #(#pre)*
+                let h = enc.header_bytes::<#lenl>(pos);
+                h[..4].copy_from_slice(&1u32.to_le_bytes());
+                h[4..8].copy_from_slice(&#word.to_le_bytes());
+                #(#writes)*
+                #tail
+            },
+        ))
     }
 
     fn zero_copy_fn(&self) -> TokenStream {

@@ -62,9 +62,20 @@ impl<'b> Encoder<'b> {
     /// Writes a slot `(a, b)` of two `u32`s at `pos`.
     #[inline]
     pub fn put_pair(&mut self, pos: usize, a: usize, b: usize) {
-        let s = &mut self.buf[pos..pos + 8];
-        s[..4].copy_from_slice(&(a as u32).to_le_bytes());
-        s[4..].copy_from_slice(&(b as u32).to_le_bytes());
+        write_pair(&mut self.buf[pos..pos + PAIR], a, b);
+    }
+
+    /// The `N` bytes at `pos`, bounds-checked once: generated code writes a message's whole
+    /// own header through it when its length is known at compile time (every field present),
+    /// each word then at a constant offset, without a check of its own.
+    #[inline(always)]
+    pub fn header_bytes<const N: usize>(&mut self, pos: usize) -> &mut [u8; N] {
+        let s = &mut self.buf[pos..pos + N];
+        match s.try_into() {
+            Ok(h) => h,
+            // A slice of `N` bytes is an `[u8; N]`.
+            Err(_) => unreachable!("a slice of {N} bytes"),
+        }
     }
 
     /// Writes `W` and the smallest bitmap for `words` at `pos`; returns the first slot position.
@@ -138,6 +149,20 @@ impl<'b> Encoder<'b> {
     /// written (a send's one walk: the slot and the descriptor together).
     #[inline]
     pub fn leaf_with<S: FnMut(PinnedRef<'_>)>(&mut self, slot: usize, p: &CFPtr<'_>, sink: &mut S) {
+        let (len, off) = self.leaf_value(p, sink);
+        self.put_pair(slot, len, off);
+    }
+
+    /// The slot of a string/bytes value, `(length, offset)`, without writing it: a copied
+    /// value's bytes are written into the copy area, a zero-copy value the plan keeps is handed
+    /// to `sink` ([`leaf_with`](Self::leaf_with) writes the slot too; generated code writing a
+    /// whole header at once calls this and writes the pair with the header).
+    #[inline]
+    pub fn leaf_value<S: FnMut(PinnedRef<'_>)>(
+        &mut self,
+        p: &CFPtr<'_>,
+        sink: &mut S,
+    ) -> (usize, usize) {
         let len = p.len();
         let off = match *p {
             CFPtr::ZeroCopy(b) if self.demote.keep_zero_copy(len) => {
@@ -153,7 +178,7 @@ impl<'b> Encoder<'b> {
                 o
             }
         };
-        self.put_pair(slot, len, off);
+        (len, off)
     }
 
     /// Writes the pair array of a repeated string/bytes field at `at` — one `(len, offset)` pair
@@ -187,8 +212,7 @@ impl<'b> Encoder<'b> {
                     o
                 }
             };
-            out[..4].copy_from_slice(&(len as u32).to_le_bytes());
-            out[4..].copy_from_slice(&(off as u32).to_le_bytes());
+            write_pair(out, len, off);
         }
         end
     }
@@ -196,11 +220,19 @@ impl<'b> Encoder<'b> {
     /// Writes a packed repeated scalar's slot at `slot` and its elements into the copy area.
     #[inline]
     pub fn packed<T: Scalar>(&mut self, slot: usize, list: &PackedList<'_, T>) {
+        let (n, o) = self.packed_value(list);
+        self.put_pair(slot, n, o);
+    }
+
+    /// The slot of a packed repeated scalar, `(count, offset)`, without writing it; the
+    /// elements are written into the copy area ([`packed`](Self::packed) writes the slot too).
+    #[inline]
+    pub fn packed_value<T: Scalar>(&mut self, list: &PackedList<'_, T>) -> (usize, usize) {
         let o = self.copy;
         let n = list.len();
         list.write_le(&mut self.buf[o..o + n * T::SIZE]);
         self.copy = o + n * T::SIZE;
-        self.put_pair(slot, n, o);
+        (n, o)
     }
 
     /// Next free offset in the copy area.
@@ -212,6 +244,13 @@ impl<'b> Encoder<'b> {
     pub fn zero_copy_cursor(&self) -> usize {
         self.zc
     }
+}
+
+/// Writes a slot `(a, b)` of two little-endian `u32`s into `out[..8]`.
+#[inline(always)]
+pub fn write_pair(out: &mut [u8], a: usize, b: usize) {
+    out[..4].copy_from_slice(&(a as u32).to_le_bytes());
+    out[4..PAIR].copy_from_slice(&(b as u32).to_le_bytes());
 }
 
 /// Copies a copied leaf's bytes into the copy area (`dst` and `src` of one length). A value of

@@ -8,7 +8,9 @@ mod scalar;
 mod view;
 
 pub use decode::{Decoder, HeaderReader, LeafIter, MessageIter, MAX_BITMAP_WORDS, MAX_DEPTH};
-pub use encode::{bit_is_set, set_bit, sparse_used_words, used_words, Demote, Encoder, Presence};
+pub use encode::{
+    bit_is_set, set_bit, sparse_used_words, used_words, write_pair, Demote, Encoder, Presence,
+};
 pub use error::{BufferTooSmall, DecodeError, DecodeErrorKind};
 pub use scalar::Scalar;
 pub use view::{
