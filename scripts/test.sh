@@ -11,6 +11,22 @@ cd "$(dirname "$0")/.."
 
 say() { printf '\n==> %s\n' "$*"; }
 
+# Disk. A cold run builds six separate trees (the workspace, AddressSanitizer, Demikernel plain
+# and under ASan, the fuzz targets, Redis): tens of GB together. With CORNFLAKES_PRUNE_TARGETS=1
+# (.ci/run sets it: a CI machine starts from a clean clone every time) each tree is removed once
+# no later step reads it, so the peak is the largest tree, not their sum; locally they are kept
+# for the next run. Each step's heading then also says how much space is left, so a step that
+# dies of a full disk (a linker's bus error, say) shows it.
+prune() {
+  if [ "${CORNFLAKES_PRUNE_TARGETS:-0}" = 1 ] && [ -d "$1" ]; then
+    say "freeing $1 ($(du -sh "$1" | cut -f1)): no later step reads it"
+    rm -rf "$1"
+  fi
+}
+if [ "${CORNFLAKES_PRUNE_TARGETS:-0}" = 1 ]; then
+  say() { printf '\n==> %s   [disk: %s free]\n' "$*" "$(df -h --output=avail . | tail -1 | tr -d ' ')"; }
+fi
+
 # Every test that could not run here says so through crates/test-skip, which appends
 # `SKIPPED <test>: <why>` to this file; it is listed at the end (also when a step fails).
 # CORNFLAKES_REQUIRE_ALL=1 turns every skip into a failure instead.
@@ -142,6 +158,8 @@ cargo package --allow-dirty -p cornflakes-mem
 cargo package --allow-dirty -p cornflakes-mem -p cornflakes-datapath -p cornflakes-runtime
 cargo package --no-verify --allow-dirty -p cornflakes-mem -p cornflakes-datapath -p cornflakes-runtime -p cornflakes-codegen
 cargo package --no-verify --allow-dirty -p cornflakes-mem -p cornflakes-datapath -p cornflakes-runtime -p cornflakes-codegen -p cornflakes-cli
+# The workspace's debug tree is not read again (the steps below build their own trees).
+prune target/debug
 
 # --- AddressSanitizer ------------------------------------------------------------------------
 # Every crate with `unsafe` (pinned memory, FFI datapaths, the netns harness, capnp's segment
@@ -173,6 +191,7 @@ if [ -n "$nightly" ]; then
       CARGO_TARGET_DIR=target/asan \
       cargo +nightly test -p cornflakes-c --features xdp --target x86_64-unknown-linux-gnu --test xdp
   fi
+  prune target/asan
 else
   say "SKIPPED: AddressSanitizer run — no nightly toolchain (rustup toolchain install nightly)"
 fi
@@ -197,6 +216,8 @@ if [ -n "$nightly" ]; then
       CARGO_TARGET_DIR="$PWD/../target/asan-demikernel" \
       cargo +nightly test --target x86_64-unknown-linux-gnu --tests
   )
+  prune target/demikernel
+  prune target/asan-demikernel
 else
   say "SKIPPED: demikernel/ — no nightly toolchain (rustup toolchain install nightly)"
 fi
