@@ -115,7 +115,7 @@ fn the_owned_form_outlives_the_arena_and_comes_back() {
     }; // the arena is gone
     let cache = [owned.clone(), owned];
     let arena = Arena::new();
-    let back = cache[0].view(&arena).unwrap();
+    let back = cache[0].decode_in(&arena).unwrap();
     assert_eq!(back.get_u32(), 5);
     assert!(*back.get_text() == "kept");
     assert_eq!(back.get_r_data().len(), 2);
@@ -124,6 +124,12 @@ fn the_owned_form_outlives_the_arena_and_comes_back() {
     // Values of the view borrow the owned bytes: nothing copied.
     let bytes = cache[0].as_bytes().as_ptr_range();
     assert!(bytes.contains(&back.get_text().as_bytes().as_ptr()));
+    // Or read in place, nothing built: the view reads the same values from the same bytes.
+    let view = cache[0].view().unwrap();
+    assert_eq!(view.get_u32(), 5);
+    assert_eq!(view.get_text().unwrap(), "kept");
+    assert!(bytes.contains(&view.get_text().unwrap().as_ptr()));
+    assert_eq!(view.to_object_in(&arena).unwrap(), back);
     // And from bytes, checked.
     let again = everything_owned_from(cache[1].clone().into_bytes());
     assert_eq!(again, cache[0]);

@@ -87,15 +87,18 @@ impl MessageGen<'_> {
     }
 
     /// `to_owned()` / `into_owned()` into a type that outlives the arena (the message's
-    /// encoding in a `Vec`), and `view(&arena)` back (decoded zero-copy from it).
+    /// encoding in a `Vec`), `decode_in(&arena)` back (decoded zero-copy from it) and
+    /// `view()` (read in place).
     fn owned_form(&self) -> TokenStream {
         let name = self.name();
         let owned = self.owned_name();
+        let vname = format_ident!("{}", super::view::view_name(&self.msg.name));
         let doc = format!(
             " A `{n}` that outlives its arena: the message's encoding, owned. Made by \
-             [`{n}::to_owned`] or [`{n}::into_owned`]; [`view`](Self::view) decodes it back \
-             (values borrow these bytes, nothing is copied). Compares by field value and \
-             prints as the message does.",
+             [`{n}::to_owned`] or [`{n}::into_owned`]; [`decode_in`](Self::decode_in) \
+             decodes it back into an arena (values borrow these bytes, nothing is copied), \
+             [`view`](Self::view) reads it in place, building nothing. Compares by field \
+             value and prints as the message does.",
             n = upper_camel(&self.msg.name)
         );
         quote! {
@@ -109,8 +112,14 @@ impl MessageGen<'_> {
             #[allow(dead_code)]
             impl #owned {
                 /// The message, decoded from the owned bytes into `arena` (values borrow them).
-                pub fn view<'a>(&'a self, arena: &'a cf::Arena) -> ::core::result::Result<#name<'a>, cf::DecodeError> {
+                pub fn decode_in<'a>(&'a self, arena: &'a cf::Arena) -> ::core::result::Result<#name<'a>, cf::DecodeError> {
                     #name::deserialize(&self.bytes, arena)
+                }
+
+                /// The message read in place from the owned bytes, nothing built (as the
+                /// message's `view` reads a received buffer).
+                pub fn view(&self) -> ::core::result::Result<#vname<'_>, cf::DecodeError> {
+                    #name::view(&self.bytes)
                 }
 
                 /// The encoding.
@@ -136,7 +145,7 @@ impl MessageGen<'_> {
                 #[allow(clippy::let_and_return)]
                 fn eq(&self, other: &Self) -> bool {
                     let arena = cf::Arena::new();
-                    let equal = match (self.view(&arena), other.view(&arena)) {
+                    let equal = match (self.decode_in(&arena), other.decode_in(&arena)) {
                         (::core::result::Result::Ok(a), ::core::result::Result::Ok(b)) => a == b,
                         _ => self.bytes == other.bytes,
                     };
@@ -148,7 +157,7 @@ impl MessageGen<'_> {
                 #[allow(clippy::let_and_return)]
                 fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
                     let arena = cf::Arena::new();
-                    let r = match self.view(&arena) {
+                    let r = match self.decode_in(&arena) {
                         ::core::result::Result::Ok(m) => ::core::fmt::Debug::fmt(&m, f),
                         ::core::result::Result::Err(e) => ::core::write!(f, "<{}>", e),
                     };
