@@ -205,7 +205,13 @@ fn messages_compare_clone_print_and_build_briefly() {
     let copy = kept.clone();
     assert_eq!(copy, kept);
     let arena = Arena::new();
-    assert_eq!(kept.decode_in(&arena).unwrap().get_tags().as_slice(), &[7, 8]);
+    assert_eq!(
+        kept.decode_in(&arena).unwrap().get_tags().as_slice(),
+        &[7, 8]
+    );
+    // The owned encoding read in place: nothing built.
+    let tags = kept.view().unwrap().get_tags().unwrap();
+    assert_eq!(tags.iter().collect::<Vec<u32>>(), [7, 8]);
 
     let mut l = Listing::new_in(&arena);
     l.get_mut_amount().set_cents(250);
