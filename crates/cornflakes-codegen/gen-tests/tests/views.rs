@@ -510,6 +510,25 @@ fn offsets_out_of_bounds_and_bad_utf8_are_errors_of_the_getter() {
     assert_eq!(e.offset(), last);
     assert_eq!(e.path().collect::<Vec<_>>(), ["Everything.text"]);
     assert!(e.to_string().contains("not UTF-8"), "{e}");
+
+    // And in a repeated string: only the bad element is refused, by `get` and `iter` alike,
+    // at its own byte, as decode refuses it.
+    let mut m = GetM::new_in(&arena);
+    m.get_mut_keys().append(CFString::new("ab", &arena));
+    m.get_mut_keys().append(CFString::new("cd", &arena));
+    let mut bytes = m.serialize_to_vec();
+    let last = bytes.len() - 1;
+    bytes[last] = 0xff;
+    let keys = GetM::view(&bytes).unwrap().get_keys().unwrap();
+    assert_eq!(keys.get(0).unwrap().unwrap(), "ab");
+    let e = keys.get(1).unwrap().unwrap_err();
+    assert_eq!(e.kind(), &DecodeErrorKind::InvalidUtf8 { valid_up_to: 1 });
+    assert_eq!(e.offset(), last);
+    assert_eq!(e.path().collect::<Vec<_>>(), ["GetM.keys"]);
+    let all: Vec<_> = keys.iter().collect();
+    assert_eq!(all[0].as_ref().unwrap(), &"ab");
+    assert_eq!(all[1].as_ref().unwrap_err(), &e);
+    assert!(keys.get(2).is_none());
 }
 
 #[test]

@@ -444,6 +444,12 @@ fn value(buf: &[u8], len: u32, off: u32, at: usize) -> Result<&[u8], DecodeError
     range(buf, "string/bytes value", off, len as u64, at)
 }
 
+/// A string element: its bytes (as [`value`]) checked to be UTF-8, the pair read once.
+#[inline(always)]
+fn str_value(buf: &[u8], len: u32, off: u32, at: usize) -> Result<&str, DecodeError> {
+    value(buf, len, off, at).and_then(|b| utf8(b, off as usize))
+}
+
 #[inline(always)]
 fn utf8(b: &[u8], off: usize) -> Result<&str, DecodeError> {
     match std::str::from_utf8(b) {
@@ -615,26 +621,17 @@ impl<'a> StrListView<'a> {
     #[inline]
     pub fn get(&self, i: usize) -> Option<Result<&'a str, DecodeError>> {
         let at = i.checked_mul(8)?;
-        let (_, off) = pair_at(self.0.pairs, at)?;
-        let field = self.0.field;
-        Some(
-            self.0
-                .get(i)?
-                .and_then(|b| utf8(b, off as usize).map_err(|e| e.within(field))),
-        )
+        let (len, off) = pair_at(self.0.pairs, at)?;
+        Some(str_value(self.0.buf, len, off, self.0.pos + at).map_err(|e| e.within(self.0.field)))
     }
 
     /// The elements, in order.
     pub fn iter(&self) -> impl ExactSizeIterator<Item = Result<&'a str, DecodeError>> + 'a {
-        let field = self.0.field;
-        self.0
-            .pairs
-            .chunks_exact(8)
-            .zip(self.0.iter())
-            .map(move |(p, b)| {
-                let (_, off) = pair_at(p, 0).unwrap_or((0, 0));
-                b.and_then(|b| utf8(b, off as usize).map_err(|e| e.within(field)))
-            })
+        let (buf, pos, field) = (self.0.buf, self.0.pos, self.0.field);
+        self.0.pairs.chunks_exact(8).enumerate().map(move |(i, p)| {
+            let (len, off) = pair_at(p, 0).unwrap_or((0, 0));
+            str_value(buf, len, off, pos + i * 8).map_err(|e| e.within(field))
+        })
     }
 }
 
