@@ -150,6 +150,17 @@ impl<'s> MessageGen<'s> {
     }
 
     /// `Outer.Inner`, for decode error paths.
+    /// How a getter's doc names its field: `` `name` (field N[, oneof `o`]) ``, on the
+    /// object and on the view alike.
+    fn field_label(&self, d: &FieldDef) -> String {
+        let mut label = format!(" `{}` (field {}", d.name, d.number);
+        if let Some(o) = d.oneof {
+            label.push_str(&format!(", oneof `{}`", self.msg.oneofs[o].name));
+        }
+        label.push(')');
+        label
+    }
+
     fn proto_path(&self) -> String {
         let mut p = self.msg.parents.join(".");
         if !p.is_empty() {
@@ -434,11 +445,7 @@ impl<'s> MessageGen<'s> {
         let (w, m) = (lit(f.word), &f.mask);
         let set_bit = Self::set_bit(f);
         let siblings = self.clear_siblings(f);
-        let mut get_doc = format!(" `{}` (field {}", d.name, d.number);
-        if let Some(o) = d.oneof {
-            get_doc.push_str(&format!(", oneof `{}`", self.msg.oneofs[o].name));
-        }
-        get_doc.push(')');
+        let get_doc = self.field_label(d);
         let proto_doc = doc_attrs(&d.doc);
         let has_doc = if d.repeated {
             format!(

@@ -242,11 +242,7 @@ impl MessageGen<'_> {
         let slot = quote!(self.v.slot(&Self::LAYOUT, #k, #below));
         let label = format!("{}.{}", self.proto_path(), d.name);
         let within = quote!(.map_err(|e| e.within(#label)));
-        let mut get_doc = format!(" `{}` (field {}", d.name, d.number);
-        if let Some(o) = d.oneof {
-            get_doc.push_str(&format!(", oneof `{}`", self.msg.oneofs[o].name));
-        }
-        get_doc.push(')');
+        let get_doc = self.field_label(d);
         let proto_doc = doc_attrs(&d.doc);
         let has_doc = if d.repeated {
             format!(" Whether `{}` is present (possibly empty).", d.name)
