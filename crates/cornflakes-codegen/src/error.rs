@@ -21,6 +21,9 @@ pub enum ErrorKind {
     /// Two elements of the schema map to the same generated Rust name (a message `Foo`
     /// beside a message `FooView`, say: `FooView` is `Foo`'s view).
     NameClash,
+    /// The schema is valid protobuf but breaks a rule of Cornflakes services (a method number
+    /// out of range, two methods of one service with the same number).
+    Invalid,
 }
 
 /// An error from [`Config::compile_protos`](crate::Config::compile_protos) or
@@ -43,6 +46,13 @@ impl Error {
         Error {
             kind: ErrorKind::Unsupported,
             message: format!("{place}: unsupported {what}"),
+        }
+    }
+
+    pub(crate) fn invalid(place: Place, what: String) -> Error {
+        Error {
+            kind: ErrorKind::Invalid,
+            message: format!("{place}: {what}"),
         }
     }
 
@@ -300,6 +310,30 @@ impl From<Error> for std::io::Error {
 }
 
 /// The path that failed, for I/O errors built by callers.
+/// Something generation left out and why, starting with `file:line:col` of its declaration
+/// (a streaming rpc, say). [`Config::compile_protos`](crate::Config::compile_protos) prints
+/// each as `cargo:warning=…` in a build script and as `warning: …` on standard error
+/// otherwise; [`Config::generate_with_warnings`](crate::Config::generate_with_warnings)
+/// returns them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Warning {
+    message: String,
+}
+
+impl Warning {
+    pub(crate) fn new(place: Place, what: String) -> Warning {
+        Warning {
+            message: format!("{place}: {what}"),
+        }
+    }
+}
+
+impl fmt::Display for Warning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
 pub(crate) fn io_at(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> Error {
     let path = path.into();
     move |e| Error::io(&path, e)

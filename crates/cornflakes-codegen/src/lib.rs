@@ -46,13 +46,18 @@ pub mod dynamic;
 mod error;
 mod gen;
 mod imports;
+mod options;
 pub mod schema;
 mod source;
 
 use std::path::{Path, PathBuf};
 
-pub use error::{Error, ErrorKind};
+pub use error::{Error, ErrorKind, Warning};
+pub use options::{OPTIONS_PROTO, OPTIONS_PROTO_PATH};
 pub use schema::Schema;
+
+/// Generated files: `(file name, contents)`, sorted by file name.
+pub type Files = Vec<(String, String)>;
 
 /// Options of the code generator (builder style, like `prost_build::Config`).
 #[derive(Clone, Debug)]
@@ -61,6 +66,8 @@ pub struct Config {
     runtime_path: String,
     rerun_if_changed: bool,
     include_file: Option<PathBuf>,
+    services: bool,
+    refuse_streaming: bool,
 }
 
 impl Default for Config {
@@ -70,6 +77,8 @@ impl Default for Config {
             runtime_path: "::cornflakes".to_string(),
             rerun_if_changed: true,
             include_file: None,
+            services: true,
+            refuse_streaming: false,
         }
     }
 }
@@ -126,6 +135,21 @@ impl Config {
         self
     }
 
+    /// Whether to generate code for the input files' `service`s (default: yes). Off, services
+    /// are read and checked but only messages and enums are generated, as when
+    /// prost-build has no service generator.
+    pub fn services(&mut self, on: bool) -> &mut Self {
+        self.services = on;
+        self
+    }
+
+    /// Whether a streaming rpc (`stream` on either side) is an error (default: no, it is
+    /// skipped with a warning naming it, so files such as gRPC's health service compile).
+    pub fn refuse_streaming(&mut self, on: bool) -> &mut Self {
+        self.refuse_streaming = on;
+        self
+    }
+
     /// Compiles `protos` (found through `includes`, which must contain them) into one
     /// `<package>.cornflakes.rs` per package in the output directory. Unchanged files are not rewritten.
     pub fn compile_protos(
@@ -170,7 +194,15 @@ impl Config {
             }
         }
         std::fs::create_dir_all(&out_dir).map_err(error::io_at(&out_dir))?;
-        let files = self.generate(&schema)?;
+        let (files, warnings) = self.generate_with_warnings(&schema)?;
+        for w in &warnings {
+            if under_cargo {
+                // One line each: Cargo shows a `cargo:warning=` line as it is.
+                println!("cargo:warning={}", w.to_string().replace('\n', " "));
+            } else {
+                eprintln!("warning: {w}");
+            }
+        }
         for (name, text) in &files {
             write_if_changed(&out_dir.join(name), text)?;
         }
@@ -183,7 +215,12 @@ impl Config {
 
     /// Generates the code for the input files of `schema`: `(file name, contents)` per package.
     pub fn generate(&self, schema: &Schema) -> Result<Vec<(String, String)>, Error> {
-        gen::generate(schema, &self.runtime_path)
+        self.generate_with_warnings(schema).map(|(files, _)| files)
+    }
+
+    /// [`generate`](Self::generate), and what it left out (a streaming rpc, say).
+    pub fn generate_with_warnings(&self, schema: &Schema) -> Result<(Files, Vec<Warning>), Error> {
+        gen::generate(schema, self)
     }
 }
 

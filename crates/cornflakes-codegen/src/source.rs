@@ -24,7 +24,8 @@ pub struct Decl {
 
 /// What the scanner found in one file. Keys are fully qualified names without a leading dot:
 /// `pkg.Outer.Inner` (messages, enums), `pkg.Outer.field` (fields), `pkg.Outer.Enum.VALUE`
-/// (enum values), `pkg.Outer.choice` (oneofs).
+/// (enum values), `pkg.Outer.choice` (oneofs), `pkg.Service` (services),
+/// `pkg.Service.Method` (methods).
 #[derive(Clone, Debug, Default)]
 pub struct SourceInfo {
     pub messages: HashMap<String, Decl>,
@@ -32,7 +33,9 @@ pub struct SourceInfo {
     pub values: HashMap<String, Decl>,
     pub fields: HashMap<String, Decl>,
     pub oneofs: HashMap<String, Decl>,
-    /// `service` and `extend` blocks: (keyword, position).
+    pub services: HashMap<String, Decl>,
+    pub methods: HashMap<String, Decl>,
+    /// `extend` blocks other than custom options: (keyword, position).
     pub blocks: Vec<(&'static str, Loc)>,
 }
 
@@ -272,6 +275,7 @@ fn string_literal(token: &str) -> Option<Vec<u8>> {
 enum Frame {
     Message(String),
     Enum(String),
+    Service(String),
     Oneof,
     Other,
 }
@@ -301,7 +305,7 @@ pub fn scan(src: &str) -> SourceInfo {
     let scope = |stack: &[Frame], package: &str| {
         let mut s = package.to_string();
         for f in stack {
-            if let Frame::Message(n) | Frame::Enum(n) = f {
+            if let Frame::Message(n) | Frame::Enum(n) | Frame::Service(n) = f {
                 if !s.is_empty() {
                     s.push('.');
                 }
@@ -377,15 +381,41 @@ pub fn scan(src: &str) -> SourceInfo {
                 stack.push(Frame::Other);
                 i += 1;
             }
+            "service" if text(i + 2) == "{" && stack.is_empty() => {
+                let name = text(i + 1).to_string();
+                info.services.insert(join(&package, &name), decl);
+                stack.push(Frame::Service(name));
+                i += 3;
+            }
+            "rpc" if matches!(stack.last(), Some(Frame::Service(_))) => {
+                let full = join(&scope(&stack, &package), text(i + 1));
+                info.methods.insert(full, decl);
+                // `rpc M(A) returns (B);` or `rpc M(A) returns (B) { option …; }`: to the `;`
+                // or the `}` closing the body, whichever ends the statement.
+                let mut depth = 0i32;
+                while i < toks.len() {
+                    match toks[i].text.as_str() {
+                        "{" | "(" | "[" => depth += 1,
+                        "}" | ")" | "]" => {
+                            depth -= 1;
+                            if depth == 0 && toks[i].text == "}" {
+                                i += 1;
+                                break;
+                            }
+                        }
+                        ";" if depth <= 0 => {
+                            i += 1;
+                            break;
+                        }
+                        _ => {}
+                    }
+                    i += 1;
+                }
+            }
             "service" | "extend" => {
-                info.blocks.push((
-                    if t.text == "service" {
-                        "service"
-                    } else {
-                        "extend"
-                    },
-                    t.loc,
-                ));
+                if t.text == "extend" {
+                    info.blocks.push(("extend", t.loc));
+                }
                 while i < toks.len() && toks[i].text != "{" {
                     i += 1;
                 }
@@ -460,7 +490,15 @@ message Req {
     KIND_B = 1;
   }
 }
-service S { rpc Get(Req) returns (Req) { option deprecated = true; } }
+// The service.
+service S {
+  option deprecated = true;
+  // Reads.
+  rpc Get(Req) returns (Req) { option deprecated = true; }
+  rpc Watch(Req) returns (stream Req);
+  // Writes.
+  rpc Put(Req) returns (Req) {}
+}
 "#;
         let s = scan(src);
         let req = &s.messages["demo.v1.Req"];
@@ -476,7 +514,14 @@ service S { rpc Get(Req) returns (Req) { option deprecated = true; } }
         assert!(s.oneofs.contains_key("demo.v1.Req.choice"));
         assert_eq!(s.values["demo.v1.Req.Kind.KIND_B"].doc, "B");
         assert_eq!(s.values["demo.v1.Req.Kind.KIND_A"].doc, "");
-        assert_eq!(s.blocks, vec![("service", Loc { line: 24, col: 1 })]);
+        assert!(s.blocks.is_empty());
+        assert_eq!(s.services["demo.v1.S"].loc, Loc { line: 25, col: 1 });
+        assert_eq!(s.services["demo.v1.S"].doc, " The service.");
+        assert_eq!(s.methods["demo.v1.S.Get"].doc, " Reads.");
+        assert_eq!(s.methods["demo.v1.S.Get"].loc, Loc { line: 28, col: 3 });
+        assert_eq!(s.methods["demo.v1.S.Watch"].doc, "");
+        assert_eq!(s.methods["demo.v1.S.Put"].doc, " Writes.");
+        assert_eq!(s.methods["demo.v1.S.Put"].loc, Loc { line: 31, col: 3 });
     }
 
     #[test]

@@ -10,13 +10,16 @@ use std::collections::BTreeMap;
 use proc_macro2::TokenStream;
 use quote::quote;
 
-use crate::error::Error;
-use crate::schema::{EnumId, MsgId, Schema};
+use crate::error::{Error, Warning};
+use crate::schema::{EnumId, MsgId, Place, Schema};
+use crate::{Config, Files};
 use names::{doc_attrs, ident, module_name, upper_camel};
 
 /// Generates the files for every package with an input file: `(file name, contents)`, sorted
-/// by file name. `runtime` is the path of the runtime crate (`::cornflakes`).
-pub(crate) fn generate(schema: &Schema, runtime: &str) -> Result<Vec<(String, String)>, Error> {
+/// by file name, and what was left out.
+pub(crate) fn generate(schema: &Schema, config: &Config) -> Result<(Files, Vec<Warning>), Error> {
+    let warnings = services(schema, config)?;
+    let runtime = config.runtime_path.as_str();
     let runtime: TokenStream = runtime
         .parse()
         .map_err(|e| Error::internal(format!("runtime path `{runtime}` is not a path: {e}")))?;
@@ -67,7 +70,45 @@ pub(crate) fn generate(schema: &Schema, runtime: &str) -> Result<Vec<(String, St
             header + &space_items(&prettyplease::unparse(&file)),
         ));
     }
-    Ok(out)
+    Ok((out, warnings))
+}
+
+/// Checks the input files' services against `config` and says what is left out: a streaming
+/// rpc is refused when `config` asks, and services are not generated yet.
+fn services(schema: &Schema, config: &Config) -> Result<Vec<Warning>, Error> {
+    let mut warnings = Vec::new();
+    if !config.services {
+        return Ok(warnings);
+    }
+    for s in schema
+        .services
+        .iter()
+        .filter(|s| schema.files[s.file].is_input)
+    {
+        let place = |loc| Place {
+            file: schema.files[s.file].path.clone(),
+            loc,
+        };
+        if config.refuse_streaming {
+            if let Some(m) = s.methods.iter().find(|m| m.is_streaming()) {
+                return Err(Error::unsupported(
+                    place(m.loc),
+                    format!(
+                        "streaming rpc `{}`: only unary rpcs are generated (Config::refuse_streaming is on)",
+                        m.full_name
+                    ),
+                ));
+            }
+        }
+        warnings.push(Warning::new(
+            place(s.loc),
+            format!(
+                "service `{}` skipped: cornflakes-codegen does not generate services yet (its messages are generated)",
+                s.full_name
+            ),
+        ));
+    }
+    Ok(warnings)
 }
 
 /// The module tree including every generated file (see `Config::include_file`).
