@@ -206,7 +206,7 @@ fn kv_client_verifies_every_serialization_against_demi_server_on_a_veth_pair() {
         )
         .unwrap_or_else(|e| panic!("{ser}: {e}"));
         let mut cfg = kv_store::bench::BenchConfig::default();
-        let mut a = loadgen::args::Args::new(
+        let mut a = cli_args::Args::new(
             ["--list-lens", "1-4", "--keys", "300"]
                 .iter()
                 .map(|s| s.to_string())

@@ -10,8 +10,9 @@ use app_server::cli::serve_until;
 use app_server::{CargoRun, Launch, Transport};
 use calibrate::run::{self, CalibConfig, DatapathKind, DEFAULT_MTU};
 use calibrate::server::Calib;
+use cli_args::Args;
 use datapath_socket::SocketConfig;
-use loadgen::args::Args;
+use loadgen::args::{LoadFlags, SearchFlags};
 
 const USAGE: &str = "\
 usage:
@@ -83,9 +84,8 @@ fn run_config(a: &mut Args) -> Result<CalibConfig, String> {
         }
         cfg.array_bytes = Some((m * f64::from(1u32 << 20)) as usize);
     }
-    a.load_flags()?.apply(loadgen::load_settings!(cfg));
-    a.search_flags()?
-        .apply(&mut cfg.trials, &mut cfg.resolution);
+    LoadFlags::from_args(a)?.apply(loadgen::load_settings!(cfg));
+    SearchFlags::from_args(a)?.apply(&mut cfg.trials, &mut cfg.resolution);
     if a.switch("--all-points") {
         cfg.whole_grid = true;
     }

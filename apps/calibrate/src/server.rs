@@ -408,11 +408,11 @@ impl<D: Datapath + cornflakes::datapath::Connect> ClientTransport for CalibClien
         let msg = Msg::new(seq as u32, CALIB_MSG_TYPE);
         let conn = self.conns[(seq % self.conns.len() as u64) as usize];
         let buf = &self.buf;
-        app_server::client::send_or_flush(&mut self.dp, |dp| dp.send_copy(conn, msg, buf))
+        bench_client::send_or_flush(&mut self.dp, |dp| dp.send_copy(conn, msg, buf))
     }
 
     fn poll_responses(&mut self, on_response: &mut dyn FnMut(Response<'_>)) -> io::Result<usize> {
-        app_server::client::poll_replies(&mut self.dp, &mut self.rx, self.thread, on_response)
+        bench_client::poll_replies(&mut self.dp, &mut self.rx, self.thread, on_response)
     }
 }
 

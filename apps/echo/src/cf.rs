@@ -1,12 +1,12 @@
 //! The echo messages as Cornflakes objects (generated from `schemas/echo.proto`): building a
 //! request, the server's deserialize → new object → send, and checking a response.
 
-pub use app_server::serialization::SendPath;
 use cornflakes::bumpalo::collections::Vec as BumpVec;
 use cornflakes::{
     Arena, CFBytes, CFPtr, ConnId, CornflakesObj, Datapath, DecodeError, DecodeObj, Msg,
 };
 use cornflakes::{RcBuf, SendError};
+pub use serializations::SendPath;
 
 use crate::schema::{List, Single, Tree1, Tree2, Tree3, Tree4, Tree5};
 use crate::shape::{Kind, ShapeSpec, ValueChecker};

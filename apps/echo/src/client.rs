@@ -190,7 +190,7 @@ impl EchoClient<datapath_tcp::TcpDatapath> {
         spec: ShapeSpec,
     ) -> io::Result<Self> {
         // Connection k serves core k mod N, so `seq mod len` keeps the round-robin over cores.
-        let conns = app_server::client::tcp_conns(&mut dp, cores, per_core)?;
+        let conns = bench_client::tcp_conns(&mut dp, cores, per_core)?;
         let req = RequestBuilder::new(mode, spec).map_err(io::Error::other)?;
         Ok(EchoClient {
             dp,
@@ -210,10 +210,10 @@ impl<D: Datapath> ClientTransport for EchoClient<D> {
         let (_, seq) = split_request_id(id);
         let conn = self.conns[(seq % self.conns.len() as u64) as usize];
         let req = &mut self.req;
-        app_server::client::send_or_flush(&mut self.dp, |dp| req.send(dp, conn, id))
+        bench_client::send_or_flush(&mut self.dp, |dp| req.send(dp, conn, id))
     }
 
     fn poll_responses(&mut self, on_response: &mut dyn FnMut(Response<'_>)) -> io::Result<usize> {
-        app_server::client::poll_replies(&mut self.dp, &mut self.rx, self.thread, on_response)
+        bench_client::poll_replies(&mut self.dp, &mut self.rx, self.thread, on_response)
     }
 }

@@ -2,7 +2,8 @@
 
 #![forbid(unsafe_code)]
 
-use loadgen::args::Args;
+use cli_args::Args;
+use loadgen::args::{LoadFlags, SearchFlags};
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -146,9 +147,8 @@ fn bench_config(a: &mut Args) -> Result<BenchConfig, String> {
     if let Some(ns) = a.parse::<u64>("--delay-ns")?.or(emu.desc_ns) {
         cfg.delay_per_segment = Duration::from_nanos(ns);
     }
-    a.search_flags()?
-        .apply(&mut cfg.trials, &mut cfg.resolution);
-    let load = a.load_flags()?;
+    SearchFlags::from_args(a)?.apply(&mut cfg.trials, &mut cfg.resolution);
+    let load = LoadFlags::from_args(a)?;
     load.apply(loadgen::load_settings!(cfg));
     if let Some(r) = &load.rates {
         cfg.fixed_rps = r.iter().copied().fold(f64::INFINITY, f64::min);
@@ -242,7 +242,7 @@ fn client_plan(a: &mut Args) -> Result<(SweepPlan, PathBuf), String> {
         shape: a.parse("--shape")?.unwrap_or_default(),
         ..BenchConfig::default()
     };
-    a.load_flags()?.apply(loadgen::load_settings!(d));
+    LoadFlags::from_args(a)?.apply(loadgen::load_settings!(d));
     let bind = a.parse("--bind")?.unwrap_or(*server.ip());
     let json = a
         .take("--json")?

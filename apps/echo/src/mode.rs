@@ -1,8 +1,8 @@
 //! The server modes compared by the benchmark: echo's own hand-written modes, and the
-//! serializations every app shares ([`app_server::serialization`]).
+//! serializations every app shares ([`serializations`]).
 
-pub use app_server::serialization::{Cornflakes, Library, Serialization};
 use cornflakes::DEFAULT_THRESHOLD;
+pub use serializations::{Cornflakes, Library, Serialization};
 
 /// What a mode puts on the wire, which is what the client must send and check.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -17,7 +17,7 @@ pub enum Format {
 
 /// How the echo server handles a request: one of echo's own hand-written modes, or a
 /// serialization every app shares (whose names, parsing and listing live in
-/// [`app_server::serialization`]).
+/// [`serializations`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Mode {
     /// No serialization: the received payload goes straight back (one scatter-gather entry).
@@ -97,7 +97,7 @@ impl From<Serialization> for Mode {
     }
 }
 
-app_server::named!(Mode, "mode");
+serializations::named!(Mode, "mode");
 
 /// The default hybrid threshold (512 bytes, as in the paper).
 pub const DEFAULT_HYBRID_THRESHOLD: usize = DEFAULT_THRESHOLD;

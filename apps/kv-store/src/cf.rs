@@ -9,10 +9,10 @@
 //! copied once, into the packet at send time. The threshold is the serialization's (hybrid, 0
 //! or infinite).
 
-pub use app_server::serialization::SendPath;
 use cornflakes::{
     Arena, CFBytes, CFString, ConnId, CornflakesObj, Datapath, DecodeError, Msg, RcBuf, SendError,
 };
+pub use serializations::SendPath;
 
 use crate::exec::{self, Answer, Items};
 use crate::ops::{status_from_raw, Op, OpKind, Reply, Status};

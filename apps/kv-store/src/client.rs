@@ -167,7 +167,7 @@ impl<D: Datapath> KvClient<D> {
     }
 
     fn flush(&mut self) -> io::Result<()> {
-        app_server::client::flush(&mut self.dp)
+        bench_client::flush(&mut self.dp)
     }
 
     fn send(&mut self, id: u64) -> Result<(), SendError> {
@@ -228,7 +228,7 @@ impl KvClient<datapath_tcp::TcpDatapath> {
         ser: Serialization,
         reqs: Arc<RunRequests>,
     ) -> io::Result<Self> {
-        let conns = app_server::client::tcp_conns(&mut dp, cores, per_core)?;
+        let conns = bench_client::tcp_conns(&mut dp, cores, per_core)?;
         Self::with_conns(dp, conns, cores.len(), thread, ser, reqs)
     }
 }

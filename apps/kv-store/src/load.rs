@@ -5,10 +5,10 @@ use std::time::Instant;
 
 use std::path::PathBuf;
 
+use cli_args::Args;
 use kv_workloads::{
     CdnConfig, GoogleConfig, TwitterConfig, WorkloadConfig, YcsbAccess, YcsbConfig,
 };
-use loadgen::args::Args;
 
 use crate::store::Store;
 

@@ -2,7 +2,8 @@
 
 #![forbid(unsafe_code)]
 
-use loadgen::args::Args;
+use cli_args::Args;
+use loadgen::args::{LoadFlags, SearchFlags};
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -111,7 +112,7 @@ serializations: cornflakes cornflakes-sg cornflakes-copy cornflakes-no-ssend pro
 /// The flags of every command that runs the store or its clients: the load flags
 /// ([`loadgen::args::LoadFlags`]) and the store's.
 fn common(a: &mut Args, cfg: &mut BenchConfig) -> Result<(), String> {
-    a.load_flags()?.apply(loadgen::load_settings!(cfg));
+    LoadFlags::from_args(a)?.apply(loadgen::load_settings!(cfg));
     if let Some(n) = a.parse::<usize>("--requests")? {
         cfg.requests = n.max(1);
     }
@@ -190,8 +191,7 @@ fn bench_config(a: &mut Args) -> Result<(BenchConfig, Peers), String> {
     cfg.desc_ns = emu.desc_ns.unwrap_or(cfg.desc_ns);
     cfg.demote_lines = emu.demote_lines.unwrap_or(cfg.demote_lines);
     cfg.slowed_retries = emu.slowed_retries.unwrap_or(cfg.slowed_retries);
-    a.search_flags()?
-        .apply(&mut cfg.trials, &mut cfg.resolution);
+    SearchFlags::from_args(a)?.apply(&mut cfg.trials, &mut cfg.resolution);
     let name = a.take("--workload")?.unwrap_or_else(|| "ycsb".to_owned());
     cfg.workload = workload(a, &name)?;
     if let Some(s) = a.list::<Serialization>("--serializations")? {

@@ -1,11 +1,11 @@
 //! The serializations one server binary speaks (paper §6.1.3, §6.2): the ones every app
-//! shares ([`app_server::serialization`]) and Redis's RESP.
+//! shares ([`serializations`]) and Redis's RESP.
 
-pub use app_server::serialization::Serialization as Shared;
-use app_server::serialization::{Cornflakes, Library};
+pub use serializations::Serialization as Shared;
+use serializations::{Cornflakes, Library};
 
 /// How requests and replies are encoded, and how replies reach the NIC: a serialization every
-/// app shares (whose names, parsing and listing live in [`app_server::serialization`]), or the
+/// app shares (whose names, parsing and listing live in [`serializations`]), or the
 /// KV store's own RESP.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Serialization {
@@ -72,7 +72,7 @@ impl From<Shared> for Serialization {
     }
 }
 
-app_server::named!(Serialization, "serialization");
+serializations::named!(Serialization, "serialization");
 
 #[cfg(test)]
 mod tests {

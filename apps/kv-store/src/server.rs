@@ -18,7 +18,7 @@ use crate::exec::Items;
 use crate::resp;
 use crate::serialization::Serialization;
 use crate::store::{Store, StoreConfig, StoreStats};
-use app_server::serialization::SendPath;
+use serializations::SendPath;
 
 /// What the server does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -14,12 +14,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
+use cli_args::Args;
 use kv_peers::bench::BenchConfig as PeersConfig;
 use kv_peers::load::load;
 use kv_peers::plan::Plan;
 use kv_peers::server::Peer;
 use kv_workloads::{Request, WorkloadConfig, YcsbAccess, YcsbConfig};
-use loadgen::args::Args;
+use loadgen::args::LoadFlags;
 use loadgen::{run, sweep, Bound, Record, RunConfig, Schedule, ScheduleConfig, SweepConfig};
 use udp::{Format, UdpTransport};
 
@@ -112,7 +113,7 @@ fn parse_cli(mut a: Args) -> Result<Cli, String> {
             Experiment::Twitter,
         ],
     };
-    let load = a.load_flags()?.only("redis-cf-bench", LOAD_FLAGS)?;
+    let load = LoadFlags::from_args(&mut a)?.only("redis-cf-bench", LOAD_FLAGS)?;
     let cli = Cli {
         experiments,
         loads: load

@@ -25,7 +25,6 @@ use std::io;
 use std::net::SocketAddrV4;
 use std::time::Duration;
 
-pub use app_server::serialization::{Library, Serialization};
 use app_server::{Handler, Unanswered};
 use baselines::{Codec, EchoMsg, Shape};
 use cornflakes::datapath::{Completions, Receive, Transmit};
@@ -34,6 +33,7 @@ use datapath_socket::SocketConfig;
 use datapath_tcp::{TcpConfig, TcpDatapath};
 use loadgen::{ClientTransport, Response};
 use percore::CoresConfig;
+pub use serializations::{Library, Serialization};
 
 #[allow(missing_docs)]
 pub mod schema {
@@ -43,7 +43,7 @@ pub mod schema {
 use schema::Single;
 
 /// The serializations compared: no serialization, or one every app shares
-/// ([`app_server::serialization`]: Cornflakes, or a copying library).
+/// ([`serializations`]: Cornflakes, or a copying library).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Mode {
     /// No serialization: the bytes echoed back.
@@ -104,7 +104,7 @@ impl Mode {
     }
 }
 
-app_server::named!(Mode, "mode");
+serializations::named!(Mode, "mode");
 
 /// The value every request carries: `size` bytes, a function of the position.
 pub fn value(size: usize) -> Vec<u8> {
@@ -338,7 +338,7 @@ pub struct Percentiles {
 
 impl Percentiles {
     /// The percentiles of a histogram (`None` when it is empty).
-    pub fn of(h: &loadgen::LatencyHistogram) -> Option<Percentiles> {
+    pub fn of(h: &latency::LatencyHistogram) -> Option<Percentiles> {
         Some(Percentiles {
             p5: h.percentile_us(5.0)?,
             p25: h.percentile_us(25.0)?,

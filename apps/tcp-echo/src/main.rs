@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use app_server::cli::serve_until;
 use app_server::{CargoRun, Launch, Transport};
+use cli_args::Args;
 use datapath_socket::SocketConfig;
-use loadgen::args::Args;
 use loadgen::{Bound, RunConfig, Schedule, ScheduleConfig};
 use tcp_echo::{plot, verdict_ok, Client, EchoAll, Mode, Percentiles, TIMEOUT};
 

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use loadgen::args::Args;
+use cli_args::Args;
 
 /// One subcommand: its name and what runs it on the arguments after it.
 pub type Command = (&'static str, fn(Args) -> Result<(), String>);

@@ -16,9 +16,9 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
+use cli_args::Args;
 use cornflakes::Datapath;
 use datapath_socket::SocketConfig;
-use loadgen::args::Args;
 use nic_server::{CargoRun, NicApp, NicCoreApp, NicSpec};
 use percore::CoresConfig;
 

@@ -18,10 +18,8 @@
 #![warn(missing_docs)]
 
 pub mod cli;
-pub mod client;
 pub mod idle;
 mod launch;
-pub mod serialization;
 mod socket;
 mod stats;
 mod tx;

@@ -3,7 +3,7 @@
 use std::fmt;
 
 use cornflakes::datapath::DropCounters;
-use loadgen::LatencyHistogram;
+use latency::LatencyHistogram;
 
 /// The handler's own counters, kept beside the skeleton's in [`ServerStats::app`] (e.g. the
 /// KV store's keys and bytes). `()` for a handler without any.

@@ -147,7 +147,7 @@ fn the_launcher_serves_a_handler_over_kernel_tcp_on_each_core() {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
 
-    let mut a = loadgen::args::Args::new(vec!["--datapath".into(), "tcp".into()]);
+    let mut a = cli_args::Args::new(vec!["--datapath".into(), "tcp".into()]);
     let transport = Transport::from_args(&mut a).unwrap();
     assert_eq!(
         (transport.name(), transport.clone()),

@@ -10,9 +10,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use app_server::{launch, CargoRun, Handler, Launch, Transport, Unanswered};
+use cli_args::Args;
 use cornflakes::{Datapath, RxMsg};
 use datapath_socket::SocketConfig;
-use loadgen::args::Args;
 
 const RUN: CargoRun = CargoRun {
     package: "my-app",

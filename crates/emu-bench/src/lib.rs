@@ -10,7 +10,7 @@
 //!   the server's receive queue at open-loop Poisson times ([`loadgen::Schedule`]): an
 //!   injection is one frame copy plus a message-id patch, never a serialization;
 //! - every reply the server sends is matched to its request by message id, its latency (from
-//!   the *scheduled* send time) goes into an HDR histogram ([`loadgen::LatencyHistogram`]),
+//!   the *scheduled* send time) goes into an HDR histogram ([`latency::LatencyHistogram`]),
 //!   every reply is read whole and its headers, length, message type and id are checked; its
 //!   payload is checked for a seeded random 1 in [`EmuRunConfig::check_every`] (default
 //!   [`DEFAULT_CHECK_EVERY`]) and for every reply that must be (writes, the first reply of
@@ -124,7 +124,7 @@ pub struct EmuFlags {
 
 impl EmuFlags {
     /// Reads the flags from `a`.
-    pub fn from_args(a: &mut loadgen::args::Args) -> Result<EmuFlags, String> {
+    pub fn from_args(a: &mut cli_args::Args) -> Result<EmuFlags, String> {
         Ok(EmuFlags {
             sample_every: a.parse::<u64>("--sample-every")?.map(|n| n.max(1)),
             check_every: a.parse::<u64>("--check-every")?.map(|n| n.max(1)),

@@ -884,8 +884,9 @@ pub fn table(summaries: &[EmuSummary], baseline: Option<&str>, trials: usize) ->
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use latency::LatencyHistogram;
     use loadgen::search::{search, SearchConfig};
-    use loadgen::{Counters, LatencyHistogram, RunReport};
+    use loadgen::{Counters, RunReport};
     use std::time::Duration;
 
     /// A one-core trial's report: `achieved` of `offered` req/s, device busy `busy`, no

@@ -11,7 +11,8 @@ use cornflakes_stack::wire::{ethernet, framing, ipv4, udp, MacAddr};
 use datapath_mlx5::emu::threaded::{DeviceClock, RxPort, Wire};
 use datapath_mlx5::emu::TxFrame;
 use datapath_mlx5::prm::{MLX5_ETH_WQE_L3_CSUM, MLX5_ETH_WQE_L4_CSUM};
-use loadgen::{Counters, LatencyHistogram};
+use latency::LatencyHistogram;
+use loadgen::Counters;
 
 use crate::frames::RequestFrames;
 use crate::hash::PayloadHasher;

@@ -3,10 +3,11 @@
 
 #![forbid(unsafe_code)]
 
+use cli_args::Args;
 use kv_peers::bench::{run_bench, table, BenchConfig};
 use kv_peers::server::Peer;
 use kv_workloads::{GoogleConfig, WorkloadConfig, YcsbAccess, YcsbConfig};
-use loadgen::args::Args;
+use loadgen::args::LoadFlags;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -119,7 +120,7 @@ fn parse(mut a: Args) -> Result<Cli, String> {
     if let Some(p) = a.list::<Peer>("--peers")? {
         cfg.peers = p;
     }
-    let load = a.load_flags()?.only("kv-peers", LOAD_FLAGS)?;
+    let load = LoadFlags::from_args(&mut a)?.only("kv-peers", LOAD_FLAGS)?;
     if let Some(r) = load.rates {
         cfg.loads = r;
     }

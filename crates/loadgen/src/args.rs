@@ -1,102 +1,12 @@
-//! The flags of a benchmark command line (`--flag value`, `--switch`, comma lists, seconds),
-//! shared by the bench binaries (echo, kv, calibrate, kv-peers, redis-cf-bench, tcp-echo) so
-//! each parses them the same way; and the load flags every load-generating command takes
-//! ([`LoadFlags`]), read once here so each app adds only its own (a command that honours only
-//! some of them refuses the rest with [`LoadFlags::only`]).
+//! The load flags every load-generating command takes ([`LoadFlags`]) and the saturation
+//! search's ([`SearchFlags`]), read once here from a command line ([`cli_args::Args`]) so each
+//! app adds only its own (a command that honours only some of them refuses the rest with
+//! [`LoadFlags::only`]).
 
 use std::path::PathBuf;
-use std::str::FromStr;
 use std::time::Duration;
 
-/// The arguments after a subcommand; each accessor removes what it reads, and
-/// [`finish`](Args::finish) refuses whatever is left.
-#[derive(Clone, Debug)]
-pub struct Args {
-    rest: Vec<String>,
-}
-
-impl Args {
-    /// The arguments to parse, in order.
-    pub fn new(rest: Vec<String>) -> Args {
-        Args { rest }
-    }
-
-    /// The arguments of a command line written as one string, split at white space (for
-    /// tests and examples: no quoting).
-    pub fn from_line(line: &str) -> Args {
-        Args::new(line.split_whitespace().map(str::to_owned).collect())
-    }
-
-    /// The value after `flag`, if `flag` is present; an error if it is the last argument.
-    pub fn take(&mut self, flag: &str) -> Result<Option<String>, String> {
-        match self.rest.iter().position(|a| a == flag) {
-            None => Ok(None),
-            Some(i) if i + 1 < self.rest.len() => {
-                let v = self.rest.remove(i + 1);
-                self.rest.remove(i);
-                Ok(Some(v))
-            }
-            Some(_) => Err(format!("{flag} needs a value")),
-        }
-    }
-
-    /// Whether `flag` is present, without reading it.
-    pub fn has(&self, flag: &str) -> bool {
-        self.rest.iter().any(|a| a == flag)
-    }
-
-    /// Whether the switch `flag` (no value) is present.
-    pub fn switch(&mut self, flag: &str) -> bool {
-        let i = self.rest.iter().position(|a| a == flag);
-        i.map(|i| self.rest.remove(i)).is_some()
-    }
-
-    /// The value after `flag`, parsed.
-    pub fn parse<T: FromStr>(&mut self, flag: &str) -> Result<Option<T>, String>
-    where
-        T::Err: std::fmt::Display,
-    {
-        self.take(flag)?
-            .map(|v| v.parse::<T>().map_err(|e| format!("{flag} {v:?}: {e}")))
-            .transpose()
-    }
-
-    /// The value after `flag` as a non-negative number of seconds.
-    pub fn secs(&mut self, flag: &str) -> Result<Option<Duration>, String> {
-        match self.parse::<f64>(flag)? {
-            Some(s) if s.is_finite() && s >= 0.0 => Ok(Some(Duration::from_secs_f64(s))),
-            Some(s) => Err(format!("{flag} {s}: not a duration")),
-            None => Ok(None),
-        }
-    }
-
-    /// The value after `flag` as a comma-separated list, each element parsed.
-    pub fn list<T: FromStr>(&mut self, flag: &str) -> Result<Option<Vec<T>>, String>
-    where
-        T::Err: std::fmt::Display,
-    {
-        self.take(flag)?
-            .map(|v| {
-                v.split(',')
-                    .filter(|s| !s.is_empty())
-                    .map(|s| {
-                        s.trim()
-                            .parse::<T>()
-                            .map_err(|e| format!("{flag} {s:?}: {e}"))
-                    })
-                    .collect()
-            })
-            .transpose()
-    }
-
-    /// Ok when every argument was read; otherwise names the first one left.
-    pub fn finish(self) -> Result<(), String> {
-        match self.rest.first() {
-            None => Ok(()),
-            Some(a) => Err(format!("unexpected argument {a:?}")),
-        }
-    }
-}
+use cli_args::Args;
 
 /// The load flags of every load-generating command (`echo bench|client`, `kv bench|client`,
 /// `calibrate run`): what was given of
@@ -134,6 +44,14 @@ pub struct SearchFlags {
 }
 
 impl SearchFlags {
+    /// Reads `--trials` and `--resolution` from `a`.
+    pub fn from_args(a: &mut Args) -> Result<SearchFlags, String> {
+        Ok(SearchFlags {
+            trials: a.parse::<usize>("--trials")?,
+            resolution: a.parse::<f64>("--resolution")?,
+        })
+    }
+
     /// Sets `trials` and `resolution` to what was given; leaves the rest.
     pub fn apply(self, trials: &mut usize, resolution: &mut f64) {
         *trials = self.trials.unwrap_or(*trials);
@@ -183,6 +101,20 @@ macro_rules! load_settings {
 }
 
 impl LoadFlags {
+    /// Reads the load flags from `a`.
+    pub fn from_args(a: &mut Args) -> Result<LoadFlags, String> {
+        Ok(LoadFlags {
+            rates: a.list::<f64>("--rates")?,
+            duration: a.secs("--duration")?,
+            warmup: a.secs("--warmup")?,
+            timeout: a.parse::<u64>("--timeout-ms")?.map(Duration::from_millis),
+            threads: a.parse::<usize>("--threads")?.map(|t| t.max(1)),
+            mtu: a.parse::<usize>("--mtu")?,
+            out: a.take("--out")?.map(PathBuf::from),
+            spin: a.switch("--spin"),
+        })
+    }
+
     /// The flags given, by name (`--rates`, …), in the order of the fields.
     pub fn given(&self) -> Vec<&'static str> {
         [
@@ -242,32 +174,6 @@ impl LoadFlags {
     }
 }
 
-impl Args {
-    /// Reads the load flags ([`LoadFlags`]).
-    pub fn load_flags(&mut self) -> Result<LoadFlags, String> {
-        Ok(LoadFlags {
-            rates: self.list::<f64>("--rates")?,
-            duration: self.secs("--duration")?,
-            warmup: self.secs("--warmup")?,
-            timeout: self
-                .parse::<u64>("--timeout-ms")?
-                .map(Duration::from_millis),
-            threads: self.parse::<usize>("--threads")?.map(|t| t.max(1)),
-            mtu: self.parse::<usize>("--mtu")?,
-            out: self.take("--out")?.map(PathBuf::from),
-            spin: self.switch("--spin"),
-        })
-    }
-
-    /// Reads the saturation search's flags ([`SearchFlags`]).
-    pub fn search_flags(&mut self) -> Result<SearchFlags, String> {
-        Ok(SearchFlags {
-            trials: self.parse::<usize>("--trials")?,
-            resolution: self.parse::<f64>("--resolution")?,
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -276,42 +182,8 @@ mod tests {
         Args::from_line(s)
     }
 
-    #[test]
-    fn reads_values_switches_lists_and_seconds() {
-        let mut a = args("--rates 1000,2000 --spin --duration 0.5 --mtu 9000");
-        assert_eq!(
-            a.list::<f64>("--rates").unwrap(),
-            Some(vec![1000.0, 2000.0])
-        );
-        assert!(a.has("--spin"));
-        assert!(a.switch("--spin"));
-        assert!(!a.switch("--spin"));
-        assert_eq!(
-            a.secs("--duration").unwrap(),
-            Some(Duration::from_millis(500))
-        );
-        assert_eq!(a.parse::<usize>("--mtu").unwrap(), Some(9000));
-        assert_eq!(a.take("--absent").unwrap(), None);
-        a.finish().unwrap();
-    }
-
-    #[test]
-    fn errors_name_the_flag_and_the_value() {
-        let mut a = args("--mtu big --duration -1 --rates 1,x --out");
-        assert_eq!(
-            a.parse::<usize>("--mtu").unwrap_err(),
-            "--mtu \"big\": invalid digit found in string"
-        );
-        assert_eq!(
-            a.secs("--duration").unwrap_err(),
-            "--duration -1: not a duration"
-        );
-        assert!(a
-            .list::<u32>("--rates")
-            .unwrap_err()
-            .starts_with("--rates \"x\""));
-        assert_eq!(a.take("--out").unwrap_err(), "--out needs a value");
-        assert_eq!(a.finish().unwrap_err(), "unexpected argument \"--out\"");
+    fn load(s: &str) -> Result<LoadFlags, String> {
+        LoadFlags::from_args(&mut args(s))
     }
 
     #[derive(Debug, Default)]
@@ -330,18 +202,16 @@ mod tests {
     #[test]
     fn only_refuses_a_load_flag_the_command_does_not_honour() {
         let takes = ["--rates", "--duration", "--out"];
-        let f = args("--rates 1,2 --out o").load_flags().unwrap();
+        let f = load("--rates 1,2 --out o").unwrap();
         assert_eq!(f.clone().only("tcp-thing", &takes), Ok(f));
         assert_eq!(
-            args("--rates 1 --mtu 9000 --spin")
-                .load_flags()
+            load("--rates 1 --mtu 9000 --spin")
                 .unwrap()
                 .only("tcp-thing", &takes)
                 .unwrap_err(),
             "tcp-thing does not take --mtu (its load flags are --rates --duration --out)"
         );
-        assert!(args("--spin")
-            .load_flags()
+        assert!(load("--spin")
             .unwrap()
             .only("tcp-thing", &takes)
             .unwrap_err()
@@ -354,8 +224,8 @@ mod tests {
             "--rates 2,1 --duration 0.5 --warmup 1 --timeout-ms 20 --threads 0 --mtu 9000 \
              --out o --spin --trials 4 --resolution 0.1 --other 3",
         );
-        let f = a.load_flags().unwrap();
-        let search = a.search_flags().unwrap();
+        let f = LoadFlags::from_args(&mut a).unwrap();
+        let search = SearchFlags::from_args(&mut a).unwrap();
         assert_eq!(a.parse::<u8>("--other").unwrap(), Some(3));
         a.finish().unwrap();
         let (mut trials, mut resolution) = (3, 0.05);
@@ -377,7 +247,7 @@ mod tests {
 
         // Nothing given: nothing changes, and the search's flags stay unread.
         let mut a = args("--trials 4");
-        let f = a.load_flags().unwrap();
+        let f = LoadFlags::from_args(&mut a).unwrap();
         assert_eq!(f, LoadFlags::default());
         let mut c = Cfg {
             threads: 3,
@@ -388,14 +258,11 @@ mod tests {
         assert_eq!((c.threads, c.spin), (3, true));
         assert_eq!(a.finish().unwrap_err(), "unexpected argument \"--trials\"");
         assert_eq!(
-            args("--spin --rates 1 --mtu 1500")
-                .load_flags()
-                .unwrap()
-                .given(),
+            load("--spin --rates 1 --mtu 1500").unwrap().given(),
             ["--rates", "--mtu", "--spin"]
         );
         assert_eq!(
-            args("--timeout-ms -3").load_flags().unwrap_err(),
+            load("--timeout-ms -3").unwrap_err(),
             "--timeout-ms \"-3\": invalid digit found in string"
         );
     }

@@ -63,7 +63,7 @@ pub use schedule::{
     request_id, split_request_id, Bound, Schedule, ScheduleConfig, ScheduleError, SeededRng,
     ThreadSchedule, ID_SEQ_BITS, MAX_REQUESTS,
 };
-pub use stats::{Counters, LatencyHistogram, MAX_TRACKED_LATENCY};
+pub use stats::Counters;
 pub use sweep::{
     linear_loads, max_kept_up, max_kept_up_within_p99, summarize, sweep, ModeSummary, SweepConfig,
     DEFAULT_KEEP_UP,

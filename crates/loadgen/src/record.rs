@@ -165,7 +165,8 @@ pub fn read_json(path: &Path) -> io::Result<Vec<Record>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::{Counters, LatencyHistogram};
+    use crate::stats::Counters;
+    use latency::LatencyHistogram;
     use std::time::Duration;
 
     fn report() -> RunReport {

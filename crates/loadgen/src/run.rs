@@ -11,8 +11,9 @@
 //! omission).
 
 use crate::schedule::{split_request_id, Schedule, ThreadSchedule};
-use crate::stats::{Counters, LatencyHistogram};
+use crate::stats::Counters;
 use crate::transport::{ClientTransport, Response, ResponseChecker};
+use latency::LatencyHistogram;
 use std::fmt;
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -25,9 +25,9 @@
 
 use std::fmt;
 
-use crate::args::Args;
 use crate::run::RunReport;
 use crate::sweep::DEFAULT_KEEP_UP;
+use cli_args::Args;
 
 /// Default trials per load (the median of 3).
 pub const DEFAULT_TRIALS: usize = 3;

@@ -170,7 +170,8 @@ pub fn summarize(records: &[Record], keep_up: f64) -> Vec<ModeSummary> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::{Counters, LatencyHistogram};
+    use crate::stats::Counters;
+    use latency::LatencyHistogram;
     use std::time::Duration;
 
     fn rec(mode: &str, offered: f64, achieved: f64) -> Record {

@@ -13,7 +13,7 @@ use cornflakes_demikernel::config::CatpowderConfig;
 use cornflakes_demikernel::datapath::{DemiConfig, DemiDatapath};
 use cornflakes_demikernel::io_error;
 use demikernel::{LibOS, LibOSName};
-use loadgen::args::Args;
+use cli_args::Args;
 
 const USAGE: &str = "\
 usage:

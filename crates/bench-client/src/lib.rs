@@ -1,6 +1,9 @@
 //! The client side of the apps' load generators: what every app's
-//! [`loadgen::ClientTransport`] over a datapath does the same way (echo, KV, calibration).
-//! Each app keeps only how it builds a request and reads a reply.
+//! [`loadgen::ClientTransport`] over a Cornflakes datapath does the same way (echo, KV,
+//! calibration). Each app keeps only how it builds a request and reads a reply.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 use std::io;
 use std::net::SocketAddrV4;

@@ -1,6 +1,10 @@
 //! The serializations the apps share: Cornflakes in one of the paper's four configurations, or
 //! a copying library (`baselines`). Each app adds only its own formats (echo's hand-written
-//! modes, the KV store's RESP) and maps its names onto these.
+//! modes, the KV store's RESP) and maps its names onto these; their command-line names are
+//! parsed and listed here once ([`by_name`], [`named!`]).
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 use cornflakes::datapath::object_to_sga;
 use cornflakes::{ConnId, CornflakesObj, Datapath, Msg, SendError};
@@ -180,7 +184,7 @@ macro_rules! named {
             type Err = ::std::string::String;
 
             fn from_str(s: &str) -> ::std::result::Result<Self, ::std::string::String> {
-                $crate::serialization::by_name(s, $what, &<$ty>::ALL, <$ty>::name)
+                $crate::by_name(s, $what, &<$ty>::ALL, <$ty>::name)
             }
         }
     };
