@@ -473,7 +473,7 @@ struct Desc {
 
 /// The descriptor ring: the head's descriptor, then one per zero-copy value. A fixed array, so
 /// its length is a constant rather than a value the send keeps live (measured: 1 × 4096 B
-/// 207 → 199, 4 × 1024 B 459 → 448 instructions per message, docs/performance-issue25.md).
+/// 207 → 199, 4 × 1024 B 459 → 448 instructions per message when it was made).
 type Ring = [Desc; MAX_VALUES + 1];
 
 /// Cornflakes in one mode: an arena and a reused descriptor ring. It builds its messages from

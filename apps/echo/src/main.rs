@@ -44,7 +44,7 @@ usage:
       until the bracket is within --resolution F (default 0.05); --all-points runs the whole
       grid first. A trial whose speed canary read the machine's slow state (over 1.3 x the
       run's readings so far) is rerun up to --slowed-retries N times (default 2; 0: never),
-      the runs thrown away counted in the table and JSON (docs/results.md, \"How trials are
+      the runs thrown away counted in the table and JSON (docs/performance.md, \"How trials are
       judged\"). The table gives per mode the highest load kept up (median), the spread of
       its trials, p99, device utilisation, the 100 GbE line rate of its frames
       (above it a 100 Gbit/s port would be the limit), server time and what bounded it

@@ -53,7 +53,7 @@ usage:
       (default 0.05); also writes DIR/emu.md, DIR/emu-summary.json and DIR/emu-points.json.
       A trial whose speed canary read the machine's slow state (over 1.3 x the run's
       readings so far) is rerun up to --slowed-retries N times (default 2; 0: never) and the
-      runs thrown away are counted in the table and JSON (docs/results.md, \"How trials are
+      runs thrown away are counted in the table and JSON (docs/performance.md, \"How trials are
       judged\").
       --cores N there: N server cores, each with its shard, on N + 1 CPUs (the device on the
       last); each request to its key's core, a getm/putm over several cores sent as one part

@@ -152,7 +152,7 @@ impl<'a, T: Leaf<'a>> LeafList<'a, T> {
     pub fn append(&mut self, v: T) {
         self.add_leaf(v.cf_ptr());
         // `Vec::push` as is, not `push` below: the decode loop (its only hot caller) counts more
-        // instructions with that (docs/performance-issue25.md, issue 25's sixth round).
+        // instructions with that (docs/performance.md, "Choices the instruction counts rest on").
         self.items.push(v);
     }
 

@@ -152,7 +152,7 @@ pub trait DecodeObj<'a>: Sized {
     /// [`decode_from`](Self::decode_from), then the object moved into a box in the arena: how
     /// generated code decodes a nested message field. (A function of its own, and not
     /// `decode_from` and the box written out at each field: measured fewer instructions per
-    /// nested object, docs/performance-issue25-rounds1-5.md "Issue 25, fifth round".)
+    /// nested object when it was written.)
     #[inline]
     fn decode_boxed(
         h: HeaderReader<'_, 'a>,

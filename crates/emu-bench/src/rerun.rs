@@ -4,7 +4,7 @@
 //!
 //! Why: this project's VM has a slow state in which a cache line bounced between the server
 //! CPU and the device CPU takes ≈ 330 ns instead of ≈ 62 ns and the server's work per request
-//! doubles (docs/results/2026-11-27/README.md, "Third run"). Marking such trials after the run
+//! doubles (docs/performance.md, "How trials are judged"). Marking such trials after the run
 //! ([`crate::rebase_canaries`]) says a result rests on them, but the search's medians and
 //! verdicts were already taken over them: one binary's Google-1 ratio read 0.96, 1.05 and 1.40
 //! on one day, and 1.27 in a run wholly in the fast state. [`search_rerunning_slowed`] keeps

@@ -34,7 +34,7 @@ pub const DEVICE_SATURATED: f64 = 0.9;
 
 /// The default [`EmuRunConfig::check_every`]. Why 8: with it the device's instructions per
 /// 4 KiB echo request are 2811 against 4382 checking every reply and 2600 at 64 (callgrind;
-/// `crates/emu-bench/README.md`, docs/results.md "How replies are checked").
+/// `crates/emu-bench/README.md`, docs/performance.md "How replies are checked").
 pub const DEFAULT_CHECK_EVERY: u64 = 8;
 
 /// What one run does.

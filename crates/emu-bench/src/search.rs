@@ -586,7 +586,7 @@ pub fn control_note(control: f64, copy: &str) -> String {
     if control > hi + 0.03 {
         format!(
             "; above the paper's range: the baselines pay per request for something {copy} does \
-             not (see docs/results.md)"
+             not (see docs/performance.md, \"The control\")"
         )
     } else if control < lo - 0.03 {
         format!(
@@ -648,7 +648,7 @@ pub fn median_records<S>(s: &Search<EmuTrial<S>>) -> Vec<Record> {
 /// run ([`loadgen::canary::rebase`]), and updates each trial's record to match. Benches call
 /// it once every search is done, before the summaries, tables and JSON: a trial's progress
 /// line could only judge against the readings before it, which misjudges a machine whose
-/// state flips both ways (docs/results/2026-11-27, "Third run").
+/// state flips both ways (docs/performance.md, "How trials are judged").
 pub fn rebase_canaries<S>(searches: &mut [Search<EmuTrial<S>>]) {
     let mut speeds: Vec<&mut loadgen::canary::Speed> = Vec::new();
     for t in searches

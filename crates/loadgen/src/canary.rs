@@ -5,7 +5,7 @@
 //! see a machine whose CPUs get slower with nothing else running on them — a VM whose host
 //! moves it, throttles it or shares its cores without reporting steal time. One such VM ran
 //! the same server work per request about 3 × slower in some trials than in others, with no
-//! other process and no steal (docs/results/2026-11-27/README.md), and a comparison of two
+//! other process and no steal (docs/performance.md "Method"), and a comparison of two
 //! runs then measured the VM, not the code.
 //!
 //! The canary ([`workload`]) is deterministic work — [`ROUNDS`] passes of a multiply-rotate
@@ -37,7 +37,7 @@
 //! per-CPU ratios and the pair's. For the emulated bench the pair is the (first) server CPU and
 //! the device CPU, which share descriptor rings and packet buffers, so every request moves
 //! cache lines between them. Why: in a quiet run (2026-11-27 03:41-03:58, `kv bench`, protobuf,
-//! docs/results/2026-11-27/README.md "Second run"; its trials were read from that run's
+//! "Second run" of docs/results/2026-11-27 at 3223525; its trials were read from that run's
 //! `kv-after-google-1/emu-points.json`, not in the repository) three trials at the same offered
 //! 1.2 M req/s achieved 718 k, 1143 k and 1187 k req/s; in the slow one the server's work per
 //! request (p50 1062 vs 530 ns: 2.0 ×) *and* the device's busy time per request (device_busy
@@ -47,7 +47,7 @@
 //! between them. The hypothesis is that the host sometimes places the two vCPUs far apart
 //! (another CCX, CCD or socket), which makes every cross-core cache-line transfer dearer; an
 //! idle ping-pong on this VM reads about 55-79 ns per round trip. **The pair reading does see that state** (third run of
-//! docs/results/2026-11-27/README.md, 04:54-04:58): its round trip was either about 62 ns or
+//! docs/results/2026-11-27 at 3223525, 04:54-04:58): its round trip was either about 62 ns or
 //! about 330 ns, never in between, and the trial's server work followed it (protobuf p50 461 vs
 //! 1021 ns, cornflakes 356 vs 701). **Judging it against the run's first reading does not
 //! work** for a state that flips both ways: a run whose first reading was unusually fast (30 ns)
@@ -589,7 +589,7 @@ impl Readings {
 /// whole, once the run is over: each CPU's reference becomes its [`REFERENCE_PERCENTILE`]
 /// reading over `speeds`, and each pair's likewise ([`Readings`] over the whole run). A
 /// trial's progress line was judged against the readings before it (all it had then); a
-/// machine whose state flips both ways during a run (docs/results/2026-11-27, "Third run") is
+/// machine whose state flips both ways during a run (docs/performance.md "Method") is
 /// judged right only by this.
 pub fn rebase(speeds: &mut [&mut Speed]) {
     let mut all = Readings::new();
@@ -634,7 +634,7 @@ pub fn slowed_note(records: &[Record]) -> Option<String> {
 /// nanoseconds means the two CPUs are far apart: on another socket, or placed apart by a
 /// virtual machine's host. Cores of one socket bounce a line in well under 150 ns (this
 /// project's VM: 55-79 ns in its fast state); its slow state read about 330 ns, and server
-/// work per request doubled with it (docs/results/2026-11-27, "Third run"). A run wholly in
+/// work per request doubled with it (docs/performance.md "Method"). A run wholly in
 /// that state is judged against itself by [`rebase`] and shows no slowed trial; only an
 /// absolute reading sees it ([`far_pair_note`]).
 pub const FAR_PAIR_NS: f64 = 200.0;

@@ -108,7 +108,8 @@ fn le(words: &[u32]) -> Vec<u8> {
 
 /// `emit_with` writes an object with every field present through its one-check path (one
 /// bitmap word, no oneof) and any other through the general one: both give the bytes of the
-/// wire format, spelled out here word by word (docs/performance-issue25.md, tenth round).
+/// wire format, spelled out here word by word (docs/performance.md, "Choices the instruction
+/// counts rest on").
 #[test]
 fn full_and_partial_headers_are_the_wire_formats_bytes() {
     use cornflakes_codegen_tests::echo::{List, Tree1, Tree2};

@@ -46,8 +46,9 @@ fn lit(n: usize) -> Literal {
 }
 
 /// Most nested objects a message's decode reads with every nested decode inline for it to be
-/// forced inline itself. Measured on the `benches` trees (docs/performance-issue25.md, "Issue 25,
-/// sixth round"): `Tree4` (14 nested objects) was faster forced inline, `Tree5` (30) slower.
+/// forced inline itself. Measured on the `benches` trees (docs/performance.md, "Choices the
+/// instruction counts rest on"): `Tree4` (14 nested objects) was faster forced inline, `Tree5`
+/// (30) slower.
 const INLINE_NESTED: usize = 14;
 
 /// Most fields a message has for its `emit_with` to write an object with every field present

@@ -257,7 +257,8 @@ pub fn write_pair(out: &mut [u8], a: usize, b: usize) {
 /// at most 64 bytes (≈ 81 % of the bytes fields of Google's distribution, `benches`) is moved
 /// with two fixed-size copies that overlap in the middle, in line, instead of a call to
 /// `memcpy`, whose call, and the registers saved around it in the encode loop, cost more than
-/// the copy (docs/performance-issue25.md, ninth round). Longer values go to `memcpy`.
+/// the copy (docs/performance.md, "Choices the instruction counts rest on"). Longer values go
+/// to `memcpy`.
 #[inline(always)]
 fn copy_leaf(dst: &mut [u8], src: &[u8]) {
     let n = src.len();
