@@ -74,6 +74,17 @@ if [ -n "$pip_pkgs" ] && command -v pip3 >/dev/null; then
 fi
 
 # --- static checks ---------------------------------------------------------------------------
+# The docs: docs/results/ within its budget (5 % of the tracked lines, 1 MB), and every path and
+# relative link a doc names resolving in this tree (scripts/check_docs.py; under a second).
+if command -v python3 >/dev/null; then
+  say "docs: results budget, paths and links (scripts/check_docs.py)"
+  python3 scripts/check_docs.py --self-test
+  python3 scripts/check_docs.py
+else
+  say "SKIPPED: scripts/check_docs.py — python3 is not installed"
+  echo "SKIPPED check_docs: python3 is not installed" >>"$CORNFLAKES_SKIP_LOG"
+fi
+
 if cargo fmt --version >/dev/null 2>&1; then
   say "cargo fmt --check"
   cargo fmt --all -- --check
