@@ -7,6 +7,8 @@
 #   scripts/reproduce.sh EXPERIMENT [FLAG ...]       build, run, report; FLAGs go to every bench
 #                                                    command (e.g. --array-mib 320, --rates ...)
 #   scripts/reproduce.sh --dry-run EXPERIMENT [...]  print the commands, run nothing
+#   scripts/reproduce.sh --check                     every file under docs/results/ (but its
+#                                                    README) is one an experiment replaces
 #
 # Timing matters for every experiment here: run on a quiet machine (nothing else building or
 # running), and read docs/performance.md, "Method", before comparing a run with the kept one.
@@ -128,11 +130,36 @@ plan() {
 }
 
 usage() {
-  sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
+# --check: each recorded result has the command that regenerates it, and each experiment's
+# recorded files exist.
+check() {
+  local want have e k bad=0
+  want=$(for e in $EXPERIMENTS; do
+    plan "$e"
+    for k in "${KEEP[@]}"; do echo "${k#* }"; done
+  done | sort -u)
+  have=$(git ls-files docs/results | grep -v '^docs/results/README.md$' | sort -u)
+  for k in $(comm -13 <(echo "$want") <(echo "$have")); do
+    echo "reproduce.sh: $k is recorded but no experiment regenerates it" >&2
+    bad=1
+  done
+  for k in $(comm -23 <(echo "$want") <(echo "$have")); do
+    echo "reproduce.sh: an experiment replaces $k, which is not recorded" >&2
+    bad=1
+  done
+  [ $bad = 0 ] && echo "reproduce.sh: each of the $(echo "$have" | wc -l) recorded files has its experiment"
+  return $bad
+}
+
 if [ $# = 0 ]; then usage; fi
+if [ "$1" = --check ]; then
+  check
+  exit
+fi
 if [ "$1" = --list ]; then
   for e in $EXPERIMENTS; do
     plan "$e"

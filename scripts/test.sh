@@ -84,6 +84,8 @@ else
   say "SKIPPED: scripts/check_docs.py — python3 is not installed"
   echo "SKIPPED check_docs: python3 is not installed" >>"$CORNFLAKES_SKIP_LOG"
 fi
+# Each recorded result has the command that regenerates it (scripts/reproduce.sh).
+scripts/reproduce.sh --check
 
 if cargo fmt --version >/dev/null 2>&1; then
   say "cargo fmt --check"
