@@ -17,7 +17,9 @@ exits 1 when there is one. The rules:
 3. Repository paths. A path that starts with one of the repository's top-level folders
    (`crates/...`, `docs/...`, `scripts/...`, `apps/...`, ...) names a tracked file or folder,
    found from the repository root, the doc's folder or the doc's crate (the nearest folder with
-   a Cargo.toml). `*` and `{a,b}` are expanded and must match; a path right after `/`, `.` or
+   a Cargo.toml); `tests/...`, `src/...`, `benches/...` and `examples/...` may be in any crate.
+   A path git ignores is an output (`fuzz/corpus/`), not checked. `*` and `{a,b}` are
+   expanded and must match; a path right after `/`, `.` or
    `:` is part of a URL, a longer path or a `git show COMMIT:path` and is not checked; so are
    paths inside `<...>` placeholders, which end the path where they start. CHANGELOG.md is
    exempt: it names what was removed.
