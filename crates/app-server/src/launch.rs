@@ -5,9 +5,9 @@
 //! memory the handler needs. [`launch`] opens the datapath on each core (core *i* on the base
 //! port plus *i*), builds the core's handler there with the app's [`Make`], prints one ready
 //! line per core, polls with that datapath's idle policy ([`crate::idle`]) until `stop`, prints
-//! each core's counters and returns their sum. The NIC arms dispatch to `nic-server` (which
-//! owns the choice of NIC crate and the "needs the feature" errors). A new transport is one
-//! new variant of [`Transport`] and one arm in [`launch`].
+//! each core's counters and returns their sum ([`crate::ready`]). The NIC arms dispatch to
+//! [`crate::nic`] (which owns the choice of NIC crate and the "needs the feature" errors). A new
+//! transport is one new variant of [`Transport`] and one arm in [`launch`].
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -19,9 +19,11 @@ use std::time::Duration;
 use cli_args::Args;
 use cornflakes::Datapath;
 use datapath_socket::SocketConfig;
-use nic_server::{CargoRun, NicApp, NicCoreApp, NicSpec};
+
 use percore::CoresConfig;
 
+use crate::nic::{CargoRun, NicApp, NicCoreApp, NicSpec};
+use crate::ready::print_ready;
 use crate::{CoreId, Handler, Make, Server, ServerStats};
 
 /// AF_XDP on one interface.
@@ -46,7 +48,7 @@ pub enum Transport {
     Socket,
     /// AF_XDP (`datapath-xdp`, feature `xdp`, root).
     Xdp(XdpSpec),
-    /// A kernel-bypass NIC (`nic-server`: ConnectX with feature `mlx5`, DPDK with `ice`).
+    /// A kernel-bypass NIC ([`crate::nic`]: ConnectX with feature `mlx5`, DPDK with `ice`).
     Nic(NicSpec),
     /// Linux kernel TCP (`datapath-tcp`): unprivileged; a client connection is a TCP
     /// connection, messages are length-delimited frames (docs/tcp.md).
@@ -159,13 +161,6 @@ impl Launch {
     }
 }
 
-fn print_ready(label: &str, ready: &[percore::QueueInfo]) {
-    let n = ready.len();
-    for (i, (addr, what)) in ready.iter().enumerate() {
-        eprintln!("[server] ready: {label} on {addr} ({what}, core {i} of {n})");
-    }
-}
-
 /// Runs the handler `make` builds on each core of `l` until `stop` is set; prints each core's
 /// ready line (`[server] ready: {label} on {addr} ({datapath}, core i of N)`), and with more
 /// than one core each core's counters at the end; returns the counters summed over the cores.
@@ -193,14 +188,9 @@ where
                 l.report,
                 make,
             )?;
-            let ready: Vec<_> = running
-                .ready()
-                .iter()
-                .map(|r| (r.0, "socket datapath".to_owned()))
-                .collect();
-            print_ready(&l.label, &ready);
-            let per_core = running.serve_until(stop, "[server]")?;
-            Ok(ServerStats::sum(&per_core))
+            crate::ready::serve_until(running, &l.label, stop, |r| {
+                (r.0, "socket datapath".to_owned())
+            })
         }
         Transport::Xdp(x) => xdp::launch(l, x, make, stop),
         Transport::Tcp => tcp::launch(l, make, stop),
@@ -215,15 +205,15 @@ where
             };
             let (bind, mtu) = (l.socket.bind, l.socket.mtu);
             if l.cores == 1 {
-                nic_server::serve(nic, bind, mtu, app, stop, l.report)
+                crate::nic::serve(nic, bind, mtu, app, stop, l.report)
             } else {
-                nic_server::serve_cores(nic, bind, mtu, &l.cores_config(), app, stop, l.report)
+                crate::nic::serve_cores(nic, bind, mtu, &l.cores_config(), app, stop, l.report)
             }
         }
     }
 }
 
-/// A handler on a NIC's queues, as `nic-server` runs apps.
+/// A handler on a NIC's queues, as [`crate::nic`] runs servers.
 struct OnNic<H, F> {
     make: F,
     handler: PhantomData<fn() -> H>,
@@ -323,24 +313,17 @@ impl<H, F> fmt::Debug for OnNic<H, F> {
     }
 }
 
-pub(crate) use tcp::spawn_tcp_cores;
-
 mod tcp {
     use super::*;
-    use cornflakes::datapath::{Connect as _, DatapathMemory as _, Transmit as _};
-    use datapath_tcp::{TcpConfig, TcpDatapath};
 
-    /// Kernel TCP: core *i* listens on the base port plus *i* with its own [`TcpDatapath`]
-    /// (epoll instance, pinned memory, connections) on its own thread; pinned memory and
-    /// message size from the socket settings. An idle core waits in `epoll_wait` (at most
-    /// [`crate::idle::IDLE_WAIT`]) after [`crate::idle::SOCKET_IDLE_SPINS`] empty polls, or
-    /// yields with `--spin`.
+    /// Kernel TCP: core *i* listens on the base port plus *i* with its own
+    /// [`datapath_tcp::TcpDatapath`] on its own thread ([`crate::socket::spawn_tcp_cores`]).
     pub(super) fn launch<H: Handler, F: Make<H>>(
         l: &Launch,
         make: F,
         stop: &AtomicBool,
     ) -> Result<ServerStats<H::Counters>, String> {
-        let running = spawn_tcp_cores(
+        let running = crate::socket::spawn_tcp_cores(
             &l.socket,
             &l.cores_config(),
             Arc::new(AtomicBool::new(false)),
@@ -348,64 +331,7 @@ mod tcp {
             l.report,
             make,
         )?;
-        let ready: Vec<_> = running
-            .ready()
-            .iter()
-            .map(|r| (r.0, "kernel TCP".to_owned()))
-            .collect();
-        print_ready(&l.label, &ready);
-        let per_core = running.serve_until(stop, "[server]")?;
-        Ok(ServerStats::sum(&per_core))
-    }
-
-    /// Starts the TCP server cores: core *i* listens on `sock.bind`'s port plus *i* (port 0:
-    /// each an ephemeral port), with `sock`'s pinned memory (items at least
-    /// [`datapath_tcp::DEFAULT_MAX_ITEM`]) and message size, and reports its address and the
-    /// iovecs one message may use.
-    pub(crate) fn spawn_tcp_cores<H: Handler, F: Make<H>>(
-        sock: &SocketConfig,
-        cores: &CoresConfig,
-        stop: Arc<AtomicBool>,
-        spin: bool,
-        report: Option<Duration>,
-        make: F,
-    ) -> Result<crate::socket::SocketCores<H::Counters>, String> {
-        let bind = sock.bind;
-        let mut base = TcpConfig::new(Some(bind));
-        base.memory = sock.memory.clone();
-        base.memory.max_item_size = base
-            .memory
-            .max_item_size
-            .max(datapath_tcp::DEFAULT_MAX_ITEM);
-        base.max_message_len = base.max_message_len.min(sock.max_message_len.max(1));
-        percore::Cores::spawn_with_stop(cores, stop, move |core, ready| {
-            let addr = percore::core_addr(bind, core.index())?;
-            let mut cfg = base.clone();
-            cfg.listen = Some(addr);
-            let dp = TcpDatapath::new(cfg).map_err(|e| format!("TCP on {addr}: {e}"))?;
-            let local = dp.local_addr();
-            let segments = dp.max_segments();
-            let handler = make(dp.memory(), CoreId::of(&core))?;
-            let mut server = Server::new(dp, handler);
-            ready.ready((local, segments));
-            let (after, wait) = if spin {
-                (crate::idle::IDLE_SPINS, None)
-            } else {
-                (crate::idle::SOCKET_IDLE_SPINS, Some(crate::idle::IDLE_WAIT))
-            };
-            server.run(
-                core.stop(),
-                report,
-                after,
-                &mut |dp: &TcpDatapath| match wait {
-                    Some(t) => {
-                        let _ = dp.wait(t);
-                    }
-                    None => std::thread::yield_now(),
-                },
-            );
-            Ok(server.stats())
-        })
+        crate::ready::serve_until(running, &l.label, stop, |r| (r.0, "kernel TCP".to_owned()))
     }
 }
 
@@ -483,15 +409,14 @@ mod xdp {
             );
             Ok(server.stats())
         })?;
-        print_ready(&l.label, running.ready());
-        let per_core = running.serve_until(stop, "[server]")?;
+        let sum = crate::ready::serve_until(running, &l.label, stop, Clone::clone)?;
         if let Some(p) = &prog {
             if let Ok(s) = p.stats() {
                 eprintln!("[server] XDP program: {s}");
             }
         }
         drop(prog);
-        Ok(ServerStats::sum(&per_core))
+        Ok(sum)
     }
 }
 

@@ -20,6 +20,8 @@
 pub mod cli;
 pub mod idle;
 mod launch;
+pub mod nic;
+mod ready;
 mod socket;
 mod stats;
 mod tx;
@@ -30,7 +32,8 @@ use std::time::{Duration, Instant};
 use cornflakes::{Datapath, RxMsg, SendError};
 
 pub use launch::{launch, Launch, Transport, XdpSpec};
-pub use nic_server::{CargoRun, NicSpec};
+pub use nic::{CargoRun, NicSpec};
+pub use ready::CoreStats;
 pub use socket::ServerHandle;
 pub use stats::{AppCounters, ServerStats};
 pub use tx::{Tx, TxCounters};

@@ -1,13 +1,14 @@
-//! N share-nothing server cores over kernel sockets (`docs/cores.md`): core *i* binds its own
-//! socket on the base port plus *i* (one port per core), so a client picks the core — and, for
+//! N share-nothing server cores over kernel sockets, UDP or TCP (`docs/cores.md`): core *i*
+//! binds its own socket on the base port plus *i* (one port per core), so a client picks the core — and, for
 //! the KV store, the shard — by the destination port. `SO_REUSEPORT` (one port, the kernel
 //! hashing each flow to a socket) would spread clients over the cores too, but by a hash the
 //! client does not control, so key steering would be impossible; the servers use one port per
 //! core.
 //!
-//! Each core opens its own [`SocketDatapath`] (socket, pinned memory, connection table) on its
-//! own thread ([`percore::Cores`]), builds its handler there, and polls with the socket idle
-//! policy ([`crate::idle::socket_idle`]).
+//! Each core opens its own [`SocketDatapath`] (socket, pinned memory, connection table) or
+//! [`TcpDatapath`] (listening socket, epoll instance, pinned memory, connections) on its own
+//! thread ([`percore::Cores`]), builds its handler there, and polls with the socket idle
+//! policy ([`crate::idle::socket_idle`]; TCP: waiting in `epoll_wait`).
 
 use std::io;
 use std::net::SocketAddrV4;
@@ -17,6 +18,7 @@ use std::time::Duration;
 
 use cornflakes::datapath::{Connect as _, DatapathMemory as _, Transmit as _};
 use datapath_socket::{SocketConfig, SocketDatapath};
+use datapath_tcp::{TcpConfig, TcpDatapath};
 use percore::{Cores, CoresConfig};
 
 use crate::{AppCounters, CoreId, Handler, Make, Server, ServerStats};
@@ -49,6 +51,59 @@ pub(crate) fn spawn_socket_cores<H: Handler, F: Make<H>>(
         ready.ready((addr, segments));
         let (after, mut hook) = crate::idle::socket_idle(spin);
         server.run(core.stop(), report, after, &mut |dp| hook(dp));
+        Ok(server.stats())
+    })
+}
+
+/// Starts the kernel-TCP server cores: core *i* listens on `sock.bind`'s port plus *i* (port 0:
+/// each an ephemeral port) with its own [`TcpDatapath`] (epoll instance, pinned memory,
+/// connections) on its own thread, with `sock`'s pinned memory (items at least
+/// [`datapath_tcp::DEFAULT_MAX_ITEM`]) and message size, and reports its address and the
+/// iovecs one message may use. An idle core waits in `epoll_wait` (at most
+/// [`crate::idle::IDLE_WAIT`]) after [`crate::idle::SOCKET_IDLE_SPINS`] empty polls, or yields
+/// with `spin`.
+pub(crate) fn spawn_tcp_cores<H: Handler, F: Make<H>>(
+    sock: &SocketConfig,
+    cores: &CoresConfig,
+    stop: Arc<AtomicBool>,
+    spin: bool,
+    report: Option<Duration>,
+    make: F,
+) -> Result<SocketCores<H::Counters>, String> {
+    let bind = sock.bind;
+    let mut base = TcpConfig::new(Some(bind));
+    base.memory = sock.memory.clone();
+    base.memory.max_item_size = base
+        .memory
+        .max_item_size
+        .max(datapath_tcp::DEFAULT_MAX_ITEM);
+    base.max_message_len = base.max_message_len.min(sock.max_message_len.max(1));
+    Cores::spawn_with_stop(cores, stop, move |core, ready| {
+        let addr = percore::core_addr(bind, core.index())?;
+        let mut cfg = base.clone();
+        cfg.listen = Some(addr);
+        let dp = TcpDatapath::new(cfg).map_err(|e| format!("TCP on {addr}: {e}"))?;
+        let local = dp.local_addr();
+        let segments = dp.max_segments();
+        let handler = make(dp.memory(), CoreId::of(&core))?;
+        let mut server = Server::new(dp, handler);
+        ready.ready((local, segments));
+        let (after, wait) = if spin {
+            (crate::idle::IDLE_SPINS, None)
+        } else {
+            (crate::idle::SOCKET_IDLE_SPINS, Some(crate::idle::IDLE_WAIT))
+        };
+        server.run(
+            core.stop(),
+            report,
+            after,
+            &mut |dp: &TcpDatapath| match wait {
+                Some(t) => {
+                    let _ = dp.wait(t);
+                }
+                None => std::thread::yield_now(),
+            },
+        );
         Ok(server.stats())
     })
 }
@@ -96,7 +151,7 @@ impl<A: AppCounters> ServerHandle<A> {
         F: Make<H>,
     {
         let stop = Arc::new(AtomicBool::new(false));
-        let cores = crate::launch::spawn_tcp_cores(&sock, cores, stop, spin, report, make)?;
+        let cores = spawn_tcp_cores(&sock, cores, stop, spin, report, make)?;
         Ok(ServerHandle { cores })
     }
 

@@ -138,7 +138,7 @@ impl<A: AppCounters> fmt::Display for ServerStats<A> {
     }
 }
 
-impl<A: AppCounters> nic_server::CoreStats for ServerStats<A> {
+impl<A: AppCounters> crate::ready::CoreStats for ServerStats<A> {
     fn sum(per_core: &[Self]) -> Self {
         ServerStats::sum(per_core)
     }

@@ -158,7 +158,7 @@ fn the_launcher_serves_a_handler_over_kernel_tcp_on_each_core() {
         transport,
         SocketConfig::new(SocketAddrV4::new(Ipv4Addr::LOCALHOST, base)),
         "counting",
-        nic_server::CargoRun {
+        crate::CargoRun {
             package: "app-server",
             bin: None,
             args: "",

@@ -1,6 +1,7 @@
 //! What runs without a NIC: the choice, the errors of a build without a NIC's feature, the
 //! argument checks, and the per-core ready/sum path on plain threads.
 
+use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::*;
@@ -183,7 +184,7 @@ fn a_missing_connectx_is_an_error_naming_it() {
     let one = serve(&nic, bind(), 1500, Unreached, &stop, None).unwrap_err();
     assert!(one.contains("no-such-mlx5-device"), "{one}");
     let n = percore::allowed_cores().unwrap().len().min(2);
-    let cc = percore::CoresConfig::new("nic-server-mlx5-test", n);
+    let cc = percore::CoresConfig::new("app-server-mlx5-test", n);
     let many = serve_cores(&nic, bind(), 1500, &cc, Unreached, &stop, None).unwrap_err();
     assert!(many.contains("no-such-mlx5-device"), "{many}");
     assert!(!many.contains("opened in a test"), "{many}");
@@ -201,7 +202,7 @@ fn zero_cores_is_refused_before_any_nic_is_opened() {
 
 #[test]
 fn serve_until_sums_the_cores_counters() {
-    let mut cc = percore::CoresConfig::new("nic-server-test", 2);
+    let mut cc = percore::CoresConfig::new("app-server-nic-test", 2);
     cc.pin = false;
     let running = percore::Cores::spawn(&cc, |core, ready| {
         let i = core.index();
@@ -214,5 +215,6 @@ fn serve_until_sums_the_cores_counters() {
     })
     .unwrap();
     let stop = AtomicBool::new(true);
-    assert_eq!(serve_until(running, &"test", &stop).unwrap(), Count(21));
+    let sum = crate::ready::serve_until(running, &"test", &stop, Clone::clone).unwrap();
+    assert_eq!(sum, Count(21));
 }

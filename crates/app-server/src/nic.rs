@@ -1,25 +1,27 @@
-//! Runs an app's server loop on whichever kernel-bypass NIC was chosen, on one core or N.
+//! Runs a server loop on whichever kernel-bypass NIC was chosen, on one core or N: the NIC
+//! arms of [`crate::launch`].
 //!
 //! `echo server`, `calibrate server` and `kv server` take `--datapath mlx5 --mlx5-dev DEV`
 //! or `--datapath ice --dpdk-args ARGS` (a [`NicSpec`]). Opening the device, and for `--cores N`
 //! opening, pinning and spawning one queue set per core, is the NIC crates'
 //! (`datapath_mlx5::hw::open_server` / `spawn_server_cores`, `datapath_ice::datapath::open` /
-//! `spawn_cores`); this crate is the rest every app shared: the choice of NIC, the dispatch to
-//! its crate, the "needs the feature" errors of a build without it, and for N cores the ready
-//! lines and the sum of the cores' counters. The app brings its server loop, generic over any
+//! `spawn_cores`); this module is the rest: the choice of NIC, the dispatch to its crate, the
+//! "needs the feature" errors of a build without it, and for N cores the ready lines and the
+//! sum of the cores' counters. The launcher brings the server loop, generic over any
 //! [`Datapath`], as a [`NicApp`] (one core) or a [`NicCoreApp`] (each of N cores).
 //!
-//! Each NIC is behind the cargo feature of the same name (`mlx5`: rdma-core, `ice`: DPDK at
+//! Each NIC is behind app-server's cargo feature of the same name (`mlx5`: rdma-core, `ice`: DPDK at
 //! build time; the NIC at run time). Without it, choosing that NIC is an error that says how
 //! to build with it ([`needs_feature`]).
 
-use std::fmt;
 use std::net::SocketAddrV4;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use cornflakes::Datapath;
 use percore::QueueInfo;
+
+use crate::ready::CoreStats;
 
 /// Where a NIC server runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -158,14 +160,6 @@ pub fn serve<A: NicApp>(
     }
 }
 
-/// Counters that N cores return separately and a report sums.
-pub trait CoreStats: fmt::Display + Send + 'static {
-    /// The counters of several cores, summed.
-    fn sum(per_core: &[Self]) -> Self
-    where
-        Self: Sized;
-}
-
 /// Running server cores, each with its own device queue: each reported its address and a
 /// description of its queue ([`QueueInfo`]).
 pub type QueueCores<S> = percore::Cores<QueueInfo, S>;
@@ -256,23 +250,7 @@ pub fn serve_cores<A: NicCoreApp>(
             Err(needs_feature(nic, &app.cargo_run()))
         }
     };
-    serve_until(running?, &label, stop)
-}
-
-/// Prints each running core's ready line (`[server] ready: {label} on {addr} ({queue}, core
-/// i of N)`), waits until `stop`, prints each core's counters and returns their sum. For any
-/// per-core server whose cores report a [`QueueInfo`] (NIC queues here; AF_XDP queues too).
-pub fn serve_until<S: CoreStats>(
-    running: QueueCores<S>,
-    label: &dyn fmt::Display,
-    stop: &AtomicBool,
-) -> Result<S, String> {
-    let n = running.len();
-    for (i, (addr, what)) in running.ready().iter().enumerate() {
-        eprintln!("[server] ready: {label} on {addr} ({what}, core {i} of {n})");
-    }
-    let per_core = running.serve_until(stop, "[server]")?;
-    Ok(S::sum(&per_core))
+    crate::ready::serve_until(running?, &label, stop, Clone::clone)
 }
 
 #[cfg(test)]
