@@ -233,7 +233,7 @@ pub fn serve_cores<A: NicCoreApp>(
         }
         #[cfg(feature = "ice")]
         NicSpec::Ice { dpdk_args } => {
-            let (running, steering) = datapath_ice::datapath::spawn_cores(
+            let (running, steering) = datapath_ice::spawn::spawn_cores(
                 dpdk_args,
                 bind,
                 mtu,

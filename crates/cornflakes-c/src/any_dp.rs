@@ -109,6 +109,19 @@ pub(crate) const BUILT: &[&str] = &[
     "ice",
 ];
 
+/// `d`'s descriptor for `cf_dp_fd`, or the error of a datapath without one.
+pub(crate) fn fd_of(d: &dyn AnyDatapath) -> crate::error::Result<RawFd> {
+    d.fd().ok_or_else(|| {
+        crate::error::Error::new(
+            crate::error::cf_status::CF_ERR_UNSUPPORTED,
+            format!(
+                "the {} datapath has no file descriptor to wait on: poll cf_dp_recv",
+                d.kind()
+            ),
+        )
+    })
+}
+
 /// The error of opening a datapath this build does not have.
 #[allow(dead_code)] // unused when every datapath is built in
 pub(crate) fn not_built(kind: &str, needs: &str, pkgs: &str) -> crate::error::Error {

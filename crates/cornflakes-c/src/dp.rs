@@ -203,7 +203,7 @@ pub extern "C" fn cf_dp_local_port(dp: cf_dp, out_port: *mut u16) -> cf_status {
 #[no_mangle]
 pub extern "C" fn cf_dp_fd(dp: cf_dp, out_fd: *mut c_int) -> cf_status {
     guard("cf_dp_fd", || {
-        let fd = table::with(|t| crate::open::fd_of(&*dp_of(t, dp)?.dp))?;
+        let fd = table::with(|t| crate::any_dp::fd_of(&*dp_of(t, dp)?.dp))?;
         out(out_fd, "out_fd", fd)
     })
 }

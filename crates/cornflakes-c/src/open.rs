@@ -4,14 +4,14 @@
 //! `CF_ERR_UNSUPPORTED` and says how to build it (`cf_dp_kinds` lists what this build has).
 //! Once open, a datapath is used with the same `cf_dp_*` calls as the socket one.
 
-use std::ffi::{c_char, c_int};
+use std::ffi::c_char;
 use std::net::SocketAddrV4;
 
 use crate::any_dp::AnyDatapath;
 #[allow(unused_imports)] // which of these are used depends on the features
 use crate::any_dp::{not_built, Opened};
 use crate::dp::{addr, insert_dp};
-use crate::error::{cf_status, cstr, guard, out, Error, Result};
+use crate::error::{cf_status, cstr, guard, out, Result};
 use crate::table::cf_dp;
 
 /// The IP MTU the NIC datapaths are opened with (as the apps' `--mtu` default).
@@ -121,22 +121,10 @@ pub extern "C" fn cf_dp_kind(dp: cf_dp, out_kind: *mut *const c_char) -> cf_stat
     })
 }
 
-/// Whether a descriptor exists for `cf_dp_fd`.
-pub(crate) fn fd_of(d: &dyn AnyDatapath) -> Result<c_int> {
-    d.fd().ok_or_else(|| {
-        Error::new(
-            cf_status::CF_ERR_UNSUPPORTED,
-            format!(
-                "the {} datapath has no file descriptor to wait on: poll cf_dp_recv",
-                d.kind()
-            ),
-        )
-    })
-}
-
 #[cfg(feature = "xdp")]
 mod xdp {
     use super::*;
+    use crate::error::Error;
     use cornflakes_stack::wire::MacAddr;
     use datapath_xdp::{XdpConfig, XdpDatapath};
 
@@ -189,6 +177,7 @@ mod xdp {
 #[cfg(feature = "mlx5")]
 mod mlx5 {
     use super::*;
+    use crate::error::Error;
 
     pub(super) fn open(
         device: &str,
@@ -223,6 +212,7 @@ mod mlx5 {
 #[cfg(feature = "ice")]
 mod ice {
     use super::*;
+    use crate::error::Error;
 
     pub(super) fn open(dpdk_args: &str, bind: SocketAddrV4) -> Result<Box<dyn AnyDatapath>> {
         let dp = datapath_ice::datapath::open(dpdk_args, bind, CF_NIC_MTU).map_err(|e| {

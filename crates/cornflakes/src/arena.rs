@@ -6,10 +6,6 @@ use bumpalo::Bump;
 
 use crate::mem::{Keeper, PinnedMemory, PinnedRef, RcBuf};
 
-/// The default zero-copy threshold in bytes (paper §5): fields at least this long are sent by
-/// scatter-gather when their memory is pinned.
-pub const DEFAULT_THRESHOLD: usize = 512;
-
 pub use crate::mem::{ZeroCopyFallback, ZeroCopyFallbacks};
 
 /// A per-request bump arena, plus the two settings the hybrid pointer needs: the zero-copy
@@ -19,7 +15,7 @@ pub use crate::mem::{ZeroCopyFallback, ZeroCopyFallbacks};
 /// batch keeps the largest chunk for reuse. Nothing is reserved up front.
 ///
 /// Thresholds: the process default normally ([`crate::threshold::default_threshold`]:
-/// [`DEFAULT_THRESHOLD`] unless `CORNFLAKES_THRESHOLD` or `CORNFLAKES_CALIBRATION` says
+/// [`DEFAULT_THRESHOLD`](crate::threshold::DEFAULT_THRESHOLD) unless `CORNFLAKES_THRESHOLD` or `CORNFLAKES_CALIBRATION` says
 /// otherwise, resolved once per process); `0` makes every pinned field zero-copy;
 /// `usize::MAX` copies every field (the ablations of the paper).
 ///

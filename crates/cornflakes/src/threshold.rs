@@ -18,7 +18,9 @@
 use std::fmt;
 use std::sync::OnceLock;
 
-use crate::arena::DEFAULT_THRESHOLD;
+/// The default zero-copy threshold in bytes (paper §5): fields at least this long are sent by
+/// scatter-gather when their memory is pinned.
+pub const DEFAULT_THRESHOLD: usize = 512;
 
 /// Environment variable holding the default threshold in bytes.
 pub const THRESHOLD_ENV: &str = "CORNFLAKES_THRESHOLD";

@@ -12,7 +12,7 @@
 //!                                             // the flow rules
 //! ```
 //!
-//! A server uses [`crate::datapath::spawn_cores`], which does this on N pinned `percore`
+//! A server uses [`crate::spawn::spawn_cores`], which does this on N pinned `percore`
 //! threads and runs the caller's per-core server on each core's datapath.
 //!
 //! Core `i` answers at `cfg.addr`'s IP and UDP port `cfg.addr.port() + i`. Without flow
@@ -29,7 +29,9 @@ use std::net::SocketAddrV4;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use crate::datapath::{io_err, release_port, resolve_port, IceDatapath, Owned, Plan, PortGuard};
+use crate::datapath::{
+    io_err, release_port, resolve_port, IceDatapath, Owned, Plan, PortGuard, SharedPort,
+};
 use crate::ffi::port::{self, OffloadBits, PortInfo, UdpFlow};
 use crate::IceConfig;
 
@@ -264,18 +266,20 @@ impl CorePort {
             self.core_addr(core),
             (self.port, q),
             self.info.clone(),
-            Owned::Core(Arc::clone(self)),
+            Owned::Core(Arc::clone(self) as Arc<dyn SharedPort>),
             self.plan,
             memory,
         ))
     }
+}
 
+impl SharedPort for CorePort {
     /// Stops queue pair `queue` when its core's datapath goes away, so the NIC writes no more
     /// into that core's buffers. A PMD that cannot stop single queues (the virtual devices)
     /// gets the whole port stopped once every core's datapath is going away: until then this
     /// waits (at most [`SETUP_TIMEOUT`], after which the port is stopped anyway), so drop the
     /// cores' datapaths together at the end of a run.
-    pub(crate) fn stop_queue(&self, queue: u16) {
+    fn stop_queue(&self, queue: u16) {
         let mut st = self.lock();
         st.leaving += 1;
         if st.stopped || port::stop_queue(self.port, queue).is_ok() {
@@ -302,7 +306,7 @@ impl CorePort {
 
     /// Frees what queue pair `queue` left in flight on a `net_ring` link (the ring it
     /// transmits into), after its core's datapath stopped using it.
-    pub(crate) fn release_queue(&self, queue: u16) {
+    fn release_queue(&self, queue: u16) {
         if let Some(Owned::Ring(link)) = &self.lock().owned {
             link.drain_tx_queue(self.port, usize::from(queue));
         }

@@ -21,7 +21,8 @@
 //! Modules: [`eal_args`] and [`limits`] are pure logic, always compiled and tested. With the
 //! `ice` feature (DPDK 22.11 via pkg-config; see `APT_PACKAGES` and the README), `ffi`
 //! holds every DPDK call and all of the crate's `unsafe` code (the other modules forbid it), and
-//! `datapath` holds the datapath, `cores` several cores on one port (one queue pair each).
+//! `datapath` holds the datapath, `cores` several cores on one port (one queue pair each), and
+//! `spawn` opens those cores from an application's command line and runs a server on each.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]
@@ -39,6 +40,9 @@ pub mod cores;
 pub mod datapath;
 #[cfg(feature = "ice")]
 pub mod ffi;
+#[cfg(feature = "ice")]
+#[forbid(unsafe_code)]
+pub mod spawn;
 
 #[cfg(feature = "ice")]
 pub use cores::{open_cores, CorePort, Steering};

@@ -1,4 +1,4 @@
-//! `datapath::spawn_cores`, the per-core server plumbing the echo and KV servers' `--datapath
+//! `spawn::spawn_cores`, the per-core server plumbing the echo and KV servers' `--datapath
 //! ice --cores N` run on, on DPDK's `net_ring` virtual device (`--no-huge --vdev net_ring0`:
 //! an in-process port with 16 queue pairs, no PCI, no hugepages). What runs: the CPUs chosen
 //! before the EAL starts, the EAL started from the command-line arguments, the port claimed
@@ -29,7 +29,7 @@ mod with_dpdk {
     use std::time::Duration;
 
     use cornflakes::datapath::{Connect, Receive};
-    use datapath_ice::datapath::spawn_cores;
+    use datapath_ice::spawn::spawn_cores;
     use datapath_ice::Steering;
 
     const ARGS: &str = "--no-huge --vdev net_ring0 --log-level warning";

@@ -96,6 +96,7 @@ mod rerun;
 mod resident;
 mod run;
 mod search;
+mod slowed;
 mod wire;
 
 pub use capture::{capture, CaptureDatapath};
@@ -139,7 +140,7 @@ pub use datapath_mlx5::emu::threaded::cores_for;
 /// Whether this machine has the two CPUs a one-core run needs (server and device), and which.
 pub use datapath_mlx5::emu::threaded::two_cores;
 pub use frames::{Request, RequestFrames};
-pub use rerun::{search_rerunning_slowed, SlowedRun, DEFAULT_SLOWED_RETRIES};
+pub use rerun::{search_rerunning_slowed, DEFAULT_SLOWED_RETRIES};
 pub use resident::{resident, Resident};
 pub use run::{
     memory_config, run, run_cores, Bottleneck, CoreReport, EmuReport, EmuRunConfig, ServerPort,
@@ -149,4 +150,5 @@ pub use search::{
     control_line, control_note, median_records, rebase_canaries, replies_verified, table,
     trials_json, Bound, EmuSummary, EmuTrial, LoadSummary, PAPER_CONTROL,
 };
+pub use slowed::SlowedRun;
 pub use wire::{LoadWire, ReplyCheck, MAX_FAILURES_KEPT};

@@ -12,9 +12,8 @@
 //!
 //! The rule, and what it does with a run's first trials: [`search_rerunning_slowed`].
 
-use loadgen::canary::{Readings, Speed};
+use loadgen::canary::Readings;
 use loadgen::search::{search, Point, Search, SearchConfig};
-use serde_json::{json, Value};
 
 use crate::search::EmuTrial;
 
@@ -22,58 +21,6 @@ use crate::search::EmuTrial;
 /// most three runs, and a machine in the slow state half the time leaves a trial slowed one
 /// time in eight (each run landing in either state alike).
 pub const DEFAULT_SLOWED_RETRIES: usize = 2;
-
-/// A run of a trial thrown away because its speed canary read slowed
-/// ([`search_rerunning_slowed`]): what the points file keeps of it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct SlowedRun {
-    /// Verified replies per second it achieved.
-    pub achieved_rps: f64,
-    /// The server's median handling time per request, nanoseconds.
-    pub work_p50_ns: Option<f64>,
-    /// The device thread's utilisation (0–1).
-    pub device_busy: f64,
-    /// Its speed canary (re-judged with the run's by [`crate::rebase_canaries`]).
-    pub canary: Speed,
-    /// Replies that failed verification and replies whose headers or framing were wrong: a
-    /// run thrown away still counts them ([`crate::EmuSummary::mismatched`], so a bench exits
-    /// non-zero on them).
-    pub mismatched: u64,
-    /// See `mismatched`.
-    pub malformed: u64,
-    /// What the failed checks said.
-    pub failures: Vec<String>,
-}
-
-impl SlowedRun {
-    /// What is kept of `t`, a trial about to be rerun (`None` without a canary: such a
-    /// trial is never rerun).
-    pub(crate) fn of<S>(t: &EmuTrial<S>) -> Option<SlowedRun> {
-        Some(SlowedRun {
-            achieved_rps: t.report.run.achieved_rps,
-            work_p50_ns: t.work_p50_ns,
-            device_busy: t.report.device_busy,
-            canary: t.report.canary.clone()?,
-            mismatched: t.report.run.counters.mismatched,
-            malformed: t.report.run.counters.malformed,
-            failures: t.report.failures.clone(),
-        })
-    }
-
-    /// As JSON (in a trial's `thrown_slowed_runs` in `emu-points.json`).
-    pub fn to_json(&self) -> Value {
-        json!({
-            "achieved_rps": self.achieved_rps,
-            "work_p50_ns": self.work_p50_ns,
-            "device_busy": self.device_busy,
-            "slowed": self.canary.slowed(),
-            "canary": self.canary.to_json(),
-            "mismatched": self.mismatched,
-            "malformed": self.malformed,
-            "failures": self.failures,
-        })
-    }
-}
 
 /// The saturation search ([`loadgen::search::search`]) of `lanes` modes over
 /// [`EmuTrial`]s, with a slowed trial rerun, not counted. `run_trial` runs one trial at a
@@ -143,7 +90,7 @@ where
             for f in &t.report.failures {
                 eprintln!("[bench]   {}: {f}", t.record.mode);
             }
-            match SlowedRun::of(&t).filter(|_| rerun) {
+            match t.slowed_run().filter(|_| rerun) {
                 Some(s) => thrown.push(s),
                 None => {
                     t.record.slowed_reruns = Some(thrown.len());

@@ -10,8 +10,8 @@ use loadgen::search::{Point, Search, Trial};
 use loadgen::Record;
 use serde_json::{json, Value};
 
-use crate::rerun::SlowedRun;
 use crate::run::{Bottleneck, EmuReport};
+use crate::slowed::SlowedRun;
 
 /// One trial of one mode at one load: the device's report, the record of it, and what the
 /// server (of type `S`) reported.
@@ -37,6 +37,20 @@ pub struct EmuTrial<S> {
 }
 
 impl<S> EmuTrial<S> {
+    /// What is kept of this trial when it is thrown away to be rerun ([`SlowedRun`];
+    /// `None` without a canary: such a trial is never rerun).
+    pub(crate) fn slowed_run(&self) -> Option<SlowedRun> {
+        Some(SlowedRun {
+            achieved_rps: self.report.run.achieved_rps,
+            work_p50_ns: self.work_p50_ns,
+            device_busy: self.report.device_busy,
+            canary: self.report.canary.clone()?,
+            mismatched: self.report.run.counters.mismatched,
+            malformed: self.report.run.counters.malformed,
+            failures: self.report.failures.clone(),
+        })
+    }
+
     /// A trial of `mode` and `shape` at `point`.
     pub fn new(
         point: Point,

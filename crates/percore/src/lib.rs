@@ -219,7 +219,7 @@ impl<R> fmt::Debug for Ready<R> {
 /// What a server core that owns a queue of a device (a NIC queue pair, an AF_XDP socket)
 /// reports when ready: the address it answers at and a description of its queue (e.g.
 /// `ConnectX mlx5_0, queue set 1`), for the server's ready line. The NIC crates' per-core
-/// spawners (`datapath_mlx5::hw::spawn_server_cores`, `datapath_ice::datapath::spawn_cores`)
+/// spawners (`datapath_mlx5::hw::spawn_server_cores`, `datapath_ice::spawn::spawn_cores`)
 /// hand it to each core; the core reports it with [`Ready::ready`] once set up.
 pub type QueueInfo = (std::net::SocketAddrV4, String);
 
