@@ -11,8 +11,7 @@ use cornflakes::datapath::{Connect, DatapathMemory, Receive, Transmit};
 use cornflakes::{Arena, CFBytes, CFString, ConnId, Msg, RxMsg, SendError};
 use datapath_socket::{SocketConfig, SocketDatapath};
 use kv_peers::plan::Plan;
-use kv_store::schema as kv;
-use kv_workloads::Request;
+use kv_workloads::{OpKind, Request};
 use loadgen::{ClientTransport, Response};
 use resp::Value as V;
 
@@ -28,18 +27,9 @@ pub enum Format {
     Cornflakes,
 }
 
-/// The message type naming a request's operation (as `kv_store::OpKind`).
-fn op_type(r: &Request) -> u16 {
-    match r {
-        Request::Get { .. } => 1,
-        Request::Put { .. } => 2,
-        Request::GetM { .. } => 3,
-        Request::PutM { .. } => 4,
-        Request::GetList { .. } => 5,
-        Request::GetFromList { .. } => 6,
-        Request::Append { .. } => 7,
-        Request::Delete { .. } => 8,
-    }
+/// The KV store's messages (`schemas/kv.proto`, compiled by build.rs).
+mod kv {
+    cornflakes::include_schema!("kv");
 }
 
 /// One client thread's datapath to the server.
@@ -242,7 +232,7 @@ impl ClientTransport for UdpTransport<'_> {
         self.next = self.next.wrapping_add(1).max(1);
         let msg = Msg {
             id: seq,
-            ty: op_type(r),
+            ty: OpKind::of(r).msg_type(),
         };
         match self.format {
             Format::Resp => {

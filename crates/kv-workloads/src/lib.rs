@@ -36,6 +36,7 @@
 mod cdn;
 mod config;
 mod google;
+mod op;
 mod rng;
 mod sizes;
 mod stats;
@@ -47,6 +48,7 @@ mod zipf;
 pub use cdn::{Cdn, CdnConfig};
 pub use config::{parse_shape, WorkloadConfig};
 pub use google::{Google, GoogleConfig, GOOGLE_BYTES_HISTOGRAM};
+pub use op::OpKind;
 pub use sizes::{Bucket, PiecewiseSizes, SizeHistogram};
 pub use stats::{estimate_zipf_skew, Stats};
 pub use trace::{parse_trace_line, TraceOp, TraceRecord};
@@ -112,18 +114,9 @@ pub enum Request {
 
 impl Request {
     /// Short name of the request type: `get`, `put`, `getm`, `putm`, `getlist`,
-    /// `get_from_list`, `append`, `delete`.
+    /// `get_from_list`, `append`, `delete` ([`OpKind::name`]).
     pub fn kind(&self) -> &'static str {
-        match self {
-            Request::Get { .. } => "get",
-            Request::Put { .. } => "put",
-            Request::GetM { .. } => "getm",
-            Request::PutM { .. } => "putm",
-            Request::GetList { .. } => "getlist",
-            Request::GetFromList { .. } => "get_from_list",
-            Request::Append { .. } => "append",
-            Request::Delete { .. } => "delete",
-        }
+        OpKind::of(self).name()
     }
 
     /// True for requests that change the store (`put`, `putm`, `append`, `delete`).
