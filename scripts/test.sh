@@ -74,6 +74,15 @@ if [ -n "$pip_pkgs" ] && command -v pip3 >/dev/null; then
 fi
 
 # --- static checks ---------------------------------------------------------------------------
+# Structure: no import circle between the files of any crate, and no app (apps/*) depending on
+# another app (scripts/import_cycles.py, with its own tests first; under a second).
+if command -v python3 >/dev/null; then
+  say "structure: no file import circle, no app depending on an app (scripts/import_cycles.py)"
+  python3 scripts/test_import_cycles.py
+  python3 scripts/import_cycles.py --quiet
+else
+  say "SKIPPED: scripts/import_cycles.py — python3 is not installed"
+fi
 # The docs: docs/results/ within its budget (5 % of the tracked lines, 1 MB), and every path and
 # relative link a doc names resolving in this tree (scripts/check_docs.py; under a second).
 if command -v python3 >/dev/null; then
