@@ -43,6 +43,16 @@ list_skips() {
 }
 trap list_skips EXIT
 
+# A whole step that cannot run here (a tool, the nightly toolchain or root missing) is reported
+# by the same rule as a test, through crates/test-skip's `test-skip` program (scripts/skip.sh):
+# in this list, and a failure under CORNFLAKES_REQUIRE_ALL=1. The program is built first, so
+# that the first skip can be reported, into target/tools, which no step prunes. Every such skip
+# is decided and reported before the first long step (under "system packages" and "what this
+# machine can run"), so a machine meant to run everything fails in seconds when it cannot.
+# shellcheck source=skip.sh
+. scripts/skip.sh
+skip_ready
+
 # --- system packages -------------------------------------------------------------------------
 pkgs=$(cat crates/*/APT_PACKAGES apps/*/APT_PACKAGES tests/*/APT_PACKAGES 2>/dev/null \
   | sed 's/#.*//' | tr -s ' \t' '\n' | sed '/^$/d' | sort -u || true)
@@ -60,6 +70,8 @@ if [ -n "$missing" ]; then
     apt-get install -y -qq --no-install-recommends $missing >/dev/null
   else
     say "not root (or no apt): cannot install$missing — testing default features only"
+    skip "the feature-gated crates with their features (--all-features)" \
+      "not root (or no apt): cannot install$missing; tested with default features only"
     features=""
   fi
 fi
@@ -73,46 +85,72 @@ if [ -n "$pip_pkgs" ] && command -v pip3 >/dev/null; then
   pip3 install -q $pip_pkgs || say "pip install failed; the tests that need$(echo " $pip_pkgs") will say SKIPPED"
 fi
 
-# --- static checks ---------------------------------------------------------------------------
-# Structure: no import circle between the files of any crate, and no app (apps/*) depending on
-# another app (scripts/import_cycles.py, with its own tests first; under a second).
+# --- what this machine can run -----------------------------------------------------------------
+# The steps that need a tool this machine lacks are skipped; each is reported here, up front.
+has_python=""
 if command -v python3 >/dev/null; then
+  has_python=1
+else
+  skip "structure and docs checks (scripts/import_cycles.py, scripts/check_docs.py)" \
+    "python3 is not installed"
+fi
+has_rustfmt=""
+if cargo fmt --version >/dev/null 2>&1; then
+  has_rustfmt=1
+else
+  skip "cargo fmt --check" "rustfmt is not installed (rustup component add rustfmt)"
+fi
+has_clippy=""
+if cargo clippy --version >/dev/null 2>&1; then
+  has_clippy=1
+else
+  skip "cargo clippy" "clippy is not installed (rustup component add clippy)"
+fi
+has_protoc=""
+if command -v protoc >/dev/null; then
+  has_protoc=1
+else
+  skip "tests/external-user" "protoc is not installed (tests/external-user/APT_PACKAGES)"
+fi
+# AddressSanitizer, Demikernel and fuzzing build with nightly.
+nightly=""
+if rustup toolchain list 2>/dev/null | grep -q '^nightly'; then
+  nightly=1
+else
+  for step in "AddressSanitizer run" "demikernel/" "fuzz targets"; do
+    skip "$step" "no nightly toolchain (rustup toolchain install nightly)"
+  done
+fi
+
+# --- static checks ---------------------------------------------------------------------------
+if [ -n "$has_python" ]; then
+  # Structure: no import circle between the files of any crate, and no app (apps/*) depending
+  # on another app (scripts/import_cycles.py, with its own tests first; under a second).
   say "structure: no file import circle, no app depending on an app (scripts/import_cycles.py)"
   python3 scripts/test_import_cycles.py
   python3 scripts/import_cycles.py --quiet
-else
-  say "SKIPPED: scripts/import_cycles.py — python3 is not installed"
-fi
-# The docs: docs/results/ within its budget (5 % of the tracked lines, 1 MB), and every path and
-# relative link a doc names resolving in this tree (scripts/check_docs.py; under a second).
-if command -v python3 >/dev/null; then
+  # The docs: docs/results/ within its budget (5 % of the tracked lines, 1 MB), and every path
+  # and relative link a doc names resolving in this tree (scripts/check_docs.py; under a second).
   say "docs: results budget, paths and links (scripts/check_docs.py)"
   python3 scripts/check_docs.py --self-test
   python3 scripts/check_docs.py
-else
-  say "SKIPPED: scripts/check_docs.py — python3 is not installed"
-  echo "SKIPPED check_docs: python3 is not installed" >>"$CORNFLAKES_SKIP_LOG"
 fi
 # Each recorded result has the command that regenerates it (scripts/reproduce.sh).
 scripts/reproduce.sh --check
 
-if cargo fmt --version >/dev/null 2>&1; then
+if [ -n "$has_rustfmt" ]; then
   say "cargo fmt --check"
   cargo fmt --all -- --check
   # fuzz/ is its own workspace (nightly only); its formatting is checked all the same.
   rustfmt --edition 2021 --check fuzz/src/*.rs fuzz/fuzz_targets/*.rs
   # So is demikernel/ (its own workspace, nightly only).
   rustfmt --edition 2021 --check demikernel/src/*.rs demikernel/src/bin/*.rs demikernel/tests/*.rs
-else
-  say "SKIPPED: cargo fmt --check — rustfmt is not installed (rustup component add rustfmt)"
 fi
 
-if cargo clippy --version >/dev/null 2>&1; then
+if [ -n "$has_clippy" ]; then
   say "cargo clippy"
   # shellcheck disable=SC2086
   cargo clippy --workspace --all-targets $features -- -D warnings
-else
-  say "SKIPPED: cargo clippy — clippy is not installed (rustup component add clippy)"
 fi
 
 # Documentation builds without broken or private intra-doc links (the public API's docs are
@@ -145,7 +183,7 @@ apps/redis-cornflakes/test/run.sh
 # tests/external-user depends on the crates by path as another project would and compiles a
 # .proto with cornflakes-codegen and prost-build (needs protoc) side by side. Its own lock file;
 # it shares the workspace's target directory so the common dependencies are built once.
-if command -v protoc >/dev/null; then
+if [ -n "$has_protoc" ]; then
   say "external user crate (tests/external-user): fmt, clippy, test"
   (
     cd tests/external-user
@@ -154,8 +192,6 @@ if command -v protoc >/dev/null; then
     if cargo clippy --version >/dev/null 2>&1; then cargo clippy --all-targets -- -D warnings; fi
     cargo test
   )
-else
-  say "SKIPPED: tests/external-user — protoc is not installed (tests/external-user/APT_PACKAGES)"
 fi
 
 # --- packaging -------------------------------------------------------------------------------
@@ -195,8 +231,6 @@ for p in cornflakes-mem cornflakes-runtime datapath-loopback datapath-socket dat
   d=${p%-runtime}
   if [ -d "crates/$d" ]; then asan_pkgs="$asan_pkgs $p"; fi
 done
-nightly=""
-if rustup toolchain list 2>/dev/null | grep -q '^nightly'; then nightly=1; fi
 if [ -n "$nightly" ]; then
   say "AddressSanitizer + LeakSanitizer (nightly):$asan_pkgs"
   args=""
@@ -214,8 +248,6 @@ if [ -n "$nightly" ]; then
       cargo +nightly test -p cornflakes-c --features xdp --target x86_64-unknown-linux-gnu --test xdp
   fi
   prune target/asan
-else
-  say "SKIPPED: AddressSanitizer run — no nightly toolchain (rustup toolchain install nightly)"
 fi
 
 # --- Demikernel ------------------------------------------------------------------------------
@@ -240,8 +272,6 @@ if [ -n "$nightly" ]; then
   )
   prune target/demikernel
   prune target/asan-demikernel
-else
-  say "SKIPPED: demikernel/ — no nightly toolchain (rustup toolchain install nightly)"
 fi
 
 # --- fuzzing ---------------------------------------------------------------------------------
@@ -250,8 +280,6 @@ fi
 if [ -n "$nightly" ]; then
   say "fuzz targets (nightly): build, then ${FUZZ_CI_SECONDS:-15}s each"
   scripts/fuzz.sh ci "${FUZZ_CI_SECONDS:-15}"
-else
-  say "SKIPPED: fuzz targets — no nightly toolchain (rustup toolchain install nightly)"
 fi
 
 say "all tests passed"

@@ -10,11 +10,15 @@ here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../../.." && pwd)"
 cd "$root"
 target="${CARGO_TARGET_DIR:-$root/target}"
+# A step that cannot run here is reported by crates/test-skip's rule: listed in the skip list,
+# and a failure under CORNFLAKES_REQUIRE_ALL=1.
+# shellcheck source=../../../scripts/skip.sh
+. "$root/scripts/skip.sh"
 # The source comes from Debian's source package: without root (to add the deb-src entry) or
 # without the archive, say so instead of failing or passing silently.
 if ! fetch_log=$(scripts/redis-cornflakes.sh fetch 2>&1); then
-  echo "SKIPPED redis-cornflakes tests: the Redis source could not be fetched:"
   echo "$fetch_log" | tail -5
+  skip "redis-cornflakes tests" "the Redis source could not be fetched ($(echo "$fetch_log" | tail -1))"
   exit 0
 fi
 scripts/redis-cornflakes.sh build >/dev/null
@@ -101,8 +105,8 @@ if [ -z "$bypass_why" ] && ! pkg-config --exists libdpdk 2>/dev/null; then
   bypass_why="libdpdk-dev is missing (crates/datapath-ice/APT_PACKAGES)"
 fi
 if [ -n "$bypass_why" ]; then
-  cf_skip "redis-cornflakes on AF_XDP" "$bypass_why" CORNFLAKES_REQUIRE_XDP
-  cf_skip "redis-cornflakes on DPDK net_af_packet" "$bypass_why" CORNFLAKES_REQUIRE_ICE
+  skip "redis-cornflakes on AF_XDP" "$bypass_why" CORNFLAKES_REQUIRE_XDP
+  skip "redis-cornflakes on DPDK net_af_packet" "$bypass_why" CORNFLAKES_REQUIRE_ICE
 else
   CORNFLAKES_C_FEATURES=xdp,ice scripts/redis-cornflakes.sh build >/dev/null
   trap 'cleanup; cf_veth_cleanup' EXIT
@@ -152,6 +156,6 @@ if [ "${1:-}" != "--no-redis-units" ]; then
       | tee "$out/runtest-100.log" | grep -E "\[(err|exception)\]|All tests passed|\[TIMEOUT\]" || true
     grep -q "All tests passed without errors" "$out/runtest-100.log"
   else
-    echo "SKIPPED redis runtest: tclsh is not installed (apps/redis-cornflakes/APT_PACKAGES lists tcl)"
+    skip "redis runtest" "tclsh is not installed (apps/redis-cornflakes/APT_PACKAGES lists tcl)"
   fi
 fi

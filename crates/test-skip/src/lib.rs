@@ -13,6 +13,11 @@
 //!   own variable (e.g. `CORNFLAKES_REQUIRE_XDP`) is `1` ([`skip_unless`]): a machine that
 //!   is meant to run everything proves it did.
 //!
+//! Shell scripts (`scripts/test.sh`, the C API's and Redis's test scripts) report a step that
+//! cannot run through the `test-skip` program of this crate, by the same rule ([`report`]):
+//! `test-skip [--require VAR] TEST WHY` prints and lists the skip and exits 0, or, when the skip
+//! must fail, prints why and exits 1 (`scripts/skip.sh` wraps it).
+//!
 //! A smoke test that runs a program ([`success_within`]) fails when the program panics in any
 //! thread, exits non-zero or outlives its time limit: never "skipped" because of what it
 //! printed.
@@ -57,6 +62,16 @@ pub fn skip(test: &str, why: &str) {
 /// `CORNFLAKES_REQUIRE_XDP`) is `1`.
 #[track_caller]
 pub fn skip_unless(test: &str, why: &str, require: Option<&str>) {
+    if let Err(e) = report(test, why, require) {
+        panic!("{e}");
+    }
+}
+
+/// The rule behind [`skip`] and [`skip_unless`], for a caller that is not a test (the
+/// `test-skip` program shell scripts call): when `CORNFLAKES_REQUIRE_ALL` or `require` is `1`,
+/// returns the failure `{test}: cannot run ({why}) but {VAR}=1` and lists nothing; otherwise
+/// writes `SKIPPED {test}: {why}` to stderr and appends it to the skip list ([`log_path`]).
+pub fn report(test: &str, why: &str, require: Option<&str>) -> Result<(), String> {
     let set = |var: &str| std::env::var(var).as_deref() == Ok("1");
     let forced = if set(REQUIRE_ALL) {
         Some(REQUIRE_ALL)
@@ -64,7 +79,7 @@ pub fn skip_unless(test: &str, why: &str, require: Option<&str>) {
         require.filter(|v| set(v))
     };
     if let Some(var) = forced {
-        panic!("{test}: cannot run ({why}) but {var}=1");
+        return Err(format!("{test}: cannot run ({why}) but {var}=1"));
     }
     let line = format!("SKIPPED {test}: {why}");
     // Written to the process's stderr directly, past the harness's capture.
@@ -72,6 +87,7 @@ pub fn skip_unless(test: &str, why: &str, require: Option<&str>) {
     if let Some(path) = log_path() {
         let _ = append(&path, &line);
     }
+    Ok(())
 }
 
 /// Whether skips fail (`CORNFLAKES_REQUIRE_ALL=1`).

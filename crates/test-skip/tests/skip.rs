@@ -123,3 +123,59 @@ fn a_panicking_thread_fails_a_successful_exit() {
     }));
     assert!(r.is_err(), "a non-zero exit must fail");
 }
+
+/// The `test-skip` program shell scripts call follows the same rule: listed and exit 0, or
+/// exit 1 and nothing listed under `CORNFLAKES_REQUIRE_ALL=1` or its `--require` variable.
+#[test]
+fn the_program_for_scripts_lists_a_skip_or_fails_by_the_same_rule() {
+    let run = |args: &[&str], env: &[(&str, &str)], path: &std::path::Path| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_test-skip"));
+        cmd.args(args)
+            .env(test_skip::SKIP_LOG, path)
+            .env_remove(test_skip::REQUIRE_ALL)
+            .env_remove("TEST_SKIP_NARROW");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        cmd.output().unwrap()
+    };
+    let path = log("program");
+    let out = run(&["fuzz targets", "no", "nightly"], &[], &path);
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "SKIPPED fuzz targets: no nightly\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        "SKIPPED fuzz targets: no nightly\n"
+    );
+    std::fs::remove_file(&path).unwrap();
+
+    let out = run(
+        &["fuzz targets", "no nightly"],
+        &[(test_skip::REQUIRE_ALL, "1")],
+        &path,
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "fuzz targets: cannot run (no nightly) but CORNFLAKES_REQUIRE_ALL=1\n"
+    );
+    assert!(!path.exists(), "a failed skip is not listed");
+
+    let narrow = ["--require", "TEST_SKIP_NARROW", "xdp step", "not root"];
+    assert_eq!(
+        run(&narrow, &[("TEST_SKIP_NARROW", "1")], &path)
+            .status
+            .code(),
+        Some(1)
+    );
+    assert!(run(&narrow, &[], &path).status.success());
+    let _ = std::fs::remove_file(&path);
+
+    for bad in [&[][..], &["only-a-name"][..], &["--require", "V", "t"][..]] {
+        assert_eq!(run(bad, &[], &path).status.code(), Some(2), "{bad:?}");
+    }
+    assert!(!path.exists(), "a usage error lists nothing");
+}

@@ -1,11 +1,8 @@
 # Shell helpers of the C tests that run a kernel-bypass datapath on a veth pair between two
 # network namespaces (sourced by crates/cornflakes-c/tests/c/run.sh and
-# apps/redis-cornflakes/test/run.sh; the Rust tests' equivalent is crates/netns-harness).
+# apps/redis-cornflakes/test/run.sh; the Rust tests' equivalent is crates/netns-harness). A
+# step that cannot run is reported with scripts/skip.sh's `skip`.
 #
-#   cf_skip TEST WHY REQUIRE_VAR   crates/test-skip's behaviour: `SKIPPED TEST: WHY` on stderr and
-#                                  in target/skipped.txt (or $CORNFLAKES_SKIP_LOG); exits 1
-#                                  instead when CORNFLAKES_REQUIRE_ALL or REQUIRE_VAR is 1.
-#                                  Needs $target (the cargo target directory).
 #   cf_xdp_why                     prints why AF_XDP on veth cannot run here (root, ip, ethtool,
 #                                  libbpf and clang, the kernel's AF_XDP); nothing when it can.
 #   cf_veth_pair TAG N             creates namespaces cfc-$$-TAG-a/-b joined by a veth pair:
@@ -13,16 +10,6 @@
 #                                  B's is IP_B=10.83.N.2/24 with software checksums; sets NS_A
 #                                  NS_B IF_A IF_B IP_A IP_B MAC_B. cf_veth_cleanup deletes every
 #                                  pair made (the caller traps EXIT with it).
-
-cf_skip() {
-  local line="SKIPPED $1: $2"
-  if [ "${CORNFLAKES_REQUIRE_ALL:-}" = 1 ] || [ "${!3:-}" = 1 ]; then
-    echo "$1: cannot run ($2) but CORNFLAKES_REQUIRE_ALL or $3 is 1" >&2
-    exit 1
-  fi
-  echo "$line" >&2
-  echo "$line" >>"${CORNFLAKES_SKIP_LOG:-$target/skipped.txt}"
-}
 
 cf_xdp_why() {
   if [ "$(id -u)" != 0 ]; then

@@ -7,8 +7,9 @@
 # one end of a veth pair between two network namespaces made here, a socket datapath in the
 # other. Those need root, `ip`, `ethtool`, AF_XDP in the kernel and the features' system
 # packages (crates/datapath-xdp/APT_PACKAGES, crates/datapath-ice/APT_PACKAGES); without them
-# each prints `SKIPPED <test>: <why>` and lists it in target/skipped.txt, as crates/test-skip
-# does (a failure under CORNFLAKES_REQUIRE_ALL=1, or CORNFLAKES_REQUIRE_XDP / _ICE=1).
+# each prints `SKIPPED <test>: <why>` and lists it in target/skipped.txt by crates/test-skip's
+# rule (scripts/skip.sh; a failure under CORNFLAKES_REQUIRE_ALL=1, or CORNFLAKES_REQUIRE_XDP /
+# _ICE=1).
 # ConnectX (mlx5) needs the NIC: tests/datapaths.rs.
 # Usage: crates/cornflakes-c/tests/c/run.sh   (from anywhere; called by scripts/test.sh)
 set -euo pipefail
@@ -31,13 +32,15 @@ ASAN_OPTIONS="detect_leaks=1:${ASAN_OPTIONS:-}" "$out/test_capi_asan" "$root/sch
 # --- the kernel-bypass datapaths ----------------------------------------------------------------
 # shellcheck source=netns.sh
 . "$here/netns.sh"
+# shellcheck source=../../../../scripts/skip.sh
+. "$root/scripts/skip.sh"
 why=$(cf_xdp_why)
 if [ -z "$why" ] && ! pkg-config --exists libdpdk 2>/dev/null; then
   why="libdpdk-dev is missing (crates/datapath-ice/APT_PACKAGES)"
 fi
 if [ -n "$why" ]; then
-  cf_skip "test_dp.c xdp" "$why" CORNFLAKES_REQUIRE_XDP
-  cf_skip "test_dp.c ice" "$why" CORNFLAKES_REQUIRE_ICE
+  skip "test_dp.c xdp" "$why" CORNFLAKES_REQUIRE_XDP
+  skip "test_dp.c ice" "$why" CORNFLAKES_REQUIRE_ICE
   exit 0
 fi
 
