@@ -1,10 +1,10 @@
 //! What a server runs for each request: the [`Handler`] interface of the server skeleton
-//! (`app-server`'s `Server`), why a request got no reply ([`Unanswered`]), a handler's own
-//! counters ([`AppCounters`]) and which core it is built for ([`CoreId`], [`Make`]).
-
-use std::fmt;
+//! ([`crate::Server`]), why a request got no reply ([`Unanswered`]) and which core it is built
+//! for ([`CoreId`], [`Make`]).
 
 use cornflakes::{Datapath, DecodeError, RxMsg, SendError};
+
+use crate::AppCounters;
 
 /// By default the handling time is timed for one request in this many: two clock reads cost
 /// ~60 instructions, several percent of a cheap handler's whole work, and a systematic 1-in-16
@@ -53,30 +53,6 @@ pub trait Handler {
     /// Time one request in this many (1: every one).
     fn work_sample_every(&self) -> u64 {
         WORK_SAMPLE_EVERY
-    }
-}
-
-/// The handler's own counters, kept beside the skeleton's (e.g. the KV store's keys and
-/// bytes). `()` for a handler without any.
-pub trait AppCounters: Clone + Default + Send + 'static {
-    /// The name of the replies counter in reports (`replied`; echo says `echoed`).
-    const REPLIED: &'static str = "replied";
-    /// Adds another core's counters to these.
-    fn add(&mut self, other: &Self);
-    /// Writes the counters as ` key=value` pairs (each with a leading space) for reports.
-    fn write(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result;
-    /// Reads back one ` key=value` pair [`Self::write`] wrote; false when `key` is not one of
-    /// these counters.
-    fn parse_field(&mut self, key: &str, value: u64) -> bool {
-        let _ = (key, value);
-        false
-    }
-}
-
-impl AppCounters for () {
-    fn add(&mut self, _: &()) {}
-    fn write(&self, _: &mut fmt::Formatter<'_>) -> fmt::Result {
-        Ok(())
     }
 }
 

@@ -5,8 +5,9 @@
 //! the object runtime, and nothing of the load generators, the baselines or the NIC
 //! launchers. See `docs/codegen.md`, "Services".
 //!
-//! - [`Handler`]: what the server skeleton runs for each request; [`Tx`] is the datapath a
-//!   handler sends on (a send that meets a full queue is made again with the built reply).
+//! - [`Server`]: the server skeleton, a datapath queue and a [`Handler`] (what it runs for
+//!   each request), with its counters ([`ServerStats`]); [`Tx`] is the datapath a handler
+//!   sends on (a send that meets a full queue is made again with the built reply).
 //! - [`Cornflakes`] and [`SendPath`]: how a server's replies are built and handed to the
 //!   datapath (hybrid, all scatter-gather, all copy, no serialize-and-send).
 //! - [`Dispatcher`] and [`Reply`]: the state of a generated dispatcher and the handle a
@@ -26,6 +27,8 @@ mod interleave;
 mod outstanding;
 mod rpc_error;
 mod send;
+mod server;
+mod stats;
 mod tx;
 
 pub use client::{
@@ -33,8 +36,10 @@ pub use client::{
     DEFAULT_OUTSTANDING,
 };
 pub use dispatch::{Dispatcher, Replied, Reply, RpcCounters};
-pub use handler::{AppCounters, CoreId, Handler, Make, Unanswered, WORK_SAMPLE_EVERY};
+pub use handler::{CoreId, Handler, Make, Unanswered, WORK_SAMPLE_EVERY};
 pub use interleave::Interleaved;
 pub use rpc_error::{ErrorCode, RpcError, ERROR_TYPE};
 pub use send::{Cornflakes, SendPath};
+pub use server::Server;
+pub use stats::{AppCounters, ServerStats};
 pub use tx::{Tx, TxCounters};

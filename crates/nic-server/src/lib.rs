@@ -159,12 +159,7 @@ pub fn serve<A: NicApp>(
 }
 
 /// Counters that N cores return separately and a report sums.
-pub trait CoreStats: fmt::Display + Send + 'static {
-    /// The counters of several cores, summed.
-    fn sum(per_core: &[Self]) -> Self
-    where
-        Self: Sized;
-}
+pub use percore::CoreStats;
 
 /// Running server cores, each with its own device queue: each reported its address and a
 /// description of its queue ([`QueueInfo`]).

@@ -3,8 +3,31 @@
 use std::fmt;
 
 use cornflakes::datapath::DropCounters;
-pub use cornflakes_rpc::AppCounters;
 use latency::LatencyHistogram;
+
+/// The handler's own counters, kept beside the skeleton's (e.g. the KV store's keys and
+/// bytes). `()` for a handler without any.
+pub trait AppCounters: Clone + Default + Send + 'static {
+    /// The name of the replies counter in reports (`replied`; echo says `echoed`).
+    const REPLIED: &'static str = "replied";
+    /// Adds another core's counters to these.
+    fn add(&mut self, other: &Self);
+    /// Writes the counters as ` key=value` pairs (each with a leading space) for reports.
+    fn write(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result;
+    /// Reads back one ` key=value` pair [`Self::write`] wrote; false when `key` is not one of
+    /// these counters.
+    fn parse_field(&mut self, key: &str, value: u64) -> bool {
+        let _ = (key, value);
+        false
+    }
+}
+
+impl AppCounters for () {
+    fn add(&mut self, _: &()) {}
+    fn write(&self, _: &mut fmt::Formatter<'_>) -> fmt::Result {
+        Ok(())
+    }
+}
 
 /// What a server has seen so far.
 #[derive(Clone, Debug, Default)]
@@ -115,7 +138,7 @@ impl<A: AppCounters> fmt::Display for ServerStats<A> {
     }
 }
 
-impl<A: AppCounters> nic_server::CoreStats for ServerStats<A> {
+impl<A: AppCounters> percore::CoreStats for ServerStats<A> {
     fn sum(per_core: &[Self]) -> Self {
         ServerStats::sum(per_core)
     }
