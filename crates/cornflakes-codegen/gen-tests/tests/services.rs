@@ -27,7 +27,7 @@ struct Impl {
 
 impl Store for Impl {
     fn echo<'r, D: Datapath>(
-        &mut self,
+        &'r mut self,
         req: BlobView<'r>,
         reply: Reply<'r, D, Blob<'r>>,
     ) -> Result<Replied, Unanswered> {
@@ -39,7 +39,7 @@ impl Store for Impl {
     }
 
     fn measure<'r, D: Datapath>(
-        &mut self,
+        &'r mut self,
         req: BlobView<'r>,
         reply: Reply<'r, D, Sum<'r>>,
     ) -> Result<Replied, Unanswered> {
@@ -52,16 +52,15 @@ impl Store for Impl {
     }
 
     fn fetch<'r, D: Datapath>(
-        &mut self,
+        &'r mut self,
         req: SumView<'r>,
         reply: Reply<'r, D, Blob<'r>>,
     ) -> Result<Replied, Unanswered> {
         let len = (req.get_len() as usize).min(self.big.len());
         let mut b = Blob::new_in(reply.arena());
         b.set_id(req.get_id());
-        // Borrowed (it outlives the reply): copied into the packet at send time.
-        let big: &'r [u8] = reply.arena().copy_slice(&self.big[..len]);
-        b.set_data(CFBytes(CFPtr::borrowed(big)));
+        // Borrowed from the service for the call: copied into the packet at send time.
+        b.set_data(CFBytes(CFPtr::borrowed(&self.big[..len])));
         let id = req.get_id();
         reply.send_or(&b, |arena| {
             let mut t = Blob::new_in(arena);

@@ -217,7 +217,9 @@ impl ServiceGen<'_> {
         let doc = format!(
             " The server side of service `{}`: one method per unary rpc, called by [`{server}`] \
              with the request read in place (only what the method reads is checked) and the \
-             handle its reply is built in and sent through.",
+             handle its reply is built in and sent through. The reply may borrow the request \
+             and the service (values it holds in pinned memory go out by reference) for the \
+             call, `'r`.",
             self.full_name
         );
         let methods = self.methods.iter().map(|m| {
@@ -231,7 +233,7 @@ impl ServiceGen<'_> {
                 #[doc = ""]
                 #[doc = #number]
                 fn #f<'r, D: cf::Datapath>(
-                    &mut self,
+                    &'r mut self,
                     req: #req<'r>,
                     reply: cf_rpc::Reply<'r, D, #reply<'r>>,
                 ) -> ::core::result::Result<cf_rpc::Replied, cf_rpc::Unanswered>;
