@@ -1,38 +1,18 @@
-//! The echo messages as Cornflakes objects (generated from `schemas/echo.proto`): building a
-//! request, the server's deserialize → new object → send, and checking a response.
+//! The echo messages as Cornflakes objects (generated from `schemas/echo.proto`): the server
+//! as the generated service `echo.Echo` (read in place → new object → send), building a
+//! request, and checking a response.
 
 use cornflakes::bumpalo::collections::Vec as BumpVec;
-use cornflakes::{
-    Arena, CFBytes, CFPtr, ConnId, CornflakesObj, Datapath, DecodeError, DecodeObj, Msg,
-};
-use cornflakes::{RcBuf, SendError};
+use cornflakes::SendError;
+use cornflakes::{Arena, CFBytes, CFPtr, ConnId, CornflakesObj, Datapath, DecodeObj, Msg};
+use cornflakes_rpc::{Replied, Reply, Unanswered};
 pub use serializations::SendPath;
 
-use crate::schema::{List, Single, Tree1, Tree2, Tree3, Tree4, Tree5};
+use crate::schema::{
+    Echo, List, ListView, Single, SingleView, Tree1, Tree1View, Tree2, Tree2View, Tree3, Tree3View,
+    Tree4, Tree4View, Tree5, Tree5View,
+};
 use crate::shape::{Kind, ShapeSpec, ValueChecker};
-
-/// Why the server could not echo a Cornflakes message.
-#[derive(Debug)]
-pub enum CfError {
-    /// The message did not decode.
-    Decode(DecodeError),
-    /// It decoded, but a tree lacked nodes.
-    IncompleteTree,
-    /// The reply could not be sent.
-    Send(SendError),
-}
-
-impl From<DecodeError> for CfError {
-    fn from(e: DecodeError) -> Self {
-        CfError::Decode(e)
-    }
-}
-
-impl From<SendError> for CfError {
-    fn from(e: SendError) -> Self {
-        CfError::Send(e)
-    }
-}
 
 /// A generated tree message, built from and flattened into its leaves in order.
 trait TreeObj<'a>: CornflakesObj + DecodeObj<'a> {
@@ -82,65 +62,156 @@ tree_node!(Tree3, Tree2);
 tree_node!(Tree4, Tree3);
 tree_node!(Tree5, Tree4);
 
-fn echo_tree<'a, T: TreeObj<'a>, D: Datapath>(
-    dp: &mut D,
-    conn: ConnId,
-    msg: Msg,
-    data: &'a RcBuf,
-    arena: &'a Arena,
-    path: SendPath,
-) -> Result<(), CfError> {
-    let req = T::deserialize_rcbuf(data, arena)?;
-    let mut leaves = BumpVec::new_in(arena.bump());
-    if !req.leaves(&mut leaves) {
-        return Err(CfError::IncompleteTree);
-    }
-    let mut it = leaves.into_iter();
-    let resp = T::build(arena, &mut || it.next().unwrap_or_default());
-    Ok(path.send(dp, conn, msg, &resp)?)
+/// A tree request read in place, echoed: the reply tree built from its leaves, each a slice
+/// of the received packet (referenced when at least the threshold long).
+trait TreeView<'r>: Copy {
+    /// The reply object.
+    type Obj: CornflakesObj;
+    /// The reply with this tree's leaves, or why there is none (a node or leaf missing, a
+    /// nested object that does not read).
+    fn echo<D: Datapath, B: CornflakesObj>(
+        self,
+        reply: &Reply<'r, D, B>,
+    ) -> Result<Self::Obj, Unanswered>;
 }
 
-/// The server's work for one Cornflakes message of `kind`: deserialize `data` (fields at least
-/// the arena's threshold long stay references into the received buffer), build a new object
-/// from the fields (a list moves over whole; single values and tree leaves are shared, one
-/// reference each), and send it. `arena` holds this message's objects; the caller resets it.
-pub fn echo<D: Datapath>(
-    dp: &mut D,
-    conn: ConnId,
-    msg: Msg,
-    kind: Kind,
-    data: &RcBuf,
-    arena: &Arena,
-    path: SendPath,
-) -> Result<(), CfError> {
-    match kind {
-        Kind::Single => {
-            let req = Single::deserialize_rcbuf(data, arena)?;
-            let mut resp = Single::new_in(arena);
-            if req.has_val() {
-                resp.set_val(req.get_val().clone());
-            }
-            Ok(path.send(dp, conn, msg, &resp)?)
+impl<'r> TreeView<'r> for Tree1View<'r> {
+    type Obj = Tree1<'r>;
+    #[inline]
+    fn echo<D: Datapath, B: CornflakesObj>(
+        self,
+        reply: &Reply<'r, D, B>,
+    ) -> Result<Tree1<'r>, Unanswered> {
+        if !(self.has_left() && self.has_right()) {
+            return Err(incomplete());
         }
-        Kind::List => {
-            let mut req = List::deserialize_rcbuf(data, arena)?;
-            let mut resp = List::new_in(arena);
-            if req.has_id() {
-                resp.set_id(req.get_id());
+        let mut t = Tree1::new_in(reply.arena());
+        t.set_left(reply.bytes(self.get_left()?));
+        t.set_right(reply.bytes(self.get_right()?));
+        Ok(t)
+    }
+}
+
+macro_rules! tree_view {
+    ($v:ident, $t:ident) => {
+        impl<'r> TreeView<'r> for $v<'r> {
+            type Obj = $t<'r>;
+            #[inline]
+            fn echo<D: Datapath, B: CornflakesObj>(
+                self,
+                reply: &Reply<'r, D, B>,
+            ) -> Result<$t<'r>, Unanswered> {
+                let (Some(l), Some(r)) = (self.get_left()?, self.get_right()?) else {
+                    return Err(incomplete());
+                };
+                let mut t = $t::new_in(reply.arena());
+                t.set_left(l.echo(reply)?);
+                t.set_right(r.echo(reply)?);
+                Ok(t)
             }
-            if req.has_vals() {
-                // The request is not used again: its values move to the reply whole (no
-                // reference-count traffic, no second list), as a decoded protobuf message
-                // is re-encoded as it is.
-                std::mem::swap(resp.get_mut_vals(), req.get_mut_vals());
-            }
-            Ok(path.send(dp, conn, msg, &resp)?)
         }
-        Kind::Tree(1) => echo_tree::<Tree1, D>(dp, conn, msg, data, arena, path),
-        Kind::Tree(2) => echo_tree::<Tree2, D>(dp, conn, msg, data, arena, path),
-        Kind::Tree(3) => echo_tree::<Tree3, D>(dp, conn, msg, data, arena, path),
-        Kind::Tree(4) => echo_tree::<Tree4, D>(dp, conn, msg, data, arena, path),
-        Kind::Tree(_) => echo_tree::<Tree5, D>(dp, conn, msg, data, arena, path),
+    };
+}
+
+tree_view!(Tree2View, Tree2);
+tree_view!(Tree3View, Tree3);
+tree_view!(Tree4View, Tree4);
+tree_view!(Tree5View, Tree5);
+
+#[cold]
+fn incomplete() -> Unanswered {
+    Unanswered::Malformed("incomplete tree".to_owned())
+}
+
+/// Echoes tree request `req`.
+#[inline]
+fn echo_tree<'r, V: TreeView<'r>, D: Datapath>(
+    req: V,
+    reply: Reply<'r, D, V::Obj>,
+) -> Result<Replied, Unanswered> {
+    let t = req.echo(&reply)?;
+    reply.send(&t)
+}
+
+/// The echo server's Cornflakes modes as the generated service `echo.Echo`: each method reads
+/// its request in place and answers a new object of the same shape, built from the request's
+/// values (each a slice of the received packet: referenced when at least the arena's threshold
+/// long, else copied into the reply at send time).
+pub struct Service;
+
+impl Echo for Service {
+    #[inline]
+    fn single<'r, D: Datapath>(
+        &'r mut self,
+        req: SingleView<'r>,
+        reply: Reply<'r, D, Single<'r>>,
+    ) -> Result<Replied, Unanswered> {
+        let mut resp = Single::new_in(reply.arena());
+        if req.has_val() {
+            resp.set_val(reply.bytes(req.get_val()?));
+        }
+        reply.send(&resp)
+    }
+
+    #[inline]
+    fn list<'r, D: Datapath>(
+        &'r mut self,
+        req: ListView<'r>,
+        reply: Reply<'r, D, List<'r>>,
+    ) -> Result<Replied, Unanswered> {
+        let mut resp = List::new_in(reply.arena());
+        if req.has_id() {
+            resp.set_id(req.get_id());
+        }
+        if req.has_vals() {
+            let vals = req.get_vals()?;
+            resp.init_vals(vals.len());
+            let out = resp.get_mut_vals();
+            for v in vals.iter() {
+                out.append(reply.bytes(v?));
+            }
+        }
+        reply.send(&resp)
+    }
+
+    fn tree1<'r, D: Datapath>(
+        &'r mut self,
+        req: Tree1View<'r>,
+        reply: Reply<'r, D, Tree1<'r>>,
+    ) -> Result<Replied, Unanswered> {
+        echo_tree(req, reply)
+    }
+
+    fn tree2<'r, D: Datapath>(
+        &'r mut self,
+        req: Tree2View<'r>,
+        reply: Reply<'r, D, Tree2<'r>>,
+    ) -> Result<Replied, Unanswered> {
+        echo_tree(req, reply)
+    }
+
+    fn tree3<'r, D: Datapath>(
+        &'r mut self,
+        req: Tree3View<'r>,
+        reply: Reply<'r, D, Tree3<'r>>,
+    ) -> Result<Replied, Unanswered> {
+        echo_tree(req, reply)
+    }
+
+    fn tree4<'r, D: Datapath>(
+        &'r mut self,
+        req: Tree4View<'r>,
+        reply: Reply<'r, D, Tree4<'r>>,
+    ) -> Result<Replied, Unanswered> {
+        echo_tree(req, reply)
+    }
+
+    fn tree5<'r, D: Datapath>(
+        &'r mut self,
+        req: Tree5View<'r>,
+        reply: Reply<'r, D, Tree5<'r>>,
+    ) -> Result<Replied, Unanswered> {
+        echo_tree(req, reply)
     }
 }
 

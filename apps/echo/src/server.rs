@@ -11,11 +11,13 @@ use cornflakes::{Arena, Datapath, PinnedMemory, RcBuf, RxMsg, SendError};
 use datapath_socket::SocketConfig;
 use percore::CoresConfig;
 
-use crate::cf::{self, CfError};
+use crate::cf::Service;
 use crate::libs::LibCodec;
 use crate::manual;
 use crate::mode::{Format, Library, Mode};
+use crate::schema::EchoServer as Dispatch;
 use crate::shape::Kind;
+use cornflakes_rpc::{Dispatcher, SendPath};
 
 pub use app_server::WORK_SAMPLE_EVERY;
 
@@ -95,20 +97,11 @@ fn malformed(why: &str) -> Unanswered {
     Unanswered::Malformed(why.to_owned())
 }
 
-impl From<CfError> for Unanswered {
-    fn from(e: CfError) -> Self {
-        match e {
-            CfError::Decode(e) => Unanswered::Malformed(e.to_string()),
-            CfError::IncompleteTree => malformed("incomplete tree"),
-            CfError::Send(e) => Unanswered::Send(e),
-        }
-    }
-}
-
-/// How the echo server answers: its mode and that mode's state.
+/// How the echo server answers: its mode and that mode's state (in the Cornflakes modes, the
+/// generated dispatcher of service `echo.Echo` and its arena and send path).
 pub struct Echo {
     mode: Mode,
-    arena: Arena,
+    rt: Dispatcher,
     codec: Option<LibCodec>,
     fields: Vec<Range<usize>>,
     scratch: Vec<u8>,
@@ -123,9 +116,13 @@ impl Echo {
             _ => None,
         };
         let arena = Arena::with_memory(mem).with_threshold(cfg.mode.threshold(cfg.threshold));
+        let path = match cfg.mode.format() {
+            Format::Cornflakes(c) => c.send_path(),
+            _ => SendPath::SerializeAndSend,
+        };
         Ok(Echo {
             mode: cfg.mode,
-            arena,
+            rt: Dispatcher::with_arena(arena, path),
             codec,
             fields: Vec::new(),
             scratch: Vec::new(),
@@ -150,9 +147,12 @@ impl Handler for Echo {
             return Ok(dp.send_sga(m.conn, m.msg, std::slice::from_ref(&m.data))?);
         }
         let kind =
-            Kind::from_msg_type(m.msg.ty).ok_or_else(|| malformed("unknown message type"))?;
+            || Kind::from_msg_type(m.msg.ty).ok_or_else(|| malformed("unknown message type"));
         match self.mode.format() {
+            // A type no method has gets the service's error reply.
+            Format::Cornflakes(_) => Dispatch::dispatch_to(&mut Service, &mut self.rt, dp, m),
             Format::Manual => {
+                let kind = kind()?;
                 manual::parse(&m.data, kind, &mut self.fields)
                     .map_err(|_| malformed("bad hand-written message"))?;
                 match self.mode {
@@ -161,20 +161,8 @@ impl Handler for Echo {
                     _ => self.two_copy(dp, m),
                 }
             }
-            Format::Cornflakes(c) => {
-                self.arena.reset();
-                let path = c.send_path();
-                Ok(cf::echo(
-                    dp,
-                    m.conn,
-                    m.msg,
-                    kind,
-                    &m.data,
-                    &self.arena,
-                    path,
-                )?)
-            }
             Format::Library(Library::Capnp) => {
+                let kind = kind()?;
                 // Cap'n Proto's own network path (paper §6.1.3): the reply is built in pinned
                 // segments, sent as the segment table plus one entry per segment.
                 // The list is reused: per reply only the Builder's segment table is allocated.
@@ -194,6 +182,7 @@ impl Handler for Echo {
                 res
             }
             Format::Library(_) => {
+                let kind = kind()?;
                 let Some(codec) = self.codec.as_mut() else {
                     return Err(malformed("no codec"));
                 };

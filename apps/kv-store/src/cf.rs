@@ -1,69 +1,32 @@
-//! The Cornflakes serializations (`schemas/kv.proto`): the server's handling of each request
-//! against the [`Store`], and the client's encoding of requests and decoding of replies.
+//! The Cornflakes serializations (`schemas/kv.proto`): the store as the generated service
+//! `kv.Kv` ([`Service`], whose requests the generated dispatcher routes), and the client's
+//! encoding of requests and decoding of replies.
 //!
-//! The server builds each reply from the store's pinned buffers with
-//! [`CFPtr::from_rcbuf_ref`](cornflakes::CFPtr::from_rcbuf_ref) (a list's elements with
+//! Each method reads its request in place (a view of the received buffer: only the fields the
+//! operation takes are read and checked) and builds its reply from the store's pinned buffers
+//! with [`CFPtr::from_rcbuf_ref`](cornflakes::CFPtr::from_rcbuf_ref) (a list's elements with
 //! [`LeafList::append_rcbuf_ref`](cornflakes::LeafList::append_rcbuf_ref), the same decision
 //! written into the list): a value at least the arena's threshold long goes out by reference
 //! (scatter-gather, no copy, no pointer recovery), a shorter one is borrowed from the store and
-//! copied once, into the packet at send time. The threshold is the serialization's (hybrid, 0
-//! or infinite).
+//! copied once, into the packet at send time. The threshold and the send path are the
+//! dispatcher's (hybrid, 0 or infinite; serialize-and-send or not).
 
+use cornflakes::wire::BytesListView;
 use cornflakes::{
     Arena, CFBytes, CFString, ConnId, CornflakesObj, Datapath, DecodeError, Msg, RcBuf, SendError,
 };
-pub use serializations::SendPath;
+use cornflakes_rpc::{Replied, Reply, Unanswered};
 
 use crate::exec::{self, Answer, Items};
-use crate::ops::{status_from_raw, Op, OpKind, Reply, Status};
+use crate::ops::{status_from_raw, Op, OpKind, Reply as OpReply, Status};
 use crate::rifl::WriteTag;
 use crate::schema::*;
 use crate::store::{Store, Value};
 use crate::validate;
 
-/// Why the server answered nothing.
-#[derive(Debug)]
-pub enum ServeError {
-    /// The request did not decode (unknown type, bad encoding): counted, dropped. (A request
-    /// that decodes but is invalid, e.g. a key not UTF-8, is answered `BAD_REQUEST`.)
-    Malformed(String),
-    /// The reply could not be sent.
-    Send(SendError),
-}
-
-impl From<DecodeError> for ServeError {
-    fn from(e: DecodeError) -> Self {
-        ServeError::Malformed(e.to_string())
-    }
-}
-
-impl From<SendError> for ServeError {
-    fn from(e: SendError) -> Self {
-        ServeError::Send(e)
-    }
-}
-
-/// Sends `obj`, or, when it is longer than the datapath sends, `too_large()` (the same reply
-/// with status `TOO_LARGE` and no values).
-fn reply<D: Datapath, O: CornflakesObj, P: CornflakesObj>(
-    dp: &mut D,
-    conn: ConnId,
-    msg: Msg,
-    obj: &O,
-    path: SendPath,
-    too_large: impl FnOnce() -> P,
-) -> Result<(), SendError> {
-    if obj.sizes().total() > dp.max_message_len() {
-        return path.send(dp, conn, msg, &too_large());
-    }
-    match path.send(dp, conn, msg, obj) {
-        Err(SendError::TooLarge { .. }) => path.send(dp, conn, msg, &too_large()),
-        r => r,
-    }
-}
-
 /// A stored value as a reply field: referenced when at least the threshold long, else borrowed
 /// from the store (which outlives the reply) and copied once, into the packet at send time.
+#[inline]
 fn bytes<'a>(b: &'a RcBuf, arena: &Arena) -> CFBytes<'a> {
     CFBytes::from_rcbuf_ref(b, arena)
 }
@@ -82,104 +45,94 @@ macro_rules! status_only {
     }};
 }
 
-/// The request messages as the store's operations see them ([`exec::Request`]): one message
-/// type per operation (`schemas/kv.proto`), read in place from the received buffer. Each
-/// type names its operation statically, so [`exec::execute`], inlined per type, knows it.
-macro_rules! one_key_request {
-    ($ty:ident, $kind:ident, vals: $vals:expr, val: |$m:ident, $i:ident| $val:expr, index: |$m2:ident| $index:expr) => {
-        impl exec::Request for $ty<'_> {
-            #[inline]
-            fn kind(&self) -> OpKind {
-                OpKind::$kind
-            }
-            #[inline]
-            fn key_count(&self) -> usize {
-                1
-            }
-            #[inline]
-            fn key(&self, i: usize) -> Result<&str, Status> {
-                if i == 0 {
-                    validate::key(self.get_key().as_bytes())
-                } else {
-                    Err(Status::BadRequest)
-                }
-            }
-            #[inline]
-            fn val_count(&self) -> usize {
-                $vals
-            }
-            #[inline]
-            fn val(&self, $i: usize) -> &[u8] {
-                let $m = self;
-                $val
-            }
-            #[inline]
-            fn index(&self) -> usize {
-                let $m2 = self;
-                $index
-            }
-        }
-    };
+/// A single-key request read in place: the operation's key and value (when it takes one) and
+/// list index, read from the view before the store's operation runs.
+struct One<'r> {
+    kind: OpKind,
+    key: &'r [u8],
+    val: Option<&'r [u8]>,
+    index: usize,
 }
 
-one_key_request!(GetReq, Get, vals: 0, val: |_m, _i| &[], index: |_m| 0);
-one_key_request!(GetListReq, GetList, vals: 0, val: |_m, _i| &[], index: |_m| 0);
-one_key_request!(DeleteReq, Delete, vals: 0, val: |_m, _i| &[], index: |_m| 0);
-one_key_request!(GetFromListReq, GetFromList, vals: 0, val: |_m, _i| &[], index: |m| m.get_index() as usize);
-one_key_request!(PutReq, Put, vals: 1, val: |m, i| if i == 0 { m.get_val().as_bytes() } else { &[] }, index: |_m| 0);
-one_key_request!(AppendReq, Append, vals: 1, val: |m, i| if i == 0 { m.get_val().as_bytes() } else { &[] }, index: |_m| 0);
-
-impl exec::Request for GetMReq<'_> {
+impl exec::Request for One<'_> {
     #[inline]
     fn kind(&self) -> OpKind {
-        OpKind::GetM
+        self.kind
     }
     #[inline]
     fn key_count(&self) -> usize {
-        self.get_keys().len()
+        1
     }
     #[inline]
     fn key(&self, i: usize) -> Result<&str, Status> {
-        self.get_keys()
-            .get(i)
-            .map_or(Err(Status::BadRequest), |k| validate::key(k.as_bytes()))
+        if i == 0 {
+            validate::key(self.key)
+        } else {
+            Err(Status::BadRequest)
+        }
     }
     #[inline]
     fn val_count(&self) -> usize {
-        0
+        self.val.is_some() as usize
     }
     #[inline]
     fn val(&self, _: usize) -> &[u8] {
-        &[]
+        self.val.unwrap_or_default()
     }
     #[inline]
     fn index(&self) -> usize {
-        0
+        self.index
     }
 }
 
-impl exec::Request for PutMReq<'_> {
+/// A multi-key request read in place: its keys and values as lists of the received buffer,
+/// every element's bounds checked before the store's operation runs (a list that points out
+/// of the message is malformed, as when the request was decoded whole).
+struct Many<'r> {
+    kind: OpKind,
+    keys: BytesListView<'r>,
+    vals: BytesListView<'r>,
+}
+
+impl<'r> Many<'r> {
+    fn new(
+        kind: OpKind,
+        keys: BytesListView<'r>,
+        vals: BytesListView<'r>,
+    ) -> Result<Self, DecodeError> {
+        keys.iter()
+            .chain(vals.iter())
+            .try_for_each(|e| e.map(drop))?;
+        Ok(Many { kind, keys, vals })
+    }
+}
+
+impl exec::Request for Many<'_> {
     #[inline]
     fn kind(&self) -> OpKind {
-        OpKind::PutM
+        self.kind
     }
     #[inline]
     fn key_count(&self) -> usize {
-        self.get_keys().len()
+        self.keys.len()
     }
     #[inline]
     fn key(&self, i: usize) -> Result<&str, Status> {
-        self.get_keys()
-            .get(i)
-            .map_or(Err(Status::BadRequest), |k| validate::key(k.as_bytes()))
+        match self.keys.get(i) {
+            Some(Ok(k)) => validate::key(k),
+            _ => Err(Status::BadRequest),
+        }
     }
     #[inline]
     fn val_count(&self) -> usize {
-        self.get_vals().len()
+        self.vals.len()
     }
     #[inline]
     fn val(&self, i: usize) -> &[u8] {
-        self.get_vals().get(i).map_or(&[], |v| v.as_bytes())
+        match self.vals.get(i) {
+            Some(Ok(v)) => v,
+            _ => &[],
+        }
     }
     #[inline]
     fn index(&self) -> usize {
@@ -187,173 +140,299 @@ impl exec::Request for PutMReq<'_> {
     }
 }
 
-/// Handles one request: decodes `data` as the request message its type names, runs it
-/// ([`exec::execute`]), and queues the reply (same message id and type) on `conn`. `arena`
-/// holds this request's objects (the caller resets it); `items` is the server's reused
-/// `getm` list.
-#[allow(clippy::too_many_arguments)]
-pub fn serve<D: Datapath>(
-    dp: &mut D,
-    store: &mut Store,
-    items: &mut Items,
-    conn: ConnId,
-    msg: Msg,
-    data: &RcBuf,
-    arena: &Arena,
-    path: SendPath,
-) -> Result<(), ServeError> {
-    let kind = OpKind::from_msg_type(msg.ty)
-        .ok_or_else(|| ServeError::Malformed(format!("unknown message type {}", msg.ty)))?;
-    // Decode as the message type, run, answer: the operation's meaning is `execute`'s, the
-    // message types are this format's.
-    macro_rules! run {
-        ($ty:ident) => {{
-            let req = $ty::deserialize_rcbuf(data, arena)?;
-            let id = req.get_id();
-            let mut none = Vec::new();
-            let answer =
-                exec::execute(store, &req, || WriteTag::of(dp, conn, msg, data), &mut none);
-            send_answer(dp, conn, msg, kind, id, &answer, arena, path)
-        }};
-    }
-    let sent = match kind {
-        OpKind::Get => run!(GetReq),
-        OpKind::Put => run!(PutReq),
-        OpKind::PutM => run!(PutMReq),
-        OpKind::GetList => run!(GetListReq),
-        OpKind::GetFromList => run!(GetFromListReq),
-        OpKind::Append => run!(AppendReq),
-        OpKind::Delete => run!(DeleteReq),
-        OpKind::GetM => {
-            // Only a getm takes (and gives back) the reused result list.
-            let req = GetMReq::deserialize_rcbuf(data, arena)?;
-            let id = req.get_id();
-            let mut getm = items.take();
-            let answer =
-                exec::execute(store, &req, || WriteTag::of(dp, conn, msg, data), &mut getm);
-            let sent = send_answer(dp, conn, msg, kind, id, &answer, arena, path);
-            items.put_back(getm);
-            sent
-        }
-    };
-    Ok(sent?)
+/// The exactly-once tag of the request `reply` answers (taken only for a write).
+#[inline]
+fn tag<'r, D, B>(reply: &Reply<'r, D, B>) -> impl FnOnce() -> Option<WriteTag> + 'r
+where
+    D: Datapath,
+    B: CornflakesObj,
+{
+    let m = reply.request();
+    move || Some(WriteTag::new(m.peer, m.msg, &m.data))
 }
 
-/// Encodes `answer` to a request of `kind` as that operation's response message and queues
-/// it. Stored values go by reference or copy as the arena's threshold decides; `get`
-/// carries a value stored in pieces as its `pieces`, the other reads answer `TOO_LARGE`.
-// Inlined into each operation's arm of `serve`, where the operation is known: the match on
-// it, and on the answer `execute` just built, fold away.
-#[inline(always)]
-#[allow(clippy::too_many_arguments)]
-fn send_answer<D: Datapath>(
-    dp: &mut D,
-    conn: ConnId,
-    msg: Msg,
-    kind: OpKind,
-    id: u32,
-    answer: &Answer<'_, '_>,
-    arena: &Arena,
-    path: SendPath,
-) -> Result<(), SendError> {
-    let status = answer.status();
-    match kind {
-        OpKind::Get => {
-            let mut resp = GetResp::new_in(arena);
-            resp.set_id(id);
-            resp.set_status(status);
-            match answer {
-                Answer::Value(Ok(Value::One(b))) => resp.set_val(bytes(b, arena)),
-                Answer::Value(Ok(Value::Pieces(ps))) => {
-                    resp.init_pieces(ps.len());
-                    let pieces = resp.get_mut_pieces();
-                    for p in ps {
-                        pieces.append_rcbuf_ref(p, arena);
-                    }
+/// The store as the service `kv.Kv`: each method runs its operation once, for every
+/// serialization alike ([`exec::execute`]), and answers in that method's reply message.
+pub struct Service {
+    store: Store,
+    /// The `getm` result list, reused.
+    items: Items,
+}
+
+impl Service {
+    /// The service of `store`.
+    pub fn new(store: Store) -> Service {
+        Service {
+            store,
+            items: Items::default(),
+        }
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The store, mutably.
+    pub fn store_mut(&mut self) -> &mut Store {
+        &mut self.store
+    }
+
+    /// The store and the reused `getm` list (for the other serializations' handlers).
+    pub fn parts(&mut self) -> (&mut Store, &mut Items) {
+        (&mut self.store, &mut self.items)
+    }
+
+    /// Runs single-key request `req` and returns its answer (a write once, under its tag);
+    /// `none` is the `getm` list it never fills.
+    #[inline(always)]
+    fn one<'r, 'i, D: Datapath, B: CornflakesObj>(
+        &'r mut self,
+        req: One<'_>,
+        reply: &Reply<'r, D, B>,
+        none: &'i mut Vec<exec::Item<'r>>,
+    ) -> Answer<'r, 'i> {
+        exec::execute(&mut self.store, &req, tag(reply), none)
+    }
+}
+
+/// A reply whose status is the answer's and which carries no values.
+macro_rules! write_reply {
+    ($self:ident, $req:ident, $reply:ident, $kind:ident, $resp:ident, $key:expr, $val:expr) => {{
+        let one = One {
+            kind: OpKind::$kind,
+            key: $key,
+            val: $val,
+            index: 0,
+        };
+        let id = $req.get_id();
+        let status = $self.one(one, &$reply, &mut Vec::new()).status();
+        let arena = $reply.arena();
+        $reply.send(&status_only!($resp, arena, id, status))
+    }};
+}
+
+impl Kv for Service {
+    #[inline]
+    fn get<'r, D: Datapath>(
+        &'r mut self,
+        req: GetReqView<'r>,
+        reply: Reply<'r, D, GetResp<'r>>,
+    ) -> Result<Replied, Unanswered> {
+        let one = One {
+            kind: OpKind::Get,
+            key: req.get_key_bytes()?,
+            val: None,
+            index: 0,
+        };
+        let id = req.get_id();
+        let mut none = Vec::new();
+        let answer = self.one(one, &reply, &mut none);
+        let arena = reply.arena();
+        let mut resp = GetResp::new_in(arena);
+        resp.set_id(id);
+        resp.set_status(answer.status());
+        match answer {
+            Answer::Value(Ok(Value::One(b))) => resp.set_val(bytes(b, arena)),
+            Answer::Value(Ok(Value::Pieces(ps))) => {
+                resp.init_pieces(ps.len());
+                let pieces = resp.get_mut_pieces();
+                for p in ps {
+                    pieces.append_rcbuf_ref(p, arena);
                 }
-                _ => {}
             }
-            reply(dp, conn, msg, &resp, path, || {
-                status_only!(GetResp, arena, id, Status::TooLarge)
-            })
+            _ => {}
         }
-        OpKind::GetFromList => {
-            let mut resp = GetFromListResp::new_in(arena);
-            resp.set_id(id);
-            let status = match answer {
-                Answer::Value(Ok(v)) => match single(v) {
-                    Ok(b) => {
-                        resp.set_val(bytes(b, arena));
-                        Status::Ok
-                    }
-                    Err(s) => s,
-                },
-                _ => status,
+        reply.send_or(&resp, |a| status_only!(GetResp, a, id, Status::TooLarge))
+    }
+
+    #[inline]
+    fn put<'r, D: Datapath>(
+        &'r mut self,
+        req: PutReqView<'r>,
+        reply: Reply<'r, D, PutResp<'r>>,
+    ) -> Result<Replied, Unanswered> {
+        write_reply!(
+            self,
+            req,
+            reply,
+            Put,
+            PutResp,
+            req.get_key_bytes()?,
+            Some(req.get_val()?)
+        )
+    }
+
+    #[inline]
+    fn get_m<'r, D: Datapath>(
+        &'r mut self,
+        req: GetMReqView<'r>,
+        reply: Reply<'r, D, GetMResp<'r>>,
+    ) -> Result<Replied, Unanswered> {
+        let id = req.get_id();
+        let many = Many::new(
+            OpKind::GetM,
+            req.get_keys()?.0,
+            BytesListView::empty("GetMReq.vals"),
+        )?;
+        // Only a getm takes (and gives back) the reused result list.
+        let mut getm = self.items.take();
+        let answer = exec::execute(&mut self.store, &many, tag(&reply), &mut getm);
+        let arena = reply.arena();
+        let Answer::Values(items) = answer else {
+            let status = answer.status();
+            let sent = reply.send(&status_only!(GetMResp, arena, id, status));
+            self.items.put_back(getm);
+            return sent;
+        };
+        let mut resp = GetMResp::new_in(arena);
+        resp.set_id(id);
+        resp.init_vals(items.len());
+        resp.init_statuses(items.len());
+        let mut first = Status::Ok;
+        for it in items.iter() {
+            let s = match it.and_then(single) {
+                Ok(b) => {
+                    resp.get_mut_vals().append_rcbuf_ref(b, arena);
+                    Status::Ok
+                }
+                Err(s) => {
+                    resp.get_mut_vals().append(CFBytes::default());
+                    s
+                }
             };
-            resp.set_status(status);
-            reply(dp, conn, msg, &resp, path, || {
-                status_only!(GetFromListResp, arena, id, Status::TooLarge)
-            })
+            if first == Status::Ok {
+                first = s;
+            }
+            resp.get_mut_statuses().append(s as i32);
         }
-        OpKind::GetList => {
-            let mut resp = GetListResp::new_in(arena);
-            resp.set_id(id);
-            // Every element checked first, then appended: no list of the buffers built.
-            let status = match answer {
-                Answer::List(Ok(list)) => match list.iter().try_for_each(|v| single(v).map(drop)) {
-                    Ok(()) => {
-                        resp.init_vals(list.len());
-                        let vals = resp.get_mut_vals();
-                        for v in list.iter() {
-                            if let Some(b) = v.single() {
-                                vals.append_rcbuf_ref(b, arena);
-                            }
+        resp.set_status(first);
+        let sent = reply.send_or(&resp, |a| status_only!(GetMResp, a, id, Status::TooLarge));
+        drop(resp);
+        self.items.put_back(getm);
+        sent
+    }
+
+    #[inline]
+    fn put_m<'r, D: Datapath>(
+        &'r mut self,
+        req: PutMReqView<'r>,
+        reply: Reply<'r, D, PutMResp<'r>>,
+    ) -> Result<Replied, Unanswered> {
+        let id = req.get_id();
+        let many = Many::new(OpKind::PutM, req.get_keys()?.0, req.get_vals()?)?;
+        let status = exec::execute(&mut self.store, &many, tag(&reply), &mut Vec::new()).status();
+        let arena = reply.arena();
+        reply.send(&status_only!(PutMResp, arena, id, status))
+    }
+
+    #[inline]
+    fn get_list<'r, D: Datapath>(
+        &'r mut self,
+        req: GetListReqView<'r>,
+        reply: Reply<'r, D, GetListResp<'r>>,
+    ) -> Result<Replied, Unanswered> {
+        let one = One {
+            kind: OpKind::GetList,
+            key: req.get_key_bytes()?,
+            val: None,
+            index: 0,
+        };
+        let id = req.get_id();
+        let mut none = Vec::new();
+        let answer = self.one(one, &reply, &mut none);
+        let arena = reply.arena();
+        let mut resp = GetListResp::new_in(arena);
+        resp.set_id(id);
+        // Every element checked first, then appended: no list of the buffers built.
+        let status = match answer {
+            Answer::List(Ok(list)) => match list.iter().try_for_each(|v| single(v).map(drop)) {
+                Ok(()) => {
+                    resp.init_vals(list.len());
+                    let vals = resp.get_mut_vals();
+                    for v in list.iter() {
+                        if let Some(b) = v.single() {
+                            vals.append_rcbuf_ref(b, arena);
                         }
-                        Status::Ok
                     }
-                    Err(s) => s,
-                },
-                _ => status,
-            };
-            resp.set_status(status);
-            reply(dp, conn, msg, &resp, path, || {
-                status_only!(GetListResp, arena, id, Status::TooLarge)
-            })
-        }
-        OpKind::GetM => {
-            let Answer::Values(items) = answer else {
-                return path.send(dp, conn, msg, &status_only!(GetMResp, arena, id, status));
-            };
-            let mut resp = GetMResp::new_in(arena);
-            resp.set_id(id);
-            resp.init_vals(items.len());
-            resp.init_statuses(items.len());
-            let mut first = Status::Ok;
-            for it in items.iter() {
-                let s = match it.and_then(single) {
-                    Ok(b) => {
-                        resp.get_mut_vals().append_rcbuf_ref(b, arena);
-                        Status::Ok
-                    }
-                    Err(s) => {
-                        resp.get_mut_vals().append(CFBytes::default());
-                        s
-                    }
-                };
-                if first == Status::Ok {
-                    first = s;
+                    Status::Ok
                 }
-                resp.get_mut_statuses().append(s as i32);
-            }
-            resp.set_status(first);
-            reply(dp, conn, msg, &resp, path, || {
-                status_only!(GetMResp, arena, id, Status::TooLarge)
-            })
-        }
-        OpKind::Put => path.send(dp, conn, msg, &status_only!(PutResp, arena, id, status)),
-        OpKind::PutM => path.send(dp, conn, msg, &status_only!(PutMResp, arena, id, status)),
-        OpKind::Append => path.send(dp, conn, msg, &status_only!(AppendResp, arena, id, status)),
-        OpKind::Delete => path.send(dp, conn, msg, &status_only!(DeleteResp, arena, id, status)),
+                Err(s) => s,
+            },
+            a => a.status(),
+        };
+        resp.set_status(status);
+        reply.send_or(&resp, |a| {
+            status_only!(GetListResp, a, id, Status::TooLarge)
+        })
+    }
+
+    #[inline]
+    fn get_from_list<'r, D: Datapath>(
+        &'r mut self,
+        req: GetFromListReqView<'r>,
+        reply: Reply<'r, D, GetFromListResp<'r>>,
+    ) -> Result<Replied, Unanswered> {
+        let one = One {
+            kind: OpKind::GetFromList,
+            key: req.get_key_bytes()?,
+            val: None,
+            index: req.get_index() as usize,
+        };
+        let id = req.get_id();
+        let mut none = Vec::new();
+        let answer = self.one(one, &reply, &mut none);
+        let arena = reply.arena();
+        let mut resp = GetFromListResp::new_in(arena);
+        resp.set_id(id);
+        let status = match answer {
+            Answer::Value(Ok(v)) => match single(v) {
+                Ok(b) => {
+                    resp.set_val(bytes(b, arena));
+                    Status::Ok
+                }
+                Err(s) => s,
+            },
+            a => a.status(),
+        };
+        resp.set_status(status);
+        reply.send_or(&resp, |a| {
+            status_only!(GetFromListResp, a, id, Status::TooLarge)
+        })
+    }
+
+    #[inline]
+    fn append<'r, D: Datapath>(
+        &'r mut self,
+        req: AppendReqView<'r>,
+        reply: Reply<'r, D, AppendResp<'r>>,
+    ) -> Result<Replied, Unanswered> {
+        write_reply!(
+            self,
+            req,
+            reply,
+            Append,
+            AppendResp,
+            req.get_key_bytes()?,
+            Some(req.get_val()?)
+        )
+    }
+
+    #[inline]
+    fn delete<'r, D: Datapath>(
+        &'r mut self,
+        req: DeleteReqView<'r>,
+        reply: Reply<'r, D, DeleteResp<'r>>,
+    ) -> Result<Replied, Unanswered> {
+        write_reply!(
+            self,
+            req,
+            reply,
+            Delete,
+            DeleteResp,
+            req.get_key_bytes()?,
+            None
+        )
     }
 }
 
@@ -477,7 +556,7 @@ fn status_of(raw: i32) -> Result<Status, String> {
 }
 
 /// Decodes the reply to a request of `kind`: its id and contents.
-pub fn decode_reply(kind: OpKind, payload: &[u8], arena: &Arena) -> Result<(u32, Reply), String> {
+pub fn decode_reply(kind: OpKind, payload: &[u8], arena: &Arena) -> Result<(u32, OpReply), String> {
     let e = |e: DecodeError| format!("{} reply: {e}", kind.name());
     let vals = |l: &cornflakes::LeafList<'_, CFBytes<'_>>| -> Vec<Vec<u8>> {
         l.iter().map(|v| v.as_bytes().to_vec()).collect()
@@ -486,7 +565,7 @@ pub fn decode_reply(kind: OpKind, payload: &[u8], arena: &Arena) -> Result<(u32,
         OpKind::Get => {
             let m = GetResp::deserialize(payload, arena).map_err(e)?;
             let status = status_of(m.get_status_raw())?;
-            let mut r = Reply::status(status);
+            let mut r = OpReply::status(status);
             if status == Status::Ok {
                 if m.has_pieces() {
                     r.vals.push(
@@ -504,7 +583,7 @@ pub fn decode_reply(kind: OpKind, payload: &[u8], arena: &Arena) -> Result<(u32,
         }
         OpKind::GetM => {
             let m = GetMResp::deserialize(payload, arena).map_err(e)?;
-            let mut r = Reply::status(status_of(m.get_status_raw())?);
+            let mut r = OpReply::status(status_of(m.get_status_raw())?);
             r.vals = vals(m.get_vals());
             r.statuses = m
                 .get_statuses()
@@ -515,14 +594,14 @@ pub fn decode_reply(kind: OpKind, payload: &[u8], arena: &Arena) -> Result<(u32,
         }
         OpKind::GetList => {
             let m = GetListResp::deserialize(payload, arena).map_err(e)?;
-            let mut r = Reply::status(status_of(m.get_status_raw())?);
+            let mut r = OpReply::status(status_of(m.get_status_raw())?);
             r.vals = vals(m.get_vals());
             (m.get_id(), r)
         }
         OpKind::GetFromList => {
             let m = GetFromListResp::deserialize(payload, arena).map_err(e)?;
             let status = status_of(m.get_status_raw())?;
-            let mut r = Reply::status(status);
+            let mut r = OpReply::status(status);
             if status == Status::Ok {
                 r.vals.push(m.get_val().as_bytes().to_vec());
             }
@@ -530,19 +609,19 @@ pub fn decode_reply(kind: OpKind, payload: &[u8], arena: &Arena) -> Result<(u32,
         }
         OpKind::Put => {
             let m = PutResp::deserialize(payload, arena).map_err(e)?;
-            (m.get_id(), Reply::status(status_of(m.get_status_raw())?))
+            (m.get_id(), OpReply::status(status_of(m.get_status_raw())?))
         }
         OpKind::PutM => {
             let m = PutMResp::deserialize(payload, arena).map_err(e)?;
-            (m.get_id(), Reply::status(status_of(m.get_status_raw())?))
+            (m.get_id(), OpReply::status(status_of(m.get_status_raw())?))
         }
         OpKind::Append => {
             let m = AppendResp::deserialize(payload, arena).map_err(e)?;
-            (m.get_id(), Reply::status(status_of(m.get_status_raw())?))
+            (m.get_id(), OpReply::status(status_of(m.get_status_raw())?))
         }
         OpKind::Delete => {
             let m = DeleteResp::deserialize(payload, arena).map_err(e)?;
-            (m.get_id(), Reply::status(status_of(m.get_status_raw())?))
+            (m.get_id(), OpReply::status(status_of(m.get_status_raw())?))
         }
     })
 }

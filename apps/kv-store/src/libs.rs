@@ -16,11 +16,11 @@ use baselines::kv::{recycle, KvCodec, KvRequestView, KvResponseView};
 use baselines::Library;
 use cornflakes::{ConnId, Datapath, Msg, RcBuf, SendError};
 
-use crate::cf::ServeError;
 use crate::exec::{self, Answer, Item, Items};
 use crate::ops::{status_from_raw, Op, OpKind, Reply, Status};
 use crate::rifl::WriteTag;
 use crate::store::{Store, Value};
+use cornflakes_rpc::Unanswered;
 
 /// The response lists a library server reuses from one request to the next (recycled with
 /// [`baselines::kv::recycle`]), so answering a request allocates nothing of the server's own:
@@ -76,9 +76,9 @@ fn answer<'s>(
     tag: impl FnOnce() -> Option<WriteTag>,
     items: &mut Items,
     out: &mut KvResponseView<'s>,
-) -> Result<(), ServeError> {
+) -> Result<(), Unanswered> {
     let kind = OpKind::from_msg_type(r.op)
-        .ok_or_else(|| ServeError::Malformed(format!("unknown operation {}", r.op)))?;
+        .ok_or_else(|| Unanswered::Malformed(format!("unknown operation {}", r.op)))?;
     out.id = r.id;
     // Only a getm takes (and gives back) the reused result list.
     let mut getm: Vec<Item<'s>> = if kind == OpKind::GetM {
@@ -153,7 +153,7 @@ pub fn serve<D: Datapath>(
     conn: ConnId,
     msg: Msg,
     data: &[u8],
-) -> Result<(), ServeError> {
+) -> Result<(), Unanswered> {
     let mut view = KvResponseView {
         id: 0,
         status: 0,
@@ -188,12 +188,12 @@ fn serve_in<'s, D: Datapath>(
     conn: ConnId,
     msg: Msg,
     data: &[u8],
-) -> Result<(), ServeError> {
+) -> Result<(), Unanswered> {
     let peer: &D = dp;
     // The closure may run once; it hands the store (and so the borrow of the values it
     // returns) to `execute`.
     let mut store = Some(store);
-    let mut result: Option<Result<(), ServeError>> = None;
+    let mut result: Option<Result<(), Unanswered>> = None;
     codec
         .with_request(data, &mut |r| {
             result = Some(match store.take() {
@@ -204,11 +204,11 @@ fn serve_in<'s, D: Datapath>(
                     items,
                     view,
                 ),
-                None => Err(ServeError::Malformed("more than one request".to_owned())),
+                None => Err(Unanswered::Malformed("more than one request".to_owned())),
             });
         })
-        .map_err(|e| ServeError::Malformed(e.to_string()))?;
-    result.ok_or_else(|| ServeError::Malformed("no request".to_owned()))??;
+        .map_err(|e| Unanswered::Malformed(e.to_string()))?;
+    result.ok_or_else(|| Unanswered::Malformed("no request".to_owned()))??;
     let mem = dp.memory();
     let limit = mem.max_item_size().min(dp.max_message_len());
     if codec.response_len_bound(view) > limit {
@@ -224,7 +224,7 @@ fn serve_in<'s, D: Datapath>(
         .map_err(SendError::from)?;
     let n = codec
         .encode_response(view, &mut out)
-        .map_err(|e| ServeError::Send(SendError::Io(std::io::Error::other(e.to_string()))))?;
+        .map_err(|e| Unanswered::Send(SendError::Io(std::io::Error::other(e.to_string()))))?;
     out.set_len(n);
     Ok(dp.send_sga(conn, msg, &[out.freeze()])?)
 }
@@ -238,10 +238,10 @@ fn send_capnp_segments<D: Datapath>(
     msg: Msg,
     view: &KvResponseView<'_>,
     sga: &mut Vec<RcBuf>,
-) -> Result<(), ServeError> {
+) -> Result<(), Unanswered> {
     let built = baselines::kv::capnp_response_sga_into(view, dp.memory(), sga)
-        .map_err(|e| ServeError::Send(SendError::Io(std::io::Error::other(e.to_string()))))
-        .and_then(|r| r.map_err(|e| ServeError::Send(SendError::from(e))));
+        .map_err(|e| Unanswered::Send(SendError::Io(std::io::Error::other(e.to_string()))))
+        .and_then(|r| r.map_err(|e| Unanswered::Send(SendError::from(e))));
     let sent = built.and_then(|()| Ok(dp.send_sga(conn, msg, sga)?));
     sga.clear();
     sent

@@ -28,12 +28,12 @@
 use ::resp::{Args, Frame, Int, Len, Out, Parser, Reader, SliceOut};
 use cornflakes::{ConnId, Datapath, Msg, SendError};
 
-use crate::cf::ServeError;
 use crate::exec::{self, Answer, Items};
 use crate::ops::{Op, OpKind, Reply, Status};
 use crate::rifl::WriteTag;
 use crate::store::{Store, Value};
 use crate::validate;
+use cornflakes_rpc::Unanswered;
 
 pub use ::resp::MAX_ARGS;
 
@@ -72,10 +72,10 @@ impl<'a, 'p> RespRequest<'a, 'p> {
     /// The operation `args` names, with the arguments it takes. An unknown command, a wrong
     /// number of arguments, an `LRANGE` other than `0 -1` or an `LINDEX` whose index is not a
     /// number is malformed.
-    pub fn decode(args: Args<'a, 'p>) -> Result<Self, ServeError> {
+    pub fn decode(args: Args<'a, 'p>) -> Result<Self, Unanswered> {
         let n = args.len();
         let bad = |why: &str| {
-            ServeError::Malformed(format!(
+            Unanswered::Malformed(format!(
                 "{}: {why}",
                 String::from_utf8_lossy(args.command())
             ))
@@ -229,10 +229,10 @@ pub fn serve<D: Datapath>(
     conn: ConnId,
     msg: Msg,
     data: &[u8],
-) -> Result<(), ServeError> {
+) -> Result<(), Unanswered> {
     let args = parser
         .parse(data)
-        .map_err(|e| ServeError::Malformed(e.to_string()))?;
+        .map_err(|e| Unanswered::Malformed(e.to_string()))?;
     let req = RespRequest::decode(args)?;
     let kind = req.kind;
     // Only a getm takes (and gives back) the reused result list.
@@ -255,7 +255,7 @@ fn send_answer<D: Datapath>(
     msg: Msg,
     kind: OpKind,
     answer: &Answer<'_, '_>,
-) -> Result<(), ServeError> {
+) -> Result<(), Unanswered> {
     let mut len = Len::default();
     write_answer(&mut len, kind, answer);
     let mem = dp.memory();
@@ -271,7 +271,7 @@ fn send_answer<D: Datapath>(
     write_answer(&mut o, kind, answer);
     let n = o
         .finish()
-        .map_err(|e| ServeError::Send(SendError::Io(std::io::Error::other(e))))?;
+        .map_err(|e| Unanswered::Send(SendError::Io(std::io::Error::other(e))))?;
     out.set_len(n);
     Ok(dp.send_sga(conn, msg, &[out.freeze()])?)
 }
@@ -473,7 +473,7 @@ mod tests {
             let mut buf = Vec::new();
             buf.command(args);
             let r = RespRequest::decode(p.parse(&buf).unwrap());
-            assert!(matches!(r, Err(ServeError::Malformed(_))), "{args:?}");
+            assert!(matches!(r, Err(Unanswered::Malformed(_))), "{args:?}");
         }
         // Command names ignore case, as in Redis.
         let mut buf = Vec::new();

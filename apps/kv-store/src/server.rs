@@ -13,12 +13,12 @@ use cornflakes::{Arena, Datapath, PinnedMemory, RxMsg};
 use datapath_socket::SocketConfig;
 use percore::CoresConfig;
 
-use crate::cf::{self, ServeError};
-use crate::exec::Items;
+use crate::cf::Service;
 use crate::resp;
+use crate::schema::KvServer as Dispatch;
 use crate::serialization::Serialization;
 use crate::store::{Store, StoreConfig, StoreStats};
-use serializations::SendPath;
+use cornflakes_rpc::{Cornflakes, Dispatcher};
 
 /// What the server does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -117,25 +117,17 @@ pub fn new<D: Datapath>(dp: D, cfg: ServerConfig) -> KvServer<D> {
     KvServer::new(dp, kv)
 }
 
-impl From<ServeError> for Unanswered {
-    fn from(e: ServeError) -> Self {
-        match e {
-            ServeError::Malformed(why) => Unanswered::Malformed(why),
-            ServeError::Send(e) => Unanswered::Send(e),
-        }
-    }
-}
-
-/// How the KV server answers: the store, and the codec or arena of its serialization.
+/// How the KV server answers: the store as the generated service `kv.Kv` (routed by its
+/// generated dispatcher in the Cornflakes serializations), or the codec of a library or RESP
+/// running the same operations on the same store.
 pub struct Kv {
     ser: Serialization,
-    store: Store,
-    arena: Arena,
+    service: Service,
+    /// The generated dispatcher's state: the arena replies are built in, the send path.
+    rt: Dispatcher,
     codec: Option<Box<dyn KvCodec + Send>>,
     /// The library servers' reused response lists.
     scratch: crate::libs::Scratch,
-    /// The `getm` result list, reused by every serialization.
-    items: Items,
     /// RESP's request parser (its argument list reused).
     parser: ::resp::Parser,
 }
@@ -153,13 +145,17 @@ impl Kv {
     pub fn with_store(mem: &PinnedMemory, cfg: ServerConfig, store: Store) -> Kv {
         let arena =
             Arena::with_memory(mem).with_threshold(cfg.serialization.threshold(cfg.threshold));
+        let path = cfg
+            .serialization
+            .cornflakes()
+            .unwrap_or(Cornflakes::Hybrid)
+            .send_path();
         Kv {
             ser: cfg.serialization,
-            store,
-            arena,
+            service: Service::new(store),
+            rt: Dispatcher::with_arena(arena, path),
             codec: cfg.serialization.library().map(|lib| lib.kv_codec()),
             scratch: crate::libs::Scratch::default(),
-            items: Items::default(),
             parser: ::resp::Parser::new(),
         }
     }
@@ -167,18 +163,24 @@ impl Kv {
     /// Makes this server core `core` of `cores`: its store is that core's shard
     /// ([`Store::set_shard`]).
     pub fn with_core(mut self, core: usize, cores: usize) -> Self {
-        self.store.set_shard(core, cores);
+        self.service.store_mut().set_shard(core, cores);
         self
     }
 
     /// The store (to load it, or inspect it).
     pub fn store_mut(&mut self) -> &mut Store {
-        &mut self.store
+        self.service.store_mut()
     }
 
     /// The store.
     pub fn store(&self) -> &Store {
-        &self.store
+        self.service.store()
+    }
+
+    /// Requests of a method the store does not have, answered with an error reply
+    /// (Cornflakes serializations).
+    pub fn unknown_methods(&self) -> u64 {
+        self.rt.counters().unknown_methods
     }
 
     /// The serialization.
@@ -195,50 +197,33 @@ impl Handler for Kv {
     }
 
     fn counters(&self) -> StoreStats {
-        self.store.stats()
+        self.service.store().stats()
     }
 
     // Out of line, one call per request: the server's work per request is this function's
     // inclusive cost under callgrind (docs/performance.md), whatever the build inlines around it.
     #[inline(never)]
     fn handle<D: Datapath>(&mut self, dp: &mut D, m: &RxMsg) -> Result<(), Unanswered> {
-        Ok(match (self.ser, self.codec.as_mut()) {
-            (Serialization::Resp, _) => resp::serve(
-                dp,
-                &mut self.store,
-                &mut self.parser,
-                &mut self.items,
-                m.conn,
-                m.msg,
-                &m.data,
-            ),
-            (_, Some(codec)) => crate::libs::serve(
-                dp,
-                &mut self.store,
-                codec.as_mut(),
-                &mut self.scratch,
-                &mut self.items,
-                m.conn,
-                m.msg,
-                &m.data,
-            ),
-            (ser, None) => {
-                self.arena.reset();
-                let path = ser
-                    .cornflakes()
-                    .map_or(SendPath::SerializeAndSend, |c| c.send_path());
-                cf::serve(
+        match (self.ser, self.codec.as_mut()) {
+            (Serialization::Resp, _) => {
+                let (store, items) = self.service.parts();
+                resp::serve(dp, store, &mut self.parser, items, m.conn, m.msg, &m.data)
+            }
+            (_, Some(codec)) => {
+                let (store, items) = self.service.parts();
+                crate::libs::serve(
                     dp,
-                    &mut self.store,
-                    &mut self.items,
+                    store,
+                    codec.as_mut(),
+                    &mut self.scratch,
+                    items,
                     m.conn,
                     m.msg,
                     &m.data,
-                    &self.arena,
-                    path,
                 )
             }
-        }?)
+            (_, None) => Dispatch::dispatch_to(&mut self.service, &mut self.rt, dp, m),
+        }
     }
 }
 

@@ -6,13 +6,8 @@ use std::sync::atomic::AtomicBool;
 
 use percore::{Cores, QueueInfo};
 
-/// Counters that N cores return separately and a report sums.
-pub trait CoreStats: fmt::Display + Send + 'static {
-    /// The counters of several cores, summed.
-    fn sum(per_core: &[Self]) -> Self
-    where
-        Self: Sized;
-}
+/// Counters that N cores return separately and a report sums (one home: `percore`).
+pub use percore::CoreStats;
 
 /// Prints one ready line per core: `[server] ready: {label} on {addr} ({what}, core i of N)`.
 pub(crate) fn print_ready(label: &dyn fmt::Display, ready: &[QueueInfo]) {

@@ -9,6 +9,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "protos/examples.proto",
             "../../../schemas/echo.proto",
             "../../../schemas/kv.proto",
+            "protos/rpc.proto",
         ],
         &["protos", "../../../schemas"],
     )?;

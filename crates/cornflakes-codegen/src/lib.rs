@@ -68,6 +68,9 @@ pub struct Config {
     include_file: Option<PathBuf>,
     services: bool,
     refuse_streaming: bool,
+    rpc_path: String,
+    method_ids: Vec<(String, u16)>,
+    exactly_once: Vec<String>,
 }
 
 impl Default for Config {
@@ -79,6 +82,9 @@ impl Default for Config {
             include_file: None,
             services: true,
             refuse_streaming: false,
+            rpc_path: "::cornflakes_rpc".to_string(),
+            method_ids: Vec::new(),
+            exactly_once: Vec::new(),
         }
     }
 }
@@ -132,6 +138,36 @@ impl Config {
     /// ```
     pub fn include_file(&mut self, name: impl Into<PathBuf>) -> &mut Self {
         self.include_file = Some(name.into());
+        self
+    }
+
+    /// The path generated services use for the `cornflakes-rpc` crate (default
+    /// `::cornflakes_rpc`), for crates that re-export it.
+    pub fn rpc_path(&mut self, path: &str) -> &mut Self {
+        self.rpc_path = path.to_string();
+        self
+    }
+
+    /// Gives method `method` (`package.Service.Method`) the number `id`, as
+    /// `option (cornflakes.method_id) = id;` in the schema would (this setting wins over it).
+    /// A method's number is the framing header's message type of its requests and replies;
+    /// without either, it is the method's position in its service, from 1.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let mut c = cornflakes_codegen::Config::new();
+    /// c.method_id("echo.Echo.EchoTree1", 11);
+    /// ```
+    pub fn method_id(&mut self, method: &str, id: u16) -> &mut Self {
+        self.method_ids.push((method.to_string(), id));
+        self
+    }
+
+    /// Runs method `method` (`package.Service.Method`) exactly once per request under retries,
+    /// as `option (cornflakes.exactly_once) = true;` in the schema would.
+    pub fn exactly_once(&mut self, method: &str) -> &mut Self {
+        self.exactly_once.push(method.to_string());
         self
     }
 

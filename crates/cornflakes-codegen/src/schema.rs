@@ -301,7 +301,7 @@ impl Schema {
         let input_paths: Vec<&Path> = resolved_inputs.iter().map(|p| p.as_path()).collect();
         let mut include_paths: Vec<&Path> = includes.iter().map(|p| p.as_ref()).collect();
         // `import "cornflakes/options.proto"` finds the shipped copy after the caller's.
-        let shipped = crate::options::shipped_include(&input_paths, &include_paths)?;
+        let shipped = shipped_options(&input_paths, &include_paths)?;
         include_paths.extend(shipped.as_deref());
         // What would overflow the parser's stack (an abort, not a panic) is refused first.
         crate::imports::check(&input_paths, &include_paths)?;
@@ -391,6 +391,20 @@ impl Schema {
             .map(|m| m.full_name.as_str())
             .collect()
     }
+}
+
+/// The directory of the shipped `cornflakes/options.proto` when a file of the load (`inputs`
+/// and what they import through `includes`) imports it and no include directory has it.
+fn shipped_options(inputs: &[&Path], includes: &[&Path]) -> Result<Option<PathBuf>, Error> {
+    let path = crate::options::OPTIONS_PROTO_PATH;
+    if includes.iter().any(|i| i.join(path).is_file())
+        || crate::imports::find_importer(path, inputs, includes).is_none()
+    {
+        return Ok(None);
+    }
+    crate::options::shipped_dir()
+        .map(Some)
+        .map_err(|(p, e)| Error::io(&p, e))
 }
 
 /// Whether `name` (as written after `extend`, or a descriptor's extendee) is one of

@@ -32,6 +32,11 @@ fn small_schema_matches_its_golden_file() {
 }
 
 #[test]
+fn service_matches_its_golden_file() {
+    check_fixture("service", "service.proto");
+}
+
+#[test]
 fn sparse_proto2_schema_matches_its_golden_file() {
     check_fixture("sparse", "sparse.proto");
 }

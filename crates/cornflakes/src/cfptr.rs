@@ -140,6 +140,34 @@ impl<'a> CFPtr<'a> {
         }
     }
 
+    /// A value read in place from a received packet (`data` lies inside `pkt`, e.g. a view's
+    /// getter read it): a slice of the packet, referenced when at least the threshold long,
+    /// else borrowed — what [`deserialize_rcbuf`](crate::DecodeObj::deserialize_rcbuf) makes of
+    /// a value, without decoding the object. No recovery and no count taken; bytes that are
+    /// not inside `pkt` are borrowed.
+    ///
+    /// ```
+    /// use cornflakes::{Arena, CFPtr, PinnedMemory};
+    /// let mem = PinnedMemory::with_defaults().unwrap();
+    /// let arena = Arena::with_memory(&mem).with_threshold(512);
+    /// let pkt = mem.alloc_copy(&[7u8; 1000]).unwrap();
+    /// let (big, small) = (&pkt[100..700], &pkt[0..10]);
+    /// let (b, s) = (CFPtr::from_packet(&pkt, big, &arena), CFPtr::from_packet(&pkt, small, &arena));
+    /// assert!(b.is_zero_copy() && !s.is_zero_copy());
+    /// assert_eq!(b.as_bytes().as_ptr(), big.as_ptr());
+    /// assert_eq!(pkt.ref_count(), 1);
+    /// ```
+    #[inline]
+    pub fn from_packet(pkt: &'a RcBuf, data: &'a [u8], arena: &Arena) -> CFPtr<'a> {
+        if data.len() >= arena.zero_copy_from() {
+            let off = (data.as_ptr() as usize).wrapping_sub(pkt.as_ptr() as usize);
+            if let Some(b) = pkt.pinned_slice(off, data.len()) {
+                return CFPtr::ZeroCopy(b);
+            }
+        }
+        CFPtr::Copy(data)
+    }
+
     /// Borrows bytes that outlive the object; they are copied at send time, never before.
     #[inline]
     pub const fn borrowed(data: &'a [u8]) -> CFPtr<'a> {
@@ -245,6 +273,12 @@ impl<'a> CFBytes<'a> {
         CFBytes(CFPtr::from_rcbuf_ref(buf, arena))
     }
 
+    /// See [`CFPtr::from_packet`]: a value read in place from a received packet.
+    #[inline]
+    pub fn from_packet(pkt: &'a RcBuf, data: &'a [u8], arena: &Arena) -> Self {
+        CFBytes(CFPtr::from_packet(pkt, data, arena))
+    }
+
     /// The bytes.
     #[inline]
     pub fn as_bytes(&self) -> &[u8] {
@@ -316,6 +350,16 @@ impl<'a> CFString<'a> {
     pub fn new_ref(s: &'a str, arena: &'a Arena) -> Self {
         CFString {
             ptr: CFPtr::new_ref(s.as_bytes(), arena),
+            utf8: Cell::new(VALID),
+        }
+    }
+
+    /// A string read in place from a received packet (a view's getter checked it); see
+    /// [`CFPtr::from_packet`].
+    #[inline]
+    pub fn from_packet(pkt: &'a RcBuf, s: &'a str, arena: &Arena) -> Self {
+        CFString {
+            ptr: CFPtr::from_packet(pkt, s.as_bytes(), arena),
             utf8: Cell::new(VALID),
         }
     }

@@ -91,6 +91,14 @@ pub trait Poll {
     fn report_line(&self) -> String;
 }
 
+/// Counters that N cores return separately and a report sums.
+pub trait CoreStats: fmt::Display + Send + 'static {
+    /// The counters of several cores, summed.
+    fn sum(per_core: &[Self]) -> Self
+    where
+        Self: Sized;
+}
+
 /// Polls `server` until `stop` is set. After `idle_after` empty polls in a row calls `idle`
 /// (which may block briefly, e.g. until a socket is readable) so an idle server leaves the CPU
 /// to threads it shares cores with. With `report`, prints [`Poll::report_line`] on stderr that

@@ -35,6 +35,11 @@ pub mod kv {
     cornflakes::include_schema!("kv");
 }
 
+/// `protos/rpc.proto`: a service, its server and client.
+pub mod rpc {
+    cornflakes::include_schema!("rpc");
+}
+
 /// The packages of `examples.proto`, `nested/pkg.proto` and `common/types.proto` again, included
 /// through the module tree written by `Config::include_file`.
 pub mod tree {

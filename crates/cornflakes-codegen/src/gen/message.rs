@@ -11,6 +11,7 @@ use quote::{format_ident, quote};
 mod extras;
 mod view;
 pub(crate) use extras::{oneof_value_enum, oneof_value_name};
+pub(crate) use view::view_name;
 
 use super::names::{self, doc_attrs, enum_path, ident, ident_avoiding, message_path, snake};
 use crate::schema::{DefaultValue, FieldDef, FieldKind, MessageDef, MsgId, ScalarKind, Schema};

@@ -4,25 +4,30 @@ mod clash;
 mod enums;
 mod message;
 pub(crate) mod names;
+mod service;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 use proc_macro2::TokenStream;
 use quote::quote;
 
 use crate::error::{Error, Warning};
-use crate::schema::{EnumId, MsgId, Place, Schema};
+use crate::schema::{EnumId, MsgId, Place, Schema, ServiceId};
 use crate::{Config, Files};
 use names::{doc_attrs, ident, module_name, upper_camel};
 
 /// Generates the files for every package with an input file: `(file name, contents)`, sorted
 /// by file name, and what was left out.
 pub(crate) fn generate(schema: &Schema, config: &Config) -> Result<(Files, Vec<Warning>), Error> {
-    let warnings = services(schema, config)?;
-    let runtime = config.runtime_path.as_str();
-    let runtime: TokenStream = runtime
-        .parse()
-        .map_err(|e| Error::internal(format!("runtime path `{runtime}` is not a path: {e}")))?;
+    let mut warnings = Vec::new();
+    check_config_methods(schema, config)?;
+    let path = |p: &str, what: &str| -> Result<TokenStream, Error> {
+        p.parse()
+            .map_err(|e| Error::internal(format!("{what} path `{p}` is not a path: {e}")))
+    };
+    let runtime = path(&config.runtime_path, "runtime")?;
+    let rpc = path(&config.rpc_path, "cornflakes-rpc")?;
+    let mut reply_views = HashSet::new();
     let mut packages: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
     for (i, f) in schema.files.iter().enumerate() {
         if f.is_input {
@@ -44,13 +49,38 @@ pub(crate) fn generate(schema: &Schema, config: &Config) -> Result<(Files, Vec<W
             })
             .collect();
         let items = module_items(schema, &runtime, &msgs, &enums);
-        let tokens = if msgs.is_empty() {
-            items
+        let services: Vec<ServiceId> = if config.services {
+            (0..schema.services.len())
+                .filter(|&s| files.contains(&schema.services[s].file))
+                .collect()
         } else {
-            quote! {
-                use #runtime as cf;
-                #items
-            }
+            Vec::new()
+        };
+        let mut service_items = Vec::new();
+        for &s in &services {
+            service_items.push(service::generate(
+                schema,
+                s,
+                config,
+                &mut warnings,
+                &mut reply_views,
+            )?);
+        }
+        let use_rt = if msgs.is_empty() && services.is_empty() {
+            quote!()
+        } else {
+            quote!(use #runtime as cf;)
+        };
+        let use_rpc = if services.is_empty() {
+            quote!()
+        } else {
+            quote!(use #rpc as cf_rpc;)
+        };
+        let tokens = quote! {
+            #use_rt
+            #use_rpc
+            #items
+            #(#service_items)*
         };
         let file: syn::File = syn::parse2(tokens)
             .map_err(|e| Error::internal(format!("generated code does not parse: {e}")))?;
@@ -73,42 +103,35 @@ pub(crate) fn generate(schema: &Schema, config: &Config) -> Result<(Files, Vec<W
     Ok((out, warnings))
 }
 
-/// Checks the input files' services against `config` and says what is left out: a streaming
-/// rpc is refused when `config` asks, and services are not generated yet.
-fn services(schema: &Schema, config: &Config) -> Result<Vec<Warning>, Error> {
-    let mut warnings = Vec::new();
-    if !config.services {
-        return Ok(warnings);
-    }
-    for s in schema
-        .services
+/// Every method `config` names (`Config::method_id`, `Config::exactly_once`) is a method of
+/// the schema: a misspelt name is an error, not a setting silently ignored.
+fn check_config_methods(schema: &Schema, config: &Config) -> Result<(), Error> {
+    let named = config
+        .method_ids
         .iter()
-        .filter(|s| schema.files[s.file].is_input)
-    {
-        let place = |loc| Place {
-            file: schema.files[s.file].path.clone(),
-            loc,
-        };
-        if config.refuse_streaming {
-            if let Some(m) = s.methods.iter().find(|m| m.is_streaming()) {
-                return Err(Error::unsupported(
-                    place(m.loc),
-                    format!(
-                        "streaming rpc `{}`: only unary rpcs are generated (Config::refuse_streaming is on)",
-                        m.full_name
-                    ),
-                ));
-            }
+        .map(|(n, _)| n)
+        .chain(config.exactly_once.iter());
+    for name in named {
+        let name = name.trim_start_matches('.');
+        let known = schema
+            .services
+            .iter()
+            .flat_map(|s| &s.methods)
+            .any(|m| m.full_name == name);
+        if !known {
+            let place = Place {
+                file: std::path::PathBuf::from("cornflakes_codegen::Config"),
+                loc: Default::default(),
+            };
+            return Err(Error::invalid(
+                place,
+                format!(
+                    "no method `{name}` in the schema (methods are named `package.Service.Method`)"
+                ),
+            ));
         }
-        warnings.push(Warning::new(
-            place(s.loc),
-            format!(
-                "service `{}` skipped: cornflakes-codegen does not generate services yet (its messages are generated)",
-                s.full_name
-            ),
-        ));
     }
-    Ok(warnings)
+    Ok(())
 }
 
 /// The module tree including every generated file (see `Config::include_file`).

@@ -5,8 +5,8 @@ use std::fmt;
 use cornflakes::datapath::DropCounters;
 use latency::LatencyHistogram;
 
-/// The handler's own counters, kept beside the skeleton's in [`ServerStats::app`] (e.g. the
-/// KV store's keys and bytes). `()` for a handler without any.
+/// The handler's own counters, kept beside the skeleton's (e.g. the KV store's keys and
+/// bytes). `()` for a handler without any.
 pub trait AppCounters: Clone + Default + Send + 'static {
     /// The name of the replies counter in reports (`replied`; echo says `echoed`).
     const REPLIED: &'static str = "replied";
@@ -14,8 +14,8 @@ pub trait AppCounters: Clone + Default + Send + 'static {
     fn add(&mut self, other: &Self);
     /// Writes the counters as ` key=value` pairs (each with a leading space) for reports.
     fn write(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result;
-    /// Reads back one ` key=value` pair [`Self::write`] wrote (for [`ServerStats::parse`]);
-    /// false when `key` is not one of these counters.
+    /// Reads back one ` key=value` pair [`Self::write`] wrote; false when `key` is not one of
+    /// these counters.
     fn parse_field(&mut self, key: &str, value: u64) -> bool {
         let _ = (key, value);
         false
@@ -138,7 +138,7 @@ impl<A: AppCounters> fmt::Display for ServerStats<A> {
     }
 }
 
-impl<A: AppCounters> crate::ready::CoreStats for ServerStats<A> {
+impl<A: AppCounters> percore::CoreStats for ServerStats<A> {
     fn sum(per_core: &[Self]) -> Self {
         ServerStats::sum(per_core)
     }

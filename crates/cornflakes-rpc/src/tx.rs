@@ -21,7 +21,7 @@ pub struct TxCounters {
 /// so a handler's reply code stays generic; every send (`send_object`, `send_sga`,
 /// `send_copy`) that fails with [`SendError::Full`] flushes the queue, reaps completions and
 /// makes *the same send* once more, with the reply the handler already built. The request is
-/// never run again: a write is applied once however full the queue is (issue #24). A send
+/// never run again: a write is applied once however full the queue is. A send
 /// queues nothing when it fails, so the retry cannot duplicate a reply either.
 pub struct Tx<'a, D> {
     dp: &'a mut D,

@@ -1,0 +1,336 @@
+//! A generated service end to end over the in-process loopback NIC: the generated dispatcher
+//! serves a `Store` implementation, the generated client calls it (closed loop, with retries)
+//! and drives it open loop, in every Cornflakes configuration; unknown methods, malformed
+//! requests, replies too large for the datapath and full or timed-out open-loop tables.
+
+use std::cell::RefCell;
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::rc::Rc;
+use std::time::Duration;
+
+use cornflakes::datapath::{Completions, Connect, DatapathMemory, Receive, Transmit};
+use cornflakes::{CFBytes, CFPtr, Datapath, RxMsg};
+use cornflakes_codegen_tests::rpc::{
+    Blob, BlobView, Store, StoreClient, StoreMethod, StoreReply, StoreServer, Sum, SumView,
+};
+use cornflakes_rpc::{
+    CallError, Cornflakes, Dispatcher, ErrorCode, Handler, Interleaved, Replied, Reply,
+    RetryPolicy, Unanswered,
+};
+use cornflakes_stack::{MacAddr, StackConfig};
+use datapath_loopback::{Loopback, LoopbackConfig};
+
+/// The service: answers from the request and from a large buffer it holds.
+struct Impl {
+    big: Vec<u8>,
+}
+
+impl Store for Impl {
+    fn echo<'r, D: Datapath>(
+        &'r mut self,
+        req: BlobView<'r>,
+        reply: Reply<'r, D, Blob<'r>>,
+    ) -> Result<Replied, Unanswered> {
+        let mut b = Blob::new_in(reply.arena());
+        b.set_id(req.get_id());
+        b.set_data(reply.bytes(req.get_data()?));
+        b.set_note(reply.string(req.get_note()?));
+        reply.send(&b)
+    }
+
+    fn measure<'r, D: Datapath>(
+        &'r mut self,
+        req: BlobView<'r>,
+        reply: Reply<'r, D, Sum<'r>>,
+    ) -> Result<Replied, Unanswered> {
+        let data = req.get_data()?;
+        let mut s = Sum::new_in(reply.arena());
+        s.set_id(req.get_id());
+        s.set_total(data.iter().map(|&b| u64::from(b)).sum());
+        s.set_len(data.len() as u32);
+        reply.send(&s)
+    }
+
+    fn fetch<'r, D: Datapath>(
+        &'r mut self,
+        req: SumView<'r>,
+        reply: Reply<'r, D, Blob<'r>>,
+    ) -> Result<Replied, Unanswered> {
+        let len = (req.get_len() as usize).min(self.big.len());
+        let mut b = Blob::new_in(reply.arena());
+        b.set_id(req.get_id());
+        // Borrowed from the service for the call: copied into the packet at send time.
+        b.set_data(CFBytes(CFPtr::borrowed(&self.big[..len])));
+        let id = req.get_id();
+        reply.send_or(&b, |arena| {
+            let mut t = Blob::new_in(arena);
+            t.set_id(id);
+            t.set_note(cornflakes::CFString::new("too large", arena));
+            t
+        })
+    }
+}
+
+/// The server end: its datapath, the generated dispatcher, what became of each request.
+struct ServerSide {
+    dp: Loopback,
+    server: StoreServer<Impl>,
+    rx: Vec<RxMsg>,
+    malformed: u64,
+    /// While false, requests are received and dropped (a server that does not answer).
+    answering: bool,
+}
+
+impl ServerSide {
+    fn poll(&mut self) {
+        self.rx.clear();
+        let _ = self.dp.recv_burst(&mut self.rx);
+        for m in self.rx.drain(..) {
+            if !self.answering {
+                continue;
+            }
+            match self.server.handle(&mut self.dp, &m) {
+                Ok(()) => {}
+                Err(Unanswered::Malformed(_)) => self.malformed += 1,
+                Err(Unanswered::Send(e)) => panic!("reply not sent: {e}"),
+            }
+        }
+        let _ = self.dp.flush();
+        self.dp.poll_completions();
+    }
+}
+
+type Client = StoreClient<Interleaved<Loopback, Box<dyn FnMut()>>>;
+
+const SERVER: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 1), 7000);
+const CLIENT: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 2), 7000);
+
+/// A server in configuration `mode` (hybrid threshold 512) and a client whose every receive
+/// first lets the server run.
+fn pair(mode: Cornflakes, policy: RetryPolicy) -> (Client, Rc<RefCell<ServerSide>>) {
+    let cfg =
+        |mac, addr| LoopbackConfig::new(StackConfig::new(MacAddr([2, 0, 0, 0, 0, mac]), addr));
+    let (a, mut b) = Loopback::pair(cfg(1, SERVER), cfg(2, CLIENT)).unwrap();
+    let rt = Dispatcher::new(a.memory(), mode, 512);
+    let side = Rc::new(RefCell::new(ServerSide {
+        dp: a,
+        server: StoreServer::new(
+            Impl {
+                big: (0..100_000u32).map(|i| i as u8).collect(),
+            },
+            rt,
+        ),
+        rx: Vec::new(),
+        malformed: 0,
+        answering: true,
+    }));
+    let conn = b.connect(SERVER).unwrap();
+    // Address resolution: the server answers the client's ARP request.
+    side.borrow_mut().poll();
+    let mut rx = Vec::new();
+    b.recv_burst(&mut rx).unwrap();
+    let s = side.clone();
+    let before: Box<dyn FnMut()> = Box::new(move || s.borrow_mut().poll());
+    (
+        StoreClient::new(Interleaved::new(b, before), conn, policy),
+        side,
+    )
+}
+
+fn blob<'a>(arena: &'a cornflakes::Arena, id: u32, data: &[u8], note: &str) -> Blob<'a> {
+    let mut b = Blob::new_in(arena);
+    b.set_id(id);
+    b.set_data(CFBytes::new(data, arena));
+    b.set_note(cornflakes::CFString::new(note, arena));
+    b
+}
+
+fn quick() -> RetryPolicy {
+    RetryPolicy {
+        timeout: Duration::from_millis(20),
+        tries: 3,
+    }
+}
+
+#[test]
+fn every_configuration_answers_calls_with_the_methods_replies() {
+    for mode in Cornflakes::ALL {
+        let (mut client, side) = pair(mode, quick());
+        let arena = cornflakes::Arena::new();
+        for len in [0usize, 10, 511, 512, 1000, 4000] {
+            let data: Vec<u8> = (0..len).map(|i| (i * 7) as u8).collect();
+            let req = blob(&arena, len as u32, &data, "n");
+            let echoed = client.echo(&req).unwrap();
+            let v = echoed.view().unwrap();
+            assert_eq!(v.get_id(), len as u32, "{mode:?}");
+            assert_eq!(v.get_data().unwrap(), &data[..], "{mode:?} {len}");
+            assert_eq!(v.get_note().unwrap(), "n");
+            let sum = client.measure(&req).unwrap();
+            let s = sum.view().unwrap();
+            assert_eq!(s.get_len() as usize, len);
+            assert_eq!(
+                s.get_total(),
+                data.iter().map(|&b| u64::from(b)).sum::<u64>()
+            );
+        }
+        let stats = client.inner().stats();
+        assert_eq!((stats.calls, stats.retries, stats.timed_out), (12, 0, 0));
+        assert_eq!(side.borrow().server.counters().unknown_methods, 0);
+    }
+}
+
+#[test]
+fn method_numbers_are_the_schemas() {
+    assert_eq!(StoreMethod::Echo.id(), 1);
+    assert_eq!(StoreMethod::Measure.id(), 11);
+    assert_eq!(StoreMethod::Fetch.id(), 3);
+    assert_eq!(StoreMethod::from_id(11), Some(StoreMethod::Measure));
+    assert_eq!(StoreMethod::from_id(2), None);
+    assert_eq!(StoreMethod::Fetch.name(), "rpc.Store.Fetch");
+    assert_eq!(StoreServer::<Impl>::SERVICE, "rpc.Store");
+}
+
+#[test]
+fn an_unknown_method_gets_an_error_reply_and_is_counted() {
+    let (mut client, side) = pair(Cornflakes::Hybrid, quick());
+    let arena = cornflakes::Arena::new();
+    let req = blob(&arena, 1, b"x", "");
+    for ty in [2u16, 99, 65535] {
+        match client.inner_mut().call(ty, &req) {
+            Err(CallError::Refused(e)) => {
+                assert_eq!((e.code, e.method), (ErrorCode::UnknownMethod, ty));
+            }
+            r => panic!("type {ty}: {r:?}"),
+        }
+    }
+    assert_eq!(side.borrow().server.counters().unknown_methods, 3);
+    assert_eq!(client.inner().stats().refused, 3);
+    // The server still answers.
+    assert_eq!(client.echo(&req).unwrap().view().unwrap().get_id(), 1);
+}
+
+#[test]
+fn a_malformed_request_is_refused_counted_and_unanswered() {
+    let (mut client, side) = pair(Cornflakes::Hybrid, quick());
+    for bad in [
+        &b""[..],
+        b"\x01\x00\x00\x00",
+        b"\xff\xff\xff\xff\x00\x00\x00\x00",
+    ] {
+        match client.inner_mut().call_bytes(StoreMethod::Echo.id(), bad) {
+            Err(CallError::TimedOut) => {}
+            r => panic!("{bad:?}: {r:?}"),
+        }
+    }
+    // Each try of each request refused, none answered.
+    assert_eq!(side.borrow().malformed, 9);
+    // A request whose header opens but whose field does not read is refused when the method
+    // reads it: `data` (len 100) points past the end.
+    let mut bad = vec![0u8; 20];
+    bad[0] = 1;
+    bad[4] = 0b10;
+    bad[8..12].copy_from_slice(&100u32.to_le_bytes());
+    bad[12..16].copy_from_slice(&8u32.to_le_bytes());
+    assert!(matches!(
+        client
+            .inner_mut()
+            .call_bytes(StoreMethod::Measure.id(), &bad),
+        Err(CallError::TimedOut)
+    ));
+    assert_eq!(side.borrow().malformed, 12);
+    let arena = cornflakes::Arena::new();
+    assert!(client.measure(&blob(&arena, 5, b"ok", "")).is_ok());
+}
+
+#[test]
+fn a_reply_too_large_for_the_datapath_is_replaced() {
+    let (mut client, _side) = pair(Cornflakes::Hybrid, quick());
+    let arena = cornflakes::Arena::new();
+    let ask = |len: u32| {
+        let mut s = Sum::new_in(&arena);
+        s.set_id(len);
+        s.set_len(len);
+        s
+    };
+    let fits = client.fetch(&ask(3000)).unwrap();
+    let v = fits.view().unwrap();
+    assert_eq!(v.get_data().unwrap().len(), 3000);
+    assert_eq!(v.get_note().unwrap(), "");
+    let big = client.fetch(&ask(100_000)).unwrap();
+    let v = big.view().unwrap();
+    assert_eq!((v.get_id(), v.get_note().unwrap()), (100_000, "too large"));
+    assert!(!v.has_data());
+}
+
+#[test]
+fn a_lost_request_is_sent_again_under_the_same_id() {
+    let (mut client, side) = pair(Cornflakes::Hybrid, quick());
+    let arena = cornflakes::Arena::new();
+    side.borrow_mut().answering = false;
+    assert!(matches!(
+        client.echo(&blob(&arena, 1, b"a", "")),
+        Err(CallError::TimedOut)
+    ));
+    assert_eq!(client.inner().stats().retries, 2);
+    side.borrow_mut().answering = true;
+    assert!(client.echo(&blob(&arena, 2, b"b", "")).is_ok());
+}
+
+#[test]
+fn the_open_loop_interface_matches_replies_to_ids_and_bounds_the_table() {
+    let (client, side) = pair(Cornflakes::Hybrid, quick());
+    let mut client = StoreClient::from_client(cornflakes_rpc::Client::with_capacity(
+        client.into_inner().into_datapath(),
+        cornflakes::ConnId(0),
+        quick(),
+        4,
+    ));
+    // The loopback's first connection is 0 (the only one the client made).
+    let arena = cornflakes::Arena::new();
+    let mut ids = Vec::new();
+    for i in 0..4u32 {
+        let req = blob(&arena, i, &[i as u8; 3], "");
+        ids.push(if i % 2 == 0 {
+            client.send_echo(&req).unwrap()
+        } else {
+            client.send_measure(&req).unwrap()
+        });
+    }
+    assert!(matches!(
+        client.send_echo(&blob(&arena, 9, b"", "")),
+        Err(CallError::Full)
+    ));
+    let mut got = Vec::new();
+    while got.len() < 4 {
+        client.poll(|id, r| match r.unwrap() {
+            StoreReply::Echo(v) => got.push((id, v.get_id(), v.get_data().unwrap().to_vec())),
+            StoreReply::Measure(v) => got.push((id, v.get_id(), vec![v.get_total() as u8])),
+            StoreReply::Fetch(_) => panic!("no fetch was sent"),
+        });
+    }
+    got.sort();
+    assert_eq!(
+        got,
+        [
+            (ids[0], 0, vec![0, 0, 0]),
+            (ids[1], 1, vec![3]),
+            (ids[2], 2, vec![2, 2, 2]),
+            (ids[3], 3, vec![9]),
+        ]
+    );
+    assert_eq!(client.inner().outstanding(), 0);
+    // A server that does not answer: the requests time out, and the table empties.
+    side.borrow_mut().answering = false;
+    let id = client.send_echo(&blob(&arena, 7, b"", "")).unwrap();
+    let mut timed_out = Vec::new();
+    let start = std::time::Instant::now();
+    while timed_out.is_empty() && start.elapsed() < Duration::from_secs(5) {
+        client.poll(|id, r| {
+            assert!(matches!(r, Err(CallError::TimedOut)));
+            timed_out.push(id);
+        });
+    }
+    assert_eq!(timed_out, [id]);
+    assert_eq!(client.inner().outstanding(), 0);
+    assert_eq!(client.inner().stats().timed_out, 1);
+}

@@ -1,0 +1,150 @@
+//! The server skeleton (`docs/cores.md`, "One server skeleton").
+//!
+//! A [`Server`] is a datapath queue and a [`Handler`]. Its [`Server::poll`] receives one
+//! burst, hands each request to the handler, counts what became of it, times one request in
+//! [`Handler::work_sample_every`], flushes once per burst and reaps completions. The handler
+//! only answers one request: decode, act, build the reply, send it. It sends through a
+//! [`Tx`], the server's datapath lent for that request, which retries a send that meets a full
+//! queue (after a flush and a reap) with the reply already built; the request is never run
+//! twice, so a write is applied once however full the queue is.
+
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
+
+use cornflakes::{Datapath, RxMsg};
+
+use crate::{Handler, ServerStats, Tx, TxCounters, Unanswered};
+
+/// A server on one datapath queue: `dp` and a handler.
+pub struct Server<D, H: Handler> {
+    dp: D,
+    handler: H,
+    rx: Vec<RxMsg>,
+    tx: TxCounters,
+    sample_every: u64,
+    stats: ServerStats<H::Counters>,
+}
+
+impl<D: Datapath, H: Handler> Server<D, H> {
+    /// `handler` serving on `dp`.
+    pub fn new(dp: D, handler: H) -> Self {
+        let sample_every = handler.work_sample_every().max(1);
+        Server {
+            dp,
+            handler,
+            rx: Vec::with_capacity(64),
+            tx: TxCounters::default(),
+            sample_every,
+            stats: ServerStats::default(),
+        }
+    }
+
+    /// The datapath.
+    pub fn datapath(&self) -> &D {
+        &self.dp
+    }
+
+    /// The datapath, mutably (tests drive completions through it).
+    pub fn datapath_mut(&mut self) -> &mut D {
+        &mut self.dp
+    }
+
+    /// The handler.
+    pub fn handler(&self) -> &H {
+        &self.handler
+    }
+
+    /// The handler, mutably (e.g. to load a store).
+    pub fn handler_mut(&mut self) -> &mut H {
+        &mut self.handler
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> ServerStats<H::Counters> {
+        ServerStats {
+            send_retries: self.tx.retries,
+            io_errors: self.stats.io_errors + self.tx.flush_errors,
+            datapath: self.dp.counters(),
+            app: self.handler.counters(),
+            ..self.stats.clone()
+        }
+    }
+
+    /// Receives one burst, answers every request in it and flushes. Returns the messages
+    /// received. Never blocks; errors are counted, not returned.
+    pub fn poll(&mut self) -> usize {
+        let mut rx = std::mem::take(&mut self.rx);
+        rx.clear();
+        if self.dp.recv_burst(&mut rx).is_err() {
+            self.stats.io_errors += 1;
+        }
+        let n = rx.len();
+        for m in rx.drain(..) {
+            let start = self
+                .stats
+                .received
+                .is_multiple_of(self.sample_every)
+                .then(Instant::now);
+            self.stats.received += 1;
+            let outcome = self
+                .handler
+                .handle(&mut Tx::new(&mut self.dp, &mut self.tx), &m);
+            if let Some(start) = start {
+                self.stats.work.record(start.elapsed());
+            }
+            match outcome {
+                Ok(()) => self.stats.replied += 1,
+                Err(Unanswered::Malformed(why)) => {
+                    self.stats.malformed += 1;
+                    self.stats.last_malformed = Some(why);
+                }
+                Err(Unanswered::Send(_)) => self.stats.send_failed += 1,
+            }
+        }
+        self.rx = rx;
+        if n > 0 && self.dp.flush().is_err() {
+            self.stats.io_errors += 1;
+        }
+        self.dp.poll_completions();
+        n
+    }
+
+    /// Polls until `stop` is set; after `idle_after` empty polls in a row calls `idle` (which
+    /// may block briefly, e.g. until a socket is readable). With `report`, prints the counters
+    /// on stderr that often ([`percore::poll_loop`]).
+    pub fn run(
+        &mut self,
+        stop: &AtomicBool,
+        report: Option<Duration>,
+        idle_after: u32,
+        idle: &mut dyn FnMut(&D),
+    ) {
+        percore::poll_loop(self, stop, report, idle_after, &mut |s: &mut Self| {
+            idle(&s.dp)
+        });
+    }
+}
+
+impl<D: Datapath, H: Handler> percore::Poll for Server<D, H> {
+    type Stats = ServerStats<H::Counters>;
+
+    fn poll(&mut self) -> usize {
+        Server::poll(self)
+    }
+
+    fn stats(&self) -> Self::Stats {
+        Server::stats(self)
+    }
+
+    fn report_line(&self) -> String {
+        format!(
+            "[server {} {}] {}",
+            self.handler.label(),
+            self.dp.local_addr(),
+            self.stats()
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,129 @@
+//! The skeleton with a test handler: counts, the retry of a built reply, malformed requests.
+
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::time::{Duration, Instant};
+
+use cornflakes::datapath::{Completions, Connect, Receive, Transmit};
+use cornflakes::Msg;
+use cornflakes_stack::{MacAddr, StackConfig};
+use datapath_loopback::{Loopback, LoopbackConfig};
+use datapath_socket::{SocketConfig, SocketDatapath};
+
+use super::*;
+use crate::Handler;
+
+/// Answers type-1 requests with `reply_len` bytes; counts how often it ran.
+struct Counting {
+    reply: Vec<u8>,
+    runs: u64,
+}
+
+impl Handler for Counting {
+    type Counters = ();
+
+    fn label(&self) -> String {
+        "counting".to_owned()
+    }
+
+    fn handle<D: Datapath>(&mut self, dp: &mut D, m: &RxMsg) -> Result<(), Unanswered> {
+        self.runs += 1;
+        if m.msg.ty != 1 {
+            return Err(Unanswered::Malformed(format!("type {}", m.msg.ty)));
+        }
+        Ok(dp.send_copy(m.conn, m.msg, &self.reply)?)
+    }
+
+    fn counters(&self) {}
+
+    fn work_sample_every(&self) -> u64 {
+        1
+    }
+}
+
+fn socket(tx_queue: usize) -> SocketDatapath {
+    let mut cfg = SocketConfig::new(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0));
+    cfg.gso = false;
+    cfg.tx_queue = tx_queue;
+    SocketDatapath::new(cfg).unwrap()
+}
+
+#[test]
+fn a_reply_that_meets_a_full_queue_is_resent_and_the_request_runs_once() {
+    // Each reply is 4 datagrams of a 4-datagram queue: the second of a burst finds it full.
+    let handler = Counting {
+        reply: vec![9; 5000],
+        runs: 0,
+    };
+    let mut server = Server::new(socket(4), handler);
+    let mut client = socket(64);
+    let conn = client.connect(server.datapath().local_addr()).unwrap();
+    for id in 0..3 {
+        client.send_copy(conn, Msg::new(id, 1), b"req").unwrap();
+    }
+    client.send_copy(conn, Msg::new(9, 2), b"bad").unwrap();
+    client.flush().unwrap();
+    let (mut got, mut rx) = (Vec::new(), Vec::new());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while (got.len() < 3 || server.stats().received < 4) && Instant::now() < deadline {
+        server.poll();
+        rx.clear();
+        client.recv_burst(&mut rx).unwrap();
+        client.poll_completions();
+        got.append(&mut rx);
+    }
+    let s = server.stats();
+    assert_eq!(server.handler().runs, 4, "each request handled once: {s}");
+    assert_eq!(got.len(), 3);
+    assert!(got.iter().all(|m| m.data.len() == 5000));
+    assert_eq!(
+        (s.received, s.replied, s.malformed, s.send_failed),
+        (4, 3, 1, 0),
+        "{s}"
+    );
+    assert_eq!(s.send_retries, 2, "{s}");
+    assert_eq!(s.last_malformed.as_deref(), Some("type 2"));
+    assert_eq!(s.work.len(), 4, "every request timed when asked");
+    let line = s.to_string();
+    assert!(
+        line.starts_with("received=4 replied=3 malformed=1 send_failed=0 send_retries=2 "),
+        "{line}"
+    );
+    let back = ServerStats::<()>::parse(&line);
+    assert_eq!((back.received, back.replied, back.send_retries), (4, 3, 2));
+}
+
+#[test]
+fn a_queue_still_full_after_the_retry_fails_the_send_once() {
+    // The loopback ring frees descriptors only when the peer reads them, so with a 4-entry
+    // ring and a peer that never reads, the third reply cannot be sent even after a flush.
+    let addr = |last| SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, last), 7000);
+    let cfg = |last, ring| {
+        let mut c =
+            LoopbackConfig::new(StackConfig::new(MacAddr([2, 0, 0, 0, 0, last]), addr(last)));
+        c.tx_ring = ring;
+        c
+    };
+    let (a, mut b) = Loopback::pair(cfg(1, 4), cfg(2, 64)).unwrap();
+    let conn = b.connect(addr(1)).unwrap();
+    let mut server = Server::new(
+        a,
+        Counting {
+            reply: vec![1; 100],
+            runs: 0,
+        },
+    );
+    server.poll(); // the ARP request
+    let mut rx = Vec::new();
+    b.recv_burst(&mut rx).unwrap();
+    for id in 0..6 {
+        b.send_copy(conn, Msg::new(id, 1), b"req").unwrap();
+    }
+    b.flush().unwrap();
+    while server.stats().received < 6 {
+        server.poll();
+    }
+    let s = server.stats();
+    assert_eq!(server.handler().runs, 6, "{s}");
+    assert!(s.send_failed > 0 && s.send_retries >= s.send_failed, "{s}");
+    assert_eq!(s.replied + s.send_failed, 6, "{s}");
+}
