@@ -55,8 +55,9 @@ use crate::ops::{Op, OpKind, Reply};
 use crate::report::write_outputs;
 use crate::resp;
 use crate::serialization::{Serialization, Shared};
-use crate::server::{Kv, KvServer, ServerConfig, ServerStats};
+use crate::server::{Kv, ServerConfig, ServerStats};
 use crate::steer::{self, Part};
+use crate::store::StoreStats;
 use crate::store::{Store, StoreConfig};
 
 /// One request of the emulated wire: a whole request, or one part of a split one.
@@ -521,6 +522,26 @@ impl KvCores<'_, '_> {
         load: f64,
         seed: u64,
     ) -> Result<KvPoint, String> {
+        self.run_point_serving(cfg, ser, load, seed, |kv, _| kv)
+    }
+
+    /// [`Self::run_point`] with each core's handler made by `serve` from the KV handler over
+    /// this trial's snapshot and a maker of more KV handlers, each over a snapshot of the
+    /// loaded store no write of the trial reaches. The controls of the checker use it: a
+    /// server that answers a read from such a store (a value the key held before) must be
+    /// caught.
+    pub fn run_point_serving<H, F>(
+        &self,
+        cfg: &BenchConfig,
+        ser: Serialization,
+        load: f64,
+        seed: u64,
+        serve: F,
+    ) -> Result<KvPoint, String>
+    where
+        H: app_server::Handler<Counters = StoreStats>,
+        F: Fn(Kv, &mut dyn FnMut() -> Kv) -> H + Send + Sync + 'static,
+    {
         let emu = self.emu;
         let requests = emu
             .encoded
@@ -566,7 +587,9 @@ impl KvCores<'_, '_> {
                         .datapath(st.mem.clone())
                         .map_err(|e| format!("server core {core}: emulated ConnectX: {e}"))?;
                     let kv = Kv::with_store(dp.memory(), server_cfg, st.store.snapshot());
-                    let mut server = KvServer::new(dp, kv);
+                    let (mem, store) = (dp.memory().clone(), &st.store);
+                    let mut loaded = || Kv::with_store(&mem, server_cfg, store.snapshot());
+                    let mut server = app_server::Server::new(dp, serve(kv, &mut loaded));
                     while !port.stopped() {
                         if server.poll() == 0 && !pin {
                             // Sharing CPUs with the other cores and the device: yield when idle.

@@ -10,12 +10,15 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
+use app_server::{Handler, Unanswered};
+use cornflakes::{Datapath, RxMsg};
 use kv_store::bench::{BenchConfig, DatapathKind};
 use kv_store::client::{Expected, RunRequests};
 use kv_store::emu::KvEmu;
-use kv_store::server::ServerStats;
+use kv_store::server::{Kv, ServerStats};
 use kv_store::steer::{core_of, owner};
-use kv_store::{Op, Serialization, Shared};
+use kv_store::store::StoreStats;
+use kv_store::{Op, OpKind, Serialization, Shared};
 use kv_workloads::{Workload, WorkloadConfig, YcsbConfig};
 use percore::allowed_cores;
 
@@ -297,6 +300,93 @@ fn every_trial_on_resident_cores_starts_from_the_loaded_store() {
             let st = ServerStats::sum(&p.per_core);
             assert_eq!(st.app.keys as u64, KEYS, "{cores} cores, trial {i}: {st}");
         }
+    }
+}
+
+/// A server that lies once: it answers the first `getlist` it receives from a store no write
+/// of the trial reaches, i.e. with the value the key held before the trial's own append; every
+/// other request is served honestly.
+struct StaleOnce {
+    live: Kv,
+    stale: Option<Kv>,
+}
+
+impl Handler for StaleOnce {
+    type Counters = StoreStats;
+
+    fn label(&self) -> String {
+        self.live.label()
+    }
+
+    fn handle<D: Datapath>(&mut self, dp: &mut D, m: &RxMsg) -> Result<(), Unanswered> {
+        if m.msg.ty == OpKind::GetList.msg_type() {
+            if let Some(mut before) = self.stale.take() {
+                return before.handle(dp, m);
+            }
+        }
+        self.live.handle(dp, m)
+    }
+
+    fn counters(&self) -> StoreStats {
+        self.live.counters()
+    }
+}
+
+/// The control of the checker's store model: an append to a key, then a read of the key's list
+/// answered with the list as it was before the append (the previous value, one the key did
+/// hold). The checker must reject exactly that reply: a checker that accepted any value a key
+/// has ever held (instead of the one it holds now) passes every other test here.
+#[test]
+fn a_server_answering_a_read_with_the_previous_value_fails_the_checker() {
+    for cores in [1, CORES] {
+        let cfg = BenchConfig {
+            cores,
+            serializations: vec![Serialization::Shared(Shared::CORNFLAKES)],
+            ..config()
+        };
+        let w: Arc<dyn Workload> = Arc::from(cfg.workload.build().unwrap());
+        let keys: Vec<String> = w.load().map(|(k, _)| k).take(64).collect();
+        let mut ops = vec![
+            Op::Append {
+                key: keys[0].clone(),
+                val: b"the value after".to_vec(),
+            },
+            Op::GetList {
+                key: keys[0].clone(),
+            },
+        ];
+        // More requests than a trial sends: the append and the getlist go out once.
+        ops.extend((0..3000).map(|i| Op::Get {
+            key: keys[1 + i % 63].clone(),
+        }));
+        let expected = Arc::new(Expected::for_workload(w.clone(), &ops));
+        let emu =
+            KvEmu::new(&cfg, Arc::new(RunRequests { ops, threads: 1 }), expected).expect("plan");
+        let ser = Serialization::Shared(Shared::CORNFLAKES);
+        let point = emu
+            .with_cores(&cfg, false, |c| {
+                c.run_point_serving(&cfg, ser, 3_000.0, 13, |live, loaded| StaleOnce {
+                    live,
+                    stale: Some(loaded()),
+                })
+            })
+            .expect("run");
+        let c = point.report.run.counters;
+        assert!(
+            c.sent > 200 && (c.sent as usize) < 3002,
+            "{cores} cores: {c}"
+        );
+        assert_eq!(
+            (c.mismatched, c.unexpected, c.malformed),
+            (1, 0, 0),
+            "{cores} cores: the one stale reply, and only it, is wrong: {c} {:?}",
+            point.report.failures
+        );
+        assert!(
+            point.report.failures.iter().any(|f| f.contains("getlist")),
+            "{cores} cores: {:?}",
+            point.report.failures
+        );
     }
 }
 
