@@ -75,6 +75,50 @@ fn buffers_messages_and_stale_handles() {
     ok(cf_mem_release(mem));
 }
 
+/// A released handle stays refused once its slot holds a new entry: releasing bumps the slot's
+/// generation, so the old handle names nothing, and calls with it leave the new entry alone.
+#[test]
+fn a_released_handle_is_refused_after_its_slot_is_reused() {
+    let mut mem = cf_mem { id: 0 };
+    ok(cf_mem_new(&mut mem));
+    let mut old = cf_buf { id: 0 };
+    ok(cf_buf_alloc(mem, b"old".as_ptr(), 3, &mut old));
+    ok(cf_buf_release(old));
+    let mut new = cf_buf { id: 0 };
+    ok(cf_buf_alloc(mem, b"the new value".as_ptr(), 13, &mut new));
+    // The table hands the released slot out again (bits 0-23 of a handle name the slot,
+    // src/table.rs), so this is the reuse the generation guards against.
+    let slot = |h: u64| h & ((1 << 24) - 1);
+    assert_eq!(slot(new.id), slot(old.id), "the slot was reused");
+    assert_ne!(new.id, old.id, "a reused slot gives a new handle");
+
+    let (mut p, mut n, mut rc) = (ptr::null(), 0usize, 0u32);
+    for (what, st) in [
+        ("data", cf_buf_data(old, &mut p, &mut n)),
+        ("refcount", cf_buf_refcount(old, &mut rc)),
+        ("retain", cf_buf_retain(old, &mut cf_buf { id: 0 })),
+        ("release", cf_buf_release(old)),
+    ] {
+        assert_eq!(
+            st,
+            cf_status::CF_ERR_BAD_HANDLE,
+            "{what} with the old handle"
+        );
+        assert!(last().contains("stale"), "{what}: {}", last());
+    }
+    // The new entry is untouched: its bytes, and one reference (the old handle released none).
+    ok(cf_buf_data(new, &mut p, &mut n));
+    // SAFETY: the library returned `n` bytes at `p`, valid while `new` is live.
+    assert_eq!(
+        unsafe { std::slice::from_raw_parts(p, n) },
+        b"the new value"
+    );
+    ok(cf_buf_refcount(new, &mut rc));
+    assert_eq!(rc, 1);
+    ok(cf_buf_release(new));
+    ok(cf_mem_release(mem));
+}
+
 #[test]
 fn handles_do_not_cross_threads() {
     let mut mem = cf_mem { id: 0 };

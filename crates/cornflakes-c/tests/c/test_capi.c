@@ -1,6 +1,6 @@
 /*
  * The C API tested from C: buffers and their reference counts, handle checks (zero, stale,
- * wrong kind, other thread, NULL pointers), messages built, serialized, decoded and read back
+ * stale after its slot was reused, wrong kind, other thread, NULL pointers), messages built, serialized, decoded and read back
  * (scalars, strings, repeated, nested), zero-copy fields, arena resets, and two socket
  * datapaths on 127.0.0.1 exchanging a message with a pinned value, plus malformed datagrams
  * counted, not crashing. Built and run by crates/cornflakes-c/tests/c/run.sh (plain and with
@@ -119,6 +119,37 @@ static void test_other_thread(void) {
     pthread_join(t, NULL);
     CHECK(a.status == CF_ERR_BAD_HANDLE);
     OK(cf_buf_release(b)); /* still fine on its own thread */
+    OK(cf_mem_release(mem));
+}
+
+/* A released handle stays refused once its slot holds a new entry (the slot's generation
+ * was bumped), and calls with it leave the new entry alone. */
+static void test_reused_slot(void) {
+    cf_mem mem;
+    OK(cf_mem_new(&mem));
+    cf_buf old, new_buf, r;
+    OK(cf_buf_alloc(mem, (const uint8_t *)"old", 3, &old));
+    OK(cf_buf_release(old));
+    OK(cf_buf_alloc(mem, (const uint8_t *)"the new value", 13, &new_buf));
+    /* The table hands the released slot out again (bits 0-23 of a handle name the slot,
+     * crates/cornflakes-c/src/table.rs): the reuse the generation guards against. */
+    CHECK((new_buf.id & 0xffffff) == (old.id & 0xffffff));
+    CHECK(new_buf.id != old.id);
+    const uint8_t *p = NULL;
+    size_t n = 0;
+    uint32_t rc = 0;
+    FAILS(cf_buf_data(old, &p, &n), CF_ERR_BAD_HANDLE);
+    CHECK(strstr(cf_last_error(), "stale") != NULL);
+    FAILS(cf_buf_refcount(old, &rc), CF_ERR_BAD_HANDLE);
+    FAILS(cf_buf_retain(old, &r), CF_ERR_BAD_HANDLE);
+    FAILS(cf_buf_release(old), CF_ERR_BAD_HANDLE);
+    CHECK(strstr(cf_last_error(), "stale") != NULL);
+    /* the new entry is untouched: its bytes, and one reference */
+    OK(cf_buf_data(new_buf, &p, &n));
+    CHECK(n == 13 && memcmp(p, "the new value", 13) == 0);
+    OK(cf_buf_refcount(new_buf, &rc));
+    CHECK(rc == 1);
+    OK(cf_buf_release(new_buf));
     OK(cf_mem_release(mem));
 }
 
@@ -509,6 +540,7 @@ int main(int argc, char **argv) {
     printf("cornflakes C API %s\n", cf_version());
     test_buffers();
     test_other_thread();
+    test_reused_slot();
     test_messages();
     test_nested();
     test_datapath();
