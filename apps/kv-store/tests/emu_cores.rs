@@ -243,6 +243,25 @@ fn bench_with_more_cores_than_the_machine_has_cpus_for_is_a_clear_error() {
     );
 }
 
+/// An append of `val` to a loaded key, a getlist of that key, then 3000 gets of 63 other
+/// loaded keys: more requests than a trial sends, so the append and the getlist go out once.
+fn append_then_reads(w: &dyn Workload, val: &[u8]) -> Vec<Op> {
+    let keys: Vec<String> = w.load().map(|(k, _)| k).take(64).collect();
+    let mut ops = vec![
+        Op::Append {
+            key: keys[0].clone(),
+            val: val.to_vec(),
+        },
+        Op::GetList {
+            key: keys[0].clone(),
+        },
+    ];
+    ops.extend((0..3000).map(|i| Op::Get {
+        key: keys[1 + i % 63].clone(),
+    }));
+    ops
+}
+
 #[test]
 fn every_trial_on_resident_cores_starts_from_the_loaded_store() {
     // One core, loaded once for three trials. Each trial sends an append to a key, a getlist
@@ -253,19 +272,7 @@ fn every_trial_on_resident_cores_starts_from_the_loaded_store() {
     for cores in [1, CORES] {
         let cfg = BenchConfig { cores, ..config() };
         let w: Arc<dyn Workload> = Arc::from(cfg.workload.build().unwrap());
-        let keys: Vec<String> = w.load().map(|(k, _)| k).take(64).collect();
-        let mut ops = vec![
-            Op::Append {
-                key: keys[0].clone(),
-                val: b"appended once per trial".to_vec(),
-            },
-            Op::GetList {
-                key: keys[0].clone(),
-            },
-        ];
-        ops.extend((0..3000).map(|i| Op::Get {
-            key: keys[1 + i % 63].clone(),
-        }));
+        let ops = append_then_reads(w.as_ref(), b"appended once per trial");
         let expected = Arc::new(Expected::for_workload(w.clone(), &ops));
         let emu =
             KvEmu::new(&cfg, Arc::new(RunRequests { ops, threads: 1 }), expected).expect("plan");
@@ -345,20 +352,7 @@ fn a_server_answering_a_read_with_the_previous_value_fails_the_checker() {
             ..config()
         };
         let w: Arc<dyn Workload> = Arc::from(cfg.workload.build().unwrap());
-        let keys: Vec<String> = w.load().map(|(k, _)| k).take(64).collect();
-        let mut ops = vec![
-            Op::Append {
-                key: keys[0].clone(),
-                val: b"the value after".to_vec(),
-            },
-            Op::GetList {
-                key: keys[0].clone(),
-            },
-        ];
-        // More requests than a trial sends: the append and the getlist go out once.
-        ops.extend((0..3000).map(|i| Op::Get {
-            key: keys[1 + i % 63].clone(),
-        }));
+        let ops = append_then_reads(w.as_ref(), b"the value after");
         let expected = Arc::new(Expected::for_workload(w.clone(), &ops));
         let emu =
             KvEmu::new(&cfg, Arc::new(RunRequests { ops, threads: 1 }), expected).expect("plan");
