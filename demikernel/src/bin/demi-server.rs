@@ -8,12 +8,12 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use app_server::{Handler, Server};
+use cli_args::Args;
 use cornflakes::datapath::{Connect as _, DatapathMemory as _};
 use cornflakes_demikernel::config::CatpowderConfig;
 use cornflakes_demikernel::datapath::{DemiConfig, DemiDatapath};
 use cornflakes_demikernel::io_error;
 use demikernel::{LibOS, LibOSName};
-use cli_args::Args;
 
 const USAGE: &str = "\
 usage:
