@@ -1,0 +1,489 @@
+//! One connection's state, and the receive side and life cycle of a [`TcpDatapath`]'s
+//! connections: reading under backpressure ([`crate::flow`]), partial frames under the memory
+//! cap ([`crate::budget`]), the timeouts, and closing without losing a reply
+//! (`docs/tcp.md`, "Backpressure", "Memory" and "Closing").
+
+use std::io::{self, Read};
+use std::net::{Shutdown, SocketAddrV4, TcpStream};
+use std::os::fd::AsFd;
+use std::time::{Duration, Instant};
+
+use cornflakes_datapath::{ConnId, RxMsg};
+
+use crate::flow::{Inbox, ReplyRoom};
+use crate::frame::{DeframeError, Deframer};
+use crate::sys;
+use crate::txq::{TxQueue, ZcInFlight};
+use crate::TcpDatapath;
+
+/// How often the timeouts are checked (at most; only while something is timed).
+pub(crate) const TICK: Duration = Duration::from_millis(20);
+/// Least time between two trims of the pinned memory after connections closed.
+pub(crate) const TRIM_EVERY: Duration = Duration::from_secs(1);
+/// Bytes read per call while discarding what follows a bad frame.
+const DISCARD_CHUNK: usize = 64 << 10;
+
+/// What may still be read from a connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Input {
+    /// Frames are read and handed over.
+    Open,
+    /// The peer ended its stream: nothing more to read. Closed once every request read is
+    /// answered and the replies are sent.
+    Ended,
+    /// The stream stopped being valid framing. The frames before that point are handed over
+    /// and answered; once the replies are sent the datapath sends a FIN and reads (and
+    /// discards) whatever still comes for up to [`TcpConfig::linger`](crate::TcpConfig::linger),
+    /// so the peer's TCP sees no reset while the replies may still be unread, then closes.
+    Bad,
+}
+
+/// One TCP connection.
+#[derive(Debug)]
+pub(crate) struct Conn {
+    pub id: u32,
+    pub stream: TcpStream,
+    pub peer: SocketAddrV4,
+    pub outgoing: bool,
+    pub rx: Deframer,
+    pub tx: TxQueue,
+    pub zc: ZcInFlight,
+    /// The reply room its requests need (none for a connection that carries replies).
+    pub room: ReplyRoom,
+    /// Requests read and not yet handed over, and the replies reserved this burst.
+    pub inbox: Inbox,
+    pub input: Input,
+    /// Events registered with epoll.
+    pub interest: u32,
+    /// The last send found the socket buffer full: wait for EPOLLOUT.
+    pub blocked: bool,
+    /// Since when the socket buffer has been full with bytes still queued, nothing taken.
+    pub stalled_since: Option<Instant>,
+    /// Lingering after a bad stream (FIN sent): closed at this instant at the latest.
+    pub linger_until: Option<Instant>,
+    /// `SO_ZEROCOPY` is on for this socket.
+    pub zero_copy: bool,
+    /// In the datapath's list of connections with queued sends.
+    pub dirty: bool,
+    /// In the datapath's list of connections with held requests.
+    pub ready: bool,
+    /// In the datapath's list of connections with replies reserved this burst.
+    pub owing: bool,
+    /// In the datapath's list of stalled connections.
+    pub stall_listed: bool,
+    /// Pinned bytes of its partial frame charged to the datapath's cap.
+    pub charged: usize,
+}
+
+impl Conn {
+    /// Whether the datapath reads this connection now: input open, no request held, and room
+    /// for the reply of at least one more.
+    pub fn readable(&self) -> bool {
+        self.input == Input::Open && self.inbox.is_empty() && self.room.admits(self.tx.bytes(), 0)
+    }
+
+    /// The epoll events this connection waits for.
+    pub fn wanted(&self) -> u32 {
+        let rd = self.readable() || self.linger_until.is_some();
+        (if rd { sys::IN } else { 0 }) | if self.blocked { sys::OUT } else { 0 }
+    }
+
+    /// Everything read was handed over and answered (no reservation left), and sent.
+    fn drained(&self) -> bool {
+        self.inbox.is_empty() && self.inbox.owed() == 0 && self.tx.is_empty()
+    }
+}
+
+/// Why a connection is being closed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Close {
+    /// The peer ended the stream and everything it asked for was answered and sent.
+    Done,
+    /// A socket error (reset, broken pipe).
+    Failed,
+    /// The stream is not valid framing (closed after the replies to the frames before it).
+    BadStream,
+    /// Its peer read nothing for [`TcpConfig::stall_timeout`](crate::TcpConfig::stall_timeout).
+    Stalled,
+    /// A frame unfinished [`TcpConfig::frame_timeout`](crate::TcpConfig::frame_timeout) after
+    /// its first byte.
+    FrameTimeout,
+    /// Its partial frame gave way to others under the cap on partial frames.
+    Evicted,
+}
+
+impl TcpDatapath {
+    /// The last burst is over: the reservations of its requests lapse, and connections whose
+    /// input ended are closed (or linger) once drained.
+    pub(crate) fn end_burst(&mut self) {
+        let owing = std::mem::take(&mut self.owing);
+        for &id in &owing {
+            if let Some(c) = self.conns.get_mut(&id) {
+                c.inbox.end_burst();
+                c.owing = false;
+                self.settle_conn(id);
+            }
+        }
+        self.owing = owing;
+        self.owing.clear();
+    }
+
+    /// Hands over the held requests of every connection with room for their replies now.
+    pub(crate) fn deliver_ready(&mut self, out: &mut Vec<RxMsg>) {
+        if self.ready.is_empty() {
+            return;
+        }
+        let mut ready = std::mem::take(&mut self.ready);
+        ready.retain(|&id| {
+            let Some(c) = self.conns.get_mut(&id) else {
+                return false;
+            };
+            let delivered = Self::admit(c, &mut Vec::new(), out, &mut self.counters);
+            if delivered > 0 && !c.owing {
+                c.owing = true;
+                self.owing.push(id);
+            }
+            c.ready = !c.inbox.is_empty();
+            let keep = c.ready;
+            self.settle_conn(id);
+            keep
+        });
+        self.ready.append(&mut ready);
+    }
+
+    /// Whether a held request could be handed over now (for [`TcpDatapath::wait`]).
+    pub(crate) fn has_deliverable(&self) -> bool {
+        self.ready.iter().any(|id| {
+            self.conns
+                .get(id)
+                .is_some_and(|c| c.room.admits(c.tx.bytes(), c.inbox.owed()))
+        })
+    }
+
+    /// Hands `frames` (after the held ones) to `out` as far as `c`'s reply room allows, holds
+    /// the rest. Returns how many were handed over.
+    fn admit(
+        c: &mut Conn,
+        frames: &mut Vec<(cornflakes_datapath::Msg, cornflakes_mem::RcBuf)>,
+        out: &mut Vec<RxMsg>,
+        counters: &mut cornflakes_datapath::DropCounters,
+    ) -> usize {
+        let before = out.len();
+        let (conn, peer) = (ConnId(c.id), c.peer);
+        c.inbox
+            .admit(frames, c.room, c.tx.bytes(), |msg, data| {
+                out.push(RxMsg {
+                    conn,
+                    peer,
+                    msg,
+                    data,
+                })
+            });
+        let n = out.len() - before;
+        counters.delivered += n as u64;
+        n
+    }
+
+    /// Reads what `id` has (up to the read budget) while it has reply room, handing over
+    /// complete frames and holding those beyond the room.
+    pub(crate) fn read_conn(&mut self, id: u32, out: &mut Vec<RxMsg>) {
+        let Some(c) = self.conns.get_mut(&id) else {
+            return;
+        };
+        if c.linger_until.is_some() {
+            self.discard(id);
+            return;
+        }
+        for _ in 0..self.cfg.read_budget {
+            let Some(c) = self.conns.get_mut(&id) else {
+                return;
+            };
+            if !c.readable() || !c.room.admits(c.tx.bytes(), c.inbox.owed()) {
+                break;
+            }
+            // A large frame's buffer grows with the bytes that arrived, counting those waiting
+            // in the socket; others' oldest partial frames give way if that passes the cap.
+            let waiting = if c.rx.asks_waiting() {
+                sys::bytes_readable(c.stream.as_fd())
+            } else {
+                0
+            };
+            let extra = c.rx.growth(&self.mem, waiting).saturating_sub(c.charged);
+            if extra > 0 && self.partials.held() + extra > self.partials.limit() {
+                self.make_room(extra, id);
+            }
+            let Some(c) = self.conns.get_mut(&id) else {
+                return;
+            };
+            let space = match c.rx.space_for(&self.mem, waiting) {
+                Ok(s) => s,
+                Err(_) => {
+                    // Level-triggered: the data stays in the socket until a buffer is free.
+                    self.counters.no_rx_buffers += 1;
+                    break;
+                }
+            };
+            let want = space.len();
+            match c.stream.read(space) {
+                Ok(0) => {
+                    if c.rx.partial_bytes() > 0 {
+                        self.stats.partial_frames_lost += 1;
+                        self.counters.truncated += 1;
+                    }
+                    c.rx = Deframer::new(self.cfg.max_message_len, self.cfg.rx_buffer);
+                    self.stats.peer_closed += 1;
+                    c.input = Input::Ended;
+                    break;
+                }
+                Ok(n) => {
+                    let before = c.rx.stats();
+                    let r = c.rx.filled(n, &self.mem, &mut self.rx_frames);
+                    let after = c.rx.stats();
+                    self.stats.gathered += after.gathered - before.gathered;
+                    self.stats.gathered_bytes += after.gathered_bytes - before.gathered_bytes;
+                    let frames = self.rx_frames.len();
+                    let handed = Self::admit(c, &mut self.rx_frames, out, &mut self.counters);
+                    if handed > 0 && !c.owing {
+                        c.owing = true;
+                        self.owing.push(id);
+                    }
+                    if handed < frames {
+                        self.stats.held_for_room += (frames - handed) as u64;
+                        if !c.ready {
+                            c.ready = true;
+                            self.ready.push(id);
+                        }
+                    }
+                    if let Err(e) = r {
+                        // The frames before the bad bytes are answered before the close.
+                        if matches!(e, DeframeError::Frame(_)) {
+                            self.counters.bad_framing += 1;
+                        }
+                        c.rx = Deframer::new(self.cfg.max_message_len, self.cfg.rx_buffer);
+                        c.input = Input::Bad;
+                        break;
+                    }
+                    if n < want {
+                        c.rx.settle(&self.mem);
+                        break;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    c.rx.settle(&self.mem);
+                    break;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => {
+                    if c.rx.partial_bytes() > 0 {
+                        self.stats.partial_frames_lost += 1;
+                        self.counters.truncated += 1;
+                    }
+                    self.closing.push((id, Close::Failed));
+                    break;
+                }
+            }
+        }
+        self.charge_partial(id);
+        self.settle_conn(id);
+    }
+
+    /// Updates the pinned bytes `id`'s partial frame is charged, and makes the oldest other
+    /// frames give way if the total passed the cap.
+    fn charge_partial(&mut self, id: u32) {
+        let Some(c) = self.conns.get_mut(&id) else {
+            return;
+        };
+        let bytes = c.rx.held_capacity();
+        if bytes == 0 && c.charged == 0 {
+            return;
+        }
+        c.charged = bytes;
+        self.partials
+            .set(id, bytes, c.rx.frame_offset(), Instant::now);
+        if self.partials.held() > self.partials.limit() {
+            self.make_room(0, id);
+        }
+    }
+
+    /// Closes the connections whose partial frames started longest ago, other than
+    /// `except`'s, until `extra` more bytes fit under the cap (or none is left).
+    fn make_room(&mut self, extra: usize, except: u32) {
+        let mut victims = std::mem::take(&mut self.victims);
+        victims.clear();
+        self.partials.victims(extra, except, &mut victims);
+        for &v in &victims {
+            self.drop_partial(v, Close::Evicted);
+        }
+        self.victims = victims;
+    }
+
+    /// Drops `id`'s partial frame now (its memory back to the pool) and closes it for `why`.
+    fn drop_partial(&mut self, id: u32, why: Close) {
+        self.partials.remove(id);
+        if let Some(c) = self.conns.get_mut(&id) {
+            if c.rx.partial_bytes() > 0 {
+                self.stats.partial_frames_lost += 1;
+                self.counters.truncated += 1;
+            }
+            c.rx = Deframer::new(self.cfg.max_message_len, self.cfg.rx_buffer);
+            c.charged = 0;
+            self.closing.push((id, why));
+        }
+    }
+
+    /// After anything changed on `id`: its epoll interest, whether its partial frame is timed,
+    /// and — once its input ended and everything it asked for is answered and sent — its
+    /// close, or (after a bad stream) its FIN and linger.
+    pub(crate) fn settle_conn(&mut self, id: u32) {
+        let Some(c) = self.conns.get_mut(&id) else {
+            return;
+        };
+        if c.input != Input::Open && c.linger_until.is_none() && c.drained() {
+            if c.input == Input::Ended {
+                self.closing.push((id, Close::Done));
+                return;
+            }
+            // A FIN after the replies; whatever the peer still sends is read and dropped.
+            let _ = c.stream.shutdown(Shutdown::Write);
+            c.linger_until = Some(Instant::now() + self.cfg.linger);
+            self.lingering.push(id);
+        }
+        if c.charged > 0 {
+            self.partials.pause(id, !c.readable(), Instant::now());
+        }
+        let want = c.wanted();
+        if want != c.interest {
+            match self.epoll.modify(c.stream.as_fd(), want, id as u64) {
+                Ok(()) => c.interest = want,
+                Err(_) => self.closing.push((id, Close::Failed)),
+            }
+        }
+    }
+
+    /// Reads and drops what a lingering connection's peer still sends; closes it at the end
+    /// of its stream or on an error.
+    fn discard(&mut self, id: u32) {
+        let Some(c) = self.conns.get_mut(&id) else {
+            return;
+        };
+        self.scratch.resize(DISCARD_CHUNK, 0);
+        for _ in 0..self.cfg.read_budget {
+            match c.stream.read(&mut self.scratch) {
+                Ok(0) => {
+                    self.closing.push((id, Close::BadStream));
+                    return;
+                }
+                Ok(n) => self.stats.discarded_bytes += n as u64,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => {
+                    self.closing.push((id, Close::BadStream));
+                    return;
+                }
+            }
+        }
+    }
+
+    /// A connection the datapath does not read now reported a hang-up or an error: its peer
+    /// is gone (a reset), so what it asked for can never be answered.
+    pub(crate) fn hung_up(&mut self, id: u32, events: u32) {
+        let Some(c) = self.conns.get_mut(&id) else {
+            return;
+        };
+        let gone = events & libc::EPOLLHUP as u32 != 0
+            || matches!(c.stream.take_error(), Ok(Some(_)) | Err(_));
+        if gone {
+            self.closing.push((id, Close::Failed));
+        }
+    }
+
+    /// The timeouts (partial frames, stalled peers, lingering closes) and the trim of the
+    /// pinned memory after closes: checked every [`TICK`] while anything is timed.
+    pub(crate) fn housekeeping(&mut self) {
+        if self.partials.is_empty()
+            && self.stalled.is_empty()
+            && self.lingering.is_empty()
+            && !self.trim_due
+        {
+            return;
+        }
+        let now = Instant::now();
+        if now < self.next_tick {
+            return;
+        }
+        self.next_tick = now + TICK;
+        let mut victims = std::mem::take(&mut self.victims);
+        victims.clear();
+        self.partials
+            .expired(now, self.cfg.frame_timeout, &mut victims);
+        for &id in &victims {
+            self.drop_partial(id, Close::FrameTimeout);
+        }
+        self.victims = victims;
+        let timeout = self.cfg.stall_timeout;
+        let (conns, closing) = (&mut self.conns, &mut self.closing);
+        self.stalled.retain(|id| {
+            let Some(c) = conns.get_mut(id) else {
+                return false;
+            };
+            match c.stalled_since {
+                Some(t) if now.saturating_duration_since(t) >= timeout => {
+                    closing.push((*id, Close::Stalled));
+                    false
+                }
+                Some(_) => true,
+                None => {
+                    c.stall_listed = false;
+                    false
+                }
+            }
+        });
+        self.lingering.retain(|id| match conns.get(id) {
+            Some(c) if c.linger_until.is_some_and(|t| t <= now) => {
+                closing.push((*id, Close::BadStream));
+                false
+            }
+            Some(_) => true,
+            None => false,
+        });
+        if self.trim_due && now >= self.next_trim {
+            self.trim_due = false;
+            self.next_trim = now + TRIM_EVERY;
+            self.mem.trim();
+        }
+    }
+
+    /// Closes the connections marked for closing. Requests held for want of reply room are
+    /// dropped unexecuted (counted); queued replies are dropped with the connection.
+    pub(crate) fn close_pending(&mut self) {
+        while let Some((id, why)) = self.closing.pop() {
+            let Some(mut c) = self.conns.remove(&id) else {
+                continue;
+            };
+            match why {
+                Close::Done => {}
+                Close::Failed => self.stats.failed += 1,
+                Close::BadStream => self.stats.bad_streams += 1,
+                Close::Stalled => self.stats.stall_timeouts += 1,
+                Close::FrameTimeout => self.stats.frame_timeouts += 1,
+                Close::Evicted => self.stats.partial_evictions += 1,
+            }
+            self.stats.closed += 1;
+            self.stats.unexecuted_dropped += c.inbox.clear() as u64;
+            self.partials.remove(id);
+            self.trim_due = true;
+            let _ = self.epoll.delete(c.stream.as_fd());
+            if c.outgoing && self.by_peer.get(&c.peer) == Some(&ConnId(id)) {
+                self.by_peer.remove(&c.peer);
+            }
+            // Nothing more will be sent: release what was queued.
+            self.queued -= c.tx.clear();
+            if c.zc.sends() > 0 {
+                // The kernel may still read these buffers: keep them (and the socket, to read
+                // their completions) until it says it is done.
+                let _ = c.stream.shutdown(Shutdown::Both);
+                self.draining.push(c);
+            }
+        }
+    }
+}
