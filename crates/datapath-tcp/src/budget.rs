@@ -224,12 +224,20 @@ mod test {
         p.set(3, 10, 0, || t0 + Duration::from_secs(2));
         p.pause(1, true, t0);
         let mut v = Vec::new();
-        p.expired(t0 + Duration::from_millis(3500), Duration::from_secs(1), &mut v);
+        p.expired(
+            t0 + Duration::from_millis(3500),
+            Duration::from_secs(1),
+            &mut v,
+        );
         assert_eq!(v, [2, 3], "the paused frame is not timed");
         // Read again: timed afresh.
         v.clear();
         p.pause(1, false, t0 + Duration::from_secs(3));
-        p.expired(t0 + Duration::from_millis(3500), Duration::from_secs(1), &mut v);
+        p.expired(
+            t0 + Duration::from_millis(3500),
+            Duration::from_secs(1),
+            &mut v,
+        );
         assert_eq!(v, [2, 3], "timed from when it is read again");
         v.clear();
         p.expired(t0 + Duration::from_secs(4), Duration::from_secs(1), &mut v);

@@ -170,15 +170,14 @@ impl TcpDatapath {
     ) -> usize {
         let before = out.len();
         let (conn, peer) = (ConnId(c.id), c.peer);
-        c.inbox
-            .admit(frames, c.room, c.tx.bytes(), |msg, data| {
-                out.push(RxMsg {
-                    conn,
-                    peer,
-                    msg,
-                    data,
-                })
-            });
+        c.inbox.admit(frames, c.room, c.tx.bytes(), |msg, data| {
+            out.push(RxMsg {
+                conn,
+                peer,
+                msg,
+                data,
+            })
+        });
         let n = out.len() - before;
         counters.delivered += n as u64;
         n
@@ -194,6 +193,7 @@ impl TcpDatapath {
             self.discard(id);
             return;
         }
+        let before = c.rx.stats();
         for _ in 0..self.cfg.read_budget {
             let Some(c) = self.conns.get_mut(&id) else {
                 return;
@@ -230,17 +230,13 @@ impl TcpDatapath {
                         self.stats.partial_frames_lost += 1;
                         self.counters.truncated += 1;
                     }
-                    c.rx = Deframer::new(self.cfg.max_message_len, self.cfg.rx_buffer);
+                    c.rx.reset();
                     self.stats.peer_closed += 1;
                     c.input = Input::Ended;
                     break;
                 }
                 Ok(n) => {
-                    let before = c.rx.stats();
                     let r = c.rx.filled(n, &self.mem, &mut self.rx_frames);
-                    let after = c.rx.stats();
-                    self.stats.gathered += after.gathered - before.gathered;
-                    self.stats.gathered_bytes += after.gathered_bytes - before.gathered_bytes;
                     let frames = self.rx_frames.len();
                     let handed = Self::admit(c, &mut self.rx_frames, out, &mut self.counters);
                     if handed > 0 && !c.owing {
@@ -259,7 +255,7 @@ impl TcpDatapath {
                         if matches!(e, DeframeError::Frame(_)) {
                             self.counters.bad_framing += 1;
                         }
-                        c.rx = Deframer::new(self.cfg.max_message_len, self.cfg.rx_buffer);
+                        c.rx.reset();
                         c.input = Input::Bad;
                         break;
                     }
@@ -282,6 +278,16 @@ impl TcpDatapath {
                     break;
                 }
             }
+        }
+        if let Some(c) = self.conns.get_mut(&id) {
+            if !c.readable() {
+                // Not read for a while (its requests wait for reply room): a cut frame leaves
+                // the read buffer it arrived in.
+                c.rx.settle(&self.mem);
+            }
+            let after = c.rx.stats();
+            self.stats.gathered += after.gathered - before.gathered;
+            self.stats.gathered_bytes += after.gathered_bytes - before.gathered_bytes;
         }
         self.charge_partial(id);
         self.settle_conn(id);
@@ -325,7 +331,7 @@ impl TcpDatapath {
                 self.stats.partial_frames_lost += 1;
                 self.counters.truncated += 1;
             }
-            c.rx = Deframer::new(self.cfg.max_message_len, self.cfg.rx_buffer);
+            c.rx.reset();
             c.charged = 0;
             self.closing.push((id, why));
         }

@@ -189,7 +189,11 @@ impl Deframer {
     /// then learn how many bytes wait in the socket, and [`growth`](Self::growth) says how
     /// large that buffer will be.
     pub fn needs_buffer(&self) -> bool {
-        self.cut.is_some() || self.buf.as_ref().is_some_and(|b| self.filled == b.capacity())
+        self.cut.is_some()
+            || self
+                .buf
+                .as_ref()
+                .is_some_and(|b| self.filled == b.capacity())
     }
 
     /// Whether the next [`space_for`](Self::space_for) sizes a partial frame's buffer by the
@@ -228,7 +232,11 @@ impl Deframer {
     /// at most the whole frame), where `waiting` is how many more bytes are known to have
     /// arrived (in the socket, or in the rest of a popped segment). On an error nothing
     /// changed.
-    pub fn space_for(&mut self, mem: &PinnedMemory, waiting: usize) -> Result<&mut [u8], AllocError> {
+    pub fn space_for(
+        &mut self,
+        mem: &PinnedMemory,
+        waiting: usize,
+    ) -> Result<&mut [u8], AllocError> {
         if self.needs_buffer() {
             let have = self.partial_bytes();
             let want = self.target(have, waiting).min(mem.max_item_size());
@@ -240,6 +248,17 @@ impl Deframer {
         let filled = self.filled;
         let buf = self.buf.as_mut().expect("allocated above");
         Ok(&mut buf.full_mut()[filled..])
+    }
+
+    /// Drops whatever is buffered (the stream is being closed or abandoned: a partial frame is
+    /// lost), keeping the counters and the stream offset.
+    pub fn reset(&mut self) {
+        self.base = self.stream_offset();
+        self.buf = None;
+        self.cut = None;
+        self.filled = 0;
+        self.need = 0;
+        self.gathering = false;
     }
 
     /// Gives back the receive buffer if it holds no bytes (after a read found nothing), so an

@@ -323,11 +323,7 @@ impl TcpDatapath {
             .min(u32::MAX as usize);
         let largest = HEADER_LEN + cfg.max_message_len;
         cfg.tx_limit = cfg.tx_limit.max(largest);
-        cfg.reply_reserve = Some(
-            cfg.reply_reserve
-                .unwrap_or(largest)
-                .clamp(1, cfg.tx_limit),
-        );
+        cfg.reply_reserve = Some(cfg.reply_reserve.unwrap_or(largest).clamp(1, cfg.tx_limit));
         cfg.partial_limit = cfg
             .partial_limit
             .min(cfg.memory.max_bytes / 4)
@@ -949,8 +945,7 @@ impl TcpDatapath {
             .ok_or(SendError::UnknownConn(conn))?;
         // The reply to a request handed over has its room reserved: queued whatever the
         // queue holds. Other sends may fill only the room no reply has reserved.
-        if !c.inbox.reply() && c.tx.bytes() + HEADER_LEN + len > c.room.unreserved(c.inbox.owed())
-        {
+        if !c.inbox.reply() && c.tx.bytes() + HEADER_LEN + len > c.room.unreserved(c.inbox.owed()) {
             self.stats.tx_full += 1;
             return Err(SendError::Full);
         }
