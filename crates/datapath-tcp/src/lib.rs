@@ -7,8 +7,8 @@
 //!
 //! - **Receive** reads into pinned buffers ([`frame::Deframer`]): a message wholly inside one
 //!   read is handed to the application as a view of the receive buffer (zero-copy); a message
-//!   cut by the end of a read is gathered into one pinned item sized for it (counted in
-//!   [`TcpStats::gathered`]). An idle connection holds no receive buffer.
+//!   cut by the end of a read is gathered into one pinned item sized by the bytes that arrived
+//!   (counted in [`TcpStats::gathered`]). An idle connection holds no receive buffer.
 //! - **Send** ([`Transmit::send_object`]) queues one pinned buffer with the frame header and
 //!   the object's header and copy areas, then one reference per zero-copy field; the
 //!   connection's queue leaves with one gathered `sendmsg` per [`Transmit::flush`] (several
@@ -17,12 +17,19 @@
 //!   buffers until it reports the send complete on the socket's error queue, and the datapath
 //!   keeps their references until then ([`Completions::poll_completions`]), so a value
 //!   replaced by the application during the send never changes the bytes on the wire.
-//! - **Backpressure**: each connection queues at most [`TcpConfig::tx_limit`] unsent bytes;
-//!   beyond it sends fail with [`SendError::Full`] and the connection is not read until its
-//!   queue is half empty, so a peer that never reads its replies stalls only itself.
+//! - **Backpressure** ([`flow`]): a request is handed over only when its connection's queue
+//!   has room for its reply ([`TcpConfig::reply_reserve`] of [`TcpConfig::tx_limit`]), and
+//!   that reply is then never refused; requests beyond the room wait, in order, and the
+//!   connection is not read meanwhile, so a peer that pipelines any number of requests gets
+//!   every reply and a peer that never reads stalls only itself, until
+//!   [`TcpConfig::stall_timeout`] closes it (its waiting requests never run).
+//! - **Memory** ([`budget`]): a partial frame's buffer grows with the bytes that arrived; all
+//!   partial frames together hold at most [`TcpConfig::partial_limit`] (the oldest give way)
+//!   and each at most [`TcpConfig::frame_timeout`]; closing connections trims the pinned pool.
 //! - **Bad input**: a frame header that is not a one-segment version-1 header, or announces
-//!   more than [`TcpConfig::max_message_len`] bytes, closes that connection (counted); a reset
-//!   or end of stream in the middle of a frame drops the partial frame (counted). Other
+//!   more than [`TcpConfig::max_message_len`] bytes, ends that connection's input: the frames
+//!   before it are answered, then the connection sends a FIN, lingers and closes (counted); a
+//!   reset or end of stream in the middle of a frame drops the partial frame (counted). Other
 //!   connections are unaffected.
 
 #![deny(unsafe_code)]
