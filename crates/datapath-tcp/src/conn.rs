@@ -73,13 +73,18 @@ pub(crate) struct Conn {
     pub stall_listed: bool,
     /// Pinned bytes of its partial frame charged to the datapath's cap.
     pub charged: usize,
+    /// Evicted or timed out: closed at the start of the next burst, not read meanwhile.
+    pub doomed: bool,
 }
 
 impl Conn {
     /// Whether the datapath reads this connection now: input open, no request held, and room
     /// for the reply of at least one more.
     pub fn readable(&self) -> bool {
-        self.input == Input::Open && self.inbox.is_empty() && self.room.admits(self.tx.bytes(), 0)
+        self.input == Input::Open
+            && !self.doomed
+            && self.inbox.is_empty()
+            && self.room.admits(self.tx.bytes(), 0)
     }
 
     /// The epoll events this connection waits for.
@@ -116,6 +121,7 @@ impl TcpDatapath {
     /// The last burst is over: the reservations of its requests lapse, and connections whose
     /// input ended are closed (or linger) once drained.
     pub(crate) fn end_burst(&mut self) {
+        self.closing.append(&mut self.doomed);
         let owing = std::mem::take(&mut self.owing);
         for &id in &owing {
             if let Some(c) = self.conns.get_mut(&id) {
@@ -138,6 +144,10 @@ impl TcpDatapath {
             let Some(c) = self.conns.get_mut(&id) else {
                 return false;
             };
+            if c.doomed {
+                c.ready = false;
+                return false;
+            }
             let delivered = Self::admit(c, &mut Vec::new(), out, &mut self.counters);
             if delivered > 0 && !c.owing {
                 c.owing = true;
@@ -156,7 +166,7 @@ impl TcpDatapath {
         self.ready.iter().any(|id| {
             self.conns
                 .get(id)
-                .is_some_and(|c| c.room.admits(c.tx.bytes(), c.inbox.owed()))
+                .is_some_and(|c| !c.doomed && c.room.admits(c.tx.bytes(), c.inbox.owed()))
         })
     }
 
@@ -323,17 +333,27 @@ impl TcpDatapath {
         self.victims = victims;
     }
 
-    /// Drops `id`'s partial frame now (its memory back to the pool) and closes it for `why`.
+    /// Drops `id`'s partial frame now (its memory back to the pool) and closes it for `why`:
+    /// at once, or — when requests of it were handed over in this burst — at the start of the
+    /// next, once their replies were queued and flushed. It is not read meanwhile.
     fn drop_partial(&mut self, id: u32, why: Close) {
         self.partials.remove(id);
         if let Some(c) = self.conns.get_mut(&id) {
+            if c.doomed {
+                return;
+            }
             if c.rx.partial_bytes() > 0 {
                 self.stats.partial_frames_lost += 1;
                 self.counters.truncated += 1;
             }
             c.rx.reset();
             c.charged = 0;
-            self.closing.push((id, why));
+            c.doomed = true;
+            if c.owing {
+                self.doomed.push((id, why));
+            } else {
+                self.closing.push((id, why));
+            }
         }
     }
 
@@ -344,6 +364,9 @@ impl TcpDatapath {
         let Some(c) = self.conns.get_mut(&id) else {
             return;
         };
+        if c.doomed {
+            return;
+        }
         if c.input != Input::Open && c.linger_until.is_none() && c.drained() {
             if c.input == Input::Ended {
                 self.closing.push((id, Close::Done));

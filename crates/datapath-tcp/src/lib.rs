@@ -288,6 +288,9 @@ pub struct TcpDatapath {
     lingering: Vec<u32>,
     /// Scratch: connections to close.
     victims: Vec<u32>,
+    /// Connections evicted or timed out while their requests of this burst await replies:
+    /// closed at the start of the next burst.
+    doomed: Vec<(u32, Close)>,
     /// Scratch: what a lingering connection's peer sends, dropped.
     scratch: Vec<u8>,
     /// When the timeouts are checked next.
@@ -375,6 +378,7 @@ impl TcpDatapath {
             stalled: Vec::new(),
             lingering: Vec::new(),
             victims: Vec::new(),
+            doomed: Vec::new(),
             scratch: Vec::new(),
             next_tick: Instant::now(),
             trim_due: false,
@@ -516,6 +520,7 @@ impl TcpDatapath {
                 owing: false,
                 stall_listed: false,
                 charged: 0,
+                doomed: false,
             },
         );
         Ok(ConnId(id))
