@@ -129,7 +129,10 @@ fn writes_of_a_client_that_never_reads_are_a_prefix_each_answered_when_it_is_clo
         srv.poll();
     }
     let dstats = srv.datapath().stats();
-    assert!(dstats.held_for_room > 0, "{dstats:?}");
+    assert!(
+        dstats.unexecuted_dropped <= dstats.held_for_room,
+        "{dstats:?}"
+    );
     assert!(
         !srv.datapath().is_open(ConnId(1)),
         "the deaf connection is closed"

@@ -120,6 +120,22 @@ impl PartialFrames {
         self.entries.insert(conn, e);
     }
 
+    /// [`set`](Self::set); then, if the total passed the cap, appends to `victims` the
+    /// connections whose frames must give way, oldest first, never `conn` ([`Self::victims`]).
+    pub fn charge(
+        &mut self,
+        conn: u32,
+        bytes: usize,
+        frame: u64,
+        now: impl FnOnce() -> Instant,
+        victims: &mut Vec<u32>,
+    ) {
+        self.set(conn, bytes, frame, now);
+        if self.held > self.limit {
+            self.victims(0, conn, victims);
+        }
+    }
+
     /// Forgets `conn`'s partial frame (completed, or its connection closed); returns the bytes
     /// it held.
     pub fn remove(&mut self, conn: u32) -> usize {

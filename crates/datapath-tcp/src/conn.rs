@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use cornflakes_datapath::{ConnId, RxMsg};
 
-use crate::flow::{Inbox, ReplyRoom};
+use crate::flow::{Carrier, Inbox, ReplyRoom};
 use crate::frame::{DeframeError, Deframer};
 use crate::sys;
 use crate::txq::{TxQueue, ZcInFlight};
@@ -65,10 +65,6 @@ pub(crate) struct Conn {
     pub zero_copy: bool,
     /// In the datapath's list of connections with queued sends.
     pub dirty: bool,
-    /// In the datapath's list of connections with held requests.
-    pub ready: bool,
-    /// In the datapath's list of connections with replies reserved this burst.
-    pub owing: bool,
     /// In the datapath's list of stalled connections.
     pub stall_listed: bool,
     /// Pinned bytes of its partial frame charged to the datapath's cap.
@@ -99,6 +95,32 @@ impl Conn {
     }
 }
 
+impl Carrier for Conn {
+    fn inbox(&self) -> &Inbox {
+        &self.inbox
+    }
+
+    fn inbox_mut(&mut self) -> &mut Inbox {
+        &mut self.inbox
+    }
+
+    fn queued(&self) -> usize {
+        self.tx.bytes()
+    }
+
+    fn room(&self) -> ReplyRoom {
+        self.room
+    }
+
+    fn doomed(&self) -> bool {
+        self.doomed
+    }
+
+    fn endpoint(&self) -> (ConnId, SocketAddrV4) {
+        (ConnId(self.id), self.peer)
+    }
+}
+
 /// Why a connection is being closed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Close {
@@ -118,79 +140,28 @@ pub(crate) enum Close {
 }
 
 impl TcpDatapath {
-    /// The last burst is over: the reservations of its requests lapse, and connections whose
-    /// input ended are closed (or linger) once drained.
+    /// The last burst is over: the reservations of its requests lapse, connections evicted or
+    /// timed out during it close, and connections whose input ended are closed (or linger)
+    /// once drained.
     pub(crate) fn end_burst(&mut self) {
         self.closing.append(&mut self.doomed);
-        let owing = std::mem::take(&mut self.owing);
-        for &id in &owing {
-            if let Some(c) = self.conns.get_mut(&id) {
-                c.inbox.end_burst();
-                c.owing = false;
-                self.settle_conn(id);
-            }
+        let mut touched = std::mem::take(&mut self.touched);
+        self.requests.end_burst(&mut self.conns, &mut touched);
+        for id in touched.drain(..) {
+            self.settle_conn(id);
         }
-        self.owing = owing;
-        self.owing.clear();
+        self.touched = touched;
     }
 
     /// Hands over the held requests of every connection with room for their replies now.
     pub(crate) fn deliver_ready(&mut self, out: &mut Vec<RxMsg>) {
-        if self.ready.is_empty() {
-            return;
-        }
-        let mut ready = std::mem::take(&mut self.ready);
-        ready.retain(|&id| {
-            let Some(c) = self.conns.get_mut(&id) else {
-                return false;
-            };
-            if c.doomed {
-                c.ready = false;
-                return false;
-            }
-            let delivered = Self::admit(c, &mut Vec::new(), out, &mut self.counters);
-            if delivered > 0 && !c.owing {
-                c.owing = true;
-                self.owing.push(id);
-            }
-            c.ready = !c.inbox.is_empty();
-            let keep = c.ready;
+        let mut touched = std::mem::take(&mut self.touched);
+        self.requests
+            .deliver_ready(&mut self.conns, out, &mut touched);
+        for id in touched.drain(..) {
             self.settle_conn(id);
-            keep
-        });
-        self.ready.append(&mut ready);
-    }
-
-    /// Whether a held request could be handed over now (for [`TcpDatapath::wait`]).
-    pub(crate) fn has_deliverable(&self) -> bool {
-        self.ready.iter().any(|id| {
-            self.conns
-                .get(id)
-                .is_some_and(|c| !c.doomed && c.room.admits(c.tx.bytes(), c.inbox.owed()))
-        })
-    }
-
-    /// Hands `frames` (after the held ones) to `out` as far as `c`'s reply room allows, holds
-    /// the rest. Returns how many were handed over.
-    fn admit(
-        c: &mut Conn,
-        frames: &mut Vec<(cornflakes_datapath::Msg, cornflakes_mem::RcBuf)>,
-        out: &mut Vec<RxMsg>,
-        counters: &mut cornflakes_datapath::DropCounters,
-    ) -> usize {
-        let before = out.len();
-        let (conn, peer) = (ConnId(c.id), c.peer);
-        c.inbox.admit(frames, c.room, c.tx.bytes(), |msg, data| {
-            out.push(RxMsg {
-                conn,
-                peer,
-                msg,
-                data,
-            })
-        });
-        let n = out.len() - before;
-        counters.delivered += n as u64;
-        n
+        }
+        self.touched = touched;
     }
 
     /// Reads what `id` has (up to the read budget) while it has reply room, handing over
@@ -247,19 +218,7 @@ impl TcpDatapath {
                 }
                 Ok(n) => {
                     let r = c.rx.filled(n, &self.mem, &mut self.rx_frames);
-                    let frames = self.rx_frames.len();
-                    let handed = Self::admit(c, &mut self.rx_frames, out, &mut self.counters);
-                    if handed > 0 && !c.owing {
-                        c.owing = true;
-                        self.owing.push(id);
-                    }
-                    if handed < frames {
-                        self.stats.held_for_room += (frames - handed) as u64;
-                        if !c.ready {
-                            c.ready = true;
-                            self.ready.push(id);
-                        }
-                    }
+                    self.requests.admit(id, c, &mut self.rx_frames, out);
                     if let Err(e) = r {
                         // The frames before the bad bytes are answered before the close.
                         if matches!(e, DeframeError::Frame(_)) {
@@ -314,11 +273,14 @@ impl TcpDatapath {
             return;
         }
         c.charged = bytes;
+        let mut victims = std::mem::take(&mut self.victims);
+        victims.clear();
         self.partials
-            .set(id, bytes, c.rx.frame_offset(), Instant::now);
-        if self.partials.held() > self.partials.limit() {
-            self.make_room(0, id);
+            .charge(id, bytes, c.rx.frame_offset(), Instant::now, &mut victims);
+        for &v in &victims {
+            self.drop_partial(v, Close::Evicted);
         }
+        self.victims = victims;
     }
 
     /// Closes the connections whose partial frames started longest ago, other than
@@ -349,7 +311,8 @@ impl TcpDatapath {
             c.rx.reset();
             c.charged = 0;
             c.doomed = true;
-            if c.owing {
+            // Requests handed over in this burst: closed once their replies are queued.
+            if c.inbox.owed() > 0 {
                 self.doomed.push((id, why));
             } else {
                 self.closing.push((id, why));

@@ -58,7 +58,7 @@ use cornflakes_mem::{PinnedMemory, RcBuf};
 
 use budget::PartialFrames;
 use conn::{Close, Conn, Input};
-use flow::{Inbox, ReplyRoom};
+use flow::{Inbox, ReplyRoom, Requests};
 use frame::{Deframer, HEADER_LEN};
 use sys::{Epoll, ZcCompletion};
 
@@ -278,10 +278,11 @@ pub struct TcpDatapath {
     rx_frames: Vec<(Msg, RcBuf)>,
     /// Partial frames of all connections, against [`TcpConfig::partial_limit`].
     partials: PartialFrames,
-    /// Connections with replies reserved in this burst.
-    owing: Vec<u32>,
-    /// Connections with requests held for want of reply room.
-    ready: Vec<u32>,
+    /// Requests on their way to the application: who was handed some this burst, who holds
+    /// some for want of reply room.
+    requests: Requests,
+    /// Scratch: connections whose state changed.
+    touched: Vec<u32>,
     /// Connections whose peer stopped reading (socket buffer full), maybe past the timeout.
     stalled: Vec<u32>,
     /// Connections lingering after a bad stream.
@@ -373,8 +374,8 @@ impl TcpDatapath {
             events: Vec::with_capacity(cfg.events_per_poll),
             rx_frames: Vec::new(),
             partials: PartialFrames::new(cfg.partial_limit),
-            owing: Vec::new(),
-            ready: Vec::new(),
+            requests: Requests::default(),
+            touched: Vec::new(),
             stalled: Vec::new(),
             lingering: Vec::new(),
             victims: Vec::new(),
@@ -405,6 +406,7 @@ impl TcpDatapath {
     /// The TCP-specific counters.
     pub fn stats(&self) -> TcpStats {
         let mut s = self.stats;
+        s.held_for_room = self.requests.held_for_room();
         s.draining = self.draining.len() as u64;
         s.uring_enters = self.uring.as_ref().map_or(0, |r| r.enters());
         s
@@ -469,7 +471,7 @@ impl TcpDatapath {
     /// would otherwise spin when idle; the timeouts ([`TcpConfig::stall_timeout`], …) are
     /// enforced by `recv_burst`, so call it at least every few tens of milliseconds.
     pub fn wait(&self, timeout: Duration) -> io::Result<bool> {
-        if self.has_deliverable() {
+        if self.requests.has_deliverable(&self.conns) {
             return Ok(true);
         }
         let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
@@ -516,8 +518,6 @@ impl TcpDatapath {
                 linger_until: None,
                 zero_copy,
                 dirty: false,
-                ready: false,
-                owing: false,
                 stall_listed: false,
                 charged: 0,
                 doomed: false,
@@ -939,7 +939,9 @@ impl Receive for TcpDatapath {
     }
 
     fn counters(&self) -> DropCounters {
-        self.counters
+        let mut c = self.counters;
+        c.delivered = self.requests.delivered();
+        c
     }
 }
 

@@ -539,7 +539,7 @@ fn a_client_that_never_reads_its_replies_stalls_only_itself_and_loses_no_reply()
     assert!(srv.queued_bytes(conn).unwrap() <= 64 << 10);
     let st = srv.stats();
     assert_eq!(st.tx_full, 0, "{st:?}");
-    assert!(st.held_for_room > 0 && st.would_block > 0, "{st:?}");
+    assert!(st.would_block > 0, "{st:?}");
     // Others are served all along.
     assert_served(&mut srv, &mut good, 7);
     // The deaf client's requests are not lost: the ones read wait in order, the rest in the
