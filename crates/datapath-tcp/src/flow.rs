@@ -183,7 +183,7 @@ impl Requests {
         }) as u64;
         let handed = out.len() - before;
         self.delivered += handed as u64;
-        if handed > 0 && !inbox.owing_listed {
+        if inbox.owed() > 0 && !inbox.owing_listed {
             inbox.owing_listed = true;
             self.owing.push(id);
         }
