@@ -34,10 +34,11 @@ use cornflakes::datapath::{
 };
 use cornflakes::mem::MemoryConfig;
 use cornflakes::{ConnId, Msg, PinnedMemory, RcBuf, RxMsg, SendError};
-use datapath_tcp::budget::PartialFrames;
+use datapath_tcp::budget::{Holder, PartialFrames};
 use datapath_tcp::flow::{Carrier, Inbox, ReplyRoom, Requests};
 use datapath_tcp::frame::{DeframeError, Deframer, HEADER_LEN};
 use datapath_tcp::txq::{framed_copy, sga_header, FramedObject, TxQueue};
+use datapath_tcp::StreamLimits;
 use demikernel::runtime::types::{demi_opcode_t, demi_qresult_t};
 use demikernel::{demi_sgarray_t, LibOS, QDesc, QToken};
 
@@ -232,6 +233,20 @@ impl Carrier for Conn {
     }
 }
 
+impl Holder for Conn {
+    fn deframer(&mut self) -> &mut Deframer {
+        &mut self.rx
+    }
+
+    fn charged(&mut self) -> &mut usize {
+        &mut self.charged
+    }
+
+    fn doom(&mut self) -> bool {
+        !std::mem::replace(&mut self.doomed, true)
+    }
+}
+
 /// Why a connection is being closed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Close {
@@ -287,17 +302,15 @@ impl DemiDatapath {
         let mem = PinnedMemory::new(cfg.memory.clone())
             .map_err(|e| io::Error::other(format!("pinned memory: {e}")))?;
         let mut cfg = cfg;
-        cfg.max_message_len = cfg
-            .max_message_len
-            .min(mem.max_item_size().saturating_sub(HEADER_LEN))
-            .min(u32::MAX as usize);
-        let largest = HEADER_LEN + cfg.max_message_len;
-        cfg.tx_limit = cfg.tx_limit.max(largest);
-        cfg.reply_reserve = Some(cfg.reply_reserve.unwrap_or(largest).clamp(1, cfg.tx_limit));
-        cfg.partial_limit = cfg
-            .partial_limit
-            .min(cfg.memory.max_bytes / 4)
-            .max(2 * largest);
+        let l = StreamLimits {
+            max_message_len: cfg.max_message_len,
+            tx_limit: cfg.tx_limit,
+            reply_reserve: cfg.reply_reserve,
+            partial_limit: cfg.partial_limit,
+        }
+        .clamped(&mem);
+        (cfg.max_message_len, cfg.tx_limit) = (l.max_message_len, l.tx_limit);
+        (cfg.reply_reserve, cfg.partial_limit) = (l.reply_reserve, l.partial_limit);
         cfg.max_segments = cfg.max_segments.max(1);
         let mut pending = HashMap::new();
         let (listener, local) = match cfg.listen {
@@ -583,46 +596,26 @@ impl DemiDatapath {
     /// Updates the pinned bytes `id`'s partial frame is charged; past the cap, the oldest other
     /// partial frames give way.
     fn charge_partial(&mut self, id: u32) {
-        let Some(c) = self.conns.get_mut(&id) else {
-            return;
-        };
-        let bytes = c.rx.held_capacity();
-        if bytes == 0 && c.charged == 0 {
-            return;
-        }
-        c.charged = bytes;
-        let mut victims = std::mem::take(&mut self.victims);
-        victims.clear();
-        self.partials
-            .charge(id, bytes, c.rx.frame_offset(), Instant::now, &mut victims);
-        for &v in &victims {
-            self.drop_partial(v, Close::Evicted);
-        }
-        self.victims = victims;
+        let mut dropped = std::mem::take(&mut self.victims);
+        dropped.clear();
+        let lost = self.partials.sync(id, &mut self.conns, &mut dropped);
+        self.doom(&dropped, lost, Close::Evicted);
+        self.victims = dropped;
     }
 
-    /// Drops `id`'s partial frame now and closes it for `why`: at once, or at the next burst
-    /// when requests of it handed over in this one await replies. It is not popped meanwhile.
-    fn drop_partial(&mut self, id: u32, why: Close) {
-        self.partials.remove(id);
-        let Some(c) = self.conns.get_mut(&id) else {
-            return;
-        };
-        if c.doomed {
-            return;
-        }
-        if c.rx.partial_bytes() > 0 {
-            self.stats.partial_frames_lost += 1;
-            self.counters.truncated += 1;
-        }
-        c.rx.reset();
-        c.charged = 0;
-        c.doomed = true;
-        // Requests handed over in this burst: closed once their replies are pushed.
-        if c.inbox.owed() > 0 {
-            self.doomed.push((id, why));
-        } else {
-            self.closing.push((id, why));
+    /// Closes the connections whose partial frames were dropped (`lost` of them with bytes of a
+    /// frame) for `why`: at once, or at the next burst when requests of theirs handed over in
+    /// this one await replies. They are not popped meanwhile.
+    fn doom(&mut self, ids: &[u32], lost: u64, why: Close) {
+        self.stats.partial_frames_lost += lost;
+        self.counters.truncated += lost;
+        for &id in ids {
+            let owes = self.conns.get(&id).is_some_and(|c| c.inbox.owed() > 0);
+            if owes {
+                self.doomed.push((id, why));
+            } else {
+                self.closing.push((id, why));
+            }
         }
     }
 
@@ -633,14 +626,13 @@ impl DemiDatapath {
             return;
         }
         self.next_tick = now + TICK;
-        let mut victims = std::mem::take(&mut self.victims);
-        victims.clear();
-        self.partials
-            .expired(now, self.cfg.frame_timeout, &mut victims);
-        for &id in &victims {
-            self.drop_partial(id, Close::FrameTimeout);
-        }
-        self.victims = victims;
+        let mut dropped = std::mem::take(&mut self.victims);
+        dropped.clear();
+        let lost = self
+            .partials
+            .expire(now, self.cfg.frame_timeout, &mut self.conns, &mut dropped);
+        self.doom(&dropped, lost, Close::FrameTimeout);
+        self.victims = dropped;
         let timeout = self.cfg.stall_timeout;
         for (&id, c) in &self.conns {
             if c.stalled_since

@@ -16,6 +16,20 @@
 use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
+use crate::frame::Deframer;
+
+/// What [`PartialFrames`] needs of a connection to charge and drop its partial frame.
+pub trait Holder {
+    /// Its deframer.
+    fn deframer(&mut self) -> &mut Deframer;
+    /// The pinned bytes it is charged (kept with the connection, so that one without a partial
+    /// frame costs no lookup here).
+    fn charged(&mut self) -> &mut usize;
+    /// Marks it as closing for its partial frame (evicted, timed out); false when it already
+    /// was.
+    fn doom(&mut self) -> bool;
+}
+
 /// One connection's partial frame.
 #[derive(Clone, Copy, Debug)]
 struct Entry {
@@ -134,6 +148,99 @@ impl PartialFrames {
         if self.held > self.limit {
             self.victims(0, conn, victims);
         }
+    }
+
+    /// Charges `id`'s partial frame as its deframer holds it now. If that takes the total above
+    /// the cap, the frames that started longest ago (other connections') are dropped
+    /// ([`Self::drop_frame`]) and their connections appended to `dropped`. Returns how many
+    /// of the dropped held bytes of a frame (frames lost).
+    pub fn sync<C: Holder>(
+        &mut self,
+        id: u32,
+        conns: &mut HashMap<u32, C>,
+        dropped: &mut Vec<u32>,
+    ) -> u64 {
+        let Some(c) = conns.get_mut(&id) else {
+            return 0;
+        };
+        let bytes = c.deframer().held_capacity();
+        if bytes == 0 && *c.charged() == 0 {
+            return 0;
+        }
+        *c.charged() = bytes;
+        let frame = c.deframer().frame_offset();
+        self.set(id, bytes, frame, Instant::now);
+        if self.held <= self.limit {
+            return 0;
+        }
+        self.evict(0, id, conns, dropped)
+    }
+
+    /// Drops the partial frames that started longest ago, other than `except`'s, until
+    /// `extra` more bytes fit under the cap; their connections are appended to `dropped`.
+    /// Returns the frames lost.
+    pub fn evict<C: Holder>(
+        &mut self,
+        extra: usize,
+        except: u32,
+        conns: &mut HashMap<u32, C>,
+        dropped: &mut Vec<u32>,
+    ) -> u64 {
+        let from = dropped.len();
+        self.victims(extra, except, dropped);
+        self.drop_all(from, conns, dropped)
+    }
+
+    /// Drops the frames unfinished `timeout` after their first byte while their connection was
+    /// read; their connections are appended to `dropped`. Returns the frames lost.
+    pub fn expire<C: Holder>(
+        &mut self,
+        now: Instant,
+        timeout: Duration,
+        conns: &mut HashMap<u32, C>,
+        dropped: &mut Vec<u32>,
+    ) -> u64 {
+        let from = dropped.len();
+        self.expired(now, timeout, dropped);
+        self.drop_all(from, conns, dropped)
+    }
+
+    /// Drops the frames of `dropped[from..]`, keeping there the connections newly doomed.
+    fn drop_all<C: Holder>(
+        &mut self,
+        from: usize,
+        conns: &mut HashMap<u32, C>,
+        dropped: &mut Vec<u32>,
+    ) -> u64 {
+        let mut lost = 0;
+        let mut i = from;
+        while i < dropped.len() {
+            match self.drop_frame(dropped[i], conns) {
+                Some(l) => {
+                    lost += u64::from(l);
+                    i += 1;
+                }
+                None => {
+                    dropped.swap_remove(i);
+                }
+            }
+        }
+        lost
+    }
+
+    /// Drops `id`'s partial frame now (its buffer back to the pool) and dooms its connection:
+    /// whether bytes of a frame were lost, or `None` when the connection is gone or was doomed
+    /// already.
+    pub fn drop_frame<C: Holder>(&mut self, id: u32, conns: &mut HashMap<u32, C>) -> Option<bool> {
+        self.remove(id);
+        let c = conns.get_mut(&id)?;
+        if !c.doom() {
+            return None;
+        }
+        let lost = c.deframer().partial_bytes() > 0;
+        c.deframer().reset();
+        *c.charged() = 0;
+        Some(lost)
     }
 
     /// Forgets `conn`'s partial frame (completed, or its connection closed); returns the bytes

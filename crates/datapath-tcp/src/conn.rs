@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use cornflakes_datapath::{ConnId, RxMsg};
 
+use crate::budget::Holder;
 use crate::flow::{Carrier, Inbox, ReplyRoom};
 use crate::frame::{DeframeError, Deframer};
 use crate::sys;
@@ -118,6 +119,20 @@ impl Carrier for Conn {
 
     fn endpoint(&self) -> (ConnId, SocketAddrV4) {
         (ConnId(self.id), self.peer)
+    }
+}
+
+impl Holder for Conn {
+    fn deframer(&mut self) -> &mut Deframer {
+        &mut self.rx
+    }
+
+    fn charged(&mut self) -> &mut usize {
+        &mut self.charged
+    }
+
+    fn doom(&mut self) -> bool {
+        !std::mem::replace(&mut self.doomed, true)
     }
 }
 
@@ -262,57 +277,37 @@ impl TcpDatapath {
         self.settle_conn(id);
     }
 
-    /// Updates the pinned bytes `id`'s partial frame is charged, and makes the oldest other
-    /// frames give way if the total passed the cap.
+    /// Updates the pinned bytes `id`'s partial frame is charged; past the cap, the oldest other
+    /// partial frames give way.
     fn charge_partial(&mut self, id: u32) {
-        let Some(c) = self.conns.get_mut(&id) else {
-            return;
-        };
-        let bytes = c.rx.held_capacity();
-        if bytes == 0 && c.charged == 0 {
-            return;
-        }
-        c.charged = bytes;
-        let mut victims = std::mem::take(&mut self.victims);
-        victims.clear();
-        self.partials
-            .charge(id, bytes, c.rx.frame_offset(), Instant::now, &mut victims);
-        for &v in &victims {
-            self.drop_partial(v, Close::Evicted);
-        }
-        self.victims = victims;
+        let mut dropped = std::mem::take(&mut self.victims);
+        dropped.clear();
+        let lost = self.partials.sync(id, &mut self.conns, &mut dropped);
+        self.doom(&dropped, lost, Close::Evicted);
+        self.victims = dropped;
     }
 
-    /// Closes the connections whose partial frames started longest ago, other than
-    /// `except`'s, until `extra` more bytes fit under the cap (or none is left).
+    /// Makes the partial frames that started longest ago, other than `except`'s, give way until
+    /// `extra` more bytes fit under the cap (or none is left).
     fn make_room(&mut self, extra: usize, except: u32) {
-        let mut victims = std::mem::take(&mut self.victims);
-        victims.clear();
-        self.partials.victims(extra, except, &mut victims);
-        for &v in &victims {
-            self.drop_partial(v, Close::Evicted);
-        }
-        self.victims = victims;
+        let mut dropped = std::mem::take(&mut self.victims);
+        dropped.clear();
+        let lost = self
+            .partials
+            .evict(extra, except, &mut self.conns, &mut dropped);
+        self.doom(&dropped, lost, Close::Evicted);
+        self.victims = dropped;
     }
 
-    /// Drops `id`'s partial frame now (its memory back to the pool) and closes it for `why`:
-    /// at once, or — when requests of it were handed over in this burst — at the start of the
-    /// next, once their replies were queued and flushed. It is not read meanwhile.
-    fn drop_partial(&mut self, id: u32, why: Close) {
-        self.partials.remove(id);
-        if let Some(c) = self.conns.get_mut(&id) {
-            if c.doomed {
-                return;
-            }
-            if c.rx.partial_bytes() > 0 {
-                self.stats.partial_frames_lost += 1;
-                self.counters.truncated += 1;
-            }
-            c.rx.reset();
-            c.charged = 0;
-            c.doomed = true;
-            // Requests handed over in this burst: closed once their replies are queued.
-            if c.inbox.owed() > 0 {
+    /// Closes the connections whose partial frames were dropped (`lost` of them with bytes of a
+    /// frame) for `why`: at once, or — when requests of theirs handed over in this burst await
+    /// replies — at the start of the next, once those are queued. They are not read meanwhile.
+    fn doom(&mut self, ids: &[u32], lost: u64, why: Close) {
+        self.stats.partial_frames_lost += lost;
+        self.counters.truncated += lost;
+        for &id in ids {
+            let owes = self.conns.get(&id).is_some_and(|c| c.inbox.owed() > 0);
+            if owes {
                 self.doomed.push((id, why));
             } else {
                 self.closing.push((id, why));
@@ -404,14 +399,13 @@ impl TcpDatapath {
             return;
         }
         self.next_tick = now + TICK;
-        let mut victims = std::mem::take(&mut self.victims);
-        victims.clear();
-        self.partials
-            .expired(now, self.cfg.frame_timeout, &mut victims);
-        for &id in &victims {
-            self.drop_partial(id, Close::FrameTimeout);
-        }
-        self.victims = victims;
+        let mut dropped = std::mem::take(&mut self.victims);
+        dropped.clear();
+        let lost = self
+            .partials
+            .expire(now, self.cfg.frame_timeout, &mut self.conns, &mut dropped);
+        self.doom(&dropped, lost, Close::FrameTimeout);
+        self.victims = dropped;
         let timeout = self.cfg.stall_timeout;
         let (conns, closing) = (&mut self.conns, &mut self.closing);
         self.stalled.retain(|id| {

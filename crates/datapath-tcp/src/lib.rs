@@ -182,6 +182,44 @@ impl TcpConfig {
 
 pub use cornflakes_datapath::SetupError;
 
+/// The limits of a stream datapath, as clamped for its pinned memory before use: shared by
+/// [`TcpDatapath::new`] and the Demikernel datapath (`demikernel/`), which take the same knobs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StreamLimits {
+    /// [`TcpConfig::max_message_len`].
+    pub max_message_len: usize,
+    /// [`TcpConfig::tx_limit`].
+    pub tx_limit: usize,
+    /// [`TcpConfig::reply_reserve`].
+    pub reply_reserve: Option<usize>,
+    /// [`TcpConfig::partial_limit`].
+    pub partial_limit: usize,
+}
+
+impl StreamLimits {
+    /// A message fits one pinned item of `mem` with its frame header (and a 32-bit length);
+    /// the send queue takes at least one largest frame; the reservation per request is
+    /// 1..=`tx_limit` bytes (by default the largest frame); partial frames together hold at
+    /// most a quarter of `mem`'s `max_bytes`, and at least two largest frames.
+    pub fn clamped(self, mem: &PinnedMemory) -> StreamLimits {
+        let max_message_len = self
+            .max_message_len
+            .min(mem.max_item_size().saturating_sub(HEADER_LEN))
+            .min(u32::MAX as usize);
+        let largest = HEADER_LEN + max_message_len;
+        let tx_limit = self.tx_limit.max(largest);
+        StreamLimits {
+            max_message_len,
+            tx_limit,
+            reply_reserve: Some(self.reply_reserve.unwrap_or(largest).clamp(1, tx_limit)),
+            partial_limit: self
+                .partial_limit
+                .min(mem.config().max_bytes / 4)
+                .max(2 * largest),
+        }
+    }
+}
+
 /// This datapath's name in [`SetupError::Io`].
 const SETUP_IO: &str = "TCP";
 
@@ -328,17 +366,15 @@ impl TcpDatapath {
             _ => None,
         };
         let mut cfg = cfg;
-        cfg.max_message_len = cfg
-            .max_message_len
-            .min(mem.max_item_size().saturating_sub(HEADER_LEN))
-            .min(u32::MAX as usize);
-        let largest = HEADER_LEN + cfg.max_message_len;
-        cfg.tx_limit = cfg.tx_limit.max(largest);
-        cfg.reply_reserve = Some(cfg.reply_reserve.unwrap_or(largest).clamp(1, cfg.tx_limit));
-        cfg.partial_limit = cfg
-            .partial_limit
-            .min(cfg.memory.max_bytes / 4)
-            .max(2 * largest);
+        let l = StreamLimits {
+            max_message_len: cfg.max_message_len,
+            tx_limit: cfg.tx_limit,
+            reply_reserve: cfg.reply_reserve,
+            partial_limit: cfg.partial_limit,
+        }
+        .clamped(&mem);
+        (cfg.max_message_len, cfg.tx_limit) = (l.max_message_len, l.tx_limit);
+        (cfg.reply_reserve, cfg.partial_limit) = (l.reply_reserve, l.partial_limit);
         cfg.max_segments = cfg.max_segments.clamp(1, sys::MAX_IOV - 1);
         cfg.read_budget = cfg.read_budget.max(1);
         let (listener, local) = match cfg.listen {
