@@ -15,19 +15,30 @@
 //! Every operation is non-blocking: one `accept` in flight on the listening queue, one `pop`
 //! per connection, any number of pushes; [`Receive::recv_burst`] runs Demikernel's scheduler
 //! (which also moves its clock, for retransmissions) and handles what completed.
+//!
+//! The limits are the kernel TCP datapath's (`docs/tcp.md`, "Backpressure", "Memory",
+//! "Closing"), from the same pieces: a request is handed over only with room reserved for its
+//! reply ([`datapath_tcp::flow`]), the rest wait in order and the connection is not popped
+//! meanwhile (so Demikernel's receive window stops the peer); a peer whose pushes stay
+//! unfinished for [`DemiConfig::stall_timeout`] is closed; partial frames grow with the bytes
+//! popped and are capped together ([`datapath_tcp::budget`]) and timed; a stream that turns bad
+//! is closed only once the replies to the frames before it are pushed.
 
 use std::collections::HashMap;
 use std::io;
 use std::net::{SocketAddr, SocketAddrV4};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use cornflakes::datapath::{
     Completions, Connect, DatapathMemory, DropCounters, Receive, SendObject, Transmit,
 };
 use cornflakes::mem::MemoryConfig;
 use cornflakes::{ConnId, Msg, PinnedMemory, RcBuf, RxMsg, SendError};
+use datapath_tcp::budget::{Holder, PartialFrames};
+use datapath_tcp::flow::{Carrier, Inbox, ReplyRoom, Requests};
 use datapath_tcp::frame::{DeframeError, Deframer, HEADER_LEN};
 use datapath_tcp::txq::{framed_copy, sga_header, FramedObject, TxQueue};
+use datapath_tcp::StreamLimits;
 use demikernel::runtime::types::{demi_opcode_t, demi_qresult_t};
 use demikernel::{demi_sgarray_t, LibOS, QDesc, QToken};
 
@@ -48,9 +59,22 @@ pub struct DemiConfig {
     /// Bytes of the receive buffer a popped buffer is copied into (larger for a frame that
     /// needs more).
     pub rx_buffer: usize,
-    /// Most bytes per connection queued or pushed and not yet reported done by Demikernel;
-    /// sends beyond it fail with [`SendError::Full`]. At least one largest message.
+    /// Most bytes per connection queued or pushed and not yet reported done by Demikernel. A
+    /// request is handed over only while [`DemiConfig::reply_reserve`] bytes of it are free
+    /// for its reply, which is then never refused; other sends beyond it fail with
+    /// [`SendError::Full`]. At least one largest message.
     pub tx_limit: usize,
+    /// Bytes reserved per request handed over on an accepted connection (`None`: the largest
+    /// frame), as `datapath_tcp::TcpConfig::reply_reserve`.
+    pub reply_reserve: Option<usize>,
+    /// A connection whose pushes have stayed unfinished this long (its peer reads nothing) is
+    /// closed; its requests still waiting for reply room never run.
+    pub stall_timeout: Duration,
+    /// Most pinned bytes of partly received frames, all connections together (at least two
+    /// largest frames, at most a quarter of `memory.max_bytes`); the oldest give way.
+    pub partial_limit: usize,
+    /// A frame unfinished this long after its first byte (while popped) closes its connection.
+    pub frame_timeout: Duration,
     /// Most zero-copy fields of one object queued by reference (they are copied at the push
     /// anyway); smaller ones beyond it are copied into the head buffer.
     pub max_segments: usize,
@@ -70,6 +94,10 @@ impl DemiConfig {
             max_message_len: tcp.max_message_len,
             rx_buffer: tcp.rx_buffer,
             tx_limit: tcp.tx_limit,
+            reply_reserve: tcp.reply_reserve,
+            stall_timeout: tcp.stall_timeout,
+            partial_limit: tcp.partial_limit,
+            frame_timeout: tcp.frame_timeout,
             max_segments: tcp.max_segments,
             max_conns: tcp.max_conns,
         }
@@ -106,8 +134,21 @@ pub struct DemiStats {
     pub pushed_bytes: u64,
     /// Pushes Demikernel reported done.
     pub pushes_done: u64,
-    /// Sends refused because the connection had [`DemiConfig::tx_limit`] bytes in flight.
+    /// Sends refused because the connection had [`DemiConfig::tx_limit`] bytes in flight
+    /// (never a reply to a request handed over: those have room reserved).
     pub tx_full: u64,
+    /// Requests popped but held, not yet handed over, for want of room for their replies.
+    pub held_for_room: u64,
+    /// Held requests dropped, never executed, because their connection closed.
+    pub unexecuted_dropped: u64,
+    /// Connections closed because their pushes stayed unfinished for
+    /// [`DemiConfig::stall_timeout`].
+    pub stall_timeouts: u64,
+    /// Connections closed because a frame stayed unfinished for [`DemiConfig::frame_timeout`].
+    pub frame_timeouts: u64,
+    /// Connections closed because their partial frame gave way under
+    /// [`DemiConfig::partial_limit`].
+    pub partial_evictions: u64,
 }
 
 /// Most scheduler runs per [`Receive::recv_burst`] while pops keep completing.
@@ -132,9 +173,78 @@ struct Conn {
     /// Bytes pushed and not yet reported done.
     pushed: usize,
     dirty: bool,
-    /// The peer ended its stream: no more pops; closed at the next burst, after the replies to
-    /// what it sent last were flushed.
+    /// The peer ended its stream, or it stopped being valid framing (`bad`): no more pops;
+    /// closed once every request handed over is answered and the replies are pushed.
     rx_closed: bool,
+    bad: bool,
+    /// The reply room its requests need (none for a connection that carries replies).
+    room: ReplyRoom,
+    /// Requests popped and not yet handed over, and the replies reserved this burst.
+    inbox: Inbox,
+    /// A pop is in flight.
+    popping: bool,
+    /// Since when pushes have been in flight without one finishing.
+    stalled_since: Option<Instant>,
+    /// Pinned bytes of its partial frame charged to the datapath's cap.
+    charged: usize,
+    /// Evicted or timed out: closed at the next burst, not popped meanwhile.
+    doomed: bool,
+}
+
+impl Conn {
+    /// Whether it is popped now: input open, no request held, room for one more reply.
+    fn readable(&self) -> bool {
+        !self.rx_closed
+            && !self.doomed
+            && self.inbox.is_empty()
+            && self.room.admits(self.tx.bytes() + self.pushed, 0)
+    }
+
+    /// Everything handed over was answered (no reservation left) and pushed.
+    fn drained(&self) -> bool {
+        self.inbox.is_empty() && self.inbox.owed() == 0 && self.tx.is_empty()
+    }
+}
+
+impl Carrier for Conn {
+    fn inbox(&self) -> &Inbox {
+        &self.inbox
+    }
+
+    fn inbox_mut(&mut self) -> &mut Inbox {
+        &mut self.inbox
+    }
+
+    /// Queued and pushed, not yet reported done.
+    fn queued(&self) -> usize {
+        self.tx.bytes() + self.pushed
+    }
+
+    fn room(&self) -> ReplyRoom {
+        self.room
+    }
+
+    fn doomed(&self) -> bool {
+        self.doomed
+    }
+
+    fn endpoint(&self) -> (ConnId, SocketAddrV4) {
+        (ConnId(u32::from(self.qd)), self.peer)
+    }
+}
+
+impl Holder for Conn {
+    fn deframer(&mut self) -> &mut Deframer {
+        &mut self.rx
+    }
+
+    fn charged(&mut self) -> &mut usize {
+        &mut self.charged
+    }
+
+    fn doom(&mut self) -> bool {
+        !std::mem::replace(&mut self.doomed, true)
+    }
 }
 
 /// Why a connection is being closed.
@@ -143,7 +253,13 @@ enum Close {
     Done,
     Failed,
     BadStream,
+    Stalled,
+    FrameTimeout,
+    Evicted,
 }
+
+/// How often the timeouts are checked (at most).
+const TICK: Duration = Duration::from_millis(20);
 
 /// A datapath over Demikernel's TCP: one LibOS, an optional listening queue, any number of
 /// connections. Not `Send`: one per process (catpowder owns one interface).
@@ -158,8 +274,19 @@ pub struct DemiDatapath {
     pending: HashMap<u64, Pending>,
     dirty: Vec<u32>,
     closing: Vec<(u32, Close)>,
-    /// Connections whose peer ended its stream during the last burst.
-    half_closed: Vec<u32>,
+    /// Connections evicted or timed out while requests of this burst await replies.
+    doomed: Vec<(u32, Close)>,
+    /// Requests on their way to the application (who was handed some this burst, who holds
+    /// some for want of reply room), and scratch for the connections whose state changed.
+    requests: Requests,
+    touched: Vec<u32>,
+    /// Partial frames of all connections, against [`DemiConfig::partial_limit`].
+    partials: PartialFrames,
+    victims: Vec<u32>,
+    next_tick: Instant,
+    /// Connections closed since the last trim of the pinned memory, and the earliest next.
+    trim_due: bool,
+    next_trim: Instant,
     results: Vec<demi_qresult_t>,
     rx_frames: Vec<(Msg, RcBuf)>,
     counters: DropCounters,
@@ -175,11 +302,15 @@ impl DemiDatapath {
         let mem = PinnedMemory::new(cfg.memory.clone())
             .map_err(|e| io::Error::other(format!("pinned memory: {e}")))?;
         let mut cfg = cfg;
-        cfg.max_message_len = cfg
-            .max_message_len
-            .min(mem.max_item_size().saturating_sub(HEADER_LEN))
-            .min(u32::MAX as usize);
-        cfg.tx_limit = cfg.tx_limit.max(HEADER_LEN + cfg.max_message_len);
+        let l = StreamLimits {
+            max_message_len: cfg.max_message_len,
+            tx_limit: cfg.tx_limit,
+            reply_reserve: cfg.reply_reserve,
+            partial_limit: cfg.partial_limit,
+        }
+        .clamped(&mem);
+        (cfg.max_message_len, cfg.tx_limit) = (l.max_message_len, l.tx_limit);
+        (cfg.reply_reserve, cfg.partial_limit) = (l.reply_reserve, l.partial_limit);
         cfg.max_segments = cfg.max_segments.max(1);
         let mut pending = HashMap::new();
         let (listener, local) = match cfg.listen {
@@ -205,7 +336,14 @@ impl DemiDatapath {
             pending,
             dirty: Vec::new(),
             closing: Vec::new(),
-            half_closed: Vec::new(),
+            doomed: Vec::new(),
+            requests: Requests::default(),
+            touched: Vec::new(),
+            partials: PartialFrames::new(cfg.partial_limit),
+            victims: Vec::new(),
+            next_tick: Instant::now(),
+            trim_due: false,
+            next_trim: Instant::now(),
             results: Vec::new(),
             rx_frames: Vec::new(),
             counters: DropCounters::default(),
@@ -223,7 +361,9 @@ impl DemiDatapath {
 
     /// The Demikernel-specific counters.
     pub fn stats(&self) -> DemiStats {
-        self.stats
+        let mut s = self.stats;
+        s.held_for_room = self.requests.held_for_room();
+        s
     }
 
     /// Open connections.
@@ -235,6 +375,15 @@ impl DemiDatapath {
         let id = u32::from(qd);
         let qt = self.libos.pop(qd, None).map_err(io_error)?;
         self.pending.insert(u64::from(qt), Pending::Pop(id));
+        let room = ReplyRoom {
+            limit: self.cfg.tx_limit,
+            // A connection this datapath opened carries replies: it is always popped.
+            reserve: if outgoing {
+                0
+            } else {
+                self.cfg.reply_reserve.unwrap_or(self.cfg.tx_limit)
+            },
+        };
         self.conns.insert(
             id,
             Conn {
@@ -246,6 +395,13 @@ impl DemiDatapath {
                 pushed: 0,
                 dirty: false,
                 rx_closed: false,
+                bad: false,
+                room,
+                inbox: Inbox::default(),
+                popping: true,
+                stalled_since: None,
+                charged: 0,
+                doomed: false,
             },
         );
         Ok(ConnId(id))
@@ -303,6 +459,7 @@ impl DemiDatapath {
         let Some(c) = self.conns.get_mut(&id) else {
             return; // closed meanwhile
         };
+        c.popping = false;
         if r.qr_opcode != demi_opcode_t::DEMI_OPC_POP {
             if c.rx.partial_bytes() > 0 {
                 self.stats.partial_frames_lost += 1;
@@ -320,28 +477,31 @@ impl DemiDatapath {
             std::slice::from_raw_parts(seg.sgaseg_buf as *const u8, seg.sgaseg_len as usize)
         };
         if bytes.is_empty() {
-            // End of stream: the replies to what was delivered are still to be sent (the
-            // server flushes after this burst), so the connection is closed at the next one.
+            // End of stream: the connection closes once the requests handed over are answered
+            // and their replies pushed.
             let _ = self.libos.sgafree(sga);
             if c.rx.partial_bytes() > 0 {
                 self.stats.partial_frames_lost += 1;
                 self.counters.truncated += 1;
             }
+            c.rx.reset();
             self.stats.peer_closed += 1;
             c.rx_closed = true;
-            self.half_closed.push(id);
+            self.charge_partial(id);
+            self.settle_conn(id);
             return;
         }
         self.stats.pops += 1;
         self.stats.popped_bytes += bytes.len() as u64;
         let before = c.rx.stats().gathered;
         let mut rest = bytes;
-        let mut failed = None;
+        let (mut failed, mut bad) = (false, false);
         while !rest.is_empty() {
-            let space = match c.rx.space(&self.mem) {
+            // A partial frame grows with the bytes that arrived: the rest of this segment.
+            let space = match c.rx.space_for(&self.mem, rest.len()) {
                 Ok(s) => s,
                 Err(_) => {
-                    failed = Some(Close::Failed);
+                    failed = true;
                     self.counters.no_rx_buffers += 1;
                     break;
                 }
@@ -351,42 +511,135 @@ impl DemiDatapath {
             rest = &rest[k..];
             match c.rx.filled(k, &self.mem, &mut self.rx_frames) {
                 Ok(()) => {}
-                Err(DeframeError::Alloc(_)) => {
-                    self.counters.no_rx_buffers += 1;
-                    failed = Some(Close::Failed);
-                    break;
-                }
-                Err(_) => {
-                    self.counters.bad_framing += 1;
-                    failed = Some(Close::BadStream);
+                Err(e) => {
+                    if matches!(e, DeframeError::Frame(_)) {
+                        self.counters.bad_framing += 1;
+                    }
+                    bad = true;
                     break;
                 }
             }
         }
         let _ = self.libos.sgafree(sga);
         self.stats.gathered += c.rx.stats().gathered - before;
-        c.rx.release_if_empty();
-        for (msg, data) in self.rx_frames.drain(..) {
-            self.counters.delivered += 1;
-            out.push(RxMsg {
-                conn: ConnId(id),
-                peer: c.peer,
-                msg,
-                data,
-            });
-        }
-        if let Some(why) = failed {
-            if why == Close::Failed {
-                self.stats.partial_frames_lost += 1;
-            }
-            self.closing.push((id, why));
+        c.rx.settle(&self.mem);
+        self.requests.admit(id, c, &mut self.rx_frames, out);
+        if failed {
+            self.stats.partial_frames_lost += 1;
+            self.closing.push((id, Close::Failed));
             return;
         }
-        match self.libos.pop(c.qd, None) {
-            Ok(qt) => {
-                self.pending.insert(u64::from(qt), Pending::Pop(id));
+        if bad {
+            // The frames before the bad bytes are answered before the close.
+            c.rx.reset();
+            c.rx_closed = true;
+            c.bad = true;
+        }
+        self.charge_partial(id);
+        self.settle_conn(id);
+    }
+
+    /// After anything changed on `id`: once its input ended and everything it asked for is
+    /// answered and pushed, its close; else a pop if it is to be read and none is in flight.
+    fn settle_conn(&mut self, id: u32) {
+        let Some(c) = self.conns.get_mut(&id) else {
+            return;
+        };
+        if c.doomed {
+            return;
+        }
+        if c.rx_closed {
+            if c.drained() && c.pushed == 0 {
+                let why = if c.bad { Close::BadStream } else { Close::Done };
+                self.closing.push((id, why));
             }
-            Err(_) => self.closing.push((id, Close::Failed)),
+            return;
+        }
+        let readable = c.readable();
+        if c.charged > 0 {
+            self.partials.pause(id, !readable, Instant::now());
+        }
+        if readable && !c.popping {
+            match self.libos.pop(c.qd, None) {
+                Ok(qt) => {
+                    c.popping = true;
+                    self.pending.insert(u64::from(qt), Pending::Pop(id));
+                }
+                Err(_) => self.closing.push((id, Close::Failed)),
+            }
+        }
+    }
+
+    /// The last burst is over: its requests' reservations lapse; connections evicted or timed
+    /// out meanwhile close.
+    fn end_burst(&mut self) {
+        self.closing.append(&mut self.doomed);
+        let mut touched = std::mem::take(&mut self.touched);
+        self.requests.end_burst(&mut self.conns, &mut touched);
+        for id in touched.drain(..) {
+            self.settle_conn(id);
+        }
+        self.touched = touched;
+    }
+
+    /// Hands over the held requests of every connection with room for their replies now.
+    fn deliver_ready(&mut self, out: &mut Vec<RxMsg>) {
+        let mut touched = std::mem::take(&mut self.touched);
+        self.requests
+            .deliver_ready(&mut self.conns, out, &mut touched);
+        for id in touched.drain(..) {
+            self.settle_conn(id);
+        }
+        self.touched = touched;
+    }
+
+    /// Updates the pinned bytes `id`'s partial frame is charged; past the cap, the oldest other
+    /// partial frames give way.
+    fn charge_partial(&mut self, id: u32) {
+        let mut dropped = std::mem::take(&mut self.victims);
+        dropped.clear();
+        let lost = self.partials.sync(id, &mut self.conns, &mut dropped);
+        self.doom(&dropped, lost, Close::Evicted);
+        self.victims = dropped;
+    }
+
+    /// Closes the connections whose partial frames were dropped (`lost` of them with bytes of a
+    /// frame) for `why`: at once, or at the next burst when requests of theirs handed over in
+    /// this one await replies. They are not popped meanwhile.
+    fn doom(&mut self, ids: &[u32], lost: u64, why: Close) {
+        self.stats.partial_frames_lost += lost;
+        self.counters.truncated += lost;
+        for &id in ids {
+            let owes = self.conns.get(&id).is_some_and(|c| c.inbox.owed() > 0);
+            if owes {
+                self.doomed.push((id, why));
+            } else {
+                self.closing.push((id, why));
+            }
+        }
+    }
+
+    /// The frame and stall timeouts, checked every [`TICK`] at most.
+    fn housekeeping(&mut self) {
+        let now = Instant::now();
+        if now < self.next_tick {
+            return;
+        }
+        self.next_tick = now + TICK;
+        let mut dropped = std::mem::take(&mut self.victims);
+        dropped.clear();
+        let lost = self
+            .partials
+            .expire(now, self.cfg.frame_timeout, &mut self.conns, &mut dropped);
+        self.doom(&dropped, lost, Close::FrameTimeout);
+        self.victims = dropped;
+        let timeout = self.cfg.stall_timeout;
+        for (&id, c) in &self.conns {
+            if c.stalled_since
+                .is_some_and(|t| now.saturating_duration_since(t) >= timeout)
+            {
+                self.closing.push((id, Close::Stalled));
+            }
         }
     }
 
@@ -397,6 +650,9 @@ impl DemiDatapath {
         c.pushed = c.pushed.saturating_sub(bytes);
         if r.qr_opcode == demi_opcode_t::DEMI_OPC_PUSH {
             self.stats.pushes_done += 1;
+            // Progress: the stall clock starts again (or stops, nothing left in flight).
+            c.stalled_since = (c.pushed > 0).then(Instant::now);
+            self.settle_conn(id);
         } else {
             self.closing.push((id, Close::Failed));
         }
@@ -411,8 +667,13 @@ impl DemiDatapath {
                 Close::Done => {}
                 Close::Failed => self.stats.failed += 1,
                 Close::BadStream => self.stats.bad_streams += 1,
+                Close::Stalled => self.stats.stall_timeouts += 1,
+                Close::FrameTimeout => self.stats.frame_timeouts += 1,
+                Close::Evicted => self.stats.partial_evictions += 1,
             }
             self.stats.closed += 1;
+            self.stats.unexecuted_dropped += c.inbox.clear() as u64;
+            self.partials.remove(id);
             if c.outgoing && self.by_peer.get(&c.peer) == Some(&ConnId(id)) {
                 self.by_peer.remove(&c.peer);
             }
@@ -428,6 +689,7 @@ impl DemiDatapath {
             if let Ok(qt) = self.libos.async_close(c.qd) {
                 self.pending.insert(u64::from(qt), Pending::Close);
             }
+            self.trim_due = true;
         }
     }
 
@@ -490,6 +752,9 @@ impl DemiDatapath {
             c.pushed += len;
             self.pending.insert(u64::from(qt), Pending::Push(id, len));
         }
+        if c.pushed > 0 && c.stalled_since.is_none() {
+            c.stalled_since = Some(Instant::now());
+        }
         match err {
             Some(e) => Err(e),
             None => Ok(()),
@@ -503,12 +768,15 @@ impl DemiDatapath {
                 max: self.cfg.max_message_len,
             });
         }
-        let limit = self.cfg.tx_limit;
         let c = self
             .conns
             .get_mut(&conn.0)
             .ok_or(SendError::UnknownConn(conn))?;
-        if c.tx.bytes() + c.pushed + HEADER_LEN + len > limit {
+        // The reply to a request handed over has its room reserved: queued whatever is in
+        // flight. Other sends may fill only the room no reply has reserved.
+        if !c.inbox.reply()
+            && c.tx.bytes() + c.pushed + HEADER_LEN + len > c.room.unreserved(c.inbox.owed())
+        {
             self.stats.tx_full += 1;
             return Err(SendError::Full);
         }
@@ -577,12 +845,12 @@ impl Receive for DemiDatapath {
     /// Runs Demikernel's scheduler and handles what completed; while pops complete (a pop
     /// returns one received segment, and the next is issued only then), runs it again, up to
     /// [`POP_ROUNDS`] times, so that a backlog drains and the receive window reopens.
+    ///
+    /// Hands over the complete requests that have room for their replies (held ones first);
+    /// the requests of one call must be answered before the next (their reservations lapse).
     fn recv_burst(&mut self, out: &mut Vec<RxMsg>) -> io::Result<usize> {
         let before = out.len();
-        // Peers that ended their streams during the last burst: their replies are flushed.
-        for id in self.half_closed.drain(..) {
-            self.closing.push((id, Close::Done));
-        }
+        self.end_burst();
         let mut r = Ok(());
         for _ in 0..POP_ROUNDS {
             r = self.collect();
@@ -612,12 +880,23 @@ impl Receive for DemiDatapath {
                 break;
             }
         }
+        self.deliver_ready(out);
+        self.housekeeping();
+        self.close_pending();
+        if self.trim_due && Instant::now() >= self.next_trim {
+            // Closed connections' buffers are back in the pool: give free chunks' pages back.
+            self.trim_due = false;
+            self.next_trim = Instant::now() + Duration::from_secs(1);
+            self.mem.trim();
+        }
         r?;
         Ok(out.len() - before)
     }
 
     fn counters(&self) -> DropCounters {
-        self.counters
+        let mut c = self.counters;
+        c.delivered = self.requests.delivered();
+        c
     }
 }
 

@@ -77,7 +77,8 @@ impl DemiServer {
         }
     }
 
-    /// Closes stdin, waits for the exit and returns the final counters line.
+    /// Closes stdin, waits for the exit and returns the final counters line, then the
+    /// datapath's own counters (`DemiStats`) on a second line.
     fn stop(mut self) -> Result<String, String> {
         drop(self.stdin.take());
         let status = self.child.wait().map_err(|e| e.to_string())?;
@@ -85,10 +86,13 @@ impl DemiServer {
         if !status.success() {
             return Err(format!("demi-server exited with {status}"));
         }
-        lines
-            .into_iter()
+        // The final counters line, then the datapath's own counters (`DemiStats`).
+        let done = lines
+            .iter()
             .find(|l| l.contains(" done: "))
-            .ok_or_else(|| "no final counters line".to_owned())
+            .ok_or_else(|| "no final counters line".to_owned())?;
+        let demi = lines.iter().find(|l| l.contains("demikernel: DemiStats"));
+        Ok(format!("{done}\n{}", demi.map_or("", |l| l.as_str())))
     }
 }
 
@@ -281,6 +285,90 @@ fn a_bad_stream_closes_only_its_connection_on_demi_server() {
         done.contains("datapath_drops=2"),
         "one bad stream and one cut frame counted: {done}"
     );
+}
+
+/// Nothing lost over Demikernel either: a burst of raw echoes twice the reply queue
+/// (`tx_limit`) gets every reply in order, the server holding what has no room yet (counted);
+/// three valid frames and garbage in one write get their three replies before the connection
+/// closes. (The client reads as the replies come: one that stops reading until its receive
+/// window closes stalls Demikernel 1.5.13's sender for good — docs/tcp.md, "Demikernel".)
+#[test]
+fn a_burst_gets_every_reply_and_frames_before_garbage_are_answered_on_demi_server() {
+    if skip("a_burst_gets_every_reply_and_frames_before_garbage_are_answered_on_demi_server") {
+        return;
+    }
+    use std::io::{Read, Write};
+    const BURST: u32 = 2000; // 2 MB of echoes against a 1 MiB queue
+    let v = VethPair::create(&SUITE, 1500).expect("create the veth pair");
+    let server = DemiServer::start(&v, &["echo", "--mode", "raw"]).unwrap();
+    let addr = server.addr;
+    let frame = |id: u32, body: &[u8]| {
+        let mut f = vec![0u8; datapath_tcp::frame::HEADER_LEN];
+        datapath_tcp::frame::write_header(&mut f, cornflakes::Msg::new(id, 1), body.len() as u32);
+        f.extend_from_slice(body);
+        f
+    };
+    let (burst_ok, garbage_ok) = in_netns(&v.ns_b, move || {
+        let connect = || {
+            let s = std::net::TcpStream::connect_timeout(&addr.into(), Duration::from_secs(10))
+                .expect("connect");
+            s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+            s
+        };
+        let mut reader = connect();
+        let mut writer = reader.try_clone().unwrap();
+        writer
+            .set_write_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        let burst: Vec<u8> = (0..BURST)
+            .flat_map(|i| frame(i, &[i as u8; 1000]))
+            .collect();
+        let w = std::thread::spawn(move || writer.write_all(&burst).map_err(|e| e.to_string()));
+        let mut burst_ok = Ok(());
+        for i in 0..BURST {
+            let mut r = vec![0u8; datapath_tcp::frame::HEADER_LEN + 1000];
+            if let Err(e) = reader.read_exact(&mut r) {
+                burst_ok = Err(format!("reply {i}: {e}"));
+                break;
+            }
+            if r != frame(i, &[i as u8; 1000]) {
+                burst_ok = Err(format!("reply {i} differs: {:?}", &r[..24]));
+                break;
+            }
+        }
+        let burst_ok = burst_ok.and(w.join().unwrap());
+        let mut bad = connect();
+        let mut w: Vec<u8> = (0..3).flat_map(|i| frame(i, b"ping")).collect();
+        w.extend_from_slice(&[0xff; 64]);
+        bad.write_all(&w).unwrap();
+        let mut garbage_ok = true;
+        for i in 0..3 {
+            let mut r = vec![0u8; datapath_tcp::frame::HEADER_LEN + 4];
+            garbage_ok &= bad.read_exact(&mut r).is_ok() && r == frame(i, b"ping");
+        }
+        let mut one = [0u8; 1];
+        garbage_ok &= match bad.read(&mut one) {
+            Ok(0) => true,
+            Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+            Ok(_) => false,
+        };
+        (burst_ok, garbage_ok)
+    })
+    .expect("run the clients in namespace B");
+    let done = server.stop().unwrap();
+    assert_eq!(burst_ok, Ok(()), "the burst missed replies: {done}");
+    let held: u64 = done
+        .split("held_for_room: ")
+        .nth(1)
+        .and_then(|t| t.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(held > 0, "no request waited for reply room: {done}");
+    assert!(
+        garbage_ok,
+        "the frames before the garbage were not answered, then closed: {done}"
+    );
+    check_server("raw", &done);
 }
 
 /// The calibration server (`demi-server calibrate`, the app's own `Calib` handler) answers both

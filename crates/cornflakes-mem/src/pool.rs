@@ -242,6 +242,11 @@ pub struct MemoryStats {
     pub hugepage_regions: usize,
     /// Regions of 4 KiB pages locked in memory.
     pub locked_regions: usize,
+    /// Mapped chunks whose pages [`PinnedMemory::trim`] gave back to the kernel and that no
+    /// size class uses now (they are populated again when a class needs a chunk).
+    pub released_chunks: usize,
+    /// Bytes [`PinnedMemory::trim`] has given back to the kernel so far (it only grows).
+    pub trimmed_bytes: usize,
 }
 
 /// A 2 MiB chunk serving one size class.
@@ -252,6 +257,17 @@ pub(crate) struct Chunk {
     pub refcnts: Box<[Cell<u32>]>,
     pub inner: *const Inner,
     class: usize,
+    /// Items of this chunk allocated and not yet returned (a chunk at 0 may be trimmed).
+    live: Cell<u32>,
+}
+
+/// A mapped chunk no size class uses.
+struct Spare {
+    base: *mut u8,
+    region: *const Region,
+    /// Its pages were given back to the kernel ([`PinnedMemory::trim`]): populate (and lock)
+    /// them again before use.
+    released: bool,
 }
 
 type Registrar = Box<dyn FnMut(&Region) -> io::Result<Option<u64>>>;
@@ -262,8 +278,10 @@ type Registrar = Box<dyn FnMut(&Region) -> io::Result<Option<u64>>>;
 struct State {
     regions: Vec<Box<Region>>,
     chunks: Vec<Box<Chunk>>,
-    /// Chunks mapped but not yet given to a size class.
-    spare: Vec<(*mut u8, *const Region)>,
+    /// Chunks mapped but not given to a size class (never used, or trimmed).
+    spare: Vec<Spare>,
+    /// Bytes trimmed so far.
+    trimmed: usize,
     /// Per size class, smallest first.
     classes: Vec<ClassPool>,
     mapped: usize,
@@ -359,7 +377,8 @@ pub(crate) struct Inner {
     /// The table slot of the last chunk a recovery found: the values of one message, or of
     /// consecutive messages, usually lie in the same 2 MiB chunk, and a hit here skips the hash
     /// and the probe. Its key starts at `usize::MAX`, which no address shifted by
-    /// `CHUNK_SHIFT` equals. Chunks are never removed, so a slot once found stays true.
+    /// `CHUNK_SHIFT` equals. Only [`PinnedMemory::trim`] removes chunks, and it resets this
+    /// slot when it removes the chunk it names, so a slot found here stays true.
     last: LastChunk,
     state: RefCell<State>,
 }
@@ -391,6 +410,7 @@ impl PinnedMemory {
                 regions: Vec::new(),
                 chunks: Vec::new(),
                 spare: Vec::new(),
+                trimmed: 0,
                 classes: (0..classes).map(|_| ClassPool::EMPTY).collect(),
                 mapped: 0,
                 registrar: None,
@@ -447,9 +467,12 @@ impl PinnedMemory {
             None => self.alloc_from_new_chunk(class, shift)?,
         };
         inner.live.set(inner.live.get() + 1);
-        // SAFETY: `chunk` points at a chunk owned by `inner.state.chunks` (boxed, never moved or
-        // freed while `inner` lives) and `idx` < its item count (free lists only hold valid ones).
+        // SAFETY: `chunk` points at a chunk owned by `inner.state.chunks` (boxed, never moved;
+        // freed only by `trim` once no item of it is live or free-listed, so not while it
+        // hands out this item) and `idx` < its item count (free lists only hold valid ones).
         unsafe {
+            let c = &*chunk;
+            c.live.set(c.live.get() + 1);
             Ok(RcBufMut::from_free_item(
                 NonNull::new_unchecked(chunk as *mut Chunk),
                 idx,
@@ -644,6 +667,8 @@ impl PinnedMemory {
                 .iter()
                 .filter(|r| r.backing() == Backing::LockedPages)
                 .count(),
+            released_chunks: st.spare.iter().filter(|s| s.released).count(),
+            trimmed_bytes: st.trimmed,
         }
     }
 
@@ -667,6 +692,74 @@ impl PinnedMemory {
                 )
             })
             .collect()
+    }
+
+    /// Gives back to the kernel the pages of every chunk none of whose items is allocated,
+    /// except each size class's newest chunk (kept so that a class that empties and fills
+    /// again does not fault its pages back in every time); returns the bytes given back.
+    ///
+    /// Such a chunk leaves its size class and waits, still mapped, among the spare chunks;
+    /// the next class that needs a chunk populates (and, for a locked region, locks) its
+    /// pages again. Mapped bytes ([`MemoryStats::mapped_bytes`], bounded by
+    /// [`MemoryConfig::max_bytes`]) do not change; resident memory goes down. A datapath with
+    /// many short-lived large buffers (a TCP server's partial frames) calls it after they are
+    /// released, so that a burst of connections does not keep its peak resident forever.
+    ///
+    /// Memory a device may read or write is never trimmed: once a registrar is set
+    /// ([`set_registrar`](Self::set_registrar)), or in a region with a registration handle,
+    /// this does nothing (the device's mapping would keep the old pages). Regions of
+    /// reserved hugepages are not trimmed either (their pages belong to the reserved pool).
+    pub fn trim(&self) -> usize {
+        let inner = self.inner();
+        let mut st = inner.state.borrow_mut();
+        if st.registrar.is_some() {
+            return 0;
+        }
+        let mut gone: Vec<Box<Chunk>> = Vec::new();
+        let mut i = 0;
+        while i < st.chunks.len() {
+            let c = &st.chunks[i];
+            let cp: *const Chunk = &**c;
+            // SAFETY: regions live as long as `inner`.
+            let region = unsafe { &*c.region };
+            let keep = c.live.get() > 0
+                || st.classes[c.class].fresh == cp
+                || region.registration().is_some()
+                || region.backing() == Backing::HugePages;
+            if keep {
+                i += 1;
+            } else {
+                gone.push(st.chunks.swap_remove(i));
+            }
+        }
+        if gone.is_empty() {
+            return 0;
+        }
+        let dead: std::collections::HashSet<*const Chunk> =
+            gone.iter().map(|c| &**c as *const Chunk).collect();
+        for pool in st.classes.iter_mut() {
+            pool.free.retain(|(c, _)| !dead.contains(c));
+        }
+        // SAFETY: see the field's doc: no other reference to the table exists during this call.
+        let table = unsafe { &mut *inner.table.get() };
+        for c in gone {
+            let key = c.base as usize >> CHUNK_SHIFT;
+            table.remove(key);
+            if inner.last.get(key).is_some() {
+                inner.last.set(&Slot::NONE);
+            }
+            // SAFETY: the chunk has no live item (`live == 0`), so no buffer or view refers to
+            // its bytes, and its free items were just taken off the free list, so none will
+            // be handed out; the region is not registered with a device (checked above).
+            unsafe { super::region::release_pages(&*c.region, c.base, CHUNK_SIZE) };
+            st.spare.push(Spare {
+                base: c.base,
+                region: c.region,
+                released: true,
+            });
+            st.trimmed += CHUNK_SIZE;
+        }
+        dead.len() * CHUNK_SIZE
     }
 
     fn map_region(&self, bytes: usize) -> Result<(), AllocError> {
@@ -697,8 +790,12 @@ impl PinnedMemory {
         let base = region.base();
         let rp: *const Region = &*region;
         for c in (0..region.len() / CHUNK_SIZE).rev() {
-            // SAFETY: `c * CHUNK_SIZE` < region length.
-            st.spare.push((unsafe { base.add(c * CHUNK_SIZE) }, rp));
+            st.spare.push(Spare {
+                // SAFETY: `c * CHUNK_SIZE` < region length.
+                base: unsafe { base.add(c * CHUNK_SIZE) },
+                region: rp,
+                released: false,
+            });
         }
         st.mapped += region.len();
         st.regions.push(region);
@@ -738,7 +835,16 @@ impl PinnedMemory {
             self.map_region(inner.config.region_bytes)?;
         }
         let mut st = inner.state.borrow_mut();
-        let (base, region) = st.spare.pop().expect("spare chunk after mapping");
+        let Spare {
+            base,
+            region,
+            released,
+        } = st.spare.pop().expect("spare chunk after mapping");
+        if released {
+            // SAFETY: regions live as long as `inner`; `base` is a chunk of `region` that no
+            // size class uses, so no item (and no reference to its bytes) exists.
+            unsafe { super::region::repopulate(&*region, base, CHUNK_SIZE) };
+        }
         let items = CHUNK_SIZE >> shift;
         let chunk = Box::new(Chunk {
             base,
@@ -747,6 +853,7 @@ impl PinnedMemory {
             refcnts: (0..items).map(|_| Cell::new(0)).collect(),
             inner: inner as *const Inner,
             class,
+            live: Cell::new(0),
         });
         let cp: *const Chunk = &*chunk;
         // SAFETY: see the field's doc: no other reference to the table exists during this call.
@@ -776,8 +883,11 @@ impl Inner {
     pub(crate) unsafe fn release(this: *const Inner, chunk: *const Chunk, idx: u32) {
         // SAFETY: caller guarantees `this` is live.
         let inner = unsafe { &*this };
-        // SAFETY: `chunk` belongs to `inner`.
-        let class = unsafe { (*chunk).class };
+        // SAFETY: `chunk` belongs to `inner` and is not freed while it has a live item (this
+        // one, until now).
+        let c = unsafe { &*chunk };
+        let class = c.class;
+        c.live.set(c.live.get() - 1);
         inner.state.borrow_mut().classes[class]
             .free
             .push((chunk, idx));

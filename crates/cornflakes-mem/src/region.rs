@@ -250,6 +250,39 @@ fn advise_transparent_huge(base: NonNull<u8>, len: usize) {
     }
 }
 
+/// Gives the pages of `base..base+len`, a part of `region`, back to the kernel: unlocked
+/// first if the region is locked, then dropped (`MADV_DONTNEED`); the range stays mapped and
+/// reads as zeros until [`repopulate`]d. Best effort: a refused call leaves the pages resident.
+///
+/// # Safety
+/// The range lies inside `region`, no buffer or view refers to its bytes, and no device has it
+/// mapped (the region has no registration).
+pub(crate) unsafe fn release_pages(region: &Region, base: *mut u8, len: usize) {
+    debug_assert!(region.contains(base) && region.registration().is_none());
+    let addr = base.cast::<libc::c_void>();
+    if region.backing() == Backing::LockedPages {
+        // SAFETY: the caller's contract: a range of our own mapping; munlock changes residency
+        // only.
+        unsafe { libc::munlock(addr, len) };
+    }
+    // SAFETY: the caller's contract: nothing refers to these bytes, so dropping their
+    // contents (private anonymous memory reads back as zeros) loses nothing; no device maps
+    // them, so no DMA can target the old pages.
+    unsafe { libc::madvise(addr, len, libc::MADV_DONTNEED) };
+}
+
+/// Makes `base..base+len`, a part of `region` [`release_pages`] gave back, resident again as
+/// the region was: locked for a locked region (if `mlock` still succeeds), else populated.
+///
+/// # Safety
+/// The range lies inside `region` and no buffer or view refers to its bytes.
+pub(crate) unsafe fn repopulate(region: &Region, base: *mut u8, len: usize) {
+    debug_assert!(region.contains(base));
+    if let Some(base) = NonNull::new(base) {
+        populate(base, len, region.backing() == Backing::LockedPages);
+    }
+}
+
 /// Faults every page in and tries to lock the range; reports what it achieved.
 fn populate(base: NonNull<u8>, len: usize, lock: bool) -> Backing {
     let addr = base.as_ptr().cast::<libc::c_void>();
@@ -260,8 +293,9 @@ fn populate(base: NonNull<u8>, len: usize, lock: bool) -> Backing {
         // SAFETY: as above.
         let ok = unsafe { libc::madvise(addr, len, libc::MADV_POPULATE_WRITE) } == 0;
         if !ok {
-            // Older kernels: touch one byte per page. The memory is fresh zeroed anonymous memory,
-            // so writing a zero changes nothing but residency.
+            // Older kernels: touch one byte per page. The memory is fresh zeroed anonymous memory
+            // (or pages `release_pages` dropped, which read as zeros too), so writing a zero
+            // changes nothing but residency.
             let page = 4096;
             let mut off = 0;
             while off < len {

@@ -84,6 +84,38 @@ impl ChunkTable {
         self.len += 1;
     }
 
+    /// Removes chunk `key`'s slot, if any (backward-shift deletion: the slots after it in its
+    /// probe run move up, so lookups never need tombstones).
+    pub fn remove(&mut self, key: usize) -> bool {
+        let mut i = hash(key) & self.mask;
+        loop {
+            match self.slots[i].key {
+                k if k == key => break,
+                0 => return false,
+                _ => i = (i + 1) & self.mask,
+            }
+        }
+        let mut hole = i;
+        let mut j = i;
+        loop {
+            j = (j + 1) & self.mask;
+            let k = self.slots[j].key;
+            if k == 0 {
+                break;
+            }
+            // The slot at `j` may fill the hole when the hole lies on its probe path, i.e. its
+            // home is not strictly between the hole and `j` (cyclically).
+            let home = hash(k) & self.mask;
+            if (j.wrapping_sub(home) & self.mask) >= (j.wrapping_sub(hole) & self.mask) {
+                self.slots[hole] = self.slots[j];
+                hole = j;
+            }
+        }
+        self.slots[hole] = EMPTY;
+        self.len -= 1;
+        true
+    }
+
     fn place(&mut self, slot: Slot) {
         let mut i = hash(slot.key) & self.mask;
         while self.slots[i].key != 0 {
@@ -98,6 +130,55 @@ impl ChunkTable {
         self.mask = self.slots.len() - 1;
         for s in old.into_iter().filter(|s| s.key != 0) {
             self.place(s);
+        }
+    }
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    fn slot(key: usize) -> Slot {
+        Slot {
+            key,
+            shift: (key % 13) as u32,
+            ..EMPTY
+        }
+    }
+
+    #[test]
+    fn removal_keeps_every_other_key_findable() {
+        // Consecutive chunk numbers (as regions give) and a spread, many sharing probe runs.
+        let keys: Vec<usize> = (1..400).chain((1..300).map(|i| i * 977)).collect();
+        let mut t = ChunkTable::new();
+        for &k in &keys {
+            if t.get(k).is_none() {
+                t.insert(slot(k));
+            }
+        }
+        let mut removed = std::collections::HashSet::new();
+        for (i, &k) in keys.iter().enumerate() {
+            if i % 3 != 1 || removed.contains(&k) {
+                continue;
+            }
+            assert!(t.remove(k), "{k} present");
+            assert!(!t.remove(k), "{k} removed once");
+            removed.insert(k);
+            for &other in &keys {
+                let found = t.get(other).map(|s| (s.key, s.shift));
+                if removed.contains(&other) {
+                    assert_eq!(found, None, "{other} was removed");
+                } else {
+                    assert_eq!(found, Some((other, (other % 13) as u32)), "{other} kept");
+                }
+            }
+        }
+        // Removed keys can come back.
+        for &k in &removed {
+            t.insert(slot(k));
+        }
+        for &k in &keys {
+            assert_eq!(t.get(k).map(|s| s.key), Some(k));
         }
     }
 }

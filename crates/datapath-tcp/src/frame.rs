@@ -100,24 +100,42 @@ pub struct DeframeStats {
     pub gathered_bytes: u64,
 }
 
+/// Smallest buffer a partly received frame is kept in while its connection is idle
+/// ([`Deframer::settle`]): a frame that needs no more is kept whole, so its next read completes
+/// it.
+pub const SETTLE_MIN: usize = 512;
+
 /// The receive side of one stream: reads go into a pinned buffer; every frame wholly inside it
 /// is delivered as a view of that buffer (zero-copy); the bytes of a frame cut by the end of a
-/// read are moved to a new buffer sized for the whole frame, which the next reads fill.
+/// read are moved to a buffer of their own, which the next reads fill.
 ///
-/// Holds no buffer between reads unless a frame is partly received, so an idle connection costs
-/// no pinned memory; a partly received frame holds one buffer of at most
-/// `HEADER_LEN + max_message_len` bytes rounded up to its size class.
+/// # Memory grows with the bytes that arrived
+/// A frame's header announces its length, but a buffer is never sized from that alone: a
+/// partly received frame is held in a buffer of at most about twice the bytes of it that have
+/// arrived — read, or waiting in the socket (the `waiting` of [`space_for`](Self::space_for)),
+/// rounded up to a size class — and at least what it needs when that is below a read buffer.
+/// So a peer that announces a large frame and sends a few bytes holds a few hundred bytes
+/// ([`settle`](Self::settle) compacts the read buffer they arrived in), not the announced
+/// length; a frame that arrives at once is gathered into one buffer of its size, as before.
+/// An idle stream between frames holds nothing.
 #[derive(Debug)]
 pub struct Deframer {
     max_message_len: usize,
     rx_buffer: usize,
+    /// The buffer reads go into: a fresh read buffer, or the buffer of a partly received frame.
     buf: Option<RcBufMut>,
     /// Bytes of `buf` holding received data.
     filled: usize,
-    /// Stream offset of `buf[0]`.
+    /// The bytes of a frame cut by the end of the last read, still in that read's (frozen,
+    /// shared) buffer: `(buffer, start, end)`. The next [`space_for`](Self::space_for) or
+    /// [`settle`](Self::settle) moves them into a buffer of their own.
+    cut: Option<(RcBuf, usize, usize)>,
+    /// Stream offset of the partial frame's first byte (`buf[0]` or `cut`'s start).
     base: u64,
-    /// `buf` holds the start of a frame moved from an earlier buffer.
+    /// The partial frame's bytes were copied from an earlier buffer.
     gathering: bool,
+    /// Header and message bytes of the partial frame once its header has arrived, else 0.
+    need: usize,
     stats: DeframeStats,
 }
 
@@ -130,8 +148,10 @@ impl Deframer {
             rx_buffer: rx_buffer.max(HEADER_LEN),
             buf: None,
             filled: 0,
+            cut: None,
             base: 0,
             gathering: false,
+            need: 0,
             stats: DeframeStats::default(),
         }
     }
@@ -143,23 +163,85 @@ impl Deframer {
 
     /// Bytes of a partly received frame held (0 between frames).
     pub fn partial_bytes(&self) -> usize {
-        self.filled
+        match &self.cut {
+            Some((_, start, end)) => end - start,
+            None => self.filled,
+        }
     }
 
-    /// Pinned bytes held (the capacity of the buffer of a partly received frame, else 0).
+    /// Pinned bytes held for a partly received frame: the capacity of its buffer (of the read
+    /// buffer it arrived in, until it is moved); 0 between frames.
     pub fn held_capacity(&self) -> usize {
-        self.buf.as_ref().map_or(0, |b| b.capacity())
+        match (&self.cut, &self.buf) {
+            (Some((b, _, _)), _) => b.item_capacity(),
+            (None, Some(b)) if self.filled > 0 => b.capacity(),
+            _ => 0,
+        }
     }
 
     /// Stream bytes consumed so far (delivered or held).
     pub fn stream_offset(&self) -> u64 {
-        self.base + self.filled as u64
+        self.base + self.partial_bytes() as u64
     }
 
-    /// The free part of the receive buffer for the next read (a buffer is allocated when none
-    /// is held). Never empty.
+    /// Whether the next [`space_for`](Self::space_for) allocates a buffer for a partly received
+    /// frame (its bytes fill their buffer, or were cut by the end of a read): the caller may
+    /// then learn how many bytes wait in the socket, and [`growth`](Self::growth) says how
+    /// large that buffer will be.
+    pub fn needs_buffer(&self) -> bool {
+        self.cut.is_some()
+            || self
+                .buf
+                .as_ref()
+                .is_some_and(|b| self.filled == b.capacity())
+    }
+
+    /// Whether the next [`space_for`](Self::space_for) sizes a partial frame's buffer by the
+    /// bytes waiting (its frame is larger than a read buffer): only then is `waiting` worth a
+    /// system call to learn.
+    pub fn asks_waiting(&self) -> bool {
+        self.needs_buffer() && self.need() > self.rx_buffer
+    }
+
+    /// Stream offset of the partial frame's first byte (or of the next frame's, between
+    /// frames): which frame is partly received.
+    pub fn frame_offset(&self) -> u64 {
+        self.base
+    }
+
+    /// The capacity [`space_for`](Self::space_for)`(mem, waiting)` asks for, for a partly
+    /// received frame, when [`needs_buffer`](Self::needs_buffer); else 0.
+    pub fn growth(&self, mem: &PinnedMemory, waiting: usize) -> usize {
+        let have = self.partial_bytes();
+        if !self.needs_buffer() || have == 0 {
+            return 0;
+        }
+        size_class(self.target(have, waiting).min(mem.max_item_size()))
+    }
+
+    /// The free part of the receive buffer for the next read, when nothing says how many bytes
+    /// wait: [`space_for`](Self::space_for)`(mem, 0)`.
     pub fn space(&mut self, mem: &PinnedMemory) -> Result<&mut [u8], AllocError> {
-        if self.buf.is_none() {
+        self.space_for(mem, 0)
+    }
+
+    /// The free part of the receive buffer for the next read (never empty). A read buffer of
+    /// `rx_buffer` bytes is allocated when none is held; a partly received frame that fills its
+    /// buffer, or was cut by the end of the last read, is moved to a buffer of its own: a read
+    /// buffer when the frame fits one, else about `have + waiting` bytes (at least twice `have`,
+    /// at most the whole frame), where `waiting` is how many more bytes are known to have
+    /// arrived (in the socket, or in the rest of a popped segment). On an error nothing
+    /// changed.
+    pub fn space_for(
+        &mut self,
+        mem: &PinnedMemory,
+        waiting: usize,
+    ) -> Result<&mut [u8], AllocError> {
+        if self.needs_buffer() {
+            let have = self.partial_bytes();
+            let want = self.target(have, waiting).min(mem.max_item_size());
+            self.move_partial(mem, want)?;
+        } else if self.buf.is_none() {
             self.buf = Some(mem.alloc(self.rx_buffer.min(mem.max_item_size()))?);
             self.filled = 0;
         }
@@ -168,16 +250,87 @@ impl Deframer {
         Ok(&mut buf.full_mut()[filled..])
     }
 
+    /// Drops whatever is buffered (the stream is being closed or abandoned: a partial frame is
+    /// lost), keeping the counters and the stream offset.
+    pub fn reset(&mut self) {
+        self.base = self.stream_offset();
+        self.buf = None;
+        self.cut = None;
+        self.filled = 0;
+        self.need = 0;
+        self.gathering = false;
+    }
+
     /// Gives back the receive buffer if it holds no bytes (after a read found nothing), so an
     /// idle stream holds no pinned memory.
     pub fn release_if_empty(&mut self) {
-        if self.filled == 0 {
+        if self.filled == 0 && self.cut.is_none() {
             self.buf = None;
         }
     }
 
-    /// Records that the last read put `n` bytes into [`space`](Self::space), and appends every
-    /// frame now complete to `out`. On an error the stream is unusable (close it); the frames
+    /// For a stream with nothing more to read now: gives back an empty buffer
+    /// ([`release_if_empty`](Self::release_if_empty)), and moves a partly received frame that
+    /// sits in a buffer much larger than its bytes (the read buffer it arrived in) into one of
+    /// about twice its bytes (at least [`SETTLE_MIN`], or the whole frame when smaller). Best
+    /// effort: without a pinned buffer for the move the frame stays where it is.
+    pub fn settle(&mut self, mem: &PinnedMemory) {
+        self.release_if_empty();
+        let have = self.partial_bytes();
+        if have == 0 {
+            return;
+        }
+        let want = self
+            .need()
+            .min((2 * have).max(SETTLE_MIN))
+            .max(have)
+            .min(mem.max_item_size());
+        if self.cut.is_some() || size_class(want) < self.held_capacity() {
+            let _ = self.move_partial(mem, want);
+        }
+    }
+
+    /// Bytes the partial frame needs in all: header and message once its header is here, else
+    /// a header.
+    fn need(&self) -> usize {
+        self.need.max(HEADER_LEN)
+    }
+
+    /// The buffer size for a partial frame of `have` bytes with `waiting` more known to have
+    /// arrived: a read buffer for a frame that fits one (it and the frames after it are read
+    /// together; [`settle`](Self::settle) shrinks it if the stream goes idle), else
+    /// `have + waiting`, at least twice `have` and at most the whole frame.
+    fn target(&self, have: usize, waiting: usize) -> usize {
+        let need = self.need();
+        if need <= self.rx_buffer {
+            return self.rx_buffer.max(have + 1);
+        }
+        let lower = need.min(2 * have).max(have + 1);
+        have.saturating_add(waiting).clamp(lower, need.max(lower))
+    }
+
+    /// Moves the partial frame's bytes into a new buffer of `want` bytes (at least the bytes).
+    fn move_partial(&mut self, mem: &PinnedMemory, want: usize) -> Result<(), AllocError> {
+        let have = self.partial_bytes();
+        let mut next = mem.alloc(want.max(have))?;
+        match self.cut.take() {
+            Some((b, start, end)) => next.full_mut()[..have].copy_from_slice(&b[start..end]),
+            None => {
+                let b = self.buf.as_mut().expect("a partial frame's buffer");
+                next.full_mut()[..have].copy_from_slice(&b.full_mut()[..have]);
+            }
+        }
+        self.stats.gathered_bytes += have as u64;
+        self.gathering = true;
+        self.filled = have;
+        self.buf = Some(next);
+        Ok(())
+    }
+
+    /// Records that the last read put `n` bytes into [`space_for`](Self::space_for), and
+    /// appends every frame now complete to `out`. Allocates nothing: the bytes of a frame cut
+    /// by the end of the read stay in the read buffer until the next `space_for` or
+    /// [`settle`](Self::settle). On an error the stream is unusable (close it); the frames
     /// before the bad header were delivered.
     pub fn filled(
         &mut self,
@@ -185,6 +338,7 @@ impl Deframer {
         mem: &PinnedMemory,
         out: &mut Vec<(Msg, RcBuf)>,
     ) -> Result<(), DeframeError> {
+        debug_assert!(self.cut.is_none(), "filled without space_for");
         let Some(mut buf) = self.buf.take() else {
             return Ok(());
         };
@@ -192,29 +346,26 @@ impl Deframer {
             .max_message_len
             .min(mem.max_item_size().saturating_sub(HEADER_LEN));
         let end = (self.filled + n).min(buf.capacity());
-        // No complete frame yet: keep filling this buffer, or move to one that holds the frame.
+        // No complete frame yet: keep filling this buffer (moved to a larger one by the next
+        // `space_for` when it is full).
         if end < HEADER_LEN {
             self.filled = end;
+            self.need = 0;
             self.buf = Some(buf);
             return Ok(());
         }
         let (_, len) = parse_header(&buf.full_mut()[..HEADER_LEN], self.base, max)
             .map_err(DeframeError::Frame)?;
         if end < HEADER_LEN + len {
-            if buf.capacity() < HEADER_LEN + len {
-                let mut next = mem.alloc(HEADER_LEN + len).map_err(DeframeError::Alloc)?;
-                next.full_mut()[..end].copy_from_slice(&buf.full_mut()[..end]);
-                self.stats.gathered_bytes += end as u64;
-                self.gathering = true;
-                buf = next;
-            }
             self.filled = end;
+            self.need = HEADER_LEN + len;
             self.buf = Some(buf);
             return Ok(());
         }
         buf.set_len(end);
         let buf = buf.freeze();
         let mut at = 0usize;
+        self.need = 0;
         loop {
             let rest = end - at;
             if rest < HEADER_LEN {
@@ -223,6 +374,7 @@ impl Deframer {
             let (msg, len) = parse_header(&buf[at..at + HEADER_LEN], self.base + at as u64, max)
                 .map_err(DeframeError::Frame)?;
             if rest < HEADER_LEN + len {
+                self.need = HEADER_LEN + len;
                 break;
             }
             // In bounds (checked above), so only a saturated reference count fails.
@@ -242,29 +394,18 @@ impl Deframer {
         self.base += at as u64;
         self.filled = 0;
         self.gathering = false;
-        let rest = end - at;
-        if rest == 0 {
-            return Ok(());
+        if end > at {
+            // A frame cut by the end of the data (its header, when complete, was checked by
+            // the loop above): its bytes wait in this buffer.
+            self.cut = Some((buf, at, end));
         }
-        // A frame cut by the end of the data: move its bytes into a buffer that holds the whole
-        // frame (or at least its header), which the next reads fill.
-        let want = if rest >= HEADER_LEN {
-            let (_, len) = parse_header(&buf[at..at + HEADER_LEN], self.base, max)
-                .map_err(DeframeError::Frame)?;
-            (HEADER_LEN + len).max(self.rx_buffer)
-        } else {
-            self.rx_buffer
-        };
-        let mut next = mem
-            .alloc(want.min(mem.max_item_size()))
-            .map_err(DeframeError::Alloc)?;
-        next.full_mut()[..rest].copy_from_slice(&buf[at..end]);
-        self.stats.gathered_bytes += rest as u64;
-        self.filled = rest;
-        self.gathering = true;
-        self.buf = Some(next);
         Ok(())
     }
+}
+
+/// The capacity the pool gives a request of `n` bytes (a power of two, at least 64).
+fn size_class(n: usize) -> usize {
+    n.max(64).next_power_of_two()
 }
 
 /// Why [`Deframer::filled`] failed.
@@ -394,7 +535,7 @@ mod test {
         let bytes: Vec<&[u8]> = s.chunks(1).collect();
         check(&feed(&mut d, &mem, &bytes).unwrap(), &want);
         let mut rng = rand::rngs::SmallRng::seed_from_u64(27);
-        for _ in 0..200 {
+        for round in 0..200 {
             let mut chunks = Vec::new();
             let mut at = 0;
             while at < s.len() {
@@ -403,7 +544,28 @@ mod test {
                 at += k;
             }
             let mut d = Deframer::new(16000, 512);
-            check(&feed(&mut d, &mem, &chunks).unwrap(), &want);
+            // Half the rounds settle after every chunk (the stream went idle), telling the
+            // deframer how much of the chunk is still to come, and check the memory bound.
+            if round % 2 == 0 {
+                check(&feed(&mut d, &mem, &chunks).unwrap(), &want);
+                continue;
+            }
+            let mut out = Vec::new();
+            for c in chunks {
+                let mut c = c;
+                while !c.is_empty() {
+                    let space = d.space_for(&mem, c.len()).unwrap();
+                    let k = space.len().min(c.len());
+                    space[..k].copy_from_slice(&c[..k]);
+                    d.filled(k, &mem, &mut out).unwrap();
+                    c = &c[k..];
+                }
+                d.settle(&mem);
+                let p = d.partial_bytes();
+                assert!(p == 0 || d.held_capacity() <= settled_bound(p).max(512));
+                assert!(p > 0 || d.held_capacity() == 0);
+            }
+            check(&out, &want);
         }
     }
 
@@ -424,22 +586,97 @@ mod test {
         assert_eq!(d.stats().messages, 3);
     }
 
+    /// Feeds `data` in reads of at most `read` bytes, each told how many bytes wait after it
+    /// (as a socket's `FIONREAD` would).
+    fn feed_waiting(
+        d: &mut Deframer,
+        mem: &PinnedMemory,
+        data: &[u8],
+        read: usize,
+    ) -> Vec<(Msg, RcBuf)> {
+        let mut out = Vec::new();
+        let mut at = 0;
+        while at < data.len() {
+            let space = d.space_for(mem, data.len() - at).unwrap();
+            let k = space.len().min(read).min(data.len() - at);
+            space[..k].copy_from_slice(&data[at..at + k]);
+            d.filled(k, mem, &mut out).unwrap();
+            at += k;
+        }
+        out
+    }
+
     #[test]
-    fn a_frame_cut_by_a_read_is_gathered_once_into_one_item() {
+    fn a_frame_cut_by_a_read_with_the_rest_waiting_is_gathered_once_into_one_item() {
         let mem = memory();
         let (s, want) = stream(&[50, 30000]);
         let mut d = Deframer::new(40000, 1024);
-        // First read: the small frame and the start of the large one.
-        let got = feed(&mut d, &mem, &[&s[..200]]).unwrap();
+        // First read: the small frame and the start of the large one; the rest waits.
+        let mut got = Vec::new();
+        let space = d.space_for(&mem, 0).unwrap();
+        space[..200].copy_from_slice(&s[..200]);
+        d.filled(200, &mem, &mut got).unwrap();
         check(&got, &want[..1]);
-        assert!(d.held_capacity() >= HEADER_LEN + 30000);
-        // Many small reads fill the gathered buffer without further copies.
-        let rest: Vec<&[u8]> = s[200..].chunks(700).collect();
-        let got = feed(&mut d, &mem, &rest).unwrap();
+        assert!(d.needs_buffer());
+        assert_eq!(
+            d.growth(&mem, s.len() - 200),
+            (HEADER_LEN + 30000).next_power_of_two()
+        );
+        // The next reads fill one buffer sized for the frame, without further copies.
+        let got = feed_waiting(&mut d, &mem, &s[200..], 700);
         check(&got, &want[1..]);
         let st = d.stats();
         assert_eq!(st.gathered, 1);
         assert_eq!(st.gathered_bytes, (200 - HEADER_LEN - 50) as u64);
+        assert_eq!(d.held_capacity(), 0);
+    }
+
+    /// The bound a settled partial frame's buffer keeps: about twice its bytes, at least
+    /// [`SETTLE_MIN`] (or the frame), rounded up to a size class.
+    fn settled_bound(partial: usize) -> usize {
+        size_class((2 * partial).max(SETTLE_MIN))
+    }
+
+    #[test]
+    fn a_partial_frame_holds_memory_for_the_bytes_that_arrived_not_for_its_announced_length() {
+        let mem = memory();
+        let (s, want) = stream(&[60000]);
+        let mut d = Deframer::new(64000, 8192);
+        let mut got = Vec::new();
+        // A slow sender: 100 bytes, then nothing waiting.
+        let space = d.space_for(&mem, 0).unwrap();
+        space[..100].copy_from_slice(&s[..100]);
+        d.filled(100, &mem, &mut got).unwrap();
+        assert_eq!(d.held_capacity(), 8192, "the read buffer it arrived in");
+        d.settle(&mem);
+        assert_eq!(d.held_capacity(), SETTLE_MIN, "compacted, not 60 KB");
+        assert_eq!(d.partial_bytes(), 100);
+        // Byte dribbles, each read alone: the buffer doubles as they arrive, never more.
+        let mut at = 100;
+        while at < 30000 {
+            let k = 1 + at / 3;
+            let k = k.min(30000 - at);
+            let mut left = k;
+            while left > 0 {
+                let space = d.space_for(&mem, left).unwrap();
+                let n = space.len().min(left);
+                space[..n].copy_from_slice(&s[at..at + n]);
+                d.filled(n, &mem, &mut got).unwrap();
+                at += n;
+                left -= n;
+            }
+            d.settle(&mem);
+            assert!(
+                d.held_capacity() <= settled_bound(at),
+                "{} bytes held for {at} received",
+                d.held_capacity()
+            );
+        }
+        assert!(got.is_empty());
+        // The rest at once: one buffer for the frame, delivered whole and right.
+        let got = feed_waiting(&mut d, &mem, &s[at..], usize::MAX);
+        check(&got, &want);
+        assert_eq!(d.held_capacity(), 0);
     }
 
     #[test]

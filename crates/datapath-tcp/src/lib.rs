@@ -7,8 +7,8 @@
 //!
 //! - **Receive** reads into pinned buffers ([`frame::Deframer`]): a message wholly inside one
 //!   read is handed to the application as a view of the receive buffer (zero-copy); a message
-//!   cut by the end of a read is gathered into one pinned item sized for it (counted in
-//!   [`TcpStats::gathered`]). An idle connection holds no receive buffer.
+//!   cut by the end of a read is gathered into one pinned item sized by the bytes that arrived
+//!   (counted in [`TcpStats::gathered`]). An idle connection holds no receive buffer.
 //! - **Send** ([`Transmit::send_object`]) queues one pinned buffer with the frame header and
 //!   the object's header and copy areas, then one reference per zero-copy field; the
 //!   connection's queue leaves with one gathered `sendmsg` per [`Transmit::flush`] (several
@@ -17,17 +17,27 @@
 //!   buffers until it reports the send complete on the socket's error queue, and the datapath
 //!   keeps their references until then ([`Completions::poll_completions`]), so a value
 //!   replaced by the application during the send never changes the bytes on the wire.
-//! - **Backpressure**: each connection queues at most [`TcpConfig::tx_limit`] unsent bytes;
-//!   beyond it sends fail with [`SendError::Full`] and the connection is not read until its
-//!   queue is half empty, so a peer that never reads its replies stalls only itself.
+//! - **Backpressure** ([`flow`]): a request is handed over only when its connection's queue
+//!   has room for its reply ([`TcpConfig::reply_reserve`] of [`TcpConfig::tx_limit`]), and
+//!   that reply is then never refused; requests beyond the room wait, in order, and the
+//!   connection is not read meanwhile, so a peer that pipelines any number of requests gets
+//!   every reply and a peer that never reads stalls only itself, until
+//!   [`TcpConfig::stall_timeout`] closes it (its waiting requests never run).
+//! - **Memory** ([`budget`]): a partial frame's buffer grows with the bytes that arrived; all
+//!   partial frames together hold at most [`TcpConfig::partial_limit`] (the oldest give way)
+//!   and each at most [`TcpConfig::frame_timeout`]; closing connections trims the pinned pool.
 //! - **Bad input**: a frame header that is not a one-segment version-1 header, or announces
-//!   more than [`TcpConfig::max_message_len`] bytes, closes that connection (counted); a reset
-//!   or end of stream in the middle of a frame drops the partial frame (counted). Other
+//!   more than [`TcpConfig::max_message_len`] bytes, ends that connection's input: the frames
+//!   before it are answered, then the connection sends a FIN, lingers and closes (counted); a
+//!   reset or end of stream in the middle of a frame drops the partial frame (counted). Other
 //!   connections are unaffected.
 
 #![deny(unsafe_code)]
 #![warn(missing_docs, clippy::undocumented_unsafe_blocks)]
 
+pub mod budget;
+mod conn;
+pub mod flow;
 pub mod frame;
 #[allow(unsafe_code)]
 mod sys;
@@ -36,8 +46,8 @@ pub mod txq;
 mod uring;
 
 use std::collections::HashMap;
-use std::io::{self, Read};
-use std::net::{Shutdown, SocketAddr, SocketAddrV4, TcpListener, TcpStream};
+use std::io;
+use std::net::{SocketAddr, SocketAddrV4, TcpListener, TcpStream};
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
@@ -46,7 +56,10 @@ use cornflakes_datapath::{ConnId, Msg, RxMsg, SendError, SendObject};
 use cornflakes_mem::MemoryConfig;
 use cornflakes_mem::{PinnedMemory, RcBuf};
 
-use frame::{DeframeError, Deframer, HEADER_LEN};
+use budget::PartialFrames;
+use conn::{Close, Conn, Input};
+use flow::{Inbox, ReplyRoom, Requests};
+use frame::{Deframer, HEADER_LEN};
 use sys::{Epoll, ZcCompletion};
 
 use txq::{FramedObject, TxQueue, ZcInFlight};
@@ -64,10 +77,34 @@ pub struct TcpConfig {
     pub max_message_len: usize,
     /// Bytes of the receive buffer a read goes into (larger for a frame that needs more).
     pub rx_buffer: usize,
-    /// Most unsent bytes queued per connection; sends beyond it fail with
-    /// [`SendError::Full`], and after such a refusal the connection is not read until its
-    /// queue is half empty. At least one largest message.
+    /// Most unsent bytes queued per connection. A request is handed to the application only
+    /// while its connection's queue has [`TcpConfig::reply_reserve`] bytes free for its reply
+    /// (beyond the replies already reserved); the reply is then queued, never refused. Other
+    /// sends beyond the limit fail with [`SendError::Full`]. At least one largest frame.
     pub tx_limit: usize,
+    /// Send-queue bytes reserved for the reply of each request handed over on an accepted
+    /// connection; `None`: the largest frame (header and [`TcpConfig::max_message_len`]), so
+    /// that no reply can ever find its queue full. A smaller reserve hands over more pipelined
+    /// requests per poll; a reply larger than it is still queued (the queue may then exceed
+    /// `tx_limit` by the difference). Connections this datapath opened carry replies and
+    /// reserve nothing.
+    pub reply_reserve: Option<usize>,
+    /// A connection whose peer has not taken a single byte of its queued replies for this long
+    /// (its socket buffer full all the while) is closed; the requests it sent that were still
+    /// waiting for reply room are dropped unexecuted.
+    pub stall_timeout: Duration,
+    /// Most pinned bytes held by partly received frames, all connections together (clamped to
+    /// at least two largest frames and at most a quarter of `memory.max_bytes`). When a frame
+    /// would take the total above it, the partial frames that started longest ago are dropped
+    /// with their connections ([`TcpStats::partial_evictions`]).
+    pub partial_limit: usize,
+    /// A frame not complete this long after its first byte arrived (while its connection was
+    /// being read) is dropped with its connection ([`TcpStats::frame_timeouts`]).
+    pub frame_timeout: Duration,
+    /// After a stream turned out not to be valid framing and the replies to the frames before
+    /// that point were sent with a FIN, how long what the peer still sends is read and dropped
+    /// before the close (so that its TCP does not answer a reset by dropping unread replies).
+    pub linger: Duration,
     /// Zero-copy fields at least this long are sent zero-copy (`MSG_ZEROCOPY` or io_uring
     /// `SENDMSG_ZC`, per [`TcpConfig::zero_copy_mode`]); `None` never does (the kernel copies
     /// every send during the call).
@@ -105,11 +142,18 @@ pub enum ZeroCopyMode {
 pub const DEFAULT_MAX_ITEM: usize = 256 << 10;
 /// Default zero-copy threshold for `MSG_ZEROCOPY` (see `docs/tcp.md`, "Zero-copy threshold").
 pub const DEFAULT_ZERO_COPY_THRESHOLD: usize = 16 << 10;
+/// Default cap on the pinned bytes of partly received frames, all connections together.
+pub const DEFAULT_PARTIAL_LIMIT: usize = 64 << 20;
+/// Default [`TcpConfig::stall_timeout`] and [`TcpConfig::frame_timeout`].
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default [`TcpConfig::linger`].
+pub const DEFAULT_LINGER: Duration = Duration::from_secs(2);
 
 impl TcpConfig {
     /// Defaults: listen on `listen`, messages up to 256 KiB − 20 B, 8 KiB receive buffers,
-    /// 1 MiB of unsent bytes per connection, `MSG_ZEROCOPY` for fields of 16 KiB and more,
-    /// 64 iovecs per object, 16384 connections.
+    /// 1 MiB of unsent bytes per connection with a largest frame reserved per request,
+    /// `MSG_ZEROCOPY` for fields of 16 KiB and more, 64 iovecs per object, 16384 connections,
+    /// 64 MiB of partial frames, 10 s stall and frame timeouts, 2 s linger.
     pub fn new(listen: Option<SocketAddrV4>) -> TcpConfig {
         TcpConfig {
             listen,
@@ -120,6 +164,11 @@ impl TcpConfig {
             max_message_len: DEFAULT_MAX_ITEM - HEADER_LEN,
             rx_buffer: 8 << 10,
             tx_limit: 1 << 20,
+            reply_reserve: None,
+            stall_timeout: DEFAULT_TIMEOUT,
+            partial_limit: DEFAULT_PARTIAL_LIMIT,
+            frame_timeout: DEFAULT_TIMEOUT,
+            linger: DEFAULT_LINGER,
             zero_copy_threshold: Some(DEFAULT_ZERO_COPY_THRESHOLD),
             zero_copy_mode: ZeroCopyMode::MsgZerocopy,
             max_segments: 64,
@@ -132,6 +181,44 @@ impl TcpConfig {
 }
 
 pub use cornflakes_datapath::SetupError;
+
+/// The limits of a stream datapath, as clamped for its pinned memory before use: shared by
+/// [`TcpDatapath::new`] and the Demikernel datapath (`demikernel/`), which take the same knobs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StreamLimits {
+    /// [`TcpConfig::max_message_len`].
+    pub max_message_len: usize,
+    /// [`TcpConfig::tx_limit`].
+    pub tx_limit: usize,
+    /// [`TcpConfig::reply_reserve`].
+    pub reply_reserve: Option<usize>,
+    /// [`TcpConfig::partial_limit`].
+    pub partial_limit: usize,
+}
+
+impl StreamLimits {
+    /// A message fits one pinned item of `mem` with its frame header (and a 32-bit length);
+    /// the send queue takes at least one largest frame; the reservation per request is
+    /// 1..=`tx_limit` bytes (by default the largest frame); partial frames together hold at
+    /// most a quarter of `mem`'s `max_bytes`, and at least two largest frames.
+    pub fn clamped(self, mem: &PinnedMemory) -> StreamLimits {
+        let max_message_len = self
+            .max_message_len
+            .min(mem.max_item_size().saturating_sub(HEADER_LEN))
+            .min(u32::MAX as usize);
+        let largest = HEADER_LEN + max_message_len;
+        let tx_limit = self.tx_limit.max(largest);
+        StreamLimits {
+            max_message_len,
+            tx_limit,
+            reply_reserve: Some(self.reply_reserve.unwrap_or(largest).clamp(1, tx_limit)),
+            partial_limit: self
+                .partial_limit
+                .min(mem.config().max_bytes / 4)
+                .max(2 * largest),
+        }
+    }
+}
 
 /// This datapath's name in [`SetupError::Io`].
 const SETUP_IO: &str = "TCP";
@@ -164,8 +251,23 @@ pub struct TcpStats {
     pub partial_writes: u64,
     /// `sendmsg` calls that found the socket buffer full (`EAGAIN`).
     pub would_block: u64,
-    /// Sends refused because the connection's queue was at [`TcpConfig::tx_limit`].
+    /// Sends refused because the connection's queue was at [`TcpConfig::tx_limit`] (never a
+    /// reply to a request this datapath handed over: those have room reserved).
     pub tx_full: u64,
+    /// Requests read but held, not yet handed over, for want of room for their replies (each
+    /// counted once; they are handed over in order as the peer reads its replies).
+    pub held_for_room: u64,
+    /// Held requests dropped, never executed, because their connection closed.
+    pub unexecuted_dropped: u64,
+    /// Connections closed because their peer read nothing for [`TcpConfig::stall_timeout`].
+    pub stall_timeouts: u64,
+    /// Connections closed because a frame stayed unfinished for [`TcpConfig::frame_timeout`].
+    pub frame_timeouts: u64,
+    /// Connections closed because their partial frame gave way to others under
+    /// [`TcpConfig::partial_limit`].
+    pub partial_evictions: u64,
+    /// Bytes read and dropped after a bad stream, while lingering before the close.
+    pub discarded_bytes: u64,
     /// `MSG_ZEROCOPY` sends.
     pub zero_copy_sends: u64,
     /// Zero-copy sends the kernel reported complete.
@@ -184,53 +286,6 @@ pub struct TcpStats {
     pub uring_enters: u64,
     /// [`ZeroCopyMode::IoUring`]: zero-copy sends made in such batches of two or more.
     pub uring_batched_sends: u64,
-}
-
-/// One TCP connection.
-#[derive(Debug)]
-struct Conn {
-    id: u32,
-    stream: TcpStream,
-    peer: SocketAddrV4,
-    outgoing: bool,
-    rx: Deframer,
-    tx: TxQueue,
-    zc: ZcInFlight,
-    /// Events registered with epoll.
-    interest: u32,
-    /// The last send found the socket buffer full: wait for EPOLLOUT.
-    blocked: bool,
-    /// The peer ended its stream: no more reads; close once the queue is sent.
-    rx_closed: bool,
-    /// `SO_ZEROCOPY` is on for this socket.
-    zero_copy: bool,
-    /// In the datapath's list of connections with queued sends.
-    dirty: bool,
-    /// A send was refused for a full queue: not read until the queue is half empty.
-    paused: bool,
-}
-
-impl Conn {
-    /// The epoll events this connection waits for.
-    fn wanted(&self) -> u32 {
-        let rd = if self.rx_closed || self.paused {
-            0
-        } else {
-            sys::IN
-        };
-        rd | if self.blocked { sys::OUT } else { 0 }
-    }
-}
-
-/// Why a connection is being closed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Close {
-    /// The peer ended the stream and everything queued was sent.
-    Done,
-    /// A socket error (reset, broken pipe).
-    Failed,
-    /// The stream is not valid framing.
-    BadStream,
 }
 
 /// The epoll token of the listening socket (connection tokens are their `u32` ids).
@@ -259,6 +314,30 @@ pub struct TcpDatapath {
     draining: Vec<Conn>,
     events: Vec<(u64, u32)>,
     rx_frames: Vec<(Msg, RcBuf)>,
+    /// Partial frames of all connections, against [`TcpConfig::partial_limit`].
+    partials: PartialFrames,
+    /// Requests on their way to the application: who was handed some this burst, who holds
+    /// some for want of reply room.
+    requests: Requests,
+    /// Scratch: connections whose state changed.
+    touched: Vec<u32>,
+    /// Connections whose peer stopped reading (socket buffer full), maybe past the timeout.
+    stalled: Vec<u32>,
+    /// Connections lingering after a bad stream.
+    lingering: Vec<u32>,
+    /// Scratch: connections to close.
+    victims: Vec<u32>,
+    /// Connections evicted or timed out while their requests of this burst await replies:
+    /// closed at the start of the next burst.
+    doomed: Vec<(u32, Close)>,
+    /// Scratch: what a lingering connection's peer sends, dropped.
+    scratch: Vec<u8>,
+    /// When the timeouts are checked next.
+    next_tick: Instant,
+    /// Connections closed since the last trim of the pinned memory.
+    trim_due: bool,
+    /// The earliest next trim.
+    next_trim: Instant,
     iov: Vec<libc::iovec>,
     completions: Vec<ZcCompletion>,
     closing: Vec<(u32, Close)>,
@@ -287,11 +366,15 @@ impl TcpDatapath {
             _ => None,
         };
         let mut cfg = cfg;
-        cfg.max_message_len = cfg
-            .max_message_len
-            .min(mem.max_item_size().saturating_sub(HEADER_LEN))
-            .min(u32::MAX as usize);
-        cfg.tx_limit = cfg.tx_limit.max(HEADER_LEN + cfg.max_message_len);
+        let l = StreamLimits {
+            max_message_len: cfg.max_message_len,
+            tx_limit: cfg.tx_limit,
+            reply_reserve: cfg.reply_reserve,
+            partial_limit: cfg.partial_limit,
+        }
+        .clamped(&mem);
+        (cfg.max_message_len, cfg.tx_limit) = (l.max_message_len, l.tx_limit);
+        (cfg.reply_reserve, cfg.partial_limit) = (l.reply_reserve, l.partial_limit);
         cfg.max_segments = cfg.max_segments.clamp(1, sys::MAX_IOV - 1);
         cfg.read_budget = cfg.read_budget.max(1);
         let (listener, local) = match cfg.listen {
@@ -326,6 +409,17 @@ impl TcpDatapath {
             draining: Vec::new(),
             events: Vec::with_capacity(cfg.events_per_poll),
             rx_frames: Vec::new(),
+            partials: PartialFrames::new(cfg.partial_limit),
+            requests: Requests::default(),
+            touched: Vec::new(),
+            stalled: Vec::new(),
+            lingering: Vec::new(),
+            victims: Vec::new(),
+            doomed: Vec::new(),
+            scratch: Vec::new(),
+            next_tick: Instant::now(),
+            trim_due: false,
+            next_trim: Instant::now(),
             iov: Vec::with_capacity(sys::MAX_IOV),
             completions: Vec::new(),
             closing: Vec::new(),
@@ -348,6 +442,7 @@ impl TcpDatapath {
     /// The TCP-specific counters.
     pub fn stats(&self) -> TcpStats {
         let mut s = self.stats;
+        s.held_for_room = self.requests.held_for_room();
         s.draining = self.draining.len() as u64;
         s.uring_enters = self.uring.as_ref().map_or(0, |r| r.enters());
         s
@@ -366,6 +461,17 @@ impl TcpDatapath {
     /// Pinned bytes held by receive buffers of partly received frames (all connections).
     pub fn rx_bytes_held(&self) -> usize {
         self.conns.values().map(|c| c.rx.held_capacity()).sum()
+    }
+
+    /// The pinned bytes of partial frames charged against [`TcpConfig::partial_limit`] now, and
+    /// the most they have been.
+    pub fn partial_bytes(&self) -> (usize, usize) {
+        (self.partials.held(), self.partials.peak())
+    }
+
+    /// Requests of `conn` read and held for want of room for their replies.
+    pub fn held_requests(&self, conn: ConnId) -> Option<usize> {
+        self.conns.get(&conn.0).map(|c| c.inbox.held())
     }
 
     /// Unsent bytes queued for `conn`.
@@ -396,9 +502,14 @@ impl TcpDatapath {
     }
 
     /// Waits up to `timeout` for a socket event (a connection, data, room to write, a
-    /// completion); returns at once when one is ready, and whether one is. The events stay for
-    /// the next [`Receive::recv_burst`]. For a server that would otherwise spin when idle.
+    /// completion); returns at once when one is ready, or a held request can be handed over,
+    /// and whether so. The events stay for the next [`Receive::recv_burst`]. For a server that
+    /// would otherwise spin when idle; the timeouts ([`TcpConfig::stall_timeout`], …) are
+    /// enforced by `recv_burst`, so call it at least every few tens of milliseconds.
     pub fn wait(&self, timeout: Duration) -> io::Result<bool> {
+        if self.requests.has_deliverable(&self.conns) {
+            return Ok(true);
+        }
         let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
         self.epoll.wait_ready(ms)
     }
@@ -415,6 +526,15 @@ impl TcpDatapath {
         // Ids are not reused while a connection with the same id is open (after 2^32 opens).
         self.next_id = self.next_id.wrapping_add(1);
         self.epoll.add(s.as_fd(), sys::IN, id as u64)?;
+        let room = ReplyRoom {
+            limit: self.cfg.tx_limit,
+            // A connection this datapath opened carries replies: reading it never waits.
+            reserve: if outgoing {
+                0
+            } else {
+                self.cfg.reply_reserve.unwrap_or(self.cfg.tx_limit)
+            },
+        };
         self.conns.insert(
             id,
             Conn {
@@ -425,12 +545,18 @@ impl TcpDatapath {
                 rx: Deframer::new(self.cfg.max_message_len, self.cfg.rx_buffer),
                 tx: TxQueue::default(),
                 zc: ZcInFlight::default(),
+                room,
+                inbox: Inbox::default(),
+                input: Input::Open,
                 interest: sys::IN,
                 blocked: false,
-                rx_closed: false,
+                stalled_since: None,
+                linger_until: None,
                 zero_copy,
                 dirty: false,
-                paused: false,
+                stall_listed: false,
+                charged: 0,
+                doomed: false,
             },
         );
         Ok(ConnId(id))
@@ -463,88 +589,6 @@ impl TcpDatapath {
             }
         }
         self.listener = Some(l);
-    }
-
-    /// Reads what `id` has (up to the read budget), delivering complete frames.
-    fn read_conn(&mut self, id: u32, out: &mut Vec<RxMsg>) {
-        let Some(c) = self.conns.get_mut(&id) else {
-            return;
-        };
-        if c.rx_closed || c.paused {
-            return;
-        }
-        for _ in 0..self.cfg.read_budget {
-            let space = match c.rx.space(&self.mem) {
-                Ok(s) => s,
-                Err(_) => {
-                    // Level-triggered: the data stays in the socket until a buffer is free.
-                    self.counters.no_rx_buffers += 1;
-                    return;
-                }
-            };
-            let want = space.len();
-            match c.stream.read(space) {
-                Ok(0) => {
-                    if c.rx.partial_bytes() > 0 {
-                        self.stats.partial_frames_lost += 1;
-                        self.counters.truncated += 1;
-                    }
-                    self.stats.peer_closed += 1;
-                    c.rx_closed = true;
-                    if c.tx.is_empty() {
-                        self.closing.push((id, Close::Done));
-                    }
-                    return;
-                }
-                Ok(n) => {
-                    let before = c.rx.stats();
-                    let r = c.rx.filled(n, &self.mem, &mut self.rx_frames);
-                    let after = c.rx.stats();
-                    self.stats.gathered += after.gathered - before.gathered;
-                    self.stats.gathered_bytes += after.gathered_bytes - before.gathered_bytes;
-                    for (msg, data) in self.rx_frames.drain(..) {
-                        self.counters.delivered += 1;
-                        out.push(RxMsg {
-                            conn: ConnId(id),
-                            peer: c.peer,
-                            msg,
-                            data,
-                        });
-                    }
-                    match r {
-                        Ok(()) => {}
-                        Err(DeframeError::Alloc(_)) => {
-                            self.counters.no_rx_buffers += 1;
-                            self.stats.partial_frames_lost += 1;
-                            self.closing.push((id, Close::Failed));
-                            return;
-                        }
-                        Err(_) => {
-                            self.counters.bad_framing += 1;
-                            self.closing.push((id, Close::BadStream));
-                            return;
-                        }
-                    }
-                    if n < want {
-                        c.rx.release_if_empty();
-                        return;
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    c.rx.release_if_empty();
-                    return;
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => {
-                    if c.rx.partial_bytes() > 0 {
-                        self.stats.partial_frames_lost += 1;
-                        self.counters.truncated += 1;
-                    }
-                    self.closing.push((id, Close::Failed));
-                    return;
-                }
-            }
-        }
     }
 
     /// A failed io_uring zero-copy send whose notification is still to come (the kernel posts
@@ -592,6 +636,9 @@ impl TcpDatapath {
             *completed += done;
         }
         c.blocked = false;
+        if n > 0 {
+            c.stalled_since = None;
+        }
     }
 
     /// [`ZeroCopyMode::IoUring`]: the first zero-copy send of each of `ids`' queues, submitted
@@ -731,6 +778,13 @@ impl TcpDatapath {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     self.stats.would_block += 1;
                     c.blocked = true;
+                    if c.stalled_since.is_none() {
+                        c.stalled_since = Some(Instant::now());
+                        if !c.stall_listed {
+                            c.stall_listed = true;
+                            self.stalled.push(id);
+                        }
+                    }
                     break;
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -747,19 +801,10 @@ impl TcpDatapath {
         }
         if c.tx.is_empty() {
             c.blocked = false;
+            c.stalled_since = None;
         }
-        if c.paused && c.tx.bytes() <= self.cfg.tx_limit / 2 {
-            c.paused = false;
-        }
-        let want = c.wanted();
-        if want != c.interest {
-            c.interest = want;
-            if let Err(e) = self.epoll.modify(c.stream.as_fd(), want, id as u64) {
-                result = result.and(Err(e));
-            }
-        }
-        if result.is_ok() && c.rx_closed && c.tx.is_empty() {
-            self.closing.push((id, Close::Done));
+        if result.is_ok() {
+            self.settle_conn(id);
         }
         result
     }
@@ -817,32 +862,6 @@ impl TcpDatapath {
         released
     }
 
-    fn close_pending(&mut self) {
-        while let Some((id, why)) = self.closing.pop() {
-            let Some(mut c) = self.conns.remove(&id) else {
-                continue;
-            };
-            match why {
-                Close::Done => {}
-                Close::Failed => self.stats.failed += 1,
-                Close::BadStream => self.stats.bad_streams += 1,
-            }
-            self.stats.closed += 1;
-            let _ = self.epoll.delete(c.stream.as_fd());
-            if c.outgoing && self.by_peer.get(&c.peer) == Some(&ConnId(id)) {
-                self.by_peer.remove(&c.peer);
-            }
-            // Nothing more will be sent: release what was queued.
-            self.queued -= c.tx.clear();
-            if c.zc.sends() > 0 {
-                // The kernel may still read these buffers: keep them (and the socket, to read
-                // their completions) until it says it is done.
-                let _ = c.stream.shutdown(Shutdown::Both);
-                self.draining.push(c);
-            }
-        }
-    }
-
     /// Reads zero-copy completions of every connection with sends in flight.
     fn poll_zero_copy(&mut self) -> usize {
         if self.uring.is_some() {
@@ -897,8 +916,13 @@ impl Connect for TcpDatapath {
 }
 
 impl Receive for TcpDatapath {
+    /// Reads what arrived and hands over the complete requests that have room for their
+    /// replies (held ones first), closes what is done, and checks the timeouts. The requests
+    /// of one call must be answered (their replies queued) before the next call: the room
+    /// reserved for their replies lapses then.
     fn recv_burst(&mut self, out: &mut Vec<RxMsg>) -> io::Result<usize> {
         let before = out.len();
+        self.end_burst();
         if self.events.is_empty() {
             self.epoll.wait(0, &mut self.events)?;
         }
@@ -922,7 +946,7 @@ impl Receive for TcpDatapath {
                 self.completed += n;
                 read = ev & (sys::IN | libc::EPOLLHUP as u32) != 0;
             }
-            let rx_closed = c.rx_closed;
+            let rx_closed = c.input != Input::Open;
             if (ev & sys::OUT != 0 || (ev & hup != 0 && rx_closed))
                 && self.write_conn(id, true).is_err()
             {
@@ -930,7 +954,11 @@ impl Receive for TcpDatapath {
                 continue;
             }
             if read {
-                self.read_conn(id, out);
+                match self.conns.get(&id) {
+                    Some(c) if c.readable() || c.linger_until.is_some() => self.read_conn(id, out),
+                    Some(_) => self.hung_up(id, ev),
+                    None => {}
+                }
             }
         }
         self.events = events;
@@ -940,12 +968,16 @@ impl Receive for TcpDatapath {
             let n = self.poll_uring();
             self.completed += n;
         }
+        self.deliver_ready(out);
+        self.housekeeping();
         self.close_pending();
         Ok(out.len() - before)
     }
 
     fn counters(&self) -> DropCounters {
-        self.counters
+        let mut c = self.counters;
+        c.delivered = self.requests.delivered();
+        c
     }
 }
 
@@ -957,24 +989,14 @@ impl TcpDatapath {
                 max: self.cfg.max_message_len,
             });
         }
-        let limit = self.cfg.tx_limit;
         let c = self
             .conns
             .get_mut(&conn.0)
             .ok_or(SendError::UnknownConn(conn))?;
-        if c.tx.bytes() + HEADER_LEN + len > limit {
+        // The reply to a request handed over has its room reserved: queued whatever the
+        // queue holds. Other sends may fill only the room no reply has reserved.
+        if !c.inbox.reply() && c.tx.bytes() + HEADER_LEN + len > c.room.unreserved(c.inbox.owed()) {
             self.stats.tx_full += 1;
-            // Stop reading requests whose replies could not be queued either.
-            c.paused = true;
-            let want = c.wanted();
-            if want != c.interest
-                && self
-                    .epoll
-                    .modify(c.stream.as_fd(), want, conn.0 as u64)
-                    .is_ok()
-            {
-                c.interest = want;
-            }
             return Err(SendError::Full);
         }
         if !c.dirty {

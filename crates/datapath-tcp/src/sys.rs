@@ -176,6 +176,18 @@ pub(crate) fn set_nodelay(fd: BorrowedFd<'_>) -> io::Result<()> {
     set_int(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY, 1)
 }
 
+/// Bytes waiting in the socket's receive queue (`FIONREAD`); 0 when the kernel does not say.
+pub(crate) fn bytes_readable(fd: BorrowedFd<'_>) -> usize {
+    let mut n: libc::c_int = 0;
+    // SAFETY: FIONREAD writes one c_int through the pointer, which points at a live c_int.
+    let r = unsafe { libc::ioctl(fd.as_raw_fd(), libc::FIONREAD, &mut n as *mut libc::c_int) };
+    if r == 0 {
+        n.max(0) as usize
+    } else {
+        0
+    }
+}
+
 /// Asks for `bytes` of kernel send and receive buffer (capped by the kernel).
 pub(crate) fn set_buffer_sizes(fd: BorrowedFd<'_>, bytes: usize) {
     let v = bytes.min(libc::c_int::MAX as usize) as libc::c_int;
