@@ -37,6 +37,7 @@ mod with_ice {
     use std::process::{Command, Stdio};
     use std::time::{Duration, Instant};
 
+    use cornflakes::Msg;
     use cornflakes_stack::wire::framing;
     use netns_harness::HostVeth;
 

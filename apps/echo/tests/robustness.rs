@@ -5,6 +5,7 @@
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::time::{Duration, Instant};
 
+use cornflakes::Msg;
 use cornflakes_stack::wire::framing;
 use datapath_socket::{SocketConfig, SocketDatapath};
 use echo::client::{EchoClient, Verifier};

@@ -23,7 +23,7 @@ fn xdp_cores_tests_need_the_xdp_feature() {
 mod with_xdp {
     use super::common::{in_netns, Held, VethPair, XDP};
     use cornflakes::datapath::{Receive, Transmit};
-    use cornflakes::RxMsg;
+    use cornflakes::{Msg, RxMsg};
     use cornflakes_stack::wire::framing;
     use datapath_xdp::bpf::XdpProgram;
     use datapath_xdp::{XdpConfig, XdpDatapath};
