@@ -181,7 +181,7 @@ fn a_reused_id_past_the_prefix_is_refused<D: Datapath>(
     let (p1, p2) = (put("k", &v1), put("k", &v2));
     let (e1, e2) = (encode(ser, &p1, msg.id), encode(ser, &p2, msg.id));
     assert_eq!(e1.len(), e2.len(), "{ser}");
-    assert_eq!(e1[..64], e2[..64], "{ser}: the old fingerprint could not tell them apart");
+    assert_eq!(e1[..64], e2[..64], "{ser}: a 64-byte prefix cannot tell them apart");
     let before = rig.refused();
     assert_eq!(rig.call(w, msg, &p1).status, Status::Ok, "{ser}");
     assert_eq!(rig.call(w, msg, &p1).status, Status::Ok, "{ser}: a retry");

@@ -62,6 +62,10 @@ impl ClientIds {
 
     /// A new identity with a random incarnation and its own counter, unrelated to the
     /// process's: for a client whose requests are never retried after it is gone.
+    ///
+    /// # Panics
+    /// When the operating system gives no random bytes (neither `getrandom(2)` nor
+    /// `/dev/urandom`); so does [`ClientIds::process`] on first use.
     pub fn fresh() -> ClientIds {
         ClientIds::with_incarnation(random_incarnation())
     }

@@ -264,6 +264,10 @@ pub struct OnceTable<O: Copy> {
 impl<O: Copy> OnceTable<O> {
     /// An empty table keeping `window` records, under a hash key drawn from the operating
     /// system.
+    ///
+    /// # Panics
+    /// When the operating system gives no random bytes (neither `getrandom(2)` nor
+    /// `/dev/urandom`): without a secret key, a client could aim for a hash collision.
     pub fn new(window: Window) -> OnceTable<O> {
         let mut b = [0u8; 16];
         if let Err(e) = getrandom::getrandom(&mut b) {
