@@ -89,7 +89,10 @@ impl<D: Datapath> Wire for DpWire<D> {
     fn recv(&mut self) -> Vec<(Msg, Vec<u8>)> {
         self.rx.clear();
         self.dp.recv_burst(&mut self.rx).unwrap();
-        self.rx.drain(..).map(|m| (m.msg, m.data.to_vec())).collect()
+        self.rx
+            .drain(..)
+            .map(|m| (m.msg, m.data.to_vec()))
+            .collect()
     }
 }
 
@@ -181,20 +184,42 @@ fn a_reused_id_past_the_prefix_is_refused<D: Datapath>(
     let (p1, p2) = (put("k", &v1), put("k", &v2));
     let (e1, e2) = (encode(ser, &p1, msg.id), encode(ser, &p2, msg.id));
     assert_eq!(e1.len(), e2.len(), "{ser}");
-    assert_eq!(e1[..64], e2[..64], "{ser}: a 64-byte prefix cannot tell them apart");
+    assert_eq!(
+        e1[..64],
+        e2[..64],
+        "{ser}: a 64-byte prefix cannot tell them apart"
+    );
     let before = rig.refused();
     assert_eq!(rig.call(w, msg, &p1).status, Status::Ok, "{ser}");
     assert_eq!(rig.call(w, msg, &p1).status, Status::Ok, "{ser}: a retry");
-    assert_eq!(rig.call(w, msg, &p2), status(Status::BadRequest), "{ser}: reused id");
-    assert_eq!(rig.stored("k"), vec![v1.clone()], "{ser}: the first value stays");
+    assert_eq!(
+        rig.call(w, msg, &p2),
+        status(Status::BadRequest),
+        "{ser}: reused id"
+    );
+    assert_eq!(
+        rig.stored("k"),
+        vec![v1.clone()],
+        "{ser}: the first value stays"
+    );
     assert_eq!(rig.refused(), before + 1);
 
     // Two 80-byte keys that differ after byte 64, one id: the second is refused, and not found.
     let again = next();
-    let (k1, k2) = (format!("{}1", "k".repeat(79)), format!("{}2", "k".repeat(79)));
+    let (k1, k2) = (
+        format!("{}1", "k".repeat(79)),
+        format!("{}2", "k".repeat(79)),
+    );
     assert_eq!(rig.call(w, again, &put(&k1, b"x")).status, Status::Ok);
-    assert_eq!(rig.call(w, again, &put(&k2, b"x")), status(Status::BadRequest));
-    assert_eq!(rig.call(w, next(), &get(&k2)), status(Status::NotFound), "{ser}");
+    assert_eq!(
+        rig.call(w, again, &put(&k2, b"x")),
+        status(Status::BadRequest)
+    );
+    assert_eq!(
+        rig.call(w, next(), &get(&k2)),
+        status(Status::NotFound),
+        "{ser}"
+    );
     assert_eq!(rig.stored(&k1), vec![b"x".to_vec()]);
 }
 
@@ -217,15 +242,30 @@ fn the_largest_request_differing_in_one_byte_is_refused<D: Datapath>(
             hi = mid - 1;
         }
     }
-    assert!(len_of(lo) > limit - 16 && len_of(lo + 1) > limit, "{ser}: {lo} {limit}");
+    assert!(
+        len_of(lo) > limit - 16 && len_of(lo + 1) > limit,
+        "{ser}: {lo} {limit}"
+    );
     let a = vec![7u8; lo];
     let mut b = a.clone();
     *b.last_mut().unwrap() = 8;
-    let (ea, eb) = (encode(ser, &put("big", &a), msg.id), encode(ser, &put("big", &b), msg.id));
+    let (ea, eb) = (
+        encode(ser, &put("big", &a), msg.id),
+        encode(ser, &put("big", &b), msg.id),
+    );
     let differ: Vec<usize> = (0..ea.len()).filter(|&i| ea[i] != eb[i]).collect();
     assert_eq!(differ.len(), 1, "{ser}: one byte apart");
-    assert_eq!(rig.call(w, msg, &put("big", &a)).status, Status::Ok, "{ser} {}", ea.len());
-    assert_eq!(rig.call(w, msg, &put("big", &b)), status(Status::BadRequest), "{ser}");
+    assert_eq!(
+        rig.call(w, msg, &put("big", &a)).status,
+        Status::Ok,
+        "{ser} {}",
+        ea.len()
+    );
+    assert_eq!(
+        rig.call(w, msg, &put("big", &b)),
+        status(Status::BadRequest),
+        "{ser}"
+    );
     assert_eq!(rig.stored("big"), vec![a], "{ser}");
 }
 
@@ -262,7 +302,10 @@ fn over_udp_a_reused_id_is_refused_whatever_the_serialization() {
 #[test]
 fn over_tcp_a_reused_id_is_refused() {
     for ser in SERS {
-        let mut rig = Rig::new(TcpDatapath::new(TcpConfig::new(Some(localhost(0)))).unwrap(), ser);
+        let mut rig = Rig::new(
+            TcpDatapath::new(TcpConfig::new(Some(localhost(0)))).unwrap(),
+            ser,
+        );
         let server = rig.server.datapath().local_addr();
         let mut w = DpWire::new(TcpDatapath::new(TcpConfig::new(None)).unwrap(), server);
         let ids = ClientIds::with_incarnation(inc(0x5eed_0002));
@@ -275,7 +318,11 @@ fn over_tcp_a_reused_id_is_refused() {
 /// gives a new wire from the same port): as a new process (another incarnation, ids again from
 /// 1) its append of B — same length and first 64 bytes as A's request — is applied; as the same
 /// process retrying request 1 it is answered `OK` with the first outcome and not applied twice.
-fn reconnects(rig: &mut Rig<impl Datapath>, reconnect: &mut dyn FnMut() -> Box<dyn Wire>, anon: bool) {
+fn reconnects(
+    rig: &mut Rig<impl Datapath>,
+    reconnect: &mut dyn FnMut() -> Box<dyn Wire>,
+    anon: bool,
+) {
     let ser = rig.ser;
     let tok = |c: u8| {
         let mut t = vec![b't'; 100];
@@ -284,26 +331,50 @@ fn reconnects(rig: &mut Rig<impl Datapath>, reconnect: &mut dyn FnMut() -> Box<d
     };
     let (a, b) = (append("l", &tok(b'A')), append("l", &tok(b'B')));
     let id1 = |inc: u64| Msg::new(1, 0).with_incarnation(inc);
-    let (first, second) = if anon { (0, 0) } else { (0xfeed_0001, 0xfeed_0002) };
+    let (first, second) = if anon {
+        (0, 0)
+    } else {
+        (0xfeed_0001, 0xfeed_0002)
+    };
     let mut w = reconnect();
-    assert_eq!(rig.call(&mut *w, id1(first), &a).status, Status::Ok, "{ser}");
+    assert_eq!(
+        rig.call(&mut *w, id1(first), &a).status,
+        Status::Ok,
+        "{ser}"
+    );
     drop(w);
     let mut w = reconnect();
     if anon {
         // An anonymous process on the recycled port restarting its ids: nothing tells it from
         // its predecessor but its bytes; refused, not answered with A's outcome.
-        assert_eq!(rig.call(&mut *w, id1(second), &b), status(Status::BadRequest), "{ser}");
+        assert_eq!(
+            rig.call(&mut *w, id1(second), &b),
+            status(Status::BadRequest),
+            "{ser}"
+        );
         assert_eq!(rig.stored("l"), vec![tok(b'A')], "{ser}");
     } else {
-        assert_eq!(rig.call(&mut *w, id1(second), &b).status, Status::Ok, "{ser}");
-        assert_eq!(rig.stored("l"), vec![tok(b'A'), tok(b'B')], "{ser}: a new process's write");
+        assert_eq!(
+            rig.call(&mut *w, id1(second), &b).status,
+            Status::Ok,
+            "{ser}"
+        );
+        assert_eq!(
+            rig.stored("l"),
+            vec![tok(b'A'), tok(b'B')],
+            "{ser}: a new process's write"
+        );
     }
     drop(w);
     // The first process again, retrying request 1 after its reconnect.
     let mut w = reconnect();
     let r = rig.call(&mut *w, id1(first), &a);
     assert_eq!(r.status, Status::Ok, "{ser}: the retry is answered");
-    let want = if anon { vec![tok(b'A')] } else { vec![tok(b'A'), tok(b'B')] };
+    let want = if anon {
+        vec![tok(b'A')]
+    } else {
+        vec![tok(b'A'), tok(b'B')]
+    };
     assert_eq!(rig.stored("l"), want, "{ser}: and not applied twice");
     assert_eq!(rig.server.stats().app.dedup.hits, 1, "{ser}");
 }
@@ -413,7 +484,12 @@ fn tcp_from(port: u16, server: SocketAddrV4) -> TcpStream {
     assert_eq!(r, 0, "SO_REUSEADDR: {}", std::io::Error::last_os_error());
     // SAFETY: `local` is a live sockaddr_in of `len` bytes.
     let r = unsafe { libc::bind(fd, (&local as *const libc::sockaddr_in).cast(), len) };
-    assert_eq!(r, 0, "bind to port {port}: {}", std::io::Error::last_os_error());
+    assert_eq!(
+        r,
+        0,
+        "bind to port {port}: {}",
+        std::io::Error::last_os_error()
+    );
     // SAFETY: `remote` is a live sockaddr_in of `len` bytes (a blocking connect on loopback).
     let r = unsafe { libc::connect(fd, (&remote as *const libc::sockaddr_in).cast(), len) };
     assert_eq!(r, 0, "connect: {}", std::io::Error::last_os_error());

@@ -105,7 +105,15 @@ fn af_xdp_handle_between_namespaces() {
     // client → server, a copy
     let mut conn = 0;
     ok(cf_dp_connect(client, ip_a.as_ptr(), 7400, &mut conn));
-    ok(cf_dp_send_copy(client, conn, 0xc0de, 5, 9, b"hello".as_ptr(), 5));
+    ok(cf_dp_send_copy(
+        client,
+        conn,
+        0xc0de,
+        5,
+        9,
+        b"hello".as_ptr(),
+        5,
+    ));
     ok(cf_dp_flush(client));
     let rx = recv_one(server, client).expect("the request over AF_XDP");
     assert_eq!((rx.incarnation, rx.msg_id, rx.msg_type), (0xc0de, 5, 9));
@@ -119,7 +127,15 @@ fn af_xdp_handle_between_namespaces() {
     let value: Vec<u8> = (0..3000u32).map(|i| (i * 7) as u8).collect();
     let mut b = cf_buf { id: 0 };
     ok(cf_buf_alloc(mem, value.as_ptr(), value.len(), &mut b));
-    ok(cf_dp_send_bufs(server, rx.conn, rx.incarnation, 6, 10, &b, 1));
+    ok(cf_dp_send_bufs(
+        server,
+        rx.conn,
+        rx.incarnation,
+        6,
+        10,
+        &b,
+        1,
+    ));
     let mut rc = 0;
     ok(cf_buf_refcount(b, &mut rc));
     assert!(rc >= 2, "the send holds the buffer ({rc})");

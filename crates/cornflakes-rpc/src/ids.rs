@@ -165,7 +165,10 @@ mod tests {
         let a = p.next(1);
         let b = q.next(1);
         assert_eq!(a.incarnation, b.incarnation);
-        assert_ne!(a.id, b.id, "two clients of one process never issue the same id");
+        assert_ne!(
+            a.id, b.id,
+            "two clients of one process never issue the same id"
+        );
         // Fresh identities are random and unrelated to it.
         let f: HashSet<u64> = (0..64).map(|_| ClientIds::fresh().incarnation()).collect();
         assert_eq!(f.len(), 64);
@@ -179,7 +182,10 @@ mod tests {
         let last = [ids.next(1), ids.next(1)];
         assert_eq!(
             last.map(|m| (m.incarnation, m.id)),
-            [(0x1234_5678_9abc_def0, u32::MAX - 1), (0x1234_5678_9abc_def0, u32::MAX)]
+            [
+                (0x1234_5678_9abc_def0, u32::MAX - 1),
+                (0x1234_5678_9abc_def0, u32::MAX)
+            ]
         );
         let wrapped = ids.next(1);
         assert_eq!(wrapped.id, 0, "the id space wrapped");
@@ -192,7 +198,10 @@ mod tests {
         assert_eq!(ids.next(1).incarnation, wrapped.incarnation);
         // `nth` is the same numbering, for clients that count themselves.
         assert_eq!(ids.nth(u64::from(u32::MAX) + 1, 1), wrapped);
-        assert_eq!(ids.nth(1, 9), Msg::new(1, 9).with_incarnation(0x1234_5678_9abc_def0));
+        assert_eq!(
+            ids.nth(1, 9),
+            Msg::new(1, 9).with_incarnation(0x1234_5678_9abc_def0)
+        );
     }
 
     #[test]
@@ -214,6 +223,8 @@ mod tests {
         let first = fmix64(5); // the identity whose epoch 5 would be 0
         let ids = ClientIds::with_incarnation(nz(first));
         assert_eq!(ids.incarnation_of(5), !first);
-        assert!((0..4096).filter(|&e| e != 5).all(|e| ids.incarnation_of(e) != !first));
+        assert!((0..4096)
+            .filter(|&e| e != 5)
+            .all(|e| ids.incarnation_of(e) != !first));
     }
 }

@@ -419,7 +419,11 @@ mod tests {
     }
 
     /// Runs `req` through `t` as a server would: `apply` runs only for a fresh request.
-    fn serve(t: &mut Table, req: &Incoming<'_>, apply: Result<usize, u8>) -> Check<Result<usize, u8>> {
+    fn serve(
+        t: &mut Table,
+        req: &Incoming<'_>,
+        apply: Result<usize, u8>,
+    ) -> Check<Result<usize, u8>> {
         match t.check(req) {
             Check::Run(f) => {
                 t.record(f, apply);
@@ -445,18 +449,33 @@ mod tests {
         // The same bytes again: a retry, answered with the first outcome.
         assert!(matches!(t.check(&first), Check::Answered(Ok(3))));
         // The same key, other bytes: refused, whatever the prefix.
-        assert!(matches!(t.check(&from(1, 5, b"append k v2")), Check::Refused));
-        assert!(matches!(t.check(&from(1, 5, b"append k v1 ")), Check::Refused));
         assert!(matches!(
-            t.check(&Incoming {
-                msg: Msg::new(5, 8).with_incarnation(1),
-                ..first
-            }),
+            t.check(&from(1, 5, b"append k v2")),
             Check::Refused
-        ), "another message type");
+        ));
+        assert!(matches!(
+            t.check(&from(1, 5, b"append k v1 ")),
+            Check::Refused
+        ));
+        assert!(
+            matches!(
+                t.check(&Incoming {
+                    msg: Msg::new(5, 8).with_incarnation(1),
+                    ..first
+                }),
+                Check::Refused
+            ),
+            "another message type"
+        );
         // Another incarnation or another id: a new request.
-        assert!(matches!(t.check(&from(2, 5, b"append k v1")), Check::Run(_)));
-        assert!(matches!(t.check(&from(1, 6, b"append k v1")), Check::Run(_)));
+        assert!(matches!(
+            t.check(&from(2, 5, b"append k v1")),
+            Check::Run(_)
+        ));
+        assert!(matches!(
+            t.check(&from(1, 6, b"append k v1")),
+            Check::Run(_)
+        ));
         assert_eq!(
             t.stats(),
             OnceStats {
@@ -480,7 +499,10 @@ mod tests {
         assert!(matches!(t.check(&from(9, 1, &b)), Check::Refused));
         assert!(matches!(t.check(&from(9, 1, &a)), Check::Answered(Ok(0))));
         // Equal bytes and different lengths are different requests too.
-        assert!(matches!(t.check(&from(9, 1, &a[..a.len() - 1])), Check::Refused));
+        assert!(matches!(
+            t.check(&from(9, 1, &a[..a.len() - 1])),
+            Check::Refused
+        ));
     }
 
     #[test]
@@ -490,12 +512,18 @@ mod tests {
         let mut t = table(1 << 16);
         serve(&mut t, &anon(1, b"put k v"), Ok(0));
         assert!(matches!(t.check(&anon(1, b"put k v")), Check::Answered(_)));
-        assert!(matches!(t.check(&anon(2, b"put k v")), Check::Run(_)), "another port");
+        assert!(
+            matches!(t.check(&anon(2, b"put k v")), Check::Run(_)),
+            "another port"
+        );
         // A restarted anonymous client on the same port reusing an id: refused, not answered.
         assert!(matches!(t.check(&anon(1, b"put k w")), Check::Refused));
         // An incarnation numerically equal to a packed address is another key space.
         let packed = (u64::from(u32::from(Ipv4Addr::new(10, 0, 0, 2))) << 16) | 1;
-        assert!(matches!(t.check(&from(packed, 1, b"put k v")), Check::Run(_)));
+        assert!(matches!(
+            t.check(&from(packed, 1, b"put k v")),
+            Check::Run(_)
+        ));
         // The address is asked for only when the client is anonymous; without it, no key.
         let mut asked = false;
         let r = Incoming::new(Msg::new(1, 7).with_incarnation(3), b"x", || {
@@ -515,9 +543,15 @@ mod tests {
         for id in 0..10_000 {
             serve(&mut t, &from(2, id, b"put"), Ok(0));
         }
-        assert!(matches!(t.check(&quiet), Check::Answered(Ok(1))), "the quiet client's retry");
+        assert!(
+            matches!(t.check(&quiet), Check::Answered(Ok(1))),
+            "the quiet client's retry"
+        );
         assert_eq!(t.len(), 1 + 2048);
-        assert!(matches!(t.check(&from(2, 9_999, b"put")), Check::Answered(_)));
+        assert!(matches!(
+            t.check(&from(2, 9_999, b"put")),
+            Check::Answered(_)
+        ));
         assert!(
             matches!(t.check(&from(2, 0, b"put")), Check::Run(_)),
             "the busy client's oldest went"
@@ -528,14 +562,23 @@ mod tests {
         }
         assert!(t.len() <= 16 * 1024);
         assert!(t.clients() <= 16 * 1024);
-        assert!(matches!(t.check(&quiet), Check::Run(_)), "the window moved on");
+        assert!(
+            matches!(t.check(&quiet), Check::Run(_)),
+            "the window moved on"
+        );
         assert!(t.stats().evicted > 0);
     }
 
     #[test]
     fn a_window_of_zero_keeps_nothing() {
         let mut t = table(0);
-        assert_eq!(t.window(), Window { per_core: 0, per_client: 0 });
+        assert_eq!(
+            t.window(),
+            Window {
+                per_core: 0,
+                per_client: 0
+            }
+        );
         let a = from(1, 1, b"a");
         serve(&mut t, &a, Ok(1));
         assert!(matches!(t.check(&a), Check::Run(_)));
@@ -554,7 +597,13 @@ mod tests {
 
     #[test]
     fn the_default_window_is_65_536_per_core_and_8_192_per_client() {
-        assert_eq!(Window::DEFAULT, Window { per_core: 65_536, per_client: 8_192 });
+        assert_eq!(
+            Window::DEFAULT,
+            Window {
+                per_core: 65_536,
+                per_client: 8_192
+            }
+        );
         assert_eq!(Window::of(4096).per_client, 1024);
         assert_eq!(Window::of(100).per_client, 100);
     }

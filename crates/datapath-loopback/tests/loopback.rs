@@ -110,8 +110,15 @@ fn object_with_copy_and_zero_copy_fields_goes_end_to_end() {
     // The reply goes back on the connection the message arrived on (learned, no ARP).
     // The reply goes back on the connection the message arrived on (learned, no ARP), with
     // the request's incarnation and id.
-    b.send_copy(got[0].conn, Msg { ty: 4, ..got[0].msg }, b"ok")
-        .unwrap();
+    b.send_copy(
+        got[0].conn,
+        Msg {
+            ty: 4,
+            ..got[0].msg
+        },
+        b"ok",
+    )
+    .unwrap();
     b.flush().unwrap();
     let back = recv_all(&mut a);
     assert_eq!(&back[0].data[..], b"ok");
@@ -214,7 +221,11 @@ fn application_drop_right_after_send_then_completion_releases_last_reference() {
     assert_eq!(held, base + 2 + 3, "value + head buffer + 3 frame headers");
     a.flush().unwrap();
     let got = recv_all(&mut b);
-    assert_eq!(got[0].msg, Msg::new(2, 0).with_incarnation(77), "every segment's");
+    assert_eq!(
+        got[0].msg,
+        Msg::new(2, 0).with_incarnation(77),
+        "every segment's"
+    );
     check_getm(&got[0].data, 1, &[], &[pattern(4000, 1)]);
     assert_eq!(
         mem.stats().live_items,

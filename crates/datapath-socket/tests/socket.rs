@@ -292,8 +292,8 @@ fn garbage_and_forged_datagrams_are_dropped_and_counted() {
         seg_offset: off,
     };
     let bad: Vec<Vec<u8>> = vec![
-        vec![],                                          // empty
-        good[..10].to_vec(),                             // truncated header
+        vec![],                                                    // empty
+        good[..10].to_vec(),                                       // truncated header
         framed(&framing::Repr::single(Msg::new(1, 0), 4), b"abc"), // total ≠ payload
         {
             let mut v = good.clone();
