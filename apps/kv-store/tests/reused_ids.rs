@@ -314,10 +314,12 @@ fn over_tcp_a_reused_id_is_refused() {
     }
 }
 
-/// Client 1 appends token A as request 1 of incarnation `first`, then "reconnects" (`reconnect`
-/// gives a new wire from the same port): as a new process (another incarnation, ids again from
-/// 1) its append of B — same length and first 64 bytes as A's request — is applied; as the same
-/// process retrying request 1 it is answered `OK` with the first outcome and not applied twice.
+/// A first process appends token A as its request 1, then a second one "reconnects"
+/// (`reconnect` gives a new wire from the same port) with its ids restarting at 1 and appends
+/// B, whose request has the same length and first 64 bytes as A's: with another incarnation
+/// it is applied; anonymous (`anon`), nothing tells it from the first process but its bytes,
+/// and it is refused. Then the first process retries its request 1 after a reconnect: it is
+/// answered `OK` with the first outcome and not applied twice.
 fn reconnects(
     rig: &mut Rig<impl Datapath>,
     reconnect: &mut dyn FnMut() -> Box<dyn Wire>,
