@@ -59,8 +59,35 @@
 //! by default) for the whole table, of which at most [`Window::per_client`] (8 192 by
 //! default) per client, oldest first out. A busy client pushes out its own oldest records,
 //! not the others': a client's record stays until it has issued `per_client` newer writes or
-//! the core `per_core` newer ones. A retry that arrives after its record left the window runs again (at least once);
-//! a client that gave up on a write knows it ran at most once.
+//! the core `per_core` newer ones. A retry that arrives after its record left the window runs
+//! again (at least once); a client that gave up on a write knows it ran at most once.
+//!
+//! # Use
+//! ```
+//! use cornflakes::Msg;
+//! use cornflakes_rpc::once::{Check, Incoming, OnceTable, Window};
+//!
+//! let mut table: OnceTable<u32> = OnceTable::new(Window::DEFAULT);
+//! let mut applied = 0;
+//! let msg = Msg::new(1, 7).with_incarnation(42); // the request's framing header
+//! let mut serve = |body: &[u8]| {
+//!     // The peer's address is asked for only when the client is anonymous.
+//!     let req = Incoming::new(msg, body, || None).expect("a client with an incarnation");
+//!     match table.check(&req) {
+//!         Check::Run(fresh) => {
+//!             applied += 1; // run the write
+//!             let outcome = applied;
+//!             table.record(fresh, outcome);
+//!             Ok(outcome)
+//!         }
+//!         Check::Answered(outcome) => Ok(outcome), // a retry
+//!         Check::Refused => Err("reused id"),      // answer with an error
+//!     }
+//! };
+//! assert_eq!(serve(b"append k x"), Ok(1));
+//! assert_eq!(serve(b"append k x"), Ok(1)); // the retry is not run again
+//! assert_eq!(serve(b"append k y"), Err("reused id"));
+//! ```
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::Hasher as _;
