@@ -14,7 +14,7 @@ export GLIBC_TUNABLES=glibc.cpu.x86_rep_stosb_threshold=1073741824:glibc.cpu.x86
 D=$(mktemp -d)
 trap 'rm -rf "$D"' EXIT
 valgrind --tool=callgrind --fair-sched=yes --separate-threads=yes \
-  --toggle-collect='<kv_store::server::Kv as app_server::Handler>::handle*' \
+  --toggle-collect='<kv_store::server::Kv as *Handler>::handle*' \
   --callgrind-out-file="$D/cg.out" "$B" bench --datapath emu --workload "$W" --list-lens "$L" \
   --serializations "$S" --rates 2000 --duration 0.5 --warmup 0.02 --trials 1 --out "$D/o" \
   > "$D/log" 2>&1

@@ -305,11 +305,12 @@ static int parseResp(const uint8_t *p, size_t len, robj **argv) {
 }
 
 static void sendCopy(const cf_rx *rx, const char *p, size_t n) {
-    if (cf_dp_send_copy(cf.dp, rx->conn, rx->msg_id, rx->msg_type, (const uint8_t *)p, n) ==
-        CF_ERR_AGAIN) {
+    /* The reply carries the request's incarnation, id and type (docs/wire-format.md). */
+    if (cf_dp_send_copy(cf.dp, rx->conn, rx->incarnation, rx->msg_id, rx->msg_type,
+                        (const uint8_t *)p, n) == CF_ERR_AGAIN) {
         cf_dp_flush(cf.dp);
-        if (cf_dp_send_copy(cf.dp, rx->conn, rx->msg_id, rx->msg_type, (const uint8_t *)p, n) !=
-            CF_OK) {
+        if (cf_dp_send_copy(cf.dp, rx->conn, rx->incarnation, rx->msg_id, rx->msg_type,
+                            (const uint8_t *)p, n) != CF_OK) {
             cf.send_errors++;
             return;
         }
@@ -468,10 +469,11 @@ static void serveObject(const cf_rx *rx) {
     }
     if (key) decrRefCount(key);
     cf_msg_set_int(resp, o->resp_status, status);
-    cf_status st = cf_dp_send_msg(cf.dp, rx->conn, rx->msg_id, rx->msg_type, resp);
+    cf_status st =
+        cf_dp_send_msg(cf.dp, rx->conn, rx->incarnation, rx->msg_id, rx->msg_type, resp);
     if (st == CF_ERR_AGAIN) {
         cf_dp_flush(cf.dp);
-        st = cf_dp_send_msg(cf.dp, rx->conn, rx->msg_id, rx->msg_type, resp);
+        st = cf_dp_send_msg(cf.dp, rx->conn, rx->incarnation, rx->msg_id, rx->msg_type, resp);
     }
     if (st == CF_OK) cf.replies++;
     else cf.send_errors++;

@@ -84,7 +84,7 @@ pub struct DemiConfig {
 }
 
 impl DemiConfig {
-    /// The defaults of `datapath_tcp::TcpConfig::new`: messages up to 256 KiB − 20 B, 8 KiB
+    /// The defaults of `datapath_tcp::TcpConfig::new`: messages up to 256 KiB − 28 B, 8 KiB
     /// receive buffers, 1 MiB per connection in flight, 64 segments, 16384 connections.
     pub fn new(listen: Option<SocketAddrV4>) -> DemiConfig {
         let tcp = datapath_tcp::TcpConfig::new(None);

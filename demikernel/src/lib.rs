@@ -2,7 +2,7 @@
 //! LibOS: Demikernel's own TCP/IP over a Linux raw socket). Nightly only; see `docs/tcp.md`,
 //! "Demikernel".
 //!
-//! The stream framing is the TCP datapath's (`datapath_tcp::frame`): a 20-byte one-segment
+//! The stream framing is the TCP datapath's (`datapath_tcp::frame`): a 28-byte one-segment
 //! framing header, then the message. Received bytes (Demikernel's buffers) are copied into our
 //! pinned memory through [`datapath_tcp::frame::Deframer`], so messages decode as they do on
 //! the kernel path.

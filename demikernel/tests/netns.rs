@@ -175,7 +175,9 @@ fn demikernel_echo_server_process() {
 
     // The paper's array (header segment + value segments referencing pinned memory) is refused.
     let mem = PinnedMemory::with_defaults().unwrap();
-    let hdr = mem.alloc_copy(&[0u8; 20]).unwrap();
+    let hdr = mem
+        .alloc_copy(&[0u8; datapath_tcp::frame::HEADER_LEN])
+        .unwrap();
     let val = mem.alloc_copy(&[1u8; 1024]).unwrap();
     let e = push_zero_copy(&mut libos, conn, &hdr, &[val]).expect_err("multi-segment push");
     assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput, "{e}");

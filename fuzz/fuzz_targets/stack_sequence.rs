@@ -33,6 +33,8 @@ fuzz_target!(|data: &[u8]| {
             // A segment with a fuzzed framing header and body.
             0 => {
                 let hdr = framing::Repr {
+                    // Two incarnations per peer, whose segments must never mix.
+                    incarnation: u64::from((op >> 3) & 1),
                     msg_type: c.u16(),
                     msg_id: u32::from(c.u8() & 7),
                     seg_index: c.u16(),
@@ -52,6 +54,7 @@ fuzz_target!(|data: &[u8]| {
                 let off = u32::from(index) * seg_len;
                 let len = seg_len.min(total.saturating_sub(off));
                 let hdr = framing::Repr {
+                    incarnation: u64::from((op >> 3) & 1),
                     msg_type: 7,
                     msg_id: u32::from(c.u8() & 7),
                     seg_index: index,

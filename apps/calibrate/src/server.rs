@@ -356,7 +356,10 @@ impl Handler for Calib {
             resp.get_mut_vals().append(CFBytes::new(seg, arena));
         }
         // The reply carries the request's type (the emulated NIC's clients check it).
-        let reply = Msg::new(m.msg.id, CALIB_MSG_TYPE);
+        let reply = Msg {
+            ty: CALIB_MSG_TYPE,
+            ..m.msg
+        };
         Ok(dp.send_object(m.conn, reply, &resp)?)
     }
 }

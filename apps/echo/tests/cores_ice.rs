@@ -37,6 +37,7 @@ mod with_ice {
     use std::process::{Command, Stdio};
     use std::time::{Duration, Instant};
 
+    use cornflakes::Msg;
     use cornflakes_stack::wire::framing;
     use netns_harness::HostVeth;
 
@@ -47,7 +48,7 @@ mod with_ice {
 
     fn framed(id: u32, payload: &[u8]) -> Vec<u8> {
         let mut d = vec![0u8; framing::HEADER_LEN + payload.len()];
-        framing::Repr::single(id, 1, payload.len() as u32).emit(&mut d);
+        framing::Repr::single(Msg::new(id, 1), payload.len() as u32).emit(&mut d);
         d[framing::HEADER_LEN..].copy_from_slice(payload);
         d
     }

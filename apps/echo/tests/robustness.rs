@@ -5,6 +5,7 @@
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::time::{Duration, Instant};
 
+use cornflakes::Msg;
 use cornflakes_stack::wire::framing;
 use datapath_socket::{SocketConfig, SocketDatapath};
 use echo::client::{EchoClient, Verifier};
@@ -35,7 +36,7 @@ impl Rng {
 /// A datagram with a valid single-frame framing header around `payload`.
 fn framed(id: u32, ty: u16, payload: &[u8]) -> Vec<u8> {
     let mut d = vec![0u8; framing::HEADER_LEN + payload.len()];
-    framing::Repr::single(id, ty, payload.len() as u32).emit(&mut d);
+    framing::Repr::single(Msg::new(id, ty), payload.len() as u32).emit(&mut d);
     d[framing::HEADER_LEN..].copy_from_slice(payload);
     d
 }

@@ -1,9 +1,13 @@
 //! A closed-loop client that retries: one request at a time, sent again under the same
-//! request id when no reply came back in time, so the server's retry table
-//! ([`crate::rifl`]) answers a retried write with its first outcome instead of running it
-//! again. The load generator's clients (open loop, for measurement) never retry.
+//! incarnation and request id when no reply came back in time, so the server's exactly-once
+//! table (`cornflakes_rpc::once`) answers a retried write with its first outcome instead of
+//! running it again. Its ids come from the process's identity (`cornflakes_rpc::ids`): a
+//! caller made after a reconnect, or a second caller of the process, never reuses an id, and
+//! a retry sent on a new connection is still recognised. The load generator's clients (open
+//! loop, for measurement) never retry.
 
-use cornflakes::{Arena, ConnId, Datapath, Msg, RxMsg};
+use cornflakes::{Arena, ConnId, Datapath, RxMsg};
+use cornflakes_rpc::ClientIds;
 
 use crate::client::{decode_reply, send_op};
 use crate::ops::{Op, OpKind, Reply};
@@ -49,7 +53,7 @@ pub struct Caller<D: Datapath> {
     conn: ConnId,
     ser: Serialization,
     policy: RetryPolicy,
-    next_id: u32,
+    ids: ClientIds,
     arena: Arena,
     buf: Vec<u8>,
     rx: Vec<RxMsg>,
@@ -57,14 +61,27 @@ pub struct Caller<D: Datapath> {
 }
 
 impl<D: Datapath> Caller<D> {
-    /// A client of the server on `conn`, speaking `ser`.
+    /// A client of the server on `conn`, speaking `ser`, with the process's identity
+    /// ([`ClientIds::process`]).
     pub fn new(dp: D, conn: ConnId, ser: Serialization, policy: RetryPolicy) -> Caller<D> {
+        Caller::with_ids(dp, conn, ser, policy, ClientIds::process())
+    }
+
+    /// [`Caller::new`] with the identity `ids`: the same incarnation as an earlier caller
+    /// acts as that process reconnecting, another as another process.
+    pub fn with_ids(
+        dp: D,
+        conn: ConnId,
+        ser: Serialization,
+        policy: RetryPolicy,
+        ids: ClientIds,
+    ) -> Caller<D> {
         Caller {
             dp,
             conn,
             ser,
             policy,
-            next_id: 1,
+            ids,
             arena: Arena::new(),
             buf: Vec::new(),
             rx: Vec::new(),
@@ -82,14 +99,18 @@ impl<D: Datapath> Caller<D> {
         &mut self.dp
     }
 
-    /// Sends `op` under a new id and waits for its reply, sending it again under the same id
-    /// after every [`RetryPolicy::polls_per_try`] polls without one. `wait` runs before each
-    /// poll (e.g. lets an in-process server run, or sleeps). `None` when every try went
-    /// unanswered.
+    /// The identity its requests carry.
+    pub fn ids(&self) -> &ClientIds {
+        &self.ids
+    }
+
+    /// Sends `op` under a new id and waits for its reply, sending it again under the same
+    /// incarnation and id after every [`RetryPolicy::polls_per_try`] polls without one. `wait`
+    /// runs before each poll (e.g. lets an in-process server run, or sleeps). `None` when
+    /// every try went unanswered.
     pub fn call(&mut self, op: &Op, wait: &mut dyn FnMut()) -> Option<Reply> {
         let kind = OpKind::of(op);
-        let msg = Msg::new(self.next_id, kind.msg_type());
-        self.next_id = self.next_id.wrapping_add(1).max(1);
+        let msg = self.ids.next(kind.msg_type());
         self.stats.calls += 1;
         for attempt in 0..self.policy.tries {
             if attempt > 0 {
@@ -114,7 +135,8 @@ impl<D: Datapath> Caller<D> {
                 self.dp.poll_completions();
                 let mut reply = None;
                 for m in self.rx.drain(..) {
-                    if m.msg.id != msg.id || reply.is_some() {
+                    let ours = m.msg.id == msg.id && m.msg.incarnation == msg.incarnation;
+                    if !ours || reply.is_some() {
                         self.stats.stale_replies += 1;
                         continue;
                     }

@@ -15,11 +15,11 @@ use cornflakes::wire::BytesListView;
 use cornflakes::{
     Arena, CFBytes, CFString, ConnId, CornflakesObj, Datapath, DecodeError, Msg, RcBuf, SendError,
 };
+use cornflakes_rpc::once::Incoming;
 use cornflakes_rpc::{Replied, Reply, Unanswered};
 
 use crate::exec::{self, Answer, Items};
 use crate::ops::{status_from_raw, Op, OpKind, Reply as OpReply, Status};
-use crate::rifl::WriteTag;
 use crate::schema::*;
 use crate::store::{Store, Value};
 use crate::validate;
@@ -140,15 +140,16 @@ impl exec::Request for Many<'_> {
     }
 }
 
-/// The exactly-once tag of the request `reply` answers (taken only for a write).
+/// The request `reply` answers as the exactly-once table sees it (taken only for a write):
+/// its incarnation and id, its bytes, and its sender's address for an anonymous client.
 #[inline]
-fn tag<'r, D, B>(reply: &Reply<'r, D, B>) -> impl FnOnce() -> Option<WriteTag> + 'r
+fn tag<'r, D, B>(reply: &Reply<'r, D, B>) -> impl FnOnce() -> Option<Incoming<'r>> + 'r
 where
     D: Datapath,
     B: CornflakesObj,
 {
     let m = reply.request();
-    move || Some(WriteTag::new(m.peer, m.msg, &m.data))
+    move || Incoming::new(m.msg, &m.data, || Some(m.peer))
 }
 
 /// The store as the service `kv.Kv`: each method runs its operation once, for every

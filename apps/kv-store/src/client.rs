@@ -10,6 +10,7 @@ use std::net::SocketAddrV4;
 use std::sync::Arc;
 
 use cornflakes::{Arena, ConnId, Datapath, Msg, RxMsg, SendError};
+use cornflakes_rpc::ClientIds;
 use loadgen::{request_id, split_request_id, ClientTransport, Response};
 
 use crate::cf::{self, SendRequest};
@@ -111,6 +112,10 @@ pub struct KvClient<D: Datapath> {
     /// Split requests waiting for parts, by wire id: each part's core and reply.
     pending: HashMap<u32, SplitParts>,
     parts_buf: Vec<u8>,
+    /// Its own incarnation: a load generator's requests never outlive its run, and a server
+    /// that outlives the run must not take the next run's requests (ids restarting) for
+    /// reused ids.
+    ids: ClientIds,
 }
 
 impl<D: Datapath> KvClient<D> {
@@ -158,6 +163,7 @@ impl<D: Datapath> KvClient<D> {
             rx: Vec::with_capacity(64),
             pending: HashMap::new(),
             parts_buf: Vec::new(),
+            ids: ClientIds::fresh(),
         })
     }
 
@@ -174,7 +180,8 @@ impl<D: Datapath> KvClient<D> {
         let reqs = self.reqs.clone();
         let op = reqs.op(id);
         let (_, seq) = split_request_id(id);
-        let msg = Msg::new(seq as u32, OpKind::of(op).msg_type());
+        // Wire id `seq mod 2^32`, under an incarnation of its own for each 2^32 requests.
+        let msg = self.ids.nth(seq, OpKind::of(op).msg_type());
         let n = self.cores;
         if let Some(core) = crate::steer::owner(op, n) {
             return self.send_to(core, msg, op);
@@ -183,7 +190,10 @@ impl<D: Datapath> KvClient<D> {
         self.pending
             .insert(msg.id, parts.iter().map(|p| (p.core, None)).collect());
         for p in &parts {
-            let msg = Msg::new(msg.id, OpKind::of(&p.op).msg_type());
+            let msg = Msg {
+                ty: OpKind::of(&p.op).msg_type(),
+                ..msg
+            };
             // A full queue is flushed here, part by part: retrying the whole request would
             // send the parts already queued twice.
             let mut r = self.send_to(p.core, msg, &p.op);

@@ -6,8 +6,9 @@
 //!   for `put` / `append`, none otherwise), `getm` at least one key and no values, `putm` one
 //!   value per key. Anything else, or any key that is not UTF-8, is refused `BAD_REQUEST`
 //!   (counted, [`Store::tally`]) before the store is touched ([`crate::validate`]).
-//! - **Writes exactly once** under retries: a write runs through [`Store::once`] under its
-//!   [`WriteTag`] (taken only for writes: reads pay nothing for it).
+//! - **Writes exactly once** under retries: a write runs through [`Store::once`] as an
+//!   [`Incoming`] request (its client, id and bytes; taken only for writes: reads pay nothing
+//!   for it). A write that reuses a recorded id with other bytes is refused `BAD_REQUEST`.
 //! - **All or nothing**: `putm` checks every key before the first write and the store applies
 //!   it whole ([`Store::put_many`]).
 //! - **Reads borrow**: the values answered are the store's own buffers, borrowed for as long
@@ -16,9 +17,10 @@
 //! How a stored value goes on the wire (by reference, copied, in pieces, or `TOO_LARGE` when
 //! a format cannot carry a value stored in pieces) is the format's business.
 
+use cornflakes_rpc::once::Incoming;
+
 use crate::ops::{OpKind, Status};
-use crate::rifl::{Outcome, WriteTag};
-use crate::store::Store;
+use crate::store::{Outcome, Store};
 use crate::validate;
 use crate::value::Value;
 
@@ -48,7 +50,7 @@ pub enum Answer<'s, 'i> {
     /// Refused before the store was touched (`BAD_REQUEST`, counted).
     Refused(Status),
     /// A write's outcome (`put`, `putm`, `append`, `delete`): for `append`, the list's new
-    /// length; a retry is answered its first outcome.
+    /// length; a retry is answered its first outcome, a reused id `BAD_REQUEST`.
     Wrote(Outcome),
     /// `get` (the first element of the key's list) or `get_from_list`.
     Value(Result<&'s Value, Status>),
@@ -91,15 +93,15 @@ fn well_formed<R: Request + ?Sized>(kind: OpKind, req: &R) -> Result<(), Status>
     }
 }
 
-/// Applies `req` to `store`; `tag` names a write for exactly-once (called only for a write,
-/// so a read pays nothing for its client's address or fingerprint: e.g.
-/// `|| WriteTag::of(dp, conn, msg, data)`), `items` (emptied first) receives a `getm`'s
-/// results. The answer borrows the store's values.
+/// Applies `req` to `store`; `tag` gives the request as the exactly-once table sees it
+/// (called only for a write, so a read pays nothing for its hash or its client's address:
+/// e.g. `|| Incoming::new(msg, data, || dp.peer_addr(conn))`), `items` (emptied first)
+/// receives a `getm`'s results. The answer borrows the store's values.
 #[inline]
-pub fn execute<'s, 'i, R: Request + ?Sized>(
+pub fn execute<'s, 'i, 'd, R: Request + ?Sized>(
     store: &'s mut Store,
     req: &R,
-    tag: impl FnOnce() -> Option<WriteTag>,
+    tag: impl FnOnce() -> Option<Incoming<'d>>,
     items: &'i mut Vec<Item<'s>>,
 ) -> Answer<'s, 'i> {
     let kind = req.kind();
@@ -260,12 +262,9 @@ mod tests {
 
     /// Runs `req` as request `id` from `CLIENT`; returns the answer's status and values.
     fn run(store: &mut Store, req: &Raw, id: u32) -> (Status, Vec<Option<Vec<u8>>>) {
-        let msg = Msg {
-            id,
-            ty: req.kind.msg_type(),
-        };
+        let msg = Msg::new(id, req.kind.msg_type());
         let body = format!("{id}");
-        let tag = || Some(WriteTag::new(CLIENT, msg, body.as_bytes()));
+        let tag = || Incoming::new(msg, body.as_bytes(), || Some(CLIENT));
         let mut items = Items::default();
         let mut list = items.take();
         let a = execute(store, req, tag, &mut list);

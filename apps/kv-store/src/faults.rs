@@ -50,7 +50,7 @@ pub struct FaultConfig {
     pub writes: usize,
     /// Keys of each kind (append lists, put keys, delete keys).
     pub keys: usize,
-    /// Write outcomes the server remembers ([`crate::rifl`]); 0 turns it off.
+    /// Write outcomes the server remembers ([`crate::store::Store::once`]); 0 turns it off.
     pub dedup_window: usize,
     /// The client's retries.
     pub retry: RetryPolicy,
@@ -67,7 +67,7 @@ impl FaultConfig {
             seed: 24,
             writes: 3000,
             keys: 16,
-            dedup_window: crate::rifl::DEFAULT_WINDOW,
+            dedup_window: crate::store::DEFAULT_DEDUP_WINDOW,
             retry: RetryPolicy::default(),
         }
     }
@@ -92,6 +92,9 @@ pub struct FaultReport {
     pub retries: u64,
     /// Retries the server answered from its table instead of running them.
     pub retries_answered: u64,
+    /// Writes the server refused as reusing an id with other bytes. Must be 0: the client
+    /// never reuses an id, so one here means a retry was taken for another request.
+    pub refused: u64,
     /// Frames the wire lost (both directions).
     pub frames_lost: u64,
     /// Frames the wire duplicated (both directions).
@@ -101,9 +104,9 @@ pub struct FaultReport {
 }
 
 impl FaultReport {
-    /// Whether every acknowledged write applied exactly once.
+    /// Whether every acknowledged write applied exactly once (and no write was refused).
     pub fn exactly_once(&self) -> bool {
-        self.lost == 0 && self.applied_twice == 0
+        self.lost == 0 && self.applied_twice == 0 && self.refused == 0
     }
 
     /// The table's header row.
@@ -276,11 +279,8 @@ pub fn run(cfg: &FaultConfig) -> Result<FaultReport, String> {
     };
     let mut counts: HashMap<Vec<u8>, u64> = HashMap::new();
     for i in 0..n {
-        let rep = read(Op::GetList { key: key("l", i) })?;
-        if rep.status == Status::Ok {
-            for v in rep.vals {
-                *counts.entry(v).or_default() += 1;
-            }
+        for v in read_list(&mut read, &key("l", i))? {
+            *counts.entry(v).or_default() += 1;
         }
         r.keys_checked += 1;
     }
@@ -305,6 +305,7 @@ pub fn run(cfg: &FaultConfig) -> Result<FaultReport, String> {
             r.keys_checked += 1;
         }
     }
+    r.refused = server.stats().app.dedup.refused;
     let cs: CallStats = client.stats();
     r.retries = cs.retries;
     r.retries_answered = server.stats().app.dedup.hits;
@@ -315,4 +316,41 @@ pub fn run(cfg: &FaultConfig) -> Result<FaultReport, String> {
     r.frames_lost = c.lost + s.lost;
     r.frames_duplicated = c.duplicated + s.duplicated;
     Ok(r)
+}
+
+/// Every value of list `key`, read back with `read`: the whole list in one reply, or — when
+/// that reply would not fit a message (`TOO_LARGE`: a long list in a format with much
+/// per-element overhead, as FlatBuffers) — element by element until `BAD_INDEX`. A list that
+/// is not there is empty; any other status is an error, never taken for an empty list.
+fn read_list(
+    read: &mut impl FnMut(Op) -> Result<crate::ops::Reply, String>,
+    key: &str,
+) -> Result<Vec<Vec<u8>>, String> {
+    let rep = read(Op::GetList {
+        key: key.to_owned(),
+    })?;
+    match rep.status {
+        Status::Ok => return Ok(rep.vals),
+        Status::NotFound => return Ok(Vec::new()),
+        Status::TooLarge => {}
+        s => return Err(format!("read-back of {key}: {}", s.as_str_name())),
+    }
+    let mut vals = Vec::new();
+    loop {
+        let rep = read(Op::GetFromList {
+            key: key.to_owned(),
+            index: vals.len() as u32,
+        })?;
+        match (rep.status, rep.vals.into_iter().next()) {
+            (Status::Ok, Some(v)) => vals.push(v),
+            (Status::BadIndex, _) => return Ok(vals),
+            (s, _) => {
+                return Err(format!(
+                    "read-back of {key}[{}]: {}",
+                    vals.len(),
+                    s.as_str_name()
+                ))
+            }
+        }
+    }
 }

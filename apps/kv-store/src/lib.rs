@@ -18,10 +18,11 @@
 //!   store loaded by [`load`], and the tables, JSON and plots written by [`report`].
 //! - [`peers`]: `kv bench --peers` — redis-server and memcached beside the store.
 //! - `xdp` (feature `xdp`): the server over AF_XDP in a network namespace.
-//! - [`validate`], [`value`], [`cost`], [`rifl`]: whole requests checked before the first write,
-//!   a stored value's buffers, what an entry really costs, and writes run once under retries.
-//! - [`call`]: a client that retries under the same request id; [`faults`]: the
-//!   exactly-once check under injected loss and duplication (`kv faults`).
+//! - [`validate`], [`value`], [`cost`]: whole requests checked before the first write, a stored
+//!   value's buffers, what an entry really costs; writes run once under retries through the
+//!   store's exactly-once table ([`store::Store::once`], `cornflakes_rpc::once`).
+//! - [`call`]: a client that retries under the same incarnation and request id; [`faults`]:
+//!   the exactly-once check under injected loss and duplication (`kv faults`).
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -41,7 +42,6 @@ pub mod ops;
 pub mod peers;
 pub mod report;
 pub mod resp;
-pub mod rifl;
 pub mod serialization;
 pub mod server;
 pub mod steer;

@@ -15,10 +15,10 @@ use std::cell::RefCell;
 use baselines::kv::{recycle, KvCodec, KvRequestView, KvResponseView};
 use baselines::Library;
 use cornflakes::{ConnId, Datapath, Msg, RcBuf, SendError};
+use cornflakes_rpc::once::Incoming;
 
 use crate::exec::{self, Answer, Item, Items};
 use crate::ops::{status_from_raw, Op, OpKind, Reply, Status};
-use crate::rifl::WriteTag;
 use crate::store::{Store, Value};
 use cornflakes_rpc::Unanswered;
 
@@ -70,10 +70,10 @@ impl exec::Request for LibRequest<'_, '_> {
 /// allocation — and `getm`'s per-key statuses. A value stored in pieces does not fit the
 /// libraries' one `bytes` field per value: `TOO_LARGE`.
 #[inline]
-fn answer<'s>(
+fn answer<'s, 'd>(
     store: &'s mut Store,
     r: &KvRequestView<'_>,
-    tag: impl FnOnce() -> Option<WriteTag>,
+    tag: impl FnOnce() -> Option<Incoming<'d>>,
     items: &mut Items,
     out: &mut KvResponseView<'s>,
 ) -> Result<(), Unanswered> {
@@ -200,7 +200,7 @@ fn serve_in<'s, D: Datapath>(
                 Some(store) => answer(
                     store,
                     r,
-                    || WriteTag::of(peer, conn, msg, data),
+                    || Incoming::new(msg, data, || peer.peer_addr(conn)),
                     items,
                     view,
                 ),

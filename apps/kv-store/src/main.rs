@@ -278,7 +278,11 @@ fn faults_cmd(mut a: Args) -> Result<(), String> {
         })?;
         println!("{r}");
         if !r.exactly_once() {
-            failed.push(ser.to_string());
+            failed.push(if r.refused > 0 {
+                format!("{ser} ({} writes refused as reused ids)", r.refused)
+            } else {
+                ser.to_string()
+            });
         }
     }
     if failed.is_empty() {

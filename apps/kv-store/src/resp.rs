@@ -27,10 +27,10 @@
 
 use ::resp::{Args, Frame, Int, Len, Out, Parser, Reader, SliceOut};
 use cornflakes::{ConnId, Datapath, Msg, SendError};
+use cornflakes_rpc::once::Incoming;
 
 use crate::exec::{self, Answer, Items};
 use crate::ops::{Op, OpKind, Reply, Status};
-use crate::rifl::WriteTag;
 use crate::store::{Store, Value};
 use crate::validate;
 use cornflakes_rpc::Unanswered;
@@ -241,7 +241,8 @@ pub fn serve<D: Datapath>(
     } else {
         Vec::new()
     };
-    let answer = exec::execute(store, &req, || WriteTag::of(dp, conn, msg, data), &mut getm);
+    let tag = || Incoming::new(msg, data, || dp.peer_addr(conn));
+    let answer = exec::execute(store, &req, tag, &mut getm);
     let sent = send_answer(dp, conn, msg, kind, &answer);
     if kind == OpKind::GetM {
         items.put_back(getm);

@@ -77,13 +77,14 @@ impl AppCounters for StoreStats {
     fn write(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            " keys={} store_bytes={} store_full={} foreign_keys={} bad_requests={} retries_answered={}",
+            " keys={} store_bytes={} store_full={} foreign_keys={} bad_requests={} retries_answered={} reused_ids_refused={}",
             self.keys,
             self.used_bytes,
             self.full,
             self.foreign,
             self.bad_requests,
-            self.dedup.hits
+            self.dedup.hits,
+            self.dedup.refused
         )
     }
 
@@ -95,6 +96,7 @@ impl AppCounters for StoreStats {
             "foreign_keys" => self.foreign = v,
             "bad_requests" => self.bad_requests = v,
             "retries_answered" => self.dedup.hits = v,
+            "reused_ids_refused" => self.dedup.refused = v,
             _ => return false,
         }
         true

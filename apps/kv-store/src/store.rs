@@ -33,18 +33,29 @@
 //! of them before it changes the map: it applies completely or not at all.
 //!
 //! # Exactly once
-//! [`Store::once`] runs a write unless the same write (its [`WriteTag`]) already ran, in
-//! which case it returns the first outcome ([`crate::rifl`]).
+//! [`Store::once`] runs a write unless the same write (its client's incarnation and request
+//! id, and the same bytes) already ran, in which case it returns the first outcome; a write
+//! that reuses a recorded id with other bytes is refused `BAD_REQUEST` and not run
+//! ([`cornflakes_rpc::once`]).
 
 use std::collections::HashMap;
 
 use cornflakes::mem::AllocError;
 use cornflakes::PinnedMemory;
 
+use cornflakes_rpc::once::{Check, Incoming, OnceStats, OnceTable, Window};
+
 use crate::cost;
 use crate::ops::Status;
-use crate::rifl::{Dedup, DedupStats, Outcome, WriteTag};
 pub use crate::value::Value;
+
+/// What a write answered: its status and, for an append, the list's new length. It is what
+/// the exactly-once table keeps of a write (16 bytes).
+pub type Outcome = Result<usize, Status>;
+
+/// Writes remembered per server core by default, for retries: 65 536, at most 8 192 per
+/// client ([`cornflakes_rpc::once::Window::DEFAULT`]).
+pub const DEFAULT_DEDUP_WINDOW: usize = Window::DEFAULT.per_core;
 
 /// Store settings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,7 +63,8 @@ pub struct StoreConfig {
     /// Most bytes the store's entries may cost ([`crate::cost`]: keys, lists, pinned value
     /// buffers, hash table).
     pub memory_limit: usize,
-    /// Write outcomes remembered for retries ([`crate::rifl`]); 0 turns deduplication off.
+    /// Write outcomes remembered for retries, an eighth of them (at least 1 024) per client
+    /// ([`cornflakes_rpc::once`]); 0 turns deduplication off.
     pub dedup_window: usize,
 }
 
@@ -63,7 +75,7 @@ impl Default for StoreConfig {
     fn default() -> Self {
         StoreConfig {
             memory_limit: DEFAULT_MEMORY_LIMIT,
-            dedup_window: crate::rifl::DEFAULT_WINDOW,
+            dedup_window: DEFAULT_DEDUP_WINDOW,
         }
     }
 }
@@ -82,8 +94,8 @@ pub struct StoreStats {
     pub foreign: u64,
     /// Requests answered `BAD_REQUEST` (decoded, but invalid: nothing was written).
     pub bad_requests: u64,
-    /// The retry table's counters.
-    pub dedup: DedupStats,
+    /// The retry table's counters (retries answered, writes refused for a reused id).
+    pub dedup: OnceStats,
 }
 
 /// The key-value store of one server core. Values live in the datapath's pinned memory so
@@ -101,7 +113,7 @@ pub struct Store {
     /// `(this core, cores)` when the store is one core's shard.
     shard: Option<(usize, usize)>,
     foreign: std::cell::Cell<u64>,
-    dedup: Dedup,
+    dedup: OnceTable<Outcome>,
 }
 
 impl Store {
@@ -117,7 +129,7 @@ impl Store {
             bad_requests: 0,
             shard: None,
             foreign: std::cell::Cell::new(0),
-            dedup: Dedup::new(cfg.dedup_window),
+            dedup: OnceTable::new(Window::of(cfg.dedup_window)),
         }
     }
 
@@ -237,23 +249,28 @@ impl Store {
         status
     }
 
-    /// Runs write `f` once: when `tag` names a write already run (a client's retry), returns
-    /// its first outcome without running `f`; else runs `f` and remembers the outcome under
-    /// `tag`. Without a tag `f` simply runs.
+    /// Runs write `f` once: when `req` is a write already run (a client's retry: same
+    /// client, id and bytes), returns its first outcome without running `f`; when its client
+    /// and id were recorded for other bytes (a reused id), refuses it `BAD_REQUEST` without
+    /// running `f` (counted in [`OnceStats::refused`]); else runs `f` and records the outcome.
+    /// Without `req` (an anonymous client whose address is unknown) `f` simply runs.
     pub fn once(
         &mut self,
-        tag: Option<WriteTag>,
+        req: Option<Incoming<'_>>,
         f: impl FnOnce(&mut Store) -> Outcome,
     ) -> Outcome {
-        let Some(tag) = tag else {
+        let Some(req) = req else {
             return f(self);
         };
-        if let Some(o) = self.dedup.lookup(&tag) {
-            return o;
+        match self.dedup.check(&req) {
+            Check::Run(fresh) => {
+                let o = f(self);
+                self.dedup.record(fresh, o);
+                o
+            }
+            Check::Answered(o) => o,
+            Check::Refused => Err(Status::BadRequest),
         }
-        let o = f(self);
-        self.dedup.record(&tag, o);
-        o
     }
 
     /// Replaces the lists of several keys, each by its values (at least one): all of them, or
@@ -558,16 +575,25 @@ mod tests {
 
     #[test]
     fn a_tagged_write_runs_once() {
+        use cornflakes::Msg;
         use std::net::{Ipv4Addr, SocketAddrV4};
         let m = mem(16 * 1024);
         let mut s = Store::new(&m, StoreConfig::default());
         let client = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 2), 9);
-        let t = WriteTag::new(client, cornflakes::Msg::new(5, 7), b"append l x");
+        let t = Incoming::new(Msg::new(5, 7), b"append l x", || Some(client));
         for _ in 0..3 {
-            assert_eq!(s.once(Some(t), |s| s.append("l", b"x")), Ok(1));
+            assert_eq!(s.once(t, |s| s.append("l", b"x")), Ok(1));
         }
         assert_eq!(s.get_list("l").unwrap().len(), 1);
         assert_eq!(s.stats().dedup.hits, 2);
+        // The same client and id with other bytes: refused, not run, not answered Ok.
+        let reused = Incoming::new(Msg::new(5, 7), b"append l y", || Some(client));
+        assert_eq!(
+            s.once(reused, |s| s.append("l", b"y")),
+            Err(Status::BadRequest)
+        );
+        assert_eq!(s.get_list("l").unwrap().len(), 1);
+        assert_eq!(s.stats().dedup.refused, 1);
         // Without a tag (or with deduplication off) a write runs every time.
         assert_eq!(s.once(None, |s| s.append("l", b"x")), Ok(2));
         let mut off = Store::new(
@@ -577,8 +603,8 @@ mod tests {
                 ..StoreConfig::default()
             },
         );
-        off.once(Some(t), |s| s.append("l", b"x")).unwrap();
-        off.once(Some(t), |s| s.append("l", b"x")).unwrap();
+        off.once(t, |s| s.append("l", b"x")).unwrap();
+        off.once(t, |s| s.append("l", b"x")).unwrap();
         assert_eq!(off.get_list("l").unwrap().len(), 2);
     }
 

@@ -230,10 +230,7 @@ impl ClientTransport for UdpTransport<'_> {
         let r = &self.plan.requests[i];
         let seq = self.next;
         self.next = self.next.wrapping_add(1).max(1);
-        let msg = Msg {
-            id: seq,
-            ty: OpKind::of(r).msg_type(),
-        };
+        let msg = Msg::new(seq, OpKind::of(r).msg_type());
         match self.format {
             Format::Resp => {
                 self.buf.clear();

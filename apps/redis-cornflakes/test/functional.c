@@ -27,6 +27,8 @@ static int failures = 0, checks = 0;
 
 static cf_dp dp;
 static uint32_t conn, next_id = 1;
+/* This client's incarnation (framing v2): every reply must carry it back. */
+static const uint64_t incarnation = 0x7ed15c0ffee0001ULL;
 static cf_schema kv;
 static cf_arena arena;
 
@@ -34,7 +36,7 @@ static cf_arena arena;
  * handle ({0} on timeout). */
 static cf_buf roundtrip_copy(uint16_t ty, const void *p, size_t n) {
     uint32_t id = next_id++;
-    CHECK(cf_dp_send_copy(dp, conn, id, ty, p, n) == CF_OK);
+    CHECK(cf_dp_send_copy(dp, conn, incarnation, id, ty, p, n) == CF_OK);
     CHECK(cf_dp_flush(dp) == CF_OK);
     cf_rx rx;
     size_t got = 0;
@@ -45,7 +47,7 @@ static cf_buf roundtrip_copy(uint16_t ty, const void *p, size_t n) {
     }
     cf_buf none = {0};
     if (!got) return none;
-    CHECK(rx.msg_id == id && rx.msg_type == ty);
+    CHECK(rx.msg_id == id && rx.msg_type == ty && rx.incarnation == incarnation);
     return rx.data;
 }
 
@@ -146,7 +148,7 @@ static uint32_t F(uint32_t t, const char *name) {
 static cf_msg call(uint16_t ty, cf_msg req, uint32_t resp_type) {
     uint32_t id = next_id++;
     cf_msg none = {0};
-    CHECK(cf_dp_send_msg(dp, conn, id, ty, req) == CF_OK);
+    CHECK(cf_dp_send_msg(dp, conn, incarnation, id, ty, req) == CF_OK);
     CHECK(cf_dp_flush(dp) == CF_OK);
     cf_rx rx;
     size_t got = 0;
@@ -156,6 +158,7 @@ static cf_msg call(uint16_t ty, cf_msg req, uint32_t resp_type) {
     }
     CHECK(got == 1);
     if (!got) return none;
+    CHECK(rx.msg_id == id && rx.incarnation == incarnation);
     cf_msg m;
     CHECK(cf_msg_decode_buf(arena, kv, resp_type, rx.data, &m) == CF_OK);
     cf_buf_release(rx.data);
@@ -222,8 +225,8 @@ static void test_objects(void) {
     /* malformed: undecodable object and unknown type are dropped; the server still answers */
     uint8_t junk[40];
     memset(junk, 0xee, sizeof junk);
-    CHECK(cf_dp_send_copy(dp, conn, next_id++, 1, junk, sizeof junk) == CF_OK);
-    CHECK(cf_dp_send_copy(dp, conn, next_id++, 77, junk, sizeof junk) == CF_OK);
+    CHECK(cf_dp_send_copy(dp, conn, incarnation, next_id++, 1, junk, sizeof junk) == CF_OK);
+    CHECK(cf_dp_send_copy(dp, conn, incarnation, next_id++, 77, junk, sizeof junk) == CF_OK);
     CHECK(cf_dp_flush(dp) == CF_OK);
     usleep(100000);
     r = call(1, req(get, "cf:big", NULL, 0), getr); /* the junk got no reply: this is the next */

@@ -99,7 +99,8 @@ typedef struct cf_dp {
 typedef struct cf_rx {
   // The connection it came on (answer on it with the `cf_dp_send_*` calls).
   uint32_t conn;
-  // The message id and type from the framing header (echo them in the reply).
+  // The message id and type from the framing header (echo them, and `incarnation`, in the
+  // reply).
   uint32_t msg_id;
   // See `msg_id`.
   uint16_t msg_type;
@@ -107,6 +108,9 @@ typedef struct cf_rx {
   uint16_t peer_port;
   // The sender's IPv4 address (host byte order).
   uint32_t peer_ip;
+  // The sender's incarnation from the framing header (0: the sender gave none); a reply
+  // carries its request's (docs/wire-format.md, "Packet framing").
+  uint64_t incarnation;
   // The message's bytes (after the framing header), in pinned memory; the caller owns this
   // handle and releases it (`cf_buf_release`).
   struct cf_buf data;
@@ -276,24 +280,34 @@ enum cf_status cf_dp_recv(struct cf_dp dp, struct cf_rx *out_msgs, size_t max, s
 // and copied fields and one scatter-gather entry per referenced value. Nothing is queued on
 // error. `CF_ERR_AGAIN`: the queue is full, `cf_dp_flush` and retry. The message may be
 // changed or released right after: the send holds its own references.
+//
+// `incarnation`, `msg_id` and `msg_type` go in the framing header (docs/wire-format.md): a
+// reply passes its request's three (from its `cf_rx`); a client passes its own incarnation, a
+// random non-zero number it keeps for its whole life, and an id it never reuses under it, or
+// incarnation 0 when it has none (a server then tells its requests apart by address and id
+// only).
 enum cf_status cf_dp_send_msg(struct cf_dp dp,
                               uint32_t conn,
+                              uint64_t incarnation,
                               uint32_t msg_id,
                               uint16_t msg_type,
                               struct cf_msg msg);
 
-// Queues a copy of `data[0..len]` to `conn` (the RESP replies, or any bytes).
+// Queues a copy of `data[0..len]` to `conn` (the RESP replies, or any bytes); the framing
+// header's fields as for `cf_dp_send_msg`.
 enum cf_status cf_dp_send_copy(struct cf_dp dp,
                                uint32_t conn,
+                               uint64_t incarnation,
                                uint32_t msg_id,
                                uint16_t msg_type,
                                const uint8_t *data,
                                size_t len);
 
 // Queues the concatenation of `count` pinned buffers to `conn`, each as its own
-// scatter-gather entry (no copy).
+// scatter-gather entry (no copy); the framing header's fields as for `cf_dp_send_msg`.
 enum cf_status cf_dp_send_bufs(struct cf_dp dp,
                                uint32_t conn,
+                               uint64_t incarnation,
                                uint32_t msg_id,
                                uint16_t msg_type,
                                const struct cf_buf *bufs,

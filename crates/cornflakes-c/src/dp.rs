@@ -22,7 +22,8 @@ use crate::table::{self, cf_buf, cf_dp, cf_mem, DpEntry, Entry, MsgEntry};
 pub struct cf_rx {
     /// The connection it came on (answer on it with the `cf_dp_send_*` calls).
     pub conn: u32,
-    /// The message id and type from the framing header (echo them in the reply).
+    /// The message id and type from the framing header (echo them, and `incarnation`, in the
+    /// reply).
     pub msg_id: u32,
     /// See `msg_id`.
     pub msg_type: u16,
@@ -30,6 +31,9 @@ pub struct cf_rx {
     pub peer_port: u16,
     /// The sender's IPv4 address (host byte order).
     pub peer_ip: u32,
+    /// The sender's incarnation from the framing header (0: the sender gave none); a reply
+    /// carries its request's (docs/wire-format.md, "Packet framing").
+    pub incarnation: u64,
     /// The message's bytes (after the framing header), in pinned memory; the caller owns this
     /// handle and releases it (`cf_buf_release`).
     pub data: cf_buf,
@@ -274,6 +278,7 @@ pub extern "C" fn cf_dp_recv(
                     msg_type: m.msg.ty,
                     peer_port: m.peer.port(),
                     peer_ip: u32::from(*m.peer.ip()),
+                    incarnation: m.msg.incarnation,
                     data: cf_buf {
                         id: t.insert(Entry::Buf(m.data))?,
                     },
@@ -291,10 +296,17 @@ pub extern "C" fn cf_dp_recv(
 /// and copied fields and one scatter-gather entry per referenced value. Nothing is queued on
 /// error. `CF_ERR_AGAIN`: the queue is full, `cf_dp_flush` and retry. The message may be
 /// changed or released right after: the send holds its own references.
+///
+/// `incarnation`, `msg_id` and `msg_type` go in the framing header (docs/wire-format.md): a
+/// reply passes its request's three (from its `cf_rx`); a client passes its own incarnation, a
+/// random non-zero number it keeps for its whole life, and an id it never reuses under it, or
+/// incarnation 0 when it has none (a server then tells its requests apart by address and id
+/// only).
 #[no_mangle]
 pub extern "C" fn cf_dp_send_msg(
     dp: cf_dp,
     conn: u32,
+    incarnation: u64,
     msg_id: u32,
     msg_type: u16,
     msg: crate::table::cf_msg,
@@ -314,10 +326,7 @@ pub extern "C" fn cf_dp_send_msg(
             };
             d.dp.send_msg(
                 ConnId(conn),
-                Msg {
-                    id: msg_id,
-                    ty: msg_type,
-                },
+                Msg::new(msg_id, msg_type).with_incarnation(incarnation),
                 obj,
             )
             .map_err(send_error)
@@ -325,11 +334,13 @@ pub extern "C" fn cf_dp_send_msg(
     })
 }
 
-/// Queues a copy of `data[0..len]` to `conn` (the RESP replies, or any bytes).
+/// Queues a copy of `data[0..len]` to `conn` (the RESP replies, or any bytes); the framing
+/// header's fields as for `cf_dp_send_msg`.
 #[no_mangle]
 pub extern "C" fn cf_dp_send_copy(
     dp: cf_dp,
     conn: u32,
+    incarnation: u64,
     msg_id: u32,
     msg_type: u16,
     data: *const u8,
@@ -342,10 +353,7 @@ pub extern "C" fn cf_dp_send_copy(
                 .dp
                 .send_copy(
                     ConnId(conn),
-                    Msg {
-                        id: msg_id,
-                        ty: msg_type,
-                    },
+                    Msg::new(msg_id, msg_type).with_incarnation(incarnation),
                     data,
                 )
                 .map_err(send_error)
@@ -354,11 +362,12 @@ pub extern "C" fn cf_dp_send_copy(
 }
 
 /// Queues the concatenation of `count` pinned buffers to `conn`, each as its own
-/// scatter-gather entry (no copy).
+/// scatter-gather entry (no copy); the framing header's fields as for `cf_dp_send_msg`.
 #[no_mangle]
 pub extern "C" fn cf_dp_send_bufs(
     dp: cf_dp,
     conn: u32,
+    incarnation: u64,
     msg_id: u32,
     msg_type: u16,
     bufs: *const cf_buf,
@@ -375,10 +384,7 @@ pub extern "C" fn cf_dp_send_bufs(
                 .dp
                 .send_sga(
                     ConnId(conn),
-                    Msg {
-                        id: msg_id,
-                        ty: msg_type,
-                    },
+                    Msg::new(msg_id, msg_type).with_incarnation(incarnation),
                     &entries,
                 )
                 .map_err(send_error)

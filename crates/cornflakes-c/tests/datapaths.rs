@@ -190,12 +190,13 @@ fn connectx_through_the_c_api() {
         msg_type: 0,
         peer_port: 0,
         peer_ip: 0,
+        incarnation: 0,
         data: cf_buf { id: 0 },
     }; 32];
     while got < 100 && std::time::Instant::now() < deadline {
         if sent < 100 {
             let body = sent.to_le_bytes();
-            match cf_dp_send_copy(dp, conn, sent, 1, body.as_ptr(), body.len()) {
+            match cf_dp_send_copy(dp, conn, 0, sent, 1, body.as_ptr(), body.len()) {
                 cf_status::CF_OK => sent += 1,
                 cf_status::CF_ERR_AGAIN => {}
                 s => panic!("send: {s:?} {}", last()),

@@ -43,6 +43,7 @@ fn af_xdp_handle_between_namespaces() {
             msg_type: 0,
             peer_port: 0,
             peer_ip: 0,
+            incarnation: 0,
             data: cf_buf { id: 0 },
         }
     }
@@ -104,10 +105,18 @@ fn af_xdp_handle_between_namespaces() {
     // client → server, a copy
     let mut conn = 0;
     ok(cf_dp_connect(client, ip_a.as_ptr(), 7400, &mut conn));
-    ok(cf_dp_send_copy(client, conn, 5, 9, b"hello".as_ptr(), 5));
+    ok(cf_dp_send_copy(
+        client,
+        conn,
+        0xc0de,
+        5,
+        9,
+        b"hello".as_ptr(),
+        5,
+    ));
     ok(cf_dp_flush(client));
     let rx = recv_one(server, client).expect("the request over AF_XDP");
-    assert_eq!((rx.msg_id, rx.msg_type), (5, 9));
+    assert_eq!((rx.incarnation, rx.msg_id, rx.msg_type), (0xc0de, 5, 9));
     assert_eq!(rx.peer_ip, u32::from(v.ip_b));
     assert_eq!(bytes(rx.data), b"hello");
     ok(cf_buf_release(rx.data));
@@ -118,13 +127,21 @@ fn af_xdp_handle_between_namespaces() {
     let value: Vec<u8> = (0..3000u32).map(|i| (i * 7) as u8).collect();
     let mut b = cf_buf { id: 0 };
     ok(cf_buf_alloc(mem, value.as_ptr(), value.len(), &mut b));
-    ok(cf_dp_send_bufs(server, rx.conn, 6, 10, &b, 1));
+    ok(cf_dp_send_bufs(
+        server,
+        rx.conn,
+        rx.incarnation,
+        6,
+        10,
+        &b,
+        1,
+    ));
     let mut rc = 0;
     ok(cf_buf_refcount(b, &mut rc));
     assert!(rc >= 2, "the send holds the buffer ({rc})");
     ok(cf_dp_flush(server));
     let back = recv_one(client, server).expect("the reply over the kernel");
-    assert_eq!(back.msg_id, 6);
+    assert_eq!((back.incarnation, back.msg_id), (0xc0de, 6));
     assert_eq!(bytes(back.data), value);
     ok(cf_buf_release(back.data));
     let deadline = Instant::now() + Duration::from_secs(5);

@@ -97,20 +97,41 @@ impl std::error::Error for SetupError {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ConnId(pub u32);
 
-/// The message identity carried by the framing header of every packet: an id chosen by the
-/// sender (requests and their responses share it) and an application-defined type.
+/// The message identity carried by the framing header of every packet: the sender's
+/// incarnation, an id chosen by the sender (requests and their responses share both) and an
+/// application-defined type.
+///
+/// The incarnation names one life of a client: a random non-zero 64-bit number it picks once
+/// per process and keeps across reconnects (`cornflakes-rpc`'s `ids` module), so a server can
+/// tell a retry of an earlier request from a new request that reuses its id. 0 means "no
+/// identity" (a client that picked none; [`Msg::new`]). A server replying with a received
+/// message's `msg` echoes all three (`docs/wire-format.md`, "Packet framing").
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Msg {
-    /// Message id (unique per sender among messages in flight).
+    /// The sender's incarnation (0: anonymous).
+    pub incarnation: u64,
+    /// Message id (never reused by a sender within one incarnation).
     pub id: u32,
     /// Message type (application-defined, e.g. which RPC).
     pub ty: u16,
 }
 
 impl Msg {
-    /// A message header with id `id` and type `ty`.
+    /// A message header with id `id` and type `ty`, from an anonymous sender (incarnation 0).
     pub const fn new(id: u32, ty: u16) -> Msg {
-        Msg { id, ty }
+        Msg {
+            incarnation: 0,
+            id,
+            ty,
+        }
+    }
+
+    /// The same header sent by incarnation `incarnation`.
+    pub const fn with_incarnation(self, incarnation: u64) -> Msg {
+        Msg {
+            incarnation,
+            ..self
+        }
     }
 }
 
@@ -121,7 +142,7 @@ pub struct RxMsg {
     pub conn: ConnId,
     /// The sender's IPv4 address and UDP port.
     pub peer: SocketAddrV4,
-    /// Id and type from the framing header.
+    /// Incarnation, id and type from the framing header.
     pub msg: Msg,
     /// The message bytes (after the framing header). For a single-frame message this is a
     /// view into the receive buffer itself; a message reassembled from several frames is one

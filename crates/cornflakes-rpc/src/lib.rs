@@ -23,7 +23,9 @@
 mod client;
 mod dispatch;
 mod handler;
+pub mod ids;
 mod interleave;
+pub mod once;
 mod outstanding;
 mod rpc_error;
 mod send;
@@ -37,7 +39,9 @@ pub use client::{
 };
 pub use dispatch::{Dispatcher, Replied, Reply, RpcCounters};
 pub use handler::{CoreId, Handler, Make, Unanswered, WORK_SAMPLE_EVERY};
+pub use ids::ClientIds;
 pub use interleave::Interleaved;
+pub use once::{OnceStats, OnceTable};
 pub use rpc_error::{ErrorCode, RpcError, ERROR_TYPE};
 pub use send::{Cornflakes, SendPath};
 pub use server::Server;

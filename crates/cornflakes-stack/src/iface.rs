@@ -6,7 +6,7 @@
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::Instant;
 
-use cornflakes_datapath::{ConnId, DropCounters, Msg, RxMsg, SendError};
+use cornflakes_datapath::{ConnId, DropCounters, RxMsg, SendError};
 use cornflakes_mem::{PinnedMemory, RcBuf};
 
 use crate::arp::{ArpCache, ArpConfig, ArpEvent, Resolution};
@@ -352,7 +352,7 @@ impl EthStack {
         // never takes a table entry.
         let (msg, data) = if hdr.seg_count == 1 {
             match frame.try_slice(start, body.len()) {
-                Ok(Some(data)) => (Msg::new(hdr.msg_id, hdr.msg_type), data),
+                Ok(Some(data)) => (hdr.msg(), data),
                 _ => {
                     self.counters.truncated += 1;
                     return;

@@ -1,6 +1,9 @@
 //! Reassembly of messages cut into several frames.
 //!
-//! Segments of one message all carry the same total length, segment count and type; every
+//! A message is named by its sender (address and port), the sender's incarnation and the
+//! message id: two incarnations behind one address (a restarted client on a recycled port)
+//! never mix segments. Segments of one message all carry the same total length, segment count
+//! and type; every
 //! segment but the last carries the same number of bytes `L`, segment `i` starts at `i × L`,
 //! and the last one ends the message. The first segment to arrive fixes `L` (a non-last one by
 //! its length; the last one by `offset / (count − 1)`); any segment that disagrees is forged or
@@ -79,7 +82,7 @@ struct Partial {
     started: Instant,
 }
 
-/// Partial messages being reassembled, keyed by sender and message id.
+/// Partial messages being reassembled, keyed by sender, incarnation and message id.
 pub struct Reassembler {
     cfg: ReassemblyConfig,
     partials: Vec<Partial>,
@@ -122,12 +125,10 @@ impl Reassembler {
         payload: &[u8],
         now: Instant,
     ) -> Result<Option<(Msg, RcBuf)>, Drop> {
-        let msg = Msg::new(hdr.msg_id, hdr.msg_type);
-        let idx = match self
-            .partials
-            .iter()
-            .position(|p| p.peer == peer && p.msg.id == hdr.msg_id)
-        {
+        let msg = hdr.msg();
+        let idx = match self.partials.iter().position(|p| {
+            p.peer == peer && p.msg.id == hdr.msg_id && p.msg.incarnation == hdr.incarnation
+        }) {
             Some(i) => i,
             None => self.start(mem, peer, msg, hdr, payload.len(), now)?,
         };
@@ -268,6 +269,7 @@ mod test {
 
     fn seg(id: u32, i: u16, n: u16, total: u32, l: u32) -> framing::Repr {
         framing::Repr {
+            incarnation: 0,
             msg_type: 3,
             msg_id: id,
             seg_index: i,
@@ -367,6 +369,34 @@ mod test {
             .unwrap()
             .unwrap();
         assert_eq!(b.len(), 250);
+    }
+
+    #[test]
+    fn two_incarnations_behind_one_address_never_mix_segments() {
+        let mem = PinnedMemory::with_defaults().unwrap();
+        let mut r = Reassembler::new(ReassemblyConfig::default());
+        let now = Instant::now();
+        let of = |inc: u64, i: u16| framing::Repr {
+            incarnation: inc,
+            ..seg(4, i, 2, 150, 100)
+        };
+        let (a, b) = ([1u8; 100], [2u8; 100]);
+        // The same sender and id, two incarnations: two messages, not one of mixed halves.
+        assert_eq!(r.push(&mem, peer(), &of(10, 0), &a, now), Ok(None));
+        assert_eq!(r.push(&mem, peer(), &of(11, 0), &b, now), Ok(None));
+        assert_eq!(r.pending(), 2);
+        let (m, buf) = r
+            .push(&mem, peer(), &of(11, 1), &b[..50], now)
+            .unwrap()
+            .unwrap();
+        assert_eq!(m, Msg::new(4, 3).with_incarnation(11));
+        assert!(buf.iter().all(|&x| x == 2));
+        let (m, buf) = r
+            .push(&mem, peer(), &of(10, 1), &a[..50], now)
+            .unwrap()
+            .unwrap();
+        assert_eq!(m.incarnation, 10);
+        assert!(buf.iter().all(|&x| x == 1));
     }
 
     #[test]

@@ -71,6 +71,7 @@ impl FramePlan {
     #[inline]
     pub fn header(&self, i: usize, msg: Msg) -> framing::Repr {
         framing::Repr {
+            incarnation: msg.incarnation,
             msg_type: msg.ty,
             msg_id: msg.id,
             seg_index: i as u16,
@@ -158,7 +159,9 @@ mod test {
             (p.frame_len(0), p.frame_len(1), p.frame_len(2)),
             (100, 100, 50)
         );
-        assert_eq!(p.header(2, Msg::new(5, 1)).seg_offset, 200);
+        let h = p.header(2, Msg::new(5, 1).with_incarnation(3));
+        assert_eq!((h.seg_offset, h.incarnation), (200, 3));
+        assert_eq!(h.msg(), Msg::new(5, 1).with_incarnation(3));
         let e = FramePlan::new(0, 100).unwrap();
         assert_eq!(e.frames, 1);
         assert!(e.is_single());

@@ -121,7 +121,7 @@ pub fn send_object<S: TxSink, O: SendObject>(
     let udp_payload = framing::HEADER_LEN + total;
     let mut hb = mem.alloc(FRAME_OVERHEAD + send.head_len())?;
     tmpl.write(&mut hb, udp_payload, ident);
-    framing::Repr::single(msg.id, msg.ty, total as u32).emit(&mut hb[TEMPLATE_LEN..]);
+    framing::Repr::single(msg, total as u32).emit(&mut hb[TEMPLATE_LEN..]);
     if !tmpl.caps().udp_tx {
         // The headers are final.
         if send.zero_copy_entries() == 0 {
@@ -295,7 +295,7 @@ fn send_sga_single<S: TxSink>(
     let udp_payload = framing::HEADER_LEN + total;
     let mut hb = mem.alloc(FRAME_OVERHEAD)?;
     tmpl.write(&mut hb, udp_payload, ident);
-    framing::Repr::single(msg.id, msg.ty, total as u32).emit(&mut hb[TEMPLATE_LEN..]);
+    framing::Repr::single(msg, total as u32).emit(&mut hb[TEMPLATE_LEN..]);
     if tmpl.caps().udp_tx {
         let mut acc = Accumulator::new();
         acc.add(&hb[TEMPLATE_LEN..]);

@@ -772,7 +772,7 @@ mod with_dpdk {
             let o = getm(&plain, 31, &["from-kernel"], &[b"v", &big]);
             let enc = o.serialize_to_vec();
             let mut dgram = vec![0u8; framing::HEADER_LEN + enc.len()];
-            framing::Repr::single(77, 5, enc.len() as u32).emit(&mut dgram);
+            framing::Repr::single(Msg::new(77, 5), enc.len() as u32).emit(&mut dgram);
             dgram[framing::HEADER_LEN..].copy_from_slice(&enc);
             // A datagram too short for the framing header first: dropped and counted, its
             // mbuf returned at once.

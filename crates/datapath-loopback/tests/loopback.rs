@@ -13,7 +13,7 @@ use cornflakes::{
     Arena, CFBytes, CFPtr, CFString, ConnId, CornflakesObj, DecodeObj, Msg, PinnedMemory, RcBuf,
     RxMsg, SendError,
 };
-use cornflakes_stack::wire::{ipv4, udp};
+use cornflakes_stack::wire::{framing, ipv4, udp};
 use cornflakes_stack::{ChecksumCaps, MacAddr, StackConfig};
 use datapath_loopback::{Loopback, LoopbackConfig};
 
@@ -93,7 +93,8 @@ fn object_with_copy_and_zero_copy_fields_goes_end_to_end() {
     let arena = Arena::with_memory(&mem);
     let m = getm(&arena, 42, &["k1", "key-two"], &bufs);
     assert_eq!(m.sizes().zero_copy_count, 2);
-    a.send_object(conn, Msg::new(7, 3), &m).unwrap();
+    let msg = Msg::new(7, 3).with_incarnation(u64::MAX - 1);
+    a.send_object(conn, msg, &m).unwrap();
     // One header descriptor (headers + object header + copy area) and one per zero-copy value.
     assert_eq!(a.ring_state(), (3, 0, 0));
     // Nothing is visible to the peer before the flush.
@@ -101,17 +102,27 @@ fn object_with_copy_and_zero_copy_fields_goes_end_to_end() {
     a.flush().unwrap();
     let got = recv_all(&mut b);
     assert_eq!(got.len(), 1);
-    assert_eq!(got[0].msg, Msg::new(7, 3));
+    assert_eq!(got[0].msg, msg);
     assert_eq!(got[0].peer, addr_a());
     check_getm(&got[0].data, 42, &["k1", "key-two"], &vals);
     assert_eq!(b.counters().delivered, 1);
     assert_eq!(b.counters().total_drops(), 0);
     // The reply goes back on the connection the message arrived on (learned, no ARP).
-    b.send_copy(got[0].conn, Msg::new(7, 4), b"ok").unwrap();
+    // The reply goes back on the connection the message arrived on (learned, no ARP), with
+    // the request's incarnation and id.
+    b.send_copy(
+        got[0].conn,
+        Msg {
+            ty: 4,
+            ..got[0].msg
+        },
+        b"ok",
+    )
+    .unwrap();
     b.flush().unwrap();
     let back = recv_all(&mut a);
     assert_eq!(&back[0].data[..], b"ok");
-    assert_eq!(back[0].msg, Msg::new(7, 4));
+    assert_eq!(back[0].msg, Msg::new(7, 4).with_incarnation(u64::MAX - 1));
 }
 
 #[test]
@@ -201,7 +212,8 @@ fn application_drop_right_after_send_then_completion_releases_last_reference() {
         let arena = Arena::with_memory(&mem);
         let v = mem.alloc_copy(&pattern(4000, 1)).unwrap();
         let m = getm(&arena, 1, &[], &[v]);
-        a.send_object(conn, Msg::new(2, 0), &m).unwrap();
+        a.send_object(conn, Msg::new(2, 0).with_incarnation(77), &m)
+            .unwrap();
     }
     // The application holds nothing; the ring holds the value (sliced across frames), the
     // head buffer and one header buffer per frame.
@@ -209,6 +221,11 @@ fn application_drop_right_after_send_then_completion_releases_last_reference() {
     assert_eq!(held, base + 2 + 3, "value + head buffer + 3 frame headers");
     a.flush().unwrap();
     let got = recv_all(&mut b);
+    assert_eq!(
+        got[0].msg,
+        Msg::new(2, 0).with_incarnation(77),
+        "every segment's"
+    );
     check_getm(&got[0].data, 1, &[], &[pattern(4000, 1)]);
     assert_eq!(
         mem.stats().live_items,
@@ -468,7 +485,11 @@ fn bad_frames_are_dropped_and_counted() {
     refix(&mut f);
     cases.push(("truncated", f));
     let mut f = good.clone();
-    f[FR] = 2; // framing version
+    f[FR] = 1; // framing version 1 (a 20-byte header without the incarnation)
+    refix(&mut f);
+    cases.push(("bad_framing", f));
+    let mut f = good.clone();
+    f[FR] = 3; // a version this stack does not know
     refix(&mut f);
     cases.push(("bad_framing", f));
     let mut f = good.clone();
@@ -558,7 +579,7 @@ fn randomized_mutations_never_panic_and_free_everything() {
             2 => f.extend((0..rng.gen_range(1..64)).map(|_| rng.gen::<u8>())),
             3 => {
                 // Mutate headers and fix checksums so the deeper layers are reached.
-                let k = rng.gen_range(IP..(FR + 20).min(f.len()));
+                let k = rng.gen_range(IP..(FR + framing::HEADER_LEN).min(f.len()));
                 f[k] = rng.gen();
                 if f.len() >= FR && f[IP] & 0xf >= 5 {
                     refix(&mut f);
@@ -566,7 +587,7 @@ fn randomized_mutations_never_panic_and_free_everything() {
             }
             4 => {
                 // Forge framing fields only.
-                let k = rng.gen_range(FR..FR + 20);
+                let k = rng.gen_range(FR..FR + framing::HEADER_LEN);
                 f[k] = rng.gen();
                 refix(&mut f);
             }

@@ -354,7 +354,7 @@ impl SocketDatapath {
         // never takes a table entry.
         let (msg, data) = if hdr.seg_count == 1 {
             match pkt.try_slice(FH, pkt.len() - FH) {
-                Ok(Some(data)) => (Msg::new(hdr.msg_id, hdr.msg_type), data),
+                Ok(Some(data)) => (hdr.msg(), data),
                 _ => {
                     self.counters.truncated += 1;
                     return;
@@ -452,7 +452,7 @@ impl Transmit for SocketDatapath {
             self.check_room(1)?;
             let send = SendPlan::with_sizes(obj, sizes, self.cfg.max_segments - 1);
             let mut hb = self.mem.alloc(FH + send.head_len())?;
-            framing::Repr::single(msg.id, msg.ty, total as u32).emit(&mut hb);
+            framing::Repr::single(msg, total as u32).emit(&mut hb);
             send.write_head(&mut hb[FH..])?;
             let start = self.tx_bufs.len();
             self.tx_bufs.push(hb.freeze());
@@ -589,7 +589,7 @@ mod tests {
 
     fn framed(id: u32, body: &[u8]) -> Vec<u8> {
         let mut f = vec![0u8; FH + body.len()];
-        framing::Repr::single(id, 1, body.len() as u32).emit(&mut f[..FH]);
+        framing::Repr::single(Msg::new(id, 1), body.len() as u32).emit(&mut f[..FH]);
         f[FH..].copy_from_slice(body);
         f
     }
@@ -650,7 +650,7 @@ mod tests {
         framing::Repr {
             seg_index: 0,
             seg_count: 2,
-            ..framing::Repr::single(1, 1, 200)
+            ..framing::Repr::single(Msg::new(1, 1), 200)
         }
         .emit(&mut f[..FH]);
         let mut b = server.mem.alloc(f.len()).unwrap();

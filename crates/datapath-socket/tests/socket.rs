@@ -109,7 +109,9 @@ fn object_with_copy_and_zero_copy_fields_end_to_end() {
     let arena = Arena::with_memory(&mem);
     let m = getm(&arena, 31, &["alpha", "beta"], &bufs);
     assert_eq!(m.sizes().zero_copy_count, 2);
-    a.send_object(conn, Msg::new(100, 2), &m).unwrap();
+    let inc = 0x5eed_0000_0000_0001;
+    a.send_object(conn, Msg::new(100, 2).with_incarnation(inc), &m)
+        .unwrap();
     // Header buffer + two zero-copy iovecs, held until the flush.
     assert_eq!(a.in_flight(), 3);
     assert_eq!(bufs[1].ref_count(), 3);
@@ -122,7 +124,7 @@ fn object_with_copy_and_zero_copy_fields_end_to_end() {
         "the kernel copied: reference released at flush"
     );
     let got = recv_n(&mut b, 1);
-    assert_eq!(got[0].msg, Msg::new(100, 2));
+    assert_eq!(got[0].msg, Msg::new(100, 2).with_incarnation(inc));
     assert_eq!(got[0].peer, a.local_addr());
     check_getm(&got[0].data, 31, &["alpha", "beta"], &vals);
     // The payload is a view into the pinned receive buffer, after the framing header.
@@ -130,11 +132,12 @@ fn object_with_copy_and_zero_copy_fields_end_to_end() {
     let rarena = Arena::with_memory(b.memory());
     let d = GetM::deserialize_rcbuf(&got[0].data, &rarena).unwrap();
     assert!(d.get_vals().get(2).unwrap().ptr().is_zero_copy());
-    // Reply on the connection the request came from.
-    b.send_copy(got[0].conn, Msg::new(100, 3), b"pong").unwrap();
+    // Reply on the connection the request came from, with the request's identity.
+    b.send_copy(got[0].conn, got[0].msg, b"pong").unwrap();
     b.flush().unwrap();
     let back = recv_n(&mut a, 1);
     assert_eq!(&back[0].data[..], b"pong");
+    assert_eq!(back[0].msg, Msg::new(100, 2).with_incarnation(inc));
 }
 
 fn large_object_roundtrip(gso: bool) {
@@ -278,8 +281,9 @@ fn garbage_and_forged_datagrams_are_dropped_and_counted() {
     let mut b = dp(|_| {});
     let s = raw();
     let to = b.local_addr();
-    let good = framed(&framing::Repr::single(1, 0, 3), b"abc");
+    let good = framed(&framing::Repr::single(Msg::new(1, 0), 3), b"abc");
     let seg = |i: u16, n: u16, total: u32, off: u32| framing::Repr {
+        incarnation: 0,
         msg_type: 0,
         msg_id: 9,
         seg_index: i,
@@ -288,9 +292,9 @@ fn garbage_and_forged_datagrams_are_dropped_and_counted() {
         seg_offset: off,
     };
     let bad: Vec<Vec<u8>> = vec![
-        vec![],                                          // empty
-        good[..10].to_vec(),                             // truncated header
-        framed(&framing::Repr::single(1, 0, 4), b"abc"), // total ≠ payload
+        vec![],                                                    // empty
+        good[..10].to_vec(),                                       // truncated header
+        framed(&framing::Repr::single(Msg::new(1, 0), 4), b"abc"), // total ≠ payload
         {
             let mut v = good.clone();
             v[0] = 9; // version
@@ -299,6 +303,12 @@ fn garbage_and_forged_datagrams_are_dropped_and_counted() {
         {
             let mut v = good.clone();
             v[1] = 1; // reserved flags
+            v
+        },
+        {
+            // A version-1 frame (20-byte header, no incarnation), as an old sender makes it.
+            let mut v = vec![1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 0, 11, 0, 0, 0, 0, 0, 0, 0];
+            v.extend_from_slice(b"abcdefghijk");
             v
         },
         framed(&seg(3, 2, 6, 0), b"abc"),   // index ≥ count
@@ -339,9 +349,10 @@ fn randomized_datagrams_never_panic() {
     let to = b.local_addr();
     let mut rng = SmallRng::seed_from_u64(7);
     let seeds = [
-        framed(&framing::Repr::single(1, 0, 100), &[5; 100]),
+        framed(&framing::Repr::single(Msg::new(1, 0), 100), &[5; 100]),
         framed(
             &framing::Repr {
+                incarnation: 0,
                 msg_type: 1,
                 msg_id: 2,
                 seg_index: 0,
@@ -353,6 +364,7 @@ fn randomized_datagrams_never_panic() {
         ),
         framed(
             &framing::Repr {
+                incarnation: 0,
                 msg_type: 1,
                 msg_id: 2,
                 seg_index: 2,

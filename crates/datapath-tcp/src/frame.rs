@@ -1,9 +1,9 @@
 //! Stream framing: length-delimited frames of Cornflakes messages on a byte stream
 //! (`docs/wire-format.md`, "Stream framing"), and the receive side's [`Deframer`].
 //!
-//! A frame is the 20-byte framing header of the UDP datapaths with one segment (`version 1`,
-//! `flags 0`, `segment index 0`, `segment count 1`, `segment offset 0`), whose `total length` is
-//! the length prefix, then that many message bytes. The same header type
+//! A frame is the 28-byte framing header of the UDP datapaths with one segment (`version 2`,
+//! `flags 0`, `segment index 0`, `segment count 1`, `segment offset 0`, and the sender's
+//! incarnation), whose `total length` is the length prefix, then that many message bytes. The same header type
 //! ([`cornflakes_stack::wire::framing`]) writes it; a stream never carries several segments
 //! of one message, since TCP already delivers bytes in order.
 
@@ -21,8 +21,9 @@ pub const HEADER_LEN: usize = framing::HEADER_LEN;
 /// after one (there is no marker to find the next frame), so it is closed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FrameError {
-    /// The header at stream offset `at` is not a one-segment frame header of version 1
-    /// (wrong version or flags, segment count not 1, index or offset not 0).
+    /// The header at stream offset `at` is not a one-segment frame header of version 2
+    /// (wrong version, e.g. a version-1 sender, or flags, segment count not 1, index or offset
+    /// not 0).
     BadHeader {
         /// Stream offset of the header.
         at: u64,
@@ -43,7 +44,8 @@ impl fmt::Display for FrameError {
         match self {
             FrameError::BadHeader { at } => write!(
                 f,
-                "bad frame header at stream offset {at}: not a one-segment version-1 framing header"
+                "bad frame header at stream offset {at}: not a one-segment version-{} framing header",
+                framing::VERSION
             ),
             FrameError::TooLong { at, len, max } => write!(
                 f,
@@ -55,14 +57,15 @@ impl fmt::Display for FrameError {
 
 impl std::error::Error for FrameError {}
 
-/// Writes the frame header of a `len`-byte message into the first [`HEADER_LEN`] bytes of `buf`.
+/// Writes the frame header of a `len`-byte message `msg` (its incarnation, id and type) into the
+/// first [`HEADER_LEN`] bytes of `buf`.
 #[inline]
 pub fn write_header(buf: &mut [u8], msg: Msg, len: u32) {
-    Repr::single(msg.id, msg.ty, len).emit(buf);
+    Repr::single(msg, len).emit(buf);
 }
 
 /// Checks a frame header (its first [`HEADER_LEN`] bytes) found at stream offset `at` and
-/// returns the message identity and length.
+/// returns the message identity (incarnation, id, type) and length.
 pub fn parse_header(hdr: &[u8], at: u64, max_len: usize) -> Result<(Msg, usize), FrameError> {
     if hdr.len() < HEADER_LEN {
         return Err(FrameError::BadHeader { at });
@@ -84,7 +87,8 @@ pub fn parse_header(hdr: &[u8], at: u64, max_len: usize) -> Result<(Msg, usize),
             max: max_len,
         });
     }
-    Ok((Msg::new(p.msg_id(), p.msg_type()), len as usize))
+    let msg = Msg::new(p.msg_id(), p.msg_type()).with_incarnation(p.incarnation());
+    Ok((msg, len as usize))
 }
 
 /// Counts kept by a [`Deframer`]; they only grow.
@@ -459,7 +463,7 @@ mod test {
         let mut s = Vec::new();
         let mut msgs = Vec::new();
         for (i, &n) in lens.iter().enumerate() {
-            let msg = Msg::new(i as u32 * 7, i as u16);
+            let msg = Msg::new(i as u32 * 7, i as u16).with_incarnation(0xabc0 + i as u64);
             let mut h = [0u8; HEADER_LEN];
             write_header(&mut h, msg, n as u32);
             s.extend_from_slice(&h);
@@ -680,10 +684,37 @@ mod test {
     }
 
     #[test]
+    fn the_header_is_the_28_byte_version_2_framing_header() {
+        let msg = Msg::new(0x0102_0304, 0x0506).with_incarnation(0x1122_3344_5566_7788);
+        let mut h = [0u8; HEADER_LEN];
+        write_header(&mut h, msg, 9);
+        assert_eq!(HEADER_LEN, 28);
+        assert_eq!(
+            h,
+            [
+                2, 0, 6, 5, 4, 3, 2, 1, 0, 0, 1, 0, 9, 0, 0, 0, 0, 0, 0, 0, // v1's fields
+                0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11, // incarnation
+            ]
+        );
+        assert_eq!(parse_header(&h, 0, 9), Ok((msg, 9)));
+        // A version-1 stream (20-byte headers) is refused at its first header, whatever follows.
+        let mut v1 = h;
+        v1[0] = 1;
+        assert_eq!(
+            parse_header(&v1, 5, 100),
+            Err(FrameError::BadHeader { at: 5 })
+        );
+        assert_eq!(
+            parse_header(&h[..HEADER_LEN - 1], 0, 100),
+            Err(FrameError::BadHeader { at: 0 })
+        );
+    }
+
+    #[test]
     fn bad_headers_and_oversized_lengths_are_errors_with_their_offset() {
         let mem = memory();
         let (mut s, _) = stream(&[10, 10]);
-        s[HEADER_LEN + 10] = 2; // the second header's version
+        s[HEADER_LEN + 10] = 1; // the second header's version: a version-1 sender's
         let mut d = Deframer::new(100, 256);
         let mut out = Vec::new();
         let space = d.space(&mem).unwrap();
@@ -691,10 +722,11 @@ mod test {
         let e = d.filled(s.len(), &mem, &mut out).unwrap_err();
         assert_eq!(out.len(), 1, "the frame before the bad one is delivered");
         match e {
-            DeframeError::Frame(FrameError::BadHeader { at }) => assert_eq!(at, 30),
+            DeframeError::Frame(FrameError::BadHeader { at }) => assert_eq!(at, 38),
             other => panic!("{other:?}"),
         }
-        assert!(e.to_string().contains("offset 30"), "{e}");
+        assert!(e.to_string().contains("offset 38"), "{e}");
+        assert!(e.to_string().contains("version-2"), "{e}");
 
         for (field, value) in [(1usize, 1u8), (10, 2), (8, 1), (16, 1)] {
             let (mut s, _) = stream(&[10]);

@@ -337,7 +337,7 @@ impl XdpNic {
         let mut hdr = self.mem.alloc(plan.head_len)?;
         let (template, ident) = stack.template(conn, 1)?;
         template.write(&mut hdr, framing::HEADER_LEN + total, ident);
-        framing::Repr::single(msg.id, msg.ty, total as u32).emit(&mut hdr[TEMPLATE_LEN..]);
+        framing::Repr::single(msg, total as u32).emit(&mut hdr[TEMPLATE_LEN..]);
         obj.write_object_head(
             &sizes,
             &mut hdr[FRAME_OVERHEAD..],

@@ -23,7 +23,7 @@ fn xdp_cores_tests_need_the_xdp_feature() {
 mod with_xdp {
     use super::common::{in_netns, Held, VethPair, XDP};
     use cornflakes::datapath::{Receive, Transmit};
-    use cornflakes::RxMsg;
+    use cornflakes::{Msg, RxMsg};
     use cornflakes_stack::wire::framing;
     use datapath_xdp::bpf::XdpProgram;
     use datapath_xdp::{XdpConfig, XdpDatapath};
@@ -87,7 +87,7 @@ mod with_xdp {
 
     fn framed(id: u32, key: u32) -> Vec<u8> {
         let mut d = vec![0u8; framing::HEADER_LEN + 4];
-        framing::Repr::single(id, 1, 4).emit(&mut d);
+        framing::Repr::single(Msg::new(id, 1), 4).emit(&mut d);
         d[framing::HEADER_LEN..].copy_from_slice(&key.to_le_bytes());
         d
     }

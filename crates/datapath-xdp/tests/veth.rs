@@ -176,7 +176,7 @@ mod with_xdp {
                 // The kernel has never heard of us: it must ARP for our address before sending,
                 // and our stack answers.
                 let mut dgram = vec![0u8; framing::HEADER_LEN + 4];
-                framing::Repr::single(1, 1, 4).emit(&mut dgram);
+                framing::Repr::single(Msg::new(1, 1), 4).emit(&mut dgram);
                 ctx.peer.send_to(&dgram, ctx.our_addr).unwrap();
                 let deadline = Instant::now() + Duration::from_secs(3);
                 let mut out = Vec::new();
@@ -425,7 +425,7 @@ mod with_xdp {
             // In: the peer sends an 8,900-byte message; it arrives as a multi-buffer frame.
             let body: Vec<u8> = (0..8900u32).map(|i| (i % 251) as u8).collect();
             let mut dgram = vec![0u8; framing::HEADER_LEN + body.len()];
-            framing::Repr::single(77, 5, body.len() as u32).emit(&mut dgram);
+            framing::Repr::single(Msg::new(77, 5), body.len() as u32).emit(&mut dgram);
             dgram[framing::HEADER_LEN..].copy_from_slice(&body);
             ctx.peer.send_to(&dgram, ctx.our_addr).unwrap();
             let mut out = Vec::new();
@@ -470,7 +470,7 @@ mod with_xdp {
         with_pair("receive", 1500, ChecksumCaps::SOFTWARE, |ctx, _| {
             let _c = connect(ctx);
             let mut dgram = vec![0u8; framing::HEADER_LEN + 300];
-            framing::Repr::single(5, 1, 300).emit(&mut dgram);
+            framing::Repr::single(Msg::new(5, 1), 300).emit(&mut dgram);
             dgram[framing::HEADER_LEN..].fill(0xab);
             ctx.peer.send_to(&dgram, ctx.our_addr).unwrap();
             // Garbage: a datagram too short for the framing header, and one with a bad
@@ -578,7 +578,7 @@ mod with_xdp {
         let mut f = vec![0u8; FRAME_OVERHEAD + body.len()];
         let udp_payload = framing::HEADER_LEN + body.len();
         t.write(&mut f, udp_payload, 1);
-        framing::Repr::single(3, 1, body.len() as u32).emit(&mut f[TEMPLATE_LEN..]);
+        framing::Repr::single(Msg::new(3, 1), body.len() as u32).emit(&mut f[TEMPLATE_LEN..]);
         f[FRAME_OVERHEAD..].copy_from_slice(body);
         edit(&mut f[TEMPLATE_LEN..]);
         let mut acc = Accumulator::new();
@@ -801,7 +801,7 @@ mod with_xdp {
                 let _c = connect(ctx);
                 let mut dgram = vec![0u8; framing::HEADER_LEN + 200];
                 for i in 0..100u32 {
-                    framing::Repr::single(i, 1, 200).emit(&mut dgram);
+                    framing::Repr::single(Msg::new(i, 1), 200).emit(&mut dgram);
                     ctx.peer.send_to(&dgram, ctx.our_addr).unwrap();
                 }
                 std::thread::sleep(Duration::from_millis(100));
@@ -817,7 +817,7 @@ mod with_xdp {
                 );
                 drop(out);
                 // Frames were recycled to the fill ring: the next datagram arrives.
-                framing::Repr::single(1000, 1, 200).emit(&mut dgram);
+                framing::Repr::single(Msg::new(1000, 1), 200).emit(&mut dgram);
                 ctx.peer.send_to(&dgram, ctx.our_addr).unwrap();
                 let mut out = Vec::new();
                 let deadline = Instant::now() + Duration::from_secs(3);

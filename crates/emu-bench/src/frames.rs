@@ -2,6 +2,8 @@
 
 use std::net::SocketAddrV4;
 
+use cornflakes::Msg;
+use cornflakes_rpc::ClientIds;
 use cornflakes_stack::iface::FRAME_OVERHEAD;
 use cornflakes_stack::template::HeaderTemplate;
 use cornflakes_stack::wire::{ethernet, framing, ipv4, udp, ChecksumCaps, MacAddr};
@@ -46,8 +48,11 @@ pub(crate) const MSG_ID_AT: usize = FRAME_OVERHEAD - framing::HEADER_LEN + 4;
 const UDP_CSUM_AT: usize = ethernet::HEADER_LEN + ipv4::HEADER_LEN + udp::CHECKSUM_OFFSET;
 
 /// Complete Ethernet/IPv4/UDP/framing frames with message id 0 and correct checksums, plus the
-/// receive-CQE checksum flags a NIC would report for them.
+/// receive-CQE checksum flags a NIC would report for them. Every frame carries one incarnation,
+/// drawn for the run ([`RequestFrames::incarnation`]): the emulated clients are one client
+/// whose ids (the run's sequence numbers, at most 2^32) are never reused.
 pub struct RequestFrames {
+    incarnation: u64,
     frames: Vec<Vec<u8>>,
     types: Vec<u16>,
     flags: Vec<(u8, u8)>,
@@ -88,6 +93,7 @@ impl RequestFrames {
             .collect::<Result<Vec<_>, String>>()?;
         let room = mtu.saturating_sub(FRAME_OVERHEAD - ethernet::HEADER_LEN);
         let mut out = RequestFrames {
+            incarnation: ClientIds::fresh().incarnation(),
             frames: Vec::with_capacity(requests.len()),
             types: Vec::with_capacity(requests.len()),
             flags: Vec::with_capacity(requests.len()),
@@ -130,7 +136,8 @@ impl RequestFrames {
             }
             let mut f = vec![0u8; FRAME_OVERHEAD + r.payload.len()];
             t.write(&mut f, framing::HEADER_LEN + r.payload.len(), i as u16);
-            framing::Repr::single(0, r.msg_type, r.payload.len() as u32)
+            let msg = Msg::new(0, r.msg_type).with_incarnation(out.incarnation);
+            framing::Repr::single(msg, r.payload.len() as u32)
                 .emit(&mut f[FRAME_OVERHEAD - framing::HEADER_LEN..]);
             f[FRAME_OVERHEAD..].copy_from_slice(&r.payload);
             let (src, dst) = (*client.1.ip(), *server.1.ip());
@@ -143,6 +150,11 @@ impl RequestFrames {
             out.frames.push(f);
         }
         Ok(out)
+    }
+
+    /// The incarnation every request carries, and every reply must.
+    pub fn incarnation(&self) -> u64 {
+        self.incarnation
     }
 
     /// Number of distinct requests.
@@ -262,6 +274,8 @@ mod tests {
                 let fr = framing::Packet::new_checked(u.payload()).unwrap();
                 assert_eq!(fr.msg_id(), id);
                 assert_eq!(fr.msg_type(), 7);
+                assert_eq!(fr.incarnation(), f.incarnation());
+                assert_ne!(fr.incarnation(), 0);
                 assert_eq!(&out[FRAME_OVERHEAD..], &req.payload[..]);
             }
         }

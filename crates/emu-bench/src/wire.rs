@@ -284,6 +284,13 @@ impl<C: ReplyCheck> LoadWire<C> {
         }
         let f = framing::Packet::new_unchecked(&head[FRAME_OVERHEAD - framing::HEADER_LEN..]);
         let payload = len - FRAME_OVERHEAD;
+        if f.incarnation() != self.frames.incarnation() {
+            return Err(format!(
+                "reply carries incarnation {:#x}, not its request's {:#x}",
+                f.incarnation(),
+                self.frames.incarnation()
+            ));
+        }
         if f.version() != framing::VERSION
             || f.seg_count() != 1
             || f.seg_index() != 0

@@ -389,13 +389,15 @@ static void test_datapath(void) {
     /* client → server: a copy */
     uint32_t conn;
     OK(cf_dp_connect(client, "127.0.0.1", sport, &conn));
-    OK(cf_dp_send_copy(client, conn, 5, 9, (const uint8_t *)"hello", 5));
+    const uint64_t inc = 0x1234567890abcdefULL; /* the client's incarnation */
+    OK(cf_dp_send_copy(client, conn, inc, 5, 9, (const uint8_t *)"hello", 5));
     OK(cf_dp_flush(client));
     cf_rx rx[8];
     size_t n = recv_wait(server, rx, 8);
     CHECK(n == 1);
     if (n != 1) return;
     CHECK(rx[0].msg_id == 5 && rx[0].msg_type == 9 && rx[0].peer_port == cport);
+    CHECK(rx[0].incarnation == inc);
     CHECK(rx[0].peer_ip == 0x7f000001);
     const uint8_t *p;
     size_t len;
@@ -409,17 +411,18 @@ static void test_datapath(void) {
         cf_buf parts[2];
         OK(cf_buf_alloc(m, (const uint8_t *)"scatter-", 8, &parts[0]));
         OK(cf_buf_alloc(m, (const uint8_t *)"gather", 6, &parts[1]));
-        OK(cf_dp_send_bufs(client, conn, 6, 9, parts, 2));
+        OK(cf_dp_send_bufs(client, conn, 0, 6, 9, parts, 2));
         OK(cf_buf_release(parts[0])); /* the send holds its own references */
         OK(cf_buf_release(parts[1]));
-        FAILS(cf_dp_send_bufs(client, conn, 6, 9, parts, 2), CF_ERR_BAD_HANDLE);
-        FAILS(cf_dp_send_bufs(client, conn, 6, 9, NULL, 2), CF_ERR_NULL);
+        FAILS(cf_dp_send_bufs(client, conn, 0, 6, 9, parts, 2), CF_ERR_BAD_HANDLE);
+        FAILS(cf_dp_send_bufs(client, conn, 0, 6, 9, NULL, 2), CF_ERR_NULL);
         OK(cf_dp_flush(client));
         OK(cf_mem_release(m));
         cf_rx r2[2];
         CHECK(recv_wait(server, r2, 2) == 1);
         OK(cf_buf_data(r2[0].data, &p, &len));
         CHECK(r2[0].msg_id == 6 && len == 14 && memcmp(p, "scatter-gather", 14) == 0);
+        CHECK(r2[0].incarnation == 0); /* sent without one */
         OK(cf_buf_release(r2[0].data));
     }
 
@@ -435,17 +438,17 @@ static void test_datapath(void) {
     OK(cf_msg_append_bytes(reply, f_vals, (const uint8_t *)"tiny", 4));
     OK(cf_msg_append_buf(reply, f_vals, v1));
     OK(cf_msg_append_buf(reply, f_vals, v2));
-    OK(cf_dp_send_msg(server, rx[0].conn, rx[0].msg_id, 10, reply));
+    OK(cf_dp_send_msg(server, rx[0].conn, rx[0].incarnation, rx[0].msg_id, 10, reply));
     OK(cf_buf_release(v1)); /* the message and the send hold their own references */
     OK(cf_arena_reset(arena));
     OK(cf_dp_flush(server));
     OK(cf_buf_release(rx[0].data));
-    FAILS(cf_dp_send_msg(server, 999, 1, 1, reply), CF_ERR_BAD_HANDLE); /* reset away */
+    FAILS(cf_dp_send_msg(server, 999, 0, 1, 1, reply), CF_ERR_BAD_HANDLE); /* reset away */
 
     n = recv_wait(client, rx, 8);
     CHECK(n == 1);
     if (n != 1) return;
-    CHECK(rx[0].msg_id == 5 && rx[0].msg_type == 10);
+    CHECK(rx[0].msg_id == 5 && rx[0].msg_type == 10 && rx[0].incarnation == inc);
     cf_arena carena;
     cf_mem cmem;
     OK(cf_dp_memory(client, &cmem));
@@ -470,14 +473,14 @@ static void test_datapath(void) {
     {
         cf_dp big_a, big_b;
         FAILS(cf_dp_socket_new_sized("127.0.0.1", 0, (size_t)3 << 20, &big_a), CF_ERR_TOO_LARGE);
-        FAILS(cf_dp_send_copy(client, conn, 1, 1, malloc_fill(40000), 40000), CF_ERR_TOO_LARGE);
+        FAILS(cf_dp_send_copy(client, conn, 0, 1, 1, malloc_fill(40000), 40000), CF_ERR_TOO_LARGE);
         OK(cf_dp_socket_new_sized("127.0.0.1", 0, 65536, &big_a));
         OK(cf_dp_socket_new_sized("127.0.0.1", 0, 65536, &big_b));
         uint16_t bport;
         uint32_t bconn;
         OK(cf_dp_local_port(big_b, &bport));
         OK(cf_dp_connect(big_a, "127.0.0.1", bport, &bconn));
-        OK(cf_dp_send_copy(big_a, bconn, 3, 4, malloc_fill(40000), 40000));
+        OK(cf_dp_send_copy(big_a, bconn, 0, 3, 4, malloc_fill(40000), 40000));
         OK(cf_dp_flush(big_a));
         cf_rx r3;
         CHECK(recv_wait(big_b, &r3, 1) == 1);
@@ -489,7 +492,7 @@ static void test_datapath(void) {
     }
 
     /* sending on an unknown connection */
-    FAILS(cf_dp_send_copy(server, 12345, 1, 1, (const uint8_t *)"x", 1), CF_ERR_INVALID);
+    FAILS(cf_dp_send_copy(server, 12345, 0, 1, 1, (const uint8_t *)"x", 1), CF_ERR_INVALID);
 
     /* malformed datagrams from a plain socket: counted, dropped, nothing delivered */
     int s = socket(AF_INET, SOCK_DGRAM, 0);

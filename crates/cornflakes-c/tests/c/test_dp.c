@@ -77,7 +77,7 @@ static cf_status send_copy_retry(cf_dp dp, uint32_t conn, uint32_t id, const uin
                                  size_t n) {
     cf_status s = CF_ERR_AGAIN;
     for (int i = 0; i < 2000 && s == CF_ERR_AGAIN; i++) {
-        s = cf_dp_send_copy(dp, conn, id, 9, d, n);
+        s = cf_dp_send_copy(dp, conn, 0, id, 9, d, n);
         if (s == CF_ERR_AGAIN) {
             cf_rx rx[4];
             size_t m = 0;
@@ -147,13 +147,14 @@ int main(int argc, char **argv) {
     /* client → server: a copy (the kernel in B asks for A's address; the stack answers) */
     uint32_t conn;
     OK(cf_dp_connect(client, ip_a, PORT, &conn));
-    OK(cf_dp_send_copy(client, conn, 5, 9, (const uint8_t *)"hello", 5));
+    OK(cf_dp_send_copy(client, conn, 0xfeedULL, 5, 9, (const uint8_t *)"hello", 5));
     OK(cf_dp_flush(client));
     cf_rx rx[64];
     size_t n = recv_wait(server, (cf_dp){0}, rx, 1);
     CHECK(n == 1);
     if (n != 1) return 1;
     CHECK(rx[0].msg_id == 5 && rx[0].msg_type == 9 && rx[0].peer_port == cport);
+    CHECK(rx[0].incarnation == 0xfeedULL);
     CHECK(rx[0].peer_ip == ntohl(inet_addr(ip_b)));
     const uint8_t *p;
     size_t len;
@@ -187,7 +188,7 @@ int main(int argc, char **argv) {
     OK(cf_msg_append_buf(reply, f_vals, v2));
     cf_status st = CF_ERR_AGAIN;
     for (int i = 0; i < 2000 && st == CF_ERR_AGAIN; i++) {
-        st = cf_dp_send_msg(server, back, 7, 10, reply);
+        st = cf_dp_send_msg(server, back, 0xfeedULL, 7, 10, reply);
         if (st == CF_ERR_AGAIN) usleep(1000); /* only if the peer is not resolved yet */
     }
     CHECK(st == CF_OK);
@@ -199,7 +200,7 @@ int main(int argc, char **argv) {
     n = recv_wait(client, server, rx, 1);
     CHECK(n == 1);
     if (n != 1) return 1;
-    CHECK(rx[0].msg_id == 7 && rx[0].msg_type == 10);
+    CHECK(rx[0].msg_id == 7 && rx[0].msg_type == 10 && rx[0].incarnation == 0xfeedULL);
     cf_mem cmem;
     OK(cf_dp_memory(client, &cmem));
     cf_arena carena;
@@ -245,7 +246,7 @@ int main(int argc, char **argv) {
         CHECK(rx[0].msg_id == 8 && len == 9000 && memcmp(p, pattern(9000), 9000) == 0);
         OK(cf_buf_release(rx[0].data));
     }
-    OK(cf_dp_send_copy(client, conn, 9, 9, pattern(12000), 12000));
+    OK(cf_dp_send_copy(client, conn, 0, 9, 9, pattern(12000), 12000));
     OK(cf_dp_flush(client));
     n = recv_wait(server, (cf_dp){0}, rx, 1);
     CHECK(n == 1);
@@ -261,11 +262,11 @@ int main(int argc, char **argv) {
     for (uint32_t i = 0; i < 64; i++) {
         uint8_t req[600];
         memset(req, (int)i, sizeof req);
-        OK(cf_dp_send_copy(client, conn, 100 + i, 3, req, sizeof req));
+        OK(cf_dp_send_copy(client, conn, 0, 100 + i, 3, req, sizeof req));
         OK(cf_dp_flush(client));
         cf_rx r;
         if (recv_wait(server, (cf_dp){0}, &r, 1) != 1) break;
-        OK(cf_dp_send_bufs(server, r.conn, r.msg_id, r.msg_type, &r.data, 1));
+        OK(cf_dp_send_bufs(server, r.conn, r.incarnation, r.msg_id, r.msg_type, &r.data, 1));
         OK(cf_dp_flush(server));
         OK(cf_buf_release(r.data));
         if (recv_wait(client, server, &r, 1) != 1) break;
