@@ -47,6 +47,8 @@ mod error;
 mod gen;
 mod imports;
 mod options;
+mod parse;
+mod place;
 pub mod schema;
 mod source;
 
@@ -224,6 +226,15 @@ impl Config {
             }
         }
         let schema = Schema::load(protos, includes)?;
+        for note in &schema.notes {
+            // What was read and left out (an `extend` of a message): a warning in Cargo's
+            // output, a note on stderr elsewhere (the `cornflakes gen` command).
+            if under_cargo {
+                println!("cargo:warning={}", note.replace('\n', " "));
+            } else {
+                eprintln!("note: {note}");
+            }
+        }
         if self.rerun_if_changed && under_cargo {
             for f in schema.files.iter().filter(|f| !f.is_input) {
                 println!("cargo:rerun-if-changed={}", f.path.display());

@@ -8,12 +8,7 @@
 
 use std::collections::HashMap;
 
-/// A 1-based line and column in a `.proto` file.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Loc {
-    pub line: u32,
-    pub col: u32,
-}
+pub use crate::place::Loc;
 
 /// A declaration's position and leading comment.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -372,7 +367,7 @@ pub fn scan(src: &str) -> SourceInfo {
                 stack.push(Frame::Oneof);
                 i += 3;
             }
-            "extend" if crate::schema::is_options_message(text(i + 1)) => {
+            "extend" if crate::place::is_options_message(text(i + 1)) => {
                 // Custom options (`extend google.protobuf.FieldOptions { … }`): read and left
                 // out, as prost does; the fields inside are not message fields.
                 while i < toks.len() && toks[i].text != "{" {

@@ -59,7 +59,7 @@ fn every_error_names_the_file_as_the_caller_did() {
     let unsupported = write(
         &dir,
         "unsupported.proto",
-        "syntax = \"proto2\";\nextend M { optional int32 x = 2; }\nmessage M { extensions 2 to 3; }\n",
+        "syntax = \"proto2\";\nmessage M { optional M m = 1 [default = 1]; }\n",
     );
     let bad_import = write(
         &dir,
@@ -74,7 +74,7 @@ fn every_error_names_the_file_as_the_caller_did() {
     let shown = |p: &Path| p.display().to_string();
     for (file, expect) in [
         (&syntax, shown(&syntax) + ":2:"),
-        (&unsupported, shown(&unsupported) + ":2:1"),
+        (&unsupported, shown(&unsupported) + ":2:13"),
         (&bad_import, shown(&dir.join("sub/broken.proto")) + ":2:"),
     ] {
         let text = Schema::load(&[file], &[&dir]).err().unwrap().to_string();
@@ -104,9 +104,9 @@ fn the_missing_import_hint_fits_build_rs_and_the_command() {
 }
 
 /// Item 9: `extend google.protobuf.*Options` (custom options) was refused; it is read and
-/// left out as prost does. Other `extend`s keep their clear error.
+/// left out as prost does, and so is any other `extend`, with a note.
 #[test]
-fn custom_options_are_accepted_other_extensions_refused() {
+fn custom_options_are_accepted_other_extensions_noted() {
     let dir = rel_dir("extend");
     let opts = write(
         &dir,
@@ -158,12 +158,18 @@ message Reading {
         "other.proto",
         "syntax = \"proto2\";\nmessage Base { extensions 100 to 200; }\nextend Base { optional int32 more = 100; }\n",
     );
-    let err = Schema::load(&[&other], &[&dir]).err().unwrap();
-    assert_eq!(err.kind(), ErrorKind::Unsupported);
+    // Any other `extend` is read and left out with a note (as prost-build leaves it out).
+    let schema = Schema::load(&[&other], &[&dir]).unwrap();
+    let base = schema.message("Base").unwrap();
     assert!(
-        err.to_string()
-            .starts_with(&format!("{}:3:1: unsupported `extend`", other.display())),
-        "{err}"
+        schema.messages[base].fields.is_empty(),
+        "extension left out"
+    );
+    assert_eq!(schema.notes.len(), 1, "{:?}", schema.notes);
+    assert!(
+        schema.notes[0].starts_with(&format!("{}:3:1: `extend Base` left out", other.display())),
+        "{:?}",
+        schema.notes
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -289,7 +295,7 @@ fn generated_names_that_meet_are_refused_with_the_item_and_module() {
         (
             "bytes.proto",
             "syntax = \"proto3\";\npackage c;\nmessage M { string x = 1; bytes x_bytes = 2; }\n",
-            "`MView::get_x_bytes` twice in module `c`",
+            "message `c.M`: field `x` and field `x_bytes` both generate the Rust method `get_x_bytes`",
         ),
         (
             "nested.proto",

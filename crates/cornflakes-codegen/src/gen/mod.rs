@@ -12,7 +12,8 @@ use proc_macro2::TokenStream;
 use quote::quote;
 
 use crate::error::{Error, Warning};
-use crate::schema::{EnumId, MsgId, Place, Schema, ServiceId};
+use crate::place::Place;
+use crate::schema::{EnumId, MsgId, Schema, ServiceId};
 use crate::{Config, Files};
 use names::{doc_attrs, ident, module_name, upper_camel};
 
@@ -32,6 +33,11 @@ pub(crate) fn generate(schema: &Schema, config: &Config) -> Result<(Files, Vec<W
     for (i, f) in schema.files.iter().enumerate() {
         if f.is_input {
             packages.entry(f.package.as_str()).or_default().push(i);
+        }
+    }
+    for (id, m) in schema.messages.iter().enumerate() {
+        if schema.files[m.file].is_input {
+            clash::check_fields(schema, id)?;
         }
     }
     let mut out = Vec::new();
@@ -227,14 +233,22 @@ fn module_items(
                 #[doc = #doc]
                 #proto_doc
                 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+                #[allow(non_camel_case_types)]
                 pub enum #case { #(#variants)* }
                 #value
             }
         });
         let inner = module_items(schema, runtime, &m.nested_messages, &m.nested_enums);
-        let oneof_borrows =
-            (0..m.oneofs.len()).any(|oi| message::oneof_value_name(schema, id, oi).1);
-        let use_rt = if m.nested_messages.is_empty() && !oneof_borrows {
+        // The oneof value enums name the runtime for string and bytes members only.
+        let oneof_leaves = m.oneofs.iter().any(|o| {
+            o.fields.iter().any(|&i| {
+                matches!(
+                    m.fields[i].kind,
+                    crate::schema::FieldKind::String | crate::schema::FieldKind::Bytes
+                )
+            })
+        });
+        let use_rt = if m.nested_messages.is_empty() && !oneof_leaves {
             quote!()
         } else {
             quote!(use #runtime as cf;)
