@@ -73,6 +73,7 @@ pub struct Config {
     rpc_path: String,
     method_ids: Vec<(String, u16)>,
     exactly_once: Vec<String>,
+    print_warnings: bool,
 }
 
 impl Default for Config {
@@ -87,6 +88,7 @@ impl Default for Config {
             rpc_path: "::cornflakes_rpc".to_string(),
             method_ids: Vec::new(),
             exactly_once: Vec::new(),
+            print_warnings: true,
         }
     }
 }
@@ -181,6 +183,14 @@ impl Config {
         self
     }
 
+    /// Whether to print the schema's notes and the generator's warnings (default: yes: as
+    /// `cargo:warning=` lines in a build script, on stderr elsewhere). Off, they are still in
+    /// [`Schema::notes`] and [`generate_with_warnings`](Self::generate_with_warnings).
+    pub fn print_warnings(&mut self, on: bool) -> &mut Self {
+        self.print_warnings = on;
+        self
+    }
+
     /// Whether a streaming rpc (`stream` on either side) is an error (default: no, it is
     /// skipped with a warning naming it, so files such as gRPC's health service compile).
     pub fn refuse_streaming(&mut self, on: bool) -> &mut Self {
@@ -226,7 +236,7 @@ impl Config {
             }
         }
         let schema = Schema::load(protos, includes)?;
-        for note in &schema.notes {
+        for note in schema.notes.iter().filter(|_| self.print_warnings) {
             // What was read and left out (an `extend` of a message): a warning in Cargo's
             // output, a note on stderr elsewhere (the `cornflakes gen` command).
             if under_cargo {
@@ -242,7 +252,7 @@ impl Config {
         }
         std::fs::create_dir_all(&out_dir).map_err(error::io_at(&out_dir))?;
         let (files, warnings) = self.generate_with_warnings(&schema)?;
-        for w in &warnings {
+        for w in warnings.iter().filter(|_| self.print_warnings) {
             if under_cargo {
                 // One line each: Cargo shows a `cargo:warning=` line as it is.
                 println!("cargo:warning={}", w.to_string().replace('\n', " "));

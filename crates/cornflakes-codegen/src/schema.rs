@@ -291,6 +291,11 @@ impl Schema {
             } else {
                 None
             };
+            // A well-known type no include directory has: the copy built into this crate.
+            let found = found.or_else(|| {
+                let name = p.to_str()?;
+                crate::parse::well_known(name).map(|_| p.to_path_buf())
+            });
             match found {
                 Some(q) => resolved_inputs.push(q),
                 None => {

@@ -31,6 +31,10 @@ const WELL_KNOWN: &[(&str, &str)] = &[
         include_str!("../../protos/google/protobuf/duration.proto"),
     ),
     (
+        "google/protobuf/compiler/plugin.proto",
+        include_str!("../../protos/google/protobuf/compiler/plugin.proto"),
+    ),
+    (
         "google/protobuf/empty.proto",
         include_str!("../../protos/google/protobuf/empty.proto"),
     ),
@@ -88,10 +92,23 @@ pub(crate) fn load(inputs: &[&Path], includes: &[&Path]) -> Result<Vec<Loaded>, 
             files[i].0.is_input = true;
             continue;
         }
-        let text = std::fs::read_to_string(input).map_err(|e| Error::io(input, e))?;
+        let text = match std::fs::read_to_string(input) {
+            Ok(t) => t,
+            Err(e) => match input.to_str().and_then(well_known) {
+                Some(t) => t.to_string(),
+                None => return Err(Error::io(input, e)),
+            },
+        };
         by_name.insert(name.clone(), files.len());
         files.push(read(name, input.to_path_buf(), text, true)?);
     }
+    // A file reached under two import paths (`types.proto` from its own directory,
+    // `a/b/types.proto` from the root) is read once: later names are aliases of the first.
+    let mut by_path: HashMap<PathBuf, usize> = files
+        .iter()
+        .enumerate()
+        .map(|(i, (l, _))| (canonical(&l.path), i))
+        .collect();
     let mut next = 0;
     while next < files.len() {
         let imports = files[next].1.imports.clone();
@@ -101,10 +118,24 @@ pub(crate) fn load(inputs: &[&Path], includes: &[&Path]) -> Result<Vec<Loaded>, 
                 continue;
             }
             let (path, text) = find(&name, includes, &importer, loc)?;
+            if let Some(&i) = by_path.get(&canonical(&path)).filter(|_| path.is_file()) {
+                by_name.insert(name, i);
+                continue;
+            }
             by_name.insert(name.clone(), files.len());
+            by_path.insert(canonical(&path), files.len());
             files.push(read(name, path, text, false)?);
         }
         next += 1;
+    }
+    // Dependencies by the name their file was read under.
+    let names: Vec<String> = files.iter().map(|(_, p)| p.fd.name().to_string()).collect();
+    for (_, p) in &mut files {
+        for d in &mut p.fd.dependency {
+            if let Some(&i) = by_name.get(d.as_str()) {
+                d.clone_from(&names[i]);
+            }
+        }
     }
     let mut parsed: Vec<ParsedFile> = files.iter_mut().map(|(_, p)| std::mem::take(p)).collect();
     resolve::resolve(&mut parsed).map_err(|e| {
@@ -196,9 +227,20 @@ fn find(
     ))
 }
 
+fn canonical(p: &Path) -> PathBuf {
+    p.canonicalize().unwrap_or_else(|_| p.to_path_buf())
+}
+
 /// An input's import path: relative to the first include directory that holds it (compared
-/// resolved: `..` and symbolic links), else its file name.
+/// resolved: `..` and symbolic links), else its file name; a built-in well-known type's is its
+/// own.
 fn import_name(input: &Path, includes: &[&Path]) -> String {
+    if let Some(name) = input
+        .to_str()
+        .filter(|n| !input.exists() && well_known(n).is_some())
+    {
+        return name.to_string();
+    }
     let resolve = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
     let abs = resolve(input);
     for inc in includes {

@@ -22,7 +22,7 @@ use protobuf::descriptor::{
 
 use crate::place::Loc;
 use lex::{Tok, Token};
-pub(crate) use load::load;
+pub(crate) use load::{load, well_known};
 
 /// A syntax or semantic error in one file, and where.
 #[derive(Debug)]
