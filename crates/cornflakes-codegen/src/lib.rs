@@ -74,6 +74,7 @@ pub struct Config {
     method_ids: Vec<(String, u16)>,
     exactly_once: Vec<String>,
     print_warnings: bool,
+    extern_paths: Vec<(String, String)>,
 }
 
 impl Default for Config {
@@ -89,6 +90,10 @@ impl Default for Config {
             method_ids: Vec::new(),
             exactly_once: Vec::new(),
             print_warnings: true,
+            extern_paths: vec![(
+                "google.protobuf".to_string(),
+                "::cornflakes_types".to_string(),
+            )],
         }
     }
 }
@@ -180,6 +185,34 @@ impl Config {
     /// prost-build has no service generator.
     pub fn services(&mut self, on: bool) -> &mut Self {
         self.services = on;
+        self
+    }
+
+    /// Declares that the types of proto package `proto_path` (`.google.protobuf`, `.acme.v1`;
+    /// its sub-packages too) live in the Rust module `rust_path` (`::cornflakes_types`,
+    /// `::acme_types::v1`), generated elsewhere: code that uses them refers to them there and
+    /// they are not generated again (prost-build's `extern_path`). `.google.protobuf` maps to
+    /// the `cornflakes-types` crate by default; see
+    /// [`compile_well_known_types`](Self::compile_well_known_types).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let mut c = cornflakes_codegen::Config::new();
+    /// c.extern_path(".acme.common", "::acme_common");
+    /// ```
+    pub fn extern_path(&mut self, proto_path: &str, rust_path: &str) -> &mut Self {
+        let proto = proto_path.trim_start_matches('.').to_string();
+        self.extern_paths.retain(|(p, _)| *p != proto);
+        self.extern_paths.push((proto, rust_path.to_string()));
+        self
+    }
+
+    /// Generates protobuf's well-known types (`google.protobuf.Timestamp`, …) like any other
+    /// package instead of referring to the `cornflakes-types` crate (what that crate itself
+    /// is built with).
+    pub fn compile_well_known_types(&mut self) -> &mut Self {
+        self.extern_paths.retain(|(p, _)| p != "google.protobuf");
         self
     }
 

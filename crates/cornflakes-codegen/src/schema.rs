@@ -267,6 +267,9 @@ pub struct Schema {
     /// What was read and left out, each starting with `file:line:col` (an `extend` of a message
     /// that is not an options message). `compile_protos` prints them as Cargo warnings.
     pub notes: Vec<String>,
+    /// Packages whose types live in another crate (`Config::extern_path`), longest first:
+    /// (proto package prefix, Rust path). Set by the generator on its copy of the schema.
+    pub(crate) extern_paths: Vec<(String, String)>,
     by_name: HashMap<String, MsgId>,
 }
 

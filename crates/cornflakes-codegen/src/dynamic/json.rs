@@ -11,6 +11,16 @@ use serde_json::Value as Json;
 use super::{DynMessage, Packed, Value};
 use crate::schema::{FieldDef, FieldKind, MsgId, ScalarKind, Schema};
 
+/// How [`DynMessage::to_json_with`] names fields (input accepts both).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Names {
+    /// As written in the `.proto` (`user_id`): protobuf's `preserving_proto_field_name`.
+    #[default]
+    Proto,
+    /// The JSON name (`userId`, or the field's `json_name`): protobuf's default.
+    Json,
+}
+
 /// JSON that does not fit the message, or a decoded message that has no JSON form.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JsonError {
@@ -31,7 +41,7 @@ impl fmt::Display for JsonError {
 
 impl std::error::Error for JsonError {}
 
-fn err(path: &str, message: impl Into<String>) -> JsonError {
+pub(super) fn err(path: &str, message: impl Into<String>) -> JsonError {
     JsonError {
         path: path.to_string(),
         message: message.into(),
@@ -126,21 +136,30 @@ impl<'a> DynMessage<'a> {
         from_json(schema, msg, json, arena, &schema.messages[msg].name)
     }
 
-    /// The JSON form, pretty-printed, fields in increasing number.
+    /// The JSON form, pretty-printed, fields in increasing number, named as in the `.proto`
+    /// (protobuf's `preserving_proto_field_name`).
     pub fn to_json(&self) -> Result<String, JsonError> {
+        self.to_json_with(Names::Proto)
+    }
+
+    /// [`to_json`](Self::to_json) with the field names of `names`.
+    pub fn to_json_with(&self, names: Names) -> Result<String, JsonError> {
         let mut out = String::new();
-        write_message(self, &mut out, 0, &self.def().name)?;
+        write_message(self, &mut out, 0, &self.def().name, names)?;
         Ok(out)
     }
 }
 
-fn from_json<'a>(
+pub(super) fn from_json<'a>(
     schema: &'a Schema,
     msg: MsgId,
     json: &Json,
     arena: &'a Arena,
     path: &str,
 ) -> Result<DynMessage<'a>, JsonError> {
+    if let Some(r) = super::wkt::read(schema, msg, json, arena, path) {
+        return r;
+    }
     let def = &schema.messages[msg];
     let Json::Object(obj) = json else {
         return Err(err(
@@ -166,7 +185,7 @@ fn from_json<'a>(
                 ),
             ));
         };
-        if v.is_null() {
+        if v.is_null() && !(super::wkt::null_is_a_value(schema, f.kind) && !f.repeated) {
             continue;
         }
         if let Some(o) = f.oneof {
@@ -188,7 +207,7 @@ fn from_json<'a>(
     Ok(m)
 }
 
-fn field_value<'a>(
+pub(super) fn field_value<'a>(
     schema: &'a Schema,
     f: &FieldDef,
     v: &Json,
@@ -220,7 +239,7 @@ fn field_value<'a>(
                     );
                 }
                 if let Some(vf) = edef.fields.iter().position(|x| x.number == 2) {
-                    if !val.is_null() {
+                    if !val.is_null() || super::wkt::null_is_a_value(schema, edef.fields[vf].kind) {
                         e.set(
                             vf,
                             single(schema, edef.fields[vf].kind, val, arena, &kpath)?,
@@ -310,6 +329,9 @@ fn parse_bool(v: &Json, path: &str) -> Result<bool, JsonError> {
 
 fn parse_enum(schema: &Schema, e: usize, v: &Json, path: &str) -> Result<i32, JsonError> {
     let def = &schema.enums[e];
+    if v.is_null() && def.full_name == "google.protobuf.NullValue" {
+        return Ok(0);
+    }
     match v {
         Json::String(s) => {
             if let Some(x) = def.values.iter().find(|x| &x.name == s) {
@@ -350,7 +372,7 @@ fn leaf_bytes(kind: FieldKind, v: &Json, path: &str) -> Result<Vec<u8>, JsonErro
     }
 }
 
-fn single<'a>(
+pub(super) fn single<'a>(
     schema: &'a Schema,
     kind: FieldKind,
     v: &Json,
@@ -425,13 +447,16 @@ fn base64(b: &[u8]) -> String {
 }
 
 fn enum_text(schema: &Schema, e: usize, n: i32) -> String {
+    if schema.enums[e].full_name == "google.protobuf.NullValue" {
+        return "null".into();
+    }
     match schema.enums[e].value_by_number(n) {
         Some(v) => quote_str(&v.name),
         None => n.to_string(),
     }
 }
 
-fn scalar_text(
+pub(super) fn scalar_text(
     schema: &Schema,
     kind: FieldKind,
     v: &Value<'_>,
@@ -454,12 +479,16 @@ fn scalar_text(
     })
 }
 
-fn write_message(
+pub(super) fn write_message(
     m: &DynMessage<'_>,
     out: &mut String,
     level: usize,
     path: &str,
+    names: Names,
 ) -> Result<(), JsonError> {
+    if let Some(r) = super::wkt::write(m, out, level, path, names) {
+        return r;
+    }
     if m.fields.is_empty() {
         out.push_str("{}");
         return Ok(());
@@ -468,9 +497,13 @@ fn write_message(
     let n = m.fields.len();
     for (k, (f, v)) in m.fields().enumerate() {
         indent(out, level + 1);
-        let _ = write!(out, "{}: ", quote_str(&f.name));
+        let key = match names {
+            Names::Proto => &f.name,
+            Names::Json => &f.json_name,
+        };
+        let _ = write!(out, "{}: ", quote_str(key));
         let fpath = format!("{path}.{}", f.name);
-        write_value(m.schema, f, v, out, level + 1, &fpath)?;
+        write_value(m.schema, f, v, out, level + 1, &fpath, names)?;
         out.push_str(if k + 1 < n { ",\n" } else { "\n" });
     }
     indent(out, level);
@@ -494,16 +527,17 @@ fn write_list(out: &mut String, level: usize, items: Vec<String>) {
     out.push(']');
 }
 
-fn write_value(
+pub(super) fn write_value(
     schema: &Schema,
     f: &FieldDef,
     v: &Value<'_>,
     out: &mut String,
     level: usize,
     path: &str,
+    names: Names,
 ) -> Result<(), JsonError> {
     match v {
-        Value::Message(sub) => write_message(sub, out, level, path),
+        Value::Message(sub) => write_message(sub, out, level, path, names),
         Value::Packed(p) => {
             let items: Vec<String> = match p {
                 Packed::Bool(l) => l.iter().map(|x| x.to_string()).collect(),
@@ -538,12 +572,12 @@ fn write_value(
                 _ => None,
             };
             if let Some(entry) = entry {
-                return write_map(schema, entry, l, out, level, path);
+                return write_map(schema, entry, l, out, level, path, names);
             }
             let mut items = Vec::with_capacity(l.len());
             for (i, m) in l.iter().enumerate() {
                 let mut s = String::new();
-                write_message(m, &mut s, level + 1, &format!("{path}[{i}]"))?;
+                write_message(m, &mut s, level + 1, &format!("{path}[{i}]"), names)?;
                 items.push(s);
             }
             write_list(out, level, items);
@@ -563,6 +597,7 @@ fn write_map(
     out: &mut String,
     level: usize,
     path: &str,
+    names: Names,
 ) -> Result<(), JsonError> {
     let edef = &schema.messages[entry];
     if l.is_empty() {
@@ -587,7 +622,15 @@ fn write_map(
                 };
             } else if f.number == 2 {
                 let mut s = String::new();
-                write_value(schema, f, v, &mut s, level + 1, &format!("{path}[{key:?}]"))?;
+                write_value(
+                    schema,
+                    f,
+                    v,
+                    &mut s,
+                    level + 1,
+                    &format!("{path}[{key:?}]"),
+                    names,
+                )?;
                 val = Some(s);
             }
         }
@@ -624,7 +667,7 @@ fn write_map(
     Ok(())
 }
 
-fn default_json(kind: FieldKind) -> String {
+pub(super) fn default_json(kind: FieldKind) -> String {
     match kind {
         FieldKind::Scalar(ScalarKind::Bool) => "false".into(),
         FieldKind::Scalar(

@@ -28,6 +28,8 @@
 
 #[cfg(feature = "json")]
 mod json;
+#[cfg(feature = "json")]
+mod wkt;
 
 use std::fmt;
 
@@ -39,7 +41,7 @@ use cornflakes::{
 use crate::schema::{FieldDef, FieldKind, MessageDef, MsgId, ScalarKind, Schema};
 
 #[cfg(feature = "json")]
-pub use json::JsonError;
+pub use json::{JsonError, Names};
 
 /// A packed repeated scalar (enums as `I32`).
 pub enum Packed<'a> {

@@ -20,6 +20,14 @@ use names::{doc_attrs, ident, module_name, upper_camel};
 /// Generates the files for every package with an input file: `(file name, contents)`, sorted
 /// by file name, and what was left out.
 pub(crate) fn generate(schema: &Schema, config: &Config) -> Result<(Files, Vec<Warning>), Error> {
+    // Types of packages under an extern path are referred to, not generated.
+    let mut with_externs = schema.clone();
+    with_externs.extern_paths = config.extern_paths.clone();
+    with_externs
+        .extern_paths
+        .sort_by_key(|(prefix, _)| std::cmp::Reverse(prefix.len()));
+    let schema = &with_externs;
+    let is_extern = |package: &str| names::extern_root(schema, package).is_some();
     let mut warnings = Vec::new();
     check_config_methods(schema, config)?;
     let path = |p: &str, what: &str| -> Result<TokenStream, Error> {
@@ -31,12 +39,12 @@ pub(crate) fn generate(schema: &Schema, config: &Config) -> Result<(Files, Vec<W
     let mut reply_views = HashSet::new();
     let mut packages: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
     for (i, f) in schema.files.iter().enumerate() {
-        if f.is_input {
+        if f.is_input && !is_extern(&f.package) {
             packages.entry(f.package.as_str()).or_default().push(i);
         }
     }
     for (id, m) in schema.messages.iter().enumerate() {
-        if schema.files[m.file].is_input {
+        if schema.files[m.file].is_input && !is_extern(&m.package) {
             clash::check_fields(schema, id)?;
         }
     }

@@ -131,24 +131,51 @@ pub fn relative_path(from: &[String], to: &[String], name: &str) -> TokenStream 
     quote!(#(#supers)* #(#downs)* #name)
 }
 
+/// The crate path and modules of `package` when an extern path covers it
+/// (`Config::extern_path`): `google.protobuf` → (`::cornflakes_types`, `[]`).
+pub fn extern_root(schema: &Schema, package: &str) -> Option<(TokenStream, Vec<String>)> {
+    schema.extern_paths.iter().find_map(|(prefix, rust)| {
+        let rest = if package == prefix {
+            ""
+        } else {
+            package.strip_prefix(prefix.as_str())?.strip_prefix('.')?
+        };
+        let root: TokenStream = rust.parse().ok()?;
+        Some((root, package_modules(rest)))
+    })
+}
+
+/// Path from module `from` to the item `name` declared with `parents` in `package`: relative
+/// inside the generated tree, absolute into an extern crate.
+pub fn item_path(
+    schema: &Schema,
+    from: &[String],
+    package: &str,
+    parents: &[String],
+    name: &str,
+) -> TokenStream {
+    if let Some((root, mut modules)) = extern_root(schema, package) {
+        modules.extend(parents.iter().map(|p| module_name(p)));
+        let downs = modules.iter().map(|m| {
+            let m = ident(m);
+            quote!(#m::)
+        });
+        let name = ident(name);
+        return quote!(#root::#(#downs)* #name);
+    }
+    relative_path(from, &scope_modules(package, parents), name)
+}
+
 /// Path to message `id` from module `from` (without lifetime).
 pub fn message_path(schema: &Schema, from: &[String], id: MsgId) -> TokenStream {
     let m = &schema.messages[id];
-    relative_path(
-        from,
-        &scope_modules(&m.package, &m.parents),
-        &upper_camel(&m.name),
-    )
+    item_path(schema, from, &m.package, &m.parents, &upper_camel(&m.name))
 }
 
 /// Path to enum `id` from module `from`.
 pub fn enum_path(schema: &Schema, from: &[String], id: EnumId) -> TokenStream {
     let e = &schema.enums[id];
-    relative_path(
-        from,
-        &scope_modules(&e.package, &e.parents),
-        &upper_camel(&e.name),
-    )
+    item_path(schema, from, &e.package, &e.parents, &upper_camel(&e.name))
 }
 
 /// Name of the enum of oneof `oneof`'s cases, in the module of `msg`'s nested types: the

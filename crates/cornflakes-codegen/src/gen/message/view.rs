@@ -19,9 +19,11 @@ impl MessageGen<'_> {
     /// Path to the view type of message `id` from this message's module (without lifetime).
     fn view_path(&self, id: MsgId) -> TokenStream {
         let m = &self.schema.messages[id];
-        names::relative_path(
+        names::item_path(
+            self.schema,
             &self.module,
-            &names::scope_modules(&m.package, &m.parents),
+            &m.package,
+            &m.parents,
             &view_name(&m.name),
         )
     }
