@@ -380,22 +380,6 @@ struct Builder {
     method_options: HashMap<String, u32>,
 }
 
-fn lower_camel(name: &str) -> String {
-    let mut out = String::new();
-    let mut upper = false;
-    for c in name.chars() {
-        if c == '_' {
-            upper = true;
-        } else if upper {
-            out.extend(c.to_uppercase());
-            upper = false;
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
 fn join(scope: &str, name: &str) -> String {
     if name.is_empty() {
         scope.to_string()
@@ -655,7 +639,7 @@ impl Builder {
                     json_name: if f.has_json_name() {
                         f.json_name().to_string()
                     } else {
-                        lower_camel(f.name())
+                        crate::parse::json_name(f.name())
                     },
                     number: f.number() as u32,
                     kind,

@@ -1,7 +1,7 @@
 //! Where declarations sit in a `.proto` file, and the comments written before them.
 //!
-//! The pure-Rust parser of `protobuf-parse` yields descriptors without source positions or
-//! comments. This scanner walks the same text a second time, only far enough to find each
+//! The parser (`crate::parse`) yields descriptors and the positions of what it resolves, not
+//! the comments or every declaration's place. This scanner walks the same text a second time, only far enough to find each
 //! message, enum, enum value, field and oneof (and the constructs we reject), so errors can say
 //! `file:line:col` and comments can become `///` docs. It never decides what a file means: a
 //! declaration it misses just has no position or docs.

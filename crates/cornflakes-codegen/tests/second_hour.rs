@@ -321,3 +321,56 @@ fn generated_names_that_meet_are_refused_with_the_item_and_module() {
     assert!(Config::new().generate(&schema).is_ok());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A well-known type is referred to in `cornflakes-types` (not generated again); another
+/// crate's package can be declared with `extern_path`; `compile_well_known_types` generates
+/// them after all.
+#[test]
+fn extern_paths_refer_to_types_generated_elsewhere() {
+    let dir = rel_dir("extern");
+    write(
+        &dir,
+        "common.proto",
+        "syntax = \"proto3\";\npackage acme.common;\nmessage Money { int64 cents = 1; }\n",
+    );
+    let order = write(
+        &dir,
+        "order.proto",
+        "syntax = \"proto3\";\npackage shop;\nimport \"google/protobuf/timestamp.proto\";\nimport \"common.proto\";\nmessage Order {\n  google.protobuf.Timestamp at = 1;\n  repeated acme.common.Money prices = 2;\n}\n",
+    );
+    let common = dir.join("common.proto");
+    let schema = Schema::load(&[&order, &common], &[&dir]).unwrap();
+    let files = Config::new()
+        .extern_path(".acme.common", "::acme_common")
+        .generate(&schema)
+        .unwrap();
+    let names: Vec<&str> = files.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["shop.cornflakes.rs"], "acme.common is extern");
+    let shop = &files[0].1;
+    assert!(shop.contains("::cornflakes_types::Timestamp<'a>"), "{shop}");
+    assert!(shop.contains("::acme_common::Money<'a>"), "{shop}");
+    assert!(
+        shop.contains("::cornflakes_types::TimestampView<'a>"),
+        "{shop}"
+    );
+    // The well-known types generated in place, when asked.
+    let wkt = PathBuf::from("google/protobuf/timestamp.proto");
+    let schema = Schema::load(&[&order, &wkt], &[&dir]).unwrap();
+    let files = Config::new()
+        .compile_well_known_types()
+        .generate(&schema)
+        .unwrap();
+    let names: Vec<&str> = files.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        ["google.protobuf.cornflakes.rs", "shop.cornflakes.rs"]
+    );
+    assert!(
+        files[1]
+            .1
+            .contains("super::google::protobuf::Timestamp<'a>"),
+        "{}",
+        files[1].1
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

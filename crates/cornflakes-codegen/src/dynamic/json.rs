@@ -185,7 +185,7 @@ pub(super) fn from_json<'a>(
                 ),
             ));
         };
-        if v.is_null() && !(super::wkt::null_is_a_value(schema, f.kind) && !f.repeated) {
+        if v.is_null() && (f.repeated || !super::wkt::null_is_a_value(schema, f.kind)) {
             continue;
         }
         if let Some(o) = f.oneof {

@@ -59,23 +59,6 @@ fn int_field(m: &DynMessage<'_>, number: u32) -> i64 {
     }
 }
 
-/// `snake_case` → `lowerCamel` (a FieldMask path's JSON form).
-fn camel(path: &str) -> String {
-    let mut out = String::new();
-    let mut upper = false;
-    for c in path.chars() {
-        if c == '_' {
-            upper = true;
-        } else if upper {
-            out.extend(c.to_uppercase());
-            upper = false;
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
 /// `lowerCamel` → `snake_case`.
 fn snake(path: &str) -> String {
     let mut out = String::new();
@@ -145,7 +128,12 @@ fn write_wkt(
                 for p in l.iter() {
                     let p = std::str::from_utf8(p.as_bytes())
                         .map_err(|_| err(path, "a FieldMask path is not UTF-8"))?;
-                    paths.push(p.split('.').map(camel).collect::<Vec<_>>().join("."));
+                    paths.push(
+                        p.split('.')
+                            .map(crate::parse::json_name)
+                            .collect::<Vec<_>>()
+                            .join("."),
+                    );
                 }
             }
             out.push_str(&quote(&paths.join(",")));
@@ -291,26 +279,19 @@ fn read_wkt<'a>(
                 set_number(&mut m, 1, Value::Leaves(l));
             }
         }
-        "Struct" => {
-            let Json::Object(_) = json else {
+        "Struct" | "ListValue" => {
+            // The one field, a map or a list of Values, is the JSON object or array.
+            if json.is_object() != (kind == "Struct") || json.is_array() != (kind == "ListValue") {
+                let want = if kind == "Struct" {
+                    "an object"
+                } else {
+                    "an array"
+                };
                 return Err(err(
                     path,
-                    format!("expected an object for a Struct, got {json}"),
+                    format!("expected {want} for a {kind}, got {json}"),
                 ));
-            };
-            let f = def.fields.iter().position(|f| f.number == 1);
-            if let Some(i) = f {
-                let v = super::json::field_value(schema, &def.fields[i], json, arena, path)?;
-                m.set(i, v);
             }
-        }
-        "ListValue" => {
-            let Json::Array(_) = json else {
-                return Err(err(
-                    path,
-                    format!("expected an array for a ListValue, got {json}"),
-                ));
-            };
             if let Some(i) = def.fields.iter().position(|f| f.number == 1) {
                 let v = super::json::field_value(schema, &def.fields[i], json, arena, path)?;
                 m.set(i, v);

@@ -264,7 +264,7 @@ fn module_items(
         quote! {
             #code
             #[doc = #doc]
-            #[allow(dead_code)]
+            #[allow(dead_code, clippy::module_inception)]
             pub mod #module {
                 #use_rt
                 #(#cases)*

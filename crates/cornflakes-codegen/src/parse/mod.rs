@@ -138,11 +138,12 @@ fn c_escape(bytes: &[u8]) -> String {
     s
 }
 
-/// protoc's name of a map field's entry message: `my_map` → `MyMapEntry`.
-fn map_entry_name(field: &str) -> String {
+/// protoc's JSON name of a field (`ToJsonName`): each `_` dropped and the letter after it
+/// capitalised, `user_id` → `userId`.
+pub(crate) fn json_name(name: &str) -> String {
     let mut out = String::new();
-    let mut upper = true;
-    for c in field.chars() {
+    let mut upper = false;
+    for c in name.chars() {
         if c == '_' {
             upper = true;
         } else if upper {
@@ -152,7 +153,18 @@ fn map_entry_name(field: &str) -> String {
             out.push(c);
         }
     }
-    out + "Entry"
+    out
+}
+
+/// protoc's name of a map field's entry message: `my_map` → `MyMapEntry`.
+fn map_entry_name(field: &str) -> String {
+    let camel = json_name(field);
+    let mut cs = camel.chars();
+    let first: String = cs
+        .next()
+        .map(|c| c.to_uppercase().collect())
+        .unwrap_or_default();
+    first + cs.as_str() + "Entry"
 }
 
 fn scalar_type(name: &str) -> Option<Type> {
@@ -343,6 +355,13 @@ impl Parser<'_> {
         })?;
         self.i += 1;
         Ok((if neg { -v } else { v }, loc))
+    }
+
+    /// A field number, 1 to 2^29 - 1.
+    fn field_number(&mut self) -> PResult<i32> {
+        let (n, loc) = self.int()?;
+        check_number(n).map_err(|message| ParseError { loc, message })?;
+        Ok(n as i32)
     }
 
     fn note_loc(&mut self, key: String, loc: Loc) {
@@ -914,13 +933,9 @@ impl Parser<'_> {
         let ty = self.type_name()?;
         let (name, nloc) = self.ident()?;
         self.sym('=')?;
-        let (number, numloc) = self.int()?;
-        check_number(number).map_err(|message| ParseError {
-            loc: numloc,
-            message,
-        })?;
+        let number = self.field_number()?;
         f.set_name(name.clone());
-        f.set_number(number as i32);
+        f.set_number(number);
         match scalar_type(&ty) {
             Some(t) => f.set_type(t),
             None => f.set_type_name(ty),
@@ -970,14 +985,10 @@ impl Parser<'_> {
             return self.err(gloc, "a group's name starts with a capital letter");
         }
         self.sym('=')?;
-        let (number, numloc) = self.int()?;
-        check_number(number).map_err(|message| ParseError {
-            loc: numloc,
-            message,
-        })?;
+        let number = self.field_number()?;
         let name = gname.to_ascii_lowercase();
         f.set_name(name.clone());
-        f.set_number(number as i32);
+        f.set_number(number);
         f.set_type(Type::TYPE_GROUP);
         f.set_type_name(format!(".{}", join(scope, &gname)));
         if let Some(o) = oneof {
@@ -1029,16 +1040,12 @@ impl Parser<'_> {
         self.sym('>')?;
         let (name, nloc) = self.ident()?;
         self.sym('=')?;
-        let (number, numloc) = self.int()?;
-        check_number(number).map_err(|message| ParseError {
-            loc: numloc,
-            message,
-        })?;
+        let number = self.field_number()?;
         let entry_name = map_entry_name(&name);
         let entry_full = join(scope, &entry_name);
         let mut f = FieldDescriptorProto::new();
         f.set_name(name.clone());
-        f.set_number(number as i32);
+        f.set_number(number);
         f.set_label(Label::LABEL_REPEATED);
         f.set_type(Type::TYPE_MESSAGE);
         f.set_type_name(format!(".{entry_full}"));

@@ -2355,7 +2355,7 @@ impl<'a> cf::wire::MessageView<'a> for CodeGeneratorResponseView<'a> {
 }
 
 /// Nested types and oneof cases of `CodeGeneratorResponse`.
-#[allow(dead_code)]
+#[allow(dead_code, clippy::module_inception)]
 pub mod code_generator_response {
     use ::cornflakes as cf;
 

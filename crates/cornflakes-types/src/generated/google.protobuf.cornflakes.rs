@@ -7623,7 +7623,7 @@ impl<'a> cf::wire::MessageView<'a> for DescriptorProtoView<'a> {
 }
 
 /// Nested types and oneof cases of `DescriptorProto`.
-#[allow(dead_code)]
+#[allow(dead_code, clippy::module_inception)]
 pub mod descriptor_proto {
     use ::cornflakes as cf;
 
@@ -9453,7 +9453,7 @@ impl<'a> cf::wire::MessageView<'a> for ExtensionRangeOptionsView<'a> {
 }
 
 /// Nested types and oneof cases of `ExtensionRangeOptions`.
-#[allow(dead_code)]
+#[allow(dead_code, clippy::module_inception)]
 pub mod extension_range_options {
     use ::cornflakes as cf;
 
@@ -11612,7 +11612,7 @@ impl<'a> cf::wire::MessageView<'a> for FieldDescriptorProtoView<'a> {
 }
 
 /// Nested types and oneof cases of `FieldDescriptorProto`.
-#[allow(dead_code)]
+#[allow(dead_code, clippy::module_inception)]
 pub mod field_descriptor_proto {
     /// Enum `google.protobuf.FieldDescriptorProto.Type`.
     #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -13314,7 +13314,7 @@ impl<'a> cf::wire::MessageView<'a> for EnumDescriptorProtoView<'a> {
 }
 
 /// Nested types and oneof cases of `EnumDescriptorProto`.
-#[allow(dead_code)]
+#[allow(dead_code, clippy::module_inception)]
 pub mod enum_descriptor_proto {
     use ::cornflakes as cf;
 
@@ -18191,7 +18191,7 @@ impl<'a> cf::wire::MessageView<'a> for FileOptionsView<'a> {
 }
 
 /// Nested types and oneof cases of `FileOptions`.
-#[allow(dead_code)]
+#[allow(dead_code, clippy::module_inception)]
 pub mod file_options {
     /// Generated classes can be optimized for speed or code size.
     #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -20869,7 +20869,7 @@ impl<'a> cf::wire::MessageView<'a> for FieldOptionsView<'a> {
 }
 
 /// Nested types and oneof cases of `FieldOptions`.
-#[allow(dead_code)]
+#[allow(dead_code, clippy::module_inception)]
 pub mod field_options {
     use ::cornflakes as cf;
 
@@ -25987,7 +25987,7 @@ impl<'a> cf::wire::MessageView<'a> for MethodOptionsView<'a> {
 }
 
 /// Nested types and oneof cases of `MethodOptions`.
-#[allow(dead_code)]
+#[allow(dead_code, clippy::module_inception)]
 pub mod method_options {
     /// Is this method side-effect-free (or safe in HTTP parlance), or idempotent,
     /// or neither? HTTP based RPC implementation may choose GET verb for safe
@@ -27009,7 +27009,7 @@ impl<'a> cf::wire::MessageView<'a> for UninterpretedOptionView<'a> {
 }
 
 /// Nested types and oneof cases of `UninterpretedOption`.
-#[allow(dead_code)]
+#[allow(dead_code, clippy::module_inception)]
 pub mod uninterpreted_option {
     use ::cornflakes as cf;
 
@@ -28657,7 +28657,7 @@ impl<'a> cf::wire::MessageView<'a> for FeatureSetView<'a> {
 }
 
 /// Nested types and oneof cases of `FeatureSet`.
-#[allow(dead_code)]
+#[allow(dead_code, clippy::module_inception)]
 pub mod feature_set {
     use ::cornflakes as cf;
 
@@ -29400,7 +29400,7 @@ pub mod feature_set {
     }
 
     /// Nested types and oneof cases of `VisibilityFeature`.
-    #[allow(dead_code)]
+    #[allow(dead_code, clippy::module_inception)]
     pub mod visibility_feature {
         /// Enum `google.protobuf.FeatureSet.VisibilityFeature.DefaultSymbolVisibility`.
         #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -29796,7 +29796,7 @@ pub mod feature_set {
     }
 
     /// Nested types and oneof cases of `ProtoLimitsFeature`.
-    #[allow(dead_code)]
+    #[allow(dead_code, clippy::module_inception)]
     pub mod proto_limits_feature {
         /// Enum `google.protobuf.FeatureSet.ProtoLimitsFeature.EnforceProtoLimits`.
         #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -30514,7 +30514,7 @@ impl<'a> cf::wire::MessageView<'a> for FeatureSetDefaultsView<'a> {
 }
 
 /// Nested types and oneof cases of `FeatureSetDefaults`.
-#[allow(dead_code)]
+#[allow(dead_code, clippy::module_inception)]
 pub mod feature_set_defaults {
     use ::cornflakes as cf;
 
@@ -31752,7 +31752,7 @@ impl<'a> cf::wire::MessageView<'a> for SourceCodeInfoView<'a> {
 }
 
 /// Nested types and oneof cases of `SourceCodeInfo`.
-#[allow(dead_code)]
+#[allow(dead_code, clippy::module_inception)]
 pub mod source_code_info {
     use ::cornflakes as cf;
 
@@ -33297,7 +33297,7 @@ impl<'a> cf::wire::MessageView<'a> for GeneratedCodeInfoView<'a> {
 }
 
 /// Nested types and oneof cases of `GeneratedCodeInfo`.
-#[allow(dead_code)]
+#[allow(dead_code, clippy::module_inception)]
 pub mod generated_code_info {
     use ::cornflakes as cf;
 
@@ -34056,7 +34056,7 @@ pub mod generated_code_info {
     }
 
     /// Nested types and oneof cases of `Annotation`.
-    #[allow(dead_code)]
+    #[allow(dead_code, clippy::module_inception)]
     pub mod annotation {
         /// Represents the identified object's effect on the element in the original
         /// .proto file.
@@ -36764,7 +36764,7 @@ impl<'a> cf::wire::MessageView<'a> for StructView<'a> {
 }
 
 /// Nested types and oneof cases of `Struct`.
-#[allow(dead_code)]
+#[allow(dead_code, clippy::module_inception)]
 pub mod struct_ {
     use ::cornflakes as cf;
 
@@ -38290,7 +38290,7 @@ impl<'a> cf::wire::MessageView<'a> for ValueView<'a> {
 }
 
 /// Nested types and oneof cases of `Value`.
-#[allow(dead_code)]
+#[allow(dead_code, clippy::module_inception)]
 pub mod value {
     use ::cornflakes as cf;
 
@@ -41645,7 +41645,7 @@ impl<'a> cf::wire::MessageView<'a> for FieldView<'a> {
 }
 
 /// Nested types and oneof cases of `Field`.
-#[allow(dead_code)]
+#[allow(dead_code, clippy::module_inception)]
 pub mod field {
     /// Basic field types.
     #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
