@@ -1,6 +1,7 @@
 //! JSON ⇄ [`DynMessage`] following the protobuf JSON mapping: field names as in the `.proto`
-//! (lowerCamelCase accepted on input), bytes as base64, 64-bit integers as strings (numbers
-//! accepted), enums by name (numbers accepted), maps as objects.
+//! or, with [`Names::Json`], lowerCamelCase (both accepted on input), bytes as base64, 64-bit
+//! integers as strings (numbers accepted), enums by name (numbers accepted), maps as objects;
+//! the well-known types in their own forms (`super::wkt`).
 
 use std::fmt::{self, Write as _};
 

@@ -115,10 +115,7 @@ fn write_wkt(
             }
         }
         "Value" => match m.fields().next() {
-            Some((f, v)) if f.number == 1 => {
-                let _ = v;
-                out.push_str("null");
-            }
+            Some((f, _)) if f.number == 1 => out.push_str("null"),
             Some((f, v)) => super::json::write_value(m.schema(), f, v, out, level, path, names)?,
             None => out.push_str("null"),
         },
