@@ -76,7 +76,10 @@ fn a_well_known_type_comes_from_cornflakes_types() {
     };
     let ts = back.get_listed_at().unwrap();
     let pb_ts = pb.listed_at.unwrap();
-    assert_eq!((ts.get_seconds(), ts.get_nanos()), (pb_ts.seconds, pb_ts.nanos));
+    assert_eq!(
+        (ts.get_seconds(), ts.get_nanos()),
+        (pb_ts.seconds, pb_ts.nanos)
+    );
 }
 
 /// 2: one long-lived arena grew 26 B per request and nothing said so.
