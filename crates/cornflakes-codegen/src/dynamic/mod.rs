@@ -28,8 +28,6 @@
 
 #[cfg(feature = "json")]
 mod json;
-#[cfg(feature = "json")]
-mod wkt;
 
 use std::fmt;
 
