@@ -73,8 +73,11 @@ fn json_matches_protobufs_json_format() {
         let schema = Schema::load(&[include.join(file)], &[&include]).unwrap();
         let id = schema.message(root).unwrap();
         let set = tmp.join(format!("{k}.pb"));
+        // kv.proto imports the options file cornflakes-codegen ships; protoc needs it named.
+        let shipped = manifest().join("../cornflakes-codegen/proto");
         let st = Command::new("protoc")
             .arg(format!("-I{}", include.display()))
+            .arg(format!("-I{}", shipped.display()))
             .args([
                 "--include_imports",
                 &format!("--descriptor_set_out={}", set.display()),
