@@ -310,6 +310,8 @@ impl ServiceGen<'_> {
                 }
 
                 /// The method numbered `id`, if any.
+                // A service whose every rpc streams has only the `_` arm.
+                #[allow(clippy::match_single_binding)]
                 pub const fn from_id(id: u16) -> ::core::option::Option<#e> {
                     match id {
                         #(#from_id)*
@@ -407,6 +409,7 @@ impl ServiceGen<'_> {
                 /// Answers request `m` received on `dp` with `service`, replies built and sent
                 /// as `rt` says (for a handler that keeps the service itself).
                 #[inline]
+                #[allow(clippy::match_single_binding)]
                 pub fn dispatch_to<D: cf::Datapath>(
                     service: &mut T,
                     rt: &mut cf_rpc::Dispatcher,
