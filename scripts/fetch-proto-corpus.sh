@@ -4,7 +4,7 @@
 #   DIR/googleapis/  the 63 files of the PyPI wheel `googleapis-common-protos` (google/api,
 #                    google/rpc, google/type, ...), downloaded with pip;
 #   DIR/wkt/         protobuf's well-known types (google/protobuf/*.proto, descriptor.proto
-#                    included), copied from the protobuf-parse crate cargo fetched from crates.io.
+#                    included), copied from the ones cornflakes-codegen ships.
 # Usage: scripts/fetch-proto-corpus.sh DIR   (exits non-zero, saying why, when it cannot)
 set -euo pipefail
 dir=${1:?usage: fetch-proto-corpus.sh DIR}
@@ -26,12 +26,8 @@ with zipfile.ZipFile(wheel) as z:
         if n.endswith(".proto"):
             z.extract(n, sys.argv[2])
 PY
-src=$(cd "$root" && cargo metadata --format-version 1 --locked 2>/dev/null | python3 -c '
-import json, os, sys
-for p in json.load(sys.stdin)["packages"]:
-    if p["name"] == "protobuf-parse":
-        print(os.path.join(os.path.dirname(p["manifest_path"]), "src", "proto")); break')
-[ -d "$src/google/protobuf" ] || { echo "protobuf-parse sources not found" >&2; exit 1; }
+src="$root/crates/cornflakes-codegen/protos"
+[ -d "$src/google/protobuf" ] || { echo "$src/google/protobuf not found" >&2; exit 1; }
 mkdir -p "$dir/wkt/google"
 cp -r "$src/google/protobuf" "$dir/wkt/google/"
 touch "$dir/.complete"

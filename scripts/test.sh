@@ -203,19 +203,19 @@ fi
 # both) are packaged and verified with it, cargo taking the ones before each from the local
 # archives as it would from crates.io once they are published. Then codegen and the CLI,
 # --no-verify: the tests above built them. Needs the crates.io index.
-say "cargo package, in publishing order: cornflakes-mem, cornflakes-datapath, cornflakes-runtime, cornflakes-codegen, cornflakes-cli"
+say "cargo package, in publishing order: cornflakes-mem, cornflakes-datapath, cornflakes-runtime, cornflakes-types, cornflakes-codegen, cornflakes-cli"
 # Cargo unpacks those local archives under $CARGO_HOME/registry/src and reuses an unpacked
 # name-version it finds there: a copy left by an earlier run (an older API) would be compiled
 # instead of this one. They are only ever local archives (not on crates.io): drop them first.
-rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/cornflakes-{mem,datapath,runtime,codegen,cli}-0.*
+rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/cornflakes-{mem,datapath,runtime,types,codegen,cli}-0.*
 # Likewise the verification builds them in target/debug as registry packages, whose build is
 # fingerprinted by name and version only: forget those builds (the path builds of the same
 # crates rebuild in seconds).
 rm -rf target/debug/.fingerprint/cornflakes-{mem,datapath,runtime}-*
 cargo package --allow-dirty -p cornflakes-mem
 cargo package --allow-dirty -p cornflakes-mem -p cornflakes-datapath -p cornflakes-runtime
-cargo package --no-verify --allow-dirty -p cornflakes-mem -p cornflakes-datapath -p cornflakes-runtime -p cornflakes-codegen
-cargo package --no-verify --allow-dirty -p cornflakes-mem -p cornflakes-datapath -p cornflakes-runtime -p cornflakes-codegen -p cornflakes-cli
+cargo package --no-verify --allow-dirty -p cornflakes-mem -p cornflakes-datapath -p cornflakes-runtime -p cornflakes-types -p cornflakes-codegen
+cargo package --no-verify --allow-dirty -p cornflakes-mem -p cornflakes-datapath -p cornflakes-runtime -p cornflakes-types -p cornflakes-codegen -p cornflakes-cli
 # The workspace's debug tree is not read again (the steps below build their own trees).
 prune target/debug
 

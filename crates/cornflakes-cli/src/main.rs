@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use cornflakes::{Arena, CornflakesObj, PinnedMemory};
-use cornflakes_codegen::dynamic::DynMessage;
+use cornflakes_codegen::dynamic::{DynMessage, Names};
 use cornflakes_codegen::{Config, Schema};
 
 #[derive(Parser)]
@@ -67,6 +67,10 @@ enum Cmd {
     Decode {
         #[command(flatten)]
         args: SchemaArgs,
+        /// Name fields by their JSON names (lowerCamelCase, or `json_name`), protobuf's
+        /// default, instead of as written in the .proto (both are read by `encode`).
+        #[arg(long)]
+        json_names: bool,
     },
 }
 
@@ -204,13 +208,18 @@ fn run(cli: Cli) -> Result<(), String> {
                 write_stdout(&bytes)
             }
         }
-        Cmd::Decode { args } => {
+        Cmd::Decode { args, json_names } => {
             let (schema, id) = load(&args)?;
             let input = read_stdin()?;
             let bytes = if args.hex { parse_hex(&input)? } else { input };
             let arena = Arena::new();
             let m = DynMessage::decode(&schema, id, &bytes, &arena).map_err(|e| e.to_string())?;
-            let mut text = m.to_json().map_err(|e| e.to_string())?;
+            let names = if json_names {
+                Names::Json
+            } else {
+                Names::Proto
+            };
+            let mut text = m.to_json_with(names).map_err(|e| e.to_string())?;
             text.push('\n');
             write_stdout(text.as_bytes())
         }

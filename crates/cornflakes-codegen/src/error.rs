@@ -3,8 +3,7 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use crate::schema::Place;
-use crate::source::Loc;
+use crate::place::{Loc, Place};
 
 /// What kind of problem an [`Error`] reports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,67 +69,19 @@ impl Error {
         }
     }
 
-    /// An error of the parser (protobuf-parse) on a load of `inputs` (imports resolved in
-    /// `includes`), always naming a file: "error in `f.proto`: at 3:5: msg" becomes
-    /// "f.proto:3:5: msg" with the line; an import the parser could not find or read is
-    /// prefixed with the file and `line:col` that imports it; anything else with the inputs.
-    ///
-    /// `renames` are `(as the parser was given it, as the caller named it)` path prefixes, so
-    /// the message uses the caller's paths like every other error.
-    pub(crate) fn from_parser(
-        e: impl fmt::Display,
-        inputs: &[&Path],
-        includes: &[&Path],
-        renames: &[(String, String)],
-    ) -> Error {
-        let mut text = format!("{e:#}");
-        for (from, to) in renames {
-            if from != to {
-                text = text.replace(from.as_str(), to);
-            }
-        }
-        let text = text.strip_prefix("using pure parser: ").unwrap_or(&text);
-        let named_inputs = || {
-            let files: Vec<String> = inputs.iter().map(|p| p.display().to_string()).collect();
-            format!("{} (or a file it imports)", files.join(", "))
-        };
-        let message = if let Some((target, hint)) = import_target(text) {
-            match crate::imports::find_importer(target, inputs, includes) {
-                Some((file, loc)) => {
-                    let file = file.display().to_string();
-                    let pos = format!("{}:{}", loc.line, loc.col);
-                    format!("{file}:{pos}: {text}{hint}{}", snippet(&file, &pos))
-                }
-                // The scanner did not find the statement the parser read.
-                None => format!("{}: {text}{hint}", named_inputs()),
-            }
-        } else if let Some(located) = reformat_parser_error(text) {
-            located
+    /// A `.proto` file does not parse or its names do not resolve: `file:line:col: message`,
+    /// then the line and a caret under the column.
+    pub(crate) fn parse(place: Place, message: &str) -> Error {
+        let file = place.file.display().to_string();
+        let text = if place.loc.line == 0 {
+            format!("{file}: {message}")
         } else {
-            format!("{}: {text}", named_inputs())
+            let pos = format!("{}:{}", place.loc.line, place.loc.col);
+            format!("{file}:{pos}: {message}{}", snippet(&file, &pos))
         };
         Error {
             kind: ErrorKind::Parse,
-            message,
-        }
-    }
-
-    /// The .proto parser (protobuf-parse) panicked on `inputs`: a parse error naming them and
-    /// what the parser said, with the likely cause.
-    pub(crate) fn parser_panicked(inputs: &[&Path], panic: &(dyn std::any::Any + Send)) -> Error {
-        let what = panic
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| panic.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "no message".to_owned());
-        let files: Vec<String> = inputs.iter().map(|p| p.display().to_string()).collect();
-        Error {
-            kind: ErrorKind::Parse,
-            message: format!(
-                "{}: the .proto parser failed on this input ({what}); look for two definitions \
-                 of one name or fields that do not match their message",
-                files.join(", ")
-            ),
+            message: text,
         }
     }
 
@@ -166,6 +117,24 @@ impl Error {
         }
     }
 
+    /// Two members (`first`, `second`: "field `x`", "oneof `o`") of message `message`
+    /// generate the accessor `method`.
+    pub(crate) fn name_clash_in_message(
+        message: &str,
+        first: &str,
+        second: &str,
+        method: &str,
+    ) -> Error {
+        Error {
+            kind: ErrorKind::NameClash,
+            message: format!(
+                "message `{message}`: {first} and {second} both generate the Rust method \
+                 `{method}` (accessor names are snake_case: `foo_bar` and `fooBar` meet, and a \
+                 string field `x` also has `get_x_bytes`); rename one of them in the .proto"
+            ),
+        }
+    }
+
     /// The import at `loc` of `file` closes `cycle` (a file importing itself, directly or
     /// through others; the first and last entries are the same file).
     pub(crate) fn import_cycle(file: &Path, loc: Loc, cycle: &[&Path]) -> Error {
@@ -182,84 +151,6 @@ impl Error {
             ),
         }
     }
-}
-
-/// The import a parser error is about, as the parser names it (the path written in the
-/// `import`, or where it resolved), with a hint to append: protobuf-parse's "protobuf path
-/// `x.proto` is not found in import path ..." (or "... must reside in include path") and
-/// "could not read file `/dir/x.proto`: ...".
-fn import_target(message: &str) -> Option<(&str, &'static str)> {
-    let hint = if message.contains("is not found in import path")
-        || message.contains("must reside in include path")
-    {
-        ": add the directory holding it to the include paths (the `includes` of \
-         `compile_protos` in build.rs, `-I` on the command line)"
-    } else if message.starts_with("could not read file `") {
-        ""
-    } else {
-        return None;
-    };
-    let rest = &message[message.find('`')? + 1..];
-    Some((&rest[..rest.find('`')?], hint))
-}
-
-/// "error in `f.proto`: at 3:5: msg" as "f.proto:3:5: msg" and the line, or `None` if `text`
-/// names no file.
-fn reformat_parser_error(text: &str) -> Option<String> {
-    let start = text.find("error in `")?;
-    let rest = &text[start + "error in `".len()..];
-    let (file, rest) = rest.split_once("`: ")?;
-    // "at 3:15: incorrect input: at 3:15: incorrect input: incorrect input"
-    let mut pos = None;
-    let mut parts: Vec<&str> = Vec::new();
-    for part in rest.split(": ") {
-        if let Some(p) = part.strip_prefix("at ") {
-            if p.split(':').all(|n| n.parse::<u32>().is_ok()) {
-                pos.get_or_insert(p.to_string());
-                continue;
-            }
-        }
-        if parts.last() != Some(&part) && !parts.contains(&part) {
-            parts.push(part);
-        }
-    }
-    let msg = parts.join(": ");
-    Some(match pos {
-        Some(p) => {
-            let mut out = format!("{file}:{p}: {msg}");
-            out.push_str(&snippet(file, &p));
-            out
-        }
-        None => match locate_name(file, &msg) {
-            // Type-check errors carry no position: point at the name they quote.
-            Some(p) => format!("{file}:{p}: {msg}{}", snippet(file, &p)),
-            None => format!("{file}: {msg}"),
-        },
-    })
-}
-
-/// `line:col` of the first use, outside comments, of the last `name` quoted in `msg`.
-fn locate_name(file: &str, msg: &str) -> Option<String> {
-    let name = msg.rsplit('`').nth(1)?.rsplit('.').next()?;
-    if name.is_empty() || !name.chars().all(|c| c.is_alphanumeric() || c == '_') {
-        return None;
-    }
-    let text = std::fs::read_to_string(file).ok()?;
-    for (i, line) in text.lines().enumerate() {
-        let code = line.split("//").next().unwrap_or("");
-        let mut from = 0;
-        while let Some(k) = code[from..].find(name) {
-            let at = from + k;
-            let before = code[..at].chars().next_back();
-            let after = code[at + name.len()..].chars().next();
-            let word = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
-            if !word(before) && !word(after) && before != Some('"') {
-                return Some(format!("{}:{}", i + 1, code[..at].chars().count() + 1));
-            }
-            from = at + name.len();
-        }
-    }
-    None
 }
 
 /// The offending line of `file` with a caret under column `pos` (`line:col`).
@@ -341,22 +232,6 @@ pub(crate) fn io_at(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> 
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn missing_imports_are_read_from_the_parser_error() {
-        assert_eq!(
-            super::import_target(
-                "protobuf path `common/t.proto` is not found in import path [\"/x\"]"
-            )
-            .map(|(t, _)| t),
-            Some("common/t.proto")
-        );
-        assert_eq!(
-            super::import_target("could not read file `/x/a.proto`: is a directory"),
-            Some(("/x/a.proto", ""))
-        );
-        assert_eq!(super::import_target("a.proto:1:1: expecting `;`"), None);
-    }
-
     #[test]
     fn a_missing_import_names_the_file_and_line_that_imports_it() {
         let dir = std::env::temp_dir().join(format!("cf-codegen-import-{}", std::process::id()));
@@ -443,12 +318,12 @@ mod tests {
     }
 
     #[test]
-    fn a_parser_panic_is_an_error_naming_the_file() {
+    fn two_messages_of_one_name_are_an_error_at_the_second() {
         let dir = std::env::temp_dir().join(format!("cf-codegen-panic-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let a = dir.join("twice.proto");
-        // protobuf-parse 3.7 panics (an unwrap in its option resolver) on two messages of one
-        // name with different fields; found by the proto_parse fuzz target.
+        // protobuf-parse 3.7, the parser before this one, panicked here (found by the
+        // proto_parse fuzz target).
         std::fs::write(
             &a,
             "syntax = \"proto3\";\nmessage M {\n  uint32 id = 1;\n  repeated bytes p = 4;\n}\nmessage M {\n  uint32 id = 1;\n  string k = 2;\n}\n",
@@ -457,22 +332,13 @@ mod tests {
         let err = crate::Schema::load(&[&a], &[&dir]).err().unwrap();
         let text = err.to_string();
         assert_eq!(err.kind(), crate::ErrorKind::Parse, "{text}");
-        assert!(text.starts_with(&format!("{}: ", a.display())), "{text}");
+        assert!(
+            text.starts_with(&format!(
+                "{}:6:9: `M` is defined twice (first at 2:9)",
+                a.display()
+            )),
+            "{text}"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
-    }
-
-    #[test]
-    fn parser_errors_start_with_file_line_col() {
-        assert_eq!(
-            super::reformat_parser_error("error in `a/b.proto`: at 3:14: expecting `;`").unwrap(),
-            "a/b.proto:3:14: expecting `;`"
-        );
-        assert_eq!(super::reformat_parser_error("no file here"), None);
-        assert_eq!(
-            super::reformat_parser_error(
-                "using pure parser: error in `x.proto`: at 3:15: incorrect input: at 3:15: incorrect input: incorrect input"
-            ),
-            Some("x.proto:3:15: incorrect input".to_owned())
-        );
     }
 }

@@ -1,9 +1,9 @@
 //! The files of a load and their imports, read before the parser runs.
 //!
-//! protobuf-parse follows an import cycle (a file importing itself, or `a` → `b` → `a`) and
-//! recurses once per nesting level of a file, both until the stack overflows: an abort that no
-//! `catch_unwind` stops, which would kill a build script or the `cornflakes` command. This walk
-//! refuses both first, naming the file and line. It reads the files as [`source`](crate::source)
+//! The parser recurses once per nesting level of a file: nesting deeper than a stack holds
+//! would be an abort that no `catch_unwind` stops, which would kill a build script or the
+//! `cornflakes` command. This walk refuses it first, and import cycles (a file importing
+//! itself, or `a` → `b` → `a`), naming the file and line. It reads the files as [`source`](crate::source)
 //! does and never decides what they mean: an import it cannot resolve is left to the parser,
 //! which reports it.
 
@@ -11,7 +11,8 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use crate::error::Error;
-use crate::source::{self, Loc};
+use crate::place::Loc;
+use crate::source;
 
 /// The deepest nesting of brackets (messages, blocks, option values, `[]`, `()`, `<>`) a file
 /// may have; 100 is also the default recursion limit of protobuf's binary decoders. Real

@@ -47,6 +47,8 @@ mod error;
 mod gen;
 mod imports;
 mod options;
+mod parse;
+mod place;
 pub mod schema;
 mod source;
 
@@ -71,6 +73,8 @@ pub struct Config {
     rpc_path: String,
     method_ids: Vec<(String, u16)>,
     exactly_once: Vec<String>,
+    print_warnings: bool,
+    extern_paths: Vec<(String, String)>,
 }
 
 impl Default for Config {
@@ -85,6 +89,11 @@ impl Default for Config {
             rpc_path: "::cornflakes_rpc".to_string(),
             method_ids: Vec::new(),
             exactly_once: Vec::new(),
+            print_warnings: true,
+            extern_paths: vec![(
+                "google.protobuf".to_string(),
+                "::cornflakes_types".to_string(),
+            )],
         }
     }
 }
@@ -179,6 +188,42 @@ impl Config {
         self
     }
 
+    /// Declares that the types of proto package `proto_path` (`.google.protobuf`, `.acme.v1`;
+    /// its sub-packages too) live in the Rust module `rust_path` (`::cornflakes_types`,
+    /// `::acme_types::v1`), generated elsewhere: code that uses them refers to them there and
+    /// they are not generated again (prost-build's `extern_path`). `.google.protobuf` maps to
+    /// the `cornflakes-types` crate by default; see
+    /// [`compile_well_known_types`](Self::compile_well_known_types).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let mut c = cornflakes_codegen::Config::new();
+    /// c.extern_path(".acme.common", "::acme_common");
+    /// ```
+    pub fn extern_path(&mut self, proto_path: &str, rust_path: &str) -> &mut Self {
+        let proto = proto_path.trim_start_matches('.').to_string();
+        self.extern_paths.retain(|(p, _)| *p != proto);
+        self.extern_paths.push((proto, rust_path.to_string()));
+        self
+    }
+
+    /// Generates protobuf's well-known types (`google.protobuf.Timestamp`, …) like any other
+    /// package instead of referring to the `cornflakes-types` crate (what that crate itself
+    /// is built with).
+    pub fn compile_well_known_types(&mut self) -> &mut Self {
+        self.extern_paths.retain(|(p, _)| p != "google.protobuf");
+        self
+    }
+
+    /// Whether to print the schema's notes and the generator's warnings (default: yes: as
+    /// `cargo:warning=` lines in a build script, on stderr elsewhere). Off, they are still in
+    /// [`Schema::notes`] and [`generate_with_warnings`](Self::generate_with_warnings).
+    pub fn print_warnings(&mut self, on: bool) -> &mut Self {
+        self.print_warnings = on;
+        self
+    }
+
     /// Whether a streaming rpc (`stream` on either side) is an error (default: no, it is
     /// skipped with a warning naming it, so files such as gRPC's health service compile).
     pub fn refuse_streaming(&mut self, on: bool) -> &mut Self {
@@ -224,6 +269,15 @@ impl Config {
             }
         }
         let schema = Schema::load(protos, includes)?;
+        for note in schema.notes.iter().filter(|_| self.print_warnings) {
+            // What was read and left out (an `extend` of a message): a warning in Cargo's
+            // output, a note on stderr elsewhere (the `cornflakes gen` command).
+            if under_cargo {
+                println!("cargo:warning={}", note.replace('\n', " "));
+            } else {
+                eprintln!("note: {note}");
+            }
+        }
         if self.rerun_if_changed && under_cargo {
             for f in schema.files.iter().filter(|f| !f.is_input) {
                 println!("cargo:rerun-if-changed={}", f.path.display());
@@ -231,7 +285,7 @@ impl Config {
         }
         std::fs::create_dir_all(&out_dir).map_err(error::io_at(&out_dir))?;
         let (files, warnings) = self.generate_with_warnings(&schema)?;
-        for w in &warnings {
+        for w in warnings.iter().filter(|_| self.print_warnings) {
             if under_cargo {
                 // One line each: Cargo shows a `cargo:warning=` line as it is.
                 println!("cargo:warning={}", w.to_string().replace('\n', " "));

@@ -1,20 +1,22 @@
 //! The front end: `.proto` files → a resolved, validated schema shared by the code generator and
 //! the dynamic codec.
 //!
-//! Parsing and type checking are done by `protobuf-parse`'s pure-Rust parser; this module turns
-//! its descriptors into [`Schema`], rejects what the wire format cannot carry (each error names
+//! Parsing and name resolution are done by the crate's own parser (`src/parse`, proto2, proto3
+//! and editions); this module turns its descriptors into [`Schema`], rejects what the wire format cannot carry (each error names
 //! the file, line and construct), and attaches positions and comments found by
 //! the crate's source scanner.
 
 use std::collections::HashMap;
-use std::fmt;
 use std::path::{Path, PathBuf};
 
 use protobuf::descriptor::field_descriptor_proto::{Label, Type};
 use protobuf::descriptor::{DescriptorProto, EnumDescriptorProto, FileDescriptorProto};
 
 use crate::error::Error;
-use crate::source::{self, Decl, Loc, SourceInfo};
+/// Where an error points (`crate::place`; named here too, as the generators import it).
+pub(crate) use crate::place::Place;
+use crate::place::{is_options_message, Loc};
+use crate::source::{self, Decl, SourceInfo};
 
 mod services;
 pub use services::{MethodDef, ServiceDef, ServiceId, EXACTLY_ONCE_OPTION, METHOD_ID_OPTION};
@@ -135,6 +137,7 @@ pub enum DefaultValue {
     Float(f64),
     Enum(i32),
     String(String),
+    Bytes(Vec<u8>),
 }
 
 /// One field of a message.
@@ -261,6 +264,12 @@ pub struct Schema {
     pub enums: Vec<EnumDef>,
     /// Every file's services, in load order (generated for input files only).
     pub services: Vec<ServiceDef>,
+    /// What was read and left out, each starting with `file:line:col` (an `extend` of a message
+    /// that is not an options message). `compile_protos` prints them as Cargo warnings.
+    pub notes: Vec<String>,
+    /// Packages whose types live in another crate (`Config::extern_path`), longest first:
+    /// (proto package prefix, Rust path). Set by the generator on its copy of the schema.
+    pub(crate) extern_paths: Vec<(String, String)>,
     by_name: HashMap<String, MsgId>,
 }
 
@@ -285,6 +294,11 @@ impl Schema {
             } else {
                 None
             };
+            // A well-known type no include directory has: the copy built into this crate.
+            let found = found.or_else(|| {
+                let name = p.to_str()?;
+                crate::parse::well_known(name).map(|_| p.to_path_buf())
+            });
             match found {
                 Some(q) => resolved_inputs.push(q),
                 None => {
@@ -305,69 +319,11 @@ impl Schema {
         include_paths.extend(shipped.as_deref());
         // What would overflow the parser's stack (an abort, not a panic) is refused first.
         crate::imports::check(&input_paths, &include_paths)?;
-        // protobuf-parse panics on some inputs it should refuse (e.g. two messages of one
-        // name): a bad .proto must be an error, never a crash of the build script or command.
-        // The parser wants each input under an include directory by the path's text, so
-        // `x.proto` with `-I /abs/dir` or `-I ../dir` (the same directory) would "not reside"
-        // in it: give it the directories resolved (`..` and symbolic links) and each input as
-        // its resolved directory and its own file name (a linked file stays where it is named).
-        let resolve = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
-        let abs_includes: Vec<PathBuf> = include_paths.iter().map(|p| resolve(p)).collect();
-        let abs_inputs: Vec<PathBuf> = input_paths
-            .iter()
-            .map(|p| match (p.parent(), p.file_name()) {
-                (Some(dir), Some(name)) => {
-                    let dir = if dir.as_os_str().is_empty() {
-                        Path::new(".")
-                    } else {
-                        dir
-                    };
-                    resolve(dir).join(name)
-                }
-                _ => resolve(p),
-            })
-            .collect();
-        let parsed = std::panic::catch_unwind(|| {
-            protobuf_parse::Parser::new()
-                .pure()
-                .includes(&abs_includes)
-                .inputs(&abs_inputs)
-                .parse_and_typecheck()
-        })
-        .map_err(|panic| Error::parser_panicked(&input_paths, panic.as_ref()))?
-        .map_err(|e| {
-            // The parser names files by the resolved paths it was given: name them as the
-            // caller did, as every other error does.
-            let mut renames: Vec<(String, String)> = abs_inputs
-                .iter()
-                .zip(&input_paths)
-                .map(|(a, p)| (a.display().to_string(), p.display().to_string()))
-                .collect();
-            renames.extend(abs_includes.iter().zip(&include_paths).map(|(a, p)| {
-                (
-                    format!("{}{}", a.display(), std::path::MAIN_SEPARATOR),
-                    format!("{}{}", p.display(), std::path::MAIN_SEPARATOR),
-                )
-            }));
-            Error::from_parser(e, &input_paths, &include_paths, &renames)
-        })?;
-        let inputs: Vec<String> = parsed
-            .relative_paths
-            .iter()
-            .map(|p| p.to_str().to_string())
-            .collect();
+        let loaded = crate::parse::load(&input_paths, &include_paths)?;
         let mut b = Builder::default();
-        for fd in &parsed.file_descriptors {
-            let name = fd.name().to_string();
-            let path = include_paths
-                .iter()
-                .map(|i| i.join(&name))
-                .find(|p| p.is_file())
-                .unwrap_or_else(|| PathBuf::from(&name));
-            let info = std::fs::read_to_string(&path)
-                .map(|s| source::scan(&s))
-                .unwrap_or_default();
-            b.file(fd, path, inputs.contains(&name), info)?;
+        for l in loaded {
+            let info = source::scan(&l.text);
+            b.file(&l.fd, l.path, l.is_input, info)?;
         }
         b.resolve()
     }
@@ -407,50 +363,6 @@ fn shipped_options(inputs: &[&Path], includes: &[&Path]) -> Result<Option<PathBu
         .map_err(|(p, e)| Error::io(&p, e))
 }
 
-/// Whether `name` (as written after `extend`, or a descriptor's extendee) is one of
-/// protobuf's option messages (`google.protobuf.FieldOptions`, …): extending them declares
-/// custom options, which only annotate the schema and have no place in the wire format, so
-/// they are read and left out (as prost does). Every other `extend` is refused.
-pub(crate) fn is_options_message(name: &str) -> bool {
-    const OPTIONS: [&str; 9] = [
-        "FileOptions",
-        "MessageOptions",
-        "FieldOptions",
-        "OneofOptions",
-        "EnumOptions",
-        "EnumValueOptions",
-        "ServiceOptions",
-        "MethodOptions",
-        "ExtensionRangeOptions",
-    ];
-    name.trim_start_matches('.')
-        .strip_prefix("google.protobuf.")
-        .is_some_and(|n| OPTIONS.contains(&n))
-}
-
-/// Where an error points.
-#[derive(Clone, Debug)]
-pub(crate) struct Place {
-    pub file: PathBuf,
-    pub loc: Loc,
-}
-
-impl fmt::Display for Place {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.loc.line == 0 {
-            write!(f, "{}", self.file.display())
-        } else {
-            write!(
-                f,
-                "{}:{}:{}",
-                self.file.display(),
-                self.loc.line,
-                self.loc.col
-            )
-        }
-    }
-}
-
 /// A field's `[default = …]` text and where it was written.
 type PendingDefault = Option<(String, Place)>;
 
@@ -466,22 +378,6 @@ struct Builder {
     services: Vec<services::Pending>,
     /// Method options declared by the loaded files: full name → field number.
     method_options: HashMap<String, u32>,
-}
-
-fn lower_camel(name: &str) -> String {
-    let mut out = String::new();
-    let mut upper = false;
-    for c in name.chars() {
-        if c == '_' {
-            upper = true;
-        } else if upper {
-            out.extend(c.to_uppercase());
-            upper = false;
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
 
 fn join(scope: &str, name: &str) -> String {
@@ -510,27 +406,8 @@ impl Builder {
             package: package.clone(),
             is_input,
         });
-        let place = |loc: Loc| Place {
-            file: path.clone(),
-            loc,
-        };
-        if let Some(&(what, loc)) = info.blocks.first() {
-            return Err(Error::unsupported(
-                place(loc),
-                format!("`{what}`: extensions have no place in the Cornflakes wire format; declare the fields in the message itself"),
-            ));
-        }
         self.services_of(fd, file, &path, &info);
-        if fd
-            .extension
-            .iter()
-            .any(|x| !is_options_message(x.extendee()))
-        {
-            return Err(Error::unsupported(
-                place(Loc::default()),
-                "`extend`: extensions are not supported".to_string(),
-            ));
-        }
+        self.note_extensions(fd, &info, &path);
         let ctx = FileCtx {
             file,
             package: &package,
@@ -557,6 +434,38 @@ impl Builder {
         self.method_options
             .extend(services::method_option_numbers(fd));
         self.services.extend(services::read(fd, file, path, info));
+    }
+
+    /// A note per `extend` of a message that is not an options message: its fields are read
+    /// and left out, as prost-build does (the Cornflakes wire has no extensions).
+    fn note_extensions(&mut self, fd: &FileDescriptorProto, info: &SourceInfo, path: &Path) {
+        let mut extendees: Vec<&str> = Vec::new();
+        let mut all = fd.extension.iter().collect::<Vec<_>>();
+        let mut stack: Vec<&DescriptorProto> = fd.message_type.iter().collect();
+        while let Some(m) = stack.pop() {
+            all.extend(m.extension.iter());
+            stack.extend(m.nested_type.iter());
+        }
+        for x in all {
+            if !is_options_message(x.extendee()) && !extendees.contains(&x.extendee()) {
+                extendees.push(x.extendee());
+            }
+        }
+        let mut locs = info
+            .blocks
+            .iter()
+            .filter(|(what, _)| *what == "extend")
+            .map(|&(_, l)| l);
+        for x in extendees {
+            let place = Place {
+                file: path.to_path_buf(),
+                loc: locs.next().unwrap_or_default(),
+            };
+            self.schema.notes.push(format!(
+                "{place}: `extend {}` left out: the Cornflakes wire format has no extensions (prost-build leaves them out too); declare the fields in the message to send them",
+                x.trim_start_matches('.')
+            ));
+        }
     }
 
     fn enumeration(
@@ -614,15 +523,6 @@ impl Builder {
             file: ctx.path.to_path_buf(),
             loc,
         };
-        if m.extension
-            .iter()
-            .any(|x| !is_options_message(x.extendee()))
-        {
-            return Err(Error::unsupported(
-                place(decl.loc),
-                format!("`extend` inside message `{full_name}`: extensions are not supported"),
-            ));
-        }
         let map_entry = m.options.map_entry();
         let id = self.schema.messages.len();
         self.schema.messages.push(MessageDef {
@@ -719,12 +619,9 @@ impl Builder {
                 // Resolved once every file is loaded.
                 Type::TYPE_MESSAGE => FieldKind::Message(usize::MAX),
                 Type::TYPE_ENUM => FieldKind::Enum(usize::MAX),
-                Type::TYPE_GROUP => {
-                    return Err(Error::unsupported(
-                        here,
-                        format!("{what}: proto2 `group` is not supported; declare a nested message and a field of that type"),
-                    ))
-                }
+                // A proto2 group is its nested message on the Cornflakes wire (which has no
+                // group encoding; docs/wire-format.md).
+                Type::TYPE_GROUP => FieldKind::Message(usize::MAX),
             };
             pending.push((f.type_(), f.type_name().to_string()));
             let oneof = f.oneof_index.and_then(|i| oneof_map.get(&i).copied());
@@ -742,7 +639,7 @@ impl Builder {
                     json_name: if f.has_json_name() {
                         f.json_name().to_string()
                     } else {
-                        lower_camel(f.name())
+                        crate::parse::json_name(f.name())
                     },
                     number: f.number() as u32,
                     kind,
@@ -792,7 +689,7 @@ impl Builder {
                 let key = name.trim_start_matches('.');
                 let f = &mut self.schema.messages[id].fields[i];
                 match ty {
-                    Type::TYPE_MESSAGE => {
+                    Type::TYPE_MESSAGE | Type::TYPE_GROUP => {
                         f.kind =
                             FieldKind::Message(*self.schema.by_name.get(key).ok_or_else(|| {
                                 Error::internal(format!("unresolved message type `{name}`"))
@@ -868,11 +765,7 @@ impl Builder {
                     .ok_or_else(|| bad("no such enum value"))?,
             ),
             FieldKind::String => DefaultValue::String(text.to_string()),
-            FieldKind::Bytes => {
-                return Err(bad(
-                    "defaults of bytes fields are not supported; set the value explicitly",
-                ))
-            }
+            FieldKind::Bytes => DefaultValue::Bytes(crate::parse::c_unescape(text)),
             FieldKind::Message(_) => return Err(bad("messages have no default")),
         })
     }

@@ -1,19 +1,14 @@
 //! Where declarations sit in a `.proto` file, and the comments written before them.
 //!
-//! The pure-Rust parser of `protobuf-parse` yields descriptors without source positions or
-//! comments. This scanner walks the same text a second time, only far enough to find each
+//! The parser (`crate::parse`) yields descriptors and the positions of what it resolves, not
+//! the comments or every declaration's place. This scanner walks the same text a second time, only far enough to find each
 //! message, enum, enum value, field and oneof (and the constructs we reject), so errors can say
 //! `file:line:col` and comments can become `///` docs. It never decides what a file means: a
 //! declaration it misses just has no position or docs.
 
 use std::collections::HashMap;
 
-/// A 1-based line and column in a `.proto` file.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Loc {
-    pub line: u32,
-    pub col: u32,
-}
+pub use crate::place::Loc;
 
 /// A declaration's position and leading comment.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -372,7 +367,7 @@ pub fn scan(src: &str) -> SourceInfo {
                 stack.push(Frame::Oneof);
                 i += 3;
             }
-            "extend" if crate::schema::is_options_message(text(i + 1)) => {
+            "extend" if crate::place::is_options_message(text(i + 1)) => {
                 // Custom options (`extend google.protobuf.FieldOptions { … }`): read and left
                 // out, as prost does; the fields inside are not message fields.
                 while i < toks.len() && toks[i].text != "{" {

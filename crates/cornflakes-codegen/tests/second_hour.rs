@@ -59,7 +59,7 @@ fn every_error_names_the_file_as_the_caller_did() {
     let unsupported = write(
         &dir,
         "unsupported.proto",
-        "syntax = \"proto2\";\nextend M { optional int32 x = 2; }\nmessage M { extensions 2 to 3; }\n",
+        "syntax = \"proto2\";\nmessage M { optional M m = 1 [default = 1]; }\n",
     );
     let bad_import = write(
         &dir,
@@ -74,7 +74,7 @@ fn every_error_names_the_file_as_the_caller_did() {
     let shown = |p: &Path| p.display().to_string();
     for (file, expect) in [
         (&syntax, shown(&syntax) + ":2:"),
-        (&unsupported, shown(&unsupported) + ":2:1"),
+        (&unsupported, shown(&unsupported) + ":2:13"),
         (&bad_import, shown(&dir.join("sub/broken.proto")) + ":2:"),
     ] {
         let text = Schema::load(&[file], &[&dir]).err().unwrap().to_string();
@@ -104,9 +104,9 @@ fn the_missing_import_hint_fits_build_rs_and_the_command() {
 }
 
 /// Item 9: `extend google.protobuf.*Options` (custom options) was refused; it is read and
-/// left out as prost does. Other `extend`s keep their clear error.
+/// left out as prost does, and so is any other `extend`, with a note.
 #[test]
-fn custom_options_are_accepted_other_extensions_refused() {
+fn custom_options_are_accepted_other_extensions_noted() {
     let dir = rel_dir("extend");
     let opts = write(
         &dir,
@@ -158,12 +158,18 @@ message Reading {
         "other.proto",
         "syntax = \"proto2\";\nmessage Base { extensions 100 to 200; }\nextend Base { optional int32 more = 100; }\n",
     );
-    let err = Schema::load(&[&other], &[&dir]).err().unwrap();
-    assert_eq!(err.kind(), ErrorKind::Unsupported);
+    // Any other `extend` is read and left out with a note (as prost-build leaves it out).
+    let schema = Schema::load(&[&other], &[&dir]).unwrap();
+    let base = schema.message("Base").unwrap();
     assert!(
-        err.to_string()
-            .starts_with(&format!("{}:3:1: unsupported `extend`", other.display())),
-        "{err}"
+        schema.messages[base].fields.is_empty(),
+        "extension left out"
+    );
+    assert_eq!(schema.notes.len(), 1, "{:?}", schema.notes);
+    assert!(
+        schema.notes[0].starts_with(&format!("{}:3:1: `extend Base` left out", other.display())),
+        "{:?}",
+        schema.notes
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -289,7 +295,7 @@ fn generated_names_that_meet_are_refused_with_the_item_and_module() {
         (
             "bytes.proto",
             "syntax = \"proto3\";\npackage c;\nmessage M { string x = 1; bytes x_bytes = 2; }\n",
-            "`MView::get_x_bytes` twice in module `c`",
+            "message `c.M`: field `x` and field `x_bytes` both generate the Rust method `get_x_bytes`",
         ),
         (
             "nested.proto",
@@ -313,5 +319,58 @@ fn generated_names_that_meet_are_refused_with_the_item_and_module() {
     );
     let schema = Schema::load(&[&ok], &[&dir]).unwrap();
     assert!(Config::new().generate(&schema).is_ok());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A well-known type is referred to in `cornflakes-types` (not generated again); another
+/// crate's package can be declared with `extern_path`; `compile_well_known_types` generates
+/// them after all.
+#[test]
+fn extern_paths_refer_to_types_generated_elsewhere() {
+    let dir = rel_dir("extern");
+    write(
+        &dir,
+        "common.proto",
+        "syntax = \"proto3\";\npackage acme.common;\nmessage Money { int64 cents = 1; }\n",
+    );
+    let order = write(
+        &dir,
+        "order.proto",
+        "syntax = \"proto3\";\npackage shop;\nimport \"google/protobuf/timestamp.proto\";\nimport \"common.proto\";\nmessage Order {\n  google.protobuf.Timestamp at = 1;\n  repeated acme.common.Money prices = 2;\n}\n",
+    );
+    let common = dir.join("common.proto");
+    let schema = Schema::load(&[&order, &common], &[&dir]).unwrap();
+    let files = Config::new()
+        .extern_path(".acme.common", "::acme_common")
+        .generate(&schema)
+        .unwrap();
+    let names: Vec<&str> = files.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["shop.cornflakes.rs"], "acme.common is extern");
+    let shop = &files[0].1;
+    assert!(shop.contains("::cornflakes_types::Timestamp<'a>"), "{shop}");
+    assert!(shop.contains("::acme_common::Money<'a>"), "{shop}");
+    assert!(
+        shop.contains("::cornflakes_types::TimestampView<'a>"),
+        "{shop}"
+    );
+    // The well-known types generated in place, when asked.
+    let wkt = PathBuf::from("google/protobuf/timestamp.proto");
+    let schema = Schema::load(&[&order, &wkt], &[&dir]).unwrap();
+    let files = Config::new()
+        .compile_well_known_types()
+        .generate(&schema)
+        .unwrap();
+    let names: Vec<&str> = files.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        ["google.protobuf.cornflakes.rs", "shop.cornflakes.rs"]
+    );
+    assert!(
+        files[1]
+            .1
+            .contains("super::google::protobuf::Timestamp<'a>"),
+        "{}",
+        files[1].1
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -56,6 +56,32 @@ fn map_keys_follow_protobufs_last_wins_rule() {
     assert_eq!(built.find_attrs("a").unwrap().get_value(), b"3");
 }
 
+/// A field of a well-known type is `cornflakes_types::Timestamp`, converted from and to
+/// `SystemTime`, and reads as prost reads it.
+#[test]
+fn a_well_known_type_comes_from_cornflakes_types() {
+    let arena = Arena::new();
+    let t = std::time::UNIX_EPOCH + std::time::Duration::new(1_700_000_000, 5_000);
+    let mut l = Listing::new_in(&arena);
+    l.set_listed_at(cornflakes_types::Timestamp::from_system_time(t, &arena).unwrap());
+    let wire = l.serialize_to_vec();
+    let back = Listing::deserialize(&wire, &arena).unwrap();
+    assert_eq!(back.get_listed_at().unwrap().to_system_time().unwrap(), t);
+    let pb = pb_second::Listing {
+        listed_at: Some(prost_types::Timestamp {
+            seconds: 1_700_000_000,
+            nanos: 5_000,
+        }),
+        ..Default::default()
+    };
+    let ts = back.get_listed_at().unwrap();
+    let pb_ts = pb.listed_at.unwrap();
+    assert_eq!(
+        (ts.get_seconds(), ts.get_nanos()),
+        (pb_ts.seconds, pb_ts.nanos)
+    );
+}
+
 /// 2: one long-lived arena grew 26 B per request and nothing said so.
 #[test]
 fn arena_growth_is_visible_and_can_be_bounded() {

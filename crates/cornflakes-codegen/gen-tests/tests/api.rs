@@ -90,12 +90,34 @@ fn proto2_defaults_apply_when_absent() {
     assert_eq!(r.get_level(), Ok(legacy::record::Level::High));
     assert_eq!(r.get_temp(), f32::NEG_INFINITY);
     assert_eq!(r.get_big(), u64::MAX);
+    assert_eq!(r.get_magic().as_bytes(), b"\0\xffcf");
+    assert_eq!(
+        legacy::Record::view(&[0, 0, 0, 0])
+            .unwrap()
+            .get_magic()
+            .unwrap(),
+        b"\0\xffcf"
+    );
     // Absent fields take no space, defaults or not.
     assert_eq!(r.serialize_to_vec(), [0, 0, 0, 0]);
     let mut r = r;
     r.set_score(3);
     r.clear_score();
     assert_eq!(r.get_score(), -7);
+}
+
+#[test]
+fn a_proto2_group_is_a_nested_message() {
+    let arena = Arena::new();
+    let mut r = legacy::Record::new_in(&arena);
+    assert!(r.get_extra().is_none());
+    r.get_mut_extra().set_n(9);
+    let bytes = r.serialize_to_vec();
+    let back = legacy::Record::deserialize(&bytes, &arena).unwrap();
+    assert_eq!(back.get_extra().unwrap().get_n(), 9);
+    assert_eq!(back, r);
+    let empty = legacy::record::Extra::new_in(&arena);
+    assert_eq!(empty.get_n(), 5);
 }
 
 #[test]

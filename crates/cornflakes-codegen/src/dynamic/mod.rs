@@ -39,7 +39,7 @@ use cornflakes::{
 use crate::schema::{FieldDef, FieldKind, MessageDef, MsgId, ScalarKind, Schema};
 
 #[cfg(feature = "json")]
-pub use json::JsonError;
+pub use json::{JsonError, Names};
 
 /// A packed repeated scalar (enums as `I32`).
 pub enum Packed<'a> {

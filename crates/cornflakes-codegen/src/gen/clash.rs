@@ -8,7 +8,64 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use syn::{ImplItem, Item, Type};
 
+use super::names::snake;
 use crate::error::Error;
+use crate::schema::{FieldKind, MsgId, Schema};
+
+/// Checks that the fields and oneofs of message `id` generate distinct accessors; two that
+/// meet (`foo_bar` and `fooBar`; a string `x`, whose view has `get_x_bytes`, and a field
+/// `x_bytes`) are refused naming both proto names.
+pub(crate) fn check_fields(schema: &Schema, id: MsgId) -> Result<(), Error> {
+    let m = &schema.messages[id];
+    let mut seen: BTreeMap<String, String> = BTreeMap::new();
+    let mut claim = |method: String, owner: String| -> Result<(), Error> {
+        match seen.get(&method) {
+            Some(first) if *first != owner => Err(Error::name_clash_in_message(
+                &m.full_name,
+                first,
+                &owner,
+                &method,
+            )),
+            _ => {
+                seen.insert(method, owner);
+                Ok(())
+            }
+        }
+    };
+    for f in &m.fields {
+        let b = snake(&f.name);
+        let owner = format!("field `{}`", f.name);
+        let mut methods = vec![
+            format!("has_{b}"),
+            format!("get_{b}"),
+            format!("set_{b}"),
+            format!("clear_{b}"),
+        ];
+        if f.repeated {
+            methods.extend([format!("init_{b}"), format!("get_mut_{b}")]);
+            if matches!(f.kind, FieldKind::Message(e) if schema.messages[e].map_entry) {
+                methods.extend([format!("find_{b}"), format!("insert_{b}")]);
+            }
+        } else {
+            match f.kind {
+                FieldKind::Enum(_) => {
+                    methods.extend([format!("get_{b}_raw"), format!("set_{b}_raw")])
+                }
+                FieldKind::String => methods.push(format!("get_{b}_bytes")),
+                FieldKind::Message(_) => methods.push(format!("get_mut_{b}")),
+                _ => {}
+            }
+        }
+        for method in methods {
+            claim(method, owner.clone())?;
+        }
+    }
+    for o in &m.oneofs {
+        let b = snake(&o.name);
+        claim(format!("which_{b}"), format!("oneof `{}`", o.name))?;
+    }
+    Ok(())
+}
 
 /// Checks every module of `file` (the code generated for `package`): item names per
 /// namespace, inherent methods and associated constants per type, fields per struct, variants

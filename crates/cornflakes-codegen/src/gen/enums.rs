@@ -80,7 +80,7 @@ pub(crate) fn enumeration(e: &EnumDef) -> TokenStream {
     quote! {
         #doc
         #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
-        #[allow(dead_code, clippy::enum_variant_names)]
+        #[allow(dead_code, non_camel_case_types, clippy::enum_variant_names)]
         #[repr(i32)]
         pub enum #name {
             #(#variants)*

@@ -10,7 +10,7 @@ use quote::{format_ident, quote};
 
 mod extras;
 mod view;
-pub(crate) use extras::{oneof_value_enum, oneof_value_name};
+pub(crate) use extras::oneof_value_enum;
 pub(crate) use view::view_name;
 
 use super::names::{self, doc_attrs, enum_path, ident, ident_avoiding, message_path, snake};
@@ -217,6 +217,10 @@ impl<'s> MessageGen<'s> {
         }
         match (&f.kind, &f.default) {
             (FieldKind::Message(_), _) => quote!(::core::option::Option::None),
+            (FieldKind::Bytes, Some(DefaultValue::Bytes(b))) if !b.is_empty() => {
+                let lit = Literal::byte_string(b);
+                quote!(cf::CFBytes(cf::CFPtr::borrowed(#lit)))
+            }
             (FieldKind::Bytes, _) => quote!(cf::CFBytes::default()),
             (FieldKind::String, Some(DefaultValue::String(s))) if !s.is_empty() => {
                 let lit = Literal::byte_string(s.as_bytes());
@@ -306,7 +310,7 @@ impl<'s> MessageGen<'s> {
 
         quote! {
             #doc
-            #[allow(dead_code)]
+            #[allow(dead_code, non_camel_case_types)]
             pub struct #name<'a> {
                 #(#storage)*
             }

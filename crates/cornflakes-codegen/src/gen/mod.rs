@@ -12,13 +12,22 @@ use proc_macro2::TokenStream;
 use quote::quote;
 
 use crate::error::{Error, Warning};
-use crate::schema::{EnumId, MsgId, Place, Schema, ServiceId};
+use crate::place::Place;
+use crate::schema::{EnumId, MsgId, Schema, ServiceId};
 use crate::{Config, Files};
 use names::{doc_attrs, ident, module_name, upper_camel};
 
 /// Generates the files for every package with an input file: `(file name, contents)`, sorted
 /// by file name, and what was left out.
 pub(crate) fn generate(schema: &Schema, config: &Config) -> Result<(Files, Vec<Warning>), Error> {
+    // Types of packages under an extern path are referred to, not generated.
+    let mut with_externs = schema.clone();
+    with_externs.extern_paths = config.extern_paths.clone();
+    with_externs
+        .extern_paths
+        .sort_by_key(|(prefix, _)| std::cmp::Reverse(prefix.len()));
+    let schema = &with_externs;
+    let is_extern = |package: &str| names::extern_root(schema, package).is_some();
     let mut warnings = Vec::new();
     check_config_methods(schema, config)?;
     let path = |p: &str, what: &str| -> Result<TokenStream, Error> {
@@ -30,8 +39,13 @@ pub(crate) fn generate(schema: &Schema, config: &Config) -> Result<(Files, Vec<W
     let mut reply_views = HashSet::new();
     let mut packages: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
     for (i, f) in schema.files.iter().enumerate() {
-        if f.is_input {
+        if f.is_input && !is_extern(&f.package) {
             packages.entry(f.package.as_str()).or_default().push(i);
+        }
+    }
+    for (id, m) in schema.messages.iter().enumerate() {
+        if schema.files[m.file].is_input && !is_extern(&m.package) {
+            clash::check_fields(schema, id)?;
         }
     }
     let mut out = Vec::new();
@@ -227,14 +241,22 @@ fn module_items(
                 #[doc = #doc]
                 #proto_doc
                 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+                #[allow(non_camel_case_types)]
                 pub enum #case { #(#variants)* }
                 #value
             }
         });
         let inner = module_items(schema, runtime, &m.nested_messages, &m.nested_enums);
-        let oneof_borrows =
-            (0..m.oneofs.len()).any(|oi| message::oneof_value_name(schema, id, oi).1);
-        let use_rt = if m.nested_messages.is_empty() && !oneof_borrows {
+        // The oneof value enums name the runtime for string and bytes members only.
+        let oneof_leaves = m.oneofs.iter().any(|o| {
+            o.fields.iter().any(|&i| {
+                matches!(
+                    m.fields[i].kind,
+                    crate::schema::FieldKind::String | crate::schema::FieldKind::Bytes
+                )
+            })
+        });
+        let use_rt = if m.nested_messages.is_empty() && !oneof_leaves {
             quote!()
         } else {
             quote!(use #runtime as cf;)
@@ -242,7 +264,7 @@ fn module_items(
         quote! {
             #code
             #[doc = #doc]
-            #[allow(dead_code)]
+            #[allow(dead_code, clippy::module_inception)]
             pub mod #module {
                 #use_rt
                 #(#cases)*

@@ -184,9 +184,12 @@ impl ServiceGen<'_> {
 
     fn view(&self, id: MsgId) -> TokenStream {
         let m = &self.schema.messages[id];
-        names::relative_path(
+        // Through an extern path when the type is generated elsewhere (`cornflakes-types`).
+        names::item_path(
+            self.schema,
             &self.module,
-            &names::scope_modules(&m.package, &m.parents),
+            &m.package,
+            &m.parents,
             &view_name(&m.name),
         )
     }
@@ -307,6 +310,8 @@ impl ServiceGen<'_> {
                 }
 
                 /// The method numbered `id`, if any.
+                // A service whose every rpc streams has only the `_` arm.
+                #[allow(clippy::match_single_binding)]
                 pub const fn from_id(id: u16) -> ::core::option::Option<#e> {
                     match id {
                         #(#from_id)*
@@ -404,6 +409,7 @@ impl ServiceGen<'_> {
                 /// Answers request `m` received on `dp` with `service`, replies built and sent
                 /// as `rt` says (for a handler that keeps the service itself).
                 #[inline]
+                #[allow(clippy::match_single_binding)]
                 pub fn dispatch_to<D: cf::Datapath>(
                     service: &mut T,
                     rt: &mut cf_rpc::Dispatcher,
@@ -456,6 +462,21 @@ impl ServiceGen<'_> {
             let (v, n, view) = (&m.variant, self.number(m), self.view(m.def.output));
             quote!(#n => #e::#v(#view::open(buf)?),)
         });
+        // A service whose every rpc streams (skipped) has no reply to open: a `match` of only
+        // the refusal would be unreachable code after it.
+        let open_body = if self.methods.is_empty() {
+            quote! {
+                let _ = buf;
+                ::core::result::Result::Err(cf_rpc::CallError::WrongType { sent: method, got: method })
+            }
+        } else {
+            quote! {
+                ::core::result::Result::Ok(match method {
+                    #(#arms)*
+                    got => return ::core::result::Result::Err(cf_rpc::CallError::WrongType { sent: method, got }),
+                })
+            }
+        };
         let phantom = if self.methods.is_empty() {
             quote! {
                 #[doc(hidden)]
@@ -477,10 +498,7 @@ impl ServiceGen<'_> {
             impl<'a> #e<'a> {
                 /// Opens `buf`, a reply to a request of message type `method`.
                 pub fn open(method: u16, buf: &'a [u8]) -> ::core::result::Result<Self, cf_rpc::CallError> {
-                    ::core::result::Result::Ok(match method {
-                        #(#arms)*
-                        got => return ::core::result::Result::Err(cf_rpc::CallError::WrongType { sent: method, got }),
-                    })
+                    #open_body
                 }
             }
         }

@@ -6,7 +6,7 @@
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
 
-use super::super::names::{self, enum_path, ident, snake, upper_camel};
+use super::super::names::{self, camel_base, enum_path, ident, snake, upper_camel};
 use super::MessageGen;
 use crate::schema::{FieldKind, MsgId, Schema};
 
@@ -59,7 +59,7 @@ impl MessageGen<'_> {
     /// Name of the owned form: `<Name>Owned`, or `<Name>OwnedForm` if a sibling type has
     /// that name.
     fn owned_name(&self) -> proc_macro2::Ident {
-        let base = format!("{}Owned", upper_camel(&self.msg.name));
+        let base = format!("{}Owned", camel_base(&self.msg.name));
         let siblings = self.sibling_type_names();
         if siblings.contains(&base) {
             ident(&format!("{base}Form"))
@@ -328,7 +328,7 @@ impl MessageGen<'_> {
     /// and bytes as `&[u8]` (the builder applies the arena), built with the ordinary setters.
     fn builder(&self) -> TokenStream {
         let name = self.name();
-        let builder = format_ident!("{}Builder", name);
+        let builder = format_ident!("{}Builder", camel_base(&self.msg.name));
         let methods = self.fields.iter().map(|f| {
             let set = format_ident!("set_{}", f.base);
             let get_mut = format_ident!("get_mut_{}", f.base);
@@ -474,7 +474,7 @@ impl MessageGen<'_> {
 /// `<Oneof>OneofValue` if a nested type has that name) and whether it borrows (has lifetimes).
 pub(crate) fn oneof_value_name(schema: &Schema, msg: MsgId, oneof: usize) -> (String, bool) {
     let m = &schema.messages[msg];
-    let base = upper_camel(&m.oneofs[oneof].name);
+    let base = camel_base(&m.oneofs[oneof].name);
     let name = format!("{base}Value");
     let taken = m
         .nested_messages
@@ -535,6 +535,7 @@ pub(crate) fn oneof_value_enum(schema: &Schema, msg: MsgId, oneof: usize) -> Tok
     quote! {
         #[doc = #doc]
         #[derive(Clone, Copy, Debug, PartialEq)]
+        #[allow(non_camel_case_types)]
         pub enum #name #generics { #(#variants)* }
     }
 }

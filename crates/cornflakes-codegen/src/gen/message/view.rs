@@ -6,22 +6,24 @@
 use proc_macro2::{Literal, TokenStream};
 use quote::{format_ident, quote};
 
-use super::super::names::{self, doc_attrs, enum_path, upper_camel};
+use super::super::names::{self, camel_base, doc_attrs, enum_path};
 use super::{hex, int_lit, lit, scalar_default, Field, MessageGen};
 use crate::schema::{DefaultValue, FieldKind, MsgId};
 
 /// Name of the view type of message `name`.
 pub(crate) fn view_name(name: &str) -> String {
-    format!("{}View", upper_camel(name))
+    format!("{}View", camel_base(name))
 }
 
 impl MessageGen<'_> {
     /// Path to the view type of message `id` from this message's module (without lifetime).
     fn view_path(&self, id: MsgId) -> TokenStream {
         let m = &self.schema.messages[id];
-        names::relative_path(
+        names::item_path(
+            self.schema,
             &self.module,
-            &names::scope_modules(&m.package, &m.parents),
+            &m.package,
+            &m.parents,
             &view_name(&m.name),
         )
     }
@@ -391,7 +393,13 @@ impl MessageGen<'_> {
                 }
                 FieldKind::Bytes => (
                     res(quote!(&'a [u8])),
-                    ok(quote!(&[])),
+                    match &d.default {
+                        Some(DefaultValue::Bytes(b)) if !b.is_empty() => {
+                            let lit = Literal::byte_string(b);
+                            ok(quote!(#lit))
+                        }
+                        _ => ok(quote!(&[])),
+                    },
                     quote!(self.v.bytes_at(#slot)#within),
                     format!("{get_doc}; empty when absent; its bounds are checked at each call."),
                 ),

@@ -1,0 +1,13 @@
+//! Real schemas compiled by `cornflakes-codegen` from build.rs and built under
+//! `#![deny(warnings)]` (and clippy `-D warnings` in CI): protobuf's test schemas (the
+//! conformance messages, `unittest*.proto`, `map_*unittest.proto`, editions included), every
+//! test schema of prost, OpenTelemetry's OTLP and gRPC's schemas, vendored under
+//! `../tests/corpus` (see its README for the commits).
+
+#![deny(warnings)]
+#![allow(missing_docs)]
+
+include!(concat!(env!("OUT_DIR"), "/corpus.rs"));
+
+/// Every compiled file: `source group path`, one per line.
+pub const MANIFEST: &str = include_str!(concat!(env!("OUT_DIR"), "/manifest.txt"));
