@@ -90,8 +90,11 @@
 #![warn(missing_docs)]
 
 mod capture;
+mod compact;
+mod explain;
 mod frames;
 mod hash;
+mod headline;
 mod rerun;
 mod resident;
 mod run;
@@ -100,6 +103,11 @@ mod slowed;
 mod wire;
 
 pub use capture::{capture, CaptureDatapath};
+pub use compact::compact_table;
+pub use explain::{device_note, split_cell, split_json};
+pub use headline::{
+    median_min_max, ratios, Floor, Headlines, Ratio, RatioKind, RatioSpread, Roles,
+};
 /// Whether this machine has the N + 1 CPUs an N-core run needs (N servers, one device), and
 /// which.
 /// The flags of the emulated device every emu bench takes (`echo bench`, `kv bench`): what
