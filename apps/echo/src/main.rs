@@ -94,7 +94,7 @@ fn bench_cmd(mut a: Args) -> Result<(), String> {
     let out = bench::run_bench(&cfg)?;
     // Every trial of every load (the emulated NIC's search), not only the median ones.
     if let Some(emu) = &out.emu {
-        emu_bench::replies_verified(&emu.summaries)?;
+        emu_bench::replies_verified(&emu.summaries())?;
     }
     let bad: u64 = out.records.iter().map(|r| r.mismatched).sum();
     if bad > 0 {
@@ -143,6 +143,7 @@ fn bench_config(a: &mut Args) -> Result<BenchConfig, String> {
     cfg.check_every = emu.check_every.unwrap_or(cfg.check_every);
     cfg.demote_lines = emu.demote_lines.unwrap_or(cfg.demote_lines);
     cfg.slowed_retries = emu.slowed_retries.unwrap_or(cfg.slowed_retries);
+    cfg.repeat = emu.repeat.unwrap_or(cfg.repeat);
     // --delay-ns: the old name of --desc-ns.
     if let Some(ns) = a.parse::<u64>("--delay-ns")?.or(emu.desc_ns) {
         cfg.delay_per_segment = Duration::from_nanos(ns);
@@ -297,7 +298,8 @@ mod tests {
             "--datapath socket --modes raw,protobuf --shape single-64 --rates 2000,1000 \
              --duration 0.25 --warmup 0.5 --timeout-ms 30 --threads 4 --threshold 256 \
              --mtu 9000 --out o --json j.json --all-points --spin --sample-every 0 --check-every 3 \
-             --desc-ns 7 --rx-ring 256 --demote-lines 2 --slowed-retries 1 --trials 5 --resolution 0.2 --cores 2",
+             --desc-ns 7 --rx-ring 256 --demote-lines 2 --slowed-retries 1 --trials 5 --resolution 0.2 --cores 2 \
+             --repeat 3",
         );
         let got = bench_config(&mut a).unwrap();
         a.finish().unwrap();
@@ -324,6 +326,7 @@ mod tests {
             slowed_retries: 1,
             trials: 5,
             resolution: 0.2,
+            repeat: 3,
             cores: 2,
             ..BenchConfig::default()
         };

@@ -191,6 +191,7 @@ fn bench_config(a: &mut Args) -> Result<(BenchConfig, Peers), String> {
     cfg.desc_ns = emu.desc_ns.unwrap_or(cfg.desc_ns);
     cfg.demote_lines = emu.demote_lines.unwrap_or(cfg.demote_lines);
     cfg.slowed_retries = emu.slowed_retries.unwrap_or(cfg.slowed_retries);
+    cfg.repeat = emu.repeat.unwrap_or(cfg.repeat);
     SearchFlags::from_args(a)?.apply(&mut cfg.trials, &mut cfg.resolution);
     let name = a.take("--workload")?.unwrap_or_else(|| "ycsb".to_owned());
     cfg.workload = workload(a, &name)?;
@@ -398,7 +399,8 @@ mod tests {
         let mut a = Args::from_line(&format!(
             "--datapath socket --workload google --keys 50 --list-lens 1-4 \
              --serializations protobuf,resp --threshold 256 --peers redis --sample-every 0 --check-every 0 \
-             --desc-ns 7 --demote-lines 2 --slowed-retries 1 --trials 5 --resolution 0.2 {RUN_FLAGS}"
+             --desc-ns 7 --demote-lines 2 --slowed-retries 1 --trials 5 --resolution 0.2 \
+             --repeat 3 {RUN_FLAGS}"
         ));
         let (got, peers) = bench_config(&mut a).unwrap();
         a.finish().unwrap();
@@ -415,6 +417,7 @@ mod tests {
         want.slowed_retries = 1;
         want.trials = 5;
         want.resolution = 0.2;
+        want.repeat = 3;
         assert_eq!(format!("{got:?}"), format!("{want:?}"));
         assert_eq!(
             format!("{peers:?}"),

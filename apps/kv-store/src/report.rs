@@ -6,12 +6,19 @@ use std::fmt::Write as _;
 
 use kv_workloads::WorkloadConfig;
 use loadgen::{
-    max_kept_up, max_kept_up_within_p99, plot_kept_p99_curves, save_json, Record, DEFAULT_KEEP_UP,
+    bars_from_records, max_kept_up, max_kept_up_within_p99, plot_bars, plot_latency, save_json,
+    BarChart, Record, DEFAULT_KEEP_UP,
 };
 
 use crate::config::{BenchConfig, BenchOutcome, DatapathKind};
 use crate::server::ServerStats;
 
+/// Writes `kv.json` (the records), `run.json` (the workload, each serialization's server
+/// counters, handling time and time split), `tables.md`, the charts (`kv.svg`/`kv.png`: the
+/// highest load each serialization kept up; `kv-latency.svg`/`.png`: latency against offered
+/// load); on the emulated NIC also `emu-summary.json`, `emu-points.json`, `ratios.json` and
+/// `emu.md` (the search's full tables, also at the end of `tables.md`), and the terminal shows
+/// the compact table and the ratios first; elsewhere the tables themselves.
 pub(crate) fn write_outputs(cfg: &BenchConfig, out: &BenchOutcome) -> Result<(), String> {
     std::fs::create_dir_all(&cfg.out_dir)
         .map_err(|e| format!("creating {}: {e}", cfg.out_dir.display()))?;
@@ -36,6 +43,7 @@ pub(crate) fn write_outputs(cfg: &BenchConfig, out: &BenchOutcome) -> Result<(),
                 "store_bytes": st.app.used_bytes,
                 "work_p50_ns": st.work_p50_ns(),
                 "work_p99_ns": st.work.p99_us().map(|us| us * 1000.0),
+                "server_time": emu_bench::split_json(&st.time),
             })
         })
         .collect();
@@ -54,12 +62,64 @@ pub(crate) fn write_outputs(cfg: &BenchConfig, out: &BenchOutcome) -> Result<(),
         serde_json::to_string_pretty(&meta).map_err(|e| e.to_string())?,
     )
     .map_err(|e| format!("writing {}: {e}", meta_path.display()))?;
-    let tables = tables(&cfg.workload, out);
+    let mut tables = tables(&cfg.workload, out);
     let table_path = cfg.out_dir.join("tables.md");
+    let printed = match &out.emu {
+        Some(emu) => {
+            let full = crate::emu::detail_tables(emu);
+            let floors = crate::emu::floors(&cfg.workload);
+            for (name, text) in [
+                (
+                    "emu-summary.json",
+                    serde_json::to_string_pretty(&emu_bench::summaries_json(&emu.repeats))
+                        .map_err(|e| e.to_string())?,
+                ),
+                (
+                    "emu-points.json",
+                    serde_json::to_string_pretty(&serde_json::Value::Array(emu.trials.clone()))
+                        .map_err(|e| e.to_string())?,
+                ),
+                (
+                    "ratios.json",
+                    serde_json::to_string_pretty(
+                        &emu_bench::Headlines::of(&emu.repeats, &crate::emu::roles(), &floors)
+                            .to_json(),
+                    )
+                    .map_err(|e| e.to_string())?,
+                ),
+                ("emu.md", full.clone()),
+            ] {
+                let path = cfg.out_dir.join(name);
+                std::fs::write(&path, text)
+                    .map_err(|e| format!("writing {}: {e}", path.display()))?;
+            }
+            tables.push_str(&format!(
+                "\n### The saturation search on the emulated NIC\n\n{full}"
+            ));
+            format!(
+                "## kv bench: {}\n\nDatapath: {}. The server core's throughput, not a network \
+                 measurement; each serialization's saturation load searched (docs/performance.md, \
+                 \"Method\").\n\n{}",
+                out.workload,
+                out.datapath,
+                emu_bench::summary_text(
+                    &emu.repeats,
+                    &crate::emu::roles(),
+                    &floors,
+                    &format!(
+                        "The full tables (per serialization, the paper's tables in their form, \
+                         and the search's: spread, p99, device busy, line rate, reruns and \
+                         checks): {}.",
+                        table_path.display()
+                    ),
+                )
+            )
+        }
+        None => tables.clone(),
+    };
     std::fs::write(&table_path, &tables)
         .map_err(|e| format!("writing {}: {e}", table_path.display()))?;
-    print!("{tables}");
-    let (svg, png) = (cfg.out_dir.join("kv.svg"), cfg.out_dir.join("kv.png"));
+    print!("{printed}");
     let dp = match cfg.datapath {
         DatapathKind::Socket if cfg.tcp_conns.is_some() => "kernel TCP",
         DatapathKind::Socket => "socket datapath",
@@ -67,9 +127,41 @@ pub(crate) fn write_outputs(cfg: &BenchConfig, out: &BenchOutcome) -> Result<(),
         DatapathKind::Xdp => "AF_XDP on veth",
     };
     let title = format!("kv {}, {dp}", out.workload);
-    match plot_kept_p99_curves(&out.records, &title, &svg, &png) {
+    let chart = match &out.emu {
+        Some(emu) => emu_bench::kept_up_chart(
+            &emu.repeats,
+            &crate::emu::roles(),
+            &format!("{title}: highest load kept up"),
+        ),
+        None => BarChart {
+            title: format!("{title}: highest load kept up"),
+            bars: bars_from_records(
+                &out.records,
+                DEFAULT_KEEP_UP,
+                "not known: a sweep, one point per load (see the table)",
+            ),
+            references: Vec::new(),
+            spread_means: String::new(),
+        },
+    };
+    let (svg, png) = (cfg.out_dir.join("kv.svg"), cfg.out_dir.join("kv.png"));
+    match plot_bars(&chart, &svg, &png) {
         Ok(()) => eprintln!("[bench] wrote {} and {}", svg.display(), png.display()),
-        Err(e) => eprintln!("[bench] no plot: {e}"),
+        Err(e) => eprintln!("[bench] no chart: {e}"),
+    }
+    let (svg, png) = (
+        cfg.out_dir.join("kv-latency.svg"),
+        cfg.out_dir.join("kv-latency.png"),
+    );
+    match plot_latency(
+        &out.records,
+        &format!("{title}: latency up to saturation"),
+        DEFAULT_KEEP_UP,
+        &svg,
+        &png,
+    ) {
+        Ok(()) => eprintln!("[bench] wrote {} and {}", svg.display(), png.display()),
+        Err(e) => eprintln!("[bench] no latency plot: {e}"),
     }
     Ok(())
 }
@@ -176,11 +268,11 @@ pub fn tables(workload: &WorkloadConfig, out: &BenchOutcome) -> String {
     let unit_col = if objects { " | objects/s" } else { "" };
     let _ = writeln!(
         s,
-        "| serialization | max req/s within 95% of offered{unit_col} | p99 there (µs) | p50 there (µs) | server work p50 (ns) | mismatched | lost | server malformed | what bounded it |"
+        "| serialization | max req/s within 95% of offered{unit_col} | p99 there (µs) | p50 there (µs) | server work p50 (ns) | server busy per request, ns (busiest part) | mismatched | lost | server malformed | what bounded it |"
     );
     let _ = writeln!(
         s,
-        "|---|---:|{}---:|---:|---:|---:|---:|---:|---|",
+        "|---|---:|{}---:|---:|---:|---:|---:|---:|---:|---|",
         if objects { "---:|" } else { "" }
     );
     for m in &modes {
@@ -202,7 +294,7 @@ pub fn tables(workload: &WorkloadConfig, out: &BenchOutcome) -> String {
         };
         let _ = writeln!(
             s,
-            "| {m} | {}{unit} | {} | {} | {} | {mismatched} | {lost} | {} | {} |",
+            "| {m} | {}{unit} | {} | {} | {} | {} | {mismatched} | {lost} | {} | {} |",
             b.as_ref().map_or("none kept up".to_owned(), |b| format!(
                 "{:.0}{}",
                 b.achieved_rps,
@@ -212,6 +304,7 @@ pub fn tables(workload: &WorkloadConfig, out: &BenchOutcome) -> String {
             fmt_us(b.as_ref().and_then(|b| b.p50_us)),
             st.and_then(ServerStats::work_p50_ns)
                 .map_or("–".to_owned(), |w| format!("{w:.0}")),
+            st.map_or("–".to_owned(), |st| st.time.busy_cell()),
             st.map_or("–".to_owned(), |st| st.malformed.to_string()),
             out.bounds
                 .iter()

@@ -238,10 +238,10 @@ impl RatioSpread {
             );
         };
         let got = self.per_repeat.iter().flatten().count();
-        let spread = if repeats > 1 {
-            format!(" ({lo:.2}–{hi:.2} over {got} repeats)")
-        } else {
-            String::new()
+        let spread = match (repeats, got) {
+            (1, _) => String::new(),
+            (r, g) if g == r => format!(" ({lo:.2}–{hi:.2} over {r} repeats)"),
+            (r, g) => format!(" ({lo:.2}–{hi:.2} over the {g} of {r} repeats with both sides)"),
         };
         let against = match self.kind {
             RatioKind::BestLibrary | RatioKind::Control => format!(" ({})", self.denominators()),

@@ -117,6 +117,9 @@ impl<S> EmuTrial<S> {
             r.bottleneck(),
             r.run.counters
         ) + &per_core
+            + &self
+                .split
+                .map_or(String::new(), |t| format!("  server time: {}", t.describe()))
             + &format!("  {}", r.coverage_note())
             + &r.interference
                 .as_ref()

@@ -12,6 +12,7 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use crate::plot::{draw_title, err, register_font, Legend, PlotError};
+use crate::record::Record;
 
 /// One mode's bar.
 #[derive(Clone, Debug, PartialEq)]
@@ -40,6 +41,32 @@ pub struct BarChart {
     pub references: Vec<(String, f64)>,
     /// What the whiskers show, for the legend (e.g. `min–max of the best load's trials`).
     pub spread_means: String,
+}
+
+/// One bar per mode of `records` (sweeps of single points: no spread): its highest achieved
+/// load within `keep_up` of offered ([`crate::max_kept_up`]), with `bound` as what bounded
+/// it; modes in the order they first appear, those that kept nothing up left out.
+pub fn bars_from_records(records: &[Record], keep_up: f64, bound: &str) -> Vec<Bar> {
+    let mut modes: Vec<&str> = Vec::new();
+    for r in records {
+        if !modes.contains(&r.mode.as_str()) {
+            modes.push(&r.mode);
+        }
+    }
+    modes
+        .into_iter()
+        .filter_map(|m| {
+            let mine: Vec<Record> = records.iter().filter(|r| r.mode == m).cloned().collect();
+            let best = crate::max_kept_up(&mine, keep_up)?;
+            Some(Bar {
+                label: m.to_owned(),
+                rps: best.achieved_rps,
+                spread: None,
+                bound: bound.to_owned(),
+                line_rate_rps: None,
+            })
+        })
+        .collect()
 }
 
 /// Width of the canvas; its height follows the number of bars.
@@ -182,7 +209,11 @@ fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, c: &BarChart) -> Resul
     for (i, b) in c.bars.iter().enumerate() {
         let mid = SegmentValue::CenterOf(row(i));
         let end = b.spread.map_or(b.rps, |s| s.1.max(b.rps));
-        let text = kilo(b.rps);
+        let text = if b.rps > 0.0 {
+            kilo(b.rps)
+        } else {
+            "none kept up".to_owned()
+        };
         let (tw, th) = body
             .estimate_text_size(&text, &value_font.into_font().into())
             .map_err(err)?;
@@ -213,7 +244,11 @@ fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, c: &BarChart) -> Resul
         }
     }
     for b in bounds {
-        legend.swatch(&format!("bounded by the {b}"), bound_color(b))?;
+        let text = match b {
+            "server" | "device" => format!("bounded by the {b}"),
+            other => other.to_owned(),
+        };
+        legend.swatch(&text, bound_color(b))?;
     }
     if c.bars.iter().any(|b| b.spread.is_some_and(|s| s.1 > s.0)) {
         legend.whisker(&c.spread_means)?;
@@ -317,6 +352,22 @@ mod tests {
             .any(|(t, _)| t == "100 GbE line rate of its frames"));
         assert_eq!(&std::fs::read(&png).unwrap()[..4], b"\x89PNG");
         assert_eq!(svg_check::size(&text), (1000.0, bars_size(11).1 as f64));
+        // A sweep's records: one bar per mode that kept a load up, at its best.
+        let rec = |m: &str, offered: f64, achieved: f64| Record {
+            mode: m.to_owned(),
+            offered_rps: offered,
+            achieved_rps: achieved,
+            ..Record::default()
+        };
+        let recs = [
+            rec("a", 100.0, 100.0),
+            rec("a", 200.0, 198.0),
+            rec("a", 400.0, 210.0),
+            rec("b", 100.0, 50.0),
+        ];
+        let bars = bars_from_records(&recs, 0.95, "kernel sockets");
+        assert_eq!(bars.len(), 1);
+        assert_eq!((bars[0].label.as_str(), bars[0].rps), ("a", 198.0));
         let mut empty = c.clone();
         empty.bars.clear();
         assert!(plot_bars(&empty, &svg, &png).is_err());

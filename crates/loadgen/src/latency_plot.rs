@@ -102,6 +102,7 @@ fn panel<DB: DrawingBackend>(
         .configure_mesh()
         .x_desc("offered load (thousand requests per second)")
         .y_desc("latency (µs, log scale)")
+        .y_labels(8)
         .x_label_formatter(&|x| format!("{x:.0}"))
         .y_label_formatter(&|y| {
             if *y >= 10.0 {

@@ -57,7 +57,7 @@ mod stats;
 mod sweep;
 mod transport;
 
-pub use bars::{bars_size, plot_bars, Bar, BarChart, BARS_WIDTH};
+pub use bars::{bars_from_records, bars_size, plot_bars, Bar, BarChart, BARS_WIDTH};
 pub use heatmap::{plot_heatmap, Heatmap};
 pub use latency_plot::{lower_envelope, plot_latency, LATENCY_SIZE};
 pub use plot::{plot_p99_curves, PlotError, PLOT_SIZE};

@@ -170,6 +170,31 @@ impl TimeSplit {
             .reduce(|a, b| if b.1 > a.1 { b } else { a })
     }
 
+    /// The busy part that took the most time, with its share of the busy time (idle left
+    /// out: for a server whose idle time means nothing, e.g. one that waits while other
+    /// servers are measured); `None` when it was never busy.
+    pub fn busiest(&self) -> Option<(Part, f64)> {
+        let busy = self.busy_ns();
+        if busy == 0 {
+            return None;
+        }
+        [Part::Receive, Part::Handler, Part::Send, Part::FlushReap]
+            .into_iter()
+            .map(|p| (p, self.ns(p) / busy as f64))
+            .reduce(|a, b| if b.1 > a.1 { b } else { a })
+    }
+
+    /// Busy nanoseconds per request and the busiest part's share of them, for a table cell:
+    /// `412 (handler 58%)`; `–` before any request.
+    pub fn busy_cell(&self) -> String {
+        match (self.busy_per_request_ns(), self.busiest()) {
+            (Some(ns), Some((p, share))) => {
+                format!("{ns:.0} ({} {:.0}%)", p.name(), 100.0 * share)
+            }
+            _ => "–".to_owned(),
+        }
+    }
+
     /// The split in words: each part's share of the time, busy nanoseconds per request and
     /// requests per burst, e.g. `receive 14%, handler 40%, send 21%, flush+reap 9%, idle 16%;
     /// 412 ns busy per request, 7.9 per burst`.
@@ -276,6 +301,12 @@ mod tests {
         assert_eq!(s.per_request_ns(Part::Send), Some(20.0));
         assert_eq!(s.requests_per_burst(), Some(5.0));
         assert_eq!(s.dominant(), Some((Part::Handler, 0.3)));
+        // Of the busy 700 ns, the handler's 300.
+        let (p, share) = s.busiest().unwrap();
+        assert_eq!(p, Part::Handler);
+        assert!((share - 3.0 / 7.0).abs() < 1e-12);
+        assert_eq!(s.busy_cell(), "70 (handler 43%)");
+        assert_eq!(TimeSplit::default().busy_cell(), "–");
         assert_eq!(
             s.describe(),
             "receive 10%, handler 30%, send 20%, flush+reap 10%, idle 30%; 70 ns busy per \
