@@ -267,31 +267,16 @@ pub fn roles() -> Roles<'static> {
 /// ≥ 0.8 × raw, at 1 × 64 B ≥ 0.98 × the best library; at every shape the hybrid ≥ only-copy
 /// and serialize-and-send ≥ 1.07.
 pub fn floors(shape: ShapeSpec) -> Vec<Floor> {
-    let mut f = vec![
-        Floor {
-            kind: RatioKind::HybridCopy,
-            min: 1.0,
-        },
-        Floor {
-            kind: RatioKind::SerializeAndSend,
-            min: 1.07,
-        },
-    ];
+    let mut f = Floor::EVERY_RUN.to_vec();
     match shape.to_string().as_str() {
         "list-2x2048" => f.extend([
-            Floor {
-                kind: RatioKind::BestLibrary,
-                min: 2.5,
-            },
+            Floor::best_library(2.5),
             Floor {
                 kind: RatioKind::Raw,
                 min: 0.8,
             },
         ]),
-        "single-64" => f.push(Floor {
-            kind: RatioKind::BestLibrary,
-            min: 0.98,
-        }),
+        "single-64" => f.push(Floor::best_library(0.98)),
         _ => {}
     }
     f

@@ -3,10 +3,7 @@
 use loadgen::fmt_us;
 use std::fmt::Write as _;
 
-use loadgen::{
-    bars_from_records, max_kept_up, plot_bars, plot_latency, save_json, BarChart, Record,
-    DEFAULT_KEEP_UP,
-};
+use loadgen::{max_kept_up, save_json, Record, DEFAULT_KEEP_UP};
 
 pub use crate::config::{BenchConfig, BenchOutcome, DatapathKind, DEFAULT_MTU, DEFAULT_RATES};
 use crate::mode::{Mode, Serialization};
@@ -89,44 +86,14 @@ pub(crate) fn write_outputs(cfg: &BenchConfig, out: &BenchOutcome) -> Result<(),
         t
     };
     print!("{printed}");
-    let title = format!("echo {}, {}", cfg.shape, cfg.datapath_label());
-    let chart = match &out.emu {
-        Some(emu) => emu_bench::kept_up_chart(
-            &emu.repeats,
-            &crate::emu::roles(),
-            &format!("{title}: highest load kept up"),
-        ),
-        None => BarChart {
-            title: format!("{title}: highest load kept up"),
-            bars: bars_from_records(
-                &out.records,
-                DEFAULT_KEEP_UP,
-                "not known: a sweep, one point per load (see the table)",
-            ),
-            references: Vec::new(),
-            spread_means: String::new(),
-        },
-    };
-    let (svg, png) = (cfg.out_dir.join("echo.svg"), cfg.out_dir.join("echo.png"));
-    match plot_bars(&chart, &svg, &png) {
-        Ok(()) => eprintln!("[bench] wrote {} and {}", svg.display(), png.display()),
-        // A run where nothing kept up has nothing to draw; the table says so.
-        Err(e) => eprintln!("[bench] no chart: {e}"),
-    }
-    let (svg, png) = (
-        cfg.out_dir.join("echo-latency.svg"),
-        cfg.out_dir.join("echo-latency.png"),
-    );
-    match plot_latency(
+    emu_bench::write_charts(
+        &cfg.out_dir,
+        "echo",
+        &format!("echo {}, {}", cfg.shape, cfg.datapath_label()),
         &out.records,
-        &format!("{title}: latency up to saturation"),
-        DEFAULT_KEEP_UP,
-        &svg,
-        &png,
-    ) {
-        Ok(()) => eprintln!("[bench] wrote {} and {}", svg.display(), png.display()),
-        Err(e) => eprintln!("[bench] no latency plot: {e}"),
-    }
+        out.emu.as_ref(),
+        &crate::emu::roles(),
+    );
     Ok(())
 }
 

@@ -54,7 +54,7 @@ use crate::load::load_store;
 use crate::ops::{Op, OpKind, Reply};
 use crate::report::write_outputs;
 use crate::resp;
-use crate::serialization::{Serialization, Shared};
+use crate::serialization::Serialization;
 use crate::server::{Kv, ServerConfig, ServerStats};
 use crate::steer::{self, Part};
 use crate::store::StoreStats;
@@ -761,60 +761,10 @@ pub(crate) fn run_emu(cfg: &BenchConfig, loads: &[f64]) -> Result<BenchOutcome, 
     Ok(out)
 }
 
-/// Which serialization is which in the ratios (no raw baseline in the KV store).
-pub fn roles() -> emu_bench::Roles<'static> {
-    emu_bench::Roles::CORNFLAKES
-}
-
-/// The floors the ratios of `workload` are judged by, on the median of the repeats
-/// (docs/performance.md, "The targets"): cornflakes ≥ 1.15 × the best library on Twitter,
-/// ≥ 2 × on CDN, ≥ 0.98 × on Google; on every workload the hybrid ≥ only-copy and
-/// serialize-and-send ≥ 1.07.
-pub fn floors(workload: &WorkloadConfig) -> Vec<emu_bench::Floor> {
-    use emu_bench::{Floor, RatioKind};
-    let mut f = vec![
-        Floor {
-            kind: RatioKind::HybridCopy,
-            min: 1.0,
-        },
-        Floor {
-            kind: RatioKind::SerializeAndSend,
-            min: 1.07,
-        },
-    ];
-    let best = match workload {
-        WorkloadConfig::Twitter(_) => Some(1.15),
-        WorkloadConfig::Cdn(_) => Some(2.0),
-        WorkloadConfig::Google(_) => Some(0.98),
-        WorkloadConfig::Ycsb(_) => None,
-    };
-    f.extend(best.map(|min| Floor {
-        kind: RatioKind::BestLibrary,
-        min,
-    }));
-    f
-}
-
-/// The search's full tables of every repeat (Markdown), each with its control line.
-pub fn detail_tables(emu: &emu_bench::EmuOutcome) -> String {
-    let libraries = [
-        Shared::PROTOBUF.name(),
-        Shared::CAPNP.name(),
-        Shared::FLATBUFFERS.name(),
-    ];
-    emu_bench::detail_tables(&emu.repeats, None, emu.k, |s| {
-        emu_bench::control_line(
-            s,
-            Shared::CORNFLAKES.name(),
-            Shared::CORNFLAKES_COPY.name(),
-            &libraries,
-        )
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::serialization::Shared;
 
     fn ops() -> Vec<Op> {
         let keys: Vec<String> = (0..8).map(|i| format!("key-{i}")).collect();

@@ -5,12 +5,10 @@ use loadgen::fmt_us;
 use std::fmt::Write as _;
 
 use kv_workloads::WorkloadConfig;
-use loadgen::{
-    bars_from_records, max_kept_up, max_kept_up_within_p99, plot_bars, plot_latency, save_json,
-    BarChart, Record, DEFAULT_KEEP_UP,
-};
+use loadgen::{max_kept_up, max_kept_up_within_p99, save_json, Record, DEFAULT_KEEP_UP};
 
 use crate::config::{BenchConfig, BenchOutcome, DatapathKind};
+use crate::serialization::Shared;
 use crate::server::ServerStats;
 
 /// Writes `kv.json` (the records), `run.json` (the workload, each serialization's server
@@ -66,8 +64,8 @@ pub(crate) fn write_outputs(cfg: &BenchConfig, out: &BenchOutcome) -> Result<(),
     let table_path = cfg.out_dir.join("tables.md");
     let printed = match &out.emu {
         Some(emu) => {
-            let full = crate::emu::detail_tables(emu);
-            let floors = crate::emu::floors(&cfg.workload);
+            let full = detail_tables(emu);
+            let floors = floors(&cfg.workload);
             for (name, text) in [
                 (
                     "emu-summary.json",
@@ -82,8 +80,7 @@ pub(crate) fn write_outputs(cfg: &BenchConfig, out: &BenchOutcome) -> Result<(),
                 (
                     "ratios.json",
                     serde_json::to_string_pretty(
-                        &emu_bench::Headlines::of(&emu.repeats, &crate::emu::roles(), &floors)
-                            .to_json(),
+                        &emu_bench::Headlines::of(&emu.repeats, &roles(), &floors).to_json(),
                     )
                     .map_err(|e| e.to_string())?,
                 ),
@@ -104,7 +101,7 @@ pub(crate) fn write_outputs(cfg: &BenchConfig, out: &BenchOutcome) -> Result<(),
                 out.datapath,
                 emu_bench::summary_text(
                     &emu.repeats,
-                    &crate::emu::roles(),
+                    &roles(),
                     &floors,
                     &format!(
                         "The full tables (per serialization, the paper's tables in their form, \
@@ -126,44 +123,53 @@ pub(crate) fn write_outputs(cfg: &BenchConfig, out: &BenchOutcome) -> Result<(),
         DatapathKind::Emu => "emulated ConnectX",
         DatapathKind::Xdp => "AF_XDP on veth",
     };
-    let title = format!("kv {}, {dp}", out.workload);
-    let chart = match &out.emu {
-        Some(emu) => emu_bench::kept_up_chart(
-            &emu.repeats,
-            &crate::emu::roles(),
-            &format!("{title}: highest load kept up"),
-        ),
-        None => BarChart {
-            title: format!("{title}: highest load kept up"),
-            bars: bars_from_records(
-                &out.records,
-                DEFAULT_KEEP_UP,
-                "not known: a sweep, one point per load (see the table)",
-            ),
-            references: Vec::new(),
-            spread_means: String::new(),
-        },
-    };
-    let (svg, png) = (cfg.out_dir.join("kv.svg"), cfg.out_dir.join("kv.png"));
-    match plot_bars(&chart, &svg, &png) {
-        Ok(()) => eprintln!("[bench] wrote {} and {}", svg.display(), png.display()),
-        Err(e) => eprintln!("[bench] no chart: {e}"),
-    }
-    let (svg, png) = (
-        cfg.out_dir.join("kv-latency.svg"),
-        cfg.out_dir.join("kv-latency.png"),
-    );
-    match plot_latency(
+    emu_bench::write_charts(
+        &cfg.out_dir,
+        "kv",
+        &format!("kv {}, {dp}", out.workload),
         &out.records,
-        &format!("{title}: latency up to saturation"),
-        DEFAULT_KEEP_UP,
-        &svg,
-        &png,
-    ) {
-        Ok(()) => eprintln!("[bench] wrote {} and {}", svg.display(), png.display()),
-        Err(e) => eprintln!("[bench] no latency plot: {e}"),
-    }
+        out.emu.as_ref(),
+        &roles(),
+    );
     Ok(())
+}
+
+/// Which serialization is which in the ratios (no raw baseline in the KV store).
+pub fn roles() -> emu_bench::Roles<'static> {
+    emu_bench::Roles::CORNFLAKES
+}
+
+/// The floors the ratios of `workload` are judged by, on the median of the repeats
+/// (docs/performance.md, "The targets"): cornflakes ≥ 1.15 × the best library on Twitter,
+/// ≥ 2 × on CDN, ≥ 0.98 × on Google; on every workload the hybrid ≥ only-copy and
+/// serialize-and-send ≥ 1.07.
+pub fn floors(workload: &WorkloadConfig) -> Vec<emu_bench::Floor> {
+    let mut f = emu_bench::Floor::EVERY_RUN.to_vec();
+    let best = match workload {
+        WorkloadConfig::Twitter(_) => Some(1.15),
+        WorkloadConfig::Cdn(_) => Some(2.0),
+        WorkloadConfig::Google(_) => Some(0.98),
+        WorkloadConfig::Ycsb(_) => None,
+    };
+    f.extend(best.map(emu_bench::Floor::best_library));
+    f
+}
+
+/// The search's full tables of every repeat (Markdown), each with its control line.
+pub fn detail_tables(emu: &emu_bench::EmuOutcome) -> String {
+    let libraries = [
+        Shared::PROTOBUF.name(),
+        Shared::CAPNP.name(),
+        Shared::FLATBUFFERS.name(),
+    ];
+    emu_bench::detail_tables(&emu.repeats, None, emu.k, |s| {
+        emu_bench::control_line(
+            s,
+            Shared::CORNFLAKES.name(),
+            Shared::CORNFLAKES_COPY.name(),
+            &libraries,
+        )
+    })
 }
 
 fn best(records: &[Record], mode: &str) -> Option<Record> {

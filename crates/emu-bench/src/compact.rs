@@ -11,6 +11,23 @@ use crate::explain::split_cell;
 use crate::headline::{median_min_max, Roles};
 use crate::search::{Bound, EmuSummary};
 
+/// `mode`'s summary in each repeat (where it ran), and the highest loads those kept up.
+pub(crate) fn per_repeat<'s>(
+    repeats: &'s [Vec<EmuSummary>],
+    mode: &str,
+) -> (Vec<&'s EmuSummary>, Vec<f64>) {
+    let per: Vec<&EmuSummary> = repeats
+        .iter()
+        .filter_map(|r| r.iter().find(|m| m.mode == mode))
+        .collect();
+    let kept = per
+        .iter()
+        .filter_map(|m| m.best.as_ref())
+        .map(|b| b.median_rps)
+        .collect();
+    (per, kept)
+}
+
 /// Thousands of requests per second, as the compact table prints them.
 fn k(rps: f64) -> String {
     if rps >= 100_000.0 {
@@ -104,15 +121,7 @@ pub fn compact_table(repeats: &[Vec<EmuSummary>], roles: &Roles<'_>) -> String {
         if raw_col { "---:|" } else { "" }
     );
     for mode in first.iter().map(|m| m.mode.as_str()) {
-        let per: Vec<&EmuSummary> = repeats
-            .iter()
-            .filter_map(|r| r.iter().find(|m| m.mode == mode))
-            .collect();
-        let kept: Vec<f64> = per
-            .iter()
-            .filter_map(|m| m.best.as_ref())
-            .map(|b| b.median_rps)
-            .collect();
+        let (per, kept) = per_repeat(repeats, mode);
         let (kept_cell, spread_cell) = match (median_min_max(&kept), per.as_slice()) {
             (None, _) => ("none kept up".to_owned(), "–".to_owned()),
             (Some(_), [one]) => {

@@ -36,17 +36,15 @@ pub fn split_cell(t: Option<&TimeSplit>) -> String {
     let Some(t) = t.filter(|t| t.total_ns() > 0) else {
         return "–".to_owned();
     };
-    let busy = [Part::Receive, Part::Handler, Part::Send, Part::FlushReap]
-        .into_iter()
-        .map(|p| (p, t.share(p)))
-        .reduce(|a, b| if b.1 > a.1 { b } else { a })
-        .expect("four parts");
-    format!(
-        "{} {:.0}%, idle {:.0}%",
-        busy.0.name(),
-        100.0 * busy.1,
-        100.0 * t.share(Part::Idle)
-    )
+    match t.busiest() {
+        Some((p, _)) => format!(
+            "{} {:.0}%, idle {:.0}%",
+            p.name(),
+            100.0 * t.share(p),
+            100.0 * t.share(Part::Idle)
+        ),
+        None => "idle 100%".to_owned(),
+    }
 }
 
 /// What the device moved per request at `rps` requests per second with these mean frames

@@ -170,6 +170,29 @@ pub struct Floor {
     pub min: f64,
 }
 
+impl Floor {
+    /// The floors of every echo shape and KV workload (docs/performance.md, "The targets"):
+    /// the hybrid at least only-copy, serialize-and-send at least 1.07 × without.
+    pub const EVERY_RUN: [Floor; 2] = [
+        Floor {
+            kind: RatioKind::HybridCopy,
+            min: 1.0,
+        },
+        Floor {
+            kind: RatioKind::SerializeAndSend,
+            min: 1.07,
+        },
+    ];
+
+    /// A floor of `min` on cornflakes ÷ the best library.
+    pub fn best_library(min: f64) -> Floor {
+        Floor {
+            kind: RatioKind::BestLibrary,
+            min,
+        }
+    }
+}
+
 /// The median, lowest and highest of `v` (the lower median of an even count; `None` when
 /// empty).
 pub fn median_min_max(v: &[f64]) -> Option<(f64, f64, f64)> {

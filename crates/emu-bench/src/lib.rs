@@ -109,7 +109,9 @@ pub use explain::{device_note, split_cell, split_json};
 pub use headline::{
     median_min_max, ratios, Floor, Headlines, Ratio, RatioKind, RatioSpread, Roles,
 };
-pub use repeats::{detail_tables, kept_up_chart, summaries_json, summary_text, EmuOutcome};
+pub use repeats::{
+    detail_tables, kept_up_chart, summaries_json, summary_text, write_charts, EmuOutcome,
+};
 /// Whether this machine has the N + 1 CPUs an N-core run needs (N servers, one device), and
 /// which.
 /// The flags of the emulated device every emu bench takes (`echo bench`, `kv bench`): what

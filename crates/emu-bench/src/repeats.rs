@@ -3,11 +3,12 @@
 //! highest loads kept up, and the text printed first (the compact table and the ratios).
 
 use std::fmt::Write as _;
+use std::path::Path;
 
-use loadgen::{Bar, BarChart};
+use loadgen::{bars_from_records, plot_bars, plot_latency, Bar, BarChart, Record, DEFAULT_KEEP_UP};
 use serde_json::Value;
 
-use crate::compact::compact_table;
+use crate::compact::{compact_table, per_repeat};
 use crate::headline::{median_min_max, Floor, Headlines, Roles};
 use crate::search::{table, Bound, EmuSummary};
 
@@ -103,15 +104,7 @@ pub fn kept_up_chart(repeats: &[Vec<EmuSummary>], roles: &Roles<'_>, title: &str
     let mut bars = Vec::new();
     let mut raw = None;
     for mode in modes {
-        let per: Vec<&EmuSummary> = repeats
-            .iter()
-            .filter_map(|r| r.iter().find(|m| m.mode == mode))
-            .collect();
-        let kept: Vec<f64> = per
-            .iter()
-            .filter_map(|m| m.best.as_ref())
-            .map(|b| b.median_rps)
-            .collect();
+        let (per, kept) = per_repeat(repeats, mode);
         let Some((median, lo, hi)) = median_min_max(&kept) else {
             // Kept nothing up: an empty bar, so every mode has its row.
             bars.push(Bar {
@@ -172,6 +165,53 @@ pub fn kept_up_chart(repeats: &[Vec<EmuSummary>], roles: &Roles<'_>, title: &str
         } else {
             "min–max of the best load's trials".to_owned()
         },
+    }
+}
+
+/// Draws a bench's two charts into `dir` and says where on stderr (or why not): `{name}.svg`
+/// and `.png`, the highest load each mode kept up (on the emulated NIC `emu`'s repeats,
+/// [`kept_up_chart`]; elsewhere each mode's best point of `records`), and `{name}-latency.svg`
+/// and `.png`, p50 and p99 against offered load up to saturation
+/// ([`loadgen::plot_latency`]). `title` names the bench and its datapath.
+pub fn write_charts(
+    dir: &Path,
+    name: &str,
+    title: &str,
+    records: &[Record],
+    emu: Option<&EmuOutcome>,
+    roles: &Roles<'_>,
+) {
+    let kept = format!("{title}: highest load kept up");
+    let chart = match emu {
+        Some(emu) => kept_up_chart(&emu.repeats, roles, &kept),
+        None => BarChart {
+            title: kept,
+            bars: bars_from_records(
+                records,
+                DEFAULT_KEEP_UP,
+                "not known: a sweep, one point per load (see the table)",
+            ),
+            references: Vec::new(),
+            spread_means: String::new(),
+        },
+    };
+    let (svg, png) = (
+        dir.join(format!("{name}.svg")),
+        dir.join(format!("{name}.png")),
+    );
+    match plot_bars(&chart, &svg, &png) {
+        Ok(()) => eprintln!("[bench] wrote {} and {}", svg.display(), png.display()),
+        // A run without a record has nothing to draw; the table says so.
+        Err(e) => eprintln!("[bench] no chart: {e}"),
+    }
+    let (svg, png) = (
+        dir.join(format!("{name}-latency.svg")),
+        dir.join(format!("{name}-latency.png")),
+    );
+    let latency = format!("{title}: latency up to saturation");
+    match plot_latency(records, &latency, DEFAULT_KEEP_UP, &svg, &png) {
+        Ok(()) => eprintln!("[bench] wrote {} and {}", svg.display(), png.display()),
+        Err(e) => eprintln!("[bench] no latency plot: {e}"),
     }
 }
 

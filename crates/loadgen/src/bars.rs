@@ -45,7 +45,7 @@ pub struct BarChart {
 
 /// One bar per mode of `records` (sweeps of single points: no spread): its highest achieved
 /// load within `keep_up` of offered ([`crate::max_kept_up`]), with `bound` as what bounded
-/// it; modes in the order they first appear, those that kept nothing up left out.
+/// it; modes in the order they first appear, one that kept nothing up an empty bar.
 pub fn bars_from_records(records: &[Record], keep_up: f64, bound: &str) -> Vec<Bar> {
     let mut modes: Vec<&str> = Vec::new();
     for r in records {
@@ -55,16 +55,20 @@ pub fn bars_from_records(records: &[Record], keep_up: f64, bound: &str) -> Vec<B
     }
     modes
         .into_iter()
-        .filter_map(|m| {
+        .map(|m| {
             let mine: Vec<Record> = records.iter().filter(|r| r.mode == m).cloned().collect();
-            let best = crate::max_kept_up(&mine, keep_up)?;
-            Some(Bar {
+            let best = crate::max_kept_up(&mine, keep_up);
+            Bar {
                 label: m.to_owned(),
-                rps: best.achieved_rps,
+                rps: best.map_or(0.0, |b| b.achieved_rps),
                 spread: None,
-                bound: bound.to_owned(),
+                bound: if best.is_some() {
+                    bound.to_owned()
+                } else {
+                    "nothing kept up".to_owned()
+                },
                 line_rate_rps: None,
-            })
+            }
         })
         .collect()
 }
@@ -366,8 +370,12 @@ mod tests {
             rec("b", 100.0, 50.0),
         ];
         let bars = bars_from_records(&recs, 0.95, "kernel sockets");
-        assert_eq!(bars.len(), 1);
+        assert_eq!(bars.len(), 2);
         assert_eq!((bars[0].label.as_str(), bars[0].rps), ("a", 198.0));
+        assert_eq!(
+            (bars[1].label.as_str(), bars[1].rps, bars[1].bound.as_str()),
+            ("b", 0.0, "nothing kept up")
+        );
         let mut empty = c.clone();
         empty.bars.clear();
         assert!(plot_bars(&empty, &svg, &png).is_err());

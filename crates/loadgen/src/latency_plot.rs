@@ -11,6 +11,7 @@ use std::path::Path;
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use crate::plot::{draw_title, err, register_font, Legend, PlotError};
 use crate::record::Record;
@@ -141,10 +142,22 @@ fn draw<DB: DrawingBackend>(
     curves: &[Curve],
 ) -> Result<(), PlotError> {
     root.fill(&WHITE).map_err(err)?;
-    let (_, h) = root.dim_in_pixel();
+    let (w, h) = root.dim_in_pixel();
     let (top, rest) = root.split_vertically(TITLE_H);
     let (body, legend_area) = rest.split_vertically(h - TITLE_H - LEGEND_H);
     draw_title(&top, title)?;
+    if curves.is_empty() {
+        body.draw(&Text::new(
+            "no mode kept any load up: no latency to draw (see the table)",
+            (w as i32 / 2, (h - TITLE_H - LEGEND_H) as i32 / 2),
+            ("sans-serif", 18)
+                .into_font()
+                .color(&BLACK)
+                .pos(Pos::new(HPos::Center, VPos::Center)),
+        ))
+        .map_err(err)?;
+        return root.present().map_err(err);
+    }
     let halves = body.split_evenly((1, 2));
     panel(&halves[0], curves, 0, "median (p50)")?;
     panel(&halves[1], curves, 1, "99th percentile (p99)")?;
@@ -161,7 +174,7 @@ fn draw<DB: DrawingBackend>(
 
 /// Draws p50 and p99 latency against offered load for every mode of `records`, each up to
 /// the highest load it kept up (achieved within `keep_up` of offered), to `svg_path` and
-/// `png_path`.
+/// `png_path`; when no mode kept any load up, a canvas that says so.
 pub fn plot_latency(
     records: &[Record],
     title: &str,
@@ -171,9 +184,6 @@ pub fn plot_latency(
 ) -> Result<(), PlotError> {
     register_font()?;
     let c = curves(records, keep_up);
-    if c.is_empty() {
-        return Err(err("no load was kept up with latencies to plot"));
-    }
     draw(
         SVGBackend::new(svg_path, LATENCY_SIZE).into_drawing_area(),
         title,
@@ -282,7 +292,11 @@ mod tests {
             assert!(texts.iter().any(|(t, _)| t == p), "no panel {p}");
         }
         assert_eq!(&std::fs::read(&png).unwrap()[..4], b"\x89PNG");
-        assert!(plot_latency(&recs[..0], "t", 0.95, &svg, &png).is_err());
+        // Nothing kept up: the canvas says so.
+        plot_latency(&recs[..0], "t", 0.95, &svg, &png).unwrap();
+        let text = std::fs::read_to_string(&svg).unwrap();
+        assert!(text.contains("no mode kept any load up"), "{text}");
+        svg_check::all_text_inside(&text);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

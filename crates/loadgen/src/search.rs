@@ -562,23 +562,26 @@ mod tests {
     /// and each lane then finds its own capacity instead of all stopping below that load.
     #[test]
     fn a_grid_miss_from_a_transient_is_confirmed_before_the_lanes_bisect() {
-        let c = cfg(doubling_grid(100_000.0, 3_200_000.0));
         let caps = [1_100_000.0, 1_300_000.0, 1_500_000.0];
-        // The machine is slow (every trial at 60 %) for the rounds that first decide 800 k.
-        let mut decided_800k = [0usize; 3];
-        let out = search::<_, String, _>(&c, 3, |p| {
-            let transient = p.offered_rps == 800_000.0 && decided_800k[p.lane] < 2;
-            if p.offered_rps == 800_000.0 {
-                decided_800k[p.lane] += 1;
-            }
-            let achieved = p.offered_rps.min(caps[p.lane]) * if transient { 0.6 } else { 1.0 };
-            Ok(Fake {
-                offered: p.offered_rps,
-                achieved,
+        // Three lanes; the machine is slow (every trial at 60 %) for the rounds that first
+        // decide 800 k.
+        let run = |c: &SearchConfig| {
+            let mut decided_800k = [0usize; 3];
+            search::<_, String, _>(c, 3, |p| {
+                let transient = p.offered_rps == 800_000.0 && decided_800k[p.lane] < 2;
+                if p.offered_rps == 800_000.0 {
+                    decided_800k[p.lane] += 1;
+                }
+                let slow = if transient { 0.6 } else { 1.0 };
+                Ok(Fake {
+                    offered: p.offered_rps,
+                    achieved: p.offered_rps.min(caps[p.lane]) * slow,
+                })
             })
-        })
-        .unwrap();
-        for (s, cap) in out.iter().zip(caps) {
+            .unwrap()
+        };
+        let c = cfg(doubling_grid(100_000.0, 3_200_000.0));
+        for (s, cap) in run(&c).iter().zip(caps) {
             // 800 k kept up when decided again; 1.6 M, above capacity, missed twice.
             let confirm: Vec<(f64, bool)> = s
                 .loads
@@ -594,22 +597,11 @@ mod tests {
             );
         }
         // Without the confirmation every lane stops below 800 k.
-        let mut once = c.clone();
-        once.confirm_misses = false;
-        let mut decided_800k = [0usize; 3];
-        let out = search::<_, String, _>(&once, 3, |p| {
-            let transient = p.offered_rps == 800_000.0 && decided_800k[p.lane] < 2;
-            if p.offered_rps == 800_000.0 {
-                decided_800k[p.lane] += 1;
-            }
-            let achieved = p.offered_rps.min(caps[p.lane]) * if transient { 0.6 } else { 1.0 };
-            Ok(Fake {
-                offered: p.offered_rps,
-                achieved,
-            })
-        })
-        .unwrap();
-        for s in &out {
+        let once = SearchConfig {
+            confirm_misses: false,
+            ..c
+        };
+        for s in &run(&once) {
             let best = s.best().unwrap().offered_rps;
             assert!((760_000.0..800_000.0).contains(&best), "best {best}");
         }

@@ -28,8 +28,9 @@
 //! any work (so a device thread descheduled right after such an iteration is counted busy
 //! while it waits; the benches' interference check reports other processes on its CPU). A
 //! wire reads that time ([`DeviceClock`]) to tell whether the device, not the driver, was the
-//! bottleneck. (A clock read costs about 37 ns on the development VM; a second read at the end
-//! of every working iteration would cost the device that much per iteration.)
+//! bottleneck. (A clock read costs tens of nanoseconds, 37 ns on the development VM while
+//! busy; a second read at the end of every working iteration would cost the device that much
+//! per iteration.)
 
 use std::io;
 use std::ptr::NonNull;
