@@ -592,8 +592,10 @@ impl KvCores<'_, '_> {
                     let mut server = app_server::Server::new(dp, serve(kv, &mut loaded));
                     while !port.stopped() {
                         if server.poll() == 0 && !pin {
-                            // Sharing CPUs with the other cores and the device: yield when idle.
+                            // Sharing CPUs with the other cores and the device: yield when idle
+                            // (and count the yield as idle time, not the next burst's).
                             std::thread::yield_now();
+                            server.waited();
                         }
                     }
                     // The server (its datapath, and the snapshot with this trial's writes)
