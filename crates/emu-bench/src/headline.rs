@@ -299,11 +299,7 @@ impl RatioSpread {
                 } else {
                     String::new()
                 };
-                format!(
-                    "; a side bound by the device in {device} of {got}: server-work ratio \
-                     {w:.2}{spread} (the other side's server nanoseconds per request ÷ this \
-                     side's, each at its best load)"
-                )
+                format!("; a side bound by the device in {device} of {got}: server-work ratio {w:.2}{spread}")
             }
             _ => String::new(),
         };
@@ -366,6 +362,14 @@ impl Headlines {
         }
         for r in &self.ratios {
             let _ = writeln!(s, "{}", r.line(self.repeats));
+        }
+        if s.contains("server-work ratio") {
+            let _ = writeln!(
+                s,
+                "(server-work ratio: the denominator's server nanoseconds per request ÷ the \
+                 numerator's, each at its best load, from the server's time split: what the \
+                 ratio would be were both bound by their server core)"
+            );
         }
         s
     }

@@ -76,7 +76,7 @@ pub fn bars_from_records(records: &[Record], keep_up: f64, bound: &str) -> Vec<B
 /// Width of the canvas; its height follows the number of bars.
 pub const BARS_WIDTH: u32 = 1000;
 const TITLE_H: u32 = 48;
-const LEGEND_H: u32 = 64;
+const LEGEND_H: u32 = 84;
 const BAR_H: u32 = 38;
 const AXIS_H: u32 = 56;
 
@@ -94,9 +94,15 @@ fn bound_color(bound: &str) -> RGBColor {
         "server" => RGBColor(31, 119, 180),
         "device" => RGBColor(230, 120, 20),
         "grid" => RGBColor(120, 170, 90),
-        _ => RGBColor(170, 170, 170),
+        "nothing" => RGBColor(190, 190, 190),
+        _ => RGBColor(110, 130, 170),
     }
 }
+
+/// How far a line-rate mark may lie beyond the longest bar and still widen the axis: a port
+/// far faster than every mode (small frames) would squash the bars, so its mark is left off
+/// and the legend says so.
+const LINE_RATE_REACH: f64 = 1.6;
 
 fn kilo(rps: f64) -> String {
     if rps >= 100_000.0 {
@@ -124,18 +130,30 @@ fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, c: &BarChart) -> Resul
         .max()
         .unwrap_or(0)
         + 14;
+    let data_max = c
+        .bars
+        .iter()
+        .flat_map(|b| [Some(b.rps), b.spread.map(|s| s.1)].into_iter().flatten())
+        .chain(c.references.iter().map(|r| r.1))
+        .fold(0.0f64, f64::max)
+        .max(1.0);
+    // Line-rate marks near the data widen the axis; those far beyond it are left off.
+    let shown_rate = |l: &f64| *l <= data_max * LINE_RATE_REACH;
     let max_x = c
         .bars
         .iter()
-        .flat_map(|b| {
-            [Some(b.rps), b.spread.map(|s| s.1), b.line_rate_rps]
-                .into_iter()
-                .flatten()
-        })
-        .chain(c.references.iter().map(|r| r.1))
-        .fold(0.0f64, f64::max)
-        .max(1.0)
+        .filter_map(|b| b.line_rate_rps.filter(shown_rate))
+        .fold(data_max, f64::max)
         * 1.2;
+    let x_fmt = move |x: &f64| {
+        if max_x < 2_000.0 {
+            format!("{:.2}", x / 1e3)
+        } else if max_x < 20_000.0 {
+            format!("{:.1}", x / 1e3)
+        } else {
+            format!("{:.0}", x / 1e3)
+        }
+    };
     // Bar i (top to bottom) sits in row n - 1 - i.
     let row = |i: usize| n - 1 - i as i32;
     let mut chart = ChartBuilder::on(&body)
@@ -158,7 +176,7 @@ fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, c: &BarChart) -> Resul
         .disable_y_mesh()
         .y_labels(c.bars.len() + 1)
         .y_label_formatter(&names)
-        .x_label_formatter(&|x| format!("{:.0}", x / 1e3))
+        .x_label_formatter(&x_fmt)
         .x_desc("highest load kept up (thousand requests per second)")
         .label_style(label_font)
         .axis_desc_style(("sans-serif", 16))
@@ -200,7 +218,7 @@ fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, c: &BarChart) -> Resul
                 .map_err(err)?;
             chart.draw_series([cap(lo), cap(hi)]).map_err(err)?;
         }
-        if let Some(l) = b.line_rate_rps {
+        if let Some(l) = b.line_rate_rps.filter(shown_rate) {
             chart
                 .draw_series(std::iter::once(
                     EmptyElement::at((l, mid.clone()))
@@ -257,7 +275,20 @@ fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, c: &BarChart) -> Resul
     if c.bars.iter().any(|b| b.spread.is_some_and(|s| s.1 > s.0)) {
         legend.whisker(&c.spread_means)?;
     }
-    if c.bars.iter().any(|b| b.line_rate_rps.is_some()) {
+    let rates: Vec<f64> = c.bars.iter().filter_map(|b| b.line_rate_rps).collect();
+    let off = rates.iter().filter(|l| !shown_rate(l)).count();
+    if off == rates.len() && off > 0 {
+        let lowest = rates.iter().copied().fold(f64::INFINITY, f64::min);
+        legend.note(&format!(
+            "100 GbE line rate of the frames: {} and above, off the chart",
+            kilo(lowest)
+        ))?;
+    } else if off > 0 {
+        legend.mark(
+            &format!("100 GbE line rate of its frames ({off} off the chart)"),
+            RED,
+        )?;
+    } else if !rates.is_empty() {
         legend.mark("100 GbE line rate of its frames", RED)?;
     }
     for (name, x) in &c.references {
@@ -356,6 +387,19 @@ mod tests {
             .any(|(t, _)| t == "100 GbE line rate of its frames"));
         assert_eq!(&std::fs::read(&png).unwrap()[..4], b"\x89PNG");
         assert_eq!(svg_check::size(&text), (1000.0, bars_size(11).1 as f64));
+        // Small frames: a line rate far beyond every bar is left off, and the legend says
+        // where it is.
+        let mut small = c.clone();
+        for b in &mut small.bars {
+            b.line_rate_rps = Some(90_000_000.0);
+        }
+        plot_bars(&small, &svg, &png).unwrap();
+        let text = std::fs::read_to_string(&svg).unwrap();
+        svg_check::all_text_inside(&text);
+        assert!(
+            text.contains("100 GbE line rate of the frames: 90000 k and above, off the chart"),
+            "{text}"
+        );
         // A sweep's records: one bar per mode that kept a load up, at its best.
         let rec = |m: &str, offered: f64, achieved: f64| Record {
             mode: m.to_owned(),

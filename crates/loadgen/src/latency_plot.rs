@@ -17,9 +17,9 @@ use crate::plot::{draw_title, err, register_font, Legend, PlotError};
 use crate::record::Record;
 
 /// The canvas of the latency plot.
-pub const LATENCY_SIZE: (u32, u32) = (1200, 620);
+pub const LATENCY_SIZE: (u32, u32) = (1200, 640);
 const TITLE_H: u32 = 48;
-const LEGEND_H: u32 = 78;
+const LEGEND_H: u32 = 100;
 
 /// One mode's points kept up, as `(offered k req/s, p50 µs, p99 µs)`, ascending in load.
 type Curve = (String, Vec<(f64, f64, f64)>);

@@ -150,11 +150,12 @@ impl<'a, DB: DrawingBackend> Legend<'a, DB> {
             .estimate_text_size(text, &font.clone().into())
             .map_err(err)?;
         let need = LEGEND_KEY + 6 + tw as i32 + 18;
-        let (w, _) = self.area.dim_in_pixel();
+        let (w, h) = self.area.dim_in_pixel();
         if self.x > 12 && self.x + need > w as i32 - 8 {
             self.x = 12;
             self.y += LEGEND_ROW;
         }
+        self.fits(h)?;
         let at = (self.x, self.y + LEGEND_ROW / 2);
         self.area
             .draw(&Text::new(
@@ -226,13 +227,23 @@ impl<'a, DB: DrawingBackend> Legend<'a, DB> {
             .map_err(err)
     }
 
+    /// An error when the next row would run out of the legend's strip (the strips are sized
+    /// for what the charts put there: a layout that outgrows one fails, never draws cut off).
+    fn fits(&self, h: u32) -> Result<(), PlotError> {
+        if self.y + LEGEND_ROW > h as i32 {
+            return Err(err("the legend does not fit its strip"));
+        }
+        Ok(())
+    }
+
     /// A line of text on a line of its own (shrunk to the width).
     pub(crate) fn note(&mut self, text: &str) -> Result<(), PlotError> {
         if self.x > 12 {
             self.x = 12;
             self.y += LEGEND_ROW;
         }
-        let (w, _) = self.area.dim_in_pixel();
+        let (w, h) = self.area.dim_in_pixel();
+        self.fits(h)?;
         let size =
             fit_font(self.area, text, w.saturating_sub(24), LEGEND_FONT - 1, 8)?.unwrap_or(8);
         self.area
