@@ -22,7 +22,7 @@ pub fn now_ns() -> u64 {
         .wrapping_add(ts.tv_nsec as u64)
 }
 
-/// One part of a server core's time ([`TimeSplit::parts`]).
+/// One part of a server core's time ([`TimeSplit::ns`], [`TimeSplit::share`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Part {
     /// The datapath's receive call of polls that found requests (and the poll loop between
