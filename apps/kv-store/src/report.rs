@@ -94,9 +94,8 @@ pub(crate) fn write_outputs(cfg: &BenchConfig, out: &BenchOutcome) -> Result<(),
                 "\n### The saturation search on the emulated NIC\n\n{full}"
             ));
             format!(
-                "## kv bench: {}\n\nDatapath: {}. The server core's throughput, not a network \
-                 measurement; each serialization's saturation load searched (docs/performance.md, \
-                 \"Method\").\n\n{}",
+                "## kv bench: {}\n\nDatapath: {}; each serialization's saturation load \
+                 searched (docs/performance.md, \"Method\").\n\n{}",
                 out.workload,
                 out.datapath,
                 emu_bench::summary_text(
