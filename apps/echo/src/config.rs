@@ -5,7 +5,6 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use emu_bench::EmuSummary;
 use loadgen::Record;
 
 use crate::mode::Mode;
@@ -107,6 +106,9 @@ pub struct BenchConfig {
     pub trials: usize,
     /// `emu` only: the search bisects until the saturation bracket is within this fraction.
     pub resolution: f64,
+    /// `emu` only: how many times the whole interleaved search runs (`--repeat N`); each
+    /// headline ratio is the median of the repeats' ([`emu_bench::Headlines`]).
+    pub repeat: usize,
     /// Server cores per mode (share-nothing: each its own echo server, pinned memory, datapath
     /// and arena; requests spread round-robin). `socket`: pinned one per CPU when more than
     /// one, one port each (`docs/cores.md`); `emu`: one queue set each, needs `cores + 1`
@@ -156,6 +158,7 @@ impl Default for BenchConfig {
             slowed_retries: emu_bench::DEFAULT_SLOWED_RETRIES,
             trials: loadgen::search::DEFAULT_TRIALS,
             resolution: loadgen::search::DEFAULT_RESOLUTION,
+            repeat: 1,
             cores: 1,
             tcp_conns: None,
         }
@@ -192,13 +195,5 @@ pub struct BenchOutcome {
     pub emu: Option<EmuOutcome>,
 }
 
-/// What an emulated-NIC run found, per mode.
-#[derive(Clone, Debug, Default)]
-pub struct EmuOutcome {
-    /// Per mode, its saturation search summarized.
-    pub summaries: Vec<EmuSummary>,
-    /// Every trial (JSON), grouped by mode, in the order each mode ran them.
-    pub trials: Vec<serde_json::Value>,
-    /// The search's K (trials per load at most).
-    pub k: usize,
-}
+/// What an emulated-NIC run found, per repeat and mode.
+pub use emu_bench::EmuOutcome;

@@ -15,7 +15,7 @@ use cornflakes::PinnedMemory;
 
 use emu_bench::{
     median_records, search_rerunning_slowed, trials_json, EmuReport, EmuRunConfig, EmuSummary,
-    EmuTrial, Request,
+    EmuTrial, Floor, RatioKind, Request, Roles,
 };
 use loadgen::search::SearchConfig;
 
@@ -159,7 +159,7 @@ pub fn search_config(cfg: &BenchConfig) -> SearchConfig {
 }
 
 /// Searches every mode's saturation load on the emulated NIC, the modes interleaved trial by
-/// trial ([`loadgen::search`]).
+/// trial ([`loadgen::search`]); the whole search `cfg.repeat` times.
 pub fn run_bench_emu(cfg: &BenchConfig) -> Result<(BenchOutcome, EmuOutcome), String> {
     let (server_cores, device_core) =
         emu_bench::cores_for(cfg.cores).map_err(|e| format!("--cores {}: {e}", cfg.cores))?;
@@ -173,12 +173,13 @@ pub fn run_bench_emu(cfg: &BenchConfig) -> Result<(BenchOutcome, EmuOutcome), St
         eprintln!("[bench] {w}");
     }
     let modes = &cfg.modes;
+    let repeats = cfg.repeat.max(1);
     eprintln!(
         "[bench] {} modes, shape {}: saturation search over {:?} req/s, median of up to {} \
          trials per load, bisection to {:.0}%; {:?} per trial (+{:?} warm-up), MTU {}: the \
          SERVER CORE's throughput with an emulated ConnectX ({servers}, device and clients on \
          CPU {device_core}); not a network measurement. Budget per mode: \
-         up to ~{} trials when trials agree, at most {}",
+         up to ~{} trials when trials agree, at most {}{}",
         modes.len(),
         cfg.shape,
         scfg.grid,
@@ -189,6 +190,11 @@ pub fn run_bench_emu(cfg: &BenchConfig) -> Result<(BenchOutcome, EmuOutcome), St
         cfg.mtu,
         scfg.typical_trials(),
         scfg.max_trials(),
+        if repeats > 1 {
+            format!("; the whole search {repeats} times (--repeat)")
+        } else {
+            String::new()
+        },
     );
     let mut requests = modes
         .iter()
@@ -199,64 +205,117 @@ pub fn run_bench_emu(cfg: &BenchConfig) -> Result<(BenchOutcome, EmuOutcome), St
     }
     let shape = cfg.shape.to_string();
     let mut seed = 1u64;
-    // A trial whose speed canary read the machine's slow state is rerun (each attempt's
-    // progress line is printed there).
-    let mut searches = search_rerunning_slowed(&scfg, modes.len(), cfg.slowed_retries, |p| {
-        seed += 1;
-        let mode = modes[p.lane];
-        let (report, per_core) = run_point(cfg, mode, &requests[p.lane], p.offered_rps, seed)?;
-        let stats = ServerStats::sum(&per_core);
-        let work = stats.work_p50_ns();
-        Ok(EmuTrial::new(p, mode.name(), &shape, report, work, stats))
-    })?;
-    // The tables and JSON judge every trial's speed canary against the whole run.
-    emu_bench::rebase_canaries(&mut searches);
     let mut out = BenchOutcome::default();
     let mut emu = EmuOutcome {
         k: scfg.trials,
         ..EmuOutcome::default()
     };
-    for (&mode, s) in modes.iter().zip(&searches) {
-        let summary = EmuSummary::of(mode.name(), s);
-        eprintln!("[bench] {mode}: {}", summary.bound_note());
-        // The server counters reported for the mode: its best load's median trial's.
-        let stats = s
-            .best_achieved()
-            .or(s.loads.first())
-            .map(|v| v.median().server.clone())
-            .unwrap_or_default();
-        out.servers.push((mode, stats));
-        out.records.extend(median_records(s));
-        emu.trials.extend(trials_json(s));
-        emu.summaries.push(summary);
+    for repeat in 1..=repeats {
+        if repeats > 1 {
+            eprintln!("[bench] repeat {repeat} of {repeats}");
+        }
+        // A trial whose speed canary read the machine's slow state is rerun (each attempt's
+        // progress line is printed there).
+        let mut searches = search_rerunning_slowed(&scfg, modes.len(), cfg.slowed_retries, |p| {
+            seed += 1;
+            let mode = modes[p.lane];
+            let (report, per_core) = run_point(cfg, mode, &requests[p.lane], p.offered_rps, seed)?;
+            let stats = ServerStats::sum(&per_core);
+            let (work, split) = (stats.work_p50_ns(), stats.time);
+            Ok(EmuTrial::new(p, mode.name(), &shape, report, work, stats).with_split(split))
+        })?;
+        // The tables and JSON judge every trial's speed canary against the whole run.
+        emu_bench::rebase_canaries(&mut searches);
+        let mut summaries = Vec::new();
+        for (&mode, s) in modes.iter().zip(&searches) {
+            let summary = EmuSummary::of(mode.name(), s);
+            eprintln!("[bench] {mode}: {}", summary.bound_note());
+            // The server counters reported for the mode: its best load's median trial's (of
+            // the last repeat).
+            let stats = s
+                .best_achieved()
+                .or(s.loads.first())
+                .map(|v| v.median().server.clone())
+                .unwrap_or_default();
+            out.servers.retain(|(m, _)| *m != mode);
+            out.servers.push((mode, stats));
+            let mut records = median_records(s);
+            let mut trials = trials_json(s);
+            if repeats > 1 {
+                records.iter_mut().for_each(|r| r.repeat = Some(repeat));
+                trials.iter_mut().for_each(|t| t["repeat"] = repeat.into());
+            }
+            out.records.extend(records);
+            emu.trials.extend(trials);
+            summaries.push(summary);
+        }
+        emu.repeats.push(summaries);
     }
     Ok((out, emu))
 }
 
-/// The comparison table of an emulated-NIC run (Markdown), ratios to `raw`.
+/// Which mode is which in the ratios: the Cornflakes configurations, the libraries and `raw`.
+pub fn roles() -> Roles<'static> {
+    Roles {
+        raw: Some(Mode::Raw.name()),
+        ..Roles::CORNFLAKES
+    }
+}
+
+/// The floors the ratios of a run of `shape` are judged by (on the median of the repeats;
+/// docs/performance.md, "The targets"): at 2 × 2048 B cornflakes ≥ 2.5 × the best library and
+/// ≥ 0.8 × raw, at 1 × 64 B ≥ 0.98 × the best library; at every shape the hybrid ≥ only-copy
+/// and serialize-and-send ≥ 1.07.
+pub fn floors(shape: ShapeSpec) -> Vec<Floor> {
+    let mut f = Floor::EVERY_RUN.to_vec();
+    match shape.to_string().as_str() {
+        "list-2x2048" => f.extend([
+            Floor::best_library(2.5),
+            Floor {
+                kind: RatioKind::Raw,
+                min: 0.8,
+            },
+        ]),
+        "single-64" => f.push(Floor::best_library(0.98)),
+        _ => {}
+    }
+    f
+}
+
+/// The search's full tables of an emulated-NIC run (Markdown, ratios to `raw`), every repeat's,
+/// each with its control line.
 pub fn table(emu: &EmuOutcome) -> String {
-    let mut t = emu_bench::table(&emu.summaries, Some(Mode::Raw.name()), emu.k);
     let libraries = [
         Serialization::PROTOBUF,
         Serialization::CAPNP,
         Serialization::FLATBUFFERS,
     ]
     .map(Serialization::name);
-    if let Some(c) = emu_bench::control_line(
-        &emu.summaries,
-        Serialization::CORNFLAKES.name(),
-        Serialization::CORNFLAKES_COPY.name(),
-        &libraries,
-    ) {
-        t.push_str(&format!("\n{c}\n"));
-    }
-    t
+    emu_bench::detail_tables(&emu.repeats, Some(Mode::Raw.name()), emu.k, |s| {
+        emu_bench::control_line(
+            s,
+            Serialization::CORNFLAKES.name(),
+            Serialization::CORNFLAKES_COPY.name(),
+            &libraries,
+        )
+    })
 }
 
-/// The JSON written next to the records: per mode its summary (`emu-summary.json`) and
-/// every trial (`emu-points.json`).
+/// The text printed first: the compact table and the ratios over the repeats; `details` says
+/// where the full tables are.
+pub fn summary(emu: &EmuOutcome, shape: ShapeSpec, details: &str) -> String {
+    emu_bench::summary_text(&emu.repeats, &roles(), &floors(shape), details)
+}
+
+/// The JSON written next to the records: per repeat and mode its summary (`emu-summary.json`)
+/// and every trial (`emu-points.json`).
 pub fn summary_json(emu: &EmuOutcome) -> serde_json::Value {
-    serde_json::Value::Array(emu.summaries.iter().map(EmuSummary::to_json).collect())
+    emu_bench::summaries_json(&emu.repeats)
+}
+
+/// The headline ratios over the repeats (`ratios.json`).
+pub fn ratios_json(emu: &EmuOutcome, shape: ShapeSpec) -> serde_json::Value {
+    emu_bench::Headlines::of(&emu.repeats, &roles(), &floors(shape)).to_json()
 }
 
 /// The default per-point time of an emulated run (the device is fast; more points matter

@@ -21,10 +21,11 @@ usage:
   echo bench  [--modes M,M,..] [--shape S] [--rates R,R,..] [--fixed-rps R] [--duration SECS]
               [--warmup SECS] [--timeout-ms MS] [--threads N] [--threshold N] [--mtu N]
               [--out DIR] [--json PATH] [--all-points] [--spin] [--datapath emu|socket|tcp|xdp] [--conns N]
-              [--sample-every N] [--check-every N] [--desc-ns NS] [--rx-ring N] [--demote-lines N] [--slowed-retries N] [--trials K] [--resolution F] [--cores N]
+              [--sample-every N] [--check-every N] [--desc-ns NS] [--rx-ring N] [--demote-lines N] [--slowed-retries N] [--trials K] [--resolution F] [--repeat N] [--cores N]
       Every mode (or --modes), one offered-load sweep each; prints the comparison table and
-      writes DIR/echo.json (or --json), DIR/echo.svg, DIR/echo.png and DIR/table.md
-      (DIR defaults to results/echo).
+      writes DIR/echo.json (or --json), DIR/servers.json, DIR/table.md, DIR/echo.png (the
+      highest load each mode kept up) and DIR/echo-latency.png (p50 and p99 against offered
+      load), with their SVGs (DIR defaults to results/echo).
       --datapath emu (the default with at least 2 CPUs): the server core's throughput, not a
       network measurement. Each mode's server runs the ConnectX driver on one CPU against
       the emulated ConnectX on a second CPU, which also injects the clients' prepared
@@ -45,11 +46,16 @@ usage:
       grid first. A trial whose speed canary read the machine's slow state (over 1.3 x the
       run's readings so far) is rerun up to --slowed-retries N times (default 2; 0: never),
       the runs thrown away counted in the table and JSON (docs/performance.md, \"How trials are
-      judged\"). The table gives per mode the highest load kept up (median), the spread of
-      its trials, p99, device utilisation, the 100 GbE line rate of its frames
-      (above it a 100 Gbit/s port would be the limit), server time and what bounded it
-      (server or device). About 1-2 minutes for all modes. Writes DIR/emu-summary.json (per mode) and
-      DIR/emu-points.json (every trial) too. --cores N (default 1): N server
+      judged\"). A grid load that missed is decided once more before bisecting. It prints a
+      compact table first: per mode the highest load kept up (median), its spread, ÷ raw,
+      ÷ the best library, what bounded it (server or device), the server's ns per request
+      with the best library's ÷ it, and where the server's time went (receive, handler,
+      send, flush and reap, idle); then the ratios against their floors. The search's full
+      table (spread, p99, device utilisation, the 100 GbE line rate of its frames, reruns,
+      checks) goes to DIR/table.md. About 2 minutes for all modes, one repeat; --repeat N
+      runs the whole search N times and prints each ratio as the median of the N with their
+      min-max. Writes DIR/emu-summary.json (per mode), DIR/emu-points.json (every trial) and
+      DIR/ratios.json too. --cores N (default 1): N server
       cores per mode, each its own echo server on its own queue set, requests spread
       round-robin by destination port; the table gives their total and the counters are
       summed. Needs N + 1 CPUs (an error otherwise).
@@ -94,7 +100,7 @@ fn bench_cmd(mut a: Args) -> Result<(), String> {
     let out = bench::run_bench(&cfg)?;
     // Every trial of every load (the emulated NIC's search), not only the median ones.
     if let Some(emu) = &out.emu {
-        emu_bench::replies_verified(&emu.summaries)?;
+        emu_bench::replies_verified(&emu.summaries())?;
     }
     let bad: u64 = out.records.iter().map(|r| r.mismatched).sum();
     if bad > 0 {
@@ -143,6 +149,7 @@ fn bench_config(a: &mut Args) -> Result<BenchConfig, String> {
     cfg.check_every = emu.check_every.unwrap_or(cfg.check_every);
     cfg.demote_lines = emu.demote_lines.unwrap_or(cfg.demote_lines);
     cfg.slowed_retries = emu.slowed_retries.unwrap_or(cfg.slowed_retries);
+    cfg.repeat = emu.repeat.unwrap_or(cfg.repeat);
     // --delay-ns: the old name of --desc-ns.
     if let Some(ns) = a.parse::<u64>("--delay-ns")?.or(emu.desc_ns) {
         cfg.delay_per_segment = Duration::from_nanos(ns);
@@ -297,7 +304,8 @@ mod tests {
             "--datapath socket --modes raw,protobuf --shape single-64 --rates 2000,1000 \
              --duration 0.25 --warmup 0.5 --timeout-ms 30 --threads 4 --threshold 256 \
              --mtu 9000 --out o --json j.json --all-points --spin --sample-every 0 --check-every 3 \
-             --desc-ns 7 --rx-ring 256 --demote-lines 2 --slowed-retries 1 --trials 5 --resolution 0.2 --cores 2",
+             --desc-ns 7 --rx-ring 256 --demote-lines 2 --slowed-retries 1 --trials 5 --resolution 0.2 --cores 2 \
+             --repeat 3",
         );
         let got = bench_config(&mut a).unwrap();
         a.finish().unwrap();
@@ -324,6 +332,7 @@ mod tests {
             slowed_retries: 1,
             trials: 5,
             resolution: 0.2,
+            repeat: 3,
             cores: 2,
             ..BenchConfig::default()
         };

@@ -1,16 +1,20 @@
-//! An echo benchmark's outputs: JSON, the p99 plot and the comparison table.
+//! An echo benchmark's outputs: JSON, the charts and the tables.
 
 use loadgen::fmt_us;
 use std::fmt::Write as _;
 
-use loadgen::{max_kept_up, plot_kept_p99_curves, save_json, Record, DEFAULT_KEEP_UP};
+use loadgen::{max_kept_up, save_json, Record, DEFAULT_KEEP_UP};
 
 pub use crate::config::{BenchConfig, BenchOutcome, DatapathKind, DEFAULT_MTU, DEFAULT_RATES};
 use crate::mode::{Mode, Serialization};
 use crate::server::ServerStats;
 
 /// Writes `echo.json` (the load generator's records), `servers.json` (each mode's server
-/// counters and handling time), `echo.svg`/`echo.png` and `table.md`.
+/// counters, handling time and time split), the charts (`echo.svg`/`echo.png`: the highest
+/// load each mode kept up; `echo-latency.svg`/`.png`: latency against offered load) and
+/// `table.md`. On the emulated NIC also `emu-summary.json`, `emu-points.json`, `ratios.json`,
+/// and the terminal shows the compact table and the ratios first (the full tables are in
+/// `table.md`); elsewhere the table itself.
 pub(crate) fn write_outputs(cfg: &BenchConfig, out: &BenchOutcome) -> Result<(), String> {
     std::fs::create_dir_all(&cfg.out_dir)
         .map_err(|e| format!("creating {}: {e}", cfg.out_dir.display()))?;
@@ -36,39 +40,60 @@ pub(crate) fn write_outputs(cfg: &BenchConfig, out: &BenchOutcome) -> Result<(),
                 "work_p99_ns": (cfg.datapath != DatapathKind::Xdp)
                     .then(|| st.work.p99_us().map(|us| us * 1000.0))
                     .flatten(),
+                "server_time": emu_bench::split_json(&st.time),
             })
         })
         .collect();
     let text = serde_json::to_string_pretty(&servers).map_err(|e| e.to_string())?;
     std::fs::write(&servers_path, text)
         .map_err(|e| format!("writing {}: {e}", servers_path.display()))?;
-    let table = if let Some(emu) = &out.emu {
+    let table_path = cfg.out_dir.join("table.md");
+    let printed = if let Some(emu) = &out.emu {
         for (name, v) in [
             (
                 "emu-points.json",
                 serde_json::Value::Array(emu.trials.clone()),
             ),
             ("emu-summary.json", crate::emu::summary_json(emu)),
+            ("ratios.json", crate::emu::ratios_json(emu, cfg.shape)),
         ] {
             let p = cfg.out_dir.join(name);
             let text = serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?;
             std::fs::write(&p, text).map_err(|e| format!("writing {}: {e}", p.display()))?;
         }
-        crate::emu::table(emu)
+        let full = crate::emu::table(emu);
+        std::fs::write(&table_path, &full)
+            .map_err(|e| format!("writing {}: {e}", table_path.display()))?;
+        format!(
+            "## echo bench: {}\n\nDatapath: {} (the server core's throughput, not a network \
+             measurement); each mode's saturation load searched (docs/performance.md, \
+             \"Method\").\n\n",
+            cfg.shape,
+            cfg.datapath_label()
+        ) + &crate::emu::summary(
+            emu,
+            cfg.shape,
+            &format!(
+                "The search's full tables (the spread, p99, device busy, line rate, reruns and \
+                 checks of every mode): {}.",
+                table_path.display()
+            ),
+        )
     } else {
-        table(&out.records, cfg.fixed_rps, &out.servers)
+        let t = table(&out.records, cfg.fixed_rps, &out.servers);
+        std::fs::write(&table_path, &t)
+            .map_err(|e| format!("writing {}: {e}", table_path.display()))?;
+        t
     };
-    let table_path = cfg.out_dir.join("table.md");
-    std::fs::write(&table_path, &table)
-        .map_err(|e| format!("writing {}: {e}", table_path.display()))?;
-    print!("{table}");
-    let (svg, png) = (cfg.out_dir.join("echo.svg"), cfg.out_dir.join("echo.png"));
-    let title = format!("echo {}, {}", cfg.shape, cfg.datapath_label());
-    match plot_kept_p99_curves(&out.records, &title, &svg, &png) {
-        Ok(()) => eprintln!("[bench] wrote {} and {}", svg.display(), png.display()),
-        // A run where nothing was verified has nothing to draw; the table says so.
-        Err(e) => eprintln!("[bench] no plot: {e}"),
-    }
+    print!("{printed}");
+    emu_bench::write_charts(
+        &cfg.out_dir,
+        "echo",
+        &format!("echo {}, {}", cfg.shape, cfg.datapath_label()),
+        &out.records,
+        out.emu.as_ref(),
+        &crate::emu::roles(),
+    );
     Ok(())
 }
 
@@ -90,10 +115,10 @@ pub fn table(records: &[Record], fixed_rps: f64, servers: &[(Mode, ServerStats)]
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "| mode | max req/s within 95% of offered | vs raw | p99 there (µs) | p50 @ {:.0} req/s (µs) | p99 @ {:.0} req/s (µs) | server work p50 (ns) | mismatched | lost | server malformed |",
+        "| mode | max req/s within 95% of offered | vs raw | p99 there (µs) | p50 @ {:.0} req/s (µs) | p99 @ {:.0} req/s (µs) | server work p50 (ns) | server busy per request, ns (busiest part) | mismatched | lost | server malformed |",
         fixed_rps, fixed_rps
     );
-    let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for m in modes {
         let b = best(m);
         let fixed = records
@@ -113,13 +138,14 @@ pub fn table(records: &[Record], fixed_rps: f64, servers: &[(Mode, ServerStats)]
         let work = server
             .and_then(|st| st.work_p50_ns())
             .map_or_else(|| "–".to_owned(), |w| format!("{w:.0}"));
+        let busy = server.map_or_else(|| "–".to_owned(), |st| st.time.busy_cell());
         let ratio = match (&b, raw) {
             (Some(b), Some(raw)) if raw > 0.0 => format!("{:.2}", b.achieved_rps / raw),
             _ => "–".to_owned(),
         };
         let _ = writeln!(
             s,
-            "| {m} | {} | {ratio} | {} | {} | {} | {work} | {mismatched} | {lost} | {malformed} |",
+            "| {m} | {} | {ratio} | {} | {} | {} | {work} | {busy} | {mismatched} | {lost} | {malformed} |",
             b.as_ref().map_or_else(
                 || "none kept up".to_owned(),
                 |b| format!(
@@ -223,7 +249,7 @@ mod tests {
             cf.starts_with("| cornflakes | 10 | 0.51 | 8.0 | 4.0 | 8.0 |"),
             "{cf}"
         );
-        assert!(cf.ends_with("| 0 | 2 | – |"), "{cf}");
+        assert!(cf.ends_with("| – | 0 | 2 | – |"), "{cf}");
         assert!(!t.contains("Control:"), "no libraries measured: no control");
         assert!(!t.contains("slowed"), "{t}");
         // A point whose speed canary read slow is marked, and the table says why.

@@ -167,10 +167,36 @@ fn bench_on_the_emulated_nic_verifies_every_reply_of_every_mode() {
         assert_eq!(p["slowed_reruns"], reruns, "{p}");
         assert_eq!(r["slowed_reruns"], reruns, "{r}");
     }
+    // The compact table first on the terminal, a row per mode; the search's full table (and
+    // its footnotes) in table.md.
+    let first = stdout
+        .lines()
+        .find(|l| l.starts_with("| "))
+        .unwrap_or_default();
     assert!(
-        stdout.contains("| slowed trials (there / all) | rerun for slowness (there / all) |"),
+        first.starts_with("| mode | kept up (k req/s) | spread (its trials) | ÷ raw |"),
         "{stdout}"
     );
+    for m in Mode::ALL {
+        assert!(stdout.contains(&format!("| {} |", m.name())), "{stdout}");
+    }
+    assert!(
+        stdout.contains("Ratios of one repeat (--repeat 1)"),
+        "{stdout}"
+    );
+    let full = std::fs::read_to_string(dir.join("table.md")).unwrap();
+    assert!(
+        full.contains("| slowed trials (there / all) | rerun for slowness (there / all) |"),
+        "{full}"
+    );
+    for f in [
+        "echo.svg",
+        "echo.png",
+        "echo-latency.svg",
+        "echo-latency.png",
+    ] {
+        assert!(dir.join(f).exists(), "{f}");
+    }
     // Per mode, what its saturation search found and what bounded it (here: the grid of one
     // load, kept up).
     let summary: serde_json::Value =
@@ -226,17 +252,17 @@ fn bench_rx_ring_sets_the_receive_queue_and_rejects_bad_sizes() {
     .args(["--duration", "0.05", "--warmup", "0.01", "--rates", "2000"])
     .args(["--trials", "1", "--timeout-ms", "2000", "--out"])
     .arg(&dir);
-    let out = test_skip::success_within(cmd, Duration::from_secs(240), "echo bench --rx-ring 64");
-    // The device's per-descriptor cost is part of the table.
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("(--desc-ns): 20 ns"), "{stdout}");
+    test_skip::success_within(cmd, Duration::from_secs(240), "echo bench --rx-ring 64");
+    // The device's per-descriptor cost is part of the full table.
+    let full = std::fs::read_to_string(dir.join("table.md")).unwrap();
+    assert!(full.contains("(--desc-ns): 20 ns"), "{full}");
     // Sampled payload checks by default, their share and coverage in the table.
     assert!(
-        stdout.contains(&format!(
+        full.contains(&format!(
             "for a random 1 in {} replies (--check-every)",
             emu_bench::DEFAULT_CHECK_EVERY
-        )) && stdout.contains("payload checked there"),
-        "{stdout}"
+        )) && full.contains("payload checked there"),
+        "{full}"
     );
     let recs: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("echo.json")).unwrap()).unwrap();

@@ -127,6 +127,9 @@ pub struct BenchConfig {
     pub trials: usize,
     /// `emu` only: the search bisects until the saturation bracket is within this fraction.
     pub resolution: f64,
+    /// `emu` only: how many times the whole interleaved search runs (`--repeat N`); each
+    /// headline ratio is the median of the repeats' ([`emu_bench::Headlines`]).
+    pub repeat: usize,
     /// Server cores (socket and emu datapaths): share-nothing, one port each, the clients
     /// steering each key to its core (`docs/cores.md`). On `emu` it needs N + 1 CPUs.
     pub cores: usize,
@@ -182,6 +185,7 @@ impl Default for BenchConfig {
             slowed_retries: emu_bench::DEFAULT_SLOWED_RETRIES,
             trials: loadgen::search::DEFAULT_TRIALS,
             resolution: loadgen::search::DEFAULT_RESOLUTION,
+            repeat: 1,
             cores: 1,
             tcp_conns: None,
         }
@@ -242,6 +246,8 @@ pub struct BenchOutcome {
     /// Per serialization, what bounded its sweep when the datapath can tell (the emulated
     /// NIC reports whether the server or the device saturated).
     pub bounds: Vec<(String, String)>,
+    /// `emu` only: each repeat's saturation searches and every trial.
+    pub emu: Option<emu_bench::EmuOutcome>,
 }
 
 /// A run's requests and what their replies must be.

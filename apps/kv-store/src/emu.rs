@@ -54,7 +54,7 @@ use crate::load::load_store;
 use crate::ops::{Op, OpKind, Reply};
 use crate::report::write_outputs;
 use crate::resp;
-use crate::serialization::{Serialization, Shared};
+use crate::serialization::Serialization;
 use crate::server::{Kv, ServerConfig, ServerStats};
 use crate::steer::{self, Part};
 use crate::store::StoreStats;
@@ -592,8 +592,10 @@ impl KvCores<'_, '_> {
                     let mut server = app_server::Server::new(dp, serve(kv, &mut loaded));
                     while !port.stopped() {
                         if server.poll() == 0 && !pin {
-                            // Sharing CPUs with the other cores and the device: yield when idle.
+                            // Sharing CPUs with the other cores and the device: yield when idle
+                            // (and count the yield as idle time, not the next burst's).
                             std::thread::yield_now();
+                            server.waited();
                         }
                     }
                     // The server (its datapath, and the snapshot with this trial's writes)
@@ -667,33 +669,41 @@ pub(crate) fn run_emu(cfg: &BenchConfig, loads: &[f64]) -> Result<BenchOutcome, 
         scfg.typical_trials(),
         scfg.max_trials()
     );
+    let repeats = cfg.repeat.max(1);
+    if repeats > 1 {
+        eprintln!("[bench] the whole search {repeats} times (--repeat), on the store loaded once");
+    }
     let mut runs = 0u64;
-    let mut searches = emu.with_cores(cfg, true, |cores| {
+    let all = emu.with_cores(cfg, true, |cores| {
         eprintln!(
             "[bench] emu: {} (once; every trial serves a snapshot of it)",
             cores.loaded().join("; ")
         );
-        // A trial whose speed canary read the machine's slow state is rerun (each attempt's
-        // progress line is printed there).
-        let lanes = cfg.serializations.len();
-        search_rerunning_slowed(&scfg, lanes, cfg.slowed_retries, |pt| {
-            runs += 1;
-            let ser = cfg.serializations[pt.lane];
-            let point = cores.run_point(cfg, ser, pt.offered_rps, cfg.seed + runs)?;
-            let stats = ServerStats::sum(&point.per_core);
-            let work = stats.work_p50_ns();
-            Ok(EmuTrial::new(
-                pt,
-                ser.name(),
-                &name,
-                point.report,
-                work,
-                stats,
-            ))
-        })
+        let mut all = Vec::with_capacity(repeats);
+        for repeat in 1..=repeats {
+            if repeats > 1 {
+                eprintln!("[bench] repeat {repeat} of {repeats}");
+            }
+            // A trial whose speed canary read the machine's slow state is rerun (each
+            // attempt's progress line is printed there).
+            let lanes = cfg.serializations.len();
+            let mut searches = search_rerunning_slowed(&scfg, lanes, cfg.slowed_retries, |pt| {
+                runs += 1;
+                let ser = cfg.serializations[pt.lane];
+                let point = cores.run_point(cfg, ser, pt.offered_rps, cfg.seed + runs)?;
+                let stats = ServerStats::sum(&point.per_core);
+                let (work, split) = (stats.work_p50_ns(), stats.time);
+                Ok(
+                    EmuTrial::new(pt, ser.name(), &name, point.report, work, stats)
+                        .with_split(split),
+                )
+            })?;
+            // The tables and JSON judge every trial's speed canary against the whole run.
+            emu_bench::rebase_canaries(&mut searches);
+            all.push(searches);
+        }
+        Ok::<_, String>(all)
     })?;
-    // The tables and JSON judge every trial's speed canary against the whole run.
-    emu_bench::rebase_canaries(&mut searches);
     let mut out = BenchOutcome {
         workload: name,
         stats: Some(p.stats),
@@ -701,73 +711,62 @@ pub(crate) fn run_emu(cfg: &BenchConfig, loads: &[f64]) -> Result<BenchOutcome, 
         datapath: EMU_LABEL.to_owned(),
         ..BenchOutcome::default()
     };
-    let mut summaries = Vec::new();
-    let mut trials = Vec::new();
-    for (&ser, s) in cfg.serializations.iter().zip(&searches) {
-        let summary = EmuSummary::of(ser.name(), s);
-        // The server counters reported: those of the best load's median trial.
-        if let Some(v) = s.best_achieved().or(s.loads.first()) {
-            let st = v.median().server.clone();
-            eprintln!("[bench] {ser} server (median trial of its best load): {st}");
-            out.servers.push((ser, st));
+    let mut outcome = emu_bench::EmuOutcome {
+        k: scfg.trials,
+        ..emu_bench::EmuOutcome::default()
+    };
+    for (r, searches) in all.iter().enumerate() {
+        let mut summaries = Vec::new();
+        for (&ser, s) in cfg.serializations.iter().zip(searches) {
+            let summary = EmuSummary::of(ser.name(), s);
+            // The server counters reported: those of the best load's median trial (of the last
+            // repeat).
+            if let Some(v) = s.best_achieved().or(s.loads.first()) {
+                let st = v.median().server.clone();
+                if r + 1 == all.len() {
+                    eprintln!("[bench] {ser} server (median trial of its best load): {st}");
+                }
+                out.servers.retain(|(x, _)| *x != ser);
+                out.servers.push((ser, st));
+            }
+            out.bounds.retain(|(x, _)| x != ser.name());
+            out.bounds.push((
+                ser.name().to_owned(),
+                format!(
+                    "emulated NIC: {}{}",
+                    summary.bound_note(),
+                    summary.best.as_ref().map_or(String::new(), |b| format!(
+                        "; best load's {} trials {:.0}–{:.0} req/s, device busy {:.0}%",
+                        b.trials,
+                        b.min_rps,
+                        b.max_rps,
+                        b.device_busy * 100.0
+                    ))
+                ),
+            ));
+            let mut records = median_records(s);
+            let mut trials = trials_json(s);
+            if all.len() > 1 {
+                records.iter_mut().for_each(|x| x.repeat = Some(r + 1));
+                trials.iter_mut().for_each(|t| t["repeat"] = (r + 1).into());
+            }
+            out.records.extend(records);
+            outcome.trials.extend(trials);
+            summaries.push(summary);
         }
-        out.bounds.push((
-            ser.name().to_owned(),
-            format!(
-                "emulated NIC: {}{}",
-                summary.bound_note(),
-                summary.best.as_ref().map_or(String::new(), |b| format!(
-                    "; best load's {} trials {:.0}–{:.0} req/s, device busy {:.0}%",
-                    b.trials,
-                    b.min_rps,
-                    b.max_rps,
-                    b.device_busy * 100.0
-                ))
-            ),
-        ));
-        out.records.extend(median_records(s));
-        trials.extend(trials_json(s));
-        summaries.push(summary);
+        outcome.repeats.push(summaries);
     }
+    out.emu = Some(outcome);
     write_outputs(cfg, &out)?;
-    let mut table = emu_bench::table(&summaries, None, scfg.trials);
-    if let Some(c) = emu_bench::control_line(
-        &summaries,
-        Shared::CORNFLAKES.name(),
-        Shared::CORNFLAKES_COPY.name(),
-        &[
-            Shared::PROTOBUF.name(),
-            Shared::CAPNP.name(),
-            Shared::FLATBUFFERS.name(),
-        ],
-    ) {
-        table.push_str(&format!("\n{c}\n"));
-    }
-    println!("\n### The saturation search on the emulated NIC\n\n{table}");
-    let summary = serde_json::Value::Array(summaries.iter().map(EmuSummary::to_json).collect());
-    for (file, text) in [
-        (
-            "emu-summary.json",
-            serde_json::to_string_pretty(&summary).map_err(|e| e.to_string())?,
-        ),
-        (
-            "emu-points.json",
-            serde_json::to_string_pretty(&serde_json::Value::Array(trials))
-                .map_err(|e| e.to_string())?,
-        ),
-        ("emu.md", table),
-    ] {
-        let path = cfg.out_dir.join(file);
-        std::fs::write(&path, text).map_err(|e| format!("writing {}: {e}", path.display()))?;
-    }
     // Any wrong reply in any trial fails the bench (after its outputs are written).
-    emu_bench::replies_verified(&summaries)?;
+    emu_bench::replies_verified(&out.emu.as_ref().map(|e| e.summaries()).unwrap_or_default())?;
     Ok(out)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::serialization::Shared;
 
     fn ops() -> Vec<Op> {
         let keys: Vec<String> = (0..8).map(|i| format!("key-{i}")).collect();

@@ -31,11 +31,12 @@ usage:
             [--rates R,R,..] [--duration SECS] [--warmup SECS] [--timeout-ms MS] [--threads N]
             [--threshold N] [--mtu N] [--max-item BYTES] [--memory-limit BYTES]
             [--requests N] [--seed N] [--out DIR] [--json PATH] [--spin] [--datapath emu|socket|xdp]
-            [--sample-every N] [--check-every N] [--desc-ns NS] [--demote-lines N] [--slowed-retries N] [--trials K] [--resolution F] [--peers redis,memcached] [--cores N]
+            [--sample-every N] [--check-every N] [--desc-ns NS] [--demote-lines N] [--slowed-retries N] [--trials K] [--resolution F] [--repeat N] [--peers redis,memcached] [--cores N]
       One server per serialization (each loads the workload's contents), offered loads
       interleaved across serializations, every reply verified against what the store must
-      hold. Prints the tables and writes DIR/kv.json (or --json), DIR/run.json, DIR/kv.svg,
-      DIR/kv.png and DIR/tables.md (DIR defaults to results/kv). --datapath emu (the default
+      hold. Prints the tables and writes DIR/kv.json (or --json), DIR/run.json, DIR/tables.md,
+      DIR/kv.png (the highest load each kept up) and DIR/kv-latency.png (p50 and p99 against
+      offered load), with their SVGs (DIR defaults to results/kv). --datapath emu (the default
       with 2+ CPUs): the server on the ConnectX driver on one core, the emulated ConnectX on
       the other playing wire and clients (measures the server core's work; the store is
       loaded once, and every trial serves a snapshot of it). Every reply is read whole and its
@@ -50,7 +51,13 @@ usage:
       to the last-level cache after writing it, as a DDIO NIC's DMA leaves them (default 0). Each serialization's saturation load is searched: a doubling grid of --rates
       (default 0.1 to 3.2 M req/s) until a load's median of up to --trials K trials (default
       3) misses 95 % of offered, then bisection until the bracket is within --resolution F
-      (default 0.05); also writes DIR/emu.md, DIR/emu-summary.json and DIR/emu-points.json.
+      (default 0.05; a grid load that missed is decided once more before bisecting). It
+      prints a compact table first (per serialization: the highest load kept up, its spread,
+      ÷ the best library, what bounded it, the server's ns per request and where its time
+      went) and the ratios against their floors; the full tables go to DIR/tables.md (and the
+      search's to DIR/emu.md), with DIR/emu-summary.json, DIR/emu-points.json and
+      DIR/ratios.json. --repeat N: the whole search N times (default 1), each ratio the median
+      of the N with their min-max.
       A trial whose speed canary read the machine's slow state (over 1.3 x the run's
       readings so far) is rerun up to --slowed-retries N times (default 2; 0: never) and the
       runs thrown away are counted in the table and JSON (docs/performance.md, \"How trials are
@@ -191,6 +198,7 @@ fn bench_config(a: &mut Args) -> Result<(BenchConfig, Peers), String> {
     cfg.desc_ns = emu.desc_ns.unwrap_or(cfg.desc_ns);
     cfg.demote_lines = emu.demote_lines.unwrap_or(cfg.demote_lines);
     cfg.slowed_retries = emu.slowed_retries.unwrap_or(cfg.slowed_retries);
+    cfg.repeat = emu.repeat.unwrap_or(cfg.repeat);
     SearchFlags::from_args(a)?.apply(&mut cfg.trials, &mut cfg.resolution);
     let name = a.take("--workload")?.unwrap_or_else(|| "ycsb".to_owned());
     cfg.workload = workload(a, &name)?;
@@ -398,7 +406,8 @@ mod tests {
         let mut a = Args::from_line(&format!(
             "--datapath socket --workload google --keys 50 --list-lens 1-4 \
              --serializations protobuf,resp --threshold 256 --peers redis --sample-every 0 --check-every 0 \
-             --desc-ns 7 --demote-lines 2 --slowed-retries 1 --trials 5 --resolution 0.2 {RUN_FLAGS}"
+             --desc-ns 7 --demote-lines 2 --slowed-retries 1 --trials 5 --resolution 0.2 \
+             --repeat 3 {RUN_FLAGS}"
         ));
         let (got, peers) = bench_config(&mut a).unwrap();
         a.finish().unwrap();
@@ -415,6 +424,7 @@ mod tests {
         want.slowed_retries = 1;
         want.trials = 5;
         want.resolution = 0.2;
+        want.repeat = 3;
         assert_eq!(format!("{got:?}"), format!("{want:?}"));
         assert_eq!(
             format!("{peers:?}"),

@@ -5,13 +5,18 @@ use loadgen::fmt_us;
 use std::fmt::Write as _;
 
 use kv_workloads::WorkloadConfig;
-use loadgen::{
-    max_kept_up, max_kept_up_within_p99, plot_kept_p99_curves, save_json, Record, DEFAULT_KEEP_UP,
-};
+use loadgen::{max_kept_up, max_kept_up_within_p99, save_json, Record, DEFAULT_KEEP_UP};
 
 use crate::config::{BenchConfig, BenchOutcome, DatapathKind};
+use crate::serialization::Shared;
 use crate::server::ServerStats;
 
+/// Writes `kv.json` (the records), `run.json` (the workload, each serialization's server
+/// counters, handling time and time split), `tables.md`, the charts (`kv.svg`/`kv.png`: the
+/// highest load each serialization kept up; `kv-latency.svg`/`.png`: latency against offered
+/// load); on the emulated NIC also `emu-summary.json`, `emu-points.json`, `ratios.json` and
+/// `emu.md` (the search's full tables, also at the end of `tables.md`), and the terminal shows
+/// the compact table and the ratios first; elsewhere the tables themselves.
 pub(crate) fn write_outputs(cfg: &BenchConfig, out: &BenchOutcome) -> Result<(), String> {
     std::fs::create_dir_all(&cfg.out_dir)
         .map_err(|e| format!("creating {}: {e}", cfg.out_dir.display()))?;
@@ -36,6 +41,7 @@ pub(crate) fn write_outputs(cfg: &BenchConfig, out: &BenchOutcome) -> Result<(),
                 "store_bytes": st.app.used_bytes,
                 "work_p50_ns": st.work_p50_ns(),
                 "work_p99_ns": st.work.p99_us().map(|us| us * 1000.0),
+                "server_time": emu_bench::split_json(&st.time),
             })
         })
         .collect();
@@ -54,24 +60,115 @@ pub(crate) fn write_outputs(cfg: &BenchConfig, out: &BenchOutcome) -> Result<(),
         serde_json::to_string_pretty(&meta).map_err(|e| e.to_string())?,
     )
     .map_err(|e| format!("writing {}: {e}", meta_path.display()))?;
-    let tables = tables(&cfg.workload, out);
+    let mut tables = tables(&cfg.workload, out);
     let table_path = cfg.out_dir.join("tables.md");
+    let printed = match &out.emu {
+        Some(emu) => {
+            let full = detail_tables(emu);
+            let floors = floors(&cfg.workload);
+            for (name, text) in [
+                (
+                    "emu-summary.json",
+                    serde_json::to_string_pretty(&emu_bench::summaries_json(&emu.repeats))
+                        .map_err(|e| e.to_string())?,
+                ),
+                (
+                    "emu-points.json",
+                    serde_json::to_string_pretty(&serde_json::Value::Array(emu.trials.clone()))
+                        .map_err(|e| e.to_string())?,
+                ),
+                (
+                    "ratios.json",
+                    serde_json::to_string_pretty(
+                        &emu_bench::Headlines::of(&emu.repeats, &roles(), &floors).to_json(),
+                    )
+                    .map_err(|e| e.to_string())?,
+                ),
+                ("emu.md", full.clone()),
+            ] {
+                let path = cfg.out_dir.join(name);
+                std::fs::write(&path, text)
+                    .map_err(|e| format!("writing {}: {e}", path.display()))?;
+            }
+            tables.push_str(&format!(
+                "\n### The saturation search on the emulated NIC\n\n{full}"
+            ));
+            format!(
+                "## kv bench: {}\n\nDatapath: {}; each serialization's saturation load \
+                 searched (docs/performance.md, \"Method\").\n\n{}",
+                out.workload,
+                out.datapath,
+                emu_bench::summary_text(
+                    &emu.repeats,
+                    &roles(),
+                    &floors,
+                    &format!(
+                        "The full tables (per serialization, the paper's tables in their form, \
+                         and the search's: spread, p99, device busy, line rate, reruns and \
+                         checks): {}.",
+                        table_path.display()
+                    ),
+                )
+            )
+        }
+        None => tables.clone(),
+    };
     std::fs::write(&table_path, &tables)
         .map_err(|e| format!("writing {}: {e}", table_path.display()))?;
-    print!("{tables}");
-    let (svg, png) = (cfg.out_dir.join("kv.svg"), cfg.out_dir.join("kv.png"));
+    print!("{printed}");
     let dp = match cfg.datapath {
         DatapathKind::Socket if cfg.tcp_conns.is_some() => "kernel TCP",
         DatapathKind::Socket => "socket datapath",
         DatapathKind::Emu => "emulated ConnectX",
         DatapathKind::Xdp => "AF_XDP on veth",
     };
-    let title = format!("kv {}, {dp}", out.workload);
-    match plot_kept_p99_curves(&out.records, &title, &svg, &png) {
-        Ok(()) => eprintln!("[bench] wrote {} and {}", svg.display(), png.display()),
-        Err(e) => eprintln!("[bench] no plot: {e}"),
-    }
+    emu_bench::write_charts(
+        &cfg.out_dir,
+        "kv",
+        &format!("kv {}, {dp}", out.workload),
+        &out.records,
+        out.emu.as_ref(),
+        &roles(),
+    );
     Ok(())
+}
+
+/// Which serialization is which in the ratios (no raw baseline in the KV store).
+pub fn roles() -> emu_bench::Roles<'static> {
+    emu_bench::Roles::CORNFLAKES
+}
+
+/// The floors the ratios of `workload` are judged by, on the median of the repeats
+/// (docs/performance.md, "The targets"): cornflakes ≥ 1.15 × the best library on Twitter,
+/// ≥ 2 × on CDN, ≥ 0.98 × on Google; on every workload the hybrid ≥ only-copy and
+/// serialize-and-send ≥ 1.07.
+pub fn floors(workload: &WorkloadConfig) -> Vec<emu_bench::Floor> {
+    let mut f = emu_bench::Floor::EVERY_RUN.to_vec();
+    let best = match workload {
+        WorkloadConfig::Twitter(_) => Some(1.15),
+        WorkloadConfig::Cdn(_) => Some(2.0),
+        WorkloadConfig::Google(_) => Some(0.98),
+        WorkloadConfig::Ycsb(_) => None,
+    };
+    f.extend(best.map(emu_bench::Floor::best_library));
+    f
+}
+
+/// The search's full tables of every repeat (Markdown), each with its control line.
+pub fn detail_tables(emu: &emu_bench::EmuOutcome) -> String {
+    let libraries = [
+        Shared::PROTOBUF.name(),
+        Shared::CAPNP.name(),
+        Shared::FLATBUFFERS.name(),
+    ];
+    emu_bench::detail_tables(&emu.repeats, None, emu.k, |s| {
+        emu_bench::control_line(
+            s,
+            Shared::CORNFLAKES.name(),
+            Shared::CORNFLAKES_COPY.name(),
+            &libraries,
+        )
+    })
 }
 
 fn best(records: &[Record], mode: &str) -> Option<Record> {
@@ -176,11 +273,11 @@ pub fn tables(workload: &WorkloadConfig, out: &BenchOutcome) -> String {
     let unit_col = if objects { " | objects/s" } else { "" };
     let _ = writeln!(
         s,
-        "| serialization | max req/s within 95% of offered{unit_col} | p99 there (µs) | p50 there (µs) | server work p50 (ns) | mismatched | lost | server malformed | what bounded it |"
+        "| serialization | max req/s within 95% of offered{unit_col} | p99 there (µs) | p50 there (µs) | server work p50 (ns) | server busy per request, ns (busiest part) | mismatched | lost | server malformed | what bounded it |"
     );
     let _ = writeln!(
         s,
-        "|---|---:|{}---:|---:|---:|---:|---:|---:|---|",
+        "|---|---:|{}---:|---:|---:|---:|---:|---:|---:|---|",
         if objects { "---:|" } else { "" }
     );
     for m in &modes {
@@ -202,7 +299,7 @@ pub fn tables(workload: &WorkloadConfig, out: &BenchOutcome) -> String {
         };
         let _ = writeln!(
             s,
-            "| {m} | {}{unit} | {} | {} | {} | {mismatched} | {lost} | {} | {} |",
+            "| {m} | {}{unit} | {} | {} | {} | {} | {mismatched} | {lost} | {} | {} |",
             b.as_ref().map_or("none kept up".to_owned(), |b| format!(
                 "{:.0}{}",
                 b.achieved_rps,
@@ -212,6 +309,7 @@ pub fn tables(workload: &WorkloadConfig, out: &BenchOutcome) -> String {
             fmt_us(b.as_ref().and_then(|b| b.p50_us)),
             st.and_then(ServerStats::work_p50_ns)
                 .map_or("–".to_owned(), |w| format!("{w:.0}")),
+            st.map_or("–".to_owned(), |st| st.time.busy_cell()),
             st.map_or("–".to_owned(), |st| st.malformed.to_string()),
             out.bounds
                 .iter()

@@ -238,15 +238,34 @@ fn bench_on_the_emulated_nic() {
     // reply must still verify.
     .args(["--demote-lines", "1000"])
     .args(["--timeout-ms", "2000", "--requests", "200", "--out"])
-    .arg(&dir);
+    .arg(&dir)
+    // The whole search twice: every output per repeat, the ratios over both.
+    .args(["--repeat", "2"]);
     // A panic of any thread, a non-zero exit or a hang past the limit fails the test.
     let out = test_skip::success_within(cmd, Duration::from_secs(240), "kv bench --datapath emu");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("emulated ConnectX"), "{stdout}");
+    // The compact table first, then the ratios over the two repeats.
+    let first = stdout
+        .lines()
+        .find(|l| l.starts_with("| "))
+        .unwrap_or_default();
+    assert!(
+        first.starts_with("| mode | kept up (k req/s) | spread over 2 repeats |"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("Ratios: the median of the 2 repeats"),
+        "{stdout}"
+    );
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("kv.json")).unwrap()).unwrap();
     let recs = v.as_array().unwrap();
-    assert_eq!(recs.len(), 3);
+    // One record per load of each serialization, per repeat.
+    assert_eq!(recs.len(), 6);
+    for repeat in [1, 2] {
+        assert_eq!(recs.iter().filter(|r| r["repeat"] == repeat).count(), 3);
+    }
     for r in recs {
         assert_eq!(r["mismatched"], 0, "{r}");
         assert!(r["verified"].as_u64().unwrap() > 0, "{r}");
@@ -257,10 +276,41 @@ fn bench_on_the_emulated_nic() {
         serde_json::from_str(&std::fs::read_to_string(dir.join(f)).unwrap()).unwrap()
     };
     let summary = read("emu-summary.json");
-    assert_eq!(summary.as_array().unwrap().len(), 3);
+    assert_eq!(summary.as_array().unwrap().len(), 6);
     for s in summary.as_array().unwrap() {
         assert_eq!(s["trials"], 1, "{s}");
         assert!(s["bounded_by"].is_string(), "{s}");
+        assert!(s["repeat"] == 1 || s["repeat"] == 2, "{s}");
+        // Where the server's time went at its best load (when one kept up).
+        if !s["best"].is_null() {
+            assert!(
+                s["best"]["server_time"]["requests"].as_u64().unwrap() > 0,
+                "{s}"
+            );
+        }
+    }
+    // Every trial: where the server's time went.
+    for p in read("emu-points.json").as_array().unwrap() {
+        let t = &p["server_time"];
+        assert!(t["busy_ns_per_request"].as_f64().unwrap() > 0.0, "{p}");
+        assert!(
+            t["parts"]["handler"]["share"].as_f64().unwrap() > 0.0,
+            "{p}"
+        );
+        assert_eq!(t["requests"], p["verified"], "{p}");
+    }
+    // The ratios over both repeats (serialize-and-send's, when both modes kept a load up in
+    // some repeat: a busy machine may keep neither up at this load), with its floor.
+    let ratios = read("ratios.json");
+    assert_eq!(ratios["repeats"], 2);
+    for r in ratios["ratios"].as_array().unwrap() {
+        assert_eq!(r["per_repeat"].as_array().unwrap().len(), 2, "{r}");
+        if r["ratio"] == "serialize_and_send" {
+            assert_eq!(r["floor"], 1.07, "{r}");
+        }
+    }
+    for f in ["kv.svg", "kv.png", "kv-latency.svg", "kv-latency.png"] {
+        assert!(dir.join(f).exists(), "{f}");
     }
     for p in read("emu-points.json").as_array().unwrap() {
         assert_eq!(p["sampled"], p["verified"], "{p}");
@@ -280,11 +330,18 @@ fn bench_on_the_emulated_nic() {
         assert!(r["canary_ratio"].as_f64().unwrap() > 0.0, "{r}");
         assert!(r["slowed_reruns"].is_u64(), "{r}");
     }
+    // The search's full table (and its footnotes) in the files, per repeat.
+    let full = std::fs::read_to_string(dir.join("emu.md")).unwrap();
     assert!(
-        stdout.contains("| slowed trials (there / all) | rerun for slowness (there / all) |"),
-        "{stdout}"
+        full.contains("| slowed trials (there / all) | rerun for slowness (there / all) |"),
+        "{full}"
     );
-    assert!(dir.join("emu.md").exists());
+    assert!(full.contains("### Repeat 2 of 2"), "{full}");
+    let tables = std::fs::read_to_string(dir.join("tables.md")).unwrap();
+    assert!(
+        tables.contains(&full),
+        "tables.md ends with the search's tables"
+    );
 }
 
 #[test]

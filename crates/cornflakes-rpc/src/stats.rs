@@ -4,6 +4,7 @@ use std::fmt;
 
 use cornflakes::datapath::DropCounters;
 use latency::LatencyHistogram;
+use percore::TimeSplit;
 
 /// The handler's own counters, kept beside the skeleton's (e.g. the KV store's keys and
 /// bytes). `()` for a handler without any.
@@ -51,6 +52,8 @@ pub struct ServerStats<A = ()> {
     /// [`crate::WORK_SAMPLE_EVERY`]; the first, then every N-th): a sample whose median and
     /// tail estimate the population's. Read the median: a sample may include preemption.
     pub work: LatencyHistogram,
+    /// Where the core's time went, timed per burst ([`TimeSplit`]; [`crate::Server::poll`]).
+    pub time: TimeSplit,
     /// The datapath's drop counters.
     pub datapath: DropCounters,
     /// Why the last malformed request was dropped.
@@ -69,6 +72,7 @@ impl<A: AppCounters> ServerStats<A> {
         self.send_failed += o.send_failed;
         self.io_errors += o.io_errors;
         self.work.merge(&o.work);
+        self.time.add(&o.time);
         self.datapath.add(&o.datapath);
         self.app.add(&o.app);
         if o.last_malformed.is_some() {
@@ -92,7 +96,8 @@ impl<A: AppCounters> ServerStats<A> {
 
     /// Reads the counters back from their display (`received=… replied=… …`, e.g. the last
     /// line of a child server process). The histogram crosses the process boundary as one
-    /// sample, its median; unknown keys are skipped.
+    /// sample, its median, and the time split whole (`split_ns=…`); unknown keys are
+    /// skipped.
     pub fn parse(text: &str) -> ServerStats<A> {
         let mut stats = ServerStats::<A>::default();
         for kv in text.split_whitespace() {
@@ -106,6 +111,7 @@ impl<A: AppCounters> ServerStats<A> {
                 "send_failed" => stats.send_failed = n(),
                 "io_errors" => stats.io_errors = n(),
                 "work_p50" => stats.work.record(std::time::Duration::from_nanos(n())),
+                "split_ns" => stats.time = TimeSplit::parse_token(v).unwrap_or_default(),
                 k => {
                     stats.app.parse_field(k, n());
                 }
@@ -131,6 +137,8 @@ impl<A: AppCounters> fmt::Display for ServerStats<A> {
         )?;
         self.app.write(f)?;
         write!(f, " work_p50={:.0}ns", self.work_p50_ns().unwrap_or(0.0))?;
+        // Where the time went, as numbers a parent process reads back (`parse`).
+        write!(f, " split_ns={}", self.time.token())?;
         if let Some(why) = &self.last_malformed {
             write!(f, " last_malformed={why:?}")?;
         }

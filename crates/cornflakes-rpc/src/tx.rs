@@ -15,6 +15,9 @@ pub struct TxCounters {
     pub retries: u64,
     /// Errors of the flushes made to free room.
     pub flush_errors: u64,
+    /// Nanoseconds spent in the send calls of [timed](Tx::timed) requests (the sampled ones:
+    /// `percore::TimeSplit::sampled_send_ns`).
+    pub sampled_send_ns: u64,
 }
 
 /// The server's datapath `D` lent to a handler for one request. It is a [`Datapath`] itself,
@@ -26,12 +29,25 @@ pub struct TxCounters {
 pub struct Tx<'a, D> {
     dp: &'a mut D,
     counters: &'a mut TxCounters,
+    timed: bool,
 }
 
 impl<'a, D: Datapath> Tx<'a, D> {
     /// Lends `dp`, counting retries in `counters`.
     pub fn new(dp: &'a mut D, counters: &'a mut TxCounters) -> Self {
-        Tx { dp, counters }
+        Tx {
+            dp,
+            counters,
+            timed: false,
+        }
+    }
+
+    /// With `on`, times every send call (retry included) into
+    /// [`TxCounters::sampled_send_ns`]: the server skeleton does it for the requests whose
+    /// handling it samples, so a send costs no clock read otherwise.
+    pub fn timed(mut self, on: bool) -> Self {
+        self.timed = on;
+        self
     }
 
     /// The datapath itself.
@@ -44,7 +60,8 @@ impl<'a, D: Datapath> Tx<'a, D> {
         &mut self,
         mut send: impl FnMut(&mut D) -> Result<(), SendError>,
     ) -> Result<(), SendError> {
-        match send(self.dp) {
+        let start = self.timed.then(percore::now_ns);
+        let r = match send(self.dp) {
             Err(SendError::Full) => {
                 self.counters.retries += 1;
                 if self.dp.flush().is_err() {
@@ -54,7 +71,11 @@ impl<'a, D: Datapath> Tx<'a, D> {
                 send(self.dp)
             }
             r => r,
+        };
+        if let Some(start) = start {
+            self.counters.sampled_send_ns += percore::now_ns().saturating_sub(start);
         }
+        r
     }
 }
 

@@ -90,8 +90,12 @@
 #![warn(missing_docs)]
 
 mod capture;
+mod compact;
+mod explain;
 mod frames;
 mod hash;
+mod headline;
+mod repeats;
 mod rerun;
 mod resident;
 mod run;
@@ -100,14 +104,22 @@ mod slowed;
 mod wire;
 
 pub use capture::{capture, CaptureDatapath};
+pub use compact::compact_table;
+pub use explain::{device_note, split_cell, split_json};
+pub use headline::{
+    median_min_max, ratios, Floor, Headlines, Ratio, RatioKind, RatioSpread, Roles,
+};
+pub use repeats::{
+    detail_tables, kept_up_chart, summaries_json, summary_text, write_charts, EmuOutcome,
+};
 /// Whether this machine has the N + 1 CPUs an N-core run needs (N servers, one device), and
 /// which.
 /// The flags of the emulated device every emu bench takes (`echo bench`, `kv bench`): what
 /// was given of `--sample-every N` (every n-th checked reply decoded again; 0 reads as 1),
 /// `--check-every N` (a random 1 in N of the other replies' payloads checked; 0 reads as 1),
 /// `--desc-ns NS` (the device's time per gather entry), `--demote-lines N` (request cache
-/// lines demoted after each write) and `--slowed-retries N` (reruns of a trial whose speed
-/// canary read the machine's slow state).
+/// lines demoted after each write), `--slowed-retries N` (reruns of a trial whose speed
+/// canary read the machine's slow state) and `--repeat N` (the whole search N times).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct EmuFlags {
     /// `--sample-every N`, at least 1.
@@ -121,6 +133,9 @@ pub struct EmuFlags {
     /// `--slowed-retries N`: reruns of a trial whose speed canary read slowed
     /// ([`search_rerunning_slowed`]; default [`DEFAULT_SLOWED_RETRIES`], 0: none).
     pub slowed_retries: Option<usize>,
+    /// `--repeat N`: the whole interleaved search run N times in one invocation, each ratio
+    /// the median of the repeats' ([`Headlines`]); at least 1.
+    pub repeat: Option<usize>,
 }
 
 impl EmuFlags {
@@ -132,6 +147,10 @@ impl EmuFlags {
             desc_ns: a.parse::<u64>("--desc-ns")?,
             demote_lines: a.parse::<usize>("--demote-lines")?,
             slowed_retries: a.parse::<usize>("--slowed-retries")?,
+            repeat: match a.parse::<usize>("--repeat")? {
+                Some(0) => return Err("--repeat must be at least 1".to_owned()),
+                r => r,
+            },
         })
     }
 }

@@ -137,8 +137,10 @@ mod tests {
         // The run's first trial (its first reading is the Canary's reference).
         let mut cfg = SearchConfig::new(vec![100.0, 200.0]);
         cfg.trials = 1;
-        // No bisection after a miss at 200: two loads, one trial each.
+        // No bisection after a miss at 200, and no second decision of it: two loads, one
+        // trial each.
         cfg.resolution = 1.0;
+        cfg.confirm_misses = false;
         let mut attempts = 0;
         let mut searches = search_rerunning_slowed(&cfg, 1, retries, |p| {
             let pair = if p.offered_rps == 100.0 {
@@ -186,7 +188,7 @@ mod tests {
     fn a_wrong_reply_in_a_run_thrown_away_still_fails_the_bench() {
         let canary = Canary::new();
         let mut cfg = SearchConfig::new(vec![100.0, 200.0]);
-        (cfg.trials, cfg.resolution) = (1, 1.0);
+        (cfg.trials, cfg.resolution, cfg.confirm_misses) = (1, 1.0, false);
         let mut n = 0;
         let searches = search_rerunning_slowed(&cfg, 1, 2, |p| {
             n += 1;

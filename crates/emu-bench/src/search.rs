@@ -8,8 +8,10 @@ use std::fmt::Write as _;
 use loadgen::canary::SLOWED_RATIO;
 use loadgen::search::{Point, Search, Trial};
 use loadgen::Record;
+use percore::TimeSplit;
 use serde_json::{json, Value};
 
+use crate::explain::{device_note, split_json};
 use crate::run::{Bottleneck, EmuReport};
 use crate::slowed::SlowedRun;
 
@@ -25,6 +27,9 @@ pub struct EmuTrial<S> {
     pub record: Record,
     /// The server's median handling time per request, nanoseconds.
     pub work_p50_ns: Option<f64>,
+    /// Where the server cores' time went, summed over them ([`TimeSplit`]; `None` when the
+    /// server did not time it).
+    pub split: Option<TimeSplit>,
     /// The server's own counters.
     pub server: S,
     /// Runs of this trial thrown away before it because their speed canary read slowed
@@ -69,10 +74,17 @@ impl<S> EmuTrial<S> {
             report,
             record,
             work_p50_ns,
+            split: None,
             server,
             slowed_reruns: Vec::new(),
             slowed_retries: 0,
         }
+    }
+
+    /// The trial with the server's time split ([`EmuTrial::split`]).
+    pub fn with_split(mut self, split: TimeSplit) -> Self {
+        self.split = Some(split);
+        self
     }
 
     /// One progress line (for stderr); with several server cores, each core's share.
@@ -105,6 +117,9 @@ impl<S> EmuTrial<S> {
             r.bottleneck(),
             r.run.counters
         ) + &per_core
+            + &self
+                .split
+                .map_or(String::new(), |t| format!("  server time: {}", t.describe()))
             + &format!("  {}", r.coverage_note())
             + &r.interference
                 .as_ref()
@@ -185,6 +200,7 @@ impl<S> EmuTrial<S> {
                 "involuntary_switches": i.involuntary_switches,
             })),
         });
+        v["server_time"] = self.split.as_ref().map_or(Value::Null, split_json);
         // Beside the canary: the runs thrown away as slowed before this one (one json!
         // holding every field exceeds the macro's recursion limit).
         v["slowed_reruns"] = json!(self.slowed_reruns.len());
@@ -224,6 +240,11 @@ pub struct LoadSummary {
     pub device_busy: f64,
     /// The median trial's server handling time, nanoseconds.
     pub work_p50_ns: Option<f64>,
+    /// Where the median trial's server time went ([`EmuTrial::split`]).
+    pub split: Option<TimeSplit>,
+    /// The median trial's mean request and reply frames (bytes, without FCS), for what the
+    /// device moved per request.
+    pub frames: (f64, Option<f64>),
     /// What the median trial says limited it.
     pub bottleneck: Bottleneck,
     /// The most requests per second a 100 Gbit/s Ethernet link could carry with the median
@@ -258,6 +279,8 @@ impl LoadSummary {
             p99_us: m.record.p99_us,
             device_busy: m.report.device_busy,
             work_p50_ns: m.work_p50_ns,
+            split: m.split,
+            frames: (m.report.mean_request_frame, m.report.mean_reply_frame),
             bottleneck: m.report.bottleneck(),
             line_rate_rps: m.report.line_rate_rps(crate::run::LINE_RATE_GBPS),
             disturbed: v.trials.iter().filter(|t| t.disturbed()).count(),
@@ -287,6 +310,7 @@ impl LoadSummary {
             "p99_us": self.p99_us,
             "device_busy": self.device_busy,
             "work_p50_ns": self.work_p50_ns,
+            "server_time": self.split.as_ref().map_or(Value::Null, split_json),
             "bottleneck": self.bottleneck.to_string(),
             "line_rate_100gbe_rps": self.line_rate_rps,
             "disturbed_trials": self.disturbed,
@@ -495,7 +519,9 @@ impl EmuSummary {
         self.mismatched + self.malformed
     }
 
-    /// The bracket and what bounded it, in words.
+    /// The bracket and what bounded it, in words: for a server-bound mode where its core's
+    /// time went at the first sustained miss (or its best load), for a device-bound one what
+    /// the device moved per request there.
     pub fn bound_note(&self) -> String {
         let miss = self.first_miss.as_ref().map(|m| {
             format!(
@@ -511,6 +537,28 @@ impl EmuSummary {
             (b, Some(m)) => format!("{}: {m}", b.name()),
             (b, None) => b.name().to_owned(),
         };
+        let there = self.first_miss.as_ref().or(self.best.as_ref());
+        let why = match (self.bound, there) {
+            (Bound::Server, Some(l)) => l
+                .split
+                .map(|t| format!("; server time there: {}", t.describe())),
+            (Bound::Device, _) => {
+                // The load where the device was saturated.
+                let l = [self.first_miss.as_ref(), self.best.as_ref()]
+                    .into_iter()
+                    .flatten()
+                    .find(|l| l.bottleneck == Bottleneck::Device);
+                l.map(|l| {
+                    format!(
+                        "; the device thread was {:.0}% busy: {}",
+                        l.device_busy * 100.0,
+                        device_note(l.frames.0, l.frames.1, l.median_rps)
+                    )
+                })
+            }
+            _ => None,
+        };
+        let note = note + &why.unwrap_or_default();
         match &self.best {
             Some(b) if b.line_rate_rps.is_some_and(|l| b.median_rps > l) => format!(
                 "{note}; above the 100 GbE line rate for its frames (a 100 Gbit/s port would be \
@@ -518,6 +566,13 @@ impl EmuSummary {
             ),
             _ => note,
         }
+    }
+
+    /// The server's busy nanoseconds per request at the best load (its median trial's time
+    /// split): what the server core spent on each request, receive to reap, whatever bounded
+    /// the mode.
+    pub fn server_ns_per_request(&self) -> Option<f64> {
+        self.best.as_ref()?.split?.busy_per_request_ns()
     }
 
     /// The summary as JSON.
@@ -530,6 +585,7 @@ impl EmuSummary {
             "first_sustained_miss": self.first_miss.as_ref().map(LoadSummary::to_json),
             "bounded_by": self.bound.name(),
             "bound_note": self.bound_note(),
+            "server_busy_ns_per_request": self.server_ns_per_request(),
             "loads": self.loads,
             "trials": self.trials,
             "mismatched": self.mismatched,
@@ -650,10 +706,15 @@ pub fn replies_verified(summaries: &[EmuSummary]) -> Result<(), String> {
 }
 
 /// One record per load of a search, the median trial's (in order of offered load): what a
-/// run's JSON and plots take, so that no single lucky trial stands for a load.
+/// run's JSON and plots take, so that no single lucky trial stands for a load. A load decided
+/// twice (a grid miss confirmed in a later round) gives its later decision's.
 pub fn median_records<S>(s: &Search<EmuTrial<S>>) -> Vec<Record> {
     let mut v: Vec<Record> = s.loads.iter().map(|v| v.median().record.clone()).collect();
+    // Stable: the later decision of a load stays after the earlier, and dedup keeps the first
+    // of a run, so reverse first.
+    v.reverse();
     v.sort_by(|a, b| a.offered_rps.total_cmp(&b.offered_rps));
+    v.dedup_by(|a, b| a.offered_rps == b.offered_rps);
     v
 }
 
@@ -1011,8 +1072,15 @@ pub(crate) mod tests {
         assert!(t.starts_with("2 server cores' throughput"), "{t}");
         assert_eq!(j["best"]["trials"], 2);
         // One record per load (the median trial's), ascending; every trial in the points.
+        // The grid load that missed was decided twice (confirmed): one record, the later.
         let recs = median_records(&searches[0]);
-        assert_eq!(recs.len(), searches[0].loads.len());
+        let confirmed = searches[0]
+            .loads
+            .iter()
+            .filter(|v| v.phase == loadgen::search::Phase::Confirm)
+            .count();
+        assert_eq!(confirmed, 1);
+        assert_eq!(recs.len(), searches[0].loads.len() - confirmed);
         assert!(recs.windows(2).all(|w| w[0].offered_rps < w[1].offered_rps));
         assert_eq!(trials_json(&searches[0]).len(), searches[0].trials_run());
         // The line rate of the frames is in the table and the JSON; below it, no remark.

@@ -330,8 +330,22 @@ impl<C: ReplyCheck> LoadWire<C> {
         r
     }
 
-    /// Reads the whole frame into `scratch`, as the device's DMA would (and for the
-    /// checker); an error when it reads short.
+    /// Reads the whole frame where its descriptors lie, as the device's DMA pulls it: one
+    /// load of every cache line of every piece ([`touch_lines`]), nothing copied; an error
+    /// when it reads short. A reply whose payload is not checked costs the device this.
+    fn read_whole(&mut self, frame: &TxFrame<'_>) -> Result<(), String> {
+        let seen = frame.visit(|piece| {
+            touch_lines(piece);
+            true
+        });
+        if seen == frame.len() {
+            Ok(())
+        } else {
+            Err(format!("reply frame read {seen} of {} bytes", frame.len()))
+        }
+    }
+
+    /// Copies the whole frame into `scratch`, for the checker; an error when it reads short.
     fn gather(&mut self, frame: &TxFrame<'_>) -> Result<(), String> {
         self.scratch.clear();
         self.scratch.resize(frame.len(), 0);
@@ -367,7 +381,7 @@ impl<C: ReplyCheck> LoadWire<C> {
             || self.reply_len[k] != Some(payload_len)
             || (measured && !self.measured_checked[k]);
         if !must && !self.check_sample.next() {
-            self.gather(frame)?;
+            self.read_whole(frame)?;
             self.unchecked += 1;
             return Ok(false);
         }
@@ -488,8 +502,10 @@ impl<C: ReplyCheck> LoadWire<C> {
     /// reply to its request.
     fn late(&mut self, seq: usize, frame: &TxFrame<'_>) {
         let k = seq % self.frames.len();
-        // Read whole either way (the DMA).
-        if self.gather(frame).is_ok() && self.checker.sees_every(k) {
+        // Read whole either way (the DMA); copied only for a checker that wants it.
+        if !self.checker.sees_every(k) {
+            let _ = self.read_whole(frame);
+        } else if self.gather(frame).is_ok() {
             self.checker.late(k, &self.scratch[FRAME_OVERHEAD..]);
         }
     }
@@ -503,7 +519,7 @@ impl<C: ReplyCheck> LoadWire<C> {
         let (id, ty, payload_len, src_port) = match parsed {
             Ok(x) => x,
             Err(e) => {
-                let _ = self.gather(frame);
+                let _ = self.read_whole(frame);
                 self.per_core[sender].malformed += 1;
                 self.fail(|| e);
                 return;
@@ -511,7 +527,7 @@ impl<C: ReplyCheck> LoadWire<C> {
         };
         let seq = id as usize;
         let Some(t0) = self.t0 else {
-            let _ = self.gather(frame);
+            let _ = self.read_whole(frame);
             self.per_core[sender].unexpected += 1;
             return;
         };
@@ -521,7 +537,7 @@ impl<C: ReplyCheck> LoadWire<C> {
                 // Timed out already, but handled by the server.
                 self.late(seq, frame);
             } else {
-                let _ = self.gather(frame);
+                let _ = self.read_whole(frame);
             }
             return;
         }
@@ -591,6 +607,29 @@ impl<C: ReplyCheck> LoadWire<C> {
     }
 }
 
+/// Loads one byte of every 64-byte cache line `bytes` covers, as a NIC's DMA read pulls each
+/// line of a send buffer. The loaded bytes are folded together and the result goes through
+/// [`std::hint::black_box`], so the compiler keeps every load (nothing is stored). Returns
+/// the lines loaded.
+#[inline]
+pub(crate) fn touch_lines(bytes: &[u8]) -> usize {
+    let Some(&first) = bytes.first() else {
+        return 0;
+    };
+    // The offset of the second line's start (the first line is `bytes[0]`'s).
+    let next = 64 - bytes.as_ptr() as usize % 64;
+    let mut folded = first;
+    let mut lines = 1;
+    if let Some(rest) = bytes.get(next..) {
+        for &b in rest.iter().step_by(64) {
+            folded ^= b;
+            lines += 1;
+        }
+    }
+    std::hint::black_box(folded);
+    lines
+}
+
 /// What the seed is mixed with for the payload-check sample's stream.
 const CHECK_STREAM: u64 = 0x5851_F42D_4C95_7F2D;
 
@@ -630,7 +669,27 @@ impl Sample {
 
 #[cfg(test)]
 mod tests {
-    use super::Sample;
+    use super::{touch_lines, Sample};
+
+    #[test]
+    fn touching_a_buffer_reads_each_of_its_lines_once_wherever_it_starts() {
+        let buf = vec![7u8; 4096 + 128];
+        // The buffer's first line boundary, so each case starts where it says.
+        let off = (64 - buf.as_ptr() as usize % 64) % 64;
+        // (start from a line boundary, length, lines covered)
+        for (start, len, lines) in [
+            (0, 4096, 64),
+            (1, 4096, 65),
+            (63, 2, 2),
+            (64, 64, 1),
+            (5, 0, 0),
+            (100, 1, 1),
+            (0, 65, 2),
+        ] {
+            let piece = &buf[off + start..off + start + len];
+            assert_eq!(touch_lines(piece), lines, "start {start} len {len}");
+        }
+    }
 
     #[test]
     fn a_sample_is_reproducible_from_its_seed_and_about_1_in_n() {

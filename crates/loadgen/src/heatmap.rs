@@ -7,7 +7,7 @@ use plotters::coord::ranged1d::SegmentValue;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use crate::plot::{err, register_font, PlotError, PLOT_SIZE};
+use crate::plot::{draw_title, err, register_font, Legend, PlotError, PLOT_SIZE};
 
 /// A grid of ratios to draw: `values[row][col]`, rows along the y axis (bottom first),
 /// columns along the x axis. `None` cells (not measured) are drawn grey.
@@ -47,10 +47,13 @@ fn color(ratio: Option<f64>) -> RGBColor {
 
 fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, h: &Heatmap) -> Result<(), PlotError> {
     root.fill(&WHITE).map_err(err)?;
+    let (_, height) = root.dim_in_pixel();
+    let (top, rest) = root.split_vertically(48);
+    let (body, legend_area) = rest.split_vertically(height - 48 - 40);
+    draw_title(&top, &h.title)?;
     // An integer range into_segmented() has one bucket per value, ends included.
     let (nx, ny) = (h.x_labels.len() as i32, h.y_labels.len() as i32);
-    let mut chart = ChartBuilder::on(&root)
-        .caption(&h.title, ("sans-serif", 20))
+    let mut chart = ChartBuilder::on(&body)
         .margin(16)
         .x_label_area_size(56)
         .y_label_area_size(72)
@@ -110,6 +113,16 @@ fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, h: &Heatmap) -> Result
             )))
             .map_err(err)?;
     }
+    let mut legend = Legend::new(&legend_area);
+    legend.swatch(
+        "ratio above 1 (the number: how much higher)",
+        color(Some(1.4)),
+    )?;
+    legend.swatch("below 1", color(Some(1.0 / 1.4)))?;
+    legend.swatch("not measured", color(None))?;
+    if h.mark_column.is_some() {
+        legend.mark("the marked column (left edge)", BLUE)?;
+    }
     root.present().map_err(err)
 }
 
@@ -163,6 +176,13 @@ mod tests {
         plot_heatmap(&h, &svg, &png).unwrap();
         let text = std::fs::read_to_string(&svg).unwrap();
         assert!(text.starts_with("<svg") && text.contains("+30%") && text.contains("-20%"));
+        crate::plot::svg_check::all_text_inside(&text);
+        // A title as long as calibrate's fits too.
+        h.title = "sg vs copy saturation load (medians), server core with an emulated ConnectX \
+                   on a second core; threshold 512 B"
+            .into();
+        plot_heatmap(&h, &svg, &png).unwrap();
+        crate::plot::svg_check::all_text_inside(&std::fs::read_to_string(&svg).unwrap());
         assert_eq!(&std::fs::read(&png).unwrap()[..4], b"\x89PNG");
         h.values[1].pop();
         assert!(plot_heatmap(&h, &svg, &png).is_err());

@@ -42,10 +42,12 @@
 #![warn(missing_docs, unreachable_pub)]
 
 pub mod args;
+mod bars;
 pub mod canary;
 pub mod fake;
 mod heatmap;
 pub mod interference;
+mod latency_plot;
 mod plot;
 mod record;
 mod run;
@@ -55,8 +57,10 @@ mod stats;
 mod sweep;
 mod transport;
 
+pub use bars::{bars_from_records, bars_size, plot_bars, Bar, BarChart, BARS_WIDTH};
 pub use heatmap::{plot_heatmap, Heatmap};
-pub use plot::{plot_kept_p99_curves, plot_p99_curves, PlotError, PLOT_SIZE};
+pub use latency_plot::{lower_envelope, plot_latency, LATENCY_SIZE};
+pub use plot::{plot_p99_curves, PlotError, PLOT_SIZE};
 pub use record::{fmt_us, from_json, read_json, save_json, to_json, write_json, Record};
 pub use run::{run, RunConfig, RunError, RunReport};
 pub use schedule::{

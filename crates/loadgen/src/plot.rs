@@ -6,7 +6,9 @@
 
 use crate::record::Record;
 use plotters::coord::Shift;
+use plotters::element::DashedPathElement;
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 use plotters::style::FontStyle;
 use std::fmt;
 use std::path::Path;
@@ -44,6 +46,232 @@ pub(crate) fn register_font() -> Result<(), PlotError> {
     });
     ok.then_some(())
         .ok_or_else(|| err("embedded DejaVu font failed to load"))
+}
+
+/// The width of `text` at font `size` on `area`, pixels.
+fn text_width<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    text: &str,
+    size: u32,
+) -> Result<u32, PlotError> {
+    area.estimate_text_size(text, &("sans-serif", size).into_font().into())
+        .map(|s| s.0)
+        .map_err(err)
+}
+
+/// The largest font size from `start` down to `min` at which `text` is at most `max_w`
+/// pixels wide on `area` (`None` when even `min` is too wide).
+pub(crate) fn fit_font<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    text: &str,
+    max_w: u32,
+    start: u32,
+    min: u32,
+) -> Result<Option<u32>, PlotError> {
+    for size in (min..=start).rev() {
+        if text_width(area, text, size)? <= max_w {
+            return Ok(Some(size));
+        }
+    }
+    Ok(None)
+}
+
+/// Draws `text` centred in `area` (a strip above a chart), as large as fits up to 24 px; a
+/// title too long for one line at 15 px is broken at the space nearest its middle into two.
+/// Nothing of it leaves the area.
+pub(crate) fn draw_title<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    text: &str,
+) -> Result<(), PlotError> {
+    let (w, h) = area.dim_in_pixel();
+    let max_w = w.saturating_sub(24);
+    let center = |size: u32| {
+        ("sans-serif", size)
+            .into_font()
+            .color(&BLACK)
+            .pos(Pos::new(HPos::Center, VPos::Center))
+    };
+    if let Some(size) = fit_font(area, text, max_w, 24, 15)? {
+        return area
+            .draw(&Text::new(
+                text.to_owned(),
+                (w as i32 / 2, h as i32 / 2),
+                center(size),
+            ))
+            .map_err(err);
+    }
+    let mid = text.len() / 2;
+    let cut = text
+        .match_indices(' ')
+        .map(|(i, _)| i)
+        .min_by_key(|&i| i.abs_diff(mid))
+        .unwrap_or(mid);
+    let (a, b) = (text[..cut].trim_end(), text[cut..].trim_start());
+    let line_h = (h / 2).max(10);
+    let start = (line_h * 4 / 5).clamp(9, 20);
+    let size = fit_font(area, a, max_w, start, 8)?
+        .unwrap_or(8)
+        .min(fit_font(area, b, max_w, start, 8)?.unwrap_or(8));
+    for (i, line) in [a, b].into_iter().enumerate() {
+        area.draw(&Text::new(
+            line.to_owned(),
+            (w as i32 / 2, (line_h * i as u32 + line_h / 2) as i32),
+            center(size),
+        ))
+        .map_err(err)?;
+    }
+    Ok(())
+}
+
+/// A legend drawn into its own area of the canvas, entries left to right, wrapping to a new
+/// line when the next one would not fit: nothing of it can overlap the data or leave the
+/// canvas.
+pub(crate) struct Legend<'a, DB: DrawingBackend> {
+    area: &'a DrawingArea<DB, Shift>,
+    x: i32,
+    y: i32,
+}
+
+const LEGEND_FONT: u32 = 15;
+const LEGEND_KEY: i32 = 28;
+const LEGEND_ROW: i32 = 22;
+
+impl<'a, DB: DrawingBackend> Legend<'a, DB> {
+    pub(crate) fn new(area: &'a DrawingArea<DB, Shift>) -> Self {
+        Legend { area, x: 12, y: 8 }
+    }
+
+    /// Places an entry of `text` after a key `LEGEND_KEY` wide; returns the key's left edge
+    /// and its vertical middle.
+    fn place(&mut self, text: &str) -> Result<(i32, i32), PlotError> {
+        let font = ("sans-serif", LEGEND_FONT).into_font();
+        let (tw, _) = self
+            .area
+            .estimate_text_size(text, &font.clone().into())
+            .map_err(err)?;
+        let need = LEGEND_KEY + 6 + tw as i32 + 18;
+        let (w, h) = self.area.dim_in_pixel();
+        if self.x > 12 && self.x + need > w as i32 - 8 {
+            self.x = 12;
+            self.y += LEGEND_ROW;
+        }
+        self.fits(h)?;
+        let at = (self.x, self.y + LEGEND_ROW / 2);
+        self.area
+            .draw(&Text::new(
+                text.to_owned(),
+                (self.x + LEGEND_KEY + 6, at.1),
+                font.color(&BLACK).pos(Pos::new(HPos::Left, VPos::Center)),
+            ))
+            .map_err(err)?;
+        self.x += need;
+        Ok(at)
+    }
+
+    /// A filled square of `color`.
+    pub(crate) fn swatch(&mut self, text: &str, color: RGBColor) -> Result<(), PlotError> {
+        let (x, y) = self.place(text)?;
+        self.area
+            .draw(&Rectangle::new(
+                [(x + 4, y - 7), (x + LEGEND_KEY - 4, y + 7)],
+                color.filled(),
+            ))
+            .map_err(err)
+    }
+
+    /// A line of `style`, with a dot in its middle when `dot`.
+    pub(crate) fn line(
+        &mut self,
+        text: &str,
+        style: ShapeStyle,
+        dot: bool,
+    ) -> Result<(), PlotError> {
+        let (x, y) = self.place(text)?;
+        self.area
+            .draw(&PathElement::new(vec![(x, y), (x + LEGEND_KEY, y)], style))
+            .map_err(err)?;
+        if dot {
+            self.area
+                .draw(&Circle::new(
+                    (x + LEGEND_KEY / 2, y),
+                    3,
+                    style.color.filled(),
+                ))
+                .map_err(err)?;
+        }
+        Ok(())
+    }
+
+    /// A whisker with its end caps.
+    pub(crate) fn whisker(&mut self, text: &str) -> Result<(), PlotError> {
+        let (x, y) = self.place(text)?;
+        let s = BLACK.stroke_width(2);
+        for e in [
+            vec![(x + 2, y), (x + LEGEND_KEY - 2, y)],
+            vec![(x + 2, y - 6), (x + 2, y + 6)],
+            vec![(x + LEGEND_KEY - 2, y - 6), (x + LEGEND_KEY - 2, y + 6)],
+        ] {
+            self.area.draw(&PathElement::new(e, s)).map_err(err)?;
+        }
+        Ok(())
+    }
+
+    /// A short vertical mark of `color`.
+    pub(crate) fn mark(&mut self, text: &str, color: RGBColor) -> Result<(), PlotError> {
+        let (x, y) = self.place(text)?;
+        self.area
+            .draw(&PathElement::new(
+                vec![(x + LEGEND_KEY / 2, y - 9), (x + LEGEND_KEY / 2, y + 9)],
+                color.stroke_width(3),
+            ))
+            .map_err(err)
+    }
+
+    /// An error when the next row would run out of the legend's strip (the strips are sized
+    /// for what the charts put there: a layout that outgrows one fails, never draws cut off).
+    fn fits(&self, h: u32) -> Result<(), PlotError> {
+        if self.y + LEGEND_ROW > h as i32 {
+            return Err(err("the legend does not fit its strip"));
+        }
+        Ok(())
+    }
+
+    /// A line of text on a line of its own (shrunk to the width).
+    pub(crate) fn note(&mut self, text: &str) -> Result<(), PlotError> {
+        if self.x > 12 {
+            self.x = 12;
+            self.y += LEGEND_ROW;
+        }
+        let (w, h) = self.area.dim_in_pixel();
+        self.fits(h)?;
+        let size =
+            fit_font(self.area, text, w.saturating_sub(24), LEGEND_FONT - 1, 8)?.unwrap_or(8);
+        self.area
+            .draw(&Text::new(
+                text.to_owned(),
+                (self.x, self.y + LEGEND_ROW / 2),
+                ("sans-serif", size)
+                    .into_font()
+                    .color(&BLACK)
+                    .pos(Pos::new(HPos::Left, VPos::Center)),
+            ))
+            .map_err(err)?;
+        self.y += LEGEND_ROW;
+        Ok(())
+    }
+
+    /// A dashed line.
+    pub(crate) fn dashed(&mut self, text: &str) -> Result<(), PlotError> {
+        let (x, y) = self.place(text)?;
+        self.area
+            .draw(&DashedPathElement::new(
+                vec![(x, y), (x + LEGEND_KEY, y)],
+                6,
+                4,
+                BLACK.stroke_width(2),
+            ))
+            .map_err(err)
+    }
 }
 
 /// One line of the plot: a label and its `(achieved krps, p99 us)` points.
@@ -87,6 +315,8 @@ fn draw<DB: DrawingBackend>(
     lines: &[Series],
 ) -> Result<(), PlotError> {
     root.fill(&WHITE).map_err(err)?;
+    let (top, root) = root.split_vertically(48);
+    draw_title(&top, title)?;
     let max_x = lines
         .iter()
         .flat_map(|(_, p)| p.iter().map(|q| q.0))
@@ -98,7 +328,6 @@ fn draw<DB: DrawingBackend>(
     let min_y = ys().filter(|&y| y > 0.0).fold(f64::INFINITY, f64::min);
     let min_y = if min_y.is_finite() { min_y * 0.8 } else { 1.0 };
     let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 26))
         .margin(16)
         .x_label_area_size(48)
         .y_label_area_size(72)
@@ -144,30 +373,6 @@ fn draw<DB: DrawingBackend>(
         .draw()
         .map_err(err)?;
     root.present().map_err(err)
-}
-
-/// [`plot_p99_curves`] of the points that kept up (achieved within
-/// [`DEFAULT_KEEP_UP`](crate::DEFAULT_KEEP_UP) of offered), or of every point when none did
-/// (very short runs), the title ending in which: `"{title} (points within 95% of offered)"` or
-/// `"{title} (all points)"`. Saturated points (achieved far below offered, p99 = the loss
-/// timeout) would squash the curves into the x axis; the JSON keeps them all.
-pub fn plot_kept_p99_curves(
-    records: &[Record],
-    title: &str,
-    svg_path: &Path,
-    png_path: &Path,
-) -> Result<(), PlotError> {
-    let kept: Vec<Record> = records
-        .iter()
-        .filter(|r| r.keeps_up(crate::DEFAULT_KEEP_UP))
-        .cloned()
-        .collect();
-    let (points, which) = if kept.is_empty() {
-        (records, "all points")
-    } else {
-        (&kept[..], "points within 95% of offered")
-    };
-    plot_p99_curves(points, &format!("{title} ({which})"), svg_path, png_path)
 }
 
 /// Draws p99 latency against achieved load, one line per (mode, shape), to
@@ -253,30 +458,115 @@ mod tests {
         let svg_text = std::fs::read_to_string(&svg).unwrap();
         assert!(svg_text.starts_with("<svg"));
         assert!(svg_text.contains("protobuf") && svg_text.contains("capnp"));
+        svg_check::all_text_inside(&svg_text);
         let png_bytes = std::fs::read(&png).unwrap();
         assert_eq!(&png_bytes[..8], b"\x89PNG\r\n\x1a\n");
         std::fs::remove_dir_all(&dir).unwrap();
         assert!(plot_p99_curves(&[rec("a", "s", 1.0, None)], "t", &svg, &png).is_err());
     }
+}
 
-    #[test]
-    fn kept_curves_leave_saturated_points_out_and_say_so() {
-        let dir = std::env::temp_dir().join(format!("loadgen-kept-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let (svg, png) = (dir.join("k.svg"), dir.join("k.png"));
-        let mut saturated = rec("raw", "s", 9e6, Some(200_000.0));
-        saturated.achieved_rps = 1e6;
-        let recs = vec![rec("raw", "s", 1e5, Some(10.0)), saturated.clone()];
-        plot_kept_p99_curves(&recs, "echo s", &svg, &png).unwrap();
-        let text = std::fs::read_to_string(&svg).unwrap();
-        assert!(
-            text.contains("echo s (points within 95% of offered)"),
-            "{text}"
-        );
-        // Only the saturated point: every point is drawn.
-        plot_kept_p99_curves(&[saturated], "echo s", &svg, &png).unwrap();
-        let text = std::fs::read_to_string(&svg).unwrap();
-        assert!(text.contains("echo s (all points)"), "{text}");
-        std::fs::remove_dir_all(&dir).unwrap();
+/// What a test reads back from a drawn SVG.
+#[cfg(test)]
+pub(crate) mod svg_check {
+    use plotters::prelude::*;
+
+    /// The width in pixels of `text` in the embedded font at the SVG's `font-size` (which
+    /// plotters writes as its size ÷ 1.24): measured with the font itself.
+    fn width(text: &str, svg_size: f64) -> f64 {
+        super::register_font().unwrap();
+        let mut buf = vec![0u8; 3 * 4 * 4];
+        let area = BitMapBackend::with_buffer(&mut buf, (4, 4)).into_drawing_area();
+        let size = (svg_size * 1.24).round();
+        area.estimate_text_size(text, &("sans-serif", size).into_font().into())
+            .unwrap()
+            .0 as f64
+    }
+
+    /// Each `<text>` element: its text and its box (x0, y0, x1, y1), from its position,
+    /// anchor, font size, rotation and its width in the embedded font.
+    pub(crate) fn texts(svg: &str) -> Vec<(String, (f64, f64, f64, f64))> {
+        let attr = |tag: &str, name: &str| -> Option<String> {
+            let at = tag.find(&format!(" {name}=\""))? + name.len() + 3;
+            Some(tag[at..at + tag[at..].find('"')?].to_owned())
+        };
+        let mut out = Vec::new();
+        let mut rest = svg;
+        while let Some(start) = rest.find("<text") {
+            let open_end = start + rest[start..].find('>').expect("tag ends");
+            let tag = &rest[start..open_end];
+            let close = open_end + rest[open_end..].find("</text>").expect("text closes");
+            let text = rest[open_end + 1..close].trim().to_owned();
+            rest = &rest[close..];
+            let num = |n: &str| attr(tag, n).and_then(|v| v.parse::<f64>().ok());
+            let (x, y, size) = (
+                num("x").unwrap(),
+                num("y").unwrap(),
+                num("font-size").unwrap(),
+            );
+            let unescaped = text
+                .replace("&lt;", "<")
+                .replace("&gt;", ">")
+                .replace("&amp;", "&");
+            let w = width(&unescaped, size);
+            let (x0, x1) = match attr(tag, "text-anchor").as_deref() {
+                Some("middle") => (x - w / 2.0, x + w / 2.0),
+                Some("end") => (x - w, x),
+                _ => (x, x + w),
+            };
+            let dy = attr(tag, "dy").unwrap_or_default();
+            let (y0, y1) = if dy.ends_with("em") {
+                (y, y + size)
+            } else if dy.starts_with('-') {
+                (y - size, y)
+            } else {
+                (y - size / 2.0, y + size / 2.0)
+            };
+            let b = if attr(tag, "transform").is_some_and(|t| t.starts_with("rotate(270")) {
+                // Rotated about (x, y): the width runs up the canvas.
+                let (a0, a1) = (x0 - x, x1 - x);
+                (x - size / 2.0, y - a1, x + size / 2.0, y - a0)
+            } else {
+                (x0, y0, x1, y1)
+            };
+            out.push((text, b));
+        }
+        out
+    }
+
+    /// The canvas size of an SVG (`width`, `height` of its root).
+    pub(crate) fn size(svg: &str) -> (f64, f64) {
+        let head = &svg[..svg.find('>').unwrap()];
+        let get = |n: &str| {
+            let at = head.find(&format!("{n}=\"")).unwrap() + n.len() + 2;
+            head[at..at + head[at..].find('"').unwrap()]
+                .parse()
+                .unwrap()
+        };
+        (get("width"), get("height"))
+    }
+
+    /// Asserts every text lies inside the canvas.
+    pub(crate) fn all_text_inside(svg: &str) {
+        let (w, h) = size(svg);
+        let texts = texts(svg);
+        assert!(!texts.is_empty());
+        for (t, (x0, y0, x1, y1)) in texts {
+            assert!(
+                x0 >= 0.0 && y0 >= 0.0 && x1 <= w && y1 <= h,
+                "text {t:?} at ({x0:.0}, {y0:.0})–({x1:.0}, {y1:.0}) leaves the {w}x{h} canvas"
+            );
+        }
+    }
+
+    /// The `<rect>` elements filled with `rgb` (e.g. `#1F77B4`).
+    pub(crate) fn rects_filled(svg: &str, rgb: &str) -> usize {
+        svg.split("<rect")
+            .skip(1)
+            .filter(|r| {
+                let tag = &r[..r.find('>').unwrap_or(r.len())];
+                tag.contains(&format!("fill=\"{rgb}\""))
+            })
+            .count()
     }
 }

@@ -73,6 +73,10 @@ pub struct Record {
     /// it existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slowed_reruns: Option<usize>,
+    /// Which repeat of the whole search this point belongs to (1 to N) when a bench ran it N
+    /// times (`--repeat N`, N > 1); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeat: Option<usize>,
 }
 
 impl Record {
@@ -102,6 +106,7 @@ impl Record {
             canary_pair_ratio: None,
             canary_pair_ns: None,
             slowed_reruns: None,
+            repeat: None,
         }
     }
 

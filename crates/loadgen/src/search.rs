@@ -19,6 +19,14 @@
 //! 3. **Lanes interleaved trial by trial.** Several lanes (modes, serializations) are searched
 //!    together: each round runs one trial of every lane still searching, so a burst of
 //!    background load hits all lanes alike rather than one.
+//! 4. **A grid miss is confirmed in a later round** ([`SearchConfig::confirm_misses`]). The
+//!    lanes walk the grid in step, so every lane decides a grid load in the same rounds, a few
+//!    seconds apart: a transient that spans those rounds (a machine that slows down for
+//!    seconds) fails that load for every lane near its capacity, and without a second look
+//!    their searches would all end just below the same grid load however different their
+//!    capacities. So when a lane's grid walk misses, the same load is decided once more
+//!    ([`Phase::Confirm`]) before the lane bisects below it; if that keeps up, the grid walk
+//!    goes on. A real saturation misses twice and costs ⌈(K+1)/2⌉ more trials.
 //!
 //! The result per lane ([`Search`]) keeps every trial; [`Search::best`] is the highest load
 //! kept up, with its median trial and the spread (min/max achieved) of its trials.
@@ -61,6 +69,9 @@ pub struct SearchConfig {
     /// Run every grid load (for plots) before bisecting above the highest one kept up;
     /// otherwise the grid ends at its first sustained miss.
     pub whole_grid: bool,
+    /// Decide a grid load that missed once more, in a later round, before bisecting below it
+    /// ([`Phase::Confirm`]; not with `whole_grid`, which runs every grid load anyway).
+    pub confirm_misses: bool,
 }
 
 impl SearchConfig {
@@ -72,6 +83,7 @@ impl SearchConfig {
             resolution: DEFAULT_RESOLUTION,
             keep_up: DEFAULT_KEEP_UP,
             whole_grid: false,
+            confirm_misses: true,
         }
     }
 
@@ -127,13 +139,18 @@ impl SearchConfig {
         } else {
             0
         };
-        (self.grid.len() + steps) * self.trials
+        (self.grid.len() + steps + usize::from(self.confirms())) * self.trials
     }
 
     /// Trials one lane's search runs when every load's trials agree: ⌈(K+1)/2⌉ per load,
     /// for a saturation load in the widest grid gap (for printing a budget).
     pub fn typical_trials(&self) -> usize {
         self.max_trials() / self.trials.max(1) * self.needed()
+    }
+
+    /// Whether a grid miss is decided again before the lane bisects below it.
+    fn confirms(&self) -> bool {
+        self.confirm_misses && !self.whole_grid
     }
 }
 
@@ -144,6 +161,9 @@ pub enum Phase {
     Grid,
     /// A bisection point between a load kept up and one missed.
     Bisect,
+    /// A grid load that missed, decided once more in a later round
+    /// ([`SearchConfig::confirm_misses`]).
+    Confirm,
 }
 
 impl fmt::Display for Phase {
@@ -151,6 +171,7 @@ impl fmt::Display for Phase {
         f.write_str(match self {
             Phase::Grid => "grid",
             Phase::Bisect => "bisect",
+            Phase::Confirm => "confirm",
         })
     }
 }
@@ -239,11 +260,13 @@ impl<T: Trial> Search<T> {
     }
 
     /// The lowest load above [`best`](Self::best) (or the lowest of all, when nothing kept up)
-    /// whose verdict missed: the upper end of the saturation bracket.
+    /// whose verdict missed: the upper end of the saturation bracket. Of a load decided
+    /// twice ([`Phase::Confirm`]), the later verdict.
     pub fn first_miss(&self) -> Option<&Verdict<T>> {
         let floor = self.best().map_or(f64::NEG_INFINITY, |b| b.offered_rps);
         self.loads
             .iter()
+            .rev()
             .filter(|v| !v.kept_up && v.offered_rps > floor)
             .min_by(|a, b| a.offered_rps.total_cmp(&b.offered_rps))
     }
@@ -262,6 +285,8 @@ enum Stage {
 
 struct Lane<T> {
     stage: Stage,
+    /// The grid load that missed is being decided once more.
+    confirming: bool,
     /// The load being decided and its trials so far.
     current: Option<(f64, Phase, Vec<T>)>,
     search: Search<T>,
@@ -271,6 +296,7 @@ impl<T: Trial> Lane<T> {
     fn new() -> Lane<T> {
         Lane {
             stage: Stage::Grid(0),
+            confirming: false,
             current: None,
             search: Search {
                 loads: Vec::new(),
@@ -283,6 +309,7 @@ impl<T: Trial> Lane<T> {
     fn next(&mut self, cfg: &SearchConfig, lane: usize) -> Option<Point> {
         if self.current.is_none() {
             let (load, phase) = match self.stage {
+                Stage::Grid(i) if self.confirming => (cfg.grid[i], Phase::Confirm),
                 Stage::Grid(i) => (cfg.grid[i], Phase::Grid),
                 Stage::Bisect { lo, hi } => (((lo + hi) / 2.0).round(), Phase::Bisect),
                 Stage::Done => return None,
@@ -327,7 +354,15 @@ impl<T: Trial> Lane<T> {
     }
 
     fn advance(&mut self, cfg: &SearchConfig, load: f64, kept: bool) {
+        let confirmed = std::mem::take(&mut self.confirming);
         self.stage = match self.stage {
+            // A grid miss above a load kept up: decided once more before bisecting.
+            Stage::Grid(i)
+                if !kept && !confirmed && cfg.confirms() && self.search.best().is_some() =>
+            {
+                self.confirming = true;
+                Stage::Grid(i)
+            }
             Stage::Grid(i) if i + 1 < cfg.grid.len() && (kept || cfg.whole_grid) => {
                 Stage::Grid(i + 1)
             }
@@ -520,6 +555,56 @@ mod tests {
         assert!(best > 450_000.0 && best < 500_000.0, "best {best}");
         assert_eq!(s.first_miss().unwrap().offered_rps, 500_000.0);
         assert!(s.loads.iter().all(|v| v.offered_rps <= 500_000.0));
+    }
+
+    /// The lanes walk the grid in step, so a transient in the rounds that decide one grid load
+    /// fails it for every lane near capacity. The miss is decided once more in a later round,
+    /// and each lane then finds its own capacity instead of all stopping below that load.
+    #[test]
+    fn a_grid_miss_from_a_transient_is_confirmed_before_the_lanes_bisect() {
+        let caps = [1_100_000.0, 1_300_000.0, 1_500_000.0];
+        // Three lanes; the machine is slow (every trial at 60 %) for the rounds that first
+        // decide 800 k.
+        let run = |c: &SearchConfig| {
+            let mut decided_800k = [0usize; 3];
+            search::<_, String, _>(c, 3, |p| {
+                let transient = p.offered_rps == 800_000.0 && decided_800k[p.lane] < 2;
+                if p.offered_rps == 800_000.0 {
+                    decided_800k[p.lane] += 1;
+                }
+                let slow = if transient { 0.6 } else { 1.0 };
+                Ok(Fake {
+                    offered: p.offered_rps,
+                    achieved: p.offered_rps.min(caps[p.lane]) * slow,
+                })
+            })
+            .unwrap()
+        };
+        let c = cfg(doubling_grid(100_000.0, 3_200_000.0));
+        for (s, cap) in run(&c).iter().zip(caps) {
+            // 800 k kept up when decided again; 1.6 M, above capacity, missed twice.
+            let confirm: Vec<(f64, bool)> = s
+                .loads
+                .iter()
+                .filter(|v| v.phase == Phase::Confirm)
+                .map(|v| (v.offered_rps, v.kept_up))
+                .collect();
+            assert_eq!(confirm, vec![(800_000.0, true), (1_600_000.0, false)]);
+            let best = s.best().unwrap().offered_rps;
+            assert!(
+                best > 0.95 * cap && best <= cap / 0.95,
+                "cap {cap}: best {best}"
+            );
+        }
+        // Without the confirmation every lane stops below 800 k.
+        let once = SearchConfig {
+            confirm_misses: false,
+            ..c
+        };
+        for s in &run(&once) {
+            let best = s.best().unwrap().offered_rps;
+            assert!((760_000.0..800_000.0).contains(&best), "best {best}");
+        }
     }
 
     #[test]

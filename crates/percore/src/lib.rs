@@ -9,7 +9,9 @@
 //! the stop flag, read once per poll-loop iteration: no locks and no shared counters on the hot
 //! path. The counters come back per core from [`Cores::stop`]; reports sum them.
 //!
-//! [`poll_loop`] is the one poll / idle / report loop of every server ([`Poll`]).
+//! [`poll_loop`] is the one poll / idle / report loop of every server ([`Poll`]);
+//! [`TimeSplit`] is where such a loop's time went (receive, handler, send, flush and reap,
+//! idle), which a server times per burst.
 
 #![deny(unsafe_code)]
 #![warn(missing_docs, clippy::undocumented_unsafe_blocks)]
@@ -20,6 +22,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+mod time_split;
+
+pub use time_split::{now_ns, Part, TimeSplit};
 
 /// The CPUs this process may run on (its affinity mask), ascending.
 #[allow(unsafe_code)]

@@ -127,3 +127,102 @@ fn a_queue_still_full_after_the_retry_fails_the_send_once() {
     assert!(s.send_failed > 0 && s.send_retries >= s.send_failed, "{s}");
     assert_eq!(s.replied + s.send_failed, 6, "{s}");
 }
+
+/// A handler whose sends take a known time: every reply waits `send_wait` inside its send
+/// (the datapath's `send_copy` is wrapped), and `work` before it.
+struct Slow {
+    work: Duration,
+    reply: Vec<u8>,
+}
+
+impl Handler for Slow {
+    type Counters = ();
+
+    fn label(&self) -> String {
+        "slow".to_owned()
+    }
+
+    fn handle<D: Datapath>(&mut self, dp: &mut D, m: &RxMsg) -> Result<(), Unanswered> {
+        spin(self.work);
+        Ok(dp.send_copy(m.conn, m.msg, &self.reply)?)
+    }
+
+    fn counters(&self) {}
+
+    fn work_sample_every(&self) -> u64 {
+        2
+    }
+}
+
+fn spin(d: Duration) {
+    let until = Instant::now() + d;
+    while Instant::now() < until {
+        std::hint::spin_loop();
+    }
+}
+
+/// The time split adds up to the loop's time, puts the handler's work in the handler, counts
+/// polls that found nothing as idle, and a wait between polls (`waited`) as idle too, not as
+/// the next burst's receive time.
+#[test]
+fn the_time_split_puts_each_part_where_it_was_spent() {
+    let handler = Slow {
+        work: Duration::from_micros(200),
+        reply: vec![3; 100],
+    };
+    let addr = |last| SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, last), 7000);
+    let cfg =
+        |last| LoopbackConfig::new(StackConfig::new(MacAddr([2, 0, 0, 0, 0, last]), addr(last)));
+    let (a, mut b) = Loopback::pair(cfg(1), cfg(2)).unwrap();
+    let conn = b.connect(addr(1)).unwrap();
+    let mut server = Server::new(a, handler);
+    let begin = Instant::now();
+    server.poll(); // the ARP request: one burst, no request answered
+    let mut rx = Vec::new();
+    b.recv_burst(&mut rx).unwrap();
+    for round in 0..5u32 {
+        for i in 0..4 {
+            b.send_copy(conn, Msg::new(round * 4 + i, 1), b"req")
+                .unwrap();
+        }
+        b.flush().unwrap();
+        // A wait the loop reports: idle, not receive.
+        spin(Duration::from_millis(2));
+        server.waited();
+        while server.poll() == 0 {}
+        // Polls that find nothing.
+        for _ in 0..100 {
+            assert_eq!(server.poll(), 0);
+        }
+        rx.clear();
+        b.recv_burst(&mut rx).unwrap();
+        b.poll_completions();
+    }
+    let elapsed = begin.elapsed().as_nanos() as u64;
+    let s = server.stats();
+    let t = s.time;
+    assert_eq!((s.received, s.replied), (20, 20), "{s}");
+    assert_eq!(t.requests, 20, "{t:?}");
+    assert!(t.bursts >= 5, "{t:?}");
+    // Every part is inside the loop's time, and together they are nearly all of it.
+    assert!(t.total_ns() <= elapsed + 1_000_000, "{t:?} vs {elapsed}");
+    // 20 requests x 200 us of work in the handler.
+    assert!(t.handler_ns >= 20 * 200_000, "{t:?}");
+    // Five 2 ms waits went to idle, not to receive.
+    assert!(t.idle_ns >= 5 * 2_000_000, "{t:?}");
+    assert!(t.receive_ns < 2_000_000, "{t:?}");
+    // Every second request was sampled: its handler time, and the sends within it.
+    assert!(t.sampled_ns >= 10 * 200_000, "{t:?}");
+    assert!(
+        t.sampled_send_ns > 0 && t.sampled_send_ns < t.sampled_ns,
+        "{t:?}"
+    );
+    assert_eq!(
+        t.dominant().map(|d| d.0),
+        Some(percore::Part::Idle),
+        "{t:?}"
+    );
+    // It crosses a process boundary with the rest of the counters.
+    let back = ServerStats::<()>::parse(&s.to_string());
+    assert_eq!(back.time, t);
+}

@@ -23,10 +23,14 @@
 //! release/acquire words described in [`crate::mmio`], and the memory-region table is
 //! append-only with an atomic count.
 //!
-//! The thread measures how busy it is: the time of every loop iteration that did any work,
-//! from its start to the end of that work (a device thread descheduled between iterations is
-//! not counted busy). A wire reads that time ([`DeviceClock`]) to tell whether the device,
-//! not the driver, was the bottleneck.
+//! The thread measures how busy it is with one clock read per loop iteration: an iteration's
+//! time runs from its read to the next iteration's, and counts as busy when the iteration did
+//! any work (so a device thread descheduled right after such an iteration is counted busy
+//! while it waits; the benches' interference check reports other processes on its CPU). A
+//! wire reads that time ([`DeviceClock`]) to tell whether the device, not the driver, was the
+//! bottleneck. (A clock read costs tens of nanoseconds, 37 ns on the development VM while
+//! busy; a second read at the end of every working iteration would cost the device that much
+//! per iteration.)
 
 use std::io;
 use std::ptr::NonNull;
@@ -49,7 +53,8 @@ pub struct DeviceClock {
     /// Now, in nanoseconds since the device thread started.
     pub now_ns: u64,
     /// Nanoseconds of loop iterations that did work (sending, receiving, the wire's work)
-    /// since the device thread started.
+    /// since the device thread started, up to the iteration before this one (an iteration's
+    /// time is known when the next one reads the clock).
     pub busy_ns: u64,
 }
 
@@ -374,11 +379,17 @@ fn device_loop<W: Wire>(
     wire: &mut W,
     yield_when_idle: bool,
 ) -> DeviceClock {
-    let t0 = Instant::now();
+    // One clock read per iteration: an iteration's time runs from its read to the next one's,
+    // and counts as busy when it did work.
+    let t0 = percore::now_ns();
     let mut clock = DeviceClock::default();
     let mut done = false;
+    let mut worked = false;
     loop {
-        let now = t0.elapsed().as_nanos() as u64;
+        let now = percore::now_ns().saturating_sub(t0);
+        if worked {
+            clock.busy_ns += now.saturating_sub(clock.now_ns);
+        }
         clock.now_ns = now;
         let mut work = false;
         for q in queues.iter_mut() {
@@ -418,11 +429,7 @@ fn device_loop<W: Wire>(
             done = true;
             ctl.wire_done.store(true, Ordering::Release);
         }
-        if work {
-            // Busy time is the work itself, from this iteration's clock read to now (not up to
-            // the next iteration: a thread descheduled between iterations was not busy).
-            clock.busy_ns += (t0.elapsed().as_nanos() as u64).saturating_sub(now);
-        }
+        worked = work;
         if !work {
             if yield_when_idle {
                 std::thread::yield_now();
