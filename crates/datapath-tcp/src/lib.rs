@@ -1,8 +1,8 @@
 //! The Cornflakes datapath over Linux kernel TCP (`docs/tcp.md`).
 //!
 //! A connection is a TCP connection; messages are length-delimited frames on its byte stream
-//! (the 20-byte framing header with one segment, then the message; `docs/wire-format.md`,
-//! "Stream framing"). [`TcpDatapath`] is the crate's one stream datapath
+//! (the framing header, [`frame::HEADER_LEN`] bytes, with one segment, then the message;
+//! `docs/wire-format.md`, "Stream framing"). [`TcpDatapath`] is the crate's one stream datapath
 //! ([`stream::StreamDatapath`], also the Demikernel datapath's in `demikernel/`) over the
 //! kernel's sockets ([`sockets::TcpSockets`]): everything is non-blocking and driven by one
 //! `epoll` instance per datapath (one per core), polled by [`Receive::recv_burst`]:

@@ -473,30 +473,6 @@ impl<D: ByteStream> StreamDatapath<D> {
         }
     }
 
-    /// Bytes of `id`'s queue are no longer waiting for the peer (`progress`: it took some): the
-    /// stall clock stops, or starts again while bytes still wait.
-    pub(super) fn stall_clock(&mut self, id: u32, progress: bool) {
-        let Some(c) = self.conns.get_mut(&id) else {
-            return;
-        };
-        if progress {
-            c.stalled_since = None;
-        }
-        if c.tx.is_empty() {
-            c.blocked = false;
-        }
-        let waits = c.blocked || c.unfinished > 0;
-        if !waits {
-            c.stalled_since = None;
-        } else if c.stalled_since.is_none() {
-            c.stalled_since = Some(Instant::now());
-            if !c.stall_listed {
-                c.stall_listed = true;
-                self.stalled.push(id);
-            }
-        }
-    }
-
     /// The timeouts (partial frames, stalled peers, lingering closes), the room the total cap
     /// on queued replies keeps waiting requests from, and the trim of the pinned memory after
     /// closes: checked every [`TICK`] while anything is timed.

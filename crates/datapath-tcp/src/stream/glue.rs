@@ -4,13 +4,15 @@
 
 use std::io;
 use std::net::SocketAddrV4;
+use std::time::Instant;
 
 use cornflakes_datapath::{Completions, Connect, DatapathMemory, DropCounters, Receive, Transmit};
 use cornflakes_datapath::{ConnId, Msg, RxMsg, SendCounters, SendError, SendObject};
 use cornflakes_mem::{PinnedMemory, RcBuf};
 
-use super::conn::{Close, Input};
+use super::conn::{Close, Conn, Input};
 use super::{ByteStream, Event, Ready, StreamDatapath, Wrote};
+use crate::flow::SharedRoom;
 use crate::frame::HEADER_LEN;
 use crate::txq::{self, FramedObject, TxQueue};
 
@@ -39,7 +41,7 @@ impl<D: ByteStream> StreamDatapath<D> {
                 let done = bytes.min(c.unfinished);
                 c.unfinished -= done;
                 self.requests.shared_mut().sub(done);
-                self.stall_clock(id, true);
+                stall_clock(c, true, &mut self.stalled);
                 self.settle_conn(id);
             }
             Event::Failed(id) => self.closing.push((id, Close::Failed)),
@@ -80,34 +82,16 @@ impl<D: ByteStream> StreamDatapath<D> {
         let ok = if send && !c.tx.is_empty() {
             let before = (c.tx.len(), c.queued());
             let r = self.dev.write(id, &mut c.io, &mut c.tx);
-            self.took(id, before, r)
+            let shared = self.requests.shared_mut();
+            took(c, before, r, &mut self.queued, shared, &mut self.stalled)
         } else {
-            self.stall_clock(id, false);
+            stall_clock(c, false, &mut self.stalled);
             true
         };
         if ok {
             self.settle_conn(id);
         }
         ok
-    }
-
-    /// Accounts for a write of `id` (its queue's buffers and bytes `before` it): what left the
-    /// queue, what the device holds in flight, whether the peer took anything. False when the
-    /// connection failed.
-    fn took(&mut self, id: u32, before: (usize, usize), r: io::Result<Wrote>) -> bool {
-        let Some(c) = self.conns.get_mut(&id) else {
-            return true;
-        };
-        self.queued -= before.0 - c.tx.len();
-        let w = r.as_ref().copied().unwrap_or_default();
-        c.unfinished += w.in_flight;
-        c.blocked = w.blocked;
-        self.requests.shared_mut().sub(before.1 - c.queued());
-        if r.is_err() {
-            return false;
-        }
-        self.stall_clock(id, w.sent > 0);
-        true
     }
 
     /// A flush of several connections: the device's batch (io_uring) takes the first write of
@@ -132,10 +116,11 @@ impl<D: ByteStream> StreamDatapath<D> {
                 continue;
             };
             let blocked = r.as_ref().is_ok_and(|w| w.blocked);
-            if !self.took(id, before, r) {
-                self.closing.push((id, Close::Failed));
-            } else if let Some(c) = self.conns.get_mut(&id) {
+            let shared = self.requests.shared_mut();
+            if took(c, before, r, &mut self.queued, shared, &mut self.stalled) {
                 c.batch_blocked = blocked;
+            } else {
+                self.closing.push((id, Close::Failed));
             }
         }
     }
@@ -178,6 +163,49 @@ impl<D: ByteStream> StreamDatapath<D> {
             self.dirty.push(conn.0);
         }
         Ok(())
+    }
+}
+
+/// Accounts for a write of `c` (its queue's buffers and bytes `before` it): what left the queue
+/// (`queued` buffers of all connections, the bytes `shared` by all), what the device holds in
+/// flight, whether the peer took anything ([`stall_clock`]). False when the connection failed.
+fn took<S>(
+    c: &mut Conn<S>,
+    before: (usize, usize),
+    r: io::Result<Wrote>,
+    queued: &mut usize,
+    shared: &mut SharedRoom,
+    stalled: &mut Vec<u32>,
+) -> bool {
+    *queued -= before.0 - c.tx.len();
+    let w = r.as_ref().copied().unwrap_or_default();
+    c.unfinished += w.in_flight;
+    c.blocked = w.blocked;
+    shared.sub(before.1 - c.queued());
+    if r.is_err() {
+        return false;
+    }
+    stall_clock(c, w.sent > 0, stalled);
+    true
+}
+
+/// Bytes of `c`'s queue are no longer waiting for the peer (`progress`: it took some): the
+/// stall clock stops, or starts again while bytes still wait (listing `c` in `stalled`).
+fn stall_clock<S>(c: &mut Conn<S>, progress: bool, stalled: &mut Vec<u32>) {
+    if progress {
+        c.stalled_since = None;
+    }
+    if c.tx.is_empty() {
+        c.blocked = false;
+    }
+    if !(c.blocked || c.unfinished > 0) {
+        c.stalled_since = None;
+    } else if c.stalled_since.is_none() {
+        c.stalled_since = Some(Instant::now());
+        if !c.stall_listed {
+            c.stall_listed = true;
+            stalled.push(c.id);
+        }
     }
 }
 

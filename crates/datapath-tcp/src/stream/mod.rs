@@ -44,7 +44,8 @@ use crate::txq::TxQueue;
 use conn::Close;
 pub(crate) use conn::Conn;
 
-/// Default largest pinned item of a stream datapath: 256 KiB (messages up to 256 KiB − 20 B).
+/// Default largest pinned item of a stream datapath: 256 KiB (messages up to 256 KiB less the
+/// frame header).
 pub const DEFAULT_MAX_ITEM: usize = 256 << 10;
 /// Default cap on the pinned bytes of partly received frames, all connections together.
 pub const DEFAULT_PARTIAL_LIMIT: usize = 64 << 20;
@@ -120,10 +121,11 @@ pub struct StreamConfig {
 }
 
 impl StreamConfig {
-    /// Defaults: listen on `listen`, messages up to 256 KiB − 20 B, 8 KiB receive buffers,
-    /// 1 MiB of unsent bytes per connection with a largest frame reserved per request, 256 MiB
-    /// for all connections together, 64 iovecs per object, 16384 connections, 64 MiB of
-    /// partial frames, 10 s stall and frame timeouts, 2 s linger, 4 reads per turn.
+    /// Defaults: listen on `listen`, messages up to 256 KiB less the frame header, 8 KiB
+    /// receive buffers, 1 MiB of unsent bytes per connection with a largest frame reserved per
+    /// request, 256 MiB for all connections together, 64 iovecs per object, 16384
+    /// connections, 64 MiB of partial frames, 10 s stall and frame timeouts, 2 s linger, 4
+    /// reads per turn.
     pub fn new(listen: Option<SocketAddrV4>) -> StreamConfig {
         StreamConfig {
             listen,
