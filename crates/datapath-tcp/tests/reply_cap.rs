@@ -87,8 +87,8 @@ fn never_reading_clients_fill_the_cap_the_longest_stalled_go_and_readers_are_ser
     // The readers: a few requests in flight each, every reply checked.
     let mut readers = TcpDatapath::new(TcpConfig::new(None)).unwrap();
     let conns: Vec<ConnId> = (0..READERS).map(|_| readers.open(addr).unwrap()).collect();
-    let mut sent = vec![0u32; READERS];
-    let mut answered = vec![0u32; READERS];
+    let mut sent = [0u32; READERS];
+    let mut answered = [0u32; READERS];
     let mut rx: Vec<RxMsg> = Vec::new();
     let end = Instant::now() + Duration::from_secs(60);
     while answered.iter().any(|&a| a < READER_REQUESTS) {
