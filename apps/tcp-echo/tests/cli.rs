@@ -13,24 +13,36 @@ use datapath_tcp::frame::{write_header, HEADER_LEN};
 
 const MODES: [&str; 5] = ["raw", "cornflakes", "flatbuffers", "protobuf", "capnp"];
 
+/// Runs `tcp-echo fig9 ARGS --out DIR` (a directory of its own, `name`) to its end; returns its
+/// output and the directory (removed by the caller).
+fn fig9(name: &str, args: &[&str]) -> (std::process::Output, PathBuf) {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("tcp-echo-{name}-{}", std::process::id()));
+    let out = Command::new(env!("CARGO_BIN_EXE_tcp-echo"))
+        .arg("fig9")
+        .args(args)
+        .arg("--out")
+        .arg(&dir)
+        .output()
+        .expect("run tcp-echo fig9");
+    (out, dir)
+}
+
 #[test]
 fn fig9_at_a_low_load_verifies_every_mode_and_writes_its_outputs() {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("tcp-echo-fig9-{}", std::process::id()));
-    let out = Command::new(env!("CARGO_BIN_EXE_tcp-echo"))
-        .args([
-            "fig9",
+    let (out, dir) = fig9(
+        "fig9",
+        &[
             "--rate",
             "300",
             "--seconds",
             "0.3",
             "--warmup",
             "0.05",
-        ])
-        .args(["--conns", "2", "--out"])
-        .arg(&dir)
-        .output()
-        .expect("run tcp-echo fig9");
+            "--conns",
+            "2",
+        ],
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -98,20 +110,21 @@ fn fig9_at_a_low_load_verifies_every_mode_and_writes_its_outputs() {
 /// loopback then copies (the kernel reports it); every reply is still right.
 #[test]
 fn fig9_with_a_threshold_at_its_value_size_sends_zero_copy_and_says_so() {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("tcp-echo-fig9-zc-{}", std::process::id()));
-    let out = Command::new(env!("CARGO_BIN_EXE_tcp-echo"))
-        .args(["fig9", "--rate", "300", "--seconds", "0.2", "--warmup", "0"])
-        .args([
+    let (out, dir) = fig9(
+        "zc",
+        &[
+            "--rate",
+            "300",
+            "--seconds",
+            "0.2",
+            "--warmup",
+            "0",
             "--modes",
             "raw,cornflakes",
             "--tcp-zc-threshold",
             "1024",
-            "--out",
-        ])
-        .arg(&dir)
-        .output()
-        .expect("run tcp-echo fig9");
+        ],
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}");
     let line = stdout
@@ -142,22 +155,19 @@ fn fig9_with_a_threshold_at_its_value_size_sends_zero_copy_and_says_so() {
 /// it; the run still goes ahead.
 #[test]
 fn fig9_warns_before_it_starts_when_the_load_cannot_be_generated() {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("tcp-echo-fig9-load-{}", std::process::id()));
-    let out = Command::new(env!("CARGO_BIN_EXE_tcp-echo"))
-        .args([
-            "fig9",
+    let (out, dir) = fig9(
+        "load",
+        &[
             "--rate",
             "20000000",
             "--seconds",
             "0.01",
             "--warmup",
             "0",
-        ])
-        .args(["--modes", "raw", "--out"])
-        .arg(&dir)
-        .output()
-        .expect("run tcp-echo fig9");
+            "--modes",
+            "raw",
+        ],
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     let probe = stderr

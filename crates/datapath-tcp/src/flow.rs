@@ -462,20 +462,20 @@ mod test {
         }
     }
 
+    /// Connections 1 and 2, nothing queued.
+    fn fakes() -> HashMap<u32, Fake> {
+        let fake = || Fake {
+            inbox: Inbox::default(),
+            queued: 0,
+            doomed: false,
+        };
+        [(1, fake()), (2, fake())].into_iter().collect()
+    }
+
     #[test]
     fn held_requests_are_handed_over_burst_after_burst_and_never_from_a_doomed_connection() {
         let mem = PinnedMemory::with_defaults().unwrap();
-        let mut conns: HashMap<u32, Fake> = [1, 2]
-            .into_iter()
-            .map(|id| {
-                let f = Fake {
-                    inbox: Inbox::default(),
-                    queued: 0,
-                    doomed: false,
-                };
-                (id, f)
-            })
-            .collect();
+        let mut conns = fakes();
         let mut r = Requests::default();
         let mut out = Vec::new();
         for id in [1, 2] {
@@ -511,17 +511,7 @@ mod test {
     #[test]
     fn the_shared_room_holds_requests_of_every_connection_and_frees_with_replies_and_bursts() {
         let mem = PinnedMemory::with_defaults().unwrap();
-        let mut conns: HashMap<u32, Fake> = [1, 2]
-            .into_iter()
-            .map(|id| {
-                let f = Fake {
-                    inbox: Inbox::default(),
-                    queued: 0,
-                    doomed: false,
-                };
-                (id, f)
-            })
-            .collect();
+        let mut conns = fakes();
         // Each connection has room for two replies of 400; all together for three.
         let mut r = Requests::new(1200);
         let mut out = Vec::new();

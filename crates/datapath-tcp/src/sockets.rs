@@ -506,7 +506,7 @@ impl ByteStream for TcpSockets {
         sys::bytes_readable(c.stream.as_fd())
     }
 
-    /// Gathered `sendmsg` calls (up to [`sys::MAX_IOV`] buffers each) until the queue is empty
+    /// Gathered `sendmsg` calls (up to `UIO_MAXIOV` buffers each) until the queue is empty
     /// or the socket buffer full; a call whose buffers include a zero-copy field at least the
     /// threshold long is a zero-copy one, its buffers held until its completion. `ENOBUFS` on a
     /// zero-copy send (the optmem limit) sends it again as a copying one.
@@ -542,7 +542,7 @@ impl ByteStream for TcpSockets {
     }
 
     /// [`ZeroCopyMode::IoUring`]: the first zero-copy send of `id`'s queue joins the flush's
-    /// batch ([`ZcRing::send_batch`]: one `io_uring_enter` for the batch instead of one per
+    /// batch (`ZcRing::send_batch`: one `io_uring_enter` for the batch instead of one per
     /// connection).
     fn batch_add(&mut self, id: u32, c: &mut Socket, tx: &TxQueue) -> bool {
         if !self.batch_open {
