@@ -203,7 +203,9 @@ impl<D: ByteStream> StreamDatapath<D> {
         self.touched = touched;
     }
 
-    /// Hands over the held requests of every connection with room for their replies now.
+    /// Hands over the held requests of every connection with room for their replies now, and
+    /// notes whether any request of this burst waits for room under the total cap alone (every
+    /// connection holding requests is tried here, so that is known afresh each burst).
     pub(super) fn deliver_ready(&mut self, out: &mut Vec<RxMsg>) {
         let mut touched = std::mem::take(&mut self.touched);
         self.requests
@@ -212,7 +214,7 @@ impl<D: ByteStream> StreamDatapath<D> {
             self.settle_conn(id);
         }
         self.touched = touched;
-        self.starving |= self.requests.take_starved();
+        self.starving = self.requests.take_starved();
     }
 
     /// Reads what `id` has (up to the read budget) while it has reply room, handing over
@@ -313,7 +315,6 @@ impl<D: ByteStream> StreamDatapath<D> {
             self.stats.gathered += after.gathered - before.gathered;
             self.stats.gathered_bytes += after.gathered_bytes - before.gathered_bytes;
         }
-        self.starving |= self.requests.take_starved();
         self.charge_partial(id);
         self.settle_conn(id);
     }

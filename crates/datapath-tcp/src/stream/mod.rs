@@ -408,7 +408,7 @@ pub struct StreamDatapath<D: ByteStream> {
     /// Connections evicted or timed out while their requests of this burst await replies:
     /// closed at the start of the next burst.
     doomed: Vec<(u32, Close)>,
-    /// A request waits for room under [`StreamConfig::total_tx_limit`] alone.
+    /// A request of the last burst waits for room under [`StreamConfig::total_tx_limit`] alone.
     starving: bool,
     /// Scratch: what a lingering connection's peer sends, dropped.
     scratch: Vec<u8>,
