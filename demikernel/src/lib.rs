@@ -17,9 +17,10 @@
 //! and shows the refusal; [`push_object`] is what works: the frame header and the whole object
 //! (copy area and zero-copy fields) written into one `sgaalloc`ed segment.
 //!
-//! **The apps over Demikernel.** [`datapath::DemiDatapath`] implements the runtime's datapath
-//! traits over Demikernel (the kernel TCP datapath's framing, receive buffers and send queue;
-//! copies at the push), so the apps' own handlers (`echo::server::Echo`, `kv_store::server::Kv`)
+//! **The apps over Demikernel.** [`datapath::DemiDatapath`] is the kernel TCP datapath's one
+//! stream datapath (`datapath_tcp::StreamDatapath`: framing, receive buffers, send queue,
+//! backpressure, caps, timeouts) over Demikernel's queues ([`datapath::DemiQueues`]; copies at
+//! the push), so the apps' own handlers (`echo::server::Echo`, `kv_store::server::Kv`)
 //! run on `app_server::Server` unchanged: the `demi-server echo|kv` binary
 //! (`src/bin/demi-server.rs`). [`config::CatpowderConfig`] writes the LibOS's configuration file.
 
@@ -50,6 +51,15 @@ pub(crate) fn segment_mut(sga: &mut demi_sgarray_t) -> &mut [u8] {
     // writable bytes of a DemiBuffer the array owns until it is freed; the returned slice
     // borrows `sga` mutably, so it cannot outlive it or alias another view of it.
     unsafe { std::slice::from_raw_parts_mut(seg.sgaseg_buf as *mut u8, seg.sgaseg_len as usize) }
+}
+
+/// The bytes of the single segment of a popped array (empty at the end of the stream).
+pub(crate) fn segment(sga: &demi_sgarray_t) -> &[u8] {
+    let seg = &sga.sga_segs[0];
+    // SAFETY: a popped array's one segment points at `sgaseg_len` bytes Demikernel owns until
+    // the array is freed (`sgafree`); the slice borrows `sga`, so it cannot outlive it, and
+    // nothing writes those bytes meanwhile.
+    unsafe { std::slice::from_raw_parts(seg.sgaseg_buf as *const u8, seg.sgaseg_len as usize) }
 }
 
 /// The most bytes one push should carry: Demikernel 1.5.13 sends a push that finds the send

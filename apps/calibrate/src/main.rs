@@ -38,10 +38,12 @@ usage:
   calibrate server --array-bytes N [--bind IP:PORT] [--mtu N] [--seconds SECS]
               [--until-stdin-closes] [--datapath socket|xdp --ifname IF [--peer IP=MAC]]
               [--datapath mlx5 --mlx5-dev DEV] [--datapath ice --dpdk-args ARGS] [--cores N]
+              [--datapath tcp [--tcp-zc msg-zerocopy|io-uring|off] [--tcp-zc-threshold BYTES]]
       The calibration's server alone (what `run --datapath xdp` runs in its namespace;
       on a NIC machine, what `run --server` on a client machine measures). --cores N
       (socket datapath): N pinned cores on PORT+i, the array sharded across them (the
-      paper's Figure 13 setup; docs/cores.md).
+      paper's Figure 13 setup; docs/cores.md). --datapath tcp: kernel TCP (stream frames),
+      --tcp-zc/--tcp-zc-threshold choosing which replies go zero-copy (docs/tcp.md).
 ";
 
 /// How to build `calibrate` with a datapath's feature (the hint of a build without it).

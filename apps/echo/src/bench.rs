@@ -7,7 +7,7 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::Duration;
 
 use datapath_socket::{SocketConfig, SocketDatapath};
-use datapath_tcp::{TcpConfig, TcpDatapath};
+use datapath_tcp::TcpDatapath;
 use loadgen::{run, sweep, Record, RunConfig, RunReport, Schedule, SweepConfig, DEFAULT_KEEP_UP};
 
 use crate::client::{EchoClient, Verifier};
@@ -51,6 +51,8 @@ pub struct SweepPlan {
     /// `Some(n)`: over kernel TCP, `n` connections per server core per client thread;
     /// `None`: UDP sockets.
     pub tcp_conns: Option<usize>,
+    /// Over kernel TCP: the clients' zero-copy sends.
+    pub tcp: app_server::TcpSpec,
 }
 
 /// Runs one offered load of `plan` against its server (a fresh client socket per thread).
@@ -78,7 +80,7 @@ pub fn run_point(
         }
         Some(n) => {
             let make = |thread: usize| {
-                let dp = TcpDatapath::new(TcpConfig::new(None)).map_err(std::io::Error::other)?;
+                let dp = TcpDatapath::new(plan.tcp.config(None)).map_err(std::io::Error::other)?;
                 EchoClient::over_tcp(dp, &cores, n, thread, plan.mode, plan.shape)
             };
             run(&schedule, &run_cfg, make, &checker)
@@ -167,7 +169,7 @@ pub fn run_bench(cfg: &BenchConfig) -> Result<BenchOutcome, String> {
         };
         let server = match cfg.tcp_conns {
             None => crate::server::spawn_cores(scfg, sc, &cores, None, cfg.spin)?,
-            Some(_) => crate::server::spawn_cores_tcp(scfg, sc, &cores, None, cfg.spin)?,
+            Some(_) => crate::server::spawn_cores_tcp(scfg, sc, &cfg.tcp, &cores, None, cfg.spin)?,
         };
         let plan = SweepPlan {
             other_cores: server.addrs()[1..].to_vec(),
@@ -184,6 +186,7 @@ pub fn run_bench(cfg: &BenchConfig) -> Result<BenchOutcome, String> {
             stop_after_misses: cfg.stop_after_misses,
             busy_poll: cfg.spin,
             tcp_conns: cfg.tcp_conns,
+            tcp: cfg.tcp,
         };
         let verifier = Verifier::new(mode, cfg.shape)?;
         servers.push((server, plan, verifier, 0usize));
@@ -286,6 +289,7 @@ fn run_bench_xdp(cfg: &BenchConfig) -> Result<BenchOutcome, String> {
             stop_after_misses: cfg.stop_after_misses,
             busy_poll: cfg.spin,
             tcp_conns: None,
+            tcp: app_server::TcpSpec::default(),
         };
         let records = sweep_mode(&plan);
         let stats = server.stop()?;

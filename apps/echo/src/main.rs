@@ -21,6 +21,7 @@ usage:
   echo bench  [--modes M,M,..] [--shape S] [--rates R,R,..] [--fixed-rps R] [--duration SECS]
               [--warmup SECS] [--timeout-ms MS] [--threads N] [--threshold N] [--mtu N]
               [--out DIR] [--json PATH] [--all-points] [--spin] [--datapath emu|socket|tcp|xdp] [--conns N]
+              [--tcp-zc msg-zerocopy|io-uring|off] [--tcp-zc-threshold BYTES]
               [--sample-every N] [--check-every N] [--desc-ns NS] [--rx-ring N] [--demote-lines N] [--slowed-retries N] [--trials K] [--resolution F] [--repeat N] [--cores N]
       Every mode (or --modes), one offered-load sweep each; prints the comparison table and
       writes DIR/echo.json (or --json), DIR/servers.json, DIR/table.md, DIR/echo.png (the
@@ -64,12 +65,16 @@ usage:
       yield; --spin busy-polls both instead. --cores N: N pinned server cores per mode,
       requests spread round-robin over their ports (docs/cores.md). --datapath tcp: the same
       over kernel TCP (crates/datapath-tcp, docs/tcp.md), each client thread with --conns N
-      (default 1) connections to each server core, every reply verified. --datapath xdp (feature `xdp`, root): the
+      (default 1) connections to each server core, every reply verified; --tcp-zc MODE
+      (msg-zerocopy, the default; io-uring; off) and --tcp-zc-threshold BYTES (default 16384)
+      choose which sends of server and clients are zero-copy: those with a zero-copy field at
+      least BYTES long, so the default list-2x2048 shape never is (docs/tcp.md). --datapath xdp (feature `xdp`, root): the
       server runs over AF_XDP in a network namespace the command creates and deletes, one
       mode after another; the clients use kernel sockets on the veth's peer.
   echo server --mode M [--bind IP:PORT] [--threshold N] [--mtu N] [--seconds SECS] [--spin]
               [--cores N] [--until-stdin-closes] [--datapath socket|tcp|xdp --ifname IF [--peer IP=MAC]]
               [--datapath mlx5 --mlx5-dev DEV] [--datapath ice --dpdk-args ARGS]
+              [--datapath tcp [--tcp-zc msg-zerocopy|io-uring|off] [--tcp-zc-threshold BYTES]]
       Serves until killed (or for SECS, or until stdin closes), printing its counters every
       second on stderr. --cores N (every datapath): N share-nothing cores pinned one per CPU,
       core i on PORT+i (xdp: on queue i of IF, which needs N queues and a NIC steering each
@@ -77,12 +82,15 @@ usage:
       per-core and summed counters at the end (docs/cores.md). With --datapath xdp (feature `xdp`, root) over AF_XDP on IF; with
       mlx5 (feature `mlx5`) on a ConnectX device (RDMA name or PCI address); with ice
       (feature `ice`) on the DPDK port the EAL arguments name (e.g. '-l 2 -a 0000:3b:00.0').
-      --datapath tcp: kernel TCP (stream frames). Over Demikernel's TCP the same server is
+      --datapath tcp: kernel TCP (stream frames); --tcp-zc/--tcp-zc-threshold as for bench
+      (the ready line says which sends are zero-copy, the counters what went zero-copy and
+      what the kernel copied: zc_sends, zc_bytes, zc_copied_*, copied_*). Over Demikernel's TCP the same server is
       `demi-server echo --mode M --bind IP:PORT --ifname IF --peer IP=MAC`, a nightly binary
       in demikernel/ run with `ip netns exec` (docs/tcp.md, section The apps over Demikernel).
   echo client --server IP:PORT --mode M [--shape S] [--rates R,..] [--duration SECS]
               [--warmup SECS] [--timeout-ms MS] [--threads N] [--mtu N] [--bind IP]
-              [--out DIR] [--json PATH] [--spin] [--cores N] [--datapath socket|tcp [--conns N]]
+              [--out DIR] [--json PATH] [--spin] [--cores N] [--datapath socket|tcp [--conns N]
+              [--tcp-zc msg-zerocopy|io-uring|off] [--tcp-zc-threshold BYTES]]
       Sweeps the offered loads against a running `echo server` of the same mode. --cores N:
       the server runs N cores on PORT..PORT+N-1; requests are spread round-robin over them.
       --datapath tcp: over kernel TCP, --conns N connections (default 1) per server core and
@@ -133,7 +141,7 @@ fn bench_config(a: &mut Args) -> Result<BenchConfig, String> {
     let unknown = |o: &str| format!("unknown datapath {o:?} (emu, socket, tcp or xdp)");
     match BenchDatapath::from_args(a, emu_cpus, unknown)? {
         BenchDatapath::Socket => {}
-        BenchDatapath::Tcp { conns } => cfg.tcp_conns = Some(conns),
+        BenchDatapath::Tcp { conns, tcp } => (cfg.tcp_conns, cfg.tcp) = (Some(conns), tcp),
         BenchDatapath::Xdp => cfg.datapath = DatapathKind::Xdp,
         BenchDatapath::Emu => cfg.datapath = DatapathKind::Emu,
     }
@@ -255,7 +263,7 @@ fn client_plan(a: &mut Args) -> Result<(SweepPlan, PathBuf), String> {
         .take("--json")?
         .map_or_else(|| d.out_dir.join("echo-client.json"), PathBuf::from);
     let cores = a.parse::<usize>("--cores")?.unwrap_or(1).max(1);
-    let tcp_conns = app_server::cli::client_transport(a)?;
+    let (tcp_conns, tcp) = app_server::cli::client_transport(a)?;
     let mut loads = d.rates;
     loads.sort_by(f64::total_cmp);
     let plan = SweepPlan {
@@ -275,6 +283,7 @@ fn client_plan(a: &mut Args) -> Result<(SweepPlan, PathBuf), String> {
         stop_after_misses: 2,
         busy_poll: d.spin,
         tcp_conns,
+        tcp,
     };
     Ok((plan, json))
 }
@@ -388,6 +397,7 @@ mod tests {
             stop_after_misses: 2,
             busy_poll: true,
             tcp_conns: None,
+            tcp: app_server::TcpSpec::default(),
         };
         assert_eq!(format!("{plan:?}"), format!("{want:?}"));
 

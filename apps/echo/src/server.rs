@@ -81,16 +81,19 @@ pub fn spawn_cores(
     ServerHandle::spawn(sock, cores, report, spin, move |mem, _| Echo::new(mem, cfg))
 }
 
-/// [`spawn_cores`] over kernel TCP (`--datapath tcp`): core *i* listens on `sock.bind`'s port
-/// plus *i*.
+/// [`spawn_cores`] over kernel TCP (`--datapath tcp`) with `tcp`'s zero-copy sends: core *i*
+/// listens on `sock.bind`'s port plus *i*.
 pub fn spawn_cores_tcp(
     cfg: ServerConfig,
     sock: SocketConfig,
+    tcp: &app_server::TcpSpec,
     cores: &CoresConfig,
     report: Option<Duration>,
     spin: bool,
 ) -> Result<ServerHandle, String> {
-    ServerHandle::spawn_tcp(sock, cores, report, spin, move |mem, _| Echo::new(mem, cfg))
+    ServerHandle::spawn_tcp(sock, tcp, cores, report, spin, move |mem, _| {
+        Echo::new(mem, cfg)
+    })
 }
 
 fn malformed(why: &str) -> Unanswered {

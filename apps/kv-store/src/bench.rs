@@ -100,7 +100,7 @@ fn run_sweeps(cfg: &BenchConfig, remote: Option<SocketAddrV4>) -> Result<BenchOu
         let server = match remote {
             Some(_) => None,
             None => Some(crate::server::spawn_cores_on(
-                cfg.tcp_conns.is_some(),
+                cfg.tcp_conns.map(|_| &cfg.tcp),
                 ServerConfig {
                     serialization: ser,
                     threshold: cfg.threshold,

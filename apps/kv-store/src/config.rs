@@ -137,6 +137,9 @@ pub struct BenchConfig {
     /// (`crates/datapath-tcp`, `--datapath tcp`) instead of UDP, each client thread with `n`
     /// connections to each server core.
     pub tcp_conns: Option<usize>,
+    /// With `tcp_conns`: the server's and the clients' zero-copy sends (`--tcp-zc`,
+    /// `--tcp-zc-threshold`).
+    pub tcp: app_server::TcpSpec,
 }
 
 impl BenchConfig {
@@ -188,6 +191,7 @@ impl Default for BenchConfig {
             repeat: 1,
             cores: 1,
             tcp_conns: None,
+            tcp: app_server::TcpSpec::default(),
         }
     }
 }

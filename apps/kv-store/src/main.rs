@@ -31,6 +31,7 @@ usage:
             [--rates R,R,..] [--duration SECS] [--warmup SECS] [--timeout-ms MS] [--threads N]
             [--threshold N] [--mtu N] [--max-item BYTES] [--memory-limit BYTES]
             [--requests N] [--seed N] [--out DIR] [--json PATH] [--spin] [--datapath emu|socket|xdp]
+            [--datapath tcp [--conns N] [--tcp-zc msg-zerocopy|io-uring|off] [--tcp-zc-threshold BYTES]]
             [--sample-every N] [--check-every N] [--desc-ns NS] [--demote-lines N] [--slowed-retries N] [--trials K] [--resolution F] [--repeat N] [--peers redis,memcached] [--cores N]
       One server per serialization (each loads the workload's contents), offered loads
       interleaved across serializations, every reply verified against what the store must
@@ -67,6 +68,8 @@ usage:
       per core (rates count whole requests, counters parts; docs/cores.md).
       --datapath socket: open-loop client threads over kernel UDP
       sockets on 127.0.0.1; --cores N there: N pinned server cores, key-steered clients.
+      --datapath tcp: the same over kernel TCP, --conns N connections per client thread and
+      server core; --tcp-zc/--tcp-zc-threshold as for kv server.
       --datapath xdp (feature `xdp`, root): each server a process over
       AF_XDP in a network namespace on a veth pair, the clients on kernel sockets at the other
       end; serializations run one after another. --peers (with --datapath socket): then
@@ -77,6 +80,7 @@ usage:
             [--memory-limit BYTES] [--workload W [workload options]] [--seconds SECS] [--spin]
             [--until-stdin-closes] [--cores N]
             [--datapath socket | tcp | xdp --ifname IF [--peer IP=MAC] | mlx5 --mlx5-dev DEV | ice --dpdk-args ARGS]
+            [--tcp-zc msg-zerocopy|io-uring|off] [--tcp-zc-threshold BYTES]
       Serves until killed (or for SECS, or until its stdin closes), printing its counters
       every second; with --workload, loads that workload's contents first. xdp (feature
       `xdp`, root): AF_XDP on interface IF, with a static ARP entry for the peer; mlx5
@@ -86,12 +90,16 @@ usage:
       PORT+i holding only the keys k with kv_store::steer::core_of(k, N) = i (xdp: on queue i
       of IF, which needs N queues and a NIC steering each port to its queue; mlx5/ice: its
       own queue set and one flow rule for its port; docs/cores.md). --memory-limit is per core.
-      --datapath tcp: kernel TCP (stream frames). Over Demikernel's TCP the same server is
+      --datapath tcp: kernel TCP (stream frames); --tcp-zc MODE (msg-zerocopy, the default;
+      io-uring; off) and --tcp-zc-threshold BYTES (default 16384): which replies are sent
+      zero-copy, those with a value at least BYTES long (the ready line says it, the counters
+      show zc_sends/zc_bytes and what the kernel copied; docs/tcp.md). Over Demikernel's TCP the same server is
       `demi-server kv --serialization S --bind IP:PORT --ifname IF --peer IP=MAC [--workload W
       ...]`, a nightly binary in demikernel/ run with `ip netns exec` (docs/tcp.md).
   kv client --server IP:PORT --serialization S --workload W [workload options] [--rates ..]
             [--duration SECS] [--warmup SECS] [--timeout-ms MS] [--threads N] [--requests N]
-            [--seed N] [--out DIR] [--json PATH] [--spin] [--cores N] [--datapath socket|tcp [--conns N]]
+            [--seed N] [--out DIR] [--json PATH] [--spin] [--cores N] [--datapath socket|tcp [--conns N]
+            [--tcp-zc msg-zerocopy|io-uring|off] [--tcp-zc-threshold BYTES]]
       Sweeps the offered loads against a running `kv server` loaded with the same workload.
       --datapath tcp: over kernel TCP, --conns N connections (default 1) per server core and
       client thread, against `kv server --datapath tcp` or the same handler over Demikernel's
@@ -185,7 +193,7 @@ fn bench_config(a: &mut Args) -> Result<(BenchConfig, Peers), String> {
     };
     match BenchDatapath::from_args(a, emu_cpus, unknown)? {
         BenchDatapath::Socket => {}
-        BenchDatapath::Tcp { conns } => cfg.tcp_conns = Some(conns),
+        BenchDatapath::Tcp { conns, tcp } => (cfg.tcp_conns, cfg.tcp) = (Some(conns), tcp),
         BenchDatapath::Xdp => cfg.datapath = bench::DatapathKind::Xdp,
         BenchDatapath::Emu => {
             cfg.datapath = bench::DatapathKind::Emu;
@@ -232,7 +240,7 @@ fn client_config(a: &mut Args) -> Result<(BenchConfig, SocketAddrV4), String> {
     let name = a.take("--workload")?.ok_or("--workload is required")?;
     cfg.workload = workload(a, &name)?;
     common(a, &mut cfg)?;
-    cfg.tcp_conns = app_server::cli::client_transport(a)?;
+    (cfg.tcp_conns, cfg.tcp) = app_server::cli::client_transport(a)?;
     Ok((cfg, server))
 }
 

@@ -260,9 +260,10 @@ pub fn spawn(
     spawn_cores(cfg, sock, &cores, shard, report, spin)
 }
 
-/// [`spawn_cores`] over kernel TCP when `tcp` (`--datapath tcp`), else over UDP sockets.
+/// [`spawn_cores`] over kernel TCP with `tcp`'s zero-copy sends when given (`--datapath
+/// tcp`), else over UDP sockets.
 pub fn spawn_cores_on(
-    tcp: bool,
+    tcp: Option<&app_server::TcpSpec>,
     cfg: ServerConfig,
     sock: SocketConfig,
     cores: &CoresConfig,
@@ -270,10 +271,10 @@ pub fn spawn_cores_on(
     report: Option<Duration>,
     spin: bool,
 ) -> Result<ServerHandle, String> {
-    if !tcp {
+    let Some(tcp) = tcp else {
         return spawn_cores(cfg, sock, cores, load, report, spin);
-    }
-    ServerHandle::spawn_tcp(sock, cores, report, spin, move |mem, core| {
+    };
+    ServerHandle::spawn_tcp(sock, tcp, cores, report, spin, move |mem, core| {
         let mut kv = Kv::new(mem, cfg).with_core(core.index, core.count);
         load(kv.store_mut(), core.index, core.count)
             .map_err(|e| format!("loading the store: {e}"))?;

@@ -8,7 +8,7 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::Arc;
 
 use datapath_socket::SocketDatapath;
-use datapath_tcp::{TcpConfig, TcpDatapath};
+use datapath_tcp::TcpDatapath;
 use loadgen::{run, Record, RunConfig, RunReport, Schedule, DEFAULT_KEEP_UP};
 
 use crate::client::{Checker, KvClient, RunRequests};
@@ -59,8 +59,9 @@ fn run_point(
         }
         Some(n) => {
             let make = |thread: usize| {
-                let mut tc = TcpConfig::new(None);
-                tc.max_message_len = tc
+                let mut tc = cfg.tcp.config(None);
+                tc.stream.max_message_len = tc
+                    .stream
                     .max_message_len
                     .max(cfg.socket(lane.addrs[0]).max_message_len);
                 let dp = TcpDatapath::new(tc).map_err(std::io::Error::other)?;

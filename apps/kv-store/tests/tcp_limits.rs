@@ -34,7 +34,7 @@ const MEMORY_LIMIT: usize = 16 << 20;
 /// 256 MiB), with `cfg` applied.
 fn server(cfg: impl FnOnce(&mut TcpConfig)) -> KvServer<TcpDatapath> {
     let mut c = TcpConfig::new(Some(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0)));
-    c.memory = memory_config(256 << 10, MEMORY_LIMIT + (256 << 20));
+    c.stream.memory = memory_config(256 << 10, MEMORY_LIMIT + (256 << 20));
     cfg(&mut c);
     let mut sc = ServerConfig::new(SER);
     sc.store = StoreConfig {
@@ -78,9 +78,9 @@ fn put(key: &str, v: Vec<u8>) -> Op {
 #[test]
 fn writes_of_a_client_that_never_reads_are_a_prefix_each_answered_when_it_is_closed() {
     let mut srv = server(|c| {
-        c.tx_limit = 64 << 10;
+        c.stream.tx_limit = 64 << 10;
         c.socket_buffer = Some(32 << 10);
-        c.stall_timeout = Duration::from_millis(300);
+        c.stream.stall_timeout = Duration::from_millis(300);
     });
     let addr = srv.datapath().local_addr();
     let mut setup = client();
@@ -179,7 +179,7 @@ fn a_slowloris_never_makes_the_store_answer_store_full() {
     // A pinned pool of the store's limit plus 32 MiB (the kv server adds 256 MiB; a smaller
     // margin lets a few hundred connections, within the default descriptor limit, show what
     // thousands would against the real one): partial frames may hold a quarter of it.
-    let mut srv = server(|c| c.memory = memory_config(256 << 10, MEMORY_LIMIT + (32 << 20)));
+    let mut srv = server(|c| c.stream.memory = memory_config(256 << 10, MEMORY_LIMIT + (32 << 20)));
     let addr = srv.datapath().local_addr();
     let cap = srv.datapath().config().partial_limit;
     assert_eq!(cap, (MEMORY_LIMIT + (32 << 20)) / 4);

@@ -23,14 +23,14 @@ pub mod plot;
 
 use std::io;
 use std::net::SocketAddrV4;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use app_server::{Handler, Unanswered};
+use app_server::{Handler, TcpSpec, Unanswered};
 use baselines::{Codec, EchoMsg, Shape};
 use cornflakes::datapath::{Completions, Receive, Transmit};
 use cornflakes::{Arena, CFBytes, CFPtr, ConnId, Datapath, Msg, PinnedMemory, RxMsg, SendError};
 use datapath_socket::SocketConfig;
-use datapath_tcp::{TcpConfig, TcpDatapath};
+use datapath_tcp::TcpDatapath;
 use loadgen::{ClientTransport, Response};
 use percore::CoresConfig;
 pub use serializations::{Library, Serialization};
@@ -150,13 +150,19 @@ pub type ServerHandle = app_server::ServerHandle<()>;
 /// the shared server skeleton's kernel-TCP arm (`app_server::ServerHandle::spawn_tcp`, what
 /// `--datapath tcp` runs), listening on `listen` (port 0 picks one). An idle server waits in
 /// `epoll_wait` after a few empty polls; with `spin` it polls and yields instead, for a quiet
-/// machine with a core each. Returns once it listens ([`ServerHandle::addr`]).
-pub fn spawn(listen: SocketAddrV4, spin: bool) -> Result<ServerHandle, String> {
+/// machine with a core each. Its zero-copy sends are `tcp`'s. Returns once it listens
+/// ([`ServerHandle::addr`]).
+pub fn spawn(listen: SocketAddrV4, tcp: &TcpSpec, spin: bool) -> Result<ServerHandle, String> {
     let mut cores = CoresConfig::new("tcp-echo-server", 1);
     cores.pin = false;
-    ServerHandle::spawn_tcp(SocketConfig::new(listen), &cores, None, spin, |mem, _| {
-        Ok(EchoAll::new(mem))
-    })
+    ServerHandle::spawn_tcp(
+        SocketConfig::new(listen),
+        tcp,
+        &cores,
+        None,
+        spin,
+        |mem, _| Ok(EchoAll::new(mem)),
+    )
 }
 
 /// The echo of every mode, as a handler of the shared server skeleton: the framing header's
@@ -248,14 +254,16 @@ pub fn verdict_ok(_id: u64, payload: &[u8]) -> bool {
 }
 
 impl Client {
-    /// Opens `conns` connections to `server` for `mode` with `size`-byte values.
+    /// Opens `conns` connections to `server` for `mode` with `size`-byte values, its sends
+    /// zero-copy as `tcp` says.
     pub fn connect(
         server: SocketAddrV4,
         conns: usize,
         mode: Mode,
         size: usize,
+        tcp: &TcpSpec,
     ) -> io::Result<Client> {
-        let mut dp = TcpDatapath::new(TcpConfig::new(None)).map_err(io::Error::other)?;
+        let mut dp = TcpDatapath::new(tcp.config(None)).map_err(io::Error::other)?;
         let conns = (0..conns.max(1))
             .map(|_| dp.open(server))
             .collect::<io::Result<Vec<_>>>()?;
@@ -352,9 +360,97 @@ impl Percentiles {
 /// How long a request may go unanswered before it counts as lost.
 pub const TIMEOUT: Duration = Duration::from_millis(500);
 
+/// Requests [`capacity`] keeps in flight.
+pub const PROBE_WINDOW: u64 = 16;
+
+/// The echo rate `client` gets from its server with [`PROBE_WINDOW`] requests kept in flight
+/// for `time` (every reply checked): about the most a single open-loop client thread and the
+/// server sustain on this machine, as it is loaded now — each request is sent and flushed on
+/// its own, as the load generator does, and the window lets client and server work at once.
+/// An error when a reply is wrong or none comes for [`TIMEOUT`].
+pub fn capacity(client: &mut Client, time: Duration) -> io::Result<f64> {
+    let start = Instant::now();
+    let (mut sent, mut answered, mut wrong) = (0u64, 0u64, 0u64);
+    let mut last = start;
+    while start.elapsed() < time {
+        while sent - answered < PROBE_WINDOW {
+            client.send_request(sent)?;
+            sent += 1;
+        }
+        let n = client.poll_responses(&mut |r| {
+            answered += 1;
+            wrong += u64::from(!verdict_ok(0, r.payload));
+        })?;
+        if n > 0 {
+            last = Instant::now();
+        } else if last.elapsed() > TIMEOUT {
+            return Err(io::Error::other(format!(
+                "no reply for {TIMEOUT:?} ({answered} of {sent} answered)"
+            )));
+        }
+    }
+    if wrong > 0 {
+        return Err(io::Error::other(format!("{wrong} wrong replies")));
+    }
+    Ok(answered as f64 / start.elapsed().as_secs_f64())
+}
+
+/// What to say before a fixed-load run at `rate` requests/s when the machine sustains
+/// `capacity` (the least of the modes', from [`capacity`], with the mode that had it):
+/// nothing when the rate is below [`LOAD_MARGIN`] of it; else that the load is near or beyond
+/// what can be generated here, and the flag to lower it.
+pub fn load_warning(rate: f64, capacity: f64, slowest: Mode) -> Option<String> {
+    if rate < LOAD_MARGIN * capacity {
+        return None;
+    }
+    let verdict = if rate >= capacity {
+        "cannot be generated on this machine"
+    } else {
+        "is close to what this machine sustains"
+    };
+    // Half the margin, rounded down to two significant digits.
+    let x = capacity * LOAD_MARGIN / 2.0;
+    let step = 10f64.powf((x.log10().floor() - 1.0).max(0.0));
+    let suggest = (x / step).floor().max(1.0) * step;
+    Some(format!(
+        "warning: the offered {rate:.0} req/s {verdict} (about {capacity:.0} req/s of {slowest} \
+         echoes with {PROBE_WINDOW} in flight, measured just now): latencies would measure a \
+         growing backlog, not the echo, and requests would be lost. Lower the load with \
+         --rate N (e.g. --rate {suggest:.0})"
+    ))
+}
+
+/// The share of the measured capacity above which [`load_warning`] warns.
+pub const LOAD_MARGIN: f64 = 0.8;
+
 #[cfg(test)]
 mod mode_tests {
     use super::*;
+
+    #[test]
+    fn a_load_near_or_beyond_the_capacity_is_warned_about_with_the_flag_to_lower_it() {
+        assert_eq!(load_warning(20_000.0, 60_000.0, Mode::Raw), None);
+        assert_eq!(load_warning(47_999.0, 60_000.0, Mode::Raw), None);
+        let near = load_warning(50_000.0, 60_000.0, Mode::CAPNP).unwrap();
+        assert!(
+            near.contains("is close to what this machine sustains"),
+            "{near}"
+        );
+        assert!(near.contains("about 60000 req/s of capnp"), "{near}");
+        let over = load_warning(175_000.0, 60_000.0, Mode::Raw).unwrap();
+        assert!(
+            over.contains("cannot be generated on this machine"),
+            "{over}"
+        );
+        assert!(over.ends_with("--rate N (e.g. --rate 24000)"), "{over}");
+        let tiny = load_warning(90.0, 100.0, Mode::Raw).unwrap();
+        assert!(tiny.ends_with("(e.g. --rate 40)"), "{tiny}");
+        let none = load_warning(10.0, 0.5, Mode::Raw).unwrap();
+        assert!(
+            none.ends_with("(e.g. --rate 1)"),
+            "never suggests 0: {none}"
+        );
+    }
 
     #[test]
     fn modes_keep_their_names_and_message_types() {

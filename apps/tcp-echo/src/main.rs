@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use app_server::cli::serve_until;
-use app_server::{CargoRun, Launch, Transport};
+use app_server::{CargoRun, Launch, TcpSpec, Transport};
 use cli_args::Args;
 use datapath_socket::SocketConfig;
 use loadgen::{Bound, RunConfig, Schedule, ScheduleConfig};
@@ -14,18 +14,35 @@ use tcp_echo::{plot, verdict_ok, Client, EchoAll, Mode, Percentiles, TIMEOUT};
 
 const USAGE: &str = "usage: tcp-echo fig9 [--rate REQ_PER_S] [--size BYTES] [--seconds S] \
 [--warmup S] [--conns N] [--modes raw,cornflakes,...] [--out DIR] [--spin]
+                     [--tcp-zc msg-zerocopy|io-uring|off] [--tcp-zc-threshold BYTES]
        tcp-echo server [--listen IP:PORT] [--cores N] [--seconds S] [--until-stdin-closes] [--spin]
+                       [--tcp-zc msg-zerocopy|io-uring|off] [--tcp-zc-threshold BYTES]
 
 fig9: an in-process server and an open-loop client on 127.0.0.1, one mode after the other at a
-fixed Poisson load (default 175000 req/s of 1024-byte values, 2 s each after 0.5 s of warm-up,
-4 connections); prints p5/p25/p50/p75/p99 per mode and writes DIR/fig9.json, fig9.svg,
-fig9.png (default DIR results/tcp-echo). --spin: server and client busy-poll (a quiet machine
-with a core each); by default an idle server waits in epoll_wait and the client yields.
+fixed Poisson load (default 50000 req/s of 1024-byte values, which a 2-CPU machine sustains;
+the paper's is --rate 175000; 2 s each after 0.5 s of warm-up, 4 connections); prints
+p5/p25/p50/p75/p99 per mode and writes DIR/fig9.json, fig9.svg, fig9.png (default DIR
+results/tcp-echo). Before it starts it measures each mode's echo rate here (0.15 s each, 16
+requests in flight) and warns on stderr when the offered load is near or beyond it, with a
+--rate to use instead. --spin: server and client busy-poll (a quiet machine with a core each);
+by default an idle server waits in epoll_wait and the client yields.
 server: the echo server alone (every mode) on --cores N (default 1) kernel-TCP cores, core i
 listening on PORT+i (default 127.0.0.1:7878), several pinned one per CPU, as `echo server
 --datapath tcp`; ready lines and counters on stderr; until --seconds pass, standard input
 closes (--until-stdin-closes) or it is killed.
+--tcp-zc MODE (msg-zerocopy, the default; io-uring; off), --tcp-zc-threshold BYTES (default
+16384): which sends of server and client are zero-copy, those with a zero-copy field at least
+BYTES long; fig9's 1024-byte values never are unless BYTES is at most 1024 (docs/tcp.md).
 ";
+
+/// `fig9`'s default load: one a 2-CPU machine sustains (every mode kept up at it with nothing
+/// lost, client and server on 2 CPUs; docs/performance.md). The paper's is [`PAPER_RATE`].
+const DEFAULT_RATE: f64 = 50_000.0;
+/// The paper's Figure 9 load.
+#[cfg(test)]
+const PAPER_RATE: f64 = 175_000.0;
+/// How long [`fig9`] measures each mode's echo rate before it starts.
+const PROBE_TIME: Duration = Duration::from_millis(150);
 
 /// What `tcp-echo fig9` runs.
 #[derive(Debug, PartialEq)]
@@ -38,6 +55,7 @@ struct Fig9 {
     modes: Vec<Mode>,
     out: PathBuf,
     spin: bool,
+    tcp: TcpSpec,
 }
 
 /// What `tcp-echo server` runs.
@@ -48,6 +66,7 @@ struct ServerArgs {
     seconds: Option<Duration>,
     until_stdin_closes: bool,
     spin: bool,
+    tcp: TcpSpec,
 }
 
 /// Ok when every argument was read; else the first left over, with the usage.
@@ -57,7 +76,7 @@ fn finish(a: Args) -> Result<(), String> {
 
 fn fig9_args(mut a: Args) -> Result<Fig9, String> {
     let f = Fig9 {
-        rate: a.parse("--rate")?.unwrap_or(175_000.0),
+        rate: a.parse("--rate")?.unwrap_or(DEFAULT_RATE),
         size: a.parse("--size")?.unwrap_or(1024),
         seconds: a.secs("--seconds")?.unwrap_or(Duration::from_secs(2)),
         warmup: a.secs("--warmup")?.unwrap_or(Duration::from_millis(500)),
@@ -67,6 +86,7 @@ fn fig9_args(mut a: Args) -> Result<Fig9, String> {
             .take("--out")?
             .map_or_else(|| PathBuf::from("results/tcp-echo"), PathBuf::from),
         spin: a.switch("--spin"),
+        tcp: TcpSpec::for_datapath(&mut a, true)?,
     };
     finish(a)?;
     if !(f.rate > 0.0 && !f.seconds.is_zero() && f.size > 0) {
@@ -87,13 +107,43 @@ fn server_args(mut a: Args) -> Result<ServerArgs, String> {
         seconds: a.secs("--seconds")?,
         until_stdin_closes: a.switch("--until-stdin-closes"),
         spin: a.switch("--spin"),
+        tcp: TcpSpec::for_datapath(&mut a, true)?,
     };
     finish(a)?;
     Ok(s)
 }
 
+/// Each mode's echo rate on this machine ([`tcp_echo::capacity`], against a server of its
+/// own, so that the run's counters are the run's); warns on stderr when the offered load is
+/// near or beyond the least of them.
+fn check_load(a: &Fig9) -> Result<(), String> {
+    let server = tcp_echo::spawn(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0), &a.tcp, a.spin)?;
+    let addr = server.addr();
+    let mut slowest: Option<(f64, Mode)> = None;
+    for &mode in &a.modes {
+        let mut c = Client::connect(addr, a.conns, mode, a.size, &a.tcp)
+            .map_err(|e| format!("{mode}: {e}"))?;
+        let rps = tcp_echo::capacity(&mut c, PROBE_TIME)
+            .map_err(|e| format!("{mode}: measuring the echo rate: {e}"))?;
+        eprintln!("[fig9] {mode}: about {rps:.0} req/s here");
+        if slowest.is_none_or(|(r, _)| rps < r) {
+            slowest = Some((rps, mode));
+        }
+    }
+    server
+        .stop()
+        .map_err(|e| format!("the load check's server: {e}"))?;
+    if let Some((capacity, mode)) = slowest {
+        if let Some(w) = tcp_echo::load_warning(a.rate, capacity, mode) {
+            eprintln!("[fig9] {w}");
+        }
+    }
+    Ok(())
+}
+
 fn fig9(a: &Fig9) -> Result<(), String> {
-    let server = tcp_echo::spawn(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0), a.spin)?;
+    check_load(a)?;
+    let server = tcp_echo::spawn(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0), &a.tcp, a.spin)?;
     let addr = server.addr();
     let mut rows = Vec::new();
     let mut json = Vec::new();
@@ -126,7 +176,7 @@ fn fig9(a: &Fig9) -> Result<(), String> {
         let report = loadgen::run(
             &schedule,
             &cfg,
-            |_| Client::connect(addr, a.conns, mode, a.size),
+            |_| Client::connect(addr, a.conns, mode, a.size, &a.tcp),
             &verdict_ok,
         )
         .map_err(|e| format!("{mode}: {e}"))?;
@@ -163,6 +213,16 @@ fn fig9(a: &Fig9) -> Result<(), String> {
         "server: {} echoed, {} bad requests, {} replies refused",
         stats.replied, stats.malformed, stats.send_failed
     );
+    let s = stats.sends.unwrap_or_default();
+    println!(
+        "server sends ({}): {} zero-copy ({} B; {} of them copied by the kernel), {} copied ({} B)",
+        a.tcp,
+        s.zero_copy_sends,
+        s.zero_copy_bytes,
+        s.zero_copy_copied_sends,
+        s.copied_sends,
+        s.copied_bytes
+    );
     std::fs::create_dir_all(&a.out).map_err(|e| format!("{}: {e}", a.out.display()))?;
     let j = a.out.join("fig9.json");
     std::fs::write(&j, serde_json::to_string_pretty(&json).expect("json"))
@@ -188,7 +248,7 @@ const CARGO_RUN: CargoRun = CargoRun {
 /// runs its handler: `--cores` cores, until `--seconds` or `--until-stdin-closes`.
 fn server(s: &ServerArgs) -> Result<(), String> {
     let mut l = Launch::new(
-        Transport::Tcp,
+        Transport::Tcp(s.tcp),
         SocketConfig::new(s.listen),
         "tcp-echo (every mode)",
         CARGO_RUN,
@@ -241,12 +301,13 @@ mod tests {
                 modes: vec![Mode::Raw, Mode::CAPNP],
                 out: PathBuf::from("o"),
                 spin: true,
+                tcp: TcpSpec::default(),
             }
         );
         assert_eq!(
             fig9_line("").unwrap(),
             Fig9 {
-                rate: 175_000.0,
+                rate: DEFAULT_RATE,
                 size: 1024,
                 seconds: Duration::from_secs(2),
                 warmup: Duration::from_millis(500),
@@ -254,6 +315,16 @@ mod tests {
                 modes: Mode::ALL.to_vec(),
                 out: PathBuf::from("results/tcp-echo"),
                 spin: false,
+                tcp: TcpSpec::default(),
+            }
+        );
+        let paper = fig9_line("--rate 175000 --tcp-zc io-uring --tcp-zc-threshold 1024").unwrap();
+        assert_eq!(paper.rate, PAPER_RATE);
+        assert_eq!(
+            paper.tcp.zero_copy,
+            datapath_tcp::ZeroCopy {
+                mode: datapath_tcp::ZeroCopyMode::IoUring,
+                threshold: 1024
             }
         );
     }
@@ -272,6 +343,7 @@ mod tests {
                 seconds: Some(Duration::from_secs(1)),
                 until_stdin_closes: true,
                 spin: true,
+                tcp: TcpSpec::default(),
             }
         );
         assert_eq!(
@@ -282,8 +354,11 @@ mod tests {
                 seconds: None,
                 until_stdin_closes: false,
                 spin: false,
+                tcp: TcpSpec::default(),
             }
         );
+        let off = server_args(Args::from_line("--tcp-zc off")).unwrap();
+        assert_eq!(off.tcp.zero_copy, datapath_tcp::ZeroCopy::OFF);
     }
 
     #[test]

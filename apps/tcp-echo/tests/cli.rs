@@ -13,24 +13,36 @@ use datapath_tcp::frame::{write_header, HEADER_LEN};
 
 const MODES: [&str; 5] = ["raw", "cornflakes", "flatbuffers", "protobuf", "capnp"];
 
+/// Runs `tcp-echo fig9 ARGS --out DIR` (a directory of its own, `name`) to its end; returns its
+/// output and the directory (removed by the caller).
+fn fig9(name: &str, args: &[&str]) -> (std::process::Output, PathBuf) {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("tcp-echo-{name}-{}", std::process::id()));
+    let out = Command::new(env!("CARGO_BIN_EXE_tcp-echo"))
+        .arg("fig9")
+        .args(args)
+        .arg("--out")
+        .arg(&dir)
+        .output()
+        .expect("run tcp-echo fig9");
+    (out, dir)
+}
+
 #[test]
 fn fig9_at_a_low_load_verifies_every_mode_and_writes_its_outputs() {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("tcp-echo-fig9-{}", std::process::id()));
-    let out = Command::new(env!("CARGO_BIN_EXE_tcp-echo"))
-        .args([
-            "fig9",
+    let (out, dir) = fig9(
+        "fig9",
+        &[
             "--rate",
             "300",
             "--seconds",
             "0.3",
             "--warmup",
             "0.05",
-        ])
-        .args(["--conns", "2", "--out"])
-        .arg(&dir)
-        .output()
-        .expect("run tcp-echo fig9");
+            "--conns",
+            "2",
+        ],
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -62,8 +74,16 @@ fn fig9_at_a_low_load_verifies_every_mode_and_writes_its_outputs() {
         server.ends_with(" echoed, 0 bad requests, 0 replies refused"),
         "{stdout}"
     );
+    // 1024-byte values are below the default zero-copy threshold: every send is copied.
+    assert!(
+        lines[8].starts_with(
+            "server sends (zero-copy msg-zerocopy for fields of 16384 B and more): \
+             0 zero-copy (0 B; 0 of them copied by the kernel), "
+        ),
+        "{stdout}"
+    );
     assert_eq!(
-        lines[8],
+        lines[9],
         format!("wrote {}/fig9.{{json,svg,png}}", dir.display())
     );
     let json: serde_json::Value =
@@ -82,6 +102,85 @@ fn fig9_at_a_low_load_verifies_every_mode_and_writes_its_outputs() {
     for f in ["fig9.svg", "fig9.png"] {
         assert!(std::fs::metadata(dir.join(f)).unwrap().len() > 0, "{f}");
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `fig9 --tcp-zc-threshold 1024`: the 1024-byte values of `raw` (the received bytes sent back
+/// by reference) and `cornflakes` (a zero-copy field) make the server's sends zero-copy, which
+/// loopback then copies (the kernel reports it); every reply is still right.
+#[test]
+fn fig9_with_a_threshold_at_its_value_size_sends_zero_copy_and_says_so() {
+    let (out, dir) = fig9(
+        "zc",
+        &[
+            "--rate",
+            "300",
+            "--seconds",
+            "0.2",
+            "--warmup",
+            "0",
+            "--modes",
+            "raw,cornflakes",
+            "--tcp-zc-threshold",
+            "1024",
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    let line = stdout
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("server sends (zero-copy msg-zerocopy for fields of 1024 B and more): ")
+        })
+        .unwrap_or_else(|| panic!("no sends line: {stdout}"));
+    let n: Vec<u64> = line
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    // zero-copy sends, their bytes, those the kernel copied, copied sends, their bytes
+    assert_eq!(n.len(), 5, "{line}");
+    assert!(n[0] > 0 && n[1] >= 1024 * n[0], "{line}");
+    assert!(n[2] <= n[0], "{line}");
+    for row in stdout
+        .lines()
+        .filter(|l| l.starts_with("raw ") || l.starts_with("cornflakes "))
+    {
+        let f: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(&f[7..], ["0", "0"], "lost and wrong: {stdout}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A load no machine sustains is said to be one before the run starts, with the flag to lower
+/// it; the run still goes ahead.
+#[test]
+fn fig9_warns_before_it_starts_when_the_load_cannot_be_generated() {
+    let (out, dir) = fig9(
+        "load",
+        &[
+            "--rate",
+            "20000000",
+            "--seconds",
+            "0.01",
+            "--warmup",
+            "0",
+            "--modes",
+            "raw",
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let probe = stderr
+        .find("[fig9] raw: about ")
+        .expect("the measured rate");
+    let warning = stderr
+        .find("[fig9] warning: the offered 20000000 req/s cannot be generated on this machine")
+        .unwrap_or_else(|| panic!("no warning: {stderr}"));
+    assert!(probe < warning, "{stderr}");
+    assert!(
+        stderr.contains("Lower the load with --rate N (e.g. --rate "),
+        "{stderr}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -105,7 +204,7 @@ fn echo_once(addr: &str, body: &[u8]) {
 fn server_on_two_cores_echoes_on_each_and_stops_after_its_seconds() {
     let mut child = Command::new(env!("CARGO_BIN_EXE_tcp-echo"))
         .args(["server", "--listen", "127.0.0.1:0", "--cores", "2"])
-        .args(["--seconds", "2"])
+        .args(["--seconds", "2", "--tcp-zc", "off"])
         .stderr(Stdio::piped())
         .spawn()
         .expect("start tcp-echo server");
@@ -123,7 +222,7 @@ fn server_on_two_cores_echoes_on_each_and_stops_after_its_seconds() {
         for (i, l) in ready.iter().enumerate() {
             assert!(
                 l.starts_with("[server] ready: tcp-echo (every mode) on 127.0.0.1:")
-                    && l.ends_with(&format!("(kernel TCP, core {i} of 2)")),
+                    && l.ends_with(&format!("(kernel TCP, zero-copy off, core {i} of 2)")),
                 "{l}"
             );
             let addr = l.split(" on ").nth(1).unwrap().split(' ').next().unwrap();
@@ -166,4 +265,17 @@ fn server_on_two_cores_echoes_on_each_and_stops_after_its_seconds() {
         done.starts_with("received=2 replied=2 malformed=0 "),
         "{done}"
     );
+    // What went zero-copy (nothing: --tcp-zc off) and what the kernel copied: each reply.
+    assert!(
+        done.contains(" zc_sends=0 zc_bytes=0 zc_copied_sends=0 zc_copied_bytes=0 copied_sends="),
+        "{done}"
+    );
+    let copied: u64 = done
+        .split(" copied_bytes=")
+        .nth(1)
+        .and_then(|t| t.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    let replies = ("hello core 0".len() + "hello core 1".len() + 2 * HEADER_LEN) as u64;
+    assert_eq!(copied, replies, "{done}");
 }

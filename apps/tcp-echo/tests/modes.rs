@@ -4,11 +4,17 @@
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::{Duration, Instant};
 
+use app_server::TcpSpec;
 use loadgen::{ClientTransport, Response};
 use tcp_echo::{verdict_ok, Client, Mode, ServerHandle};
 
 fn start() -> (SocketAddrV4, ServerHandle) {
-    let s = tcp_echo::spawn(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0), false).unwrap();
+    let s = tcp_echo::spawn(
+        SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0),
+        &TcpSpec::default(),
+        false,
+    )
+    .unwrap();
     (s.addr(), s)
 }
 
@@ -17,7 +23,7 @@ fn every_mode_echoes_correct_responses() {
     let (addr, server) = start();
     for mode in Mode::ALL {
         for size in [1, 1024, 5000] {
-            let mut c = Client::connect(addr, 3, mode, size).unwrap();
+            let mut c = Client::connect(addr, 3, mode, size, &TcpSpec::default()).unwrap();
             for id in 0..30 {
                 c.send_request(id).unwrap();
             }

@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use cli_args::Args;
 
+use crate::TcpSpec;
+
 /// One subcommand: its name and what runs it on the arguments after it.
 pub type Command = (&'static str, fn(Args) -> Result<(), String>);
 
@@ -52,7 +54,7 @@ pub fn threshold(a: &mut Args, role: &str) -> Result<Option<usize>, String> {
 }
 
 /// The datapath of a benchmark command (`echo bench`, `kv bench`): what `--datapath
-/// emu|socket|tcp|xdp` and `--conns N` chose.
+/// emu|socket|tcp|xdp`, `--conns N` and kernel TCP's flags ([`TcpSpec`]) chose.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BenchDatapath {
     /// Kernel UDP sockets on 127.0.0.1.
@@ -61,6 +63,8 @@ pub enum BenchDatapath {
     Tcp {
         /// `--conns N` (default 1).
         conns: usize,
+        /// `--tcp-zc`, `--tcp-zc-threshold`: the server's and the clients' zero-copy sends.
+        tcp: TcpSpec,
     },
     /// AF_XDP on a veth in a network namespace.
     Xdp,
@@ -79,9 +83,10 @@ impl BenchDatapath {
         }
     }
 
-    /// Reads `--datapath` and `--conns`. Without `--datapath`: the emulated NIC when
-    /// `emu_cpus` finds the CPUs for it, else the kernel sockets (saying why on stderr). An
-    /// unknown datapath is the error `unknown(name)`; `--conns` goes with `tcp` only.
+    /// Reads `--datapath`, `--conns` and [`TcpSpec`]'s flags. Without `--datapath`: the
+    /// emulated NIC when `emu_cpus` finds the CPUs for it, else the kernel sockets (saying why
+    /// on stderr). An unknown datapath is the error `unknown(name)`; `--conns` and the TCP
+    /// flags go with `tcp` only, which says its zero-copy settings on stderr.
     pub fn from_args(
         a: &mut Args,
         emu_cpus: impl FnOnce() -> Result<(), String>,
@@ -98,9 +103,13 @@ impl BenchDatapath {
             Some(Ok(dp)) => dp,
             Some(Err(other)) => return Err(unknown(&other)),
         };
-        let n = tcp_conns(a, matches!(dp, BenchDatapath::Tcp { .. }))?;
-        if let (BenchDatapath::Tcp { conns }, Some(n)) = (&mut dp, n) {
-            *conns = n;
+        let is_tcp = matches!(dp, BenchDatapath::Tcp { .. });
+        let n = tcp_conns(a, is_tcp)?;
+        let spec = TcpSpec::for_datapath(a, is_tcp)?;
+        if let BenchDatapath::Tcp { conns, tcp } = &mut dp {
+            *conns = n.unwrap_or(1);
+            *tcp = spec;
+            eprintln!("[bench] TCP {spec}");
         }
         Ok(dp)
     }
@@ -111,7 +120,10 @@ impl BenchDatapath {
 fn datapath_name(a: &mut Args) -> Result<Option<Result<BenchDatapath, String>>, String> {
     Ok(a.take("--datapath")?.map(|name| match name.as_str() {
         "socket" => Ok(BenchDatapath::Socket),
-        "tcp" => Ok(BenchDatapath::Tcp { conns: 1 }),
+        "tcp" => Ok(BenchDatapath::Tcp {
+            conns: 1,
+            tcp: TcpSpec::default(),
+        }),
         "xdp" => Ok(BenchDatapath::Xdp),
         "emu" => Ok(BenchDatapath::Emu),
         _ => Err(name),
@@ -160,13 +172,28 @@ mod tests {
         assert_eq!(parse("", no_cpus()), Ok(BenchDatapath::Socket));
         assert_eq!(parse("--datapath emu", no_cpus()), Ok(BenchDatapath::Emu));
         assert_eq!(parse("--datapath xdp", Ok(())), Ok(BenchDatapath::Xdp));
-        assert_eq!(
-            parse("--datapath tcp", Ok(())),
-            Ok(BenchDatapath::Tcp { conns: 1 })
-        );
+        let tcp = |conns, tcp| Ok(BenchDatapath::Tcp { conns, tcp });
+        assert_eq!(parse("--datapath tcp", Ok(())), tcp(1, TcpSpec::default()));
         assert_eq!(
             parse("--datapath tcp --conns 4", Ok(())),
-            Ok(BenchDatapath::Tcp { conns: 4 })
+            tcp(4, TcpSpec::default())
+        );
+        let uring = TcpSpec {
+            zero_copy: datapath_tcp::ZeroCopy {
+                mode: datapath_tcp::ZeroCopyMode::IoUring,
+                threshold: 2048,
+            },
+        };
+        assert_eq!(
+            parse(
+                "--tcp-zc io-uring --datapath tcp --tcp-zc-threshold 2048",
+                Ok(())
+            ),
+            tcp(1, uring)
+        );
+        assert_eq!(
+            parse("--datapath emu --tcp-zc off", Ok(())).unwrap_err(),
+            "--tcp-zc and --tcp-zc-threshold go with --datapath tcp"
         );
         let conns = "--conns N (at least 1) goes with --datapath tcp";
         assert_eq!(
@@ -213,10 +240,11 @@ mod tests {
 
 /// The transport of a client against a running server (`echo client`, `kv client`):
 /// `--datapath socket` (the default, UDP) gives `None`; `--datapath tcp` gives `Some(n)`, `n`
-/// TCP connections per server core and client thread (`--conns N`, default 1). The server may
-/// be any that speaks the stream framing: `echo server --datapath tcp`, `kv server --datapath
-/// tcp`, or `demi-server` over Demikernel (demikernel/, docs/tcp.md).
-pub fn client_transport(a: &mut Args) -> Result<Option<usize>, String> {
+/// TCP connections per server core and client thread (`--conns N`, default 1), with the
+/// client's zero-copy sends ([`TcpSpec`]'s flags, which go with `tcp` only; said on stderr).
+/// The server may be any that speaks the stream framing: `echo server --datapath tcp`, `kv
+/// server --datapath tcp`, or `demi-server` over Demikernel (demikernel/, docs/tcp.md).
+pub fn client_transport(a: &mut Args) -> Result<(Option<usize>, TcpSpec), String> {
     let tcp = match datapath_name(a)? {
         None | Some(Ok(BenchDatapath::Socket)) => false,
         Some(Ok(BenchDatapath::Tcp { .. })) => true,
@@ -227,7 +255,12 @@ pub fn client_transport(a: &mut Args) -> Result<Option<usize>, String> {
             ));
         }
     };
-    tcp_conns(a, tcp)
+    let conns = tcp_conns(a, tcp)?;
+    let spec = TcpSpec::for_datapath(a, tcp)?;
+    if tcp {
+        eprintln!("[client] TCP {spec}");
+    }
+    Ok((conns, spec))
 }
 
 /// `--conns N`, the one rule for benches and clients: TCP connections (default 1) when the
@@ -248,8 +281,9 @@ mod test {
 
     fn transport(args: &[&str]) -> Result<Option<usize>, String> {
         let mut a = Args::new(args.iter().map(|s| s.to_string()).collect());
-        let t = client_transport(&mut a)?;
+        let (t, spec) = client_transport(&mut a)?;
         a.finish()?;
+        assert_eq!(spec, TcpSpec::default());
         Ok(t)
     }
 
@@ -270,5 +304,12 @@ mod test {
         assert!(transport(&["--datapath", "dpdk"])
             .unwrap_err()
             .starts_with("--datapath \"dpdk\""));
+        let mut a = Args::from_line("--datapath tcp --tcp-zc off");
+        let (conns, spec) = client_transport(&mut a).unwrap();
+        assert_eq!(
+            (conns, spec.zero_copy),
+            (Some(1), datapath_tcp::ZeroCopy::OFF)
+        );
+        assert!(transport(&["--tcp-zc-threshold", "1"]).is_err());
     }
 }

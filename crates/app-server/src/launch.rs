@@ -1,7 +1,8 @@
 //! One datapath choice and one launcher for every server (`docs/cores.md`).
 //!
-//! A [`Launch`] says where a server runs: the [`Transport`] (`--datapath socket | xdp | mlx5 |
-//! ice`, parsed once by [`Transport::from_args`]), the address, the number of cores and the
+//! A [`Launch`] says where a server runs: the [`Transport`] (`--datapath socket | tcp | xdp |
+//! mlx5 | ice`, parsed once by [`Transport::from_args`]; kernel TCP's own flags by
+//! [`TcpSpec::from_args`], for clients and benches too), the address, the number of cores and the
 //! memory the handler needs. [`launch`] opens the datapath on each core (core *i* on the base
 //! port plus *i*), builds the core's handler there with the app's [`Make`], prints one ready
 //! line per core, polls with that datapath's idle policy ([`crate::idle`]) until `stop`, prints
@@ -19,6 +20,7 @@ use std::time::Duration;
 use cli_args::Args;
 use cornflakes::Datapath;
 use datapath_socket::SocketConfig;
+use datapath_tcp::{TcpConfig, ZeroCopy, ZeroCopyMode};
 
 use percore::CoresConfig;
 
@@ -41,6 +43,71 @@ pub struct XdpSpec {
     pub umem_bytes: Option<usize>,
 }
 
+/// Linux kernel TCP's own settings (`--datapath tcp`), the same for every command that opens a
+/// TCP datapath — servers, clients and benches: which sends are zero-copy, `--tcp-zc MODE`
+/// (`msg-zerocopy`, the default; `io-uring`; `off`) and `--tcp-zc-threshold BYTES` (the
+/// least zero-copy field that makes a send zero-copy, 16384 by default; docs/tcp.md,
+/// "Zero-copy sends").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TcpSpec {
+    /// Which sends are zero-copy, and how.
+    pub zero_copy: ZeroCopy,
+}
+
+impl TcpSpec {
+    /// The flags, for usage texts.
+    pub const FLAGS: &'static str =
+        "[--tcp-zc msg-zerocopy|io-uring|off] [--tcp-zc-threshold BYTES]";
+
+    /// Takes `--tcp-zc MODE` and `--tcp-zc-threshold BYTES` from `a`: the settings, or `None`
+    /// when neither is given (the defaults apply). A threshold with `--tcp-zc off` is an error.
+    pub fn from_args(a: &mut Args) -> Result<Option<TcpSpec>, String> {
+        let mode = a.parse::<ZeroCopyMode>("--tcp-zc")?;
+        let threshold = a.parse::<usize>("--tcp-zc-threshold")?;
+        if mode == Some(ZeroCopyMode::Off) && threshold.is_some() {
+            return Err("--tcp-zc-threshold goes with a zero-copy mode, not --tcp-zc off".into());
+        }
+        let zero_copy = match (mode, threshold) {
+            (None, None) => return Ok(None),
+            (Some(ZeroCopyMode::Off), _) => ZeroCopy::OFF,
+            (mode, threshold) => {
+                let d = ZeroCopy::default();
+                ZeroCopy {
+                    mode: mode.unwrap_or(d.mode),
+                    threshold: threshold.unwrap_or(d.threshold),
+                }
+            }
+        };
+        Ok(Some(TcpSpec { zero_copy }))
+    }
+
+    /// [`Self::from_args`] for a command whose datapath is kernel TCP only when `tcp`: the
+    /// settings (the defaults without the flags), or an error when they are given with
+    /// another datapath.
+    pub fn for_datapath(a: &mut Args, tcp: bool) -> Result<TcpSpec, String> {
+        match Self::from_args(a)? {
+            Some(_) if !tcp => {
+                Err("--tcp-zc and --tcp-zc-threshold go with --datapath tcp".to_owned())
+            }
+            spec => Ok(spec.unwrap_or_default()),
+        }
+    }
+
+    /// A TCP datapath's configuration with these settings, listening on `listen` (or none).
+    pub fn config(&self, listen: Option<SocketAddrV4>) -> TcpConfig {
+        let mut c = TcpConfig::new(listen);
+        c.zero_copy = self.zero_copy;
+        c
+    }
+}
+
+impl fmt::Display for TcpSpec {
+    /// `zero-copy msg-zerocopy for fields of 16384 B and more`, or `zero-copy off`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "zero-copy {}", self.zero_copy)
+    }
+}
+
 /// Where a server's packets go: the datapath of `--datapath`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Transport {
@@ -52,7 +119,7 @@ pub enum Transport {
     Nic(NicSpec),
     /// Linux kernel TCP (`datapath-tcp`): unprivileged; a client connection is a TCP
     /// connection, messages are length-delimited frames (docs/tcp.md).
-    Tcp,
+    Tcp(TcpSpec),
 }
 
 impl Transport {
@@ -61,16 +128,19 @@ impl Transport {
 
     /// Takes `--datapath` (default `socket`) and the flags its transport needs from `a`:
     /// `--ifname IF [--peer IP=MAC]` for `xdp`, `--mlx5-dev DEV` for `mlx5`, `--dpdk-args
-    /// ARGS` for `ice`. An explicit `--mtu` is the app's (it applies to every transport).
+    /// ARGS` for `ice`, [`TcpSpec`]'s (optional) for `tcp`. An explicit `--mtu` is the app's (it
+    /// applies to every transport).
     pub fn from_args(a: &mut Args) -> Result<Transport, String> {
         let datapath = a.take("--datapath")?;
         let ifname = a.take("--ifname")?;
         let peer = a.take("--peer")?;
         let mlx5_dev = a.take("--mlx5-dev")?;
         let dpdk_args = a.take("--dpdk-args")?;
-        Ok(match datapath.as_deref().unwrap_or("socket") {
+        let name = datapath.as_deref().unwrap_or("socket");
+        let tcp = TcpSpec::for_datapath(a, name == "tcp")?;
+        Ok(match name {
             "socket" => Transport::Socket,
-            "tcp" => Transport::Tcp,
+            "tcp" => Transport::Tcp(tcp),
             "xdp" => Transport::Xdp(XdpSpec {
                 ifname: ifname.ok_or("--datapath xdp needs --ifname IF")?,
                 peer: peer
@@ -95,7 +165,7 @@ impl Transport {
     pub fn name(&self) -> &'static str {
         match self {
             Transport::Socket => "socket",
-            Transport::Tcp => "tcp",
+            Transport::Tcp(_) => "tcp",
             Transport::Xdp(_) => "xdp",
             Transport::Nic(nic) => nic.feature(),
         }
@@ -193,7 +263,7 @@ where
             })
         }
         Transport::Xdp(x) => xdp::launch(l, x, make, stop),
-        Transport::Tcp => tcp::launch(l, make, stop),
+        Transport::Tcp(spec) => tcp::launch(l, spec, make, stop),
         Transport::Nic(nic) => {
             let app = OnNic {
                 make,
@@ -317,21 +387,26 @@ mod tcp {
     use super::*;
 
     /// Kernel TCP: core *i* listens on the base port plus *i* with its own
-    /// [`datapath_tcp::TcpDatapath`] on its own thread ([`crate::socket::spawn_tcp_cores`]).
+    /// [`datapath_tcp::TcpDatapath`] on its own thread ([`crate::socket::spawn_tcp_cores`]);
+    /// the ready lines say which sends are zero-copy.
     pub(super) fn launch<H: Handler, F: Make<H>>(
         l: &Launch,
+        spec: &TcpSpec,
         make: F,
         stop: &AtomicBool,
     ) -> Result<ServerStats<H::Counters>, String> {
         let running = crate::socket::spawn_tcp_cores(
             &l.socket,
+            spec,
             &l.cores_config(),
             Arc::new(AtomicBool::new(false)),
             l.spin,
             l.report,
             make,
         )?;
-        crate::ready::serve_until(running, &l.label, stop, |r| (r.0, "kernel TCP".to_owned()))
+        crate::ready::serve_until(running, &l.label, stop, |r| {
+            (r.0, format!("kernel TCP, {spec}"))
+        })
     }
 }
 

@@ -4,8 +4,9 @@
 //! `cornflakes-rpc`, so a service generated from a `.proto` file runs on it without this
 //! crate's launchers; it is re-exported here.
 //!
-//! [`launch`] runs a handler on the datapath a [`Launch`] names (`--datapath socket | xdp |
-//! mlx5 | ice`, parsed once by [`Transport::from_args`]), on one core or N: the one place that
+//! [`launch`] runs a handler on the datapath a [`Launch`] names (`--datapath socket | tcp | xdp |
+//! mlx5 | ice`, parsed once by [`Transport::from_args`]; kernel TCP's zero-copy flags by
+//! [`TcpSpec::from_args`], for clients and benches too), on one core or N: the one place that
 //! opens datapaths for servers, prints their ready lines and idles them ([`idle`]).
 //! [`ServerHandle`] runs server cores on sockets in this process (tests, benchmarks). Echo,
 //! the KV store and the calibration server are handlers.
@@ -24,7 +25,7 @@ pub use cornflakes_rpc::{
     AppCounters, CoreId, Handler, Make, Server, ServerStats, Tx, TxCounters, Unanswered,
     WORK_SAMPLE_EVERY,
 };
-pub use launch::{launch, Launch, Transport, XdpSpec};
+pub use launch::{launch, Launch, TcpSpec, Transport, XdpSpec};
 pub use nic::{CargoRun, NicSpec};
 pub use ready::CoreStats;
 pub use socket::ServerHandle;

@@ -18,10 +18,10 @@ use std::time::Duration;
 
 use cornflakes::datapath::{Connect as _, DatapathMemory as _, Transmit as _};
 use datapath_socket::{SocketConfig, SocketDatapath};
-use datapath_tcp::{TcpConfig, TcpDatapath};
+use datapath_tcp::TcpDatapath;
 use percore::{Cores, CoresConfig};
 
-use crate::{AppCounters, CoreId, Handler, Make, Server, ServerStats};
+use crate::{AppCounters, CoreId, Handler, Make, Server, ServerStats, TcpSpec};
 
 /// Running socket server cores: each reported its address and its descriptor limit.
 pub(crate) type SocketCores<A> = Cores<(SocketAddrV4, usize), ServerStats<A>>;
@@ -58,12 +58,13 @@ pub(crate) fn spawn_socket_cores<H: Handler, F: Make<H>>(
 /// Starts the kernel-TCP server cores: core *i* listens on `sock.bind`'s port plus *i* (port 0:
 /// each an ephemeral port) with its own [`TcpDatapath`] (epoll instance, pinned memory,
 /// connections) on its own thread, with `sock`'s pinned memory (items at least
-/// [`datapath_tcp::DEFAULT_MAX_ITEM`]) and message size, and reports its address and the
-/// iovecs one message may use. An idle core waits in `epoll_wait` (at most
+/// [`datapath_tcp::DEFAULT_MAX_ITEM`]) and message size and `tcp`'s zero-copy sends, and reports
+/// its address and the iovecs one message may use. An idle core waits in `epoll_wait` (at most
 /// [`crate::idle::IDLE_WAIT`]) after [`crate::idle::SOCKET_IDLE_SPINS`] empty polls, or yields
 /// with `spin`.
 pub(crate) fn spawn_tcp_cores<H: Handler, F: Make<H>>(
     sock: &SocketConfig,
+    tcp: &TcpSpec,
     cores: &CoresConfig,
     stop: Arc<AtomicBool>,
     spin: bool,
@@ -71,17 +72,18 @@ pub(crate) fn spawn_tcp_cores<H: Handler, F: Make<H>>(
     make: F,
 ) -> Result<SocketCores<H::Counters>, String> {
     let bind = sock.bind;
-    let mut base = TcpConfig::new(Some(bind));
-    base.memory = sock.memory.clone();
-    base.memory.max_item_size = base
+    let mut base = tcp.config(Some(bind));
+    base.stream.memory = sock.memory.clone();
+    base.stream.memory.max_item_size = base
+        .stream
         .memory
         .max_item_size
         .max(datapath_tcp::DEFAULT_MAX_ITEM);
-    base.max_message_len = base.max_message_len.min(sock.max_message_len.max(1));
+    base.stream.max_message_len = base.stream.max_message_len.min(sock.max_message_len.max(1));
     Cores::spawn_with_stop(cores, stop, move |core, ready| {
         let addr = percore::core_addr(bind, core.index())?;
         let mut cfg = base.clone();
-        cfg.listen = Some(addr);
+        cfg.stream.listen = Some(addr);
         let dp = TcpDatapath::new(cfg).map_err(|e| format!("TCP on {addr}: {e}"))?;
         let local = dp.local_addr();
         let segments = dp.max_segments();
@@ -136,11 +138,12 @@ impl<A: AppCounters> ServerHandle<A> {
     }
 
     /// [`Self::spawn`] over kernel TCP ([`datapath_tcp::TcpDatapath`], the `--datapath tcp`
-    /// arm): core *i* listens on `sock.bind`'s port plus *i*; of `sock` the address, the
-    /// pinned memory and `max_message_len` are used. [`Self::max_segments`] is then the iovecs
-    /// of one message.
+    /// arm) with `tcp`'s settings: core *i* listens on `sock.bind`'s port plus *i*; of `sock`
+    /// the address, the pinned memory and `max_message_len` are used. [`Self::max_segments`]
+    /// is then the iovecs of one message.
     pub fn spawn_tcp<H, F>(
         sock: SocketConfig,
+        tcp: &TcpSpec,
         cores: &CoresConfig,
         report: Option<Duration>,
         spin: bool,
@@ -151,7 +154,7 @@ impl<A: AppCounters> ServerHandle<A> {
         F: Make<H>,
     {
         let stop = Arc::new(AtomicBool::new(false));
-        let cores = spawn_tcp_cores(&sock, cores, stop, spin, report, make)?;
+        let cores = spawn_tcp_cores(&sock, tcp, cores, stop, spin, report, make)?;
         Ok(ServerHandle { cores })
     }
 

@@ -53,7 +53,7 @@ fn the_launcher_serves_a_handler_over_kernel_tcp_on_each_core() {
     let transport = Transport::from_args(&mut a).unwrap();
     assert_eq!(
         (transport.name(), transport.clone()),
-        ("tcp", Transport::Tcp)
+        ("tcp", Transport::Tcp(TcpSpec::default()))
     );
     let base = free_tcp_ports(2);
     let mut l = Launch::new(

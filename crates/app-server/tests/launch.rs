@@ -92,6 +92,66 @@ fn missing_and_unknown_arguments_are_named() {
 }
 
 #[test]
+fn kernel_tcp_zero_copy_is_chosen_by_flags_that_go_with_tcp_only() {
+    use app_server::TcpSpec;
+    use datapath_tcp::{ZeroCopy, ZeroCopyMode};
+    let tcp = |args: &[&str]| match transport(args) {
+        Ok(Transport::Tcp(spec)) => Ok(spec.zero_copy),
+        Ok(other) => Err(format!("not tcp: {other:?}")),
+        Err(e) => Err(e),
+    };
+    assert_eq!(tcp(&["--datapath", "tcp"]), Ok(ZeroCopy::default()));
+    assert_eq!(
+        tcp(&["--datapath", "tcp", "--tcp-zc-threshold", "2048"]),
+        Ok(ZeroCopy {
+            mode: ZeroCopyMode::MsgZerocopy,
+            threshold: 2048
+        })
+    );
+    assert_eq!(
+        tcp(&["--tcp-zc", "io-uring", "--datapath", "tcp"]),
+        Ok(ZeroCopy {
+            mode: ZeroCopyMode::IoUring,
+            threshold: 16384
+        })
+    );
+    assert_eq!(
+        tcp(&["--datapath", "tcp", "--tcp-zc", "off"]),
+        Ok(ZeroCopy::OFF)
+    );
+    let e = tcp(&["--datapath", "tcp", "--tcp-zc", "sendfile"]).unwrap_err();
+    assert!(e.contains("msg-zerocopy, io-uring or off"), "{e}");
+    let e = tcp(&[
+        "--datapath",
+        "tcp",
+        "--tcp-zc",
+        "off",
+        "--tcp-zc-threshold",
+        "1",
+    ]);
+    assert!(e.unwrap_err().contains("--tcp-zc off"));
+    let e = transport(&["--tcp-zc-threshold", "4096"]).unwrap_err();
+    assert_eq!(e, "--tcp-zc and --tcp-zc-threshold go with --datapath tcp");
+    assert!(transport(&["--datapath", "xdp", "--ifname", "x", "--tcp-zc", "off"]).is_err());
+    // What the ready line says, and what the datapath is given.
+    let spec = TcpSpec {
+        zero_copy: ZeroCopy {
+            mode: ZeroCopyMode::IoUring,
+            threshold: 2048,
+        },
+    };
+    assert_eq!(
+        spec.to_string(),
+        "zero-copy io-uring for fields of 2048 B and more"
+    );
+    assert_eq!(spec.config(None).zero_copy, spec.zero_copy);
+    assert_eq!(
+        TcpSpec::default().to_string(),
+        "zero-copy msg-zerocopy for fields of 16384 B and more"
+    );
+}
+
+#[test]
 fn the_socket_datapath_serves_on_one_core_and_two() {
     for cores in [1, 2] {
         if cores > percore::allowed_cores().unwrap().len() {

@@ -16,7 +16,9 @@
 //! - [`Transmit`]: serialize-and-send ([`Transmit::send_object`]), a prepared scatter-gather
 //!   array ([`Transmit::send_sga`]), contiguous bytes ([`Transmit::send_copy`]), and an explicit
 //!   [`Transmit::flush`] that ends a batch. Capabilities are data: [`Transmit::mtu`],
-//!   [`Transmit::max_segments`], [`Transmit::max_message_len`].
+//!   [`Transmit::max_segments`], [`Transmit::max_message_len`]; what the sends handed over by
+//!   reference and what was copied is [`Transmit::send_counters`] ([`SendCounters`]), where a
+//!   datapath chooses that per send.
 //! - [`Completions`]: reclaims transmit descriptors the device is done with, dropping the
 //!   [`RcBuf`]s they kept alive.
 //!
@@ -356,6 +358,84 @@ impl DropCounters {
     }
 }
 
+/// What a datapath's sends handed the kernel by reference and what was copied, for the datapaths
+/// that choose per send (kernel TCP: `MSG_ZEROCOPY` or io_uring `SENDMSG_ZC` for large
+/// zero-copy fields, a copying `sendmsg` otherwise; Demikernel: every push copied). Every
+/// counter only grows. Shown in the servers' counter lines as ` zc_sends=… zc_bytes=…
+/// zc_copied_sends=… zc_copied_bytes=… copied_sends=… copied_bytes=…` ([`fmt::Display`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SendCounters {
+    /// Sends made zero-copy (the kernel refers to the buffers until it reports them done).
+    pub zero_copy_sends: u64,
+    /// Bytes those sends carried.
+    pub zero_copy_bytes: u64,
+    /// Of the zero-copy sends completed, those the kernel reported it copied after all
+    /// (loopback always does).
+    pub zero_copy_copied_sends: u64,
+    /// Bytes those sends carried.
+    pub zero_copy_copied_bytes: u64,
+    /// Sends whose bytes were copied during the call (a copying `sendmsg`; a Demikernel push).
+    pub copied_sends: u64,
+    /// Bytes those sends carried.
+    pub copied_bytes: u64,
+}
+
+impl SendCounters {
+    /// The keys of [`fmt::Display`], in order.
+    pub const KEYS: [&'static str; 6] = [
+        "zc_sends",
+        "zc_bytes",
+        "zc_copied_sends",
+        "zc_copied_bytes",
+        "copied_sends",
+        "copied_bytes",
+    ];
+
+    fn fields(&mut self) -> [&mut u64; 6] {
+        [
+            &mut self.zero_copy_sends,
+            &mut self.zero_copy_bytes,
+            &mut self.zero_copy_copied_sends,
+            &mut self.zero_copy_copied_bytes,
+            &mut self.copied_sends,
+            &mut self.copied_bytes,
+        ]
+    }
+
+    /// Adds `other`'s counts to these (several cores' datapaths).
+    pub fn add(&mut self, other: &SendCounters) {
+        let mut o = *other;
+        for (a, b) in self.fields().into_iter().zip(o.fields()) {
+            *a += *b;
+        }
+    }
+
+    /// Reads one ` key=value` pair [`fmt::Display`] wrote; false when `key` is not one of these
+    /// counters.
+    pub fn parse_field(&mut self, key: &str, value: u64) -> bool {
+        match Self::KEYS.iter().position(|k| *k == key) {
+            Some(i) => {
+                *self.fields()[i] = value;
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+impl fmt::Display for SendCounters {
+    /// ` zc_sends=N zc_bytes=N zc_copied_sends=N zc_copied_bytes=N copied_sends=N
+    /// copied_bytes=N` (each pair with a leading space).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut c = *self;
+        for (k, v) in Self::KEYS.iter().zip(c.fields()) {
+            write!(f, " {k}={v}")?;
+        }
+        Ok(())
+    }
+}
+
 /// Access to the datapath's pinned memory.
 pub trait DatapathMemory {
     /// The memory transmit and receive buffers come from. Applications allocate values they
@@ -432,6 +512,11 @@ pub trait Transmit {
 
     /// Hands every queued frame to the device (one doorbell / system call per batch).
     fn flush(&mut self) -> Result<(), SendError>;
+
+    /// What the sends so far handed over by reference and what was copied, for a datapath
+    /// that chooses per send (kernel TCP, Demikernel); `None` for one without the notion (a
+    /// NIC's descriptors always reference, a UDP socket always copies).
+    fn send_counters(&self) -> Option<SendCounters>;
 }
 
 /// Transmit completions.
@@ -546,6 +631,11 @@ impl<T: DelegateDatapath> Transmit for T {
     fn flush(&mut self) -> Result<(), SendError> {
         self.inner_mut().flush()
     }
+
+    #[inline]
+    fn send_counters(&self) -> Option<SendCounters> {
+        self.inner().send_counters()
+    }
 }
 
 impl<T: DelegateDatapath> Completions for T {
@@ -642,6 +732,32 @@ mod test {
             }
         );
         assert_eq!(a.total_drops(), 1 + 6 + 7);
+    }
+
+    #[test]
+    fn send_counters_print_add_and_read_back() {
+        let a = SendCounters {
+            zero_copy_sends: 2,
+            zero_copy_bytes: 40_000,
+            zero_copy_copied_sends: 1,
+            zero_copy_copied_bytes: 20_000,
+            copied_sends: 7,
+            copied_bytes: 900,
+        };
+        let line = a.to_string();
+        assert_eq!(
+            line,
+            " zc_sends=2 zc_bytes=40000 zc_copied_sends=1 zc_copied_bytes=20000 copied_sends=7 copied_bytes=900"
+        );
+        let mut back = SendCounters::default();
+        for kv in line.split_whitespace() {
+            let (k, v) = kv.split_once('=').unwrap();
+            assert!(back.parse_field(k, v.parse().unwrap()), "{k}");
+        }
+        assert_eq!(back, a);
+        assert!(!back.parse_field("received", 1));
+        back.add(&a);
+        assert_eq!((back.zero_copy_sends, back.copied_bytes), (4, 1800));
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::io;
 use std::net::SocketAddrV4;
 
 use cornflakes::datapath::{
-    Completions, Connect, DatapathMemory, DropCounters, Receive, SendObject, Transmit,
+    Completions, Connect, DatapathMemory, DropCounters, Receive, SendCounters, SendObject, Transmit,
 };
 use cornflakes::{ConnId, Datapath, Msg, PinnedMemory, RcBuf, RxMsg, SendError};
 
@@ -98,6 +98,10 @@ impl<D: Datapath, F> Transmit for Interleaved<D, F> {
 
     fn flush(&mut self) -> Result<(), SendError> {
         self.dp.flush()
+    }
+
+    fn send_counters(&self) -> Option<SendCounters> {
+        self.dp.send_counters()
     }
 }
 

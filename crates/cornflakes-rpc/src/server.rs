@@ -73,6 +73,7 @@ impl<D: Datapath, H: Handler> Server<D, H> {
             send_retries: self.tx.retries,
             io_errors: self.stats.io_errors + self.tx.flush_errors,
             datapath: self.dp.counters(),
+            sends: self.dp.send_counters(),
             app: self.handler.counters(),
             time: TimeSplit {
                 sampled_send_ns: self.tx.sampled_send_ns,

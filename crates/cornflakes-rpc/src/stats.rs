@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use cornflakes::datapath::DropCounters;
+use cornflakes::datapath::{DropCounters, SendCounters};
 use latency::LatencyHistogram;
 use percore::TimeSplit;
 
@@ -56,6 +56,10 @@ pub struct ServerStats<A = ()> {
     pub time: TimeSplit,
     /// The datapath's drop counters.
     pub datapath: DropCounters,
+    /// What the datapath's sends handed the kernel by reference and what was copied, for a
+    /// datapath that chooses per send (kernel TCP, Demikernel); `None` otherwise, and then not
+    /// shown.
+    pub sends: Option<SendCounters>,
     /// Why the last malformed request was dropped.
     pub last_malformed: Option<String>,
     /// The handler's own counters.
@@ -74,6 +78,9 @@ impl<A: AppCounters> ServerStats<A> {
         self.work.merge(&o.work);
         self.time.add(&o.time);
         self.datapath.add(&o.datapath);
+        if let Some(s) = &o.sends {
+            self.sends.get_or_insert_with(SendCounters::default).add(s);
+        }
         self.app.add(&o.app);
         if o.last_malformed.is_some() {
             self.last_malformed.clone_from(&o.last_malformed);
@@ -112,6 +119,10 @@ impl<A: AppCounters> ServerStats<A> {
                 "io_errors" => stats.io_errors = n(),
                 "work_p50" => stats.work.record(std::time::Duration::from_nanos(n())),
                 "split_ns" => stats.time = TimeSplit::parse_token(v).unwrap_or_default(),
+                k if SendCounters::KEYS.contains(&k) => {
+                    let sends = stats.sends.get_or_insert_with(SendCounters::default);
+                    sends.parse_field(k, n());
+                }
                 k => {
                     stats.app.parse_field(k, n());
                 }
@@ -135,6 +146,9 @@ impl<A: AppCounters> fmt::Display for ServerStats<A> {
             self.io_errors,
             self.datapath.total_drops(),
         )?;
+        if let Some(s) = &self.sends {
+            write!(f, "{s}")?;
+        }
         self.app.write(f)?;
         write!(f, " work_p50={:.0}ns", self.work_p50_ns().unwrap_or(0.0))?;
         // Where the time went, as numbers a parent process reads back (`parse`).
@@ -149,5 +163,39 @@ impl<A: AppCounters> fmt::Display for ServerStats<A> {
 impl<A: AppCounters> percore::CoreStats for ServerStats<A> {
     fn sum(per_core: &[Self]) -> Self {
         ServerStats::sum(per_core)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_send_counters_show_only_for_a_datapath_that_has_them_and_read_back() {
+        let mut st = ServerStats::<()> {
+            received: 3,
+            replied: 3,
+            ..ServerStats::default()
+        };
+        let udp = st.to_string();
+        assert!(!udp.contains("zc_") && !udp.contains("copied"), "{udp}");
+        let mut sends = SendCounters::default();
+        (sends.zero_copy_sends, sends.zero_copy_bytes) = (2, 65_536);
+        (sends.copied_sends, sends.copied_bytes) = (1, 120);
+        st.sends = Some(sends);
+        let tcp = st.to_string();
+        assert!(
+            tcp.contains(" datapath_drops=0 zc_sends=2 zc_bytes=65536 zc_copied_sends=0"),
+            "{tcp}"
+        );
+        let back = ServerStats::<()>::parse(&tcp);
+        assert_eq!(back.sends, st.sends);
+        assert_eq!(ServerStats::<()>::parse(&udp).sends, None);
+        // Cores add up; a core without them adds nothing.
+        let sum = ServerStats::sum(&[st.clone(), ServerStats::default(), st]);
+        assert_eq!(
+            sum.sends.map(|s| (s.zero_copy_sends, s.copied_bytes)),
+            Some((4, 240))
+        );
     }
 }

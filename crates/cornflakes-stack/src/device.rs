@@ -76,7 +76,7 @@ use std::net::SocketAddrV4;
 use std::time::Instant;
 
 use cornflakes_datapath::{Completions, Connect, DatapathMemory, Receive, Transmit};
-use cornflakes_datapath::{ConnId, DropCounters, Msg, RxMsg, SendError, SendObject};
+use cornflakes_datapath::{ConnId, DropCounters, Msg, RxMsg, SendCounters, SendError, SendObject};
 use cornflakes_mem::{PinnedMemory, RcBuf};
 
 use crate::iface::{EthStack, StackConfig};
@@ -334,6 +334,11 @@ impl<D: Device> Transmit for EthDatapath<D> {
 
     fn flush(&mut self) -> Result<(), SendError> {
         self.dev.flush()
+    }
+
+    /// None: a NIC's descriptors reference every zero-copy field (no choice per send).
+    fn send_counters(&self) -> Option<SendCounters> {
+        None
     }
 }
 

@@ -24,7 +24,7 @@ use std::os::fd::AsFd;
 use std::time::Instant;
 
 use cornflakes_datapath::{Completions, Connect, DatapathMemory, DropCounters, Receive, Transmit};
-use cornflakes_datapath::{ConnId, Msg, RxMsg, SendError, SendObject, SendPlan};
+use cornflakes_datapath::{ConnId, Msg, RxMsg, SendCounters, SendError, SendObject, SendPlan};
 use cornflakes_mem::MemoryConfig;
 use cornflakes_mem::{PinnedMemory, PinnedRef, RcBuf, RcBufMut};
 use cornflakes_stack::reassembly::{Reassembler, ReassemblyConfig};
@@ -556,6 +556,11 @@ impl Transmit for SocketDatapath {
             Some(e) => Err(SendError::Io(e)),
             None => Ok(()),
         }
+    }
+
+    /// None: the kernel copies every datagram (no zero-copy send to choose).
+    fn send_counters(&self) -> Option<SendCounters> {
+        None
     }
 }
 

@@ -16,14 +16,21 @@ use std::time::{Duration, Instant};
 use cornflakes::datapath::{Completions, Connect, DatapathMemory, Receive, Transmit};
 use cornflakes::{ConnId, Msg};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use datapath_tcp::{TcpConfig, TcpDatapath};
+use datapath_tcp::{TcpConfig, TcpDatapath, ZeroCopy};
 
 fn pair(zero_copy: bool) -> (TcpDatapath, TcpDatapath, ConnId) {
     let mut s = TcpConfig::new(Some(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0)));
-    s.rx_buffer = 256 << 10;
+    s.stream.rx_buffer = 256 << 10;
     let mut srv = TcpDatapath::new(s).unwrap();
     let mut c = TcpConfig::new(None);
-    c.zero_copy_threshold = zero_copy.then_some(0);
+    c.zero_copy = if zero_copy {
+        ZeroCopy {
+            threshold: 0,
+            ..ZeroCopy::default()
+        }
+    } else {
+        ZeroCopy::OFF
+    };
     let mut cli = TcpDatapath::new(c).unwrap();
     let conn = cli.connect(srv.local_addr()).unwrap();
     while srv.connections() == 0 {

@@ -76,7 +76,7 @@ fn serve(srv: &mut TcpDatapath, client: &mut TcpStream, burst: &[u8], n: usize) 
 
 fn run(n: usize, reserve: Option<usize>) {
     let mut cfg = TcpConfig::new(Some(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0)));
-    cfg.reply_reserve = reserve;
+    cfg.stream.reply_reserve = reserve;
     let mut srv = TcpDatapath::new(cfg).unwrap();
     let mut client = TcpStream::connect(srv.local_addr()).unwrap();
     while srv.connections() == 0 {
@@ -95,7 +95,7 @@ fn run(n: usize, reserve: Option<usize>) {
         n,
         polls,
         n as f64 / polls as f64,
-        st.sendmsg_calls as f64 / n as f64,
+        st.device.sendmsg_calls as f64 / n as f64,
         st.held_for_room
     );
 }

@@ -1,6 +1,6 @@
 //! Per-send CPU time (user + system, from `getrusage`) of a copying `sendmsg`, a
 //! `MSG_ZEROCOPY` send and an io_uring `SENDMSG_ZC` send of one N-byte pinned buffer over a
-//! loopback TCP connection — the input for `TcpConfig::zero_copy_threshold`.
+//! loopback TCP connection — the input for `ZeroCopy::threshold`.
 //!
 //! ```text
 //! cargo run --release -p datapath-tcp --example zc_cost -- [--sends N] [--sizes 4096,16384,...]
@@ -41,15 +41,15 @@ impl Mode {
 
 fn pair(mode: Mode, size: usize) -> (TcpDatapath, TcpDatapath, ConnId) {
     let mut s = TcpConfig::new(Some(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0)));
-    s.rx_buffer = size + 64;
+    s.stream.rx_buffer = size + 64;
     let mut srv = TcpDatapath::new(s).expect("server datapath");
     let mut c = TcpConfig::new(None);
     match mode {
-        Mode::Copy => c.zero_copy_threshold = None,
-        Mode::MsgZerocopy => c.zero_copy_threshold = Some(0),
+        Mode::Copy => c.zero_copy.mode = ZeroCopyMode::Off,
+        Mode::MsgZerocopy => c.zero_copy.threshold = 0,
         Mode::SendZc => {
-            c.zero_copy_threshold = Some(0);
-            c.zero_copy_mode = ZeroCopyMode::IoUring;
+            c.zero_copy.threshold = 0;
+            c.zero_copy.mode = ZeroCopyMode::IoUring;
         }
     }
     let mut cli = TcpDatapath::new(c).expect("client datapath");
@@ -101,7 +101,7 @@ fn run(mode: Mode, size: usize, n: usize) -> (f64, f64, u64) {
     }
     let cpu = (cpu_us() - c0) / n as f64;
     let wall = t0.elapsed().as_secs_f64() * 1e6 / n as f64;
-    (cpu, wall, cli.stats().zero_copy_copied)
+    (cpu, wall, cli.stats().device.zero_copy_copied)
 }
 
 fn main() {
@@ -129,7 +129,7 @@ fn main() {
             _ => panic!("unknown argument {a} (--sends N, --sizes A,B,...)"),
         }
     }
-    let max = TcpConfig::new(None).max_message_len;
+    let max = TcpConfig::new(None).stream.max_message_len;
     assert!(
         sizes.iter().all(|&s| s <= max),
         "sizes must be at most {max} bytes"

@@ -6,7 +6,7 @@
 //! ([`crate::frame::Deframer`]); [`PartialFrames`] bounds what all connections hold together.
 //! When a new or growing frame would take the total above the cap, the frames that started
 //! longest ago give way first (their connections are closed), and a frame still unfinished
-//! [`TcpConfig::frame_timeout`](crate::TcpConfig::frame_timeout) after its first byte is
+//! [`StreamConfig::frame_timeout`](crate::StreamConfig::frame_timeout) after its first byte is
 //! dropped with its connection. A frame whose connection the datapath is not reading on
 //! purpose (it waits for room for replies, [`crate::flow`]) is not timed: that wait has a
 //! timeout of its own.

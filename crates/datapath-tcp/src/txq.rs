@@ -1,7 +1,7 @@
-//! The send side of one connection: the queue of pinned buffers not yet taken by the kernel,
-//! and the buffers the kernel still refers to after `MSG_ZEROCOPY` sends; and how a message
-//! becomes queued buffers ([`FramedObject`], [`framed_copy`], [`sga_header`]), shared with
-//! the Demikernel datapath (`demikernel/`), which queues the same way.
+//! The send side of one connection: the queue of pinned buffers not yet taken by the device
+//! ([`TxQueue`], every stream datapath's), and the buffers the kernel still refers to after
+//! `MSG_ZEROCOPY` sends ([`ZcInFlight`], kernel TCP's); and how a message becomes queued
+//! buffers ([`FramedObject`], [`framed_copy`], [`sga_header`]).
 
 use std::collections::VecDeque;
 
@@ -181,12 +181,13 @@ impl TxQueue {
 }
 
 /// The buffers of `MSG_ZEROCOPY` sends the kernel has not yet reported complete, by send
-/// number. The kernel numbers a socket's zero-copy sends 0, 1, 2, … (one number per `sendmsg`
-/// that took bytes) and reports ranges of numbers done on the error queue.
+/// number, with the bytes each send carried. The kernel numbers a socket's zero-copy sends 0,
+/// 1, 2, … (one number per `sendmsg` that took bytes) and reports ranges of numbers done on
+/// the error queue.
 #[derive(Debug, Default)]
 pub struct ZcInFlight {
     next: u32,
-    sends: VecDeque<(u32, Vec<RcBuf>)>,
+    sends: VecDeque<(u32, Vec<RcBuf>, usize)>,
     buffers: usize,
 }
 
@@ -196,31 +197,33 @@ impl ZcInFlight {
         self.next
     }
 
-    /// Records the next zero-copy send's buffers; returns its number.
-    pub fn record(&mut self, bufs: Vec<RcBuf>) -> u32 {
+    /// Records the next zero-copy send's buffers and the bytes it carried; returns its number.
+    pub fn record(&mut self, bufs: Vec<RcBuf>, bytes: usize) -> u32 {
         let id = self.next;
         self.next = self.next.wrapping_add(1);
         self.buffers += bufs.len();
-        self.sends.push_back((id, bufs));
+        self.sends.push_back((id, bufs, bytes));
         id
     }
 
     /// The kernel is done with sends `lo..=hi` (wrapping): releases their buffers. Returns how
-    /// many buffer references were dropped. Numbers not in flight are ignored.
-    pub fn complete(&mut self, lo: u32, hi: u32) -> usize {
+    /// many buffer references were dropped and the bytes those sends carried. Numbers not in
+    /// flight are ignored.
+    pub fn complete(&mut self, lo: u32, hi: u32) -> (usize, usize) {
         let span = hi.wrapping_sub(lo);
         // Completions come in order for TCP (the matching sends are at the front), but any
         // order is handled.
-        let mut dropped = 0;
-        self.sends.retain(|(id, b)| {
+        let (mut dropped, mut bytes) = (0, 0);
+        self.sends.retain(|(id, b, n)| {
             let done = id.wrapping_sub(lo) <= span;
             if done {
                 dropped += b.len();
+                bytes += n;
             }
             !done
         });
         self.buffers -= dropped;
-        dropped
+        (dropped, bytes)
     }
 
     /// Sends not yet complete.
@@ -273,16 +276,20 @@ mod test {
             next: u32::MAX - 1,
             ..ZcInFlight::default()
         };
-        for _ in 0..4 {
-            z.record(vec![b.clone(), b.clone()]);
+        for i in 0..4 {
+            z.record(vec![b.clone(), b.clone()], 1000 + i);
         }
         assert_eq!(b.ref_count(), 9);
         // Sends MAX-1, MAX, 0, 1: complete MAX..=0, then MAX-1, then 1.
-        assert_eq!(z.complete(u32::MAX, 0), 4);
+        assert_eq!(z.complete(u32::MAX, 0), (4, 1001 + 1002));
         assert_eq!((z.sends(), z.buffers()), (2, 4));
-        assert_eq!(z.complete(u32::MAX - 1, u32::MAX - 1), 2);
-        assert_eq!(z.complete(7, 9), 0, "numbers not in flight are ignored");
-        assert_eq!(z.complete(1, 1), 2);
+        assert_eq!(z.complete(u32::MAX - 1, u32::MAX - 1), (2, 1000));
+        assert_eq!(
+            z.complete(7, 9),
+            (0, 0),
+            "numbers not in flight are ignored"
+        );
+        assert_eq!(z.complete(1, 1), (2, 1003));
         assert_eq!((z.sends(), z.buffers(), b.ref_count()), (0, 0, 1));
     }
 }

@@ -20,8 +20,8 @@ const REPLY: usize = 8000;
 /// A server whose queues and socket buffers are small, so a burst overruns them all.
 fn server(cfg: impl FnOnce(&mut TcpConfig)) -> TcpDatapath {
     let mut c = TcpConfig::new(Some(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0)));
-    c.tx_limit = 64 << 10;
-    c.max_message_len = 16 << 10;
+    c.stream.tx_limit = 64 << 10;
+    c.stream.max_message_len = 16 << 10;
     c.socket_buffer = Some(32 << 10);
     cfg(&mut c);
     TcpDatapath::new(c).unwrap()
@@ -129,14 +129,14 @@ fn a_pipelined_burst_beyond_every_queue_gets_every_reply_in_order_when_read_late
     assert_eq!(r.join().unwrap(), N, "every reply, in order");
     assert_eq!(executed, N, "every request executed once");
     let st = srv.stats();
-    assert!(st.held_for_room > 0 && st.would_block > 0, "{st:?}");
+    assert!(st.held_for_room > 0 && st.device.would_block > 0, "{st:?}");
     assert_eq!((st.tx_full, st.unexecuted_dropped), (0, 0), "{st:?}");
 }
 
 #[test]
 fn a_client_that_never_reads_is_closed_after_the_stall_timeout_and_nothing_beyond_the_answered_ran()
 {
-    let mut srv = server(|c| c.stall_timeout = Duration::from_millis(300));
+    let mut srv = server(|c| c.stream.stall_timeout = Duration::from_millis(300));
     let addr = srv.local_addr();
     let mut deaf = TcpStream::connect(addr).unwrap();
     accept(&mut srv);
@@ -228,7 +228,7 @@ fn read_pongs_then_end(s: &mut TcpStream, n: u32) {
 
 #[test]
 fn valid_frames_before_garbage_or_the_end_of_the_stream_are_answered_before_the_close() {
-    let mut srv = server(|c| c.linger = Duration::from_secs(5));
+    let mut srv = server(|c| c.stream.linger = Duration::from_secs(5));
     let addr = srv.local_addr();
     // Three valid frames and garbage in one write.
     let mut bad = TcpStream::connect(addr).unwrap();
@@ -267,7 +267,7 @@ fn valid_frames_before_garbage_or_the_end_of_the_stream_are_answered_before_the_
 
 #[test]
 fn an_unfinished_frame_times_out_with_its_connection_and_its_memory_returns() {
-    let mut srv = server(|c| c.frame_timeout = Duration::from_millis(200));
+    let mut srv = server(|c| c.stream.frame_timeout = Duration::from_millis(200));
     let addr = srv.local_addr();
     let half = &frame(Msg::new(7, 1), &[3u8; 10_000])[..5000];
     let mut slow: Vec<TcpStream> = (0..20)

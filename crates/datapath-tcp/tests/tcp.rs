@@ -59,7 +59,7 @@ fn accept_one(srv: &mut TcpDatapath) {
 #[test]
 fn objects_round_trip_with_copied_and_zero_copy_fields() {
     let mut srv = server(|_| {});
-    let mut cli = client(|c| c.zero_copy_threshold = Some(4096));
+    let mut cli = client(|c| c.zero_copy.threshold = 4096);
     let conn = cli.connect(srv.local_addr()).unwrap();
     assert_eq!(
         cli.connect(srv.local_addr()).unwrap(),
@@ -100,7 +100,7 @@ fn objects_round_trip_with_copied_and_zero_copy_fields() {
     assert_eq!((got[1][0].conn, got[1][0].msg), (conn, Msg::new(7, 2)));
     assert_eq!(&got[1][0].data[..], b"raw bytes");
     let st = cli.stats();
-    assert!(st.zero_copy_sends >= 1, "{st:?}");
+    assert!(st.device.zero_copy_sends >= 1, "{st:?}");
     assert_eq!(srv.counters().delivered, 6);
     assert_eq!(srv.counters().total_drops(), 0);
 }
@@ -118,8 +118,8 @@ fn an_io_uring_send_zc_buffer_is_held_until_its_notification_and_the_wire_keeps_
 fn zero_copy_buffer_is_held(mode: ZeroCopyMode) {
     let mut srv = server(|_| {});
     let mut cli = client(|c| {
-        c.zero_copy_threshold = Some(1024);
-        c.zero_copy_mode = mode;
+        c.zero_copy.threshold = 1024;
+        c.zero_copy.mode = mode;
     });
     let conn = cli.connect(srv.local_addr()).unwrap();
     accept_one(&mut srv);
@@ -137,7 +137,7 @@ fn zero_copy_buffer_is_held(mode: ZeroCopyMode) {
         cli.flush().unwrap();
         // The application drops the object and its value right after the send.
     }
-    assert_eq!(cli.stats().zero_copy_sends, 1, "{:?}", cli.stats());
+    assert_eq!(cli.stats().device.zero_copy_sends, 1, "{:?}", cli.stats());
     assert_eq!(cli.zero_copy_in_flight(), 1);
     assert!(cli.in_flight() >= 1);
     // The value's item is still referenced by the send: reallocating its size class many times
@@ -157,9 +157,9 @@ fn zero_copy_buffer_is_held(mode: ZeroCopyMode) {
     let m = GetM::deserialize(&got[0][0].data, &arena).unwrap();
     assert!(m.get_vals()[0].as_bytes().iter().all(|&b| b == 0xAB));
     let st = cli.stats();
-    assert_eq!(st.zero_copy_completed, 1);
+    assert_eq!(st.device.zero_copy_completed, 1);
     // Loopback always copies a zero-copy send (the receiver must not see our pages).
-    assert_eq!(st.zero_copy_copied, 1, "{st:?}");
+    assert_eq!(st.device.zero_copy_copied, 1, "{st:?}");
     assert_eq!(cli.in_flight(), 0);
     assert_eq!(
         cli.memory().stats().live_items,
@@ -176,8 +176,8 @@ fn a_flush_batches_io_uring_zero_copy_sends_across_connections() {
     const CONNS: usize = 6;
     let mut srv = server(|_| {});
     let mut cli = client(|c| {
-        c.zero_copy_threshold = Some(1024);
-        c.zero_copy_mode = ZeroCopyMode::IoUring;
+        c.zero_copy.threshold = 1024;
+        c.zero_copy.mode = ZeroCopyMode::IoUring;
     });
     let mut conns = Vec::new();
     for _ in 0..CONNS {
@@ -185,7 +185,7 @@ fn a_flush_batches_io_uring_zero_copy_sends_across_connections() {
         accept_one(&mut srv);
     }
     let live_before = cli.memory().stats().live_items;
-    let enters_before = cli.stats().uring_enters;
+    let enters_before = cli.stats().device.uring_enters;
     for (i, &conn) in conns.iter().enumerate() {
         let arena = Arena::with_memory(cli.memory());
         let mut m = GetM::new_in(&arena);
@@ -198,10 +198,10 @@ fn a_flush_batches_io_uring_zero_copy_sends_across_connections() {
     }
     cli.flush().unwrap();
     let st = cli.stats();
-    assert_eq!(st.zero_copy_sends, CONNS as u64, "{st:?}");
-    assert_eq!(st.uring_batched_sends, CONNS as u64, "{st:?}");
+    assert_eq!(st.device.zero_copy_sends, CONNS as u64, "{st:?}");
+    assert_eq!(st.device.uring_batched_sends, CONNS as u64, "{st:?}");
     assert_eq!(
-        st.uring_enters - enters_before,
+        st.device.uring_enters - enters_before,
         1,
         "one io_uring_enter for {CONNS} connections' sends: {st:?}"
     );
@@ -222,7 +222,7 @@ fn a_flush_batches_io_uring_zero_copy_sends_across_connections() {
     ids.sort_unstable();
     assert_eq!(ids, (0..CONNS as u32).collect::<Vec<_>>());
     let st = cli.stats();
-    assert_eq!(st.zero_copy_completed, CONNS as u64, "{st:?}");
+    assert_eq!(st.device.zero_copy_completed, CONNS as u64, "{st:?}");
     assert_eq!(cli.in_flight(), 0);
     assert_eq!(
         cli.memory().stats().live_items,
@@ -247,14 +247,14 @@ fn partial_writes_lose_nothing(mode: ZeroCopyMode) {
     // with exponential backoff: correct, but seconds per probe.)
     let mut srv = server(|c| {
         c.socket_buffer = Some(64 << 10);
-        c.read_budget = 1;
-        c.rx_buffer = 512;
+        c.stream.read_budget = 1;
+        c.stream.rx_buffer = 512;
     });
     let mut cli = client(|c| {
         c.socket_buffer = Some(64 << 10);
-        c.tx_limit = 256 << 10;
-        c.zero_copy_threshold = Some(2048);
-        c.zero_copy_mode = mode;
+        c.stream.tx_limit = 256 << 10;
+        c.zero_copy.threshold = 2048;
+        c.zero_copy.mode = mode;
     });
     let conns: Vec<ConnId> = (0..3)
         .map(|_| cli.open(srv.local_addr()).unwrap())
@@ -303,9 +303,9 @@ fn partial_writes_lose_nothing(mode: ZeroCopyMode) {
     }
     assert!(full > 0, "the test never filled a queue");
     let st = cli.stats();
-    assert!(st.would_block > 0, "{st:?}");
-    assert!(st.partial_writes > 0, "{st:?}");
-    assert!(st.zero_copy_sends > 0, "{st:?}");
+    assert!(st.device.would_block > 0, "{st:?}");
+    assert!(st.device.partial_writes > 0, "{st:?}");
+    assert!(st.device.zero_copy_sends > 0, "{st:?}");
     // Per connection: ids 0..total in order, each body intact.
     let by_conn = |c: ConnId| got[0].iter().filter(move |m| m.conn == c);
     let server_conns: std::collections::BTreeSet<ConnId> = got[0].iter().map(|m| m.conn).collect();
@@ -368,7 +368,7 @@ fn wait_until(srv: &mut TcpDatapath, mut f: impl FnMut(&TcpDatapath) -> bool) {
 
 #[test]
 fn oversized_length_prefixes_and_bad_headers_close_only_their_connection() {
-    let mut srv = server(|c| c.max_message_len = 1000);
+    let mut srv = server(|c| c.stream.max_message_len = 1000);
     let mut good = raw(&mut srv);
     let mut bad = raw(&mut srv);
     let mut h = [0u8; HEADER_LEN];
@@ -415,7 +415,7 @@ fn reset(s: TcpStream) {
 
 #[test]
 fn a_stalled_sender_holds_one_bounded_buffer_and_a_reset_mid_frame_frees_it() {
-    let mut srv = server(|c| c.max_message_len = 50_000);
+    let mut srv = server(|c| c.stream.max_message_len = 50_000);
     let mut good = raw(&mut srv);
     let mut stall = raw(&mut srv);
     let f = frame(Msg::new(1, 1), &[3u8; 40_000]);
@@ -489,8 +489,8 @@ fn thousands_of_idle_connections_hold_no_pinned_memory() {
 #[test]
 fn a_client_that_never_reads_its_replies_stalls_only_itself_and_loses_no_reply() {
     let mut srv = server(|c| {
-        c.tx_limit = 64 << 10;
-        c.max_message_len = 16 << 10;
+        c.stream.tx_limit = 64 << 10;
+        c.stream.max_message_len = 16 << 10;
         c.socket_buffer = Some(64 << 10);
     });
     let mut good = raw(&mut srv);
@@ -539,7 +539,7 @@ fn a_client_that_never_reads_its_replies_stalls_only_itself_and_loses_no_reply()
     assert!(srv.queued_bytes(conn).unwrap() <= 64 << 10);
     let st = srv.stats();
     assert_eq!(st.tx_full, 0, "{st:?}");
-    assert!(st.would_block > 0, "{st:?}");
+    assert!(st.device.would_block > 0, "{st:?}");
     // Others are served all along.
     assert_served(&mut srv, &mut good, 7);
     // The deaf client's requests are not lost: the ones read wait in order, the rest in the

@@ -1,21 +1,19 @@
-//! One connection's state, and the receive side and life cycle of a [`TcpDatapath`]'s
+//! One connection's state, and the receive side and life cycle of a [`StreamDatapath`]'s
 //! connections: reading under backpressure ([`crate::flow`]), partial frames under the memory
-//! cap ([`crate::budget`]), the timeouts, and closing without losing a reply
-//! (`docs/tcp.md`, "Backpressure", "Memory" and "Closing").
+//! cap ([`crate::budget`]), the timeouts, the total cap on queued replies, and closing without
+//! losing a reply (`docs/tcp.md`, "Backpressure", "Memory" and "Closing").
 
-use std::io::{self, Read};
-use std::net::{Shutdown, SocketAddrV4, TcpStream};
-use std::os::fd::AsFd;
+use std::io;
+use std::net::SocketAddrV4;
 use std::time::{Duration, Instant};
 
 use cornflakes_datapath::{ConnId, RxMsg};
 
+use super::{ByteStream, StreamConfig, StreamDatapath};
 use crate::budget::Holder;
 use crate::flow::{Carrier, Inbox, ReplyRoom};
 use crate::frame::{DeframeError, Deframer};
-use crate::sys;
-use crate::txq::{TxQueue, ZcInFlight};
-use crate::TcpDatapath;
+use crate::txq::TxQueue;
 
 /// How often the timeouts are checked (at most; only while something is timed).
 pub(crate) const TICK: Duration = Duration::from_millis(20);
@@ -23,6 +21,9 @@ pub(crate) const TICK: Duration = Duration::from_millis(20);
 pub(crate) const TRIM_EVERY: Duration = Duration::from_secs(1);
 /// Bytes read per call while discarding what follows a bad frame.
 const DISCARD_CHUNK: usize = 64 << 10;
+/// A connection's peer must have taken nothing for this share of the stall timeout before the
+/// cap on all queued replies may close it.
+const EVICT_AFTER_STALL: u32 = 10;
 
 /// What may still be read from a connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,36 +35,36 @@ pub(crate) enum Input {
     Ended,
     /// The stream stopped being valid framing. The frames before that point are handed over
     /// and answered; once the replies are sent the datapath sends a FIN and reads (and
-    /// discards) whatever still comes for up to [`TcpConfig::linger`](crate::TcpConfig::linger),
-    /// so the peer's TCP sees no reset while the replies may still be unread, then closes.
+    /// discards) whatever still comes for up to [`StreamConfig::linger`], so the peer's TCP
+    /// sees no reset while the replies may still be unread, then closes (at once, on a device
+    /// without a half-close).
     Bad,
 }
 
-/// One TCP connection.
+/// One connection: the device's part (`io`) and the datapath's.
 #[derive(Debug)]
-pub(crate) struct Conn {
+pub(crate) struct Conn<S> {
     pub id: u32,
-    pub stream: TcpStream,
+    pub io: S,
     pub peer: SocketAddrV4,
     pub outgoing: bool,
     pub rx: Deframer,
     pub tx: TxQueue,
-    pub zc: ZcInFlight,
+    /// Bytes the device took and will report done later ([`super::Wrote::in_flight`]).
+    pub unfinished: usize,
     /// The reply room its requests need (none for a connection that carries replies).
     pub room: ReplyRoom,
     /// Requests read and not yet handed over, and the replies reserved this burst.
     pub inbox: Inbox,
     pub input: Input,
-    /// Events registered with epoll.
-    pub interest: u32,
-    /// The last send found the socket buffer full: wait for EPOLLOUT.
+    /// The last write found the device full: wait until it is writable.
     pub blocked: bool,
-    /// Since when the socket buffer has been full with bytes still queued, nothing taken.
+    /// A batched write of this flush found the device full: the flush does not write it again.
+    pub batch_blocked: bool,
+    /// Since when bytes have been queued (or in flight) with nothing taken by the peer.
     pub stalled_since: Option<Instant>,
     /// Lingering after a bad stream (FIN sent): closed at this instant at the latest.
     pub linger_until: Option<Instant>,
-    /// `SO_ZEROCOPY` is on for this socket.
-    pub zero_copy: bool,
     /// In the datapath's list of connections with queued sends.
     pub dirty: bool,
     /// In the datapath's list of stalled connections.
@@ -74,29 +75,62 @@ pub(crate) struct Conn {
     pub doomed: bool,
 }
 
-impl Conn {
+impl<S> Conn<S> {
+    /// A new connection, carrying replies (`outgoing`: opened by this datapath) or requests.
+    pub fn new(id: u32, io: S, peer: SocketAddrV4, outgoing: bool, cfg: &StreamConfig) -> Conn<S> {
+        let room = ReplyRoom {
+            limit: cfg.tx_limit,
+            // A connection this datapath opened carries replies: reading it never waits.
+            reserve: if outgoing {
+                0
+            } else {
+                cfg.reply_reserve.unwrap_or(cfg.tx_limit)
+            },
+        };
+        Conn {
+            id,
+            io,
+            peer,
+            outgoing,
+            rx: Deframer::new(cfg.max_message_len, cfg.rx_buffer),
+            tx: TxQueue::default(),
+            unfinished: 0,
+            room,
+            inbox: Inbox::default(),
+            input: Input::Open,
+            blocked: false,
+            batch_blocked: false,
+            stalled_since: None,
+            linger_until: None,
+            dirty: false,
+            stall_listed: false,
+            charged: 0,
+            doomed: false,
+        }
+    }
+
+    /// Bytes queued and not yet sent, or sent and not yet done.
+    #[inline]
+    pub fn queued(&self) -> usize {
+        self.tx.bytes() + self.unfinished
+    }
+
     /// Whether the datapath reads this connection now: input open, no request held, and room
     /// for the reply of at least one more.
     pub fn readable(&self) -> bool {
         self.input == Input::Open
             && !self.doomed
             && self.inbox.is_empty()
-            && self.room.admits(self.tx.bytes(), 0)
-    }
-
-    /// The epoll events this connection waits for.
-    pub fn wanted(&self) -> u32 {
-        let rd = self.readable() || self.linger_until.is_some();
-        (if rd { sys::IN } else { 0 }) | if self.blocked { sys::OUT } else { 0 }
+            && self.room.admits(self.queued(), 0)
     }
 
     /// Everything read was handed over and answered (no reservation left), and sent.
     fn drained(&self) -> bool {
-        self.inbox.is_empty() && self.inbox.owed() == 0 && self.tx.is_empty()
+        self.inbox.is_empty() && self.inbox.owed() == 0 && self.queued() == 0
     }
 }
 
-impl Carrier for Conn {
+impl<S> Carrier for Conn<S> {
     fn inbox(&self) -> &Inbox {
         &self.inbox
     }
@@ -106,7 +140,7 @@ impl Carrier for Conn {
     }
 
     fn queued(&self) -> usize {
-        self.tx.bytes()
+        Conn::queued(self)
     }
 
     fn room(&self) -> ReplyRoom {
@@ -122,7 +156,7 @@ impl Carrier for Conn {
     }
 }
 
-impl Holder for Conn {
+impl<S> Holder for Conn<S> {
     fn deframer(&mut self) -> &mut Deframer {
         &mut self.rx
     }
@@ -141,24 +175,25 @@ impl Holder for Conn {
 pub(crate) enum Close {
     /// The peer ended the stream and everything it asked for was answered and sent.
     Done,
-    /// A socket error (reset, broken pipe).
+    /// A socket error (reset, broken pipe), or a failed operation of the device.
     Failed,
     /// The stream is not valid framing (closed after the replies to the frames before it).
     BadStream,
-    /// Its peer read nothing for [`TcpConfig::stall_timeout`](crate::TcpConfig::stall_timeout).
+    /// Its peer read nothing for [`StreamConfig::stall_timeout`].
     Stalled,
-    /// A frame unfinished [`TcpConfig::frame_timeout`](crate::TcpConfig::frame_timeout) after
-    /// its first byte.
+    /// A frame unfinished [`StreamConfig::frame_timeout`] after its first byte.
     FrameTimeout,
     /// Its partial frame gave way to others under the cap on partial frames.
     Evicted,
+    /// Its peer stalled longest when all connections' queues were at the total cap.
+    Overflow,
 }
 
-impl TcpDatapath {
+impl<D: ByteStream> StreamDatapath<D> {
     /// The last burst is over: the reservations of its requests lapse, connections evicted or
     /// timed out during it close, and connections whose input ended are closed (or linger)
     /// once drained.
-    pub(crate) fn end_burst(&mut self) {
+    pub(super) fn end_burst(&mut self) {
         self.closing.append(&mut self.doomed);
         let mut touched = std::mem::take(&mut self.touched);
         self.requests.end_burst(&mut self.conns, &mut touched);
@@ -168,8 +203,10 @@ impl TcpDatapath {
         self.touched = touched;
     }
 
-    /// Hands over the held requests of every connection with room for their replies now.
-    pub(crate) fn deliver_ready(&mut self, out: &mut Vec<RxMsg>) {
+    /// Hands over the held requests of every connection with room for their replies now, and
+    /// notes whether any request of this burst waits for room under the total cap alone (every
+    /// connection holding requests is tried here, so that is known afresh each burst).
+    pub(super) fn deliver_ready(&mut self, out: &mut Vec<RxMsg>) {
         let mut touched = std::mem::take(&mut self.touched);
         self.requests
             .deliver_ready(&mut self.conns, out, &mut touched);
@@ -177,11 +214,12 @@ impl TcpDatapath {
             self.settle_conn(id);
         }
         self.touched = touched;
+        self.starving = self.requests.take_starved();
     }
 
     /// Reads what `id` has (up to the read budget) while it has reply room, handing over
     /// complete frames and holding those beyond the room.
-    pub(crate) fn read_conn(&mut self, id: u32, out: &mut Vec<RxMsg>) {
+    pub(super) fn read_conn(&mut self, id: u32, out: &mut Vec<RxMsg>) {
         let Some(c) = self.conns.get_mut(&id) else {
             return;
         };
@@ -194,13 +232,16 @@ impl TcpDatapath {
             let Some(c) = self.conns.get_mut(&id) else {
                 return;
             };
-            if !c.readable() || !c.room.admits(c.tx.bytes(), c.inbox.owed()) {
+            if !c.readable() || !c.room.admits(c.queued(), c.inbox.owed()) {
+                if c.input == Input::Open && !c.doomed {
+                    self.stats.room_waits += 1;
+                }
                 break;
             }
-            // A large frame's buffer grows with the bytes that arrived, counting those waiting
-            // in the socket; others' oldest partial frames give way if that passes the cap.
+            // A large frame's buffer grows with the bytes that arrived, counting those known
+            // to wait; others' oldest partial frames give way if that passes the cap.
             let waiting = if c.rx.asks_waiting() {
-                sys::bytes_readable(c.stream.as_fd())
+                self.dev.waiting(id, &c.io)
             } else {
                 0
             };
@@ -214,13 +255,14 @@ impl TcpDatapath {
             let space = match c.rx.space_for(&self.mem, waiting) {
                 Ok(s) => s,
                 Err(_) => {
-                    // Level-triggered: the data stays in the socket until a buffer is free.
+                    // The data stays in the device until a buffer is free (it reports the
+                    // connection ready again).
                     self.counters.no_rx_buffers += 1;
                     break;
                 }
             };
             let want = space.len();
-            match c.stream.read(space) {
+            match self.dev.read(id, &mut c.io, space) {
                 Ok(0) => {
                     if c.rx.partial_bytes() > 0 {
                         self.stats.partial_frames_lost += 1;
@@ -299,9 +341,58 @@ impl TcpDatapath {
         self.victims = dropped;
     }
 
+    /// A request waits for room under the total cap on queued bytes alone: closes the
+    /// connections whose peers have taken nothing for longest (at least a tenth of the stall
+    /// timeout), until a largest reservation fits. Their requests still waiting never run; what
+    /// was queued for them is dropped with them. With none stalled that long the request keeps
+    /// waiting (the peers that read free the room).
+    fn make_reply_room(&mut self) {
+        let need = self
+            .requests
+            .shared()
+            .shortfall(self.cfg.reply_reserve.unwrap_or(0));
+        if need == 0 {
+            self.starving = false;
+            return;
+        }
+        let Some(oldest) = Instant::now().checked_sub(self.cfg.stall_timeout / EVICT_AFTER_STALL)
+        else {
+            return;
+        };
+        let mut stalled: Vec<(Instant, u32, usize)> = self
+            .stalled
+            .iter()
+            .filter_map(|id| {
+                let c = self.conns.get(id)?;
+                let since = c.stalled_since.filter(|t| *t <= oldest)?;
+                (!c.doomed).then_some((since, *id, c.queued()))
+            })
+            .collect();
+        stalled.sort_unstable();
+        let mut freed = 0;
+        let mut victims = std::mem::take(&mut self.victims);
+        victims.clear();
+        for (_, id, bytes) in stalled {
+            if freed >= need {
+                break;
+            }
+            freed += bytes;
+            if let Some(c) = self.conns.get_mut(&id) {
+                c.doomed = true;
+                victims.push(id);
+            }
+        }
+        self.doom(&victims, 0, Close::Overflow);
+        self.victims = victims;
+        // Until they are closed (at the end of this burst or the start of the next) the room
+        // is not free yet: look again then.
+        self.starving = freed < need;
+    }
+
     /// Closes the connections whose partial frames were dropped (`lost` of them with bytes of a
-    /// frame) for `why`: at once, or — when requests of theirs handed over in this burst await
-    /// replies — at the start of the next, once those are queued. They are not read meanwhile.
+    /// frame) or whose peers stalled, for `why`: at once, or — when requests of theirs handed
+    /// over in this burst await replies — at the start of the next, once those are queued.
+    /// They are not read meanwhile.
     fn doom(&mut self, ids: &[u32], lost: u64, why: Close) {
         self.stats.partial_frames_lost += lost;
         self.counters.truncated += lost;
@@ -315,10 +406,10 @@ impl TcpDatapath {
         }
     }
 
-    /// After anything changed on `id`: its epoll interest, whether its partial frame is timed,
-    /// and — once its input ended and everything it asked for is answered and sent — its
-    /// close, or (after a bad stream) its FIN and linger.
-    pub(crate) fn settle_conn(&mut self, id: u32) {
+    /// After anything changed on `id`: what the device watches it for, whether its partial
+    /// frame is timed, and — once its input ended and everything it asked for is answered and
+    /// sent — its close, or (after a bad stream) its FIN and linger.
+    pub(super) fn settle_conn(&mut self, id: u32) {
         let Some(c) = self.conns.get_mut(&id) else {
             return;
         };
@@ -326,24 +417,25 @@ impl TcpDatapath {
             return;
         }
         if c.input != Input::Open && c.linger_until.is_none() && c.drained() {
-            if c.input == Input::Ended {
-                self.closing.push((id, Close::Done));
+            if c.input == Input::Ended || !self.dev.shutdown(&mut c.io) {
+                let why = match c.input {
+                    Input::Bad => Close::BadStream,
+                    _ => Close::Done,
+                };
+                self.closing.push((id, why));
                 return;
             }
-            // A FIN after the replies; whatever the peer still sends is read and dropped.
-            let _ = c.stream.shutdown(Shutdown::Write);
+            // A FIN went after the replies; whatever the peer still sends is read and dropped.
             c.linger_until = Some(Instant::now() + self.cfg.linger);
             self.lingering.push(id);
         }
+        let readable = c.readable();
         if c.charged > 0 {
-            self.partials.pause(id, !c.readable(), Instant::now());
+            self.partials.pause(id, !readable, Instant::now());
         }
-        let want = c.wanted();
-        if want != c.interest {
-            match self.epoll.modify(c.stream.as_fd(), want, id as u64) {
-                Ok(()) => c.interest = want,
-                Err(_) => self.closing.push((id, Close::Failed)),
-            }
+        let read = readable || c.linger_until.is_some();
+        if self.dev.watch(id, &mut c.io, read, c.blocked).is_err() {
+            self.closing.push((id, Close::Failed));
         }
     }
 
@@ -355,7 +447,7 @@ impl TcpDatapath {
         };
         self.scratch.resize(DISCARD_CHUNK, 0);
         for _ in 0..self.cfg.read_budget {
-            match c.stream.read(&mut self.scratch) {
+            match self.dev.read(id, &mut c.io, &mut self.scratch) {
                 Ok(0) => {
                     self.closing.push((id, Close::BadStream));
                     return;
@@ -371,26 +463,26 @@ impl TcpDatapath {
         }
     }
 
-    /// A connection the datapath does not read now reported a hang-up or an error: its peer
-    /// is gone (a reset), so what it asked for can never be answered.
-    pub(crate) fn hung_up(&mut self, id: u32, events: u32) {
+    /// A connection the datapath does not read now reported a hang-up or an error: if its
+    /// peer is gone (a reset), what it asked for can never be answered.
+    pub(super) fn hung_up(&mut self, id: u32, hangup: bool) {
         let Some(c) = self.conns.get_mut(&id) else {
             return;
         };
-        let gone = events & libc::EPOLLHUP as u32 != 0
-            || matches!(c.stream.take_error(), Ok(Some(_)) | Err(_));
-        if gone {
+        if hangup || self.dev.failed(id, &c.io) {
             self.closing.push((id, Close::Failed));
         }
     }
 
-    /// The timeouts (partial frames, stalled peers, lingering closes) and the trim of the
-    /// pinned memory after closes: checked every [`TICK`] while anything is timed.
-    pub(crate) fn housekeeping(&mut self) {
+    /// The timeouts (partial frames, stalled peers, lingering closes), the room the total cap
+    /// on queued replies keeps waiting requests from, and the trim of the pinned memory after
+    /// closes: checked every [`TICK`] while anything is timed.
+    pub(super) fn housekeeping(&mut self) {
         if self.partials.is_empty()
             && self.stalled.is_empty()
             && self.lingering.is_empty()
             && !self.trim_due
+            && !self.starving
         {
             return;
         }
@@ -432,6 +524,9 @@ impl TcpDatapath {
             Some(_) => true,
             None => false,
         });
+        if self.starving {
+            self.make_reply_room();
+        }
         if self.trim_due && now >= self.next_trim {
             self.trim_due = false;
             self.next_trim = now + TRIM_EVERY;
@@ -441,35 +536,34 @@ impl TcpDatapath {
 
     /// Closes the connections marked for closing. Requests held for want of reply room are
     /// dropped unexecuted (counted); queued replies are dropped with the connection.
-    pub(crate) fn close_pending(&mut self) {
+    pub(super) fn close_pending(&mut self) {
         while let Some((id, why)) = self.closing.pop() {
             let Some(mut c) = self.conns.remove(&id) else {
                 continue;
             };
+            let s = &mut self.stats;
             match why {
                 Close::Done => {}
-                Close::Failed => self.stats.failed += 1,
-                Close::BadStream => self.stats.bad_streams += 1,
-                Close::Stalled => self.stats.stall_timeouts += 1,
-                Close::FrameTimeout => self.stats.frame_timeouts += 1,
-                Close::Evicted => self.stats.partial_evictions += 1,
+                Close::Failed => s.failed += 1,
+                Close::BadStream => s.bad_streams += 1,
+                Close::Stalled => s.stall_timeouts += 1,
+                Close::FrameTimeout => s.frame_timeouts += 1,
+                Close::Evicted => s.partial_evictions += 1,
+                Close::Overflow => s.reply_evictions += 1,
             }
-            self.stats.closed += 1;
-            self.stats.unexecuted_dropped += c.inbox.clear() as u64;
+            s.closed += 1;
+            s.unexecuted_dropped += c.inbox.clear() as u64;
             self.partials.remove(id);
             self.trim_due = true;
-            let _ = self.epoll.delete(c.stream.as_fd());
             if c.outgoing && self.by_peer.get(&c.peer) == Some(&ConnId(id)) {
                 self.by_peer.remove(&c.peer);
             }
             // Nothing more will be sent: release what was queued.
-            self.queued -= c.tx.clear();
-            if c.zc.sends() > 0 {
-                // The kernel may still read these buffers: keep them (and the socket, to read
-                // their completions) until it says it is done.
-                let _ = c.stream.shutdown(Shutdown::Both);
-                self.draining.push(c);
-            }
+            self.requests.shared_mut().sub(c.queued());
+            let n = c.tx.clear();
+            self.queued -= n;
+            self.completed += n;
+            self.dev.close(id, c.io);
         }
     }
 }
