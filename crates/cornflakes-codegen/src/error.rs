@@ -23,6 +23,9 @@ pub enum ErrorKind {
     /// The schema is valid protobuf but breaks a rule of Cornflakes services (a method number
     /// out of range, two methods of one service with the same number).
     Invalid,
+    /// A setting of [`Config`](crate::Config) is not usable (a runtime, rpc or extern path
+    /// that is not a Rust path).
+    Config,
 }
 
 /// An error from [`Config::compile_protos`](crate::Config::compile_protos) or
@@ -59,6 +62,13 @@ impl Error {
         Error {
             kind: ErrorKind::Io,
             message: format!("{}: {e}", path.display()),
+        }
+    }
+
+    pub(crate) fn config(message: String) -> Error {
+        Error {
+            kind: ErrorKind::Config,
+            message: format!("invalid Config: {message}"),
         }
     }
 

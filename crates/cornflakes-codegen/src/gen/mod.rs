@@ -17,6 +17,18 @@ use crate::schema::{EnumId, MsgId, Schema, ServiceId};
 use crate::{Config, Files};
 use names::{doc_attrs, ident, module_name, upper_camel};
 
+/// `p` as tokens when it is a Rust path (`::cornflakes`, `crate::rt`); a user error naming
+/// the setting `what` otherwise.
+fn rust_path(p: &str, what: &str) -> Result<TokenStream, Error> {
+    match syn::parse_str::<syn::Path>(p) {
+        Ok(path) => Ok(quote::ToTokens::to_token_stream(&path)),
+        Err(e) => Err(Error::config(format!(
+            "{what} is `{p}`, which is not a Rust path ({e}); write one such as \
+             `::cornflakes` or `crate::rt`"
+        ))),
+    }
+}
+
 /// Generates the files for every package with an input file: `(file name, contents)`, sorted
 /// by file name, and what was left out.
 pub(crate) fn generate(schema: &Schema, config: &Config) -> Result<(Files, Vec<Warning>), Error> {
@@ -30,12 +42,11 @@ pub(crate) fn generate(schema: &Schema, config: &Config) -> Result<(Files, Vec<W
     let is_extern = |package: &str| names::extern_root(schema, package).is_some();
     let mut warnings = Vec::new();
     check_config_methods(schema, config)?;
-    let path = |p: &str, what: &str| -> Result<TokenStream, Error> {
-        p.parse()
-            .map_err(|e| Error::internal(format!("{what} path `{p}` is not a path: {e}")))
-    };
-    let runtime = path(&config.runtime_path, "runtime")?;
-    let rpc = path(&config.rpc_path, "cornflakes-rpc")?;
+    let runtime = rust_path(&config.runtime_path, "Config::runtime_path")?;
+    let rpc = rust_path(&config.rpc_path, "Config::rpc_path")?;
+    for (proto, rust) in &config.extern_paths {
+        rust_path(rust, &format!("Config::extern_path(\".{proto}\", ..)"))?;
+    }
     let mut reply_views = HashSet::new();
     let mut packages: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
     for (i, f) in schema.files.iter().enumerate() {
