@@ -60,8 +60,9 @@ pub enum DatapathKind {
     Emu,
 }
 
-/// IP MTU of the socket datapath by default (jumbo frames, as the echo benchmark's).
-pub const DEFAULT_MTU: usize = 9000;
+/// IP MTU of the datapaths unless `--mtu` says otherwise: a jumbo frame, as in the paper
+/// (§6.1), so a 2 × 2048 B message is one datagram; the C API's socket default too.
+pub use datapath_socket::JUMBO_MTU as DEFAULT_MTU;
 
 /// Everything `calibrate run` does.
 #[derive(Clone, Debug)]

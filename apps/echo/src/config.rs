@@ -18,9 +18,9 @@ pub const DEFAULT_RATES: [f64; 12] = [
     120_000.0, 150_000.0, 200_000.0,
 ];
 
-/// IP MTU of the socket datapath in the benchmark: a jumbo frame, as in the paper (§6.1), so a
-/// 2 × 2048 B message is one datagram. `lo` takes up to 65536.
-pub const DEFAULT_MTU: usize = 9000;
+/// IP MTU of the datapaths unless `--mtu` says otherwise: a jumbo frame, as in the paper
+/// (§6.1), so a 2 × 2048 B message is one datagram; the C API's socket default too.
+pub use datapath_socket::JUMBO_MTU as DEFAULT_MTU;
 
 /// Which datapath the server uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

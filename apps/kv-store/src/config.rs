@@ -37,8 +37,9 @@ pub const EMU_RATES: [f64; 6] = [
     3_200_000.0,
 ];
 
-/// IP MTU of the socket datapath: a jumbo frame, as in the paper (§6.1).
-pub const DEFAULT_MTU: usize = 9000;
+/// IP MTU of the datapaths unless `--mtu` says otherwise: a jumbo frame, as in the paper
+/// (§6.1), so a 2 × 2048 B message is one datagram; the C API's socket default too.
+pub use datapath_socket::JUMBO_MTU as DEFAULT_MTU;
 
 /// Which datapath the benchmark's server runs on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

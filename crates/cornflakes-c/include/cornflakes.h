@@ -38,7 +38,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
-// The IP MTU the NIC datapaths are opened with (as the apps' `--mtu` default).
+// The IP MTU a socket datapath is opened with unless [`cf_socket_opts`] says otherwise: the
+// apps' `--mtu` default, so a C program and an app agree with default settings on both sides.
+// A receiver's MTU must be at least its senders' (a larger datagram is dropped, counted as
+// `truncated` and told once on stderr).
+#define CF_SOCKET_MTU 9000
+
+// The IP MTU the ConnectX and DPDK datapaths are opened with: Ethernet's 1500. The apps open
+// theirs with `--mtu` (9000 by default), so a C program on a NIC talks to an app started with
+// `--mtu 1500`.
 #define CF_NIC_MTU 1500
 
 // What a call did. `CF_OK` is 0; every error is negative and leaves a message for
@@ -94,6 +102,18 @@ typedef struct cf_dp {
   // The handle's value (opaque).
   uint64_t id;
 } cf_dp;
+
+// Settings of a socket datapath (`cf_dp_socket_new_opts`). Zero in a field means its default;
+// start from `struct cf_socket_opts opts = {0};` and set what you need.
+typedef struct cf_socket_opts {
+  // Largest message and pinned buffer, in bytes (rounded up to a power of two, at most
+  // 2 MiB); 0: 16 KiB. Larger messages are segmented into MTU-sized datagrams.
+  size_t max_message_len;
+  // IP MTU, in bytes (576 to 65535): the largest datagram sent, and received whole; 0:
+  // [`CF_SOCKET_MTU`]. Match the peer's: a server started with `--mtu 1500` talks to a
+  // client opened with 1500.
+  size_t mtu;
+} cf_socket_opts;
 
 // One received message.
 typedef struct cf_rx {
@@ -241,18 +261,27 @@ enum cf_status cf_mem_recover(struct cf_mem mem,
                               struct cf_buf *out_buf);
 
 // Opens a socket datapath bound to `ip:port` (port 0 picks one; see `cf_dp_local_port`) with
-// its own pinned memory. The socket is nonblocking: `cf_dp_recv` never waits, and a program
-// with an event loop waits for `cf_dp_fd` to become readable. Messages (and pinned buffers)
-// are at most 16 KiB; `cf_dp_socket_new_sized` takes another limit.
+// its own pinned memory and the default settings (IP MTU [`CF_SOCKET_MTU`], messages up to
+// 16 KiB). The socket is nonblocking: `cf_dp_recv` never waits, and a program with an event
+// loop waits for `cf_dp_fd` to become readable. `cf_dp_socket_new_opts` takes other settings.
 enum cf_status cf_dp_socket_new(const char *ip, uint16_t port, struct cf_dp *out_dp);
 
 // As `cf_dp_socket_new`, with messages and pinned buffers up to `max_message_len` bytes
 // (rounded up to a power of two, at most 2 MiB; 0: the default 16 KiB). Larger messages are
-// segmented into MTU-sized datagrams and reassembled.
+// segmented into MTU-sized datagrams and reassembled. The same as `cf_dp_socket_new_opts`
+// with only `max_message_len` set.
 enum cf_status cf_dp_socket_new_sized(const char *ip,
                                       uint16_t port,
                                       size_t max_message_len,
                                       struct cf_dp *out_dp);
+
+// As `cf_dp_socket_new`, with the settings in `*opts` (NULL: the defaults). An MTU outside
+// 576–65535 or a `max_message_len` above 2 MiB is refused (`CF_ERR_INVALID`,
+// `CF_ERR_TOO_LARGE`).
+enum cf_status cf_dp_socket_new_opts(const char *ip,
+                                     uint16_t port,
+                                     const struct cf_socket_opts *opts,
+                                     struct cf_dp *out_dp);
 
 // Closes the datapath. Buffers received from it stay valid until released.
 enum cf_status cf_dp_release(struct cf_dp dp);

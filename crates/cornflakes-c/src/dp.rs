@@ -115,18 +115,42 @@ fn send_error(e: SendError) -> Error {
     Error::new(status, e.to_string())
 }
 
+/// The IP MTU a socket datapath is opened with unless [`cf_socket_opts`] says otherwise: the
+/// apps' `--mtu` default, so a C program and an app agree with default settings on both sides.
+/// A receiver's MTU must be at least its senders' (a larger datagram is dropped, counted as
+/// `truncated` and told once on stderr).
+pub const CF_SOCKET_MTU: usize = 9000;
+const _: () = assert!(CF_SOCKET_MTU == datapath_socket::JUMBO_MTU);
+
+/// Settings of a socket datapath (`cf_dp_socket_new_opts`). Zero in a field means its default;
+/// start from `struct cf_socket_opts opts = {0};` and set what you need.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct cf_socket_opts {
+    /// Largest message and pinned buffer, in bytes (rounded up to a power of two, at most
+    /// 2 MiB); 0: 16 KiB. Larger messages are segmented into MTU-sized datagrams.
+    pub max_message_len: usize,
+    /// IP MTU, in bytes (576 to 65535): the largest datagram sent, and received whole; 0:
+    /// [`CF_SOCKET_MTU`]. Match the peer's: a server started with `--mtu 1500` talks to a
+    /// client opened with 1500.
+    pub mtu: usize,
+}
+
 /// Opens a socket datapath bound to `ip:port` (port 0 picks one; see `cf_dp_local_port`) with
-/// its own pinned memory. The socket is nonblocking: `cf_dp_recv` never waits, and a program
-/// with an event loop waits for `cf_dp_fd` to become readable. Messages (and pinned buffers)
-/// are at most 16 KiB; `cf_dp_socket_new_sized` takes another limit.
+/// its own pinned memory and the default settings (IP MTU [`CF_SOCKET_MTU`], messages up to
+/// 16 KiB). The socket is nonblocking: `cf_dp_recv` never waits, and a program with an event
+/// loop waits for `cf_dp_fd` to become readable. `cf_dp_socket_new_opts` takes other settings.
 #[no_mangle]
 pub extern "C" fn cf_dp_socket_new(ip: *const c_char, port: u16, out_dp: *mut cf_dp) -> cf_status {
-    guard("cf_dp_socket_new", || open(ip, port, 0, out_dp))
+    guard("cf_dp_socket_new", || {
+        open(ip, port, cf_socket_opts::default(), out_dp)
+    })
 }
 
 /// As `cf_dp_socket_new`, with messages and pinned buffers up to `max_message_len` bytes
 /// (rounded up to a power of two, at most 2 MiB; 0: the default 16 KiB). Larger messages are
-/// segmented into MTU-sized datagrams and reassembled.
+/// segmented into MTU-sized datagrams and reassembled. The same as `cf_dp_socket_new_opts`
+/// with only `max_message_len` set.
 #[no_mangle]
 pub extern "C" fn cf_dp_socket_new_sized(
     ip: *const c_char,
@@ -135,13 +159,48 @@ pub extern "C" fn cf_dp_socket_new_sized(
     out_dp: *mut cf_dp,
 ) -> cf_status {
     guard("cf_dp_socket_new_sized", || {
-        open(ip, port, max_message_len, out_dp)
+        let opts = cf_socket_opts {
+            max_message_len,
+            ..cf_socket_opts::default()
+        };
+        open(ip, port, opts, out_dp)
     })
 }
 
-fn open(ip: *const c_char, port: u16, max_len: usize, out_dp: *mut cf_dp) -> Result<()> {
+/// As `cf_dp_socket_new`, with the settings in `*opts` (NULL: the defaults). An MTU outside
+/// 576–65535 or a `max_message_len` above 2 MiB is refused (`CF_ERR_INVALID`,
+/// `CF_ERR_TOO_LARGE`).
+#[no_mangle]
+pub extern "C" fn cf_dp_socket_new_opts(
+    ip: *const c_char,
+    port: u16,
+    opts: *const cf_socket_opts,
+    out_dp: *mut cf_dp,
+) -> cf_status {
+    guard("cf_dp_socket_new_opts", || {
+        let opts = if opts.is_null() {
+            cf_socket_opts::default()
+        } else {
+            slice_of(opts, 1, "opts")?[0]
+        };
+        open(ip, port, opts, out_dp)
+    })
+}
+
+fn open(ip: *const c_char, port: u16, opts: cf_socket_opts, out_dp: *mut cf_dp) -> Result<()> {
     let bind = addr(ip, port)?;
     let mut cfg = SocketConfig::new(bind);
+    cfg.mtu = match opts.mtu {
+        0 => CF_SOCKET_MTU,
+        m @ 576..=65535 => m,
+        m => {
+            return Err(Error::new(
+                cf_status::CF_ERR_INVALID,
+                format!("mtu {m} is outside 576..=65535"),
+            ))
+        }
+    };
+    let max_len = opts.max_message_len;
     if max_len > 0 {
         if max_len > MAX_ITEM {
             return Err(Error::new(

@@ -14,7 +14,9 @@ use crate::dp::{addr, insert_dp};
 use crate::error::{cf_status, cstr, guard, out, Result};
 use crate::table::cf_dp;
 
-/// The IP MTU the NIC datapaths are opened with (as the apps' `--mtu` default).
+/// The IP MTU the ConnectX and DPDK datapaths are opened with: Ethernet's 1500. The apps open
+/// theirs with `--mtu` (9000 by default), so a C program on a NIC talks to an app started with
+/// `--mtu 1500`.
 pub const CF_NIC_MTU: usize = 1500;
 
 /// Opens an AF_XDP datapath (feature `xdp`; needs root) on interface `ifname`'s queue 0,

@@ -34,6 +34,12 @@ use cornflakes_stack::{Cursor, FramePlan, PieceWalk, IP_OVERHEAD};
 
 use sys::{Datagram, Received, RecvScratch, SendScratch, MAX_GSO_SEGMENTS, MAX_IOV};
 
+/// The IP MTU Cornflakes' programs open their datapaths with unless told otherwise: the apps'
+/// `--mtu` default and the C API's socket datapaths. Jumbo frames, so a 4 KiB reply is one
+/// datagram. [`SocketConfig::new`] keeps Ethernet's 1500; a receiver's MTU must be at least its
+/// senders' (a larger datagram is dropped as `truncated`, and reported once on stderr).
+pub const JUMBO_MTU: usize = 9000;
+
 /// Configuration of a [`SocketDatapath`].
 #[derive(Clone, Debug)]
 pub struct SocketConfig {
@@ -106,10 +112,25 @@ pub struct SocketDatapath {
     tx_scratch: SendScratch,
     completed: usize,
     tx_errors: u64,
+    /// Whether a datagram larger than the receive buffers was reported on stderr yet.
+    told_truncated: bool,
 }
 
 /// Bytes of the framing header.
 const FH: usize = framing::HEADER_LEN;
+
+/// What a datapath at `local` with IP MTU `mtu` says, once, when a datagram from `from` was
+/// larger than its receive buffers: the sender's MTU is larger, and how to fix it. Every such
+/// drop is counted (`truncated`); only the first is told, so a flood cannot fill a log.
+pub fn truncation_notice(local: SocketAddrV4, from: SocketAddrV4, mtu: usize) -> String {
+    format!(
+        "cornflakes: the socket datapath at {local} dropped a datagram from {from} larger \
+         than its receive buffers (IP MTU {mtu}): the sender uses a larger MTU. Open this \
+         side with the sender's MTU (the apps' --mtu, whose default is {JUMBO_MTU}; \
+         SocketConfig::mtu in Rust; cf_socket_opts.mtu in C). Further drops are only counted \
+         (`truncated`)."
+    )
+}
 
 impl SocketDatapath {
     /// Binds the socket and creates the pinned memory.
@@ -153,6 +174,7 @@ impl SocketDatapath {
             tx_scratch: SendScratch::default(),
             completed: 0,
             tx_errors: 0,
+            told_truncated: false,
             cfg,
         })
     }
@@ -331,6 +353,10 @@ impl SocketDatapath {
             };
             if m.truncated {
                 self.counters.truncated += 1;
+                if !self.told_truncated {
+                    self.told_truncated = true;
+                    eprintln!("{}", truncation_notice(self.local, from, self.cfg.mtu));
+                }
                 continue;
             }
             buf.set_len(m.len);

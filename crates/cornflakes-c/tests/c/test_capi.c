@@ -362,6 +362,60 @@ static size_t recv_wait(cf_dp dp, cf_rx *out, size_t max) {
     return n;
 }
 
+/* The socket datapath's MTU: the default is the apps' (CF_SOCKET_MTU), so a 4 KiB message from
+ * a default sender arrives whole at a default receiver; a receiver opened with a smaller MTU
+ * drops it and counts it as truncated (and says so once on stderr); bad settings are refused. */
+static void test_socket_mtu(void) {
+    cf_dp bad;
+    cf_socket_opts opts = {0};
+    opts.mtu = 100;
+    FAILS(cf_dp_socket_new_opts("127.0.0.1", 0, &opts, &bad), CF_ERR_INVALID);
+    opts.mtu = 70000;
+    FAILS(cf_dp_socket_new_opts("127.0.0.1", 0, &opts, &bad), CF_ERR_INVALID);
+    opts.mtu = 0;
+    opts.max_message_len = (size_t)3 << 20;
+    FAILS(cf_dp_socket_new_opts("127.0.0.1", 0, &opts, &bad), CF_ERR_TOO_LARGE);
+    FAILS(cf_dp_socket_new_opts("127.0.0.1", 0, NULL, NULL), CF_ERR_NULL);
+
+    cf_dp sender, whole, small;
+    OK(cf_dp_socket_new_opts("127.0.0.1", 0, NULL, &sender)); /* NULL: the defaults */
+    OK(cf_dp_socket_new("127.0.0.1", 0, &whole));
+    cf_socket_opts s1500 = {0};
+    s1500.mtu = 1500;
+    OK(cf_dp_socket_new_opts("127.0.0.1", 0, &s1500, &small));
+    uint16_t wport, sport;
+    OK(cf_dp_local_port(whole, &wport));
+    OK(cf_dp_local_port(small, &sport));
+    uint32_t to_whole, to_small;
+    OK(cf_dp_connect(sender, "127.0.0.1", wport, &to_whole));
+    OK(cf_dp_connect(sender, "127.0.0.1", sport, &to_small));
+    const uint8_t *big = malloc_fill(4096);
+    OK(cf_dp_send_copy(sender, to_whole, 0, 1, 1, big, 4096));
+    OK(cf_dp_send_copy(sender, to_small, 0, 2, 1, big, 4096));
+    OK(cf_dp_flush(sender));
+
+    cf_rx rx[2];
+    CHECK(recv_wait(whole, rx, 2) == 1);
+    const uint8_t *p;
+    size_t len;
+    OK(cf_buf_data(rx[0].data, &p, &len));
+    CHECK(len == 4096 && memcmp(p, malloc_fill(4096), 4096) == 0);
+    OK(cf_buf_release(rx[0].data));
+
+    cf_dp_counters c = {0};
+    for (int i = 0; i < 2000 && c.truncated == 0; i++) {
+        size_t n = 0;
+        OK(cf_dp_recv(small, rx, 2, &n));
+        CHECK(n == 0);
+        OK(cf_dp_get_counters(small, &c));
+        if (c.truncated == 0) usleep(1000);
+    }
+    CHECK(c.truncated == 1);
+    OK(cf_dp_release(sender));
+    OK(cf_dp_release(whole));
+    OK(cf_dp_release(small));
+}
+
 static void test_datapath(void) {
     cf_schema kv = load("kv.proto");
     uint32_t getm_resp, f_id, f_vals;
@@ -547,6 +601,7 @@ int main(int argc, char **argv) {
     test_messages();
     test_nested();
     test_datapath();
+    test_socket_mtu();
     printf("%d passed, %d failed\n", checks - failures, failures);
     return failures == 0 ? 0 : 1;
 }
