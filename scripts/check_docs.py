@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Checks that the committed results stay small and that every doc points at real things.
+"""Checks that the committed results stay small, that every doc points at real things, and that
+the index of docs/ lists every page.
 
 Usage: python3 scripts/check_docs.py [--root DIR]   check the git repository at DIR (default: this one)
        python3 scripts/check_docs.py --self-test    check the checker on small generated repositories
@@ -26,6 +27,9 @@ exits 1 when there is one. The rules:
 4. Links. A relative link or image `[text](target)` outside code resolves, from the doc's folder,
    to a tracked file or folder; `target#anchor` (and `#anchor` alone) names a heading of that
    Markdown file (GitHub's heading ids) or an `<a id=...>` / `<a name=...>` in it.
+5. The index. docs/README.md links (outside code) every tracked Markdown page under docs/
+   except those under docs/results/ (which docs/results/README.md indexes), so a new page
+   cannot be left out of it.
 """
 import fnmatch
 import os
@@ -35,6 +39,7 @@ import sys
 import tempfile
 
 RESULTS = "docs/results/"
+INDEX = "docs/README.md"
 MAX_RESULTS_LINE_SHARE = 0.05
 MAX_RESULTS_BYTES = 1_000_000
 # Docs whose paths are history (what was removed), not pointers into the tree: rule 3 skips them.
@@ -289,12 +294,46 @@ def check_doc(repo, doc):
     return problems
 
 
+def linked(repo, doc):
+    """The tracked files a doc's relative links (outside code) point at."""
+    text = read(repo.root, doc).decode("utf-8", "replace")
+    here, out = os.path.dirname(doc), set()
+    for kind, piece, _ in split_code(text):
+        if kind != "prose":
+            continue
+        for part_kind, part, _ in prose_parts(piece):
+            if part_kind != "text":
+                continue
+            targets = [m.group(1) for m in LINK.finditer(part)] + [m.group(1) for m in REF_DEF.finditer(part)]
+            for target in targets:
+                if SCHEME.match(target) or target.startswith("//"):
+                    continue
+                path = target.partition("#")[0].split("?", 1)[0]
+                if path:
+                    out.add(os.path.normpath(os.path.join(here, path)))
+    return out
+
+
+def index(repo):
+    """Problems of rule 5: the pages under docs/ that docs/README.md does not link."""
+    pages = [
+        f for f in repo.docs() if f.startswith("docs/") and f.endswith(".md") and f != INDEX and not f.startswith(RESULTS)
+    ]
+    if not pages:
+        return []
+    if INDEX not in repo.file_set:
+        return [f"{INDEX} is missing: it is the index of the pages under docs/"]
+    links = linked(repo, INDEX)
+    return [f"{INDEX} does not link {page}: add it to the index" for page in pages if page not in links]
+
+
 def check(root):
     """Every problem of the repository at root, and the budget's summary line."""
     repo = Repo(root)
     problems, summary = budget(root, repo.files)
     for doc in repo.docs():
         problems.extend(check_doc(repo, doc))
+    problems.extend(index(repo))
     return problems, summary
 
 
@@ -314,6 +353,7 @@ def self_test():
             "```sh\nscripts/run.sh > /tmp/out.txt\n```\n"
         ),
         "docs/results/README.md": "# Results\n\nOne table.\n",
+        "docs/README.md": "# Docs\n\n- [The guide](guide.md#first-steps)\n- [Results](results/README.md)\n",
         "scripts/run.sh": "#!/bin/sh\n",
         ".gitignore": "/docs/out/\n",
     }
@@ -328,6 +368,13 @@ def self_test():
         "a /tmp folder in prose": ("docs/guide.md", "Raw data in /tmp/r.\n", "only one machine has: /tmp/r"),
         "results over budget": ("docs/results/big.md", "x\n" * 60, "over 5%"),
         "results over a megabyte": ("docs/results/big.bin", "\0" * 1_000_001, "bytes, over"),
+        "a page the index leaves out": ("docs/more/other.md", "# Other\n", "does not link docs/more/other.md"),
+        "a page named only in code": (
+            "docs/README.md",
+            "`other.md`\n\n```\n[x](other.md)\n```\n",
+            "does not link docs/other.md",
+            {"docs/other.md": "# Other\n"},
+        ),
     }
     failures = []
 
@@ -344,9 +391,11 @@ def self_test():
     problems = run(good)
     if problems:
         failures.append("the good repository failed: " + "; ".join(problems))
-    for name, (path, body, expect) in broken.items():
+    for name, (path, body, expect, *extra) in broken.items():
         files = dict(good)
         files[path] = files.get(path, "") + body if path.endswith(".md") else body
+        for more in extra:
+            files.update(more)
         problems = run(files)
         if not any(expect in p for p in problems):
             failures.append(f"{name} was not caught (expected '{expect}', got {problems})")
@@ -369,7 +418,7 @@ def main(argv):
     print(summary)
     for p in problems:
         print(p)
-    print(f"{len(problems)} problem(s)" if problems else "docs: every path and link resolves; results within budget")
+    print(f"{len(problems)} problem(s)" if problems else "docs: every path and link resolves; every page under docs/ is in the index; results within budget")
     return 1 if problems else 0
 
 

@@ -129,9 +129,10 @@ if [ -n "$has_python" ]; then
   say "structure: no file import circle, no app depending on an app (scripts/import_cycles.py)"
   python3 scripts/test_import_cycles.py
   python3 scripts/import_cycles.py --quiet
-  # The docs: docs/results/ within its budget (5 % of the tracked lines, 1 MB), and every path
-  # and relative link a doc names resolving in this tree (scripts/check_docs.py; under a second).
-  say "docs: results budget, paths and links (scripts/check_docs.py)"
+  # The docs: docs/results/ within its budget (5 % of the tracked lines, 1 MB), every path
+  # and relative link a doc names resolving in this tree, and every page under docs/ listed in
+  # its index, docs/README.md (scripts/check_docs.py; under a second).
+  say "docs: results budget, paths and links, the index (scripts/check_docs.py)"
   python3 scripts/check_docs.py --self-test
   python3 scripts/check_docs.py
 fi

@@ -1,4 +1,5 @@
-//! The one server skeleton of the apps (`docs/cores.md`, "One server skeleton").
+//! The apps' server launcher over the one server skeleton (`crates/app-server/README.md`;
+//! `docs/cores.md`, "The pieces").
 //!
 //! The skeleton itself ([`Server`], [`Handler`], [`Tx`], [`ServerStats`]) lives in
 //! `cornflakes-rpc`, so a service generated from a `.proto` file runs on it without this

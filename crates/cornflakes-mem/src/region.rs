@@ -241,7 +241,7 @@ fn map_aligned(len: usize) -> io::Result<NonNull<u8>> {
 /// `always` mode), before it is populated. Best effort: without THP the call fails and the
 /// range keeps 4 KiB pages. One 2 MiB page spares the device and the cores a TLB entry per
 /// 4 KiB of buffers, which counts when receive buffers span many MiB (measured in
-/// docs/performance.md, "Transparent hugepages").
+/// docs/performance.md, "The emulated ConnectX").
 fn advise_transparent_huge(base: NonNull<u8>, len: usize) {
     // SAFETY: `base..base+len` is a private anonymous mapping owned by the caller; the advice
     // only changes how its pages are backed, never its contents.

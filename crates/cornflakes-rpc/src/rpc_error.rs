@@ -1,6 +1,7 @@
 //! The error reply: what a server answers to a request it will not run (a method it does not
 //! have), in place of the method's reply. Its message type is [`ERROR_TYPE`] (0, which no
-//! method has) and its body a Cornflakes object (`docs/wire-format.md`, "Error replies"):
+//! method has) and its body a Cornflakes object (`docs/wire-format.md`,
+//! "Services: method numbers and error replies"):
 //!
 //! ```proto
 //! message RpcError {

@@ -1,4 +1,4 @@
-//! The server skeleton (`docs/cores.md`, "One server skeleton").
+//! The server skeleton (`docs/cores.md`, "The pieces"; `crates/app-server/README.md`).
 //!
 //! A [`Server`] is a datapath queue and a [`Handler`]. Its [`Server::poll`] receives one
 //! burst, hands each request to the handler, counts what became of it, times one request in

@@ -14,8 +14,8 @@
 //! sending and the reservations of the current burst may not pass a total cap, so many peers
 //! that do not read cannot each hold a full queue. A request the total keeps waiting is held
 //! like one its own connection has no room for, and the datapath makes room by closing the
-//! connections whose peers have read nothing for longest (`docs/tcp.md`, "A cap on queued
-//! replies").
+//! connections whose peers have read nothing for longest (`docs/tcp.md`, "A cap on the
+//! replies all connections queue").
 //!
 //! Plain bookkeeping (no sockets), shared by the stream datapaths.
 

@@ -1,4 +1,4 @@
-//! Zero-copy, validating decoding (see `docs/wire-format.md`, "Decoding must validate").
+//! Zero-copy, validating decoding (see `docs/wire-format.md`, "Decoding validates everything").
 //!
 //! A [`Decoder`] reads an object from a received packet ([`RcBuf`]) or any `&[u8]`. Decoded
 //! string/bytes values reference the input: as [`CFPtr::ZeroCopy`] (a view of the packet,
