@@ -166,10 +166,8 @@ impl Echo for Service {
         if req.has_vals() {
             let vals = req.get_vals()?;
             resp.init_vals(vals.len());
-            let out = resp.get_mut_vals();
-            for v in vals.iter() {
-                out.append(reply.bytes(v?));
-            }
+            resp.get_mut_vals()
+                .extend_from_packet(reply.packet(), &vals, reply.arena())?;
         }
         reply.send(&resp)
     }

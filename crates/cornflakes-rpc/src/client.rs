@@ -326,6 +326,10 @@ impl<D: Datapath> Client<D> {
         send: impl FnOnce(&mut D, Msg) -> Result<(), SendError>,
     ) -> Result<u32, CallError> {
         let id = self.next_id;
+        if self.table.len() == 0 {
+            // The first request outstanding: the clock of the last poll may be old.
+            self.tick();
+        }
         if !self.table.insert(id, ty, self.deadline) {
             self.stats.full += 1;
             return Err(CallError::Full);

@@ -13,7 +13,7 @@ use std::fmt;
 use std::marker::PhantomData;
 
 use cornflakes::{
-    Arena, CFBytes, CFString, CornflakesObj, Datapath, PinnedMemory, RxMsg, SendError,
+    Arena, CFBytes, CFString, CornflakesObj, Datapath, PinnedMemory, RcBuf, RxMsg, SendError,
 };
 
 use crate::rpc_error::{ErrorCode, RpcError, ERROR_TYPE};
@@ -163,6 +163,14 @@ impl<'r, D: Datapath, B: CornflakesObj> Reply<'r, D, B> {
     #[inline]
     pub fn bytes(&self, data: &'r [u8]) -> CFBytes<'r> {
         CFBytes::from_packet(&self.rx.data, data, self.arena)
+    }
+
+    /// The received packet the request's view reads (for
+    /// [`LeafList::append_from_packet`](cornflakes::LeafList::append_from_packet), which echoes
+    /// a list element by element).
+    #[inline]
+    pub fn packet(&self) -> &'r RcBuf {
+        &self.rx.data
     }
 
     /// A string read from the request, for the reply (as [`bytes`](Self::bytes)).

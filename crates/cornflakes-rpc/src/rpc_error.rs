@@ -141,6 +141,15 @@ mod tests {
         ] {
             assert_eq!(RpcError::decode(&e.encode()).unwrap(), e);
         }
+        // The example of docs/wire-format.md.
+        let unknown = RpcError {
+            code: ErrorCode::UnknownMethod,
+            method: 99,
+        };
+        assert_eq!(
+            unknown.encode(),
+            [1, 0, 0, 0, 3, 0, 0, 0, 1, 0, 0, 0, 99, 0, 0, 0]
+        );
         let good = RpcError {
             code: ErrorCode::UnknownMethod,
             method: 3,
