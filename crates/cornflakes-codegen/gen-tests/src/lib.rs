@@ -35,6 +35,8 @@ pub mod kv {
     cornflakes::include_schema!("kv");
 }
 
+pub mod fence;
+
 /// `protos/rpc.proto`: a service, its server and client.
 pub mod rpc {
     cornflakes::include_schema!("rpc");
