@@ -37,6 +37,17 @@ pub mod kv {
 
 pub mod fence;
 
+/// gRPC's `grpc.health.v1` (vendored under `../tests/fixtures/grpc`): the health service.
+pub mod grpc {
+    /// `grpc.health`
+    pub mod health {
+        /// `grpc.health.v1`
+        pub mod v1 {
+            cornflakes::include_schema!("grpc.health.v1");
+        }
+    }
+}
+
 /// `protos/rpc.proto`: a service, its server and client.
 pub mod rpc {
     cornflakes::include_schema!("rpc");
