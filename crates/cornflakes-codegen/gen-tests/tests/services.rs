@@ -334,3 +334,79 @@ fn the_open_loop_interface_matches_replies_to_ids_and_bounds_the_table() {
     assert_eq!(client.inner().outstanding(), 0);
     assert_eq!(client.inner().stats().timed_out, 1);
 }
+
+/// Whatever bytes arrive under whatever message type, the dispatcher answers, refuses as
+/// malformed, or sends the error reply; it never panics, and it counts every unknown type.
+#[test]
+fn random_requests_are_answered_refused_or_counted_never_a_panic() {
+    use rand::{Rng, SeedableRng};
+    let (mut client, side) = pair(Cornflakes::Hybrid, quick());
+    let arena = cornflakes::Arena::new();
+    // A real request first: the server's connection to the client, resolved.
+    client.echo(&blob(&arena, 1, b"x", "n")).unwrap();
+    let valid: Vec<Vec<u8>> = [0usize, 7, 600]
+        .iter()
+        .map(|&n| {
+            let b = blob(&arena, 9, &vec![3u8; n], "note");
+            cornflakes::CornflakesObj::serialize_to_vec(&b)
+        })
+        .collect();
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(25);
+    let conn = cornflakes::ConnId(0);
+    let (mut answered, mut malformed, mut unknown) = (0u64, 0u64, 0u64);
+    let mut drained = Vec::new();
+    for i in 0..20_000u32 {
+        let ty = match rng.gen_range(0..4) {
+            0 => 1,
+            1 => 11,
+            2 => 3,
+            _ => rng.gen(),
+        };
+        let mut bytes = valid[rng.gen_range(0..valid.len())].clone();
+        match rng.gen_range(0..3) {
+            0 => {
+                for _ in 0..rng.gen_range(1..8) {
+                    let at = rng.gen_range(0..bytes.len());
+                    bytes[at] = rng.gen();
+                }
+            }
+            1 => bytes.truncate(rng.gen_range(0..bytes.len() + 1)),
+            _ => bytes = (0..rng.gen_range(0..64)).map(|_| rng.gen()).collect(),
+        }
+        let known = matches!(ty, 1 | 3 | 11);
+        {
+            let mut s = side.borrow_mut();
+            let ServerSide { dp, server, .. } = &mut *s;
+            let m = RxMsg {
+                conn,
+                peer: CLIENT,
+                msg: cornflakes::Msg::new(i, ty),
+                data: dp.memory().alloc_copy(&bytes).unwrap(),
+            };
+            match server.handle(dp, &m) {
+                Ok(()) => {
+                    answered += 1;
+                    unknown += !known as u64;
+                }
+                Err(Unanswered::Malformed(_)) => {
+                    assert!(known, "type {ty}: only a method's request is malformed");
+                    malformed += 1;
+                }
+                Err(Unanswered::Send(e)) => panic!("type {ty}: {e}"),
+            }
+            let _ = dp.flush();
+        }
+        // The client end takes the replies (and the server reaps its completions).
+        if i % 16 == 0 {
+            drained.clear();
+            let _ = client.inner_mut().datapath_mut().recv_burst(&mut drained);
+            side.borrow_mut().dp.poll_completions();
+        }
+    }
+    let s = side.borrow();
+    assert_eq!(s.server.counters().unknown_methods, unknown);
+    assert!(
+        answered > unknown && malformed > 0,
+        "{answered} {malformed} {unknown}"
+    );
+}
