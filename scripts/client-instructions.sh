@@ -1,7 +1,7 @@
 #!/bin/bash
 # The generated client's own instructions per open-loop request under callgrind: its
 # `send_<method>` + `flush` and `poll` (crates/cornflakes-codegen/gen-tests/examples/
-# client_cost.rs), with collection toggled off inside every datapath call (`fence::fenced`),
+# client_cost.rs), with collection toggled off inside every datapath call (`harness::fenced`),
 # over the requests answered.
 #
 #   scripts/client-instructions.sh [REQUESTS]
@@ -15,7 +15,7 @@ D=$(mktemp -d)
 trap 'rm -rf "$D"' EXIT
 valgrind --tool=callgrind --toggle-collect='client_cost::send_burst*' \
   --toggle-collect='client_cost::poll_once*' \
-  --toggle-collect='cornflakes_codegen_tests::fence::fenced*' \
+  --toggle-collect='cornflakes_codegen_tests::harness::fenced*' \
   --callgrind-out-file="$D/cg.out" target/release/examples/client_cost "${1:-32768}" \
   > "$D/log" 2>&1 || { echo "the driver failed:" >&2; tail -5 "$D/log" >&2; exit 1; }
 n=$(grep -o 'answered=[0-9]*' "$D/log" | cut -d= -f2)

@@ -35,7 +35,7 @@ pub mod kv {
     cornflakes::include_schema!("kv");
 }
 
-pub mod fence;
+pub mod harness;
 
 /// gRPC's `grpc.health.v1` (vendored under `../tests/fixtures/grpc`): the health service.
 pub mod grpc {
