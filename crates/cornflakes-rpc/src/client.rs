@@ -283,6 +283,14 @@ impl<D: Datapath> Client<D> {
         self.conn
     }
 
+    /// Sends the requests from now on on `conn` of the same datapath (e.g. another core of a
+    /// server that runs one port per core). Replies are matched by id whatever connection
+    /// they come on.
+    #[inline]
+    pub fn use_conn(&mut self, conn: ConnId) {
+        self.conn = conn;
+    }
+
     /// How calls wait and retry.
     pub fn policy(&self) -> RetryPolicy {
         self.policy
