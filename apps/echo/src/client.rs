@@ -205,6 +205,7 @@ impl<D: Datapath> EchoClient<D> {
                     tries: 1,
                 };
                 let client = Client::with_capacity(dp, conns[0], policy, MAX_OUTSTANDING);
+                // One entry per slot of the table (a power of two): an id picks it by its low bits.
                 let ids = vec![0; client.capacity()];
                 Way::Service {
                     client: crate::schema::EchoClient::from_client(client),
@@ -274,7 +275,7 @@ impl<D: Datapath> ClientTransport for EchoClient<D> {
                     sent = req.send_with(client);
                 }
                 let wire = sent.map_err(|e| io::Error::other(e.to_string()))?;
-                let slot = wire as usize % ids.len();
+                let slot = wire as usize & (ids.len() - 1);
                 ids[slot] = id;
                 Ok(())
             }
@@ -289,7 +290,7 @@ impl<D: Datapath> ClientTransport for EchoClient<D> {
             Way::Service { client, ids, .. } => {
                 let mut n = 0;
                 client.poll(|wire, reply| {
-                    let id = ids[wire as usize % ids.len()];
+                    let id = ids[wire as usize & (ids.len() - 1)];
                     match reply {
                         Ok(r) => {
                             n += 1;

@@ -184,6 +184,7 @@ impl<D: Datapath> KvClient<D> {
                 tries: 1,
             };
             let client = Client::with_capacity(dp, conns[0], policy, MAX_OUTSTANDING);
+            // One entry per slot of the table (a power of two): an id picks it by its low bits.
             let sent = vec![(0, None); client.capacity()];
             Way::Service {
                 client: crate::schema::KvClient::from_client(client),
@@ -273,7 +274,7 @@ impl<D: Datapath> KvClient<D> {
                 match req.send_with(client) {
                     Ok(wire) => {
                         let len = sent.len();
-                        sent[wire as usize % len] = (id, part);
+                        sent[wire as usize & (len - 1)] = (id, part);
                         Ok(())
                     }
                     Err(CallError::Send(e)) => Err(e),
@@ -361,7 +362,7 @@ impl<D: Datapath> ClientTransport for KvClient<D> {
         match &mut self.way {
             Way::Service { client, sent } => {
                 client.poll(|wire, reply| {
-                    let (id, part) = sent[wire as usize % sent.len()];
+                    let (id, part) = sent[wire as usize & (sent.len() - 1)];
                     let payload = match &reply {
                         Ok(r) => cf::reply_bytes(r),
                         // The load generator counts a request with no reply as lost.
