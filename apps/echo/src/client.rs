@@ -9,7 +9,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use cornflakes::{Arena, ConnId, Datapath, Msg, RxMsg, SendError};
-use cornflakes_rpc::{CallError, Client, RetryPolicy};
+use cornflakes_rpc::{CallError, Client, ClientIds, RetryPolicy};
 use loadgen::{split_request_id, ClientTransport, Response};
 
 use crate::cf;
@@ -204,7 +204,9 @@ impl<D: Datapath> EchoClient<D> {
                     timeout: Duration::from_secs(2),
                     tries: 1,
                 };
-                let client = Client::with_capacity(dp, conns[0], policy, MAX_OUTSTANDING);
+                let client = Client::with_capacity(dp, conns[0], policy, MAX_OUTSTANDING)
+                    // Its requests never outlive the run: an identity of its own.
+                    .with_ids(ClientIds::fresh());
                 // One entry per slot of the table (a power of two): an id picks it by its low bits.
                 let ids = vec![0; client.capacity()];
                 Way::Service {

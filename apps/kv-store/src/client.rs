@@ -183,7 +183,9 @@ impl<D: Datapath> KvClient<D> {
                 timeout: Duration::from_secs(2),
                 tries: 1,
             };
-            let client = Client::with_capacity(dp, conns[0], policy, MAX_OUTSTANDING);
+            let client = Client::with_capacity(dp, conns[0], policy, MAX_OUTSTANDING)
+                // Its requests never outlive the run: an identity of its own.
+                .with_ids(ClientIds::fresh());
             // One entry per slot of the table (a power of two): an id picks it by its low bits.
             let sent = vec![(0, None); client.capacity()];
             Way::Service {

@@ -15,6 +15,7 @@ use cornflakes::datapath::SendObject;
 use cornflakes::wire::MessageView;
 use cornflakes::{ConnId, Datapath, DecodeError, Msg, RcBuf, RxMsg, SendError};
 
+use crate::ids::ClientIds;
 use crate::outstanding::Outstanding;
 use crate::rpc_error::{RpcError, ERROR_TYPE};
 
@@ -204,11 +205,13 @@ fn refusal(m: &RxMsg, ty: u16) -> CallError {
     }
 }
 
-/// A client of one server connection `conn` of datapath `D`.
+/// A client of one server connection `conn` of datapath `D`. Its requests carry its identity
+/// ([`ClientIds`]: an incarnation and ids never reused under it), so a server that runs a
+/// method exactly once knows a retry, on any connection, from a new request.
 pub struct Client<D> {
     dp: D,
     conn: ConnId,
-    next_id: u32,
+    ids: ClientIds,
     policy: RetryPolicy,
     table: Outstanding,
     rx: Vec<RxMsg>,
@@ -229,7 +232,9 @@ const CLOCK_EVERY: u32 = 32;
 
 impl<D: Datapath> Client<D> {
     /// A client of the server on `conn` of `dp`, retrying by `policy`, with up to
-    /// [`DEFAULT_OUTSTANDING`] open-loop requests.
+    /// [`DEFAULT_OUTSTANDING`] open-loop requests, and the process's identity
+    /// ([`ClientIds::process`]: a client made after a reconnect goes on where the last one
+    /// stopped, so its retries of a write are still recognised).
     pub fn new(dp: D, conn: ConnId, policy: RetryPolicy) -> Client<D> {
         Client::with_capacity(dp, conn, policy, DEFAULT_OUTSTANDING)
     }
@@ -246,9 +251,9 @@ impl<D: Datapath> Client<D> {
         Client {
             dp,
             conn,
-            next_id: 1,
+            ids: ClientIds::process(),
             policy,
-            table: Outstanding::new(outstanding, 1, now),
+            table: Outstanding::new(outstanding, now),
             rx: Vec::with_capacity(64),
             now,
             deadline: now + policy.timeout,
@@ -271,6 +276,19 @@ impl<D: Datapath> Client<D> {
     /// The datapath, mutably.
     pub fn datapath_mut(&mut self) -> &mut D {
         &mut self.dp
+    }
+
+    /// The same client with identity `ids` instead of the process's: `ClientIds::fresh()` for
+    /// a client whose requests never outlive it (a load generator's thread; its ids then
+    /// count up without gaps), or one fixed incarnation to act out a restart in a test.
+    pub fn with_ids(mut self, ids: ClientIds) -> Client<D> {
+        self.ids = ids;
+        self
+    }
+
+    /// The identity its requests carry.
+    pub fn ids(&self) -> &ClientIds {
+        &self.ids
     }
 
     /// The datapath, given back.
@@ -306,15 +324,6 @@ impl<D: Datapath> Client<D> {
         self.table.capacity()
     }
 
-    /// The framing header of the next request of type `ty`, and the id after it.
-    #[inline]
-    fn next_msg(&mut self, ty: u16) -> Msg {
-        let id = self.next_id;
-        // Id 0 is never used.
-        self.next_id = id.wrapping_add(1).max(1);
-        Msg::new(id, ty)
-    }
-
     /// Sends request `req` of message type `ty` without waiting: its id, or why it was not
     /// sent. Its reply (or its timeout, after the policy's timeout) comes out of
     /// [`poll`](Self::poll). Nothing is allocated.
@@ -336,23 +345,26 @@ impl<D: Datapath> Client<D> {
         ty: u16,
         send: impl FnOnce(&mut D, Msg) -> Result<(), SendError>,
     ) -> Result<u32, CallError> {
-        let id = self.next_id;
         if self.table.len() == 0 {
             // The first request outstanding: the clock of the last poll may be old.
             self.tick();
         }
-        if !self.table.insert(id, ty, self.deadline) {
+        // An id refused below is not sent, and never reused: the next request takes the next.
+        let msg = self.ids.next(ty);
+        if !self
+            .table
+            .insert(msg.incarnation, msg.id, ty, self.deadline)
+        {
             self.stats.full += 1;
             return Err(CallError::Full);
         }
-        let msg = self.next_msg(ty);
         if let Err(e) = send(&mut self.dp, msg) {
-            self.table.take(id);
+            self.table.take(msg.incarnation, msg.id);
             return Err(CallError::Send(e));
         }
         self.unflushed = true;
         self.stats.sent += 1;
-        Ok(id)
+        Ok(msg.id)
     }
 
     /// Flushes what [`send`](Self::send) queued (also done by [`poll`](Self::poll)).
@@ -379,7 +391,7 @@ impl<D: Datapath> Client<D> {
         let received = self.dp.recv_burst(&mut rx);
         let n = rx.len();
         for m in rx.drain(..) {
-            match self.table.take(m.msg.id) {
+            match self.table.take(m.msg.incarnation, m.msg.id) {
                 Some(ty) => {
                     self.stats.replies += 1;
                     match check_reply(&m, ty) {
@@ -416,8 +428,9 @@ impl<D: Datapath> Client<D> {
     }
 
     /// Sends request `req` of type `ty` and waits for its reply, sending it again under the
-    /// same id (and incarnation) after every `policy.timeout` without one, `policy.tries`
-    /// times in all. Not while open-loop requests are outstanding ([`CallError::Busy`]).
+    /// same incarnation and id after every `policy.timeout` without one, `policy.tries` times
+    /// in all (a server that runs the method exactly once answers a retry with its first
+    /// reply). Not while open-loop requests are outstanding ([`CallError::Busy`]).
     pub fn call<O: SendObject>(&mut self, ty: u16, req: &O) -> Result<RxMsg, CallError> {
         let conn = self.conn;
         self.call_with(ty, |dp, msg| dp.send_object(conn, msg, req))
@@ -437,7 +450,7 @@ impl<D: Datapath> Client<D> {
         if self.table.len() > 0 {
             return Err(CallError::Busy);
         }
-        let msg = self.next_msg(ty);
+        let msg = self.ids.next(ty);
         self.stats.calls += 1;
         let mut last_send_error = None;
         for attempt in 0..self.policy.tries.max(1) {
@@ -478,7 +491,7 @@ impl<D: Datapath> Client<D> {
         self.dp.poll_completions();
         let mut found = None;
         for m in rx.drain(..) {
-            if found.is_none() && m.msg.id == msg.id {
+            if found.is_none() && m.msg.id == msg.id && m.msg.incarnation == msg.incarnation {
                 found = Some(m);
             } else {
                 self.stats.stale_replies += 1;

@@ -13,7 +13,7 @@ use std::time::Duration;
 use cornflakes::CFBytes;
 use cornflakes_codegen_tests::harness::{self, Fenced};
 use cornflakes_codegen_tests::rpc::{Blob, StoreClient, StoreReply};
-use cornflakes_rpc::{Client, RetryPolicy};
+use cornflakes_rpc::{Client, ClientIds, RetryPolicy};
 use datapath_loopback::Loopback;
 
 const BURST: u32 = 16;
@@ -47,7 +47,9 @@ fn main() -> Result<(), String> {
         timeout: Duration::from_secs(5),
         tries: 1,
     };
-    let mut client: C = StoreClient::from_client(Client::new(Fenced::new(b, |_| {}), conn, policy));
+    let mut client: C = StoreClient::from_client(
+        Client::new(Fenced::new(b, |_| {}), conn, policy).with_ids(ClientIds::fresh()),
+    );
     let arena = cornflakes::Arena::new();
     let mut req = Blob::new_in(&arena);
     req.set_data(CFBytes::new(b"payload", &arena));

@@ -79,6 +79,8 @@ struct ServerSide {
     malformed: u64,
     /// While false, requests are received and dropped (a server that does not answer).
     answering: bool,
+    /// The framing headers of the requests dropped so.
+    dropped: Vec<cornflakes::Msg>,
 }
 
 impl ServerSide {
@@ -87,6 +89,7 @@ impl ServerSide {
         let _ = self.dp.recv_burst(&mut self.rx);
         for m in self.rx.drain(..) {
             if !self.answering {
+                self.dropped.push(m.msg);
                 continue;
             }
             match self.server.handle(&mut self.dp, &m) {
@@ -123,6 +126,7 @@ fn pair(mode: Cornflakes, policy: RetryPolicy) -> (Client, Rc<RefCell<ServerSide
         rx: Vec::new(),
         malformed: 0,
         answering: true,
+        dropped: Vec::new(),
     }));
     let conn = b.connect(SERVER).unwrap();
     // Address resolution: the server answers the client's ARP request.
@@ -272,6 +276,12 @@ fn a_lost_request_is_sent_again_under_the_same_id() {
         Err(CallError::TimedOut)
     ));
     assert_eq!(client.inner().stats().retries, 2);
+    // Every try under one incarnation and id: the client's.
+    let tries = side.borrow().dropped.clone();
+    assert_eq!(tries.len(), 3);
+    assert!(tries.iter().all(|m| *m == tries[0]), "{tries:?}");
+    assert_ne!(tries[0].incarnation, 0);
+    assert_eq!(tries[0].incarnation, client.inner().ids().incarnation());
     side.borrow_mut().answering = true;
     assert!(client.echo(&blob(&arena, 2, b"b", "")).is_ok());
 }
@@ -279,12 +289,16 @@ fn a_lost_request_is_sent_again_under_the_same_id() {
 #[test]
 fn the_open_loop_interface_matches_replies_to_ids_and_bounds_the_table() {
     let (client, side) = pair(Cornflakes::Hybrid, quick());
-    let mut client = StoreClient::from_client(cornflakes_rpc::Client::with_capacity(
-        client.into_inner().into_datapath(),
-        cornflakes::ConnId(0),
-        quick(),
-        4,
-    ));
+    // An identity of its own: ids without gaps, so the table of 4 fills at the fifth.
+    let mut client = StoreClient::from_client(
+        cornflakes_rpc::Client::with_capacity(
+            client.into_inner().into_datapath(),
+            cornflakes::ConnId(0),
+            quick(),
+            4,
+        )
+        .with_ids(cornflakes_rpc::ClientIds::fresh()),
+    );
     // The loopback's first connection is 0 (the only one the client made).
     let arena = cornflakes::Arena::new();
     let mut ids = Vec::new();
