@@ -52,6 +52,26 @@ impl Store for IdStore {
         b.set_id(req.get_id());
         reply.send(&b)
     }
+
+    fn count<'r, D: Datapath>(
+        &'r mut self,
+        req: BlobView<'r>,
+        reply: Reply<'r, D, Sum<'r>>,
+    ) -> Result<Replied, Unanswered> {
+        let mut s = Sum::new_in(reply.arena());
+        s.set_id(req.get_id());
+        reply.send(&s)
+    }
+
+    fn take<'r, D: Datapath>(
+        &'r mut self,
+        req: SumView<'r>,
+        reply: Reply<'r, D, Blob<'r>>,
+    ) -> Result<Replied, Unanswered> {
+        let mut b = Blob::new_in(reply.arena());
+        b.set_id(req.get_id());
+        reply.send(&b)
+    }
 }
 
 /// A server end (its datapath and an [`IdStore`] served in the hybrid configuration) and a

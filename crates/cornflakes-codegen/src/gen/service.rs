@@ -125,15 +125,6 @@ pub(crate) fn generate(
                 .exactly_once
                 .iter()
                 .any(|n| n.trim_start_matches('.') == m.full_name);
-        if exactly_once {
-            return Err(Error::unsupported(
-                place(m.loc),
-                format!(
-                    "exactly-once method `{}`: this version of cornflakes-rpc has no exactly-once table yet",
-                    m.full_name
-                ),
-            ));
-        }
         let fn_base = snake(&m.name);
         methods.push(Method {
             def: m,
@@ -351,6 +342,20 @@ impl ServiceGen<'_> {
         let arms = self.methods.iter().map(|m| {
             let (f, n) = (&m.fn_name, self.number(m));
             let view = self.view(m.def.input);
+            if m.exactly_once {
+                // Through the exactly-once table: a retry is answered from it, not run.
+                return quote! {
+                    #n => {
+                        let req = #view::open(m.data.as_slice())?;
+                        match rt.once(dp, m)? {
+                            ::core::option::Option::Some(fresh) => {
+                                service.#f(req, rt.reply_once(dp, m, fresh)).map(drop)
+                            }
+                            ::core::option::Option::None => ::core::result::Result::Ok(()),
+                        }
+                    }
+                };
+            }
             quote! {
                 #n => {
                     let req = #view::open(m.data.as_slice())?;
