@@ -572,6 +572,32 @@ impl<'a> Request<'a> {
         }
     }
 
+    /// Sends it through the runtime client and waits for its reply, counting receives (see
+    /// `Client::call_polling`).
+    pub fn call_polling<D: Datapath>(
+        &self,
+        client: &mut cornflakes_rpc::Client<D>,
+        polls_per_try: u32,
+        wait: &mut dyn FnMut(),
+    ) -> Result<cornflakes::RxMsg, CallError> {
+        let ty = self.kind().msg_type();
+        each!(self, m => client.call_polling(ty, m, polls_per_try, wait))
+    }
+
+    /// The operation it asks for.
+    pub fn kind(&self) -> OpKind {
+        match self {
+            Request::Get(_) => OpKind::Get,
+            Request::Put(_) => OpKind::Put,
+            Request::GetM(_) => OpKind::GetM,
+            Request::PutM(_) => OpKind::PutM,
+            Request::GetList(_) => OpKind::GetList,
+            Request::GetFromList(_) => OpKind::GetFromList,
+            Request::Append(_) => OpKind::Append,
+            Request::Delete(_) => OpKind::Delete,
+        }
+    }
+
     /// Its encoding, appended to `out`.
     pub fn encode(&self, out: &mut Vec<u8>) {
         each!(self, m => out.extend_from_slice(&m.serialize_to_vec()))

@@ -35,13 +35,19 @@ pub fn send_op<D: Datapath>(
     if ser.is_cornflakes() {
         arena.reset();
         cf::Request::build(op, msg.id, arena).send(dp, conn, msg)
-    } else if let Some(lib) = ser.library() {
-        crate::libs::encode_request(lib, op, msg.id, buf);
-        dp.send_copy(conn, msg, buf)
     } else {
-        buf.clear();
-        resp::encode_request(op, buf);
+        encode_request(ser, op, msg.id, buf);
         dp.send_copy(conn, msg, buf)
+    }
+}
+
+/// The encoding of request `op` with id `id` in `ser`, a library's or RESP's (RESP carries no
+/// id), in `out` (cleared first). Cornflakes requests are built as objects ([`cf::Request`]).
+pub fn encode_request(ser: Serialization, op: &Op, id: u32, out: &mut Vec<u8>) {
+    out.clear();
+    match ser.library() {
+        Some(lib) => crate::libs::encode_request(lib, op, id, out),
+        None => resp::encode_request(op, out),
     }
 }
 

@@ -433,18 +433,48 @@ impl<D: Datapath> Client<D> {
     /// reply). Not while open-loop requests are outstanding ([`CallError::Busy`]).
     pub fn call<O: SendObject>(&mut self, ty: u16, req: &O) -> Result<RxMsg, CallError> {
         let conn = self.conn;
-        self.call_with(ty, |dp, msg| dp.send_object(conn, msg, req))
+        self.call_with(ty, Patience::Time, |dp, msg| dp.send_object(conn, msg, req))
     }
 
     /// [`call`](Self::call) with a request encoded already (copied into each packet).
     pub fn call_bytes(&mut self, ty: u16, req: &[u8]) -> Result<RxMsg, CallError> {
         let conn = self.conn;
-        self.call_with(ty, |dp, msg| dp.send_copy(conn, msg, req))
+        self.call_with(ty, Patience::Time, |dp, msg| dp.send_copy(conn, msg, req))
+    }
+
+    /// [`call`](Self::call) that counts receives instead of time: the request is sent again
+    /// after `polls_per_try` receives without its reply, and `wait` runs before each receive
+    /// (it lets an in-process server run, or sleeps): deterministic, for tests and fault
+    /// runs on an in-process wire.
+    pub fn call_polling<O: SendObject>(
+        &mut self,
+        ty: u16,
+        req: &O,
+        polls_per_try: u32,
+        wait: &mut dyn FnMut(),
+    ) -> Result<RxMsg, CallError> {
+        let conn = self.conn;
+        let patience = Patience::Polls(polls_per_try, wait);
+        self.call_with(ty, patience, |dp, msg| dp.send_object(conn, msg, req))
+    }
+
+    /// [`call_polling`](Self::call_polling) with a request encoded already.
+    pub fn call_bytes_polling(
+        &mut self,
+        ty: u16,
+        req: &[u8],
+        polls_per_try: u32,
+        wait: &mut dyn FnMut(),
+    ) -> Result<RxMsg, CallError> {
+        let conn = self.conn;
+        let patience = Patience::Polls(polls_per_try, wait);
+        self.call_with(ty, patience, |dp, msg| dp.send_copy(conn, msg, req))
     }
 
     fn call_with(
         &mut self,
         ty: u16,
+        mut patience: Patience<'_>,
         mut send: impl FnMut(&mut D, Msg) -> Result<(), SendError>,
     ) -> Result<RxMsg, CallError> {
         if self.table.len() > 0 {
@@ -463,7 +493,11 @@ impl<D: Datapath> Client<D> {
                 Err(e) => last_send_error = Some(e),
             }
             let deadline = Instant::now() + self.policy.timeout;
+            let mut polls = 0u32;
             loop {
+                if let Patience::Polls(_, wait) = &mut patience {
+                    wait();
+                }
                 if let Some(m) = self.receive_reply(msg) {
                     self.stats.replies += 1;
                     return match check_reply(&m, ty) {
@@ -474,7 +508,12 @@ impl<D: Datapath> Client<D> {
                         }
                     };
                 }
-                if Instant::now() >= deadline {
+                polls += 1;
+                let given_up = match patience {
+                    Patience::Time => Instant::now() >= deadline,
+                    Patience::Polls(n, _) => polls >= n.max(1),
+                };
+                if given_up {
                     break;
                 }
             }
@@ -482,7 +521,17 @@ impl<D: Datapath> Client<D> {
         self.stats.timed_out += 1;
         Err(last_send_error.map_or(CallError::TimedOut, CallError::Send))
     }
+}
 
+/// How long a call waits for each try's reply.
+enum Patience<'w> {
+    /// The policy's timeout.
+    Time,
+    /// This many receives, each after `wait`.
+    Polls(u32, &'w mut dyn FnMut()),
+}
+
+impl<D: Datapath> Client<D> {
     /// One receive: the reply to `msg` if it came (other messages are counted stale).
     fn receive_reply(&mut self, msg: Msg) -> Option<RxMsg> {
         let mut rx = std::mem::take(&mut self.rx);
