@@ -13,14 +13,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ],
         &["protos", "../../../schemas"],
     )?;
-    // gRPC's health service, vendored: its streaming `Watch` is left out with a warning, which
-    // tests/health.rs reads from `health.warnings` (printed, it would show on every build).
+    // gRPC's health service, from the vendored corpus: its streaming `Watch` is left out with
+    // a warning, which tests/health.rs reads from `health.warnings` (printed, it would show on
+    // every build).
     let out = std::path::PathBuf::from(std::env::var("OUT_DIR")?);
     let health = cornflakes_codegen::Schema::load(
         &["grpc/health/v1/health.proto"],
-        &["../tests/fixtures/grpc"],
+        &["../tests/corpus/grpc"],
     )?;
-    println!("cargo:rerun-if-changed=../tests/fixtures/grpc/grpc/health/v1/health.proto");
+    println!("cargo:rerun-if-changed=../tests/corpus/grpc/grpc/health/v1/health.proto");
     let (files, warnings) = cornflakes_codegen::Config::new().generate_with_warnings(&health)?;
     for (name, text) in files {
         cornflakes_codegen::write_if_changed(&out.join(name), &text)?;

@@ -235,3 +235,18 @@ fn services_of_imported_files_are_read_but_not_generated() {
     assert!(warnings.is_empty(), "{warnings:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_services_rust_path_follows_its_package_modules_and_rust_names() {
+    let dir = temp_dir("path");
+    write(&dir, "kv.proto", KV);
+    write(
+        &dir,
+        "odd.proto",
+        "syntax = \"proto3\";\npackage My.type;\nmessage M {}\nservice store_api { rpc Get(M) returns (M); }\n",
+    );
+    let schema = Schema::load(&["kv.proto", "odd.proto"], &[&dir]).unwrap();
+    let path = |name| cornflakes_codegen::service_rust_path(&schema, schema.service(name).unwrap());
+    assert_eq!(path("demo.v1.Store"), "demo::v1::Store");
+    assert_eq!(path("My.type.store_api"), "my::type_::StoreApi");
+}

@@ -37,7 +37,8 @@ pub mod kv {
 
 pub mod harness;
 
-/// gRPC's `grpc.health.v1` (vendored under `../tests/fixtures/grpc`): the health service.
+/// gRPC's `grpc.health.v1` (vendored in the corpus, `../tests/corpus/grpc`): the health
+/// service.
 pub mod grpc {
     /// `grpc.health`
     pub mod health {

@@ -1,6 +1,7 @@
-//! gRPC's health service (`grpc.health.v1.Health`, vendored unchanged) generated, served and
-//! called end to end over the kernel UDP datapath: `Check` answers each service's status, and
-//! `Watch`, which streams its replies, was left out with a warning naming it.
+//! gRPC's health service (`grpc.health.v1.Health`, vendored unchanged in the corpus) generated,
+//! served and called end to end over the kernel UDP datapath: `Check` answers each service's
+//! status, `List` all of them (a map in the reply), and `Watch`, which streams its replies,
+//! was left out with a warning naming it.
 
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -13,7 +14,7 @@ use cornflakes::{Arena, CFString, Datapath};
 use cornflakes_codegen_tests::grpc::health::v1::health_check_response::ServingStatus;
 use cornflakes_codegen_tests::grpc::health::v1::{
     Health, HealthCheckRequest, HealthCheckRequestView, HealthCheckResponse, HealthClient,
-    HealthMethod, HealthServer,
+    HealthListRequest, HealthListRequestView, HealthListResponse, HealthMethod, HealthServer,
 };
 use cornflakes_rpc::{Cornflakes, Dispatcher, Replied, Reply, RetryPolicy, Server, Unanswered};
 use datapath_socket::{SocketConfig, SocketDatapath};
@@ -38,6 +39,20 @@ impl Health for Statuses {
         r.set_status(status);
         reply.send(&r)
     }
+
+    fn list<'r, D: Datapath>(
+        &'r mut self,
+        _req: HealthListRequestView<'r>,
+        reply: Reply<'r, D, HealthListResponse<'r>>,
+    ) -> Result<Replied, Unanswered> {
+        let mut r = HealthListResponse::new_in(reply.arena());
+        for (service, &status) in &self.0 {
+            let mut s = HealthCheckResponse::new_in(reply.arena());
+            s.set_status(status);
+            r.insert_statuses(service, s);
+        }
+        reply.send(&r)
+    }
 }
 
 #[test]
@@ -50,12 +65,13 @@ fn watch_was_left_out_with_a_warning_naming_it() {
             && lines[0].contains("streaming rpc `grpc.health.v1.Health.Watch`"),
         "{warnings}"
     );
-    assert_eq!(HealthMethod::ALL, [HealthMethod::Check]);
-    assert_eq!(HealthMethod::Check.id(), 1);
+    assert_eq!(HealthMethod::ALL, [HealthMethod::Check, HealthMethod::List]);
+    // Numbered by declaration order.
+    assert_eq!((HealthMethod::Check.id(), HealthMethod::List.id()), (1, 2));
 }
 
 #[test]
-fn check_is_served_and_called_over_udp() {
+fn check_and_list_are_served_and_called_over_udp() {
     let stop = Arc::new(AtomicBool::new(false));
     let (tx, rx) = mpsc::channel();
     let s = stop.clone();
@@ -92,8 +108,26 @@ fn check_is_served_and_called_over_udp() {
         let r = client.check(&req).unwrap();
         assert_eq!(r.view().unwrap().get_status(), Ok(want), "{service:?}");
     }
+    let r = client.list(&HealthListRequest::new_in(&arena)).unwrap();
+    let list = r.view().unwrap().to_object_in(&arena).unwrap();
+    let mut listed: Vec<(String, ServingStatus)> = list
+        .get_statuses()
+        .iter()
+        .map(|e| {
+            let status = e.get_value().expect("every entry has a value").get_status();
+            (e.get_key().as_str().unwrap().to_owned(), status.unwrap())
+        })
+        .collect();
+    listed.sort();
+    assert_eq!(
+        listed,
+        [
+            (String::new(), ServingStatus::Serving),
+            ("kv".to_owned(), ServingStatus::NotServing)
+        ]
+    );
     stop.store(true, Ordering::Relaxed);
     let stats = server.join().unwrap();
     assert_eq!(stats.malformed, 0);
-    assert!(stats.replied >= 3, "{stats}");
+    assert!(stats.replied >= 4, "{stats}");
 }

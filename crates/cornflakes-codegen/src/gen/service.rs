@@ -84,6 +84,16 @@ pub(crate) fn method_numbers(
     Ok(numbers)
 }
 
+/// Where service `service`'s items are, from the root of the module tree its package's file
+/// is included in: `a.b.Svc` → `a::b::Svc` (the trait; the dispatcher, the client and the
+/// method numbers are that path with `Server`, `Client` and `Method` appended).
+pub(crate) fn rust_path(schema: &Schema, service: ServiceId) -> String {
+    let s = &schema.services[service];
+    let mut path = names::package_modules(&s.package);
+    path.push(upper_camel(&s.name));
+    path.join("::")
+}
+
 /// The code of service `service`, in the module of its package; `reply_views` holds the reply
 /// messages whose `ReplyView` impl was generated already (one per message in a generation).
 pub(crate) fn generate(
