@@ -10,7 +10,7 @@ use std::io;
 use std::net::{Ipv4Addr, SocketAddrV4};
 
 use cornflakes::datapath::{
-    Completions, Connect, DatapathMemory, DropCounters, Receive, SendObject, Transmit,
+    Completions, Connect, DatapathMemory, DropCounters, Receive, SendCounters, SendObject, Transmit,
 };
 use cornflakes::{ConnId, Datapath, Msg, PinnedMemory, RcBuf, RxMsg, SendError};
 use cornflakes_rpc::{Cornflakes, Dispatcher, Handler, Replied, Reply, Unanswered};
@@ -186,6 +186,9 @@ impl<D: Datapath> Transmit for Fenced<D> {
     fn flush(&mut self) -> Result<(), SendError> {
         let dp = &mut self.dp;
         fenced(self.hook, || dp.flush())
+    }
+    fn send_counters(&self) -> Option<SendCounters> {
+        self.dp.send_counters()
     }
 }
 
