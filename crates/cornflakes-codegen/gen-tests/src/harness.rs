@@ -22,15 +22,27 @@ use crate::rpc::{Blob, BlobView, Store, StoreServer, Sum, SumView};
 /// `rpc.Store` answering each method with the request's id only.
 pub struct IdStore;
 
+/// A `Blob` reply carrying `id` only.
+fn blob<'r, D: Datapath>(id: u32, reply: Reply<'r, D, Blob<'r>>) -> Result<Replied, Unanswered> {
+    let mut b = Blob::new_in(reply.arena());
+    b.set_id(id);
+    reply.send(&b)
+}
+
+/// A `Sum` reply carrying `id` only.
+fn sum<'r, D: Datapath>(id: u32, reply: Reply<'r, D, Sum<'r>>) -> Result<Replied, Unanswered> {
+    let mut s = Sum::new_in(reply.arena());
+    s.set_id(id);
+    reply.send(&s)
+}
+
 impl Store for IdStore {
     fn echo<'r, D: Datapath>(
         &'r mut self,
         req: BlobView<'r>,
         reply: Reply<'r, D, Blob<'r>>,
     ) -> Result<Replied, Unanswered> {
-        let mut b = Blob::new_in(reply.arena());
-        b.set_id(req.get_id());
-        reply.send(&b)
+        blob(req.get_id(), reply)
     }
 
     fn measure<'r, D: Datapath>(
@@ -38,9 +50,7 @@ impl Store for IdStore {
         req: BlobView<'r>,
         reply: Reply<'r, D, Sum<'r>>,
     ) -> Result<Replied, Unanswered> {
-        let mut s = Sum::new_in(reply.arena());
-        s.set_id(req.get_id());
-        reply.send(&s)
+        sum(req.get_id(), reply)
     }
 
     fn fetch<'r, D: Datapath>(
@@ -48,9 +58,7 @@ impl Store for IdStore {
         req: SumView<'r>,
         reply: Reply<'r, D, Blob<'r>>,
     ) -> Result<Replied, Unanswered> {
-        let mut b = Blob::new_in(reply.arena());
-        b.set_id(req.get_id());
-        reply.send(&b)
+        blob(req.get_id(), reply)
     }
 
     fn count<'r, D: Datapath>(
@@ -58,9 +66,7 @@ impl Store for IdStore {
         req: BlobView<'r>,
         reply: Reply<'r, D, Sum<'r>>,
     ) -> Result<Replied, Unanswered> {
-        let mut s = Sum::new_in(reply.arena());
-        s.set_id(req.get_id());
-        reply.send(&s)
+        sum(req.get_id(), reply)
     }
 
     fn take<'r, D: Datapath>(
@@ -68,9 +74,7 @@ impl Store for IdStore {
         req: SumView<'r>,
         reply: Reply<'r, D, Blob<'r>>,
     ) -> Result<Replied, Unanswered> {
-        let mut b = Blob::new_in(reply.arena());
-        b.set_id(req.get_id());
-        reply.send(&b)
+        blob(req.get_id(), reply)
     }
 }
 
