@@ -5,12 +5,12 @@
 use cornflakes::bumpalo::collections::Vec as BumpVec;
 use cornflakes::SendError;
 use cornflakes::{Arena, CFBytes, CFPtr, ConnId, CornflakesObj, Datapath, DecodeObj, Msg};
-use cornflakes_rpc::{Replied, Reply, Unanswered};
+use cornflakes_rpc::{CallError, Replied, Reply, Unanswered};
 pub use serializations::SendPath;
 
 use crate::schema::{
-    Echo, List, ListView, Single, SingleView, Tree1, Tree1View, Tree2, Tree2View, Tree3, Tree3View,
-    Tree4, Tree4View, Tree5, Tree5View,
+    Echo, EchoClient, EchoReply, List, ListView, Single, SingleView, Tree1, Tree1View, Tree2,
+    Tree2View, Tree3, Tree3View, Tree4, Tree4View, Tree5, Tree5View,
 };
 use crate::shape::{Kind, ShapeSpec, ValueChecker};
 
@@ -166,10 +166,8 @@ impl Echo for Service {
         if req.has_vals() {
             let vals = req.get_vals()?;
             resp.init_vals(vals.len());
-            let out = resp.get_mut_vals();
-            for v in vals.iter() {
-                out.append(reply.bytes(v?));
-            }
+            resp.get_mut_vals()
+                .extend_from_packet(reply.packet(), &vals, reply.arena())?;
         }
         reply.send(&resp)
     }
@@ -215,19 +213,87 @@ impl Echo for Service {
     }
 }
 
-fn send_tree<'a, T: TreeObj<'a>, D: Datapath>(
-    dp: &mut D,
-    conn: ConnId,
-    msg: Msg,
-    vals: &'a [u8],
-    spec: &ShapeSpec,
-    arena: &'a Arena,
-) -> Result<(), SendError> {
+/// An echo request of one shape, built with its values borrowed (copied into the packet when
+/// it is sent): sent on a datapath ([`send`](Self::send)) or through the generated client of
+/// `echo.Echo` ([`send_with`](Self::send_with)).
+pub enum Request<'a> {
+    /// `Single`.
+    Single(Single<'a>),
+    /// `List`.
+    List(List<'a>),
+    /// `Tree1` … `Tree5`.
+    Tree1(Tree1<'a>),
+    /// `Tree2`.
+    Tree2(Tree2<'a>),
+    /// `Tree3`.
+    Tree3(Tree3<'a>),
+    /// `Tree4`.
+    Tree4(Tree4<'a>),
+    /// `Tree5`.
+    Tree5(Tree5<'a>),
+}
+
+fn tree<'a, T: TreeObj<'a>>(vals: &'a [u8], spec: &ShapeSpec, arena: &'a Arena) -> T {
     let mut chunks = vals.chunks(spec.len.max(1));
-    let t = T::build(arena, &mut || {
+    T::build(arena, &mut || {
         CFBytes(CFPtr::borrowed(chunks.next().unwrap_or_default()))
-    });
-    dp.send_object(conn, msg, &t)
+    })
+}
+
+impl<'a> Request<'a> {
+    /// Request `id` of `spec` whose values are `vals` (back to back, as
+    /// [`crate::shape::fill_values`] writes them).
+    pub fn build(id: u64, spec: &ShapeSpec, vals: &'a [u8], arena: &'a Arena) -> Request<'a> {
+        let value = |i: usize| CFBytes(CFPtr::borrowed(&vals[i * spec.len..(i + 1) * spec.len]));
+        match spec.kind {
+            Kind::Single => {
+                let mut m = Single::new_in(arena);
+                m.set_val(value(0));
+                Request::Single(m)
+            }
+            Kind::List => {
+                let mut m = List::new_in(arena);
+                m.set_id(id as u32);
+                m.init_vals(spec.count);
+                for i in 0..spec.count {
+                    m.get_mut_vals().append(value(i));
+                }
+                Request::List(m)
+            }
+            Kind::Tree(1) => Request::Tree1(tree(vals, spec, arena)),
+            Kind::Tree(2) => Request::Tree2(tree(vals, spec, arena)),
+            Kind::Tree(3) => Request::Tree3(tree(vals, spec, arena)),
+            Kind::Tree(4) => Request::Tree4(tree(vals, spec, arena)),
+            Kind::Tree(_) => Request::Tree5(tree(vals, spec, arena)),
+        }
+    }
+
+    /// Sends it on `conn` of `dp` with framing header `msg`.
+    pub fn send<D: Datapath>(&self, dp: &mut D, conn: ConnId, msg: Msg) -> Result<(), SendError> {
+        match self {
+            Request::Single(m) => dp.send_object(conn, msg, m),
+            Request::List(m) => dp.send_object(conn, msg, m),
+            Request::Tree1(m) => dp.send_object(conn, msg, m),
+            Request::Tree2(m) => dp.send_object(conn, msg, m),
+            Request::Tree3(m) => dp.send_object(conn, msg, m),
+            Request::Tree4(m) => dp.send_object(conn, msg, m),
+            Request::Tree5(m) => dp.send_object(conn, msg, m),
+        }
+    }
+
+    /// Sends it through the generated client without waiting: its message id.
+    #[inline]
+    pub fn send_with<D: Datapath>(&self, client: &mut EchoClient<D>) -> Result<u32, CallError> {
+        match self {
+            Request::Single(m) => client.send_single(m),
+            Request::List(m) => client.send_list(m),
+            Request::Tree1(m) => client.send_tree1(m),
+            Request::Tree2(m) => client.send_tree2(m),
+            Request::Tree3(m) => client.send_tree3(m),
+            Request::Tree4(m) => client.send_tree4(m),
+            Request::Tree5(m) => client.send_tree5(m),
+        }
+    }
 }
 
 /// Sends request `msg` of `spec` whose values are `vals` (back to back, as
@@ -241,27 +307,20 @@ pub fn send_request<D: Datapath>(
     vals: &[u8],
     arena: &Arena,
 ) -> Result<(), SendError> {
-    let value = |i: usize| CFBytes(CFPtr::borrowed(&vals[i * spec.len..(i + 1) * spec.len]));
-    match spec.kind {
-        Kind::Single => {
-            let mut m = Single::new_in(arena);
-            m.set_val(value(0));
-            dp.send_object(conn, msg, &m)
-        }
-        Kind::List => {
-            let mut m = List::new_in(arena);
-            m.set_id(id as u32);
-            m.init_vals(spec.count);
-            for i in 0..spec.count {
-                m.get_mut_vals().append(value(i));
-            }
-            dp.send_object(conn, msg, &m)
-        }
-        Kind::Tree(1) => send_tree::<Tree1, D>(dp, conn, msg, vals, spec, arena),
-        Kind::Tree(2) => send_tree::<Tree2, D>(dp, conn, msg, vals, spec, arena),
-        Kind::Tree(3) => send_tree::<Tree3, D>(dp, conn, msg, vals, spec, arena),
-        Kind::Tree(4) => send_tree::<Tree4, D>(dp, conn, msg, vals, spec, arena),
-        Kind::Tree(_) => send_tree::<Tree5, D>(dp, conn, msg, vals, spec, arena),
+    Request::build(id, spec, vals, arena).send(dp, conn, msg)
+}
+
+/// The bytes of a reply the generated client's `poll` handed out (for the load generator's
+/// checker, which reads replies as bytes).
+pub fn reply_bytes<'a>(reply: &EchoReply<'a>) -> &'a [u8] {
+    match reply {
+        EchoReply::Single(v) => v.object().bytes(),
+        EchoReply::List(v) => v.object().bytes(),
+        EchoReply::Tree1(v) => v.object().bytes(),
+        EchoReply::Tree2(v) => v.object().bytes(),
+        EchoReply::Tree3(v) => v.object().bytes(),
+        EchoReply::Tree4(v) => v.object().bytes(),
+        EchoReply::Tree5(v) => v.object().bytes(),
     }
 }
 

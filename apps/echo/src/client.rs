@@ -6,7 +6,10 @@ use std::io;
 use std::net::SocketAddrV4;
 use std::sync::Mutex;
 
+use std::time::Duration;
+
 use cornflakes::{Arena, ConnId, Datapath, Msg, RxMsg, SendError};
+use cornflakes_rpc::{CallError, Client, ClientIds, RetryPolicy};
 use loadgen::{split_request_id, ClientTransport, Response};
 
 use crate::cf;
@@ -131,13 +134,34 @@ impl Verifier {
 
 /// One load-generator thread's connection to the server over datapath `D`: to one server
 /// core, or spread round-robin over N cores (request sequence number mod N picks the core's
-/// port; `docs/cores.md`).
+/// port; `docs/cores.md`). The Cornflakes modes go through the generated client of
+/// `echo.Echo` (its open-loop `send_<method>` and `poll`); the other modes build requests and
+/// read replies by hand.
 pub struct EchoClient<D: Datapath> {
-    dp: D,
     conns: Vec<ConnId>,
     thread: usize,
-    req: RequestBuilder,
-    rx: Vec<RxMsg>,
+    way: Way<D>,
+}
+
+/// Open-loop requests a load-generator thread keeps in flight at most (Cornflakes modes): the
+/// generated client's table of outstanding ids.
+pub const MAX_OUTSTANDING: usize = 1 << 14;
+
+enum Way<D: Datapath> {
+    /// The generated client; `ids[id mod len]` is the load generator's id of its request `id`.
+    Service {
+        client: crate::schema::EchoClient<D>,
+        spec: ShapeSpec,
+        vals: Vec<u8>,
+        arena: Arena,
+        ids: Vec<u64>,
+    },
+    /// Requests built by [`RequestBuilder`], replies read off the datapath.
+    Hand {
+        dp: D,
+        req: RequestBuilder,
+        rx: Vec<RxMsg>,
+    },
 }
 
 impl<D: Datapath> EchoClient<D> {
@@ -162,19 +186,52 @@ impl<D: Datapath> EchoClient<D> {
         spec: ShapeSpec,
     ) -> io::Result<Self> {
         let conns = cornflakes::datapath::Connect::connect_all(&mut dp, cores)?;
-        let req = RequestBuilder::new(mode, spec).map_err(io::Error::other)?;
-        Ok(EchoClient {
-            dp,
-            conns,
-            thread,
-            req,
-            rx: Vec::with_capacity(64),
-        })
+        Self::with_conns(dp, conns, thread, mode, spec)
+    }
+
+    fn with_conns(
+        dp: D,
+        conns: Vec<ConnId>,
+        thread: usize,
+        mode: Mode,
+        spec: ShapeSpec,
+    ) -> io::Result<Self> {
+        let way = match mode.format() {
+            Format::Cornflakes(_) => {
+                // The load generator times requests out itself: the client's timeout only
+                // frees the table of requests that will never be answered.
+                let policy = RetryPolicy {
+                    timeout: Duration::from_secs(2),
+                    tries: 1,
+                };
+                let client = Client::with_capacity(dp, conns[0], policy, MAX_OUTSTANDING)
+                    // Its requests never outlive the run: an identity of its own.
+                    .with_ids(ClientIds::fresh());
+                // One entry per slot of the table (a power of two): an id picks it by its low bits.
+                let ids = vec![0; client.capacity()];
+                Way::Service {
+                    client: crate::schema::EchoClient::from_client(client),
+                    spec,
+                    vals: Vec::new(),
+                    arena: Arena::new(),
+                    ids,
+                }
+            }
+            _ => Way::Hand {
+                dp,
+                req: RequestBuilder::new(mode, spec).map_err(io::Error::other)?,
+                rx: Vec::with_capacity(64),
+            },
+        };
+        Ok(EchoClient { conns, thread, way })
     }
 
     /// The datapath.
     pub fn datapath(&mut self) -> &mut D {
-        &mut self.dp
+        match &mut self.way {
+            Way::Service { client, .. } => client.inner_mut().datapath_mut(),
+            Way::Hand { dp, .. } => dp,
+        }
     }
 }
 
@@ -191,14 +248,7 @@ impl EchoClient<datapath_tcp::TcpDatapath> {
     ) -> io::Result<Self> {
         // Connection k serves core k mod N, so `seq mod len` keeps the round-robin over cores.
         let conns = bench_client::tcp_conns(&mut dp, cores, per_core)?;
-        let req = RequestBuilder::new(mode, spec).map_err(io::Error::other)?;
-        Ok(EchoClient {
-            dp,
-            conns,
-            thread,
-            req,
-            rx: Vec::with_capacity(64),
-        })
+        Self::with_conns(dp, conns, thread, mode, spec)
     }
 }
 
@@ -209,11 +259,65 @@ impl<D: Datapath> ClientTransport for EchoClient<D> {
     fn send_request(&mut self, id: u64) -> io::Result<()> {
         let (_, seq) = split_request_id(id);
         let conn = self.conns[(seq % self.conns.len() as u64) as usize];
-        let req = &mut self.req;
-        bench_client::send_or_flush(&mut self.dp, |dp| req.send(dp, conn, id))
+        match &mut self.way {
+            Way::Service {
+                client,
+                spec,
+                vals,
+                arena,
+                ids,
+            } => {
+                fill_values(id, spec, vals);
+                arena.reset();
+                let req = crate::cf::Request::build(id, spec, vals, arena);
+                client.inner_mut().use_conn(conn);
+                let mut sent = req.send_with(client);
+                if let Err(CallError::Send(SendError::Full)) = sent {
+                    bench_client::flush(client.inner_mut().datapath_mut())?;
+                    sent = req.send_with(client);
+                }
+                let wire = sent.map_err(|e| io::Error::other(e.to_string()))?;
+                let slot = wire as usize & (ids.len() - 1);
+                ids[slot] = id;
+                Ok(())
+            }
+            Way::Hand { dp, req, .. } => {
+                bench_client::send_or_flush(dp, |dp| req.send(dp, conn, id))
+            }
+        }
     }
 
     fn poll_responses(&mut self, on_response: &mut dyn FnMut(Response<'_>)) -> io::Result<usize> {
-        bench_client::poll_replies(&mut self.dp, &mut self.rx, self.thread, on_response)
+        match &mut self.way {
+            Way::Service { client, ids, .. } => {
+                let mut n = 0;
+                client.poll(|wire, reply| {
+                    let id = ids[wire as usize & (ids.len() - 1)];
+                    match reply {
+                        Ok(r) => {
+                            n += 1;
+                            on_response(Response {
+                                id: Some(id),
+                                payload: crate::cf::reply_bytes(&r),
+                            });
+                        }
+                        // The load generator counts a request with no reply as lost.
+                        Err(CallError::TimedOut) => {}
+                        // A refused or unreadable reply is a reply, and a wrong one.
+                        Err(_) => {
+                            n += 1;
+                            on_response(Response {
+                                id: Some(id),
+                                payload: &[],
+                            });
+                        }
+                    }
+                });
+                Ok(n)
+            }
+            Way::Hand { dp, rx, .. } => {
+                bench_client::poll_replies(dp, rx, self.thread, on_response)
+            }
+        }
     }
 }

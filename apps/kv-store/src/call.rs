@@ -6,10 +6,11 @@
 //! a retry sent on a new connection is still recognised. The load generator's clients (open
 //! loop, for measurement) never retry.
 
-use cornflakes::{Arena, ConnId, Datapath, RxMsg};
-use cornflakes_rpc::ClientIds;
+use cornflakes::{Arena, ConnId, Datapath};
+use cornflakes_rpc::{Client, ClientIds};
 
-use crate::client::{decode_reply, send_op};
+use crate::cf;
+use crate::client::{decode_reply, encode_request};
 use crate::ops::{Op, OpKind, Reply};
 use crate::serialization::Serialization;
 
@@ -43,21 +44,20 @@ pub struct CallStats {
     pub gave_up: u64,
     /// Replies to an earlier request or a second copy of a reply, ignored.
     pub stale_replies: u64,
-    /// Replies that did not decode.
+    /// Replies that did not decode, or error replies.
     pub bad_replies: u64,
 }
 
-/// A retrying client on one connection of datapath `D`.
+/// A retrying client on one connection of datapath `D`: the runtime client of the generated
+/// services (`cornflakes_rpc::Client`: the identity, the retries under one id, the matching of
+/// replies), sending each serialization's encoding of the operation.
 pub struct Caller<D: Datapath> {
-    dp: D,
-    conn: ConnId,
+    client: Client<D>,
     ser: Serialization,
     policy: RetryPolicy,
-    ids: ClientIds,
     arena: Arena,
     buf: Vec<u8>,
-    rx: Vec<RxMsg>,
-    stats: CallStats,
+    bad_replies: u64,
 }
 
 impl<D: Datapath> Caller<D> {
@@ -76,81 +76,63 @@ impl<D: Datapath> Caller<D> {
         policy: RetryPolicy,
         ids: ClientIds,
     ) -> Caller<D> {
+        let tries = cornflakes_rpc::RetryPolicy {
+            tries: policy.tries,
+            ..cornflakes_rpc::RetryPolicy::default()
+        };
         Caller {
-            dp,
-            conn,
+            client: Client::new(dp, conn, tries).with_ids(ids),
             ser,
             policy,
-            ids,
             arena: Arena::new(),
             buf: Vec::new(),
-            rx: Vec::new(),
-            stats: CallStats::default(),
+            bad_replies: 0,
         }
     }
 
     /// Counters.
     pub fn stats(&self) -> CallStats {
-        self.stats
+        let s = self.client.stats();
+        CallStats {
+            calls: s.calls,
+            retries: s.retries,
+            gave_up: s.timed_out,
+            stale_replies: s.stale_replies,
+            bad_replies: self.bad_replies + s.refused,
+        }
     }
 
     /// The datapath.
     pub fn datapath(&mut self) -> &mut D {
-        &mut self.dp
+        self.client.datapath_mut()
     }
 
     /// The identity its requests carry.
     pub fn ids(&self) -> &ClientIds {
-        &self.ids
+        self.client.ids()
     }
 
     /// Sends `op` under a new id and waits for its reply, sending it again under the same
     /// incarnation and id after every [`RetryPolicy::polls_per_try`] polls without one. `wait`
     /// runs before each poll (e.g. lets an in-process server run, or sleeps). `None` when
-    /// every try went unanswered.
+    /// every try went unanswered (or the reply did not decode).
     pub fn call(&mut self, op: &Op, wait: &mut dyn FnMut()) -> Option<Reply> {
         let kind = OpKind::of(op);
-        let msg = self.ids.next(kind.msg_type());
-        self.stats.calls += 1;
-        for attempt in 0..self.policy.tries {
-            if attempt > 0 {
-                self.stats.retries += 1;
-            }
-            let sent = send_op(
-                &mut self.dp,
-                self.conn,
-                msg,
-                self.ser,
-                op,
-                &mut self.arena,
-                &mut self.buf,
-            );
-            if sent.is_err() || self.dp.flush().is_err() {
-                continue; // counted as a try: the wait below is the backoff
-            }
-            for _ in 0..self.policy.polls_per_try {
-                wait();
-                self.rx.clear();
-                let _ = self.dp.recv_burst(&mut self.rx);
-                self.dp.poll_completions();
-                let mut reply = None;
-                for m in self.rx.drain(..) {
-                    let ours = m.msg.id == msg.id && m.msg.incarnation == msg.incarnation;
-                    if !ours || reply.is_some() {
-                        self.stats.stale_replies += 1;
-                        continue;
-                    }
-                    match decode_reply(self.ser, kind, &m.data) {
-                        Ok((_, r)) => reply = Some(r),
-                        Err(_) => self.stats.bad_replies += 1,
-                    }
-                }
-                if reply.is_some() {
-                    return reply;
-                }
+        let (ty, polls) = (kind.msg_type(), self.policy.polls_per_try);
+        let got = if self.ser.is_cornflakes() {
+            self.arena.reset();
+            cf::Request::build(op, 0, &self.arena).call_polling(&mut self.client, polls, wait)
+        } else {
+            encode_request(self.ser, op, 0, &mut self.buf);
+            self.client.call_bytes_polling(ty, &self.buf, polls, wait)
+        };
+        let m = got.ok()?;
+        match decode_reply(self.ser, kind, &m.data) {
+            Ok((_, r)) => Some(r),
+            Err(_) => {
+                self.bad_replies += 1;
+                None
             }
         }
-        self.stats.gave_up += 1;
-        None
     }
 }

@@ -16,7 +16,7 @@ use cornflakes::{
     Arena, CFBytes, CFString, ConnId, CornflakesObj, Datapath, DecodeError, Msg, RcBuf, SendError,
 };
 use cornflakes_rpc::once::Incoming;
-use cornflakes_rpc::{Replied, Reply, Unanswered};
+use cornflakes_rpc::{CallError, Replied, Reply, Unanswered};
 
 use crate::exec::{self, Answer, Items};
 use crate::ops::{status_from_raw, Op, OpKind, Reply as OpReply, Status};
@@ -445,111 +445,183 @@ fn b<'a>(v: &[u8], arena: &'a Arena) -> CFBytes<'a> {
     CFBytes::new(v, arena)
 }
 
-/// What to do with a request object once it is built (see [`with_request`]).
-pub trait RequestVisitor {
-    /// The result.
-    type Out;
-    /// Called once with the request.
-    fn visit<O: CornflakesObj>(self, obj: &O) -> Self::Out;
+/// A request of the store, built with its values (copied into the arena unless they lie in
+/// its pinned memory and reach its threshold): sent on a datapath ([`send`](Self::send)),
+/// through the generated client of `kv.Kv` ([`send_with`](Self::send_with)), or encoded
+/// ([`encode_request`]).
+pub enum Request<'a> {
+    /// `Get`.
+    Get(GetReq<'a>),
+    /// `Put`.
+    Put(PutReq<'a>),
+    /// `GetM`.
+    GetM(GetMReq<'a>),
+    /// `PutM`.
+    PutM(PutMReq<'a>),
+    /// `GetList`.
+    GetList(GetListReq<'a>),
+    /// `GetFromList`.
+    GetFromList(GetFromListReq<'a>),
+    /// `Append`.
+    Append(AppendReq<'a>),
+    /// `Delete`.
+    Delete(DeleteReq<'a>),
 }
 
-/// Builds request `op` with id `id` and hands it to `v` (to send or serialize). Values are
-/// copied into `arena` unless they lie in its pinned memory and reach its threshold.
-pub fn with_request<V: RequestVisitor>(op: &Op, id: u32, arena: &Arena, v: V) -> V::Out {
-    match op {
-        Op::Get { key } => {
-            let mut m = GetReq::new_in(arena);
-            m.set_id(id);
-            m.set_key(s(key, arena));
-            v.visit(&m)
+/// Calls `$f` with the request object of `$r`, whatever its type.
+macro_rules! each {
+    ($r:expr, $m:ident => $f:expr) => {
+        match $r {
+            Request::Get($m) => $f,
+            Request::Put($m) => $f,
+            Request::GetM($m) => $f,
+            Request::PutM($m) => $f,
+            Request::GetList($m) => $f,
+            Request::GetFromList($m) => $f,
+            Request::Append($m) => $f,
+            Request::Delete($m) => $f,
         }
-        Op::Put { key, val } => {
-            let mut m = PutReq::new_in(arena);
-            m.set_id(id);
-            m.set_key(s(key, arena));
-            m.set_val(b(val, arena));
-            v.visit(&m)
-        }
-        Op::GetM { keys } => {
-            let mut m = GetMReq::new_in(arena);
-            m.set_id(id);
-            m.init_keys(keys.len());
-            for k in keys {
-                m.get_mut_keys().append(s(k, arena));
+    };
+}
+
+impl<'a> Request<'a> {
+    /// Request `op` with id `id`.
+    pub fn build(op: &Op, id: u32, arena: &'a Arena) -> Request<'a> {
+        match op {
+            Op::Get { key } => {
+                let mut m = GetReq::new_in(arena);
+                m.set_id(id);
+                m.set_key(s(key, arena));
+                Request::Get(m)
             }
-            v.visit(&m)
-        }
-        Op::PutM { keys, vals } => {
-            let mut m = PutMReq::new_in(arena);
-            m.set_id(id);
-            m.init_keys(keys.len());
-            for k in keys {
-                m.get_mut_keys().append(s(k, arena));
+            Op::Put { key, val } => {
+                let mut m = PutReq::new_in(arena);
+                m.set_id(id);
+                m.set_key(s(key, arena));
+                m.set_val(b(val, arena));
+                Request::Put(m)
             }
-            m.init_vals(vals.len());
-            for x in vals {
-                m.get_mut_vals().append(b(x, arena));
+            Op::GetM { keys } => {
+                let mut m = GetMReq::new_in(arena);
+                m.set_id(id);
+                m.init_keys(keys.len());
+                for k in keys {
+                    m.get_mut_keys().append(s(k, arena));
+                }
+                Request::GetM(m)
             }
-            v.visit(&m)
-        }
-        Op::GetList { key } => {
-            let mut m = GetListReq::new_in(arena);
-            m.set_id(id);
-            m.set_key(s(key, arena));
-            v.visit(&m)
-        }
-        Op::GetFromList { key, index } => {
-            let mut m = GetFromListReq::new_in(arena);
-            m.set_id(id);
-            m.set_key(s(key, arena));
-            m.set_index(*index);
-            v.visit(&m)
-        }
-        Op::Append { key, val } => {
-            let mut m = AppendReq::new_in(arena);
-            m.set_id(id);
-            m.set_key(s(key, arena));
-            m.set_val(b(val, arena));
-            v.visit(&m)
-        }
-        Op::Delete { key } => {
-            let mut m = DeleteReq::new_in(arena);
-            m.set_id(id);
-            m.set_key(s(key, arena));
-            v.visit(&m)
+            Op::PutM { keys, vals } => {
+                let mut m = PutMReq::new_in(arena);
+                m.set_id(id);
+                m.init_keys(keys.len());
+                for k in keys {
+                    m.get_mut_keys().append(s(k, arena));
+                }
+                m.init_vals(vals.len());
+                for x in vals {
+                    m.get_mut_vals().append(b(x, arena));
+                }
+                Request::PutM(m)
+            }
+            Op::GetList { key } => {
+                let mut m = GetListReq::new_in(arena);
+                m.set_id(id);
+                m.set_key(s(key, arena));
+                Request::GetList(m)
+            }
+            Op::GetFromList { key, index } => {
+                let mut m = GetFromListReq::new_in(arena);
+                m.set_id(id);
+                m.set_key(s(key, arena));
+                m.set_index(*index);
+                Request::GetFromList(m)
+            }
+            Op::Append { key, val } => {
+                let mut m = AppendReq::new_in(arena);
+                m.set_id(id);
+                m.set_key(s(key, arena));
+                m.set_val(b(val, arena));
+                Request::Append(m)
+            }
+            Op::Delete { key } => {
+                let mut m = DeleteReq::new_in(arena);
+                m.set_id(id);
+                m.set_key(s(key, arena));
+                Request::Delete(m)
+            }
         }
     }
-}
 
-/// Queues a request on a datapath (serialize-and-send).
-pub struct SendRequest<'d, D> {
-    /// The datapath.
-    pub dp: &'d mut D,
-    /// The server's connection.
-    pub conn: ConnId,
-    /// Framing header.
-    pub msg: Msg,
-}
-
-impl<D: Datapath> RequestVisitor for SendRequest<'_, D> {
-    type Out = Result<(), SendError>;
-    fn visit<O: CornflakesObj>(self, obj: &O) -> Self::Out {
-        self.dp.send_object(self.conn, self.msg, obj)
+    /// Queues it on `conn` of `dp` with framing header `msg` (serialize-and-send).
+    pub fn send<D: Datapath>(&self, dp: &mut D, conn: ConnId, msg: Msg) -> Result<(), SendError> {
+        each!(self, m => dp.send_object(conn, msg, m))
     }
-}
 
-struct ToVec<'o>(&'o mut Vec<u8>);
+    /// Sends it through the generated client without waiting: its message id.
+    #[inline]
+    pub fn send_with<D: Datapath>(&self, client: &mut KvClient<D>) -> Result<u32, CallError> {
+        match self {
+            Request::Get(m) => client.send_get(m),
+            Request::Put(m) => client.send_put(m),
+            Request::GetM(m) => client.send_get_m(m),
+            Request::PutM(m) => client.send_put_m(m),
+            Request::GetList(m) => client.send_get_list(m),
+            Request::GetFromList(m) => client.send_get_from_list(m),
+            Request::Append(m) => client.send_append(m),
+            Request::Delete(m) => client.send_delete(m),
+        }
+    }
 
-impl RequestVisitor for ToVec<'_> {
-    type Out = ();
-    fn visit<O: CornflakesObj>(self, obj: &O) {
-        self.0.extend_from_slice(&obj.serialize_to_vec());
+    /// Sends it through the runtime client and waits for its reply, counting receives (see
+    /// `Client::call_polling`).
+    pub fn call_polling<D: Datapath>(
+        &self,
+        client: &mut cornflakes_rpc::Client<D>,
+        polls_per_try: u32,
+        wait: &mut dyn FnMut(),
+    ) -> Result<cornflakes::RxMsg, CallError> {
+        let ty = self.kind().msg_type();
+        each!(self, m => client.call_polling(ty, m, polls_per_try, wait))
+    }
+
+    /// The operation it asks for.
+    pub fn kind(&self) -> OpKind {
+        match self {
+            Request::Get(_) => OpKind::Get,
+            Request::Put(_) => OpKind::Put,
+            Request::GetM(_) => OpKind::GetM,
+            Request::PutM(_) => OpKind::PutM,
+            Request::GetList(_) => OpKind::GetList,
+            Request::GetFromList(_) => OpKind::GetFromList,
+            Request::Append(_) => OpKind::Append,
+            Request::Delete(_) => OpKind::Delete,
+        }
+    }
+
+    /// Its encoding, appended to `out`.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        each!(self, m => out.extend_from_slice(&m.serialize_to_vec()))
     }
 }
 
 /// The Cornflakes encoding of request `op` with id `id`, appended to `out`.
 pub fn encode_request(op: &Op, id: u32, arena: &Arena, out: &mut Vec<u8>) {
-    with_request(op, id, arena, ToVec(out));
+    Request::build(op, id, arena).encode(out);
+}
+
+/// The bytes of a reply the generated client's `poll` handed out (for the load generator's
+/// checker, which reads replies as bytes).
+pub fn reply_bytes<'a>(reply: &KvReply<'a>) -> &'a [u8] {
+    match reply {
+        KvReply::Get(v) => v.object().bytes(),
+        KvReply::Put(v) => v.object().bytes(),
+        KvReply::GetM(v) => v.object().bytes(),
+        KvReply::PutM(v) => v.object().bytes(),
+        KvReply::GetList(v) => v.object().bytes(),
+        KvReply::GetFromList(v) => v.object().bytes(),
+        KvReply::Append(v) => v.object().bytes(),
+        KvReply::Delete(v) => v.object().bytes(),
+    }
 }
 
 fn status_of(raw: i32) -> Result<Status, String> {

@@ -9,11 +9,13 @@ use std::io;
 use std::net::SocketAddrV4;
 use std::sync::Arc;
 
+use std::time::Duration;
+
 use cornflakes::{Arena, ConnId, Datapath, Msg, RxMsg, SendError};
-use cornflakes_rpc::ClientIds;
+use cornflakes_rpc::{CallError, Client, ClientIds, RetryPolicy};
 use loadgen::{request_id, split_request_id, ClientTransport, Response};
 
-use crate::cf::{self, SendRequest};
+use crate::cf;
 use crate::ops::{Op, OpKind, Reply, Status};
 use crate::resp;
 use crate::serialization::Serialization;
@@ -32,14 +34,20 @@ pub fn send_op<D: Datapath>(
 ) -> Result<(), SendError> {
     if ser.is_cornflakes() {
         arena.reset();
-        cf::with_request(op, msg.id, arena, SendRequest { dp, conn, msg })
-    } else if let Some(lib) = ser.library() {
-        crate::libs::encode_request(lib, op, msg.id, buf);
-        dp.send_copy(conn, msg, buf)
+        cf::Request::build(op, msg.id, arena).send(dp, conn, msg)
     } else {
-        buf.clear();
-        resp::encode_request(op, buf);
+        encode_request(ser, op, msg.id, buf);
         dp.send_copy(conn, msg, buf)
+    }
+}
+
+/// The encoding of request `op` with id `id` in `ser`, a library's or RESP's (RESP carries no
+/// id), in `out` (cleared first). Cornflakes requests are built as objects ([`cf::Request`]).
+pub fn encode_request(ser: Serialization, op: &Op, id: u32, out: &mut Vec<u8>) {
+    out.clear();
+    match ser.library() {
+        Some(lib) => crate::libs::encode_request(lib, op, id, out),
+        None => resp::encode_request(op, out),
     }
 }
 
@@ -94,28 +102,51 @@ impl RunRequests {
 /// A split request's parts: each part's core and, once it arrived, its reply.
 type SplitParts = Vec<(usize, Option<Vec<u8>>)>;
 
+/// Open-loop requests a load-generator thread keeps in flight at most (Cornflakes
+/// serializations): the generated client's table of outstanding ids.
+pub const MAX_OUTSTANDING: usize = 1 << 14;
+
+/// Which request (the load generator's id) and which part of it (`None`: the whole request)
+/// a message id of the generated client carries.
+type Sent = (u64, Option<u16>);
+
 /// One load-generator thread's connection to the server over datapath `D`: to one server
 /// core, or to N cores with each request steered to the core that owns its key
 /// ([`crate::steer`]; a `getm`/`putm` over several cores is split, and reported once every
-/// part's reply is in, as one [`crate::steer::encode_parts`] payload).
+/// part's reply is in, as one [`crate::steer::encode_parts`] payload). The Cornflakes
+/// serializations go through the generated client of `kv.Kv` (its open-loop `send_<method>`
+/// and `poll`); the others build requests and read replies by hand.
 pub struct KvClient<D: Datapath> {
-    dp: D,
     /// Core *i*'s connections are `conns[i]`, `conns[i + cores]`, … (one each on UDP).
     conns: Vec<ConnId>,
     cores: usize,
     thread: usize,
-    ser: Serialization,
     reqs: Arc<RunRequests>,
-    arena: Arena,
-    buf: Vec<u8>,
-    rx: Vec<RxMsg>,
-    /// Split requests waiting for parts, by wire id: each part's core and reply.
-    pending: HashMap<u32, SplitParts>,
+    /// Split requests waiting for parts, by the load generator's id: each part's core and
+    /// reply.
+    pending: HashMap<u64, SplitParts>,
     parts_buf: Vec<u8>,
-    /// Its own incarnation: a load generator's requests never outlive its run, and a server
-    /// that outlives the run must not take the next run's requests (ids restarting) for
-    /// reused ids.
-    ids: ClientIds,
+    arena: Arena,
+    way: Way<D>,
+}
+
+enum Way<D: Datapath> {
+    /// The generated client; `sent[id mod len]` is what its request `id` carries.
+    Service {
+        client: crate::schema::KvClient<D>,
+        sent: Vec<Sent>,
+    },
+    /// Requests encoded by [`send_op`], replies read off the datapath.
+    Hand {
+        dp: D,
+        ser: Serialization,
+        buf: Vec<u8>,
+        rx: Vec<RxMsg>,
+        /// Its own incarnation: a load generator's requests never outlive its run, and a
+        /// server that outlives the run must not take the next run's requests (ids
+        /// restarting) for reused ids.
+        ids: ClientIds,
+    },
 }
 
 impl<D: Datapath> KvClient<D> {
@@ -151,58 +182,76 @@ impl<D: Datapath> KvClient<D> {
         ser: Serialization,
         reqs: Arc<RunRequests>,
     ) -> io::Result<Self> {
+        let way = if ser.is_cornflakes() {
+            // The load generator times requests out itself: the client's timeout only frees
+            // the table of requests that will never be answered.
+            let policy = RetryPolicy {
+                timeout: Duration::from_secs(2),
+                tries: 1,
+            };
+            let client = Client::with_capacity(dp, conns[0], policy, MAX_OUTSTANDING)
+                // Its requests never outlive the run: an identity of its own.
+                .with_ids(ClientIds::fresh());
+            // One entry per slot of the table (a power of two): an id picks it by its low bits.
+            let sent = vec![(0, None); client.capacity()];
+            Way::Service {
+                client: crate::schema::KvClient::from_client(client),
+                sent,
+            }
+        } else {
+            Way::Hand {
+                dp,
+                ser,
+                buf: Vec::new(),
+                rx: Vec::with_capacity(64),
+                ids: ClientIds::fresh(),
+            }
+        };
         Ok(KvClient {
-            dp,
             conns,
             cores,
             thread,
-            ser,
             reqs,
-            arena: Arena::new(),
-            buf: Vec::new(),
-            rx: Vec::with_capacity(64),
             pending: HashMap::new(),
             parts_buf: Vec::new(),
-            ids: ClientIds::fresh(),
+            arena: Arena::new(),
+            way,
         })
     }
 
     /// The datapath.
     pub fn datapath(&mut self) -> &mut D {
-        &mut self.dp
+        match &mut self.way {
+            Way::Service { client, .. } => client.inner_mut().datapath_mut(),
+            Way::Hand { dp, .. } => dp,
+        }
     }
 
     fn flush(&mut self) -> io::Result<()> {
-        bench_client::flush(&mut self.dp)
+        bench_client::flush(self.datapath())
     }
 
     fn send(&mut self, id: u64) -> Result<(), SendError> {
         let reqs = self.reqs.clone();
         let op = reqs.op(id);
         let (_, seq) = split_request_id(id);
-        // Wire id `seq mod 2^32`, under an incarnation of its own for each 2^32 requests.
-        let msg = self.ids.nth(seq, OpKind::of(op).msg_type());
         let n = self.cores;
         if let Some(core) = crate::steer::owner(op, n) {
-            return self.send_to(core, msg, op);
+            return self.send_to(core, id, seq as u32, None, op);
         }
         let parts = crate::steer::split(op, n);
         self.pending
-            .insert(msg.id, parts.iter().map(|p| (p.core, None)).collect());
-        for p in &parts {
-            let msg = Msg {
-                ty: OpKind::of(&p.op).msg_type(),
-                ..msg
-            };
+            .insert(id, parts.iter().map(|p| (p.core, None)).collect());
+        for (i, p) in parts.iter().enumerate() {
             // A full queue is flushed here, part by part: retrying the whole request would
             // send the parts already queued twice.
-            let mut r = self.send_to(p.core, msg, &p.op);
+            let mut r = self.send_to(p.core, id, seq as u32, Some(i as u16), &p.op);
             if let Err(SendError::Full) = r {
                 let _ = self.flush();
-                r = self.send_to(p.core, msg, &p.op);
+                r = self.send_to(p.core, id, seq as u32, Some(i as u16), &p.op);
             }
             if let Err(e) = r {
-                self.pending.remove(&msg.id);
+                self.pending.remove(&id);
                 return Err(match e {
                     SendError::Full => SendError::Io(io::Error::other(
                         "transmit queue full in the middle of a split request",
@@ -214,16 +263,78 @@ impl<D: Datapath> KvClient<D> {
         Ok(())
     }
 
-    fn send_to(&mut self, core: usize, msg: Msg, op: &Op) -> Result<(), SendError> {
-        send_op(
-            &mut self.dp,
-            self.conns[core + self.cores * (msg.id as usize % (self.conns.len() / self.cores))],
-            msg,
-            self.ser,
-            op,
-            &mut self.arena,
-            &mut self.buf,
-        )
+    /// Sends request `op` (part `part` of request `id`, or all of it) to core `core`, over
+    /// that core's connections in turn by `seq`.
+    fn send_to(
+        &mut self,
+        core: usize,
+        id: u64,
+        seq: u32,
+        part: Option<u16>,
+        op: &Op,
+    ) -> Result<(), SendError> {
+        let conn = self.conns[core + self.cores * (seq as usize % (self.conns.len() / self.cores))];
+        match &mut self.way {
+            Way::Service { client, sent } => {
+                self.arena.reset();
+                let req = cf::Request::build(op, seq, &self.arena);
+                client.inner_mut().use_conn(conn);
+                match req.send_with(client) {
+                    Ok(wire) => {
+                        let len = sent.len();
+                        sent[wire as usize & (len - 1)] = (id, part);
+                        Ok(())
+                    }
+                    Err(CallError::Send(e)) => Err(e),
+                    Err(e) => Err(SendError::Io(io::Error::other(e.to_string()))),
+                }
+            }
+            Way::Hand {
+                dp, ser, buf, ids, ..
+            } => {
+                // Wire id `seq mod 2^32`, under an incarnation of its own for each 2^32
+                // requests (the parts of a split request share their request's).
+                let (_, full) = split_request_id(id);
+                let msg = ids.nth(full, OpKind::of(op).msg_type());
+                send_op(dp, conn, msg, *ser, op, &mut self.arena, buf)
+            }
+        }
+    }
+
+    /// Hands on the reply to request `id` (or part `part` of it): at once, or once every
+    /// part of a split request is in.
+    fn reply(
+        pending: &mut HashMap<u64, SplitParts>,
+        parts_buf: &mut Vec<u8>,
+        id: u64,
+        part: Option<usize>,
+        payload: &[u8],
+        on_response: &mut dyn FnMut(Response<'_>),
+    ) -> usize {
+        let Some(parts) = pending.get_mut(&id) else {
+            on_response(Response {
+                id: Some(id),
+                payload,
+            });
+            return 1;
+        };
+        if let Some(slot) = part
+            .and_then(|i| parts.get_mut(i))
+            .filter(|s| s.1.is_none())
+        {
+            slot.1 = Some(payload.to_vec());
+        }
+        if !parts.iter().all(|(_, r)| r.is_some()) {
+            return 0;
+        }
+        let parts = pending.remove(&id).unwrap_or_default();
+        let replies: Vec<Vec<u8>> = parts.into_iter().filter_map(|(_, r)| r).collect();
+        crate::steer::encode_parts(&replies, parts_buf);
+        on_response(Response {
+            id: Some(id),
+            payload: parts_buf,
+        });
+        1
     }
 }
 
@@ -254,44 +365,43 @@ impl<D: Datapath> ClientTransport for KvClient<D> {
     }
 
     fn poll_responses(&mut self, on_response: &mut dyn FnMut(Response<'_>)) -> io::Result<usize> {
-        self.flush()?;
-        self.rx.clear();
-        self.dp.recv_burst(&mut self.rx)?;
+        let (pending, parts_buf) = (&mut self.pending, &mut self.parts_buf);
         let mut n = 0;
-        for m in &self.rx {
-            let id = request_id(self.thread, u64::from(m.msg.id));
-            let Some(parts) = self.pending.get_mut(&m.msg.id) else {
-                n += 1;
-                on_response(Response {
-                    id: Some(id),
-                    payload: &m.data,
+        match &mut self.way {
+            Way::Service { client, sent } => {
+                client.poll(|wire, reply| {
+                    let (id, part) = sent[wire as usize & (sent.len() - 1)];
+                    let payload = match &reply {
+                        Ok(r) => cf::reply_bytes(r),
+                        // The load generator counts a request with no reply as lost.
+                        Err(CallError::TimedOut) => return,
+                        // A refused or unreadable reply is a reply, and a wrong one.
+                        Err(_) => &[],
+                    };
+                    let part = part.map(usize::from);
+                    n += Self::reply(pending, parts_buf, id, part, payload, on_response);
                 });
-                continue;
-            };
-            // A part of a split request: kept until every core has answered.
-            let core = self
-                .conns
-                .iter()
-                .position(|c| *c == m.conn)
-                .map(|i| i % self.cores);
-            if let Some(slot) = parts
-                .iter_mut()
-                .find(|(c, r)| Some(*c) == core && r.is_none())
-            {
-                slot.1 = Some(m.data.to_vec());
             }
-            if parts.iter().all(|(_, r)| r.is_some()) {
-                let parts = self.pending.remove(&m.msg.id).unwrap_or_default();
-                let replies: Vec<Vec<u8>> = parts.into_iter().filter_map(|(_, r)| r).collect();
-                crate::steer::encode_parts(&replies, &mut self.parts_buf);
-                n += 1;
-                on_response(Response {
-                    id: Some(id),
-                    payload: &self.parts_buf,
-                });
+            Way::Hand { dp, rx, .. } => {
+                bench_client::flush(dp)?;
+                rx.clear();
+                dp.recv_burst(rx)?;
+                for m in rx.iter() {
+                    let id = request_id(self.thread, u64::from(m.msg.id));
+                    // A part of a split request: which one, by the core it came from.
+                    let part = pending.get(&id).and_then(|parts| {
+                        let core = self
+                            .conns
+                            .iter()
+                            .position(|c| *c == m.conn)
+                            .map(|i| i % self.cores)?;
+                        parts.iter().position(|(c, r)| *c == core && r.is_none())
+                    });
+                    n += Self::reply(pending, parts_buf, id, part, &m.data, on_response);
+                }
+                rx.clear();
             }
         }
-        self.rx.clear();
         Ok(n)
     }
 }

@@ -53,6 +53,12 @@ enum Cmd {
         /// Path of the runtime crate in generated code.
         #[arg(long, default_value = "::cornflakes")]
         runtime_path: String,
+        /// Path of the `cornflakes-rpc` crate in generated services.
+        #[arg(long, default_value = "::cornflakes_rpc")]
+        rpc_path: String,
+        /// Generate no services (messages and enums only).
+        #[arg(long)]
+        no_services: bool,
     },
     /// Read a message as JSON on stdin, write its wire bytes to stdout.
     Encode {
@@ -171,12 +177,16 @@ fn run(cli: Cli) -> Result<(), String> {
             include,
             out,
             runtime_path,
+            rpc_path,
+            no_services,
         } => {
             let files: Vec<&Path> = protos.iter().map(PathBuf::as_path).collect();
             let includes = includes_or_parents(&include, &files);
             Config::new()
                 .out_dir(&out)
                 .runtime_path(&runtime_path)
+                .rpc_path(&rpc_path)
+                .services(!no_services)
                 .rerun_if_changed(false)
                 .compile_protos(&protos, &includes)
                 .map_err(|e| e.to_string())

@@ -228,6 +228,41 @@ fn unsupported_constructs_are_rejected_with_their_location_and_services_warned()
         code.contains("pub trait S ") && code.contains("fn get<"),
         "{code}"
     );
+    assert!(code.contains("use ::cornflakes_rpc as cf_rpc;"), "{code}");
+    let o = run(
+        &[
+            "gen",
+            p.to_str().unwrap(),
+            "-o",
+            d.to_str().unwrap(),
+            "--rpc-path",
+            "crate::rpc",
+        ],
+        b"",
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let code = std::fs::read_to_string(d.join("_.cornflakes.rs")).unwrap();
+    assert!(code.contains("use crate::rpc as cf_rpc;"), "{code}");
+    let o = run(
+        &[
+            "gen",
+            p.to_str().unwrap(),
+            "-o",
+            d.to_str().unwrap(),
+            "--no-services",
+        ],
+        b"",
+    );
+    assert!(
+        o.status.success() && stderr(&o).is_empty(),
+        "{}",
+        stderr(&o)
+    );
+    let code = std::fs::read_to_string(d.join("_.cornflakes.rs")).unwrap();
+    assert!(
+        !code.contains("trait S") && code.contains("pub struct M"),
+        "{code}"
+    );
     std::fs::write(
         d.join("group.proto"),
         "syntax = \"proto2\";\nmessage M {\n  optional group G = 1 { optional int32 a = 2; }\n}\n",

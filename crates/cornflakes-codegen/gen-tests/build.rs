@@ -13,6 +13,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ],
         &["protos", "../../../schemas"],
     )?;
+    // gRPC's health service, from the vendored corpus: its streaming `Watch` is left out with
+    // a warning, which tests/health.rs reads from `health.warnings` (printed, it would show on
+    // every build).
+    let out = std::path::PathBuf::from(std::env::var("OUT_DIR")?);
+    let health = cornflakes_codegen::Schema::load(
+        &["grpc/health/v1/health.proto"],
+        &["../tests/corpus/grpc"],
+    )?;
+    println!("cargo:rerun-if-changed=../tests/corpus/grpc/grpc/health/v1/health.proto");
+    let (files, warnings) = cornflakes_codegen::Config::new().generate_with_warnings(&health)?;
+    for (name, text) in files {
+        cornflakes_codegen::write_if_changed(&out.join(name), &text)?;
+    }
+    let warnings: Vec<String> = warnings.iter().map(|w| w.to_string()).collect();
+    cornflakes_codegen::write_if_changed(&out.join("health.warnings"), &warnings.join("\n"))?;
     // The same through one module tree (`Config::include_file`), in its own directory.
     let tree = std::path::PathBuf::from(std::env::var("OUT_DIR")?).join("tree");
     cornflakes_codegen::Config::new()

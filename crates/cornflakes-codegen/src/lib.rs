@@ -322,6 +322,15 @@ pub fn compile_protos(
     Config::new().compile_protos(protos, includes)
 }
 
+/// The Rust path of service `service`'s server trait, from the root of the module tree its
+/// package's file is included in (the tree [`Config::include_file`] writes): `a.b.Svc` →
+/// `a::b::Svc`. Its dispatcher, client and method numbers are that path with `Server`,
+/// `Client` and `Method` appended (docs/codegen.md, "Services"). For a build script that
+/// refers to the generated services of a schema it did not write.
+pub fn service_rust_path(schema: &Schema, service: schema::ServiceId) -> String {
+    gen::service_rust_path(schema, service)
+}
+
 /// Writes `text` to `path` unless the file already holds exactly that, so Cargo does not
 /// rebuild what includes it.
 pub fn write_if_changed(path: &Path, text: &str) -> Result<bool, Error> {

@@ -128,15 +128,10 @@ fn a_method_number_outside_the_message_types_is_refused_where_it_is_written() {
     }
 }
 
-/// `KV` without the exactly-once option (which generation does not take yet).
-fn kv_without_once() -> String {
-    KV.replace("option (cornflakes.exactly_once) = true;", "")
-}
-
 #[test]
 fn streaming_rpcs_are_skipped_with_a_warning_or_refused_and_services_can_be_off() {
     let dir = temp_dir("config");
-    let p = write(&dir, "kv.proto", &kv_without_once());
+    let p = write(&dir, "kv.proto", KV);
     let schema = Schema::load(&[&p], &[&dir]).unwrap();
 
     let (files, warnings) = Config::new().generate_with_warnings(&schema).unwrap();
@@ -145,6 +140,14 @@ fn streaming_rpcs_are_skipped_with_a_warning_or_refused_and_services_can_be_off(
     assert!(code.contains("pub struct GetReq"));
     assert!(code.contains("pub trait Store"));
     assert!(code.contains("fn get<") && code.contains("fn put<"));
+    // Put is exactly-once: its arm goes through the table; Get's does not.
+    assert_eq!(code.matches("rt.once(dp, m)?").count(), 1, "{code}");
+    assert!(code.contains("StoreMethod::Put => true"), "{code}");
+    let code_once = Config::new()
+        .exactly_once("demo.v1.Store.Get")
+        .generate(&schema)
+        .unwrap();
+    assert_eq!(code_once[0].1.matches("rt.once(dp, m)?").count(), 2);
     assert!(!code.contains("fn watch") && !code.contains("fn feed"));
     let shown: Vec<String> = warnings.iter().map(|w| w.to_string()).collect();
     assert_eq!(shown.len(), 2, "{shown:?}");
@@ -178,7 +181,7 @@ fn streaming_rpcs_are_skipped_with_a_warning_or_refused_and_services_can_be_off(
 #[test]
 fn method_numbers_default_to_positions_can_be_pinned_and_must_differ() {
     let dir = temp_dir("numbers");
-    let p = write(&dir, "kv.proto", &kv_without_once());
+    let p = write(&dir, "kv.proto", KV);
     let schema = Schema::load(&[&p], &[&dir]).unwrap();
     let code = |c: &Config| c.generate(&schema).map(|f| f[0].1.clone());
     // Get is pinned to 11 by the schema; Put is second.
@@ -231,4 +234,19 @@ fn services_of_imported_files_are_read_but_not_generated() {
         .unwrap();
     assert!(warnings.is_empty(), "{warnings:?}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_services_rust_path_follows_its_package_modules_and_rust_names() {
+    let dir = temp_dir("path");
+    write(&dir, "kv.proto", KV);
+    write(
+        &dir,
+        "odd.proto",
+        "syntax = \"proto3\";\npackage My.type;\nmessage M {}\nservice store_api { rpc Get(M) returns (M); }\n",
+    );
+    let schema = Schema::load(&["kv.proto", "odd.proto"], &[&dir]).unwrap();
+    let path = |name| cornflakes_codegen::service_rust_path(&schema, schema.service(name).unwrap());
+    assert_eq!(path("demo.v1.Store"), "demo::v1::Store");
+    assert_eq!(path("My.type.store_api"), "my::type_::StoreApi");
 }

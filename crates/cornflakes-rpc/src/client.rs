@@ -15,6 +15,7 @@ use cornflakes::datapath::SendObject;
 use cornflakes::wire::MessageView;
 use cornflakes::{ConnId, Datapath, DecodeError, Msg, RcBuf, RxMsg, SendError};
 
+use crate::ids::ClientIds;
 use crate::outstanding::Outstanding;
 use crate::rpc_error::{RpcError, ERROR_TYPE};
 
@@ -122,6 +123,9 @@ pub struct ClientStats {
     pub stale_replies: u64,
     /// Open-loop sends refused because the table was full.
     pub full: u64,
+    /// Failed flushes and receives of `poll` (what was queued is lost and its requests time
+    /// out; a failed receive is an empty burst).
+    pub io_errors: u64,
 }
 
 /// A reply's view type at every lifetime, so a [`Response`] can open it: implemented by
@@ -201,11 +205,13 @@ fn refusal(m: &RxMsg, ty: u16) -> CallError {
     }
 }
 
-/// A client of one server connection `conn` of datapath `D`.
+/// A client of one server connection `conn` of datapath `D`. Its requests carry its identity
+/// ([`ClientIds`]: an incarnation and ids never reused under it), so a server that runs a
+/// method exactly once knows a retry, on any connection, from a new request.
 pub struct Client<D> {
     dp: D,
     conn: ConnId,
-    next_id: u32,
+    ids: ClientIds,
     policy: RetryPolicy,
     table: Outstanding,
     rx: Vec<RxMsg>,
@@ -226,7 +232,9 @@ const CLOCK_EVERY: u32 = 32;
 
 impl<D: Datapath> Client<D> {
     /// A client of the server on `conn` of `dp`, retrying by `policy`, with up to
-    /// [`DEFAULT_OUTSTANDING`] open-loop requests.
+    /// [`DEFAULT_OUTSTANDING`] open-loop requests, and the process's identity
+    /// ([`ClientIds::process`]: a client made after a reconnect goes on where the last one
+    /// stopped, so its retries of a write are still recognised).
     pub fn new(dp: D, conn: ConnId, policy: RetryPolicy) -> Client<D> {
         Client::with_capacity(dp, conn, policy, DEFAULT_OUTSTANDING)
     }
@@ -243,9 +251,9 @@ impl<D: Datapath> Client<D> {
         Client {
             dp,
             conn,
-            next_id: 1,
+            ids: ClientIds::process(),
             policy,
-            table: Outstanding::new(outstanding, 1, now),
+            table: Outstanding::new(outstanding, now),
             rx: Vec::with_capacity(64),
             now,
             deadline: now + policy.timeout,
@@ -270,6 +278,19 @@ impl<D: Datapath> Client<D> {
         &mut self.dp
     }
 
+    /// The same client with identity `ids` instead of the process's: `ClientIds::fresh()` for
+    /// a client whose requests never outlive it (a load generator's thread; its ids then
+    /// count up without gaps), or one fixed incarnation to act out a restart in a test.
+    pub fn with_ids(mut self, ids: ClientIds) -> Client<D> {
+        self.ids = ids;
+        self
+    }
+
+    /// The identity its requests carry.
+    pub fn ids(&self) -> &ClientIds {
+        &self.ids
+    }
+
     /// The datapath, given back.
     pub fn into_datapath(self) -> D {
         self.dp
@@ -278,6 +299,14 @@ impl<D: Datapath> Client<D> {
     /// The server's connection.
     pub fn conn(&self) -> ConnId {
         self.conn
+    }
+
+    /// Sends the requests from now on on `conn` of the same datapath (e.g. another core of a
+    /// server that runs one port per core). Replies are matched by id whatever connection
+    /// they come on.
+    #[inline]
+    pub fn use_conn(&mut self, conn: ConnId) {
+        self.conn = conn;
     }
 
     /// How calls wait and retry.
@@ -293,15 +322,6 @@ impl<D: Datapath> Client<D> {
     /// How many open-loop requests fit.
     pub fn capacity(&self) -> usize {
         self.table.capacity()
-    }
-
-    /// The framing header of the next request of type `ty`, and the id after it.
-    #[inline]
-    fn next_msg(&mut self, ty: u16) -> Msg {
-        let id = self.next_id;
-        // Id 0 is never used.
-        self.next_id = id.wrapping_add(1).max(1);
-        Msg::new(id, ty)
     }
 
     /// Sends request `req` of message type `ty` without waiting: its id, or why it was not
@@ -325,19 +345,26 @@ impl<D: Datapath> Client<D> {
         ty: u16,
         send: impl FnOnce(&mut D, Msg) -> Result<(), SendError>,
     ) -> Result<u32, CallError> {
-        let id = self.next_id;
-        if !self.table.insert(id, ty, self.deadline) {
+        if self.table.len() == 0 {
+            // The first request outstanding: the clock of the last poll may be old.
+            self.tick();
+        }
+        // An id refused below is not sent, and never reused: the next request takes the next.
+        let msg = self.ids.next(ty);
+        if !self
+            .table
+            .insert(msg.incarnation, msg.id, ty, self.deadline)
+        {
             self.stats.full += 1;
             return Err(CallError::Full);
         }
-        let msg = self.next_msg(ty);
         if let Err(e) = send(&mut self.dp, msg) {
-            self.table.take(id);
+            self.table.take(msg.incarnation, msg.id);
             return Err(CallError::Send(e));
         }
         self.unflushed = true;
         self.stats.sent += 1;
-        Ok(id)
+        Ok(msg.id)
     }
 
     /// Flushes what [`send`](Self::send) queued (also done by [`poll`](Self::poll)).
@@ -353,9 +380,9 @@ impl<D: Datapath> Client<D> {
     pub fn poll(&mut self, mut reply: impl FnMut(u32, u16, Result<&RxMsg, CallError>)) -> usize {
         if self.unflushed {
             self.unflushed = false;
-            if let Err(e) = self.dp.flush() {
+            if self.dp.flush().is_err() {
                 // What was queued is lost; its requests time out.
-                let _ = e;
+                self.stats.io_errors += 1;
             }
         }
         self.dp.poll_completions();
@@ -364,7 +391,7 @@ impl<D: Datapath> Client<D> {
         let received = self.dp.recv_burst(&mut rx);
         let n = rx.len();
         for m in rx.drain(..) {
-            match self.table.take(m.msg.id) {
+            match self.table.take(m.msg.incarnation, m.msg.id) {
                 Some(ty) => {
                     self.stats.replies += 1;
                     match check_reply(&m, ty) {
@@ -379,8 +406,8 @@ impl<D: Datapath> Client<D> {
             }
         }
         self.rx = rx;
-        if let Err(e) = received {
-            let _ = e; // a failed receive is an empty burst; requests time out
+        if received.is_err() {
+            self.stats.io_errors += 1;
         }
         self.polls = self.polls.wrapping_add(1);
         if n == 0 || self.polls.is_multiple_of(CLOCK_EVERY) {
@@ -401,28 +428,59 @@ impl<D: Datapath> Client<D> {
     }
 
     /// Sends request `req` of type `ty` and waits for its reply, sending it again under the
-    /// same id (and incarnation) after every `policy.timeout` without one, `policy.tries`
-    /// times in all. Not while open-loop requests are outstanding ([`CallError::Busy`]).
+    /// same incarnation and id after every `policy.timeout` without one, `policy.tries` times
+    /// in all (a server that runs the method exactly once answers a retry with its first
+    /// reply). Not while open-loop requests are outstanding ([`CallError::Busy`]).
     pub fn call<O: SendObject>(&mut self, ty: u16, req: &O) -> Result<RxMsg, CallError> {
         let conn = self.conn;
-        self.call_with(ty, |dp, msg| dp.send_object(conn, msg, req))
+        self.call_with(ty, Patience::Time, |dp, msg| dp.send_object(conn, msg, req))
     }
 
     /// [`call`](Self::call) with a request encoded already (copied into each packet).
     pub fn call_bytes(&mut self, ty: u16, req: &[u8]) -> Result<RxMsg, CallError> {
         let conn = self.conn;
-        self.call_with(ty, |dp, msg| dp.send_copy(conn, msg, req))
+        self.call_with(ty, Patience::Time, |dp, msg| dp.send_copy(conn, msg, req))
+    }
+
+    /// [`call`](Self::call) that counts receives instead of time: the request is sent again
+    /// after `polls_per_try` receives without its reply, and `wait` runs before each receive
+    /// (it lets an in-process server run, or sleeps): deterministic, for tests and fault
+    /// runs on an in-process wire.
+    pub fn call_polling<O: SendObject>(
+        &mut self,
+        ty: u16,
+        req: &O,
+        polls_per_try: u32,
+        wait: &mut dyn FnMut(),
+    ) -> Result<RxMsg, CallError> {
+        let conn = self.conn;
+        let patience = Patience::Polls(polls_per_try, wait);
+        self.call_with(ty, patience, |dp, msg| dp.send_object(conn, msg, req))
+    }
+
+    /// [`call_polling`](Self::call_polling) with a request encoded already.
+    pub fn call_bytes_polling(
+        &mut self,
+        ty: u16,
+        req: &[u8],
+        polls_per_try: u32,
+        wait: &mut dyn FnMut(),
+    ) -> Result<RxMsg, CallError> {
+        let conn = self.conn;
+        let patience = Patience::Polls(polls_per_try, wait);
+        self.call_with(ty, patience, |dp, msg| dp.send_copy(conn, msg, req))
     }
 
     fn call_with(
         &mut self,
         ty: u16,
+        mut patience: Patience<'_>,
         mut send: impl FnMut(&mut D, Msg) -> Result<(), SendError>,
     ) -> Result<RxMsg, CallError> {
         if self.table.len() > 0 {
             return Err(CallError::Busy);
         }
-        let msg = self.next_msg(ty);
+        let msg = self.ids.next(ty);
         self.stats.calls += 1;
         let mut last_send_error = None;
         for attempt in 0..self.policy.tries.max(1) {
@@ -435,7 +493,11 @@ impl<D: Datapath> Client<D> {
                 Err(e) => last_send_error = Some(e),
             }
             let deadline = Instant::now() + self.policy.timeout;
+            let mut polls = 0u32;
             loop {
+                if let Patience::Polls(_, wait) = &mut patience {
+                    wait();
+                }
                 if let Some(m) = self.receive_reply(msg) {
                     self.stats.replies += 1;
                     return match check_reply(&m, ty) {
@@ -446,7 +508,12 @@ impl<D: Datapath> Client<D> {
                         }
                     };
                 }
-                if Instant::now() >= deadline {
+                polls += 1;
+                let given_up = match patience {
+                    Patience::Time => Instant::now() >= deadline,
+                    Patience::Polls(n, _) => polls >= n.max(1),
+                };
+                if given_up {
                     break;
                 }
             }
@@ -454,7 +521,17 @@ impl<D: Datapath> Client<D> {
         self.stats.timed_out += 1;
         Err(last_send_error.map_or(CallError::TimedOut, CallError::Send))
     }
+}
 
+/// How long a call waits for each try's reply.
+enum Patience<'w> {
+    /// The policy's timeout.
+    Time,
+    /// This many receives, each after `wait`.
+    Polls(u32, &'w mut dyn FnMut()),
+}
+
+impl<D: Datapath> Client<D> {
     /// One receive: the reply to `msg` if it came (other messages are counted stale).
     fn receive_reply(&mut self, msg: Msg) -> Option<RxMsg> {
         let mut rx = std::mem::take(&mut self.rx);
@@ -463,7 +540,7 @@ impl<D: Datapath> Client<D> {
         self.dp.poll_completions();
         let mut found = None;
         for m in rx.drain(..) {
-            if found.is_none() && m.msg.id == msg.id {
+            if found.is_none() && m.msg.id == msg.id && m.msg.incarnation == msg.incarnation {
                 found = Some(m);
             } else {
                 self.stats.stale_replies += 1;

@@ -8,14 +8,21 @@
 //! method with a [`Reply`]. A type no method has is answered with an error reply
 //! ([`crate::RpcError`]) and counted; a request that does not open is refused
 //! ([`Unanswered::Malformed`]) and counted by the server.
+//!
+//! A method marked exactly-once goes through the dispatcher's [`OnceTable`] first
+//! ([`Dispatcher::once`]): a new request runs, and its [`Reply`] keeps the encoded reply (up to
+//! [`KEPT_REPLY_LEN`] bytes) as the request's outcome; a retry (the same incarnation, id and
+//! bytes) is answered with that reply again without running; a request that reuses an id for
+//! other bytes is refused with the error reply ([`ErrorCode::IdReused`]).
 
 use std::fmt;
 use std::marker::PhantomData;
 
 use cornflakes::{
-    Arena, CFBytes, CFString, CornflakesObj, Datapath, PinnedMemory, RxMsg, SendError,
+    Arena, CFBytes, CFString, CornflakesObj, Datapath, PinnedMemory, RcBuf, RxMsg, SendError,
 };
 
+use crate::once::{Check, Fresh, Incoming, OnceStats, OnceTable, Window};
 use crate::rpc_error::{ErrorCode, RpcError, ERROR_TYPE};
 use crate::{AppCounters, Cornflakes, SendPath, Unanswered};
 
@@ -26,18 +33,28 @@ pub struct RpcCounters {
     /// Requests of a message type the service has no method for, answered with an error
     /// reply.
     pub unknown_methods: u64,
+    /// The exactly-once table's counters (retries answered, outcomes recorded and evicted,
+    /// reused ids refused).
+    pub once: OnceStats,
 }
 
 impl AppCounters for RpcCounters {
     fn add(&mut self, o: &RpcCounters) {
         self.unknown_methods += o.unknown_methods;
+        self.once.add(&o.once);
     }
 
     /// Written only when not zero, so a server whose clients only call its methods reports
     /// what it reported before it was a service.
     fn write(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.unknown_methods > 0 {
-            write!(f, " unknown_methods={}", self.unknown_methods)?;
+        for (key, n) in [
+            ("unknown_methods", self.unknown_methods),
+            ("retries_answered", self.once.hits),
+            ("reused_ids_refused", self.once.refused),
+        ] {
+            if n > 0 {
+                write!(f, " {key}={n}")?;
+            }
         }
         Ok(())
     }
@@ -45,9 +62,45 @@ impl AppCounters for RpcCounters {
     fn parse_field(&mut self, key: &str, value: u64) -> bool {
         match key {
             "unknown_methods" => self.unknown_methods = value,
+            "retries_answered" => self.once.hits = value,
+            "reused_ids_refused" => self.once.refused = value,
             _ => return false,
         }
         true
+    }
+}
+
+/// The longest encoded reply of an exactly-once method its table keeps for a retry; a longer
+/// one is sent but not kept, and a retry of its request gets the error reply
+/// [`ErrorCode::ReplyNotKept`] (it ran once; its reply is gone).
+pub const KEPT_REPLY_LEN: usize = 64;
+
+/// An exactly-once request's outcome as its table keeps it: the encoded reply, or that it was
+/// longer than [`KEPT_REPLY_LEN`].
+#[derive(Clone, Copy)]
+pub struct KeptReply {
+    /// Bytes of `bytes` used; `NOT_KEPT` for a reply too long to keep.
+    len: u16,
+    bytes: [u8; KEPT_REPLY_LEN],
+}
+
+impl KeptReply {
+    const NOT_KEPT: u16 = u16::MAX;
+
+    fn of<B: CornflakesObj>(reply: &B) -> KeptReply {
+        let mut k = KeptReply {
+            len: KeptReply::NOT_KEPT,
+            bytes: [0; KEPT_REPLY_LEN],
+        };
+        if let Ok(n) = reply.serialize_into(&mut k.bytes) {
+            k.len = n as u16;
+        }
+        k
+    }
+
+    /// The encoded reply, if it was kept.
+    pub fn bytes(&self) -> Option<&[u8]> {
+        self.bytes.get(..usize::from(self.len))
     }
 }
 
@@ -57,6 +110,9 @@ pub struct Dispatcher {
     arena: Arena,
     path: SendPath,
     counters: RpcCounters,
+    /// The exactly-once methods' outcomes, made at their first request.
+    once: Option<OnceTable<KeptReply>>,
+    window: Window,
 }
 
 impl Dispatcher {
@@ -73,7 +129,16 @@ impl Dispatcher {
             arena,
             path,
             counters: RpcCounters::default(),
+            once: None,
+            window: Window::DEFAULT,
         }
+    }
+
+    /// The window of the exactly-once table (how many outcomes it keeps; `Window::DEFAULT`
+    /// unless set here before the first request).
+    pub fn with_once_window(mut self, window: Window) -> Dispatcher {
+        self.window = window;
+        self
     }
 
     /// The arena replies are built in (e.g. to set its limit).
@@ -88,7 +153,10 @@ impl Dispatcher {
 
     /// Counters so far.
     pub fn counters(&self) -> RpcCounters {
-        self.counters
+        RpcCounters {
+            once: self.once.as_ref().map(OnceTable::stats).unwrap_or_default(),
+            ..self.counters
+        }
     }
 
     /// The reply handle for request `m` received on `dp`, with the arena reset.
@@ -100,6 +168,67 @@ impl Dispatcher {
             arena: &self.arena,
             rx: m,
             path: self.path,
+            keep: None,
+            _reply: PhantomData,
+        }
+    }
+
+    /// Whether request `m` of an exactly-once method is to run: `Some` when it is new (run it,
+    /// answering through [`reply_once`](Self::reply_once)); `None` when it was answered here:
+    /// a retry gets its kept reply again (or [`ErrorCode::ReplyNotKept`]), a request that
+    /// reuses an id for other bytes gets [`ErrorCode::IdReused`]. Neither runs.
+    #[inline]
+    pub fn once<D: Datapath>(
+        &mut self,
+        dp: &mut D,
+        m: &RxMsg,
+    ) -> Result<Option<Fresh>, Unanswered> {
+        // The sender's address stands for a client without an incarnation.
+        let Some(req) = Incoming::new(m.msg, m.data.as_slice(), || Some(m.peer)) else {
+            return Err(Unanswered::Malformed("no client identity".to_owned()));
+        };
+        let window = self.window;
+        let table = self.once.get_or_insert_with(|| OnceTable::new(window));
+        match table.check(&req) {
+            Check::Run(fresh) => Ok(Some(fresh)),
+            Check::Answered(kept) => {
+                match kept.bytes() {
+                    Some(bytes) => dp.send_copy(m.conn, m.msg, bytes)?,
+                    None => error_reply(dp, m, ErrorCode::ReplyNotKept)?,
+                }
+                Ok(None)
+            }
+            Check::Refused => {
+                error_reply(dp, m, ErrorCode::IdReused)?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// The reply handle for request `m` of an exactly-once method that is to run (`fresh`,
+    /// from [`once`](Self::once)): its reply is kept as the request's outcome when it is sent.
+    #[inline]
+    pub fn reply_once<'r, D: Datapath, B>(
+        &'r mut self,
+        dp: &'r mut D,
+        m: &'r RxMsg,
+        fresh: Fresh,
+    ) -> Reply<'r, D, B> {
+        let Dispatcher {
+            arena,
+            path,
+            once,
+            window,
+            ..
+        } = self;
+        arena.reset();
+        let table = once.get_or_insert_with(|| OnceTable::new(*window));
+        Reply {
+            dp,
+            arena,
+            rx: m,
+            path: *path,
+            keep: Some((table, fresh)),
             _reply: PhantomData,
         }
     }
@@ -111,15 +240,23 @@ impl Dispatcher {
     #[inline(never)]
     pub fn unknown_method<D: Datapath>(&mut self, dp: &mut D, m: &RxMsg) -> Result<(), Unanswered> {
         self.counters.unknown_methods += 1;
-        let body = RpcError {
-            code: ErrorCode::UnknownMethod,
-            method: m.msg.ty,
-        }
-        .encode();
-        let mut msg = m.msg;
-        msg.ty = ERROR_TYPE;
-        Ok(dp.send_copy(m.conn, msg, &body)?)
+        Ok(error_reply(dp, m, ErrorCode::UnknownMethod)?)
     }
+}
+
+/// Sends the error reply `code` to request `m`: message type [`ERROR_TYPE`], the request's id
+/// and incarnation.
+#[cold]
+#[inline(never)]
+fn error_reply<D: Datapath>(dp: &mut D, m: &RxMsg, code: ErrorCode) -> Result<(), SendError> {
+    let body = RpcError {
+        code,
+        method: m.msg.ty,
+    }
+    .encode();
+    let mut msg = m.msg;
+    msg.ty = ERROR_TYPE;
+    dp.send_copy(m.conn, msg, &body)
 }
 
 /// Proof that a method sent its reply: only [`Reply::send`] and [`Reply::send_or`] make one,
@@ -141,6 +278,8 @@ pub struct Reply<'r, D, B> {
     arena: &'r Arena,
     rx: &'r RxMsg,
     path: SendPath,
+    /// For an exactly-once request: where its reply is kept, and its key.
+    keep: Option<(&'r mut OnceTable<KeptReply>, Fresh)>,
     _reply: PhantomData<fn(&B)>,
 }
 
@@ -165,6 +304,14 @@ impl<'r, D: Datapath, B: CornflakesObj> Reply<'r, D, B> {
         CFBytes::from_packet(&self.rx.data, data, self.arena)
     }
 
+    /// The received packet the request's view reads (for
+    /// [`LeafList::extend_from_packet`](cornflakes::LeafList::extend_from_packet), which echoes
+    /// a list read through the view).
+    #[inline]
+    pub fn packet(&self) -> &'r RcBuf {
+        &self.rx.data
+    }
+
     /// A string read from the request, for the reply (as [`bytes`](Self::bytes)).
     #[inline]
     pub fn string(&self, s: &'r str) -> CFString<'r> {
@@ -177,9 +324,19 @@ impl<'r, D: Datapath, B: CornflakesObj> Reply<'r, D, B> {
         self.dp.max_message_len()
     }
 
+    /// Keeps `reply` as the outcome of an exactly-once request, before it is sent: a reply
+    /// that then fails to go out was still decided, and a retry gets it.
+    #[inline]
+    fn keep(&mut self, reply: &B) {
+        if let Some((table, fresh)) = self.keep.take() {
+            table.record(fresh, KeptReply::of(reply));
+        }
+    }
+
     /// Sends `reply`.
     #[inline]
-    pub fn send(self, reply: &B) -> Result<Replied, Unanswered> {
+    pub fn send(mut self, reply: &B) -> Result<Replied, Unanswered> {
+        self.keep(reply);
         self.path.send(self.dp, self.rx.conn, self.rx.msg, reply)?;
         Ok(Replied(()))
     }
@@ -188,25 +345,25 @@ impl<'r, D: Datapath, B: CornflakesObj> Reply<'r, D, B> {
     /// builds instead (e.g. the same reply with a status saying so and no values).
     #[inline]
     pub fn send_or(
-        self,
+        mut self,
         reply: &B,
         too_large: impl FnOnce(&'r Arena) -> B,
     ) -> Result<Replied, Unanswered> {
         let (conn, msg) = (self.rx.conn, self.rx.msg);
-        let sent = if reply.sizes().total() > self.dp.max_message_len() {
-            Err(SendError::TooLarge {
-                len: reply.sizes().total(),
-                max: self.dp.max_message_len(),
-            })
-        } else {
-            self.path.send(self.dp, conn, msg, reply)
-        };
-        match sent {
-            Err(SendError::TooLarge { .. }) => {
-                self.path.send(self.dp, conn, msg, &too_large(self.arena))?;
+        if reply.sizes().total() <= self.dp.max_message_len() {
+            match self.path.send(self.dp, conn, msg, reply) {
+                Err(SendError::TooLarge { .. }) => {}
+                r => {
+                    self.keep(reply);
+                    r?;
+                    return Ok(Replied(()));
+                }
             }
-            r => r?,
         }
+        // Too long for the datapath: the replacement is what the request answers.
+        let smaller = too_large(self.arena);
+        self.keep(&smaller);
+        self.path.send(self.dp, conn, msg, &smaller)?;
         Ok(Replied(()))
     }
 }

@@ -26,6 +26,9 @@ pub enum ErrorCode {
     /// The request reused the message id of an earlier, different request of the same client
     /// incarnation, for a method run exactly once: a protocol error, not run.
     IdReused,
+    /// A retry of a request of a method run exactly once whose reply was too long to keep:
+    /// the request ran, once; its reply cannot be sent again.
+    ReplyNotKept,
     /// A code this reader does not know (a newer server).
     Other(u32),
 }
@@ -36,6 +39,7 @@ impl ErrorCode {
         match self {
             ErrorCode::UnknownMethod => 1,
             ErrorCode::IdReused => 2,
+            ErrorCode::ReplyNotKept => 3,
             ErrorCode::Other(n) => n,
         }
     }
@@ -45,6 +49,7 @@ impl ErrorCode {
         match n {
             1 => ErrorCode::UnknownMethod,
             2 => ErrorCode::IdReused,
+            3 => ErrorCode::ReplyNotKept,
             n => ErrorCode::Other(n),
         }
     }
@@ -112,6 +117,11 @@ impl fmt::Display for RpcError {
                 "method {}: the message id was already used by another request",
                 self.method
             ),
+            ErrorCode::ReplyNotKept => write!(
+                f,
+                "method {}: the request ran once, but its reply was too long to keep for a retry",
+                self.method
+            ),
             ErrorCode::Other(n) => write!(f, "method {}: error code {n}", self.method),
         }
     }
@@ -135,12 +145,25 @@ mod tests {
                 method: 65535,
             },
             RpcError {
+                code: ErrorCode::ReplyNotKept,
+                method: 7,
+            },
+            RpcError {
                 code: ErrorCode::Other(77),
                 method: 1,
             },
         ] {
             assert_eq!(RpcError::decode(&e.encode()).unwrap(), e);
         }
+        // The example of docs/wire-format.md.
+        let unknown = RpcError {
+            code: ErrorCode::UnknownMethod,
+            method: 99,
+        };
+        assert_eq!(
+            unknown.encode(),
+            [1, 0, 0, 0, 3, 0, 0, 0, 1, 0, 0, 0, 99, 0, 0, 0]
+        );
         let good = RpcError {
             code: ErrorCode::UnknownMethod,
             method: 3,

@@ -327,6 +327,43 @@ impl<'a> LeafList<'a, CFBytes<'a>> {
             self.push(CFBytes(CFPtr::ZeroCopy(buf.pinned())));
         }
     }
+
+    /// Appends every element of `list`, a repeated bytes field read in place from the
+    /// received packet `pkt` (the view of a message at its start), as decode would have built
+    /// it: each element a slice of the packet, referenced when at least the threshold long,
+    /// else borrowed and copied once, at send time. How a server echoes a request's list. An
+    /// element outside the message stops it with its error (the elements before it appended).
+    ///
+    /// ```ignore
+    /// // In a method of a generated service: echo the request's `vals` (a `ListView`).
+    /// let vals = req.get_vals()?;
+    /// resp.init_vals(vals.len());
+    /// resp.get_mut_vals().extend_from_packet(reply.packet(), &vals, reply.arena())?;
+    /// ```
+    #[inline(always)]
+    pub fn extend_from_packet(
+        &mut self,
+        pkt: &'a RcBuf,
+        list: &crate::wire::BytesListView<'a>,
+        arena: &Arena,
+    ) -> Result<(), crate::DecodeError> {
+        // Offsets count from the object's start: slices of the packet when it starts there.
+        let at_start = list.object_bytes().as_ptr() == pkt.as_ptr();
+        let zero_copy_from = arena.zero_copy_from();
+        list.for_each_element(|off, data| {
+            let len = data.len();
+            if len >= zero_copy_from && at_start {
+                if let Some(b) = pkt.pinned_slice(off, len) {
+                    self.zero_copy_count += 1;
+                    self.zero_copy_len += len;
+                    self.push(CFBytes(CFPtr::ZeroCopy(b)));
+                    return;
+                }
+            }
+            self.copy += len;
+            self.push(CFBytes(CFPtr::Copy(data)));
+        })
+    }
 }
 
 /// `items` with `v` pushed, after growing its storage (the vector is full).

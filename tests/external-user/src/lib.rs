@@ -26,6 +26,47 @@ pub mod pb_second {
     include!(concat!(env!("OUT_DIR"), "/second.rs"));
 }
 
+/// The service of `proto/greet.proto`: messages, the `Greeter` trait, its dispatcher
+/// (`GreeterServer`) and client (`GreeterClient`).
+pub mod greet {
+    cornflakes::include_schema!("greet");
+}
+
+/// The crate's `greet.Greeter`: greets each visitor with the photo it sent, and counts visits.
+#[derive(Default)]
+pub struct Greeter {
+    visits: u32,
+}
+
+impl greet::Greeter for Greeter {
+    fn greet<'r, D: cornflakes::Datapath>(
+        &'r mut self,
+        req: greet::HelloView<'r>,
+        reply: cornflakes_rpc::Reply<'r, D, greet::Greeting<'r>>,
+    ) -> Result<cornflakes_rpc::Replied, cornflakes_rpc::Unanswered> {
+        self.visits += 1;
+        let arena = reply.arena();
+        let text = arena
+            .bump()
+            .alloc_str(&format!("hello, {}", req.get_name()?));
+        let mut g = greet::Greeting::new_in(arena);
+        g.set_text(cornflakes::CFString::new_ref(text, arena));
+        g.set_photo(reply.bytes(req.get_photo()?));
+        g.set_visits(self.visits);
+        reply.send(&g)
+    }
+
+    fn visits<'r, D: cornflakes::Datapath>(
+        &'r mut self,
+        _req: greet::HelloView<'r>,
+        reply: cornflakes_rpc::Reply<'r, D, greet::Greeting<'r>>,
+    ) -> Result<cornflakes_rpc::Replied, cornflakes_rpc::Unanswered> {
+        let mut g = greet::Greeting::new_in(reply.arena());
+        g.set_visits(self.visits);
+        reply.send(&g)
+    }
+}
+
 use cornflakes::wire::BufferTooSmall;
 use cornflakes::{CornflakesObj, RcBuf, SendPlan};
 

@@ -11,3 +11,19 @@ include!(concat!(env!("OUT_DIR"), "/corpus.rs"));
 
 /// Every compiled file: `source group path`, one per line.
 pub const MANIFEST: &str = include_str!(concat!(env!("OUT_DIR"), "/manifest.txt"));
+
+/// A service of the corpus and what was generated for it.
+pub struct Service {
+    /// The source (`grpc`, `otlp`, `prost`, `protobuf`).
+    pub source: &'static str,
+    /// Its full name (`grpc.health.v1.Health`).
+    pub name: &'static str,
+    /// The full names of its generated methods (its unary rpcs), as its generated
+    /// `<S>Method::ALL` names them.
+    pub methods: fn() -> Vec<&'static str>,
+    /// The full names of its streaming rpcs, which the schema declares and generation leaves
+    /// out.
+    pub streaming: &'static [&'static str],
+}
+
+include!(concat!(env!("OUT_DIR"), "/services.rs"));

@@ -35,6 +35,20 @@ pub mod kv {
     cornflakes::include_schema!("kv");
 }
 
+pub mod harness;
+
+/// gRPC's `grpc.health.v1` (vendored in the corpus, `../tests/corpus/grpc`): the health
+/// service.
+pub mod grpc {
+    /// `grpc.health`
+    pub mod health {
+        /// `grpc.health.v1`
+        pub mod v1 {
+            cornflakes::include_schema!("grpc.health.v1");
+        }
+    }
+}
+
 /// `protos/rpc.proto`: a service, its server and client.
 pub mod rpc {
     cornflakes::include_schema!("rpc");

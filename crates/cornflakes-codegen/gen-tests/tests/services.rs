@@ -20,9 +20,11 @@ use cornflakes_rpc::{
 use cornflakes_stack::{MacAddr, StackConfig};
 use datapath_loopback::{Loopback, LoopbackConfig};
 
-/// The service: answers from the request and from a large buffer it holds.
+/// The service: answers from the request and from a large buffer it holds, and counts the
+/// requests of its exactly-once methods it ran.
 struct Impl {
     big: Vec<u8>,
+    runs: u64,
 }
 
 impl Store for Impl {
@@ -69,6 +71,31 @@ impl Store for Impl {
             t
         })
     }
+
+    fn count<'r, D: Datapath>(
+        &'r mut self,
+        req: BlobView<'r>,
+        reply: Reply<'r, D, Sum<'r>>,
+    ) -> Result<Replied, Unanswered> {
+        self.runs += 1;
+        let mut s = Sum::new_in(reply.arena());
+        s.set_id(req.get_id());
+        s.set_total(self.runs);
+        reply.send(&s)
+    }
+
+    fn take<'r, D: Datapath>(
+        &'r mut self,
+        req: SumView<'r>,
+        reply: Reply<'r, D, Blob<'r>>,
+    ) -> Result<Replied, Unanswered> {
+        self.runs += 1;
+        let len = (req.get_len() as usize).min(self.big.len());
+        let mut b = Blob::new_in(reply.arena());
+        b.set_id(req.get_id());
+        b.set_data(CFBytes(CFPtr::borrowed(&self.big[..len])));
+        reply.send(&b)
+    }
 }
 
 /// The server end: its datapath, the generated dispatcher, what became of each request.
@@ -79,6 +106,8 @@ struct ServerSide {
     malformed: u64,
     /// While false, requests are received and dropped (a server that does not answer).
     answering: bool,
+    /// The framing headers of the requests dropped so.
+    dropped: Vec<cornflakes::Msg>,
 }
 
 impl ServerSide {
@@ -87,6 +116,7 @@ impl ServerSide {
         let _ = self.dp.recv_burst(&mut self.rx);
         for m in self.rx.drain(..) {
             if !self.answering {
+                self.dropped.push(m.msg);
                 continue;
             }
             match self.server.handle(&mut self.dp, &m) {
@@ -108,21 +138,38 @@ const CLIENT: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 2), 7000)
 /// A server in configuration `mode` (hybrid threshold 512) and a client whose every receive
 /// first lets the server run.
 fn pair(mode: Cornflakes, policy: RetryPolicy) -> (Client, Rc<RefCell<ServerSide>>) {
+    pair_losing(mode, policy, 0.0)
+}
+
+/// [`pair`] whose client end loses `loss` of the frames it receives (the replies).
+fn pair_losing(
+    mode: Cornflakes,
+    policy: RetryPolicy,
+    loss: f64,
+) -> (Client, Rc<RefCell<ServerSide>>) {
     let cfg =
         |mac, addr| LoopbackConfig::new(StackConfig::new(MacAddr([2, 0, 0, 0, 0, mac]), addr));
-    let (a, mut b) = Loopback::pair(cfg(1, SERVER), cfg(2, CLIENT)).unwrap();
+    let mut client_end = cfg(2, CLIENT);
+    client_end.faults = datapath_loopback::Faults {
+        loss,
+        duplicate: 0.0,
+        seed: 11,
+    };
+    let (a, mut b) = Loopback::pair(cfg(1, SERVER), client_end).unwrap();
     let rt = Dispatcher::new(a.memory(), mode, 512);
     let side = Rc::new(RefCell::new(ServerSide {
         dp: a,
         server: StoreServer::new(
             Impl {
                 big: (0..100_000u32).map(|i| i as u8).collect(),
+                runs: 0,
             },
             rt,
         ),
         rx: Vec::new(),
         malformed: 0,
         answering: true,
+        dropped: Vec::new(),
     }));
     let conn = b.connect(SERVER).unwrap();
     // Address resolution: the server answers the client's ARP request.
@@ -272,6 +319,12 @@ fn a_lost_request_is_sent_again_under_the_same_id() {
         Err(CallError::TimedOut)
     ));
     assert_eq!(client.inner().stats().retries, 2);
+    // Every try under one incarnation and id: the client's.
+    let tries = side.borrow().dropped.clone();
+    assert_eq!(tries.len(), 3);
+    assert!(tries.iter().all(|m| *m == tries[0]), "{tries:?}");
+    assert_ne!(tries[0].incarnation, 0);
+    assert_eq!(tries[0].incarnation, client.inner().ids().incarnation());
     side.borrow_mut().answering = true;
     assert!(client.echo(&blob(&arena, 2, b"b", "")).is_ok());
 }
@@ -279,12 +332,16 @@ fn a_lost_request_is_sent_again_under_the_same_id() {
 #[test]
 fn the_open_loop_interface_matches_replies_to_ids_and_bounds_the_table() {
     let (client, side) = pair(Cornflakes::Hybrid, quick());
-    let mut client = StoreClient::from_client(cornflakes_rpc::Client::with_capacity(
-        client.into_inner().into_datapath(),
-        cornflakes::ConnId(0),
-        quick(),
-        4,
-    ));
+    // An identity of its own: ids without gaps, so the table of 4 fills at the fifth.
+    let mut client = StoreClient::from_client(
+        cornflakes_rpc::Client::with_capacity(
+            client.into_inner().into_datapath(),
+            cornflakes::ConnId(0),
+            quick(),
+            4,
+        )
+        .with_ids(cornflakes_rpc::ClientIds::fresh()),
+    );
     // The loopback's first connection is 0 (the only one the client made).
     let arena = cornflakes::Arena::new();
     let mut ids = Vec::new();
@@ -305,7 +362,7 @@ fn the_open_loop_interface_matches_replies_to_ids_and_bounds_the_table() {
         client.poll(|id, r| match r.unwrap() {
             StoreReply::Echo(v) => got.push((id, v.get_id(), v.get_data().unwrap().to_vec())),
             StoreReply::Measure(v) => got.push((id, v.get_id(), vec![v.get_total() as u8])),
-            StoreReply::Fetch(_) => panic!("no fetch was sent"),
+            _ => panic!("only echo and measure were sent"),
         });
     }
     got.sort();
@@ -333,4 +390,174 @@ fn the_open_loop_interface_matches_replies_to_ids_and_bounds_the_table() {
     assert_eq!(timed_out, [id]);
     assert_eq!(client.inner().outstanding(), 0);
     assert_eq!(client.inner().stats().timed_out, 1);
+}
+
+/// Whatever bytes arrive under whatever message type, the dispatcher answers, refuses as
+/// malformed, or sends the error reply; it never panics, and it counts every unknown type.
+#[test]
+fn random_requests_are_answered_refused_or_counted_never_a_panic() {
+    use rand::{Rng, SeedableRng};
+    let (mut client, side) = pair(Cornflakes::Hybrid, quick());
+    let arena = cornflakes::Arena::new();
+    // A real request first: the server's connection to the client, resolved.
+    client.echo(&blob(&arena, 1, b"x", "n")).unwrap();
+    let valid: Vec<Vec<u8>> = [0usize, 7, 600]
+        .iter()
+        .map(|&n| {
+            let b = blob(&arena, 9, &vec![3u8; n], "note");
+            cornflakes::CornflakesObj::serialize_to_vec(&b)
+        })
+        .collect();
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(25);
+    let conn = cornflakes::ConnId(0);
+    let (mut answered, mut malformed, mut unknown) = (0u64, 0u64, 0u64);
+    let mut drained = Vec::new();
+    for i in 0..20_000u32 {
+        let ty = match rng.gen_range(0..4) {
+            0 => 1,
+            1 => 11,
+            2 => 3,
+            _ => rng.gen(),
+        };
+        let mut bytes = valid[rng.gen_range(0..valid.len())].clone();
+        match rng.gen_range(0..3) {
+            0 => {
+                for _ in 0..rng.gen_range(1..8) {
+                    let at = rng.gen_range(0..bytes.len());
+                    bytes[at] = rng.gen();
+                }
+            }
+            1 => bytes.truncate(rng.gen_range(0..bytes.len() + 1)),
+            _ => bytes = (0..rng.gen_range(0..64)).map(|_| rng.gen()).collect(),
+        }
+        let known = matches!(ty, 1 | 3 | 11);
+        {
+            let mut s = side.borrow_mut();
+            let ServerSide { dp, server, .. } = &mut *s;
+            let m = RxMsg {
+                conn,
+                peer: CLIENT,
+                msg: cornflakes::Msg::new(i, ty),
+                data: dp.memory().alloc_copy(&bytes).unwrap(),
+            };
+            match server.handle(dp, &m) {
+                Ok(()) => {
+                    answered += 1;
+                    unknown += !known as u64;
+                }
+                Err(Unanswered::Malformed(_)) => {
+                    assert!(known, "type {ty}: only a method's request is malformed");
+                    malformed += 1;
+                }
+                Err(Unanswered::Send(e)) => panic!("type {ty}: {e}"),
+            }
+            let _ = dp.flush();
+        }
+        // The client end takes the replies (and the server reaps its completions).
+        if i % 16 == 0 {
+            drained.clear();
+            let _ = client.inner_mut().datapath_mut().recv_burst(&mut drained);
+            side.borrow_mut().dp.poll_completions();
+        }
+    }
+    let s = side.borrow();
+    assert_eq!(s.server.counters().unknown_methods, unknown);
+    assert!(
+        answered > unknown && malformed > 0,
+        "{answered} {malformed} {unknown}"
+    );
+}
+
+/// Sends request `req` of method `ty` with framing header `msg` straight on the client's
+/// datapath (its next receive lets the server run) and returns the replies that came back.
+fn raw<O: cornflakes::datapath::SendObject>(
+    client: &mut Client,
+    msg: cornflakes::Msg,
+    req: &O,
+) -> Vec<RxMsg> {
+    let conn = client.inner().conn();
+    let dp = client.inner_mut().datapath_mut();
+    dp.send_object(conn, msg, req).unwrap();
+    dp.flush().unwrap();
+    let mut rx = Vec::new();
+    for _ in 0..4 {
+        dp.recv_burst(&mut rx).unwrap();
+    }
+    rx
+}
+
+#[test]
+fn an_exactly_once_method_runs_once_per_request_however_often_it_comes() {
+    use cornflakes_codegen_tests::rpc::{StoreMethod, SumView as ReplySum};
+    let (mut client, side) = pair(Cornflakes::Hybrid, quick());
+    assert!(StoreMethod::Count.exactly_once() && !StoreMethod::Echo.exactly_once());
+    let arena = cornflakes::Arena::new();
+    let count = StoreMethod::Count.id();
+    let req = blob(&arena, 1, b"abc", "");
+    let msg = cornflakes::Msg::new(7, count).with_incarnation(42);
+    // The first: run. The same request again (a retry, or a duplicate on the wire): the kept
+    // reply, byte for byte, and not run again.
+    let first = raw(&mut client, msg, &req);
+    let again = raw(&mut client, msg, &req);
+    assert_eq!((first.len(), again.len()), (1, 1));
+    assert_eq!(first[0].msg, msg);
+    assert_eq!(again[0].msg, msg);
+    assert_eq!(&first[0].data[..], &again[0].data[..]);
+    assert_eq!(ReplySum::open(&again[0].data).unwrap().get_total(), 1);
+    assert_eq!(side.borrow().server.service().runs, 1);
+    // The same id for other bytes: refused, not run.
+    let other = raw(&mut client, msg, &blob(&arena, 2, b"abd", ""));
+    assert_eq!(other.len(), 1);
+    assert_eq!(other[0].msg.ty, cornflakes_rpc::ERROR_TYPE);
+    let e = cornflakes_rpc::RpcError::decode(&other[0].data).unwrap();
+    assert_eq!((e.code, e.method), (ErrorCode::IdReused, count));
+    // Another incarnation's id 7, or this one's id 8: new requests.
+    raw(
+        &mut client,
+        cornflakes::Msg::new(7, count).with_incarnation(43),
+        &req,
+    );
+    raw(
+        &mut client,
+        cornflakes::Msg::new(8, count).with_incarnation(42),
+        &req,
+    );
+    assert_eq!(side.borrow().server.service().runs, 3);
+    // A reply too long to keep: sent once; its retry is told so, and not run.
+    let take = StoreMethod::Take.id();
+    let mut long = Sum::new_in(&arena);
+    long.set_len(1000);
+    let msg = cornflakes::Msg::new(9, take).with_incarnation(42);
+    let r = raw(&mut client, msg, &long);
+    assert_eq!(r[0].msg.ty, take);
+    let r = raw(&mut client, msg, &long);
+    let e = cornflakes_rpc::RpcError::decode(&r[0].data).unwrap();
+    assert_eq!(e.code, ErrorCode::ReplyNotKept);
+    assert_eq!(side.borrow().server.service().runs, 4);
+    let c = side.borrow().server.counters();
+    assert_eq!((c.once.hits, c.once.refused), (2, 1));
+}
+
+/// Through the generated client, over a wire that loses a third of the replies: each lost
+/// reply's call is retried under its id and answered from the table, so every call ran once.
+#[test]
+fn calls_whose_replies_are_lost_run_once() {
+    let policy = RetryPolicy {
+        timeout: Duration::from_millis(2),
+        tries: 16,
+    };
+    let (mut client, side) = pair_losing(Cornflakes::Hybrid, policy, 0.33);
+    let arena = cornflakes::Arena::new();
+    for i in 1..=200u64 {
+        let sum = client.count(&blob(&arena, i as u32, b"x", "")).unwrap();
+        // The reply to the first run of this request: no call ran twice.
+        assert_eq!(sum.view().unwrap().get_total(), i);
+    }
+    assert_eq!(side.borrow().server.service().runs, 200);
+    let retried = client.inner().stats().retries;
+    let answered = side.borrow().server.counters().once.hits;
+    assert!(
+        retried > 20 && answered > 20,
+        "{retried} retries, {answered} answered"
+    );
 }

@@ -625,3 +625,47 @@ fn views_open_at_any_header_through_the_trait() {
     ));
     let _ = Point::new_in(&arena);
 }
+
+/// Values read through a view of a received packet and put into a reply reference the packet
+/// exactly where `deserialize_rcbuf` would (at least the threshold long), else are borrowed;
+/// a list element outside the message is an error.
+#[test]
+fn values_read_in_place_from_a_packet_are_referenced_as_decode_would() {
+    use cornflakes::{CFPtr, LeafList, PinnedMemory};
+    let mem = PinnedMemory::with_defaults().unwrap();
+    let arena = Arena::with_memory(&mem).with_threshold(512);
+    let mut m = GetM::new_in(&arena);
+    m.set_id(3);
+    m.init_vals(3);
+    for len in [4usize, 600, 511] {
+        m.get_mut_vals()
+            .append(CFBytes::new(&vec![len as u8; len], &arena));
+    }
+    let pkt = mem.alloc_copy(&m.serialize_to_vec()).unwrap();
+    let decoded = GetM::deserialize_rcbuf(&pkt, &arena).unwrap();
+    let view = GetM::view_rcbuf(&pkt).unwrap().get_vals().unwrap();
+    let mut list: LeafList<CFBytes> = LeafList::with_capacity_in(view.len(), &arena);
+    list.extend_from_packet(&pkt, &view, &arena).unwrap();
+    assert_eq!(list.len(), 3);
+    for (i, d) in decoded.get_vals().iter().enumerate() {
+        let (a, b) = (list[i].ptr(), d.ptr());
+        assert_eq!(a.is_zero_copy(), b.is_zero_copy(), "element {i}");
+        assert_eq!(a.as_bytes().as_ptr(), b.as_bytes().as_ptr(), "element {i}");
+        let one = CFPtr::from_packet(&pkt, view.get(i).unwrap().unwrap(), &arena);
+        assert_eq!(one.is_zero_copy(), b.is_zero_copy(), "element {i}");
+    }
+    assert_eq!(list.sizes(), decoded.get_vals().sizes());
+    // Element 1's pair pointing past the end of the message: the error, not a value.
+    let mut bytes = m.serialize_to_vec();
+    let at = bytes
+        .windows(4)
+        .position(|w| w == 600u32.to_le_bytes())
+        .expect("element 1's pair");
+    bytes[at + 4..at + 8].copy_from_slice(&u32::MAX.to_le_bytes());
+    let bad = mem.alloc_copy(&bytes).unwrap();
+    let v = GetM::view_rcbuf(&bad).unwrap().get_vals().unwrap();
+    let mut list: LeafList<CFBytes> = LeafList::with_capacity_in(v.len(), &arena);
+    let err = list.extend_from_packet(&bad, &v, &arena).unwrap_err();
+    assert!(err.to_string().contains("GetM.vals"), "{err}");
+    assert_eq!(list.len(), 1, "the element before it was appended");
+}

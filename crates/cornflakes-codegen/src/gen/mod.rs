@@ -6,6 +6,8 @@ mod message;
 pub(crate) mod names;
 mod service;
 
+pub(crate) use service::rust_path as service_rust_path;
+
 use std::collections::{BTreeMap, HashSet};
 
 use proc_macro2::TokenStream;

@@ -84,6 +84,16 @@ pub(crate) fn method_numbers(
     Ok(numbers)
 }
 
+/// Where service `service`'s items are, from the root of the module tree its package's file
+/// is included in: `a.b.Svc` → `a::b::Svc` (the trait; the dispatcher, the client and the
+/// method numbers are that path with `Server`, `Client` and `Method` appended).
+pub(crate) fn rust_path(schema: &Schema, service: ServiceId) -> String {
+    let s = &schema.services[service];
+    let mut path = names::package_modules(&s.package);
+    path.push(upper_camel(&s.name));
+    path.join("::")
+}
+
 /// The code of service `service`, in the module of its package; `reply_views` holds the reply
 /// messages whose `ReplyView` impl was generated already (one per message in a generation).
 pub(crate) fn generate(
@@ -125,15 +135,6 @@ pub(crate) fn generate(
                 .exactly_once
                 .iter()
                 .any(|n| n.trim_start_matches('.') == m.full_name);
-        if exactly_once {
-            return Err(Error::unsupported(
-                place(m.loc),
-                format!(
-                    "exactly-once method `{}`: this version of cornflakes-rpc has no exactly-once table yet",
-                    m.full_name
-                ),
-            ));
-        }
         let fn_base = snake(&m.name);
         methods.push(Method {
             def: m,
@@ -351,6 +352,20 @@ impl ServiceGen<'_> {
         let arms = self.methods.iter().map(|m| {
             let (f, n) = (&m.fn_name, self.number(m));
             let view = self.view(m.def.input);
+            if m.exactly_once {
+                // Through the exactly-once table: a retry is answered from it, not run.
+                return quote! {
+                    #n => {
+                        let req = #view::open(m.data.as_slice())?;
+                        match rt.once(dp, m)? {
+                            ::core::option::Option::Some(fresh) => {
+                                service.#f(req, rt.reply_once(dp, m, fresh)).map(drop)
+                            }
+                            ::core::option::Option::None => ::core::result::Result::Ok(()),
+                        }
+                    }
+                };
+            }
             quote! {
                 #n => {
                     let req = #view::open(m.data.as_slice())?;

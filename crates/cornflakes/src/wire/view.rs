@@ -588,6 +588,28 @@ impl<'a> BytesListView<'a> {
         Some(value(self.buf, len, off, self.pos + at).map_err(|e| e.within(self.field)))
     }
 
+    /// Calls `f` with each element's offset in the object and its bytes, in order; the first
+    /// element that lies outside the object stops it with its error. One loop over the pair
+    /// array, for code that takes every element (a reply that echoes the list).
+    #[inline(always)]
+    pub fn for_each_element(&self, mut f: impl FnMut(usize, &'a [u8])) -> Result<(), DecodeError> {
+        for (i, p) in self.pairs.chunks_exact(8).enumerate() {
+            let len = u32::from_le_bytes([p[0], p[1], p[2], p[3]]);
+            let off = u32::from_le_bytes([p[4], p[5], p[6], p[7]]);
+            match value(self.buf, len, off, self.pos + i * 8) {
+                Ok(v) => f(off as usize, v),
+                Err(e) => return Err(e.within(self.field)),
+            }
+        }
+        Ok(())
+    }
+
+    /// The object's bytes the elements' offsets count from.
+    #[inline]
+    pub fn object_bytes(&self) -> &'a [u8] {
+        self.buf
+    }
+
     /// The elements, in order.
     pub fn iter(&self) -> impl ExactSizeIterator<Item = Result<&'a [u8], DecodeError>> + 'a {
         let (buf, pos, field) = (self.buf, self.pos, self.field);
