@@ -2,7 +2,8 @@
 //! `#![deny(warnings)]` (and clippy `-D warnings` in CI): protobuf's test schemas (the
 //! conformance messages, `unittest*.proto`, `map_*unittest.proto`, editions included), every
 //! test schema of prost, OpenTelemetry's OTLP and gRPC's schemas, vendored under
-//! `../tests/corpus` (see its README for the commits).
+//! `../tests/corpus` (see its README for the commits). Every service in them is generated
+//! (its trait, dispatcher and client; [`SERVICES`] lists them).
 
 #![deny(warnings)]
 #![allow(missing_docs)]
