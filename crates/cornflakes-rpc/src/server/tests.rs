@@ -208,9 +208,12 @@ fn the_time_split_puts_each_part_where_it_was_spent() {
     assert!(t.total_ns() <= elapsed + 1_000_000, "{t:?} vs {elapsed}");
     // 20 requests x 200 us of work in the handler.
     assert!(t.handler_ns >= 20 * 200_000, "{t:?}");
-    // Five 2 ms waits went to idle, not to receive.
+    // Five 2 ms waits went to idle, not to receive. Had they gone to receive, receive would
+    // hold at least those 10 ms and idle only the empty polls; compared with each other, not
+    // with a fixed bound, so a loaded machine's preemptions (which land in any part) cannot
+    // fail it.
     assert!(t.idle_ns >= 5 * 2_000_000, "{t:?}");
-    assert!(t.receive_ns < 2_000_000, "{t:?}");
+    assert!(t.receive_ns < t.idle_ns / 2, "{t:?}");
     // Every second request was sampled: its handler time, and the sends within it.
     assert!(t.sampled_ns >= 10 * 200_000, "{t:?}");
     assert!(
