@@ -26,6 +26,8 @@
 mod any_dp;
 mod buf;
 mod dp;
+mod emu;
+mod emu_plan;
 mod error;
 mod msg;
 mod open;
@@ -33,6 +35,7 @@ mod table;
 
 pub use buf::*;
 pub use dp::*;
+pub use emu::cf_dp_emu_new;
 pub use error::{cf_last_error, cf_status, cf_status_name};
 pub use msg::*;
 pub use open::*;
