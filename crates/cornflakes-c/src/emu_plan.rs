@@ -25,7 +25,7 @@ use emu_bench::{EmuRunConfig, EmuSummary, EmuTrial, ReplyCheck, Request};
 use loadgen::search::{Point, SearchConfig};
 use serde_json::{json, Value as Json};
 
-use crate::emu::{Handoff, Served, EMU_MTU};
+use crate::emu_handoff::{Handoff, Served, EMU_MTU};
 
 /// How one reply is checked.
 #[derive(Debug)]

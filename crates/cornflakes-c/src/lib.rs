@@ -27,6 +27,7 @@ mod any_dp;
 mod buf;
 mod dp;
 mod emu;
+mod emu_handoff;
 mod emu_plan;
 mod error;
 mod msg;
