@@ -366,6 +366,8 @@ enum cf_status cf_dp_get_counters(struct cf_dp dp, struct cf_dp_counters *out_co
 // pinned to the first this process may use (serve on it), the device to the last. The
 // pinned memory holds items up to 64 KiB and is registered with each trial's device.
 // No file descriptor: poll `cf_dp_recv` (it finds nothing until a trial starts).
+//
+// Needs the library built with `--features emu`; without it, `CF_ERR_UNSUPPORTED`.
 enum cf_status cf_dp_emu_new(const char *dir, struct cf_dp *out_dp);
 
 // The message of the last failed call on this thread ("" after a successful one). The string

@@ -1,6 +1,6 @@
 //! The hand-over of each trial of the emulated ConnectX (`cf_dp_emu_new`) between the
 //! control thread that runs the plan ([`crate::emu_plan`]) and the program's thread that
-//! serves it ([`crate::emu`]): the trial's port goes one way, what the server did comes back.
+//! serves it ([`crate::emu_arm`]): the trial's port goes one way, what the server did comes back.
 
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;

@@ -27,7 +27,11 @@ mod any_dp;
 mod buf;
 mod dp;
 mod emu;
+#[cfg(feature = "emu")]
+mod emu_arm;
+#[cfg(feature = "emu")]
 mod emu_handoff;
+#[cfg(feature = "emu")]
 mod emu_plan;
 mod error;
 mod msg;

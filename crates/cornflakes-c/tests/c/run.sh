@@ -6,7 +6,7 @@
 # (cf_dp_emu_new) answering 10 000 requests, and a lying one whose wrong replies the device
 # catches (needs two CPUs, else SKIPPED).
 # Then the kernel-bypass datapaths from C (tests/c/test_dp.c, plain and under ASan): the library
-# built with `--features xdp,ice`, an AF_XDP and a DPDK (net_af_packet) server datapath each on
+# built with `--features emu,xdp,ice`, an AF_XDP and a DPDK (net_af_packet) server datapath each on
 # one end of a veth pair between two network namespaces made here, a socket datapath in the
 # other. Those need root, `ip`, `ethtool`, AF_XDP in the kernel and the features' system
 # packages (crates/datapath-xdp/APT_PACKAGES, crates/datapath-ice/APT_PACKAGES); without them
@@ -20,7 +20,8 @@ here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../../../.." && pwd)"
 cd "$root"
 target="${CARGO_TARGET_DIR:-$root/target}"
-cargo build -q -p cornflakes-c
+# With the emulated ConnectX (feature emu, no system libraries) for test_emu.c.
+cargo build -q -p cornflakes-c --features emu
 lib="$target/debug/libcornflakes_c.a"
 out="$target/c-api-test"
 mkdir -p "$out"
@@ -59,7 +60,7 @@ if [ -n "$why" ]; then
 fi
 
 # The library with the datapaths, and the system libraries it needs when linked statically.
-native=$(cargo rustc -q -p cornflakes-c --features xdp,ice --crate-type staticlib -- \
+native=$(cargo rustc -q -p cornflakes-c --features emu,xdp,ice --crate-type staticlib -- \
   --print native-static-libs 2>&1 | sed -n 's/.*native-static-libs: //p' | tail -1)
 [ -n "$native" ] || { echo "no native-static-libs line from cargo rustc" >&2; exit 1; }
 # shellcheck disable=SC2206
