@@ -12,6 +12,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use cornflakes::{Arena, CFString, CornflakesObj};
+use emu_bench::{EmuSummary, Roles};
 use kv_peers::load::load;
 use kv_peers::plan::Plan;
 use kv_peers::server::Peer;
@@ -42,8 +43,10 @@ pub struct EmuResult {
     pub zero_copy: u64,
     /// See `zero_copy`.
     pub copied: u64,
-    /// emu-bench's table of the search.
+    /// emu-bench's full table of the search (each repeat's).
     pub table: String,
+    /// The search's summary in each repeat (`--repeat`), for the compact table and the chart.
+    pub summaries: Vec<EmuSummary>,
 }
 
 fn pair(blob: &mut Vec<u8>, bytes: &[u8]) -> Value {
@@ -273,6 +276,11 @@ pub fn search(
     )
     .map_err(|e| format!("report.json: {e}"))?;
     let repeats = report["repeats"].as_array().cloned().unwrap_or_default();
+    let summaries = repeats
+        .iter()
+        .map(|r| EmuSummary::from_json(&r["summary"]))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("report.json's summary: {e}"))?;
     // The median repeat by its highest load kept up.
     let mut maxes: Vec<(f64, &Value)> = repeats
         .iter()
@@ -307,10 +315,14 @@ pub fn search(
         copied,
         table: report["tables"]
             .as_array()
-            .and_then(|t| t.first())
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_owned(),
+            .map(|t| {
+                t.iter()
+                    .filter_map(Value::as_str)
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            })
+            .unwrap_or_default(),
+        summaries,
     })
 }
 
@@ -377,4 +389,68 @@ pub fn table(results: &[(Experiment, Vec<EmuResult>)]) -> String {
         }
     }
     s
+}
+
+/// RESP's and Cornflakes' roles in emu-bench's compact table: its "÷ best library" column is
+/// then Cornflakes ÷ RESP (RESP's row 1.00), as the echo and KV benches' is Cornflakes ÷ the
+/// best copying library.
+const ROLES: Roles<'static> = Roles {
+    hybrid: "redis cornflakes",
+    sg: "",
+    copy: "",
+    no_ssend: "",
+    libraries: &["redis resp"],
+    raw: None,
+};
+
+/// Each experiment's compact table (emu-bench's, over the repeats: the highest load kept up,
+/// its spread, Cornflakes ÷ RESP, what bounded it and where Redis's core's time went).
+pub fn compact_tables(results: &[(Experiment, Vec<EmuResult>)]) -> String {
+    let mut s = String::new();
+    for (exp, rs) in results {
+        let repeats = rs.iter().map(|r| r.summaries.len()).min().unwrap_or(0);
+        let per: Vec<Vec<EmuSummary>> = (0..repeats)
+            .map(|i| rs.iter().map(|r| r.summaries[i].clone()).collect())
+            .collect();
+        s += &format!(
+            "\n{} (\"÷ best library\": ÷ RESP):\n\n{}",
+            exp.label(),
+            emu_bench::compact_table(&per, &ROLES)
+        );
+    }
+    s
+}
+
+/// The bar chart of the highest load each format kept up per experiment (one bar per
+/// experiment and format, its spread as a whisker), as `echo bench` and `kv bench` draw
+/// theirs, to `dir/redis.svg` and `dir/redis.png`.
+pub fn write_chart(dir: &Path, results: &[(Experiment, Vec<EmuResult>)]) {
+    let repeats = results
+        .iter()
+        .flat_map(|(_, rs)| rs.iter().map(|r| r.summaries.len()))
+        .min()
+        .unwrap_or(0);
+    let per: Vec<Vec<EmuSummary>> = (0..repeats)
+        .map(|i| {
+            results
+                .iter()
+                .flat_map(|(exp, rs)| {
+                    rs.iter().map(move |r| EmuSummary {
+                        mode: format!("{} {}", exp.label(), r.format.name()),
+                        ..r.summaries[i].clone()
+                    })
+                })
+                .collect()
+        })
+        .collect();
+    let chart = emu_bench::kept_up_chart(
+        &per,
+        &ROLES,
+        "Redis on the emulated ConnectX (RESP vs Cornflakes objects): highest load kept up",
+    );
+    let (svg, png) = (dir.join("redis.svg"), dir.join("redis.png"));
+    match loadgen::plot_bars(&chart, &svg, &png) {
+        Ok(()) => eprintln!("[redis-cf] wrote {} and {}", svg.display(), png.display()),
+        Err(e) => eprintln!("[redis-cf] no chart: {e}"),
+    }
 }

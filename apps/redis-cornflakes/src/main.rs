@@ -34,7 +34,10 @@ usage: redis-cf-bench [--experiments get,mget2,lrange2,twitter] [--rates R,R,..]
   --datapath emu (the default with 2+ CPUs): redis-cornflakes on the mlx5 driver against the
   emulated ConnectX on the second CPU, each format's saturation load searched (default rates
   25000,50000,100000,200000,400000 req/s, 0.2 s trials after 0.05 s of warm-up, median of 3);
-  prints Table 3 with the paper's ratios (Twitter's writes are not run there yet).
+  prints Table 3 with the paper's ratios and each experiment's compact table (the highest
+  load kept up, its spread, Cornflakes / RESP, what bounded it, Redis's core's time), writes
+  DIR/redis.svg and .png (the highest load kept up per experiment and format) and each
+  search's full table to DIR/tables.md (Twitter's writes are not run there yet).
   --datapath socket: the kernel-socket sweep below.
   Per experiment: the stock redis-server over TCP (RESP), then redis-cornflakes over the
   Cornflakes UDP stack (socket datapath) replying in RESP, then with Cornflakes objects whose
@@ -558,21 +561,32 @@ fn main_inner() -> Result<(), String> {
         outs.push(sweep_udp(&cli, exp, &bin, Format::Cornflakes, &requests)?);
         results.push((exp, outs));
     }
+    // Printed: Table 3, the compact tables and the stock row; tables.md adds each search's
+    // full table.
     let mut text = String::new();
+    let mut full = String::new();
+    std::fs::create_dir_all(&cli.out).map_err(|e| e.to_string())?;
     if !emu_results.is_empty() {
         text += &emu::table(&emu_results);
+        text += &emu::compact_tables(&emu_results);
         for (_, rs) in &emu_results {
             for r in rs {
-                text += &format!("\n{}\n", r.table);
+                full += &format!("\n{}\n", r.table);
             }
         }
-        text += "\nStock redis-server over kernel TCP (RESP), for reference:\n";
+        emu::write_chart(&cli.out, &emu_results);
     }
-    text += &report(&cli, &results);
+    // On the emulated device the sockets' report holds only the stock row (none: --no-stock).
+    if emu_results.is_empty() {
+        text += &report(&cli, &results);
+    } else if results.iter().any(|(_, outs)| !outs.is_empty()) {
+        text += "\nStock redis-server over kernel TCP (RESP), for reference:\n";
+        text += &report(&cli, &results);
+    }
     print!("{text}");
-    std::fs::create_dir_all(&cli.out).map_err(|e| e.to_string())?;
     let path = cli.out.join("tables.md");
-    std::fs::write(&path, &text).map_err(|e| format!("{}: {e}", path.display()))?;
+    std::fs::write(&path, format!("{text}{full}"))
+        .map_err(|e| format!("{}: {e}", path.display()))?;
     eprintln!("[redis-cf] wrote {}", path.display());
     Ok(())
 }
