@@ -318,7 +318,9 @@ static void sendCopy(const cf_rx *rx, const char *p, size_t n) {
     cf.replies++;
 }
 
-static void serveResp(const cf_rx *rx, const uint8_t *p, size_t len) {
+/* Not inlined (nor serveObject): each is one request's reply path, which callgrind counts by
+ * name (--toggle-collect=serveResp, docs/performance.md "Redis"); one call per request. */
+static __attribute__((noinline)) void serveResp(const cf_rx *rx, const uint8_t *p, size_t len) {
     robj *argv[CF_MAX_ARGS];
     int argc = parseResp(p, len, argv);
     if (argc < 0) {
@@ -377,7 +379,7 @@ static robj *keyObject(cf_msg req, uint32_t f, size_t i, int repeated) {
     return createStringObject((const char *)p, n);
 }
 
-static void serveObject(const cf_rx *rx) {
+static __attribute__((noinline)) void serveObject(const cf_rx *rx) {
     int op = rx->msg_type;
     if (op <= 0 || op >= OP_MAX || cf.ops[op].resp == UINT32_MAX) {
         cf.malformed++;

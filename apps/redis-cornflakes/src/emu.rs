@@ -37,6 +37,9 @@ pub struct EmuResult {
     pub device_busy: Option<f64>,
     /// What bounded the search, in words (emu-bench's note, with Redis's time split).
     pub bound_note: String,
+    /// Redis's thread at the best load and the first miss: its share of the trials on its CPU
+    /// and waiting for it (schedstat), in words.
+    pub thread_note: String,
     /// Replies that failed their checks (must be 0).
     pub bad: u64,
     /// The server's `cornflakes_zero_copy_values_sent` and `cornflakes_copied_values_sent`.
@@ -245,6 +248,9 @@ pub fn search(
     if let Some(s) = cli.emu.sample_every {
         plan_json["sample_every"] = json!(s);
     }
+    if !cli.pin {
+        plan_json["pin"] = json!(false);
+    }
     std::fs::write(dir.join("plan.bin"), &blob).map_err(|e| e.to_string())?;
     let tmp = dir.join(".plan.json.tmp");
     std::fs::write(&tmp, plan_json.to_string()).map_err(|e| e.to_string())?;
@@ -287,16 +293,29 @@ pub fn search(
         .map(|r| {
             (
                 r["summary"]["max_rps_within_95pct"].as_f64().unwrap_or(0.0),
-                &r["summary"],
+                r,
             )
         })
         .collect();
     maxes.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let s = maxes
-        .get(maxes.len() / 2)
-        .map(|m| m.1)
-        .cloned()
-        .unwrap_or(Value::Null);
+    let median = maxes.get(maxes.len() / 2).map(|m| m.1);
+    let s = median.map_or(Value::Null, |r| r["summary"].clone());
+    let thread_note = median.map_or_else(String::new, |r| {
+        [
+            ("best", "at the best load"),
+            ("first_sustained_miss", "at the first miss"),
+        ]
+        .iter()
+        .filter_map(|(k, what)| {
+            let load = r["summary"][k]["offered_rps"].as_f64()?;
+            Some(format!(
+                "{what} {}",
+                thread_share(&r["server_thread"], load)?
+            ))
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+    });
     let bad = repeats
         .iter()
         .map(|r| {
@@ -310,6 +329,7 @@ pub fn search(
         p99_us: s["best"]["p99_us"].as_f64(),
         device_busy: s["best"]["device_busy"].as_f64(),
         bound_note: s["bound_note"].as_str().unwrap_or("").to_owned(),
+        thread_note,
         bad,
         zero_copy,
         copied,
@@ -324,6 +344,31 @@ pub fn search(
             .unwrap_or_default(),
         summaries,
     })
+}
+
+/// Redis's thread in the trials at `load` (the device's `server_thread` list): the least of
+/// the trials' shares on its CPU and the most waiting for it, e.g. `Redis's thread on its CPU
+/// 99% of the trial, waiting for it 1%`; `None` when the kernel gave no schedstats.
+fn thread_share(threads: &Value, load: f64) -> Option<String> {
+    let shares: Vec<(f64, f64)> = threads
+        .as_array()?
+        .iter()
+        .filter(|t| t["offered_rps"].as_f64() == Some(load))
+        .filter_map(|t| {
+            let span = t["span_ns"].as_f64().filter(|s| *s > 0.0)?;
+            Some((
+                t["on_cpu_ns"].as_f64()? / span,
+                t["waited_ns"].as_f64()? / span,
+            ))
+        })
+        .collect();
+    let on = shares.iter().map(|s| s.0).reduce(f64::min)?;
+    let waited = shares.iter().map(|s| s.1).fold(0.0, f64::max);
+    Some(format!(
+        "Redis's thread on its CPU {:.0}% of the trial, waiting for it {:.0}%",
+        on * 100.0,
+        waited * 100.0
+    ))
 }
 
 /// The paper's Table 3 (Gbit/s: Cornflakes, RESP) per YCSB experiment.
@@ -368,11 +413,13 @@ pub fn table(results: &[(Experiment, Vec<EmuResult>)]) -> String {
             cell(cf)
         );
     }
-    s += "\nWhat bounded each search (device busy and Redis's time split at the first miss):\n";
+    s += "\nWhat bounded each search (device busy and Redis's time split at the first miss; how \
+          much of each trial Redis's thread ran, and waited for its CPU while another task held \
+          it):\n";
     for (exp, rs) in results {
         for r in rs {
             s += &format!(
-                "- {} {}: {} req/s kept up, p99 {} µs, device busy {}; {}{}\n",
+                "- {} {}: {} req/s kept up, p99 {} µs, device busy {}; {}{}{}\n",
                 exp.label(),
                 r.format.name(),
                 r.max_rps.map_or("–".to_owned(), |v| format!("{v:.0}")),
@@ -380,6 +427,11 @@ pub fn table(results: &[(Experiment, Vec<EmuResult>)]) -> String {
                 r.device_busy
                     .map_or("–".to_owned(), |v| format!("{:.0}%", v * 100.0)),
                 r.bound_note,
+                if r.thread_note.is_empty() {
+                    String::new()
+                } else {
+                    format!("; {}", r.thread_note)
+                },
                 if r.bad > 0 {
                     format!("; {} WRONG REPLIES", r.bad)
                 } else {

@@ -10,6 +10,7 @@ mod emu;
 mod udp;
 
 use std::fmt::Write as _;
+use std::io::Write as _;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
@@ -30,7 +31,7 @@ usage: redis-cf-bench [--experiments get,mget2,lrange2,twitter] [--rates R,R,..]
                       [--duration SECS] [--warmup SECS] [--requests N] [--threads N]
                       [--threshold BYTES] [--redis-server PATH] [--no-stock] [--out DIR]
                       [--datapath emu|socket] [--trials K] [--repeat N] [--check-every N]
-                      [--sample-every N] [--slowed-retries N]
+                      [--sample-every N] [--slowed-retries N] [--no-pin]
   --datapath emu (the default with 2+ CPUs): redis-cornflakes on the mlx5 driver against the
   emulated ConnectX on the second CPU, each format's saturation load searched (default rates
   25000,50000,100000,200000,400000 req/s, 0.2 s trials after 0.05 s of warm-up, median of 3);
@@ -38,6 +39,8 @@ usage: redis-cf-bench [--experiments get,mget2,lrange2,twitter] [--rates R,R,..]
   load kept up, its spread, Cornflakes / RESP, what bounded it, Redis's core's time), writes
   DIR/redis.svg and .png (the highest load kept up per experiment and format) and each
   search's full table to DIR/tables.md (Twitter's writes are not run there yet).
+  --no-pin: the device and Redis share the CPUs, without the speed canary: for counting
+  Redis's instructions under callgrind (docs/performance.md, Redis); its timings mean nothing.
   --datapath socket: the kernel-socket sweep below.
   Per experiment: the stock redis-server over TCP (RESP), then redis-cornflakes over the
   Cornflakes UDP stack (socket datapath) replying in RESP, then with Cornflakes objects whose
@@ -135,6 +138,8 @@ struct Cli {
     threshold: u64,
     redis_server: Option<PathBuf>,
     stock: bool,
+    /// `--no-pin`: the emulated run's threads share CPUs (for callgrind).
+    pin: bool,
     out: PathBuf,
 }
 
@@ -190,6 +195,7 @@ fn parse_cli(mut a: Args) -> Result<Cli, String> {
         threshold: a.parse("--threshold")?.unwrap_or(512),
         redis_server: a.take("--redis-server")?.map(PathBuf::from),
         stock: !a.switch("--no-stock"),
+        pin: !a.switch("--no-pin"),
         out: load.out.unwrap_or_else(|| PathBuf::from("results/redis")),
     };
     a.finish()?;
@@ -299,7 +305,19 @@ impl CfServer {
 }
 
 impl Drop for CfServer {
+    /// Asks the server to exit (`SHUTDOWN NOSAVE`), so a wrapper such as valgrind's callgrind
+    /// writes its output; kills it when it has not exited within 10 s.
     fn drop(&mut self) {
+        if let Ok(mut s) = TcpStream::connect_timeout(&self.tcp, Duration::from_secs(1)) {
+            let _ = s.write_all(b"*2\r\n$8\r\nSHUTDOWN\r\n$6\r\nNOSAVE\r\n");
+        }
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(10) {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -614,7 +632,7 @@ mod tests {
         let got = cli(
             "--experiments get,twitter --rates 100,200 --duration 1.5 --warmup 0.25 \
              --requests 5000 --threads 2 --threshold 1024 --redis-server /x/redis-server \
-             --no-stock --out o --datapath socket --trials 5 --repeat 3",
+             --no-stock --out o --datapath socket --trials 5 --repeat 3 --no-pin",
         )
         .unwrap();
         assert_eq!(
@@ -635,6 +653,7 @@ mod tests {
                 threshold: 1024,
                 redis_server: Some(PathBuf::from("/x/redis-server")),
                 stock: false,
+                pin: false,
                 out: PathBuf::from("o"),
             }
         );
@@ -658,6 +677,7 @@ mod tests {
                 threshold: 512,
                 redis_server: None,
                 stock: true,
+                pin: true,
                 out: PathBuf::from("results/redis"),
             }
         );

@@ -32,6 +32,7 @@ use cornflakes_codegen::dynamic::DynMessage;
 use datapath_mlx5::emu::threaded::ThreadedQueues;
 use datapath_mlx5::Mlx5Datapath;
 use emu_bench::ServerPort;
+use loadgen::interference::ThreadSched;
 
 use crate::any_dp::AnyDatapath;
 use crate::emu_handoff::{Handoff, Served, EMU_MTU};
@@ -86,6 +87,9 @@ struct Serving {
     port: Arc<ServerPort>,
     dp: Mlx5Datapath<ThreadedQueues>,
     served: Served,
+    /// When this thread took the port, and its scheduler reading then.
+    taken_ns: u64,
+    sched_at: Option<ThreadSched>,
 }
 
 /// The C API's emulated-ConnectX datapath: the one pinned memory, and the driver over the
@@ -112,7 +116,12 @@ impl EmuArm {
                 while s.dp.in_flight() > 0 && std::time::Instant::now() < until {
                     s.dp.poll_completions();
                 }
-                let served = s.served;
+                let mut served = s.served;
+                served.span_ns = percore::now_ns().saturating_sub(s.taken_ns);
+                served.sched = s
+                    .sched_at
+                    .zip(ThreadSched::now())
+                    .map(|(at, now)| now.since(&at));
                 // The driver detaches from the device before the port goes back.
                 drop(s);
                 self.handoff.give_back(Ok(served));
@@ -126,6 +135,8 @@ impl EmuArm {
                             port,
                             dp,
                             served: Served::default(),
+                            taken_ns: percore::now_ns(),
+                            sched_at: ThreadSched::now(),
                         });
                         self.last_ns = percore::now_ns();
                         self.last_found = false;

@@ -6,6 +6,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use emu_bench::ServerPort;
+use loadgen::interference::ThreadSched;
 use percore::TimeSplit;
 
 /// The IP MTU of the emulated port (jumbo frames, as the Rust benches' default).
@@ -18,6 +19,10 @@ pub(crate) struct Served {
     pub split: TimeSplit,
     /// Messages it received.
     pub received: u64,
+    /// The server thread's time from taking the trial's port to giving it back, ns.
+    pub span_ns: u64,
+    /// Of it, the thread's time on its CPU and waiting for it (`None`: no schedstats).
+    pub sched: Option<ThreadSched>,
 }
 
 #[derive(Default)]

@@ -316,7 +316,12 @@ fn parse(dir: &Path) -> Result<Plan, String> {
 
 /// One trial of `plan` at `rate_rps` (arrivals seeded by `seed`), served by the program's
 /// thread through `handoff`.
-fn trial(plan: &Plan, handoff: &Handoff, point: Point, seed: u64) -> Result<EmuTrial<u64>, String> {
+fn trial(
+    plan: &Plan,
+    handoff: &Handoff,
+    point: Point,
+    seed: u64,
+) -> Result<(EmuTrial<u64>, Served), String> {
     let cfg = EmuRunConfig {
         rate_rps: point.offered_rps,
         seed,
@@ -326,8 +331,29 @@ fn trial(plan: &Plan, handoff: &Handoff, point: Point, seed: u64) -> Result<EmuT
     let (report, served) = emu_bench::run(&cfg, &plan.exp.requests, checker, |port| {
         handoff.serve(port)
     })?;
-    let Served { split, received } = served?;
-    Ok(EmuTrial::new(point, &plan.mode, &plan.shape, report, None, received).with_split(split))
+    let served = served?;
+    let trial = EmuTrial::new(
+        point,
+        &plan.mode,
+        &plan.shape,
+        report,
+        None,
+        served.received,
+    )
+    .with_split(served.split);
+    Ok((trial, served))
+}
+
+/// The server thread's scheduling in a trial: how long it served, and how much of that it
+/// ran and waited for its CPU (another task held it).
+fn thread_json(point: &Point, s: &Served) -> Json {
+    json!({
+        "offered_rps": point.offered_rps,
+        "trial": point.trial,
+        "span_ns": s.span_ns,
+        "on_cpu_ns": s.sched.map(|t| t.on_cpu_ns),
+        "waited_ns": s.sched.map(|t| t.waited_ns),
+    })
 }
 
 fn run_plan(dir: &Path, handoff: &Handoff) -> Result<Json, String> {
@@ -341,8 +367,9 @@ fn run_plan(dir: &Path, handoff: &Handoff) -> Result<Json, String> {
                 trial: 0,
                 phase: loadgen::search::Phase::Grid,
             };
-            let t = trial(&plan, handoff, point, seed)?;
+            let (t, served) = trial(&plan, handoff, point, seed)?;
             Ok(json!({
+                "server_thread": thread_json(&point, &served),
                 "mode": plan.mode,
                 "planned_requests": requests,
                 "served_received": t.server,
@@ -360,9 +387,12 @@ fn run_plan(dir: &Path, handoff: &Handoff) -> Result<Json, String> {
             let mut repeats = Vec::new();
             let mut tables = Vec::new();
             for _ in 0..*repeat {
+                let mut threads = Vec::new();
                 let mut searches = emu_bench::search_rerunning_slowed(cfg, 1, *retries, |p| {
                     seed += 1;
-                    trial(&plan, handoff, p, seed)
+                    let (t, served) = trial(&plan, handoff, p, seed)?;
+                    threads.push(thread_json(&p, &served));
+                    Ok(t)
                 })?;
                 emu_bench::rebase_canaries(&mut searches);
                 let s = &searches[0];
@@ -375,6 +405,7 @@ fn run_plan(dir: &Path, handoff: &Handoff) -> Result<Json, String> {
                 repeats.push(json!({
                     "summary": summary.to_json(),
                     "points": emu_bench::trials_json(s),
+                    "server_thread": threads,
                 }));
             }
             Ok(
