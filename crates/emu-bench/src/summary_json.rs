@@ -75,10 +75,15 @@ fn bottleneck_of(s: &str) -> Result<Bottleneck, String> {
 }
 
 fn bound_of(s: &str) -> Result<Bound, String> {
-    [Bound::Server, Bound::Device, Bound::Grid, Bound::NothingKept]
-        .into_iter()
-        .find(|b| b.name() == s)
-        .ok_or_else(|| format!("unknown bound {s:?}"))
+    [
+        Bound::Server,
+        Bound::Device,
+        Bound::Grid,
+        Bound::NothingKept,
+    ]
+    .into_iter()
+    .find(|b| b.name() == s)
+    .ok_or_else(|| format!("unknown bound {s:?}"))
 }
 
 impl LoadSummary {
