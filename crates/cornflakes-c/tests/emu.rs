@@ -216,6 +216,18 @@ mod with_the_device {
         assert_eq!(report["coverage_complete"], json!(true), "{report:#}");
         assert_eq!(report["served_received"].as_u64(), Some(sent));
         assert_eq!(served, sent);
+        // This thread's scheduling while it served: it spins, so it ran or waited to run
+        // the whole span (within the kernel's accounting granularity).
+        let t = &report["server_thread"];
+        let span = t["span_ns"].as_u64().unwrap_or(0);
+        assert!(span >= 200_000_000, "{t:#}");
+        if let (Some(on), Some(waited)) = (t["on_cpu_ns"].as_u64(), t["waited_ns"].as_u64()) {
+            let both = (on + waited) as f64;
+            assert!(
+                both > span as f64 * 0.8 && both < span as f64 * 1.05,
+                "{t:#}"
+            );
+        }
 
         // Every 50th reply is wrong and every payload is checked: each one is caught.
         let (report, served) = run(true);
