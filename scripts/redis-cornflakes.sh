@@ -7,8 +7,9 @@
 # apps/redis-cornflakes/README.md.
 #
 # Usage: scripts/redis-cornflakes.sh [fetch|build]   (default: build, which fetches first)
-# CORNFLAKES_C_FEATURES=xdp (or mlx5, ice, a comma list) builds the C library with those
-# datapaths, so `cornflakes-datapath` can name them, and links their system libraries.
+# The C library is built with the emulated ConnectX (feature emu). CORNFLAKES_C_FEATURES=xdp (or
+# mlx5, ice, a comma list) adds those datapaths, so `cornflakes-datapath` can name them, and links
+# their system libraries.
 # Needs: apt deb-src access to Debian bookworm (added here as root when missing), dpkg-dev
 # (dpkg-source), make and cc (apps/redis-cornflakes/APT_PACKAGES).
 set -euo pipefail
@@ -69,10 +70,12 @@ SRC
 
 build() {
   fetch
-  local features="${CORNFLAKES_C_FEATURES:-}" libs=""
-  if [ -z "$features" ]; then
-    say "building the C API (cargo build --release -p cornflakes-c)"
-    cargo build -q --release -p cornflakes-c
+  # The emulated ConnectX (`cornflakes-datapath "emu DIR"`, what redis-cf-bench drives) is always
+  # built in: it needs no system library.
+  local features="emu${CORNFLAKES_C_FEATURES:+,$CORNFLAKES_C_FEATURES}" libs=""
+  if [ "$features" = emu ]; then
+    say "building the C API (cargo build --release -p cornflakes-c --features emu)"
+    cargo build -q --release -p cornflakes-c --features emu
   else
     say "building the C API with $features (cargo rustc --release -p cornflakes-c --features $features)"
     # The system libraries those datapaths need, as rustc names them for a static link.

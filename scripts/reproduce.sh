@@ -108,7 +108,7 @@ plan() {
       KEEP=("results/tcp-zc-cost/zc_cost.tsv docs/results/tcp-zc-cost/zc_cost.tsv")
       ;;
     redis)
-      WHAT="Redis with Cornflakes (Table 3, Figure 8) against the stock redis-server, kernel sockets (a few minutes; builds Redis on first use)"
+      WHAT="Redis with Cornflakes (Table 3) on the emulated ConnectX with 2+ CPUs (kernel sockets with one), against the stock redis-server (builds Redis on first use)"
       BUILD="cargo build --release -p redis-cornflakes --bin redis-cf-bench"
       RUNS=("$R/redis-cf-bench --out results/redis")
       KEEP=("results/redis/tables.md docs/results/redis/tables.md")

@@ -223,8 +223,9 @@ prune target/debug
 # --- AddressSanitizer ------------------------------------------------------------------------
 # Every crate with `unsafe` (pinned memory, FFI datapaths, the netns harness, capnp's segment
 # allocator in baselines; docs/fuzzing.md
-# lists them) runs its tests again under ASan with leak detection. Default features: the
-# feature-gated FFI needs hardware or root and is tested above.
+# lists them) runs its tests again under ASan with leak detection. Default features (the
+# feature-gated FFI needs hardware or root and is tested above), plus the C API's emulated
+# ConnectX (`emu`: no system library; its tests/emu.rs serves on the device through the C API).
 asan_pkgs=""
 for p in cornflakes-mem cornflakes-runtime datapath-loopback datapath-socket datapath-tcp datapath-xdp datapath-mlx5 datapath-ice \
   netns-harness baselines percore cornflakes-c; do
@@ -240,7 +241,7 @@ if [ -n "$nightly" ]; then
   ASAN_OPTIONS="detect_leaks=1:${ASAN_OPTIONS:-}" \
     RUSTFLAGS="-Zsanitizer=address" RUSTDOCFLAGS="-Zsanitizer=address" \
     CARGO_TARGET_DIR=target/asan \
-    cargo +nightly test $args --target x86_64-unknown-linux-gnu --tests
+    cargo +nightly test $args --features cornflakes-c/emu --target x86_64-unknown-linux-gnu --tests
   # The C API's AF_XDP handle with the library instrumented (tests/xdp.rs; root, else SKIPPED).
   if [ -n "$features" ]; then
     ASAN_OPTIONS="detect_leaks=1:${ASAN_OPTIONS:-}" \

@@ -68,7 +68,7 @@ static struct {
     size_t norphans, orphans_cap;
     /* counters (INFO cornflakes) */
     long long requests, replies, malformed, send_errors, pinned_values, pinned_bytes,
-        pinned_failures, zero_copy_sends, pinned_elements, pinned_element_bytes;
+        pinned_failures, zero_copy_sends, copied_sends, pinned_elements, pinned_element_bytes;
 } cf;
 
 /* ---------------------------------------------------------------- pinned strings */
@@ -318,7 +318,9 @@ static void sendCopy(const cf_rx *rx, const char *p, size_t n) {
     cf.replies++;
 }
 
-static void serveResp(const cf_rx *rx, const uint8_t *p, size_t len) {
+/* Not inlined (nor serveObject): each is one request's reply path, which callgrind counts by
+ * name (--toggle-collect=serveResp, docs/performance.md "Redis"); one call per request. */
+static __attribute__((noinline)) void serveResp(const cf_rx *rx, const uint8_t *p, size_t len) {
     robj *argv[CF_MAX_ARGS];
     int argc = parseResp(p, len, argv);
     if (argc < 0) {
@@ -359,7 +361,9 @@ static int setValue(cf_msg m, uint32_t f, robj *o, int append) {
         p = o->ptr;
         n = sdslen(o->ptr);
         if (cfSdsIsPinned(o->ptr)) cf.zero_copy_sends++;
+        else cf.copied_sends++;
     } else {
+        cf.copied_sends++;
         n = ll2string(buf, sizeof buf, (long)o->ptr);
         p = buf;
     }
@@ -375,7 +379,7 @@ static robj *keyObject(cf_msg req, uint32_t f, size_t i, int repeated) {
     return createStringObject((const char *)p, n);
 }
 
-static void serveObject(const cf_rx *rx) {
+static __attribute__((noinline)) void serveObject(const cf_rx *rx) {
     int op = rx->msg_type;
     if (op <= 0 || op >= OP_MAX || cf.ops[op].resp == UINT32_MAX) {
         cf.malformed++;
@@ -432,8 +436,11 @@ static void serveObject(const cf_rx *rx) {
             if (!p) {
                 n = ll2string(buf, sizeof buf, q->longval);
                 p = (const uint8_t *)buf;
+                cf.copied_sends++;
             } else if (q->node->pinned) {
                 cf.zero_copy_sends++; /* referenced: pointer recovery finds its buffer */
+            } else {
+                cf.copied_sends++; /* in a listpack (or on the heap): copied into the reply */
             }
             if (cf_msg_append_bytes(resp, o->resp_vals, p, n) != CF_OK) status = ST_TOO_LARGE;
         }
@@ -543,7 +550,8 @@ static int cfPoll(aeEventLoop *el, long long id, void *data) {
 }
 
 /* Opens what cornflakes-datapath names: "socket" (kernel UDP, the default), "xdp IFNAME
- * [IP=MAC]", "mlx5 DEVICE" or "ice DPDK-ARGS". The kernel-bypass ones need the C library built
+ * [IP=MAC]", "mlx5 DEVICE", "ice DPDK-ARGS" or "emu DIR" (the mlx5 driver against the
+ * emulated ConnectX, driven by the plan a bench writes into DIR: docs/c-api.md). The kernel-bypass ones need the C library built
  * with that feature (scripts/redis-cornflakes.sh with CORNFLAKES_C_FEATURES) and a fixed port. */
 static int openDatapath(void) {
     const char *spec = server.cornflakes_datapath ? server.cornflakes_datapath : "";
@@ -554,6 +562,8 @@ static int openDatapath(void) {
     if (k == 0 || (k == 6 && !strncmp(spec, "socket", 6)))
         return cf_dp_socket_new_sized(server.cornflakes_bind, (uint16_t)(port < 0 ? 0 : port),
                                       CF_MAX_MESSAGE, &cf.dp) == CF_OK;
+    if (k == 3 && !strncmp(spec, "emu", 3)) /* the emulated ConnectX; its clients use no port */
+        return cf_dp_emu_new(arg, &cf.dp) == CF_OK;
     if (port <= 0) {
         serverLog(LL_WARNING, "cornflakes-datapath '%s' needs a cornflakes-port of its own (not -1)", spec);
         return 0;
@@ -571,7 +581,7 @@ static int openDatapath(void) {
     } else if (k == 3 && !strncmp(spec, "ice", 3)) {
         st = cf_dp_ice_new(arg, server.cornflakes_bind, (uint16_t)port, &cf.dp);
     } else {
-        serverLog(LL_WARNING, "cornflakes-datapath must be socket, xdp IFNAME [IP=MAC], mlx5 DEVICE or ice DPDK-ARGS, not '%s'", spec);
+        serverLog(LL_WARNING, "cornflakes-datapath must be socket, xdp IFNAME [IP=MAC], mlx5 DEVICE, ice DPDK-ARGS or emu DIR, not '%s'", spec);
         return 0;
     }
     return st == CF_OK;
@@ -652,9 +662,10 @@ sds cfInfo(sds info) {
         "cornflakes_send_errors:%lld\r\ncornflakes_dropped_datagrams:%llu\r\n"
         "cornflakes_pinned_values:%lld\r\ncornflakes_pinned_bytes:%lld\r\n"
         "cornflakes_pinned_list_elements:%lld\r\ncornflakes_pinned_list_element_bytes:%lld\r\n"
-        "cornflakes_pinned_failures:%lld\r\ncornflakes_zero_copy_values_sent:%lld\r\n",
+        "cornflakes_pinned_failures:%lld\r\ncornflakes_zero_copy_values_sent:%lld\r\n"
+        "cornflakes_copied_values_sent:%lld\r\n",
         cf.on, cf.on ? (cf.resp_format ? "resp" : "cornflakes") : "off", cf.on ? cf.kind : "off",
         cf.requests, cf.replies, cf.malformed, cf.send_errors, (unsigned long long)c.total_drops,
         cf.pinned_values, cf.pinned_bytes, cf.pinned_elements, cf.pinned_element_bytes,
-        cf.pinned_failures, cf.zero_copy_sends);
+        cf.pinned_failures, cf.zero_copy_sends, cf.copied_sends);
 }

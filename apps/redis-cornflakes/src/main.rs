@@ -6,9 +6,11 @@
 
 #![forbid(unsafe_code)]
 
+mod emu;
 mod udp;
 
 use std::fmt::Write as _;
+use std::io::Write as _;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
@@ -28,6 +30,18 @@ const USAGE: &str = "\
 usage: redis-cf-bench [--experiments get,mget2,lrange2,twitter] [--rates R,R,..]
                       [--duration SECS] [--warmup SECS] [--requests N] [--threads N]
                       [--threshold BYTES] [--redis-server PATH] [--no-stock] [--out DIR]
+                      [--datapath emu|socket] [--trials K] [--repeat N] [--check-every N]
+                      [--sample-every N] [--slowed-retries N] [--no-pin]
+  --datapath emu (the default with 2+ CPUs): redis-cornflakes on the mlx5 driver against the
+  emulated ConnectX on the second CPU, each format's saturation load searched (default rates
+  25000,50000,100000,200000,400000 req/s, 0.2 s trials after 0.05 s of warm-up, median of 3);
+  prints Table 3 with the paper's ratios and each experiment's compact table (the highest
+  load kept up, its spread, Cornflakes / RESP, what bounded it, Redis's core's time), writes
+  DIR/redis.svg and .png (the highest load kept up per experiment and format) and each
+  search's full table to DIR/tables.md (Twitter's writes are not run there yet).
+  --no-pin: the device and Redis share the CPUs, without the speed canary: for counting
+  Redis's instructions under callgrind (docs/performance.md, Redis); its timings mean nothing.
+  --datapath socket: the kernel-socket sweep below.
   Per experiment: the stock redis-server over TCP (RESP), then redis-cornflakes over the
   Cornflakes UDP stack (socket datapath) replying in RESP, then with Cornflakes objects whose
   values >= --threshold (default 512) are sent by reference from pinned memory. Each is loaded
@@ -60,6 +74,14 @@ impl Experiment {
             }
         })
     }
+    fn name(self) -> &'static str {
+        match self {
+            Experiment::Get => "get",
+            Experiment::MGet2 => "mget2",
+            Experiment::LRange2 => "lrange2",
+            Experiment::Twitter => "twitter",
+        }
+    }
     fn label(self) -> &'static str {
         match self {
             Experiment::Get => "YCSB GET 1x4096",
@@ -81,8 +103,32 @@ impl Experiment {
     }
 }
 
+/// Where redis-cornflakes' Cornflakes port runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Datapath {
+    /// The mlx5 driver against the emulated ConnectX (`cf_dp_emu_new`).
+    Emu,
+    /// Kernel UDP on 127.0.0.1.
+    Socket,
+}
+
+impl Datapath {
+    /// The emulated device where this process may use 2+ CPUs, else sockets.
+    fn default_here() -> Datapath {
+        match emu_bench::two_cores() {
+            Ok(_) => Datapath::Emu,
+            Err(_) => Datapath::Socket,
+        }
+    }
+}
+
 #[derive(Debug, PartialEq)]
 struct Cli {
+    datapath: Datapath,
+    /// `--trials K` of the emulated search.
+    trials: Option<usize>,
+    /// The emulated device's flags (`--repeat`, `--check-every`, ...).
+    emu: emu_bench::EmuFlags,
     experiments: Vec<Experiment>,
     loads: Vec<f64>,
     duration: Duration,
@@ -92,6 +138,8 @@ struct Cli {
     threshold: u64,
     redis_server: Option<PathBuf>,
     stock: bool,
+    /// `--no-pin`: the emulated run's threads share CPUs (for callgrind).
+    pin: bool,
     out: PathBuf,
 }
 
@@ -113,19 +161,41 @@ fn parse_cli(mut a: Args) -> Result<Cli, String> {
             Experiment::Twitter,
         ],
     };
+    let datapath = match a.take("--datapath")?.as_deref() {
+        None => Datapath::default_here(),
+        Some("emu") => Datapath::Emu,
+        Some("socket") => Datapath::Socket,
+        Some(o) => return Err(format!("--datapath is emu or socket, not {o:?}")),
+    };
+    let emu = emu_bench::EmuFlags::from_args(&mut a)?;
+    let trials = a.parse::<usize>("--trials")?;
     let load = LoadFlags::from_args(&mut a)?.only("redis-cf-bench", LOAD_FLAGS)?;
+    let (rates, duration, warmup) = match datapath {
+        Datapath::Emu => (
+            vec![25_000.0, 50_000.0, 100_000.0, 200_000.0, 400_000.0],
+            Duration::from_millis(200),
+            Duration::from_millis(50),
+        ),
+        Datapath::Socket => (
+            vec![5_000.0, 10_000.0, 20_000.0, 40_000.0, 80_000.0],
+            Duration::from_secs(2),
+            Duration::from_millis(300),
+        ),
+    };
     let cli = Cli {
+        datapath,
+        trials,
+        emu,
         experiments,
-        loads: load
-            .rates
-            .unwrap_or_else(|| vec![5_000.0, 10_000.0, 20_000.0, 40_000.0, 80_000.0]),
-        duration: load.duration.unwrap_or(Duration::from_secs(2)),
-        warmup: load.warmup.unwrap_or(Duration::from_millis(300)),
+        loads: load.rates.unwrap_or(rates),
+        duration: load.duration.unwrap_or(duration),
+        warmup: load.warmup.unwrap_or(warmup),
         requests: a.parse("--requests")?.unwrap_or(200_000),
         threads: load.threads.unwrap_or(1),
         threshold: a.parse("--threshold")?.unwrap_or(512),
         redis_server: a.take("--redis-server")?.map(PathBuf::from),
         stock: !a.switch("--no-stock"),
+        pin: !a.switch("--no-pin"),
         out: load.out.unwrap_or_else(|| PathBuf::from("results/redis")),
     };
     a.finish()?;
@@ -156,13 +226,25 @@ struct CfServer {
 }
 
 impl CfServer {
-    fn start(bin: &Path, format: Format, threshold: u64, log: &Path) -> Result<CfServer, String> {
+    /// Starts `bin`; `conf`, when given, is a configuration file read first (the emulated
+    /// device's `cornflakes-datapath "emu DIR"`).
+    fn start(
+        bin: &Path,
+        format: Format,
+        threshold: u64,
+        log: &Path,
+        conf: Option<&Path>,
+    ) -> Result<CfServer, String> {
         let (tcp, udp) = (
             free_tcp_port().map_err(|e| e.to_string())?,
             free_udp_port().map_err(|e| e.to_string())?,
         );
         let schema = root().join("schemas/kv.proto");
-        let child = Command::new(bin)
+        let mut cmd = Command::new(bin);
+        if let Some(c) = conf {
+            cmd.arg(c);
+        }
+        let child = cmd
             .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
             .args([
                 "--port",
@@ -213,8 +295,29 @@ impl CfServer {
     }
 }
 
+impl CfServer {
+    /// Whether the server is still running.
+    fn running(&self) -> bool {
+        // `try_wait` needs `&mut`; /proc tells without reaping (a zombie has exited).
+        std::fs::read_to_string(format!("/proc/{}/stat", self.child.id()))
+            .is_ok_and(|s| !s.contains(") Z "))
+    }
+}
+
 impl Drop for CfServer {
+    /// Asks the server to exit (`SHUTDOWN NOSAVE`), so a wrapper such as valgrind's callgrind
+    /// writes its output; kills it when it has not exited within 10 s.
     fn drop(&mut self) {
+        if let Ok(mut s) = TcpStream::connect_timeout(&self.tcp, Duration::from_secs(1)) {
+            let _ = s.write_all(b"*2\r\n$8\r\nSHUTDOWN\r\n$6\r\nNOSAVE\r\n");
+        }
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(10) {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -245,7 +348,7 @@ fn sweep_udp(
     let log = std::fs::canonicalize(&cli.out)
         .map_err(|e| e.to_string())?
         .join(format!("redis-cornflakes-{format:?}.log"));
-    let server = CfServer::start(bin, format, cli.threshold, &log)?;
+    let server = CfServer::start(bin, format, cli.threshold, &log, None)?;
     eprintln!("[redis-cf] {system}: loading {}", workload.name());
     let loaded = load(Peer::Redis, server.tcp, workload.as_ref(), plan.layout)
         .map_err(|e| format!("loading redis-cornflakes: {e}"))?;
@@ -445,6 +548,7 @@ fn main_inner() -> Result<(), String> {
     let cli = parse_cli(a)?;
     let bin = server_binary(&cli)?;
     let mut results = Vec::new();
+    let mut emu_results = Vec::new();
     for &exp in &cli.experiments {
         eprintln!("[redis-cf] === {} ===", exp.label());
         let workload = exp.workload().build().map_err(|e| e.to_string())?;
@@ -453,15 +557,54 @@ fn main_inner() -> Result<(), String> {
         if cli.stock {
             outs.extend(stock(&cli, exp)?);
         }
+        if cli.datapath == Datapath::Emu {
+            if exp == Experiment::Twitter {
+                eprintln!(
+                    "[redis-cf] SKIPPED Twitter on the emulated device: its writes are not \
+                     checked there yet (--datapath socket runs it)"
+                );
+            } else {
+                emu_results.push((
+                    exp,
+                    vec![
+                        emu::search(&cli, exp, &bin, Format::Resp, &requests)?,
+                        emu::search(&cli, exp, &bin, Format::Cornflakes, &requests)?,
+                    ],
+                ));
+            }
+            results.push((exp, outs));
+            continue;
+        }
         outs.push(sweep_udp(&cli, exp, &bin, Format::Resp, &requests)?);
         outs.push(sweep_udp(&cli, exp, &bin, Format::Cornflakes, &requests)?);
         results.push((exp, outs));
     }
-    let text = report(&cli, &results);
-    print!("{text}");
+    // Printed: Table 3, the compact tables and the stock row; tables.md adds each search's
+    // full table.
+    let mut text = String::new();
+    let mut full = String::new();
     std::fs::create_dir_all(&cli.out).map_err(|e| e.to_string())?;
+    if !emu_results.is_empty() {
+        text += &emu::table(&emu_results);
+        text += &emu::compact_tables(&emu_results);
+        for (_, rs) in &emu_results {
+            for r in rs {
+                full += &format!("\n{}\n", r.table);
+            }
+        }
+        emu::write_chart(&cli.out, &emu_results);
+    }
+    // On the emulated device the sockets' report holds only the stock row (none: --no-stock).
+    if emu_results.is_empty() {
+        text += &report(&cli, &results);
+    } else if results.iter().any(|(_, outs)| !outs.is_empty()) {
+        text += "\nStock redis-server over kernel TCP (RESP), for reference:\n";
+        text += &report(&cli, &results);
+    }
+    print!("{text}");
     let path = cli.out.join("tables.md");
-    std::fs::write(&path, &text).map_err(|e| format!("{}: {e}", path.display()))?;
+    std::fs::write(&path, format!("{text}{full}"))
+        .map_err(|e| format!("{}: {e}", path.display()))?;
     eprintln!("[redis-cf] wrote {}", path.display());
     Ok(())
 }
@@ -489,12 +632,18 @@ mod tests {
         let got = cli(
             "--experiments get,twitter --rates 100,200 --duration 1.5 --warmup 0.25 \
              --requests 5000 --threads 2 --threshold 1024 --redis-server /x/redis-server \
-             --no-stock --out o",
+             --no-stock --out o --datapath socket --trials 5 --repeat 3 --no-pin",
         )
         .unwrap();
         assert_eq!(
             got,
             Cli {
+                datapath: Datapath::Socket,
+                trials: Some(5),
+                emu: emu_bench::EmuFlags {
+                    repeat: Some(3),
+                    ..Default::default()
+                },
                 experiments: vec![Experiment::Get, Experiment::Twitter],
                 loads: vec![100.0, 200.0],
                 duration: Duration::from_millis(1500),
@@ -504,12 +653,16 @@ mod tests {
                 threshold: 1024,
                 redis_server: Some(PathBuf::from("/x/redis-server")),
                 stock: false,
+                pin: false,
                 out: PathBuf::from("o"),
             }
         );
         assert_eq!(
-            cli("").unwrap(),
+            cli("--datapath socket").unwrap(),
             Cli {
+                datapath: Datapath::Socket,
+                trials: None,
+                emu: emu_bench::EmuFlags::default(),
                 experiments: vec![
                     Experiment::Get,
                     Experiment::MGet2,
@@ -524,6 +677,7 @@ mod tests {
                 threshold: 512,
                 redis_server: None,
                 stock: true,
+                pin: true,
                 out: PathBuf::from("results/redis"),
             }
         );

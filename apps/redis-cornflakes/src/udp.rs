@@ -27,8 +27,18 @@ pub enum Format {
     Cornflakes,
 }
 
+impl Format {
+    /// The server's `cornflakes-format` value.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Resp => "resp",
+            Format::Cornflakes => "cornflakes",
+        }
+    }
+}
+
 /// The KV store's messages (`schemas/kv.proto`, compiled by build.rs).
-mod kv {
+pub(crate) mod kv {
     cornflakes::include_schema!("kv");
 }
 

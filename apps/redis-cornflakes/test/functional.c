@@ -267,7 +267,11 @@ int main(int argc, char **argv) {
     char path[4096];
     snprintf(path, sizeof path, "%s/kv.proto", argv[3]);
     const char *server_ip = argc > 4 ? argv[4] : "127.0.0.1", *bind_ip = argc > 5 ? argv[5] : "127.0.0.1";
-    if (cf_schema_load(path, argv[3], &kv) != CF_OK || cf_dp_socket_new(bind_ip, 0, &dp) != CF_OK ||
+    /* Against a server on a NIC datapath (a server address given: AF_XDP or DPDK on veth), the
+     * NIC's MTU; against the socket server on loopback, the socket default. */
+    cf_socket_opts opts = {0};
+    opts.mtu = argc > 4 ? CF_NIC_MTU : 0;
+    if (cf_schema_load(path, argv[3], &kv) != CF_OK || cf_dp_socket_new_opts(bind_ip, 0, &opts, &dp) != CF_OK ||
         cf_dp_connect(dp, server_ip, (uint16_t)atoi(argv[2]), &conn) != CF_OK) {
         fprintf(stderr, "setup: %s\n", cf_last_error());
         return 2;

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds redis-cornflakes (scripts/redis-cornflakes.sh) and tests it: the functional test over
-# the Cornflakes port in both formats (test/functional.c, against the C API), then Redis's own
+# the Cornflakes port in both formats (test/functional.c, against the C API), a short
+# redis-cf-bench run on the emulated ConnectX (tests/emu_smoke.rs), then Redis's own
 # test units for the commands the patch touches (type/string, type/list), run with the
 # Cornflakes port on so every long SET value and list element lives in pinned memory. Called by
 # scripts/test.sh.
@@ -91,6 +92,12 @@ pinned() { "${cli[@]}" info cornflakes | sed -n 's/^cornflakes_pinned_values:\([
 sleep 0.5
 [ "$(pinned)" = 0 ] || { echo "FAILED: FLUSHALL ASYNC left a pinned value unreleased"; exit 1; }
 echo "pinned values: SET pins, APPEND copies, FLUSHALL ASYNC releases: ok"
+
+# redis-cf-bench on the emulated ConnectX (cornflakes-datapath emu), short: GET and LRANGE in
+# both formats at one load, every reply checked by the device (tests/emu_smoke.rs; two CPUs,
+# else SKIPPED). About 10 s.
+echo "==> redis-cf-bench --datapath emu, a short functional run"
+cargo test -q -p redis-cornflakes --test emu_smoke -- --ignored
 
 # The same server on the kernel-bypass datapaths: AF_XDP (cornflakes-datapath xdp) and DPDK on its
 # net_af_packet virtual device (cornflakes-datapath ice), the C library rebuilt with those

@@ -357,6 +357,19 @@ enum cf_status cf_dp_max_message_len(struct cf_dp dp, size_t *out_len);
 // The receive counters.
 enum cf_status cf_dp_get_counters(struct cf_dp dp, struct cf_dp_counters *out_counters);
 
+// Opens the ConnectX datapath (the real mlx5 driver) against an emulated ConnectX that runs
+// on another CPU of this process and plays the wire and open-loop clients. `dir` is the
+// run's directory: the device starts when a bench writes `DIR/plan.json` (the requests to
+// inject, how to check each reply, and the load or the saturation search to run; format in
+// docs/c-api.md), and the report is written to `DIR/report.json` when the plan is done
+// (then `DIR/done`, holding `ok` or the error). Needs two CPUs: the calling thread is
+// pinned to the first this process may use (serve on it), the device to the last. The
+// pinned memory holds items up to 64 KiB and is registered with each trial's device.
+// No file descriptor: poll `cf_dp_recv` (it finds nothing until a trial starts).
+//
+// Needs the library built with `--features emu`; without it, `CF_ERR_UNSUPPORTED`.
+enum cf_status cf_dp_emu_new(const char *dir, struct cf_dp *out_dp);
+
 // The message of the last failed call on this thread ("" after a successful one). The string
 // belongs to the library and stays valid until the next call on this thread; copy it to keep it.
 const char *cf_last_error(void);

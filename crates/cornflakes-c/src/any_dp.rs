@@ -101,6 +101,8 @@ impl<D: Datapath> AnyDatapath for Opened<D> {
 /// The datapaths this build can open, in the order `cf_dp_kinds` lists them.
 pub(crate) const BUILT: &[&str] = &[
     "socket",
+    #[cfg(feature = "emu")]
+    "emu",
     #[cfg(feature = "xdp")]
     "xdp",
     #[cfg(feature = "mlx5")]

@@ -75,12 +75,23 @@ fn set_last(msg: &str) {
     LAST.with(|l| *l.borrow_mut() = c);
 }
 
+/// Empties the message after a successful call: nothing to allocate or free when it is empty
+/// already (every call in a row of successes; this runs on each entry point's fast path).
+fn clear_last() {
+    LAST.with(|l| {
+        let mut l = l.borrow_mut();
+        if !l.as_bytes().is_empty() {
+            *l = CString::default();
+        }
+    });
+}
+
 /// Runs one entry point: `Ok` is `CF_OK` (and clears the message), an error sets the message,
 /// a panic is caught and reported as `CF_ERR_INTERNAL`.
 pub(crate) fn guard(name: &str, f: impl FnOnce() -> Result<()>) -> cf_status {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(())) => {
-            set_last("");
+            clear_last();
             cf_status::CF_OK
         }
         Ok(Err(e)) => {

@@ -26,6 +26,13 @@
 mod any_dp;
 mod buf;
 mod dp;
+mod emu;
+#[cfg(feature = "emu")]
+mod emu_arm;
+#[cfg(feature = "emu")]
+mod emu_handoff;
+#[cfg(feature = "emu")]
+mod emu_plan;
 mod error;
 mod msg;
 mod open;
@@ -33,6 +40,7 @@ mod table;
 
 pub use buf::*;
 pub use dp::*;
+pub use emu::cf_dp_emu_new;
 pub use error::{cf_last_error, cf_status, cf_status_name};
 pub use msg::*;
 pub use open::*;

@@ -117,6 +117,7 @@ pub extern "C" fn cf_dp_kind(dp: cf_dp, out_kind: *mut *const c_char) -> cf_stat
             "xdp" => c"xdp",
             "mlx5" => c"mlx5",
             "ice" => c"ice",
+            "emu" => c"emu",
             _ => c"socket",
         };
         out(out_kind, "out_kind", c.as_ptr())

@@ -63,6 +63,12 @@ fn buffers_messages_and_stale_handles() {
     assert_eq!(rc, 1, "the reset released the message's reference");
     assert_eq!(cf_msg_release(m), cf_status::CF_ERR_BAD_HANDLE);
     assert!(last().contains("stale"), "{}", last());
+    // A successful call empties the message, and the next one leaves it empty.
+    ok(cf_buf_refcount(b, &mut rc));
+    assert_eq!(last(), "");
+    ok(cf_buf_refcount(b, &mut rc));
+    assert_eq!(last(), "");
+    assert_eq!(cf_msg_release(m), cf_status::CF_ERR_BAD_HANDLE);
     assert_eq!(
         cf_buf_release(cf_buf { id: mem.id }),
         cf_status::CF_ERR_BAD_HANDLE

@@ -101,6 +101,7 @@ mod resident;
 mod run;
 mod search;
 mod slowed;
+mod summary_json;
 mod wire;
 
 pub use capture::{capture, CaptureDatapath};

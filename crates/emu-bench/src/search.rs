@@ -313,6 +313,7 @@ impl LoadSummary {
             "server_time": self.split.as_ref().map_or(Value::Null, split_json),
             "bottleneck": self.bottleneck.to_string(),
             "line_rate_100gbe_rps": self.line_rate_rps,
+            "frames": { "request": self.frames.0, "reply": self.frames.1 },
             "disturbed_trials": self.disturbed,
             "slowed_trials": self.slowed,
             "slowed_reruns": self.slowed_reruns,

@@ -170,6 +170,42 @@ impl CpuSnapshot {
     }
 }
 
+/// The calling thread's time on its CPU and runnable but waiting for it (the scheduler's
+/// run-queue delay), nanoseconds, from `/proc/thread-self/schedstat`. Two readings taken by
+/// the same thread around a trial say whether a spinning server thread had its CPU: waiting
+/// time is time another task held it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ThreadSched {
+    /// Time running.
+    pub on_cpu_ns: u64,
+    /// Time runnable, waiting for the CPU.
+    pub waited_ns: u64,
+}
+
+impl ThreadSched {
+    /// The calling thread's reading now; `None` where `/proc` cannot tell (no schedstats).
+    pub fn now() -> Option<ThreadSched> {
+        Self::parse(&std::fs::read_to_string("/proc/thread-self/schedstat").ok()?)
+    }
+
+    /// `schedstat`'s text: running and waiting nanoseconds, then the timeslices.
+    fn parse(text: &str) -> Option<ThreadSched> {
+        let mut f = text.split_whitespace().map(str::parse::<u64>);
+        Some(ThreadSched {
+            on_cpu_ns: f.next()?.ok()?,
+            waited_ns: f.next()?.ok()?,
+        })
+    }
+
+    /// What the thread did since `earlier` (a reading of the same thread).
+    pub fn since(&self, earlier: &ThreadSched) -> ThreadSched {
+        ThreadSched {
+            on_cpu_ns: self.on_cpu_ns.saturating_sub(earlier.on_cpu_ns),
+            waited_ns: self.waited_ns.saturating_sub(earlier.waited_ns),
+        }
+    }
+}
+
 /// Watches every CPU for `probe` while this process does nothing, and returns a one-line
 /// warning when other processes kept them more than 10 % busy (`None` when idle, or when
 /// `/proc` cannot tell).
@@ -193,6 +229,32 @@ pub fn idle_warning(probe: Duration) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_threads_schedstat_reads_as_running_and_waiting_time() {
+        assert_eq!(
+            ThreadSched::parse("123456 7890 42\n"),
+            Some(ThreadSched {
+                on_cpu_ns: 123456,
+                waited_ns: 7890
+            })
+        );
+        assert_eq!(ThreadSched::parse("12 x 3"), None);
+        assert_eq!(ThreadSched::parse(""), None);
+        let Some(before) = ThreadSched::now() else {
+            return; // no schedstats here: nothing to read
+        };
+        let t = Instant::now();
+        let mut x = 0u64;
+        while t.elapsed() < Duration::from_millis(50) {
+            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+        }
+        let d = ThreadSched::now().unwrap().since(&before);
+        // 50 ms of wall time spent running or waiting to run (the kernel counts in ticks or
+        // finer: at least half of it must show).
+        assert!(d.on_cpu_ns + d.waited_ns >= 25_000_000, "{d:?}");
+        assert_eq!(before.since(&ThreadSched::now().unwrap()).on_cpu_ns, 0);
+    }
 
     #[test]
     fn a_busy_thread_of_our_own_is_not_interference() {

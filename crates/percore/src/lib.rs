@@ -44,22 +44,29 @@ pub fn allowed_cores() -> io::Result<Vec<usize>> {
 }
 
 /// Pins the calling thread to CPU `core`.
-#[allow(unsafe_code)]
 pub fn pin_current_thread(core: usize) -> io::Result<()> {
-    if core >= libc::CPU_SETSIZE as usize {
-        return Err(io::Error::other(format!("CPU {core} out of range")));
-    }
+    set_current_thread_cpus(&[core])
+        .map_err(|e| io::Error::other(format!("pinning a thread to CPU {core}: {e}")))
+}
+
+/// Lets the calling thread run on exactly `cores` (e.g. the CPUs a process was allowed before
+/// one of its threads was pinned, for a thread that starts threads pinned elsewhere: threads
+/// inherit their creator's mask).
+#[allow(unsafe_code)]
+pub fn set_current_thread_cpus(cores: &[usize]) -> io::Result<()> {
     // SAFETY: as in `allowed_cores`.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `core` < CPU_SETSIZE (checked above).
-    unsafe { libc::CPU_SET(core, &mut set) };
+    for &core in cores {
+        if core >= libc::CPU_SETSIZE as usize {
+            return Err(io::Error::other(format!("CPU {core} out of range")));
+        }
+        // SAFETY: `core` < CPU_SETSIZE (checked above).
+        unsafe { libc::CPU_SET(core, &mut set) };
+    }
     // SAFETY: pid 0 is this thread; `set` is a valid cpu_set_t of the size passed.
     let r = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
     if r != 0 {
-        let e = io::Error::last_os_error();
-        return Err(io::Error::other(format!(
-            "pinning a thread to CPU {core}: {e}"
-        )));
+        return Err(io::Error::last_os_error());
     }
     Ok(())
 }

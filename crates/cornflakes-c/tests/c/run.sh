@@ -2,8 +2,11 @@
 # Builds the C API (static library), compiles tests/c/test_capi.c against it with `cc`, and runs
 # it twice: plain, and with the C side under AddressSanitizer (-fsanitize=address; the Rust
 # library itself is checked under ASan by scripts/test.sh's nightly run of its Rust tests).
+# Then tests/c/test_emu.c, plain and under ASan: a C server on the emulated ConnectX
+# (cf_dp_emu_new) answering 10 000 requests, and a lying one whose wrong replies the device
+# catches (needs two CPUs, else SKIPPED).
 # Then the kernel-bypass datapaths from C (tests/c/test_dp.c, plain and under ASan): the library
-# built with `--features xdp,ice`, an AF_XDP and a DPDK (net_af_packet) server datapath each on
+# built with `--features emu,xdp,ice`, an AF_XDP and a DPDK (net_af_packet) server datapath each on
 # one end of a veth pair between two network namespaces made here, a socket datapath in the
 # other. Those need root, `ip`, `ethtool`, AF_XDP in the kernel and the features' system
 # packages (crates/datapath-xdp/APT_PACKAGES, crates/datapath-ice/APT_PACKAGES); without them
@@ -17,7 +20,8 @@ here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../../../.." && pwd)"
 cd "$root"
 target="${CARGO_TARGET_DIR:-$root/target}"
-cargo build -q -p cornflakes-c
+# With the emulated ConnectX (feature emu, no system libraries) for test_emu.c.
+cargo build -q -p cornflakes-c --features emu
 lib="$target/debug/libcornflakes_c.a"
 out="$target/c-api-test"
 mkdir -p "$out"
@@ -29,11 +33,22 @@ cc "${cflags[@]}" -o "$out/test_capi" "$here/test_capi.c" "${libs[@]}"
 cc "${cflags[@]}" "${asan[@]}" -o "$out/test_capi_asan" "$here/test_capi.c" "${libs[@]}"
 ASAN_OPTIONS="detect_leaks=1:${ASAN_OPTIONS:-}" "$out/test_capi_asan" "$root/schemas"
 
+# shellcheck source=../../../../scripts/skip.sh
+. "$root/scripts/skip.sh"
+
+# --- the emulated ConnectX (cf_dp_emu_new), plain and under ASan: needs two CPUs -------------
+cc "${cflags[@]}" -o "$out/test_emu" "$here/test_emu.c" "${libs[@]}"
+cc "${cflags[@]}" "${asan[@]}" -o "$out/test_emu_asan" "$here/test_emu.c" "${libs[@]}"
+if [ "$(nproc)" -lt 2 ]; then
+  skip "test_emu.c" "the emulated ConnectX needs two CPUs (server and device); this has $(nproc)"
+else
+  "$out/test_emu"
+  ASAN_OPTIONS="detect_leaks=1:${ASAN_OPTIONS:-}" "$out/test_emu_asan"
+fi
+
 # --- the kernel-bypass datapaths ----------------------------------------------------------------
 # shellcheck source=netns.sh
 . "$here/netns.sh"
-# shellcheck source=../../../../scripts/skip.sh
-. "$root/scripts/skip.sh"
 why=$(cf_xdp_why)
 if [ -z "$why" ] && ! pkg-config --exists libdpdk 2>/dev/null; then
   why="libdpdk-dev is missing (crates/datapath-ice/APT_PACKAGES)"
@@ -45,7 +60,7 @@ if [ -n "$why" ]; then
 fi
 
 # The library with the datapaths, and the system libraries it needs when linked statically.
-native=$(cargo rustc -q -p cornflakes-c --features xdp,ice --crate-type staticlib -- \
+native=$(cargo rustc -q -p cornflakes-c --features emu,xdp,ice --crate-type staticlib -- \
   --print native-static-libs 2>&1 | sed -n 's/.*native-static-libs: //p' | tail -1)
 [ -n "$native" ] || { echo "no native-static-libs line from cargo rustc" >&2; exit 1; }
 # shellcheck disable=SC2206

@@ -110,7 +110,10 @@ int main(int argc, char **argv) {
     int home = enter_ns(ns_b);
     if (home < 0) return 1;
     cf_dp client;
-    OK(cf_dp_socket_new(ip_b, 0, &client));
+    /* At the kernel-bypass server's MTU (and the veth's): a larger datagram would not fit. */
+    cf_socket_opts opts = {0};
+    opts.mtu = CF_NIC_MTU;
+    OK(cf_dp_socket_new_opts(ip_b, 0, &opts, &client));
     int junk_fd = socket(AF_INET, SOCK_DGRAM, 0);
     leave_ns(home);
     uint16_t cport = 0;
