@@ -34,7 +34,7 @@ usage: redis-cf-bench [--experiments get,mget2,lrange2,twitter] [--rates R,R,..]
                       [--sample-every N] [--slowed-retries N] [--no-pin]
   --datapath emu (the default with 2+ CPUs): redis-cornflakes on the mlx5 driver against the
   emulated ConnectX on the second CPU, each format's saturation load searched (default rates
-  25000,50000,100000,200000,400000 req/s, 0.2 s trials after 0.05 s of warm-up, median of 3);
+  100000,200000,400000,800000,1600000 req/s, 0.2 s trials after 0.05 s of warm-up, median of 3);
   prints Table 3 with the paper's ratios and each experiment's compact table (the highest
   load kept up, its spread, Cornflakes / RESP, what bounded it, Redis's core's time), writes
   DIR/redis.svg and .png (the highest load kept up per experiment and format) and each
@@ -172,7 +172,7 @@ fn parse_cli(mut a: Args) -> Result<Cli, String> {
     let load = LoadFlags::from_args(&mut a)?.only("redis-cf-bench", LOAD_FLAGS)?;
     let (rates, duration, warmup) = match datapath {
         Datapath::Emu => (
-            vec![25_000.0, 50_000.0, 100_000.0, 200_000.0, 400_000.0],
+            vec![100_000.0, 200_000.0, 400_000.0, 800_000.0, 1_600_000.0],
             Duration::from_millis(200),
             Duration::from_millis(50),
         ),
