@@ -18,7 +18,8 @@ use crate::table::{self, cf_buf, cf_dp, cf_mem, DpEntry, Entry, MsgEntry};
 
 /// One received message.
 #[repr(C)]
-#[derive(Clone, Copy, Debug)]
+// `Default`: an empty slot to receive into, for Rust callers (no handle in `data`).
+#[derive(Clone, Copy, Debug, Default)]
 pub struct cf_rx {
     /// The connection it came on (answer on it with the `cf_dp_send_*` calls).
     pub conn: u32,

@@ -29,7 +29,7 @@ pub struct cf_mem {
 
 /// A handle to one reference to bytes in pinned memory. `{0}` is no handle.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct cf_buf {
     /// The handle's value (opaque).
     pub id: u64,

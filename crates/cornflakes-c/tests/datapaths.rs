@@ -184,15 +184,7 @@ fn connectx_through_the_c_api() {
     );
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     let (mut sent, mut got) = (0u32, 0usize);
-    let mut rx = [cf_rx {
-        conn: 0,
-        msg_id: 0,
-        msg_type: 0,
-        peer_port: 0,
-        peer_ip: 0,
-        incarnation: 0,
-        data: cf_buf { id: 0 },
-    }; 32];
+    let mut rx = [cf_rx::default(); 32];
     while got < 100 && std::time::Instant::now() < deadline {
         if sent < 100 {
             let body = sent.to_le_bytes();

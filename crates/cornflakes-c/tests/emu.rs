@@ -53,18 +53,6 @@ mod with_the_device {
         assert_eq!(s, cf_status::CF_OK, "{}", last());
     }
 
-    fn empty() -> cf_rx {
-        cf_rx {
-            conn: 0,
-            msg_id: 0,
-            msg_type: 0,
-            peer_port: 0,
-            peer_ip: 0,
-            incarnation: 0,
-            data: cf_buf { id: 0 },
-        }
-    }
-
     /// plan.bin and plan.json: echo checks, one fixed run (every payload checked when
     /// `check_every` is 1). plan.json appears whole (renamed into place): the device starts
     /// when it sees it.
@@ -94,7 +82,7 @@ mod with_the_device {
     /// Serves until the plan is done: echoes each request by reference, or (when `lie`) every
     /// 50th by copy with one byte changed. Returns how many it served.
     fn serve(dp: cf_dp, dir: &Path, lie: bool) -> u64 {
-        let mut rx = vec![empty(); 32];
+        let mut rx = vec![cf_rx::default(); 32];
         let mut served = 0u64;
         let deadline = Instant::now() + Duration::from_secs(60);
         while !dir.join("done").exists() {
@@ -157,7 +145,7 @@ mod with_the_device {
         assert_eq!(unsafe { CStr::from_ptr(kind) }.to_str().unwrap(), "emu");
         // Between trials there is nothing to receive, and no send is possible.
         let mut n = 7usize;
-        let mut rx = [empty()];
+        let mut rx = [cf_rx::default()];
         ok(cf_dp_recv(dp, rx.as_mut_ptr(), 1, &mut n));
         assert_eq!(n, 0);
         assert_eq!(

@@ -36,21 +36,10 @@ fn af_xdp_handle_between_namespaces() {
         let e = unsafe { CStr::from_ptr(cf_last_error()) };
         assert_eq!(s, cf_status::CF_OK, "{e:?}");
     }
-    fn empty() -> cf_rx {
-        cf_rx {
-            conn: 0,
-            msg_id: 0,
-            msg_type: 0,
-            peer_port: 0,
-            peer_ip: 0,
-            incarnation: 0,
-            data: cf_buf { id: 0 },
-        }
-    }
     /// Receives one message on `dp` within 5 s, polling `other` meanwhile.
     fn recv_one(dp: cf_dp, other: cf_dp) -> Option<cf_rx> {
         let deadline = Instant::now() + Duration::from_secs(5);
-        let mut rx = [empty(); 1];
+        let mut rx = [cf_rx::default(); 1];
         while Instant::now() < deadline {
             let mut n = 0;
             ok(cf_dp_recv(dp, rx.as_mut_ptr(), 1, &mut n));
