@@ -457,6 +457,15 @@ pub trait Connect {
     /// Our IPv4 address and UDP port.
     fn local_addr(&self) -> SocketAddrV4;
 
+    /// Whether sends on `conn` can go out: its peer's link-layer address is known. Datapaths
+    /// without address resolution (kernel sockets, streams) are always resolved; link-layer
+    /// ones answer `false` from [`Connect::connect`] until the ARP reply came in (receiving
+    /// processes it). A load generator waits for this before its clock starts.
+    fn resolved(&self, conn: ConnId) -> bool {
+        let _ = conn;
+        true
+    }
+
     /// One connection to each of `peers`, in order (e.g. to each core of a server that runs
     /// one port per core). An error when `peers` is empty or a connection fails.
     fn connect_all(&mut self, peers: &[SocketAddrV4]) -> io::Result<Vec<ConnId>> {
@@ -576,6 +585,11 @@ impl<T: DelegateDatapath> Connect for T {
     #[inline]
     fn connect_all(&mut self, peers: &[SocketAddrV4]) -> io::Result<Vec<ConnId>> {
         self.inner_mut().connect_all(peers)
+    }
+
+    #[inline]
+    fn resolved(&self, conn: ConnId) -> bool {
+        self.inner().resolved(conn)
     }
 }
 

@@ -52,6 +52,10 @@ impl<D: Datapath, F> Connect for Interleaved<D, F> {
     fn local_addr(&self) -> SocketAddrV4 {
         self.dp.local_addr()
     }
+
+    fn resolved(&self, conn: ConnId) -> bool {
+        self.dp.resolved(conn)
+    }
 }
 
 impl<D: Datapath, F: FnMut()> Receive for Interleaved<D, F> {

@@ -97,6 +97,10 @@ impl<D: Datapath> Connect for Tx<'_, D> {
     fn local_addr(&self) -> SocketAddrV4 {
         self.dp.local_addr()
     }
+
+    fn resolved(&self, conn: ConnId) -> bool {
+        self.dp.resolved(conn)
+    }
 }
 
 impl<D: Datapath> Receive for Tx<'_, D> {

@@ -283,6 +283,10 @@ impl<D: Device> Connect for EthDatapath<D> {
     fn local_addr(&self) -> SocketAddrV4 {
         self.stack.local_addr()
     }
+
+    fn resolved(&self, conn: ConnId) -> bool {
+        self.stack.resolved(conn)
+    }
 }
 
 impl<D: Device> Receive for EthDatapath<D> {

@@ -193,6 +193,11 @@ impl EthStack {
         })
     }
 
+    /// Whether `conn` exists and its peer's MAC address is known (sends can go out).
+    pub fn resolved(&self, conn: ConnId) -> bool {
+        self.conns.get(conn).is_some_and(|c| c.resolved)
+    }
+
     /// The peer of `conn`.
     pub fn peer_addr(&self, conn: ConnId) -> Option<SocketAddrV4> {
         self.conns.peer(conn)

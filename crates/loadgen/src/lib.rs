@@ -44,6 +44,7 @@
 pub mod args;
 mod bars;
 pub mod canary;
+mod crew;
 pub mod fake;
 mod heatmap;
 pub mod interference;
@@ -58,6 +59,7 @@ mod sweep;
 mod transport;
 
 pub use bars::{bars_from_records, bars_size, plot_bars, Bar, BarChart, BARS_WIDTH};
+pub use crew::{Crew, Job, Member, SharedChecker};
 pub use heatmap::{plot_heatmap, Heatmap};
 pub use latency_plot::{lower_envelope, plot_latency, LATENCY_SIZE};
 pub use plot::{plot_p99_curves, PlotError, PLOT_SIZE};

@@ -122,12 +122,12 @@ pub struct RunReport {
 
 /// Per-thread progress, published with relaxed stores for the progress line.
 #[derive(Default)]
-struct Progress {
+pub(crate) struct Progress {
     sent: AtomicU64,
     verified: AtomicU64,
 }
 
-struct ThreadResult {
+pub(crate) struct ThreadResult {
     counters: Counters,
     latency: LatencyHistogram,
     measured_requests: u64,
@@ -194,6 +194,16 @@ where
             .collect()
     });
 
+    merge(schedule, cfg, results)
+}
+
+/// The report of a run of `schedule` from each client thread's result, in thread order (the
+/// first error, if any).
+pub(crate) fn merge(
+    schedule: &Schedule,
+    cfg: &RunConfig,
+    results: impl IntoIterator<Item = Result<ThreadResult, RunError>>,
+) -> Result<RunReport, RunError> {
     let warmup_ns = cfg.warmup.as_nanos() as u64;
     let mut counters = Counters::default();
     let mut latency = LatencyHistogram::new();
@@ -219,11 +229,11 @@ where
         measured_requests,
         counters,
         latency,
-        threads: parts.len(),
+        threads: schedule.threads().len(),
     })
 }
 
-fn run_thread<T: ClientTransport, C: ResponseChecker + ?Sized>(
+pub(crate) fn run_thread<T: ClientTransport, C: ResponseChecker + ?Sized>(
     part: &ThreadSchedule,
     cfg: &RunConfig,
     mut transport: T,
