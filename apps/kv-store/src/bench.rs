@@ -91,7 +91,7 @@ fn run_sweeps(cfg: &BenchConfig, remote: Option<SocketAddrV4>) -> Result<BenchOu
         cfg.duration,
         cfg.warmup,
         cfg.threads,
-        cfg.socket_label(remote),
+        datapath_label(cfg, remote),
         cfg.mtu
     );
     let mut lanes = Vec::new();
@@ -116,17 +116,34 @@ fn run_sweeps(cfg: &BenchConfig, remote: Option<SocketAddrV4>) -> Result<BenchOu
                 cfg.spin,
             )?),
         };
+        let addrs: Vec<SocketAddrV4> = match (&server, remote) {
+            (Some(s), _) => s.addrs(),
+            (None, Some(base)) => (0..cfg.cores.max(1))
+                .map(|i| percore::core_addr(base, i))
+                .collect::<Result<_, _>>()?,
+            (None, None) => unreachable!("remote when no local server"),
+        };
+        let clients = match (&cfg.client_datapath, remote) {
+            (Some(t), Some(_)) => {
+                let bind = cfg
+                    .client_bind
+                    .ok_or("kv client --datapath xdp|mlx5|ice needs --bind IP:PORT, the client cores' address")?;
+                Some(crate::bypass::spawn(cfg, t, bind, &addrs, ser, &reqs)?)
+            }
+            (Some(_), None) => {
+                return Err(
+                    "kernel-bypass client cores run in kv client, against a running server"
+                        .to_owned(),
+                )
+            }
+            (None, _) => None,
+        };
         lanes.push(Lane {
             ser,
-            addrs: match (&server, remote) {
-                (Some(s), _) => s.addrs(),
-                (None, Some(base)) => (0..cfg.cores.max(1))
-                    .map(|i| percore::core_addr(base, i))
-                    .collect::<Result<_, _>>()?,
-                (None, None) => unreachable!("remote when no local server"),
-            },
+            addrs,
             bind: client_bind(remote),
             server,
+            clients,
             checker: Arc::new(Checker {
                 reqs: reqs.clone(),
                 expected: expected.clone(),
@@ -150,11 +167,14 @@ fn run_sweeps(cfg: &BenchConfig, remote: Option<SocketAddrV4>) -> Result<BenchOu
         workload: name,
         stats: Some(stats),
         requests_per_unit: per_unit,
-        datapath: cfg.socket_label(remote),
+        datapath: datapath_label(cfg, remote),
         ..BenchOutcome::default()
     };
     let mut points = Vec::new();
     for lane in lanes {
+        if let Some(clients) = lane.clients {
+            clients.stop()?;
+        }
         if let Some(server) = lane.server {
             let st = server.stop().map_err(|e| e.to_string())?;
             eprintln!("[bench] {} server: {st}", lane.ser);
@@ -169,4 +189,17 @@ fn run_sweeps(cfg: &BenchConfig, remote: Option<SocketAddrV4>) -> Result<BenchOu
     out.records = points.into_iter().map(|(r, _)| r).collect();
     write_outputs(cfg, &out)?;
     Ok(out)
+}
+
+/// How the run's datapath is reported: the kernel sockets' label, or the client cores'
+/// kernel-bypass datapath and the server's address.
+fn datapath_label(cfg: &BenchConfig, remote: Option<SocketAddrV4>) -> String {
+    match (&cfg.client_datapath, remote) {
+        (Some(t), Some(addr)) => format!(
+            "{} client cores on {} to the server at {addr} (this process the client)",
+            cfg.threads.max(1),
+            t.name()
+        ),
+        _ => cfg.socket_label(remote),
+    }
 }

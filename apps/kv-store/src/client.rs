@@ -174,7 +174,10 @@ impl<D: Datapath> KvClient<D> {
         Self::with_conns(dp, conns, cores.len(), thread, ser, reqs)
     }
 
-    fn with_conns(
+    /// A client over connections `conns` already made on `dp` (core *i*'s are `conns[i]`,
+    /// `conns[i + cores]`, …): what a client core that keeps its datapath across runs builds
+    /// for each run, with a fresh identity.
+    pub fn with_conns(
         dp: D,
         conns: Vec<ConnId>,
         cores: usize,
@@ -223,6 +226,14 @@ impl<D: Datapath> KvClient<D> {
     pub fn datapath(&mut self) -> &mut D {
         match &mut self.way {
             Way::Service { client, .. } => client.inner_mut().datapath_mut(),
+            Way::Hand { dp, .. } => dp,
+        }
+    }
+
+    /// The datapath, given back (a client core keeps it for the next run).
+    pub fn into_datapath(self) -> D {
+        match self.way {
+            Way::Service { client, .. } => client.into_inner().into_datapath(),
             Way::Hand { dp, .. } => dp,
         }
     }
@@ -382,11 +393,14 @@ impl<D: Datapath> ClientTransport for KvClient<D> {
                     n += Self::reply(pending, parts_buf, id, part, payload, on_response);
                 });
             }
-            Way::Hand { dp, rx, .. } => {
+            Way::Hand { dp, rx, ids, .. } => {
                 bench_client::flush(dp)?;
                 rx.clear();
                 dp.recv_burst(rx)?;
-                for m in rx.iter() {
+                // This client's incarnation (its runs stay below 2^32 requests a thread): a
+                // reply under another is a previous client's on the same datapath, late.
+                let mine = ids.nth(0, 0).incarnation;
+                for m in rx.iter().filter(|m| m.msg.incarnation == mine) {
                     let id = request_id(self.thread, u64::from(m.msg.id));
                     // A part of a split request: which one, by the core it came from.
                     let part = pending.get(&id).and_then(|parts| {

@@ -141,6 +141,12 @@ pub struct BenchConfig {
     /// With `tcp_conns`: the server's and the clients' zero-copy sends (`--tcp-zc`,
     /// `--tcp-zc-threshold`).
     pub tcp: app_server::TcpSpec,
+    /// `kv client` only: the kernel-bypass datapath its client cores run on (`--datapath xdp |
+    /// mlx5 | ice`, one core per `--threads`); `None`: kernel UDP sockets or TCP.
+    pub client_datapath: Option<app_server::Transport>,
+    /// With `client_datapath`: client core 0's address (`--bind IP:PORT`; core *i* at the port
+    /// plus *i*).
+    pub client_bind: Option<SocketAddrV4>,
 }
 
 impl BenchConfig {
@@ -193,6 +199,8 @@ impl Default for BenchConfig {
             cores: 1,
             tcp_conns: None,
             tcp: app_server::TcpSpec::default(),
+            client_datapath: None,
+            client_bind: None,
         }
     }
 }

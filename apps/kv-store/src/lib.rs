@@ -16,6 +16,8 @@
 //! - [`bench`](mod@bench): `kv bench` — load a workload, sweep offered loads per serialization
 //!   ([`sweep`] on sockets, [`emu`] on the emulated NIC), with its settings in [`config`], the
 //!   store loaded by [`load`], and the tables, JSON and plots written by [`report`].
+//! - [`bypass`]: `kv client --datapath xdp | mlx5 | ice`, the client cores on a kernel-bypass
+//!   datapath, each keeping its queue across the sweep's points.
 //! - [`peers`]: `kv bench --peers` — redis-server and memcached beside the store.
 //! - `xdp` (feature `xdp`): the server over AF_XDP in a network namespace.
 //! - [`validate`], [`value`], [`cost`]: whole requests checked before the first write, a stored
@@ -28,6 +30,7 @@
 #![warn(missing_docs)]
 
 pub mod bench;
+pub mod bypass;
 pub mod call;
 pub mod cf;
 pub mod client;

@@ -224,7 +224,15 @@ fn bench_config(a: &mut Args) -> Result<(BenchConfig, Peers), String> {
 fn client_cmd(mut a: Args) -> Result<(), String> {
     let (cfg, server) = client_config(&mut a)?;
     a.finish()?;
-    bench::run_client(&cfg, server).map(|_| ())
+    let out = bench::run_client(&cfg, server)?;
+    // As in the bench: a wrong reply fails the client (after its tables and JSON are written).
+    let bad: u64 = out.records.iter().map(|r| r.mismatched + r.malformed).sum();
+    if bad > 0 {
+        return Err(format!(
+            "{bad} replies did not verify (mismatched or malformed; see the table's columns)"
+        ));
+    }
+    Ok(())
 }
 
 /// What `kv client`'s flags ask for: the run and the server.
@@ -239,8 +247,20 @@ fn client_config(a: &mut Args) -> Result<(BenchConfig, SocketAddrV4), String> {
     cfg.serializations = vec![ser];
     let name = a.take("--workload")?.ok_or("--workload is required")?;
     cfg.workload = workload(a, &name)?;
+    cfg.client_bind = a.parse::<SocketAddrV4>("--bind")?;
+    // AF_XDP takes an explicit --mtu only: without it the interface's MTU applies.
+    let explicit_mtu = a.has("--mtu");
     common(a, &mut cfg)?;
-    (cfg.tcp_conns, cfg.tcp) = app_server::cli::client_transport(a)?;
+    (cfg.tcp_conns, cfg.tcp, cfg.client_datapath) = app_server::cli::client_transport(a)?;
+    if let Some(Transport::Xdp(x)) = &mut cfg.client_datapath {
+        x.mtu = explicit_mtu.then_some(cfg.mtu);
+    }
+    if cfg.client_bind.is_some() && cfg.client_datapath.is_none() {
+        return Err(
+            "--bind goes with --datapath xdp | mlx5 | ice (kernel sockets pick their own address)"
+                .to_owned(),
+        );
+    }
     Ok((cfg, server))
 }
 

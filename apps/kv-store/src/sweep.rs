@@ -1,6 +1,7 @@
-//! One serialization's offered-load sweep over kernel sockets: a lane (its server cores'
-//! addresses, its checker) and its points; the socket bench interleaves lanes, the AF_XDP
-//! bench runs one lane per server process.
+//! One serialization's offered-load sweep: a lane (its server cores' addresses, its checker,
+//! its clients: kernel sockets or TCP made per point, or kernel-bypass client cores kept for
+//! the sweep) and its points; the socket bench interleaves lanes, the AF_XDP bench runs one
+//! lane per server process, `kv client` one lane against a running server.
 
 use loadgen::canary::{Canary, Speed};
 use loadgen::fmt_us;
@@ -9,7 +10,9 @@ use std::sync::Arc;
 
 use datapath_socket::SocketDatapath;
 use datapath_tcp::TcpDatapath;
-use loadgen::{run, Record, RunConfig, RunReport, Schedule, DEFAULT_KEEP_UP};
+use loadgen::{run, Record, RunConfig, RunReport, Schedule, SharedChecker, DEFAULT_KEEP_UP};
+
+use crate::bypass::BypassClients;
 
 use crate::client::{Checker, KvClient, RunRequests};
 use crate::config::BenchConfig;
@@ -31,6 +34,8 @@ pub(crate) struct Lane {
     /// The clients' address (127.0.0.1, or the veth end facing an AF_XDP server).
     pub(crate) bind: Ipv4Addr,
     pub(crate) server: Option<ServerHandle>,
+    /// `kv client --datapath xdp | mlx5 | ice`: the client cores, open for the whole sweep.
+    pub(crate) clients: Option<BypassClients>,
     pub(crate) checker: Arc<Checker>,
     pub(crate) misses: usize,
     /// Each point's record with the speed canary taken before it (`None` when it could not
@@ -47,13 +52,22 @@ fn run_point(
 ) -> Result<RunReport, String> {
     let run_cfg = RunConfig::quiet(cfg.warmup, cfg.timeout, cfg.spin);
     let schedule = Schedule::poisson_point(rate, cfg.warmup, cfg.duration, cfg.threads, seed)?;
-    let checker = |id: u64, payload: &[u8]| lane.checker.check(id, payload);
+    if let Some(clients) = &lane.clients {
+        let checker = lane.checker.clone();
+        let checker: SharedChecker = Arc::new(move |id: u64, p: &[u8]| checker.check(id, p));
+        return clients
+            .crew
+            .run(schedule, &run_cfg, checker)
+            .map_err(|e| format!("{} at {rate} req/s: {e}", lane.ser));
+    }
+    let (lane_checker, ser, addrs, bind) = (&lane.checker, lane.ser, &lane.addrs, lane.bind);
+    let checker = |id: u64, payload: &[u8]| lane_checker.check(id, payload);
     let result = match cfg.tcp_conns {
         None => {
             let make = |thread: usize| {
-                let dp = SocketDatapath::new(cfg.socket(SocketAddrV4::new(lane.bind, 0)))
+                let dp = SocketDatapath::new(cfg.socket(SocketAddrV4::new(bind, 0)))
                     .map_err(std::io::Error::other)?;
-                KvClient::steered(dp, &lane.addrs, thread, lane.ser, reqs.clone())
+                KvClient::steered(dp, addrs, thread, ser, reqs.clone())
             };
             run(&schedule, &run_cfg, make, &checker)
         }
@@ -63,9 +77,9 @@ fn run_point(
                 tc.stream.max_message_len = tc
                     .stream
                     .max_message_len
-                    .max(cfg.socket(lane.addrs[0]).max_message_len);
+                    .max(cfg.socket(addrs[0]).max_message_len);
                 let dp = TcpDatapath::new(tc).map_err(std::io::Error::other)?;
-                KvClient::steered_tcp(dp, &lane.addrs, n, thread, lane.ser, reqs.clone())
+                KvClient::steered_tcp(dp, addrs, n, thread, ser, reqs.clone())
             };
             run(&schedule, &run_cfg, make, &checker)
         }
@@ -148,6 +162,7 @@ pub(crate) fn sweep_one(
         addrs: vec![server],
         bind,
         server: None,
+        clients: None,
         checker,
         misses: 0,
         points: Vec::new(),

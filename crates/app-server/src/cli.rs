@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use cli_args::Args;
 
-use crate::TcpSpec;
+use crate::{TcpSpec, Transport};
 
 /// One subcommand: its name and what runs it on the arguments after it.
 pub type Command = (&'static str, fn(Args) -> Result<(), String>);
@@ -238,29 +238,29 @@ mod tests {
     }
 }
 
-/// The transport of a client against a running server (`echo client`, `kv client`):
-/// `--datapath socket` (the default, UDP) gives `None`; `--datapath tcp` gives `Some(n)`, `n`
-/// TCP connections per server core and client thread (`--conns N`, default 1), with the
-/// client's zero-copy sends ([`TcpSpec`]'s flags, which go with `tcp` only; said on stderr).
-/// The server may be any that speaks the stream framing: `echo server --datapath tcp`, `kv
-/// server --datapath tcp`, or `demi-server` over Demikernel (demikernel/, docs/tcp.md).
-pub fn client_transport(a: &mut Args) -> Result<(Option<usize>, TcpSpec), String> {
-    let tcp = match datapath_name(a)? {
-        None | Some(Ok(BenchDatapath::Socket)) => false,
-        Some(Ok(BenchDatapath::Tcp { .. })) => true,
-        Some(other) => {
-            let name = other.map_or_else(|name| name, |dp| dp.name().to_owned());
-            return Err(format!(
-                "--datapath {name:?}: a client runs on socket (UDP) or tcp"
-            ));
-        }
-    };
+/// The transport of a client against a running server (`echo client`, `kv client`), read by
+/// [`Transport::from_args`] with `--conns N`: `--datapath socket` (the default, UDP) gives
+/// `(None, _, None)`; `--datapath tcp` gives `(Some(n), spec, None)`, `n` TCP connections per
+/// server core and client thread (`--conns N`, default 1), with the client's zero-copy sends
+/// ([`TcpSpec`]'s flags, which go with `tcp` only; said on stderr); `--datapath xdp | mlx5 |
+/// ice` with their flags gives the kernel-bypass transport the client cores open
+/// ([`crate::spawn_on_cores`]) as the third. The TCP server may be any that speaks the stream
+/// framing: `echo server --datapath tcp`, `kv server --datapath tcp`, or `demi-server` over
+/// Demikernel (demikernel/, docs/tcp.md).
+pub fn client_transport(
+    a: &mut Args,
+) -> Result<(Option<usize>, TcpSpec, Option<Transport>), String> {
+    let transport = Transport::from_args(a)?;
+    let tcp = matches!(transport, Transport::Tcp(_));
     let conns = tcp_conns(a, tcp)?;
-    let spec = TcpSpec::for_datapath(a, tcp)?;
-    if tcp {
-        eprintln!("[client] TCP {spec}");
-    }
-    Ok((conns, spec))
+    Ok(match transport {
+        Transport::Socket => (None, TcpSpec::default(), None),
+        Transport::Tcp(spec) => {
+            eprintln!("[client] TCP {spec}");
+            (conns, spec, None)
+        }
+        bypass => (None, TcpSpec::default(), Some(bypass)),
+    })
 }
 
 /// `--conns N`, the one rule for benches and clients: TCP connections (default 1) when the
@@ -281,9 +281,10 @@ mod test {
 
     fn transport(args: &[&str]) -> Result<Option<usize>, String> {
         let mut a = Args::new(args.iter().map(|s| s.to_string()).collect());
-        let (t, spec) = client_transport(&mut a)?;
+        let (t, spec, bypass) = client_transport(&mut a)?;
         a.finish()?;
         assert_eq!(spec, TcpSpec::default());
+        assert_eq!(bypass, None);
         Ok(t)
     }
 
@@ -298,18 +299,47 @@ mod test {
         );
         assert!(transport(&["--conns", "4"]).is_err());
         assert!(transport(&["--datapath", "tcp", "--conns", "0"]).is_err());
-        assert!(transport(&["--datapath", "xdp"])
-            .unwrap_err()
-            .starts_with("--datapath \"xdp\": a client runs on socket"));
         assert!(transport(&["--datapath", "dpdk"])
             .unwrap_err()
-            .starts_with("--datapath \"dpdk\""));
+            .starts_with("unknown datapath \"dpdk\""));
         let mut a = Args::from_line("--datapath tcp --tcp-zc off");
-        let (conns, spec) = client_transport(&mut a).unwrap();
+        let (conns, spec, _) = client_transport(&mut a).unwrap();
         assert_eq!(
             (conns, spec.zero_copy),
             (Some(1), datapath_tcp::ZeroCopy::OFF)
         );
         assert!(transport(&["--tcp-zc-threshold", "1"]).is_err());
+    }
+
+    #[test]
+    fn a_client_runs_on_kernel_bypass_with_the_servers_flags() {
+        let bypass = |line: &str| {
+            let mut a = Args::from_line(line);
+            let r = client_transport(&mut a).map(|(conns, _, t)| (conns, t));
+            a.finish().map(|()| r)
+        };
+        let (conns, t) = bypass("--datapath xdp --ifname veth1 --peer 10.0.0.1=02:00:00:00:00:01")
+            .unwrap()
+            .unwrap();
+        assert_eq!(conns, None);
+        let Some(Transport::Xdp(x)) = t else {
+            panic!("{t:?}")
+        };
+        assert_eq!(
+            (x.ifname.as_str(), x.peer.map(|p| p.1[5])),
+            ("veth1", Some(1))
+        );
+        let (_, t) = bypass("--datapath ice --dpdk-args '-l 2 -a 0000:3b:00.0'")
+            .unwrap()
+            .unwrap();
+        assert_eq!(t.map(|t| t.name()), Some("ice"));
+        let (_, t) = bypass("--datapath mlx5 --mlx5-dev mlx5_0")
+            .unwrap()
+            .unwrap();
+        assert_eq!(t.map(|t| t.name()), Some("mlx5"));
+        assert!(bypass("--datapath xdp").unwrap().is_err(), "no --ifname");
+        assert!(bypass("--datapath xdp --ifname v --conns 2")
+            .unwrap()
+            .is_err());
     }
 }

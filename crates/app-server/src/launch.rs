@@ -410,14 +410,22 @@ mod tcp {
     }
 }
 
+#[cfg(not(feature = "xdp"))]
+pub(crate) use xdp::xdp_needs_feature;
+#[cfg(feature = "xdp")]
+pub(crate) use xdp::{open_xdp_queue, xdp_config, xdp_program};
+
 #[cfg(feature = "xdp")]
 mod xdp {
     use super::*;
     use cornflakes::datapath::{DatapathMemory as _, Transmit as _};
     use cornflakes_stack::wire::MacAddr;
+    use datapath_xdp::bpf::{SharedProgram, XdpProgram};
     use datapath_xdp::{XdpConfig, XdpDatapath};
 
-    fn config(l: &Launch, x: &XdpSpec) -> XdpConfig {
+    /// The AF_XDP configuration of `l`'s cores on `x` (core 0's; [`open_xdp_queue`] sets each
+    /// core's address and queue).
+    pub(crate) fn xdp_config(l: &Launch, x: &XdpSpec) -> XdpConfig {
         let mut cfg = XdpConfig::new(&x.ifname, l.socket.bind);
         cfg.static_arp
             .extend(x.peer.map(|(ip, mac)| (ip, MacAddr(mac))));
@@ -426,6 +434,49 @@ mod xdp {
             cfg.umem_bytes = b;
         }
         cfg
+    }
+
+    /// With more than one core, the XDP program redirecting port `bind + i` to queue *i*
+    /// (attached until the first value is dropped; the second is what each core's socket
+    /// joins). One core: none (the socket attaches its own).
+    pub(crate) fn xdp_program(
+        x: &XdpSpec,
+        bind: SocketAddrV4,
+        cores: usize,
+    ) -> Result<(Option<XdpProgram>, Option<SharedProgram>), String> {
+        let ifname = &x.ifname;
+        let n = u16::try_from(cores).map_err(|_| format!("--cores {cores}: too many"))?;
+        let prog = if n > 1 {
+            Some(
+                XdpProgram::for_cores(ifname, bind.port(), n)
+                    .map_err(|e| format!("AF_XDP on {ifname}: {e}"))?,
+            )
+        } else {
+            None
+        };
+        let shared = prog
+            .as_ref()
+            .map(|p| p.share())
+            .transpose()
+            .map_err(|e| format!("sharing the XDP program on {ifname}: {e}"))?;
+        Ok((prog, shared))
+    }
+
+    /// Core `core`'s AF_XDP socket: queue `core` at `bind`'s port plus `core`.
+    pub(crate) fn open_xdp_queue(
+        base: &XdpConfig,
+        shared: &Option<SharedProgram>,
+        bind: SocketAddrV4,
+        core: usize,
+    ) -> Result<(SocketAddrV4, XdpDatapath), String> {
+        let addr = percore::core_addr(bind, core)?;
+        let mut xc = base.clone();
+        xc.addr = addr;
+        xc.queue = core as u32;
+        xc.program = shared.clone();
+        let dp = XdpDatapath::new(xc)
+            .map_err(|e| format!("AF_XDP on {} queue {core}: {e}", base.ifname))?;
+        Ok((addr, dp))
     }
 
     /// AF_XDP: one core on the interface's queue 0, or N cores each with its own AF_XDP socket
@@ -438,33 +489,14 @@ mod xdp {
         make: F,
         stop: &AtomicBool,
     ) -> Result<ServerStats<H::Counters>, String> {
-        let base = config(l, x);
+        let base = xdp_config(l, x);
         let (ifname, bind) = (x.ifname.clone(), l.socket.bind);
-        let n = u16::try_from(l.cores).map_err(|_| format!("--cores {}: too many", l.cores))?;
         // With several cores, the program stays attached (on this thread) until every core
         // has stopped.
-        let prog = if n > 1 {
-            Some(
-                datapath_xdp::bpf::XdpProgram::for_cores(&ifname, bind.port(), n)
-                    .map_err(|e| format!("AF_XDP on {ifname}: {e}"))?,
-            )
-        } else {
-            None
-        };
-        let shared = prog
-            .as_ref()
-            .map(|p| p.share())
-            .transpose()
-            .map_err(|e| format!("sharing the XDP program on {ifname}: {e}"))?;
+        let (prog, shared) = xdp_program(x, bind, l.cores)?;
         let report = l.report;
         let running = percore::Cores::spawn(&l.cores_config(), move |core, ready| {
-            let addr = percore::core_addr(bind, core.index())?;
-            let mut xc = base.clone();
-            xc.addr = addr;
-            xc.queue = core.index() as u32;
-            xc.program = shared.clone();
-            let dp = XdpDatapath::new(xc)
-                .map_err(|e| format!("AF_XDP on {ifname} queue {}: {e}", core.index()))?;
+            let (addr, dp) = open_xdp_queue(&base, &shared, bind, core.index())?;
             let ip_mtu = dp.mtu();
             eprintln!("[server] queue {}: IP MTU {ip_mtu}", core.index());
             let handler = make(dp.memory(), CoreId::of(&core))?;
@@ -499,6 +531,15 @@ mod xdp {
 mod xdp {
     use super::*;
 
+    /// The error of choosing AF_XDP in a build without it.
+    pub(crate) fn xdp_needs_feature(l: &Launch) -> String {
+        format!(
+            "--datapath xdp needs the `xdp` feature (clang and libbpf-dev: apt-get install -y \
+             $(cat crates/datapath-xdp/APT_PACKAGES)): {}",
+            l.cargo_run.command("xdp")
+        )
+    }
+
     /// The error of a build without AF_XDP.
     pub(super) fn launch<H: Handler, F: Make<H>>(
         l: &Launch,
@@ -506,10 +547,6 @@ mod xdp {
         _: F,
         _: &AtomicBool,
     ) -> Result<ServerStats<H::Counters>, String> {
-        Err(format!(
-            "--datapath xdp needs the `xdp` feature (clang and libbpf-dev: apt-get install -y \
-             $(cat crates/datapath-xdp/APT_PACKAGES)): {}",
-            l.cargo_run.command("xdp")
-        ))
+        Err(xdp_needs_feature(l))
     }
 }

@@ -19,6 +19,7 @@ pub mod cli;
 pub mod idle;
 mod launch;
 pub mod nic;
+mod on_cores;
 mod ready;
 mod socket;
 
@@ -28,6 +29,7 @@ pub use cornflakes_rpc::{
 };
 pub use launch::{launch, Launch, TcpSpec, Transport, XdpSpec};
 pub use nic::{CargoRun, NicSpec};
+pub use on_cores::{spawn_on_cores, OnCore, OnCores};
 pub use ready::CoreStats;
 pub use socket::ServerHandle;
 

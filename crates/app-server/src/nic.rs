@@ -217,20 +217,65 @@ pub fn serve_cores<A: NicCoreApp>(
         return Err("--cores 0: a server needs at least one core".to_owned());
     }
     let label = app.label();
-    let running: Result<QueueCores<A::Stats>, String> = match nic {
+    let queues = Queues {
+        bind,
+        mtu,
+        min_item: app.min_item(),
+        extra_bytes: app.extra_bytes(),
+        cargo_run: app.cargo_run(),
+        role: "server",
+    };
+    let running = spawn_on_queues(nic, &queues, cc, Served { app, report })?;
+    crate::ready::serve_until(running, &label, stop, Clone::clone)
+}
+
+/// What every core of [`spawn_on_queues`] opens.
+#[derive(Clone, Copy, Debug)]
+pub struct Queues {
+    /// Core 0's address; core *i* answers at its port plus *i*.
+    pub bind: SocketAddrV4,
+    /// The IP MTU.
+    pub mtu: usize,
+    /// As [`NicApp::min_item`].
+    pub min_item: usize,
+    /// As [`NicApp::extra_bytes`].
+    pub extra_bytes: usize,
+    /// How to build the app with a NIC feature (for [`needs_feature`]).
+    pub cargo_run: CargoRun,
+    /// Who the cores are, for what they print (`server`, `client`).
+    pub role: &'static str,
+}
+
+/// Opens `cc.cores` queue sets on `nic` as [`Queues`] says, one per pinned core (the NIC
+/// crates' spawners: `datapath_mlx5::hw::spawn_server_cores`, `datapath_ice::spawn::spawn_cores`),
+/// and runs `app` on each core's datapath, on that core's thread. Returns when every core is
+/// ready; the one place that chooses the NIC crate for a set of cores, servers' and load
+/// generators' alike.
+pub fn spawn_on_queues<A: crate::OnCore>(
+    nic: &NicSpec,
+    q: &Queues,
+    cc: &percore::CoresConfig,
+    app: A,
+) -> Result<QueueCores<A::Out>, String> {
+    let Queues {
+        bind,
+        mtu,
+        min_item,
+        extra_bytes,
+        cargo_run,
+        role,
+    } = *q;
+    match nic {
         #[cfg(feature = "mlx5")]
-        NicSpec::Mlx5 { device } => {
-            let (min_item, extra) = (app.min_item(), app.extra_bytes());
-            datapath_mlx5::hw::spawn_server_cores(
-                device,
-                bind,
-                mtu,
-                min_item,
-                extra,
-                cc,
-                move |dp, core, ready, info| app.serve_core(dp, core, ready, info, report),
-            )
-        }
+        NicSpec::Mlx5 { device } => datapath_mlx5::hw::spawn_server_cores(
+            device,
+            bind,
+            mtu,
+            min_item,
+            extra_bytes,
+            cc,
+            move |dp, core, ready, info| app.run(dp, core, ready, info),
+        ),
         #[cfg(feature = "ice")]
         NicSpec::Ice { dpdk_args } => {
             let (running, steering) = datapath_ice::spawn::spawn_cores(
@@ -238,19 +283,38 @@ pub fn serve_cores<A: NicCoreApp>(
                 bind,
                 mtu,
                 cc,
-                move |dp, core, r, i| app.serve_core(dp, core, r, i, report),
+                move |dp, core, r, i| app.run(dp, core, r, i),
             )?;
-            eprintln!("[server] DPDK steering: {steering:?}");
+            eprintln!("[{role}] DPDK steering: {steering:?}");
             Ok(running)
         }
         // The NIC whose feature is not built in.
         #[allow(unreachable_patterns)]
         _ => {
-            let _ = (bind, mtu, report);
-            Err(needs_feature(nic, &app.cargo_run()))
+            let _ = (bind, mtu, min_item, extra_bytes, role, app, cc);
+            Err(needs_feature(nic, &cargo_run))
         }
-    };
-    crate::ready::serve_until(running?, &label, stop, Clone::clone)
+    }
+}
+
+/// A [`NicCoreApp`]'s server on each core, as [`spawn_on_queues`] runs a body.
+struct Served<A> {
+    app: A,
+    report: Option<Duration>,
+}
+
+impl<A: NicCoreApp> crate::OnCore for Served<A> {
+    type Out = A::Stats;
+
+    fn run<D: Datapath>(
+        &self,
+        dp: D,
+        core: &percore::Core,
+        ready: percore::Ready<QueueInfo>,
+        info: QueueInfo,
+    ) -> Result<A::Stats, String> {
+        self.app.serve_core(dp, core, ready, info, self.report)
+    }
 }
 
 #[cfg(test)]

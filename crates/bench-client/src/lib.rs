@@ -59,6 +59,46 @@ pub fn poll_replies<D: Datapath>(
     Ok(n)
 }
 
+/// Waits until every connection of `conns` is resolved ([`cornflakes::datapath::Connect::resolved`]:
+/// on a link-layer datapath, its peer answered ARP), receiving meanwhile so the answers are
+/// processed; what arrives is dropped. An error naming the peers still unresolved after
+/// `timeout` (a wrong server address, a missing neighbour, a link that is down).
+pub fn wait_resolved<D: Datapath>(
+    dp: &mut D,
+    conns: &[ConnId],
+    timeout: std::time::Duration,
+) -> io::Result<()> {
+    let deadline = std::time::Instant::now() + timeout;
+    let mut rx = Vec::new();
+    loop {
+        let pending: Vec<ConnId> = conns.iter().copied().filter(|c| !dp.resolved(*c)).collect();
+        if pending.is_empty() {
+            return Ok(());
+        }
+        if std::time::Instant::now() >= deadline {
+            let peers: Vec<String> = pending
+                .iter()
+                .map(|c| {
+                    dp.peer_addr(*c)
+                        .map_or("?".to_owned(), |p| p.ip().to_string())
+                })
+                .collect();
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!(
+                    "no ARP answer from {} within {timeout:?} (check the server's address, the link, or give its MAC with --peer IP=MAC)",
+                    peers.join(", ")
+                ),
+            ));
+        }
+        flush(dp)?;
+        rx.clear();
+        dp.recv_burst(&mut rx)?;
+        rx.clear();
+        std::thread::sleep(std::time::Duration::from_micros(200));
+    }
+}
+
 /// Opens `per_core` (at least 1) kernel-TCP connections to each server core in `cores`:
 /// connection *k* goes to core *k* mod N, so spreading requests over the connections by
 /// sequence number keeps them round-robin over the cores.

@@ -1,0 +1,127 @@
+//! `kv client --datapath xdp | mlx5 | ice`: the load generator's client cores on a
+//! kernel-bypass datapath. Each of `--threads N` client cores opens its own queue once
+//! (`app_server::spawn_on_cores`: core *i* at the `--bind` address, port plus *i*), connects to
+//! every server core, waits for ARP, and then runs its part of every load point as a member of
+//! a [`loadgen::Crew`], with a fresh [`KvClient`] (a new identity, so a late reply of the last
+//! point is never taken for this one's) over the same datapath.
+
+use std::net::SocketAddrV4;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use app_server::{CargoRun, Launch, OnCore, OnCores, Transport};
+use cornflakes::Datapath;
+use loadgen::{Crew, Member};
+use percore::QueueInfo;
+
+use crate::client::{KvClient, RunRequests};
+use crate::config::BenchConfig;
+use crate::serialization::Serialization;
+
+/// How long a client core waits for the server's ARP answer before it gives up.
+pub const RESOLVE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How to build `kv` with a datapath's feature (the hint of a build without it).
+const CARGO_RUN: CargoRun = CargoRun {
+    package: "kv-store",
+    bin: Some("kv"),
+    args: "client ...",
+};
+
+/// Client cores running on a kernel-bypass datapath, and the crew that hands them load points.
+pub struct BypassClients {
+    /// Runs a point on every client core.
+    pub crew: Crew,
+    cores: OnCores<()>,
+}
+
+impl BypassClients {
+    /// Ends the client cores (after their current point) and closes their datapaths.
+    pub fn stop(self) -> Result<(), String> {
+        drop(self.crew);
+        self.cores.join().map(drop)
+    }
+
+    /// What each client core reported when ready: its address and queue.
+    pub fn ready(&self) -> &[QueueInfo] {
+        self.cores.ready()
+    }
+}
+
+/// One client core's work: connect, resolve, then each point of the sweep.
+struct KvCore {
+    servers: Vec<SocketAddrV4>,
+    ser: Serialization,
+    reqs: Arc<RunRequests>,
+    members: Mutex<Vec<Option<Member>>>,
+}
+
+impl OnCore for KvCore {
+    type Out = ();
+
+    fn run<D: Datapath>(
+        &self,
+        mut dp: D,
+        core: &percore::Core,
+        ready: percore::Ready<QueueInfo>,
+        info: QueueInfo,
+    ) -> Result<(), String> {
+        let i = core.index();
+        let member = self
+            .members
+            .lock()
+            .map_err(|_| "client cores: a core panicked".to_owned())?
+            .get_mut(i)
+            .and_then(Option::take)
+            .ok_or_else(|| format!("client core {i}: no crew member"))?;
+        let conns = dp
+            .connect_all(&self.servers)
+            .map_err(|e| format!("client core {i}: {e}"))?;
+        bench_client::wait_resolved(&mut dp, &conns, RESOLVE_TIMEOUT)
+            .map_err(|e| format!("client core {i}: {e}"))?;
+        ready.ready(info);
+        let n = self.servers.len();
+        let mut dp = Some(dp);
+        while let Some(job) = member.next_job() {
+            let Some(d) = dp.take() else {
+                job.fail(std::io::Error::other("the datapath was lost"));
+                continue;
+            };
+            match KvClient::with_conns(d, conns.clone(), n, i, self.ser, self.reqs.clone()) {
+                Ok(client) => dp = Some(job.run(client).into_datapath()),
+                Err(e) => return Err(format!("client core {i}: {}", job.fail(e))),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Starts `cfg.threads` client cores on `transport` at `bind` (core *i* at its port plus *i*),
+/// each connected to the server cores at `servers` and speaking `ser`; returns once every one
+/// is ready (resolved), printing their ready lines.
+pub fn spawn(
+    cfg: &BenchConfig,
+    transport: &Transport,
+    bind: SocketAddrV4,
+    servers: &[SocketAddrV4],
+    ser: Serialization,
+    reqs: &Arc<RunRequests>,
+) -> Result<BypassClients, String> {
+    let threads = cfg.threads.max(1);
+    let (crew, members) = Crew::new(threads);
+    let mut l = Launch::new(transport.clone(), cfg.socket(bind), ser.name(), CARGO_RUN);
+    l.cores = threads;
+    l.name = format!("kv-client-{ser}");
+    l.min_item = cfg.max_item;
+    let body = KvCore {
+        servers: servers.to_vec(),
+        ser,
+        reqs: reqs.clone(),
+        members: Mutex::new(members.into_iter().map(Some).collect()),
+    };
+    let cores = app_server::spawn_on_cores(&l, body)?;
+    for (i, (addr, what)) in cores.ready().iter().enumerate() {
+        eprintln!("[client] core {i} ready at {addr} ({what})");
+    }
+    Ok(BypassClients { crew, cores })
+}

@@ -1,0 +1,186 @@
+//! `kv client` on kernel bypass, end to end (root): its client core over AF_XDP in one network
+//! namespace against `kv server --datapath xdp` in another (feature `xdp`), and over DPDK's
+//! `net_af_packet` virtual device against a server on kernel sockets (feature `ice`; that
+//! device has no flow rules, so one client core and no key steering). Every reply is verified
+//! by the client's checker; a server loaded with other contents (a server that answers wrong)
+//! makes the client count mismatches and fail. Without root, `ip`, AF_XDP or the feature,
+//! each test says SKIPPED (and fails under its `CORNFLAKES_REQUIRE_*=1`).
+
+use std::io::{BufRead, BufReader, Write as _};
+use std::net::SocketAddrV4;
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+
+use netns_harness::{Suite, VethPair};
+
+const SUITE: Suite = Suite::new("cfkc", "ckc", "CORNFLAKES_REQUIRE_XDP");
+const ICE: Suite = Suite::new("cfkd", "ckd", "CORNFLAKES_REQUIRE_ICE");
+const KV: &str = env!("CARGO_BIN_EXE_kv");
+const PORT: u16 = 7000;
+
+/// `kv server` in namespace `ns` with `args`, once it says it is ready (stops when dropped
+/// through [`stop`]).
+fn server(ns: &str, args: &[String]) -> Child {
+    let mut child = Command::new("ip")
+        .args(["netns", "exec", ns, KV, "server", "--until-stdin-closes"])
+        .args(args)
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start kv server");
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    loop {
+        match lines.next() {
+            Some(Ok(l)) if l.starts_with("[server] ready") => break,
+            Some(Ok(l)) => seen.push(l),
+            _ => panic!("kv server did not start: {seen:#?}"),
+        }
+    }
+    // Keep draining its output so it never blocks on a full pipe.
+    std::thread::spawn(move || lines.for_each(drop));
+    child
+}
+
+fn stop(mut child: Child) {
+    drop(child.stdin.take().map(|mut s| s.flush()));
+    let _ = child.wait();
+}
+
+/// `kv client` in namespace `ns` with `args`, writing its JSON to `out`.
+fn client(ns: &str, args: &[String], out: &Path) -> Output {
+    Command::new("ip")
+        .args(["netns", "exec", ns, KV, "client"])
+        .args(args)
+        .args([
+            "--rates",
+            "2000,4000",
+            "--duration",
+            "0.3",
+            "--warmup",
+            "0.1",
+        ])
+        .args(["--timeout-ms", "500", "--requests", "500"])
+        .arg("--out")
+        .arg(out)
+        .output()
+        .expect("run kv client")
+}
+
+fn strings(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+/// The records `kv client` wrote: every request sent was answered and verified.
+fn all_verified(out: &Path, what: &str) {
+    let records = loadgen::read_json(&out.join("kv.json")).expect("kv.json");
+    assert_eq!(records.len(), 2, "{what}: one record per load");
+    for r in &records {
+        assert!(r.sent > 0, "{what}: {r:?}");
+        assert_eq!(r.verified, r.sent, "{what}: every reply verified: {r:?}");
+        assert_eq!(r.errors, 0, "{what}: {r:?}");
+    }
+}
+
+fn workload(shape: &str) -> Vec<String> {
+    strings(&["--workload", "ycsb", "--keys", "100", "--shape", shape])
+}
+
+#[cfg(feature = "xdp")]
+#[test]
+fn kv_client_over_af_xdp_against_an_af_xdp_server() {
+    let test = "kv_client_over_af_xdp_against_an_af_xdp_server";
+    if let Some(why) = SUITE.xdp_skip_reason() {
+        SUITE.skip(test, &why);
+        return;
+    }
+    let v = VethPair::create(&SUITE, 1500).expect("namespaces and veth");
+    let tmp = std::env::temp_dir().join(format!("kv-client-xdp-{}", std::process::id()));
+    let server_addr = SocketAddrV4::new(v.ip_a, PORT).to_string();
+    let peer_b = format!("{}={}", v.ip_b, netns_harness::host::format_mac(v.mac_b));
+    for (ser, shape) in [
+        ("cornflakes", "1x1024"),
+        ("protobuf", "1x1024"),
+        ("cornflakes", "2x512"),
+    ] {
+        let mut sargs = strings(&["--serialization", ser, "--datapath", "xdp"]);
+        sargs.extend(strings(&["--ifname", &v.if_a, "--peer", &peer_b]));
+        sargs.extend(strings(&["--bind", &server_addr]));
+        // The server of the last run holds other contents: its replies are wrong.
+        sargs.extend(workload(shape));
+        let s = server(&v.ns_a, &sargs);
+        let mut cargs = strings(&["--serialization", ser, "--server", &server_addr]);
+        cargs.extend(strings(&["--datapath", "xdp", "--ifname", &v.if_b]));
+        cargs.extend(strings(&["--bind", &format!("{}:9000", v.ip_b)]));
+        cargs.extend(workload("1x1024"));
+        let out = client(&v.ns_b, &cargs, &tmp);
+        stop(s);
+        let err = String::from_utf8_lossy(&out.stderr);
+        if shape == "1x1024" {
+            assert!(out.status.success(), "{ser}: {err}");
+            assert!(err.contains("[client] core 0 ready at"), "{err}");
+            all_verified(&tmp, ser);
+        } else {
+            assert!(!out.status.success(), "a lying server passed: {err}");
+            assert!(err.contains("replies did not verify"), "{err}");
+            let records = loadgen::read_json(&tmp.join("kv.json")).unwrap();
+            assert!(records.iter().any(|r| r.mismatched > 0), "{records:?}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&tmp);
+}
+
+#[cfg(feature = "ice")]
+#[test]
+fn kv_client_over_dpdk_af_packet_against_a_socket_server() {
+    let test = "kv_client_over_dpdk_af_packet_against_a_socket_server";
+    if let Some(why) = ICE.skip_reason() {
+        ICE.skip(test, &why);
+        return;
+    }
+    let v = VethPair::create(&ICE, 1500).expect("namespaces and veth");
+    let tmp = std::env::temp_dir().join(format!("kv-client-ice-{}", std::process::id()));
+    // The server on kernel UDP in namespace B (whose veth end has its address).
+    let server_addr = SocketAddrV4::new(v.ip_b, PORT).to_string();
+    for ser in ["cornflakes", "resp"] {
+        let mut sargs = strings(&["--serialization", ser, "--bind", &server_addr]);
+        sargs.extend(strings(&["--mtu", "1500"]));
+        sargs.extend(workload("1x1024"));
+        let s = server(&v.ns_b, &sargs);
+        // The client: DPDK on namespace A's veth end, at A's address.
+        let mut cargs = strings(&["--serialization", ser, "--server", &server_addr]);
+        cargs.extend(strings(&["--datapath", "ice", "--dpdk-args"]));
+        cargs.push(format!(
+            "--no-huge --no-pci -m 256 --vdev net_af_packet0,iface={}",
+            v.if_a
+        ));
+        cargs.extend(strings(&[
+            "--bind",
+            &format!("{}:9000", v.ip_a),
+            "--mtu",
+            "1500",
+        ]));
+        cargs.extend(workload("1x1024"));
+        let out = client(&v.ns_a, &cargs, &tmp);
+        stop(s);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{ser}: {err}");
+        all_verified(&tmp, ser);
+    }
+    let _ = std::fs::remove_dir_all(&tmp);
+}
+
+#[cfg(not(all(feature = "xdp", feature = "ice")))]
+#[test]
+fn kernel_bypass_clients_need_their_features() {
+    #[cfg(not(feature = "xdp"))]
+    SUITE.skip(
+        "kv_client_over_af_xdp_against_an_af_xdp_server",
+        "built without `--features xdp`",
+    );
+    #[cfg(not(feature = "ice"))]
+    ICE.skip(
+        "kv_client_over_dpdk_af_packet_against_a_socket_server",
+        "built without `--features ice` (DPDK: crates/datapath-ice/APT_PACKAGES)",
+    );
+}
