@@ -189,7 +189,9 @@ impl<D: Datapath> EchoClient<D> {
         Self::with_conns(dp, conns, thread, mode, spec)
     }
 
-    fn with_conns(
+    /// A client over connections `conns` already made on `dp` (request `seq` on `conns[seq mod
+    /// N]`): what a client core that keeps its datapath across runs builds for each run.
+    pub fn with_conns(
         dp: D,
         conns: Vec<ConnId>,
         thread: usize,
@@ -224,6 +226,14 @@ impl<D: Datapath> EchoClient<D> {
             },
         };
         Ok(EchoClient { conns, thread, way })
+    }
+
+    /// The datapath, given back (a client core keeps it for the next run).
+    pub fn into_datapath(self) -> D {
+        match self.way {
+            Way::Service { client, .. } => client.into_inner().into_datapath(),
+            Way::Hand { dp, .. } => dp,
+        }
     }
 
     /// The datapath.

@@ -18,11 +18,13 @@
 //! - [`emu`]: `bench --datapath emu`, the server core against the emulated ConnectX on a
 //!   second core (the default with 2 CPUs).
 //! - `xdp` (feature `xdp`, root): the server over AF_XDP in a network namespace.
+//! - [`bypass`]: `echo client --datapath xdp | mlx5 | ice`, the client cores on kernel bypass.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod bench;
+pub mod bypass;
 pub mod cf;
 pub mod client;
 pub mod config;

@@ -91,11 +91,16 @@ usage:
               [--warmup SECS] [--timeout-ms MS] [--threads N] [--mtu N] [--bind IP]
               [--out DIR] [--json PATH] [--spin] [--cores N] [--datapath socket|tcp [--conns N]
               [--tcp-zc msg-zerocopy|io-uring|off] [--tcp-zc-threshold BYTES]]
+              [--datapath xdp --ifname IF [--peer IP=MAC] | mlx5 --mlx5-dev DEV | ice --dpdk-args ARGS
+               --bind IP:PORT]
       Sweeps the offered loads against a running `echo server` of the same mode. --cores N:
       the server runs N cores on PORT..PORT+N-1; requests are spread round-robin over them.
       --datapath tcp: over kernel TCP, --conns N connections (default 1) per server core and
       client thread, against `echo server --datapath tcp` or the same handler over
       Demikernel's TCP (`demi-server echo`, built with nightly in demikernel/; docs/tcp.md).
+      --datapath xdp | mlx5 | ice (features `xdp`, `mlx5`, `ice`): --threads N client cores on
+      that NIC, core i at --bind's port + i on its own queue, opened once for the sweep; each
+      waits for the server's ARP answer (or takes --peer IP=MAC) before the first point.
 
 modes:  raw zero-copy one-copy two-copy cornflakes cornflakes-sg cornflakes-copy
         cornflakes-no-ssend protobuf capnp flatbuffers
@@ -238,9 +243,12 @@ fn server_cmd(mut a: Args) -> Result<(), String> {
 }
 
 fn client_cmd(mut a: Args) -> Result<(), String> {
-    let (plan, json) = client_plan(&mut a)?;
+    let (plan, json, bypass) = client_plan(&mut a)?;
     a.finish()?;
-    let records = bench::sweep_mode(&plan)?;
+    let records = match bypass {
+        Some((t, bind)) => echo::bypass::sweep_mode(&plan, &t, bind)?,
+        None => bench::sweep_mode(&plan)?,
+    };
     loadgen::save_json(&json, &records)?;
     let fixed = plan.loads.first().copied().unwrap_or(0.0);
     print!("{}", bench::table(&records, fixed, &[]));
@@ -248,8 +256,12 @@ fn client_cmd(mut a: Args) -> Result<(), String> {
     Ok(())
 }
 
-/// What `echo client`'s flags ask for: the sweep and where its JSON goes.
-fn client_plan(a: &mut Args) -> Result<(SweepPlan, PathBuf), String> {
+/// A kernel-bypass client's datapath and client core 0's address.
+type Bypass = Option<(Transport, SocketAddrV4)>;
+
+/// What `echo client`'s flags ask for: the sweep, where its JSON goes and, on kernel bypass,
+/// the client cores' datapath and address.
+fn client_plan(a: &mut Args) -> Result<(SweepPlan, PathBuf, Bypass), String> {
     let server: SocketAddrV4 = a.parse("--server")?.ok_or("--server is required")?;
     let mode: Mode = a.parse("--mode")?.ok_or("--mode is required")?;
     // The bench's defaults: one thread, the jumbo MTU, results/echo.
@@ -258,12 +270,45 @@ fn client_plan(a: &mut Args) -> Result<(SweepPlan, PathBuf), String> {
         ..BenchConfig::default()
     };
     LoadFlags::from_args(a)?.apply(loadgen::load_settings!(d));
-    let bind = a.parse("--bind")?.unwrap_or(*server.ip());
+    // `--bind IP`, or `IP:PORT` for kernel-bypass client cores.
+    let bind_arg = a.take("--bind")?;
+    let bind_port = bind_arg
+        .as_deref()
+        .and_then(|b| b.parse::<SocketAddrV4>().ok());
+    let bind = match (&bind_arg, bind_port) {
+        (_, Some(b)) => *b.ip(),
+        (Some(b), None) => b
+            .parse::<Ipv4Addr>()
+            .map_err(|e| format!("--bind {b:?}: {e}"))?,
+        (None, None) => *server.ip(),
+    };
+    let explicit_mtu = a.has("--mtu");
     let json = a
         .take("--json")?
         .map_or_else(|| d.out_dir.join("echo-client.json"), PathBuf::from);
     let cores = a.parse::<usize>("--cores")?.unwrap_or(1).max(1);
-    let (tcp_conns, tcp) = app_server::cli::client_transport(a)?;
+    let (tcp_conns, tcp, bypass) = app_server::cli::client_transport(a)?;
+    let bypass = match (bypass, bind_port) {
+        (Some(mut t), Some(b)) => {
+            // AF_XDP takes an explicit --mtu only: without it the interface's MTU applies.
+            if let Transport::Xdp(x) = &mut t {
+                x.mtu = explicit_mtu.then_some(d.mtu);
+            }
+            Some((t, b))
+        }
+        (Some(t), None) => {
+            return Err(format!(
+                "--datapath {} needs --bind IP:PORT, the client cores' address",
+                t.name()
+            ))
+        }
+        (None, Some(_)) => {
+            return Err(
+                "--bind IP:PORT (with a port) goes with --datapath xdp | mlx5 | ice".to_owned(),
+            )
+        }
+        (None, None) => None,
+    };
     let mut loads = d.rates;
     loads.sort_by(f64::total_cmp);
     let plan = SweepPlan {
@@ -285,7 +330,7 @@ fn client_plan(a: &mut Args) -> Result<(SweepPlan, PathBuf), String> {
         tcp_conns,
         tcp,
     };
-    Ok((plan, json))
+    Ok((plan, json, bypass))
 }
 
 fn main() -> ExitCode {
@@ -378,9 +423,10 @@ mod tests {
              --duration 2 --warmup 1 --timeout-ms 40 --threads 3 --mtu 1500 --bind 10.0.0.2 \
              --out o --spin --cores 2",
         );
-        let (plan, json) = client_plan(&mut a).unwrap();
+        let (plan, json, bypass) = client_plan(&mut a).unwrap();
         a.finish().unwrap();
         assert_eq!(json, PathBuf::from("o/echo-client.json"));
+        assert!(bypass.is_none());
         let server = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 1), 7000);
         let want = SweepPlan {
             other_cores: vec![SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 1), 7001)],
@@ -402,7 +448,7 @@ mod tests {
         assert_eq!(format!("{plan:?}"), format!("{want:?}"));
 
         // Defaults: the bench's load, one thread, results/echo.
-        let (plan, json) = client_plan(&mut Args::from_line(
+        let (plan, json, _) = client_plan(&mut Args::from_line(
             "--server 10.0.0.1:7000 --mode raw --json x.json",
         ))
         .unwrap();
@@ -422,5 +468,30 @@ mod tests {
         let mut sorted = d.rates.clone();
         sorted.sort_by(f64::total_cmp);
         assert_eq!(plan.loads, sorted);
+    }
+
+    #[test]
+    fn a_kernel_bypass_client_takes_its_cores_address() {
+        let (plan, _, bypass) = client_plan(&mut Args::from_line(
+            "--server 10.0.0.1:7000 --mode raw --datapath xdp --ifname v0 --bind 10.0.0.2:9000 --mtu 1500",
+        ))
+        .unwrap();
+        let (t, bind) = bypass.unwrap();
+        assert_eq!(bind, "10.0.0.2:9000".parse::<SocketAddrV4>().unwrap());
+        assert_eq!(plan.bind, Ipv4Addr::new(10, 0, 0, 2));
+        let Transport::Xdp(x) = t else {
+            panic!("{t:?}")
+        };
+        assert_eq!((x.ifname.as_str(), x.mtu), ("v0", Some(1500)));
+        let e = client_plan(&mut Args::from_line(
+            "--server 10.0.0.1:7000 --mode raw --datapath mlx5 --mlx5-dev mlx5_0 --bind 10.0.0.2",
+        ))
+        .unwrap_err();
+        assert!(e.contains("needs --bind IP:PORT"), "{e}");
+        let e = client_plan(&mut Args::from_line(
+            "--server 10.0.0.1:7000 --mode raw --bind 10.0.0.2:9000",
+        ))
+        .unwrap_err();
+        assert!(e.contains("goes with --datapath"), "{e}");
     }
 }

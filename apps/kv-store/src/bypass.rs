@@ -6,12 +6,13 @@
 //! point is never taken for this one's) over the same datapath.
 
 use std::net::SocketAddrV4;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use app_server::{CargoRun, Launch, OnCore, OnCores, Transport};
+use bench_client::Members;
 use cornflakes::Datapath;
-use loadgen::{Crew, Member};
+use loadgen::Crew;
 use percore::QueueInfo;
 
 use crate::client::{KvClient, RunRequests};
@@ -53,7 +54,7 @@ struct KvCore {
     servers: Vec<SocketAddrV4>,
     ser: Serialization,
     reqs: Arc<RunRequests>,
-    members: Mutex<Vec<Option<Member>>>,
+    members: Members,
 }
 
 impl OnCore for KvCore {
@@ -61,38 +62,22 @@ impl OnCore for KvCore {
 
     fn run<D: Datapath>(
         &self,
-        mut dp: D,
+        dp: D,
         core: &percore::Core,
         ready: percore::Ready<QueueInfo>,
         info: QueueInfo,
     ) -> Result<(), String> {
         let i = core.index();
-        let member = self
-            .members
-            .lock()
-            .map_err(|_| "client cores: a core panicked".to_owned())?
-            .get_mut(i)
-            .and_then(Option::take)
-            .ok_or_else(|| format!("client core {i}: no crew member"))?;
-        let conns = dp
-            .connect_all(&self.servers)
-            .map_err(|e| format!("client core {i}: {e}"))?;
-        bench_client::wait_resolved(&mut dp, &conns, RESOLVE_TIMEOUT)
-            .map_err(|e| format!("client core {i}: {e}"))?;
-        ready.ready(info);
-        let n = self.servers.len();
-        let mut dp = Some(dp);
-        while let Some(job) = member.next_job() {
-            let Some(d) = dp.take() else {
-                job.fail(std::io::Error::other("the datapath was lost"));
-                continue;
-            };
-            match KvClient::with_conns(d, conns.clone(), n, i, self.ser, self.reqs.clone()) {
-                Ok(client) => dp = Some(job.run(client).into_datapath()),
-                Err(e) => return Err(format!("client core {i}: {}", job.fail(e))),
-            }
-        }
-        Ok(())
+        let (n, ser) = (self.servers.len(), self.ser);
+        bench_client::client_core(
+            dp,
+            &self.servers,
+            self.members.take(i)?,
+            RESOLVE_TIMEOUT,
+            || ready.ready(info),
+            |d, conns| KvClient::with_conns(d, conns.to_vec(), n, i, ser, self.reqs.clone()),
+            KvClient::into_datapath,
+        )
     }
 }
 
@@ -117,7 +102,7 @@ pub fn spawn(
         servers: servers.to_vec(),
         ser,
         reqs: reqs.clone(),
-        members: Mutex::new(members.into_iter().map(Some).collect()),
+        members: Members::new(members),
     };
     let cores = app_server::spawn_on_cores(&l, body)?;
     for (i, (addr, what)) in cores.ready().iter().enumerate() {

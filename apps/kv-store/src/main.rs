@@ -100,12 +100,24 @@ usage:
             [--duration SECS] [--warmup SECS] [--timeout-ms MS] [--threads N] [--requests N]
             [--seed N] [--out DIR] [--json PATH] [--spin] [--cores N] [--datapath socket|tcp [--conns N]
             [--tcp-zc msg-zerocopy|io-uring|off] [--tcp-zc-threshold BYTES]]
+            [--datapath xdp --ifname IF [--peer IP=MAC] | mlx5 --mlx5-dev DEV | ice --dpdk-args ARGS
+             --bind IP:PORT]
       Sweeps the offered loads against a running `kv server` loaded with the same workload.
+      Fails when a reply does not verify. --datapath xdp | mlx5 | ice (features `xdp`, `mlx5`,
+      `ice`): --threads N client cores on that NIC, core i at --bind's port + i on its own queue
+      (pinned with N > 1), opened once for the sweep; each waits for the server's ARP answer
+      (or takes --peer IP=MAC) before the first point.
       --datapath tcp: over kernel TCP, --conns N connections (default 1) per server core and
       client thread, against `kv server --datapath tcp` or the same handler over Demikernel's
       TCP (`demi-server kv`, built with nightly in demikernel/; docs/tcp.md).
       --cores N: the server runs N cores on PORT..PORT+N-1; each request goes to the core
       owning its key, a getm/putm over several cores is split and its replies merged.
+
+  kv merge --inputs A.json,B.json,.. [--json PATH]
+      Merges the JSON of several `kv client` machines that loaded one server at once (the same
+      sweep on each): per point, the offered and achieved loads and the counters summed, each
+      latency percentile the largest of the machines' (an upper bound), the mean weighted.
+      Writes PATH (default results/kv/kv-merged.json) and prints the merged points.
 
   kv faults [--serializations S,S,..] [--loss P] [--duplicate P] [--writes N] [--keys N]
             [--seed N] [--dedup-window N] [--tries N]
@@ -264,6 +276,37 @@ fn client_config(a: &mut Args) -> Result<(BenchConfig, SocketAddrV4), String> {
     Ok((cfg, server))
 }
 
+fn merge_cmd(mut a: Args) -> Result<(), String> {
+    let inputs = a
+        .list::<PathBuf>("--inputs")?
+        .ok_or("--inputs A.json,B.json,.. is required")?;
+    let json = a
+        .take("--json")?
+        .map_or_else(|| PathBuf::from("results/kv/kv-merged.json"), PathBuf::from);
+    a.finish()?;
+    let hosts = inputs
+        .iter()
+        .map(|p| loadgen::read_json(p).map_err(|e| format!("{}: {e}", p.display())))
+        .collect::<Result<Vec<_>, _>>()?;
+    let merged = loadgen::merge_hosts(&hosts)?;
+    for r in &merged {
+        println!(
+            "{:<20} offered {:>9.0}  achieved {:>9.0}  p50 <= {:>8}  p99 <= {:>8}  threads {}  verified {}  errors {}",
+            r.mode,
+            r.offered_rps,
+            r.achieved_rps,
+            loadgen::fmt_us(r.p50_us),
+            loadgen::fmt_us(r.p99_us),
+            r.threads,
+            r.verified,
+            r.errors
+        );
+    }
+    loadgen::save_json(&json, &merged)?;
+    eprintln!("[merge] {} machines, wrote {}", hosts.len(), json.display());
+    Ok(())
+}
+
 fn faults_cmd(mut a: Args) -> Result<(), String> {
     use kv_store::faults::{self, FaultConfig, FaultReport};
     let sers: Vec<Serialization> = match a.take("--serializations")? {
@@ -396,6 +439,7 @@ fn main() -> ExitCode {
             ("server", server_cmd),
             ("client", client_cmd),
             ("faults", faults_cmd),
+            ("merge", merge_cmd),
         ],
         std::env::args().skip(1).collect(),
     )

@@ -115,3 +115,69 @@ pub fn tcp_conns(
     }
     Ok(conns)
 }
+
+/// One client core of a load generator that keeps its datapath across runs (a kernel-bypass
+/// NIC queue): connects `dp` to every server core in `servers`, waits for their ARP answers
+/// ([`wait_resolved`], up to `resolve`), calls `ready`, then runs each load point `member` is
+/// handed with a transport `client` builds over the datapath and the connections (a fresh one
+/// per point: its own request identities), taking the datapath back with `datapath` after the
+/// point. Before each point, what is still arriving from the last one is received and dropped.
+/// Returns when the crew is dropped.
+pub fn client_core<D: Datapath, T: loadgen::ClientTransport>(
+    mut dp: D,
+    servers: &[SocketAddrV4],
+    member: loadgen::Member,
+    resolve: std::time::Duration,
+    ready: impl FnOnce(),
+    mut client: impl FnMut(D, &[ConnId]) -> io::Result<T>,
+    mut datapath: impl FnMut(T) -> D,
+) -> Result<(), String> {
+    let i = member.index();
+    let conns = dp
+        .connect_all(servers)
+        .map_err(|e| format!("client core {i}: {e}"))?;
+    wait_resolved(&mut dp, &conns, resolve).map_err(|e| format!("client core {i}: {e}"))?;
+    ready();
+    let mut rx = Vec::new();
+    let mut dp = Some(dp);
+    while let Some(job) = member.next_job() {
+        let Some(mut d) = dp.take() else {
+            job.fail(io::Error::other("the datapath was lost"));
+            continue;
+        };
+        // Late replies of the last point, so none is taken for this one's.
+        while d.recv_burst(&mut rx).map_err(|e| e.to_string())? > 0 {
+            rx.clear();
+        }
+        rx.clear();
+        match client(d, &conns) {
+            Ok(c) => dp = Some(datapath(job.run(c))),
+            Err(e) => return Err(format!("client core {i}: {}", job.fail(e))),
+        }
+    }
+    Ok(())
+}
+
+/// The crew members of a load generator's client cores, each taken once by its core (core *i*
+/// takes member *i*) from the body all cores share.
+#[derive(Debug)]
+pub struct Members(std::sync::Mutex<Vec<Option<loadgen::Member>>>);
+
+impl Members {
+    /// The members, core *i*'s at index *i*.
+    pub fn new(members: Vec<loadgen::Member>) -> Members {
+        Members(std::sync::Mutex::new(
+            members.into_iter().map(Some).collect(),
+        ))
+    }
+
+    /// Core `i`'s member; an error when there is none or it was taken.
+    pub fn take(&self, i: usize) -> Result<loadgen::Member, String> {
+        self.0
+            .lock()
+            .map_err(|_| "client cores: a core panicked".to_owned())?
+            .get_mut(i)
+            .and_then(Option::take)
+            .ok_or_else(|| format!("client core {i}: no crew member"))
+    }
+}

@@ -63,7 +63,9 @@ pub use crew::{Crew, Job, Member, SharedChecker};
 pub use heatmap::{plot_heatmap, Heatmap};
 pub use latency_plot::{lower_envelope, plot_latency, LATENCY_SIZE};
 pub use plot::{plot_p99_curves, PlotError, PLOT_SIZE};
-pub use record::{fmt_us, from_json, read_json, save_json, to_json, write_json, Record};
+pub use record::{
+    fmt_us, from_json, merge_hosts, read_json, save_json, to_json, write_json, Record,
+};
 pub use run::{run, RunConfig, RunError, RunReport};
 pub use schedule::{
     request_id, split_request_id, Bound, Schedule, ScheduleConfig, ScheduleError, SeededRng,

@@ -265,3 +265,120 @@ mod tests {
         fs::remove_dir_all(&dir).unwrap();
     }
 }
+
+/// The records of several client machines that loaded one server at once, merged point by
+/// point: records of the same mode, shape and position in their host's list (the same sweep
+/// on every host) become one, whose offered and achieved loads and counters are the hosts'
+/// sums and whose threads are all the hosts' threads. Latency percentiles cannot be merged
+/// exactly from percentiles: each is the largest of the hosts' (an upper bound on the merged
+/// one — at least that share of every host's replies came within it), the mean the
+/// verified-weighted mean; the measured window is the longest. Every host must have the same
+/// points (mode, shape) in the same order; an error says which differs.
+pub fn merge_hosts(hosts: &[Vec<Record>]) -> Result<Vec<Record>, String> {
+    let Some((first, rest)) = hosts.split_first() else {
+        return Err("no records to merge".to_owned());
+    };
+    let mut out = first.clone();
+    for (h, recs) in rest.iter().enumerate() {
+        if recs.len() != out.len() {
+            return Err(format!(
+                "host {} has {} records, host 1 has {}",
+                h + 2,
+                recs.len(),
+                out.len()
+            ));
+        }
+        for (m, r) in out.iter_mut().zip(recs) {
+            if (m.mode.as_str(), m.shape.as_str()) != (r.mode.as_str(), r.shape.as_str()) {
+                return Err(format!(
+                    "host {} has {} {} where host 1 has {} {}",
+                    h + 2,
+                    r.mode,
+                    r.shape,
+                    m.mode,
+                    m.shape
+                ));
+            }
+            let max = |a: Option<f64>, b: Option<f64>| match (a, b) {
+                (Some(a), Some(b)) => Some(a.max(b)),
+                (a, b) => a.or(b),
+            };
+            m.mean_us = match (m.mean_us, r.mean_us) {
+                (Some(a), Some(b)) if m.verified + r.verified > 0 => Some(
+                    (a * m.verified as f64 + b * r.verified as f64)
+                        / (m.verified + r.verified) as f64,
+                ),
+                (a, b) => a.or(b),
+            };
+            m.p50_us = max(m.p50_us, r.p50_us);
+            m.p99_us = max(m.p99_us, r.p99_us);
+            m.p999_us = max(m.p999_us, r.p999_us);
+            m.offered_rps += r.offered_rps;
+            m.achieved_rps += r.achieved_rps;
+            m.sent += r.sent;
+            m.received += r.received;
+            m.verified += r.verified;
+            m.mismatched += r.mismatched;
+            m.lost += r.lost;
+            m.unexpected += r.unexpected;
+            m.malformed += r.malformed;
+            m.errors += r.errors;
+            m.threads += r.threads;
+            m.measured_s = m.measured_s.max(r.measured_s);
+            m.canary_ratio = max(m.canary_ratio, r.canary_ratio);
+            m.canary_pair_ratio = max(m.canary_pair_ratio, r.canary_pair_ratio);
+            m.canary_pair_ns = max(m.canary_pair_ns, r.canary_pair_ns);
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod merge_tests {
+    use super::*;
+
+    fn rec(mode: &str, offered: f64, p99: f64, mean: f64, verified: u64) -> Record {
+        Record {
+            mode: mode.into(),
+            shape: "s".into(),
+            offered_rps: offered,
+            achieved_rps: offered,
+            p50_us: Some(p99 / 2.0),
+            p99_us: Some(p99),
+            mean_us: Some(mean),
+            sent: verified,
+            verified,
+            threads: 2,
+            ..Record::default()
+        }
+    }
+
+    #[test]
+    fn hosts_sum_their_loads_and_take_the_worst_percentiles() {
+        let a = vec![
+            rec("cf", 1000.0, 30.0, 10.0, 100),
+            rec("cf", 2000.0, 50.0, 20.0, 200),
+        ];
+        let b = vec![
+            rec("cf", 1000.0, 40.0, 30.0, 300),
+            rec("cf", 2000.0, 45.0, 20.0, 200),
+        ];
+        let m = merge_hosts(&[a.clone(), b]).unwrap();
+        assert_eq!(m.len(), 2);
+        assert_eq!(
+            (m[0].offered_rps, m[0].verified, m[0].threads),
+            (2000.0, 400, 4)
+        );
+        assert_eq!(m[0].p99_us, Some(40.0));
+        assert_eq!(m[1].p99_us, Some(50.0));
+        assert_eq!(m[0].mean_us, Some(25.0), "weighted by verified replies");
+        // Hosts that ran different sweeps are refused.
+        assert!(merge_hosts(&[a.clone(), a[..1].to_vec()]).is_err());
+        let other = vec![
+            rec("protobuf", 1000.0, 1.0, 1.0, 1),
+            rec("cf", 2000.0, 1.0, 1.0, 1),
+        ];
+        assert!(merge_hosts(&[a, other]).unwrap_err().contains("protobuf"));
+        assert!(merge_hosts(&[]).is_err());
+    }
+}
