@@ -278,6 +278,7 @@ fn tcp_conns(a: &mut Args, tcp: bool) -> Result<Option<usize>, String> {
 #[cfg(test)]
 mod test {
     use super::*;
+    use crate::NicSpec;
 
     fn transport(args: &[&str]) -> Result<Option<usize>, String> {
         let mut a = Args::new(args.iter().map(|s| s.to_string()).collect());
@@ -329,10 +330,17 @@ mod test {
             (x.ifname.as_str(), x.peer.map(|p| p.1[5])),
             ("veth1", Some(1))
         );
-        let (_, t) = bypass("--datapath ice --dpdk-args '-l 2 -a 0000:3b:00.0'")
-            .unwrap()
-            .unwrap();
-        assert_eq!(t.map(|t| t.name()), Some("ice"));
+        let mut a = Args::new(
+            ["--datapath", "ice", "--dpdk-args", "-l 2 -a 0000:3b:00.0"]
+                .map(str::to_owned)
+                .to_vec(),
+        );
+        let (_, _, t) = client_transport(&mut a).unwrap();
+        a.finish().unwrap();
+        let Some(Transport::Nic(NicSpec::Ice { dpdk_args })) = t else {
+            panic!("{t:?}")
+        };
+        assert_eq!(dpdk_args, "-l 2 -a 0000:3b:00.0");
         let (_, t) = bypass("--datapath mlx5 --mlx5-dev mlx5_0")
             .unwrap()
             .unwrap();

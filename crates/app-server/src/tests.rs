@@ -103,3 +103,97 @@ fn the_launcher_serves_a_handler_over_kernel_tcp_on_each_core() {
     let st = server.join().unwrap().unwrap();
     assert_eq!((st.received, st.replied, st.malformed), (4, 2, 2), "{st}");
 }
+
+/// Each core of [`spawn_on_cores`]: which port its datapath got, and that it can send (the
+/// body's work: one request to a peer, the reply read back).
+struct Probe {
+    peer: SocketAddrV4,
+}
+
+impl OnCore for Probe {
+    type Out = (usize, SocketAddrV4, Vec<u8>);
+
+    fn run<D: Datapath>(
+        &self,
+        mut dp: D,
+        core: &percore::Core,
+        ready: percore::Ready<percore::QueueInfo>,
+        info: percore::QueueInfo,
+    ) -> Result<Self::Out, String> {
+        let local = dp.local_addr();
+        ready.ready(info);
+        let conn = dp.connect(self.peer).map_err(|e| e.to_string())?;
+        dp.send_copy(conn, Msg::new(core.index() as u32, 1), b"ping")
+            .map_err(|e| e.to_string())?;
+        dp.flush().map_err(|e| e.to_string())?;
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut rx: Vec<RxMsg> = Vec::new();
+        while Instant::now() < deadline {
+            dp.recv_burst(&mut rx).map_err(|e| e.to_string())?;
+            if let Some(m) = rx.first() {
+                return Ok((core.index(), local, m.data.to_vec()));
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        Err(format!("core {}: no reply", core.index()))
+    }
+}
+
+#[test]
+fn cores_open_their_own_datapaths_at_consecutive_ports() {
+    let server = ServerHandle::spawn_one(
+        "pong",
+        SocketConfig::new(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0)),
+        None,
+        false,
+        |_, _| Ok(Pong),
+    )
+    .unwrap();
+    let base = free_tcp_ports(2);
+    let sc = SocketConfig::new(SocketAddrV4::new(Ipv4Addr::LOCALHOST, base));
+    let run = CargoRun {
+        package: "app-server",
+        bin: None,
+        args: "",
+    };
+    let mut l = Launch::new(Transport::Socket, sc, "probe", run);
+    l.cores = 2;
+    l.name = "probe".to_owned();
+    let cores = spawn_on_cores(
+        &l,
+        Probe {
+            peer: server.addr(),
+        },
+    )
+    .unwrap();
+    let ready: Vec<u16> = cores.ready().iter().map(|(a, _)| a.port()).collect();
+    assert_eq!(ready, [base, base + 1]);
+    let out = cores.join().unwrap();
+    for (i, (core, local, reply)) in out.into_iter().enumerate() {
+        assert_eq!((core, local.port()), (i, base + i as u16));
+        assert_eq!(reply, b"pong");
+    }
+    server.stop().unwrap();
+    // Kernel TCP is not opened here, and zero cores is an error.
+    let mut l0 = l.clone();
+    l0.cores = 0;
+    assert!(spawn_on_cores(
+        &l0,
+        Probe {
+            peer: server_addr()
+        }
+    )
+    .is_err());
+    l.transport = Transport::Tcp(TcpSpec::default());
+    assert!(spawn_on_cores(
+        &l,
+        Probe {
+            peer: server_addr()
+        }
+    )
+    .is_err());
+}
+
+fn server_addr() -> SocketAddrV4 {
+    SocketAddrV4::new(Ipv4Addr::LOCALHOST, 9)
+}
