@@ -55,6 +55,21 @@ pub struct SweepPlan {
     pub tcp: app_server::TcpSpec,
 }
 
+impl SweepPlan {
+    /// The sweep of its loads, with progress lines: stops after
+    /// [`SweepPlan::stop_after_misses`] points in a row below 95 % of offered.
+    pub fn sweep_config(&self) -> SweepConfig {
+        SweepConfig {
+            mode: self.mode.name().to_owned(),
+            shape: self.shape.to_string(),
+            loads_rps: self.loads.clone(),
+            keep_up: DEFAULT_KEEP_UP,
+            stop_after_misses: self.stop_after_misses,
+            progress: true,
+        }
+    }
+}
+
 /// Runs one offered load of `plan` against its server (a fresh client socket per thread).
 pub fn run_point(
     plan: &SweepPlan,
@@ -92,16 +107,8 @@ pub fn run_point(
 /// Sweeps the offered loads of `plan` against its server; one record per point.
 pub fn sweep_mode(plan: &SweepPlan) -> Result<Vec<Record>, String> {
     let verifier = Verifier::new(plan.mode, plan.shape)?;
-    let cfg = SweepConfig {
-        mode: plan.mode.name().to_owned(),
-        shape: plan.shape.to_string(),
-        loads_rps: plan.loads.clone(),
-        keep_up: DEFAULT_KEEP_UP,
-        stop_after_misses: plan.stop_after_misses,
-        progress: true,
-    };
     let mut seed = 1u64;
-    sweep(&cfg, |rate| {
+    sweep(&plan.sweep_config(), |rate| {
         seed += 1;
         run_point(plan, &verifier, rate, seed)
     })

@@ -12,7 +12,7 @@ use app_server::{CargoRun, Launch, OnCore, Transport};
 use bench_client::Members;
 use cornflakes::Datapath;
 use datapath_socket::SocketConfig;
-use loadgen::{sweep, Crew, Record, RunConfig, Schedule, SweepConfig, DEFAULT_KEEP_UP};
+use loadgen::{sweep, Crew, Record, RunConfig, Schedule};
 use percore::QueueInfo;
 
 use crate::bench::SweepPlan;
@@ -89,17 +89,9 @@ pub fn sweep_mode(
     for (i, (addr, what)) in cores.ready().iter().enumerate() {
         eprintln!("[client] core {i} ready at {addr} ({what})");
     }
-    let cfg = SweepConfig {
-        mode: plan.mode.name().to_owned(),
-        shape: plan.shape.to_string(),
-        loads_rps: plan.loads.clone(),
-        keep_up: DEFAULT_KEEP_UP,
-        stop_after_misses: plan.stop_after_misses,
-        progress: true,
-    };
     let run_cfg = RunConfig::quiet(plan.warmup, plan.timeout, plan.busy_poll);
     let mut seed = 1u64;
-    let records = sweep(&cfg, |rate| {
+    let records = sweep(&plan.sweep_config(), |rate| {
         seed += 1;
         let schedule = Schedule::poisson_point(rate, plan.warmup, plan.duration, threads, seed)?;
         let v = verifier.clone();

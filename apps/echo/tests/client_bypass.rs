@@ -5,42 +5,37 @@
 //! values byte for byte). Without root, `ip`, AF_XDP or the feature, each test says SKIPPED
 //! (and fails under its `CORNFLAKES_REQUIRE_*=1`).
 
-use std::io::{BufRead, BufReader, Write as _};
+// Without either feature only the skip below is built.
+#![cfg_attr(
+    not(any(feature = "xdp", feature = "ice")),
+    allow(dead_code, unused_imports)
+)]
+
 use std::net::SocketAddrV4;
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output};
+use std::time::Duration;
 
-use netns_harness::{Suite, VethPair};
+use netns_harness::{ChildServer, Suite, VethPair};
 
 const SUITE: Suite = Suite::new("cfec", "cec", "CORNFLAKES_REQUIRE_XDP");
 const ICE: Suite = Suite::new("cfed", "ced", "CORNFLAKES_REQUIRE_ICE");
 const ECHO: &str = env!("CARGO_BIN_EXE_echo");
 
-/// `echo server` in namespace `ns` with `args`, once it says it is ready.
-fn server(ns: &str, args: &[String]) -> Child {
-    let mut child = Command::new("ip")
-        .args(["netns", "exec", ns, ECHO, "server", "--until-stdin-closes"])
-        .args(args)
-        .stdin(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start echo server");
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let mut seen = Vec::new();
-    loop {
-        match lines.next() {
-            Some(Ok(l)) if l.starts_with("[server] ready") => break,
-            Some(Ok(l)) => seen.push(l),
-            _ => panic!("echo server did not start: {seen:#?}"),
-        }
-    }
-    std::thread::spawn(move || lines.for_each(drop));
-    child
-}
-
-fn stop(mut child: Child) {
-    drop(child.stdin.take().map(|mut s| s.flush()));
-    let _ = child.wait();
+/// `echo server ARGS` in namespace `ns`, listening at `addr`, once it says it is ready.
+fn server(ns: &str, args: &[String], addr: &str) -> ChildServer {
+    let mut all = vec!["server".to_owned()];
+    all.extend_from_slice(args);
+    let addr = addr.parse().expect("server address");
+    ChildServer::spawn_in(
+        ns,
+        Path::new(ECHO),
+        &all,
+        addr,
+        "[server] ready",
+        Duration::from_secs(60),
+    )
+    .unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn strings(v: &[&str]) -> Vec<String> {
@@ -99,12 +94,12 @@ fn echo_client_over_af_xdp_against_an_af_xdp_server() {
     for mode in ["cornflakes", "raw", "protobuf"] {
         let mut sargs = strings(&["--mode", mode, "--datapath", "xdp", "--ifname", &v.if_a]);
         sargs.extend(strings(&["--peer", &peer_b, "--bind", &server_addr]));
-        let s = server(&v.ns_a, &sargs);
+        let s = server(&v.ns_a, &sargs, &server_addr);
         let mut cargs = strings(&["--mode", mode, "--server", &server_addr]);
         cargs.extend(strings(&["--datapath", "xdp", "--ifname", &v.if_b]));
         cargs.extend(strings(&["--bind", &format!("{}:9000", v.ip_b)]));
         client_verifies_all(&v.ns_b, &cargs, &json, mode);
-        stop(s);
+        s.stop().expect("the server stops cleanly");
     }
     let _ = std::fs::remove_file(&json);
 }
@@ -122,7 +117,7 @@ fn echo_client_over_dpdk_af_packet_against_a_socket_server() {
     let server_addr = SocketAddrV4::new(v.ip_b, 7000).to_string();
     for mode in ["cornflakes", "raw"] {
         let sargs = strings(&["--mode", mode, "--bind", &server_addr, "--mtu", "1500"]);
-        let s = server(&v.ns_b, &sargs);
+        let s = server(&v.ns_b, &sargs, &server_addr);
         let mut cargs = strings(&["--mode", mode, "--server", &server_addr]);
         cargs.extend(strings(&["--datapath", "ice", "--dpdk-args"]));
         cargs.push(format!(
@@ -131,7 +126,7 @@ fn echo_client_over_dpdk_af_packet_against_a_socket_server() {
         ));
         cargs.extend(strings(&["--bind", &format!("{}:9000", v.ip_a)]));
         client_verifies_all(&v.ns_a, &cargs, &json, mode);
-        stop(s);
+        s.stop().expect("the server stops cleanly");
     }
     let _ = std::fs::remove_file(&json);
 }

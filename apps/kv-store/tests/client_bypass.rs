@@ -6,45 +6,38 @@
 //! makes the client count mismatches and fail. Without root, `ip`, AF_XDP or the feature,
 //! each test says SKIPPED (and fails under its `CORNFLAKES_REQUIRE_*=1`).
 
-use std::io::{BufRead, BufReader, Write as _};
+// Without either feature only the skip below is built.
+#![cfg_attr(
+    not(any(feature = "xdp", feature = "ice")),
+    allow(dead_code, unused_imports)
+)]
+
 use std::net::SocketAddrV4;
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output};
+use std::time::Duration;
 
-use netns_harness::{Suite, VethPair};
+use netns_harness::{ChildServer, Suite, VethPair};
 
 const SUITE: Suite = Suite::new("cfkc", "ckc", "CORNFLAKES_REQUIRE_XDP");
 const ICE: Suite = Suite::new("cfkd", "ckd", "CORNFLAKES_REQUIRE_ICE");
 const KV: &str = env!("CARGO_BIN_EXE_kv");
 const PORT: u16 = 7000;
 
-/// `kv server` in namespace `ns` with `args`, once it says it is ready (stops when dropped
-/// through [`stop`]).
-fn server(ns: &str, args: &[String]) -> Child {
-    let mut child = Command::new("ip")
-        .args(["netns", "exec", ns, KV, "server", "--until-stdin-closes"])
-        .args(args)
-        .stdin(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start kv server");
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let mut seen = Vec::new();
-    loop {
-        match lines.next() {
-            Some(Ok(l)) if l.starts_with("[server] ready") => break,
-            Some(Ok(l)) => seen.push(l),
-            _ => panic!("kv server did not start: {seen:#?}"),
-        }
-    }
-    // Keep draining its output so it never blocks on a full pipe.
-    std::thread::spawn(move || lines.for_each(drop));
-    child
-}
-
-fn stop(mut child: Child) {
-    drop(child.stdin.take().map(|mut s| s.flush()));
-    let _ = child.wait();
+/// `kv server ARGS` in namespace `ns`, listening at `addr`, once it says it is ready.
+fn server(ns: &str, args: &[String], addr: &str) -> ChildServer {
+    let mut all = vec!["server".to_owned()];
+    all.extend_from_slice(args);
+    let addr = addr.parse().expect("server address");
+    ChildServer::spawn_in(
+        ns,
+        Path::new(KV),
+        &all,
+        addr,
+        "[server] ready",
+        Duration::from_secs(60),
+    )
+    .unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// `kv client` in namespace `ns` with `args`, writing its JSON to `out`.
@@ -108,13 +101,13 @@ fn kv_client_over_af_xdp_against_an_af_xdp_server() {
         sargs.extend(strings(&["--bind", &server_addr]));
         // The server of the last run holds other contents: its replies are wrong.
         sargs.extend(workload(shape));
-        let s = server(&v.ns_a, &sargs);
+        let s = server(&v.ns_a, &sargs, &server_addr);
         let mut cargs = strings(&["--serialization", ser, "--server", &server_addr]);
         cargs.extend(strings(&["--datapath", "xdp", "--ifname", &v.if_b]));
         cargs.extend(strings(&["--bind", &format!("{}:9000", v.ip_b)]));
         cargs.extend(workload("1x1024"));
         let out = client(&v.ns_b, &cargs, &tmp);
-        stop(s);
+        s.stop().expect("the server stops cleanly");
         let err = String::from_utf8_lossy(&out.stderr);
         if shape == "1x1024" {
             assert!(out.status.success(), "{ser}: {err}");
@@ -146,7 +139,7 @@ fn kv_client_over_dpdk_af_packet_against_a_socket_server() {
         let mut sargs = strings(&["--serialization", ser, "--bind", &server_addr]);
         sargs.extend(strings(&["--mtu", "1500"]));
         sargs.extend(workload("1x1024"));
-        let s = server(&v.ns_b, &sargs);
+        let s = server(&v.ns_b, &sargs, &server_addr);
         // The client: DPDK on namespace A's veth end, at A's address.
         let mut cargs = strings(&["--serialization", ser, "--server", &server_addr]);
         cargs.extend(strings(&["--datapath", "ice", "--dpdk-args"]));
@@ -162,7 +155,7 @@ fn kv_client_over_dpdk_af_packet_against_a_socket_server() {
         ]));
         cargs.extend(workload("1x1024"));
         let out = client(&v.ns_a, &cargs, &tmp);
-        stop(s);
+        s.stop().expect("the server stops cleanly");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "{ser}: {err}");
         all_verified(&tmp, ser);

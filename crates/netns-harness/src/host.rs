@@ -258,18 +258,44 @@ impl ChildServer {
         timeout: Duration,
     ) -> Result<ChildServer, String> {
         let addr = SocketAddrV4::new(ns.server_ip, port);
+        let mut all = args.to_vec();
+        all.extend(
+            [
+                "--datapath",
+                "xdp",
+                "--ifname",
+                &ns.server_if,
+                "--bind",
+                &addr.to_string(),
+                "--peer",
+                &ns.peer_arg(),
+            ]
+            .map(str::to_owned),
+        );
+        ChildServer::spawn_in(&ns.name, exe, &all, addr, ready, timeout)
+    }
+
+    /// Starts `exe ARGS --until-stdin-closes` in namespace `ns` (any datapath; `addr` is
+    /// where it listens, as the arguments say) and waits up to `timeout` for a stderr line
+    /// starting with `ready`.
+    pub fn spawn_in(
+        ns: &str,
+        exe: &Path,
+        args: &[String],
+        addr: SocketAddrV4,
+        ready: &str,
+        timeout: Duration,
+    ) -> Result<ChildServer, String> {
         let mut child = Command::new("ip")
-            .args(["netns", "exec", &ns.name])
+            .args(["netns", "exec", ns])
             .arg(exe)
             .args(args)
-            .args(["--datapath", "xdp", "--ifname", &ns.server_if])
-            .args(["--bind", &addr.to_string()])
-            .args(["--peer", &ns.peer_arg(), "--until-stdin-closes"])
+            .arg("--until-stdin-closes")
             .stdin(Stdio::piped())
             .stderr(Stdio::piped())
             .stdout(Stdio::null())
             .spawn()
-            .map_err(|e| format!("starting {} in {}: {e}", exe.display(), ns.name))?;
+            .map_err(|e| format!("starting {} in {ns}: {e}", exe.display()))?;
         let stdin = child.stdin.take();
         let stderr = child.stderr.take().ok_or("no stderr pipe")?;
         let (tx, lines) = mpsc::channel();
@@ -301,14 +327,12 @@ impl ChildServer {
                     let status = p.child.wait().map_err(|e| e.to_string())?;
                     p.stdin = None;
                     return Err(format!(
-                        "the server in {} exited ({status}) before it was ready (see its output above)",
-                        ns.name
+                        "the server in {ns} exited ({status}) before it was ready (see its output above)"
                     ));
                 }
                 Err(mpsc::RecvTimeoutError::Timeout) => {
                     return Err(format!(
-                        "the server in {} was not ready within {timeout:?} (see its output above)",
-                        ns.name
+                        "the server in {ns} was not ready within {timeout:?} (see its output above)"
                     ));
                 }
             }
