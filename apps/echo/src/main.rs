@@ -262,6 +262,8 @@ type Bypass = Option<(Transport, SocketAddrV4)>;
 /// What `echo client`'s flags ask for: the sweep, where its JSON goes and, on kernel bypass,
 /// the client cores' datapath and address.
 fn client_plan(a: &mut Args) -> Result<(SweepPlan, PathBuf, Bypass), String> {
+    // AF_XDP takes an explicit --mtu only (read before the load flags take it).
+    let explicit_mtu = a.has("--mtu");
     let server: SocketAddrV4 = a.parse("--server")?.ok_or("--server is required")?;
     let mode: Mode = a.parse("--mode")?.ok_or("--mode is required")?;
     // The bench's defaults: one thread, the jumbo MTU, results/echo.
@@ -282,7 +284,6 @@ fn client_plan(a: &mut Args) -> Result<(SweepPlan, PathBuf, Bypass), String> {
             .map_err(|e| format!("--bind {b:?}: {e}"))?,
         (None, None) => *server.ip(),
     };
-    let explicit_mtu = a.has("--mtu");
     let json = a
         .take("--json")?
         .map_or_else(|| d.out_dir.join("echo-client.json"), PathBuf::from);
