@@ -27,6 +27,7 @@ pub struct RequestBuilder {
     buf: Vec<u8>,
     arena: Arena,
     codec: Option<LibCodec>,
+    wire_base: u32,
 }
 
 impl RequestBuilder {
@@ -43,14 +44,27 @@ impl RequestBuilder {
             buf: Vec::new(),
             arena: Arena::new(),
             codec,
+            wire_base: 0,
         })
     }
 
+    /// The same builder with message ids counted from `base` (request `seq` travels as `base +
+    /// seq`, wrapping): a client that keeps its datapath across runs starts each run's ids at
+    /// a random base, so a late reply of an earlier run is never taken for this run's.
+    pub fn with_wire_base(mut self, base: u32) -> Self {
+        self.wire_base = base;
+        self
+    }
+
     /// The message header request `id` travels with: the low 32 bits of its sequence number
-    /// (the transport adds the thread back) and the shape's message type.
+    /// plus the builder's base (the transport takes both back and adds the thread) and the
+    /// shape's message type.
     pub fn msg(&self, id: u64) -> Msg {
         let (_, seq) = split_request_id(id);
-        Msg::new(seq as u32, self.spec.kind.msg_type())
+        Msg::new(
+            (seq as u32).wrapping_add(self.wire_base),
+            self.spec.kind.msg_type(),
+        )
     }
 
     /// Queues request `id` on `conn` (the caller flushes).
@@ -161,6 +175,8 @@ enum Way<D: Datapath> {
         dp: D,
         req: RequestBuilder,
         rx: Vec<RxMsg>,
+        /// The requests' wire ids start here ([`RequestBuilder::with_wire_base`]).
+        base: u32,
     },
 }
 
@@ -219,11 +235,24 @@ impl<D: Datapath> EchoClient<D> {
                     ids,
                 }
             }
-            _ => Way::Hand {
-                dp,
-                req: RequestBuilder::new(mode, spec).map_err(io::Error::other)?,
-                rx: Vec::with_capacity(64),
-            },
+            _ => {
+                // Ids from a random base: a late reply to another client's request (an
+                // earlier run on the same datapath) matches no request of this one.
+                let base = {
+                    use std::hash::{BuildHasher, Hasher};
+                    std::collections::hash_map::RandomState::new()
+                        .build_hasher()
+                        .finish() as u32
+                };
+                Way::Hand {
+                    dp,
+                    req: RequestBuilder::new(mode, spec)
+                        .map_err(io::Error::other)?
+                        .with_wire_base(base),
+                    rx: Vec::with_capacity(64),
+                    base,
+                }
+            }
         };
         Ok(EchoClient { conns, thread, way })
     }
@@ -325,8 +354,8 @@ impl<D: Datapath> ClientTransport for EchoClient<D> {
                 });
                 Ok(n)
             }
-            Way::Hand { dp, rx, .. } => {
-                bench_client::poll_replies(dp, rx, self.thread, on_response)
+            Way::Hand { dp, rx, base, .. } => {
+                bench_client::poll_replies_from(dp, rx, self.thread, *base, on_response)
             }
         }
     }

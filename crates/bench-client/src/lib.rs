@@ -45,12 +45,25 @@ pub fn poll_replies<D: Datapath>(
     thread: usize,
     on_response: &mut dyn FnMut(Response<'_>),
 ) -> io::Result<usize> {
+    poll_replies_from(dp, rx, thread, 0, on_response)
+}
+
+/// [`poll_replies`] for requests whose message ids count from `base` (sequence number `seq`
+/// sent as `base + seq`, wrapping).
+pub fn poll_replies_from<D: Datapath>(
+    dp: &mut D,
+    rx: &mut Vec<RxMsg>,
+    thread: usize,
+    base: u32,
+    on_response: &mut dyn FnMut(Response<'_>),
+) -> io::Result<usize> {
     flush(dp)?;
     rx.clear();
     dp.recv_burst(rx)?;
     for m in rx.iter() {
+        let seq = m.msg.id.wrapping_sub(base);
         on_response(Response {
-            id: Some(request_id(thread, u64::from(m.msg.id))),
+            id: Some(request_id(thread, u64::from(seq))),
             payload: &m.data,
         });
     }
