@@ -14,7 +14,7 @@ use cornflakes_codegen_tests::rpc::{
     Blob, BlobView, Store, StoreClient, StoreMethod, StoreReply, StoreServer, Sum, SumView,
 };
 use cornflakes_rpc::{
-    CallError, Cornflakes, Dispatcher, ErrorCode, Handler, Interleaved, Replied, Reply,
+    CallError, Cornflakes, Dispatcher, ErrorCode, Handler, Interleaved, Kept, Replied, Reply,
     RetryPolicy, Unanswered,
 };
 use cornflakes_stack::{MacAddr, StackConfig};
@@ -75,7 +75,7 @@ impl Store for Impl {
     fn count<'r, D: Datapath>(
         &'r mut self,
         req: BlobView<'r>,
-        reply: Reply<'r, D, Sum<'r>>,
+        reply: Reply<'r, D, Sum<'r>, Kept<'r>>,
     ) -> Result<Replied, Unanswered> {
         self.runs += 1;
         let mut s = Sum::new_in(reply.arena());
@@ -87,7 +87,7 @@ impl Store for Impl {
     fn take<'r, D: Datapath>(
         &'r mut self,
         req: SumView<'r>,
-        reply: Reply<'r, D, Blob<'r>>,
+        reply: Reply<'r, D, Blob<'r>, Kept<'r>>,
     ) -> Result<Replied, Unanswered> {
         self.runs += 1;
         let len = (req.get_len() as usize).min(self.big.len());

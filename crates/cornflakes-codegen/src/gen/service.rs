@@ -232,6 +232,13 @@ impl ServiceGen<'_> {
             let reply = self.message(m.def.output);
             let proto_doc = doc_attrs(&m.def.doc);
             let number = self.method_doc(m);
+            // An exactly-once method's reply is kept as its request's outcome: a handle type
+            // of its own, so other methods' reply paths carry no exactly-once code.
+            let handle = if m.exactly_once {
+                quote!(cf_rpc::Reply<'r, D, #reply<'r>, cf_rpc::Kept<'r>>)
+            } else {
+                quote!(cf_rpc::Reply<'r, D, #reply<'r>>)
+            };
             quote! {
                 #proto_doc
                 #[doc = ""]
@@ -239,7 +246,7 @@ impl ServiceGen<'_> {
                 fn #f<'r, D: cf::Datapath>(
                     &'r mut self,
                     req: #req<'r>,
-                    reply: cf_rpc::Reply<'r, D, #reply<'r>>,
+                    reply: #handle,
                 ) -> ::core::result::Result<cf_rpc::Replied, cf_rpc::Unanswered>;
             }
         });
