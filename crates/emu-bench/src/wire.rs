@@ -15,7 +15,7 @@ use latency::LatencyHistogram;
 use loadgen::Counters;
 
 use crate::frames::RequestFrames;
-use crate::hash::PayloadHasher;
+use loadgen::payload_hash::PayloadHasher;
 
 /// Decides whether a reply payload is the correct answer to request `request` (an index into
 /// the requests given to [`crate::run`]). Runs on the device thread.
@@ -95,7 +95,7 @@ pub struct LoadWire<C: ReplyCheck> {
     outstanding: usize,
     /// The reply length of each request, learned from its first (fully verified) reply.
     reply_len: Vec<Option<usize>>,
-    /// Per distinct request, the hash ([`payload_hash`]) of the last reply payload the
+    /// Per distinct request, the hash ([`loadgen::payload_hash`]) of the last reply payload the
     /// checker accepted and the checker's [`ReplyCheck::version`] then: a reply with the same
     /// bytes under the same version is right without decoding it again.
     verified_hash: Vec<Option<(u64, u64)>>,
