@@ -371,7 +371,7 @@ impl<D: Datapath> ClientTransport for KvClient<D> {
                 client.poll(|wire, reply| {
                     let (id, part) = sent[wire as usize & (sent.len() - 1)];
                     let payload = match &reply {
-                        Ok(r) => cf::reply_bytes(r),
+                        Ok(r) => r.bytes(),
                         // The load generator counts a request with no reply as lost.
                         Err(CallError::TimedOut) => return,
                         // A refused or unreadable reply is a reply, and a wrong one.
