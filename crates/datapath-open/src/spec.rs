@@ -182,12 +182,10 @@ impl DatapathSpec {
                     .transpose()?;
             }
             DatapathKind::Mlx5 => {
-                self.device =
-                    required("--mlx5-dev <mlx5_N | PCI address>", a.take("--mlx5-dev")?)?;
+                self.device = required("--mlx5-dev <mlx5_N | PCI address>", a.take("--mlx5-dev")?)?;
             }
             DatapathKind::Ice => {
-                self.device =
-                    required("--dpdk-args \"<EAL arguments>\"", a.take("--dpdk-args")?)?;
+                self.device = required("--dpdk-args \"<EAL arguments>\"", a.take("--dpdk-args")?)?;
             }
             DatapathKind::Socket | DatapathKind::Tcp | DatapathKind::Emu => {}
         }

@@ -34,10 +34,9 @@ struct Ping(SocketAddrV4);
 impl OnDatapath for Ping {
     type Out = Vec<u8>;
     fn on<D: Datapath + 'static>(self, mut dp: D, _: &DatapathSpec) -> Result<Vec<u8>, String> {
-        let mut server = datapath_socket::SocketDatapath::new(datapath_socket::SocketConfig::new(
-            self.0,
-        ))
-        .map_err(|e| e.to_string())?;
+        let mut server =
+            datapath_socket::SocketDatapath::new(datapath_socket::SocketConfig::new(self.0))
+                .map_err(|e| e.to_string())?;
         let to = server.local_addr();
         let conn = dp.connect(to).map_err(|e| e.to_string())?;
         dp.send_copy(conn, Msg::new(7, 1), b"through the opener")
@@ -59,7 +58,9 @@ impl OnDatapath for Ping {
 fn the_socket_datapath_opens_with_the_specs_mtu() {
     let mut spec = DatapathSpec::new(DatapathKind::Socket);
     spec.mtu = Some(1500);
-    let (addr, _, name) = spec.open(&Open::client(localhost(0), RUN), Describe).unwrap();
+    let (addr, _, name) = spec
+        .open(&Open::client(localhost(0), RUN), Describe)
+        .unwrap();
     assert_eq!((addr.ip(), name), (&Ipv4Addr::LOCALHOST, "socket"));
     assert_ne!(addr.port(), 0);
     let got = spec
@@ -77,10 +78,13 @@ fn the_socket_datapath_opens_with_the_specs_mtu() {
 #[test]
 fn kernel_tcp_opens_as_a_listening_server_or_a_client() {
     let spec = DatapathSpec::new(DatapathKind::Tcp);
-    let (addr, _, name) = spec.open(&Open::server(localhost(0), RUN), Describe).unwrap();
+    let (addr, _, name) = spec
+        .open(&Open::server(localhost(0), RUN), Describe)
+        .unwrap();
     assert_eq!(name, "tcp");
     assert_eq!(addr.ip(), &Ipv4Addr::LOCALHOST);
-    spec.open(&Open::client(localhost(0), RUN), Describe).unwrap();
+    spec.open(&Open::client(localhost(0), RUN), Describe)
+        .unwrap();
 }
 
 #[test]

@@ -22,7 +22,10 @@ fn a_server_reads_the_datapath_its_device_and_the_mtu() {
     assert_eq!(xdp.peer, Some(([10, 0, 0, 2].into(), [2, 0, 0, 0, 0, 2])));
     assert_eq!(xdp.label(), "AF_XDP on veth0");
     let mlx5 = server("--datapath mlx5 --mlx5-dev mlx5_0").unwrap();
-    assert_eq!((mlx5.kind, mlx5.label()), (Mlx5, "ConnectX mlx5_0".to_owned()));
+    assert_eq!(
+        (mlx5.kind, mlx5.label()),
+        (Mlx5, "ConnectX mlx5_0".to_owned())
+    );
     let mut a = Args::new(vec![
         "--datapath".into(),
         "ice".into(),
@@ -51,7 +54,9 @@ fn a_missing_device_or_a_bad_peer_is_an_error_naming_the_flag() {
     assert!(server("--datapath xdp --ifname v --peer 10.0.0.2")
         .unwrap_err()
         .contains("IP=MAC"));
-    assert!(server("--mtu big").unwrap_err().starts_with("--mtu \"big\""));
+    assert!(server("--mtu big")
+        .unwrap_err()
+        .starts_with("--mtu \"big\""));
 }
 
 #[test]
