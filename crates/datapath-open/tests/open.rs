@@ -3,7 +3,7 @@
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 
-use cornflakes::datapath::{Connect, Receive};
+use cornflakes::datapath::{Connect, Transmit};
 use cornflakes::{Datapath, Msg, RxMsg};
 use datapath_open::{CargoRun, DatapathKind, DatapathSpec, OnDatapath, Open};
 
@@ -27,46 +27,55 @@ impl OnDatapath for Describe {
     }
 }
 
-/// Sends one message from a socket datapath opened by the opener to another, and returns what
-/// arrived.
-struct Ping(SocketAddrV4);
+/// The opened datapath receives one 4 KiB message from a socket datapath at the jumbo MTU:
+/// what arrived, and how many datagrams it dropped as longer than its MTU.
+struct Receive4k;
 
-impl OnDatapath for Ping {
-    type Out = Vec<u8>;
-    fn on<D: Datapath + 'static>(self, mut dp: D, _: &DatapathSpec) -> Result<Vec<u8>, String> {
-        let mut server =
-            datapath_socket::SocketDatapath::new(datapath_socket::SocketConfig::new(self.0))
-                .map_err(|e| e.to_string())?;
-        let to = server.local_addr();
-        let conn = dp.connect(to).map_err(|e| e.to_string())?;
-        dp.send_copy(conn, Msg::new(7, 1), b"through the opener")
+impl OnDatapath for Receive4k {
+    type Out = (Option<usize>, u64);
+    fn on<D: Datapath + 'static>(self, mut dp: D, _: &DatapathSpec) -> Result<Self::Out, String> {
+        let e = |e: std::io::Error| e.to_string();
+        let mut cfg = datapath_socket::SocketConfig::new(localhost(0));
+        cfg.mtu = datapath_socket::JUMBO_MTU;
+        let mut sender = datapath_socket::SocketDatapath::new(cfg).map_err(|e| e.to_string())?;
+        let conn = sender.connect(dp.local_addr()).map_err(e)?;
+        sender
+            .send_copy(conn, Msg::new(7, 1), &[5u8; 4096])
             .map_err(|e| e.to_string())?;
-        dp.flush().map_err(|e| e.to_string())?;
+        sender.flush().map_err(|e| e.to_string())?;
         let mut got: Vec<RxMsg> = Vec::new();
         for _ in 0..2000 {
-            server.recv_burst(&mut got).map_err(|e| e.to_string())?;
+            dp.recv_burst(&mut got).map_err(e)?;
             if let Some(m) = got.first() {
-                return Ok(m.data.as_slice().to_vec());
+                assert!(m.data.as_slice().iter().all(|&b| b == 5));
+                return Ok((Some(m.data.len()), dp.counters().truncated));
+            }
+            if dp.counters().truncated > 0 {
+                return Ok((None, dp.counters().truncated));
             }
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
-        Err("nothing arrived".to_owned())
+        Err("nothing arrived, and nothing was dropped".to_owned())
     }
 }
 
 #[test]
 fn the_socket_datapath_opens_with_the_specs_mtu() {
     let mut spec = DatapathSpec::new(DatapathKind::Socket);
-    spec.mtu = Some(1500);
     let (addr, _, name) = spec
         .open(&Open::client(localhost(0), RUN), Describe)
         .unwrap();
     assert_eq!((addr.ip(), name), (&Ipv4Addr::LOCALHOST, "socket"));
     assert_ne!(addr.port(), 0);
-    let got = spec
-        .open(&Open::client(localhost(0), RUN), Ping(localhost(0)))
-        .unwrap();
-    assert_eq!(got, b"through the opener");
+    // Without an MTU in the spec, the socket's (here the jumbo one): 4 KiB arrives whole.
+    let mut jumbo = Open::client(localhost(0), RUN);
+    jumbo.socket.mtu = datapath_socket::JUMBO_MTU;
+    let (got, dropped) = spec.open(&jumbo, Receive4k).unwrap();
+    assert_eq!((got, dropped), (Some(4096), 0));
+    // The spec's 1500 is the datapath's: the jumbo datagram is dropped and counted.
+    spec.mtu = Some(1500);
+    let (got, dropped) = spec.open(&jumbo, Receive4k).unwrap();
+    assert_eq!((got, dropped), (None, 1));
     // An MTU no IPv4 host takes is refused before anything opens.
     spec.mtu = Some(10);
     let e = spec
