@@ -714,7 +714,7 @@ fn run_xdp(cfg: &CalibConfig, array_bytes: usize) -> Result<Calibration, String>
         other_cores: Vec::new(),
         bind: ns.client_ip,
         items,
-        max_segments: datapath_xdp::xsk::MAX_TX_DESCRIPTORS,
+        max_segments: app_server::datapath_xdp::xsk::MAX_TX_DESCRIPTORS,
         // The UMEM's largest buffer (datapath_xdp::umem_memory).
         max_reply: 16 * 1024,
     };

@@ -30,14 +30,6 @@ pub use datapath_socket::JUMBO_MTU as DEFAULT_MTU;
 /// server core's throughput, not a network measurement (2 CPUs, N + 1 with `--cores N`).
 pub use app_server::DatapathKind;
 
-/// The datapaths `echo bench` runs on.
-pub const BENCH_DATAPATHS: [DatapathKind; 4] = [
-    DatapathKind::Emu,
-    DatapathKind::Socket,
-    DatapathKind::Tcp,
-    DatapathKind::Xdp,
-];
-
 /// How the datapath is described in tables, plots and JSON.
 pub fn datapath_label(kind: DatapathKind) -> &'static str {
     match kind {

@@ -138,7 +138,7 @@ fn bench_config(a: &mut Args) -> Result<BenchConfig, String> {
             .map(drop)
             .map_err(|e| e.to_string())
     };
-    let accepts = echo::config::BENCH_DATAPATHS;
+    let accepts = app_server::cli::BENCH_DATAPATHS;
     let unknown = |o: &str| DatapathKind::unknown(o, &accepts);
     let (spec, conns) = app_server::cli::bench_datapath(a, &accepts, emu_cpus, unknown)?;
     match spec.kind {

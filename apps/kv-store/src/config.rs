@@ -49,14 +49,6 @@ pub use datapath_socket::JUMBO_MTU as DEFAULT_MTU;
 /// kernel sockets at the other end (module `xdp`, feature `xdp`).
 pub use app_server::DatapathKind;
 
-/// The datapaths `kv bench` runs on.
-pub const BENCH_DATAPATHS: [DatapathKind; 4] = [
-    DatapathKind::Emu,
-    DatapathKind::Socket,
-    DatapathKind::Tcp,
-    DatapathKind::Xdp,
-];
-
 /// How tables and JSON name a datapath of the bench.
 pub fn datapath_label(kind: DatapathKind) -> &'static str {
     match kind {

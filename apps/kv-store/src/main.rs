@@ -191,7 +191,7 @@ fn bench_config(a: &mut Args) -> Result<(BenchConfig, Peers), String> {
         "--datapath {o:?}: kv bench runs on emu, socket, tcp or xdp (mlx5 and ice: `kv server` on the NIC machine and `kv client`; see apps/kv-store/README.md)"
     )
     };
-    let accepts = kv_store::config::BENCH_DATAPATHS;
+    let accepts = app_server::cli::BENCH_DATAPATHS;
     let (spec, conns) = app_server::cli::bench_datapath(a, &accepts, emu_cpus, unknown)?;
     match spec.kind {
         // Kernel TCP is the socket sweep over TCP connections.

@@ -53,6 +53,15 @@ pub fn threshold(a: &mut Args, role: &str) -> Result<Option<usize>, String> {
     Ok(t)
 }
 
+/// What the benchmark commands that run their own server (`echo bench`, `kv bench`) run on:
+/// the emulated ConnectX, kernel UDP or TCP on 127.0.0.1, AF_XDP on a veth of their own.
+pub const BENCH_DATAPATHS: [DatapathKind; 4] = [
+    DatapathKind::Emu,
+    DatapathKind::Socket,
+    DatapathKind::Tcp,
+    DatapathKind::Xdp,
+];
+
 /// The datapath of a benchmark command (`echo bench`, `kv bench`): `--datapath` among
 /// `accepts`, `--conns N` and kernel TCP's flags ([`TcpSpec`]), and for `tcp` the connections
 /// per client thread and server core (`--conns N`, default 1). Without `--datapath`: the
@@ -119,12 +128,8 @@ mod tests {
         use DatapathKind::{Emu, Socket, Tcp, Xdp};
         let parse = |line: &str, emu: Result<(), String>| {
             let mut a = Args::from_line(line);
-            let (spec, conns) = bench_datapath(
-                &mut a,
-                &[Emu, Socket, Tcp, Xdp],
-                || emu,
-                |o| format!("no {o}"),
-            )?;
+            let (spec, conns) =
+                bench_datapath(&mut a, &BENCH_DATAPATHS, || emu, |o| format!("no {o}"))?;
             a.finish()?;
             Ok::<_, String>((spec.kind, conns, spec.tcp))
         };

@@ -26,6 +26,10 @@ pub use cornflakes_rpc::{
     AppCounters, CoreId, Handler, Make, Server, ServerStats, Tx, TxCounters, Unanswered,
     WORK_SAMPLE_EVERY,
 };
+/// AF_XDP's crate, for what the apps' AF_XDP benches read of it (the XDP program's counters,
+/// the UMEM's limits): the feature `xdp` is the one switch.
+#[cfg(feature = "xdp")]
+pub use datapath_open::datapath_xdp;
 pub use datapath_open::{DatapathKind, DatapathSpec, TcpSpec};
 pub use launch::{launch, Launch};
 pub use nic::CargoRun;

@@ -9,7 +9,7 @@ use cornflakes::Datapath;
 use datapath_socket::{SocketConfig, SocketDatapath};
 use datapath_tcp::TcpDatapath;
 
-use crate::{needs_feature, CargoRun, DatapathKind, DatapathSpec};
+use crate::{CargoRun, DatapathKind, DatapathSpec};
 
 /// The IP MTUs a datapath opens with: IPv4's least datagram every host takes, to the largest
 /// an IPv4 length field holds. A device may take fewer (its own error then says so).
@@ -78,9 +78,9 @@ impl DatapathSpec {
     }
 
     /// Opens this datapath as `at` says and runs `app` on it: kernel UDP and TCP always,
-    /// AF_XDP, ConnectX and DPDK when built with their feature (else [`needs_feature`]'s
-    /// error). The emulated ConnectX is opened by the bench that runs it, never here. An IP
-    /// MTU outside [`MTUS`] is refused before anything is opened.
+    /// AF_XDP, ConnectX and DPDK when built with their feature (else
+    /// [`crate::needs_feature`]'s error). The emulated ConnectX is opened by the bench that runs
+    /// it, never here. An IP MTU outside [`MTUS`] is refused before anything is opened.
     pub fn open<A: OnDatapath>(&self, at: &Open, app: A) -> Result<A::Out, String> {
         let bind = at.bind();
         let mtu = self.mtu_or(at.socket.mtu);
@@ -104,113 +104,34 @@ impl DatapathSpec {
                 let dp = TcpDatapath::new(cfg).map_err(|e| format!("kernel TCP at {bind}: {e}"))?;
                 app.on(dp, self)
             }
-            DatapathKind::Xdp => xdp::open(self, at, app),
-            DatapathKind::Mlx5 => mlx5::open(self, at, mtu, app),
-            DatapathKind::Ice => ice::open(self, at, mtu, app),
+            #[cfg(feature = "xdp")]
+            DatapathKind::Xdp => {
+                let cfg = crate::xdp_config(self, bind, at.umem_bytes);
+                let dp = datapath_xdp::XdpDatapath::new(cfg)
+                    .map_err(|e| format!("AF_XDP on {} at {bind}: {e}", self.device))?;
+                app.on(dp, self)
+            }
+            #[cfg(feature = "mlx5")]
+            DatapathKind::Mlx5 => {
+                let (item, extra) = (at.min_item, at.extra_bytes);
+                let dp = datapath_mlx5::hw::open_server(&self.device, bind, mtu, item, extra)?;
+                app.on(dp, self)
+            }
+            #[cfg(feature = "ice")]
+            DatapathKind::Ice => {
+                let args = &self.device;
+                let dp = datapath_ice::datapath::open(args, bind, mtu)
+                    .map_err(|e| format!("starting DPDK with {args:?}: {e}"))?;
+                app.on(dp, self)
+            }
             DatapathKind::Emu => Err(
                 "--datapath emu is the emulated ConnectX a bench runs on its own core (`echo \
                  bench`, `kv bench`, `calibrate run`), not a device to open"
                     .to_owned(),
             ),
+            // A kind whose feature is not built in.
+            #[allow(unreachable_patterns)]
+            kind => Err(crate::needs_feature(kind, &at.cargo_run)),
         }
-    }
-}
-
-#[cfg(feature = "xdp")]
-mod xdp {
-    use super::*;
-    use datapath_xdp::{XdpConfig, XdpDatapath};
-
-    /// AF_XDP on queue 0 of the spec's interface.
-    pub(super) fn open<A: OnDatapath>(
-        spec: &DatapathSpec,
-        at: &Open,
-        app: A,
-    ) -> Result<A::Out, String> {
-        let cfg = crate::xdp_config(spec, at.bind(), at.umem_bytes);
-        let dp = XdpDatapath::new(cfg)
-            .map_err(|e| format!("AF_XDP on {} at {}: {e}", spec.device, at.bind()))?;
-        app.on(dp, spec)
-    }
-}
-
-#[cfg(not(feature = "xdp"))]
-mod xdp {
-    use super::*;
-
-    pub(super) fn open<A: OnDatapath>(
-        spec: &DatapathSpec,
-        at: &Open,
-        _: A,
-    ) -> Result<A::Out, String> {
-        Err(needs_feature(spec.kind, &at.cargo_run))
-    }
-}
-
-#[cfg(feature = "mlx5")]
-mod mlx5 {
-    use super::*;
-
-    /// The ConnectX named by the spec's device.
-    pub(super) fn open<A: OnDatapath>(
-        spec: &DatapathSpec,
-        at: &Open,
-        mtu: usize,
-        app: A,
-    ) -> Result<A::Out, String> {
-        let dp = datapath_mlx5::hw::open_server(
-            &spec.device,
-            at.bind(),
-            mtu,
-            at.min_item,
-            at.extra_bytes,
-        )?;
-        app.on(dp, spec)
-    }
-}
-
-#[cfg(not(feature = "mlx5"))]
-mod mlx5 {
-    use super::*;
-
-    pub(super) fn open<A: OnDatapath>(
-        spec: &DatapathSpec,
-        at: &Open,
-        _: usize,
-        _: A,
-    ) -> Result<A::Out, String> {
-        Err(needs_feature(spec.kind, &at.cargo_run))
-    }
-}
-
-#[cfg(feature = "ice")]
-mod ice {
-    use super::*;
-
-    /// The DPDK port the spec's EAL arguments name.
-    pub(super) fn open<A: OnDatapath>(
-        spec: &DatapathSpec,
-        at: &Open,
-        mtu: usize,
-        app: A,
-    ) -> Result<A::Out, String> {
-        let args = &spec.device;
-        let dp = datapath_ice::datapath::open(args, at.bind(), mtu)
-            .map_err(|e| format!("starting DPDK with {args:?}: {e}"))?;
-        app.on(dp, spec)
-    }
-}
-
-#[cfg(not(feature = "ice"))]
-mod ice {
-    use super::*;
-
-    pub(super) fn open<A: OnDatapath>(
-        spec: &DatapathSpec,
-        at: &Open,
-        _: usize,
-        _: A,
-    ) -> Result<A::Out, String> {
-        Err(needs_feature(spec.kind, &at.cargo_run))
     }
 }
