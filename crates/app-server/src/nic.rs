@@ -11,8 +11,8 @@
 //! [`Datapath`], as a [`NicApp`] (one core) or a [`NicCoreApp`] (each of N cores).
 //!
 //! Each NIC is behind app-server's cargo feature of the same name (`mlx5`: rdma-core, `ice`:
-//! DPDK at build time; the NIC at run time), which is `datapath-open`'s. Without it, choosing that NIC is an error that says how
-//! to build with it ([`needs_feature`]).
+//! DPDK at build time; the NIC at run time), which is `datapath-open`'s. Without it, choosing
+//! that NIC is an error that says how to build with it ([`needs_feature`]).
 
 use std::net::SocketAddrV4;
 use std::sync::atomic::AtomicBool;
