@@ -9,8 +9,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use app_server::cli::{serve_until, BenchDatapath};
-use app_server::{CargoRun, Launch, Transport};
+use app_server::cli::serve_until;
+use app_server::{CargoRun, DatapathSpec, Launch};
 use datapath_socket::SocketConfig;
 use echo::bench::{self, BenchConfig, DatapathKind, SweepPlan, DEFAULT_MTU};
 use echo::server::{Echo, ServerConfig};
@@ -138,12 +138,13 @@ fn bench_config(a: &mut Args) -> Result<BenchConfig, String> {
             .map(drop)
             .map_err(|e| e.to_string())
     };
-    let unknown = |o: &str| format!("unknown datapath {o:?} (emu, socket, tcp or xdp)");
-    match BenchDatapath::from_args(a, emu_cpus, unknown)? {
-        BenchDatapath::Socket => {}
-        BenchDatapath::Tcp { conns, tcp } => (cfg.tcp_conns, cfg.tcp) = (Some(conns), tcp),
-        BenchDatapath::Xdp => cfg.datapath = DatapathKind::Xdp,
-        BenchDatapath::Emu => cfg.datapath = DatapathKind::Emu,
+    let accepts = app_server::cli::BENCH_DATAPATHS;
+    let unknown = |o: &str| DatapathKind::unknown(o, &accepts);
+    let (spec, conns) = app_server::cli::bench_datapath(a, &accepts, emu_cpus, unknown)?;
+    match spec.kind {
+        // Kernel TCP is the socket sweep over TCP connections.
+        DatapathKind::Tcp => (cfg.tcp_conns, cfg.tcp) = (conns, spec.tcp),
+        kind => cfg.datapath = kind,
     }
     if cfg.datapath == DatapathKind::Emu {
         cfg.rates = echo::emu::EMU_RATES.to_vec();
@@ -214,19 +215,16 @@ fn server_cmd(mut a: Args) -> Result<(), String> {
         .unwrap_or(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 7000));
     let threshold = app_server::cli::threshold(&mut a, "[server]")?
         .unwrap_or_else(cornflakes::default_threshold);
-    let mtu_arg: Option<usize> = a.parse("--mtu")?;
     let seconds = a.secs("--seconds")?;
     let spin = a.switch("--spin");
     let until_stdin_closes = a.switch("--until-stdin-closes");
-    let mut transport = Transport::from_args(&mut a)?;
+    let spec = DatapathSpec::from_args(&mut a, DatapathKind::SERVERS)?;
     let cores = a.parse::<usize>("--cores")?;
     a.finish()?;
-    if let Transport::Xdp(x) = &mut transport {
-        x.mtu = mtu_arg;
-    }
     let cfg = ServerConfig { mode, threshold };
-    let sock = socket_config(bind, mtu_arg.unwrap_or(DEFAULT_MTU));
-    let mut l = Launch::new(transport, sock, mode.name(), CARGO_RUN);
+    // AF_XDP takes an explicit --mtu only: without it, the interface's.
+    let sock = socket_config(bind, spec.mtu_or(DEFAULT_MTU));
+    let mut l = Launch::new(spec, sock, mode.name(), CARGO_RUN);
     l.cores = cores.unwrap_or(1);
     l.spin = spin;
     l.name = format!("echo-server-{mode}");

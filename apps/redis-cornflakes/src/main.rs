@@ -17,6 +17,7 @@ use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use cli_args::Args;
+use datapath_open::{DatapathKind, DatapathSpec};
 use kv_peers::bench::BenchConfig as PeersConfig;
 use kv_peers::load::load;
 use kv_peers::plan::Plan;
@@ -103,28 +104,21 @@ impl Experiment {
     }
 }
 
-/// Where redis-cornflakes' Cornflakes port runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Datapath {
-    /// The mlx5 driver against the emulated ConnectX (`cf_dp_emu_new`).
-    Emu,
-    /// Kernel UDP on 127.0.0.1.
-    Socket,
-}
+/// Where redis-cornflakes' Cornflakes port runs: the mlx5 driver against the emulated ConnectX
+/// (`cf_dp_emu_new`), or kernel UDP on 127.0.0.1.
+const DATAPATHS: [DatapathKind; 2] = [DatapathKind::Emu, DatapathKind::Socket];
 
-impl Datapath {
-    /// The emulated device where this process may use 2+ CPUs, else sockets.
-    fn default_here() -> Datapath {
-        match emu_bench::two_cores() {
-            Ok(_) => Datapath::Emu,
-            Err(_) => Datapath::Socket,
-        }
+/// The emulated device where this process may use 2+ CPUs, else sockets.
+fn default_datapath() -> DatapathKind {
+    match emu_bench::two_cores() {
+        Ok(_) => DatapathKind::Emu,
+        Err(_) => DatapathKind::Socket,
     }
 }
 
 #[derive(Debug, PartialEq)]
 struct Cli {
-    datapath: Datapath,
+    datapath: DatapathKind,
     /// `--trials K` of the emulated search.
     trials: Option<usize>,
     /// The emulated device's flags (`--repeat`, `--check-every`, ...).
@@ -161,22 +155,18 @@ fn parse_cli(mut a: Args) -> Result<Cli, String> {
             Experiment::Twitter,
         ],
     };
-    let datapath = match a.take("--datapath")?.as_deref() {
-        None => Datapath::default_here(),
-        Some("emu") => Datapath::Emu,
-        Some("socket") => Datapath::Socket,
-        Some(o) => return Err(format!("--datapath is emu or socket, not {o:?}")),
-    };
+    let refuse = |o: &str| format!("--datapath is emu or socket, not {o:?}");
+    let datapath = DatapathSpec::choose(&mut a, &DATAPATHS, default_datapath, refuse)?.kind;
     let emu = emu_bench::EmuFlags::from_args(&mut a)?;
     let trials = a.parse::<usize>("--trials")?;
     let load = LoadFlags::from_args(&mut a)?.only("redis-cf-bench", LOAD_FLAGS)?;
     let (rates, duration, warmup) = match datapath {
-        Datapath::Emu => (
+        DatapathKind::Emu => (
             vec![100_000.0, 200_000.0, 400_000.0, 800_000.0, 1_600_000.0],
             Duration::from_millis(200),
             Duration::from_millis(50),
         ),
-        Datapath::Socket => (
+        _ => (
             vec![5_000.0, 10_000.0, 20_000.0, 40_000.0, 80_000.0],
             Duration::from_secs(2),
             Duration::from_millis(300),
@@ -557,7 +547,7 @@ fn main_inner() -> Result<(), String> {
         if cli.stock {
             outs.extend(stock(&cli, exp)?);
         }
-        if cli.datapath == Datapath::Emu {
+        if cli.datapath == DatapathKind::Emu {
             if exp == Experiment::Twitter {
                 eprintln!(
                     "[redis-cf] SKIPPED Twitter on the emulated device: its writes are not \
@@ -638,7 +628,7 @@ mod tests {
         assert_eq!(
             got,
             Cli {
-                datapath: Datapath::Socket,
+                datapath: DatapathKind::Socket,
                 trials: Some(5),
                 emu: emu_bench::EmuFlags {
                     repeat: Some(3),
@@ -660,7 +650,7 @@ mod tests {
         assert_eq!(
             cli("--datapath socket").unwrap(),
             Cli {
-                datapath: Datapath::Socket,
+                datapath: DatapathKind::Socket,
                 trials: None,
                 emu: emu_bench::EmuFlags::default(),
                 experiments: vec![

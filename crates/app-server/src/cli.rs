@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use cli_args::Args;
 
-use crate::TcpSpec;
+use datapath_open::{DatapathKind, DatapathSpec, TcpSpec};
 
 /// One subcommand: its name and what runs it on the arguments after it.
 pub type Command = (&'static str, fn(Args) -> Result<(), String>);
@@ -53,81 +53,42 @@ pub fn threshold(a: &mut Args, role: &str) -> Result<Option<usize>, String> {
     Ok(t)
 }
 
-/// The datapath of a benchmark command (`echo bench`, `kv bench`): what `--datapath
-/// emu|socket|tcp|xdp`, `--conns N` and kernel TCP's flags ([`TcpSpec`]) chose.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BenchDatapath {
-    /// Kernel UDP sockets on 127.0.0.1.
-    Socket,
-    /// Kernel TCP on 127.0.0.1, each client thread with `conns` connections to each core.
-    Tcp {
-        /// `--conns N` (default 1).
-        conns: usize,
-        /// `--tcp-zc`, `--tcp-zc-threshold`: the server's and the clients' zero-copy sends.
-        tcp: TcpSpec,
-    },
-    /// AF_XDP on a veth in a network namespace.
-    Xdp,
-    /// The emulated ConnectX on a core of its own.
-    Emu,
-}
+/// What the benchmark commands that run their own server (`echo bench`, `kv bench`) run on:
+/// the emulated ConnectX, kernel UDP or TCP on 127.0.0.1, AF_XDP on a veth of their own.
+pub const BENCH_DATAPATHS: [DatapathKind; 4] = [
+    DatapathKind::Emu,
+    DatapathKind::Socket,
+    DatapathKind::Tcp,
+    DatapathKind::Xdp,
+];
 
-impl BenchDatapath {
-    /// The `--datapath` value that names this datapath.
-    pub fn name(&self) -> &'static str {
-        match self {
-            BenchDatapath::Socket => "socket",
-            BenchDatapath::Tcp { .. } => "tcp",
-            BenchDatapath::Xdp => "xdp",
-            BenchDatapath::Emu => "emu",
+/// The datapath of a benchmark command (`echo bench`, `kv bench`): `--datapath` among
+/// `accepts`, `--conns N` and kernel TCP's flags ([`TcpSpec`]), and for `tcp` the connections
+/// per client thread and server core (`--conns N`, default 1). Without `--datapath`: the
+/// emulated NIC when `emu_cpus` finds the CPUs for it, else the kernel sockets (saying why on
+/// stderr). A kind not accepted is the error `unknown(name)`; `--conns` and the TCP flags go
+/// with `tcp` only, which says its zero-copy settings on stderr. The bench runs its own devices
+/// and reads `--mtu` with its load flags.
+pub fn bench_datapath(
+    a: &mut Args,
+    accepts: &[DatapathKind],
+    emu_cpus: impl FnOnce() -> Result<(), String>,
+    unknown: impl FnOnce(&str) -> String,
+) -> Result<(DatapathSpec, Option<usize>), String> {
+    let default = || match emu_cpus() {
+        Ok(()) => DatapathKind::Emu,
+        Err(e) => {
+            eprintln!("[bench] socket datapath: {e}");
+            DatapathKind::Socket
         }
+    };
+    let spec = DatapathSpec::choose(a, accepts, default, unknown)?;
+    let tcp = spec.kind == DatapathKind::Tcp;
+    let conns = tcp_conns(a, tcp)?;
+    if tcp {
+        eprintln!("[bench] TCP {}", spec.tcp);
     }
-
-    /// Reads `--datapath`, `--conns` and [`TcpSpec`]'s flags. Without `--datapath`: the
-    /// emulated NIC when `emu_cpus` finds the CPUs for it, else the kernel sockets (saying why
-    /// on stderr). An unknown datapath is the error `unknown(name)`; `--conns` and the TCP
-    /// flags go with `tcp` only, which says its zero-copy settings on stderr.
-    pub fn from_args(
-        a: &mut Args,
-        emu_cpus: impl FnOnce() -> Result<(), String>,
-        unknown: impl FnOnce(&str) -> String,
-    ) -> Result<BenchDatapath, String> {
-        let mut dp = match datapath_name(a)? {
-            None => match emu_cpus() {
-                Ok(()) => BenchDatapath::Emu,
-                Err(e) => {
-                    eprintln!("[bench] socket datapath: {e}");
-                    BenchDatapath::Socket
-                }
-            },
-            Some(Ok(dp)) => dp,
-            Some(Err(other)) => return Err(unknown(&other)),
-        };
-        let is_tcp = matches!(dp, BenchDatapath::Tcp { .. });
-        let n = tcp_conns(a, is_tcp)?;
-        let spec = TcpSpec::for_datapath(a, is_tcp)?;
-        if let BenchDatapath::Tcp { conns, tcp } = &mut dp {
-            *conns = n.unwrap_or(1);
-            *tcp = spec;
-            eprintln!("[bench] TCP {spec}");
-        }
-        Ok(dp)
-    }
-}
-
-/// `--datapath NAME`, the one reading of the flag for benches and clients: the datapath it
-/// names, or the unknown name as the inner error.
-fn datapath_name(a: &mut Args) -> Result<Option<Result<BenchDatapath, String>>, String> {
-    Ok(a.take("--datapath")?.map(|name| match name.as_str() {
-        "socket" => Ok(BenchDatapath::Socket),
-        "tcp" => Ok(BenchDatapath::Tcp {
-            conns: 1,
-            tcp: TcpSpec::default(),
-        }),
-        "xdp" => Ok(BenchDatapath::Xdp),
-        "emu" => Ok(BenchDatapath::Emu),
-        _ => Err(name),
-    }))
+    Ok((spec, conns))
 }
 
 /// Runs `body` until `--seconds` pass or, with `--until-stdin-closes`, standard input closes
@@ -164,19 +125,24 @@ mod tests {
 
     #[test]
     fn bench_datapaths_parse_once() {
+        use DatapathKind::{Emu, Socket, Tcp, Xdp};
         let parse = |line: &str, emu: Result<(), String>| {
-            BenchDatapath::from_args(&mut Args::from_line(line), || emu, |o| format!("no {o}"))
+            let mut a = Args::from_line(line);
+            let (spec, conns) =
+                bench_datapath(&mut a, &BENCH_DATAPATHS, || emu, |o| format!("no {o}"))?;
+            a.finish()?;
+            Ok::<_, String>((spec.kind, conns, spec.tcp))
         };
         let no_cpus = || Err("1 CPU".to_owned());
-        assert_eq!(parse("", Ok(())), Ok(BenchDatapath::Emu));
-        assert_eq!(parse("", no_cpus()), Ok(BenchDatapath::Socket));
-        assert_eq!(parse("--datapath emu", no_cpus()), Ok(BenchDatapath::Emu));
-        assert_eq!(parse("--datapath xdp", Ok(())), Ok(BenchDatapath::Xdp));
-        let tcp = |conns, tcp| Ok(BenchDatapath::Tcp { conns, tcp });
-        assert_eq!(parse("--datapath tcp", Ok(())), tcp(1, TcpSpec::default()));
+        let d = TcpSpec::default();
+        assert_eq!(parse("", Ok(())), Ok((Emu, None, d)));
+        assert_eq!(parse("", no_cpus()), Ok((Socket, None, d)));
+        assert_eq!(parse("--datapath emu", no_cpus()), Ok((Emu, None, d)));
+        assert_eq!(parse("--datapath xdp", Ok(())), Ok((Xdp, None, d)));
+        assert_eq!(parse("--datapath tcp", Ok(())), Ok((Tcp, Some(1), d)));
         assert_eq!(
             parse("--datapath tcp --conns 4", Ok(())),
-            tcp(4, TcpSpec::default())
+            Ok((Tcp, Some(4), d))
         );
         let uring = TcpSpec {
             zero_copy: datapath_tcp::ZeroCopy {
@@ -189,7 +155,7 @@ mod tests {
                 "--tcp-zc io-uring --datapath tcp --tcp-zc-threshold 2048",
                 Ok(())
             ),
-            tcp(1, uring)
+            Ok((Tcp, Some(1), uring))
         );
         assert_eq!(
             parse("--datapath emu --tcp-zc off", Ok(())).unwrap_err(),
@@ -205,6 +171,7 @@ mod tests {
             conns
         );
         assert_eq!(parse("--datapath ice", Ok(())).unwrap_err(), "no ice");
+        assert_eq!(parse("--datapath dpdk", Ok(())).unwrap_err(), "no dpdk");
     }
 
     #[test]
@@ -245,22 +212,15 @@ mod tests {
 /// The server may be any that speaks the stream framing: `echo server --datapath tcp`, `kv
 /// server --datapath tcp`, or `demi-server` over Demikernel (demikernel/, docs/tcp.md).
 pub fn client_transport(a: &mut Args) -> Result<(Option<usize>, TcpSpec), String> {
-    let tcp = match datapath_name(a)? {
-        None | Some(Ok(BenchDatapath::Socket)) => false,
-        Some(Ok(BenchDatapath::Tcp { .. })) => true,
-        Some(other) => {
-            let name = other.map_or_else(|name| name, |dp| dp.name().to_owned());
-            return Err(format!(
-                "--datapath {name:?}: a client runs on socket (UDP) or tcp"
-            ));
-        }
-    };
+    let refuse = |name: &str| format!("--datapath {name:?}: a client runs on socket (UDP) or tcp");
+    let accepts = [DatapathKind::Socket, DatapathKind::Tcp];
+    let spec = DatapathSpec::choose(a, &accepts, || DatapathKind::Socket, refuse)?;
+    let tcp = spec.kind == DatapathKind::Tcp;
     let conns = tcp_conns(a, tcp)?;
-    let spec = TcpSpec::for_datapath(a, tcp)?;
     if tcp {
-        eprintln!("[client] TCP {spec}");
+        eprintln!("[client] TCP {}", spec.tcp);
     }
-    Ok((conns, spec))
+    Ok((conns, spec.tcp))
 }
 
 /// `--conns N`, the one rule for benches and clients: TCP connections (default 1) when the

@@ -50,10 +50,10 @@ fn the_launcher_serves_a_handler_over_kernel_tcp_on_each_core() {
     use std::sync::Arc;
 
     let mut a = cli_args::Args::new(vec!["--datapath".into(), "tcp".into()]);
-    let transport = Transport::from_args(&mut a).unwrap();
+    let transport = DatapathSpec::from_args(&mut a, DatapathKind::SERVERS).unwrap();
     assert_eq!(
         (transport.name(), transport.clone()),
-        ("tcp", Transport::Tcp(TcpSpec::default()))
+        ("tcp", DatapathSpec::new(DatapathKind::Tcp))
     );
     let base = free_tcp_ports(2);
     let mut l = Launch::new(
