@@ -687,6 +687,14 @@ pub fn figure8(rs: &[EmuResult]) -> String {
          the target is taken from RESP's own curve instead of the paper's number.\n\n\
          | format | req/s at p99 <= target | p99 there (µs) |\n|---|---|---|\n"
     );
+    if !resp
+        .records
+        .iter()
+        .any(|r| r.achieved_rps < DEFAULT_KEEP_UP * r.offered_rps)
+    {
+        s += "RESP kept up every load it was offered, so the target is not at its knee: raise \
+              --rates until RESP misses one.\n\n";
+    }
     let cell = |r: &EmuResult| at_p99(&r.records, target);
     for r in [resp, cf] {
         let (rps, p99) = cell(r).map_or(("–".to_owned(), "–".to_owned()), |(x, p)| {
@@ -795,11 +803,21 @@ mod tests {
             summaries: Vec::new(),
             records,
         };
-        let text = figure8(&[result(Format::Resp, resp), result(Format::Cornflakes, cf)]);
+        let text = figure8(&[
+            result(Format::Resp, resp.clone()),
+            result(Format::Cornflakes, cf.clone()),
+        ]);
         assert!(text.contains("p99 target 30.0 µs"), "{text}");
         assert!(
             text.contains("Cornflakes ÷ RESP at the target: +25.1 % (paper: +8.8 %)"),
             "{text}"
         );
+        assert!(!text.contains("not at its knee"), "{text}");
+        // Without a load RESP missed, its top load is no knee: the text says so.
+        let text = figure8(&[
+            result(Format::Resp, resp[..2].to_vec()),
+            result(Format::Cornflakes, cf),
+        ]);
+        assert!(text.contains("not at its knee: raise --rates"), "{text}");
     }
 }
