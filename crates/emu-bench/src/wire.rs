@@ -45,6 +45,11 @@ pub trait ReplyCheck: Send + 'static {
     /// server did handle it, so a checker that applies writes in order (`sees_every`) may
     /// apply it here. Default: nothing.
     fn late(&mut self, _request: usize, _reply: &[u8]) {}
+
+    /// `request`, one whose every reply the checker sees ([`sees_every`](Self::sees_every)),
+    /// timed out with no reply: the server may still have done it (its reply lost or yet to
+    /// come, then given to [`late`](Self::late)), or not. Default: nothing.
+    fn unanswered(&mut self, _request: usize) {}
 }
 
 impl<F> ReplyCheck for F
@@ -463,8 +468,11 @@ impl<C: ReplyCheck> LoadWire<C> {
             if self.state[self.expire] == OUTSTANDING {
                 self.state[self.expire] = SETTLED;
                 self.outstanding -= 1;
-                let core = self.frames.core(self.expire % self.frames.len());
-                self.per_core[core].lost += 1;
+                let k = self.expire % self.frames.len();
+                self.per_core[self.frames.core(k)].lost += 1;
+                if self.checker.sees_every(k) {
+                    self.checker.unanswered(k);
+                }
             }
             self.expire += 1;
         }
