@@ -108,7 +108,7 @@ plan() {
       KEEP=("results/tcp-zc-cost/zc_cost.tsv docs/results/tcp-zc-cost/zc_cost.tsv")
       ;;
     redis)
-      WHAT="Redis with Cornflakes (Table 3) on the emulated ConnectX with 2+ CPUs (kernel sockets with one), against the stock redis-server (builds Redis on first use)"
+      WHAT="Redis with Cornflakes (Table 3 and Figure 8, Twitter) on the emulated ConnectX with 2+ CPUs (kernel sockets with one), against the stock redis-server (builds Redis on first use)"
       BUILD="cargo build --release -p redis-cornflakes --bin redis-cf-bench"
       RUNS=("$R/redis-cf-bench --repeat 3 --out results/redis")
       KEEP=("results/redis/tables.md docs/results/redis/tables.md")

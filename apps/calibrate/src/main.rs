@@ -7,7 +7,7 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use std::process::ExitCode;
 
 use app_server::cli::serve_until;
-use app_server::{CargoRun, Launch, Transport};
+use app_server::{CargoRun, DatapathSpec, Launch};
 use calibrate::run::{self, CalibConfig, DatapathKind, DEFAULT_MTU};
 use calibrate::server::Calib;
 use cli_args::Args;
@@ -66,14 +66,12 @@ fn run_cmd(mut a: Args) -> Result<(), String> {
 
 /// What `calibrate run`'s flags ask for (`a` keeps what it does not know).
 fn run_config(a: &mut Args) -> Result<CalibConfig, String> {
-    let datapath = match a.take("--datapath")?.as_deref() {
-        None | Some("socket") => DatapathKind::Socket,
-        Some("xdp") => DatapathKind::Xdp,
-        Some("emu") => DatapathKind::Emu,
-        Some(nic @ ("mlx5" | "ice")) => return Err(run::unsupported_datapath(nic)),
-        Some(other) => return Err(format!("unknown datapath {other:?} (socket, xdp or emu)")),
+    let refuse = |name: &str| match name {
+        "mlx5" | "ice" => run::unsupported_datapath(name),
+        other => DatapathKind::unknown(other, &run::RUN_DATAPATHS),
     };
-    let mut cfg = CalibConfig::for_datapath(datapath);
+    let spec = DatapathSpec::choose(a, &run::RUN_DATAPATHS, || DatapathKind::Socket, refuse)?;
+    let mut cfg = CalibConfig::for_datapath(spec.kind);
     if let Some(s) = a.list::<usize>("--sizes")? {
         cfg.sizes = s;
     }
@@ -112,24 +110,21 @@ fn server_cmd(mut a: Args) -> Result<(), String> {
     let bind = a
         .parse::<SocketAddrV4>("--bind")?
         .unwrap_or(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 7000));
-    let mtu_arg: Option<usize> = a.parse("--mtu")?;
     let until_stdin_closes = a.switch("--until-stdin-closes");
-    let mut transport = Transport::from_args(&mut a)?;
+    let spec = DatapathSpec::from_args(&mut a, DatapathKind::SERVERS)?;
     let seconds = a.secs("--seconds")?;
     let cores = a.parse::<usize>("--cores")?.unwrap_or(1);
     a.finish()?;
     // Each core holds its own 1/N shard of the array (the paper's Figure 13 setup).
     let shard = array_bytes / cores.max(1);
-    if let Transport::Xdp(x) = &mut transport {
-        x.mtu = mtu_arg;
-        // The array lives in the UMEM, so zero-copy segments are in registered memory.
-        x.umem_bytes = Some(shard + (64 << 20));
-    }
     let mut sock = SocketConfig::new(bind);
-    sock.mtu = mtu_arg.unwrap_or(DEFAULT_MTU);
+    // AF_XDP takes an explicit --mtu only: without it, the interface's.
+    sock.mtu = spec.mtu_or(DEFAULT_MTU);
     sock.memory.max_item_size = run::SOCKET_MAX_ITEM;
     sock.memory.max_bytes = shard + (256 << 20);
-    let mut l = Launch::new(transport, sock, "calibrate", CARGO_RUN);
+    let mut l = Launch::new(spec, sock, "calibrate", CARGO_RUN);
+    // The array lives in the UMEM, so zero-copy segments are in registered memory.
+    l.umem_bytes = Some(shard + (64 << 20));
     l.cores = cores;
     l.name = "calibrate-server".to_owned();
     l.extra_bytes = shard;

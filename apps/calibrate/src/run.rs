@@ -47,18 +47,15 @@ pub const SOCKET_MAX_ITEM: usize = 64 * 1024;
 /// Room for the object and packet headers next to the K × S payload bytes.
 const REPLY_OVERHEAD: usize = 512;
 
-/// The datapath the calibration server runs on (`run --datapath`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DatapathKind {
-    /// Kernel UDP sockets on 127.0.0.1 (server and clients in this process).
-    Socket,
-    /// AF_XDP on a veth in a network namespace (server in a child process). Feature `xdp`,
-    /// root.
-    Xdp,
-    /// The ConnectX driver on one core against the emulated ConnectX on a second core, which
-    /// also plays the clients. Needs 2 CPUs.
-    Emu,
-}
+/// The datapath the calibration server runs on (`run --datapath`, one of [`RUN_DATAPATHS`]).
+pub use app_server::DatapathKind;
+
+/// What `calibrate run` runs on: kernel UDP sockets on 127.0.0.1 (server and clients in this
+/// process), AF_XDP on a veth in a network namespace (server in a child process; feature `xdp`,
+/// root), or the ConnectX driver on one core against the emulated ConnectX on a second core,
+/// which also plays the clients (2 CPUs).
+pub const RUN_DATAPATHS: [DatapathKind; 3] =
+    [DatapathKind::Socket, DatapathKind::Xdp, DatapathKind::Emu];
 
 /// IP MTU of the datapaths unless `--mtu` says otherwise: a jumbo frame, as in the paper
 /// (§6.1), so a 2 × 2048 B message is one datagram; the C API's socket default too.
@@ -566,6 +563,7 @@ pub fn run_calibration(cfg: &CalibConfig) -> Result<Calibration, String> {
         }
         (None, DatapathKind::Xdp) => run_xdp(cfg, array_bytes)?,
         (None, DatapathKind::Emu) => run_emu(cfg, array_bytes)?,
+        (None, other) => return Err(unsupported_datapath(other.name())),
     };
     out.array_bytes = array_bytes;
     out.array_why = array_why;
@@ -579,6 +577,7 @@ fn label(d: DatapathKind) -> &'static str {
         DatapathKind::Socket => "socket datapath on 127.0.0.1",
         DatapathKind::Xdp => "AF_XDP server on a veth",
         DatapathKind::Emu => "server core vs an emulated ConnectX on a second core",
+        other => other.name(),
     }
 }
 
@@ -715,7 +714,7 @@ fn run_xdp(cfg: &CalibConfig, array_bytes: usize) -> Result<Calibration, String>
         other_cores: Vec::new(),
         bind: ns.client_ip,
         items,
-        max_segments: datapath_xdp::xsk::MAX_TX_DESCRIPTORS,
+        max_segments: app_server::datapath_xdp::xsk::MAX_TX_DESCRIPTORS,
         // The UMEM's largest buffer (datapath_xdp::umem_memory).
         max_reply: 16 * 1024,
     };

@@ -121,13 +121,13 @@ pub fn run_bench(cfg: &BenchConfig) -> Result<BenchOutcome, String> {
         return Err(format!(
             "--cores {} runs on the socket and emu datapaths, not {} (docs/cores.md)",
             cfg.cores,
-            cfg.datapath.label()
+            crate::config::datapath_label(cfg.datapath)
         ));
     }
     if cfg.tcp_conns.is_some() && cfg.datapath != DatapathKind::Socket {
         return Err(format!(
             "TCP runs on the kernel, not on the {}",
-            cfg.datapath.label()
+            crate::config::datapath_label(cfg.datapath)
         ));
     }
     if cfg.datapath == DatapathKind::Xdp {

@@ -8,7 +8,7 @@ use std::net::SocketAddrV4;
 use std::sync::Arc;
 use std::time::Duration;
 
-use app_server::{CargoRun, Launch, OnCore, Transport};
+use app_server::{CargoRun, DatapathSpec, Launch, OnCore};
 use bench_client::Members;
 use cornflakes::Datapath;
 use datapath_socket::SocketConfig;
@@ -62,11 +62,11 @@ impl OnCore for EchoCore {
     }
 }
 
-/// Sweeps the offered loads of `plan` from `plan.threads` client cores on `transport`, core
-/// *i* at `bind`'s port plus *i*; one record per point, as [`crate::bench::sweep_mode`].
+/// Sweeps the offered loads of `plan` from `plan.threads` client cores on `spec`, core *i* at
+/// `bind`'s port plus *i*; one record per point, as [`crate::bench::sweep_mode`].
 pub fn sweep_mode(
     plan: &SweepPlan,
-    transport: &Transport,
+    spec: &DatapathSpec,
     bind: SocketAddrV4,
 ) -> Result<Vec<Record>, String> {
     let verifier = Arc::new(Verifier::new(plan.mode, plan.shape)?);
@@ -74,7 +74,7 @@ pub fn sweep_mode(
     let (crew, members) = Crew::new(threads);
     let mut sc = SocketConfig::new(bind);
     sc.mtu = plan.mtu;
-    let mut l = Launch::new(transport.clone(), sc, plan.mode.name(), CARGO_RUN);
+    let mut l = Launch::new(spec.clone(), sc, plan.mode.name(), CARGO_RUN);
     l.cores = threads;
     l.name = format!("echo-client-{}", plan.mode);
     let body = EchoCore {

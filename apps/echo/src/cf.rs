@@ -5,12 +5,12 @@
 use cornflakes::bumpalo::collections::Vec as BumpVec;
 use cornflakes::SendError;
 use cornflakes::{Arena, CFBytes, CFPtr, ConnId, CornflakesObj, Datapath, DecodeObj, Msg};
-use cornflakes_rpc::{CallError, Replied, Reply, Unanswered};
+use cornflakes_rpc::{Replied, Reply, Unanswered};
 pub use serializations::SendPath;
 
 use crate::schema::{
-    Echo, EchoClient, EchoReply, List, ListView, Single, SingleView, Tree1, Tree1View, Tree2,
-    Tree2View, Tree3, Tree3View, Tree4, Tree4View, Tree5, Tree5View,
+    Echo, List, ListView, Single, SingleView, Tree1, Tree1View, Tree2, Tree2View, Tree3, Tree3View,
+    Tree4, Tree4View, Tree5, Tree5View,
 };
 use crate::shape::{Kind, ShapeSpec, ValueChecker};
 
@@ -213,25 +213,10 @@ impl Echo for Service {
     }
 }
 
-/// An echo request of one shape, built with its values borrowed (copied into the packet when
-/// it is sent): sent on a datapath ([`send`](Self::send)) or through the generated client of
-/// `echo.Echo` ([`send_with`](Self::send_with)).
-pub enum Request<'a> {
-    /// `Single`.
-    Single(Single<'a>),
-    /// `List`.
-    List(List<'a>),
-    /// `Tree1` … `Tree5`.
-    Tree1(Tree1<'a>),
-    /// `Tree2`.
-    Tree2(Tree2<'a>),
-    /// `Tree3`.
-    Tree3(Tree3<'a>),
-    /// `Tree4`.
-    Tree4(Tree4<'a>),
-    /// `Tree5`.
-    Tree5(Tree5<'a>),
-}
+/// An echo request of one shape (the generated `EchoCall`: one variant per method, sent on
+/// a datapath or through the generated client), built here with its values borrowed (copied
+/// into the packet when it is sent).
+pub use crate::schema::EchoCall as Request;
 
 fn tree<'a, T: TreeObj<'a>>(vals: &'a [u8], spec: &ShapeSpec, arena: &'a Arena) -> T {
     let mut chunks = vals.chunks(spec.len.max(1));
@@ -267,33 +252,6 @@ impl<'a> Request<'a> {
             Kind::Tree(_) => Request::Tree5(tree(vals, spec, arena)),
         }
     }
-
-    /// Sends it on `conn` of `dp` with framing header `msg`.
-    pub fn send<D: Datapath>(&self, dp: &mut D, conn: ConnId, msg: Msg) -> Result<(), SendError> {
-        match self {
-            Request::Single(m) => dp.send_object(conn, msg, m),
-            Request::List(m) => dp.send_object(conn, msg, m),
-            Request::Tree1(m) => dp.send_object(conn, msg, m),
-            Request::Tree2(m) => dp.send_object(conn, msg, m),
-            Request::Tree3(m) => dp.send_object(conn, msg, m),
-            Request::Tree4(m) => dp.send_object(conn, msg, m),
-            Request::Tree5(m) => dp.send_object(conn, msg, m),
-        }
-    }
-
-    /// Sends it through the generated client without waiting: its message id.
-    #[inline]
-    pub fn send_with<D: Datapath>(&self, client: &mut EchoClient<D>) -> Result<u32, CallError> {
-        match self {
-            Request::Single(m) => client.send_single(m),
-            Request::List(m) => client.send_list(m),
-            Request::Tree1(m) => client.send_tree1(m),
-            Request::Tree2(m) => client.send_tree2(m),
-            Request::Tree3(m) => client.send_tree3(m),
-            Request::Tree4(m) => client.send_tree4(m),
-            Request::Tree5(m) => client.send_tree5(m),
-        }
-    }
 }
 
 /// Sends request `msg` of `spec` whose values are `vals` (back to back, as
@@ -308,20 +266,6 @@ pub fn send_request<D: Datapath>(
     arena: &Arena,
 ) -> Result<(), SendError> {
     Request::build(id, spec, vals, arena).send(dp, conn, msg)
-}
-
-/// The bytes of a reply the generated client's `poll` handed out (for the load generator's
-/// checker, which reads replies as bytes).
-pub fn reply_bytes<'a>(reply: &EchoReply<'a>) -> &'a [u8] {
-    match reply {
-        EchoReply::Single(v) => v.object().bytes(),
-        EchoReply::List(v) => v.object().bytes(),
-        EchoReply::Tree1(v) => v.object().bytes(),
-        EchoReply::Tree2(v) => v.object().bytes(),
-        EchoReply::Tree3(v) => v.object().bytes(),
-        EchoReply::Tree4(v) => v.object().bytes(),
-        EchoReply::Tree5(v) => v.object().bytes(),
-    }
 }
 
 fn check_tree<'a, T: TreeObj<'a>>(

@@ -337,7 +337,7 @@ impl<D: Datapath> ClientTransport for EchoClient<D> {
                             n += 1;
                             on_response(Response {
                                 id: Some(id),
-                                payload: crate::cf::reply_bytes(&r),
+                                payload: r.bytes(),
                             });
                         }
                         // The load generator counts a request with no reply as lost.

@@ -22,28 +22,21 @@ pub const DEFAULT_RATES: [f64; 12] = [
 /// (§6.1), so a 2 × 2048 B message is one datagram; the C API's socket default too.
 pub use datapath_socket::JUMBO_MTU as DEFAULT_MTU;
 
-/// Which datapath the server uses.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DatapathKind {
-    /// Kernel UDP sockets on 127.0.0.1 (server and clients in this process).
-    Socket,
-    /// AF_XDP on a veth in a network namespace (server in a child process, clients on kernel
-    /// sockets at the other end of the veth). Feature `xdp`, root.
-    Xdp,
-    /// The ConnectX driver on one core against the emulated ConnectX on a second core, which
-    /// also plays the clients ([`crate::emu`]): the server core's throughput, not a network
-    /// measurement. Needs 2 CPUs (N + 1 with `--cores N`).
-    Emu,
-}
+/// Which datapath the server uses: `Socket`, kernel UDP sockets on 127.0.0.1 (server and
+/// clients in this process; with [`BenchConfig::tcp_conns`], kernel TCP); `Xdp`, AF_XDP on a
+/// veth in a network namespace (server in a child process, clients on kernel sockets at the
+/// other end of the veth; feature `xdp`, root); `Emu`, the ConnectX driver on one core against
+/// the emulated ConnectX on a second core, which also plays the clients ([`crate::emu`]): the
+/// server core's throughput, not a network measurement (2 CPUs, N + 1 with `--cores N`).
+pub use app_server::DatapathKind;
 
-impl DatapathKind {
-    /// How the datapath is described in tables, plots and JSON.
-    pub fn label(self) -> &'static str {
-        match self {
-            DatapathKind::Socket => "socket datapath on 127.0.0.1",
-            DatapathKind::Xdp => "AF_XDP server on a veth",
-            DatapathKind::Emu => "server core with an emulated ConnectX on a second core",
-        }
+/// How the datapath is described in tables, plots and JSON.
+pub fn datapath_label(kind: DatapathKind) -> &'static str {
+    match kind {
+        DatapathKind::Xdp => "AF_XDP server on a veth",
+        DatapathKind::Emu => "server core with an emulated ConnectX on a second core",
+        DatapathKind::Tcp => "kernel TCP on 127.0.0.1",
+        _ => "socket datapath on 127.0.0.1",
     }
 }
 
@@ -127,8 +120,8 @@ impl BenchConfig {
     /// How the datapath is described in tables, plots and JSON.
     pub fn datapath_label(&self) -> &'static str {
         match (self.datapath, self.tcp_conns) {
-            (DatapathKind::Socket, Some(_)) => "kernel TCP on 127.0.0.1",
-            (d, _) => d.label(),
+            (DatapathKind::Socket, Some(_)) => datapath_label(DatapathKind::Tcp),
+            (d, _) => datapath_label(d),
         }
     }
 }

@@ -9,8 +9,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use app_server::cli::{serve_until, BenchDatapath};
-use app_server::{CargoRun, Launch, Transport};
+use app_server::cli::serve_until;
+use app_server::{CargoRun, DatapathSpec, Launch};
 use datapath_socket::SocketConfig;
 use echo::bench::{self, BenchConfig, DatapathKind, SweepPlan, DEFAULT_MTU};
 use echo::server::{Echo, ServerConfig};
@@ -143,12 +143,13 @@ fn bench_config(a: &mut Args) -> Result<BenchConfig, String> {
             .map(drop)
             .map_err(|e| e.to_string())
     };
-    let unknown = |o: &str| format!("unknown datapath {o:?} (emu, socket, tcp or xdp)");
-    match BenchDatapath::from_args(a, emu_cpus, unknown)? {
-        BenchDatapath::Socket => {}
-        BenchDatapath::Tcp { conns, tcp } => (cfg.tcp_conns, cfg.tcp) = (Some(conns), tcp),
-        BenchDatapath::Xdp => cfg.datapath = DatapathKind::Xdp,
-        BenchDatapath::Emu => cfg.datapath = DatapathKind::Emu,
+    let accepts = app_server::cli::BENCH_DATAPATHS;
+    let unknown = |o: &str| DatapathKind::unknown(o, &accepts);
+    let (spec, conns) = app_server::cli::bench_datapath(a, &accepts, emu_cpus, unknown)?;
+    match spec.kind {
+        // Kernel TCP is the socket sweep over TCP connections.
+        DatapathKind::Tcp => (cfg.tcp_conns, cfg.tcp) = (conns, spec.tcp),
+        kind => cfg.datapath = kind,
     }
     if cfg.datapath == DatapathKind::Emu {
         cfg.rates = echo::emu::EMU_RATES.to_vec();
@@ -219,19 +220,16 @@ fn server_cmd(mut a: Args) -> Result<(), String> {
         .unwrap_or(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 7000));
     let threshold = app_server::cli::threshold(&mut a, "[server]")?
         .unwrap_or_else(cornflakes::default_threshold);
-    let mtu_arg: Option<usize> = a.parse("--mtu")?;
     let seconds = a.secs("--seconds")?;
     let spin = a.switch("--spin");
     let until_stdin_closes = a.switch("--until-stdin-closes");
-    let mut transport = Transport::from_args(&mut a)?;
+    let spec = DatapathSpec::from_args(&mut a, DatapathKind::SERVERS)?;
     let cores = a.parse::<usize>("--cores")?;
     a.finish()?;
-    if let Transport::Xdp(x) = &mut transport {
-        x.mtu = mtu_arg;
-    }
     let cfg = ServerConfig { mode, threshold };
-    let sock = socket_config(bind, mtu_arg.unwrap_or(DEFAULT_MTU));
-    let mut l = Launch::new(transport, sock, mode.name(), CARGO_RUN);
+    // AF_XDP takes an explicit --mtu only: without it, the interface's.
+    let sock = socket_config(bind, spec.mtu_or(DEFAULT_MTU));
+    let mut l = Launch::new(spec, sock, mode.name(), CARGO_RUN);
     l.cores = cores.unwrap_or(1);
     l.spin = spin;
     l.name = format!("echo-server-{mode}");
@@ -257,7 +255,7 @@ fn client_cmd(mut a: Args) -> Result<(), String> {
 }
 
 /// A kernel-bypass client's datapath and client core 0's address.
-type Bypass = Option<(Transport, SocketAddrV4)>;
+type Bypass = Option<(DatapathSpec, SocketAddrV4)>;
 
 /// What `echo client`'s flags ask for: the sweep, where its JSON goes and, on kernel bypass,
 /// the client cores' datapath and address.
@@ -291,10 +289,9 @@ fn client_plan(a: &mut Args) -> Result<(SweepPlan, PathBuf, Bypass), String> {
     let (tcp_conns, tcp, bypass) = app_server::cli::client_transport(a)?;
     let bypass = match (bypass, bind_port) {
         (Some(mut t), Some(b)) => {
-            // AF_XDP takes an explicit --mtu only: without it the interface's MTU applies.
-            if let Transport::Xdp(x) = &mut t {
-                x.mtu = explicit_mtu.then_some(d.mtu);
-            }
+            // The client cores' MTU is an explicit --mtu only: without it AF_XDP takes the
+            // interface's, the NICs the load flags' default.
+            t.mtu = explicit_mtu.then_some(d.mtu);
             Some((t, b))
         }
         (Some(t), None) => {
@@ -480,10 +477,10 @@ mod tests {
         let (t, bind) = bypass.unwrap();
         assert_eq!(bind, "10.0.0.2:9000".parse::<SocketAddrV4>().unwrap());
         assert_eq!(plan.bind, Ipv4Addr::new(10, 0, 0, 2));
-        let Transport::Xdp(x) = t else {
-            panic!("{t:?}")
-        };
-        assert_eq!((x.ifname.as_str(), x.mtu), ("v0", Some(1500)));
+        assert_eq!(
+            (t.kind, t.device.as_str(), t.mtu),
+            (DatapathKind::Xdp, "v0", Some(1500))
+        );
         let e = client_plan(&mut Args::from_line(
             "--server 10.0.0.1:7000 --mode raw --datapath mlx5 --mlx5-dev mlx5_0 --bind 10.0.0.2",
         ))

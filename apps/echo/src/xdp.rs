@@ -10,7 +10,7 @@
 use std::net::SocketAddrV4;
 use std::time::Duration;
 
-use datapath_xdp::bpf::ProgramStats;
+use app_server::datapath_xdp::bpf::ProgramStats;
 use netns_harness::{ChildServer, HostVeth, Suite};
 
 use crate::server::{ServerConfig, ServerStats};

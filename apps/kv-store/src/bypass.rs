@@ -9,7 +9,7 @@ use std::net::SocketAddrV4;
 use std::sync::Arc;
 use std::time::Duration;
 
-use app_server::{CargoRun, Launch, OnCore, OnCores, Transport};
+use app_server::{CargoRun, DatapathSpec, Launch, OnCore, OnCores};
 use bench_client::Members;
 use cornflakes::Datapath;
 use loadgen::Crew;
@@ -81,12 +81,12 @@ impl OnCore for KvCore {
     }
 }
 
-/// Starts `cfg.threads` client cores on `transport` at `bind` (core *i* at its port plus *i*),
+/// Starts `cfg.threads` client cores on `spec` at `bind` (core *i* at its port plus *i*),
 /// each connected to the server cores at `servers` and speaking `ser`; returns once every one
 /// is ready (resolved), printing their ready lines.
 pub fn spawn(
     cfg: &BenchConfig,
-    transport: &Transport,
+    spec: &DatapathSpec,
     bind: SocketAddrV4,
     servers: &[SocketAddrV4],
     ser: Serialization,
@@ -94,7 +94,7 @@ pub fn spawn(
 ) -> Result<BypassClients, String> {
     let threads = cfg.threads.max(1);
     let (crew, members) = Crew::new(threads);
-    let mut l = Launch::new(transport.clone(), cfg.socket(bind), ser.name(), CARGO_RUN);
+    let mut l = Launch::new(spec.clone(), cfg.socket(bind), ser.name(), CARGO_RUN);
     l.cores = threads;
     l.name = format!("kv-client-{ser}");
     l.min_item = cfg.max_item;

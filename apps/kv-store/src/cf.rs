@@ -12,9 +12,7 @@
 //! dispatcher's (hybrid, 0 or infinite; serialize-and-send or not).
 
 use cornflakes::wire::BytesListView;
-use cornflakes::{
-    Arena, CFBytes, CFString, ConnId, CornflakesObj, Datapath, DecodeError, Msg, RcBuf, SendError,
-};
+use cornflakes::{Arena, CFBytes, CFString, CornflakesObj, Datapath, DecodeError, RcBuf};
 use cornflakes_rpc::once::Incoming;
 use cornflakes_rpc::{CallError, Replied, Reply, Unanswered};
 
@@ -445,28 +443,11 @@ fn b<'a>(v: &[u8], arena: &'a Arena) -> CFBytes<'a> {
     CFBytes::new(v, arena)
 }
 
-/// A request of the store, built with its values (copied into the arena unless they lie in
-/// its pinned memory and reach its threshold): sent on a datapath ([`send`](Self::send)),
-/// through the generated client of `kv.Kv` ([`send_with`](Self::send_with)), or encoded
-/// ([`encode_request`]).
-pub enum Request<'a> {
-    /// `Get`.
-    Get(GetReq<'a>),
-    /// `Put`.
-    Put(PutReq<'a>),
-    /// `GetM`.
-    GetM(GetMReq<'a>),
-    /// `PutM`.
-    PutM(PutMReq<'a>),
-    /// `GetList`.
-    GetList(GetListReq<'a>),
-    /// `GetFromList`.
-    GetFromList(GetFromListReq<'a>),
-    /// `Append`.
-    Append(AppendReq<'a>),
-    /// `Delete`.
-    Delete(DeleteReq<'a>),
-}
+/// A request of the store (the generated `KvCall`: one variant per method, sent on a
+/// datapath, through the generated client, or encoded), built here from an operation with its
+/// values (copied into the arena unless they lie in its pinned memory and reach its
+/// threshold).
+pub use crate::schema::KvCall as Request;
 
 /// Calls `$f` with the request object of `$r`, whatever its type.
 macro_rules! each {
@@ -552,26 +533,6 @@ impl<'a> Request<'a> {
         }
     }
 
-    /// Queues it on `conn` of `dp` with framing header `msg` (serialize-and-send).
-    pub fn send<D: Datapath>(&self, dp: &mut D, conn: ConnId, msg: Msg) -> Result<(), SendError> {
-        each!(self, m => dp.send_object(conn, msg, m))
-    }
-
-    /// Sends it through the generated client without waiting: its message id.
-    #[inline]
-    pub fn send_with<D: Datapath>(&self, client: &mut KvClient<D>) -> Result<u32, CallError> {
-        match self {
-            Request::Get(m) => client.send_get(m),
-            Request::Put(m) => client.send_put(m),
-            Request::GetM(m) => client.send_get_m(m),
-            Request::PutM(m) => client.send_put_m(m),
-            Request::GetList(m) => client.send_get_list(m),
-            Request::GetFromList(m) => client.send_get_from_list(m),
-            Request::Append(m) => client.send_append(m),
-            Request::Delete(m) => client.send_delete(m),
-        }
-    }
-
     /// Sends it through the runtime client and waits for its reply, counting receives (see
     /// `Client::call_polling`).
     pub fn call_polling<D: Datapath>(
@@ -600,28 +561,13 @@ impl<'a> Request<'a> {
 
     /// Its encoding, appended to `out`.
     pub fn encode(&self, out: &mut Vec<u8>) {
-        each!(self, m => out.extend_from_slice(&m.serialize_to_vec()))
+        out.extend_from_slice(&self.serialize_to_vec());
     }
 }
 
 /// The Cornflakes encoding of request `op` with id `id`, appended to `out`.
 pub fn encode_request(op: &Op, id: u32, arena: &Arena, out: &mut Vec<u8>) {
     Request::build(op, id, arena).encode(out);
-}
-
-/// The bytes of a reply the generated client's `poll` handed out (for the load generator's
-/// checker, which reads replies as bytes).
-pub fn reply_bytes<'a>(reply: &KvReply<'a>) -> &'a [u8] {
-    match reply {
-        KvReply::Get(v) => v.object().bytes(),
-        KvReply::Put(v) => v.object().bytes(),
-        KvReply::GetM(v) => v.object().bytes(),
-        KvReply::PutM(v) => v.object().bytes(),
-        KvReply::GetList(v) => v.object().bytes(),
-        KvReply::GetFromList(v) => v.object().bytes(),
-        KvReply::Append(v) => v.object().bytes(),
-        KvReply::Delete(v) => v.object().bytes(),
-    }
 }
 
 fn status_of(raw: i32) -> Result<Status, String> {

@@ -4,7 +4,6 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::hash::{DefaultHasher, Hash as _, Hasher as _};
 use std::io;
 use std::net::SocketAddrV4;
 use std::sync::Arc;
@@ -13,6 +12,7 @@ use std::time::Duration;
 
 use cornflakes::{Arena, ConnId, Datapath, Msg, RxMsg, SendError};
 use cornflakes_rpc::{CallError, Client, ClientIds, RetryPolicy};
+use kv_workloads::expect::{Answer, Outcome};
 use loadgen::{request_id, split_request_id, ClientTransport, Response};
 
 use crate::cf;
@@ -383,7 +383,7 @@ impl<D: Datapath> ClientTransport for KvClient<D> {
                 client.poll(|wire, reply| {
                     let (id, part) = sent[wire as usize & (sent.len() - 1)];
                     let payload = match &reply {
-                        Ok(r) => cf::reply_bytes(r),
+                        Ok(r) => r.bytes(),
                         // The load generator counts a request with no reply as lost.
                         Err(CallError::TimedOut) => return,
                         // A refused or unreadable reply is a reply, and a wrong one.
@@ -420,258 +420,30 @@ impl<D: Datapath> ClientTransport for KvClient<D> {
     }
 }
 
-fn hash(v: &[u8]) -> u64 {
-    let mut h = DefaultHasher::new();
-    v.hash(&mut h);
-    h.finish()
-}
+pub use kv_workloads::expect::{Current, Expected, InitialValue};
 
-/// The loaded list of a key (`None`: not loaded), as a workload recomputes it.
-pub type InitialValue = Box<dyn Fn(&str) -> Option<Vec<Vec<u8>>> + Send + Sync>;
-
-/// A key's list as the checker remembers it: one hash per value.
-type ListState = Vec<u64>;
-
-/// What the store must hold: for every key, each state its list passes through during a run
-/// (the loaded list, then the list after each write of the run, in request order; `None` when
-/// the key is absent). A read is correct when its reply, byte for byte, matches one of those
-/// states: open-loop requests to one key may be reordered on the way (several client threads),
-/// so a read may legitimately see the state before or after a concurrent write, but never a
-/// value that was not stored, a wrong element, or a missing key that exists (and vice versa).
-/// Writes must succeed (`OK`; a delete of an absent key answers `NOT_FOUND`).
-///
-/// The loaded value of every key the run names is computed once, up front, by `initial` (the
-/// workload's [`kv_workloads::Workload::initial_value`]); checking a reply then hashes only
-/// the reply.
-pub struct Expected {
-    /// Longest value a reply of the run may carry (loaded or written), bytes.
-    max_value: usize,
-    written: HashMap<String, Vec<Option<ListState>>>,
-    initial: InitialValue,
-}
-
-/// How a checker looks a key's list up: calls the closure with each state it accepts and
-/// says whether one passed.
-type States<'a> = &'a dyn Fn(&str, &mut dyn FnMut(Option<&ListState>) -> bool) -> bool;
-
-/// What a write does to one key's list.
-enum Effect {
-    /// The list becomes this (`None`: the key is removed).
-    Set(Option<ListState>),
-    /// This element is appended.
-    Append(u64),
-}
-
-/// The effects of `op` on each key it writes (none for a read).
-fn effects(op: &Op) -> Vec<(&str, Effect)> {
-    match op {
-        Op::Put { key, val } => vec![(key.as_str(), Effect::Set(Some(vec![hash(val)])))],
-        Op::PutM { keys, vals } if keys.len() == vals.len() => keys
-            .iter()
-            .zip(vals)
-            .map(|(k, v)| (k.as_str(), Effect::Set(Some(vec![hash(v)]))))
-            .collect(),
-        Op::Append { key, val } => vec![(key.as_str(), Effect::Append(hash(val)))],
-        Op::Delete { key } => vec![(key.as_str(), Effect::Set(None))],
-        _ => Vec::new(),
+/// The shared checker's outcome of a status: the three it tells apart, every other failure.
+fn outcome(s: Status) -> Outcome {
+    match s {
+        Status::Ok => Outcome::Ok,
+        Status::NotFound => Outcome::NotFound,
+        Status::BadIndex => Outcome::BadIndex,
+        _ => Outcome::Failed,
     }
 }
 
-/// The store's contents as an in-order checker tracks them: the lists of the keys written so
-/// far (the others hold what was loaded). See [`Expected::check_now`].
-#[derive(Debug, Default, Clone)]
-pub struct Current {
-    lists: HashMap<String, Option<ListState>>,
-}
-
-fn list_state(vals: &[Vec<u8>]) -> ListState {
-    vals.iter().map(|v| hash(v)).collect()
-}
-
-impl Expected {
-    /// The states of a store loaded as `initial` says, after the writes of `ops` in order.
-    pub fn new(initial: InitialValue, ops: &[Op]) -> Self {
-        let mut e = Expected {
-            max_value: 0,
-            written: HashMap::new(),
-            initial,
-        };
-        for op in ops {
-            for k in op.keys() {
-                if !e.written.contains_key(k) {
-                    let init = (e.initial)(k);
-                    let longest = init.iter().flatten().map(Vec::len).max().unwrap_or(0);
-                    e.max_value = e.max_value.max(longest);
-                    let first = init.map(|v| list_state(&v));
-                    e.written.insert(k.to_owned(), vec![first]);
-                }
-            }
-        }
-        for op in ops {
-            e.apply(op);
-        }
-        e
+impl Answer for Reply {
+    fn outcome(&self) -> Outcome {
+        outcome(self.status)
     }
-
-    /// The states of a workload's store after the writes of `ops`.
-    pub fn for_workload(w: Arc<dyn kv_workloads::Workload>, ops: &[Op]) -> Self {
-        Expected::new(Box::new(move |k| w.initial_value(k)), ops)
+    fn values(&self) -> &[Vec<u8>] {
+        &self.vals
     }
-
-    fn push(&mut self, key: &str, f: impl FnOnce(Option<&ListState>) -> Option<ListState>) {
-        if !self.written.contains_key(key) {
-            let first = (self.initial)(key).map(|v| list_state(&v));
-            self.written.insert(key.to_owned(), vec![first]);
-        }
-        let states = self.written.get_mut(key).expect("inserted above");
-        let next = f(states.last().and_then(Option::as_ref));
-        if !states.contains(&next) {
-            states.push(next);
-        }
+    fn key_outcomes(&self) -> usize {
+        self.statuses.len()
     }
-
-    /// The longest value a reply of the run may carry (loaded or written), bytes.
-    pub fn max_value_len(&self) -> usize {
-        self.max_value
-    }
-
-    /// Records the effect of a write.
-    pub fn apply(&mut self, op: &Op) {
-        for v in match op {
-            Op::Put { val, .. } | Op::Append { val, .. } => std::slice::from_ref(val),
-            Op::PutM { vals, .. } => vals.as_slice(),
-            _ => &[],
-        } {
-            self.max_value = self.max_value.max(v.len());
-        }
-        for (key, effect) in effects(op) {
-            match effect {
-                Effect::Set(l) => self.push(key, |_| l),
-                Effect::Append(h) => self.push(key, |last| {
-                    let mut l = last.cloned().unwrap_or_default();
-                    l.push(h);
-                    Some(l)
-                }),
-            }
-        }
-    }
-
-    fn any_state(&self, key: &str, f: &mut dyn FnMut(Option<&ListState>) -> bool) -> bool {
-        match self.written.get(key) {
-            Some(states) => states.iter().any(|s| f(s.as_ref())),
-            None => f((self.initial)(key).map(|v| list_state(&v)).as_ref()),
-        }
-    }
-
-    /// Whether `(status, value)` is a correct answer for element `index` of `key`.
-    fn element_ok(
-        states: States<'_>,
-        key: &str,
-        index: usize,
-        status: Status,
-        val: Option<&[u8]>,
-    ) -> bool {
-        let h = val.map(hash);
-        states(key, &mut |s| match (s, status, h) {
-            (None, Status::NotFound, _) => true,
-            (Some(l), Status::Ok, Some(h)) => l.get(index) == Some(&h),
-            (Some(l), Status::BadIndex, _) => index >= l.len(),
-            _ => false,
-        })
-    }
-
-    /// Whether `reply` is a correct answer to `op` in some state the store passes through
-    /// during the run (see [`Expected`]: concurrent clients may reorder a read and a write).
-    pub fn check(&self, op: &Op, reply: &Reply) -> bool {
-        Self::check_in(&|k, f| self.any_state(k, f), op, reply)
-    }
-
-    /// Whether `reply` is a correct answer to `op` in the state `now` holds: the loaded
-    /// contents after the writes applied to `now` in order ([`Expected::apply_to`]). For a
-    /// checker that sees one core's replies in the order the core handled the requests.
-    pub fn check_now(&self, now: &Current, op: &Op, reply: &Reply) -> bool {
-        Self::check_in(
-            &|k, f| match now.lists.get(k) {
-                Some(l) => f(l.as_ref()),
-                None => match self.written.get(k) {
-                    Some(states) => f(states[0].as_ref()),
-                    None => f((self.initial)(k).map(|v| list_state(&v)).as_ref()),
-                },
-            },
-            op,
-            reply,
-        )
-    }
-
-    /// Applies the write `op` (if it is one) to `now`, as the store does.
-    pub fn apply_to(&self, now: &mut Current, op: &Op) {
-        for (key, effect) in effects(op) {
-            let next = match effect {
-                Effect::Set(l) => l,
-                Effect::Append(h) => {
-                    let mut l = match now.lists.get(key) {
-                        Some(l) => l.clone(),
-                        None => self
-                            .written
-                            .get(key)
-                            .and_then(|s| s[0].clone())
-                            .or_else(|| (self.initial)(key).map(|v| list_state(&v))),
-                    }
-                    .unwrap_or_default();
-                    l.push(h);
-                    Some(l)
-                }
-            };
-            now.lists.insert(key.to_owned(), next);
-        }
-    }
-
-    fn check_in(states: States<'_>, op: &Op, reply: &Reply) -> bool {
-        let first = reply.vals.first().map(Vec::as_slice);
-        match op {
-            Op::Get { key } => {
-                reply.vals.len() <= 1 && Self::element_ok(states, key, 0, reply.status, first)
-            }
-            Op::GetFromList { key, index } => {
-                reply.vals.len() <= 1
-                    && Self::element_ok(states, key, *index as usize, reply.status, first)
-            }
-            Op::GetList { key } => {
-                let got = list_state(&reply.vals);
-                states(key, &mut |s| match (s, reply.status) {
-                    (None, Status::NotFound) => true,
-                    (Some(l), Status::Ok) => *l == got,
-                    _ => false,
-                })
-            }
-            Op::GetM { keys } => {
-                let statuses = &reply.statuses;
-                statuses.len() == keys.len()
-                    && reply.vals.len() == keys.len()
-                    && reply.status
-                        == statuses
-                            .iter()
-                            .copied()
-                            .find(|s| *s != Status::Ok)
-                            .unwrap_or(Status::Ok)
-                    && keys
-                        .iter()
-                        .zip(statuses)
-                        .zip(&reply.vals)
-                        .all(|((k, s), v)| {
-                            let v = (*s == Status::Ok).then_some(v.as_slice());
-                            Self::element_ok(states, k, 0, *s, v)
-                        })
-            }
-            Op::Delete { key } => match reply.status {
-                Status::Ok => states(key, &mut |s| s.is_some()),
-                Status::NotFound => states(key, &mut |s| s.is_none()),
-                _ => false,
-            },
-            Op::Put { .. } | Op::PutM { .. } | Op::Append { .. } => {
-                reply.status == Status::Ok && reply.vals.is_empty()
-            }
-        }
+    fn key_outcome(&self, i: usize) -> Outcome {
+        outcome(self.statuses[i])
     }
 }
 
@@ -724,101 +496,36 @@ impl Checker {
 mod tests {
     use super::*;
 
-    fn expected(ops: &[Op]) -> Expected {
-        Expected::new(
-            Box::new(|k: &str| match k {
-                "a" => Some(vec![b"a0".to_vec()]),
-                "l" => Some(vec![b"x".to_vec(), b"y".to_vec()]),
-                _ => None,
-            }),
-            ops,
-        )
-    }
-
-    fn reply(status: Status, vals: &[&[u8]]) -> Reply {
-        Reply {
+    /// The store's replies reach the shared checker with their statuses: the three it tells
+    /// apart, and every other failure wrong (the checker's own cases are in kv-workloads).
+    #[test]
+    fn the_stores_replies_are_checked_by_their_status() {
+        let e = Expected::new(
+            Box::new(|k: &str| (k == "a").then(|| vec![b"a0".to_vec()])),
+            &[],
+        );
+        let reply = |status, vals: &[&[u8]]| Reply {
             status,
             vals: vals.iter().map(|v| v.to_vec()).collect(),
             statuses: Vec::new(),
-        }
-    }
-
-    #[test]
-    fn wrong_values_statuses_and_elements_are_rejected() {
+        };
         let put = Op::Put {
             key: "a".into(),
             val: b"a1".to_vec(),
         };
-        let e = expected(&[Op::Get { key: "a".into() }, put.clone()]);
-        let get = Op::Get { key: "a".into() };
-        // Before or after the run's put: both correct.
-        assert!(e.check(&get, &reply(Status::Ok, &[b"a0"])));
-        assert!(e.check(&get, &reply(Status::Ok, &[b"a1"])));
-        assert!(!e.check(&get, &reply(Status::Ok, &[b"a2"])));
-        assert!(!e.check(&get, &reply(Status::NotFound, &[])));
         assert!(e.check(&put, &reply(Status::Ok, &[])));
         assert!(!e.check(&put, &reply(Status::StoreFull, &[])));
-        let missing = Op::Get { key: "zz".into() };
-        assert!(e.check(&missing, &reply(Status::NotFound, &[])));
-        assert!(!e.check(&missing, &reply(Status::Ok, &[b""])));
-        let el = |i| Op::GetFromList {
-            key: "l".into(),
-            index: i,
-        };
-        assert!(e.check(&el(1), &reply(Status::Ok, &[b"y"])));
-        assert!(!e.check(&el(0), &reply(Status::Ok, &[b"y"])));
-        assert!(e.check(&el(2), &reply(Status::BadIndex, &[])));
-        assert!(!e.check(&el(1), &reply(Status::BadIndex, &[])));
-        let list = Op::GetList { key: "l".into() };
-        assert!(e.check(&list, &reply(Status::Ok, &[b"x", b"y"])));
-        assert!(!e.check(&list, &reply(Status::Ok, &[b"y", b"x"])));
         let getm = Op::GetM {
             keys: vec!["a".into(), "zz".into()],
         };
         let mut r = reply(Status::NotFound, &[b"a0", b""]);
         r.statuses = vec![Status::Ok, Status::NotFound];
         assert!(e.check(&getm, &r));
-        r.status = Status::Ok;
+        r.status = Status::BadRequest;
         assert!(
             !e.check(&getm, &r),
             "overall status must be the first failure"
         );
-    }
-
-    #[test]
-    fn in_order_a_read_must_see_the_value_the_key_holds_now() {
-        let put = |v: &[u8]| Op::Put {
-            key: "a".into(),
-            val: v.to_vec(),
-        };
-        let e = expected(&[put(b"a1"), put(b"a2")]);
-        let get = Op::Get { key: "a".into() };
-        let mut now = Current::default();
-        // Loaded: only a0 is right now, though the run's other states are right for `check`.
-        assert!(e.check_now(&now, &get, &reply(Status::Ok, &[b"a0"])));
-        assert!(!e.check_now(&now, &get, &reply(Status::Ok, &[b"a1"])));
-        assert!(e.check(&get, &reply(Status::Ok, &[b"a1"])));
-        e.apply_to(&mut now, &put(b"a1"));
-        assert!(e.check_now(&now, &get, &reply(Status::Ok, &[b"a1"])));
-        assert!(
-            !e.check_now(&now, &get, &reply(Status::Ok, &[b"a0"])),
-            "a stale value is wrong in order"
-        );
-        // Appends grow the list each time they are applied (a request set sent in cycles).
-        let app = Op::Append {
-            key: "l".into(),
-            val: b"z".to_vec(),
-        };
-        let list = Op::GetList { key: "l".into() };
-        e.apply_to(&mut now, &app);
-        e.apply_to(&mut now, &app);
-        assert!(e.check_now(&now, &list, &reply(Status::Ok, &[b"x", b"y", b"z", b"z"])));
-        assert!(!e.check_now(&now, &list, &reply(Status::Ok, &[b"x", b"y", b"z"])));
-        let del = Op::Delete { key: "a".into() };
-        assert!(e.check_now(&now, &del, &reply(Status::Ok, &[])));
-        e.apply_to(&mut now, &del);
-        assert!(e.check_now(&now, &get, &reply(Status::NotFound, &[])));
-        assert!(!e.check_now(&now, &del, &reply(Status::Ok, &[])));
     }
 
     #[test]

@@ -41,27 +41,21 @@ pub const EMU_RATES: [f64; 6] = [
 /// (§6.1), so a 2 × 2048 B message is one datagram; the C API's socket default too.
 pub use datapath_socket::JUMBO_MTU as DEFAULT_MTU;
 
-/// Which datapath the benchmark's server runs on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DatapathKind {
-    /// Kernel UDP sockets on 127.0.0.1: server and client threads in this process.
-    Socket,
-    /// The ConnectX driver (datapath-mlx5) against the emulated ConnectX on its own core,
-    /// which plays the wire and the open-loop clients (crates/emu-bench).
-    Emu,
-    /// AF_XDP on a veth pair (feature `xdp`, root): each server a process in a network
-    /// namespace, the clients on kernel sockets at the other end (module `xdp`, feature `xdp`).
-    Xdp,
-}
+/// Which datapath the benchmark's server runs on: `Socket`, kernel UDP sockets on 127.0.0.1,
+/// server and client threads in this process (with [`BenchConfig::tcp_conns`], kernel TCP);
+/// `Emu`, the ConnectX driver (datapath-mlx5) against the emulated ConnectX on its own core,
+/// which plays the wire and the open-loop clients (crates/emu-bench); `Xdp`, AF_XDP on a veth
+/// pair (feature `xdp`, root): each server a process in a network namespace, the clients on
+/// kernel sockets at the other end (module `xdp`, feature `xdp`).
+pub use app_server::DatapathKind;
 
-impl DatapathKind {
-    /// How tables and JSON name it.
-    pub fn label(self) -> &'static str {
-        match self {
-            DatapathKind::Socket => DATAPATH_LABEL,
-            DatapathKind::Emu => EMU_LABEL,
-            DatapathKind::Xdp => XDP_LABEL,
-        }
+/// How tables and JSON name a datapath of the bench.
+pub fn datapath_label(kind: DatapathKind) -> &'static str {
+    match kind {
+        DatapathKind::Emu => EMU_LABEL,
+        DatapathKind::Xdp => XDP_LABEL,
+        DatapathKind::Tcp => TCP_LABEL,
+        _ => DATAPATH_LABEL,
     }
 }
 
@@ -143,7 +137,7 @@ pub struct BenchConfig {
     pub tcp: app_server::TcpSpec,
     /// `kv client` only: the kernel-bypass datapath its client cores run on (`--datapath xdp |
     /// mlx5 | ice`, one core per `--threads`); `None`: kernel UDP sockets or TCP.
-    pub client_datapath: Option<app_server::Transport>,
+    pub client_datapath: Option<app_server::DatapathSpec>,
     /// With `client_datapath`: client core 0's address (`--bind IP:PORT`; core *i* at the port
     /// plus *i*).
     pub client_bind: Option<SocketAddrV4>,

@@ -8,8 +8,8 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use app_server::cli::{serve_until, BenchDatapath};
-use app_server::{CargoRun, Launch, Transport};
+use app_server::cli::serve_until;
+use app_server::{CargoRun, DatapathKind, DatapathSpec, Launch};
 use kv_store::bench::{self, BenchConfig};
 use kv_store::load::load_store;
 use kv_store::server::{Kv, ServerConfig};
@@ -203,14 +203,15 @@ fn bench_config(a: &mut Args) -> Result<(BenchConfig, Peers), String> {
         "--datapath {o:?}: kv bench runs on emu, socket, tcp or xdp (mlx5 and ice: `kv server` on the NIC machine and `kv client`; see apps/kv-store/README.md)"
     )
     };
-    match BenchDatapath::from_args(a, emu_cpus, unknown)? {
-        BenchDatapath::Socket => {}
-        BenchDatapath::Tcp { conns, tcp } => (cfg.tcp_conns, cfg.tcp) = (Some(conns), tcp),
-        BenchDatapath::Xdp => cfg.datapath = bench::DatapathKind::Xdp,
-        BenchDatapath::Emu => {
-            cfg.datapath = bench::DatapathKind::Emu;
-            cfg.rates = bench::EMU_RATES.to_vec();
-        }
+    let accepts = app_server::cli::BENCH_DATAPATHS;
+    let (spec, conns) = app_server::cli::bench_datapath(a, &accepts, emu_cpus, unknown)?;
+    match spec.kind {
+        // Kernel TCP is the socket sweep over TCP connections.
+        DatapathKind::Tcp => (cfg.tcp_conns, cfg.tcp) = (conns, spec.tcp),
+        kind => cfg.datapath = kind,
+    }
+    if cfg.datapath == DatapathKind::Emu {
+        cfg.rates = bench::EMU_RATES.to_vec();
     }
     let emu = emu_bench::EmuFlags::from_args(a)?;
     cfg.sample_every = emu.sample_every.unwrap_or(cfg.sample_every);
@@ -260,12 +261,13 @@ fn client_config(a: &mut Args) -> Result<(BenchConfig, SocketAddrV4), String> {
     let name = a.take("--workload")?.ok_or("--workload is required")?;
     cfg.workload = workload(a, &name)?;
     cfg.client_bind = a.parse::<SocketAddrV4>("--bind")?;
-    // AF_XDP takes an explicit --mtu only: without it the interface's MTU applies.
+    // The client cores' MTU is an explicit --mtu only: without it AF_XDP takes the
+    // interface's, the NICs the load flags' default.
     let explicit_mtu = a.has("--mtu");
     common(a, &mut cfg)?;
     (cfg.tcp_conns, cfg.tcp, cfg.client_datapath) = app_server::cli::client_transport(a)?;
-    if let Some(Transport::Xdp(x)) = &mut cfg.client_datapath {
-        x.mtu = explicit_mtu.then_some(cfg.mtu);
+    if let Some(spec) = &mut cfg.client_datapath {
+        spec.mtu = explicit_mtu.then_some(cfg.mtu);
     }
     if cfg.client_bind.is_some() && cfg.client_datapath.is_none() {
         return Err(
@@ -390,9 +392,9 @@ fn server_cmd(mut a: Args) -> Result<(), String> {
     let seconds = a.secs("--seconds")?;
     let until_stdin_closes = a.switch("--until-stdin-closes");
     // AF_XDP takes an explicit --mtu only: without it the interface's MTU applies.
-    let explicit_mtu = a.has("--mtu");
-    let mut transport = Transport::from_args(&mut a)?;
+    let spec = DatapathSpec::from_args(&mut a, DatapathKind::SERVERS)?;
     common(&mut a, &mut bc)?;
+    bc.mtu = spec.mtu_or(bc.mtu);
     a.finish()?;
     let cfg = ServerConfig {
         serialization: ser,
@@ -402,11 +404,8 @@ fn server_cmd(mut a: Args) -> Result<(), String> {
             ..StoreConfig::default()
         },
     };
-    if let Transport::Xdp(x) = &mut transport {
-        x.mtu = explicit_mtu.then_some(bc.mtu);
-        x.umem_bytes = Some(kv_store::server::umem_bytes(bc.memory_limit));
-    }
-    let mut l = Launch::new(transport, bc.socket(bind), ser.name(), CARGO_RUN);
+    let mut l = Launch::new(spec, bc.socket(bind), ser.name(), CARGO_RUN);
+    l.umem_bytes = Some(kv_store::server::umem_bytes(bc.memory_limit));
     l.cores = bc.cores;
     l.spin = bc.spin;
     l.name = format!("kv-server-{ser}");

@@ -118,9 +118,10 @@ pub(crate) fn write_outputs(cfg: &BenchConfig, out: &BenchOutcome) -> Result<(),
     print!("{printed}");
     let dp = match cfg.datapath {
         DatapathKind::Socket if cfg.tcp_conns.is_some() => "kernel TCP",
-        DatapathKind::Socket => "socket datapath",
         DatapathKind::Emu => "emulated ConnectX",
         DatapathKind::Xdp => "AF_XDP on veth",
+        DatapathKind::Tcp => "kernel TCP",
+        _ => "socket datapath",
     };
     emu_bench::write_charts(
         &cfg.out_dir,

@@ -155,7 +155,7 @@ pub(crate) fn run_xdp(
         datapath: XDP_LABEL.to_owned(),
         ..BenchOutcome::default()
     };
-    if let Ok(item) = datapath_xdp::xsk::umem_memory(1).map(|m| m.max_item_size()) {
+    if let Ok(item) = app_server::datapath_xdp::xsk::umem_memory(1).map(|m| m.max_item_size()) {
         let longest = prep.expected.max_value_len();
         if longest + 512 > item {
             eprintln!(

@@ -11,12 +11,13 @@ use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use cornflakes::{Arena, CFString, CornflakesObj};
+use cornflakes::{Arena, CFBytes, CFString, CornflakesObj};
 use emu_bench::{EmuSummary, Roles};
 use kv_peers::load::load;
 use kv_peers::plan::Plan;
 use kv_peers::server::Peer;
 use kv_workloads::{OpKind, Request};
+use loadgen::{Record, DEFAULT_KEEP_UP};
 use serde_json::{json, Value};
 
 use crate::udp::{kv, Format};
@@ -50,6 +51,9 @@ pub struct EmuResult {
     pub table: String,
     /// The search's summary in each repeat (`--repeat`), for the compact table and the chart.
     pub summaries: Vec<EmuSummary>,
+    /// The median repeat's points: each load's median trial, by offered load (for the
+    /// latency curves and Figure 8).
+    pub records: Vec<Record>,
 }
 
 fn pair(blob: &mut Vec<u8>, bytes: &[u8]) -> Value {
@@ -65,7 +69,46 @@ fn bulk(out: &mut Vec<u8>, v: &[u8]) {
     out.extend_from_slice(b"\r\n");
 }
 
-/// A read request's bytes in `format` and its expected reply check.
+/// Request `r` as a kv.proto object: its bytes, its reply's message and the reply's field of
+/// values (`None` for a write's reply, which carries none).
+fn object_request(r: &Request) -> Result<(Vec<u8>, &'static str, Option<&'static str>), String> {
+    let a = Arena::new();
+    Ok(match r {
+        Request::Get { key } => {
+            let mut m = kv::GetReq::new_in(&a);
+            m.set_key(CFString::new(key, &a));
+            (m.serialize_to_vec(), "kv.GetResp", Some("val"))
+        }
+        Request::GetM { keys } => {
+            let mut m = kv::GetMReq::new_in(&a);
+            m.init_keys(keys.len());
+            for k in keys {
+                m.get_mut_keys().append(CFString::new(k, &a));
+            }
+            (m.serialize_to_vec(), "kv.GetMResp", Some("vals"))
+        }
+        Request::GetList { key } => {
+            let mut m = kv::GetListReq::new_in(&a);
+            m.set_key(CFString::new(key, &a));
+            (m.serialize_to_vec(), "kv.GetListResp", Some("vals"))
+        }
+        Request::Put { key, val } => {
+            let mut m = kv::PutReq::new_in(&a);
+            m.set_key(CFString::new(key, &a));
+            m.set_val(CFBytes::new(val, &a));
+            (m.serialize_to_vec(), "kv.PutResp", None)
+        }
+        o => {
+            return Err(format!(
+                "{} is not a request the emulated run sends (get, getm, getlist, put)",
+                o.kind()
+            ))
+        }
+    })
+}
+
+/// A read request's bytes in `format` and its expected reply check (the reply is fixed: the
+/// run has no writes).
 fn request_and_check(
     plan: &Plan,
     i: usize,
@@ -89,33 +132,7 @@ fn request_and_check(
             (cmd, json!({ "bytes": pair(blob, &reply) }))
         }
         Format::Cornflakes => {
-            let a = Arena::new();
-            let (bytes, msg, field) = match r {
-                Request::Get { key } => {
-                    let mut m = kv::GetReq::new_in(&a);
-                    m.set_key(CFString::new(key, &a));
-                    (m.serialize_to_vec(), "kv.GetResp", "val")
-                }
-                Request::GetM { keys } => {
-                    let mut m = kv::GetMReq::new_in(&a);
-                    m.init_keys(keys.len());
-                    for k in keys {
-                        m.get_mut_keys().append(CFString::new(k, &a));
-                    }
-                    (m.serialize_to_vec(), "kv.GetMResp", "vals")
-                }
-                Request::GetList { key } => {
-                    let mut m = kv::GetListReq::new_in(&a);
-                    m.set_key(CFString::new(key, &a));
-                    (m.serialize_to_vec(), "kv.GetListResp", "vals")
-                }
-                o => {
-                    return Err(format!(
-                        "{} is not a read the emulated run checks",
-                        o.kind()
-                    ))
-                }
-            };
+            let (bytes, msg, field) = object_request(r)?;
             let vals: Vec<Value> = values.iter().map(|v| pair(blob, v)).collect();
             (
                 bytes,
@@ -128,6 +145,76 @@ fn request_and_check(
         "payload": pair(blob, &payload),
         "expect": expect,
     }))
+}
+
+/// Request `i` of a run with writes, in `format`, with its key-value check: the device
+/// checks its reply against what its keys hold when Redis handles it (the C API's `kv`
+/// expectation: every write's reply applied in order, a stale value wrong).
+fn kv_request_and_check(
+    plan: &Plan,
+    i: usize,
+    format: Format,
+    blob: &mut Vec<u8>,
+) -> Result<Value, String> {
+    let r = &plan.requests[i];
+    let vals: Vec<Value> = match r {
+        Request::Put { val, .. } => vec![pair(blob, val)],
+        Request::Get { .. } | Request::GetM { .. } | Request::GetList { .. } => Vec::new(),
+        o => {
+            return Err(format!(
+                "{} is not a request the emulated run sends (get, getm, getlist, put)",
+                o.kind()
+            ))
+        }
+    };
+    let mut kv = json!({ "op": r.kind(), "keys": r.keys(), "vals": vals });
+    let payload = match format {
+        Format::Resp => {
+            let mut cmd = Vec::new();
+            plan.encode(i, &mut cmd);
+            cmd
+        }
+        Format::Cornflakes => {
+            let (bytes, msg, field) = object_request(r)?;
+            kv["object"] = json!(msg);
+            if let Some(f) = field {
+                kv["field"] = json!(f);
+            }
+            bytes
+        }
+    };
+    Ok(json!({
+        "type": OpKind::of(r).msg_type(),
+        "payload": pair(blob, &payload),
+        "expect": { "kv": kv },
+    }))
+}
+
+/// The loaded values of every key `requests` name, for the key-value checks (`kv.initial`).
+fn initial_values(
+    workload: &dyn kv_workloads::Workload,
+    requests: &[Request],
+    blob: &mut Vec<u8>,
+) -> Value {
+    let mut initial = serde_json::Map::new();
+    for k in requests.iter().flat_map(Request::keys) {
+        if initial.contains_key(k) {
+            continue;
+        }
+        if let Some(vals) = workload.initial_value(k) {
+            let v: Vec<Value> = vals.iter().map(|v| pair(blob, v)).collect();
+            initial.insert(k.to_owned(), json!(v));
+        }
+    }
+    Value::Object(initial)
+}
+
+/// The IP MTU the device needs so that every request and reply of the plan is one frame
+/// (the emulated wire carries single-frame messages): at least its default of 9000, for a
+/// run whose longest value is `longest` bytes and longest request `request` bytes.
+fn mtu_for(longest: usize, request: usize) -> usize {
+    let need = longest.max(request) + 256 + 128;
+    need.next_multiple_of(1024).clamp(9000, 65_000)
 }
 
 /// The values a read returns from the loaded store.
@@ -219,10 +306,36 @@ pub fn search(
         .map_err(|e| format!("loading redis-cornflakes: {e}"))?;
     let mut blob = Vec::new();
     let mut reqs = Vec::with_capacity(n);
+    let writes = plan.requests.iter().any(Request::is_write);
+    let mut longest = 0;
     for i in 0..n {
-        let values = expected_values(workload.as_ref(), &plan.requests[i])?;
-        reqs.push(request_and_check(&plan, i, format, &values, &mut blob)?);
+        reqs.push(if writes {
+            kv_request_and_check(&plan, i, format, &mut blob)?
+        } else {
+            let values = expected_values(workload.as_ref(), &plan.requests[i])?;
+            longest = longest.max(values.iter().map(Vec::len).sum::<usize>());
+            request_and_check(&plan, i, format, &values, &mut blob)?
+        });
     }
+    let kv_initial = writes.then(|| initial_values(workload.as_ref(), &plan.requests, &mut blob));
+    if let Some(Value::Object(m)) = &kv_initial {
+        for k in m.keys() {
+            let len = workload
+                .initial_value(k)
+                .map_or(0, |v| v.iter().map(Vec::len).sum());
+            longest = longest.max(len);
+        }
+    }
+    for r in &plan.requests {
+        if let Request::Put { val, .. } = r {
+            longest = longest.max(val.len());
+        }
+    }
+    let largest_request = reqs
+        .iter()
+        .filter_map(|r| r["payload"][1].as_u64())
+        .max()
+        .unwrap_or(0) as usize;
     let mut search = json!({
         "rates": cli.loads,
         "duration_ms": cli.duration.as_secs_f64() * 1e3,
@@ -242,6 +355,17 @@ pub fn search(
         "requests": reqs,
         "search": search,
     });
+    if let Some(initial) = kv_initial {
+        plan_json["kv"] = json!({ "initial": initial });
+    }
+    let mtu = mtu_for(longest, largest_request);
+    if mtu > 9000 {
+        eprintln!(
+            "[redis-cf] emu {format:?}: the device's MTU raised to {mtu} so that the longest \
+             value ({longest} B) is one frame (the emulated wire carries single-frame messages)"
+        );
+        plan_json["mtu"] = json!(mtu);
+    }
     if let Some(c) = cli.emu.check_every {
         plan_json["check_every"] = json!(c);
     }
@@ -323,7 +447,13 @@ pub fn search(
                 + r["summary"]["malformed"].as_u64().unwrap_or(0)
         })
         .sum();
+    let records: Vec<Record> = median
+        .map(|r| serde_json::from_value(r["records"].clone()))
+        .transpose()
+        .map_err(|e| format!("report.json's records: {e}"))?
+        .unwrap_or_default();
     Ok(EmuResult {
+        records,
         format,
         max_rps: s["max_rps_within_95pct"].as_f64(),
         p99_us: s["best"]["p99_us"].as_f64(),
@@ -383,6 +513,8 @@ pub fn paper(exp: Experiment) -> Option<(f64, f64)> {
 
 /// Table 3 on the emulated device: per experiment, each format's highest load kept up in
 /// Gbit/s of values (4096 B per request), the Cornflakes ÷ RESP ratio and the paper's.
+/// Experiments without a Table 3 row (Twitter) are left out of the table (see [`figure8`]) but
+/// not of the list of what bounded each search.
 pub fn table(results: &[(Experiment, Vec<EmuResult>)]) -> String {
     let mut s = String::from(
         "Table 3 on the emulated ConnectX (Redis's core on the mlx5 driver, the device on the \
@@ -390,7 +522,7 @@ pub fn table(results: &[(Experiment, Vec<EmuResult>)]) -> String {
          | workload | RESP | Cornflakes | Cornflakes ÷ RESP | paper (Cf / RESP) | paper ratio | \
          zero-copy / copied values (Cornflakes) |\n|---|---|---|---|---|---|---|\n",
     );
-    for (exp, rs) in results {
+    for (exp, rs) in results.iter().filter(|(e, _)| paper(*e).is_some()) {
         let of = |f: Format| rs.iter().find(|r| r.format == f);
         let gbps =
             |r: Option<&EmuResult>| r.and_then(|r| r.max_rps).map(|x| x * 4096.0 * 8.0 / 1e9);
@@ -412,6 +544,9 @@ pub fn table(results: &[(Experiment, Vec<EmuResult>)]) -> String {
             cell(resp),
             cell(cf)
         );
+    }
+    if !results.iter().any(|(e, _)| paper(*e).is_some()) {
+        s.clear();
     }
     s += "\nWhat bounded each search (device busy and Redis's time split at the first miss; how \
           much of each trial Redis's thread ran, and waited for its CPU while another task held \
@@ -504,5 +639,185 @@ pub fn write_chart(dir: &Path, results: &[(Experiment, Vec<EmuResult>)]) {
     match loadgen::plot_bars(&chart, &svg, &png) {
         Ok(()) => eprintln!("[redis-cf] wrote {} and {}", svg.display(), png.display()),
         Err(e) => eprintln!("[redis-cf] no chart: {e}"),
+    }
+}
+
+/// The paper's Figure 8: Cornflakes' throughput over RESP's at a p99 target of 59 µs on its
+/// testbed, +8.8 %.
+pub const PAPER_TWITTER_GAIN: f64 = 0.088;
+
+/// The highest load in `records` kept up (achieved within [`DEFAULT_KEEP_UP`] of offered)
+/// with a p99 at most `target_us`: its achieved req/s and p99.
+pub fn at_p99(records: &[Record], target_us: f64) -> Option<(f64, f64)> {
+    records
+        .iter()
+        .filter(|r| r.achieved_rps >= DEFAULT_KEEP_UP * r.offered_rps)
+        .filter_map(|r| Some((r.achieved_rps, r.p99_us.filter(|p| *p <= target_us)?)))
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+}
+
+/// RESP's knee: the p99 at the highest load RESP kept up (among `records`' points).
+pub fn knee_p99(records: &[Record]) -> Option<f64> {
+    records
+        .iter()
+        .filter(|r| r.achieved_rps >= DEFAULT_KEEP_UP * r.offered_rps && r.p99_us.is_some())
+        .max_by(|a, b| a.achieved_rps.total_cmp(&b.achieved_rps))
+        .and_then(|r| r.p99_us)
+}
+
+/// Figure 8 on the emulated device: Twitter's throughput in each format at one p99 target,
+/// Cornflakes ÷ RESP beside the paper's +8.8 %, and every point of both curves.
+pub fn figure8(rs: &[EmuResult]) -> String {
+    let of = |f: Format| rs.iter().find(|r| r.format == f);
+    let (Some(resp), Some(cf)) = (of(Format::Resp), of(Format::Cornflakes)) else {
+        return String::new();
+    };
+    let mut s = String::from(
+        "\nFigure 8 on the emulated ConnectX: Twitter (gets and puts, every reply checked \
+         against what its key holds when Redis handles it), throughput at a p99 target\n\n",
+    );
+    let Some(target) = knee_p99(&resp.records) else {
+        s += "RESP kept no load up: no p99 target, no ratio (see the tables below).\n";
+        return s;
+    };
+    s += &format!(
+        "p99 target {target:.1} µs: RESP's p99 at the highest load it kept up (the knee of its \
+         curve). The paper's target, 59 µs, sits at the same place on its testbed's RESP curve; \
+         the emulated device has no wire or switch, so its latencies are not the testbed's and \
+         the target is taken from RESP's own curve instead of the paper's number.\n\n\
+         | format | req/s at p99 <= target | p99 there (µs) |\n|---|---|---|\n"
+    );
+    if !resp
+        .records
+        .iter()
+        .any(|r| r.achieved_rps < DEFAULT_KEEP_UP * r.offered_rps)
+    {
+        s += "RESP kept up every load it was offered, so the target is not at its knee: raise \
+              --rates until RESP misses one.\n\n";
+    }
+    let cell = |r: &EmuResult| at_p99(&r.records, target);
+    for r in [resp, cf] {
+        let (rps, p99) = cell(r).map_or(("–".to_owned(), "–".to_owned()), |(x, p)| {
+            (format!("{x:.0}"), format!("{p:.1}"))
+        });
+        s += &format!("| {} | {rps} | {p99} |\n", r.format.name());
+    }
+    let ratio = match (cell(cf), cell(resp)) {
+        (Some(c), Some(r)) if r.0 > 0.0 => format!("{:+.1} %", (c.0 / r.0 - 1.0) * 100.0),
+        _ => "–".to_owned(),
+    };
+    s += &format!(
+        "\nCornflakes ÷ RESP at the target: {ratio} (paper: {:+.1} %)\n\n\
+         | format | offered req/s | achieved req/s | p50 (µs) | p99 (µs) |\n|---|---|---|---|---|\n",
+        PAPER_TWITTER_GAIN * 100.0
+    );
+    let us = |v: Option<f64>| v.map_or("–".to_owned(), |v| format!("{v:.1}"));
+    for r in [resp, cf] {
+        for p in &r.records {
+            s += &format!(
+                "| {} | {:.0} | {:.0} | {} | {} |\n",
+                r.format.name(),
+                p.offered_rps,
+                p.achieved_rps,
+                us(p.p50_us),
+                us(p.p99_us)
+            );
+        }
+    }
+    s
+}
+
+/// Each experiment's latency curves: p50 and p99 against offered load up to saturation, RESP
+/// and Cornflakes (the median repeat's points), to `dir/redis-latency-EXP.svg` and `.png`.
+pub fn write_latency_charts(dir: &Path, results: &[(Experiment, Vec<EmuResult>)]) {
+    for (exp, rs) in results {
+        let records: Vec<Record> = rs
+            .iter()
+            .flat_map(|r| {
+                r.records.iter().map(|p| Record {
+                    mode: format!("redis {}", r.format.name()),
+                    ..p.clone()
+                })
+            })
+            .collect();
+        let name = format!("redis-latency-{}", exp.name());
+        let (svg, png) = (
+            dir.join(format!("{name}.svg")),
+            dir.join(format!("{name}.png")),
+        );
+        let title = format!(
+            "Redis {} on the emulated ConnectX: latency up to saturation",
+            exp.label()
+        );
+        match loadgen::plot_latency(&records, &title, DEFAULT_KEEP_UP, &svg, &png) {
+            Ok(()) => eprintln!("[redis-cf] wrote {} and {}", svg.display(), png.display()),
+            Err(e) => eprintln!("[redis-cf] no latency chart for {}: {e}", exp.label()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn point(offered: f64, achieved: f64, p99: f64) -> Record {
+        Record {
+            offered_rps: offered,
+            achieved_rps: achieved,
+            p99_us: Some(p99),
+            ..Record::default()
+        }
+    }
+
+    #[test]
+    fn the_target_is_resps_knee_and_each_format_is_read_there() {
+        let resp = vec![
+            point(100e3, 100e3, 20.0),
+            point(200e3, 199e3, 30.0),
+            point(300e3, 250e3, 900.0),
+        ];
+        // The knee: the p99 at the highest load RESP kept up (200 k), not at its overload.
+        assert_eq!(knee_p99(&resp), Some(30.0));
+        let cf = vec![
+            point(100e3, 100e3, 15.0),
+            point(200e3, 200e3, 22.0),
+            point(250e3, 249e3, 29.0),
+            point(300e3, 299e3, 45.0),
+            point(400e3, 300e3, 20.0),
+        ];
+        // 300 k is over the target, 400 k not kept up (however low its p99).
+        assert_eq!(at_p99(&cf, 30.0), Some((249e3, 29.0)));
+        assert_eq!(at_p99(&resp, 30.0), Some((199e3, 30.0)));
+        assert_eq!(at_p99(&cf, 10.0), None);
+        let result = |format, records| EmuResult {
+            format,
+            max_rps: None,
+            p99_us: None,
+            device_busy: None,
+            bound_note: String::new(),
+            thread_note: String::new(),
+            bad: 0,
+            zero_copy: 0,
+            copied: 0,
+            table: String::new(),
+            summaries: Vec::new(),
+            records,
+        };
+        let text = figure8(&[
+            result(Format::Resp, resp.clone()),
+            result(Format::Cornflakes, cf.clone()),
+        ]);
+        assert!(text.contains("p99 target 30.0 µs"), "{text}");
+        assert!(
+            text.contains("Cornflakes ÷ RESP at the target: +25.1 % (paper: +8.8 %)"),
+            "{text}"
+        );
+        assert!(!text.contains("not at its knee"), "{text}");
+        // Without a load RESP missed, its top load is no knee: the text says so.
+        let text = figure8(&[
+            result(Format::Resp, resp[..2].to_vec()),
+            result(Format::Cornflakes, cf),
+        ]);
+        assert!(text.contains("not at its knee: raise --rates"), "{text}");
     }
 }

@@ -17,6 +17,7 @@ use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use cli_args::Args;
+use datapath_open::{DatapathKind, DatapathSpec};
 use kv_peers::bench::BenchConfig as PeersConfig;
 use kv_peers::load::load;
 use kv_peers::plan::Plan;
@@ -35,10 +36,13 @@ usage: redis-cf-bench [--experiments get,mget2,lrange2,twitter] [--rates R,R,..]
   --datapath emu (the default with 2+ CPUs): redis-cornflakes on the mlx5 driver against the
   emulated ConnectX on the second CPU, each format's saturation load searched (default rates
   100000,200000,400000,800000,1600000 req/s, 0.2 s trials after 0.05 s of warm-up, median of 3);
-  prints Table 3 with the paper's ratios and each experiment's compact table (the highest
-  load kept up, its spread, Cornflakes / RESP, what bounded it, Redis's core's time), writes
-  DIR/redis.svg and .png (the highest load kept up per experiment and format) and each
-  search's full table to DIR/tables.md (Twitter's writes are not run there yet).
+  prints Table 3 with the paper's ratios, Figure 8 (Twitter's gets and puts, every reply
+  checked against what its key holds: each format's req/s at a p99 target, RESP's knee, and
+  Cornflakes / RESP beside the paper's +8.8 %) and each experiment's compact table (the
+  highest load kept up, its spread, Cornflakes / RESP, what bounded it, Redis's core's time),
+  writes DIR/redis.svg and .png (the highest load kept up per experiment and format),
+  DIR/redis-latency-EXP.svg and .png (p50 and p99 against offered load up to saturation, per
+  experiment) and each search's full table to DIR/tables.md.
   --no-pin: the device and Redis share the CPUs, without the speed canary: for counting
   Redis's instructions under callgrind (docs/performance.md, Redis); its timings mean nothing.
   --datapath socket: the kernel-socket sweep below.
@@ -103,28 +107,21 @@ impl Experiment {
     }
 }
 
-/// Where redis-cornflakes' Cornflakes port runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Datapath {
-    /// The mlx5 driver against the emulated ConnectX (`cf_dp_emu_new`).
-    Emu,
-    /// Kernel UDP on 127.0.0.1.
-    Socket,
-}
+/// Where redis-cornflakes' Cornflakes port runs: the mlx5 driver against the emulated ConnectX
+/// (`cf_dp_emu_new`), or kernel UDP on 127.0.0.1.
+const DATAPATHS: [DatapathKind; 2] = [DatapathKind::Emu, DatapathKind::Socket];
 
-impl Datapath {
-    /// The emulated device where this process may use 2+ CPUs, else sockets.
-    fn default_here() -> Datapath {
-        match emu_bench::two_cores() {
-            Ok(_) => Datapath::Emu,
-            Err(_) => Datapath::Socket,
-        }
+/// The emulated device where this process may use 2+ CPUs, else sockets.
+fn default_datapath() -> DatapathKind {
+    match emu_bench::two_cores() {
+        Ok(_) => DatapathKind::Emu,
+        Err(_) => DatapathKind::Socket,
     }
 }
 
 #[derive(Debug, PartialEq)]
 struct Cli {
-    datapath: Datapath,
+    datapath: DatapathKind,
     /// `--trials K` of the emulated search.
     trials: Option<usize>,
     /// The emulated device's flags (`--repeat`, `--check-every`, ...).
@@ -161,22 +158,18 @@ fn parse_cli(mut a: Args) -> Result<Cli, String> {
             Experiment::Twitter,
         ],
     };
-    let datapath = match a.take("--datapath")?.as_deref() {
-        None => Datapath::default_here(),
-        Some("emu") => Datapath::Emu,
-        Some("socket") => Datapath::Socket,
-        Some(o) => return Err(format!("--datapath is emu or socket, not {o:?}")),
-    };
+    let refuse = |o: &str| format!("--datapath is emu or socket, not {o:?}");
+    let datapath = DatapathSpec::choose(&mut a, &DATAPATHS, default_datapath, refuse)?.kind;
     let emu = emu_bench::EmuFlags::from_args(&mut a)?;
     let trials = a.parse::<usize>("--trials")?;
     let load = LoadFlags::from_args(&mut a)?.only("redis-cf-bench", LOAD_FLAGS)?;
     let (rates, duration, warmup) = match datapath {
-        Datapath::Emu => (
+        DatapathKind::Emu => (
             vec![100_000.0, 200_000.0, 400_000.0, 800_000.0, 1_600_000.0],
             Duration::from_millis(200),
             Duration::from_millis(50),
         ),
-        Datapath::Socket => (
+        _ => (
             vec![5_000.0, 10_000.0, 20_000.0, 40_000.0, 80_000.0],
             Duration::from_secs(2),
             Duration::from_millis(300),
@@ -557,21 +550,14 @@ fn main_inner() -> Result<(), String> {
         if cli.stock {
             outs.extend(stock(&cli, exp)?);
         }
-        if cli.datapath == Datapath::Emu {
-            if exp == Experiment::Twitter {
-                eprintln!(
-                    "[redis-cf] SKIPPED Twitter on the emulated device: its writes are not \
-                     checked there yet (--datapath socket runs it)"
-                );
-            } else {
-                emu_results.push((
-                    exp,
-                    vec![
-                        emu::search(&cli, exp, &bin, Format::Resp, &requests)?,
-                        emu::search(&cli, exp, &bin, Format::Cornflakes, &requests)?,
-                    ],
-                ));
-            }
+        if cli.datapath == DatapathKind::Emu {
+            emu_results.push((
+                exp,
+                vec![
+                    emu::search(&cli, exp, &bin, Format::Resp, &requests)?,
+                    emu::search(&cli, exp, &bin, Format::Cornflakes, &requests)?,
+                ],
+            ));
             results.push((exp, outs));
             continue;
         }
@@ -586,6 +572,11 @@ fn main_inner() -> Result<(), String> {
     std::fs::create_dir_all(&cli.out).map_err(|e| e.to_string())?;
     if !emu_results.is_empty() {
         text += &emu::table(&emu_results);
+        for (exp, rs) in &emu_results {
+            if *exp == Experiment::Twitter {
+                text += &emu::figure8(rs);
+            }
+        }
         text += &emu::compact_tables(&emu_results);
         for (_, rs) in &emu_results {
             for r in rs {
@@ -593,6 +584,7 @@ fn main_inner() -> Result<(), String> {
             }
         }
         emu::write_chart(&cli.out, &emu_results);
+        emu::write_latency_charts(&cli.out, &emu_results);
     }
     // On the emulated device the sockets' report holds only the stock row (none: --no-stock).
     if emu_results.is_empty() {
@@ -638,7 +630,7 @@ mod tests {
         assert_eq!(
             got,
             Cli {
-                datapath: Datapath::Socket,
+                datapath: DatapathKind::Socket,
                 trials: Some(5),
                 emu: emu_bench::EmuFlags {
                     repeat: Some(3),
@@ -660,7 +652,7 @@ mod tests {
         assert_eq!(
             cli("--datapath socket").unwrap(),
             Cli {
-                datapath: Datapath::Socket,
+                datapath: DatapathKind::Socket,
                 trials: None,
                 emu: emu_bench::EmuFlags::default(),
                 experiments: vec![

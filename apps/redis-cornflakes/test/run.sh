@@ -93,9 +93,9 @@ sleep 0.5
 [ "$(pinned)" = 0 ] || { echo "FAILED: FLUSHALL ASYNC left a pinned value unreleased"; exit 1; }
 echo "pinned values: SET pins, APPEND copies, FLUSHALL ASYNC releases: ok"
 
-# redis-cf-bench on the emulated ConnectX (cornflakes-datapath emu), short: GET and LRANGE in
-# both formats at one load, every reply checked by the device (tests/emu_smoke.rs; two CPUs,
-# else SKIPPED). About 10 s.
+# redis-cf-bench on the emulated ConnectX (cornflakes-datapath emu), short: GET, LRANGE and
+# Twitter's GETs and SETs in both formats at one load, every reply checked by the device
+# (tests/emu_smoke.rs; two CPUs, else SKIPPED). About 20 s.
 echo "==> redis-cf-bench --datapath emu, a short functional run"
 cargo test -q -p redis-cornflakes --test emu_smoke -- --ignored
 

@@ -1,8 +1,9 @@
 //! `redis-cf-bench --datapath emu` end to end, short: the patched redis-server on the mlx5
-//! driver against the emulated ConnectX, GET and LRANGE in both formats at one load, every
-//! reply checked by the device. Functional, not a measurement: it asserts that nothing was
-//! answered wrong, that the objects arm sent its values by reference (the INFO counts in the
-//! table), and that the tables and the chart were written — not which load was kept up.
+//! driver against the emulated ConnectX, GET, LRANGE and Twitter's GETs and SETs in both
+//! formats at one load, every reply checked by the device (Twitter's against what its key holds
+//! when Redis handles it). Functional, not a measurement: it asserts that nothing was answered
+//! wrong, that the objects arm sent its values by reference (the INFO counts in the table), and
+//! that the tables, Figure 8 and the charts were written — not which load was kept up.
 //!
 //! It needs the patched server (`scripts/redis-cornflakes.sh` builds it in a minute or two), so
 //! it is ignored in the workspace's tests: `apps/redis-cornflakes/test/run.sh` builds the server
@@ -35,7 +36,7 @@ fn redis_on_the_emulated_connectx_answers_every_request_right_in_both_formats() 
     let out = std::env::temp_dir().join(format!("redis-cf-emu-smoke-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&out);
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_redis-cf-bench"));
-    cmd.args(["--datapath", "emu", "--experiments", "get,lrange2"])
+    cmd.args(["--datapath", "emu", "--experiments", "get,lrange2,twitter"])
         .args(["--rates", "10000", "--duration", "0.2", "--warmup", "0.05"])
         .args(["--trials", "1", "--slowed-retries", "0", "--no-stock"])
         .arg("--redis-server")
@@ -63,17 +64,28 @@ fn redis_on_the_emulated_connectx_answers_every_request_right_in_both_formats() 
     }
     // The compact table of each experiment: a row per format, the search's mismatched 0.
     for mode in ["| redis resp |", "| redis cornflakes |"] {
-        assert_eq!(text.matches(mode).count(), 2, "{text}");
+        assert_eq!(text.matches(mode).count(), 3, "{text}");
     }
     let tables = std::fs::read_to_string(out.join("tables.md")).unwrap();
     assert!(
         tables.contains("max req/s within 95% of offered"),
         "{tables}"
     );
-    for f in ["redis.svg", "redis.png"] {
+    assert!(
+        text.contains("Figure 8 on the emulated ConnectX: Twitter"),
+        "{text}"
+    );
+    for f in [
+        "redis.svg",
+        "redis.png",
+        "redis-latency-get.png",
+        "redis-latency-lrange2.png",
+        "redis-latency-twitter.svg",
+        "redis-latency-twitter.png",
+    ] {
         assert!(out.join(f).is_file(), "{f} was not written");
     }
-    for exp in ["get", "lrange2"] {
+    for exp in ["get", "lrange2", "twitter"] {
         for format in ["Resp", "Cornflakes"] {
             let report = out.join(format!("emu-{exp}-{format}/report.json"));
             let r: serde_json::Value =

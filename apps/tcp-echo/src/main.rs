@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use app_server::cli::serve_until;
-use app_server::{CargoRun, Launch, TcpSpec, Transport};
+use app_server::{CargoRun, DatapathKind, DatapathSpec, Launch, TcpSpec};
 use cli_args::Args;
 use datapath_socket::SocketConfig;
 use loadgen::{Bound, RunConfig, Schedule, ScheduleConfig};
@@ -248,7 +248,10 @@ const CARGO_RUN: CargoRun = CargoRun {
 /// runs its handler: `--cores` cores, until `--seconds` or `--until-stdin-closes`.
 fn server(s: &ServerArgs) -> Result<(), String> {
     let mut l = Launch::new(
-        Transport::Tcp(s.tcp),
+        DatapathSpec {
+            tcp: s.tcp,
+            ..DatapathSpec::new(DatapathKind::Tcp)
+        },
         SocketConfig::new(s.listen),
         "tcp-echo (every mode)",
         CARGO_RUN,

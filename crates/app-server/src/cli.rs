@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use cli_args::Args;
 
-use crate::{TcpSpec, Transport};
+use datapath_open::{DatapathKind, DatapathSpec, TcpSpec};
 
 /// One subcommand: its name and what runs it on the arguments after it.
 pub type Command = (&'static str, fn(Args) -> Result<(), String>);
@@ -53,81 +53,42 @@ pub fn threshold(a: &mut Args, role: &str) -> Result<Option<usize>, String> {
     Ok(t)
 }
 
-/// The datapath of a benchmark command (`echo bench`, `kv bench`): what `--datapath
-/// emu|socket|tcp|xdp`, `--conns N` and kernel TCP's flags ([`TcpSpec`]) chose.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BenchDatapath {
-    /// Kernel UDP sockets on 127.0.0.1.
-    Socket,
-    /// Kernel TCP on 127.0.0.1, each client thread with `conns` connections to each core.
-    Tcp {
-        /// `--conns N` (default 1).
-        conns: usize,
-        /// `--tcp-zc`, `--tcp-zc-threshold`: the server's and the clients' zero-copy sends.
-        tcp: TcpSpec,
-    },
-    /// AF_XDP on a veth in a network namespace.
-    Xdp,
-    /// The emulated ConnectX on a core of its own.
-    Emu,
-}
+/// What the benchmark commands that run their own server (`echo bench`, `kv bench`) run on:
+/// the emulated ConnectX, kernel UDP or TCP on 127.0.0.1, AF_XDP on a veth of their own.
+pub const BENCH_DATAPATHS: [DatapathKind; 4] = [
+    DatapathKind::Emu,
+    DatapathKind::Socket,
+    DatapathKind::Tcp,
+    DatapathKind::Xdp,
+];
 
-impl BenchDatapath {
-    /// The `--datapath` value that names this datapath.
-    pub fn name(&self) -> &'static str {
-        match self {
-            BenchDatapath::Socket => "socket",
-            BenchDatapath::Tcp { .. } => "tcp",
-            BenchDatapath::Xdp => "xdp",
-            BenchDatapath::Emu => "emu",
+/// The datapath of a benchmark command (`echo bench`, `kv bench`): `--datapath` among
+/// `accepts`, `--conns N` and kernel TCP's flags ([`TcpSpec`]), and for `tcp` the connections
+/// per client thread and server core (`--conns N`, default 1). Without `--datapath`: the
+/// emulated NIC when `emu_cpus` finds the CPUs for it, else the kernel sockets (saying why on
+/// stderr). A kind not accepted is the error `unknown(name)`; `--conns` and the TCP flags go
+/// with `tcp` only, which says its zero-copy settings on stderr. The bench runs its own devices
+/// and reads `--mtu` with its load flags.
+pub fn bench_datapath(
+    a: &mut Args,
+    accepts: &[DatapathKind],
+    emu_cpus: impl FnOnce() -> Result<(), String>,
+    unknown: impl FnOnce(&str) -> String,
+) -> Result<(DatapathSpec, Option<usize>), String> {
+    let default = || match emu_cpus() {
+        Ok(()) => DatapathKind::Emu,
+        Err(e) => {
+            eprintln!("[bench] socket datapath: {e}");
+            DatapathKind::Socket
         }
+    };
+    let spec = DatapathSpec::choose(a, accepts, default, unknown)?;
+    let tcp = spec.kind == DatapathKind::Tcp;
+    let conns = tcp_conns(a, tcp)?;
+    if tcp {
+        eprintln!("[bench] TCP {}", spec.tcp);
     }
-
-    /// Reads `--datapath`, `--conns` and [`TcpSpec`]'s flags. Without `--datapath`: the
-    /// emulated NIC when `emu_cpus` finds the CPUs for it, else the kernel sockets (saying why
-    /// on stderr). An unknown datapath is the error `unknown(name)`; `--conns` and the TCP
-    /// flags go with `tcp` only, which says its zero-copy settings on stderr.
-    pub fn from_args(
-        a: &mut Args,
-        emu_cpus: impl FnOnce() -> Result<(), String>,
-        unknown: impl FnOnce(&str) -> String,
-    ) -> Result<BenchDatapath, String> {
-        let mut dp = match datapath_name(a)? {
-            None => match emu_cpus() {
-                Ok(()) => BenchDatapath::Emu,
-                Err(e) => {
-                    eprintln!("[bench] socket datapath: {e}");
-                    BenchDatapath::Socket
-                }
-            },
-            Some(Ok(dp)) => dp,
-            Some(Err(other)) => return Err(unknown(&other)),
-        };
-        let is_tcp = matches!(dp, BenchDatapath::Tcp { .. });
-        let n = tcp_conns(a, is_tcp)?;
-        let spec = TcpSpec::for_datapath(a, is_tcp)?;
-        if let BenchDatapath::Tcp { conns, tcp } = &mut dp {
-            *conns = n.unwrap_or(1);
-            *tcp = spec;
-            eprintln!("[bench] TCP {spec}");
-        }
-        Ok(dp)
-    }
-}
-
-/// `--datapath NAME`, the one reading of the flag for benches and clients: the datapath it
-/// names, or the unknown name as the inner error.
-fn datapath_name(a: &mut Args) -> Result<Option<Result<BenchDatapath, String>>, String> {
-    Ok(a.take("--datapath")?.map(|name| match name.as_str() {
-        "socket" => Ok(BenchDatapath::Socket),
-        "tcp" => Ok(BenchDatapath::Tcp {
-            conns: 1,
-            tcp: TcpSpec::default(),
-        }),
-        "xdp" => Ok(BenchDatapath::Xdp),
-        "emu" => Ok(BenchDatapath::Emu),
-        _ => Err(name),
-    }))
+    Ok((spec, conns))
 }
 
 /// Runs `body` until `--seconds` pass or, with `--until-stdin-closes`, standard input closes
@@ -164,19 +125,24 @@ mod tests {
 
     #[test]
     fn bench_datapaths_parse_once() {
+        use DatapathKind::{Emu, Socket, Tcp, Xdp};
         let parse = |line: &str, emu: Result<(), String>| {
-            BenchDatapath::from_args(&mut Args::from_line(line), || emu, |o| format!("no {o}"))
+            let mut a = Args::from_line(line);
+            let (spec, conns) =
+                bench_datapath(&mut a, &BENCH_DATAPATHS, || emu, |o| format!("no {o}"))?;
+            a.finish()?;
+            Ok::<_, String>((spec.kind, conns, spec.tcp))
         };
         let no_cpus = || Err("1 CPU".to_owned());
-        assert_eq!(parse("", Ok(())), Ok(BenchDatapath::Emu));
-        assert_eq!(parse("", no_cpus()), Ok(BenchDatapath::Socket));
-        assert_eq!(parse("--datapath emu", no_cpus()), Ok(BenchDatapath::Emu));
-        assert_eq!(parse("--datapath xdp", Ok(())), Ok(BenchDatapath::Xdp));
-        let tcp = |conns, tcp| Ok(BenchDatapath::Tcp { conns, tcp });
-        assert_eq!(parse("--datapath tcp", Ok(())), tcp(1, TcpSpec::default()));
+        let d = TcpSpec::default();
+        assert_eq!(parse("", Ok(())), Ok((Emu, None, d)));
+        assert_eq!(parse("", no_cpus()), Ok((Socket, None, d)));
+        assert_eq!(parse("--datapath emu", no_cpus()), Ok((Emu, None, d)));
+        assert_eq!(parse("--datapath xdp", Ok(())), Ok((Xdp, None, d)));
+        assert_eq!(parse("--datapath tcp", Ok(())), Ok((Tcp, Some(1), d)));
         assert_eq!(
             parse("--datapath tcp --conns 4", Ok(())),
-            tcp(4, TcpSpec::default())
+            Ok((Tcp, Some(4), d))
         );
         let uring = TcpSpec {
             zero_copy: datapath_tcp::ZeroCopy {
@@ -189,7 +155,7 @@ mod tests {
                 "--tcp-zc io-uring --datapath tcp --tcp-zc-threshold 2048",
                 Ok(())
             ),
-            tcp(1, uring)
+            Ok((Tcp, Some(1), uring))
         );
         assert_eq!(
             parse("--datapath emu --tcp-zc off", Ok(())).unwrap_err(),
@@ -205,6 +171,7 @@ mod tests {
             conns
         );
         assert_eq!(parse("--datapath ice", Ok(())).unwrap_err(), "no ice");
+        assert_eq!(parse("--datapath dpdk", Ok(())).unwrap_err(), "no dpdk");
     }
 
     #[test]
@@ -238,28 +205,29 @@ mod tests {
     }
 }
 
-/// The transport of a client against a running server (`echo client`, `kv client`), read by
-/// [`Transport::from_args`] with `--conns N`: `--datapath socket` (the default, UDP) gives
-/// `(None, _, None)`; `--datapath tcp` gives `(Some(n), spec, None)`, `n` TCP connections per
-/// server core and client thread (`--conns N`, default 1), with the client's zero-copy sends
-/// ([`TcpSpec`]'s flags, which go with `tcp` only; said on stderr); `--datapath xdp | mlx5 |
-/// ice` with their flags gives the kernel-bypass transport the client cores open
-/// ([`crate::spawn_on_cores`]) as the third. The TCP server may be any that speaks the stream
-/// framing: `echo server --datapath tcp`, `kv server --datapath tcp`, or `demi-server` over
-/// Demikernel (demikernel/, docs/tcp.md).
+/// The transport of a client against a running server (`echo client`, `kv client`): its
+/// `--datapath` and the flags of the one chosen, as a server reads them
+/// ([`DatapathSpec::from_args`] among [`DatapathKind::SERVERS`]), with `--conns N`.
+/// `--datapath socket` (the default, UDP) gives `(None, _, None)`; `--datapath tcp` gives
+/// `(Some(n), tcp, None)`, `n` TCP connections per server core and client thread (`--conns N`,
+/// default 1), with the client's zero-copy sends ([`TcpSpec`]'s flags, which go with `tcp`
+/// only; said on stderr); `--datapath xdp | mlx5 | ice` with their device flags gives the
+/// kernel-bypass spec the client cores open ([`crate::spawn_on_cores`]) as the third. The
+/// clients read `--mtu` with their load flags first and set the spec's from it. The TCP server may be any that speaks the stream framing: `echo server --datapath
+/// tcp`, `kv server --datapath tcp`, or `demi-server` over Demikernel (demikernel/,
+/// docs/tcp.md).
 pub fn client_transport(
     a: &mut Args,
-) -> Result<(Option<usize>, TcpSpec, Option<Transport>), String> {
-    let transport = Transport::from_args(a)?;
-    let tcp = matches!(transport, Transport::Tcp(_));
-    let conns = tcp_conns(a, tcp)?;
-    Ok(match transport {
-        Transport::Socket => (None, TcpSpec::default(), None),
-        Transport::Tcp(spec) => {
-            eprintln!("[client] TCP {spec}");
-            (conns, spec, None)
+) -> Result<(Option<usize>, TcpSpec, Option<DatapathSpec>), String> {
+    let spec = DatapathSpec::from_args(a, DatapathKind::SERVERS)?;
+    let conns = tcp_conns(a, spec.kind == DatapathKind::Tcp)?;
+    Ok(match spec.kind {
+        DatapathKind::Socket => (None, spec.tcp, None),
+        DatapathKind::Tcp => {
+            eprintln!("[client] TCP {}", spec.tcp);
+            (conns, spec.tcp, None)
         }
-        bypass => (None, TcpSpec::default(), Some(bypass)),
+        _ => (None, spec.tcp, Some(spec)),
     })
 }
 
@@ -278,7 +246,6 @@ fn tcp_conns(a: &mut Args, tcp: bool) -> Result<Option<usize>, String> {
 #[cfg(test)]
 mod test {
     use super::*;
-    use crate::NicSpec;
 
     fn transport(args: &[&str]) -> Result<Option<usize>, String> {
         let mut a = Args::new(args.iter().map(|s| s.to_string()).collect());
@@ -323,12 +290,10 @@ mod test {
             .unwrap()
             .unwrap();
         assert_eq!(conns, None);
-        let Some(Transport::Xdp(x)) = t else {
-            panic!("{t:?}")
-        };
+        let x = t.unwrap();
         assert_eq!(
-            (x.ifname.as_str(), x.peer.map(|p| p.1[5])),
-            ("veth1", Some(1))
+            (x.kind, x.device.as_str(), x.peer.map(|p| p.1[5])),
+            (DatapathKind::Xdp, "veth1", Some(1))
         );
         let mut a = Args::new(
             ["--datapath", "ice", "--dpdk-args", "-l 2 -a 0000:3b:00.0"]
@@ -337,14 +302,20 @@ mod test {
         );
         let (_, _, t) = client_transport(&mut a).unwrap();
         a.finish().unwrap();
-        let Some(Transport::Nic(NicSpec::Ice { dpdk_args })) = t else {
-            panic!("{t:?}")
-        };
-        assert_eq!(dpdk_args, "-l 2 -a 0000:3b:00.0");
+        let ice = t.unwrap();
+        assert_eq!(
+            (ice.kind, ice.device.as_str()),
+            (DatapathKind::Ice, "-l 2 -a 0000:3b:00.0")
+        );
         let (_, t) = bypass("--datapath mlx5 --mlx5-dev mlx5_0")
             .unwrap()
             .unwrap();
-        assert_eq!(t.map(|t| t.name()), Some("mlx5"));
+        assert_eq!(t.map(|t| t.label()).as_deref(), Some("ConnectX mlx5_0"));
+        assert_eq!(
+            bypass("--datapath emu").unwrap().unwrap_err(),
+            "unknown datapath \"emu\" (socket, tcp, xdp, mlx5 or ice)",
+            "a bench's own device is no client's"
+        );
         assert!(bypass("--datapath xdp").unwrap().is_err(), "no --ifname");
         assert!(bypass("--datapath xdp --ifname v --conns 2")
             .unwrap()

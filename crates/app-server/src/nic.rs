@@ -2,99 +2,30 @@
 //! arms of [`crate::launch`].
 //!
 //! `echo server`, `calibrate server` and `kv server` take `--datapath mlx5 --mlx5-dev DEV`
-//! or `--datapath ice --dpdk-args ARGS` (a [`NicSpec`]). Opening the device, and for `--cores N`
-//! opening, pinning and spawning one queue set per core, is the NIC crates'
-//! (`datapath_mlx5::hw::open_server` / `spawn_server_cores`, `datapath_ice::datapath::open` /
-//! `spawn_cores`); this module is the rest: the choice of NIC, the dispatch to its crate, the
-//! "needs the feature" errors of a build without it, and for N cores the ready lines and the
-//! sum of the cores' counters. The launcher brings the server loop, generic over any
-//! [`Datapath`], as a [`NicApp`] (one core) or a [`NicCoreApp`] (each of N cores).
+//! or `--datapath ice --dpdk-args ARGS` (a [`DatapathSpec`]). One core's device is opened by
+//! `datapath-open`'s opener ([`DatapathSpec::open`]); for `--cores N`, opening, pinning and
+//! spawning one queue set per core is the NIC crates' (`datapath_mlx5::hw::spawn_server_cores`,
+//! `datapath_ice::spawn::spawn_cores`); this module is the rest: the dispatch to them
+//! ([`spawn_on_queues`], which the load generators' client cores use too), the "needs the
+//! feature" errors of a build without one, and for N cores the ready lines and the sum of the
+//! cores' counters. The launcher brings the server loop, generic over any [`Datapath`], as a
+//! [`NicApp`] (one core) or a [`NicCoreApp`] (each of N cores).
 //!
-//! Each NIC is behind app-server's cargo feature of the same name (`mlx5`: rdma-core, `ice`: DPDK at
-//! build time; the NIC at run time). Without it, choosing that NIC is an error that says how
-//! to build with it ([`needs_feature`]).
+//! Each NIC is behind app-server's cargo feature of the same name (`mlx5`: rdma-core, `ice`:
+//! DPDK at build time; the NIC at run time), which is `datapath-open`'s. Without it, choosing
+//! that NIC is an error that says how to build with it ([`needs_feature`]).
 
 use std::net::SocketAddrV4;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use cornflakes::Datapath;
+use datapath_open::{DatapathSpec, OnDatapath, Open};
 use percore::QueueInfo;
 
 use crate::ready::CoreStats;
 
-/// Where a NIC server runs.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum NicSpec {
-    /// A ConnectX device.
-    Mlx5 {
-        /// RDMA device name (`mlx5_0`) or PCI address (`0000:3b:00.0`).
-        device: String,
-    },
-    /// A DPDK port (Intel E810 through the ice driver, or any DPDK device).
-    Ice {
-        /// EAL arguments naming the port (e.g. `-l 2 -a 0000:3b:00.0`).
-        dpdk_args: String,
-    },
-}
-
-impl NicSpec {
-    /// The `--datapath` value, which is also the cargo feature it needs (`mlx5`, `ice`).
-    pub fn feature(&self) -> &'static str {
-        match self {
-            NicSpec::Mlx5 { .. } => "mlx5",
-            NicSpec::Ice { .. } => "ice",
-        }
-    }
-
-    /// The device for a ready line: `ConnectX {device}` or `DPDK {dpdk_args}`.
-    pub fn label(&self) -> String {
-        match self {
-            NicSpec::Mlx5 { device } => format!("ConnectX {device}"),
-            NicSpec::Ice { dpdk_args } => format!("DPDK {dpdk_args}"),
-        }
-    }
-}
-
-/// How to build and run an app with a NIC feature, for the error of a build without it:
-/// `cargo run --release -p {package} --features {feature}[ --bin {bin}] -- {args}`.
-#[derive(Clone, Copy, Debug)]
-pub struct CargoRun {
-    /// The app's package (`-p`).
-    pub package: &'static str,
-    /// Its binary, when the package has one not named after it (`--bin`).
-    pub bin: Option<&'static str>,
-    /// What follows `--` (e.g. `server ...`).
-    pub args: &'static str,
-}
-
-impl CargoRun {
-    /// The command line that builds and runs the app with `feature`.
-    pub fn command(&self, feature: &str) -> String {
-        let bin = self.bin.map(|b| format!(" --bin {b}")).unwrap_or_default();
-        format!(
-            "cargo run --release -p {} --features {feature}{bin} -- {}",
-            self.package, self.args
-        )
-    }
-}
-
-/// The error of choosing `nic` in a build without its feature: which feature, the system
-/// packages it needs, and `run`'s command line with it.
-pub fn needs_feature(nic: &NicSpec, run: &CargoRun) -> String {
-    let (f, needs) = match nic {
-        NicSpec::Mlx5 { .. } => ("mlx5", "rdma-core"),
-        NicSpec::Ice { .. } => ("ice", "DPDK"),
-    };
-    let pkgs = match nic {
-        NicSpec::Mlx5 { .. } => "crates/datapath-mlx5",
-        NicSpec::Ice { .. } => "crates/datapath-ice",
-    };
-    format!(
-        "--datapath {f} needs the `{f}` feature ({needs}: apt-get install -y $(cat {pkgs}/APT_PACKAGES)): {}",
-        run.command(f)
-    )
-}
+pub use datapath_open::{needs_feature, CargoRun};
 
 /// An app's server on one NIC queue: `echo server`, `calibrate server`, `kv server`
 /// with `--datapath mlx5 | ice` and one core.
@@ -122,41 +53,50 @@ pub trait NicApp {
     fn serve<D: Datapath>(
         self,
         dp: D,
-        nic: &NicSpec,
+        nic: &DatapathSpec,
         bind: SocketAddrV4,
         stop: &AtomicBool,
         report: Option<Duration>,
     ) -> Result<Self::Stats, String>;
 }
 
-/// Opens `nic` at `bind` with IP MTU `mtu` and runs `app` on it until `stop` is set.
+/// Opens `nic` as `at` says (its address, IP MTU and memory; the app's memory needs and
+/// build hint are the app's) and runs `app` on it until `stop` is set.
 pub fn serve<A: NicApp>(
-    nic: &NicSpec,
-    bind: SocketAddrV4,
-    mtu: usize,
+    nic: &DatapathSpec,
+    at: &Open,
     app: A,
     stop: &AtomicBool,
     report: Option<Duration>,
 ) -> Result<A::Stats, String> {
-    match nic {
-        #[cfg(feature = "mlx5")]
-        NicSpec::Mlx5 { device } => {
-            let (min_item, extra) = (app.min_item(), app.extra_bytes());
-            let dp = datapath_mlx5::hw::open_server(device, bind, mtu, min_item, extra)?;
-            app.serve(dp, nic, bind, stop, report)
-        }
-        #[cfg(feature = "ice")]
-        NicSpec::Ice { dpdk_args } => {
-            let dp = datapath_ice::datapath::open(dpdk_args, bind, mtu)
-                .map_err(|e| format!("starting DPDK with {dpdk_args:?}: {e}"))?;
-            app.serve(dp, nic, bind, stop, report)
-        }
-        // The NIC whose feature is not built in.
-        #[allow(unreachable_patterns)]
-        _ => {
-            let _ = (bind, mtu, stop, report);
-            Err(needs_feature(nic, &app.cargo_run()))
-        }
+    let mut at = at.clone();
+    (at.min_item, at.extra_bytes, at.cargo_run) =
+        (app.min_item(), app.extra_bytes(), app.cargo_run());
+    let bind = at.bind();
+    nic.open(
+        &at,
+        Serve {
+            app,
+            bind,
+            stop,
+            report,
+        },
+    )
+}
+
+/// A [`NicApp`] on the datapath the opener opened.
+struct Serve<'s, A> {
+    app: A,
+    bind: SocketAddrV4,
+    stop: &'s AtomicBool,
+    report: Option<Duration>,
+}
+
+impl<A: NicApp> OnDatapath for Serve<'_, A> {
+    type Out = A::Stats;
+
+    fn on<D: Datapath + 'static>(self, dp: D, spec: &DatapathSpec) -> Result<A::Stats, String> {
+        self.app.serve(dp, spec, self.bind, self.stop, self.report)
     }
 }
 
@@ -205,7 +145,7 @@ pub trait NicCoreApp: Send + Sync + 'static {
 /// (`docs/cores.md`), each running `app`'s per-core server. Prints each core's ready line,
 /// runs until `stop`, prints each core's counters and returns their sum.
 pub fn serve_cores<A: NicCoreApp>(
-    nic: &NicSpec,
+    nic: &DatapathSpec,
     bind: SocketAddrV4,
     mtu: usize,
     cc: &percore::CoresConfig,
@@ -217,82 +157,56 @@ pub fn serve_cores<A: NicCoreApp>(
         return Err("--cores 0: a server needs at least one core".to_owned());
     }
     let label = app.label();
-    let queues = Queues {
-        bind,
-        mtu,
-        min_item: app.min_item(),
-        extra_bytes: app.extra_bytes(),
-        cargo_run: app.cargo_run(),
-        role: "server",
-    };
-    let running = spawn_on_queues(nic, &queues, cc, Served { app, report })?;
+    let mut at = Open::server(bind, app.cargo_run());
+    at.socket.mtu = mtu;
+    (at.min_item, at.extra_bytes) = (app.min_item(), app.extra_bytes());
+    let running = spawn_on_queues(nic, &at, cc, Served { app, report })?;
     crate::ready::serve_until(running, &label, stop, Clone::clone)
 }
 
-/// What every core of [`spawn_on_queues`] opens.
-#[derive(Clone, Copy, Debug)]
-pub struct Queues {
-    /// Core 0's address; core *i* answers at its port plus *i*.
-    pub bind: SocketAddrV4,
-    /// The IP MTU.
-    pub mtu: usize,
-    /// As [`NicApp::min_item`].
-    pub min_item: usize,
-    /// As [`NicApp::extra_bytes`].
-    pub extra_bytes: usize,
-    /// How to build the app with a NIC feature (for [`needs_feature`]).
-    pub cargo_run: CargoRun,
-    /// Who the cores are, for what they print (`server`, `client`).
-    pub role: &'static str,
-}
-
-/// Opens `cc.cores` queue sets on `nic` as [`Queues`] says, one per pinned core (the NIC
-/// crates' spawners: `datapath_mlx5::hw::spawn_server_cores`, `datapath_ice::spawn::spawn_cores`),
-/// and runs `app` on each core's datapath, on that core's thread. Returns when every core is
-/// ready; the one place that chooses the NIC crate for a set of cores, servers' and load
-/// generators' alike.
+/// Opens `cc.cores` queue sets of the NIC `spec` names, one per pinned core, as `at` says
+/// (core 0's address, core *i* at its port plus *i*; the IP MTU, the spec's else `at`'s; the
+/// memory; the build hint), and runs `app` on each core's datapath, on that core's thread
+/// (the NIC crates' spawners: `datapath_mlx5::hw::spawn_server_cores`,
+/// `datapath_ice::spawn::spawn_cores`). Returns when every core is ready: the one place that
+/// chooses the NIC crate for a set of cores, servers' (`at` from [`Open::server`]) and load
+/// generators' (from [`Open::client`]) alike.
 pub fn spawn_on_queues<A: crate::OnCore>(
-    nic: &NicSpec,
-    q: &Queues,
+    spec: &DatapathSpec,
+    at: &Open,
     cc: &percore::CoresConfig,
     app: A,
 ) -> Result<QueueCores<A::Out>, String> {
-    let Queues {
-        bind,
-        mtu,
-        min_item,
-        extra_bytes,
-        cargo_run,
-        role,
-    } = *q;
-    match nic {
+    let (bind, mtu) = (at.bind(), spec.mtu_or(at.socket.mtu));
+    match spec.kind {
         #[cfg(feature = "mlx5")]
-        NicSpec::Mlx5 { device } => datapath_mlx5::hw::spawn_server_cores(
-            device,
+        datapath_open::DatapathKind::Mlx5 => datapath_open::datapath_mlx5::hw::spawn_server_cores(
+            &spec.device,
             bind,
             mtu,
-            min_item,
-            extra_bytes,
+            at.min_item,
+            at.extra_bytes,
             cc,
             move |dp, core, ready, info| app.run(dp, core, ready, info),
         ),
         #[cfg(feature = "ice")]
-        NicSpec::Ice { dpdk_args } => {
-            let (running, steering) = datapath_ice::spawn::spawn_cores(
-                dpdk_args,
+        datapath_open::DatapathKind::Ice => {
+            let (running, steering) = datapath_open::datapath_ice::spawn::spawn_cores(
+                &spec.device,
                 bind,
                 mtu,
                 cc,
                 move |dp, core, r, i| app.run(dp, core, r, i),
             )?;
+            let role = if at.listen { "server" } else { "client" };
             eprintln!("[{role}] DPDK steering: {steering:?}");
             Ok(running)
         }
         // The NIC whose feature is not built in.
         #[allow(unreachable_patterns)]
         _ => {
-            let _ = (bind, mtu, min_item, extra_bytes, role, app, cc);
-            Err(needs_feature(nic, &cargo_run))
+            let _ = (bind, mtu, app, cc);
+            Err(needs_feature(spec.kind, &at.cargo_run))
         }
     }
 }

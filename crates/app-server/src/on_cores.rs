@@ -1,22 +1,25 @@
-//! N cores, each with its own datapath on the transport a [`Launch`] names, running any body
-//! generic over [`Datapath`]: how a load generator gets its client cores on AF_XDP, a ConnectX
-//! or a DPDK port (`echo client`, `kv client` with `--datapath xdp | mlx5 | ice`).
+//! N cores, each with its own datapath on the [`DatapathSpec`] a [`Launch`] names, running any
+//! body generic over [`Datapath`]: how a load generator gets its client cores on AF_XDP, a
+//! ConnectX or a DPDK port (`echo client`, `kv client` with `--datapath xdp | mlx5 | ice`).
 //!
 //! Core *i* opens its datapath on its own (pinned, with more than one core) thread at
 //! `l.socket.bind`'s address and port plus *i* — the same layout as a server's cores, so a
 //! NIC's per-core flow rules steer each client core's replies (to its own port) to its own
-//! queue. The datapath never leaves that thread; the body runs there until it returns. The NIC
-//! crates are chosen in [`crate::nic`], AF_XDP here.
+//! queue. The datapath never leaves that thread; the body runs there until it returns. One
+//! core, and each core of kernel UDP sockets, is opened by `datapath-open`'s opener
+//! ([`DatapathSpec::open`]); N cores of a NIC by [`crate::nic::spawn_on_queues`]; N AF_XDP
+//! queues behind one XDP program as the server launcher opens them.
 
 use std::net::SocketAddrV4;
 
 use cornflakes::Datapath;
+use datapath_open::{DatapathKind, DatapathSpec, OnDatapath, Open};
 use percore::QueueInfo;
 
-use crate::launch::{Launch, Transport};
+use crate::launch::Launch;
 
 /// What runs on each core of [`spawn_on_cores`]: generic over the datapath, so one body serves
-/// every transport.
+/// every datapath.
 pub trait OnCore: Send + Sync + 'static {
     /// What each core returns when its body ends.
     type Out: Send + 'static;
@@ -37,7 +40,7 @@ pub trait OnCore: Send + Sync + 'static {
 pub struct OnCores<O> {
     cores: percore::Cores<QueueInfo, O>,
     #[cfg(feature = "xdp")]
-    program: Option<datapath_xdp::bpf::XdpProgram>,
+    program: Option<datapath_open::datapath_xdp::bpf::XdpProgram>,
 }
 
 impl<O: Send + 'static> OnCores<O> {
@@ -64,55 +67,73 @@ impl<O: Send + 'static> OnCores<O> {
     }
 }
 
-/// Opens `l.cores` datapaths on `l.transport`, core *i* at `l.socket.bind`'s port plus *i*
-/// (kernel UDP: a socket; AF_XDP: queue *i* of the interface, behind one program steering
-/// port plus *i* to queue *i* when there are several; mlx5 and ice: a queue set of the
-/// port, [`crate::nic::spawn_on_queues`]), and runs `app` on each, on its own thread (pinned
-/// with several cores). Returns when every core is ready. Kernel TCP is not offered here: its
-/// clients connect through `bench_client::tcp_conns`.
+/// Opens `l.cores` datapaths on `l.spec`, core *i* at `l.socket.bind`'s port plus *i* (port 0
+/// stays 0: the kernel picks one per socket), with `l`'s memory, as a client (`listen` off, as
+/// in [`Open::client`]), and runs `app` on each, on its own thread (pinned with several
+/// cores). Kernel UDP: a socket per core; AF_XDP: queue *i* of the interface, behind one program
+/// steering port plus *i* to queue *i* when there are several; mlx5 and ice: a queue set of the
+/// port per core ([`crate::nic::spawn_on_queues`]). Returns when every core is ready. Kernel TCP
+/// is not offered here: its clients connect through `bench_client::tcp_conns`.
 pub fn spawn_on_cores<A: OnCore>(l: &Launch, app: A) -> Result<OnCores<A::Out>, String> {
     if l.cores == 0 {
         return Err("at least one core is needed".to_owned());
     }
-    let mut cc = percore::CoresConfig::new(&l.name, l.cores);
-    cc.pin = l.cores > 1;
-    let bind = l.socket.bind;
+    let cc = l.cores_config();
+    let at = Open {
+        listen: false,
+        ..l.open()
+    };
     let done = |cores| OnCores {
         cores,
         #[cfg(feature = "xdp")]
         program: None,
     };
-    match &l.transport {
-        Transport::Socket => {
-            let base = l.socket.clone();
-            let cores = percore::Cores::spawn(&cc, move |core, ready| {
-                let addr = core_addr(bind, core.index())?;
-                let mut sc = base.clone();
-                sc.bind = addr;
-                let dp = datapath_socket::SocketDatapath::new(sc)
-                    .map_err(|e| format!("socket at {addr}: {e}"))?;
-                // Port 0 asks the kernel for one: report the one it gave.
-                let addr = cornflakes::datapath::Connect::local_addr(&dp);
-                app.run(dp, &core, ready, (addr, "kernel UDP socket".to_owned()))
-            })?;
-            Ok(done(cores))
-        }
-        Transport::Tcp(_) => Err(
+    match l.spec.kind {
+        DatapathKind::Tcp => Err(
             "kernel TCP cores are not opened here: a TCP client connects with bench_client::tcp_conns"
                 .to_owned(),
         ),
-        Transport::Xdp(x) => xdp::spawn(l, x, &cc, app),
-        Transport::Nic(nic) => {
-            let q = crate::nic::Queues {
-                bind,
-                mtu: l.socket.mtu,
-                min_item: l.min_item,
-                extra_bytes: l.extra_bytes,
-                cargo_run: l.cargo_run,
-                role: "client",
-            };
-            Ok(done(crate::nic::spawn_on_queues(nic, &q, &cc, app)?))
+        DatapathKind::Xdp if l.cores > 1 => xdp::spawn(l, &cc, app),
+        DatapathKind::Mlx5 | DatapathKind::Ice if l.cores > 1 => {
+            Ok(done(crate::nic::spawn_on_queues(&l.spec, &at, &cc, app)?))
         }
+        // One core of any datapath, or a socket per core: the opener, on the core's thread.
+        _ => {
+            let spec = l.spec.clone();
+            let cores = percore::Cores::spawn(&cc, move |core, ready| {
+                let mut at = at.clone();
+                at.socket.bind = core_addr(at.bind(), core.index())?;
+                let on = Opened {
+                    app: &app,
+                    core: &core,
+                    ready,
+                };
+                spec.open(&at, on)
+            })?;
+            Ok(done(cores))
+        }
+    }
+}
+
+/// An [`OnCore`] body on the datapath the opener opened on its core's thread.
+struct Opened<'c, A> {
+    app: &'c A,
+    core: &'c percore::Core,
+    ready: percore::Ready<QueueInfo>,
+}
+
+impl<A: OnCore> OnDatapath for Opened<'_, A> {
+    type Out = A::Out;
+
+    fn on<D: Datapath + 'static>(self, dp: D, spec: &DatapathSpec) -> Result<A::Out, String> {
+        // Port 0 asks the kernel for one: report the one it gave.
+        let addr = dp.local_addr();
+        let what = format!(
+            "{}, IP MTU {}",
+            spec.label(),
+            cornflakes::datapath::Transmit::mtu(&dp)
+        );
+        self.app.run(dp, self.core, self.ready, (addr, what))
     }
 }
 
@@ -127,19 +148,17 @@ fn core_addr(base: SocketAddrV4, i: usize) -> Result<SocketAddrV4, String> {
 #[cfg(feature = "xdp")]
 mod xdp {
     use super::*;
-    use crate::launch::XdpSpec;
 
-    /// AF_XDP: core *i* on queue *i* of the interface; with several cores, one program
+    /// AF_XDP on several cores: core *i* on queue *i* of the interface, behind one program
     /// steering port plus *i* to queue *i*, kept attached while the cores run.
     pub(super) fn spawn<A: OnCore>(
         l: &Launch,
-        x: &XdpSpec,
         cc: &percore::CoresConfig,
         app: A,
     ) -> Result<OnCores<A::Out>, String> {
-        let (program, shared) = crate::launch::xdp_program(x, l.socket.bind, l.cores)?;
-        let base = crate::launch::xdp_config(l, x);
         let bind = l.socket.bind;
+        let (program, shared) = crate::launch::xdp_program(&l.spec.device, bind, l.cores)?;
+        let base = datapath_open::xdp_config(&l.spec, bind, l.umem_bytes);
         let cores = percore::Cores::spawn(cc, move |core, ready| {
             let (addr, dp) = crate::launch::open_xdp_queue(&base, &shared, bind, core.index())?;
             let what = format!(
@@ -157,15 +176,16 @@ mod xdp {
 #[cfg(not(feature = "xdp"))]
 mod xdp {
     use super::*;
-    use crate::launch::XdpSpec;
 
     /// The error of a build without AF_XDP.
     pub(super) fn spawn<A: OnCore>(
         l: &Launch,
-        _: &XdpSpec,
         _: &percore::CoresConfig,
         _: A,
     ) -> Result<OnCores<A::Out>, String> {
-        Err(crate::launch::xdp_needs_feature(l))
+        Err(datapath_open::needs_feature(
+            DatapathKind::Xdp,
+            &l.cargo_run,
+        ))
     }
 }

@@ -50,10 +50,10 @@ fn the_launcher_serves_a_handler_over_kernel_tcp_on_each_core() {
     use std::sync::Arc;
 
     let mut a = cli_args::Args::new(vec!["--datapath".into(), "tcp".into()]);
-    let transport = Transport::from_args(&mut a).unwrap();
+    let transport = DatapathSpec::from_args(&mut a, DatapathKind::SERVERS).unwrap();
     assert_eq!(
         (transport.name(), transport.clone()),
-        ("tcp", Transport::Tcp(TcpSpec::default()))
+        ("tcp", DatapathSpec::new(DatapathKind::Tcp))
     );
     let base = free_tcp_ports(2);
     let mut l = Launch::new(
@@ -156,7 +156,7 @@ fn cores_open_their_own_datapaths_at_consecutive_ports() {
         bin: None,
         args: "",
     };
-    let mut l = Launch::new(Transport::Socket, sc, "probe", run);
+    let mut l = Launch::new(DatapathSpec::new(DatapathKind::Socket), sc, "probe", run);
     l.cores = 2;
     l.name = "probe".to_owned();
     let cores = spawn_on_cores(
@@ -168,6 +168,14 @@ fn cores_open_their_own_datapaths_at_consecutive_ports() {
     .unwrap();
     let ready: Vec<u16> = cores.ready().iter().map(|(a, _)| a.port()).collect();
     assert_eq!(ready, [base, base + 1]);
+    assert!(
+        cores
+            .ready()
+            .iter()
+            .all(|(_, what)| what == "socket, IP MTU 1500"),
+        "{:?}",
+        cores.ready()
+    );
     let out = cores.join().unwrap();
     for (i, (core, local, reply)) in out.into_iter().enumerate() {
         assert_eq!((core, local.port()), (i, base + i as u16));
@@ -184,7 +192,7 @@ fn cores_open_their_own_datapaths_at_consecutive_ports() {
         }
     )
     .is_err());
-    l.transport = Transport::Tcp(TcpSpec::default());
+    l.spec = DatapathSpec::new(DatapathKind::Tcp);
     assert!(spawn_on_cores(
         &l,
         Probe {
@@ -192,6 +200,17 @@ fn cores_open_their_own_datapaths_at_consecutive_ports() {
         }
     )
     .is_err());
+    // Nor is a bench's own emulated device: the opener refuses it on the core.
+    l.spec = DatapathSpec::new(DatapathKind::Emu);
+    let e = spawn_on_cores(
+        &l,
+        Probe {
+            peer: server_addr(),
+        },
+    )
+    .err()
+    .unwrap();
+    assert!(e.contains("--datapath emu is the emulated ConnectX"), "{e}");
 }
 
 fn server_addr() -> SocketAddrV4 {

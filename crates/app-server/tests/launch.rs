@@ -9,7 +9,7 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use app_server::{launch, CargoRun, Handler, Launch, Transport, Unanswered};
+use app_server::{launch, CargoRun, DatapathKind, DatapathSpec, Handler, Launch, Unanswered};
 use cli_args::Args;
 use cornflakes::{Datapath, RxMsg};
 use datapath_socket::SocketConfig;
@@ -37,9 +37,9 @@ impl Handler for Echo {
     fn counters(&self) {}
 }
 
-fn transport(args: &[&str]) -> Result<Transport, String> {
+fn transport(args: &[&str]) -> Result<DatapathSpec, String> {
     let mut a = Args::new(args.iter().map(|s| s.to_string()).collect());
-    let t = Transport::from_args(&mut a)?;
+    let t = DatapathSpec::from_args(&mut a, DatapathKind::SERVERS)?;
     a.finish()?;
     Ok(t)
 }
@@ -80,7 +80,25 @@ fn missing_and_unknown_arguments_are_named() {
         .contains("--ifname"));
     let e = transport(&["--datapath", "nope"]).unwrap_err();
     assert!(e.contains("socket, tcp, xdp, mlx5 or ice"), "{e}");
-    assert_eq!(transport(&[]).unwrap(), Transport::Socket);
+    assert_eq!(
+        transport(&[]).unwrap(),
+        DatapathSpec::new(DatapathKind::Socket)
+    );
+    // A server is never the bench's emulated device, and says so before opening anything.
+    let e = run(&["--datapath", "emu"], 1, bind()).unwrap_err();
+    assert!(e.contains("socket, tcp, xdp, mlx5 or ice"), "{e}");
+    let e = launch(
+        &Launch::new(
+            DatapathSpec::new(DatapathKind::Emu),
+            SocketConfig::new(bind()),
+            "echo",
+            RUN,
+        ),
+        |_, _| Ok(Echo),
+        &AtomicBool::new(true),
+    )
+    .unwrap_err();
+    assert!(e.contains("a bench's own device"), "{e}");
     assert_eq!(
         transport(&["--datapath", "ice", "--dpdk-args", "-l 0"])
             .unwrap()
@@ -96,7 +114,7 @@ fn kernel_tcp_zero_copy_is_chosen_by_flags_that_go_with_tcp_only() {
     use app_server::TcpSpec;
     use datapath_tcp::{ZeroCopy, ZeroCopyMode};
     let tcp = |args: &[&str]| match transport(args) {
-        Ok(Transport::Tcp(spec)) => Ok(spec.zero_copy),
+        Ok(spec) if spec.kind == DatapathKind::Tcp => Ok(spec.tcp.zero_copy),
         Ok(other) => Err(format!("not tcp: {other:?}")),
         Err(e) => Err(e),
     };

@@ -44,9 +44,10 @@
 // `truncated` and told once on stderr).
 #define CF_SOCKET_MTU 9000
 
-// The IP MTU the ConnectX and DPDK datapaths are opened with: Ethernet's 1500. The apps open
-// theirs with `--mtu` (9000 by default), so a C program on a NIC talks to an app started with
-// `--mtu 1500`.
+// The IP MTU the ConnectX and DPDK datapaths are opened with unless [`cf_nic_opts`] says
+// otherwise: Ethernet's 1500. The apps open theirs with `--mtu` (9000 by default), so a C
+// program on a NIC opened with the default talks to an app started with `--mtu 1500`, or sets
+// `mtu` to the app's.
 #define CF_NIC_MTU 1500
 
 // What a call did. `CF_OK` is 0; every error is negative and leaves a message for
@@ -197,6 +198,21 @@ typedef struct cf_arena {
   // The handle's value (opaque).
   uint64_t id;
 } cf_arena;
+
+// Settings of a ConnectX or DPDK datapath (`cf_dp_mlx5_new_opts`, `cf_dp_ice_new_opts`). Zero
+// in a field means its default; start from `struct cf_nic_opts opts = {0};` and set what you
+// need.
+typedef struct cf_nic_opts {
+  // IP MTU, in bytes (576 to 65535, and at most what the port takes): the largest datagram
+  // sent and received; 0: [`CF_NIC_MTU`]. Match the peer's: an app server's `--mtu`.
+  size_t mtu;
+  // ConnectX only: the largest item allocated from the pinned memory (`cf_dp_memory`) and
+  // sent by reference; 0: 16 KiB.
+  size_t max_item;
+  // ConnectX only: pinned memory beyond the packet buffers the program will keep there (a
+  // store's values); 0: none.
+  size_t extra_bytes;
+} cf_nic_opts;
 
 #ifdef __cplusplus
 extern "C" {
@@ -578,6 +594,7 @@ enum cf_status cf_dp_xdp_new(const char *ifname,
 // allocated from it (`cf_dp_memory`) and sent by reference, and `extra_bytes` is memory
 // beyond the packet buffers the program will keep there (e.g. a store's values; 0: none).
 // No file descriptor: poll `cf_dp_recv`. The error names the devices present.
+// `cf_dp_mlx5_new_opts` takes another MTU.
 enum cf_status cf_dp_mlx5_new(const char *device,
                               const char *ip,
                               uint16_t port,
@@ -585,15 +602,33 @@ enum cf_status cf_dp_mlx5_new(const char *device,
                               size_t extra_bytes,
                               struct cf_dp *out_dp);
 
+// As `cf_dp_mlx5_new`, with the settings in `*opts` (NULL: the defaults): the IP MTU, the
+// largest item and the extra pinned memory. An MTU outside 576–65535 is refused
+// (`CF_ERR_INVALID`) before the device is opened.
+enum cf_status cf_dp_mlx5_new_opts(const char *device,
+                                   const char *ip,
+                                   uint16_t port,
+                                   const struct cf_nic_opts *opts,
+                                   struct cf_dp *out_dp);
+
 // Opens a datapath on a DPDK port (feature `ice`: the Intel E810 through DPDK's ice driver,
 // or any DPDK device) answering at `ip:port`, IP MTU [`CF_NIC_MTU`]. `dpdk_args` are the EAL
 // arguments naming the port, as the apps' `--dpdk-args` (e.g. `"-l 2 -a 0000:3b:00.0"`, or
 // a virtual device: `"--vdev net_af_packet0,iface=veth0"`). DPDK's EAL starts once per
 // process, with the first call's arguments. No file descriptor: poll `cf_dp_recv`.
+// `cf_dp_ice_new_opts` takes another MTU.
 enum cf_status cf_dp_ice_new(const char *dpdk_args,
                              const char *ip,
                              uint16_t port,
                              struct cf_dp *out_dp);
+
+// As `cf_dp_ice_new`, with the settings in `*opts` (NULL: the defaults; only `mtu` applies to
+// a DPDK port). An MTU outside 576–65535 is refused (`CF_ERR_INVALID`) before the EAL starts.
+enum cf_status cf_dp_ice_new_opts(const char *dpdk_args,
+                                  const char *ip,
+                                  uint16_t port,
+                                  const struct cf_nic_opts *opts,
+                                  struct cf_dp *out_dp);
 
 // The datapaths this library was built with, space-separated: `"socket"` always, then
 // `xdp`, `mlx5`, `ice` for each built in (a static string).

@@ -4,9 +4,8 @@
 //! `cornflakes::Datapath` takes generic objects (`send_object<O>`), so it is not object-safe;
 //! the C API only ever sends its schema-driven `DynMessage`, so [`AnyDatapath`] is the
 //! object-safe subset the `cf_dp_*` calls use, implemented once for every `Datapath` by
-//! [`Opened`]. Opening is the datapath crates' own code (`XdpDatapath::new`,
-//! `datapath_mlx5::hw::open_server`, `datapath_ice::datapath::open`), the `--peer IP=MAC`
-//! parsing that of the apps' launcher (`netns_harness::host::parse_peer`).
+//! [`Opened`]. The kernel-bypass datapaths are opened by the apps' opener
+//! (`datapath_open::DatapathSpec::open`, `crate::open`), with its `--peer IP=MAC` parsing.
 
 use std::io;
 use std::net::SocketAddrV4;

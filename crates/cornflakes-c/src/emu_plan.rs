@@ -26,6 +26,7 @@ use loadgen::search::{Point, SearchConfig};
 use serde_json::{json, Value as Json};
 
 use crate::emu_handoff::{Handoff, Served, EMU_MTU};
+use crate::emu_kv::{self, KvPlan, KvTrial};
 
 /// How one reply is checked.
 #[derive(Debug)]
@@ -34,6 +35,8 @@ enum Expect {
     Echo,
     /// The reply's payload equals these bytes.
     Bytes(Vec<u8>),
+    /// A key-value request: checked against what its keys hold now ([`crate::emu_kv`]).
+    Kv,
     /// The reply is message `msg` of the plan's schema; its bytes field `field` (a `bytes`
     /// field or a repeated one) holds exactly `values`; its field `status`, when the message
     /// has one, is 0.
@@ -50,16 +53,65 @@ struct Expectations {
     requests: Vec<Request>,
     expect: Vec<Expect>,
     schema: Option<Schema>,
+    /// The key-value checks, when a request has one.
+    kv: Option<Arc<KvPlan>>,
 }
 
-/// The reply checker of a plan (on the device thread).
-#[derive(Clone)]
-struct Checker(Arc<Expectations>);
+/// The reply checker of one trial of a plan (on the device thread).
+struct Checker {
+    exp: Arc<Expectations>,
+    kv: Option<KvTrial>,
+}
+
+impl Checker {
+    fn new(exp: &Arc<Expectations>) -> Checker {
+        Checker {
+            exp: exp.clone(),
+            kv: exp.kv.as_ref().map(KvPlan::trial),
+        }
+    }
+
+    /// The key-value checker, when it covers `request`.
+    fn kv(&self, request: usize) -> Option<&KvTrial> {
+        let covered = self.exp.kv.as_ref().is_some_and(|k| k.covers(request));
+        self.kv.as_ref().filter(|_| covered)
+    }
+
+    fn kv_mut(&mut self, request: usize) -> Option<&mut KvTrial> {
+        let covered = self.exp.kv.as_ref().is_some_and(|k| k.covers(request));
+        self.kv.as_mut().filter(|_| covered)
+    }
+}
 
 impl ReplyCheck for Checker {
+    fn version(&mut self, request: usize) -> u64 {
+        self.kv(request).map_or(0, |k| k.version(request))
+    }
+
+    fn sees_every(&self, request: usize) -> bool {
+        self.kv(request).is_some_and(|k| k.sees_every(request))
+    }
+
+    fn late(&mut self, request: usize, _reply: &[u8]) {
+        if let Some(k) = self.kv_mut(request) {
+            k.late(request);
+        }
+    }
+
+    fn unanswered(&mut self, request: usize) {
+        if let Some(k) = self.kv_mut(request) {
+            k.unanswered(request);
+        }
+    }
+
     fn check(&mut self, request: usize, reply: &[u8]) -> Result<(), String> {
-        let e = &self.0;
+        let e = &self.exp;
         match &e.expect[request] {
+            // Parsing gave every `Kv` request its check, so `kv` is there.
+            Expect::Kv => match self.kv.as_mut() {
+                Some(k) => k.check(request, reply, e.schema.as_ref()),
+                None => Err(format!("request {request}: no key-value check")),
+            },
             Expect::Echo if reply == e.requests[request].payload => Ok(()),
             Expect::Echo => Err(format!("request {request}: the reply is not the echo")),
             Expect::Bytes(b) if reply == b.as_slice() => Ok(()),
@@ -139,6 +191,10 @@ struct Plan {
     job: Job,
 }
 
+/// The largest IP MTU a plan may ask for: a frame and its Ethernet header fit one 64 KiB item
+/// of the datapath's pinned memory.
+const MAX_MTU: usize = 65_000;
+
 fn bad(why: impl Into<String>) -> String {
     format!("plan.json: {}", why.into())
 }
@@ -185,6 +241,9 @@ fn parse(dir: &Path) -> Result<Plan, String> {
         .ok_or_else(|| bad("requests must be a non-empty list"))?;
     let mut requests = Vec::with_capacity(reqs.len());
     let mut expect = Vec::with_capacity(reqs.len());
+    let mut kv_ops = Vec::with_capacity(reqs.len());
+    let mut kv_ids = std::collections::HashMap::new();
+    let blob_bytes = |v: &Json, what: &str| bytes_of(v, &blob, what);
     for (i, r) in reqs.iter().enumerate() {
         let ty = r
             .get("type")
@@ -200,7 +259,19 @@ fn parse(dir: &Path) -> Result<Plan, String> {
         let e = r
             .get("expect")
             .ok_or_else(|| bad(format!("request {i}: no expect")))?;
-        expect.push(if e.get("echo").is_some() {
+        kv_ops.push(match e.get("kv") {
+            Some(k) => Some(emu_kv::parse_op(
+                k,
+                i,
+                schema.as_ref(),
+                &blob_bytes,
+                &mut kv_ids,
+            )?),
+            None => None,
+        });
+        expect.push(if e.get("kv").is_some() {
+            Expect::Kv
+        } else if e.get("echo").is_some() {
             Expect::Echo
         } else if let Some(b) = e.get("bytes") {
             Expect::Bytes(bytes_of(b, &blob, &format!("request {i}'s bytes"))?)
@@ -231,14 +302,29 @@ fn parse(dir: &Path) -> Result<Plan, String> {
             }
         } else {
             return Err(bad(format!(
-                "request {i}: expect must have echo, bytes or object"
+                "request {i}: expect must have echo, bytes, object or kv"
             )));
         });
     }
+    let kv = if kv_ops.iter().any(Option::is_some) {
+        let initial = emu_kv::parse_initial(p.get("kv").unwrap_or(&Json::Null), &blob_bytes)?;
+        Some(Arc::new(KvPlan::new(initial, kv_ops, kv_ids.len())))
+    } else {
+        None
+    };
     let mut run = EmuRunConfig {
         mtu: EMU_MTU,
         ..EmuRunConfig::default()
     };
+    if let Some(m) = p.get("mtu").and_then(Json::as_u64) {
+        if !(576..=MAX_MTU as u64).contains(&m) {
+            return Err(bad(format!("mtu must be 576 to {MAX_MTU}, not {m}")));
+        }
+        run.mtu = m as usize;
+        run.emu.mtu = run.mtu;
+    }
+    // Writes change what a read returns, its length too.
+    run.replies_vary = kv.is_some();
     if let Some(n) = p.get("check_every").and_then(Json::as_u64) {
         run.check_every = n.max(1);
     }
@@ -308,6 +394,7 @@ fn parse(dir: &Path) -> Result<Plan, String> {
             requests,
             expect,
             schema,
+            kv,
         }),
         run,
         job,
@@ -327,7 +414,7 @@ fn trial(
         seed,
         ..plan.run.clone()
     };
-    let checker = Checker(plan.exp.clone());
+    let checker = Checker::new(&plan.exp);
     let (report, served) = emu_bench::run(&cfg, &plan.exp.requests, checker, |port| {
         handoff.serve(port)
     })?;
@@ -404,6 +491,8 @@ fn run_plan(dir: &Path, handoff: &Handoff) -> Result<Json, String> {
                 ));
                 repeats.push(json!({
                     "summary": summary.to_json(),
+                    "records": serde_json::to_value(emu_bench::median_records(s))
+                        .map_err(|e| e.to_string())?,
                     "points": emu_bench::trials_json(s),
                     "server_thread": threads,
                 }));

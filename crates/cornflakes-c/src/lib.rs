@@ -32,6 +32,8 @@ mod emu_arm;
 #[cfg(feature = "emu")]
 mod emu_handoff;
 #[cfg(feature = "emu")]
+mod emu_kv;
+#[cfg(feature = "emu")]
 mod emu_plan;
 mod error;
 mod msg;

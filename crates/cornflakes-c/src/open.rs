@@ -1,23 +1,43 @@
 //! Opening the kernel-bypass datapaths: AF_XDP (`cf_dp_xdp_new`, feature `xdp`), ConnectX
-//! (`cf_dp_mlx5_new`, feature `mlx5`) and a DPDK port such as the E810 (`cf_dp_ice_new`, feature
-//! `ice`). Every build has all three functions; one whose feature was not built returns
-//! `CF_ERR_UNSUPPORTED` and says how to build it (`cf_dp_kinds` lists what this build has).
-//! Once open, a datapath is used with the same `cf_dp_*` calls as the socket one.
+//! (`cf_dp_mlx5_new`, `cf_dp_mlx5_new_opts`, feature `mlx5`) and a DPDK port such as the E810
+//! (`cf_dp_ice_new`, `cf_dp_ice_new_opts`, feature `ice`). Every build has all of them; one
+//! whose feature was not built returns `CF_ERR_UNSUPPORTED` and says how to build it
+//! (`cf_dp_kinds` lists what this build has). Each is opened by the apps' own opener
+//! (`datapath-open`'s `DatapathSpec::open`), so a C program and an app open a device the same
+//! way. Once open, a datapath is used with the same `cf_dp_*` calls as the socket one.
 
 use std::ffi::c_char;
-use std::net::SocketAddrV4;
 
-use crate::any_dp::AnyDatapath;
-#[allow(unused_imports)] // which of these are used depends on the features
-use crate::any_dp::{not_built, Opened};
+use cornflakes::Datapath;
+use datapath_open::{CargoRun, DatapathKind, DatapathSpec, OnDatapath, Open, MTUS};
+
+use crate::any_dp::{not_built, AnyDatapath, Opened};
 use crate::dp::{addr, insert_dp};
-use crate::error::{cf_status, cstr, guard, out, Result};
+use crate::error::{cf_status, cstr, guard, out, slice_of, Error, Result};
 use crate::table::cf_dp;
 
-/// The IP MTU the ConnectX and DPDK datapaths are opened with: Ethernet's 1500. The apps open
-/// theirs with `--mtu` (9000 by default), so a C program on a NIC talks to an app started with
-/// `--mtu 1500`.
+/// The IP MTU the ConnectX and DPDK datapaths are opened with unless [`cf_nic_opts`] says
+/// otherwise: Ethernet's 1500. The apps open theirs with `--mtu` (9000 by default), so a C
+/// program on a NIC opened with the default talks to an app started with `--mtu 1500`, or sets
+/// `mtu` to the app's.
 pub const CF_NIC_MTU: usize = 1500;
+
+/// Settings of a ConnectX or DPDK datapath (`cf_dp_mlx5_new_opts`, `cf_dp_ice_new_opts`). Zero
+/// in a field means its default; start from `struct cf_nic_opts opts = {0};` and set what you
+/// need.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct cf_nic_opts {
+    /// IP MTU, in bytes (576 to 65535, and at most what the port takes): the largest datagram
+    /// sent and received; 0: [`CF_NIC_MTU`]. Match the peer's: an app server's `--mtu`.
+    pub mtu: usize,
+    /// ConnectX only: the largest item allocated from the pinned memory (`cf_dp_memory`) and
+    /// sent by reference; 0: 16 KiB.
+    pub max_item: usize,
+    /// ConnectX only: pinned memory beyond the packet buffers the program will keep there (a
+    /// store's values); 0: none.
+    pub extra_bytes: usize,
+}
 
 /// Opens an AF_XDP datapath (feature `xdp`; needs root) on interface `ifname`'s queue 0,
 /// answering at `ip:port` (the stack owns `ip` on that interface and answers ARP for it):
@@ -47,8 +67,14 @@ pub extern "C" fn cf_dp_xdp_new(
         } else {
             Some(cstr(peer, "peer")?)
         };
-        let dp = xdp::open(ifname, bind, peer, umem_bytes)?;
-        out(out_dp, "out_dp", insert_dp(dp)?)
+        let mut spec = device(DatapathKind::Xdp, ifname);
+        spec.peer = peer
+            .map(datapath_open::parse_peer)
+            .transpose()
+            .map_err(Error::invalid)?;
+        let mut at = Open::server(bind, CARGO_RUN);
+        at.umem_bytes = (umem_bytes > 0).then_some(umem_bytes);
+        open(&spec, &at, out_dp)
     })
 }
 
@@ -58,6 +84,7 @@ pub extern "C" fn cf_dp_xdp_new(
 /// allocated from it (`cf_dp_memory`) and sent by reference, and `extra_bytes` is memory
 /// beyond the packet buffers the program will keep there (e.g. a store's values; 0: none).
 /// No file descriptor: poll `cf_dp_recv`. The error names the devices present.
+/// `cf_dp_mlx5_new_opts` takes another MTU.
 #[no_mangle]
 pub extern "C" fn cf_dp_mlx5_new(
     device: *const c_char,
@@ -68,10 +95,43 @@ pub extern "C" fn cf_dp_mlx5_new(
     out_dp: *mut cf_dp,
 ) -> cf_status {
     guard("cf_dp_mlx5_new", || {
+        let opts = cf_nic_opts {
+            max_item,
+            extra_bytes,
+            ..cf_nic_opts::default()
+        };
+        open_nic(
+            DatapathKind::Mlx5,
+            cstr(device, "device")?,
+            ip,
+            port,
+            opts,
+            out_dp,
+        )
+    })
+}
+
+/// As `cf_dp_mlx5_new`, with the settings in `*opts` (NULL: the defaults): the IP MTU, the
+/// largest item and the extra pinned memory. An MTU outside 576–65535 is refused
+/// (`CF_ERR_INVALID`) before the device is opened.
+#[no_mangle]
+pub extern "C" fn cf_dp_mlx5_new_opts(
+    device: *const c_char,
+    ip: *const c_char,
+    port: u16,
+    opts: *const cf_nic_opts,
+    out_dp: *mut cf_dp,
+) -> cf_status {
+    guard("cf_dp_mlx5_new_opts", || {
         let device = cstr(device, "device")?;
-        let bind = addr(ip, port)?;
-        let dp = mlx5::open(device, bind, max_item, extra_bytes)?;
-        out(out_dp, "out_dp", insert_dp(dp)?)
+        open_nic(
+            DatapathKind::Mlx5,
+            device,
+            ip,
+            port,
+            read_opts(opts)?,
+            out_dp,
+        )
     })
 }
 
@@ -80,6 +140,7 @@ pub extern "C" fn cf_dp_mlx5_new(
 /// arguments naming the port, as the apps' `--dpdk-args` (e.g. `"-l 2 -a 0000:3b:00.0"`, or
 /// a virtual device: `"--vdev net_af_packet0,iface=veth0"`). DPDK's EAL starts once per
 /// process, with the first call's arguments. No file descriptor: poll `cf_dp_recv`.
+/// `cf_dp_ice_new_opts` takes another MTU.
 #[no_mangle]
 pub extern "C" fn cf_dp_ice_new(
     dpdk_args: *const c_char,
@@ -89,9 +150,30 @@ pub extern "C" fn cf_dp_ice_new(
 ) -> cf_status {
     guard("cf_dp_ice_new", || {
         let args = cstr(dpdk_args, "dpdk_args")?;
-        let bind = addr(ip, port)?;
-        let dp = ice::open(args, bind)?;
-        out(out_dp, "out_dp", insert_dp(dp)?)
+        open_nic(
+            DatapathKind::Ice,
+            args,
+            ip,
+            port,
+            cf_nic_opts::default(),
+            out_dp,
+        )
+    })
+}
+
+/// As `cf_dp_ice_new`, with the settings in `*opts` (NULL: the defaults; only `mtu` applies to
+/// a DPDK port). An MTU outside 576–65535 is refused (`CF_ERR_INVALID`) before the EAL starts.
+#[no_mangle]
+pub extern "C" fn cf_dp_ice_new_opts(
+    dpdk_args: *const c_char,
+    ip: *const c_char,
+    port: u16,
+    opts: *const cf_nic_opts,
+    out_dp: *mut cf_dp,
+) -> cf_status {
+    guard("cf_dp_ice_new_opts", || {
+        let args = cstr(dpdk_args, "dpdk_args")?;
+        open_nic(DatapathKind::Ice, args, ip, port, read_opts(opts)?, out_dp)
     })
 }
 
@@ -124,119 +206,96 @@ pub extern "C" fn cf_dp_kind(dp: cf_dp, out_kind: *mut *const c_char) -> cf_stat
     })
 }
 
-#[cfg(feature = "xdp")]
-mod xdp {
-    use super::*;
-    use crate::error::Error;
-    use cornflakes_stack::wire::MacAddr;
-    use datapath_xdp::{XdpConfig, XdpDatapath};
+/// How to build this library with a datapath's feature (the opener's hint; the C API says its
+/// own, [`not_built`]).
+const CARGO_RUN: CargoRun = CargoRun {
+    package: "cornflakes-c",
+    bin: None,
+    args: "",
+};
 
-    pub(super) fn open(
-        ifname: &str,
-        bind: SocketAddrV4,
-        peer: Option<&str>,
-        umem_bytes: usize,
-    ) -> Result<Box<dyn AnyDatapath>> {
-        let mut cfg = XdpConfig::new(ifname, bind);
-        if let Some(p) = peer {
-            let (ip, mac) = netns_harness::host::parse_peer(p).map_err(Error::invalid)?;
-            cfg.static_arp.push((ip, MacAddr(mac)));
+/// `kind` on `device` (an interface, a ConnectX, EAL arguments).
+fn device(kind: DatapathKind, device: &str) -> DatapathSpec {
+    DatapathSpec {
+        device: device.to_owned(),
+        ..DatapathSpec::new(kind)
+    }
+}
+
+/// `*opts`, or the defaults when NULL.
+fn read_opts(opts: *const cf_nic_opts) -> Result<cf_nic_opts> {
+    if opts.is_null() {
+        Ok(cf_nic_opts::default())
+    } else {
+        Ok(slice_of(opts, 1, "opts")?[0])
+    }
+}
+
+/// A ConnectX or DPDK port at `ip:port` with `opts`.
+fn open_nic(
+    kind: DatapathKind,
+    name: &str,
+    ip: *const c_char,
+    port: u16,
+    opts: cf_nic_opts,
+    out_dp: *mut cf_dp,
+) -> Result<()> {
+    let bind = addr(ip, port)?;
+    let mut spec = device(kind, name);
+    spec.mtu = Some(match opts.mtu {
+        0 => CF_NIC_MTU,
+        m if MTUS.contains(&m) => m,
+        m => {
+            return Err(Error::new(
+                cf_status::CF_ERR_INVALID,
+                format!("mtu {m} is outside {}..={}", MTUS.start(), MTUS.end()),
+            ))
         }
-        if umem_bytes > 0 {
-            cfg.umem_bytes = umem_bytes;
-        }
-        let dp = XdpDatapath::new(cfg).map_err(|e| {
-            Error::new(
-                cf_status::CF_ERR_IO,
-                format!("AF_XDP on {ifname} at {bind}: {e}"),
-            )
-        })?;
+    });
+    let mut at = Open::server(bind, CARGO_RUN);
+    (at.min_item, at.extra_bytes) = (opts.max_item, opts.extra_bytes);
+    open(&spec, &at, out_dp)
+}
+
+/// Opens `spec` with the apps' opener and hands out its handle: a NULL `out_dp` is
+/// `CF_ERR_NULL`, a kind this build lacks `CF_ERR_UNSUPPORTED` with how to build it, a device
+/// that does not open `CF_ERR_IO` naming it.
+fn open(spec: &DatapathSpec, at: &Open, out_dp: *mut cf_dp) -> Result<()> {
+    // Before the device is touched: a handle with nowhere to go would close it at once.
+    if out_dp.is_null() {
+        return Err(Error::null("out_dp"));
+    }
+    let kind = spec.name();
+    if !crate::any_dp::BUILT.contains(&kind) {
+        let (needs, pkgs) = datapath_open::build_needs(spec.kind).unwrap_or(("nothing", "."));
+        return Err(not_built(kind, needs, pkgs));
+    }
+    let dp = spec.open(at, Handle).map_err(|e| {
+        let what = match spec.kind {
+            DatapathKind::Mlx5 => format!("ConnectX {}", spec.device),
+            DatapathKind::Ice => format!("DPDK port {:?} at {}", spec.device, at.bind()),
+            _ => format!("{} at {}", spec.label(), at.bind()),
+        };
+        Error::new(cf_status::CF_ERR_IO, format!("{what}: {e}"))
+    })?;
+    out(out_dp, "out_dp", insert_dp(dp)?)
+}
+
+/// The opened datapath as a C handle's (no file descriptor: the C program polls `cf_dp_recv`).
+struct Handle;
+
+impl OnDatapath for Handle {
+    type Out = Box<dyn AnyDatapath>;
+
+    fn on<D: Datapath + 'static>(
+        self,
+        dp: D,
+        spec: &DatapathSpec,
+    ) -> std::result::Result<Self::Out, String> {
         Ok(Box::new(Opened {
             dp,
-            kind: "xdp",
+            kind: spec.name(),
             fd: None,
         }))
-    }
-}
-
-#[cfg(not(feature = "xdp"))]
-mod xdp {
-    use super::*;
-
-    pub(super) fn open(
-        _: &str,
-        _: SocketAddrV4,
-        _: Option<&str>,
-        _: usize,
-    ) -> Result<Box<dyn AnyDatapath>> {
-        Err(not_built(
-            "xdp",
-            "clang and libbpf-dev",
-            "crates/datapath-xdp",
-        ))
-    }
-}
-
-#[cfg(feature = "mlx5")]
-mod mlx5 {
-    use super::*;
-    use crate::error::Error;
-
-    pub(super) fn open(
-        device: &str,
-        bind: SocketAddrV4,
-        max_item: usize,
-        extra_bytes: usize,
-    ) -> Result<Box<dyn AnyDatapath>> {
-        let dp = datapath_mlx5::hw::open_server(device, bind, CF_NIC_MTU, max_item, extra_bytes)
-            .map_err(|e| Error::new(cf_status::CF_ERR_IO, format!("ConnectX {device}: {e}")))?;
-        Ok(Box::new(Opened {
-            dp,
-            kind: "mlx5",
-            fd: None,
-        }))
-    }
-}
-
-#[cfg(not(feature = "mlx5"))]
-mod mlx5 {
-    use super::*;
-
-    pub(super) fn open(
-        _: &str,
-        _: SocketAddrV4,
-        _: usize,
-        _: usize,
-    ) -> Result<Box<dyn AnyDatapath>> {
-        Err(not_built("mlx5", "rdma-core", "crates/datapath-mlx5"))
-    }
-}
-
-#[cfg(feature = "ice")]
-mod ice {
-    use super::*;
-    use crate::error::Error;
-
-    pub(super) fn open(dpdk_args: &str, bind: SocketAddrV4) -> Result<Box<dyn AnyDatapath>> {
-        let dp = datapath_ice::datapath::open(dpdk_args, bind, CF_NIC_MTU).map_err(|e| {
-            Error::new(
-                cf_status::CF_ERR_IO,
-                format!("DPDK port {dpdk_args:?} at {bind}: {e}"),
-            )
-        })?;
-        Ok(Box::new(Opened {
-            dp,
-            kind: "ice",
-            fd: None,
-        }))
-    }
-}
-
-#[cfg(not(feature = "ice"))]
-mod ice {
-    use super::*;
-
-    pub(super) fn open(_: &str, _: SocketAddrV4) -> Result<Box<dyn AnyDatapath>> {
-        Err(not_built("ice", "DPDK", "crates/datapath-ice"))
     }
 }

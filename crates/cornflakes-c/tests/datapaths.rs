@@ -136,6 +136,82 @@ fn bad_arguments_are_refused_before_opening() {
     assert_eq!(cf_dp_kind(dp, &mut kind), cf_status::CF_ERR_BAD_HANDLE);
 }
 
+/// The NIC opens' options: an MTU no host takes is refused before anything opens, whatever
+/// the build; NULL options are the defaults; the plain and the `_opts` open of a NIC fail alike
+/// on a device that does not exist (or in a build without it), and hand out no handle.
+#[test]
+fn nic_options_are_checked_before_opening() {
+    let mut dp = cf_dp { id: 0 };
+    for mtu in [100, 70_000] {
+        let opts = cf_nic_opts {
+            mtu,
+            ..cf_nic_opts::default()
+        };
+        let s = cf_dp_mlx5_new_opts(
+            c"mlx5_cf_none".as_ptr(),
+            c"10.0.0.1".as_ptr(),
+            7000,
+            &opts,
+            &mut dp,
+        );
+        assert_eq!(s, cf_status::CF_ERR_INVALID, "{}", last());
+        assert!(
+            last().contains(&format!("mtu {mtu} is outside 576..=65535")),
+            "{}",
+            last()
+        );
+        let s = cf_dp_ice_new_opts(c"-l 0".as_ptr(), c"10.0.0.1".as_ptr(), 7000, &opts, &mut dp);
+        assert_eq!(s, cf_status::CF_ERR_INVALID, "{}", last());
+    }
+    assert_eq!(
+        cf_dp_mlx5_new_opts(
+            std::ptr::null(),
+            c"10.0.0.1".as_ptr(),
+            7000,
+            std::ptr::null(),
+            &mut dp
+        ),
+        cf_status::CF_ERR_NULL
+    );
+    // Nowhere to put the handle: refused before the device is touched, in every build.
+    let s = cf_dp_ice_new_opts(
+        c"-l 0".as_ptr(),
+        c"10.0.0.1".as_ptr(),
+        7000,
+        std::ptr::null(),
+        std::ptr::null_mut(),
+    );
+    assert_eq!(s, cf_status::CF_ERR_NULL, "{}", last());
+    let (plain, plain_msg) = open_missing("mlx5");
+    let opts = cf_nic_opts {
+        mtu: 9000,
+        max_item: 1 << 16,
+        extra_bytes: 1 << 20,
+    };
+    for opts in [std::ptr::null(), &opts as *const cf_nic_opts] {
+        let s = cf_dp_mlx5_new_opts(
+            c"mlx5_cf_none".as_ptr(),
+            c"10.0.0.1".as_ptr(),
+            7000,
+            opts,
+            &mut dp,
+        );
+        // The same error, but for the function's name the message starts with.
+        let msg = last().replacen("cf_dp_mlx5_new_opts:", "cf_dp_mlx5_new:", 1);
+        assert_eq!((s, msg), (plain, plain_msg.clone()));
+    }
+    let (plain, _) = open_missing("ice");
+    let s = cf_dp_ice_new_opts(
+        c"-l 0".as_ptr(),
+        c"10.0.0.1".as_ptr(),
+        7000,
+        std::ptr::null(),
+        &mut dp,
+    );
+    assert_eq!(s, plain, "{}", last());
+    assert_eq!(dp.id, 0, "no handle on an error");
+}
+
 #[test]
 fn connectx_through_the_c_api() {
     const TEST: &str = "connectx_through_the_c_api";

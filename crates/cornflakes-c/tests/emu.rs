@@ -79,9 +79,9 @@ mod with_the_device {
         std::fs::rename(dir.join(".plan.tmp"), dir.join("plan.json")).unwrap();
     }
 
-    /// Serves until the plan is done: echoes each request by reference, or (when `lie`) every
-    /// 50th by copy with one byte changed. Returns how many it served.
-    fn serve(dp: cf_dp, dir: &Path, lie: bool) -> u64 {
+    /// Serves until the plan is done, `handle` answering each request (its buffer released
+    /// after). Returns how many it served.
+    fn serve_with(dp: cf_dp, dir: &Path, mut handle: impl FnMut(&cf_rx)) -> u64 {
         let mut rx = vec![cf_rx::default(); 32];
         let mut served = 0u64;
         let deadline = Instant::now() + Duration::from_secs(60);
@@ -90,33 +90,7 @@ mod with_the_device {
             let mut n = 0usize;
             ok(cf_dp_recv(dp, rx.as_mut_ptr(), rx.len(), &mut n));
             for r in &rx[..n] {
-                if lie && r.msg_id % 50 == 0 {
-                    let (mut p, mut len) = (std::ptr::null(), 0usize);
-                    ok(cf_buf_data(r.data, &mut p, &mut len));
-                    // SAFETY: cf_buf_data gave a pointer to `len` bytes that stay valid while
-                    // the buffer is held (released below).
-                    let mut copy = unsafe { std::slice::from_raw_parts(p, len) }.to_vec();
-                    copy[len / 2] ^= 0x5a;
-                    ok(cf_dp_send_copy(
-                        dp,
-                        r.conn,
-                        r.incarnation,
-                        r.msg_id,
-                        r.msg_type,
-                        copy.as_ptr(),
-                        copy.len(),
-                    ));
-                } else {
-                    ok(cf_dp_send_bufs(
-                        dp,
-                        r.conn,
-                        r.incarnation,
-                        r.msg_id,
-                        r.msg_type,
-                        &r.data,
-                        1,
-                    ));
-                }
+                handle(r);
                 ok(cf_buf_release(r.data));
                 served += 1;
             }
@@ -127,13 +101,73 @@ mod with_the_device {
         served
     }
 
-    /// One plan on a fresh device: the report, and what this thread served.
-    fn run(lie: bool) -> (Value, u64) {
-        let dir = std::env::temp_dir().join(format!(
-            "cf-emu-rust-{}-{}",
-            std::process::id(),
-            if lie { "liar" } else { "honest" }
+    /// Request `r`'s bytes (valid until its buffer is released).
+    fn request_bytes(r: &cf_rx) -> &[u8] {
+        let (mut p, mut len) = (std::ptr::null(), 0usize);
+        ok(cf_buf_data(r.data, &mut p, &mut len));
+        // SAFETY: cf_buf_data gave a pointer to `len` bytes that stay valid while the buffer
+        // is held (`serve_with` releases it after the handler returns).
+        unsafe { std::slice::from_raw_parts(p, len) }
+    }
+
+    /// Answers `r` with a copy of `reply`.
+    fn reply_copy(dp: cf_dp, r: &cf_rx, reply: &[u8]) {
+        ok(cf_dp_send_copy(
+            dp,
+            r.conn,
+            r.incarnation,
+            r.msg_id,
+            r.msg_type,
+            reply.as_ptr(),
+            reply.len(),
         ));
+    }
+
+    /// Serves until the plan is done: echoes each request by reference, or (when `lie`) every
+    /// 50th by copy with one byte changed. Returns how many it served.
+    fn serve(dp: cf_dp, dir: &Path, lie: bool) -> u64 {
+        serve_with(dp, dir, |r| {
+            if lie && r.msg_id % 50 == 0 {
+                let mut copy = request_bytes(r).to_vec();
+                let mid = copy.len() / 2;
+                copy[mid] ^= 0x5a;
+                reply_copy(dp, r, &copy);
+            } else {
+                ok(cf_dp_send_bufs(
+                    dp,
+                    r.conn,
+                    r.incarnation,
+                    r.msg_id,
+                    r.msg_type,
+                    &r.data,
+                    1,
+                ));
+            }
+        })
+    }
+
+    /// One echo plan on a fresh device: the report, and what this thread served.
+    fn run(lie: bool) -> (Value, u64) {
+        run_plan(
+            if lie { "liar" } else { "honest" },
+            |dir| write_plan(dir, if lie { 1 } else { 8 }),
+            |dp, dir| serve(dp, dir, lie),
+        )
+    }
+
+    /// One device at a time: each pins a server and a device thread to this machine's CPUs,
+    /// and two at once would take them from each other.
+    static ONE_DEVICE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    /// A plan (written by `plan`) on a fresh device, served by `serve`: the report, and what
+    /// `serve` says it served.
+    fn run_plan(
+        tag: &str,
+        plan: impl FnOnce(&Path),
+        serve: impl FnOnce(cf_dp, &Path) -> u64,
+    ) -> (Value, u64) {
+        let _one = ONE_DEVICE.lock().unwrap_or_else(|e| e.into_inner());
+        let dir = std::env::temp_dir().join(format!("cf-emu-rust-{}-{tag}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let c = CString::new(dir.to_str().unwrap()).unwrap();
@@ -153,8 +187,8 @@ mod with_the_device {
             cf_status::CF_ERR_IO
         );
         assert!(last().contains("between trials"), "{}", last());
-        write_plan(&dir, if lie { 1 } else { 8 });
-        let served = serve(dp, &dir, lie);
+        plan(&dir);
+        let served = serve(dp, &dir);
         let done = std::fs::read_to_string(dir.join("done")).unwrap();
         assert_eq!(done.trim(), "ok", "the plan failed");
         let report: Value =
@@ -231,5 +265,135 @@ mod with_the_device {
             sent
         );
         assert_eq!(served, sent);
+    }
+
+    /// Keys of the key-value plan, each loaded with 300 bytes.
+    const KV_KEYS: usize = 8;
+
+    fn kv_value(key: usize, version: usize) -> Vec<u8> {
+        (0..300)
+            .map(|j| (key * 31 + version * 7 + j) as u8)
+            .collect()
+    }
+
+    /// A key-value plan in RESP: 64 requests over 8 keys, a quarter SETs of a new value, the
+    /// others GETs; every reply checked against what its key holds when it is handled.
+    fn write_kv_plan(dir: &Path) {
+        let mut blob = Vec::new();
+        let at = |blob: &mut Vec<u8>, b: &[u8]| {
+            let o = blob.len();
+            blob.extend_from_slice(b);
+            json!([o, b.len()])
+        };
+        let mut initial = serde_json::Map::new();
+        for k in 0..KV_KEYS {
+            let v = at(&mut blob, &kv_value(k, 0));
+            initial.insert(format!("key{k}"), json!([v]));
+        }
+        let mut requests = Vec::new();
+        for i in 0..DISTINCT {
+            // Each cycle sets every key twice; gets visit every key.
+            let k = if i % 4 == 1 {
+                (i / 4) % KV_KEYS
+            } else {
+                (i * 5) % KV_KEYS
+            };
+            let key = format!("key{k}");
+            let (cmd, expect) = if i % 4 == 1 {
+                let val = kv_value(k, i);
+                let mut cmd = format!(
+                    "*3\r\n$3\r\nSET\r\n${}\r\n{key}\r\n${}\r\n",
+                    key.len(),
+                    val.len()
+                )
+                .into_bytes();
+                cmd.extend_from_slice(&val);
+                cmd.extend_from_slice(b"\r\n");
+                let v = at(&mut blob, &val);
+                (cmd, json!({"op": "put", "keys": [key], "vals": [v]}))
+            } else {
+                let cmd = format!("*2\r\n$3\r\nGET\r\n${}\r\n{key}\r\n", key.len());
+                (cmd.into_bytes(), json!({"op": "get", "keys": [key]}))
+            };
+            let payload = at(&mut blob, &cmd);
+            requests.push(json!({"type": 1, "payload": payload, "expect": {"kv": expect}}));
+        }
+        let plan = json!({
+            "mode": "rust-kv",
+            "shape": "kv",
+            "check_every": 1,
+            "timeout_ms": 1000,
+            "fixed": {"rate_rps": RATE, "requests": REQUESTS},
+            "requests": requests,
+            "kv": {"initial": initial},
+        });
+        std::fs::write(dir.join("plan.bin"), blob).unwrap();
+        std::fs::write(dir.join(".plan.tmp"), plan.to_string()).unwrap();
+        std::fs::rename(dir.join(".plan.tmp"), dir.join("plan.json")).unwrap();
+    }
+
+    /// A RESP store serving until the plan is done; when `stale`, it acknowledges every SET
+    /// without doing it, so later GETs return the value before.
+    fn serve_kv(dp: cf_dp, dir: &Path, stale: bool) -> u64 {
+        let mut store: std::collections::HashMap<Vec<u8>, Vec<u8>> = (0..KV_KEYS)
+            .map(|k| (format!("key{k}").into_bytes(), kv_value(k, 0)))
+            .collect();
+        let mut parser = resp::Parser::new();
+        serve_with(dp, dir, |r| {
+            let args = parser.parse(request_bytes(r)).expect("a RESP command");
+            let reply = if args.is("SET") {
+                if !stale {
+                    store.insert(args.arg(1).to_vec(), args.arg(2).to_vec());
+                }
+                b"+OK\r\n".to_vec()
+            } else {
+                let v = &store[args.arg(1)];
+                let mut out = format!("${}\r\n", v.len()).into_bytes();
+                out.extend_from_slice(v);
+                out.extend_from_slice(b"\r\n");
+                out
+            };
+            reply_copy(dp, r, &reply);
+        })
+    }
+
+    #[test]
+    fn a_store_with_writes_is_checked_in_order_and_a_stale_one_caught() {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        if cpus < 2 {
+            test_skip::skip(
+                "a_store_with_writes_is_checked_in_order_and_a_stale_one_caught",
+                &format!(
+                    "the emulated ConnectX needs two CPUs (server and device); this has {cpus}"
+                ),
+            );
+            return;
+        }
+        let (report, served) = run_plan("kv", write_kv_plan, |dp, dir| serve_kv(dp, dir, false));
+        let sent = sent_of(&report);
+        // A reply later than the timeout (this machine's other processes can hold the server
+        // thread off its CPU) is lost, not wrong: a write among them leaves its key either way
+        // until a read settles it, so no later read is called wrong for it.
+        assert_eq!(count(&report, "mismatched"), 0, "{report:#}");
+        assert_eq!(
+            count(&report, "verified") + count(&report, "lost"),
+            sent,
+            "{report:#}"
+        );
+        assert!(count(&report, "verified") > sent / 2, "{report:#}");
+        // Requests the device could not deliver (no receive buffer free) are lost unserved.
+        assert!(
+            served >= count(&report, "verified") && served <= sent,
+            "{served} served"
+        );
+        // Dropping the SETs makes most GETs after them stale: caught, though every reply
+        // is a value the key held at some point.
+        let (report, _) = run_plan("kv-stale", write_kv_plan, |dp, dir| serve_kv(dp, dir, true));
+        let sent = sent_of(&report);
+        let mismatched = count(&report, "mismatched");
+        assert!(
+            mismatched > sent / 4,
+            "{mismatched} mismatched of {sent}: {report:#}"
+        );
     }
 }

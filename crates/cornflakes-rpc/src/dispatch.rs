@@ -168,7 +168,7 @@ impl Dispatcher {
             arena: &self.arena,
             rx: m,
             path: self.path,
-            keep: None,
+            keep: Plain(()),
             _reply: PhantomData,
         }
     }
@@ -213,7 +213,7 @@ impl Dispatcher {
         dp: &'r mut D,
         m: &'r RxMsg,
         fresh: Fresh,
-    ) -> Reply<'r, D, B> {
+    ) -> Reply<'r, D, B, Kept<'r>> {
         let Dispatcher {
             arena,
             path,
@@ -228,7 +228,7 @@ impl Dispatcher {
             arena,
             rx: m,
             path: *path,
-            keep: Some((table, fresh)),
+            keep: Kept { table, fresh },
             _reply: PhantomData,
         }
     }
@@ -265,25 +265,64 @@ fn error_reply<D: Datapath>(dp: &mut D, m: &RxMsg, code: ErrorCode) -> Result<()
 #[must_use]
 pub struct Replied(());
 
+/// What a [`Reply`] does with its reply besides sending it: nothing ([`Plain`], every method
+/// but the exactly-once ones) or keep it as the request's outcome ([`Kept`]). A type, not a
+/// flag checked per reply, so a plain method's reply path has no exactly-once code in it.
+pub trait Keep: sealed::Sealed {
+    /// Called once, with the reply the request answers, before it is sent.
+    fn keep<B: CornflakesObj>(self, reply: &B);
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for super::Plain {}
+    impl Sealed for super::Kept<'_> {}
+}
+
+/// A reply handle's [`Keep`] for a method that is not exactly-once: the reply is only sent.
+#[derive(Debug)]
+pub struct Plain(());
+
+impl Keep for Plain {
+    #[inline(always)]
+    fn keep<B: CornflakesObj>(self, _reply: &B) {}
+}
+
+/// A reply handle's [`Keep`] for a request of an exactly-once method that is to run: its reply
+/// is kept in the dispatcher's exactly-once table under the request's key, so a retry gets it
+/// again ([`Dispatcher::reply_once`]).
+pub struct Kept<'r> {
+    table: &'r mut OnceTable<KeptReply>,
+    fresh: Fresh,
+}
+
+impl Keep for Kept<'_> {
+    #[inline]
+    fn keep<B: CornflakesObj>(self, reply: &B) {
+        self.table.record(self.fresh, KeptReply::of(reply));
+    }
+}
+
 /// How a method answers one request: it builds the reply `B` in [`arena`](Self::arena) (the
 /// request's arena, reset for it) and [`send`](Self::send)s it, once, by the dispatcher's send
 /// path (serialize-and-send, or a scatter-gather array first). The reply goes to the request's
-/// sender with the request's message id, type and incarnation.
+/// sender with the request's message id, type and incarnation. An exactly-once method's handle
+/// is a `Reply<'r, D, B, Kept<'r>>`: its reply is also kept as the request's outcome.
 ///
 /// A value the reply takes from a store as a pinned buffer (`CFBytes::from_rcbuf_ref`) goes
 /// out by reference when at least the arena's threshold long; a value read from the request
 /// goes out as a slice of the received packet ([`bytes`](Self::bytes)).
-pub struct Reply<'r, D, B> {
+pub struct Reply<'r, D, B, K = Plain> {
     dp: &'r mut D,
     arena: &'r Arena,
     rx: &'r RxMsg,
     path: SendPath,
-    /// For an exactly-once request: where its reply is kept, and its key.
-    keep: Option<(&'r mut OnceTable<KeptReply>, Fresh)>,
+    /// What becomes of the reply besides being sent.
+    keep: K,
     _reply: PhantomData<fn(&B)>,
 }
 
-impl<'r, D: Datapath, B: CornflakesObj> Reply<'r, D, B> {
+impl<'r, D: Datapath, B: CornflakesObj, K: Keep> Reply<'r, D, B, K> {
     /// The arena to build the reply in.
     #[inline]
     pub fn arena(&self) -> &'r Arena {
@@ -324,19 +363,11 @@ impl<'r, D: Datapath, B: CornflakesObj> Reply<'r, D, B> {
         self.dp.max_message_len()
     }
 
-    /// Keeps `reply` as the outcome of an exactly-once request, before it is sent: a reply
-    /// that then fails to go out was still decided, and a retry gets it.
+    /// Sends `reply` (kept first, for an exactly-once request: a reply that then fails to go
+    /// out was still decided, and a retry gets it).
     #[inline]
-    fn keep(&mut self, reply: &B) {
-        if let Some((table, fresh)) = self.keep.take() {
-            table.record(fresh, KeptReply::of(reply));
-        }
-    }
-
-    /// Sends `reply`.
-    #[inline]
-    pub fn send(mut self, reply: &B) -> Result<Replied, Unanswered> {
-        self.keep(reply);
+    pub fn send(self, reply: &B) -> Result<Replied, Unanswered> {
+        self.keep.keep(reply);
         self.path.send(self.dp, self.rx.conn, self.rx.msg, reply)?;
         Ok(Replied(()))
     }
@@ -345,7 +376,7 @@ impl<'r, D: Datapath, B: CornflakesObj> Reply<'r, D, B> {
     /// builds instead (e.g. the same reply with a status saying so and no values).
     #[inline]
     pub fn send_or(
-        mut self,
+        self,
         reply: &B,
         too_large: impl FnOnce(&'r Arena) -> B,
     ) -> Result<Replied, Unanswered> {
@@ -354,7 +385,7 @@ impl<'r, D: Datapath, B: CornflakesObj> Reply<'r, D, B> {
             match self.path.send(self.dp, conn, msg, reply) {
                 Err(SendError::TooLarge { .. }) => {}
                 r => {
-                    self.keep(reply);
+                    self.keep.keep(reply);
                     r?;
                     return Ok(Replied(()));
                 }
@@ -362,7 +393,7 @@ impl<'r, D: Datapath, B: CornflakesObj> Reply<'r, D, B> {
         }
         // Too long for the datapath: the replacement is what the request answers.
         let smaller = too_large(self.arena);
-        self.keep(&smaller);
+        self.keep.keep(&smaller);
         self.path.send(self.dp, conn, msg, &smaller)?;
         Ok(Replied(()))
     }

@@ -37,7 +37,9 @@ pub use client::{
     check_reply, CallError, Client, ClientStats, ReplyView, Response, RetryPolicy,
     DEFAULT_OUTSTANDING,
 };
-pub use dispatch::{Dispatcher, KeptReply, Replied, Reply, RpcCounters, KEPT_REPLY_LEN};
+pub use dispatch::{
+    Dispatcher, Keep, Kept, KeptReply, Plain, Replied, Reply, RpcCounters, KEPT_REPLY_LEN,
+};
 pub use handler::{CoreId, Handler, Make, Unanswered, WORK_SAMPLE_EVERY};
 pub use ids::ClientIds;
 pub use interleave::Interleaved;

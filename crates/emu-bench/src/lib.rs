@@ -93,7 +93,6 @@ mod capture;
 mod compact;
 mod explain;
 mod frames;
-mod hash;
 mod headline;
 mod repeats;
 mod rerun;

@@ -15,7 +15,7 @@ use latency::LatencyHistogram;
 use loadgen::Counters;
 
 use crate::frames::RequestFrames;
-use crate::hash::PayloadHasher;
+use loadgen::payload_hash::PayloadHasher;
 
 /// Decides whether a reply payload is the correct answer to request `request` (an index into
 /// the requests given to [`crate::run`]). Runs on the device thread.
@@ -45,6 +45,11 @@ pub trait ReplyCheck: Send + 'static {
     /// server did handle it, so a checker that applies writes in order (`sees_every`) may
     /// apply it here. Default: nothing.
     fn late(&mut self, _request: usize, _reply: &[u8]) {}
+
+    /// `request`, one whose every reply the checker sees ([`sees_every`](Self::sees_every)),
+    /// timed out with no reply: the server may still have done it (its reply lost or yet to
+    /// come, then given to [`late`](Self::late)), or not. Default: nothing.
+    fn unanswered(&mut self, _request: usize) {}
 }
 
 impl<F> ReplyCheck for F
@@ -95,7 +100,7 @@ pub struct LoadWire<C: ReplyCheck> {
     outstanding: usize,
     /// The reply length of each request, learned from its first (fully verified) reply.
     reply_len: Vec<Option<usize>>,
-    /// Per distinct request, the hash ([`payload_hash`]) of the last reply payload the
+    /// Per distinct request, the hash ([`loadgen::payload_hash`]) of the last reply payload the
     /// checker accepted and the checker's [`ReplyCheck::version`] then: a reply with the same
     /// bytes under the same version is right without decoding it again.
     verified_hash: Vec<Option<(u64, u64)>>,
@@ -463,8 +468,11 @@ impl<C: ReplyCheck> LoadWire<C> {
             if self.state[self.expire] == OUTSTANDING {
                 self.state[self.expire] = SETTLED;
                 self.outstanding -= 1;
-                let core = self.frames.core(self.expire % self.frames.len());
-                self.per_core[core].lost += 1;
+                let k = self.expire % self.frames.len();
+                self.per_core[self.frames.core(k)].lost += 1;
+                if self.checker.sees_every(k) {
+                    self.checker.unanswered(k);
+                }
             }
             self.expire += 1;
         }

@@ -35,6 +35,7 @@
 
 mod cdn;
 mod config;
+pub mod expect;
 mod google;
 mod op;
 mod rng;

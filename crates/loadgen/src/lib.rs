@@ -49,6 +49,7 @@ pub mod fake;
 mod heatmap;
 pub mod interference;
 mod latency_plot;
+pub mod payload_hash;
 mod plot;
 mod record;
 mod run;
@@ -62,6 +63,7 @@ pub use bars::{bars_from_records, bars_size, plot_bars, Bar, BarChart, BARS_WIDT
 pub use crew::{Crew, Job, Member, SharedChecker};
 pub use heatmap::{plot_heatmap, Heatmap};
 pub use latency_plot::{lower_envelope, plot_latency, LATENCY_SIZE};
+pub use payload_hash::{payload_hash, PayloadHasher};
 pub use plot::{plot_p99_curves, PlotError, PLOT_SIZE};
 pub use record::{
     fmt_us, from_json, merge_hosts, read_json, save_json, to_json, write_json, Record,

@@ -5,6 +5,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::*;
+use datapath_open::DatapathKind;
 
 const ECHO: CargoRun = CargoRun {
     package: "echo",
@@ -18,20 +19,30 @@ const KV: CargoRun = CargoRun {
     args: "server ...",
 };
 
-fn mlx5() -> NicSpec {
-    NicSpec::Mlx5 {
-        device: "mlx5_0".to_owned(),
+fn nic(kind: DatapathKind, device: &str) -> DatapathSpec {
+    DatapathSpec {
+        device: device.to_owned(),
+        ..DatapathSpec::new(kind)
     }
 }
 
-fn ice() -> NicSpec {
-    NicSpec::Ice {
-        dpdk_args: "-l 2 -a 0000:3b:00.0".to_owned(),
-    }
+fn mlx5() -> DatapathSpec {
+    nic(DatapathKind::Mlx5, "mlx5_0")
+}
+
+fn ice() -> DatapathSpec {
+    nic(DatapathKind::Ice, "-l 2 -a 0000:3b:00.0")
 }
 
 fn bind() -> SocketAddrV4 {
     "10.0.0.1:54321".parse().unwrap()
+}
+
+/// Where the one-core tests open, at IP MTU 1500 (the app's hint is the app's own).
+fn open() -> Open {
+    let mut at = Open::server(bind(), KV);
+    at.socket.mtu = 1500;
+    at
 }
 
 /// Counters of a test server: how many times it was built.
@@ -62,7 +73,7 @@ impl NicApp for Unreached {
     fn serve<D: Datapath>(
         self,
         _dp: D,
-        _nic: &NicSpec,
+        _nic: &DatapathSpec,
         _bind: SocketAddrV4,
         _stop: &AtomicBool,
         _report: Option<Duration>,
@@ -95,8 +106,8 @@ impl NicCoreApp for Unreached {
 
 #[test]
 fn the_spec_names_its_feature_and_device() {
-    assert_eq!(mlx5().feature(), "mlx5");
-    assert_eq!(ice().feature(), "ice");
+    assert_eq!(mlx5().name(), "mlx5");
+    assert_eq!(ice().name(), "ice");
     assert_eq!(mlx5().label(), "ConnectX mlx5_0");
     assert_eq!(ice().label(), "DPDK -l 2 -a 0000:3b:00.0");
 }
@@ -116,25 +127,25 @@ fn the_cargo_hint_is_each_apps_own() {
 #[test]
 fn the_missing_feature_errors_read_as_the_apps_always_did() {
     assert_eq!(
-        needs_feature(&mlx5(), &ECHO),
+        needs_feature(mlx5().kind, &ECHO),
         "--datapath mlx5 needs the `mlx5` feature (rdma-core: apt-get install -y \
          $(cat crates/datapath-mlx5/APT_PACKAGES)): cargo run --release -p echo --features mlx5 -- \
          server ..."
     );
     assert_eq!(
-        needs_feature(&ice(), &ECHO),
+        needs_feature(ice().kind, &ECHO),
         "--datapath ice needs the `ice` feature (DPDK: apt-get install -y \
          $(cat crates/datapath-ice/APT_PACKAGES)): cargo run --release -p echo --features ice -- \
          server ..."
     );
     assert_eq!(
-        needs_feature(&mlx5(), &KV),
+        needs_feature(mlx5().kind, &KV),
         "--datapath mlx5 needs the `mlx5` feature (rdma-core: apt-get install -y \
          $(cat crates/datapath-mlx5/APT_PACKAGES)): cargo run --release -p kv-store --features mlx5 \
          --bin kv -- server ..."
     );
     assert_eq!(
-        needs_feature(&ice(), &KV),
+        needs_feature(ice().kind, &KV),
         "--datapath ice needs the `ice` feature (DPDK: apt-get install -y \
          $(cat crates/datapath-ice/APT_PACKAGES)): cargo run --release -p kv-store --features ice \
          --bin kv -- server ..."
@@ -143,23 +154,23 @@ fn the_missing_feature_errors_read_as_the_apps_always_did() {
 
 /// Without `feature`, choosing `nic` fails with [`needs_feature`] on one core and on two, and
 /// nothing is opened; with it, the check would open a NIC, so it says it was skipped.
-fn without_feature(nic: NicSpec, built_with: bool) {
+fn without_feature(nic: DatapathSpec, built_with: bool) {
     if built_with {
         test_skip::skip(
-            &format!("without_feature({})", nic.feature()),
+            &format!("without_feature({})", nic.name()),
             &format!(
                 "built with the `{}` feature, so choosing it would open a NIC",
-                nic.feature()
+                nic.name()
             ),
         );
         return;
     }
     let stop = AtomicBool::new(true);
-    let one = serve(&nic, bind(), 1500, Unreached, &stop, None).unwrap_err();
-    assert_eq!(one, needs_feature(&nic, &ECHO));
+    let one = serve(&nic, &open(), Unreached, &stop, None).unwrap_err();
+    assert_eq!(one, needs_feature(nic.kind, &ECHO));
     let cc = percore::CoresConfig::new("t", 2);
     let two = serve_cores(&nic, bind(), 1500, &cc, Unreached, &stop, None).unwrap_err();
-    assert_eq!(two, needs_feature(&nic, &KV));
+    assert_eq!(two, needs_feature(nic.kind, &KV));
 }
 
 #[test]
@@ -177,11 +188,9 @@ fn ice_without_its_feature_says_how_to_build_it() {
 #[cfg(feature = "mlx5")]
 #[test]
 fn a_missing_connectx_is_an_error_naming_it() {
-    let nic = NicSpec::Mlx5 {
-        device: "no-such-mlx5-device".to_owned(),
-    };
+    let nic = nic(DatapathKind::Mlx5, "no-such-mlx5-device");
     let stop = AtomicBool::new(true);
-    let one = serve(&nic, bind(), 1500, Unreached, &stop, None).unwrap_err();
+    let one = serve(&nic, &open(), Unreached, &stop, None).unwrap_err();
     assert!(one.contains("no-such-mlx5-device"), "{one}");
     let n = percore::allowed_cores().unwrap().len().min(2);
     let cc = percore::CoresConfig::new("app-server-mlx5-test", n);

@@ -416,6 +416,26 @@ static void test_socket_mtu(void) {
     OK(cf_dp_release(small));
 }
 
+/* The NIC opens' options (cf_nic_opts): an MTU no host takes is refused before any device is
+ * touched, in every build; with NULL options or a good MTU, a device that does not exist fails
+ * as the plain open does (not built: CF_ERR_UNSUPPORTED; built: CF_ERR_IO naming it). */
+static void test_nic_opts(void) {
+    cf_dp dp = {0};
+    cf_nic_opts opts = {0};
+    opts.mtu = 100;
+    FAILS(cf_dp_mlx5_new_opts("mlx5_cf_none", "10.0.0.1", 7000, &opts, &dp), CF_ERR_INVALID);
+    CHECK(strstr(cf_last_error(), "mtu 100") != NULL);
+    opts.mtu = 70000;
+    FAILS(cf_dp_ice_new_opts("-l 0", "10.0.0.1", 7000, &opts, &dp), CF_ERR_INVALID);
+    FAILS(cf_dp_mlx5_new_opts("mlx5_cf_none", "10.0.0.1", 7000, NULL, NULL), CF_ERR_NULL);
+    opts.mtu = CF_NIC_MTU;
+    enum cf_status plain = cf_dp_mlx5_new("mlx5_cf_none", "10.0.0.1", 7000, 0, 0, &dp);
+    CHECK(plain == CF_ERR_UNSUPPORTED || plain == CF_ERR_IO);
+    FAILS(cf_dp_mlx5_new_opts("mlx5_cf_none", "10.0.0.1", 7000, &opts, &dp), plain);
+    FAILS(cf_dp_mlx5_new_opts("mlx5_cf_none", "10.0.0.1", 7000, NULL, &dp), plain);
+    CHECK(dp.id == 0);
+}
+
 static void test_datapath(void) {
     cf_schema kv = load("kv.proto");
     uint32_t getm_resp, f_id, f_vals;
@@ -602,6 +622,7 @@ int main(int argc, char **argv) {
     test_nested();
     test_datapath();
     test_socket_mtu();
+    test_nic_opts();
     printf("%d passed, %d failed\n", checks - failures, failures);
     return failures == 0 ? 0 : 1;
 }

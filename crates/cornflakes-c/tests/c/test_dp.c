@@ -127,7 +127,10 @@ int main(int argc, char **argv) {
         FAILS(cf_dp_xdp_new(NULL, ip_a, PORT, NULL, 0, &server), CF_ERR_NULL);
         OK(cf_dp_xdp_new(spec, ip_a, PORT, peer, 0, &server));
     } else {
-        OK(cf_dp_ice_new(spec, ip_a, PORT, &server));
+        /* Through the options, at the veth's (and the client's) MTU. */
+        cf_nic_opts nic = {0};
+        nic.mtu = CF_NIC_MTU;
+        OK(cf_dp_ice_new_opts(spec, ip_a, PORT, &nic, &server));
     }
     if (server.id == 0) {
         fprintf(stderr, "could not open the %s datapath: %s\n", kind, cf_last_error());

@@ -13,7 +13,7 @@ use cornflakes::datapath::{
     Completions, Connect, DatapathMemory, DropCounters, Receive, SendCounters, SendObject, Transmit,
 };
 use cornflakes::{ConnId, Datapath, Msg, PinnedMemory, RcBuf, RxMsg, SendError};
-use cornflakes_rpc::{Cornflakes, Dispatcher, Handler, Replied, Reply, Unanswered};
+use cornflakes_rpc::{Cornflakes, Dispatcher, Handler, Keep, Kept, Replied, Reply, Unanswered};
 use cornflakes_stack::{MacAddr, StackConfig};
 use datapath_loopback::{Loopback, LoopbackConfig};
 
@@ -23,14 +23,20 @@ use crate::rpc::{Blob, BlobView, Store, StoreServer, Sum, SumView};
 pub struct IdStore;
 
 /// A `Blob` reply carrying `id` only.
-fn blob<'r, D: Datapath>(id: u32, reply: Reply<'r, D, Blob<'r>>) -> Result<Replied, Unanswered> {
+fn blob<'r, D: Datapath, K: Keep>(
+    id: u32,
+    reply: Reply<'r, D, Blob<'r>, K>,
+) -> Result<Replied, Unanswered> {
     let mut b = Blob::new_in(reply.arena());
     b.set_id(id);
     reply.send(&b)
 }
 
 /// A `Sum` reply carrying `id` only.
-fn sum<'r, D: Datapath>(id: u32, reply: Reply<'r, D, Sum<'r>>) -> Result<Replied, Unanswered> {
+fn sum<'r, D: Datapath, K: Keep>(
+    id: u32,
+    reply: Reply<'r, D, Sum<'r>, K>,
+) -> Result<Replied, Unanswered> {
     let mut s = Sum::new_in(reply.arena());
     s.set_id(id);
     reply.send(&s)
@@ -64,7 +70,7 @@ impl Store for IdStore {
     fn count<'r, D: Datapath>(
         &'r mut self,
         req: BlobView<'r>,
-        reply: Reply<'r, D, Sum<'r>>,
+        reply: Reply<'r, D, Sum<'r>, Kept<'r>>,
     ) -> Result<Replied, Unanswered> {
         sum(req.get_id(), reply)
     }
@@ -72,7 +78,7 @@ impl Store for IdStore {
     fn take<'r, D: Datapath>(
         &'r mut self,
         req: SumView<'r>,
-        reply: Reply<'r, D, Blob<'r>>,
+        reply: Reply<'r, D, Blob<'r>, Kept<'r>>,
     ) -> Result<Replied, Unanswered> {
         blob(req.get_id(), reply)
     }

@@ -14,7 +14,7 @@ use cornflakes_codegen_tests::rpc::{
     Blob, BlobView, Store, StoreClient, StoreMethod, StoreReply, StoreServer, Sum, SumView,
 };
 use cornflakes_rpc::{
-    CallError, Cornflakes, Dispatcher, ErrorCode, Handler, Interleaved, Replied, Reply,
+    CallError, Cornflakes, Dispatcher, ErrorCode, Handler, Interleaved, Kept, Replied, Reply,
     RetryPolicy, Unanswered,
 };
 use cornflakes_stack::{MacAddr, StackConfig};
@@ -75,7 +75,7 @@ impl Store for Impl {
     fn count<'r, D: Datapath>(
         &'r mut self,
         req: BlobView<'r>,
-        reply: Reply<'r, D, Sum<'r>>,
+        reply: Reply<'r, D, Sum<'r>, Kept<'r>>,
     ) -> Result<Replied, Unanswered> {
         self.runs += 1;
         let mut s = Sum::new_in(reply.arena());
@@ -87,7 +87,7 @@ impl Store for Impl {
     fn take<'r, D: Datapath>(
         &'r mut self,
         req: SumView<'r>,
-        reply: Reply<'r, D, Blob<'r>>,
+        reply: Reply<'r, D, Blob<'r>, Kept<'r>>,
     ) -> Result<Replied, Unanswered> {
         self.runs += 1;
         let len = (req.get_len() as usize).min(self.big.len());
@@ -390,6 +390,80 @@ fn the_open_loop_interface_matches_replies_to_ids_and_bounds_the_table() {
     assert_eq!(timed_out, [id]);
     assert_eq!(client.inner().outstanding(), 0);
     assert_eq!(client.inner().stats().timed_out, 1);
+}
+
+/// The request enum: a request of any method, sent through the client without waiting or on
+/// the datapath under any framing header (its type is set to the method's), answered by that
+/// method; its encoding is the message's.
+#[test]
+fn the_request_enum_sends_each_method_its_request() {
+    use cornflakes_codegen_tests::rpc::StoreCall;
+    let (mut client, _side) = pair(Cornflakes::Hybrid, quick());
+    let arena = cornflakes::Arena::new();
+    let mut sum = Sum::new_in(&arena);
+    sum.set_id(5);
+    sum.set_len(3);
+    let reqs = [
+        StoreCall::Echo(blob(&arena, 1, b"abc", "e")),
+        StoreCall::Measure(blob(&arena, 2, &[1, 2, 3], "")),
+        StoreCall::Fetch(sum),
+    ];
+    let methods: Vec<StoreMethod> = reqs.iter().map(StoreCall::method).collect();
+    assert_eq!(
+        methods,
+        [StoreMethod::Echo, StoreMethod::Measure, StoreMethod::Fetch]
+    );
+    assert_eq!(
+        reqs[0].serialize_to_vec(),
+        cornflakes::CornflakesObj::serialize_to_vec(&blob(&arena, 1, b"abc", "e"))
+    );
+    let mut sent = Vec::new();
+    for r in &reqs {
+        sent.push((r.send_with(&mut client).unwrap(), r.method()));
+    }
+    let mut got = Vec::new();
+    while got.len() < reqs.len() {
+        client.poll(|id, r| {
+            let r = r.unwrap();
+            assert!(!r.bytes().is_empty());
+            got.push((
+                id,
+                StoreMethod::from_id(match r {
+                    StoreReply::Echo(v) => {
+                        assert_eq!(v.get_data().unwrap(), b"abc");
+                        StoreMethod::Echo.id()
+                    }
+                    StoreReply::Measure(v) => {
+                        assert_eq!(v.get_total(), 6);
+                        StoreMethod::Measure.id()
+                    }
+                    StoreReply::Fetch(v) => {
+                        assert_eq!(v.get_data().unwrap().len(), 3);
+                        StoreMethod::Fetch.id()
+                    }
+                    _ => panic!("only echo, measure and fetch were sent"),
+                })
+                .unwrap(),
+            ));
+        });
+    }
+    got.sort_by_key(|g| g.0);
+    assert_eq!(got, sent);
+    // On the datapath, under a header of another method's type: the request's method answers.
+    let conn = client.inner().conn();
+    let wrong = cornflakes::Msg::new(77, StoreMethod::Echo.id());
+    let dp = client.inner_mut().datapath_mut();
+    reqs[1].send(dp, conn, wrong).unwrap();
+    dp.flush().unwrap();
+    let mut rx = Vec::new();
+    for _ in 0..4 {
+        dp.recv_burst(&mut rx).unwrap();
+    }
+    assert_eq!(rx.len(), 1);
+    assert_eq!(
+        (rx[0].msg.id, rx[0].msg.ty),
+        (77, StoreMethod::Measure.id())
+    );
 }
 
 /// Whatever bytes arrive under whatever message type, the dispatcher answers, refuses as

@@ -1,6 +1,7 @@
 //! One service: the server trait, the dispatcher (`<S>Server<T>`, a `Handler` of the server
 //! skeleton), the method numbers (`<S>Method`), the client (`<S>Client<D>`) and the replies of
-//! its open-loop interface (`<S>Reply<'a>`). The runtime they use is `cornflakes-rpc`
+//! its open-loop interface (`<S>Reply<'a>`), and a request to any of its methods
+//! (`<S>Call<'a>`). The runtime they use is `cornflakes-rpc`
 //! (docs/codegen.md, "Services").
 
 use std::collections::{BTreeMap, HashSet};
@@ -153,14 +154,15 @@ pub(crate) fn generate(
         methods,
     };
     let views = gen.reply_views(reply_views);
-    let (tr, method_enum, server, client, replies) = (
+    let (tr, method_enum, server, client, replies, requests) = (
         gen.server_trait(),
         gen.method_enum(),
         gen.server(),
         gen.client(),
         gen.reply_enum(),
+        gen.request_enum(),
     );
-    Ok(quote! { #tr #method_enum #server #replies #client #views })
+    Ok(quote! { #tr #method_enum #server #replies #requests #client #views })
 }
 
 struct ServiceGen<'s> {
@@ -232,6 +234,13 @@ impl ServiceGen<'_> {
             let reply = self.message(m.def.output);
             let proto_doc = doc_attrs(&m.def.doc);
             let number = self.method_doc(m);
+            // An exactly-once method's reply is kept as its request's outcome: a handle type
+            // of its own, so other methods' reply paths carry no exactly-once code.
+            let handle = if m.exactly_once {
+                quote!(cf_rpc::Reply<'r, D, #reply<'r>, cf_rpc::Kept<'r>>)
+            } else {
+                quote!(cf_rpc::Reply<'r, D, #reply<'r>>)
+            };
             quote! {
                 #proto_doc
                 #[doc = ""]
@@ -239,7 +248,7 @@ impl ServiceGen<'_> {
                 fn #f<'r, D: cf::Datapath>(
                     &'r mut self,
                     req: #req<'r>,
-                    reply: cf_rpc::Reply<'r, D, #reply<'r>>,
+                    reply: #handle,
                 ) -> ::core::result::Result<cf_rpc::Replied, cf_rpc::Unanswered>;
             }
         });
@@ -492,6 +501,15 @@ impl ServiceGen<'_> {
                 })
             }
         };
+        let bytes_body = if self.methods.is_empty() {
+            quote!(match self { #e::_None(_, never) => match *never {} })
+        } else {
+            let arms = self.methods.iter().map(|m| {
+                let v = &m.variant;
+                quote!(#e::#v(v) => v.object().bytes(),)
+            });
+            quote!(match self { #(#arms)* })
+        };
         let phantom = if self.methods.is_empty() {
             quote! {
                 #[doc(hidden)]
@@ -514,6 +532,119 @@ impl ServiceGen<'_> {
                 /// Opens `buf`, a reply to a request of message type `method`.
                 pub fn open(method: u16, buf: &'a [u8]) -> ::core::result::Result<Self, cf_rpc::CallError> {
                     #open_body
+                }
+
+                /// The reply's bytes, as received (e.g. for a checker that compares replies
+                /// by their bytes).
+                pub fn bytes(&self) -> &'a [u8] {
+                    #bytes_body
+                }
+            }
+        }
+    }
+
+    fn request_enum(&self) -> TokenStream {
+        let (e, methods, client) = (self.item("Call"), self.item("Method"), self.item("Client"));
+        let doc = format!(
+            " A request to any method of service `{}`, built by the caller (e.g. a load \
+             generator's next request, whatever its method): sent through the client without \
+             waiting ([`send_with`](Self::send_with)), on a datapath \
+             ([`send`](Self::send)), or encoded.",
+            self.full_name
+        );
+        let variants = self.methods.iter().map(|m| {
+            let (v, req) = (&m.variant, self.message(m.def.input));
+            let d = format!(" A request of `{}`.", m.def.full_name);
+            quote!(#[doc = #d] #v(#req<'a>),)
+        });
+        // Each arm binds the variant's message as `m` and evaluates `body`.
+        let each = |body: &dyn Fn(&Method<'_>) -> TokenStream| {
+            let arms = self.methods.iter().map(|m| {
+                let (v, b) = (&m.variant, body(m));
+                quote!(#e::#v(m) => #b,)
+            });
+            if self.methods.is_empty() {
+                // No method: nothing to send, and no value of the enum.
+                quote!(match self { #e::_None(_, never) => match *never {} })
+            } else {
+                quote!(match self { #(#arms)* })
+            }
+        };
+        // The parameters a body without methods leaves unread.
+        let (unread_client, unread_send) = if self.methods.is_empty() {
+            (quote!(let _ = client;), quote!(let _ = (dp, conn, msg);))
+        } else {
+            (
+                quote!(),
+                quote!(let msg = cf::Msg { ty: self.method().id(), ..msg };),
+            )
+        };
+        let method = if self.methods.is_empty() {
+            each(&|_| quote!())
+        } else {
+            let arms = self.methods.iter().map(|m| {
+                let v = &m.variant;
+                quote!(#e::#v(_) => #methods::#v,)
+            });
+            quote!(match self { #(#arms)* })
+        };
+        let send_with = each(&|m| {
+            let send = format_ident!("send_{}", snake(&m.def.name));
+            quote!(client.#send(m))
+        });
+        let send = each(&|_| quote!(cf::datapath::Transmit::send_object(dp, conn, msg, m)));
+        let encode = each(&|_| quote!(cf::CornflakesObj::serialize_to_vec(m)));
+        let phantom = if self.methods.is_empty() {
+            quote! {
+                #[doc(hidden)]
+                _None(::core::marker::PhantomData<&'a ()>, ::core::convert::Infallible),
+            }
+        } else {
+            quote!()
+        };
+        quote! {
+            #[doc = #doc]
+            #[allow(dead_code)]
+            pub enum #e<'a> {
+                #(#variants)*
+                #phantom
+            }
+
+            #[allow(dead_code)]
+            impl<'a> #e<'a> {
+                /// The method it asks for.
+                #[inline]
+                pub fn method(&self) -> #methods {
+                    #method
+                }
+
+                /// Sends it through `client` without waiting: its message id, whose reply (or
+                /// timeout) the client's `poll` hands out.
+                #[inline]
+                pub fn send_with<D: cf::Datapath>(
+                    &self,
+                    client: &mut #client<D>,
+                ) -> ::core::result::Result<u32, cf_rpc::CallError> {
+                    #unread_client
+                    #send_with
+                }
+
+                /// Queues it on `conn` of `dp` by serialize-and-send under framing header
+                /// `msg`, its message type set to the method's number.
+                #[inline]
+                pub fn send<D: cf::Datapath>(
+                    &self,
+                    dp: &mut D,
+                    conn: cf::ConnId,
+                    msg: cf::Msg,
+                ) -> ::core::result::Result<(), cf::SendError> {
+                    #unread_send
+                    #send
+                }
+
+                /// Its encoding.
+                pub fn serialize_to_vec(&self) -> ::std::vec::Vec<u8> {
+                    #encode
                 }
             }
         }

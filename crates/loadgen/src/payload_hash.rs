@@ -1,6 +1,7 @@
-//! The hash a reply's payload is checked by ([`PayloadHasher`]), computed over the pieces a
-//! frame is gathered from, so the device hashes the descriptors' bytes in place instead of
-//! copying them first.
+//! The hash a checker compares payloads by ([`PayloadHasher`], [`payload_hash`]): cheap
+//! enough for the emulated device's thread, which hashes a reply where its descriptors lie
+//! instead of copying it first, and for a load generator's checker, which remembers each
+//! value a key may hold by its hash.
 
 const K: u64 = 0x9E37_79B9_7F4A_7C15;
 
@@ -15,8 +16,7 @@ fn word(c: &[u8]) -> u64 {
 }
 
 /// The hash of a whole payload ([`PayloadHasher`] over one piece).
-#[cfg(test)]
-pub(crate) fn payload_hash(bytes: &[u8]) -> u64 {
+pub fn payload_hash(bytes: &[u8]) -> u64 {
     let mut h = PayloadHasher::new(bytes.len());
     h.update(bytes);
     h.finish()
@@ -36,7 +36,7 @@ pub(crate) fn payload_hash(bytes: &[u8]) -> u64 {
 /// lie): the hash is the same whatever the split, 8-byte words carried across piece
 /// boundaries. The payload's length must be known first (it seeds the hash and says which
 /// words are in whole blocks).
-pub(crate) struct PayloadHasher {
+pub struct PayloadHasher {
     lanes: [u64; 4],
     /// The chain of the words after the last whole block.
     tail: u64,
@@ -53,7 +53,7 @@ pub(crate) struct PayloadHasher {
 
 impl PayloadHasher {
     /// A hash of a payload of `len` bytes.
-    pub(crate) fn new(len: usize) -> PayloadHasher {
+    pub fn new(len: usize) -> PayloadHasher {
         PayloadHasher {
             lanes: [1, 2, 3, 4],
             tail: len as u64,
@@ -78,7 +78,7 @@ impl PayloadHasher {
     }
 
     /// Hashes the next piece of the payload.
-    pub(crate) fn update(&mut self, mut bytes: &[u8]) {
+    pub fn update(&mut self, mut bytes: &[u8]) {
         self.seen += bytes.len();
         if self.pending_len > 0 {
             let take = (8 - self.pending_len).min(bytes.len());
@@ -121,7 +121,7 @@ impl PayloadHasher {
     }
 
     /// The hash. The pieces must have added up to the length given to [`new`](Self::new).
-    pub(crate) fn finish(self) -> u64 {
+    pub fn finish(self) -> u64 {
         debug_assert_eq!(
             self.seen, self.len,
             "pieces and the payload's length differ"
