@@ -111,7 +111,9 @@ plan() {
       WHAT="Redis with Cornflakes (Table 3 and Figure 8, Twitter) on the emulated ConnectX with 2+ CPUs (kernel sockets with one), against the stock redis-server (builds Redis on first use)"
       BUILD="cargo build --release -p redis-cornflakes --bin redis-cf-bench"
       RUNS=("$R/redis-cf-bench --repeat 3 --out results/redis")
-      KEEP=("results/redis/tables.md docs/results/redis/tables.md")
+      KEEP=("results/redis/tables.md docs/results/redis/tables.md"
+        "results/redis/redis.png docs/results/redis/redis.png"
+        "results/redis/redis-latency-twitter.png docs/results/redis/redis-latency-twitter.png")
       ;;
     kv-socket-peers)
       WHAT="KV store on kernel UDP sockets beside redis-server and memcached (TCP), Twitter (about 4 min; apt: redis-server memcached)"
