@@ -1,14 +1,14 @@
 //! The benchmark: for each mode, a server thread and load-generator client thread(s) over the
 //! socket datapath on 127.0.0.1, an offered-load sweep, then a table, JSON and a plot.
 
-use loadgen::canary::{Canary, Speed};
-use loadgen::fmt_us;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::Duration;
 
 use datapath_socket::{SocketConfig, SocketDatapath};
 use datapath_tcp::TcpDatapath;
-use loadgen::{run, sweep, Record, RunConfig, RunReport, Schedule, SweepConfig, DEFAULT_KEEP_UP};
+use loadgen::{
+    run, sweep, ModePoints, Record, RunConfig, RunReport, Schedule, SweepConfig, DEFAULT_KEEP_UP,
+};
 
 use crate::client::{EchoClient, Verifier};
 pub use crate::config::{BenchConfig, BenchOutcome, DatapathKind, DEFAULT_MTU, DEFAULT_RATES};
@@ -196,59 +196,32 @@ pub fn run_bench(cfg: &BenchConfig) -> Result<BenchOutcome, String> {
             tcp: cfg.tcp,
         };
         let verifier = Verifier::new(mode, cfg.shape)?;
-        servers.push((server, plan, verifier, 0usize));
+        servers.push((server, plan, verifier, ModePoints::default()));
     }
     // Each point's record with the speed canary taken before it, re-judged together once the
     // run is over (`loadgen::canary::rebase_records`).
-    let mut per_mode: Vec<Vec<(Record, Option<Speed>)>> = vec![Vec::new(); servers.len()];
     let result = (|| {
         for (li, &load) in loads.iter().enumerate() {
-            for (mi, (_, plan, verifier, misses)) in servers.iter_mut().enumerate() {
-                if cfg.stop_after_misses > 0 && *misses >= cfg.stop_after_misses {
-                    continue;
-                }
-                // The speed canary on the CPUs the point's threads float over, before it starts.
-                let speed = Canary::process().check_allowed();
-                let report = run_point(plan, verifier, load, 1 + li as u64)?;
-                let mut rec =
-                    Record::from_report(plan.mode.name(), &cfg.shape.to_string(), &report);
-                if let Some(speed) = &speed {
-                    rec.set_canary(speed);
-                }
-                eprintln!(
-                    "[bench] load {}/{} {:>7.0} req/s  {:<20} achieved {:>7.0}  p50 {:>8}  p99 {:>8}  ({}){}",
-                    li + 1,
-                    loads.len(),
-                    load,
-                    plan.mode.name(),
-                    rec.achieved_rps,
-                    fmt_us(rec.p50_us),
-                    fmt_us(rec.p99_us),
-                    report.counters,
-                    speed
-                        .as_ref()
-                        .map_or(String::new(), |s| format!("  {}", s.progress_note()))
-                );
-                *misses = if rec.keeps_up(DEFAULT_KEEP_UP) {
-                    0
-                } else {
-                    *misses + 1
-                };
-                if cfg.stop_after_misses > 0 && *misses == cfg.stop_after_misses {
-                    eprintln!("[bench] {}: saturated, no higher loads", plan.mode);
-                }
-                per_mode[mi].push((rec, speed));
+            for (_, plan, verifier, sweep) in servers.iter_mut() {
+                let shape = cfg.shape.to_string();
+                sweep.run_point(
+                    cfg.stop_after_misses,
+                    (plan.mode.name(), &shape),
+                    (li, loads.len(), load),
+                    || run_point(plan, verifier, load, 1 + li as u64),
+                )?;
             }
         }
         Ok::<(), String>(())
     })();
-    for (server, plan, _, _) in servers {
+    let mut points = Vec::new();
+    for (server, plan, _, sweep) in servers {
         let stats = server.stop().map_err(|e| e.to_string())?;
         eprintln!("[bench] {} server: {stats}", plan.mode);
         out.servers.push((plan.mode, stats));
+        points.extend(sweep.points);
     }
     result?;
-    let mut points: Vec<(Record, Option<Speed>)> = per_mode.into_iter().flatten().collect();
     // The tables and JSON judge every point's speed canary against the whole run's readings,
     // not the first one the progress lines had.
     loadgen::canary::rebase_records(&mut points);

@@ -75,33 +75,14 @@ pub struct BenchConfig {
     pub out_dir: PathBuf,
     /// JSON path (default `out_dir/echo.json`).
     pub json: Option<PathBuf>,
-    /// `emu` only: every n-th reply is deserialized and compared (the first reply to each
-    /// distinct request always is; every reply's headers, length and id are checked).
-    pub sample_every: u64,
-    /// `emu` only: a random 1 in n replies has its payload checked (hashed and, as
-    /// `sample_every` says, deserialized), besides the first reply to each distinct request
-    /// and its first in the measured window; the rest are read whole and their headers
-    /// checked (`emu_bench::EmuRunConfig::check_every`; 1: every reply).
-    pub check_every: u64,
-    /// `emu` only: the device's time per gather entry (default 0).
-    pub delay_per_segment: Duration,
+    /// `emu` only: how replies are checked, what the device costs and how the saturation
+    /// search runs (`--sample-every`, `--check-every`, `--desc-ns`, `--demote-lines`,
+    /// `--slowed-retries`, `--trials`, `--resolution`, `--repeat`).
+    pub device: emu_bench::EmuSettings,
     /// `emu` only: receive-queue entries (a power of two; `None`: emu-bench's default, 1024),
     /// as `ethtool -G rx` sets them on a NIC. Fewer entries keep the buffers the device writes
     /// received frames into warm in its cache.
     pub rx_ring: Option<u32>,
-    /// `emu` only: leading cache lines of each request frame the device demotes to the
-    /// last-level cache after writing it, as DDIO leaves DMA writes there (0: none).
-    pub demote_lines: usize,
-    /// `emu` only: reruns of a trial whose speed canary read the machine's slow state
-    /// (`--slowed-retries`, [`emu_bench::search_rerunning_slowed`]; 0: none).
-    pub slowed_retries: usize,
-    /// `emu` only: trials per load of the saturation search (its median decides).
-    pub trials: usize,
-    /// `emu` only: the search bisects until the saturation bracket is within this fraction.
-    pub resolution: f64,
-    /// `emu` only: how many times the whole interleaved search runs (`--repeat N`); each
-    /// headline ratio is the median of the repeats' ([`emu_bench::Headlines`]).
-    pub repeat: usize,
     /// Server cores per mode (share-nothing: each its own echo server, pinned memory, datapath
     /// and arena; requests spread round-robin). `socket`: pinned one per CPU when more than
     /// one, one port each (`docs/cores.md`); `emu`: one queue set each, needs `cores + 1`
@@ -146,15 +127,8 @@ impl Default for BenchConfig {
             spin: false,
             out_dir: PathBuf::from("results/echo"),
             json: None,
-            sample_every: 64,
-            check_every: emu_bench::DEFAULT_CHECK_EVERY,
-            delay_per_segment: Duration::ZERO,
+            device: emu_bench::EmuSettings::default(),
             rx_ring: None,
-            demote_lines: 0,
-            slowed_retries: emu_bench::DEFAULT_SLOWED_RETRIES,
-            trials: loadgen::search::DEFAULT_TRIALS,
-            resolution: loadgen::search::DEFAULT_RESOLUTION,
-            repeat: 1,
             cores: 1,
             tcp_conns: None,
             tcp: app_server::TcpSpec::default(),

@@ -90,23 +90,16 @@ pub fn run_point_with(
     pin: bool,
 ) -> Result<(EmuReport, Vec<ServerStats>), String> {
     let mut run_cfg = EmuRunConfig {
-        rate_rps: rate,
-        duration: cfg.duration,
-        warmup: cfg.warmup,
-        timeout: cfg.timeout,
-        seed,
-        sample_every: cfg.sample_every,
-        check_every: cfg.check_every,
-        delay_per_segment: cfg.delay_per_segment,
         cores: cfg.cores,
         pin,
         mtu: cfg.mtu,
-        ..EmuRunConfig::default()
+        ..cfg
+            .device
+            .run_config(rate, seed, (cfg.duration, cfg.warmup, cfg.timeout))
     };
     if let Some(n) = cfg.rx_ring {
         run_cfg.emu.rq_entries = n;
     }
-    run_cfg.emu.demote_lines = cfg.demote_lines;
     let verifier = Verifier::new(mode, cfg.shape)?;
     let checker = move |i: usize, reply: &[u8]| {
         if verifier.check(i as u64, reply) {
@@ -147,19 +140,19 @@ pub fn run_point_with(
     Ok((report, stats))
 }
 
-/// The saturation search of `cfg` (grid `cfg.loads()`, `cfg.trials` per load, bisection to
-/// `cfg.resolution`; with `stop_after_misses == 0` every grid load is run).
+/// The saturation search of `cfg` (grid `cfg.loads()`, `cfg.device.trials` per load, bisection to
+/// `cfg.device.resolution`; with `stop_after_misses == 0` every grid load is run).
 pub fn search_config(cfg: &BenchConfig) -> SearchConfig {
     SearchConfig {
-        trials: cfg.trials,
-        resolution: cfg.resolution,
+        trials: cfg.device.trials,
+        resolution: cfg.device.resolution,
         whole_grid: cfg.stop_after_misses == 0,
         ..SearchConfig::new(cfg.loads())
     }
 }
 
 /// Searches every mode's saturation load on the emulated NIC, the modes interleaved trial by
-/// trial ([`loadgen::search`]); the whole search `cfg.repeat` times.
+/// trial ([`loadgen::search`]); the whole search `cfg.device.repeat` times.
 pub fn run_bench_emu(cfg: &BenchConfig) -> Result<(BenchOutcome, EmuOutcome), String> {
     let (server_cores, device_core) =
         emu_bench::cores_for(cfg.cores).map_err(|e| format!("--cores {}: {e}", cfg.cores))?;
@@ -173,7 +166,7 @@ pub fn run_bench_emu(cfg: &BenchConfig) -> Result<(BenchOutcome, EmuOutcome), St
         eprintln!("[bench] {w}");
     }
     let modes = &cfg.modes;
-    let repeats = cfg.repeat.max(1);
+    let repeats = cfg.device.repeat.max(1);
     eprintln!(
         "[bench] {} modes, shape {}: saturation search over {:?} req/s, median of up to {} \
          trials per load, bisection to {:.0}%; {:?} per trial (+{:?} warm-up), MTU {}: the \
@@ -216,14 +209,16 @@ pub fn run_bench_emu(cfg: &BenchConfig) -> Result<(BenchOutcome, EmuOutcome), St
         }
         // A trial whose speed canary read the machine's slow state is rerun (each attempt's
         // progress line is printed there).
-        let mut searches = search_rerunning_slowed(&scfg, modes.len(), cfg.slowed_retries, |p| {
-            seed += 1;
-            let mode = modes[p.lane];
-            let (report, per_core) = run_point(cfg, mode, &requests[p.lane], p.offered_rps, seed)?;
-            let stats = ServerStats::sum(&per_core);
-            let (work, split) = (stats.work_p50_ns(), stats.time);
-            Ok(EmuTrial::new(p, mode.name(), &shape, report, work, stats).with_split(split))
-        })?;
+        let mut searches =
+            search_rerunning_slowed(&scfg, modes.len(), cfg.device.slowed_retries, |p| {
+                seed += 1;
+                let mode = modes[p.lane];
+                let (report, per_core) =
+                    run_point(cfg, mode, &requests[p.lane], p.offered_rps, seed)?;
+                let stats = ServerStats::sum(&per_core);
+                let (work, split) = (stats.work_p50_ns(), stats.time);
+                Ok(EmuTrial::new(p, mode.name(), &shape, report, work, stats).with_split(split))
+            })?;
         // The tables and JSON judge every trial's speed canary against the whole run.
         emu_bench::rebase_canaries(&mut searches);
         let mut summaries = Vec::new();

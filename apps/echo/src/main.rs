@@ -3,11 +3,10 @@
 #![forbid(unsafe_code)]
 
 use cli_args::Args;
-use loadgen::args::{LoadFlags, SearchFlags};
+use loadgen::args::LoadFlags;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use app_server::cli::serve_until;
 use app_server::{CargoRun, DatapathSpec, Launch};
@@ -158,17 +157,10 @@ fn bench_config(a: &mut Args) -> Result<BenchConfig, String> {
         cfg.warmup = echo::emu::EMU_WARMUP;
         cfg.timeout = echo::emu::EMU_TIMEOUT;
     }
-    let emu = emu_bench::EmuFlags::from_args(a)?;
-    cfg.sample_every = emu.sample_every.unwrap_or(cfg.sample_every);
-    cfg.check_every = emu.check_every.unwrap_or(cfg.check_every);
-    cfg.demote_lines = emu.demote_lines.unwrap_or(cfg.demote_lines);
-    cfg.slowed_retries = emu.slowed_retries.unwrap_or(cfg.slowed_retries);
-    cfg.repeat = emu.repeat.unwrap_or(cfg.repeat);
-    // --delay-ns: the old name of --desc-ns.
-    if let Some(ns) = a.parse::<u64>("--delay-ns")?.or(emu.desc_ns) {
-        cfg.delay_per_segment = Duration::from_nanos(ns);
-    }
-    SearchFlags::from_args(a)?.apply(&mut cfg.trials, &mut cfg.resolution);
+    // --delay-ns: the old name of --desc-ns; it wins when both are given (as it did).
+    let delay_ns = a.parse::<u64>("--delay-ns")?;
+    cfg.device.apply_args(a)?;
+    cfg.device.desc_ns = delay_ns.unwrap_or(cfg.device.desc_ns);
     let load = LoadFlags::from_args(a)?;
     load.apply(loadgen::load_settings!(cfg));
     if let Some(r) = &load.rates {
@@ -349,6 +341,7 @@ mod tests {
     //! What each flag of `echo bench` and `echo client` sets (pinned before the load flags
     //! moved to `loadgen::args`, unchanged after).
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn bench_flags_set_the_config() {
@@ -376,15 +369,17 @@ mod tests {
             json: Some(PathBuf::from("j.json")),
             stop_after_misses: 0,
             spin: true,
-            sample_every: 1,
-            check_every: 3,
-            delay_per_segment: Duration::from_nanos(7),
+            device: emu_bench::EmuSettings {
+                sample_every: 1,
+                check_every: 3,
+                desc_ns: 7,
+                demote_lines: 2,
+                slowed_retries: 1,
+                trials: 5,
+                resolution: 0.2,
+                repeat: 3,
+            },
             rx_ring: Some(256),
-            demote_lines: 2,
-            slowed_retries: 1,
-            trials: 5,
-            resolution: 0.2,
-            repeat: 3,
             cores: 2,
             ..BenchConfig::default()
         };
@@ -405,7 +400,7 @@ mod tests {
             "--datapath socket --desc-ns 3 --delay-ns 9",
         ))
         .unwrap();
-        assert_eq!(got.delay_per_segment, Duration::from_nanos(9));
+        assert_eq!(got.device.desc_ns, 9);
         let got = bench_config(&mut Args::from_line("--datapath socket --threads 0")).unwrap();
         assert_eq!(got.threads, 1);
         let e = bench_config(&mut Args::from_line("--datapath socket --threads x")).unwrap_err();

@@ -3,7 +3,7 @@
 use loadgen::fmt_us;
 use std::fmt::Write as _;
 
-use loadgen::{max_kept_up, save_json, Record, DEFAULT_KEEP_UP};
+use loadgen::{max_kept_up, save_bench_records, Record, DEFAULT_KEEP_UP};
 
 pub use crate::config::{BenchConfig, BenchOutcome, DatapathKind, DEFAULT_MTU, DEFAULT_RATES};
 use crate::mode::{Mode, Serialization};
@@ -16,11 +16,7 @@ use crate::server::ServerStats;
 /// and the terminal shows the compact table and the ratios first (the full tables are in
 /// `table.md`); elsewhere the table itself.
 pub(crate) fn write_outputs(cfg: &BenchConfig, out: &BenchOutcome) -> Result<(), String> {
-    std::fs::create_dir_all(&cfg.out_dir)
-        .map_err(|e| format!("creating {}: {e}", cfg.out_dir.display()))?;
-    let json = cfg.json_path();
-    save_json(&json, &out.records)?;
-    eprintln!("[bench] wrote {}", json.display());
+    save_bench_records(&cfg.out_dir, &cfg.json_path(), &out.records)?;
     let servers_path = cfg.out_dir.join("servers.json");
     let servers: Vec<serde_json::Value> = out
         .servers

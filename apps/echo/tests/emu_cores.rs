@@ -20,8 +20,11 @@ fn two_echo_cores_each_answer_exactly_their_round_robin_share() {
         warmup: Duration::from_millis(20),
         // Generous: three threads share the CPUs.
         timeout: Duration::from_millis(800),
-        sample_every: 1,
-        check_every: 1,
+        device: emu_bench::EmuSettings {
+            sample_every: 1,
+            check_every: 1,
+            ..Default::default()
+        },
         cores: 2,
         ..BenchConfig::default()
     };

@@ -150,8 +150,7 @@ fn run_sweeps(cfg: &BenchConfig, remote: Option<SocketAddrV4>) -> Result<BenchOu
                 ser,
                 cores: cfg.cores.max(1),
             }),
-            misses: 0,
-            points: Vec::new(),
+            sweep: loadgen::ModePoints::default(),
         });
     }
     let name = workload.name();
@@ -180,7 +179,7 @@ fn run_sweeps(cfg: &BenchConfig, remote: Option<SocketAddrV4>) -> Result<BenchOu
             eprintln!("[bench] {} server: {st}", lane.ser);
             out.servers.push((lane.ser, st));
         }
-        points.extend(lane.points);
+        points.extend(lane.sweep.points);
     }
     result?;
     // The tables and JSON judge every point's speed canary against the whole run's readings,

@@ -101,30 +101,10 @@ pub struct BenchConfig {
     pub out_dir: PathBuf,
     /// JSON path (default `out_dir/kv.json`).
     pub json: Option<PathBuf>,
-    /// `emu` only: every n-th reply is decoded and verified (the first reply to each distinct
-    /// request always is; every reply's headers, length, type and id are checked).
-    pub sample_every: u64,
-    /// `emu` only: a random 1 in n replies has its payload checked (hashed and, as
-    /// `sample_every` says, decoded), besides every write's reply, the first reply to each
-    /// distinct request and its first in the measured window; the rest are read whole and
-    /// their headers checked (`emu_bench::EmuRunConfig::check_every`; 1: every reply).
-    pub check_every: u64,
-    /// `emu` only: the device's time per gather entry (descriptor), nanoseconds (0: free; the
-    /// paper's crossover comes from CPU-side costs, §5.2).
-    pub desc_ns: u64,
-    /// `emu` only: leading cache lines of each request frame the device demotes to the
-    /// last-level cache after writing it, as DDIO leaves DMA writes there (0: none).
-    pub demote_lines: usize,
-    /// `emu` only: reruns of a trial whose speed canary read the machine's slow state
-    /// (`--slowed-retries`, [`emu_bench::search_rerunning_slowed`]; 0: none).
-    pub slowed_retries: usize,
-    /// `emu` only: trials per load of the saturation search (its median decides).
-    pub trials: usize,
-    /// `emu` only: the search bisects until the saturation bracket is within this fraction.
-    pub resolution: f64,
-    /// `emu` only: how many times the whole interleaved search runs (`--repeat N`); each
-    /// headline ratio is the median of the repeats' ([`emu_bench::Headlines`]).
-    pub repeat: usize,
+    /// `emu` only: how replies are checked, what the device costs and how the saturation
+    /// search runs (`--sample-every`, `--check-every`, `--desc-ns`, `--demote-lines`,
+    /// `--slowed-retries`, `--trials`, `--resolution`, `--repeat`).
+    pub device: emu_bench::EmuSettings,
     /// Server cores (socket and emu datapaths): share-nothing, one port each, the clients
     /// steering each key to its core (`docs/cores.md`). On `emu` it needs N + 1 CPUs.
     pub cores: usize,
@@ -182,14 +162,7 @@ impl Default for BenchConfig {
             spin: false,
             out_dir: PathBuf::from("results/kv"),
             json: None,
-            sample_every: 64,
-            check_every: emu_bench::DEFAULT_CHECK_EVERY,
-            desc_ns: 0,
-            demote_lines: 0,
-            slowed_retries: emu_bench::DEFAULT_SLOWED_RETRIES,
-            trials: loadgen::search::DEFAULT_TRIALS,
-            resolution: loadgen::search::DEFAULT_RESOLUTION,
-            repeat: 1,
+            device: emu_bench::EmuSettings::default(),
             cores: 1,
             tcp_conns: None,
             tcp: app_server::TcpSpec::default(),

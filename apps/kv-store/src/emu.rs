@@ -570,23 +570,16 @@ impl KvCores<'_, '_> {
             .ok_or_else(|| format!("{ser} is not one of the run's serializations"))?;
         let per = emu.plan.parts_per_request();
         let mut ecfg = EmuRunConfig {
-            rate_rps: load * per,
-            duration: cfg.duration,
-            warmup: cfg.warmup,
-            timeout: cfg.timeout,
-            seed,
-            sample_every: cfg.sample_every,
-            check_every: cfg.check_every,
-            delay_per_segment: std::time::Duration::from_nanos(cfg.desc_ns),
             // A write changes what later reads of its key return (e.g. an append).
             replies_vary: true,
             cores: emu.plan.cores(),
             pin: self.pin,
             mtu: emu.mtu,
-            ..EmuRunConfig::default()
+            ..cfg
+                .device
+                .run_config(load * per, seed, (cfg.duration, cfg.warmup, cfg.timeout))
         };
         ecfg.emu.mtu = ecfg.emu.mtu.max(emu.mtu);
-        ecfg.emu.demote_lines = cfg.demote_lines;
         let merged = Arc::new(AtomicU64::new(0));
         let check = emu.plan.checker(ser, emu.expected.clone(), merged.clone());
         let server_cfg = ServerConfig {
@@ -675,8 +668,8 @@ pub(crate) fn run_emu(cfg: &BenchConfig, loads: &[f64]) -> Result<BenchOutcome, 
         );
     }
     let scfg = SearchConfig {
-        trials: cfg.trials,
-        resolution: cfg.resolution,
+        trials: cfg.device.trials,
+        resolution: cfg.device.resolution,
         ..SearchConfig::new(loads.to_vec())
     };
     eprintln!(
@@ -688,7 +681,7 @@ pub(crate) fn run_emu(cfg: &BenchConfig, loads: &[f64]) -> Result<BenchOutcome, 
         scfg.typical_trials(),
         scfg.max_trials()
     );
-    let repeats = cfg.repeat.max(1);
+    let repeats = cfg.device.repeat.max(1);
     if repeats > 1 {
         eprintln!("[bench] the whole search {repeats} times (--repeat), on the store loaded once");
     }
@@ -706,17 +699,18 @@ pub(crate) fn run_emu(cfg: &BenchConfig, loads: &[f64]) -> Result<BenchOutcome, 
             // A trial whose speed canary read the machine's slow state is rerun (each
             // attempt's progress line is printed there).
             let lanes = cfg.serializations.len();
-            let mut searches = search_rerunning_slowed(&scfg, lanes, cfg.slowed_retries, |pt| {
-                runs += 1;
-                let ser = cfg.serializations[pt.lane];
-                let point = cores.run_point(cfg, ser, pt.offered_rps, cfg.seed + runs)?;
-                let stats = ServerStats::sum(&point.per_core);
-                let (work, split) = (stats.work_p50_ns(), stats.time);
-                Ok(
-                    EmuTrial::new(pt, ser.name(), &name, point.report, work, stats)
-                        .with_split(split),
-                )
-            })?;
+            let mut searches =
+                search_rerunning_slowed(&scfg, lanes, cfg.device.slowed_retries, |pt| {
+                    runs += 1;
+                    let ser = cfg.serializations[pt.lane];
+                    let point = cores.run_point(cfg, ser, pt.offered_rps, cfg.seed + runs)?;
+                    let stats = ServerStats::sum(&point.per_core);
+                    let (work, split) = (stats.work_p50_ns(), stats.time);
+                    Ok(
+                        EmuTrial::new(pt, ser.name(), &name, point.report, work, stats)
+                            .with_split(split),
+                    )
+                })?;
             // The tables and JSON judge every trial's speed canary against the whole run.
             emu_bench::rebase_canaries(&mut searches);
             all.push(searches);

@@ -3,7 +3,7 @@
 #![forbid(unsafe_code)]
 
 use cli_args::Args;
-use loadgen::args::{LoadFlags, SearchFlags};
+use loadgen::args::LoadFlags;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -213,14 +213,7 @@ fn bench_config(a: &mut Args) -> Result<(BenchConfig, Peers), String> {
     if cfg.datapath == DatapathKind::Emu {
         cfg.rates = bench::EMU_RATES.to_vec();
     }
-    let emu = emu_bench::EmuFlags::from_args(a)?;
-    cfg.sample_every = emu.sample_every.unwrap_or(cfg.sample_every);
-    cfg.check_every = emu.check_every.unwrap_or(cfg.check_every);
-    cfg.desc_ns = emu.desc_ns.unwrap_or(cfg.desc_ns);
-    cfg.demote_lines = emu.demote_lines.unwrap_or(cfg.demote_lines);
-    cfg.slowed_retries = emu.slowed_retries.unwrap_or(cfg.slowed_retries);
-    cfg.repeat = emu.repeat.unwrap_or(cfg.repeat);
-    SearchFlags::from_args(a)?.apply(&mut cfg.trials, &mut cfg.resolution);
+    cfg.device.apply_args(a)?;
     let name = a.take("--workload")?.unwrap_or_else(|| "ycsb".to_owned());
     cfg.workload = workload(a, &name)?;
     if let Some(s) = a.list::<Serialization>("--serializations")? {
@@ -488,14 +481,14 @@ mod tests {
             workload(&mut Args::from_line("--keys 50 --list-lens 1-4"), "google").unwrap();
         want.serializations = vec!["protobuf".parse().unwrap(), "resp".parse().unwrap()];
         want.threshold = 256;
-        want.sample_every = 1;
-        want.check_every = 1;
-        want.desc_ns = 7;
-        want.demote_lines = 2;
-        want.slowed_retries = 1;
-        want.trials = 5;
-        want.resolution = 0.2;
-        want.repeat = 3;
+        want.device.sample_every = 1;
+        want.device.check_every = 1;
+        want.device.desc_ns = 7;
+        want.device.demote_lines = 2;
+        want.device.slowed_retries = 1;
+        want.device.trials = 5;
+        want.device.resolution = 0.2;
+        want.device.repeat = 3;
         assert_eq!(format!("{got:?}"), format!("{want:?}"));
         assert_eq!(
             format!("{peers:?}"),

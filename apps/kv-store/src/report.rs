@@ -5,7 +5,7 @@ use loadgen::fmt_us;
 use std::fmt::Write as _;
 
 use kv_workloads::WorkloadConfig;
-use loadgen::{max_kept_up, max_kept_up_within_p99, save_json, Record, DEFAULT_KEEP_UP};
+use loadgen::{max_kept_up, max_kept_up_within_p99, save_bench_records, Record, DEFAULT_KEEP_UP};
 
 use crate::config::{BenchConfig, BenchOutcome, DatapathKind};
 use crate::serialization::Shared;
@@ -18,11 +18,7 @@ use crate::server::ServerStats;
 /// `emu.md` (the search's full tables, also at the end of `tables.md`), and the terminal shows
 /// the compact table and the ratios first; elsewhere the tables themselves.
 pub(crate) fn write_outputs(cfg: &BenchConfig, out: &BenchOutcome) -> Result<(), String> {
-    std::fs::create_dir_all(&cfg.out_dir)
-        .map_err(|e| format!("creating {}: {e}", cfg.out_dir.display()))?;
-    let json = cfg.json_path();
-    save_json(&json, &out.records)?;
-    eprintln!("[bench] wrote {}", json.display());
+    save_bench_records(&cfg.out_dir, &cfg.json_path(), &out.records)?;
     let servers: Vec<serde_json::Value> = out
         .servers
         .iter()

@@ -3,14 +3,13 @@
 //! the sweep) and its points; the socket bench interleaves lanes, the AF_XDP bench runs one
 //! lane per server process, `kv client` one lane against a running server.
 
-use loadgen::canary::{Canary, Speed};
-use loadgen::fmt_us;
+use loadgen::canary::Speed;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::Arc;
 
 use datapath_socket::SocketDatapath;
 use datapath_tcp::TcpDatapath;
-use loadgen::{run, Record, RunConfig, RunReport, Schedule, SharedChecker, DEFAULT_KEEP_UP};
+use loadgen::{run, ModePoints, Record, RunConfig, RunReport, Schedule, SharedChecker};
 
 use crate::bypass::BypassClients;
 
@@ -37,10 +36,8 @@ pub(crate) struct Lane {
     /// `kv client --datapath xdp | mlx5 | ice`: the client cores, open for the whole sweep.
     pub(crate) clients: Option<BypassClients>,
     pub(crate) checker: Arc<Checker>,
-    pub(crate) misses: usize,
-    /// Each point's record with the speed canary taken before it (`None` when it could not
-    /// run), re-judged together once the run is over ([`loadgen::canary::rebase_records`]).
-    pub(crate) points: Vec<(Record, Option<Speed>)>,
+    /// Its points so far.
+    pub(crate) sweep: ModePoints,
 }
 
 fn run_point(
@@ -97,7 +94,7 @@ pub(crate) fn client_bind(remote: Option<SocketAddrV4>) -> Ipv4Addr {
 }
 
 /// Runs load point `li` (of `n`, offered `load`) of `lane` unless its sweep has stopped,
-/// prints it, and keeps the record.
+/// prints it, and keeps the record ([`loadgen::ModePoints::run_point`]).
 pub(crate) fn run_lane_point(
     cfg: &BenchConfig,
     lane: &mut Lane,
@@ -107,40 +104,16 @@ pub(crate) fn run_lane_point(
     n: usize,
     load: f64,
 ) -> Result<(), String> {
-    if cfg.stop_after_misses > 0 && lane.misses >= cfg.stop_after_misses {
-        return Ok(());
-    }
-    // The speed canary on the CPUs the point's threads float over, before it starts.
-    let speed = Canary::process().check_allowed();
-    let report = run_point(cfg, lane, reqs, load, cfg.seed + 1 + li as u64)?;
-    let mut rec = Record::from_report(lane.ser.name(), name, &report);
-    if let Some(speed) = &speed {
-        rec.set_canary(speed);
-    }
-    eprintln!(
-        "[bench] load {}/{} {:>7.0} req/s  {:<20} achieved {:>7.0}  p50 {:>8}  p99 {:>8}  ({}){}",
-        li + 1,
-        n,
-        load,
-        lane.ser.name(),
-        rec.achieved_rps,
-        fmt_us(rec.p50_us),
-        fmt_us(rec.p99_us),
-        report.counters,
-        speed
-            .as_ref()
-            .map_or(String::new(), |s| format!("  {}", s.progress_note()))
+    // The point reads the lane while its sweep records the result.
+    let mut sweep = std::mem::take(&mut lane.sweep);
+    let r = sweep.run_point(
+        cfg.stop_after_misses,
+        (lane.ser.name(), name),
+        (li, n, load),
+        || run_point(cfg, lane, reqs, load, cfg.seed + 1 + li as u64),
     );
-    lane.misses = if rec.keeps_up(DEFAULT_KEEP_UP) {
-        0
-    } else {
-        lane.misses + 1
-    };
-    if cfg.stop_after_misses > 0 && lane.misses == cfg.stop_after_misses {
-        eprintln!("[bench] {}: saturated, no higher loads", lane.ser);
-    }
-    lane.points.push((rec, speed));
-    Ok(())
+    lane.sweep = sweep;
+    r
 }
 
 /// Sweeps `loads` for one serialization against a server at `server` (already loaded) from
@@ -164,11 +137,10 @@ pub(crate) fn sweep_one(
         server: None,
         clients: None,
         checker,
-        misses: 0,
-        points: Vec::new(),
+        sweep: ModePoints::default(),
     };
     for (li, &load) in loads.iter().enumerate() {
         run_lane_point(cfg, &mut lane, reqs, name, li, loads.len(), load)?;
     }
-    Ok(lane.points)
+    Ok(lane.sweep.points)
 }

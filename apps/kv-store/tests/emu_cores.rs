@@ -42,8 +42,11 @@ fn config() -> BenchConfig {
         warmup: Duration::from_millis(20),
         // Generous: three threads share the CPUs.
         timeout: Duration::from_millis(800),
-        sample_every: 1,
-        check_every: 1,
+        device: emu_bench::EmuSettings {
+            sample_every: 1,
+            check_every: 1,
+            ..Default::default()
+        },
         cores: CORES,
         ..BenchConfig::default()
     }
@@ -390,10 +393,8 @@ fn a_server_answering_a_read_with_the_previous_value_fails_the_checker() {
 /// read (DMA) and header-checked.
 #[test]
 fn sampled_checks_keep_the_store_model_and_cover_every_request_and_core() {
-    let cfg = BenchConfig {
-        check_every: 4,
-        ..config()
-    };
+    let mut cfg = config();
+    cfg.device.check_every = 4;
     let w: Arc<dyn Workload> = Arc::from(cfg.workload.build().unwrap());
     let ops = requests(w.as_ref());
     let expected = Arc::new(Expected::for_workload(w.clone(), &ops));

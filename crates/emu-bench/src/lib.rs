@@ -112,8 +112,6 @@ pub use headline::{
 pub use repeats::{
     detail_tables, kept_up_chart, summaries_json, summary_text, write_charts, EmuOutcome,
 };
-/// Whether this machine has the N + 1 CPUs an N-core run needs (N servers, one device), and
-/// which.
 /// The flags of the emulated device every emu bench takes (`echo bench`, `kv bench`): what
 /// was given of `--sample-every N` (every n-th checked reply decoded again; 0 reads as 1),
 /// `--check-every N` (a random 1 in N of the other replies' payloads checked; 0 reads as 1),
@@ -155,6 +153,95 @@ impl EmuFlags {
     }
 }
 
+/// What an emulated-NIC bench runs with (`echo bench`, `kv bench`): its [`EmuFlags`] and the
+/// search's `--trials K` and `--resolution F` over their defaults. One home for the settings
+/// every such bench shares, and for the [`EmuRunConfig`] a trial of it runs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EmuSettings {
+    /// Every n-th checked reply is decoded again, not compared by its hash
+    /// ([`EmuRunConfig::sample_every`]).
+    pub sample_every: u64,
+    /// A random 1 in N of the other replies' payloads is checked
+    /// ([`EmuRunConfig::check_every`]; 1: every reply).
+    pub check_every: u64,
+    /// The device's time per gather entry (descriptor), nanoseconds (0: free; the paper's
+    /// crossover comes from CPU-side costs, §5.2).
+    pub desc_ns: u64,
+    /// Leading cache lines of each request frame the device demotes to the last-level cache
+    /// after writing it, as DDIO leaves DMA writes there (0: none).
+    pub demote_lines: usize,
+    /// Reruns of a trial whose speed canary read the machine's slow state
+    /// ([`search_rerunning_slowed`]; 0: none).
+    pub slowed_retries: usize,
+    /// Trials per load of the saturation search (its median decides).
+    pub trials: usize,
+    /// The search bisects until the saturation bracket is within this fraction.
+    pub resolution: f64,
+    /// How many times the whole interleaved search runs; each headline ratio is the median of
+    /// the repeats' ([`Headlines`]).
+    pub repeat: usize,
+}
+
+impl Default for EmuSettings {
+    fn default() -> Self {
+        EmuSettings {
+            sample_every: 64,
+            check_every: DEFAULT_CHECK_EVERY,
+            desc_ns: 0,
+            demote_lines: 0,
+            slowed_retries: DEFAULT_SLOWED_RETRIES,
+            trials: loadgen::search::DEFAULT_TRIALS,
+            resolution: loadgen::search::DEFAULT_RESOLUTION,
+            repeat: 1,
+        }
+    }
+}
+
+impl EmuSettings {
+    /// Takes [`EmuFlags`] and the search's flags from `a`, over these settings.
+    pub fn apply_args(&mut self, a: &mut cli_args::Args) -> Result<(), String> {
+        let f = EmuFlags::from_args(a)?;
+        self.sample_every = f.sample_every.unwrap_or(self.sample_every);
+        self.check_every = f.check_every.unwrap_or(self.check_every);
+        self.desc_ns = f.desc_ns.unwrap_or(self.desc_ns);
+        self.demote_lines = f.demote_lines.unwrap_or(self.demote_lines);
+        self.slowed_retries = f.slowed_retries.unwrap_or(self.slowed_retries);
+        self.repeat = f.repeat.unwrap_or(self.repeat);
+        loadgen::args::SearchFlags::from_args(a)?.apply(&mut self.trials, &mut self.resolution);
+        Ok(())
+    }
+
+    /// A trial at `rate_rps` with `seed`, lasting `duration` after `warmup`, a reply later than
+    /// `timeout` lost: the device's settings from these, everything else
+    /// [`EmuRunConfig::default`]'s.
+    pub fn run_config(
+        &self,
+        rate_rps: f64,
+        seed: u64,
+        (duration, warmup, timeout): (
+            std::time::Duration,
+            std::time::Duration,
+            std::time::Duration,
+        ),
+    ) -> EmuRunConfig {
+        let mut c = EmuRunConfig {
+            rate_rps,
+            duration,
+            warmup,
+            timeout,
+            seed,
+            sample_every: self.sample_every,
+            check_every: self.check_every,
+            delay_per_segment: std::time::Duration::from_nanos(self.desc_ns),
+            ..EmuRunConfig::default()
+        };
+        c.emu.demote_lines = self.demote_lines;
+        c
+    }
+}
+
+/// Whether this machine has the N + 1 CPUs an N-core run needs (N servers, one device), and
+/// which.
 pub use datapath_mlx5::emu::threaded::cores_for;
 /// Whether this machine has the two CPUs a one-core run needs (server and device), and which.
 pub use datapath_mlx5::emu::threaded::two_cores;

@@ -66,7 +66,8 @@ pub use latency_plot::{lower_envelope, plot_latency, LATENCY_SIZE};
 pub use payload_hash::{payload_hash, PayloadHasher};
 pub use plot::{plot_p99_curves, PlotError, PLOT_SIZE};
 pub use record::{
-    fmt_us, from_json, merge_hosts, read_json, save_json, to_json, write_json, Record,
+    fmt_us, from_json, merge_hosts, read_json, save_bench_records, save_json, to_json, write_json,
+    Record,
 };
 pub use run::{run, RunConfig, RunError, RunReport};
 pub use schedule::{
@@ -75,7 +76,7 @@ pub use schedule::{
 };
 pub use stats::Counters;
 pub use sweep::{
-    linear_loads, max_kept_up, max_kept_up_within_p99, summarize, sweep, ModeSummary, SweepConfig,
-    DEFAULT_KEEP_UP,
+    linear_loads, max_kept_up, max_kept_up_within_p99, summarize, sweep, ModePoints, ModeSummary,
+    SweepConfig, DEFAULT_KEEP_UP,
 };
 pub use transport::{ClientTransport, Response, ResponseChecker};

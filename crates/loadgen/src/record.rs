@@ -161,6 +161,15 @@ pub fn save_json(path: &Path, records: &[Record]) -> Result<(), String> {
     write_json(path, records).map_err(|e| format!("writing {}: {e}", path.display()))
 }
 
+/// A bench's first outputs: its output directory `out_dir` created and its records saved to
+/// `json` ([`save_json`]), said on stderr.
+pub fn save_bench_records(out_dir: &Path, json: &Path, records: &[Record]) -> Result<(), String> {
+    fs::create_dir_all(out_dir).map_err(|e| format!("creating {}: {e}", out_dir.display()))?;
+    save_json(json, records)?;
+    eprintln!("[bench] wrote {}", json.display());
+    Ok(())
+}
+
 /// Reads records written by [`write_json`].
 pub fn read_json(path: &Path) -> io::Result<Vec<Record>> {
     let text = fs::read_to_string(path)?;

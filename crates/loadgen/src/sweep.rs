@@ -1,11 +1,72 @@
 //! Sweeps over offered loads and the "highest load kept up with" summary.
 
-use crate::record::Record;
+use crate::canary::{Canary, Speed};
+use crate::record::{self, Record};
 use crate::run::RunReport;
 use std::fmt;
 
 /// Fraction of the offered load a point must achieve to count as kept up.
 pub const DEFAULT_KEEP_UP: f64 = 0.95;
+
+/// One mode's side of an interleaved sweep, where each offered load runs for every mode in
+/// turn (so a burst of background load hits all modes alike): its points so far and how many
+/// consecutive loads it missed. The echo and KV benches over kernel sockets, TCP and AF_XDP
+/// keep one per mode.
+#[derive(Debug, Default)]
+pub struct ModePoints {
+    /// Consecutive points below [`DEFAULT_KEEP_UP`] of the offered load.
+    pub misses: usize,
+    /// Each point's record with the speed canary read before it (`None` when it could not
+    /// run), to be re-judged together once the run is over
+    /// ([`crate::canary::rebase_records`]).
+    pub points: Vec<(Record, Option<Speed>)>,
+}
+
+impl ModePoints {
+    /// Runs load point `li` of `n` (offered `load` req/s) of mode `mode` on shape or workload
+    /// `shape` through `run`, unless `stop_after_misses` consecutive misses ended this mode's
+    /// sweep (0: never): reads the speed canary on the CPUs the point's threads float over,
+    /// runs the point, prints its progress line (and that the mode saturated, when this miss
+    /// ends its sweep) and keeps its record.
+    pub fn run_point(
+        &mut self,
+        stop_after_misses: usize,
+        (mode, shape): (&str, &str),
+        (li, n, load): (usize, usize, f64),
+        run: impl FnOnce() -> Result<RunReport, String>,
+    ) -> Result<(), String> {
+        if stop_after_misses > 0 && self.misses >= stop_after_misses {
+            return Ok(());
+        }
+        let speed = Canary::process().check_allowed();
+        let report = run()?;
+        let mut rec = Record::from_report(mode, shape, &report);
+        if let Some(speed) = &speed {
+            rec.set_canary(speed);
+        }
+        eprintln!(
+            "[bench] load {}/{n} {load:>7.0} req/s  {mode:<20} achieved {:>7.0}  p50 {:>8}  p99 {:>8}  ({}){}",
+            li + 1,
+            rec.achieved_rps,
+            record::fmt_us(rec.p50_us),
+            record::fmt_us(rec.p99_us),
+            report.counters,
+            speed
+                .as_ref()
+                .map_or(String::new(), |s| format!("  {}", s.progress_note()))
+        );
+        self.misses = if rec.keeps_up(DEFAULT_KEEP_UP) {
+            0
+        } else {
+            self.misses + 1
+        };
+        if stop_after_misses > 0 && self.misses == stop_after_misses {
+            eprintln!("[bench] {mode}: saturated, no higher loads");
+        }
+        self.points.push((rec, speed));
+        Ok(())
+    }
+}
 
 /// One sweep: a mode and shape measured at increasing offered loads.
 #[derive(Debug, Clone, PartialEq)]
