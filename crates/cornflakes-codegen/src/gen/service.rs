@@ -470,6 +470,33 @@ impl ServiceGen<'_> {
         }
     }
 
+    /// The hidden variant of an enum over the methods when the service has none (every rpc
+    /// streams): it keeps `'a` used and holds no value.
+    fn no_method_variant(&self) -> TokenStream {
+        if self.methods.is_empty() {
+            quote! {
+                #[doc(hidden)]
+                _None(::core::marker::PhantomData<&'a ()>, ::core::convert::Infallible),
+            }
+        } else {
+            quote!()
+        }
+    }
+
+    /// `match self` over enum `e`, one arm per method (`arm`); without methods, the match of
+    /// [`no_method_variant`](Self::no_method_variant), which has no value.
+    fn match_methods(
+        &self,
+        e: &proc_macro2::Ident,
+        arm: impl Fn(&Method<'_>) -> TokenStream,
+    ) -> TokenStream {
+        if self.methods.is_empty() {
+            return quote!(match self { #e::_None(_, never) => match *never {} });
+        }
+        let arms = self.methods.iter().map(arm);
+        quote!(match self { #(#arms)* })
+    }
+
     fn reply_enum(&self) -> TokenStream {
         let e = self.item("Reply");
         let doc = format!(
@@ -501,23 +528,11 @@ impl ServiceGen<'_> {
                 })
             }
         };
-        let bytes_body = if self.methods.is_empty() {
-            quote!(match self { #e::_None(_, never) => match *never {} })
-        } else {
-            let arms = self.methods.iter().map(|m| {
-                let v = &m.variant;
-                quote!(#e::#v(v) => v.object().bytes(),)
-            });
-            quote!(match self { #(#arms)* })
-        };
-        let phantom = if self.methods.is_empty() {
-            quote! {
-                #[doc(hidden)]
-                _None(::core::marker::PhantomData<&'a ()>, ::core::convert::Infallible),
-            }
-        } else {
-            quote!()
-        };
+        let bytes_body = self.match_methods(&e, |m| {
+            let v = &m.variant;
+            quote!(#e::#v(v) => v.object().bytes(),)
+        });
+        let phantom = self.no_method_variant();
         quote! {
             #[doc = #doc]
             #[derive(Clone, Copy)]
@@ -559,16 +574,10 @@ impl ServiceGen<'_> {
         });
         // Each arm binds the variant's message as `m` and evaluates `body`.
         let each = |body: &dyn Fn(&Method<'_>) -> TokenStream| {
-            let arms = self.methods.iter().map(|m| {
+            self.match_methods(&e, |m| {
                 let (v, b) = (&m.variant, body(m));
                 quote!(#e::#v(m) => #b,)
-            });
-            if self.methods.is_empty() {
-                // No method: nothing to send, and no value of the enum.
-                quote!(match self { #e::_None(_, never) => match *never {} })
-            } else {
-                quote!(match self { #(#arms)* })
-            }
+            })
         };
         // The parameters a body without methods leaves unread.
         let (unread_client, unread_send) = if self.methods.is_empty() {
@@ -579,29 +588,17 @@ impl ServiceGen<'_> {
                 quote!(let msg = cf::Msg { ty: self.method().id(), ..msg };),
             )
         };
-        let method = if self.methods.is_empty() {
-            each(&|_| quote!())
-        } else {
-            let arms = self.methods.iter().map(|m| {
-                let v = &m.variant;
-                quote!(#e::#v(_) => #methods::#v,)
-            });
-            quote!(match self { #(#arms)* })
-        };
+        let method = self.match_methods(&e, |m| {
+            let v = &m.variant;
+            quote!(#e::#v(_) => #methods::#v,)
+        });
         let send_with = each(&|m| {
             let send = format_ident!("send_{}", snake(&m.def.name));
             quote!(client.#send(m))
         });
         let send = each(&|_| quote!(cf::datapath::Transmit::send_object(dp, conn, msg, m)));
         let encode = each(&|_| quote!(cf::CornflakesObj::serialize_to_vec(m)));
-        let phantom = if self.methods.is_empty() {
-            quote! {
-                #[doc(hidden)]
-                _None(::core::marker::PhantomData<&'a ()>, ::core::convert::Infallible),
-            }
-        } else {
-            quote!()
-        };
+        let phantom = self.no_method_variant();
         quote! {
             #[doc = #doc]
             #[allow(dead_code)]
