@@ -89,6 +89,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod bench;
 mod capture;
 mod compact;
 mod explain;
@@ -103,6 +104,7 @@ mod slowed;
 mod summary_json;
 mod wire;
 
+pub use bench::{write_emu_outputs, About, EmuBench, EmuBenchRun, EmuReportSpec, EmuTexts};
 pub use capture::{capture, CaptureDatapath};
 pub use compact::compact_table;
 pub use explain::{device_note, split_cell, split_json};
