@@ -139,22 +139,17 @@ pub fn run_point_with(
     Ok((report, stats))
 }
 
-/// The saturation search of `cfg` (grid `cfg.loads()`, `cfg.device.trials` per load, bisection to
-/// `cfg.device.resolution`; with `stop_after_misses == 0` every grid load is run).
-pub fn search_config(cfg: &BenchConfig) -> SearchConfig {
-    SearchConfig {
-        trials: cfg.device.trials,
-        resolution: cfg.device.resolution,
-        whole_grid: cfg.stop_after_misses == 0,
-        ..SearchConfig::new(cfg.loads())
-    }
-}
-
 /// Searches every mode's saturation load on the emulated NIC, the modes interleaved trial by
 /// trial, the whole search `cfg.device.repeat` times ([`emu_bench::EmuBench`]): this supplies
 /// each mode's requests, reply checker and server cores.
 pub fn run_bench_emu(cfg: &BenchConfig) -> Result<(BenchOutcome, EmuOutcome), String> {
-    let bench = EmuBench::new(cfg.cores, &cfg.device, search_config(cfg))?;
+    // The grid `cfg.loads()` (with `stop_after_misses == 0` every grid load is run); trials
+    // per load and resolution from `cfg.device`.
+    let search = SearchConfig {
+        whole_grid: cfg.stop_after_misses == 0,
+        ..SearchConfig::new(cfg.loads())
+    };
+    let bench = EmuBench::new(cfg.cores, &cfg.device, search)?;
     let modes = &cfg.modes;
     let mut requests = modes
         .iter()

@@ -14,11 +14,11 @@
 //! (late ones too), and a read is right only against the current value ([`Current`]); a read
 //! whose bytes equal the last verified reply to the same request, with none of its keys
 //! written since, is accepted by hash, the rest (and a random 1 in `--sample-every`) decoded.
-//! Each serialization's saturation load is found by the shared search
-//! ([`emu_bench::search_rerunning_slowed`] over [`loadgen::search`]: median of `--trials` per
-//! load, grid then bisection, serializations interleaved trial by trial, a trial whose speed
-//! canary read the machine's slow state rerun up to `--slowed-retries` times), reported with
-//! [`emu_bench::EmuSummary`].
+//! Each serialization's saturation load is found by the emulated-NIC bench skeleton
+//! ([`emu_bench::EmuBench`]: [`emu_bench::search_rerunning_slowed`] over [`loadgen::search`],
+//! median of `--trials` per load, grid then bisection, serializations interleaved trial by
+//! trial, a trial whose speed canary read the machine's slow state rerun up to
+//! `--slowed-retries` times), reported with [`emu_bench::EmuSummary`].
 //!
 //! **Several cores** ([`CorePlan`], `docs/cores.md`): each request goes to the core that
 //! owns its key ([`crate::steer::core_of`], by destination port, [`Request::core`]). A
