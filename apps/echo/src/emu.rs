@@ -14,14 +14,13 @@ use std::time::Duration;
 use cornflakes::PinnedMemory;
 
 use emu_bench::{
-    median_records, search_rerunning_slowed, trials_json, EmuReport, EmuRunConfig, EmuSummary,
-    EmuTrial, Floor, RatioKind, Request, Roles,
+    About, EmuBench, EmuReport, EmuRunConfig, EmuTrial, Floor, RatioKind, Request, Roles,
 };
 use loadgen::search::SearchConfig;
 
 use crate::client::{RequestBuilder, Verifier};
 use crate::config::{BenchConfig, BenchOutcome, EmuOutcome};
-use crate::mode::{Mode, Serialization};
+use crate::mode::Mode;
 use crate::server::{ServerConfig, ServerStats, IDLE_SPINS};
 use crate::shape::ShapeSpec;
 
@@ -140,55 +139,18 @@ pub fn run_point_with(
     Ok((report, stats))
 }
 
-/// The saturation search of `cfg` (grid `cfg.loads()`, `cfg.device.trials` per load, bisection to
-/// `cfg.device.resolution`; with `stop_after_misses == 0` every grid load is run).
-pub fn search_config(cfg: &BenchConfig) -> SearchConfig {
-    SearchConfig {
-        trials: cfg.device.trials,
-        resolution: cfg.device.resolution,
+/// Searches every mode's saturation load on the emulated NIC, the modes interleaved trial by
+/// trial, the whole search `cfg.device.repeat` times ([`emu_bench::EmuBench`]): this supplies
+/// each mode's requests, reply checker and server cores.
+pub fn run_bench_emu(cfg: &BenchConfig) -> Result<(BenchOutcome, EmuOutcome), String> {
+    // The grid `cfg.loads()` (with `stop_after_misses == 0` every grid load is run); trials
+    // per load and resolution from `cfg.device`.
+    let search = SearchConfig {
         whole_grid: cfg.stop_after_misses == 0,
         ..SearchConfig::new(cfg.loads())
-    }
-}
-
-/// Searches every mode's saturation load on the emulated NIC, the modes interleaved trial by
-/// trial ([`loadgen::search`]); the whole search `cfg.device.repeat` times.
-pub fn run_bench_emu(cfg: &BenchConfig) -> Result<(BenchOutcome, EmuOutcome), String> {
-    let (server_cores, device_core) =
-        emu_bench::cores_for(cfg.cores).map_err(|e| format!("--cores {}: {e}", cfg.cores))?;
-    let servers = match server_cores.as_slice() {
-        [one] => format!("server on CPU {one}"),
-        many => format!("{} server cores on CPUs {many:?}", many.len()),
     };
-    let mut scfg = search_config(cfg);
-    scfg.validate()?;
-    if let Some(w) = loadgen::interference::idle_warning(Duration::from_millis(300)) {
-        eprintln!("[bench] {w}");
-    }
+    let bench = EmuBench::new(cfg.cores, &cfg.device, search)?;
     let modes = &cfg.modes;
-    let repeats = cfg.device.repeat.max(1);
-    eprintln!(
-        "[bench] {} modes, shape {}: saturation search over {:?} req/s, median of up to {} \
-         trials per load, bisection to {:.0}%; {:?} per trial (+{:?} warm-up), MTU {}: the \
-         SERVER CORE's throughput with an emulated ConnectX ({servers}, device and clients on \
-         CPU {device_core}); not a network measurement. Budget per mode: \
-         up to ~{} trials when trials agree, at most {}{}",
-        modes.len(),
-        cfg.shape,
-        scfg.grid,
-        scfg.trials,
-        scfg.resolution * 100.0,
-        cfg.duration,
-        cfg.warmup,
-        cfg.mtu,
-        scfg.typical_trials(),
-        scfg.max_trials(),
-        if repeats > 1 {
-            format!("; the whole search {repeats} times (--repeat)")
-        } else {
-            String::new()
-        },
-    );
     let mut requests = modes
         .iter()
         .map(|&m| request_payloads(m, cfg.shape, DISTINCT_REQUESTS, cfg.mtu))
@@ -197,56 +159,33 @@ pub fn run_bench_emu(cfg: &BenchConfig) -> Result<(BenchOutcome, EmuOutcome), St
         spread_over_cores(r, cfg.cores);
     }
     let shape = cfg.shape.to_string();
-    let mut seed = 1u64;
-    let mut out = BenchOutcome::default();
-    let mut emu = EmuOutcome {
-        k: scfg.trials,
-        ..EmuOutcome::default()
+    let about = About {
+        lane: ("mode", "modes"),
+        what: format!("shape {shape}"),
+        per_trial: (cfg.duration, cfg.warmup),
+        mtu: cfg.mtu,
+        per_core: "",
     };
-    for repeat in 1..=repeats {
-        if repeats > 1 {
-            eprintln!("[bench] repeat {repeat} of {repeats}");
-        }
-        // A trial whose speed canary read the machine's slow state is rerun (each attempt's
-        // progress line is printed there).
-        let mut searches =
-            search_rerunning_slowed(&scfg, modes.len(), cfg.device.slowed_retries, |p| {
-                seed += 1;
-                let mode = modes[p.lane];
-                let (report, per_core) =
-                    run_point(cfg, mode, &requests[p.lane], p.offered_rps, seed)?;
-                let stats = ServerStats::sum(&per_core);
-                let (work, split) = (stats.work_p50_ns(), stats.time);
-                Ok(EmuTrial::new(p, mode.name(), &shape, report, work, stats).with_split(split))
-            })?;
-        // The tables and JSON judge every trial's speed canary against the whole run.
-        emu_bench::rebase_canaries(&mut searches);
-        let mut summaries = Vec::new();
-        for (&mode, s) in modes.iter().zip(&searches) {
-            let summary = EmuSummary::of(mode.name(), s);
-            eprintln!("[bench] {mode}: {}", summary.bound_note());
-            // The server counters reported for the mode: its best load's median trial's (of
-            // the last repeat).
-            let stats = s
-                .best_achieved()
-                .or(s.loads.first())
-                .map(|v| v.median().server.clone())
-                .unwrap_or_default();
-            out.servers.retain(|(m, _)| *m != mode);
-            out.servers.push((mode, stats));
-            let mut records = median_records(s);
-            let mut trials = trials_json(s);
-            if repeats > 1 {
-                records.iter_mut().for_each(|r| r.repeat = Some(repeat));
-                trials.iter_mut().for_each(|t| t["repeat"] = repeat.into());
-            }
-            out.records.extend(records);
-            emu.trials.extend(trials);
-            summaries.push(summary);
-        }
-        emu.repeats.push(summaries);
-    }
-    Ok((out, emu))
+    let names: Vec<&str> = modes.iter().map(|m| m.name()).collect();
+    let mut seed = 1u64;
+    let run = bench.run(&about, &names, |p| {
+        seed += 1;
+        let mode = modes[p.lane];
+        let (report, per_core) = run_point(cfg, mode, &requests[p.lane], p.offered_rps, seed)?;
+        let stats = ServerStats::sum(&per_core);
+        let (work, split) = (stats.work_p50_ns(), stats.time);
+        Ok(EmuTrial::new(p, mode.name(), &shape, report, work, stats).with_split(split))
+    })?;
+    let out = BenchOutcome {
+        records: run.records,
+        servers: modes
+            .iter()
+            .zip(run.servers)
+            .map(|(&m, s)| (m, s.unwrap_or_default()))
+            .collect(),
+        emu: None,
+    };
+    Ok((out, run.outcome))
 }
 
 /// Which mode is which in the ratios: the Cornflakes configurations, the libraries and `raw`.
@@ -275,42 +214,6 @@ pub fn floors(shape: ShapeSpec) -> Vec<Floor> {
         _ => {}
     }
     f
-}
-
-/// The search's full tables of an emulated-NIC run (Markdown, ratios to `raw`), every repeat's,
-/// each with its control line.
-pub fn table(emu: &EmuOutcome) -> String {
-    let libraries = [
-        Serialization::PROTOBUF,
-        Serialization::CAPNP,
-        Serialization::FLATBUFFERS,
-    ]
-    .map(Serialization::name);
-    emu_bench::detail_tables(&emu.repeats, Some(Mode::Raw.name()), emu.k, |s| {
-        emu_bench::control_line(
-            s,
-            Serialization::CORNFLAKES.name(),
-            Serialization::CORNFLAKES_COPY.name(),
-            &libraries,
-        )
-    })
-}
-
-/// The text printed first: the compact table and the ratios over the repeats; `details` says
-/// where the full tables are.
-pub fn summary(emu: &EmuOutcome, shape: ShapeSpec, details: &str) -> String {
-    emu_bench::summary_text(&emu.repeats, &roles(), &floors(shape), details)
-}
-
-/// The JSON written next to the records: per repeat and mode its summary (`emu-summary.json`)
-/// and every trial (`emu-points.json`).
-pub fn summary_json(emu: &EmuOutcome) -> serde_json::Value {
-    emu_bench::summaries_json(&emu.repeats)
-}
-
-/// The headline ratios over the repeats (`ratios.json`).
-pub fn ratios_json(emu: &EmuOutcome, shape: ShapeSpec) -> serde_json::Value {
-    emu_bench::Headlines::of(&emu.repeats, &roles(), &floors(shape)).to_json()
 }
 
 /// The default per-point time of an emulated run (the device is fast; more points matter

@@ -45,36 +45,30 @@ pub(crate) fn write_outputs(cfg: &BenchConfig, out: &BenchOutcome) -> Result<(),
         .map_err(|e| format!("writing {}: {e}", servers_path.display()))?;
     let table_path = cfg.out_dir.join("table.md");
     let printed = if let Some(emu) = &out.emu {
-        for (name, v) in [
-            (
-                "emu-points.json",
-                serde_json::Value::Array(emu.trials.clone()),
-            ),
-            ("emu-summary.json", crate::emu::summary_json(emu)),
-            ("ratios.json", crate::emu::ratios_json(emu, cfg.shape)),
-        ] {
-            let p = cfg.out_dir.join(name);
-            let text = serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?;
-            std::fs::write(&p, text).map_err(|e| format!("writing {}: {e}", p.display()))?;
-        }
-        let full = crate::emu::table(emu);
-        std::fs::write(&table_path, &full)
-            .map_err(|e| format!("writing {}: {e}", table_path.display()))?;
-        format!(
-            "## echo bench: {}\n\nDatapath: {} (the server core's throughput, not a network \
-             measurement); each mode's saturation load searched (docs/performance.md, \
-             \"Method\").\n\n",
-            cfg.shape,
-            cfg.datapath_label()
-        ) + &crate::emu::summary(
+        let floors = crate::emu::floors(cfg.shape);
+        let texts = emu_bench::write_emu_outputs(
+            &cfg.out_dir,
             emu,
-            cfg.shape,
-            &format!(
-                "The search's full tables (the spread, p99, device busy, line rate, reruns and \
-                 checks of every mode): {}.",
-                table_path.display()
-            ),
-        )
+            &emu_bench::EmuReportSpec {
+                roles: crate::emu::roles(),
+                floors: &floors,
+                heading: format!(
+                    "## echo bench: {}\n\nDatapath: {} (the server core's throughput, not a \
+                     network measurement); each mode's saturation load searched \
+                     (docs/performance.md, \"Method\").\n\n",
+                    cfg.shape,
+                    cfg.datapath_label()
+                ),
+                details: format!(
+                    "The search's full tables (the spread, p99, device busy, line rate, reruns \
+                     and checks of every mode): {}.",
+                    table_path.display()
+                ),
+            },
+        )?;
+        std::fs::write(&table_path, &texts.detail_tables)
+            .map_err(|e| format!("writing {}: {e}", table_path.display()))?;
+        texts.printed
     } else {
         let t = table(&out.records, cfg.fixed_rps, &out.servers);
         std::fs::write(&table_path, &t)

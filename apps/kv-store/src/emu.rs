@@ -14,11 +14,11 @@
 //! (late ones too), and a read is right only against the current value ([`Current`]); a read
 //! whose bytes equal the last verified reply to the same request, with none of its keys
 //! written since, is accepted by hash, the rest (and a random 1 in `--sample-every`) decoded.
-//! Each serialization's saturation load is found by the shared search
-//! ([`emu_bench::search_rerunning_slowed`] over [`loadgen::search`]: median of `--trials` per
-//! load, grid then bisection, serializations interleaved trial by trial, a trial whose speed
-//! canary read the machine's slow state rerun up to `--slowed-retries` times), reported with
-//! [`emu_bench::EmuSummary`].
+//! Each serialization's saturation load is found by the emulated-NIC bench skeleton
+//! ([`emu_bench::EmuBench`]: [`emu_bench::search_rerunning_slowed`] over [`loadgen::search`],
+//! median of `--trials` per load, grid then bisection, serializations interleaved trial by
+//! trial, a trial whose speed canary read the machine's slow state rerun up to
+//! `--slowed-retries` times), reported with [`emu_bench::EmuSummary`].
 //!
 //! **Several cores** ([`CorePlan`], `docs/cores.md`): each request goes to the core that
 //! owns its key ([`crate::steer::core_of`], by destination port, [`Request::core`]). A
@@ -40,10 +40,7 @@ use std::sync::Arc;
 
 use cornflakes::datapath::DatapathMemory as _;
 use cornflakes::PinnedMemory;
-use emu_bench::{
-    median_records, search_rerunning_slowed, trials_json, EmuReport, EmuRunConfig, EmuSummary,
-    EmuTrial, ReplyCheck, Request,
-};
+use emu_bench::{About, EmuBench, EmuReport, EmuRunConfig, EmuTrial, ReplyCheck, Request};
 use kv_workloads::WorkloadConfig;
 use loadgen::search::SearchConfig;
 
@@ -632,33 +629,16 @@ impl KvCores<'_, '_> {
     }
 }
 
-/// `kv bench --datapath emu`: every serialization's saturation search over `loads`.
+/// `kv bench --datapath emu`: every serialization's saturation search over `loads`
+/// ([`emu_bench::EmuBench`]): this supplies the store loaded once per core, each
+/// serialization's requests, its in-order checker and its server per core.
 pub(crate) fn run_emu(cfg: &BenchConfig, loads: &[f64]) -> Result<BenchOutcome, String> {
     // Before generating anything: the CPUs the run needs.
-    let (server_cpus, device_cpu) =
-        emu_bench::cores_for(cfg.cores).map_err(|e| format!("--cores {}: {e}", cfg.cores))?;
-    if let Some(w) = loadgen::interference::idle_warning(std::time::Duration::from_millis(300)) {
-        eprintln!("[bench] {w}");
-    }
+    let bench = EmuBench::new(cfg.cores, &cfg.device, SearchConfig::new(loads.to_vec()))?;
     let p = prepare(cfg)?;
     let name = p.workload.name();
     let emu = KvEmu::new(cfg, p.reqs.clone(), p.expected.clone())?;
     let plan = emu.plan();
-    let servers = match server_cpus.as_slice() {
-        [one] => format!("server on CPU {one}"),
-        many => format!(
-            "{} server cores on CPUs {many:?}, each with its shard of the keys",
-            many.len()
-        ),
-    };
-    eprintln!(
-        "[bench] {} serializations, grid {:?} req/s, {:?} per trial (+{:?} warm-up), {EMU_LABEL} ({servers}, device and clients on CPU {device_cpu}), MTU {}",
-        cfg.serializations.len(),
-        loads,
-        cfg.duration,
-        cfg.warmup,
-        emu.mtu()
-    );
     if plan.split_requests() > 0 {
         eprintln!(
             "[bench] emu: {} of {} requests span cores and are split ({:.3} wire requests per request); rates count whole requests, counters count parts",
@@ -667,55 +647,32 @@ pub(crate) fn run_emu(cfg: &BenchConfig, loads: &[f64]) -> Result<BenchOutcome, 
             plan.parts_per_request()
         );
     }
-    let scfg = SearchConfig {
-        trials: cfg.device.trials,
-        resolution: cfg.device.resolution,
-        ..SearchConfig::new(loads.to_vec())
+    let about = About {
+        lane: ("serialization", "serializations"),
+        what: format!("workload {name}"),
+        per_trial: (cfg.duration, cfg.warmup),
+        mtu: emu.mtu(),
+        per_core: if cfg.cores > 1 {
+            ", each with its shard of the keys"
+        } else {
+            ""
+        },
     };
-    eprintln!(
-        "[bench] saturation search: median of up to {} trials per load, grid then bisection to \
-         {:.0}%, serializations interleaved trial by trial; per serialization up to ~{} trials \
-         when trials agree, at most {}",
-        scfg.trials,
-        scfg.resolution * 100.0,
-        scfg.typical_trials(),
-        scfg.max_trials()
-    );
-    let repeats = cfg.device.repeat.max(1);
-    if repeats > 1 {
-        eprintln!("[bench] the whole search {repeats} times (--repeat), on the store loaded once");
-    }
+    let names: Vec<&str> = cfg.serializations.iter().map(|s| s.name()).collect();
     let mut runs = 0u64;
-    let all = emu.with_cores(cfg, true, |cores| {
+    let run = emu.with_cores(cfg, true, |cores| {
         eprintln!(
             "[bench] emu: {} (once; every trial serves a snapshot of it)",
             cores.loaded().join("; ")
         );
-        let mut all = Vec::with_capacity(repeats);
-        for repeat in 1..=repeats {
-            if repeats > 1 {
-                eprintln!("[bench] repeat {repeat} of {repeats}");
-            }
-            // A trial whose speed canary read the machine's slow state is rerun (each
-            // attempt's progress line is printed there).
-            let lanes = cfg.serializations.len();
-            let mut searches =
-                search_rerunning_slowed(&scfg, lanes, cfg.device.slowed_retries, |pt| {
-                    runs += 1;
-                    let ser = cfg.serializations[pt.lane];
-                    let point = cores.run_point(cfg, ser, pt.offered_rps, cfg.seed + runs)?;
-                    let stats = ServerStats::sum(&point.per_core);
-                    let (work, split) = (stats.work_p50_ns(), stats.time);
-                    Ok(
-                        EmuTrial::new(pt, ser.name(), &name, point.report, work, stats)
-                            .with_split(split),
-                    )
-                })?;
-            // The tables and JSON judge every trial's speed canary against the whole run.
-            emu_bench::rebase_canaries(&mut searches);
-            all.push(searches);
-        }
-        Ok::<_, String>(all)
+        bench.run(&about, &names, |pt| {
+            runs += 1;
+            let ser = cfg.serializations[pt.lane];
+            let point = cores.run_point(cfg, ser, pt.offered_rps, cfg.seed + runs)?;
+            let stats = ServerStats::sum(&point.per_core);
+            let (work, split) = (stats.work_p50_ns(), stats.time);
+            Ok(EmuTrial::new(pt, ser.name(), &name, point.report, work, stats).with_split(split))
+        })
     })?;
     let mut out = BenchOutcome {
         workload: name,
@@ -724,52 +681,35 @@ pub(crate) fn run_emu(cfg: &BenchConfig, loads: &[f64]) -> Result<BenchOutcome, 
         datapath: EMU_LABEL.to_owned(),
         ..BenchOutcome::default()
     };
-    let mut outcome = emu_bench::EmuOutcome {
-        k: scfg.trials,
-        ..emu_bench::EmuOutcome::default()
-    };
-    for (r, searches) in all.iter().enumerate() {
-        let mut summaries = Vec::new();
-        for (&ser, s) in cfg.serializations.iter().zip(searches) {
-            let summary = EmuSummary::of(ser.name(), s);
-            // The server counters reported: those of the best load's median trial (of the last
-            // repeat).
-            if let Some(v) = s.best_achieved().or(s.loads.first()) {
-                let st = v.median().server.clone();
-                if r + 1 == all.len() {
-                    eprintln!("[bench] {ser} server (median trial of its best load): {st}");
-                }
-                out.servers.retain(|(x, _)| *x != ser);
-                out.servers.push((ser, st));
-            }
-            out.bounds.retain(|(x, _)| x != ser.name());
-            out.bounds.push((
-                ser.name().to_owned(),
-                format!(
-                    "emulated NIC: {}{}",
-                    summary.bound_note(),
-                    summary.best.as_ref().map_or(String::new(), |b| format!(
-                        "; best load's {} trials {:.0}–{:.0} req/s, device busy {:.0}%",
-                        b.trials,
-                        b.min_rps,
-                        b.max_rps,
-                        b.device_busy * 100.0
-                    ))
-                ),
-            ));
-            let mut records = median_records(s);
-            let mut trials = trials_json(s);
-            if all.len() > 1 {
-                records.iter_mut().for_each(|x| x.repeat = Some(r + 1));
-                trials.iter_mut().for_each(|t| t["repeat"] = (r + 1).into());
-            }
-            out.records.extend(records);
-            outcome.trials.extend(trials);
-            summaries.push(summary);
+    for (&ser, st) in cfg.serializations.iter().zip(&run.servers) {
+        if let Some(st) = st {
+            eprintln!("[bench] {ser} server (median trial of its best load): {st}");
+            out.servers.push((ser, st.clone()));
         }
-        outcome.repeats.push(summaries);
     }
-    out.emu = Some(outcome);
+    // Each serialization's bound (of the last repeat), with its best load's spread.
+    out.bounds = cfg
+        .serializations
+        .iter()
+        .zip(run.last_summaries())
+        .map(|(ser, summary)| {
+            let best = summary.best.as_ref().map_or(String::new(), |b| {
+                format!(
+                    "; best load's {} trials {:.0}–{:.0} req/s, device busy {:.0}%",
+                    b.trials,
+                    b.min_rps,
+                    b.max_rps,
+                    b.device_busy * 100.0
+                )
+            });
+            (
+                ser.name().to_owned(),
+                format!("emulated NIC: {}{best}", summary.bound_note()),
+            )
+        })
+        .collect();
+    out.records = run.records;
+    out.emu = Some(run.outcome);
     write_outputs(cfg, &out)?;
     // Any wrong reply in any trial fails the bench (after its outputs are written).
     emu_bench::replies_verified(&out.emu.as_ref().map(|e| e.summaries()).unwrap_or_default())?;

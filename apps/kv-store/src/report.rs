@@ -8,7 +8,6 @@ use kv_workloads::WorkloadConfig;
 use loadgen::{max_kept_up, max_kept_up_within_p99, save_bench_records, Record, DEFAULT_KEEP_UP};
 
 use crate::config::{BenchConfig, BenchOutcome, DatapathKind};
-use crate::serialization::Shared;
 use crate::server::ServerStats;
 
 /// Writes `kv.json` (the records), `run.json` (the workload, each serialization's server
@@ -60,52 +59,34 @@ pub(crate) fn write_outputs(cfg: &BenchConfig, out: &BenchOutcome) -> Result<(),
     let table_path = cfg.out_dir.join("tables.md");
     let printed = match &out.emu {
         Some(emu) => {
-            let full = detail_tables(emu);
             let floors = floors(&cfg.workload);
-            for (name, text) in [
-                (
-                    "emu-summary.json",
-                    serde_json::to_string_pretty(&emu_bench::summaries_json(&emu.repeats))
-                        .map_err(|e| e.to_string())?,
-                ),
-                (
-                    "emu-points.json",
-                    serde_json::to_string_pretty(&serde_json::Value::Array(emu.trials.clone()))
-                        .map_err(|e| e.to_string())?,
-                ),
-                (
-                    "ratios.json",
-                    serde_json::to_string_pretty(
-                        &emu_bench::Headlines::of(&emu.repeats, &roles(), &floors).to_json(),
-                    )
-                    .map_err(|e| e.to_string())?,
-                ),
-                ("emu.md", full.clone()),
-            ] {
-                let path = cfg.out_dir.join(name);
-                std::fs::write(&path, text)
-                    .map_err(|e| format!("writing {}: {e}", path.display()))?;
-            }
-            tables.push_str(&format!(
-                "\n### The saturation search on the emulated NIC\n\n{full}"
-            ));
-            format!(
-                "## kv bench: {}\n\nDatapath: {}; each serialization's saturation load \
-                 searched (docs/performance.md, \"Method\").\n\n{}",
-                out.workload,
-                out.datapath,
-                emu_bench::summary_text(
-                    &emu.repeats,
-                    &roles(),
-                    &floors,
-                    &format!(
+            let texts = emu_bench::write_emu_outputs(
+                &cfg.out_dir,
+                emu,
+                &emu_bench::EmuReportSpec {
+                    roles: roles(),
+                    floors: &floors,
+                    heading: format!(
+                        "## kv bench: {}\n\nDatapath: {}; each serialization's saturation load \
+                         searched (docs/performance.md, \"Method\").\n\n",
+                        out.workload, out.datapath,
+                    ),
+                    details: format!(
                         "The full tables (per serialization, the paper's tables in their form, \
                          and the search's: spread, p99, device busy, line rate, reruns and \
                          checks): {}.",
                         table_path.display()
                     ),
-                )
-            )
+                },
+            )?;
+            let emu_md = cfg.out_dir.join("emu.md");
+            std::fs::write(&emu_md, &texts.detail_tables)
+                .map_err(|e| format!("writing {}: {e}", emu_md.display()))?;
+            tables.push_str(&format!(
+                "\n### The saturation search on the emulated NIC\n\n{}",
+                texts.detail_tables
+            ));
+            texts.printed
         }
         None => tables.clone(),
     };
@@ -149,23 +130,6 @@ pub fn floors(workload: &WorkloadConfig) -> Vec<emu_bench::Floor> {
     };
     f.extend(best.map(emu_bench::Floor::best_library));
     f
-}
-
-/// The search's full tables of every repeat (Markdown), each with its control line.
-pub fn detail_tables(emu: &emu_bench::EmuOutcome) -> String {
-    let libraries = [
-        Shared::PROTOBUF.name(),
-        Shared::CAPNP.name(),
-        Shared::FLATBUFFERS.name(),
-    ];
-    emu_bench::detail_tables(&emu.repeats, None, emu.k, |s| {
-        emu_bench::control_line(
-            s,
-            Shared::CORNFLAKES.name(),
-            Shared::CORNFLAKES_COPY.name(),
-            &libraries,
-        )
-    })
 }
 
 fn best(records: &[Record], mode: &str) -> Option<Record> {

@@ -37,7 +37,14 @@
 //!   `--slowed-retries` times, not counted) over [`EmuTrial`]s, and reports
 //!   it with [`EmuSummary`] and [`table`]: the highest load kept up, the spread of its trials,
 //!   p99, device utilisation, the 100 GbE line rate of its frames
-//!   ([`EmuReport::line_rate_rps`]), server handling time and what bounded it ([`Bound`]).
+//!   ([`EmuReport::line_rate_rps`]), server handling time and what bounded it ([`Bound`]);
+//! - [`EmuBench`] is that bench's skeleton: an app gives its server cores, its lanes' names and
+//!   a closure running one trial at a point (its requests, checker, servers and seeds); the
+//!   skeleton checks the CPUs, warns of a busy machine, prints the budget line, runs the
+//!   search `--repeat` times with slowed trials rerun, rebases the canaries, and returns the
+//!   summaries, trials, median records and each lane's server counters ([`EmuBenchRun`]);
+//!   [`write_emu_outputs`] writes `emu-summary.json`, `emu-points.json` and `ratios.json` and
+//!   gives the full tables and the text to print.
 //!
 //! What this measures is the **server core's** work per request with a NIC that costs it
 //! nothing but descriptor writes and completion polls. It is not a network measurement: see
@@ -89,6 +96,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod bench;
 mod capture;
 mod compact;
 mod explain;
@@ -103,6 +111,7 @@ mod slowed;
 mod summary_json;
 mod wire;
 
+pub use bench::{write_emu_outputs, About, EmuBench, EmuBenchRun, EmuReportSpec, EmuTexts};
 pub use capture::{capture, CaptureDatapath};
 pub use compact::compact_table;
 pub use explain::{device_note, split_cell, split_json};

@@ -128,6 +128,21 @@ mod tests {
         for s in Serialization::ALL {
             assert_eq!(s.name().parse::<Serialization>().unwrap(), s);
         }
+        // The command-line values, in the order the benches run them (the apps' lists start
+        // or end with these).
+        let names: Vec<&str> = Serialization::ALL.iter().map(|s| s.name()).collect();
+        assert_eq!(
+            names,
+            [
+                "cornflakes",
+                "cornflakes-sg",
+                "cornflakes-copy",
+                "cornflakes-no-ssend",
+                "protobuf",
+                "capnp",
+                "flatbuffers",
+            ]
+        );
         assert!("resp"
             .parse::<Serialization>()
             .unwrap_err()
