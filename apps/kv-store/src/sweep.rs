@@ -11,7 +11,7 @@ use datapath_socket::SocketDatapath;
 use datapath_tcp::TcpDatapath;
 use loadgen::{run, ModePoints, Record, RunConfig, RunReport, Schedule, SharedChecker};
 
-use crate::bypass::BypassClients;
+use bench_client::BypassClients;
 
 use crate::client::{Checker, KvClient, RunRequests};
 use crate::config::BenchConfig;
@@ -53,7 +53,6 @@ fn run_point(
         let checker = lane.checker.clone();
         let checker: SharedChecker = Arc::new(move |id: u64, p: &[u8]| checker.check(id, p));
         return clients
-            .crew
             .run(schedule, &run_cfg, checker)
             .map_err(|e| format!("{} at {rate} req/s: {e}", lane.ser));
     }
