@@ -232,18 +232,31 @@ pub fn run_bench(cfg: &BenchConfig) -> Result<BenchOutcome, String> {
 
 /// The AF_XDP variant: a namespace with a veth pair, then per mode a server process in the
 /// namespace and a sweep from this side (modes one after another: one XDP program per
-/// interface).
+/// interface), driven by an AF_XDP client core on this side's end of the veth or, with
+/// [`BenchConfig::client_datapath`] `Socket`, by kernel-socket client threads there.
 #[cfg(feature = "xdp")]
 fn run_bench_xdp(cfg: &BenchConfig) -> Result<BenchOutcome, String> {
-    use crate::xdp::{create_netns, ServerProcess};
+    use crate::xdp::{create_netns, ServerProcess, CLIENT_PORT};
+    let bypass = cfg.client_datapath != Some(DatapathKind::Socket);
+    if bypass {
+        app_server::cli::one_veth_client_core(cfg.threads)?;
+    }
     let mut out = BenchOutcome::default();
     let loads = cfg.loads();
     let runnable = &cfg.modes;
     let ns = create_netns(cfg.mtu)?;
+    let clients = match bypass {
+        true => "an AF_XDP client core".to_owned(),
+        false => format!("{} kernel-socket client thread(s)", cfg.threads),
+    };
     eprintln!(
-        "[bench] namespace {} with {} (AF_XDP server, {}) <-> {} (clients, {}), MTU {}",
+        "[bench] namespace {} with {} (AF_XDP server, {}) <-> {} ({clients}, {}), MTU {}",
         ns.name, ns.server_if, ns.server_ip, ns.client_if, ns.client_ip, cfg.mtu
     );
+    // The client core on this side's end, at the interface's MTU (the veth's, `cfg.mtu`).
+    let mut spec = app_server::DatapathSpec::new(DatapathKind::Xdp);
+    spec.device = ns.client_if.clone();
+    let client_at = SocketAddrV4::new(ns.client_ip, CLIENT_PORT);
     for (i, &mode) in runnable.iter().enumerate() {
         let server = ServerProcess::spawn(
             &ns,
@@ -271,7 +284,10 @@ fn run_bench_xdp(cfg: &BenchConfig) -> Result<BenchOutcome, String> {
             tcp_conns: None,
             tcp: app_server::TcpSpec::default(),
         };
-        let records = sweep_mode(&plan);
+        let records = match bypass {
+            true => crate::bypass::sweep_mode(&plan, &spec, client_at),
+            false => sweep_mode(&plan),
+        };
         let stats = server.stop()?;
         out.records.extend(records?);
         out.servers.push((mode, stats));

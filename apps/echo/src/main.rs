@@ -20,6 +20,7 @@ usage:
   echo bench  [--modes M,M,..] [--shape S] [--rates R,R,..] [--fixed-rps R] [--duration SECS]
               [--warmup SECS] [--timeout-ms MS] [--threads N] [--threshold N] [--mtu N]
               [--out DIR] [--json PATH] [--all-points] [--spin] [--datapath emu|socket|tcp|xdp] [--conns N]
+              [--client-datapath xdp|socket]
               [--tcp-zc msg-zerocopy|io-uring|off] [--tcp-zc-threshold BYTES]
               [--sample-every N] [--check-every N] [--desc-ns NS] [--rx-ring N] [--demote-lines N] [--slowed-retries N] [--trials K] [--resolution F] [--repeat N] [--cores N]
       Every mode (or --modes), one offered-load sweep each; prints the comparison table and
@@ -69,7 +70,9 @@ usage:
       choose which sends of server and clients are zero-copy: those with a zero-copy field at
       least BYTES long, so the default list-2x2048 shape never is (docs/tcp.md). --datapath xdp (feature `xdp`, root): the
       server runs over AF_XDP in a network namespace the command creates and deletes, one
-      mode after another; the clients use kernel sockets on the veth's peer.
+      mode after another; one AF_XDP client core on the veth's other end drives it (one
+      --threads: a veth steers by the sending CPU), or with --client-datapath socket --threads
+      N kernel-socket client threads there. The first line and the tables say which.
   echo server --mode M [--bind IP:PORT] [--threshold N] [--mtu N] [--seconds SECS] [--spin]
               [--cores N] [--until-stdin-closes] [--datapath socket|tcp|xdp --ifname IF [--peer IP=MAC]]
               [--datapath mlx5 --mlx5-dev DEV] [--datapath ice --dpdk-args ARGS]
@@ -150,6 +153,7 @@ fn bench_config(a: &mut Args) -> Result<BenchConfig, String> {
         DatapathKind::Tcp => (cfg.tcp_conns, cfg.tcp) = (conns, spec.tcp),
         kind => cfg.datapath = kind,
     }
+    cfg.client_datapath = app_server::cli::bench_clients(a, cfg.datapath)?;
     if cfg.datapath == DatapathKind::Emu {
         cfg.rates = echo::emu::EMU_RATES.to_vec();
         cfg.fixed_rps = echo::emu::EMU_RATES[0];

@@ -76,7 +76,11 @@ pub(crate) fn write_outputs(cfg: &BenchConfig, out: &BenchOutcome) -> Result<(),
             ),
         )
     } else {
-        let t = table(&out.records, cfg.fixed_rps, &out.servers);
+        let mut t = table(&out.records, cfg.fixed_rps, &out.servers);
+        // Which clients drove the AF_XDP server (an AF_XDP core or kernel sockets).
+        if cfg.datapath == DatapathKind::Xdp {
+            t = format!("Datapath: {}.\n\n{t}", cfg.datapath_label());
+        }
         std::fs::write(&table_path, &t)
             .map_err(|e| format!("writing {}: {e}", table_path.display()))?;
         t

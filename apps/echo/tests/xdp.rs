@@ -73,7 +73,17 @@ fn bench_runs_over_af_xdp_and_verifies_every_reply() {
             "{m}: nothing verified: {r}"
         );
         assert_eq!(r["mismatched"], 0, "{m}: {r}");
+        assert_eq!(r["verified"], r["sent"], "{m}: every reply verified: {r}");
     }
+    // Driven by an AF_XDP client core on the host's end, one per mode, as said.
+    assert!(stderr.contains("(an AF_XDP client core, "), "{stderr}");
+    let ready = stderr.matches("[client] core 0 ready at ").count();
+    assert_eq!(ready, modes.len(), "{stderr}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.starts_with("Datapath: AF_XDP server on a veth, an AF_XDP client core."),
+        "{stdout}"
+    );
     // The namespace the command reported is gone again.
     let name = stderr
         .split("[bench] namespace ")
@@ -83,6 +93,51 @@ fn bench_runs_over_af_xdp_and_verifies_every_reply() {
     assert!(
         !netns_harness::namespace_exists(name).unwrap(),
         "{name} left behind"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bench_over_af_xdp_can_be_driven_by_kernel_socket_clients() {
+    let test = "bench_over_af_xdp_can_be_driven_by_kernel_socket_clients";
+    if !is_root() {
+        test_skip::skip_unless(test, "needs root", Some("CORNFLAKES_REQUIRE_XDP"));
+        return;
+    }
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("xdp-socket-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = Command::new(env!("CARGO_BIN_EXE_echo"))
+        .args(["bench", "--datapath", "xdp", "--client-datapath", "socket"])
+        .args(["--modes", "raw", "--threads", "2", "--rates", "300"])
+        .args([
+            "--duration",
+            "0.2",
+            "--warmup",
+            "0.05",
+            "--timeout-ms",
+            "3000",
+        ])
+        .arg("--out")
+        .arg(&dir)
+        .output()
+        .expect("run echo bench");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("(2 kernel-socket client thread(s), "),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("[client] core"), "{stderr}");
+    let recs = loadgen::read_json(&dir.join("echo.json")).unwrap();
+    assert!(
+        recs.iter().all(|r| r.verified > 0 && r.mismatched == 0),
+        "{recs:?}"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.starts_with("Datapath: AF_XDP server on a veth, kernel UDP socket clients."),
+        "{stdout}"
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
