@@ -198,9 +198,9 @@ fn run_sweeps(cfg: &BenchConfig, remote: Option<SocketAddrV4>) -> Result<BenchOu
 fn datapath_label(cfg: &BenchConfig, remote: Option<SocketAddrV4>) -> String {
     match (&cfg.client_datapath, remote) {
         (Some(t), Some(addr)) => format!(
-            "{} client cores on {} to the server at {addr} (this process the client)",
+            "{} client core(s) on {} to the server at {addr} (this process the client)",
             cfg.threads.max(1),
-            t.name()
+            t.label()
         ),
         _ => cfg.socket_label(remote),
     }
