@@ -14,9 +14,9 @@ use cornflakes::{ConnId, Datapath};
 use datapath_socket::SocketConfig;
 use loadgen::{sweep, Record, RunConfig, Schedule};
 
-use crate::bench::SweepPlan;
 use crate::client::{EchoClient, Verifier};
 use crate::mode::Mode;
+use crate::plan::SweepPlan;
 use crate::shape::ShapeSpec;
 
 /// How to build `echo` with a datapath's feature (the hint of a build without it).
