@@ -33,7 +33,7 @@ pub struct SweepPlan {
     pub threads: usize,
     /// IP MTU.
     pub mtu: usize,
-    /// See [`BenchConfig::stop_after_misses`].
+    /// See [`crate::config::BenchConfig::stop_after_misses`].
     pub stop_after_misses: usize,
     /// Client threads busy-poll instead of yielding when idle.
     pub busy_poll: bool,
