@@ -2,73 +2,17 @@
 //! socket datapath on 127.0.0.1, an offered-load sweep, then a table, JSON and a plot.
 
 use std::net::{Ipv4Addr, SocketAddrV4};
-use std::time::Duration;
 
 use datapath_socket::{SocketConfig, SocketDatapath};
 use datapath_tcp::TcpDatapath;
-use loadgen::{
-    run, sweep, ModePoints, Record, RunConfig, RunReport, Schedule, SweepConfig, DEFAULT_KEEP_UP,
-};
+use loadgen::{run, sweep, ModePoints, Record, RunConfig, RunReport, Schedule};
 
 use crate::client::{EchoClient, Verifier};
 pub use crate::config::{BenchConfig, BenchOutcome, DatapathKind, DEFAULT_MTU, DEFAULT_RATES};
-use crate::mode::Mode;
+pub use crate::plan::SweepPlan;
 pub use crate::report::table;
 use crate::report::write_outputs;
 use crate::server::ServerConfig;
-use crate::shape::ShapeSpec;
-
-/// How one client measures one mode against a running server.
-#[derive(Clone, Debug)]
-pub struct SweepPlan {
-    /// Mode (decides the request format and the label).
-    pub mode: Mode,
-    /// Message shape.
-    pub shape: ShapeSpec,
-    /// Server address.
-    pub server: SocketAddrV4,
-    /// Address the client sockets bind (port 0).
-    pub bind: Ipv4Addr,
-    /// Offered loads.
-    pub loads: Vec<f64>,
-    /// Measured time per point.
-    pub duration: Duration,
-    /// Warm-up per point.
-    pub warmup: Duration,
-    /// Loss timeout.
-    pub timeout: Duration,
-    /// Client threads.
-    pub threads: usize,
-    /// IP MTU.
-    pub mtu: usize,
-    /// See [`BenchConfig::stop_after_misses`].
-    pub stop_after_misses: usize,
-    /// Client threads busy-poll instead of yielding when idle.
-    pub busy_poll: bool,
-    /// The server's cores after the first (core 0 is `server`): requests are spread over
-    /// all of them round-robin. Empty: one core.
-    pub other_cores: Vec<SocketAddrV4>,
-    /// `Some(n)`: over kernel TCP, `n` connections per server core per client thread;
-    /// `None`: UDP sockets.
-    pub tcp_conns: Option<usize>,
-    /// Over kernel TCP: the clients' zero-copy sends.
-    pub tcp: app_server::TcpSpec,
-}
-
-impl SweepPlan {
-    /// The sweep of its loads, with progress lines: stops after
-    /// [`SweepPlan::stop_after_misses`] points in a row below 95 % of offered.
-    pub fn sweep_config(&self) -> SweepConfig {
-        SweepConfig {
-            mode: self.mode.name().to_owned(),
-            shape: self.shape.to_string(),
-            loads_rps: self.loads.clone(),
-            keep_up: DEFAULT_KEEP_UP,
-            stop_after_misses: self.stop_after_misses,
-            progress: true,
-        }
-    }
-}
 
 /// Runs one offered load of `plan` against its server (a fresh client socket per thread).
 pub fn run_point(
@@ -232,18 +176,31 @@ pub fn run_bench(cfg: &BenchConfig) -> Result<BenchOutcome, String> {
 
 /// The AF_XDP variant: a namespace with a veth pair, then per mode a server process in the
 /// namespace and a sweep from this side (modes one after another: one XDP program per
-/// interface).
+/// interface), driven by an AF_XDP client core on this side's end of the veth or, with
+/// [`BenchConfig::client_datapath`] `Socket`, by kernel-socket client threads there.
 #[cfg(feature = "xdp")]
 fn run_bench_xdp(cfg: &BenchConfig) -> Result<BenchOutcome, String> {
-    use crate::xdp::{create_netns, ServerProcess};
+    use crate::xdp::{create_netns, ServerProcess, CLIENT_PORT};
+    let bypass = cfg.client_datapath != Some(DatapathKind::Socket);
+    if bypass {
+        app_server::cli::one_veth_client_core(cfg.threads)?;
+    }
     let mut out = BenchOutcome::default();
     let loads = cfg.loads();
     let runnable = &cfg.modes;
     let ns = create_netns(cfg.mtu)?;
+    let clients = match bypass {
+        true => "an AF_XDP client core".to_owned(),
+        false => format!("{} kernel-socket client thread(s)", cfg.threads),
+    };
     eprintln!(
-        "[bench] namespace {} with {} (AF_XDP server, {}) <-> {} (clients, {}), MTU {}",
+        "[bench] namespace {} with {} (AF_XDP server, {}) <-> {} ({clients}, {}), MTU {}",
         ns.name, ns.server_if, ns.server_ip, ns.client_if, ns.client_ip, cfg.mtu
     );
+    // The client core on this side's end, at the interface's MTU (the veth's, `cfg.mtu`).
+    let mut spec = app_server::DatapathSpec::new(DatapathKind::Xdp);
+    spec.device = ns.client_if.clone();
+    let client_at = SocketAddrV4::new(ns.client_ip, CLIENT_PORT);
     for (i, &mode) in runnable.iter().enumerate() {
         let server = ServerProcess::spawn(
             &ns,
@@ -271,7 +228,10 @@ fn run_bench_xdp(cfg: &BenchConfig) -> Result<BenchOutcome, String> {
             tcp_conns: None,
             tcp: app_server::TcpSpec::default(),
         };
-        let records = sweep_mode(&plan);
+        let records = match bypass {
+            true => crate::bypass::sweep_mode(&plan, &spec, client_at),
+            false => sweep_mode(&plan),
+        };
         let stats = server.stop()?;
         out.records.extend(records?);
         out.servers.push((mode, stats));

@@ -24,8 +24,9 @@ pub use datapath_socket::JUMBO_MTU as DEFAULT_MTU;
 
 /// Which datapath the server uses: `Socket`, kernel UDP sockets on 127.0.0.1 (server and
 /// clients in this process; with [`BenchConfig::tcp_conns`], kernel TCP); `Xdp`, AF_XDP on a
-/// veth in a network namespace (server in a child process, clients on kernel sockets at the
-/// other end of the veth; feature `xdp`, root); `Emu`, the ConnectX driver on one core against
+/// veth in a network namespace (server in a child process, an AF_XDP client core or kernel
+/// socket clients at the other end of the veth, [`BenchConfig::client_datapath`]; feature
+/// `xdp`, root); `Emu`, the ConnectX driver on one core against
 /// the emulated ConnectX on a second core, which also plays the clients ([`crate::emu`]): the
 /// server core's throughput, not a network measurement (2 CPUs, N + 1 with `--cores N`).
 pub use app_server::DatapathKind;
@@ -95,14 +96,22 @@ pub struct BenchConfig {
     /// With `tcp_conns`: the server's and the clients' zero-copy sends (`--tcp-zc`,
     /// `--tcp-zc-threshold`).
     pub tcp: app_server::TcpSpec,
+    /// `xdp` only: what drives the server from the veth's other end, an AF_XDP client core
+    /// (`Some(Xdp)`, the default) or kernel UDP sockets (`Some(Socket)`; `--client-datapath`);
+    /// `None` on the other datapaths, whose clients run on the server's datapath.
+    pub client_datapath: Option<DatapathKind>,
 }
 
 impl BenchConfig {
     /// How the datapath is described in tables, plots and JSON.
     pub fn datapath_label(&self) -> &'static str {
-        match (self.datapath, self.tcp_conns) {
-            (DatapathKind::Socket, Some(_)) => datapath_label(DatapathKind::Tcp),
-            (d, _) => datapath_label(d),
+        match (self.datapath, self.tcp_conns, self.client_datapath) {
+            (DatapathKind::Socket, Some(_), _) => datapath_label(DatapathKind::Tcp),
+            (DatapathKind::Xdp, _, Some(DatapathKind::Socket)) => {
+                "AF_XDP server on a veth, kernel UDP socket clients"
+            }
+            (DatapathKind::Xdp, _, _) => "AF_XDP server on a veth, an AF_XDP client core",
+            (d, _, _) => datapath_label(d),
         }
     }
 }
@@ -132,6 +141,7 @@ impl Default for BenchConfig {
             cores: 1,
             tcp_conns: None,
             tcp: app_server::TcpSpec::default(),
+            client_datapath: None,
         }
     }
 }

@@ -32,6 +32,7 @@ pub mod emu;
 pub mod libs;
 pub mod manual;
 pub mod mode;
+pub mod plan;
 pub mod report;
 pub mod server;
 pub mod shape;

@@ -20,6 +20,7 @@ usage:
   echo bench  [--modes M,M,..] [--shape S] [--rates R,R,..] [--fixed-rps R] [--duration SECS]
               [--warmup SECS] [--timeout-ms MS] [--threads N] [--threshold N] [--mtu N]
               [--out DIR] [--json PATH] [--all-points] [--spin] [--datapath emu|socket|tcp|xdp] [--conns N]
+              [--client-datapath xdp|socket]
               [--tcp-zc msg-zerocopy|io-uring|off] [--tcp-zc-threshold BYTES]
               [--sample-every N] [--check-every N] [--desc-ns NS] [--rx-ring N] [--demote-lines N] [--slowed-retries N] [--trials K] [--resolution F] [--repeat N] [--cores N]
       Every mode (or --modes), one offered-load sweep each; prints the comparison table and
@@ -69,7 +70,9 @@ usage:
       choose which sends of server and clients are zero-copy: those with a zero-copy field at
       least BYTES long, so the default list-2x2048 shape never is (docs/tcp.md). --datapath xdp (feature `xdp`, root): the
       server runs over AF_XDP in a network namespace the command creates and deletes, one
-      mode after another; the clients use kernel sockets on the veth's peer.
+      mode after another; one AF_XDP client core on the veth's other end drives it (one
+      --threads: a veth steers by the sending CPU), or with --client-datapath socket --threads
+      N kernel-socket client threads there. The first line and the tables say which.
   echo server --mode M [--bind IP:PORT] [--threshold N] [--mtu N] [--seconds SECS] [--spin]
               [--cores N] [--until-stdin-closes] [--datapath socket|tcp|xdp --ifname IF [--peer IP=MAC]]
               [--datapath mlx5 --mlx5-dev DEV] [--datapath ice --dpdk-args ARGS]
@@ -92,14 +95,17 @@ usage:
               [--tcp-zc msg-zerocopy|io-uring|off] [--tcp-zc-threshold BYTES]]
               [--datapath xdp --ifname IF [--peer IP=MAC] | mlx5 --mlx5-dev DEV | ice --dpdk-args ARGS
                --bind IP:PORT]
-      Sweeps the offered loads against a running `echo server` of the same mode. --cores N:
+      Sweeps the offered loads against a running `echo server` of the same mode, every reply
+      verified; prints the bench's table and writes its JSON, and fails when a reply did not
+      verify. --cores N:
       the server runs N cores on PORT..PORT+N-1; requests are spread round-robin over them.
       --datapath tcp: over kernel TCP, --conns N connections (default 1) per server core and
       client thread, against `echo server --datapath tcp` or the same handler over
       Demikernel's TCP (`demi-server echo`, built with nightly in demikernel/; docs/tcp.md).
       --datapath xdp | mlx5 | ice (features `xdp`, `mlx5`, `ice`): --threads N client cores on
       that NIC, core i at --bind's port + i on its own queue, opened once for the sweep; each
-      waits for the server's ARP answer (or takes --peer IP=MAC) before the first point.
+      waits for the server's ARP answer (or takes --peer IP=MAC) before the first point; the
+      table's first line names them.
 
 modes:  raw zero-copy one-copy two-copy cornflakes cornflakes-sg cornflakes-copy
         cornflakes-no-ssend protobuf capnp flatbuffers
@@ -150,6 +156,7 @@ fn bench_config(a: &mut Args) -> Result<BenchConfig, String> {
         DatapathKind::Tcp => (cfg.tcp_conns, cfg.tcp) = (conns, spec.tcp),
         kind => cfg.datapath = kind,
     }
+    cfg.client_datapath = app_server::cli::bench_clients(a, cfg.datapath)?;
     if cfg.datapath == DatapathKind::Emu {
         cfg.rates = echo::emu::EMU_RATES.to_vec();
         cfg.fixed_rps = echo::emu::EMU_RATES[0];
@@ -235,14 +242,30 @@ fn server_cmd(mut a: Args) -> Result<(), String> {
 fn client_cmd(mut a: Args) -> Result<(), String> {
     let (plan, json, bypass) = client_plan(&mut a)?;
     a.finish()?;
-    let records = match bypass {
-        Some((t, bind)) => echo::bypass::sweep_mode(&plan, &t, bind)?,
+    let records = match &bypass {
+        Some((t, bind)) => echo::bypass::sweep_mode(&plan, t, *bind)?,
         None => bench::sweep_mode(&plan)?,
     };
     loadgen::save_json(&json, &records)?;
     let fixed = plan.loads.first().copied().unwrap_or(0.0);
+    // Which kernel-bypass client cores drove the run (kernel sockets: as always, unsaid).
+    if let Some((t, _)) = &bypass {
+        let n = plan.threads.max(1);
+        println!(
+            "Datapath: {n} client core(s) on {} to the server at {}.\n",
+            t.label(),
+            plan.server
+        );
+    }
     print!("{}", bench::table(&records, fixed, &[]));
     eprintln!("[client] wrote {}", json.display());
+    // As in the bench: a wrong reply fails the client (after its table and JSON are written).
+    let bad: u64 = records.iter().map(|r| r.mismatched + r.malformed).sum();
+    if bad > 0 {
+        return Err(format!(
+            "{bad} replies did not verify (mismatched or malformed; see the table's columns)"
+        ));
+    }
     Ok(())
 }
 

@@ -70,7 +70,11 @@ pub(crate) fn write_outputs(cfg: &BenchConfig, out: &BenchOutcome) -> Result<(),
             .map_err(|e| format!("writing {}: {e}", table_path.display()))?;
         texts.printed
     } else {
-        let t = table(&out.records, cfg.fixed_rps, &out.servers);
+        let mut t = table(&out.records, cfg.fixed_rps, &out.servers);
+        // Which clients drove the AF_XDP server (an AF_XDP core or kernel sockets).
+        if cfg.datapath == DatapathKind::Xdp {
+            t = format!("Datapath: {}.\n\n{t}", cfg.datapath_label());
+        }
         std::fs::write(&table_path, &t)
             .map_err(|e| format!("writing {}: {e}", table_path.display()))?;
         t

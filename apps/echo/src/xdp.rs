@@ -1,6 +1,7 @@
 //! Running the echo server over AF_XDP (feature `xdp`, needs root): a network namespace with
 //! one end of a veth pair, where the server's XDP datapath runs, and the other end in this
-//! namespace, where the benchmark's clients use kernel UDP sockets.
+//! namespace, where the benchmark's client core runs over AF_XDP too (or its clients use
+//! kernel UDP sockets, `--client-datapath socket`).
 //!
 //! A thread cannot enter a namespace without `setns(2)`, and this crate has no `unsafe`, so
 //! the server runs as a child process under `ip netns exec` (`echo server --datapath xdp`).
@@ -18,6 +19,9 @@ use crate::server::{ServerConfig, ServerStats};
 /// Names of the benchmark's namespace and interfaces (`cfecho-…`, `cfe…s` / `cfe…c`); its
 /// subnet is leased from `netns_harness::subnet`, unique among all suites running.
 pub const SUITE: Suite = Suite::new("cfecho", "cfe", "CORNFLAKES_REQUIRE_XDP");
+
+/// The port of the benchmark's AF_XDP client core on this side's end of the veth.
+pub const CLIENT_PORT: u16 = 9000;
 
 /// Creates the benchmark's namespace and veth pair with `mtu` on both ends.
 pub fn create_netns(mtu: usize) -> Result<HostVeth, String> {

@@ -42,8 +42,9 @@ fn strings(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| s.to_string()).collect()
 }
 
-/// `echo client` in namespace `ns`; its JSON: every request sent was answered and verified.
-fn client_verifies_all(ns: &str, args: &[String], json: &Path, what: &str) {
+/// `echo client` in namespace `ns`; its JSON: every request sent was answered and verified,
+/// and its table's first line names its client core on `device` (`AF_XDP on IF`, `DPDK ARGS`).
+fn client_verifies_all(ns: &str, args: &[String], json: &Path, what: &str, device: &str) {
     let out: Output = Command::new("ip")
         .args(["netns", "exec", ns, ECHO, "client"])
         .args(args)
@@ -70,6 +71,10 @@ fn client_verifies_all(ns: &str, args: &[String], json: &Path, what: &str) {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{what}: {err}");
     assert!(err.contains("[client] core 0 ready at"), "{what}: {err}");
+    let table = String::from_utf8_lossy(&out.stdout);
+    let first = format!("Datapath: 1 client core(s) on {device} to the server at ");
+    assert!(table.starts_with(&first), "{what}: {table}");
+    assert!(table.contains(&format!("| {what} |")), "{what}: {table}");
     let records = loadgen::read_json(json).expect("client JSON");
     assert_eq!(records.len(), 2, "{what}: one record per load");
     for r in &records {
@@ -98,7 +103,8 @@ fn echo_client_over_af_xdp_against_an_af_xdp_server() {
         let mut cargs = strings(&["--mode", mode, "--server", &server_addr]);
         cargs.extend(strings(&["--datapath", "xdp", "--ifname", &v.if_b]));
         cargs.extend(strings(&["--bind", &format!("{}:9000", v.ip_b)]));
-        client_verifies_all(&v.ns_b, &cargs, &json, mode);
+        let device = format!("AF_XDP on {}", v.if_b);
+        client_verifies_all(&v.ns_b, &cargs, &json, mode, &device);
         s.stop().expect("the server stops cleanly");
     }
     let _ = std::fs::remove_file(&json);
@@ -120,12 +126,13 @@ fn echo_client_over_dpdk_af_packet_against_a_socket_server() {
         let s = server(&v.ns_b, &sargs, &server_addr);
         let mut cargs = strings(&["--mode", mode, "--server", &server_addr]);
         cargs.extend(strings(&["--datapath", "ice", "--dpdk-args"]));
-        cargs.push(format!(
+        let eal = format!(
             "--no-huge --no-pci -m 256 --vdev net_af_packet0,iface={}",
             v.if_a
-        ));
+        );
+        cargs.push(eal.clone());
         cargs.extend(strings(&["--bind", &format!("{}:9000", v.ip_a)]));
-        client_verifies_all(&v.ns_a, &cargs, &json, mode);
+        client_verifies_all(&v.ns_a, &cargs, &json, mode, &format!("DPDK {eal}"));
         s.stop().expect("the server stops cleanly");
     }
     let _ = std::fs::remove_file(&json);

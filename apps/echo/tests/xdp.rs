@@ -4,8 +4,8 @@
 //! the datapath-xdp tests do).
 #![cfg(feature = "xdp")]
 
-use std::path::PathBuf;
-use std::process::Command;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
 
 fn is_root() -> bool {
     std::fs::read_to_string("/proc/self/status")
@@ -16,6 +16,19 @@ fn is_root() -> bool {
                 .and_then(|l| l.split_whitespace().nth(2).map(|euid| euid == "0"))
         })
         .unwrap_or(false)
+}
+
+/// `echo bench --datapath xdp ARGS` at 300 req/s, 0.2 s per point, writing to `dir`.
+fn bench(args: &[&str], dir: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_echo"))
+        .args(["bench", "--datapath", "xdp"])
+        .args(args)
+        .args(["--rates", "300", "--duration", "0.2", "--warmup", "0.05"])
+        .args(["--timeout-ms", "3000"])
+        .arg("--out")
+        .arg(dir)
+        .output()
+        .expect("run echo bench")
 }
 
 #[test]
@@ -38,22 +51,7 @@ fn bench_runs_over_af_xdp_and_verifies_every_reply() {
         "cornflakes",
         "cornflakes-no-ssend",
     ];
-    let out = Command::new(env!("CARGO_BIN_EXE_echo"))
-        .args(["bench", "--datapath", "xdp", "--modes", &modes.join(",")])
-        .args([
-            "--rates",
-            "300",
-            "--duration",
-            "0.2",
-            "--warmup",
-            "0.05",
-            "--timeout-ms",
-            "3000",
-        ])
-        .arg("--out")
-        .arg(&dir)
-        .output()
-        .expect("run echo bench");
+    let out = bench(&["--modes", &modes.join(",")], &dir);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         out.status.success(),
@@ -73,7 +71,17 @@ fn bench_runs_over_af_xdp_and_verifies_every_reply() {
             "{m}: nothing verified: {r}"
         );
         assert_eq!(r["mismatched"], 0, "{m}: {r}");
+        assert_eq!(r["verified"], r["sent"], "{m}: every reply verified: {r}");
     }
+    // Driven by an AF_XDP client core on the host's end, one per mode, as said.
+    assert!(stderr.contains("(an AF_XDP client core, "), "{stderr}");
+    let ready = stderr.matches("[client] core 0 ready at ").count();
+    assert_eq!(ready, modes.len(), "{stderr}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.starts_with("Datapath: AF_XDP server on a veth, an AF_XDP client core."),
+        "{stdout}"
+    );
     // The namespace the command reported is gone again.
     let name = stderr
         .split("[bench] namespace ")
@@ -83,6 +91,45 @@ fn bench_runs_over_af_xdp_and_verifies_every_reply() {
     assert!(
         !netns_harness::namespace_exists(name).unwrap(),
         "{name} left behind"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bench_over_af_xdp_can_be_driven_by_kernel_socket_clients() {
+    let test = "bench_over_af_xdp_can_be_driven_by_kernel_socket_clients";
+    if !is_root() {
+        test_skip::skip_unless(test, "needs root", Some("CORNFLAKES_REQUIRE_XDP"));
+        return;
+    }
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("xdp-socket-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let args = [
+        "--client-datapath",
+        "socket",
+        "--modes",
+        "raw",
+        "--threads",
+        "2",
+    ];
+    let out = bench(&args, &dir);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("(2 kernel-socket client thread(s), "),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("[client] core"), "{stderr}");
+    let recs = loadgen::read_json(&dir.join("echo.json")).unwrap();
+    assert!(
+        recs.iter().all(|r| r.verified > 0 && r.mismatched == 0),
+        "{recs:?}"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.starts_with("Datapath: AF_XDP server on a veth, kernel UDP socket clients."),
+        "{stdout}"
     );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -73,6 +73,9 @@ fn run_sweeps(cfg: &BenchConfig, remote: Option<SocketAddrV4>) -> Result<BenchOu
         if remote.is_some() {
             return Err("kv client runs on the socket datapath".to_owned());
         }
+        if cfg.client_datapath.is_some() {
+            app_server::cli::one_veth_client_core(cfg.threads)?;
+        }
         let out = run_xdp(cfg, &loads, prepare(cfg)?)?;
         write_outputs(cfg, &out)?;
         return Ok(out);
@@ -195,9 +198,9 @@ fn run_sweeps(cfg: &BenchConfig, remote: Option<SocketAddrV4>) -> Result<BenchOu
 fn datapath_label(cfg: &BenchConfig, remote: Option<SocketAddrV4>) -> String {
     match (&cfg.client_datapath, remote) {
         (Some(t), Some(addr)) => format!(
-            "{} client cores on {} to the server at {addr} (this process the client)",
+            "{} client core(s) on {} to the server at {addr} (this process the client)",
             cfg.threads.max(1),
-            t.name()
+            t.label()
         ),
         _ => cfg.socket_label(remote),
     }

@@ -1,26 +1,20 @@
-//! `kv client --datapath xdp | mlx5 | ice`: the load generator's client cores on a
-//! kernel-bypass datapath. Each of `--threads N` client cores opens its own queue once
-//! (`app_server::spawn_on_cores`: core *i* at the `--bind` address, port plus *i*), connects to
-//! every server core, waits for ARP, and then runs its part of every load point as a member of
-//! a [`loadgen::Crew`], with a fresh [`KvClient`] (a new identity, so a late reply of the last
-//! point is never taken for this one's) over the same datapath.
+//! `kv client --datapath xdp | mlx5 | ice` and `kv bench --datapath xdp`'s AF_XDP clients: the
+//! load generator's client cores on a kernel-bypass datapath ([`bench_client::BypassClients`]:
+//! core *i* at the bind address, port plus *i*, connected to every server core), each running
+//! its part of every load point with a fresh [`KvClient`] (a new identity, so a late reply of
+//! the last point is never taken for this one's) over the same datapath.
 
+use std::io;
 use std::net::SocketAddrV4;
 use std::sync::Arc;
-use std::time::Duration;
 
-use app_server::{CargoRun, DatapathSpec, Launch, OnCore, OnCores};
-use bench_client::Members;
-use cornflakes::Datapath;
-use loadgen::Crew;
-use percore::QueueInfo;
+use app_server::{CargoRun, DatapathSpec, Launch};
+use bench_client::{BypassClients, CoreClient};
+use cornflakes::{ConnId, Datapath};
 
 use crate::client::{KvClient, RunRequests};
 use crate::config::BenchConfig;
 use crate::serialization::Serialization;
-
-/// How long a client core waits for the server's ARP answer before it gives up.
-pub const RESOLVE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How to build `kv` with a datapath's feature (the hint of a build without it).
 const CARGO_RUN: CargoRun = CargoRun {
@@ -29,55 +23,23 @@ const CARGO_RUN: CargoRun = CargoRun {
     args: "client ...",
 };
 
-/// Client cores running on a kernel-bypass datapath, and the crew that hands them load points.
-pub struct BypassClients {
-    /// Runs a point on every client core.
-    pub crew: Crew,
-    cores: OnCores<()>,
-}
-
-impl BypassClients {
-    /// Ends the client cores (after their current point) and closes their datapaths.
-    pub fn stop(self) -> Result<(), String> {
-        drop(self.crew);
-        self.cores.join().map(drop)
-    }
-
-    /// What each client core reported when ready: its address and queue.
-    pub fn ready(&self) -> &[QueueInfo] {
-        self.cores.ready()
-    }
-}
-
-/// One client core's work: connect, resolve, then each point of the sweep.
+/// A client core's [`KvClient`] for each load point, its keys steered over `servers` cores.
 struct KvCore {
-    servers: Vec<SocketAddrV4>,
+    servers: usize,
     ser: Serialization,
     reqs: Arc<RunRequests>,
-    members: Members,
 }
 
-impl OnCore for KvCore {
-    type Out = ();
+impl CoreClient for KvCore {
+    type Transport<D: Datapath> = KvClient<D>;
 
-    fn run<D: Datapath>(
-        &self,
-        dp: D,
-        core: &percore::Core,
-        ready: percore::Ready<QueueInfo>,
-        info: QueueInfo,
-    ) -> Result<(), String> {
-        let i = core.index();
-        let (n, ser) = (self.servers.len(), self.ser);
-        bench_client::client_core(
-            dp,
-            &self.servers,
-            self.members.take(i)?,
-            RESOLVE_TIMEOUT,
-            || ready.ready(info),
-            |d, conns| KvClient::with_conns(d, conns.to_vec(), n, i, ser, self.reqs.clone()),
-            KvClient::into_datapath,
-        )
+    fn client<D: Datapath>(&self, dp: D, conns: &[ConnId], core: usize) -> io::Result<KvClient<D>> {
+        let (n, ser) = (self.servers, self.ser);
+        KvClient::with_conns(dp, conns.to_vec(), n, core, ser, self.reqs.clone())
+    }
+
+    fn datapath<D: Datapath>(c: KvClient<D>) -> D {
+        c.into_datapath()
     }
 }
 
@@ -92,21 +54,14 @@ pub fn spawn(
     ser: Serialization,
     reqs: &Arc<RunRequests>,
 ) -> Result<BypassClients, String> {
-    let threads = cfg.threads.max(1);
-    let (crew, members) = Crew::new(threads);
     let mut l = Launch::new(spec.clone(), cfg.socket(bind), ser.name(), CARGO_RUN);
-    l.cores = threads;
+    l.cores = cfg.threads.max(1);
     l.name = format!("kv-client-{ser}");
     l.min_item = cfg.max_item;
     let body = KvCore {
-        servers: servers.to_vec(),
+        servers: servers.len(),
         ser,
         reqs: reqs.clone(),
-        members: Members::new(members),
     };
-    let cores = app_server::spawn_on_cores(&l, body)?;
-    for (i, (addr, what)) in cores.ready().iter().enumerate() {
-        eprintln!("[client] core {i} ready at {addr} ({what})");
-    }
-    Ok(BypassClients { crew, cores })
+    BypassClients::spawn(&l, servers, body)
 }

@@ -17,8 +17,13 @@ use crate::serialization::Serialization;
 use crate::server::{memory_config, ServerStats, DEFAULT_MAX_ITEM};
 use crate::store::DEFAULT_MEMORY_LIMIT;
 
-/// How the AF_XDP runs are labelled in tables and JSON.
-pub const XDP_LABEL: &str = "AF_XDP in copy mode on a veth pair (datapath-xdp): each server a process in its own network namespace, the clients on kernel UDP sockets at the other end";
+/// How the AF_XDP runs are labelled in tables and JSON (driven by an AF_XDP client core, the
+/// default).
+pub const XDP_LABEL: &str = "AF_XDP in copy mode on a veth pair (datapath-xdp): each server a process in its own network namespace, driven by one AF_XDP client core at the other end";
+
+/// How the AF_XDP runs driven by kernel-socket clients (`--client-datapath socket`) are
+/// labelled in tables and JSON.
+pub const XDP_SOCKET_CLIENTS_LABEL: &str = "AF_XDP in copy mode on a veth pair (datapath-xdp): each server a process in its own network namespace, the clients on kernel UDP sockets at the other end";
 
 /// Default offered loads (requests per second), lowest first.
 pub const DEFAULT_RATES: [f64; 8] = [
@@ -45,8 +50,9 @@ pub use datapath_socket::JUMBO_MTU as DEFAULT_MTU;
 /// server and client threads in this process (with [`BenchConfig::tcp_conns`], kernel TCP);
 /// `Emu`, the ConnectX driver (datapath-mlx5) against the emulated ConnectX on its own core,
 /// which plays the wire and the open-loop clients (crates/emu-bench); `Xdp`, AF_XDP on a veth
-/// pair (feature `xdp`, root): each server a process in a network namespace, the clients on
-/// kernel sockets at the other end (module `xdp`, feature `xdp`).
+/// pair (feature `xdp`, root): each server a process in a network namespace, driven by an
+/// AF_XDP client core or kernel-socket clients at the other end
+/// ([`BenchConfig::client_datapath`]; module `xdp`, feature `xdp`).
 pub use app_server::DatapathKind;
 
 /// How tables and JSON name a datapath of the bench.
@@ -115,8 +121,10 @@ pub struct BenchConfig {
     /// With `tcp_conns`: the server's and the clients' zero-copy sends (`--tcp-zc`,
     /// `--tcp-zc-threshold`).
     pub tcp: app_server::TcpSpec,
-    /// `kv client` only: the kernel-bypass datapath its client cores run on (`--datapath xdp |
-    /// mlx5 | ice`, one core per `--threads`); `None`: kernel UDP sockets or TCP.
+    /// The kernel-bypass datapath the client cores run on, one core per `--threads`: `kv
+    /// client --datapath xdp | mlx5 | ice`, and `kv bench --datapath xdp`'s AF_XDP client core
+    /// (its interface the veth's end; `--client-datapath socket` makes it `None`). `None`:
+    /// kernel UDP sockets or TCP.
     pub client_datapath: Option<app_server::DatapathSpec>,
     /// With `client_datapath`: client core 0's address (`--bind IP:PORT`; core *i* at the port
     /// plus *i*).

@@ -31,6 +31,7 @@ usage:
             [--rates R,R,..] [--duration SECS] [--warmup SECS] [--timeout-ms MS] [--threads N]
             [--threshold N] [--mtu N] [--max-item BYTES] [--memory-limit BYTES]
             [--requests N] [--seed N] [--out DIR] [--json PATH] [--spin] [--datapath emu|socket|xdp]
+            [--client-datapath xdp|socket]
             [--datapath tcp [--conns N] [--tcp-zc msg-zerocopy|io-uring|off] [--tcp-zc-threshold BYTES]]
             [--sample-every N] [--check-every N] [--desc-ns NS] [--demote-lines N] [--slowed-retries N] [--trials K] [--resolution F] [--repeat N] [--peers redis,memcached] [--cores N]
       One server per serialization (each loads the workload's contents), offered loads
@@ -71,8 +72,10 @@ usage:
       --datapath tcp: the same over kernel TCP, --conns N connections per client thread and
       server core; --tcp-zc/--tcp-zc-threshold as for kv server.
       --datapath xdp (feature `xdp`, root): each server a process over
-      AF_XDP in a network namespace on a veth pair, the clients on kernel sockets at the other
-      end; serializations run one after another. --peers (with --datapath socket): then
+      AF_XDP in a network namespace on a veth pair, driven by one AF_XDP client core at the
+      other end (one --threads: a veth steers by the sending CPU), or with --client-datapath
+      socket by --threads N kernel-socket client threads there; the first line and the tables
+      say which. Serializations run one after another. --peers (with --datapath socket): then
       redis-server and memcached (crates/kv-peers: different systems, their own servers over
       kernel TCP) with the same workload, requests and loads; DIR/peers.json, DIR/peers.md,
       and a side-by-side table appended to DIR/tables.md.
@@ -210,6 +213,10 @@ fn bench_config(a: &mut Args) -> Result<(BenchConfig, Peers), String> {
         DatapathKind::Tcp => (cfg.tcp_conns, cfg.tcp) = (conns, spec.tcp),
         kind => cfg.datapath = kind,
     }
+    // The AF_XDP bench's client core: its interface is the veth the bench creates.
+    cfg.client_datapath = app_server::cli::bench_clients(a, cfg.datapath)?
+        .filter(|&k| k == DatapathKind::Xdp)
+        .map(DatapathSpec::new);
     if cfg.datapath == DatapathKind::Emu {
         cfg.rates = bench::EMU_RATES.to_vec();
     }

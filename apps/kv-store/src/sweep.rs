@@ -11,7 +11,7 @@ use datapath_socket::SocketDatapath;
 use datapath_tcp::TcpDatapath;
 use loadgen::{run, ModePoints, Record, RunConfig, RunReport, Schedule, SharedChecker};
 
-use crate::bypass::BypassClients;
+use bench_client::BypassClients;
 
 use crate::client::{Checker, KvClient, RunRequests};
 use crate::config::BenchConfig;
@@ -53,7 +53,6 @@ fn run_point(
         let checker = lane.checker.clone();
         let checker: SharedChecker = Arc::new(move |id: u64, p: &[u8]| checker.check(id, p));
         return clients
-            .crew
             .run(schedule, &run_cfg, checker)
             .map_err(|e| format!("{} at {rate} req/s: {e}", lane.ser));
     }
@@ -116,31 +115,24 @@ pub(crate) fn run_lane_point(
     r
 }
 
-/// Sweeps `loads` for one serialization against a server at `server` (already loaded) from
-/// clients bound to `bind`: the AF_XDP bench's per-server sweep. Its points keep their speed
+/// Sweeps `loads` for one serialization on `lane`, whose server (not the lane's to stop) is
+/// already loaded, from its client cores (stopped at the end) or else kernel-socket clients
+/// bound to its `bind`: the AF_XDP bench's per-server sweep. Its points keep their speed
 /// canaries: the caller re-judges the whole run's together
 /// ([`loadgen::canary::rebase_records`]).
 #[cfg_attr(not(feature = "xdp"), allow(dead_code))]
 pub(crate) fn sweep_one(
     cfg: &BenchConfig,
-    server: SocketAddrV4,
-    bind: Ipv4Addr,
-    checker: Arc<Checker>,
+    mut lane: Lane,
     reqs: &Arc<RunRequests>,
     name: &str,
     loads: &[f64],
 ) -> Result<Vec<(Record, Option<Speed>)>, String> {
-    let mut lane = Lane {
-        ser: checker.ser,
-        addrs: vec![server],
-        bind,
-        server: None,
-        clients: None,
-        checker,
-        sweep: ModePoints::default(),
-    };
-    for (li, &load) in loads.iter().enumerate() {
-        run_lane_point(cfg, &mut lane, reqs, name, li, loads.len(), load)?;
-    }
+    let run = loads.iter().enumerate().try_for_each(|(li, &load)| {
+        run_lane_point(cfg, &mut lane, reqs, name, li, loads.len(), load)
+    });
+    let stopped = lane.clients.take().map_or(Ok(()), BypassClients::stop);
+    run?;
+    stopped?;
     Ok(lane.sweep.points)
 }

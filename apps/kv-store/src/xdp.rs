@@ -2,26 +2,33 @@
 //! `kv bench --datapath xdp`.
 //!
 //! As `echo bench --datapath xdp`: the server's XDP datapath runs on one end of a veth pair in
-//! a network namespace, the benchmark's clients use kernel UDP sockets on the other end, here.
-//! This crate has no `unsafe`, so it cannot move a thread into the namespace; each server is a
-//! child process (`kv server --datapath xdp`) under `ip netns exec`. The namespace, the pair
-//! and the child are netns-harness's ([`HostVeth`], [`ChildServer`]), shared with echo.
+//! a network namespace, and one AF_XDP client core drives it from the other end, here (or, with
+//! `--client-datapath socket`, client threads on kernel UDP sockets). This crate has no
+//! `unsafe`, so it cannot move a thread into the namespace; each server is a child process
+//! (`kv server --datapath xdp`) under `ip netns exec`. The namespace, the pair and the child
+//! are netns-harness's ([`HostVeth`], [`ChildServer`]), shared with echo.
 //!
 //! One XDP program holds an interface, so the serializations run one after another (each
 //! server loads the workload, then takes its whole sweep), not interleaved as on sockets.
 
+use std::net::SocketAddrV4;
 use std::sync::Arc;
 use std::time::Duration;
 
 use kv_workloads::WorkloadConfig;
+use loadgen::ModePoints;
 use netns_harness::{ChildServer, HostVeth, Suite};
 
 use crate::client::Checker;
-use crate::config::{BenchConfig, BenchOutcome, Prepared, XDP_LABEL};
+use crate::config::{BenchConfig, BenchOutcome, Prepared, XDP_LABEL, XDP_SOCKET_CLIENTS_LABEL};
 use crate::server::ServerStats;
+use crate::sweep::{sweep_one, Lane};
 
 /// The line a server prints once its datapath is up (`app_server::launch`).
 pub const READY: &str = "[server] ready";
+
+/// The port of the benchmark's AF_XDP client core on this side's end of the veth.
+pub const CLIENT_PORT: u16 = 9000;
 
 /// Names of the benchmark's namespace and interfaces (`cfkv-…`, `ckv…s` / `ckv…c`); its subnet
 /// is leased from `netns_harness::subnet`, unique among all suites running.
@@ -135,7 +142,8 @@ pub fn workload_args(w: &WorkloadConfig) -> Result<Vec<String>, String> {
 }
 
 /// `kv bench --datapath xdp`: one namespace, then per serialization a loaded server process
-/// and its sweep from here.
+/// and its sweep from here, by an AF_XDP client core on this side's end of the veth
+/// ([`BenchConfig::client_datapath`]) or kernel-socket client threads.
 pub(crate) fn run_xdp(
     cfg: &BenchConfig,
     loads: &[f64],
@@ -144,15 +152,27 @@ pub(crate) fn run_xdp(
     let mtu = u32::try_from(cfg.mtu).map_err(|_| format!("MTU {} is too large", cfg.mtu))?;
     let ns = HostVeth::create(&SUITE, mtu)
         .map_err(|e| format!("creating the namespace and veth: {e}"))?;
+    // The client core on this side's end, at the interface's MTU (the veth's, `cfg.mtu`).
+    let spec = cfg.client_datapath.clone().map(|mut spec| {
+        spec.device = ns.client_if.clone();
+        spec
+    });
+    let (clients, label) = match &spec {
+        Some(_) => ("an AF_XDP client core".to_owned(), XDP_LABEL),
+        None => (
+            format!("{} kernel-socket client thread(s)", cfg.threads),
+            XDP_SOCKET_CLIENTS_LABEL,
+        ),
+    };
     eprintln!(
-        "[bench] namespace {} with {} (AF_XDP server, {}) <-> {} (clients, {}), MTU {}",
+        "[bench] namespace {} with {} (AF_XDP server, {}) <-> {} ({clients}, {}), MTU {}",
         ns.name, ns.server_if, ns.server_ip, ns.client_if, ns.client_ip, cfg.mtu
     );
     let mut out = BenchOutcome {
         workload: prep.workload.name(),
         stats: Some(prep.stats.clone()),
         requests_per_unit: prep.per_unit,
-        datapath: XDP_LABEL.to_owned(),
+        datapath: label.to_owned(),
         ..BenchOutcome::default()
     };
     if let Ok(item) = app_server::datapath_xdp::xsk::umem_memory(1).map(|m| m.max_item_size()) {
@@ -177,15 +197,23 @@ pub(crate) fn run_xdp(
             ser,
             cores: 1,
         });
-        let records = crate::sweep::sweep_one(
-            cfg,
-            server.addr,
-            ns.client_ip,
-            checker,
-            &prep.reqs,
-            &out.workload,
-            loads,
-        );
+        let client_at = SocketAddrV4::new(ns.client_ip, CLIENT_PORT);
+        let records = spec
+            .as_ref()
+            .map(|spec| crate::bypass::spawn(cfg, spec, client_at, &[server.addr], ser, &prep.reqs))
+            .transpose()
+            .and_then(|clients| {
+                let lane = Lane {
+                    ser,
+                    addrs: vec![server.addr],
+                    bind: ns.client_ip,
+                    server: None,
+                    clients,
+                    checker,
+                    sweep: ModePoints::default(),
+                };
+                sweep_one(cfg, lane, &prep.reqs, &out.workload, loads)
+            });
         let stats = parse_stats(&server.stop()?);
         eprintln!("[bench] {ser} server: {stats}");
         points.extend(records?);

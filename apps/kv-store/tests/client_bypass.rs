@@ -75,6 +75,22 @@ fn all_verified(out: &Path, what: &str) {
     }
 }
 
+/// A `kv client` run against a server that answers right (`honest`: it succeeded, its core
+/// was ready and every reply verified) or wrong (it failed, counting mismatches).
+fn judged(out: &Output, dir: &Path, ser: &str, honest: bool) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    if honest {
+        assert!(out.status.success(), "{ser}: {err}");
+        assert!(err.contains("[client] core 0 ready at"), "{err}");
+        all_verified(dir, ser);
+    } else {
+        assert!(!out.status.success(), "a lying server passed: {err}");
+        assert!(err.contains("replies did not verify"), "{err}");
+        let records = loadgen::read_json(&dir.join("kv.json")).unwrap();
+        assert!(records.iter().any(|r| r.mismatched > 0), "{records:?}");
+    }
+}
+
 fn workload(shape: &str) -> Vec<String> {
     strings(&["--workload", "ycsb", "--keys", "100", "--shape", shape])
 }
@@ -108,17 +124,7 @@ fn kv_client_over_af_xdp_against_an_af_xdp_server() {
         cargs.extend(workload("1x1024"));
         let out = client(&v.ns_b, &cargs, &tmp);
         s.stop().expect("the server stops cleanly");
-        let err = String::from_utf8_lossy(&out.stderr);
-        if shape == "1x1024" {
-            assert!(out.status.success(), "{ser}: {err}");
-            assert!(err.contains("[client] core 0 ready at"), "{err}");
-            all_verified(&tmp, ser);
-        } else {
-            assert!(!out.status.success(), "a lying server passed: {err}");
-            assert!(err.contains("replies did not verify"), "{err}");
-            let records = loadgen::read_json(&tmp.join("kv.json")).unwrap();
-            assert!(records.iter().any(|r| r.mismatched > 0), "{records:?}");
-        }
+        judged(&out, &tmp, ser, shape == "1x1024");
     }
     let _ = std::fs::remove_dir_all(&tmp);
 }
@@ -135,10 +141,15 @@ fn kv_client_over_dpdk_af_packet_against_a_socket_server() {
     let tmp = std::env::temp_dir().join(format!("kv-client-ice-{}", std::process::id()));
     // The server on kernel UDP in namespace B (whose veth end has its address).
     let server_addr = SocketAddrV4::new(v.ip_b, PORT).to_string();
-    for ser in ["cornflakes", "resp"] {
+    for (ser, shape) in [
+        ("cornflakes", "1x1024"),
+        ("resp", "1x1024"),
+        ("cornflakes", "2x512"),
+    ] {
         let mut sargs = strings(&["--serialization", ser, "--bind", &server_addr]);
         sargs.extend(strings(&["--mtu", "1500"]));
-        sargs.extend(workload("1x1024"));
+        // The server of the last run holds other contents: its replies are wrong.
+        sargs.extend(workload(shape));
         let s = server(&v.ns_b, &sargs, &server_addr);
         // The client: DPDK on namespace A's veth end, at A's address.
         let mut cargs = strings(&["--serialization", ser, "--server", &server_addr]);
@@ -156,9 +167,14 @@ fn kv_client_over_dpdk_af_packet_against_a_socket_server() {
         cargs.extend(workload("1x1024"));
         let out = client(&v.ns_a, &cargs, &tmp);
         s.stop().expect("the server stops cleanly");
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "{ser}: {err}");
-        all_verified(&tmp, ser);
+        // The bench's tables, naming the DPDK client core that drove the run.
+        let tables = std::fs::read_to_string(tmp.join("tables.md")).expect("tables.md");
+        assert!(
+            tables.contains("Datapath: 1 client core(s) on DPDK --no-huge"),
+            "{tables}"
+        );
+        assert!(tables.contains(&format!("| {ser} |")), "{tables}");
+        judged(&out, &tmp, ser, shape == "1x1024");
     }
     let _ = std::fs::remove_dir_all(&tmp);
 }

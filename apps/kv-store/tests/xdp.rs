@@ -165,12 +165,20 @@ fn bench_over_af_xdp_verifies_every_reply_and_removes_its_namespace() {
             r["verified"].as_u64().unwrap() > 0,
             "{s}: nothing verified: {r}"
         );
+        assert_eq!(r["verified"], r["sent"], "{s}: every reply verified: {r}");
         assert_eq!(r["mismatched"], 0, "{s}: {r}");
     }
+    // Driven by an AF_XDP client core on the host's end, one per server, as said.
+    assert!(stderr.contains("(an AF_XDP client core, "), "{stderr}");
+    let ready = stderr.matches("[client] core 0 ready at ").count();
+    assert_eq!(ready, sers.len(), "{stderr}");
     let run: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("run.json")).unwrap()).unwrap();
     assert!(
-        run["datapath"].as_str().unwrap().contains("AF_XDP"),
+        run["datapath"]
+            .as_str()
+            .unwrap()
+            .contains("AF_XDP client core"),
         "{run}"
     );
     let servers = run["servers"].as_array().unwrap();
@@ -182,13 +190,53 @@ fn bench_over_af_xdp_verifies_every_reply_and_removes_its_namespace() {
         "each child server loaded the workload: {run}"
     );
     let tables = std::fs::read_to_string(dir.join("tables.md")).unwrap();
-    assert!(tables.contains("AF_XDP"), "{tables}");
+    assert!(
+        tables.contains("driven by one AF_XDP client core"),
+        "{tables}"
+    );
     let name = stderr
         .split("[bench] namespace ")
         .nth(1)
         .and_then(|s| s.split_whitespace().next())
         .expect("namespace reported");
     assert!(!namespace_exists(name), "{name} left behind");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bench_over_af_xdp_can_be_driven_by_kernel_socket_clients() {
+    let test = "bench_over_af_xdp_can_be_driven_by_kernel_socket_clients";
+    if let Some(why) = SUITE.xdp_skip_reason() {
+        SUITE.skip(test, &why);
+        return;
+    }
+    let dir: PathBuf = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("kv-xdp-socket-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = Command::new(env!("CARGO_BIN_EXE_kv"))
+        .args(["bench", "--datapath", "xdp", "--client-datapath", "socket"])
+        .args(["--workload", "ycsb", "--keys", "200", "--shape", "1x512"])
+        .args(["--serializations", "cornflakes", "--threads", "2"])
+        .args(["--rates", "300", "--duration", "0.2", "--warmup", "0.05"])
+        .args(["--timeout-ms", "3000", "--requests", "500"])
+        .arg("--out")
+        .arg(&dir)
+        .output()
+        .expect("run kv bench");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("(2 kernel-socket client thread(s), "),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("[client] core"), "{stderr}");
+    let recs = loadgen::read_json(&dir.join("kv.json")).unwrap();
+    assert!(
+        recs.iter().all(|r| r.verified > 0 && r.mismatched == 0),
+        "{recs:?}"
+    );
+    let tables = std::fs::read_to_string(dir.join("tables.md")).unwrap();
+    assert!(tables.contains("clients on kernel UDP sockets"), "{tables}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -91,6 +91,47 @@ pub fn bench_datapath(
     Ok((spec, conns))
 }
 
+/// What may drive a bench whose server runs on AF_XDP (`--client-datapath`).
+pub const BENCH_CLIENTS: [DatapathKind; 2] = [DatapathKind::Xdp, DatapathKind::Socket];
+
+/// The clients' datapath of a bench whose server runs on `server`: `--client-datapath socket
+/// | xdp`, which only the AF_XDP bench takes. Its clients run on the host's end of the veth:
+/// an AF_XDP client core there (`xdp`, the default) or kernel UDP sockets (`socket`). `None`
+/// for any other server, whose clients run on its own datapath (the flag is then an error).
+pub fn bench_clients(a: &mut Args, server: DatapathKind) -> Result<Option<DatapathKind>, String> {
+    let given = a.take("--client-datapath")?;
+    match (server, given) {
+        (DatapathKind::Xdp, None) => Ok(Some(DatapathKind::Xdp)),
+        (DatapathKind::Xdp, Some(name)) => match name.parse::<DatapathKind>() {
+            Ok(k) if BENCH_CLIENTS.contains(&k) => Ok(Some(k)),
+            _ => Err(format!(
+                "--client-datapath: {}",
+                DatapathKind::unknown(&name, &BENCH_CLIENTS)
+            )),
+        },
+        (_, None) => Ok(None),
+        (_, Some(_)) => Err(
+            "--client-datapath goes with --datapath xdp (the other benches' clients run on their server's datapath)"
+                .to_owned(),
+        ),
+    }
+}
+
+/// AF_XDP client cores on a veth: one. A veth delivers a frame on the receive queue of the
+/// transmit queue it was sent on, which the kernel picks by the sending CPU (XPS), not by the
+/// flow, so replies to a second client core's port would not reach its queue. `threads`
+/// client cores asked: an error saying so when more than one.
+pub fn one_veth_client_core(threads: usize) -> Result<(), String> {
+    if threads > 1 {
+        return Err(format!(
+            "--threads {threads}: an AF_XDP client on a veth runs one client core (a veth steers a \
+             frame to a queue by the CPU that sent it, XPS, not by its port); run one thread, or \
+             --client-datapath socket for several kernel-socket client threads"
+        ));
+    }
+    Ok(())
+}
+
 /// Runs `body` until `--seconds` pass or, with `--until-stdin-closes`, standard input closes
 /// (how a parent, e.g. the AF_XDP bench, stops a child server); `body` gets the stop flag.
 /// The timer and the stdin reader are detached: when `body` ends first (an error, say) they
@@ -320,5 +361,33 @@ mod test {
         assert!(bypass("--datapath xdp --ifname v --conns 2")
             .unwrap()
             .is_err());
+    }
+
+    fn clients(server: DatapathKind, args: &[&str]) -> Result<Option<DatapathKind>, String> {
+        let mut a = Args::new(args.iter().map(|s| s.to_string()).collect());
+        let k = bench_clients(&mut a, server)?;
+        a.finish()?;
+        Ok(k)
+    }
+
+    #[test]
+    fn the_af_xdp_bench_chooses_its_clients_and_only_it() {
+        let xdp = DatapathKind::Xdp;
+        assert_eq!(clients(xdp, &[]), Ok(Some(xdp)));
+        let socket = ["--client-datapath", "socket"];
+        assert_eq!(clients(xdp, &socket), Ok(Some(DatapathKind::Socket)));
+        assert_eq!(clients(xdp, &["--client-datapath", "xdp"]), Ok(Some(xdp)));
+        let e = clients(xdp, &["--client-datapath", "mlx5"]).unwrap_err();
+        assert!(e.contains("\"mlx5\" (xdp or socket)"), "{e}");
+        assert_eq!(clients(DatapathKind::Socket, &[]), Ok(None));
+        let e = clients(DatapathKind::Emu, &socket).unwrap_err();
+        assert!(e.contains("goes with --datapath xdp"), "{e}");
+    }
+
+    #[test]
+    fn a_veth_takes_one_af_xdp_client_core() {
+        assert!(one_veth_client_core(1).is_ok());
+        let e = one_veth_client_core(2).unwrap_err();
+        assert!(e.contains("--threads 2") && e.contains("XPS"), "{e}");
     }
 }

@@ -9,6 +9,9 @@ use std::io;
 use std::net::SocketAddrV4;
 
 use cornflakes::{ConnId, Datapath, RxMsg, SendError};
+
+mod cores;
+pub use cores::{BypassClients, CoreClient, RESOLVE_TIMEOUT};
 use datapath_tcp::TcpDatapath;
 use loadgen::{request_id, Response};
 

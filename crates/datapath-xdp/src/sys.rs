@@ -253,6 +253,25 @@ impl XskSocket {
             };
             check(r, "bind(AF_XDP)").map(drop)
         };
+        // The kernel frees the queue's buffer pool of a closed AF_XDP socket in deferred work:
+        // a socket bound to a queue just after another one on it closed (the next server or
+        // client of a bench), or to a veth just created, can see EBUSY for a moment. Retried for up
+        // to five seconds.
+        let bind = |flags: u16| -> io::Result<()> {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+            loop {
+                match bind(flags) {
+                    Err(e)
+                        // `check` keeps the error's kind (EBUSY), not its number.
+                        if e.kind() == io::ErrorKind::ResourceBusy
+                            && std::time::Instant::now() < deadline =>
+                    {
+                        std::thread::sleep(std::time::Duration::from_millis(10));
+                    }
+                    r => return r,
+                }
+            }
+        };
         // Kernels before 6.6 (and drivers without multi-buffer support) refuse XDP_USE_SG
         // with EINVAL/EOPNOTSUPP: fall back to single-buffer frames.
         let multi_buffer = if multi_buffer {
