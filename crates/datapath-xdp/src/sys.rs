@@ -49,11 +49,57 @@ pub struct RingSizes {
 /// `socket`/`setsockopt`/`getsockopt` return value check.
 fn check(ret: libc::c_int, what: &str) -> io::Result<libc::c_int> {
     if ret < 0 {
-        let e = io::Error::last_os_error();
-        Err(io::Error::new(e.kind(), format!("{what}: {e}")))
+        Err(with_context(io::Error::last_os_error(), what))
     } else {
         Ok(ret)
     }
+}
+
+/// `e` with the call that failed named in its message. Its kind is kept, and its errno can be
+/// read back with [`errno_of`].
+fn with_context(e: io::Error, what: &str) -> io::Error {
+    io::Error::new(
+        e.kind(),
+        OsError {
+            what: what.to_owned(),
+            os: e,
+        },
+    )
+}
+
+/// The errno of an error from [`check`] (or of a plain OS error).
+fn errno_of(e: &io::Error) -> Option<i32> {
+    e.raw_os_error().or_else(|| {
+        e.get_ref()
+            .and_then(|inner| inner.downcast_ref::<OsError>())
+            .and_then(|o| o.os.raw_os_error())
+    })
+}
+
+/// A failed system call: which, and the OS's error.
+#[derive(Debug)]
+struct OsError {
+    what: String,
+    os: io::Error,
+}
+
+impl std::fmt::Display for OsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.what, self.os)
+    }
+}
+
+impl std::error::Error for OsError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.os)
+    }
+}
+
+/// Whether a bind with `XDP_USE_SG` failed because the kernel or driver has no multi-buffer
+/// support (before 6.6: EINVAL; drivers without it: EOPNOTSUPP), so a bind without it is
+/// worth trying.
+fn sg_refused(e: &io::Error) -> bool {
+    matches!(errno_of(e), Some(libc::EINVAL) | Some(libc::EOPNOTSUPP))
 }
 
 fn setsockopt<T>(fd: RawFd, opt: libc::c_int, val: &T, what: &str) -> io::Result<()> {
@@ -262,8 +308,7 @@ impl XskSocket {
             loop {
                 match bind(flags) {
                     Err(e)
-                        // `check` keeps the error's kind (EBUSY), not its number.
-                        if e.kind() == io::ErrorKind::ResourceBusy
+                        if errno_of(&e) == Some(libc::EBUSY)
                             && std::time::Instant::now() < deadline =>
                     {
                         std::thread::sleep(std::time::Duration::from_millis(10));
@@ -277,12 +322,7 @@ impl XskSocket {
         let multi_buffer = if multi_buffer {
             match bind(base | libc::XDP_USE_SG) {
                 Ok(()) => true,
-                Err(e)
-                    if matches!(
-                        e.raw_os_error(),
-                        Some(libc::EINVAL) | Some(libc::EOPNOTSUPP)
-                    ) =>
-                {
+                Err(e) if sg_refused(&e) => {
                     bind(base)?;
                     false
                 }
@@ -420,4 +460,27 @@ pub fn mtu(name: &str) -> io::Result<usize> {
     // SAFETY: SIOCGIFMTU filled the mtu member of the union.
     let m = unsafe { req.ifr_ifru.ifru_mtu };
     usize::try_from(m).map_err(|_| io::Error::other("negative MTU"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_calls_errno_survives_its_context() {
+        let e = with_context(io::Error::from_raw_os_error(libc::EINVAL), "bind(AF_XDP)");
+        assert_eq!(errno_of(&e), Some(libc::EINVAL));
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+        assert!(e.to_string().starts_with("bind(AF_XDP): "), "{e}");
+        // The multi-buffer fallback is taken for what old kernels and drivers answer, and
+        // only for that.
+        assert!(sg_refused(&e));
+        let unsupported = with_context(io::Error::from_raw_os_error(libc::EOPNOTSUPP), "bind");
+        assert!(sg_refused(&unsupported));
+        let busy = with_context(io::Error::from_raw_os_error(libc::EBUSY), "bind");
+        assert!(!sg_refused(&busy));
+        assert_eq!(errno_of(&busy), Some(libc::EBUSY));
+        assert!(!sg_refused(&io::Error::other("no errno")));
+        assert_eq!(errno_of(&io::Error::other("no errno")), None);
+    }
 }
