@@ -111,7 +111,9 @@ mod slowed;
 mod summary_json;
 mod wire;
 
-pub use bench::{write_emu_outputs, About, EmuBench, EmuBenchRun, EmuReportSpec, EmuTexts};
+pub use bench::{
+    write_emu_outputs, About, EmuBench, EmuBenchRun, EmuRepeat, EmuReportSpec, EmuTexts,
+};
 pub use capture::{capture, CaptureDatapath};
 pub use compact::compact_table;
 pub use explain::{device_note, split_cell, split_json};
