@@ -379,9 +379,10 @@ pub fn search(
     let tmp = dir.join(".plan.json.tmp");
     std::fs::write(&tmp, plan_json.to_string()).map_err(|e| e.to_string())?;
     std::fs::rename(&tmp, dir.join("plan.json")).map_err(|e| e.to_string())?;
+    // The device's search prints nothing: its progress lines go to its run directory.
     eprintln!(
         "[redis-cf] emu {format:?}: searching (progress in {})",
-        log.display()
+        dir.join("progress.log").display()
     );
     let started = Instant::now();
     let done = loop {
