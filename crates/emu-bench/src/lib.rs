@@ -121,7 +121,7 @@ pub use headline::{
     median_min_max, ratios, Floor, Headlines, Ratio, RatioKind, RatioSpread, Roles,
 };
 pub use repeats::{
-    detail_tables, kept_up_chart, summaries_json, summary_text, write_charts, EmuOutcome,
+    by_repeat, detail_tables, kept_up_chart, summaries_json, summary_text, write_charts, EmuOutcome,
 };
 /// The flags of the emulated device every emu bench takes (`echo bench`, `kv bench`): what
 /// was given of `--sample-every N` (every n-th checked reply decoded again; 0 reads as 1),
