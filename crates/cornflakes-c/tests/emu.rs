@@ -155,6 +155,21 @@ mod with_the_device {
         )
     }
 
+    /// Whether the machine has the two CPUs a device needs (server and device); if not, test
+    /// `name` is skipped, saying why.
+    fn two_cpus(name: &str) -> bool {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        if cpus < 2 {
+            test_skip::skip(
+                name,
+                &format!(
+                    "the emulated ConnectX needs two CPUs (server and device); this has {cpus}"
+                ),
+            );
+        }
+        cpus >= 2
+    }
+
     /// One device at a time: each pins a server and a device thread to this machine's CPUs,
     /// and two at once would take them from each other.
     static ONE_DEVICE: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -214,14 +229,7 @@ mod with_the_device {
 
     #[test]
     fn a_server_on_the_emulated_connectx_is_checked_and_a_liar_caught() {
-        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-        if cpus < 2 {
-            test_skip::skip(
-                "a_server_on_the_emulated_connectx_is_checked_and_a_liar_caught",
-                &format!(
-                    "the emulated ConnectX needs two CPUs (server and device); this has {cpus}"
-                ),
-            );
+        if !two_cpus("a_server_on_the_emulated_connectx_is_checked_and_a_liar_caught") {
             return;
         }
         let (report, served) = run(false);
@@ -287,14 +295,7 @@ mod with_the_device {
 
     #[test]
     fn a_search_reports_each_repeat_and_writes_its_progress_to_a_file() {
-        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-        if cpus < 2 {
-            test_skip::skip(
-                "a_search_reports_each_repeat_and_writes_its_progress_to_a_file",
-                &format!(
-                    "the emulated ConnectX needs two CPUs (server and device); this has {cpus}"
-                ),
-            );
+        if !two_cpus("a_search_reports_each_repeat_and_writes_its_progress_to_a_file") {
             return;
         }
         let mut progress = String::new();
@@ -440,14 +441,7 @@ mod with_the_device {
 
     #[test]
     fn a_store_with_writes_is_checked_in_order_and_a_stale_one_caught() {
-        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-        if cpus < 2 {
-            test_skip::skip(
-                "a_store_with_writes_is_checked_in_order_and_a_stale_one_caught",
-                &format!(
-                    "the emulated ConnectX needs two CPUs (server and device); this has {cpus}"
-                ),
-            );
+        if !two_cpus("a_store_with_writes_is_checked_in_order_and_a_stale_one_caught") {
             return;
         }
         let (report, served) = run_plan("kv", write_kv_plan, |dp, dir| serve_kv(dp, dir, false));
