@@ -379,9 +379,10 @@ pub fn search(
     let tmp = dir.join(".plan.json.tmp");
     std::fs::write(&tmp, plan_json.to_string()).map_err(|e| e.to_string())?;
     std::fs::rename(&tmp, dir.join("plan.json")).map_err(|e| e.to_string())?;
+    // The device's search prints nothing: its progress lines go to its run directory.
     eprintln!(
         "[redis-cf] emu {format:?}: searching (progress in {})",
-        log.display()
+        dir.join("progress.log").display()
     );
     let started = Instant::now();
     let done = loop {
@@ -595,10 +596,8 @@ const ROLES: Roles<'static> = Roles {
 pub fn compact_tables(results: &[(Experiment, Vec<EmuResult>)]) -> String {
     let mut s = String::new();
     for (exp, rs) in results {
-        let repeats = rs.iter().map(|r| r.summaries.len()).min().unwrap_or(0);
-        let per: Vec<Vec<EmuSummary>> = (0..repeats)
-            .map(|i| rs.iter().map(|r| r.summaries[i].clone()).collect())
-            .collect();
+        let lanes: Vec<Vec<EmuSummary>> = rs.iter().map(|r| r.summaries.clone()).collect();
+        let per = emu_bench::by_repeat(&lanes);
         s += &format!(
             "\n{} (\"÷ best library\": ÷ RESP):\n\n{}",
             exp.label(),
@@ -612,26 +611,24 @@ pub fn compact_tables(results: &[(Experiment, Vec<EmuResult>)]) -> String {
 /// experiment and format, its spread as a whisker), as `echo bench` and `kv bench` draw
 /// theirs, to `dir/redis.svg` and `dir/redis.png`.
 pub fn write_chart(dir: &Path, results: &[(Experiment, Vec<EmuResult>)]) {
-    let repeats = results
+    // One lane per experiment and format, named after both.
+    let lanes: Vec<Vec<EmuSummary>> = results
         .iter()
-        .flat_map(|(_, rs)| rs.iter().map(|r| r.summaries.len()))
-        .min()
-        .unwrap_or(0);
-    let per: Vec<Vec<EmuSummary>> = (0..repeats)
-        .map(|i| {
-            results
-                .iter()
-                .flat_map(|(exp, rs)| {
-                    rs.iter().map(move |r| EmuSummary {
-                        mode: format!("{} {}", exp.label(), r.format.name()),
-                        ..r.summaries[i].clone()
+        .flat_map(|(exp, rs)| {
+            rs.iter().map(move |r| {
+                let mode = format!("{} {}", exp.label(), r.format.name());
+                r.summaries
+                    .iter()
+                    .map(|s| EmuSummary {
+                        mode: mode.clone(),
+                        ..s.clone()
                     })
-                })
-                .collect()
+                    .collect()
+            })
         })
         .collect();
     let chart = emu_bench::kept_up_chart(
-        &per,
+        &emu_bench::by_repeat(&lanes),
         &ROLES,
         "Redis on the emulated ConnectX (RESP vs Cornflakes objects): highest load kept up",
     );

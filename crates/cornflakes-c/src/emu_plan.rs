@@ -7,12 +7,14 @@
 //! canonical encoding such as RESP), or a Cornflakes object of a schema whose bytes field
 //! holds given values (`object`, decoded with the schema-driven decoder of
 //! `cornflakes_codegen::dynamic`, its status field, when it has one, OK) — and either one
-//! run at a fixed load (`fixed`) or a saturation search (`search`, emu-bench's
-//! [`emu_bench::search_rerunning_slowed`]). Checking is emu-bench's: every reply read whole
-//! and its headers checked, payloads sampled with coverage, the speed canary and the
-//! interference of other processes judged per trial.
+//! run at a fixed load (`fixed`) or a saturation search (`search`, run by emu-bench's bench
+//! skeleton [`emu_bench::EmuBench`] on the program's CPUs, its lines written to
+//! `progress.log`, nothing printed). Checking is emu-bench's: every reply read whole and its
+//! headers checked, payloads sampled with coverage, the speed canary and the interference of
+//! other processes judged per trial.
 
-use std::io;
+use std::cell::RefCell;
+use std::io::{self, Write as _};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,7 +23,9 @@ use cornflakes::Arena;
 use cornflakes_codegen::dynamic::{DynMessage, Value};
 use cornflakes_codegen::schema::MsgId;
 use cornflakes_codegen::Schema;
-use emu_bench::{EmuRunConfig, EmuSummary, EmuTrial, ReplyCheck, Request};
+use emu_bench::{
+    About, EmuBench, EmuRepeat, EmuRunConfig, EmuSettings, EmuTrial, ReplyCheck, Request,
+};
 use loadgen::search::{Point, SearchConfig};
 use serde_json::{json, Value as Json};
 
@@ -443,8 +447,12 @@ fn thread_json(point: &Point, s: &Served) -> Json {
     })
 }
 
-fn run_plan(dir: &Path, handoff: &Handoff) -> Result<Json, String> {
+/// Runs the plan in `dir` on the program's `cpus` (the first serves, the second is the
+/// device's), its trials served through `handoff`; returns the report.
+fn run_plan(dir: &Path, handoff: &Handoff, cpus: &[usize]) -> Result<Json, String> {
     let plan = parse(dir)?;
+    // The first trial's arrivals are seeded 1 (a fixed run's) or 2 (a search's first), each
+    // trial after it one more.
     let mut seed = 1u64;
     match &plan.job {
         Job::Fixed { rate_rps, requests } => {
@@ -471,32 +479,54 @@ fn run_plan(dir: &Path, handoff: &Handoff) -> Result<Json, String> {
             repeat,
             retries,
         } => {
-            let mut repeats = Vec::new();
-            let mut tables = Vec::new();
-            for _ in 0..*repeat {
-                let mut threads = Vec::new();
-                let mut searches = emu_bench::search_rerunning_slowed(cfg, 1, *retries, |p| {
+            let settings = EmuSettings {
+                trials: cfg.trials,
+                resolution: cfg.resolution,
+                repeat: *repeat,
+                slowed_retries: *retries,
+                ..EmuSettings::default()
+            };
+            let bench = EmuBench::on_cpus(cpus, 1, &settings, cfg.clone())?;
+            let about = About {
+                lane: ("mode", "mode"),
+                what: format!("shape {}", plan.shape),
+                per_trial: (plan.run.duration, plan.run.warmup),
+                mtu: plan.run.mtu,
+                per_core: "",
+            };
+            // The skeleton's lines (budget, each trial's progress, each repeat's bound) go to
+            // `progress.log`: the library prints nothing.
+            let log_path = dir.join("progress.log");
+            let mut log = std::fs::File::create(&log_path)
+                .map_err(|e| format!("creating {}: {e}", log_path.display()))?;
+            // The server thread's scheduling in each trial run, by repeat.
+            let threads = RefCell::new(Vec::new());
+            let (mut repeats, mut tables) = (Vec::new(), Vec::new());
+            bench.run_with(
+                &about,
+                &[plan.mode.as_str()],
+                |p| {
                     seed += 1;
                     let (t, served) = trial(&plan, handoff, p, seed)?;
-                    threads.push(thread_json(&p, &served));
+                    threads.borrow_mut().push(thread_json(&p, &served));
                     Ok(t)
-                })?;
-                emu_bench::rebase_canaries(&mut searches);
-                let s = &searches[0];
-                let summary = EmuSummary::of(&plan.mode, s);
-                tables.push(emu_bench::table(
-                    std::slice::from_ref(&summary),
-                    None,
-                    cfg.trials,
-                ));
-                repeats.push(json!({
-                    "summary": summary.to_json(),
-                    "records": serde_json::to_value(emu_bench::median_records(s))
-                        .map_err(|e| e.to_string())?,
-                    "points": emu_bench::trials_json(s),
-                    "server_thread": threads,
-                }));
-            }
+                },
+                // A progress line that cannot be written loses nothing of the report.
+                &mut |line| drop(writeln!(log, "[bench] {line}")),
+                &mut |r: &EmuRepeat| {
+                    let [summary] = r.summaries.as_slice() else {
+                        return Err(format!("{} summaries of one mode", r.summaries.len()));
+                    };
+                    tables.push(emu_bench::table(&r.summaries, None, cfg.trials));
+                    repeats.push(json!({
+                        "summary": summary.to_json(),
+                        "records": serde_json::to_value(&r.records).map_err(|e| e.to_string())?,
+                        "points": r.trials,
+                        "server_thread": threads.take(),
+                    }));
+                    Ok(())
+                },
+            )?;
             Ok(
                 json!({ "mode": plan.mode, "shape": plan.shape, "repeats": repeats, "tables": tables }),
             )
@@ -528,7 +558,7 @@ pub(crate) fn start(dir: PathBuf, handoff: Arc<Handoff>, cpus: Vec<usize>) -> io
                 }
                 std::thread::sleep(Duration::from_millis(20));
             }
-            let done = match run_plan(&dir, &handoff) {
+            let done = match run_plan(&dir, &handoff, &cpus) {
                 Ok(report) => match write_whole(&dir, "report.json", &format!("{report:#}\n")) {
                     Ok(()) => "ok".to_owned(),
                     Err(e) => format!("writing report.json: {e}"),

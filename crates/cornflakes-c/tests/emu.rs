@@ -155,6 +155,21 @@ mod with_the_device {
         )
     }
 
+    /// Whether the machine has the two CPUs a device needs (server and device); if not, test
+    /// `name` is skipped, saying why.
+    fn two_cpus(name: &str) -> bool {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        if cpus < 2 {
+            test_skip::skip(
+                name,
+                &format!(
+                    "the emulated ConnectX needs two CPUs (server and device); this has {cpus}"
+                ),
+            );
+        }
+        cpus >= 2
+    }
+
     /// One device at a time: each pins a server and a device thread to this machine's CPUs,
     /// and two at once would take them from each other.
     static ONE_DEVICE: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -214,14 +229,7 @@ mod with_the_device {
 
     #[test]
     fn a_server_on_the_emulated_connectx_is_checked_and_a_liar_caught() {
-        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-        if cpus < 2 {
-            test_skip::skip(
-                "a_server_on_the_emulated_connectx_is_checked_and_a_liar_caught",
-                &format!(
-                    "the emulated ConnectX needs two CPUs (server and device); this has {cpus}"
-                ),
-            );
+        if !two_cpus("a_server_on_the_emulated_connectx_is_checked_and_a_liar_caught") {
             return;
         }
         let (report, served) = run(false);
@@ -265,6 +273,80 @@ mod with_the_device {
             sent
         );
         assert_eq!(served, sent);
+    }
+
+    /// The echo plan of [`write_plan`] as a search instead of a fixed run: two loads well
+    /// within an echo server's reach (a debug build's too), one trial each, the whole search
+    /// twice.
+    fn write_search_plan(dir: &Path) {
+        write_plan(dir, 8);
+        let mut plan: Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("plan.json")).unwrap()).unwrap();
+        let o = plan.as_object_mut().unwrap();
+        o.remove("fixed");
+        o.insert(
+            "search".to_owned(),
+            json!({"rates": [RATE / 10, RATE / 5], "trials": 1, "duration_ms": 100,
+                   "warmup_ms": 20, "repeat": 2, "slowed_retries": 0}),
+        );
+        std::fs::write(dir.join(".plan.tmp"), plan.to_string()).unwrap();
+        std::fs::rename(dir.join(".plan.tmp"), dir.join("plan.json")).unwrap();
+    }
+
+    #[test]
+    fn a_search_reports_each_repeat_and_writes_its_progress_to_a_file() {
+        if !two_cpus("a_search_reports_each_repeat_and_writes_its_progress_to_a_file") {
+            return;
+        }
+        let mut progress = String::new();
+        let (report, served) = run_plan("search", write_search_plan, |dp, dir| {
+            let served = serve(dp, dir, false);
+            progress = std::fs::read_to_string(dir.join("progress.log")).unwrap();
+            served
+        });
+        assert_eq!(report["mode"], "rust-echo", "{report:#}");
+        let repeats = report["repeats"].as_array().unwrap();
+        let tables = report["tables"].as_array().unwrap();
+        assert_eq!((repeats.len(), tables.len()), (2, 2), "{report:#}");
+        let mut trials = 0;
+        for (r, table) in repeats.iter().zip(tables) {
+            assert_eq!(r["summary"]["mode"], "rust-echo", "{r:#}");
+            // (Kept up or not: a functional test on a shared machine.)
+            assert!(r["summary"].get("max_rps_within_95pct").is_some(), "{r:#}");
+            assert!(table.as_str().unwrap().contains("rust-echo"), "{table}");
+            // Each repeat's records and points as they are, untagged (one report per repeat).
+            let records = r["records"].as_array().unwrap();
+            let points = r["points"].as_array().unwrap();
+            assert!(!records.is_empty() && !points.is_empty(), "{r:#}");
+            assert!(records
+                .iter()
+                .chain(points)
+                .all(|x| x.get("repeat").is_none()));
+            // One scheduling reading per trial run, in the order they ran.
+            let threads = r["server_thread"].as_array().unwrap();
+            let loads = |v: &[Value]| -> Vec<f64> {
+                v.iter()
+                    .map(|x| x["offered_rps"].as_f64().unwrap())
+                    .collect()
+            };
+            assert_eq!(loads(threads), loads(points), "{r:#}");
+            trials += points.len();
+        }
+        assert!(served > 0);
+        // The skeleton's lines went to progress.log: the budget line, each repeat's start,
+        // every trial's progress line and the mode's bound per repeat.
+        let lines: Vec<&str> = progress.lines().collect();
+        assert!(
+            lines[0].starts_with("[bench] 1 mode, shape echo: saturation search over"),
+            "{progress}"
+        );
+        assert!(lines.contains(&"[bench] repeat 2 of 2"), "{progress}");
+        let bounds = lines
+            .iter()
+            .filter(|l| l.starts_with("[bench] rust-echo: "))
+            .count();
+        assert_eq!(bounds, 2, "{progress}");
+        assert_eq!(lines.len(), 1 + 2 + trials + bounds, "{progress}");
     }
 
     /// Keys of the key-value plan, each loaded with 300 bytes.
@@ -359,14 +441,7 @@ mod with_the_device {
 
     #[test]
     fn a_store_with_writes_is_checked_in_order_and_a_stale_one_caught() {
-        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-        if cpus < 2 {
-            test_skip::skip(
-                "a_store_with_writes_is_checked_in_order_and_a_stale_one_caught",
-                &format!(
-                    "the emulated ConnectX needs two CPUs (server and device); this has {cpus}"
-                ),
-            );
+        if !two_cpus("a_store_with_writes_is_checked_in_order_and_a_stale_one_caught") {
             return;
         }
         let (report, served) = run_plan("kv", write_kv_plan, |dp, dir| serve_kv(dp, dir, false));

@@ -6,16 +6,22 @@
 //! and one [`EmuBenchRun`]: the summaries and trials of every repeat ([`EmuOutcome`]), the
 //! median records and each lane's server counters. [`write_emu_outputs`] writes what every
 //! such bench writes from it.
+//!
+//! A program that has its CPUs already and may print nothing (the C library's emulated device,
+//! which runs a bench's plan inside the server's process) builds the skeleton with
+//! [`EmuBench::on_cpus`] and runs it with [`EmuBench::run_with`]: its lines go where it says,
+//! and it sees every repeat as it ends ([`EmuRepeat`]).
 
 use std::path::Path;
 use std::time::Duration;
 
 use loadgen::search::{Point, Search, SearchConfig};
 use loadgen::Record;
+use serde_json::Value;
 
 use crate::headline::{Floor, Headlines, Roles};
 use crate::repeats::{detail_tables, summaries_json, summary_text, EmuOutcome};
-use crate::rerun::search_rerunning_slowed;
+use crate::rerun::search_rerunning_slowed_saying;
 use crate::search::{control_line, median_records, rebase_canaries, trials_json};
 use crate::{EmuSettings, EmuSummary, EmuTrial};
 
@@ -52,6 +58,23 @@ pub struct EmuBench {
     slowed_retries: usize,
 }
 
+/// One repeat of the whole search, as [`EmuBench::run_with`] gives it to its hook when it
+/// ends: untagged (a bench with its own layout per repeat writes them as they are).
+#[derive(Clone, Debug)]
+pub struct EmuRepeat {
+    /// Which repeat, from 1.
+    pub repeat: usize,
+    /// Of how many.
+    pub of: usize,
+    /// Each lane's search summarized, in lane order.
+    pub summaries: Vec<EmuSummary>,
+    /// Each lane's median record per load, lane after lane (no `repeat`).
+    pub records: Vec<Record>,
+    /// Every trial of the repeat (JSON), lane after lane, in the order each lane ran them (no
+    /// `"repeat"`).
+    pub trials: Vec<Value>,
+}
+
 /// What [`EmuBench::run`] found: every repeat's summaries and trials, the records and each
 /// lane's server counters.
 #[derive(Clone, Debug)]
@@ -75,16 +98,49 @@ impl EmuBench {
     pub fn new(
         cores: usize,
         settings: &EmuSettings,
-        mut search: SearchConfig,
+        search: SearchConfig,
     ) -> Result<EmuBench, String> {
         let (server_cpus, device_cpu) =
             crate::cores_for(cores).map_err(|e| format!("--cores {cores}: {e}"))?;
-        search.trials = settings.trials;
-        search.resolution = settings.resolution;
-        search.validate()?;
+        let bench = EmuBench::checked(server_cpus, device_cpu, settings, search)?;
         if let Some(w) = loadgen::interference::idle_warning(IDLE_WATCH) {
             eprintln!("[bench] {w}");
         }
+        Ok(bench)
+    }
+
+    /// A bench of `cores` server cores on CPUs the caller already has (`cpus`: the first
+    /// `cores` serve, the next one is the device's, as [`crate::cores_for`] picks them from
+    /// the process's CPUs), with `settings`, searching `search`'s grid. It checks `cpus` has
+    /// the N + 1 and the search is valid, and prints nothing: no interference check before the
+    /// run (each trial still judges the interference of other processes during it). For a
+    /// program whose CPUs are chosen and which may not print, e.g. the C library's emulated
+    /// device; run it with [`EmuBench::run_with`].
+    pub fn on_cpus(
+        cpus: &[usize],
+        cores: usize,
+        settings: &EmuSettings,
+        search: SearchConfig,
+    ) -> Result<EmuBench, String> {
+        if cores == 0 || cpus.len() <= cores {
+            return Err(format!(
+                "{cores} server core(s) and the device need {} CPUs, not {cpus:?}",
+                cores.max(1) + 1
+            ));
+        }
+        EmuBench::checked(cpus[..cores].to_vec(), cpus[cores], settings, search)
+    }
+
+    /// The bench on these CPUs: `settings`' trials and resolution over `search`, checked.
+    fn checked(
+        server_cpus: Vec<usize>,
+        device_cpu: usize,
+        settings: &EmuSettings,
+        mut search: SearchConfig,
+    ) -> Result<EmuBench, String> {
+        search.trials = settings.trials;
+        search.resolution = settings.resolution;
+        search.validate()?;
         Ok(EmuBench {
             search,
             server_cpus,
@@ -92,6 +148,11 @@ impl EmuBench {
             repeats: settings.repeat.max(1),
             slowed_retries: settings.slowed_retries,
         })
+    }
+
+    /// The CPUs of the server cores and the device's.
+    pub fn cpus(&self) -> (&[usize], usize) {
+        (&self.server_cpus, self.device_cpu)
     }
 
     /// The search every repeat runs.
@@ -142,13 +203,38 @@ impl EmuBench {
         &self,
         about: &About<'_>,
         lanes: &[&str],
-        mut trial: F,
+        trial: F,
     ) -> Result<EmuBenchRun<S>, String>
     where
         S: Clone,
         F: FnMut(Point) -> Result<EmuTrial<S>, String>,
     {
-        eprintln!("[bench] {}", self.budget_line(about, lanes.len()));
+        self.run_with(
+            about,
+            lanes,
+            trial,
+            &mut |line| eprintln!("[bench] {line}"),
+            &mut |_| Ok(()),
+        )
+    }
+
+    /// [`EmuBench::run`], every line it would print given to `say` instead (without the
+    /// `[bench] ` prefix; `&mut |_| {}` prints nothing), and each repeat, once its canaries are
+    /// rebased, given to `each_repeat` ([`EmuRepeat`]) before the next starts. An error of
+    /// `each_repeat` ends the run, as a trial's does.
+    pub fn run_with<S, F>(
+        &self,
+        about: &About<'_>,
+        lanes: &[&str],
+        mut trial: F,
+        say: &mut dyn FnMut(&str),
+        each_repeat: &mut dyn FnMut(&EmuRepeat) -> Result<(), String>,
+    ) -> Result<EmuBenchRun<S>, String>
+    where
+        S: Clone,
+        F: FnMut(Point) -> Result<EmuTrial<S>, String>,
+    {
+        say(&self.budget_line(about, lanes.len()));
         let mut run = EmuBenchRun {
             outcome: EmuOutcome {
                 k: self.search.trials,
@@ -159,52 +245,75 @@ impl EmuBench {
         };
         for repeat in 1..=self.repeats {
             if self.repeats > 1 {
-                eprintln!("[bench] repeat {repeat} of {}", self.repeats);
+                say(&format!("repeat {repeat} of {}", self.repeats));
             }
             // A trial whose speed canary read the machine's slow state is rerun (each
-            // attempt's progress line is printed there).
-            let mut searches = search_rerunning_slowed(
+            // attempt's progress line is said there).
+            let mut searches = search_rerunning_slowed_saying(
                 &self.search,
                 lanes.len(),
                 self.slowed_retries,
                 &mut trial,
+                say,
             )?;
             // The tables and JSON judge every trial's speed canary against the whole run.
             rebase_canaries(&mut searches);
-            let tag = (self.repeats > 1).then_some(repeat);
-            run.add_repeat(lanes, &searches, tag);
+            let done = run.take_servers(lanes, &searches, repeat, self.repeats, say);
+            each_repeat(&done)?;
+            run.add_repeat(done);
         }
         Ok(run)
     }
 }
 
 impl<S: Clone> EmuBenchRun<S> {
-    /// Takes one repeat's searches (one per lane): their summaries, median records, trials
-    /// and server counters; `repeat` tags the records and trials when there are several.
-    fn add_repeat(
+    /// Repeat `repeat` of `of`'s searches (one per lane): keeps each lane's server counters
+    /// and says its bound; returns its summaries, median records and trials.
+    fn take_servers(
         &mut self,
         lanes: &[&str],
         searches: &[Search<EmuTrial<S>>],
-        repeat: Option<usize>,
-    ) {
-        let mut summaries = Vec::with_capacity(lanes.len());
+        repeat: usize,
+        of: usize,
+        say: &mut dyn FnMut(&str),
+    ) -> EmuRepeat {
+        let mut done = EmuRepeat {
+            repeat,
+            of,
+            summaries: Vec::with_capacity(lanes.len()),
+            records: Vec::new(),
+            trials: Vec::new(),
+        };
         for (i, (&lane, s)) in lanes.iter().zip(searches).enumerate() {
             let summary = EmuSummary::of(lane, s);
-            eprintln!("[bench] {lane}: {}", summary.bound_note());
+            say(&format!("{lane}: {}", summary.bound_note()));
             // The server counters reported for the lane: its best load's median trial's.
             if let Some(v) = s.best_achieved().or(s.loads.first()) {
                 self.servers[i] = Some(v.median().server.clone());
             }
-            let mut records = median_records(s);
-            let mut trials = trials_json(s);
-            if let Some(r) = repeat {
-                records.iter_mut().for_each(|x| x.repeat = Some(r));
-                trials.iter_mut().for_each(|t| t["repeat"] = r.into());
-            }
-            self.records.extend(records);
-            self.outcome.trials.extend(trials);
-            summaries.push(summary);
+            done.records.extend(median_records(s));
+            done.trials.extend(trials_json(s));
+            done.summaries.push(summary);
         }
+        done
+    }
+
+    /// Adds a repeat's summaries, records and trials, the records and trials tagged with
+    /// their repeat when there are several.
+    fn add_repeat(&mut self, done: EmuRepeat) {
+        let EmuRepeat {
+            repeat,
+            of,
+            summaries,
+            mut records,
+            mut trials,
+        } = done;
+        if of > 1 {
+            records.iter_mut().for_each(|x| x.repeat = Some(repeat));
+            trials.iter_mut().for_each(|t| t["repeat"] = repeat.into());
+        }
+        self.records.extend(records);
+        self.outcome.trials.extend(trials);
         self.outcome.repeats.push(summaries);
     }
 
@@ -464,6 +573,129 @@ mod tests {
             "{line}"
         );
         assert!(!line.contains("--repeat"), "{line}");
+    }
+
+    #[test]
+    fn a_bench_on_given_cpus_uses_them_and_checks_them() {
+        let settings = EmuSettings {
+            trials: 3,
+            repeat: 2,
+            ..EmuSettings::default()
+        };
+        let grid = || SearchConfig::new(vec![400.0, 100.0]);
+        let b = EmuBench::on_cpus(&[5, 3, 7], 1, &settings, grid()).unwrap();
+        assert_eq!(b.cpus(), (&[5][..], 3));
+        assert_eq!(b.search().trials, 3);
+        assert_eq!(b.search().grid, [100.0, 400.0], "validated");
+        let line = b.budget_line(&about(), 1);
+        assert!(
+            line.contains("(server on CPU 5, device and clients on CPU 3)"),
+            "{line}"
+        );
+        let two = EmuBench::on_cpus(&[5, 3, 7], 2, &settings, grid()).unwrap();
+        assert_eq!(two.cpus(), (&[5, 3][..], 7));
+        let e = EmuBench::on_cpus(&[5, 3], 2, &settings, grid()).unwrap_err();
+        assert!(e.contains("need 3 CPUs, not [5, 3]"), "{e}");
+        assert!(EmuBench::on_cpus(&[5, 3], 0, &settings, grid()).is_err());
+        let e = EmuBench::on_cpus(&[5, 3], 1, &settings, SearchConfig::new(vec![])).unwrap_err();
+        assert!(e.contains("no offered load"), "{e}");
+    }
+
+    /// `run_with` over lanes 0 and 1 as [`run`] does, its lines and repeats kept.
+    fn run_with(repeat: usize) -> (EmuBenchRun<Srv>, Vec<String>, Vec<EmuRepeat>) {
+        let canary = Canary::new();
+        let mut calls = 0;
+        let (mut lines, mut repeats) = (Vec::new(), Vec::new());
+        let run = bench(repeat, 0)
+            .run_with(
+                &about(),
+                &["fast", "slow"],
+                |p| {
+                    calls += 1;
+                    Ok(trial(&canary, p, calls - 1, [1000.0, 250.0][p.lane], 1240))
+                },
+                &mut |l| lines.push(l.to_owned()),
+                &mut |r| {
+                    repeats.push(r.clone());
+                    Ok(())
+                },
+            )
+            .unwrap();
+        (run, lines, repeats)
+    }
+
+    #[test]
+    fn run_with_says_every_line_and_hands_over_every_repeat() {
+        let (run, lines, repeats) = run_with(3);
+        let b = bench(3, 0);
+        // What `run` prints, in order: the budget line, then per repeat its start, every
+        // trial's progress line and each lane's bound.
+        assert_eq!(lines[0], b.budget_line(&about(), 2));
+        let starts: Vec<usize> = (0..lines.len())
+            .filter(|&i| lines[i].starts_with("repeat "))
+            .collect();
+        assert_eq!(starts.len(), 3, "{lines:#?}");
+        assert_eq!(lines[starts[2]], "repeat 3 of 3");
+        let bounds = lines
+            .iter()
+            .filter(|l| l.starts_with("fast: ") || l.starts_with("slow: "))
+            .count();
+        assert_eq!(bounds, 6, "{lines:#?}");
+        let progress = lines.len() - 1 - 3 - bounds;
+        assert_eq!(progress, run.outcome.trials.len(), "{lines:#?}");
+        // Every repeat, in order, untagged; what the run keeps is the same, tagged.
+        assert_eq!(
+            repeats.iter().map(|r| (r.repeat, r.of)).collect::<Vec<_>>(),
+            [(1, 3), (2, 3), (3, 3)]
+        );
+        let mut records = Vec::new();
+        let mut trials = Vec::new();
+        for r in &repeats {
+            assert!(r.records.iter().all(|x| x.repeat.is_none()));
+            assert!(r.trials.iter().all(|t| t.get("repeat").is_none()));
+            assert_eq!(r.summaries, run.outcome.repeats[r.repeat - 1]);
+            records.extend(r.records.iter().map(|x| Record {
+                repeat: Some(r.repeat),
+                ..x.clone()
+            }));
+            trials.extend(r.trials.iter().map(|t| {
+                let mut t = t.clone();
+                t["repeat"] = r.repeat.into();
+                t
+            }));
+        }
+        assert_eq!(records, run.records);
+        assert_eq!(trials, run.outcome.trials);
+        // With one repeat the run's records and trials are the repeat's, as they are.
+        let (one, lines, repeats) = run_with(1);
+        assert!(!lines.iter().any(|l| l.starts_with("repeat ")));
+        assert_eq!(repeats.len(), 1);
+        assert_eq!(repeats[0].records, one.records);
+        assert_eq!(repeats[0].trials, one.outcome.trials);
+    }
+
+    #[test]
+    fn an_error_of_the_repeat_hook_ends_the_run() {
+        let canary = Canary::new();
+        let (mut calls, mut seen) = (0, 0);
+        let e = bench(3, 0)
+            .run_with(
+                &about(),
+                &["fast", "slow"],
+                |p| {
+                    calls += 1;
+                    Ok(trial(&canary, p, calls, [1000.0, 250.0][p.lane], 1240))
+                },
+                &mut |_| {},
+                &mut |r| {
+                    seen += 1;
+                    Err(format!("repeat {} not written", r.repeat))
+                },
+            )
+            .unwrap_err();
+        assert_eq!((e.as_str(), seen), ("repeat 1 not written", 1));
+        let (_, _, first) = run_with(1);
+        assert_eq!(calls, first[0].trials.len(), "no trial of repeat 2 ran");
     }
 
     #[test]

@@ -111,7 +111,9 @@ mod slowed;
 mod summary_json;
 mod wire;
 
-pub use bench::{write_emu_outputs, About, EmuBench, EmuBenchRun, EmuReportSpec, EmuTexts};
+pub use bench::{
+    write_emu_outputs, About, EmuBench, EmuBenchRun, EmuRepeat, EmuReportSpec, EmuTexts,
+};
 pub use capture::{capture, CaptureDatapath};
 pub use compact::compact_table;
 pub use explain::{device_note, split_cell, split_json};
@@ -119,7 +121,7 @@ pub use headline::{
     median_min_max, ratios, Floor, Headlines, Ratio, RatioKind, RatioSpread, Roles,
 };
 pub use repeats::{
-    detail_tables, kept_up_chart, summaries_json, summary_text, write_charts, EmuOutcome,
+    by_repeat, detail_tables, kept_up_chart, summaries_json, summary_text, write_charts, EmuOutcome,
 };
 /// The flags of the emulated device every emu bench takes (`echo bench`, `kv bench`): what
 /// was given of `--sample-every N` (every n-th checked reply decoded again; 0 reads as 1),

@@ -32,6 +32,16 @@ impl EmuOutcome {
     }
 }
 
+/// The repeats of lanes searched apart (one process per lane, each with its own `--repeat`
+/// summaries, in repeat order) in [`EmuOutcome::repeats`]' layout: per repeat, each lane's
+/// summary in lane order; as many repeats as the lane with the fewest.
+pub fn by_repeat(lanes: &[Vec<EmuSummary>]) -> Vec<Vec<EmuSummary>> {
+    let n = lanes.iter().map(Vec::len).min().unwrap_or(0);
+    (0..n)
+        .map(|i| lanes.iter().map(|l| l[i].clone()).collect())
+        .collect()
+}
+
 /// Every repeat's summaries as one JSON array (`emu-summary.json`): each mode's summary with
 /// `"repeat"` (1 to N) beside its fields.
 pub fn summaries_json(repeats: &[Vec<EmuSummary>]) -> Value {
@@ -220,6 +230,21 @@ mod tests {
     use super::*;
     use crate::headline::tests::repeat;
     use crate::headline::RatioKind;
+
+    #[test]
+    fn lanes_searched_apart_are_laid_out_by_repeat() {
+        let reps = vec![repeat(2400e3, 1500e3), repeat(2600e3, 1300e3)];
+        // Lane by lane, each with its repeats, and back.
+        let lanes: Vec<Vec<EmuSummary>> = (0..reps[0].len())
+            .map(|m| reps.iter().map(|r| r[m].clone()).collect())
+            .collect();
+        assert_eq!(by_repeat(&lanes), reps);
+        // A lane with one repeat fewer: only the repeats every lane ran.
+        let mut short = lanes.clone();
+        short[3].pop();
+        assert_eq!(by_repeat(&short), reps[..1].to_vec());
+        assert!(by_repeat(&[]).is_empty());
+    }
 
     #[test]
     fn repeats_reach_the_json_the_tables_the_chart_and_the_text() {

@@ -63,7 +63,24 @@ pub fn search_rerunning_slowed<S, F>(
     cfg: &SearchConfig,
     lanes: usize,
     retries: usize,
+    run_trial: F,
+) -> Result<Vec<Search<EmuTrial<S>>>, String>
+where
+    F: FnMut(Point) -> Result<EmuTrial<S>, String>,
+{
+    search_rerunning_slowed_saying(cfg, lanes, retries, run_trial, &mut |line| {
+        eprintln!("[bench] {line}")
+    })
+}
+
+/// [`search_rerunning_slowed`], each progress and failure line (without the `[bench] `
+/// prefix) given to `say` instead of printed.
+pub(crate) fn search_rerunning_slowed_saying<S, F>(
+    cfg: &SearchConfig,
+    lanes: usize,
+    retries: usize,
     mut run_trial: F,
+    say: &mut dyn FnMut(&str),
 ) -> Result<Vec<Search<EmuTrial<S>>>, String>
 where
     F: FnMut(Point) -> Result<EmuTrial<S>, String>,
@@ -86,9 +103,9 @@ where
             } else {
                 String::new()
             };
-            eprintln!("[bench] {}{note}", t.progress());
+            say(&format!("{}{note}", t.progress()));
             for f in &t.report.failures {
-                eprintln!("[bench]   {}: {f}", t.record.mode);
+                say(&format!("  {}: {f}", t.record.mode));
             }
             match t.slowed_run().filter(|_| rerun) {
                 Some(s) => thrown.push(s),
