@@ -276,6 +276,25 @@ fn sent_counts(tcp: SocketAddr) -> Result<(u64, u64), String> {
     ))
 }
 
+/// The whole lines `path` has gained past byte `*shown` (none while it does not exist);
+/// `*shown` moves past them, so a line still being written is returned once it is whole.
+fn new_lines(path: &Path, shown: &mut usize) -> Vec<String> {
+    let Ok(bytes) = std::fs::read(path) else {
+        return Vec::new();
+    };
+    let Some(tail) = bytes.get(*shown..) else {
+        return Vec::new();
+    };
+    let Some(end) = tail.iter().rposition(|&b| b == b'\n') else {
+        return Vec::new();
+    };
+    *shown += end + 1;
+    String::from_utf8_lossy(&tail[..end])
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
 /// One format's search of experiment `exp` on the emulated device.
 pub fn search(
     cli: &Cli,
@@ -379,14 +398,21 @@ pub fn search(
     let tmp = dir.join(".plan.json.tmp");
     std::fs::write(&tmp, plan_json.to_string()).map_err(|e| e.to_string())?;
     std::fs::rename(&tmp, dir.join("plan.json")).map_err(|e| e.to_string())?;
-    // The device's search prints nothing: its progress lines go to its run directory.
+    // The device's search prints nothing: its progress lines go to its run directory, and
+    // are shown here as they come.
+    let progress = dir.join("progress.log");
     eprintln!(
-        "[redis-cf] emu {format:?}: searching (progress in {})",
-        dir.join("progress.log").display()
+        "[redis-cf] emu {format:?}: searching (progress also in {})",
+        progress.display()
     );
+    let mut shown = 0;
     let started = Instant::now();
     let done = loop {
-        if let Ok(d) = std::fs::read_to_string(dir.join("done")) {
+        let finished = std::fs::read_to_string(dir.join("done"));
+        for line in new_lines(&progress, &mut shown) {
+            eprintln!("{line}");
+        }
+        if let Ok(d) = finished {
             break d;
         }
         if !server.running() {
@@ -764,6 +790,25 @@ mod tests {
             p99_us: Some(p99),
             ..Record::default()
         }
+    }
+
+    #[test]
+    fn progress_lines_are_shown_once_each_and_only_when_whole() {
+        let dir = std::env::temp_dir().join(format!("redis-cf-progress-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("progress.log");
+        let mut shown = 0;
+        assert!(new_lines(&path, &mut shown).is_empty(), "no file yet");
+        std::fs::write(&path, "[bench] one\n[bench] tw").unwrap();
+        assert_eq!(new_lines(&path, &mut shown), ["[bench] one"]);
+        assert!(new_lines(&path, &mut shown).is_empty(), "shown once");
+        std::fs::write(&path, "[bench] one\n[bench] two\n[bench] three\n").unwrap();
+        assert_eq!(
+            new_lines(&path, &mut shown),
+            ["[bench] two", "[bench] three"]
+        );
+        assert!(new_lines(&path, &mut shown).is_empty());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
