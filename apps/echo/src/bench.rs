@@ -94,15 +94,15 @@ pub fn run_bench(cfg: &BenchConfig) -> Result<BenchOutcome, String> {
         runnable.len(),
         loads.len(),
         cfg.shape,
-        cfg.duration,
-        cfg.warmup,
-        cfg.threads,
+        cfg.load.duration,
+        cfg.load.warmup,
+        cfg.load.threads,
         cfg.datapath_label(),
         match cfg.tcp_conns {
             Some(n) => format!(" ({n} connection(s) per thread per server core)"),
             None => String::new(),
         },
-        cfg.mtu
+        cfg.load.mtu
     );
     // One server per mode, all started up front; idle servers sleep on their sockets. Each
     // load is then run for every mode in turn (not mode after mode), so a burst of
@@ -110,7 +110,7 @@ pub fn run_bench(cfg: &BenchConfig) -> Result<BenchOutcome, String> {
     let mut servers = Vec::with_capacity(runnable.len());
     for &mode in runnable {
         let mut sc = SocketConfig::new(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0));
-        sc.mtu = cfg.mtu;
+        sc.mtu = cfg.load.mtu;
         let mut cores = percore::CoresConfig::new(&format!("echo-server-{mode}"), cfg.cores);
         // One core floats, as it always has; several are pinned one per CPU.
         cores.pin = cfg.cores > 1;
@@ -119,8 +119,10 @@ pub fn run_bench(cfg: &BenchConfig) -> Result<BenchOutcome, String> {
             threshold: cfg.threshold,
         };
         let server = match cfg.tcp_conns {
-            None => crate::server::spawn_cores(scfg, sc, &cores, None, cfg.spin)?,
-            Some(_) => crate::server::spawn_cores_tcp(scfg, sc, &cfg.tcp, &cores, None, cfg.spin)?,
+            None => crate::server::spawn_cores(scfg, sc, &cores, None, cfg.load.spin)?,
+            Some(_) => {
+                crate::server::spawn_cores_tcp(scfg, sc, &cfg.tcp, &cores, None, cfg.load.spin)?
+            }
         };
         let plan = SweepPlan {
             other_cores: server.addrs()[1..].to_vec(),
@@ -129,13 +131,13 @@ pub fn run_bench(cfg: &BenchConfig) -> Result<BenchOutcome, String> {
             server: server.addr(),
             bind: Ipv4Addr::LOCALHOST,
             loads: loads.clone(),
-            duration: cfg.duration,
-            warmup: cfg.warmup,
-            timeout: cfg.timeout,
-            threads: cfg.threads,
-            mtu: cfg.mtu,
+            duration: cfg.load.duration,
+            warmup: cfg.load.warmup,
+            timeout: cfg.load.timeout,
+            threads: cfg.load.threads,
+            mtu: cfg.load.mtu,
             stop_after_misses: cfg.stop_after_misses,
-            busy_poll: cfg.spin,
+            busy_poll: cfg.load.spin,
             tcp_conns: cfg.tcp_conns,
             tcp: cfg.tcp,
         };
@@ -183,19 +185,19 @@ fn run_bench_xdp(cfg: &BenchConfig) -> Result<BenchOutcome, String> {
     use crate::xdp::{create_netns, ServerProcess, CLIENT_PORT};
     let bypass = cfg.client_datapath != Some(DatapathKind::Socket);
     if bypass {
-        app_server::cli::one_veth_client_core(cfg.threads)?;
+        app_server::cli::one_veth_client_core(cfg.load.threads)?;
     }
     let mut out = BenchOutcome::default();
     let loads = cfg.loads();
     let runnable = &cfg.modes;
-    let ns = create_netns(cfg.mtu)?;
+    let ns = create_netns(cfg.load.mtu)?;
     let clients = match bypass {
         true => "an AF_XDP client core".to_owned(),
-        false => format!("{} kernel-socket client thread(s)", cfg.threads),
+        false => format!("{} kernel-socket client thread(s)", cfg.load.threads),
     };
     eprintln!(
         "[bench] namespace {} with {} (AF_XDP server, {}) <-> {} ({clients}, {}), MTU {}",
-        ns.name, ns.server_if, ns.server_ip, ns.client_if, ns.client_ip, cfg.mtu
+        ns.name, ns.server_if, ns.server_ip, ns.client_if, ns.client_ip, cfg.load.mtu
     );
     // The client core on this side's end, at the interface's MTU (the veth's, `cfg.mtu`).
     let mut spec = app_server::DatapathSpec::new(DatapathKind::Xdp);
@@ -218,13 +220,13 @@ fn run_bench_xdp(cfg: &BenchConfig) -> Result<BenchOutcome, String> {
             server: server.addr,
             bind: ns.client_ip,
             loads: loads.clone(),
-            duration: cfg.duration,
-            warmup: cfg.warmup,
-            timeout: cfg.timeout,
-            threads: cfg.threads,
-            mtu: cfg.mtu,
+            duration: cfg.load.duration,
+            warmup: cfg.load.warmup,
+            timeout: cfg.load.timeout,
+            threads: cfg.load.threads,
+            mtu: cfg.load.mtu,
             stop_after_misses: cfg.stop_after_misses,
-            busy_poll: cfg.spin,
+            busy_poll: cfg.load.spin,
             tcp_conns: None,
             tcp: app_server::TcpSpec::default(),
         };

@@ -47,8 +47,14 @@ fn run_point(
     rate: f64,
     seed: u64,
 ) -> Result<RunReport, String> {
-    let run_cfg = RunConfig::quiet(cfg.warmup, cfg.timeout, cfg.spin);
-    let schedule = Schedule::poisson_point(rate, cfg.warmup, cfg.duration, cfg.threads, seed)?;
+    let run_cfg = RunConfig::quiet(cfg.load.warmup, cfg.load.timeout, cfg.load.spin);
+    let schedule = Schedule::poisson_point(
+        rate,
+        cfg.load.warmup,
+        cfg.load.duration,
+        cfg.load.threads,
+        seed,
+    )?;
     if let Some(clients) = &lane.clients {
         let checker = lane.checker.clone();
         let checker: SharedChecker = Arc::new(move |id: u64, p: &[u8]| checker.check(id, p));
