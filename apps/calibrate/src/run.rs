@@ -23,9 +23,7 @@ use datapath_socket::{SocketConfig, SocketDatapath};
 use emu_bench::Bottleneck;
 use loadgen::args::LoadConfig;
 use loadgen::search::{doubling_grid, search, SearchConfig};
-use loadgen::{
-    plot_heatmap, run, Heatmap, Record, RunConfig, RunReport, Schedule, DEFAULT_KEEP_UP,
-};
+use loadgen::{plot_heatmap, run, Heatmap, Record, RunReport, DEFAULT_KEEP_UP};
 use serde_json::json;
 
 use crate::server::{
@@ -309,14 +307,8 @@ fn run_point(
             cell.check(id, payload, arena, offsets)
         })
     };
-    let run_cfg = RunConfig::quiet(cfg.load.warmup, cfg.load.timeout, cfg.load.spin);
-    let schedule = Schedule::poisson_point(
-        rate,
-        cfg.load.warmup,
-        cfg.load.duration,
-        cfg.load.threads,
-        seed,
-    )?;
+    let run_cfg = cfg.load.run_config();
+    let schedule = cfg.load.schedule(rate, seed)?;
     let make = |thread: usize| {
         let mut sc = SocketConfig::new(SocketAddrV4::new(t.bind, 0));
         sc.mtu = cfg.load.mtu;

@@ -5,7 +5,8 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 
 use datapath_socket::{SocketConfig, SocketDatapath};
 use datapath_tcp::TcpDatapath;
-use loadgen::{run, sweep, ModePoints, Record, RunConfig, RunReport, Schedule};
+use loadgen::args::LoadConfig;
+use loadgen::{run, sweep, ModePoints, Record, RunReport};
 
 use crate::client::{EchoClient, Verifier};
 pub use crate::config::{BenchConfig, BenchOutcome, DatapathKind, DEFAULT_MTU, DEFAULT_RATES};
@@ -22,8 +23,8 @@ pub fn run_point(
     seed: u64,
 ) -> Result<RunReport, String> {
     let checker = |id: u64, payload: &[u8]| verifier.check(id, payload);
-    let run_cfg = RunConfig::quiet(plan.warmup, plan.timeout, plan.busy_poll);
-    let schedule = Schedule::poisson_point(rate, plan.warmup, plan.duration, plan.threads, seed)?;
+    let run_cfg = plan.load.run_config();
+    let schedule = plan.load.schedule(rate, seed)?;
     let cores: Vec<SocketAddrV4> = std::iter::once(plan.server)
         .chain(plan.other_cores.iter().copied())
         .collect();
@@ -31,7 +32,7 @@ pub fn run_point(
         None => {
             let make = |thread: usize| {
                 let mut sc = SocketConfig::new(SocketAddrV4::new(plan.bind, 0));
-                sc.mtu = plan.mtu;
+                sc.mtu = plan.load.mtu;
                 let dp = SocketDatapath::new(sc).map_err(std::io::Error::other)?;
                 EchoClient::spread(dp, &cores, thread, plan.mode, plan.shape)
             };
@@ -130,14 +131,11 @@ pub fn run_bench(cfg: &BenchConfig) -> Result<BenchOutcome, String> {
             shape: cfg.shape,
             server: server.addr(),
             bind: Ipv4Addr::LOCALHOST,
-            loads: loads.clone(),
-            duration: cfg.load.duration,
-            warmup: cfg.load.warmup,
-            timeout: cfg.load.timeout,
-            threads: cfg.load.threads,
-            mtu: cfg.load.mtu,
+            load: LoadConfig {
+                rates: loads.clone(),
+                ..cfg.load.clone()
+            },
             stop_after_misses: cfg.stop_after_misses,
-            busy_poll: cfg.load.spin,
             tcp_conns: cfg.tcp_conns,
             tcp: cfg.tcp,
         };
@@ -219,14 +217,11 @@ fn run_bench_xdp(cfg: &BenchConfig) -> Result<BenchOutcome, String> {
             shape: cfg.shape,
             server: server.addr,
             bind: ns.client_ip,
-            loads: loads.clone(),
-            duration: cfg.load.duration,
-            warmup: cfg.load.warmup,
-            timeout: cfg.load.timeout,
-            threads: cfg.load.threads,
-            mtu: cfg.load.mtu,
+            load: LoadConfig {
+                rates: loads.clone(),
+                ..cfg.load.clone()
+            },
             stop_after_misses: cfg.stop_after_misses,
-            busy_poll: cfg.load.spin,
             tcp_conns: None,
             tcp: app_server::TcpSpec::default(),
         };

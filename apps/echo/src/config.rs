@@ -128,12 +128,7 @@ impl Default for BenchConfig {
 impl BenchConfig {
     /// The loads to run: `load.rates` plus the fixed load, ascending, without duplicates.
     pub fn loads(&self) -> Vec<f64> {
-        let mut v = self.load.rates.clone();
-        v.push(self.fixed_rps);
-        v.retain(|r| r.is_finite() && *r > 0.0);
-        v.sort_by(f64::total_cmp);
-        v.dedup();
-        v
+        self.load.loads(&[self.fixed_rps])
     }
 
     /// The JSON output path.

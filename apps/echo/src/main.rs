@@ -247,10 +247,10 @@ fn client_cmd(mut a: Args) -> Result<(), String> {
         None => bench::sweep_mode(&plan)?,
     };
     loadgen::save_json(&json, &records)?;
-    let fixed = plan.loads.first().copied().unwrap_or(0.0);
+    let fixed = plan.load.rates.first().copied().unwrap_or(0.0);
     // Which kernel-bypass client cores drove the run (kernel sockets: as always, unsaid).
     if let Some((t, _)) = &bypass {
-        let n = plan.threads.max(1);
+        let n = plan.load.threads.max(1);
         println!(
             "Datapath: {n} client core(s) on {} to the server at {}.\n",
             t.label(),
@@ -322,8 +322,8 @@ fn client_plan(a: &mut Args) -> Result<(SweepPlan, PathBuf, Bypass), String> {
         }
         (None, None) => None,
     };
-    let mut loads = d.load.rates;
-    loads.sort_by(f64::total_cmp);
+    let mut load = d.load;
+    load.rates.sort_by(f64::total_cmp);
     let plan = SweepPlan {
         other_cores: (1..cores)
             .map(|i| percore::core_addr(server, i))
@@ -332,14 +332,8 @@ fn client_plan(a: &mut Args) -> Result<(SweepPlan, PathBuf, Bypass), String> {
         shape: d.shape,
         server,
         bind,
-        loads,
-        duration: d.load.duration,
-        warmup: d.load.warmup,
-        timeout: d.load.timeout,
-        threads: d.load.threads,
-        mtu: d.load.mtu,
+        load,
         stop_after_misses: 2,
-        busy_poll: d.load.spin,
         tcp_conns,
         tcp,
     };
@@ -453,14 +447,17 @@ mod tests {
             shape: "list-2x64".parse().unwrap(),
             server,
             bind: Ipv4Addr::new(10, 0, 0, 2),
-            loads: vec![1000.0, 3000.0],
-            duration: Duration::from_secs(2),
-            warmup: Duration::from_secs(1),
-            timeout: Duration::from_millis(40),
-            threads: 3,
-            mtu: 1500,
+            load: LoadConfig {
+                rates: vec![1000.0, 3000.0],
+                duration: Duration::from_secs(2),
+                warmup: Duration::from_secs(1),
+                timeout: Duration::from_millis(40),
+                threads: 3,
+                mtu: 1500,
+                spin: true,
+                out_dir: PathBuf::from("o"),
+            },
             stop_after_misses: 2,
-            busy_poll: true,
             tcp_conns: None,
             tcp: app_server::TcpSpec::default(),
         };
@@ -473,26 +470,11 @@ mod tests {
         .unwrap();
         let d = BenchConfig::default();
         assert_eq!(json, PathBuf::from("x.json"));
-        assert_eq!(
-            (
-                plan.duration,
-                plan.warmup,
-                plan.timeout,
-                plan.threads,
-                plan.mtu
-            ),
-            (
-                d.load.duration,
-                d.load.warmup,
-                d.load.timeout,
-                1,
-                DEFAULT_MTU
-            )
-        );
-        assert!(!plan.busy_poll && plan.other_cores.is_empty() && plan.bind == *server.ip());
-        let mut sorted = d.load.rates.clone();
-        sorted.sort_by(f64::total_cmp);
-        assert_eq!(plan.loads, sorted);
+        let mut want = d.load;
+        want.rates.sort_by(f64::total_cmp);
+        assert_eq!(plan.load, want);
+        assert_eq!((plan.load.threads, plan.load.mtu), (1, DEFAULT_MTU));
+        assert!(!plan.load.spin && plan.other_cores.is_empty() && plan.bind == *server.ip());
     }
 
     #[test]

@@ -163,11 +163,7 @@ impl Default for BenchConfig {
 impl BenchConfig {
     /// The loads to run, ascending, without duplicates or non-positive values.
     pub fn loads(&self) -> Vec<f64> {
-        let mut v = self.load.rates.clone();
-        v.retain(|r| r.is_finite() && *r > 0.0);
-        v.sort_by(f64::total_cmp);
-        v.dedup();
-        v
+        self.load.loads(&[])
     }
 
     /// The JSON output path.

@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use cli_args::Args;
 
+use crate::{RunConfig, Schedule};
+
 /// The load flags of every load-generating command (`echo bench|client`, `kv bench|client`,
 /// `calibrate run`): what was given of
 /// `--rates R,R,.. --duration SECS --warmup SECS --timeout-ms MS --threads N --mtu N --out DIR
@@ -99,6 +101,28 @@ impl LoadConfig {
             spin: false,
             out_dir: out_dir.into(),
         }
+    }
+
+    /// The loads to run: `rates` and `also`, ascending, without duplicates and without the
+    /// non-positive or non-finite.
+    pub fn loads(&self, also: &[f64]) -> Vec<f64> {
+        let mut v: Vec<f64> = self.rates.iter().chain(also).copied().collect();
+        v.retain(|r| r.is_finite() && *r > 0.0);
+        v.sort_by(f64::total_cmp);
+        v.dedup();
+        v
+    }
+
+    /// How each load point runs: warm-up, loss timeout and busy-polling, no progress lines.
+    pub fn run_config(&self) -> RunConfig {
+        RunConfig::quiet(self.warmup, self.timeout, self.spin)
+    }
+
+    /// One load point's schedule: Poisson arrivals at `rate` req/s for the warm-up and the
+    /// measured time, over the client threads, seeded with `seed`
+    /// ([`Schedule::poisson_point`]).
+    pub fn schedule(&self, rate: f64, seed: u64) -> Result<Schedule, String> {
+        Schedule::poisson_point(rate, self.warmup, self.duration, self.threads, seed)
     }
 }
 
@@ -209,6 +233,44 @@ mod tests {
             (c.rates, c.mtu, c.out_dir),
             (vec![7.0], 1500, PathBuf::from("d"))
         );
+    }
+
+    #[test]
+    fn loads_are_sorted_unique_and_positive() {
+        let c = LoadConfig::new(vec![30.0, 10.0, 30.0, -1.0, f64::NAN, 0.0], 1500, "d");
+        assert_eq!(c.loads(&[]), [10.0, 30.0]);
+        assert_eq!(c.loads(&[5.0, 10.0, f64::INFINITY]), [5.0, 10.0, 30.0]);
+    }
+
+    #[test]
+    fn a_point_runs_with_the_configured_timing() {
+        let c = LoadConfig {
+            warmup: Duration::from_millis(30),
+            duration: Duration::from_millis(70),
+            timeout: Duration::from_millis(9),
+            threads: 3,
+            spin: true,
+            ..cfg()
+        };
+        let r = c.run_config();
+        assert_eq!(
+            (r.warmup, r.timeout, r.busy_poll, r.progress),
+            (
+                Duration::from_millis(30),
+                Duration::from_millis(9),
+                true,
+                false
+            )
+        );
+        let s = c.schedule(10_000.0, 4).unwrap();
+        assert_eq!(s.threads().len(), 3);
+        // 10 k req/s for 100 ms: about a thousand requests.
+        let n = s.total_requests();
+        assert!((800..1200).contains(&n), "{n}");
+        assert!(c
+            .schedule(-1.0, 4)
+            .unwrap_err()
+            .starts_with("schedule at -1 req/s"));
     }
 
     #[test]
