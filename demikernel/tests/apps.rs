@@ -109,19 +109,19 @@ impl Drop for DemiServer {
 /// What `echo client --mode M --datapath tcp --conns 2 --rates 200 --duration 0.3` runs from
 /// side B against `server` (10 s allowed per reply).
 fn echo_plan(mode: echo::Mode, server: SocketAddrV4, v: &VethPair) -> echo::bench::SweepPlan {
+    // The bench's defaults otherwise: one thread, the jumbo MTU, no busy-polling.
+    let mut load = echo::bench::BenchConfig::default().load;
+    load.rates = vec![200.0];
+    load.duration = Duration::from_millis(300);
+    load.warmup = Duration::from_millis(100);
+    load.timeout = Duration::from_secs(10);
     echo::bench::SweepPlan {
         mode,
         shape: echo::bench::BenchConfig::default().shape,
         server,
         bind: v.ip_b,
-        loads: vec![200.0],
-        duration: Duration::from_millis(300),
-        warmup: Duration::from_millis(100),
-        timeout: Duration::from_secs(10),
-        threads: 1,
-        mtu: echo::bench::DEFAULT_MTU,
+        load,
         stop_after_misses: 0,
-        busy_poll: false,
         other_cores: Vec::new(),
         tcp_conns: Some(2),
         tcp: app_server::TcpSpec::default(),
@@ -221,14 +221,14 @@ fn kv_client_verifies_every_serialization_against_demi_server_on_a_veth_pair() {
         cfg.workload = kv_store::load::workload_from_args(&mut a, "google").unwrap();
         a.finish().unwrap();
         cfg.serializations = vec![ser];
-        cfg.rates = vec![200.0];
-        cfg.duration = Duration::from_millis(300);
-        cfg.warmup = Duration::from_millis(100);
-        cfg.timeout = Duration::from_secs(10);
+        cfg.load.rates = vec![200.0];
+        cfg.load.duration = Duration::from_millis(300);
+        cfg.load.warmup = Duration::from_millis(100);
+        cfg.load.timeout = Duration::from_secs(10);
         cfg.requests = 300;
-        cfg.threads = 1;
+        cfg.load.threads = 1;
         cfg.tcp_conns = Some(2);
-        cfg.out_dir = out.clone();
+        cfg.load.out_dir = out.clone();
         let addr = server.addr;
         let outcome = in_netns(&v.ns_b, move || kv_store::bench::run_client(&cfg, addr))
             .expect("run the client in namespace B")

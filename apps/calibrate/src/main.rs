@@ -84,7 +84,7 @@ fn run_config(a: &mut Args) -> Result<CalibConfig, String> {
         }
         cfg.array_bytes = Some((m * f64::from(1u32 << 20)) as usize);
     }
-    LoadFlags::from_args(a)?.apply(loadgen::load_settings!(cfg));
+    LoadFlags::from_args(a)?.apply(&mut cfg.load);
     SearchFlags::from_args(a)?.apply(&mut cfg.trials, &mut cfg.resolution);
     if a.switch("--all-points") {
         cfg.whole_grid = true;
@@ -178,17 +178,17 @@ mod tests {
         want.sizes = vec![64, 512];
         want.counts = vec![1, 2];
         want.array_bytes = Some(2 << 20);
-        want.rates = vec![1000.0, 2000.0];
+        want.load.rates = vec![1000.0, 2000.0];
         want.trials = 5;
         want.resolution = 0.2;
         want.whole_grid = true;
-        want.duration = Duration::from_millis(250);
-        want.warmup = Duration::from_millis(500);
-        want.timeout = Duration::from_millis(30);
-        want.threads = 4;
-        want.mtu = 9000;
-        want.out_dir = PathBuf::from("o");
-        want.spin = true;
+        want.load.duration = Duration::from_millis(250);
+        want.load.warmup = Duration::from_millis(500);
+        want.load.timeout = Duration::from_millis(30);
+        want.load.threads = 4;
+        want.load.mtu = 9000;
+        want.load.out_dir = PathBuf::from("o");
+        want.load.spin = true;
         want.remote = Some(run::Remote {
             server: SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 1), 7000),
             bind: Ipv4Addr::new(10, 0, 0, 2),
@@ -204,6 +204,7 @@ mod tests {
         assert_eq!(
             run_config(&mut Args::from_line("--threads 0"))
                 .unwrap()
+                .load
                 .threads,
             1
         );

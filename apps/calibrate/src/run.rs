@@ -13,7 +13,7 @@
 //! `CORNFLAKES_CALIBRATION=<dir>/calibration.json`.
 
 use std::net::{Ipv4Addr, SocketAddrV4};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use cornflakes::mem::MemoryConfig;
@@ -21,10 +21,9 @@ use cornflakes::threshold::CALIBRATION_KEY;
 use cornflakes::Arena;
 use datapath_socket::{SocketConfig, SocketDatapath};
 use emu_bench::Bottleneck;
+use loadgen::args::LoadConfig;
 use loadgen::search::{doubling_grid, search, SearchConfig};
-use loadgen::{
-    plot_heatmap, run, Heatmap, Record, RunConfig, RunReport, Schedule, DEFAULT_KEEP_UP,
-};
+use loadgen::{plot_heatmap, run, Heatmap, Record, RunReport, DEFAULT_KEEP_UP};
 use serde_json::json;
 
 use crate::server::{
@@ -72,29 +71,18 @@ pub struct CalibConfig {
     pub counts: Vec<usize>,
     /// The array's size; `None`: [`LLC_MULTIPLE`] × the last-level cache.
     pub array_bytes: Option<usize>,
-    /// The saturation search's coarse grid of offered loads (default: [`default_rates`] of
-    /// the datapath); each policy's search ends at its first sustained miss, then bisects.
-    pub rates: Vec<f64>,
+    /// The load flags: `load.rates` is the saturation search's coarse grid of offered loads
+    /// (default: [`default_rates`] of the datapath; each policy's search ends at its first
+    /// sustained miss, then bisects), `load.duration` and `load.warmup` are per trial
+    /// (default: [`CALIB_DURATION`], or [`CALIB_EMU_DURATION`] on the emulated NIC, and
+    /// [`CALIB_WARMUP`]); the outputs go to `load.out_dir` (default `results/calibrate`).
+    pub load: LoadConfig,
     /// Trials per load at most (the median decides whether a load is kept up).
     pub trials: usize,
     /// Bisection stops when the saturation bracket is within this fraction of its lower end.
     pub resolution: f64,
     /// Run every grid load (for plots) before bisecting (`--all-points`).
     pub whole_grid: bool,
-    /// Measured time per trial.
-    pub duration: Duration,
-    /// Warm-up per trial.
-    pub warmup: Duration,
-    /// Loss timeout.
-    pub timeout: Duration,
-    /// Client threads.
-    pub threads: usize,
-    /// IP MTU.
-    pub mtu: usize,
-    /// Busy-poll server and clients.
-    pub spin: bool,
-    /// Where the outputs go.
-    pub out_dir: PathBuf,
     /// Measure a `calibrate server` running elsewhere instead of starting one.
     pub remote: Option<Remote>,
 }
@@ -156,20 +144,18 @@ impl CalibConfig {
             sizes: DEFAULT_SIZES.to_vec(),
             counts: DEFAULT_COUNTS.to_vec(),
             array_bytes: None,
-            rates: default_rates(datapath),
+            load: LoadConfig {
+                duration: match datapath {
+                    DatapathKind::Emu => CALIB_EMU_DURATION,
+                    _ => CALIB_DURATION,
+                },
+                warmup: CALIB_WARMUP,
+                timeout: default_timeout(datapath),
+                ..LoadConfig::new(default_rates(datapath), DEFAULT_MTU, "results/calibrate")
+            },
             trials: loadgen::search::DEFAULT_TRIALS,
             resolution: CALIB_RESOLUTION,
             whole_grid: false,
-            duration: match datapath {
-                DatapathKind::Emu => CALIB_EMU_DURATION,
-                _ => CALIB_DURATION,
-            },
-            warmup: CALIB_WARMUP,
-            timeout: default_timeout(datapath),
-            threads: 1,
-            mtu: DEFAULT_MTU,
-            spin: false,
-            out_dir: PathBuf::from("results/calibrate"),
             remote: None,
         }
     }
@@ -180,7 +166,7 @@ impl CalibConfig {
             trials: self.trials,
             resolution: self.resolution,
             whole_grid: self.whole_grid,
-            ..SearchConfig::new(self.rates.clone())
+            ..SearchConfig::new(self.load.rates.clone())
         }
     }
 }
@@ -321,11 +307,11 @@ fn run_point(
             cell.check(id, payload, arena, offsets)
         })
     };
-    let run_cfg = RunConfig::quiet(cfg.warmup, cfg.timeout, cfg.spin);
-    let schedule = Schedule::poisson_point(rate, cfg.warmup, cfg.duration, cfg.threads, seed)?;
+    let run_cfg = cfg.load.run_config();
+    let schedule = cfg.load.schedule(rate, seed)?;
     let make = |thread: usize| {
         let mut sc = SocketConfig::new(SocketAddrV4::new(t.bind, 0));
-        sc.mtu = cfg.mtu;
+        sc.mtu = cfg.load.mtu;
         sc.memory.max_item_size = SOCKET_MAX_ITEM;
         let dp = SocketDatapath::new(sc).map_err(std::io::Error::other)?;
         let cores: Vec<SocketAddrV4> = std::iter::once(t.server)
@@ -484,7 +470,7 @@ pub fn unsupported_datapath(nic: &str) -> String {
 
 /// Runs the calibration and writes its outputs.
 pub fn run_calibration(cfg: &CalibConfig) -> Result<Calibration, String> {
-    if cfg.sizes.is_empty() || cfg.counts.is_empty() || cfg.rates.is_empty() {
+    if cfg.sizes.is_empty() || cfg.counts.is_empty() || cfg.load.rates.is_empty() {
         return Err("nothing to measure: --sizes, --counts and --rates need values".into());
     }
     let mut scfg = cfg.search_config();
@@ -502,8 +488,8 @@ pub fn run_calibration(cfg: &CalibConfig) -> Result<Calibration, String> {
         scfg.grid,
         scfg.trials,
         scfg.resolution * 100.0,
-        cfg.duration,
-        cfg.warmup,
+        cfg.load.duration,
+        cfg.load.warmup,
         scfg.typical_trials(),
         scfg.max_trials(),
     );
@@ -533,13 +519,13 @@ pub fn run_calibration(cfg: &CalibConfig) -> Result<Calibration, String> {
         }
         (None, DatapathKind::Socket) => {
             let mut sc = SocketConfig::new(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0));
-            sc.mtu = cfg.mtu;
+            sc.mtu = cfg.load.mtu;
             sc.memory = MemoryConfig {
                 max_item_size: SOCKET_MAX_ITEM,
                 max_bytes: array_bytes + (256 << 20),
                 ..MemoryConfig::default()
             };
-            let server = SocketServer::spawn(sc, array_bytes, cfg.spin)?;
+            let server = SocketServer::spawn(sc, array_bytes, cfg.load.spin)?;
             let t = Target {
                 server: server.addr,
                 other_cores: Vec::new(),
@@ -610,7 +596,7 @@ fn run_emu(cfg: &CalibConfig, array_bytes: usize) -> Result<Calibration, String>
         items,
         max_segments: defaults.max_send_sge,
         // Replies must fit one frame of the emulated wire.
-        max_reply: cfg.mtu,
+        max_reply: cfg.load.mtu,
     };
     let mut server_stats = ServerStats::default();
     let measured = measure(cfg, &t, |cell, rate, seed| {
@@ -624,11 +610,11 @@ fn run_emu(cfg: &CalibConfig, array_bytes: usize) -> Result<Calibration, String>
             .collect();
         let run_cfg = EmuRunConfig {
             rate_rps: rate,
-            duration: cfg.duration,
-            warmup: cfg.warmup,
-            timeout: cfg.timeout,
+            duration: cfg.load.duration,
+            warmup: cfg.load.warmup,
+            timeout: cfg.load.timeout,
             seed,
-            mtu: cfg.mtu,
+            mtu: cfg.load.mtu,
             ..EmuRunConfig::default()
         };
         let mut check_offs = Vec::new();
@@ -693,7 +679,8 @@ fn run_xdp(cfg: &CalibConfig, array_bytes: usize) -> Result<Calibration, String>
     // The namespace and interfaces (`cfcalx-…`, `ccx…`); the subnet is leased
     // (`netns_harness::subnet`).
     const SUITE: Suite = Suite::new("cfcalx", "ccx", "CORNFLAKES_REQUIRE_XDP");
-    let mtu = u32::try_from(cfg.mtu).map_err(|_| format!("MTU {} is too large", cfg.mtu))?;
+    let mtu =
+        u32::try_from(cfg.load.mtu).map_err(|_| format!("MTU {} is too large", cfg.load.mtu))?;
     let ns = HostVeth::create(&SUITE, mtu)
         .map_err(|e| format!("creating the namespace and veth: {e}"))?;
     let items = array_bytes.div_ceil(ARRAY_ITEM).max(1);
@@ -763,7 +750,7 @@ pub fn to_json(cfg: &CalibConfig, c: &Calibration) -> serde_json::Value {
     let mut scfg = cfg.search_config();
     let grid = scfg
         .validate()
-        .map_or_else(|_| cfg.rates.clone(), |()| scfg.grid);
+        .map_or_else(|_| cfg.load.rates.clone(), |()| scfg.grid);
     let policy = |p: &PolicyResult| {
         json!({
             "median_rps": p.median_rps,
@@ -812,9 +799,9 @@ pub fn to_json(cfg: &CalibConfig, c: &Calibration) -> serde_json::Value {
         "grid_rps": grid,
         "trials_per_load": cfg.trials,
         "resolution": cfg.resolution,
-        "duration_s": cfg.duration.as_secs_f64(),
-        "warmup_s": cfg.warmup.as_secs_f64(),
-        "client_threads": cfg.threads,
+        "duration_s": cfg.load.duration.as_secs_f64(),
+        "warmup_s": cfg.load.warmup.as_secs_f64(),
+        "client_threads": cfg.load.threads,
         "keep_up": DEFAULT_KEEP_UP,
         "rule": RULE,
         "cells": cells,
@@ -862,7 +849,7 @@ pub fn heatmap(cfg: &CalibConfig, c: &Calibration) -> Heatmap {
 }
 
 fn write_outputs(cfg: &CalibConfig, c: &Calibration) -> Result<(), String> {
-    let dir = &cfg.out_dir;
+    let dir = &cfg.load.out_dir;
     std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
     let path = dir.join("calibration.json");
     let text = serde_json::to_string_pretty(&to_json(cfg, c)).map_err(|e| e.to_string())?;

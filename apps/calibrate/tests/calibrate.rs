@@ -14,6 +14,7 @@ use calibrate::server::{CalibClient, Cell, Policy, CALIB_MSG_TYPE};
 use cornflakes::datapath::{Connect as _, Transmit as _};
 use cornflakes::{Arena, Msg};
 use datapath_socket::{SocketConfig, SocketDatapath};
+use loadgen::args::LoadConfig;
 use loadgen::{run, Bound, RunConfig, Schedule, ScheduleConfig};
 
 fn socket(port: u16) -> SocketDatapath {
@@ -115,12 +116,15 @@ fn a_tiny_calibration_writes_json_heatmap_and_a_readable_recommendation() {
         sizes: vec![64, 1024],
         counts: vec![1, 2, 100],
         array_bytes: Some(2 << 20),
-        rates: vec![300.0],
+        load: LoadConfig {
+            rates: vec![300.0],
+            duration: Duration::from_millis(60),
+            warmup: Duration::from_millis(20),
+            timeout: Duration::from_millis(500),
+            out_dir: dir.clone(),
+            ..CalibConfig::default().load
+        },
         trials: 1, // one trial per load: a known number of records
-        duration: Duration::from_millis(60),
-        warmup: Duration::from_millis(20),
-        timeout: Duration::from_millis(500),
-        out_dir: dir.clone(),
         ..CalibConfig::default()
     };
     let out = run_calibration(&cfg).unwrap();
@@ -228,12 +232,15 @@ fn a_tiny_calibration_on_the_emulated_nic_verifies_replies() {
         sizes: vec![64, 8192],
         counts: vec![2],
         array_bytes: Some(2 << 20),
-        rates: vec![2000.0],
+        load: LoadConfig {
+            rates: vec![2000.0],
+            duration: Duration::from_millis(100),
+            warmup: Duration::from_millis(50),
+            timeout: Duration::from_millis(500),
+            out_dir: dir.clone(),
+            ..CalibConfig::default().load
+        },
         trials: 1, // one trial per load: a known number of records
-        duration: Duration::from_millis(100),
-        warmup: Duration::from_millis(50),
-        timeout: Duration::from_millis(500),
-        out_dir: dir.clone(),
         ..CalibConfig::default()
     };
     let out = run_calibration(&cfg).unwrap();
@@ -301,12 +308,15 @@ fn remote_calibration(cores: usize) {
         sizes: vec![256],
         counts: vec![2, 9],
         array_bytes: Some(1 << 20),
-        rates: vec![500.0],
+        load: LoadConfig {
+            rates: vec![500.0],
+            duration: Duration::from_millis(60),
+            warmup: Duration::from_millis(20),
+            timeout: Duration::from_millis(500),
+            out_dir: dir.clone(),
+            ..CalibConfig::default().load
+        },
         trials: 1, // one trial per load: a known number of records
-        duration: Duration::from_millis(60),
-        warmup: Duration::from_millis(20),
-        timeout: Duration::from_millis(500),
-        out_dir: dir.clone(),
         remote: Some(calibrate::run::Remote {
             server: addr,
             bind: Ipv4Addr::LOCALHOST,

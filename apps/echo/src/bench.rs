@@ -5,7 +5,8 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 
 use datapath_socket::{SocketConfig, SocketDatapath};
 use datapath_tcp::TcpDatapath;
-use loadgen::{run, sweep, ModePoints, Record, RunConfig, RunReport, Schedule};
+use loadgen::args::LoadConfig;
+use loadgen::{run, sweep, ModePoints, Record, RunReport};
 
 use crate::client::{EchoClient, Verifier};
 pub use crate::config::{BenchConfig, BenchOutcome, DatapathKind, DEFAULT_MTU, DEFAULT_RATES};
@@ -22,8 +23,8 @@ pub fn run_point(
     seed: u64,
 ) -> Result<RunReport, String> {
     let checker = |id: u64, payload: &[u8]| verifier.check(id, payload);
-    let run_cfg = RunConfig::quiet(plan.warmup, plan.timeout, plan.busy_poll);
-    let schedule = Schedule::poisson_point(rate, plan.warmup, plan.duration, plan.threads, seed)?;
+    let run_cfg = plan.load.run_config();
+    let schedule = plan.load.schedule(rate, seed)?;
     let cores: Vec<SocketAddrV4> = std::iter::once(plan.server)
         .chain(plan.other_cores.iter().copied())
         .collect();
@@ -31,7 +32,7 @@ pub fn run_point(
         None => {
             let make = |thread: usize| {
                 let mut sc = SocketConfig::new(SocketAddrV4::new(plan.bind, 0));
-                sc.mtu = plan.mtu;
+                sc.mtu = plan.load.mtu;
                 let dp = SocketDatapath::new(sc).map_err(std::io::Error::other)?;
                 EchoClient::spread(dp, &cores, thread, plan.mode, plan.shape)
             };
@@ -94,15 +95,15 @@ pub fn run_bench(cfg: &BenchConfig) -> Result<BenchOutcome, String> {
         runnable.len(),
         loads.len(),
         cfg.shape,
-        cfg.duration,
-        cfg.warmup,
-        cfg.threads,
+        cfg.load.duration,
+        cfg.load.warmup,
+        cfg.load.threads,
         cfg.datapath_label(),
         match cfg.tcp_conns {
             Some(n) => format!(" ({n} connection(s) per thread per server core)"),
             None => String::new(),
         },
-        cfg.mtu
+        cfg.load.mtu
     );
     // One server per mode, all started up front; idle servers sleep on their sockets. Each
     // load is then run for every mode in turn (not mode after mode), so a burst of
@@ -110,7 +111,7 @@ pub fn run_bench(cfg: &BenchConfig) -> Result<BenchOutcome, String> {
     let mut servers = Vec::with_capacity(runnable.len());
     for &mode in runnable {
         let mut sc = SocketConfig::new(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0));
-        sc.mtu = cfg.mtu;
+        sc.mtu = cfg.load.mtu;
         let mut cores = percore::CoresConfig::new(&format!("echo-server-{mode}"), cfg.cores);
         // One core floats, as it always has; several are pinned one per CPU.
         cores.pin = cfg.cores > 1;
@@ -119,8 +120,10 @@ pub fn run_bench(cfg: &BenchConfig) -> Result<BenchOutcome, String> {
             threshold: cfg.threshold,
         };
         let server = match cfg.tcp_conns {
-            None => crate::server::spawn_cores(scfg, sc, &cores, None, cfg.spin)?,
-            Some(_) => crate::server::spawn_cores_tcp(scfg, sc, &cfg.tcp, &cores, None, cfg.spin)?,
+            None => crate::server::spawn_cores(scfg, sc, &cores, None, cfg.load.spin)?,
+            Some(_) => {
+                crate::server::spawn_cores_tcp(scfg, sc, &cfg.tcp, &cores, None, cfg.load.spin)?
+            }
         };
         let plan = SweepPlan {
             other_cores: server.addrs()[1..].to_vec(),
@@ -128,14 +131,11 @@ pub fn run_bench(cfg: &BenchConfig) -> Result<BenchOutcome, String> {
             shape: cfg.shape,
             server: server.addr(),
             bind: Ipv4Addr::LOCALHOST,
-            loads: loads.clone(),
-            duration: cfg.duration,
-            warmup: cfg.warmup,
-            timeout: cfg.timeout,
-            threads: cfg.threads,
-            mtu: cfg.mtu,
+            load: LoadConfig {
+                rates: loads.clone(),
+                ..cfg.load.clone()
+            },
             stop_after_misses: cfg.stop_after_misses,
-            busy_poll: cfg.spin,
             tcp_conns: cfg.tcp_conns,
             tcp: cfg.tcp,
         };
@@ -183,19 +183,19 @@ fn run_bench_xdp(cfg: &BenchConfig) -> Result<BenchOutcome, String> {
     use crate::xdp::{create_netns, ServerProcess, CLIENT_PORT};
     let bypass = cfg.client_datapath != Some(DatapathKind::Socket);
     if bypass {
-        app_server::cli::one_veth_client_core(cfg.threads)?;
+        app_server::cli::one_veth_client_core(cfg.load.threads)?;
     }
     let mut out = BenchOutcome::default();
     let loads = cfg.loads();
     let runnable = &cfg.modes;
-    let ns = create_netns(cfg.mtu)?;
+    let ns = create_netns(cfg.load.mtu)?;
     let clients = match bypass {
         true => "an AF_XDP client core".to_owned(),
-        false => format!("{} kernel-socket client thread(s)", cfg.threads),
+        false => format!("{} kernel-socket client thread(s)", cfg.load.threads),
     };
     eprintln!(
         "[bench] namespace {} with {} (AF_XDP server, {}) <-> {} ({clients}, {}), MTU {}",
-        ns.name, ns.server_if, ns.server_ip, ns.client_if, ns.client_ip, cfg.mtu
+        ns.name, ns.server_if, ns.server_ip, ns.client_if, ns.client_ip, cfg.load.mtu
     );
     // The client core on this side's end, at the interface's MTU (the veth's, `cfg.mtu`).
     let mut spec = app_server::DatapathSpec::new(DatapathKind::Xdp);
@@ -217,14 +217,11 @@ fn run_bench_xdp(cfg: &BenchConfig) -> Result<BenchOutcome, String> {
             shape: cfg.shape,
             server: server.addr,
             bind: ns.client_ip,
-            loads: loads.clone(),
-            duration: cfg.duration,
-            warmup: cfg.warmup,
-            timeout: cfg.timeout,
-            threads: cfg.threads,
-            mtu: cfg.mtu,
+            load: LoadConfig {
+                rates: loads.clone(),
+                ..cfg.load.clone()
+            },
             stop_after_misses: cfg.stop_after_misses,
-            busy_poll: cfg.spin,
             tcp_conns: None,
             tcp: app_server::TcpSpec::default(),
         };

@@ -12,7 +12,7 @@ use app_server::{CargoRun, DatapathSpec, Launch};
 use bench_client::{BypassClients, CoreClient};
 use cornflakes::{ConnId, Datapath};
 use datapath_socket::SocketConfig;
-use loadgen::{sweep, Record, RunConfig, Schedule};
+use loadgen::{sweep, Record};
 
 use crate::client::{EchoClient, Verifier};
 use crate::mode::Mode;
@@ -49,7 +49,7 @@ impl CoreClient for EchoCore {
     }
 }
 
-/// Sweeps the offered loads of `plan` from `plan.threads` client cores on `spec`, core *i* at
+/// Sweeps the offered loads of `plan` from `plan.load.threads` client cores on `spec`, core *i* at
 /// `bind`'s port plus *i*; one record per point, as [`crate::bench::sweep_mode`].
 pub fn sweep_mode(
     plan: &SweepPlan,
@@ -57,22 +57,21 @@ pub fn sweep_mode(
     bind: SocketAddrV4,
 ) -> Result<Vec<Record>, String> {
     let verifier = Arc::new(Verifier::new(plan.mode, plan.shape)?);
-    let threads = plan.threads.max(1);
     let mut sc = SocketConfig::new(bind);
-    sc.mtu = plan.mtu;
+    sc.mtu = plan.load.mtu;
     let mut l = Launch::new(spec.clone(), sc, plan.mode.name(), CARGO_RUN);
-    l.cores = threads;
+    l.cores = plan.load.threads.max(1);
     l.name = format!("echo-client-{}", plan.mode);
     let servers: Vec<SocketAddrV4> = std::iter::once(plan.server)
         .chain(plan.other_cores.iter().copied())
         .collect();
     let (mode, shape) = (plan.mode, plan.shape);
     let clients = BypassClients::spawn(&l, &servers, EchoCore { mode, shape })?;
-    let run_cfg = RunConfig::quiet(plan.warmup, plan.timeout, plan.busy_poll);
+    let run_cfg = plan.load.run_config();
     let mut seed = 1u64;
     let records = sweep(&plan.sweep_config(), |rate| {
         seed += 1;
-        let schedule = Schedule::poisson_point(rate, plan.warmup, plan.duration, threads, seed)?;
+        let schedule = plan.load.schedule(rate, seed)?;
         let v = verifier.clone();
         clients
             .run(

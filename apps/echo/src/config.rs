@@ -3,8 +3,8 @@
 //! ([`crate::emu`]) and AF_XDP, so none of them imports another for its types.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
+use loadgen::args::LoadConfig;
 use loadgen::Record;
 
 use crate::mode::Mode;
@@ -50,30 +50,16 @@ pub struct BenchConfig {
     pub modes: Vec<Mode>,
     /// Message shape.
     pub shape: ShapeSpec,
-    /// Offered loads, requests per second.
-    pub rates: Vec<f64>,
-    /// The load whose p50/p99 the table reports (added to `rates` if missing).
+    /// Offered loads, timing, client threads, MTU, busy-polling and output directory (the
+    /// load flags; default: [`DEFAULT_RATES`] into `results/echo`).
+    pub load: LoadConfig,
+    /// The load whose p50/p99 the table reports (added to `load.rates` if missing).
     pub fixed_rps: f64,
-    /// Measured time per load point.
-    pub duration: Duration,
-    /// Warm-up before each measured window (verified, not measured).
-    pub warmup: Duration,
-    /// A request unanswered this long is lost.
-    pub timeout: Duration,
-    /// Client threads.
-    pub threads: usize,
     /// Hybrid threshold of the `cornflakes` modes (default: the process default,
     /// [`cornflakes::threshold_setting`]).
     pub threshold: usize,
-    /// IP MTU of the socket datapath.
-    pub mtu: usize,
     /// Stop a mode's sweep after this many consecutive points below 95 % (0: run all).
     pub stop_after_misses: usize,
-    /// Busy-poll: the server never blocks and the client never yields (the paper's setup;
-    /// on a shared 2-core machine it mostly measures the scheduler).
-    pub spin: bool,
-    /// Where the JSON, plot and table go.
-    pub out_dir: PathBuf,
     /// JSON path (default `out_dir/echo.json`).
     pub json: Option<PathBuf>,
     /// `emu` only: how replies are checked, what the device costs and how the saturation
@@ -122,19 +108,12 @@ impl Default for BenchConfig {
             datapath: DatapathKind::Socket,
             modes: Mode::ALL.to_vec(),
             shape: ShapeSpec::default(),
-            rates: DEFAULT_RATES.to_vec(),
+            load: LoadConfig::new(DEFAULT_RATES.to_vec(), DEFAULT_MTU, "results/echo"),
             fixed_rps: DEFAULT_RATES[0],
-            duration: Duration::from_millis(500),
-            warmup: Duration::from_millis(100),
-            timeout: Duration::from_millis(200),
-            threads: 1,
             // The process default: 512 B unless CORNFLAKES_THRESHOLD / CORNFLAKES_CALIBRATION.
             threshold: cornflakes::default_threshold(),
-            mtu: DEFAULT_MTU,
             // Three, not one: on a shared machine a single point can miss by bad luck.
             stop_after_misses: 3,
-            spin: false,
-            out_dir: PathBuf::from("results/echo"),
             json: None,
             device: emu_bench::EmuSettings::default(),
             rx_ring: None,
@@ -147,21 +126,16 @@ impl Default for BenchConfig {
 }
 
 impl BenchConfig {
-    /// The loads to run: `rates` plus the fixed load, ascending, without duplicates.
+    /// The loads to run: `load.rates` plus the fixed load, ascending, without duplicates.
     pub fn loads(&self) -> Vec<f64> {
-        let mut v = self.rates.clone();
-        v.push(self.fixed_rps);
-        v.retain(|r| r.is_finite() && *r > 0.0);
-        v.sort_by(f64::total_cmp);
-        v.dedup();
-        v
+        self.load.loads(&[self.fixed_rps])
     }
 
     /// The JSON output path.
     pub fn json_path(&self) -> PathBuf {
         self.json
             .clone()
-            .unwrap_or_else(|| self.out_dir.join("echo.json"))
+            .unwrap_or_else(|| self.load.out_dir.join("echo.json"))
     }
 }
 

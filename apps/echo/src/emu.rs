@@ -91,10 +91,12 @@ pub fn run_point_with(
     let mut run_cfg = EmuRunConfig {
         cores: cfg.cores,
         pin,
-        mtu: cfg.mtu,
-        ..cfg
-            .device
-            .run_config(rate, seed, (cfg.duration, cfg.warmup, cfg.timeout))
+        mtu: cfg.load.mtu,
+        ..cfg.device.run_config(
+            rate,
+            seed,
+            (cfg.load.duration, cfg.load.warmup, cfg.load.timeout),
+        )
     };
     if let Some(n) = cfg.rx_ring {
         run_cfg.emu.rq_entries = n;
@@ -153,7 +155,7 @@ pub fn run_bench_emu(cfg: &BenchConfig) -> Result<(BenchOutcome, EmuOutcome), St
     let modes = &cfg.modes;
     let mut requests = modes
         .iter()
-        .map(|&m| request_payloads(m, cfg.shape, DISTINCT_REQUESTS, cfg.mtu))
+        .map(|&m| request_payloads(m, cfg.shape, DISTINCT_REQUESTS, cfg.load.mtu))
         .collect::<Result<Vec<_>, _>>()?;
     for r in &mut requests {
         spread_over_cores(r, cfg.cores);
@@ -162,8 +164,8 @@ pub fn run_bench_emu(cfg: &BenchConfig) -> Result<(BenchOutcome, EmuOutcome), St
     let about = About {
         lane: ("mode", "modes"),
         what: format!("shape {shape}"),
-        per_trial: (cfg.duration, cfg.warmup),
-        mtu: cfg.mtu,
+        per_trial: (cfg.load.duration, cfg.load.warmup),
+        mtu: cfg.load.mtu,
         per_core: "",
     };
     let names: Vec<&str> = modes.iter().map(|m| m.name()).collect();

@@ -158,18 +158,18 @@ fn bench_config(a: &mut Args) -> Result<BenchConfig, String> {
     }
     cfg.client_datapath = app_server::cli::bench_clients(a, cfg.datapath)?;
     if cfg.datapath == DatapathKind::Emu {
-        cfg.rates = echo::emu::EMU_RATES.to_vec();
+        cfg.load.rates = echo::emu::EMU_RATES.to_vec();
         cfg.fixed_rps = echo::emu::EMU_RATES[0];
-        cfg.duration = echo::emu::EMU_DURATION;
-        cfg.warmup = echo::emu::EMU_WARMUP;
-        cfg.timeout = echo::emu::EMU_TIMEOUT;
+        cfg.load.duration = echo::emu::EMU_DURATION;
+        cfg.load.warmup = echo::emu::EMU_WARMUP;
+        cfg.load.timeout = echo::emu::EMU_TIMEOUT;
     }
     // --delay-ns: the old name of --desc-ns; it wins when both are given (as it did).
     let delay_ns = a.parse::<u64>("--delay-ns")?;
     cfg.device.apply_args(a)?;
     cfg.device.desc_ns = delay_ns.unwrap_or(cfg.device.desc_ns);
     let load = LoadFlags::from_args(a)?;
-    load.apply(loadgen::load_settings!(cfg));
+    load.apply(&mut cfg.load);
     if let Some(r) = &load.rates {
         cfg.fixed_rps = r.iter().copied().fold(f64::INFINITY, f64::min);
     }
@@ -247,10 +247,10 @@ fn client_cmd(mut a: Args) -> Result<(), String> {
         None => bench::sweep_mode(&plan)?,
     };
     loadgen::save_json(&json, &records)?;
-    let fixed = plan.loads.first().copied().unwrap_or(0.0);
+    let fixed = plan.load.rates.first().copied().unwrap_or(0.0);
     // Which kernel-bypass client cores drove the run (kernel sockets: as always, unsaid).
     if let Some((t, _)) = &bypass {
-        let n = plan.threads.max(1);
+        let n = plan.load.threads.max(1);
         println!(
             "Datapath: {n} client core(s) on {} to the server at {}.\n",
             t.label(),
@@ -284,7 +284,7 @@ fn client_plan(a: &mut Args) -> Result<(SweepPlan, PathBuf, Bypass), String> {
         shape: a.parse("--shape")?.unwrap_or_default(),
         ..BenchConfig::default()
     };
-    LoadFlags::from_args(a)?.apply(loadgen::load_settings!(d));
+    LoadFlags::from_args(a)?.apply(&mut d.load);
     // `--bind IP`, or `IP:PORT` for kernel-bypass client cores.
     let bind_arg = a.take("--bind")?;
     let bind_port = bind_arg
@@ -299,14 +299,14 @@ fn client_plan(a: &mut Args) -> Result<(SweepPlan, PathBuf, Bypass), String> {
     };
     let json = a
         .take("--json")?
-        .map_or_else(|| d.out_dir.join("echo-client.json"), PathBuf::from);
+        .map_or_else(|| d.load.out_dir.join("echo-client.json"), PathBuf::from);
     let cores = a.parse::<usize>("--cores")?.unwrap_or(1).max(1);
     let (tcp_conns, tcp, bypass) = app_server::cli::client_transport(a)?;
     let bypass = match (bypass, bind_port) {
         (Some(mut t), Some(b)) => {
             // The client cores' MTU is an explicit --mtu only: without it AF_XDP takes the
             // interface's, the NICs the load flags' default.
-            t.mtu = explicit_mtu.then_some(d.mtu);
+            t.mtu = explicit_mtu.then_some(d.load.mtu);
             Some((t, b))
         }
         (Some(t), None) => {
@@ -322,8 +322,8 @@ fn client_plan(a: &mut Args) -> Result<(SweepPlan, PathBuf, Bypass), String> {
         }
         (None, None) => None,
     };
-    let mut loads = d.rates;
-    loads.sort_by(f64::total_cmp);
+    let mut load = d.load;
+    load.rates.sort_by(f64::total_cmp);
     let plan = SweepPlan {
         other_cores: (1..cores)
             .map(|i| percore::core_addr(server, i))
@@ -332,14 +332,8 @@ fn client_plan(a: &mut Args) -> Result<(SweepPlan, PathBuf, Bypass), String> {
         shape: d.shape,
         server,
         bind,
-        loads,
-        duration: d.duration,
-        warmup: d.warmup,
-        timeout: d.timeout,
-        threads: d.threads,
-        mtu: d.mtu,
+        load,
         stop_after_misses: 2,
-        busy_poll: d.spin,
         tcp_conns,
         tcp,
     };
@@ -364,6 +358,7 @@ mod tests {
     //! What each flag of `echo bench` and `echo client` sets (pinned before the load flags
     //! moved to `loadgen::args`, unchanged after).
     use super::*;
+    use loadgen::args::LoadConfig;
     use std::time::Duration;
 
     #[test]
@@ -380,18 +375,20 @@ mod tests {
         let want = BenchConfig {
             modes: vec!["raw".parse().unwrap(), "protobuf".parse().unwrap()],
             shape: "single-64".parse().unwrap(),
-            rates: vec![2000.0, 1000.0],
+            load: LoadConfig {
+                rates: vec![2000.0, 1000.0],
+                duration: Duration::from_millis(250),
+                warmup: Duration::from_millis(500),
+                timeout: Duration::from_millis(30),
+                threads: 4,
+                mtu: 9000,
+                spin: true,
+                out_dir: PathBuf::from("o"),
+            },
             fixed_rps: 1000.0,
-            duration: Duration::from_millis(250),
-            warmup: Duration::from_millis(500),
-            timeout: Duration::from_millis(30),
-            threads: 4,
             threshold: 256,
-            mtu: 9000,
-            out_dir: PathBuf::from("o"),
             json: Some(PathBuf::from("j.json")),
             stop_after_misses: 0,
-            spin: true,
             device: emu_bench::EmuSettings {
                 sample_every: 1,
                 check_every: 3,
@@ -417,7 +414,7 @@ mod tests {
             "--datapath socket --rates 5,6 --fixed-rps 9",
         ))
         .unwrap();
-        assert_eq!((got.rates, got.fixed_rps), (vec![5.0, 6.0], 9.0));
+        assert_eq!((got.load.rates, got.fixed_rps), (vec![5.0, 6.0], 9.0));
         // --delay-ns, the old name of --desc-ns, wins when both are given (as it did).
         let got = bench_config(&mut Args::from_line(
             "--datapath socket --desc-ns 3 --delay-ns 9",
@@ -425,7 +422,7 @@ mod tests {
         .unwrap();
         assert_eq!(got.device.desc_ns, 9);
         let got = bench_config(&mut Args::from_line("--datapath socket --threads 0")).unwrap();
-        assert_eq!(got.threads, 1);
+        assert_eq!(got.load.threads, 1);
         let e = bench_config(&mut Args::from_line("--datapath socket --threads x")).unwrap_err();
         assert_eq!(e, "--threads \"x\": invalid digit found in string");
         let e = bench_config(&mut Args::from_line("--datapath socket --duration -1")).unwrap_err();
@@ -450,14 +447,17 @@ mod tests {
             shape: "list-2x64".parse().unwrap(),
             server,
             bind: Ipv4Addr::new(10, 0, 0, 2),
-            loads: vec![1000.0, 3000.0],
-            duration: Duration::from_secs(2),
-            warmup: Duration::from_secs(1),
-            timeout: Duration::from_millis(40),
-            threads: 3,
-            mtu: 1500,
+            load: LoadConfig {
+                rates: vec![1000.0, 3000.0],
+                duration: Duration::from_secs(2),
+                warmup: Duration::from_secs(1),
+                timeout: Duration::from_millis(40),
+                threads: 3,
+                mtu: 1500,
+                spin: true,
+                out_dir: PathBuf::from("o"),
+            },
             stop_after_misses: 2,
-            busy_poll: true,
             tcp_conns: None,
             tcp: app_server::TcpSpec::default(),
         };
@@ -470,20 +470,11 @@ mod tests {
         .unwrap();
         let d = BenchConfig::default();
         assert_eq!(json, PathBuf::from("x.json"));
-        assert_eq!(
-            (
-                plan.duration,
-                plan.warmup,
-                plan.timeout,
-                plan.threads,
-                plan.mtu
-            ),
-            (d.duration, d.warmup, d.timeout, 1, DEFAULT_MTU)
-        );
-        assert!(!plan.busy_poll && plan.other_cores.is_empty() && plan.bind == *server.ip());
-        let mut sorted = d.rates.clone();
-        sorted.sort_by(f64::total_cmp);
-        assert_eq!(plan.loads, sorted);
+        let mut want = d.load;
+        want.rates.sort_by(f64::total_cmp);
+        assert_eq!(plan.load, want);
+        assert_eq!((plan.load.threads, plan.load.mtu), (1, DEFAULT_MTU));
+        assert!(!plan.load.spin && plan.other_cores.is_empty() && plan.bind == *server.ip());
     }
 
     #[test]

@@ -3,8 +3,8 @@
 //! ([`crate::bypass`]).
 
 use std::net::{Ipv4Addr, SocketAddrV4};
-use std::time::Duration;
 
+use loadgen::args::LoadConfig;
 use loadgen::{SweepConfig, DEFAULT_KEEP_UP};
 
 use crate::mode::Mode;
@@ -21,22 +21,11 @@ pub struct SweepPlan {
     pub server: SocketAddrV4,
     /// Address the client sockets bind (port 0).
     pub bind: Ipv4Addr,
-    /// Offered loads.
-    pub loads: Vec<f64>,
-    /// Measured time per point.
-    pub duration: Duration,
-    /// Warm-up per point.
-    pub warmup: Duration,
-    /// Loss timeout.
-    pub timeout: Duration,
-    /// Client threads.
-    pub threads: usize,
-    /// IP MTU.
-    pub mtu: usize,
+    /// The load: `load.rates` are the offered loads, run in this order; timing, client
+    /// threads, MTU and busy-polling as configured (its `out_dir` is the caller's to use).
+    pub load: LoadConfig,
     /// See [`crate::config::BenchConfig::stop_after_misses`].
     pub stop_after_misses: usize,
-    /// Client threads busy-poll instead of yielding when idle.
-    pub busy_poll: bool,
     /// The server's cores after the first (core 0 is `server`): requests are spread over
     /// all of them round-robin. Empty: one core.
     pub other_cores: Vec<SocketAddrV4>,
@@ -54,7 +43,7 @@ impl SweepPlan {
         SweepConfig {
             mode: self.mode.name().to_owned(),
             shape: self.shape.to_string(),
-            loads_rps: self.loads.clone(),
+            loads_rps: self.load.rates.clone(),
             keep_up: DEFAULT_KEEP_UP,
             stop_after_misses: self.stop_after_misses,
             progress: true,

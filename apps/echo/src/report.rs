@@ -16,8 +16,8 @@ use crate::server::ServerStats;
 /// and the terminal shows the compact table and the ratios first (the full tables are in
 /// `table.md`); elsewhere the table itself.
 pub(crate) fn write_outputs(cfg: &BenchConfig, out: &BenchOutcome) -> Result<(), String> {
-    save_bench_records(&cfg.out_dir, &cfg.json_path(), &out.records)?;
-    let servers_path = cfg.out_dir.join("servers.json");
+    save_bench_records(&cfg.load.out_dir, &cfg.json_path(), &out.records)?;
+    let servers_path = cfg.load.out_dir.join("servers.json");
     let servers: Vec<serde_json::Value> = out
         .servers
         .iter()
@@ -43,11 +43,11 @@ pub(crate) fn write_outputs(cfg: &BenchConfig, out: &BenchOutcome) -> Result<(),
     let text = serde_json::to_string_pretty(&servers).map_err(|e| e.to_string())?;
     std::fs::write(&servers_path, text)
         .map_err(|e| format!("writing {}: {e}", servers_path.display()))?;
-    let table_path = cfg.out_dir.join("table.md");
+    let table_path = cfg.load.out_dir.join("table.md");
     let printed = if let Some(emu) = &out.emu {
         let floors = crate::emu::floors(cfg.shape);
         let texts = emu_bench::write_emu_outputs(
-            &cfg.out_dir,
+            &cfg.load.out_dir,
             emu,
             &emu_bench::EmuReportSpec {
                 roles: crate::emu::roles(),
@@ -81,7 +81,7 @@ pub(crate) fn write_outputs(cfg: &BenchConfig, out: &BenchOutcome) -> Result<(),
     };
     print!("{printed}");
     emu_bench::write_charts(
-        &cfg.out_dir,
+        &cfg.load.out_dir,
         "echo",
         &format!("echo {}, {}", cfg.shape, cfg.datapath_label()),
         &out.records,
@@ -214,11 +214,11 @@ mod tests {
 
     #[test]
     fn loads_are_sorted_unique_and_include_the_fixed_load() {
-        let cfg = BenchConfig {
-            rates: vec![30.0, 10.0, 30.0, -1.0, f64::NAN],
+        let mut cfg = BenchConfig {
             fixed_rps: 5.0,
             ..BenchConfig::default()
         };
+        cfg.load.rates = vec![30.0, 10.0, 30.0, -1.0, f64::NAN];
         assert_eq!(cfg.loads(), vec![5.0, 10.0, 30.0]);
     }
 

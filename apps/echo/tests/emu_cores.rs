@@ -10,16 +10,20 @@ use echo::bench::{BenchConfig, DatapathKind};
 use echo::emu::{request_payloads, run_point_with, spread_over_cores};
 use echo::server::ServerStats;
 use echo::{Mode, Serialization, ShapeSpec};
+use loadgen::args::LoadConfig;
 use percore::allowed_cores;
 
 #[test]
 fn two_echo_cores_each_answer_exactly_their_round_robin_share() {
     let cfg = BenchConfig {
         datapath: DatapathKind::Emu,
-        duration: Duration::from_millis(150),
-        warmup: Duration::from_millis(20),
-        // Generous: three threads share the CPUs.
-        timeout: Duration::from_millis(800),
+        load: LoadConfig {
+            duration: Duration::from_millis(150),
+            warmup: Duration::from_millis(20),
+            // Generous: three threads share the CPUs.
+            timeout: Duration::from_millis(800),
+            ..BenchConfig::default().load
+        },
         device: emu_bench::EmuSettings {
             sample_every: 1,
             check_every: 1,
@@ -37,7 +41,7 @@ fn two_echo_cores_each_answer_exactly_their_round_robin_share() {
             shape,
             ..cfg.clone()
         };
-        let mut reqs = request_payloads(mode, shape, 16, cfg.mtu).expect("requests");
+        let mut reqs = request_payloads(mode, shape, 16, cfg.load.mtu).expect("requests");
         spread_over_cores(&mut reqs, 2);
         assert!(reqs.iter().enumerate().all(|(k, r)| r.core == k % 2));
         let (report, per_core) = run_point_with(&cfg, mode, &reqs, 6_000.0, 7, false).expect("run");

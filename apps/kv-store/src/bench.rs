@@ -74,7 +74,7 @@ fn run_sweeps(cfg: &BenchConfig, remote: Option<SocketAddrV4>) -> Result<BenchOu
             return Err("kv client runs on the socket datapath".to_owned());
         }
         if cfg.client_datapath.is_some() {
-            app_server::cli::one_veth_client_core(cfg.threads)?;
+            app_server::cli::one_veth_client_core(cfg.load.threads)?;
         }
         let out = run_xdp(cfg, &loads, prepare(cfg)?)?;
         write_outputs(cfg, &out)?;
@@ -91,11 +91,11 @@ fn run_sweeps(cfg: &BenchConfig, remote: Option<SocketAddrV4>) -> Result<BenchOu
         "[bench] {} serializations x {} loads, {:?} per point (+{:?} warm-up), {} client thread(s), {}, MTU {}",
         cfg.serializations.len(),
         loads.len(),
-        cfg.duration,
-        cfg.warmup,
-        cfg.threads,
+        cfg.load.duration,
+        cfg.load.warmup,
+        cfg.load.threads,
         datapath_label(cfg, remote),
-        cfg.mtu
+        cfg.load.mtu
     );
     let mut lanes = Vec::new();
     for &ser in &cfg.serializations {
@@ -116,7 +116,7 @@ fn run_sweeps(cfg: &BenchConfig, remote: Option<SocketAddrV4>) -> Result<BenchOu
                 &server_cores(ser, cfg.cores),
                 Arc::new(move |store: &mut Store, _, _| load_store(&wl, store)),
                 None,
-                cfg.spin,
+                cfg.load.spin,
             )?),
         };
         let addrs: Vec<SocketAddrV4> = match (&server, remote) {
@@ -199,7 +199,7 @@ fn datapath_label(cfg: &BenchConfig, remote: Option<SocketAddrV4>) -> String {
     match (&cfg.client_datapath, remote) {
         (Some(t), Some(addr)) => format!(
             "{} client core(s) on {} to the server at {addr} (this process the client)",
-            cfg.threads.max(1),
+            cfg.load.threads.max(1),
             t.label()
         ),
         _ => cfg.socket_label(remote),

@@ -55,7 +55,7 @@ pub fn spawn(
     reqs: &Arc<RunRequests>,
 ) -> Result<BypassClients, String> {
     let mut l = Launch::new(spec.clone(), cfg.socket(bind), ser.name(), CARGO_RUN);
-    l.cores = cfg.threads.max(1);
+    l.cores = cfg.load.threads.max(1);
     l.name = format!("kv-client-{ser}");
     l.min_item = cfg.max_item;
     let body = KvCore {

@@ -5,10 +5,10 @@
 use std::net::SocketAddrV4;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use datapath_socket::SocketConfig;
 use kv_workloads::{Stats, Workload, WorkloadConfig};
+use loadgen::args::LoadConfig;
 use loadgen::Record;
 
 use crate::client::{Expected, RunRequests};
@@ -77,20 +77,11 @@ pub struct BenchConfig {
     pub workload: WorkloadConfig,
     /// Serializations to run, in order.
     pub serializations: Vec<Serialization>,
-    /// Offered loads, requests per second.
-    pub rates: Vec<f64>,
-    /// Measured time per load point.
-    pub duration: Duration,
-    /// Warm-up before each measured window (verified, not measured).
-    pub warmup: Duration,
-    /// A request unanswered this long is lost.
-    pub timeout: Duration,
-    /// Client threads.
-    pub threads: usize,
+    /// Offered loads, timing, client threads, MTU, busy-polling and output directory (the
+    /// load flags; default: [`DEFAULT_RATES`] into `results/kv`).
+    pub load: LoadConfig,
     /// Hybrid threshold of `cornflakes` and `cornflakes-no-ssend`.
     pub threshold: usize,
-    /// IP MTU of the socket datapath.
-    pub mtu: usize,
     /// Largest pinned buffer (server and clients): bounds one value and one message.
     pub max_item: usize,
     /// The store's memory limit (per server).
@@ -101,10 +92,6 @@ pub struct BenchConfig {
     pub seed: u64,
     /// Stop a serialization's sweep after this many consecutive points below 95 % (0: never).
     pub stop_after_misses: usize,
-    /// Busy-poll server and clients instead of blocking / yielding when idle.
-    pub spin: bool,
-    /// Where the JSON, plots and tables go.
-    pub out_dir: PathBuf,
     /// JSON path (default `out_dir/kv.json`).
     pub json: Option<PathBuf>,
     /// `emu` only: how replies are checked, what the device costs and how the saturation
@@ -155,20 +142,13 @@ impl Default for BenchConfig {
             datapath: DatapathKind::Socket,
             workload: WorkloadConfig::default_for("ycsb").expect("ycsb is a workload"),
             serializations: Serialization::ALL.to_vec(),
-            rates: DEFAULT_RATES.to_vec(),
-            duration: Duration::from_millis(500),
-            warmup: Duration::from_millis(100),
-            timeout: Duration::from_millis(200),
-            threads: 1,
+            load: LoadConfig::new(DEFAULT_RATES.to_vec(), DEFAULT_MTU, "results/kv"),
             threshold: cornflakes::default_threshold(),
-            mtu: DEFAULT_MTU,
             max_item: DEFAULT_MAX_ITEM,
             memory_limit: DEFAULT_MEMORY_LIMIT,
             requests: 20_000,
             seed: 1,
             stop_after_misses: 2,
-            spin: false,
-            out_dir: PathBuf::from("results/kv"),
             json: None,
             device: emu_bench::EmuSettings::default(),
             cores: 1,
@@ -183,24 +163,20 @@ impl Default for BenchConfig {
 impl BenchConfig {
     /// The loads to run, ascending, without duplicates or non-positive values.
     pub fn loads(&self) -> Vec<f64> {
-        let mut v = self.rates.clone();
-        v.retain(|r| r.is_finite() && *r > 0.0);
-        v.sort_by(f64::total_cmp);
-        v.dedup();
-        v
+        self.load.loads(&[])
     }
 
     /// The JSON output path.
     pub fn json_path(&self) -> PathBuf {
         self.json
             .clone()
-            .unwrap_or_else(|| self.out_dir.join("kv.json"))
+            .unwrap_or_else(|| self.load.out_dir.join("kv.json"))
     }
 
     /// The socket datapath settings of a server or client bound to `bind`.
     pub fn socket(&self, bind: SocketAddrV4) -> SocketConfig {
         let mut sc = SocketConfig::new(bind);
-        sc.mtu = self.mtu;
+        sc.mtu = self.load.mtu;
         // Room for the store (per server) on top of transmit and receive buffers.
         sc.memory = memory_config(self.max_item, self.memory_limit.saturating_add(256 << 20));
         sc.max_message_len = sc.max_message_len.max(self.max_item);
@@ -258,7 +234,7 @@ pub(crate) fn prepare(cfg: &BenchConfig) -> Result<Prepared, String> {
     let expected = Arc::new(Expected::for_workload(workload.clone(), &ops));
     let reqs = Arc::new(RunRequests {
         ops,
-        threads: cfg.threads.max(1),
+        threads: cfg.load.threads.max(1),
     });
     Ok(Prepared {
         workload,

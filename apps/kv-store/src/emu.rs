@@ -421,15 +421,15 @@ impl KvEmu {
             .max()
             .unwrap_or(0);
         let largest = largest_req.max(expected.max_value_len() + 256);
-        let mtu = if largest + 128 > cfg.mtu {
+        let mtu = if largest + 128 > cfg.load.mtu {
             let m = (largest + 128).next_multiple_of(1024).min(65_000);
             eprintln!(
                 "[bench] emu: MTU raised from {} to {m} so that the largest request or value ({largest} B) is one frame (the emulated wire carries single-frame messages)",
-                cfg.mtu
+                cfg.load.mtu
             );
             m
         } else {
-            cfg.mtu
+            cfg.load.mtu
         };
         Ok(KvEmu {
             plan,
@@ -572,9 +572,11 @@ impl KvCores<'_, '_> {
             cores: emu.plan.cores(),
             pin: self.pin,
             mtu: emu.mtu,
-            ..cfg
-                .device
-                .run_config(load * per, seed, (cfg.duration, cfg.warmup, cfg.timeout))
+            ..cfg.device.run_config(
+                load * per,
+                seed,
+                (cfg.load.duration, cfg.load.warmup, cfg.load.timeout),
+            )
         };
         ecfg.emu.mtu = ecfg.emu.mtu.max(emu.mtu);
         let merged = Arc::new(AtomicU64::new(0));
@@ -650,7 +652,7 @@ pub(crate) fn run_emu(cfg: &BenchConfig, loads: &[f64]) -> Result<BenchOutcome, 
     let about = About {
         lane: ("serialization", "serializations"),
         what: format!("workload {name}"),
-        per_trial: (cfg.duration, cfg.warmup),
+        per_trial: (cfg.load.duration, cfg.load.warmup),
         mtu: emu.mtu(),
         per_core: if cfg.cores > 1 {
             ", each with its shard of the keys"

@@ -142,7 +142,7 @@ serializations: cornflakes cornflakes-sg cornflakes-copy cornflakes-no-ssend pro
 /// The flags of every command that runs the store or its clients: the load flags
 /// ([`loadgen::args::LoadFlags`]) and the store's.
 fn common(a: &mut Args, cfg: &mut BenchConfig) -> Result<(), String> {
-    LoadFlags::from_args(a)?.apply(loadgen::load_settings!(cfg));
+    LoadFlags::from_args(a)?.apply(&mut cfg.load);
     if let Some(n) = a.parse::<usize>("--requests")? {
         cfg.requests = n.max(1);
     }
@@ -218,7 +218,7 @@ fn bench_config(a: &mut Args) -> Result<(BenchConfig, Peers), String> {
         .filter(|&k| k == DatapathKind::Xdp)
         .map(DatapathSpec::new);
     if cfg.datapath == DatapathKind::Emu {
-        cfg.rates = bench::EMU_RATES.to_vec();
+        cfg.load.rates = bench::EMU_RATES.to_vec();
     }
     cfg.device.apply_args(a)?;
     let name = a.take("--workload")?.unwrap_or_else(|| "ycsb".to_owned());
@@ -267,7 +267,7 @@ fn client_config(a: &mut Args) -> Result<(BenchConfig, SocketAddrV4), String> {
     common(a, &mut cfg)?;
     (cfg.tcp_conns, cfg.tcp, cfg.client_datapath) = app_server::cli::client_transport(a)?;
     if let Some(spec) = &mut cfg.client_datapath {
-        spec.mtu = explicit_mtu.then_some(cfg.mtu);
+        spec.mtu = explicit_mtu.then_some(cfg.load.mtu);
     }
     if cfg.client_bind.is_some() && cfg.client_datapath.is_none() {
         return Err(
@@ -394,7 +394,7 @@ fn server_cmd(mut a: Args) -> Result<(), String> {
     // AF_XDP takes an explicit --mtu only: without it the interface's MTU applies.
     let spec = DatapathSpec::from_args(&mut a, DatapathKind::SERVERS)?;
     common(&mut a, &mut bc)?;
-    bc.mtu = spec.mtu_or(bc.mtu);
+    bc.load.mtu = spec.mtu_or(bc.load.mtu);
     a.finish()?;
     let cfg = ServerConfig {
         serialization: ser,
@@ -407,7 +407,7 @@ fn server_cmd(mut a: Args) -> Result<(), String> {
     let mut l = Launch::new(spec, bc.socket(bind), ser.name(), CARGO_RUN);
     l.umem_bytes = Some(kv_store::server::umem_bytes(bc.memory_limit));
     l.cores = bc.cores;
-    l.spin = bc.spin;
+    l.spin = bc.load.spin;
     l.name = format!("kv-server-{ser}");
     l.min_item = bc.max_item;
     let st = serve_until(seconds, until_stdin_closes, |stop| {
@@ -452,17 +452,17 @@ mod tests {
 
     /// What the load and run flags of `bench` and `client` set.
     fn run_flags(want: &mut BenchConfig) {
-        want.rates = vec![3000.0, 1000.0];
-        want.duration = Duration::from_millis(250);
-        want.warmup = Duration::from_millis(500);
-        want.timeout = Duration::from_millis(30);
-        want.threads = 4;
+        want.load.rates = vec![3000.0, 1000.0];
+        want.load.duration = Duration::from_millis(250);
+        want.load.warmup = Duration::from_millis(500);
+        want.load.timeout = Duration::from_millis(30);
+        want.load.threads = 4;
         want.requests = 10;
         want.seed = 9;
-        want.out_dir = PathBuf::from("o");
+        want.load.out_dir = PathBuf::from("o");
         want.json = Some(PathBuf::from("j.json"));
-        want.spin = true;
-        want.mtu = 9000;
+        want.load.spin = true;
+        want.load.mtu = 9000;
         want.max_item = 1 << 16;
         want.memory_limit = 1 << 24;
         want.cores = 2;
@@ -511,7 +511,7 @@ mod tests {
         let got = bench_config(&mut Args::from_line("--datapath socket --threads 0"))
             .unwrap()
             .0;
-        assert_eq!(got.threads, 1);
+        assert_eq!(got.load.threads, 1);
         let e = bench_config(&mut Args::from_line("--datapath socket --timeout-ms x")).unwrap_err();
         assert_eq!(e, "--timeout-ms \"x\": invalid digit found in string");
     }

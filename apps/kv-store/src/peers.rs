@@ -28,10 +28,10 @@ pub fn peers_config(cfg: &BenchConfig, peers: &[Peer], requests_per_unit: f64) -
         requests: cfg.requests,
         seed: cfg.seed,
         loads: cfg.loads().iter().map(|r| r / per_unit).collect(),
-        duration: cfg.duration,
-        warmup: cfg.warmup,
-        timeout: cfg.timeout,
-        threads: cfg.threads,
+        duration: cfg.load.duration,
+        warmup: cfg.load.warmup,
+        timeout: cfg.load.timeout,
+        threads: cfg.load.threads,
         stop_after_misses: cfg.stop_after_misses,
         ..PeersConfig::default()
     }
@@ -58,13 +58,13 @@ pub fn run_beside(cfg: &BenchConfig, peers: &[Peer], kv: &BenchOutcome) -> Resul
     );
     let (stats, results) = run_bench(&pc)?;
     let records: Vec<Record> = results.iter().flat_map(|r| r.records.clone()).collect();
-    let json = cfg.out_dir.join("peers.json");
+    let json = cfg.load.out_dir.join("peers.json");
     loadgen::write_json(&json, &records).map_err(|e| format!("writing {}: {e}", json.display()))?;
     let beside = beside_table(cfg, kv, &results);
     let md = format!("{beside}\n{}", table(&kv.workload, &stats, &results));
-    let md_path = cfg.out_dir.join("peers.md");
+    let md_path = cfg.load.out_dir.join("peers.md");
     std::fs::write(&md_path, &md).map_err(|e| format!("writing {}: {e}", md_path.display()))?;
-    let tables = cfg.out_dir.join("tables.md");
+    let tables = cfg.load.out_dir.join("tables.md");
     let mut all = std::fs::read_to_string(&tables).unwrap_or_default();
     all.push('\n');
     all.push_str(&beside);
@@ -171,18 +171,21 @@ mod tests {
 
     #[test]
     fn the_peers_run_the_same_workload_and_loads_in_their_unit() {
-        let cfg = BenchConfig {
-            rates: vec![2000.0, 1000.0],
+        let mut cfg = BenchConfig {
             requests: 123,
             seed: 9,
-            threads: 2,
             ..BenchConfig::default()
         };
+        cfg.load.rates = vec![2000.0, 1000.0];
+        cfg.load.threads = 2;
         let pc = peers_config(&cfg, &[Peer::Redis], 4.0);
         assert_eq!(pc.workload, cfg.workload);
         assert_eq!(pc.loads, vec![1000.0, 2000.0]);
         assert_eq!((pc.requests, pc.seed, pc.threads), (123, 9, 2));
-        assert_eq!((pc.duration, pc.warmup), (cfg.duration, cfg.warmup));
+        assert_eq!(
+            (pc.duration, pc.warmup),
+            (cfg.load.duration, cfg.load.warmup)
+        );
         let cdn = BenchConfig {
             workload: WorkloadConfig::Cdn(CdnConfig::default()),
             ..cfg

@@ -17,7 +17,7 @@ use crate::server::ServerStats;
 /// `emu.md` (the search's full tables, also at the end of `tables.md`), and the terminal shows
 /// the compact table and the ratios first; elsewhere the tables themselves.
 pub(crate) fn write_outputs(cfg: &BenchConfig, out: &BenchOutcome) -> Result<(), String> {
-    save_bench_records(&cfg.out_dir, &cfg.json_path(), &out.records)?;
+    save_bench_records(&cfg.load.out_dir, &cfg.json_path(), &out.records)?;
     let servers: Vec<serde_json::Value> = out
         .servers
         .iter()
@@ -49,19 +49,19 @@ pub(crate) fn write_outputs(cfg: &BenchConfig, out: &BenchOutcome) -> Result<(),
         "bounds": out.bounds,
         "servers": servers,
     });
-    let meta_path = cfg.out_dir.join("run.json");
+    let meta_path = cfg.load.out_dir.join("run.json");
     std::fs::write(
         &meta_path,
         serde_json::to_string_pretty(&meta).map_err(|e| e.to_string())?,
     )
     .map_err(|e| format!("writing {}: {e}", meta_path.display()))?;
     let mut tables = tables(&cfg.workload, out);
-    let table_path = cfg.out_dir.join("tables.md");
+    let table_path = cfg.load.out_dir.join("tables.md");
     let printed = match &out.emu {
         Some(emu) => {
             let floors = floors(&cfg.workload);
             let texts = emu_bench::write_emu_outputs(
-                &cfg.out_dir,
+                &cfg.load.out_dir,
                 emu,
                 &emu_bench::EmuReportSpec {
                     roles: roles(),
@@ -79,7 +79,7 @@ pub(crate) fn write_outputs(cfg: &BenchConfig, out: &BenchOutcome) -> Result<(),
                     ),
                 },
             )?;
-            let emu_md = cfg.out_dir.join("emu.md");
+            let emu_md = cfg.load.out_dir.join("emu.md");
             std::fs::write(&emu_md, &texts.detail_tables)
                 .map_err(|e| format!("writing {}: {e}", emu_md.display()))?;
             tables.push_str(&format!(
@@ -101,7 +101,7 @@ pub(crate) fn write_outputs(cfg: &BenchConfig, out: &BenchOutcome) -> Result<(),
         _ => "socket datapath",
     };
     emu_bench::write_charts(
-        &cfg.out_dir,
+        &cfg.load.out_dir,
         "kv",
         &format!("kv {}, {dp}", out.workload),
         &out.records,
@@ -546,10 +546,8 @@ mod tests {
 
     #[test]
     fn loads_are_sorted_and_unique() {
-        let cfg = BenchConfig {
-            rates: vec![30.0, 10.0, 30.0, -1.0, f64::NAN],
-            ..BenchConfig::default()
-        };
+        let mut cfg = BenchConfig::default();
+        cfg.load.rates = vec![30.0, 10.0, 30.0, -1.0, f64::NAN];
         assert_eq!(cfg.loads(), vec![10.0, 30.0]);
     }
 }

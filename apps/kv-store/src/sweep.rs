@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use datapath_socket::SocketDatapath;
 use datapath_tcp::TcpDatapath;
-use loadgen::{run, ModePoints, Record, RunConfig, RunReport, Schedule, SharedChecker};
+use loadgen::{run, ModePoints, Record, RunReport, SharedChecker};
 
 use bench_client::BypassClients;
 
@@ -47,8 +47,8 @@ fn run_point(
     rate: f64,
     seed: u64,
 ) -> Result<RunReport, String> {
-    let run_cfg = RunConfig::quiet(cfg.warmup, cfg.timeout, cfg.spin);
-    let schedule = Schedule::poisson_point(rate, cfg.warmup, cfg.duration, cfg.threads, seed)?;
+    let run_cfg = cfg.load.run_config();
+    let schedule = cfg.load.schedule(rate, seed)?;
     if let Some(clients) = &lane.clients {
         let checker = lane.checker.clone();
         let checker: SharedChecker = Arc::new(move |id: u64, p: &[u8]| checker.check(id, p));

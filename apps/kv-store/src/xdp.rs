@@ -149,7 +149,8 @@ pub(crate) fn run_xdp(
     loads: &[f64],
     prep: Prepared,
 ) -> Result<BenchOutcome, String> {
-    let mtu = u32::try_from(cfg.mtu).map_err(|_| format!("MTU {} is too large", cfg.mtu))?;
+    let mtu =
+        u32::try_from(cfg.load.mtu).map_err(|_| format!("MTU {} is too large", cfg.load.mtu))?;
     let ns = HostVeth::create(&SUITE, mtu)
         .map_err(|e| format!("creating the namespace and veth: {e}"))?;
     // The client core on this side's end, at the interface's MTU (the veth's, `cfg.mtu`).
@@ -160,13 +161,13 @@ pub(crate) fn run_xdp(
     let (clients, label) = match &spec {
         Some(_) => ("an AF_XDP client core".to_owned(), XDP_LABEL),
         None => (
-            format!("{} kernel-socket client thread(s)", cfg.threads),
+            format!("{} kernel-socket client thread(s)", cfg.load.threads),
             XDP_SOCKET_CLIENTS_LABEL,
         ),
     };
     eprintln!(
         "[bench] namespace {} with {} (AF_XDP server, {}) <-> {} ({clients}, {}), MTU {}",
-        ns.name, ns.server_if, ns.server_ip, ns.client_if, ns.client_ip, cfg.mtu
+        ns.name, ns.server_if, ns.server_ip, ns.client_if, ns.client_ip, cfg.load.mtu
     );
     let mut out = BenchOutcome {
         workload: prep.workload.name(),

@@ -353,6 +353,7 @@ fn the_bench_drives_two_cores_with_key_steered_split_getms() {
     }
     use kv_store::bench::{run_bench, BenchConfig};
     use kv_workloads::{WorkloadConfig, YcsbAccess, YcsbConfig};
+    use loadgen::args::LoadConfig;
     let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("kv-cores-{}", std::process::id()));
     let cfg = BenchConfig {
@@ -367,13 +368,16 @@ fn the_bench_drives_two_cores_with_key_steered_split_getms() {
             Serialization::Shared(Shared::CORNFLAKES),
             Serialization::Shared(Shared::FLATBUFFERS),
         ],
-        rates: vec![500.0],
-        duration: Duration::from_millis(100),
-        warmup: Duration::from_millis(20),
-        timeout: Duration::from_secs(2),
+        load: LoadConfig {
+            rates: vec![500.0],
+            duration: Duration::from_millis(100),
+            warmup: Duration::from_millis(20),
+            timeout: Duration::from_secs(2),
+            out_dir: dir.clone(),
+            ..BenchConfig::default().load
+        },
         requests: 400,
         cores: CORES,
-        out_dir: dir.clone(),
         ..BenchConfig::default()
     };
     let out = run_bench(&cfg).unwrap();

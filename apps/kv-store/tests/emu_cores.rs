@@ -20,6 +20,7 @@ use kv_store::steer::{core_of, owner};
 use kv_store::store::StoreStats;
 use kv_store::{Op, OpKind, Serialization, Shared};
 use kv_workloads::{Workload, WorkloadConfig, YcsbConfig};
+use loadgen::args::LoadConfig;
 use percore::allowed_cores;
 
 const CORES: usize = 2;
@@ -38,10 +39,13 @@ fn config() -> BenchConfig {
             Serialization::Shared(Shared::CORNFLAKES),
             Serialization::Shared(Shared::PROTOBUF),
         ],
-        duration: Duration::from_millis(150),
-        warmup: Duration::from_millis(20),
-        // Generous: three threads share the CPUs.
-        timeout: Duration::from_millis(800),
+        load: LoadConfig {
+            duration: Duration::from_millis(150),
+            warmup: Duration::from_millis(20),
+            // Generous: three threads share the CPUs.
+            timeout: Duration::from_millis(800),
+            ..BenchConfig::default().load
+        },
         device: emu_bench::EmuSettings {
             sample_every: 1,
             check_every: 1,

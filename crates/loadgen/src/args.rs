@@ -1,12 +1,15 @@
-//! The load flags every load-generating command takes ([`LoadFlags`]) and the saturation
-//! search's ([`SearchFlags`]), read once here from a command line ([`cli_args::Args`]) so each
-//! app adds only its own (a command that honours only some of them refuses the rest with
+//! The load flags every load-generating command takes ([`LoadFlags`]), the settings they set
+//! ([`LoadConfig`], one per command's configuration) and the saturation search's flags
+//! ([`SearchFlags`]), read once here from a command line ([`cli_args::Args`]) so each app adds
+//! only its own (a command that honours only some of them refuses the rest with
 //! [`LoadFlags::only`]).
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use cli_args::Args;
+
+use crate::{RunConfig, Schedule};
 
 /// The load flags of every load-generating command (`echo bench|client`, `kv bench|client`,
 /// `calibrate run`): what was given of
@@ -59,45 +62,68 @@ impl SearchFlags {
     }
 }
 
-/// The settings of a command's configuration that [`LoadFlags`] change, borrowed (build it
-/// with [`load_settings!`](crate::load_settings) from a configuration with fields of these
-/// names).
-#[derive(Debug)]
-pub struct LoadSettings<'a> {
-    /// Offered loads.
-    pub rates: &'a mut Vec<f64>,
+/// The settings every load-generating command shares, embedded in its configuration (`echo
+/// bench`'s and `kv bench`'s `BenchConfig`, `calibrate run`'s): what [`LoadFlags`] set, with
+/// each command's defaults underneath.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LoadConfig {
+    /// Offered loads, requests per second (a sweep's points or a search's coarse grid).
+    pub rates: Vec<f64>,
     /// Measured time per load point.
-    pub duration: &'a mut Duration,
-    /// Warm-up per load point.
-    pub warmup: &'a mut Duration,
-    /// Loss timeout.
-    pub timeout: &'a mut Duration,
+    pub duration: Duration,
+    /// Warm-up before each measured window (verified, not measured).
+    pub warmup: Duration,
+    /// A request unanswered this long is lost.
+    pub timeout: Duration,
     /// Client threads.
-    pub threads: &'a mut usize,
-    /// IP MTU.
-    pub mtu: &'a mut usize,
-    /// Output directory.
-    pub out_dir: &'a mut PathBuf,
-    /// Busy-poll.
-    pub spin: &'a mut bool,
+    pub threads: usize,
+    /// IP MTU of the datapath.
+    pub mtu: usize,
+    /// Busy-poll: the server never blocks and the clients never yield (the paper's setup; on
+    /// a shared machine it mostly measures the scheduler).
+    pub spin: bool,
+    /// Where the JSON, plots and tables go.
+    pub out_dir: PathBuf,
 }
 
-/// [`LoadSettings`] of a configuration whose fields are named `rates`, `duration`, `warmup`,
-/// `timeout`, `threads`, `mtu`, `out_dir` and `spin`.
-#[macro_export]
-macro_rules! load_settings {
-    ($cfg:expr) => {
-        $crate::args::LoadSettings {
-            rates: &mut $cfg.rates,
-            duration: &mut $cfg.duration,
-            warmup: &mut $cfg.warmup,
-            timeout: &mut $cfg.timeout,
-            threads: &mut $cfg.threads,
-            mtu: &mut $cfg.mtu,
-            out_dir: &mut $cfg.out_dir,
-            spin: &mut $cfg.spin,
+impl LoadConfig {
+    /// The benches' defaults for offered loads `rates`, IP MTU `mtu` and output directory
+    /// `out_dir`: 500 ms measured per load point after 100 ms of warm-up, a request lost after
+    /// 200 ms, one client thread, no busy-polling.
+    pub fn new(rates: Vec<f64>, mtu: usize, out_dir: impl Into<PathBuf>) -> LoadConfig {
+        LoadConfig {
+            rates,
+            duration: Duration::from_millis(500),
+            warmup: Duration::from_millis(100),
+            timeout: Duration::from_millis(200),
+            threads: 1,
+            mtu,
+            spin: false,
+            out_dir: out_dir.into(),
         }
-    };
+    }
+
+    /// The loads to run: `rates` and `also`, ascending, without duplicates and without the
+    /// non-positive or non-finite.
+    pub fn loads(&self, also: &[f64]) -> Vec<f64> {
+        let mut v: Vec<f64> = self.rates.iter().chain(also).copied().collect();
+        v.retain(|r| r.is_finite() && *r > 0.0);
+        v.sort_by(f64::total_cmp);
+        v.dedup();
+        v
+    }
+
+    /// How each load point runs: warm-up, loss timeout and busy-polling, no progress lines.
+    pub fn run_config(&self) -> RunConfig {
+        RunConfig::quiet(self.warmup, self.timeout, self.spin)
+    }
+
+    /// One load point's schedule: Poisson arrivals at `rate` req/s for the warm-up and the
+    /// measured time, over the client threads, seeded with `seed`
+    /// ([`Schedule::poisson_point`]).
+    pub fn schedule(&self, rate: f64, seed: u64) -> Result<Schedule, String> {
+        Schedule::poisson_point(rate, self.warmup, self.duration, self.threads, seed)
+    }
 }
 
 impl LoadFlags {
@@ -146,30 +172,30 @@ impl LoadFlags {
     }
 
     /// Sets in `s` what was given (`--spin` only turns spinning on); leaves the rest.
-    pub fn apply(&self, s: LoadSettings<'_>) {
+    pub fn apply(&self, s: &mut LoadConfig) {
         if let Some(r) = &self.rates {
             s.rates.clone_from(r);
         }
         if let Some(d) = self.duration {
-            *s.duration = d;
+            s.duration = d;
         }
         if let Some(d) = self.warmup {
-            *s.warmup = d;
+            s.warmup = d;
         }
         if let Some(t) = self.timeout {
-            *s.timeout = t;
+            s.timeout = t;
         }
         if let Some(t) = self.threads {
-            *s.threads = t;
+            s.threads = t;
         }
         if let Some(m) = self.mtu {
-            *s.mtu = m;
+            s.mtu = m;
         }
         if let Some(o) = &self.out {
             s.out_dir.clone_from(o);
         }
         if self.spin {
-            *s.spin = true;
+            s.spin = true;
         }
     }
 }
@@ -186,17 +212,65 @@ mod tests {
         LoadFlags::from_args(&mut args(s))
     }
 
-    #[derive(Debug, Default)]
-    struct Cfg {
-        rates: Vec<f64>,
-        duration: Duration,
-        warmup: Duration,
-        timeout: Duration,
-        threads: usize,
-        mtu: usize,
-        out_dir: PathBuf,
-        spin: bool,
-        other: u8,
+    fn cfg() -> LoadConfig {
+        LoadConfig::new(vec![7.0], 1500, "d")
+    }
+
+    #[test]
+    fn new_gives_the_benches_defaults() {
+        let c = cfg();
+        assert_eq!(
+            (c.duration, c.warmup, c.timeout, c.threads, c.spin),
+            (
+                Duration::from_millis(500),
+                Duration::from_millis(100),
+                Duration::from_millis(200),
+                1,
+                false
+            )
+        );
+        assert_eq!(
+            (c.rates, c.mtu, c.out_dir),
+            (vec![7.0], 1500, PathBuf::from("d"))
+        );
+    }
+
+    #[test]
+    fn loads_are_sorted_unique_and_positive() {
+        let c = LoadConfig::new(vec![30.0, 10.0, 30.0, -1.0, f64::NAN, 0.0], 1500, "d");
+        assert_eq!(c.loads(&[]), [10.0, 30.0]);
+        assert_eq!(c.loads(&[5.0, 10.0, f64::INFINITY]), [5.0, 10.0, 30.0]);
+    }
+
+    #[test]
+    fn a_point_runs_with_the_configured_timing() {
+        let c = LoadConfig {
+            warmup: Duration::from_millis(30),
+            duration: Duration::from_millis(70),
+            timeout: Duration::from_millis(9),
+            threads: 3,
+            spin: true,
+            ..cfg()
+        };
+        let r = c.run_config();
+        assert_eq!(
+            (r.warmup, r.timeout, r.busy_poll, r.progress),
+            (
+                Duration::from_millis(30),
+                Duration::from_millis(9),
+                true,
+                false
+            )
+        );
+        let s = c.schedule(10_000.0, 4).unwrap();
+        assert_eq!(s.threads().len(), 3);
+        // 10 k req/s for 100 ms: about a thousand requests.
+        let n = s.total_requests();
+        assert!((800..1200).contains(&n), "{n}");
+        assert!(c
+            .schedule(-1.0, 4)
+            .unwrap_err()
+            .starts_with("schedule at -1 req/s"));
     }
 
     #[test]
@@ -221,7 +295,7 @@ mod tests {
     #[test]
     fn load_flags_set_what_was_given() {
         let mut a = args(
-            "--rates 2,1 --duration 0.5 --warmup 1 --timeout-ms 20 --threads 0 --mtu 9000 \
+            "--rates 2,1 --duration 0.25 --warmup 1 --timeout-ms 20 --threads 0 --mtu 9000 \
              --out o --spin --trials 4 --resolution 0.1 --other 3",
         );
         let f = LoadFlags::from_args(&mut a).unwrap();
@@ -231,31 +305,32 @@ mod tests {
         let (mut trials, mut resolution) = (3, 0.05);
         search.apply(&mut trials, &mut resolution);
         assert_eq!((trials, resolution), (4, 0.1));
-        let mut c = Cfg::default();
-        f.apply(crate::load_settings!(c));
+        let mut c = cfg();
+        f.apply(&mut c);
         assert_eq!(c.rates, vec![2.0, 1.0]);
         assert_eq!(
             (c.duration, c.warmup, c.timeout),
             (
-                Duration::from_millis(500),
+                Duration::from_millis(250),
                 Duration::from_secs(1),
                 Duration::from_millis(20)
             )
         );
-        assert_eq!((c.threads, c.mtu, c.spin, c.other), (1, 9000, true, 0));
+        assert_eq!((c.threads, c.mtu, c.spin), (1, 9000, true));
         assert_eq!(c.out_dir, PathBuf::from("o"));
 
         // Nothing given: nothing changes, and the search's flags stay unread.
         let mut a = args("--trials 4");
         let f = LoadFlags::from_args(&mut a).unwrap();
         assert_eq!(f, LoadFlags::default());
-        let mut c = Cfg {
+        let mut c = LoadConfig {
             threads: 3,
             spin: true,
-            ..Cfg::default()
+            ..cfg()
         };
-        f.apply(crate::load_settings!(c));
-        assert_eq!((c.threads, c.spin), (3, true));
+        let before = c.clone();
+        f.apply(&mut c);
+        assert_eq!(c, before);
         assert_eq!(a.finish().unwrap_err(), "unexpected argument \"--trials\"");
         assert_eq!(
             load("--spin --rates 1 --mtu 1500").unwrap().given(),
