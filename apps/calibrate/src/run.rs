@@ -855,6 +855,7 @@ pub fn to_json(cfg: &CalibConfig, c: &Calibration) -> serde_json::Value {
             "lower_bound_only": p.capped,
             "loads": p.loads,
             "trials": p.trials,
+            "slowed_reruns": p.slowed_reruns,
         })
     };
     let cells: Vec<serde_json::Value> = c
