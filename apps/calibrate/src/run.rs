@@ -3,7 +3,9 @@
 //! For every cell (S, K) of the grid, the saturation load of both [`Policy`]s against a
 //! [`CalibServer`](crate::server::CalibServer), found with the project's saturation search ([`loadgen::search`]: median of
 //! up to K trials per load, a doubling grid until a sustained miss, bisection to a resolution),
-//! copy and scatter-gather of a cell interleaved trial by trial. Per cell and policy: the
+//! copy and scatter-gather of a cell interleaved trial by trial (on the emulated NIC through
+//! the emulated benches' skeleton, [`emu_bench::EmuBench`], which reruns a trial slowed by the
+//! machine's slow state). Per cell and policy: the
 //! median achieved load at the highest load kept up and the min–max spread of the trials
 //! around saturation ([`PolicyResult`]); a cell has a clear winner only when the two spreads
 //! do not overlap ([`CellResult::outcome`]), and the recommended threshold rests only on clear
