@@ -3,7 +3,9 @@
 //! For every cell (S, K) of the grid, the saturation load of both [`Policy`]s against a
 //! [`CalibServer`](crate::server::CalibServer), found with the project's saturation search ([`loadgen::search`]: median of
 //! up to K trials per load, a doubling grid until a sustained miss, bisection to a resolution),
-//! copy and scatter-gather of a cell interleaved trial by trial. Per cell and policy: the
+//! copy and scatter-gather of a cell interleaved trial by trial (on the emulated NIC through
+//! the emulated benches' skeleton, [`emu_bench::EmuBench`], which reruns a trial slowed by the
+//! machine's slow state). Per cell and policy: the
 //! median achieved load at the highest load kept up and the min–max spread of the trials
 //! around saturation ([`PolicyResult`]); a cell has a clear winner only when the two spreads
 //! do not overlap ([`CellResult::outcome`]), and the recommended threshold rests only on clear
@@ -20,7 +22,6 @@ use cornflakes::mem::MemoryConfig;
 use cornflakes::threshold::CALIBRATION_KEY;
 use cornflakes::Arena;
 use datapath_socket::{SocketConfig, SocketDatapath};
-use emu_bench::Bottleneck;
 use loadgen::args::LoadConfig;
 use loadgen::search::{doubling_grid, search, SearchConfig};
 use loadgen::{plot_heatmap, run, Heatmap, Record, RunReport, DEFAULT_KEEP_UP};
@@ -329,10 +330,6 @@ fn run_point(
     })
 }
 
-/// What a trial function returns: the clients' report and, on the emulated NIC, the device
-/// thread's utilisation and the trial's bottleneck.
-type TrialOutcome = (RunReport, Option<(f64, Bottleneck)>);
-
 /// Which cells the datapath cannot take, and why.
 fn skip_reason(t: &Target, size: usize, count: usize) -> Option<String> {
     if count == 0 || size == 0 || size > ARRAY_ITEM {
@@ -358,12 +355,69 @@ fn skip_reason(t: &Target, size: usize, count: usize) -> Option<String> {
 fn measure(
     cfg: &CalibConfig,
     t: &Target,
-    mut point: impl FnMut(Cell, f64, u64) -> Result<TrialOutcome, String>,
+    mut point: impl FnMut(Cell, f64, u64) -> Result<RunReport, String>,
 ) -> Result<(Vec<CellResult>, Vec<Record>), String> {
     let scfg = cfg.search_config();
+    let mut seed = 1u64;
+    measure_cells(cfg, t, |size, count| {
+        let shape = format!("{count}x{size}");
+        let searches = search(&scfg, Policy::BOTH.len(), |p| {
+            let policy = Policy::BOTH[p.lane];
+            let cell = Cell {
+                size,
+                count,
+                policy,
+                items: t.items,
+            };
+            seed += 1;
+            let report = point(cell, p.offered_rps, seed)?;
+            let record = Record::from_report(policy.name(), &shape, &report);
+            eprintln!(
+                "[calibrate]   {:<4} {:>6} offered {:>9.0} trial {}  achieved {:>9.0}  p99 {:>9}  {}",
+                policy.name(),
+                p.phase,
+                p.offered_rps,
+                p.trial + 1,
+                record.achieved_rps,
+                record.p99_us.map_or("–".to_owned(), |v| format!("{v:.1}µs")),
+                report.counters
+            );
+            Ok::<_, String>(CalibTrial {
+                point: p,
+                record,
+                device: None,
+            })
+        })?;
+        let records = searches
+            .iter()
+            .flat_map(|s| s.loads.iter())
+            .flat_map(|v| v.trials.iter().map(|t| t.record.clone()))
+            .collect();
+        Ok(CellSearch {
+            copy: PolicyResult::from_search(&searches[0]),
+            sg: PolicyResult::from_search(&searches[1]),
+            records,
+        })
+    })
+}
+
+/// Both policies of one cell searched: their results and every trial's record (copy's
+/// trials, then sg's).
+struct CellSearch {
+    copy: PolicyResult,
+    sg: PolicyResult,
+    records: Vec<Record>,
+}
+
+/// Every cell (S, K) of the grid in order: skipped with its reason when the datapath cannot
+/// take it ([`skip_reason`]), else searched by `search_cell(S, K)`, and its outcome said.
+fn measure_cells(
+    cfg: &CalibConfig,
+    t: &Target,
+    mut search_cell: impl FnMut(usize, usize) -> Result<CellSearch, String>,
+) -> Result<(Vec<CellResult>, Vec<Record>), String> {
     let mut cells = Vec::new();
     let mut records = Vec::new();
-    let mut seed = 1u64;
     let n = cfg.sizes.len() * cfg.counts.len();
     for &count in &cfg.counts {
         for &size in &cfg.sizes {
@@ -383,60 +437,18 @@ fn measure(
                 "[calibrate] cell {}/{n}: K={count} S={size}",
                 cells.len() + 1
             );
-            let shape = format!("{count}x{size}");
-            let searches = search(&scfg, Policy::BOTH.len(), |p| {
-                let policy = Policy::BOTH[p.lane];
-                let cell = Cell {
-                    size,
-                    count,
-                    policy,
-                    items: t.items,
-                };
-                seed += 1;
-                let (report, device) = point(cell, p.offered_rps, seed)?;
-                let record = Record::from_report(policy.name(), &shape, &report);
-                eprintln!(
-                    "[calibrate]   {:<4} {:>6} offered {:>9.0} trial {}  achieved {:>9.0}  p99 {:>9}{}  {}",
-                    policy.name(),
-                    p.phase,
-                    p.offered_rps,
-                    p.trial + 1,
-                    record.achieved_rps,
-                    record.p99_us.map_or("–".to_owned(), |v| format!("{v:.1}µs")),
-                    device.map_or(String::new(), |(busy, b)| format!(
-                        "  device busy {:>3.0}% ({b})",
-                        busy * 100.0
-                    )),
-                    report.counters
-                );
-                Ok::<_, String>(CalibTrial {
-                    point: p,
-                    record,
-                    device,
-                })
-            })?;
-            let mut res = CellResult {
+            let found = search_cell(size, count)?;
+            records.extend(found.records);
+            let res = CellResult {
                 size,
                 count,
-                copy: PolicyResult::none(),
-                sg: PolicyResult::none(),
+                copy: found.copy,
+                sg: found.sg,
                 skipped: None,
             };
-            for (policy, s) in Policy::BOTH.iter().zip(&searches) {
-                let r = PolicyResult::from_search(s);
-                match policy {
-                    Policy::Copy => res.copy = r,
-                    Policy::ScatterGather => res.sg = r,
-                }
-                records.extend(
-                    s.loads
-                        .iter()
-                        .flat_map(|v| v.trials.iter().map(|t| t.record.clone())),
-                );
-            }
             let outcome = res.outcome();
             eprintln!(
-                "[calibrate] K={count} S={size}: copy {} req/s ({}), sg {} req/s ({}), sg/copy {}: {}{}",
+                "[calibrate] K={count} S={size}: copy {} req/s ({}), sg {} req/s ({}), sg/copy {}: {}{}{}",
                 fmt_opt(res.copy.median_rps, 0),
                 res.copy.spread_text(),
                 fmt_opt(res.sg.median_rps, 0),
@@ -446,6 +458,10 @@ fn measure(
                 match &outcome {
                     Outcome::NoClearWinner(why) => format!(" ({why})"),
                     _ => String::new(),
+                },
+                match res.copy.slowed_reruns + res.sg.slowed_reruns {
+                    0 => String::new(),
+                    n => format!("; {n} slowed trial(s) rerun"),
                 }
             );
             cells.push(res);
@@ -508,7 +524,7 @@ pub fn run_calibration(cfg: &CalibConfig) -> Result<Calibration, String> {
                 max_reply: r.max_reply,
             };
             let (cells, records) = measure(cfg, &t, |cell, rate, seed| {
-                Ok((run_point(cfg, &t, cell, rate, seed)?, None))
+                run_point(cfg, &t, cell, rate, seed)
             })?;
             Calibration {
                 cells,
@@ -535,7 +551,7 @@ pub fn run_calibration(cfg: &CalibConfig) -> Result<Calibration, String> {
                 max_reply: SOCKET_MAX_ITEM,
             };
             let measured = measure(cfg, &t, |cell, rate, seed| {
-                Ok((run_point(cfg, &t, cell, rate, seed)?, None))
+                run_point(cfg, &t, cell, rate, seed)
             });
             let stats = server.stop()?;
             let (cells, records) = measured?;
@@ -583,85 +599,91 @@ fn add_counters(total: &mut ServerStats, s: &ServerStats) {
 /// the ConnectX driver against the emulated device on another, whose thread plays the clients
 /// (crate `emu-bench`). It measures the **server core's side of the trade-off only**: copying
 /// vs building descriptors and handling completions, with no DMA, PCIe or wire cost.
+///
+/// Each cell's two policies are searched by the emulated benches' skeleton
+/// ([`EmuBench`](emu_bench::EmuBench), lanes `copy` and `sg`): a trial whose speed canary read
+/// the machine's slow state is rerun at the same point, and the canaries are judged against
+/// the cell's whole search.
 fn run_emu(cfg: &CalibConfig, array_bytes: usize) -> Result<Calibration, String> {
-    use cornflakes::PinnedMemory;
-    use emu_bench::{EmuRunConfig, Request};
+    use emu_bench::{About, EmuBench, EmuSettings, EmuTrial};
 
+    let settings = EmuSettings {
+        trials: cfg.trials,
+        resolution: cfg.resolution,
+        ..EmuSettings::default()
+    };
+    let bench = EmuBench::new(1, &settings, cfg.search_config())?;
     let items = array_bytes.div_ceil(ARRAY_ITEM).max(1);
-    let defaults = EmuRunConfig::default();
     let t = Target {
         server: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0),
         other_cores: Vec::new(),
         bind: Ipv4Addr::UNSPECIFIED,
         items,
-        max_segments: defaults.max_send_sge,
+        max_segments: emu_bench::EmuRunConfig::default().max_send_sge,
         // Replies must fit one frame of the emulated wire.
         max_reply: cfg.load.mtu,
     };
+    let about = About {
+        lane: ("policy", "policies"),
+        what: "each cell (S, K)".to_owned(),
+        per_trial: (cfg.load.duration, cfg.load.warmup),
+        mtu: cfg.load.mtu,
+        per_core: "",
+    };
+    let lanes = Policy::BOTH.map(Policy::name);
     let mut server_stats = ServerStats::default();
-    let measured = measure(cfg, &t, |cell, rate, seed| {
-        let (mut offs, mut buf) = (Vec::new(), Vec::new());
-        let requests: Vec<Request> = (0..EMU_DISTINCT_REQUESTS as u64)
-            .map(|i| {
-                cell.offsets(i, &mut offs);
-                cell.encode(&offs, &mut buf);
-                Request::new(crate::server::CALIB_MSG_TYPE, buf.clone())
-            })
-            .collect();
-        let run_cfg = EmuRunConfig {
-            rate_rps: rate,
-            duration: cfg.load.duration,
-            warmup: cfg.load.warmup,
-            timeout: cfg.load.timeout,
-            seed,
-            mtu: cfg.load.mtu,
-            ..EmuRunConfig::default()
-        };
-        let mut check_offs = Vec::new();
-        // Runs on the device thread, for sampled replies (an arena is per-thread, so per call).
-        let checker = move |i: usize, reply: &[u8]| {
-            let arena = Arena::new();
-            if cell.check_with_id(i as u64, None, reply, &arena, &mut check_offs) {
-                Ok(())
-            } else {
-                Err(format!(
-                    "{} {}x{}: reply to request {i} does not hold its segments",
+    let mut seed = 1u64;
+    let mut said_budget = false;
+    let (cells, records) = measure_cells(cfg, &t, |size, count| {
+        let shape = format!("{count}x{size}");
+        let mut trial_records = Vec::new();
+        let run = bench.run_with(
+            &about,
+            &lanes,
+            |p| {
+                let cell = Cell {
+                    size,
+                    count,
+                    policy: Policy::BOTH[p.lane],
+                    items,
+                };
+                seed += 1;
+                let (report, stats) = emu_point(cfg, cell, p.offered_rps, seed)?;
+                add_counters(&mut server_stats, &stats);
+                Ok(EmuTrial::new(
+                    p,
                     cell.policy.name(),
-                    cell.count,
-                    cell.size
+                    &shape,
+                    report,
+                    None,
+                    stats,
                 ))
-            }
+            },
+            // The budget line is the same for every cell: said once.
+            &mut |line| {
+                if !said_budget {
+                    said_budget = true;
+                } else if line == bench.budget_line(&about, lanes.len()) {
+                    return;
+                }
+                eprintln!("[calibrate]   {line}");
+            },
+            &mut |repeat| {
+                trial_records.extend(repeat.trial_records.iter().cloned());
+                Ok(())
+            },
+        )?;
+        let result = |i: usize| {
+            run.last_summaries()
+                .get(i)
+                .map_or_else(PolicyResult::none, PolicyResult::from_summary)
         };
-        let (report, stats) = emu_bench::run(&run_cfg, &requests, checker, move |port| {
-            let mem = PinnedMemory::new(MemoryConfig {
-                // The array in one region from the start, registered with the device.
-                initial_bytes: items * ARRAY_ITEM + (32 << 20),
-                max_bytes: items * ARRAY_ITEM + (256 << 20),
-                ..port.memory_config()
-            })
-            .map_err(|e| format!("server memory: {e}"))?;
-            // Filled before the datapath exists: requests arrive once it does.
-            let array = crate::server::fill_array(&mem, items * ARRAY_ITEM)?;
-            let dp = port
-                .datapath(mem)
-                .map_err(|e| format!("server datapath: {e}"))?;
-            let mut server = crate::server::with_array(dp, array);
-            server.run(
-                port.stop_flag(),
-                None,
-                app_server::idle::IDLE_SPINS,
-                &mut |_| std::hint::spin_loop(),
-            );
-            Ok::<ServerStats, String>(server.stats())
-        })?;
-        for f in &report.failures {
-            eprintln!("[calibrate]   {f}");
-        }
-        add_counters(&mut server_stats, &stats?);
-        let device = Some((report.device_busy, report.bottleneck()));
-        Ok((report.run, device))
-    });
-    let (cells, records) = measured?;
+        Ok(CellSearch {
+            copy: result(0),
+            sg: result(1),
+            records: trial_records,
+        })
+    })?;
     Ok(Calibration {
         cells,
         records,
@@ -669,6 +691,78 @@ fn run_emu(cfg: &CalibConfig, array_bytes: usize) -> Result<Calibration, String>
         max_segments: t.max_segments,
         ..Calibration::default()
     })
+}
+
+/// One trial of `cell` at `rate` req/s on the emulated NIC with a fresh server (its array
+/// filled before requests arrive): the device's report and the server's counters.
+fn emu_point(
+    cfg: &CalibConfig,
+    cell: Cell,
+    rate: f64,
+    seed: u64,
+) -> Result<(emu_bench::EmuReport, ServerStats), String> {
+    use cornflakes::PinnedMemory;
+    use emu_bench::{EmuRunConfig, Request};
+
+    let items = cell.items;
+    let (mut offs, mut buf) = (Vec::new(), Vec::new());
+    let requests: Vec<Request> = (0..EMU_DISTINCT_REQUESTS as u64)
+        .map(|i| {
+            cell.offsets(i, &mut offs);
+            cell.encode(&offs, &mut buf);
+            Request::new(crate::server::CALIB_MSG_TYPE, buf.clone())
+        })
+        .collect();
+    let run_cfg = EmuRunConfig {
+        rate_rps: rate,
+        duration: cfg.load.duration,
+        warmup: cfg.load.warmup,
+        timeout: cfg.load.timeout,
+        seed,
+        mtu: cfg.load.mtu,
+        ..EmuRunConfig::default()
+    };
+    let mut check_offs = Vec::new();
+    // Runs on the device thread, for sampled replies (an arena is per-thread, so per call).
+    let checker = move |i: usize, reply: &[u8]| {
+        let arena = Arena::new();
+        if cell.check_with_id(i as u64, None, reply, &arena, &mut check_offs) {
+            Ok(())
+        } else {
+            Err(format!(
+                "{} {}x{}: reply to request {i} does not hold its segments",
+                cell.policy.name(),
+                cell.count,
+                cell.size
+            ))
+        }
+    };
+    let (report, stats) = emu_bench::run(&run_cfg, &requests, checker, move |port| {
+        let mem = PinnedMemory::new(MemoryConfig {
+            // The array in one region from the start, registered with the device.
+            initial_bytes: items * ARRAY_ITEM + (32 << 20),
+            max_bytes: items * ARRAY_ITEM + (256 << 20),
+            ..port.memory_config()
+        })
+        .map_err(|e| format!("server memory: {e}"))?;
+        // Filled before the datapath exists: requests arrive once it does.
+        let array = crate::server::fill_array(&mem, items * ARRAY_ITEM)?;
+        let dp = port
+            .datapath(mem)
+            .map_err(|e| format!("server datapath: {e}"))?;
+        let mut server = crate::server::with_array(dp, array);
+        server.run(
+            port.stop_flag(),
+            None,
+            app_server::idle::IDLE_SPINS,
+            &mut |_| std::hint::spin_loop(),
+        );
+        Ok::<ServerStats, String>(server.stats())
+    })?;
+    for f in &report.failures {
+        eprintln!("[calibrate]   {f}");
+    }
+    Ok((report, stats?))
 }
 
 /// The AF_XDP variant: the server in a child process in a namespace (netns-harness's
@@ -706,7 +800,7 @@ fn run_xdp(cfg: &CalibConfig, array_bytes: usize) -> Result<Calibration, String>
         max_reply: 16 * 1024,
     };
     let measured = measure(cfg, &t, |cell, rate, seed| {
-        Ok((run_point(cfg, &t, cell, rate, seed)?, None))
+        run_point(cfg, &t, cell, rate, seed)
     });
     // The counters it printed last (`[server] calibrate done: received=… echoed=…`).
     let lines = server.stop()?;
@@ -763,6 +857,7 @@ pub fn to_json(cfg: &CalibConfig, c: &Calibration) -> serde_json::Value {
             "lower_bound_only": p.capped,
             "loads": p.loads,
             "trials": p.trials,
+            "slowed_reruns": p.slowed_reruns,
         })
     };
     let cells: Vec<serde_json::Value> = c

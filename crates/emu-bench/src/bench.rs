@@ -73,6 +73,9 @@ pub struct EmuRepeat {
     /// Every trial of the repeat (JSON), lane after lane, in the order each lane ran them (no
     /// `"repeat"`).
     pub trials: Vec<Value>,
+    /// Every trial's record, in the order of `trials` (no `repeat`; canaries rebased), for a
+    /// bench that keeps each trial, not only each load's median.
+    pub trial_records: Vec<Record>,
 }
 
 /// What [`EmuBench::run`] found: every repeat's summaries and trials, the records and each
@@ -283,6 +286,7 @@ impl<S: Clone> EmuBenchRun<S> {
             summaries: Vec::with_capacity(lanes.len()),
             records: Vec::new(),
             trials: Vec::new(),
+            trial_records: Vec::new(),
         };
         for (i, (&lane, s)) in lanes.iter().zip(searches).enumerate() {
             let summary = EmuSummary::of(lane, s);
@@ -293,6 +297,11 @@ impl<S: Clone> EmuBenchRun<S> {
             }
             done.records.extend(median_records(s));
             done.trials.extend(trials_json(s));
+            done.trial_records.extend(
+                s.loads
+                    .iter()
+                    .flat_map(|v| v.trials.iter().map(|t| t.record.clone())),
+            );
             done.summaries.push(summary);
         }
         done
@@ -307,6 +316,7 @@ impl<S: Clone> EmuBenchRun<S> {
             summaries,
             mut records,
             mut trials,
+            trial_records: _,
         } = done;
         if of > 1 {
             records.iter_mut().for_each(|x| x.repeat = Some(repeat));
@@ -654,6 +664,13 @@ mod tests {
             assert!(r.records.iter().all(|x| x.repeat.is_none()));
             assert!(r.trials.iter().all(|t| t.get("repeat").is_none()));
             assert_eq!(r.summaries, run.outcome.repeats[r.repeat - 1]);
+            // Every trial's record, as its JSON says it, in the same order.
+            assert_eq!(r.trial_records.len(), r.trials.len());
+            for (x, t) in r.trial_records.iter().zip(&r.trials) {
+                assert_eq!(x.offered_rps, t["offered_rps"].as_f64().unwrap());
+                assert_eq!(x.mode, t["mode"].as_str().unwrap());
+                assert!(x.repeat.is_none());
+            }
             records.extend(r.records.iter().map(|x| Record {
                 repeat: Some(r.repeat),
                 ..x.clone()

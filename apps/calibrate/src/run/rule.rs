@@ -3,7 +3,7 @@
 //! spread), a cell's winner ([`CellResult::outcome`]) and the recommended threshold
 //! ([`recommend`]). Pure functions of the trials: unit-tested on constructed cells and searches.
 
-use emu_bench::Bottleneck;
+use emu_bench::{Bottleneck, Bound, EmuSummary};
 use loadgen::search::{Point, Search, Trial};
 use loadgen::Record;
 
@@ -57,6 +57,9 @@ pub struct PolicyResult {
     pub loads: usize,
     /// See `loads`.
     pub trials: usize,
+    /// Emulated NIC only: runs thrown away because their speed canary read the machine's slow
+    /// state, each rerun at the same point (not counted in `trials`).
+    pub slowed_reruns: usize,
 }
 
 impl PolicyResult {
@@ -85,6 +88,37 @@ impl PolicyResult {
             },
             loads: s.loads.len(),
             trials: s.trials_run(),
+            slowed_reruns: 0,
+        }
+    }
+
+    /// Summarizes one policy's search on the emulated NIC, as the bench skeleton summarized it
+    /// ([`emu_bench::EmuBench`]): the same meaning as [`PolicyResult::from_search`], the
+    /// spread from the best load's trials up to the first miss's highest, a lower bound when
+    /// the device or the grid limited the search.
+    pub fn from_summary(s: &EmuSummary) -> PolicyResult {
+        let best = s.best.as_ref();
+        let miss = s.first_miss.as_ref();
+        PolicyResult {
+            median_rps: best.map(|b| b.median_rps),
+            offered_rps: best.map(|b| b.offered_rps),
+            spread: best.map(|b| {
+                (
+                    b.min_rps,
+                    miss.map_or(b.max_rps, |m| b.max_rps.max(m.max_rps)),
+                )
+            }),
+            trials_at_best: best.map_or(0, |b| b.trials),
+            first_miss_rps: miss.map(|m| m.offered_rps),
+            p99_us: best.and_then(|b| b.p99_us),
+            capped: match s.bound {
+                Bound::Device => Some("device"),
+                Bound::Grid => Some("grid"),
+                _ => None,
+            },
+            loads: s.loads,
+            trials: s.trials,
+            slowed_reruns: s.slowed_reruns,
         }
     }
 
@@ -100,6 +134,7 @@ impl PolicyResult {
             capped: None,
             loads: 0,
             trials: 0,
+            slowed_reruns: 0,
         }
     }
 
@@ -236,6 +271,7 @@ pub fn recommend(cells: &[CellResult]) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use emu_bench::LoadSummary;
     use loadgen::search::{search, SearchConfig};
 
     /// A measured cell from each policy's (lowest, median, highest) trial, req/s.
@@ -250,6 +286,7 @@ mod tests {
             capped: None,
             loads: 8,
             trials: 18,
+            slowed_reruns: 0,
         };
         CellResult {
             size,
@@ -426,6 +463,117 @@ mod tests {
         assert_eq!(
             (r.median_rps, r.spread, r.first_miss_rps),
             (None, None, Some(100.0))
+        );
+    }
+
+    /// A load of an emulated search, summarized: its offered load, lowest, median and highest
+    /// trial, and what its median trial was bound by.
+    fn load(offered: f64, (lo, med, hi): (f64, f64, f64), bottleneck: Bottleneck) -> LoadSummary {
+        LoadSummary {
+            offered_rps: offered,
+            median_rps: med,
+            min_rps: lo,
+            max_rps: hi,
+            trials: 3,
+            p99_us: Some(12.0),
+            device_busy: 0.4,
+            work_p50_ns: None,
+            split: None,
+            frames: (100.0, Some(200.0)),
+            bottleneck,
+            line_rate_rps: None,
+            disturbed: 0,
+            slowed: 0,
+            slowed_reruns: 0,
+            checked: 10,
+            answered: 10,
+            incomplete: 0,
+        }
+    }
+
+    fn summary(best: Option<LoadSummary>, miss: Option<LoadSummary>, bound: Bound) -> EmuSummary {
+        EmuSummary {
+            mode: "sg".into(),
+            cores: 1,
+            best,
+            first_miss: miss,
+            bound,
+            loads: 6,
+            trials: 14,
+            mismatched: 0,
+            malformed: 0,
+            lost: 0,
+            disturbed: 0,
+            slowed: 1,
+            slowed_reruns: 2,
+            slowed_retries: 2,
+            faster_than_reference: 0,
+            desc_ns: 0,
+            check_every: 1,
+            incomplete: 0,
+        }
+    }
+
+    #[test]
+    fn an_emulated_search_is_summarized_as_a_kernel_one() {
+        let none = Bottleneck::None;
+        // Kept up 400 (trials 380–400), missed 440 (best trial 430): the spread reaches it.
+        let r = PolicyResult::from_summary(&summary(
+            Some(load(400.0, (380.0, 395.0, 400.0), none)),
+            Some(load(440.0, (410.0, 420.0, 430.0), none)),
+            Bound::Server,
+        ));
+        assert_eq!(
+            (r.median_rps, r.offered_rps, r.spread),
+            (Some(395.0), Some(400.0), Some((380.0, 430.0)))
+        );
+        assert_eq!(
+            (r.first_miss_rps, r.p99_us, r.capped),
+            (Some(440.0), Some(12.0), None)
+        );
+        assert_eq!(
+            (r.trials_at_best, r.loads, r.trials, r.slowed_reruns),
+            (3, 6, 14, 2)
+        );
+        // A miss below the best load's highest trial does not lower the spread.
+        let r = PolicyResult::from_summary(&summary(
+            Some(load(400.0, (380.0, 395.0, 420.0), none)),
+            Some(load(440.0, (300.0, 350.0, 410.0), none)),
+            Bound::Server,
+        ));
+        assert_eq!(r.spread, Some((380.0, 420.0)));
+        // The device or the grid bounded it: only a lower bound.
+        let device = summary(
+            Some(load(400.0, (380.0, 395.0, 400.0), none)),
+            Some(load(440.0, (410.0, 420.0, 430.0), Bottleneck::Device)),
+            Bound::Device,
+        );
+        assert_eq!(PolicyResult::from_summary(&device).capped, Some("device"));
+        let grid = summary(
+            Some(load(800.0, (790.0, 800.0, 800.0), none)),
+            None,
+            Bound::Grid,
+        );
+        let r = PolicyResult::from_summary(&grid);
+        assert_eq!(
+            (r.capped, r.spread, r.first_miss_rps),
+            (Some("grid"), Some((790.0, 800.0)), None)
+        );
+        // Nothing kept up.
+        let r = PolicyResult::from_summary(&summary(
+            None,
+            Some(load(100.0, (10.0, 20.0, 30.0), none)),
+            Bound::NothingKept,
+        ));
+        assert_eq!(
+            (
+                r.median_rps,
+                r.spread,
+                r.first_miss_rps,
+                r.capped,
+                r.trials_at_best
+            ),
+            (None, None, Some(100.0), None, 0)
         );
     }
 }
