@@ -1182,7 +1182,10 @@ impl Parser<'_> {
                 }
                 _ if self.is_ident("rpc") => {
                     self.i += 1;
-                    let (mname, _) = self.ident()?;
+                    let (mname, mloc) = self.ident()?;
+                    // Two methods of one name would generate two handlers of one name, and
+                    // protoc refuses them too.
+                    self.note_decl(&format!("{full}.{mname}"), mloc)?;
                     let mut md = MethodDescriptorProto::new();
                     md.set_name(mname.clone());
                     for (k, which) in ["input", "output"].into_iter().enumerate() {

@@ -126,6 +126,11 @@ fn errors_say_where() {
         ),
         ("enum E {}", (1, 1), "has no values"),
         (
+            "message M {}\nservice S { rpc A(M) returns (M); rpc A(M) returns (M); }",
+            (2, 39),
+            "`S.A` is defined twice (first at 2:17)",
+        ),
+        (
             "message M { map<float, int32> m = 1; }",
             (1, 17),
             "a map's key",
