@@ -10,8 +10,8 @@
 //! server side is handed to the program's thread, which opens the driver on it in its next
 //! `cf_dp_recv` (registering the datapath's one pinned memory with that device, as
 //! `emu_bench`'s resident servers do) and gives it back once the trial is over. Between
-//! trials `cf_dp_recv` finds nothing. The program's thread is pinned to the server CPU when
-//! the datapath is opened; the device to the last CPU.
+//! trials `cf_dp_recv` finds nothing. The program's thread is pinned to the first of the
+//! process's CPUs when the datapath is opened; the device runs on the second.
 //!
 //! What the server thread spent its time on is timed here, per trial, from the `cf_dp_recv`
 //! calls alone ([`percore::TimeSplit`]): a poll that found messages and everything until the
