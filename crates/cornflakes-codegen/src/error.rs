@@ -28,6 +28,21 @@ pub enum ErrorKind {
     Config,
 }
 
+impl ErrorKind {
+    /// Whether this is a refusal a schema that loads can earn from the generator: a construct
+    /// it does not support (`Unsupported`), two elements whose Rust names meet (`NameClash`),
+    /// or a broken rule of Cornflakes services (`Invalid`; only generation judges method
+    /// numbers, since [`Config::method_id`](crate::Config::method_id) may renumber). The
+    /// schema (or the build script's `method_id` settings) needs fixing; any other kind from [`Config::generate`](crate::Config::generate)
+    /// on a loaded schema is a problem of the build or of the compiler.
+    pub fn is_generation_refusal(self) -> bool {
+        matches!(
+            self,
+            ErrorKind::Unsupported | ErrorKind::NameClash | ErrorKind::Invalid
+        )
+    }
+}
+
 /// An error from [`Config::compile_protos`](crate::Config::compile_protos) or
 /// [`Schema::load`](crate::Schema::load). `Display` starts with `file:line:col` when the
 /// problem has a position. `Debug` prints the same text (the offending line and caret on
@@ -242,6 +257,25 @@ pub(crate) fn io_at(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> 
 
 #[cfg(test)]
 mod tests {
+    use super::ErrorKind;
+
+    /// The fuzz target's oracle and its replay test take exactly these as a schema's fault.
+    #[test]
+    fn generation_refusals_are_the_schemas_kinds_only() {
+        use ErrorKind::*;
+        for (kind, refusal) in [
+            (Unsupported, true),
+            (NameClash, true),
+            (Invalid, true),
+            (Parse, false),
+            (Io, false),
+            (Internal, false),
+            (Config, false),
+        ] {
+            assert_eq!(kind.is_generation_refusal(), refusal, "{kind:?}");
+        }
+    }
+
     #[test]
     fn a_missing_import_names_the_file_and_line_that_imports_it() {
         let dir = std::env::temp_dir().join(format!("cf-codegen-import-{}", std::process::id()));
