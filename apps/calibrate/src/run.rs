@@ -612,6 +612,9 @@ fn run_emu(cfg: &CalibConfig, array_bytes: usize) -> Result<Calibration, String>
         resolution: cfg.resolution,
         ..EmuSettings::default()
     };
+    // The CPUs first, in calibrate's words: `EmuBench::new` names `--cores`, a flag of the
+    // apps' benches that this run does not have.
+    emu_bench::cores_for(1).map_err(|e| format!("--datapath emu: {e}"))?;
     let bench = EmuBench::new(1, &settings, cfg.search_config())?;
     let items = array_bytes.div_ceil(ARRAY_ITEM).max(1);
     let t = Target {

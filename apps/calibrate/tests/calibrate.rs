@@ -217,6 +217,34 @@ fn cli_rejects_what_it_cannot_run_here_with_the_reason() {
     assert!(!ok && err.contains("--resolution 2"), "{err}");
 }
 
+/// On one CPU the emulated NIC cannot run: the error says why, in calibrate's flags.
+#[test]
+fn the_emulated_nic_on_one_cpu_is_a_clear_error() {
+    let cpu = percore::allowed_cores().unwrap()[0];
+    let out = Command::new("taskset")
+        .args(["-c", &cpu.to_string()])
+        .arg(env!("CARGO_BIN_EXE_calibrate"))
+        .args(["run", "--datapath", "emu", "--sizes", "64", "--counts", "1"])
+        .args(["--rates", "1000", "--duration", "0.05"])
+        .output();
+    let out = match out {
+        Ok(out) => out,
+        Err(e) => {
+            test_skip::skip(
+                "the_emulated_nic_on_one_cpu_is_a_clear_error",
+                &format!("taskset (util-linux) does not run: {e}"),
+            );
+            return;
+        }
+    };
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("--datapath emu: the emulated NIC needs 2 CPUs") && !err.contains("--cores"),
+        "{err}"
+    );
+}
+
 #[test]
 fn a_tiny_calibration_on_the_emulated_nic_verifies_replies() {
     if let Err(e) = datapath_mlx5::emu::threaded::two_cores() {
