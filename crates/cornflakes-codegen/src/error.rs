@@ -33,8 +33,9 @@ impl ErrorKind {
     /// it does not support (`Unsupported`), two elements whose Rust names meet (`NameClash`),
     /// or a broken rule of Cornflakes services (`Invalid`; only generation judges method
     /// numbers, since [`Config::method_id`](crate::Config::method_id) may renumber). The
-    /// schema (or the build script's `method_id` settings) needs fixing; any other kind from [`Config::generate`](crate::Config::generate)
-    /// on a loaded schema is a problem of the build or of the compiler.
+    /// schema (or the build script's `method_id` settings) needs fixing; any other kind from
+    /// [`Config::generate`](crate::Config::generate) on a loaded schema is a problem of the
+    /// build or of the compiler.
     pub fn is_generation_refusal(self) -> bool {
         matches!(
             self,
