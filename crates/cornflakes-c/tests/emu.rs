@@ -54,9 +54,21 @@ mod with_the_device {
     }
 
     /// plan.bin and plan.json: echo checks, one fixed run (every payload checked when
-    /// `check_every` is 1). plan.json appears whole (renamed into place): the device starts
-    /// when it sees it.
+    /// `check_every` is 1).
     fn write_plan(dir: &Path, check_every: u64) {
+        place(dir, &echo_plan(dir, check_every));
+    }
+
+    /// plan.json, whole (renamed into place): the device starts the plan it first sees, so
+    /// a plan is placed once, finished.
+    fn place(dir: &Path, plan: &Value) {
+        std::fs::write(dir.join(".plan.tmp"), plan.to_string()).unwrap();
+        std::fs::rename(dir.join(".plan.tmp"), dir.join("plan.json")).unwrap();
+    }
+
+    /// Writes plan.bin and returns the echo plan over it: one fixed run, every
+    /// `check_every`-th payload checked.
+    fn echo_plan(dir: &Path, check_every: u64) -> Value {
         let mut blob = Vec::new();
         let mut requests = Vec::new();
         for i in 0..DISTINCT {
@@ -75,8 +87,7 @@ mod with_the_device {
             "requests": requests,
         });
         std::fs::write(dir.join("plan.bin"), blob).unwrap();
-        std::fs::write(dir.join(".plan.tmp"), plan.to_string()).unwrap();
-        std::fs::rename(dir.join(".plan.tmp"), dir.join("plan.json")).unwrap();
+        plan
     }
 
     /// Serves until the plan is done, `handle` answering each request (its buffer released
@@ -277,11 +288,10 @@ mod with_the_device {
 
     /// The echo plan of [`write_plan`] as a search instead of a fixed run: two loads well
     /// within an echo server's reach (a debug build's too), one trial each, the whole search
-    /// twice.
+    /// twice. Only the search is ever placed: a fixed plan placed first could start before
+    /// it was replaced.
     fn write_search_plan(dir: &Path) {
-        write_plan(dir, 8);
-        let mut plan: Value =
-            serde_json::from_str(&std::fs::read_to_string(dir.join("plan.json")).unwrap()).unwrap();
+        let mut plan = echo_plan(dir, 8);
         let o = plan.as_object_mut().unwrap();
         o.remove("fixed");
         o.insert(
@@ -289,8 +299,7 @@ mod with_the_device {
             json!({"rates": [RATE / 10, RATE / 5], "trials": 1, "duration_ms": 100,
                    "warmup_ms": 20, "repeat": 2, "slowed_retries": 0}),
         );
-        std::fs::write(dir.join(".plan.tmp"), plan.to_string()).unwrap();
-        std::fs::rename(dir.join(".plan.tmp"), dir.join("plan.json")).unwrap();
+        place(dir, &plan);
     }
 
     #[test]
@@ -301,7 +310,10 @@ mod with_the_device {
         let mut progress = String::new();
         let (report, served) = run_plan("search", write_search_plan, |dp, dir| {
             let served = serve(dp, dir, false);
-            progress = std::fs::read_to_string(dir.join("progress.log")).unwrap();
+            progress = std::fs::read_to_string(dir.join("progress.log")).unwrap_or_else(|e| {
+                let done = std::fs::read_to_string(dir.join("done")).unwrap_or_default();
+                panic!("no progress.log ({e}); the plan ended with: {done}")
+            });
             served
         });
         assert_eq!(report["mode"], "rust-echo", "{report:#}");
@@ -410,8 +422,7 @@ mod with_the_device {
             "kv": {"initial": initial},
         });
         std::fs::write(dir.join("plan.bin"), blob).unwrap();
-        std::fs::write(dir.join(".plan.tmp"), plan.to_string()).unwrap();
-        std::fs::rename(dir.join(".plan.tmp"), dir.join("plan.json")).unwrap();
+        place(dir, &plan);
     }
 
     /// A RESP store serving until the plan is done; when `stale`, it acknowledges every SET
