@@ -612,10 +612,14 @@ fn run_emu(cfg: &CalibConfig, array_bytes: usize) -> Result<Calibration, String>
         resolution: cfg.resolution,
         ..EmuSettings::default()
     };
-    // The CPUs first, in calibrate's words: `EmuBench::new` names `--cores`, a flag of the
-    // apps' benches that this run does not have.
-    emu_bench::cores_for(1).map_err(|e| format!("--datapath emu: {e}"))?;
-    let bench = EmuBench::new(1, &settings, cfg.search_config())?;
+    // The CPUs and the interference warning in calibrate's words: `EmuBench::new` names
+    // `--cores`, a flag of the apps' benches that this run does not have, and says `[bench]`.
+    let (server, device) = emu_bench::cores_for(1).map_err(|e| format!("--datapath emu: {e}"))?;
+    let cpus: Vec<usize> = server.into_iter().chain([device]).collect();
+    let bench = EmuBench::on_cpus(&cpus, 1, &settings, cfg.search_config())?;
+    if let Some(w) = emu_bench::interference_warning() {
+        eprintln!("[calibrate] {w}");
+    }
     let items = array_bytes.div_ceil(ARRAY_ITEM).max(1);
     let t = Target {
         server: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0),

@@ -29,6 +29,13 @@ use crate::{EmuSettings, EmuSummary, EmuTrial};
 /// ([`loadgen::interference::idle_warning`]).
 const IDLE_WATCH: Duration = Duration::from_millis(300);
 
+/// The warning [`EmuBench::new`] prints before a run when other processes are busy on the
+/// machine (it watches for [`IDLE_WATCH`]), for a program that builds its bench with
+/// [`EmuBench::on_cpus`] and prints the warning in its own words.
+pub fn interference_warning() -> Option<String> {
+    loadgen::interference::idle_warning(IDLE_WATCH)
+}
+
 /// What the budget line says of the app's run (the rest it takes from the search).
 #[derive(Clone, Debug)]
 pub struct About<'a> {
@@ -106,7 +113,7 @@ impl EmuBench {
         let (server_cpus, device_cpu) =
             crate::cores_for(cores).map_err(|e| format!("--cores {cores}: {e}"))?;
         let bench = EmuBench::checked(server_cpus, device_cpu, settings, search)?;
-        if let Some(w) = loadgen::interference::idle_warning(IDLE_WATCH) {
+        if let Some(w) = interference_warning() {
             eprintln!("[bench] {w}");
         }
         Ok(bench)

@@ -112,7 +112,8 @@ mod summary_json;
 mod wire;
 
 pub use bench::{
-    write_emu_outputs, About, EmuBench, EmuBenchRun, EmuRepeat, EmuReportSpec, EmuTexts,
+    interference_warning, write_emu_outputs, About, EmuBench, EmuBenchRun, EmuRepeat,
+    EmuReportSpec, EmuTexts,
 };
 pub use capture::{capture, CaptureDatapath};
 pub use compact::compact_table;
