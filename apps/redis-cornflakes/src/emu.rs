@@ -12,7 +12,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use cornflakes::{Arena, CFBytes, CFString, CornflakesObj};
-use emu_bench::{EmuSummary, Roles};
+use emu_bench::{EmuSummary, Roles, SearchReport};
 use kv_peers::load::load;
 use kv_peers::plan::Plan;
 use kv_peers::server::Peer;
@@ -428,104 +428,44 @@ pub fn search(
     }
     let (zero_copy, copied) = sent_counts(server.tcp)?;
     drop(server);
-    let report: Value = serde_json::from_str(
-        &std::fs::read_to_string(dir.join("report.json")).map_err(|e| e.to_string())?,
-    )
-    .map_err(|e| format!("report.json: {e}"))?;
-    let repeats = report["repeats"].as_array().cloned().unwrap_or_default();
-    let summaries = repeats
-        .iter()
-        .map(|r| EmuSummary::from_json(&r["summary"]))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("report.json's summary: {e}"))?;
-    // The median repeat by its highest load kept up.
-    let mut maxes: Vec<(f64, &Value)> = repeats
-        .iter()
-        .map(|r| {
-            (
-                r["summary"]["max_rps_within_95pct"].as_f64().unwrap_or(0.0),
-                r,
-            )
-        })
-        .collect();
-    maxes.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let median = maxes.get(maxes.len() / 2).map(|m| m.1);
-    let s = median.map_or(Value::Null, |r| r["summary"].clone());
+    let text = std::fs::read_to_string(dir.join("report.json")).map_err(|e| e.to_string())?;
+    let report = serde_json::from_str(&text)
+        .map_err(|e| e.to_string())
+        .and_then(|v| SearchReport::from_json(&v))
+        .map_err(|e| format!("report.json: {e}"))?;
+    let median = report.median_repeat();
+    let best = median.and_then(|r| r.summary.best.as_ref());
     let thread_note = median.map_or_else(String::new, |r| {
         [
-            ("best", "at the best load"),
-            ("first_sustained_miss", "at the first miss"),
+            (&r.summary.best, "at the best load"),
+            (&r.summary.first_miss, "at the first miss"),
         ]
         .iter()
-        .filter_map(|(k, what)| {
-            let load = r["summary"][k]["offered_rps"].as_f64()?;
-            Some(format!(
-                "{what} {}",
-                thread_share(&r["server_thread"], load)?
-            ))
+        .filter_map(|(load, what)| {
+            let share = r.thread_share_at(load.as_ref()?.offered_rps)?;
+            Some(format!("{what} Redis's thread {share}"))
         })
         .collect::<Vec<_>>()
         .join("; ")
     });
-    let bad = repeats
-        .iter()
-        .map(|r| {
-            r["summary"]["mismatched"].as_u64().unwrap_or(0)
-                + r["summary"]["malformed"].as_u64().unwrap_or(0)
-        })
-        .sum();
-    let records: Vec<Record> = median
-        .map(|r| serde_json::from_value(r["records"].clone()))
-        .transpose()
-        .map_err(|e| format!("report.json's records: {e}"))?
-        .unwrap_or_default();
     Ok(EmuResult {
-        records,
+        records: median.map_or_else(Vec::new, |r| r.records.clone()),
         format,
-        max_rps: s["max_rps_within_95pct"].as_f64(),
-        p99_us: s["best"]["p99_us"].as_f64(),
-        device_busy: s["best"]["device_busy"].as_f64(),
-        bound_note: s["bound_note"].as_str().unwrap_or("").to_owned(),
+        max_rps: best.map(|b| b.median_rps),
+        p99_us: best.and_then(|b| b.p99_us),
+        device_busy: best.map(|b| b.device_busy),
+        bound_note: median.map_or_else(String::new, |r| r.summary.bound_note()),
         thread_note,
-        bad,
+        bad: report
+            .repeats
+            .iter()
+            .map(|r| r.summary.mismatched + r.summary.malformed)
+            .sum(),
         zero_copy,
         copied,
-        table: report["tables"]
-            .as_array()
-            .map(|t| {
-                t.iter()
-                    .filter_map(Value::as_str)
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            })
-            .unwrap_or_default(),
-        summaries,
+        table: report.tables.join("\n"),
+        summaries: report.repeats.into_iter().map(|r| r.summary).collect(),
     })
-}
-
-/// Redis's thread in the trials at `load` (the device's `server_thread` list): the least of
-/// the trials' shares on its CPU and the most waiting for it, e.g. `Redis's thread on its CPU
-/// 99% of the trial, waiting for it 1%`; `None` when the kernel gave no schedstats.
-fn thread_share(threads: &Value, load: f64) -> Option<String> {
-    let shares: Vec<(f64, f64)> = threads
-        .as_array()?
-        .iter()
-        .filter(|t| t["offered_rps"].as_f64() == Some(load))
-        .filter_map(|t| {
-            let span = t["span_ns"].as_f64().filter(|s| *s > 0.0)?;
-            Some((
-                t["on_cpu_ns"].as_f64()? / span,
-                t["waited_ns"].as_f64()? / span,
-            ))
-        })
-        .collect();
-    let on = shares.iter().map(|s| s.0).reduce(f64::min)?;
-    let waited = shares.iter().map(|s| s.1).fold(0.0, f64::max);
-    Some(format!(
-        "Redis's thread on its CPU {:.0}% of the trial, waiting for it {:.0}%",
-        on * 100.0,
-        waited * 100.0
-    ))
 }
 
 /// The paper's Table 3 (Gbit/s: Cornflakes, RESP) per YCSB experiment.

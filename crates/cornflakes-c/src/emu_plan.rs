@@ -24,7 +24,8 @@ use cornflakes_codegen::dynamic::{DynMessage, Value};
 use cornflakes_codegen::schema::MsgId;
 use cornflakes_codegen::Schema;
 use emu_bench::{
-    About, EmuBench, EmuRepeat, EmuRunConfig, EmuSettings, EmuTrial, ReplyCheck, Request,
+    About, EmuBench, EmuRepeat, EmuRunConfig, EmuSettings, EmuTrial, RepeatReport, ReplyCheck,
+    Request, SearchReport, ThreadReading,
 };
 use loadgen::search::{Point, SearchConfig};
 use serde_json::{json, Value as Json};
@@ -437,14 +438,14 @@ fn trial(
 
 /// The server thread's scheduling in a trial: how long it served, and how much of that it
 /// ran and waited for its CPU (another task held it).
-fn thread_json(point: &Point, s: &Served) -> Json {
-    json!({
-        "offered_rps": point.offered_rps,
-        "trial": point.trial,
-        "span_ns": s.span_ns,
-        "on_cpu_ns": s.sched.map(|t| t.on_cpu_ns),
-        "waited_ns": s.sched.map(|t| t.waited_ns),
-    })
+fn thread_reading(point: &Point, s: &Served) -> ThreadReading {
+    ThreadReading {
+        offered_rps: point.offered_rps,
+        trial: point.trial,
+        span_ns: s.span_ns,
+        on_cpu_ns: s.sched.map(|t| t.on_cpu_ns),
+        waited_ns: s.sched.map(|t| t.waited_ns),
+    }
 }
 
 /// Runs the plan in `dir` on the program's `cpus` (the first serves, the second is the
@@ -463,8 +464,10 @@ fn run_plan(dir: &Path, handoff: &Handoff, cpus: &[usize]) -> Result<Json, Strin
                 phase: loadgen::search::Phase::Grid,
             };
             let (t, served) = trial(&plan, handoff, point, seed)?;
+            let thread =
+                serde_json::to_value(thread_reading(&point, &served)).map_err(|e| e.to_string())?;
             Ok(json!({
-                "server_thread": thread_json(&point, &served),
+                "server_thread": thread,
                 "mode": plan.mode,
                 "planned_requests": requests,
                 "served_received": t.server,
@@ -508,7 +511,7 @@ fn run_plan(dir: &Path, handoff: &Handoff, cpus: &[usize]) -> Result<Json, Strin
                 |p| {
                     seed += 1;
                     let (t, served) = trial(&plan, handoff, p, seed)?;
-                    threads.borrow_mut().push(thread_json(&p, &served));
+                    threads.borrow_mut().push(thread_reading(&p, &served));
                     Ok(t)
                 },
                 // A progress line that cannot be written loses nothing of the report.
@@ -518,18 +521,22 @@ fn run_plan(dir: &Path, handoff: &Handoff, cpus: &[usize]) -> Result<Json, Strin
                         return Err(format!("{} summaries of one mode", r.summaries.len()));
                     };
                     tables.push(emu_bench::table(&r.summaries, None, cfg.trials));
-                    repeats.push(json!({
-                        "summary": summary.to_json(),
-                        "records": serde_json::to_value(&r.records).map_err(|e| e.to_string())?,
-                        "points": r.trials,
-                        "server_thread": threads.take(),
-                    }));
+                    repeats.push(RepeatReport {
+                        summary: summary.clone(),
+                        records: r.records.clone(),
+                        points: r.trials.clone(),
+                        server_thread: threads.take(),
+                    });
                     Ok(())
                 },
             )?;
-            Ok(
-                json!({ "mode": plan.mode, "shape": plan.shape, "repeats": repeats, "tables": tables }),
-            )
+            SearchReport {
+                mode: plan.mode.clone(),
+                shape: plan.shape.clone(),
+                repeats,
+                tables,
+            }
+            .to_json()
         }
     }
 }

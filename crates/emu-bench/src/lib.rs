@@ -44,7 +44,10 @@
 //!   search `--repeat` times with slowed trials rerun, rebases the canaries, and returns the
 //!   summaries, trials, median records and each lane's server counters ([`EmuBenchRun`]);
 //!   [`write_emu_outputs`] writes `emu-summary.json`, `emu-points.json` and `ratios.json` and
-//!   gives the full tables and the text to print.
+//!   gives the full tables and the text to print;
+//! - [`SearchReport`] is a search's report when it ran in another program (the C library's
+//!   emulated device writes it, a bench driving that program reads it back): one type for
+//!   both sides.
 //!
 //! What this measures is the **server core's** work per request with a NIC that costs it
 //! nothing but descriptor writes and completion polls. It is not a network measurement: see
@@ -102,6 +105,7 @@ mod compact;
 mod explain;
 mod frames;
 mod headline;
+mod plan_report;
 mod repeats;
 mod rerun;
 mod resident;
@@ -258,6 +262,7 @@ pub use datapath_mlx5::emu::threaded::cores_for;
 /// Whether this machine has the two CPUs a one-core run needs (server and device), and which.
 pub use datapath_mlx5::emu::threaded::two_cores;
 pub use frames::{Request, RequestFrames};
+pub use plan_report::{RepeatReport, SearchReport, ThreadReading};
 pub use rerun::{search_rerunning_slowed, DEFAULT_SLOWED_RETRIES};
 pub use resident::{resident, Resident};
 pub use run::{
