@@ -1010,12 +1010,44 @@ pub fn table(cfg: &CalibConfig, c: &Calibration) -> String {
         "\nsg / copy of the medians; sg / copy: that policy's trial spread lies wholly above the \
          other's; ~: no clear winner; –: not measured\n",
     );
+    // The speed canary's notes, as the echo and KV benches print them: trials slowed against
+    // the run's fast state, and a run whose two CPUs were far apart throughout.
+    for note in [
+        loadgen::canary::slowed_note(&c.records),
+        loadgen::canary::far_pair_note(&c.records),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        let _ = write!(s, "\n{note}\n");
+    }
     s
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_table_says_when_the_whole_run_had_its_cpus_far_apart() {
+        let cfg = CalibConfig::for_datapath(DatapathKind::Emu);
+        let run = |pair_ns: f64| Calibration {
+            records: (0..4)
+                .map(|_| Record {
+                    canary_pair_ns: Some(pair_ns),
+                    ..Record::default()
+                })
+                .collect(),
+            ..Calibration::default()
+        };
+        let quiet = table(&cfg, &run(64.0));
+        assert!(quiet.ends_with("not measured\n"), "{quiet}");
+        let far = table(&cfg, &run(300.0));
+        assert!(
+            far.contains("was 300 ns a round trip at the median point (4 of 4 points"),
+            "{far}"
+        );
+    }
 
     #[test]
     fn cache_sizes_parse() {

@@ -570,7 +570,25 @@ pub fn compact_tables(results: &[(Experiment, Vec<EmuResult>)]) -> String {
             emu_bench::compact_table(&per, &ROLES)
         );
     }
-    s
+    s + &canary_notes(results)
+}
+
+/// The speed canary's notes under the tables, as `echo bench` and `kv bench` print them: how
+/// many points ran slowed against the run's fast state, and whether the whole run had its two
+/// CPUs far apart (which no point's mark can show); empty when neither.
+fn canary_notes(results: &[(Experiment, Vec<EmuResult>)]) -> String {
+    let records: Vec<Record> = results
+        .iter()
+        .flat_map(|(_, rs)| rs.iter().flat_map(|r| r.records.iter().cloned()))
+        .collect();
+    [
+        loadgen::canary::slowed_note(&records),
+        loadgen::canary::far_pair_note(&records),
+    ]
+    .into_iter()
+    .flatten()
+    .map(|note| format!("\n{note}\n"))
+    .collect()
 }
 
 /// The bar chart of the highest load each format kept up per experiment (one bar per
@@ -795,6 +813,32 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("not at its knee"), "{text}");
+        // The canary's notes: none for a run in the fast state; a run whose pair reading sat
+        // far above a socket's throughout gets the note its slowed marks cannot give.
+        let fast = |rs: &[Record], ns: f64| -> Vec<Record> {
+            rs.iter()
+                .map(|r| Record {
+                    canary_pair_ns: Some(ns),
+                    ..r.clone()
+                })
+                .collect()
+        };
+        let run = |ns: f64| {
+            vec![(
+                Experiment::Get,
+                vec![
+                    result(Format::Resp, fast(&resp, ns)),
+                    result(Format::Cornflakes, fast(&cf, ns)),
+                ],
+            )]
+        };
+        assert_eq!(canary_notes(&run(64.0)), "");
+        let notes = canary_notes(&run(310.0));
+        assert!(
+            notes.contains("was 310 ns a round trip at the median point (8 of 8 points"),
+            "{notes}"
+        );
+        assert!(compact_tables(&run(310.0)).ends_with(&notes));
         // Without a load RESP missed, its top load is no knee: the text says so.
         let text = figure8(&[
             result(Format::Resp, resp[..2].to_vec()),
