@@ -30,7 +30,7 @@ use crate::{EmuSettings, EmuSummary, EmuTrial};
 const IDLE_WATCH: Duration = Duration::from_millis(300);
 
 /// The warning [`EmuBench::new`] prints before a run when other processes are busy on the
-/// machine (it watches for [`IDLE_WATCH`]), for a program that builds its bench with
+/// machine (watched for a moment before the run), for a program that builds its bench with
 /// [`EmuBench::on_cpus`] and prints the warning in its own words.
 pub fn interference_warning() -> Option<String> {
     loadgen::interference::idle_warning(IDLE_WATCH)
