@@ -1012,16 +1012,7 @@ pub fn table(cfg: &CalibConfig, c: &Calibration) -> String {
     );
     // The speed canary's notes, as the echo and KV benches print them: trials slowed against
     // the run's fast state, and a run whose two CPUs were far apart throughout.
-    for note in [
-        loadgen::canary::slowed_note(&c.records),
-        loadgen::canary::far_pair_note(&c.records),
-    ]
-    .into_iter()
-    .flatten()
-    {
-        let _ = write!(s, "\n{note}\n");
-    }
-    s
+    s + &loadgen::canary::notes(&c.records)
 }
 
 #[cfg(test)]

@@ -178,13 +178,7 @@ pub fn table(records: &[Record], fixed_rps: f64, servers: &[(Mode, ServerStats)]
             c / l
         );
     }
-    if let Some(note) = loadgen::canary::slowed_note(records) {
-        let _ = writeln!(s, "\n{note}");
-    }
-    if let Some(note) = loadgen::canary::far_pair_note(records) {
-        let _ = writeln!(s, "\n{note}");
-    }
-    s
+    s + &loadgen::canary::notes(records)
 }
 
 #[cfg(test)]

@@ -417,13 +417,7 @@ pub fn tables(workload: &WorkloadConfig, out: &BenchOutcome) -> String {
         }
         let _ = writeln!(s, "{}", equal_p99(recs, lib));
     }
-    if let Some(note) = loadgen::canary::slowed_note(recs) {
-        let _ = writeln!(s, "\n{note}");
-    }
-    if let Some(note) = loadgen::canary::far_pair_note(recs) {
-        let _ = writeln!(s, "\n{note}");
-    }
-    s
+    s + &loadgen::canary::notes(recs)
 }
 
 /// The paper's Figure 7 reading: cornflakes' throughput at the tail latency the best library

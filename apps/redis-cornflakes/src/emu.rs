@@ -581,14 +581,7 @@ fn canary_notes(results: &[(Experiment, Vec<EmuResult>)]) -> String {
         .iter()
         .flat_map(|(_, rs)| rs.iter().flat_map(|r| r.records.iter().cloned()))
         .collect();
-    [
-        loadgen::canary::slowed_note(&records),
-        loadgen::canary::far_pair_note(&records),
-    ]
-    .into_iter()
-    .flatten()
-    .map(|note| format!("\n{note}\n"))
-    .collect()
+    loadgen::canary::notes(&records)
 }
 
 /// The bar chart of the highest load each format kept up per experiment (one bar per

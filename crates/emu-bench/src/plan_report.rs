@@ -74,12 +74,12 @@ fn typed<T: for<'de> Deserialize<'de>>(v: &Value, key: &str) -> Result<T, String
 impl RepeatReport {
     /// The repeat as JSON.
     pub fn to_json(&self) -> Result<Value, String> {
-        let typed = |x: Result<Value, serde_json::Error>| x.map_err(|e| e.to_string());
+        let value = |x: Result<Value, serde_json::Error>| x.map_err(|e| e.to_string());
         Ok(json!({
             "summary": self.summary.to_json(),
-            "records": typed(serde_json::to_value(&self.records))?,
+            "records": value(serde_json::to_value(&self.records))?,
             "points": self.points,
-            "server_thread": typed(serde_json::to_value(&self.server_thread))?,
+            "server_thread": value(serde_json::to_value(&self.server_thread))?,
         }))
     }
 

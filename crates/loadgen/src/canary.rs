@@ -666,6 +666,17 @@ pub fn far_pair_note(records: &[Record]) -> Option<String> {
     })
 }
 
+/// The canary's notes under a run's tables, each as `"\n{note}\n"`: [`slowed_note`] and
+/// [`far_pair_note`] of `records`; empty when neither applies. Every bench that prints a
+/// table of records ends it with these.
+pub fn notes(records: &[Record]) -> String {
+    [slowed_note(records), far_pair_note(records)]
+        .into_iter()
+        .flatten()
+        .map(|note| format!("\n{note}\n"))
+        .collect()
+}
+
 /// The reference readings of a run: each CPU's first canary time, and each pair's first pair
 /// reading.
 #[derive(Debug, Default)]
